@@ -1,0 +1,84 @@
+# ctrain — one Makefile.
+#   make            build build/ctrain and the test programs
+#   make test       build, then run the CPU tests (ends with "N passed, N failed")
+#   make test-gpu   build, then run the GPU tests (needs a CUDA device)
+#   make CUDA=0     CPU-only build, even where nvcc, cuDNN and cuBLAS exist
+#   make ARCH=90    build GPU code for one architecture only (faster dev builds)
+# The CUDA backend is built when nvcc, cuDNN and cuBLAS are found.
+
+CC        ?= cc
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || ([ -x $(CUDA_HOME)/bin/nvcc ] && echo $(CUDA_HOME)/bin/nvcc))
+BUILD     ?= build
+# sm_80 A100, sm_86 A6000/3090, sm_89 4090/L40S, sm_90 H100/H200
+ARCH      ?= 80 86 89 90
+
+CUDNN_H   := $(firstword $(wildcard $(CUDA_HOME)/include/cudnn.h /usr/include/cudnn.h /usr/include/x86_64-linux-gnu/cudnn.h))
+CUBLAS_H  := $(firstword $(wildcard $(CUDA_HOME)/include/cublasLt.h /usr/include/cublasLt.h))
+ifeq ($(origin CUDA),undefined)
+  CUDA := $(if $(and $(NVCC),$(CUDNN_H),$(CUBLAS_H)),1,0)
+endif
+
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD -MP -I.
+LDLIBS   := -lz -lm -lpthread -ldl -fopenmp
+
+C_SRCS   := $(wildcard engine/*.c ops/*.c models/*.c data/*.c train/*.c)
+MAIN_SRC := train/main.c
+LIB_C    := $(filter-out $(MAIN_SRC),$(C_SRCS))
+CU_SRCS  :=
+ifeq ($(CUDA),1)
+  CU_SRCS  := $(wildcard engine/*.cu ops/*.cu train/*.cu)
+  CFLAGS   += -DCTRAIN_CUDA -I$(CUDA_HOME)/include
+  NVFLAGS  := -O3 -std=c++17 -DCTRAIN_CUDA -I. -MMD -MP -lineinfo \
+              -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-fPIC \
+              $(foreach a,$(ARCH),-gencode=arch=compute_$(a),code=sm_$(a))
+  LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
+              -lcudnn -lcublasLt -lcublas -lcudart -lstdc++
+endif
+
+LIB_OBJS := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
+LIB      := $(BUILD)/libctrain.a
+BIN      := $(BUILD)/ctrain
+
+TEST_CPU_SRCS := $(wildcard tests/test_*.c)
+TEST_GPU_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard tests/gpu_*.c),)
+TEST_CPU_BINS := $(TEST_CPU_SRCS:tests/%.c=$(BUILD)/tests/%)
+TEST_GPU_BINS := $(TEST_GPU_SRCS:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all test test-gpu clean info-build
+all: $(BIN) $(TEST_CPU_BINS) $(TEST_GPU_BINS)
+
+info-build:
+	@echo "CUDA=$(CUDA) NVCC=$(NVCC) cuDNN=$(CUDNN_H) cuBLASLt=$(CUBLAS_H) ARCH=$(ARCH)"
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(BUILD)/obj/$(MAIN_SRC:.c=.o) $(LIB)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDLIBS)
+
+test: $(BIN) $(TEST_CPU_BINS)
+	@sh tests/run.sh $(TEST_CPU_BINS)
+
+test-gpu: $(BIN) $(TEST_GPU_BINS)
+	@if [ "$(CUDA)" != 1 ]; then echo "make test-gpu: this build has no CUDA backend (nvcc, cuDNN or cuBLAS missing, or CUDA=0)"; exit 1; fi
+	@sh tests/run.sh $(TEST_GPU_BINS)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)

@@ -1,0 +1,26 @@
+/* error.c — fatal errors with a hint, and failed-library-call reports. */
+#include "error.h"
+
+#include <stdarg.h>
+
+void ct_fatal_hint(const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fputs("ctrain: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    if (hint) fprintf(stderr, "hint: %s\n", hint);
+    exit(1);
+}
+
+void ct_check_failed(const char *file, int line, const char *call,
+                     const char *lib, const char *msg)
+{
+    fflush(stdout);
+    fprintf(stderr, "ctrain: %s:%d: %s failed: %s: %s\n", file, line, call, lib,
+            msg ? msg : "(no message)");
+    exit(1);
+}

@@ -1,0 +1,50 @@
+/* matmul.h — batched matrix product, row-major.
+ *
+ *   C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b],   b = 0 .. batch-1
+ *   op(A) is M x K (A stored K x M when transA), op(B) is K x N (B stored
+ *   N x K when transB), C is M x N. Every matrix is contiguous; batch strides
+ *   sA, sB, sC are in elements (0 broadcasts one matrix over the batch).
+ *   beta 0 means C is not read (it may hold garbage or NaN).
+ *
+ * CPU: a cache-blocked loop nest with OpenMP over (batch, row blocks), f32.
+ * CUDA: cuBLASLt. Row-major C = A B is column-major C^T = B^T A^T, so the
+ * launcher swaps the operands instead of transposing anything. Accumulation
+ * is f32 always; `allow_tf32` lets f32 inputs use TF32 tensor cores.
+ * Types: A and B share a type in {f32, f16, bf16}; C is that type or f32.
+ */
+#ifndef CTRAIN_OPS_MATMUL_H
+#define CTRAIN_OPS_MATMUL_H
+
+#include <stddef.h>
+#include "../engine/dtype.h"
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#include <cublasLt.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void matmul_cpu(float *C, const float *A, const float *B, int M, int N, int K,
+                int transA, int transB, float alpha, float beta, int batch,
+                long long sA, long long sB, long long sC);
+
+#ifdef CTRAIN_CUDA
+/* Per-shape cache of cuBLASLt descriptors and the chosen algorithm, so the
+ * heuristic query runs once per shape, not once per call. */
+typedef struct MatmulPlanCache MatmulPlanCache;
+MatmulPlanCache *matmul_plan_cache_new(void);
+void matmul_plan_cache_free(MatmulPlanCache *c);
+
+void matmul_cuda(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
+                 size_t workspace_bytes, cudaStream_t s,
+                 void *C, DType tc, const void *A, const void *B, DType tab,
+                 int M, int N, int K, int transA, int transB, float alpha, float beta,
+                 int batch, long long sA, long long sB, long long sC, int allow_tf32);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif
