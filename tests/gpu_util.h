@@ -1,0 +1,86 @@
+/* gpu_util.h — shared helpers for the GPU test programs (tests/gpu_*.c):
+ * upload/download with dtype conversion, poisoned outputs, per-dtype
+ * tolerances. Include after check.h. Host data is always f32; on upload it is
+ * converted to the storage dtype, and quantize() rounds host inputs the same
+ * way so the CPU reference sees exactly the values the GPU sees.
+ */
+#ifndef CTRAIN_TESTS_GPU_UTIL_H
+#define CTRAIN_TESTS_GPU_UTIL_H
+
+#include <cuda_runtime.h>
+#include <string.h>
+#include "../engine/dtype.h"
+#include "../engine/error.h"
+
+/* Exit with a clear message when no CUDA device is usable. */
+static void gpu_require(void)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        printf("no CUDA device (%s): GPU tests need one; run them with make test-gpu on a GPU machine\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "device count 0");
+        printf("0 passed, 1 failed\n");
+        exit(1);
+    }
+}
+
+/* Round host values through dt (in place): the CPU reference then computes on
+ * the same inputs the GPU reads. */
+static void quantize(float *h, size_t n, DType dt)
+{
+    if (dt == DT_F32) return;
+    uint16_t *tmp = (uint16_t *)malloc(n * 2);
+    dtype_convert(tmp, dt, h, DT_F32, n);
+    dtype_convert(h, DT_F32, tmp, dt, n);
+    free(tmp);
+}
+
+static void *gpu_upload(const float *h, size_t n, DType dt)
+{
+    size_t bytes = n * dtype_size(dt);
+    void *tmp = malloc(bytes ? bytes : 1), *d = NULL;
+    dtype_convert(tmp, dt, h, DT_F32, n);
+    CUDA_CHECK(cudaMalloc(&d, bytes ? bytes : 1));
+    CUDA_CHECK(cudaMemcpy(d, tmp, bytes, cudaMemcpyHostToDevice));
+    free(tmp);
+    return d;
+}
+
+static void *gpu_upload_raw(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    CUDA_CHECK(cudaMalloc(&d, bytes ? bytes : 1));
+    CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* An output buffer filled with 0xFF bytes: NaN in f32, f16 and bf16, so an
+ * element the kernel forgot to write fails the comparison. */
+static void *gpu_alloc_poison(size_t n, DType dt)
+{
+    void *d = NULL;
+    size_t bytes = n * dtype_size(dt);
+    CUDA_CHECK(cudaMalloc(&d, bytes ? bytes : 1));
+    CUDA_CHECK(cudaMemset(d, 0xFF, bytes));
+    return d;
+}
+
+static void gpu_download(float *h, const void *d, size_t n, DType dt)
+{
+    size_t bytes = n * dtype_size(dt);
+    void *tmp = malloc(bytes ? bytes : 1);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(tmp, d, bytes, cudaMemcpyDeviceToHost));
+    dtype_convert(h, DT_F32, tmp, dt, n);
+    free(tmp);
+}
+
+/* Tolerances for a GPU result stored in dt against the f32 CPU reference on
+ * the same (quantized) inputs: the output rounding of dt plus f32 reordering. */
+static double tol_atol(DType dt) { return dt == DT_F32 ? 1e-5 : dt == DT_F16 ? 2e-3 : 1.6e-2; }
+static double tol_rtol(DType dt) { return dt == DT_F32 ? 1e-4 : dt == DT_F16 ? 2e-3 : 1.6e-2; }
+
+static const DType gpu_float_types[3] = {DT_F32, DT_F16, DT_BF16};
+
+#endif
