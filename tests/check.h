@@ -19,7 +19,7 @@
 
 static int check_passed_ = 0, check_failed_ = 0;
 
-static void check_report_(int ok, const char *name, const char *detail)
+static inline void check_report_(int ok, const char *name, const char *detail)
 {
     if (ok) {
         check_passed_++;
@@ -31,7 +31,7 @@ static void check_report_(int ok, const char *name, const char *detail)
 }
 
 /* A boolean check with a printf-style description of what was expected. */
-static int check_true(const char *name, int cond, const char *fmt, ...)
+static inline int check_true(const char *name, int cond, const char *fmt, ...)
 {
     char buf[512] = {0};
     if (!cond && fmt) {
@@ -44,7 +44,7 @@ static int check_true(const char *name, int cond, const char *fmt, ...)
     return cond;
 }
 
-static int check_close(const char *name, const float *got, const float *ref, size_t n,
+static inline int check_close(const char *name, const float *got, const float *ref, size_t n,
                        double atol, double rtol)
 {
     size_t worst = 0;
@@ -68,7 +68,7 @@ static int check_close(const char *name, const float *got, const float *ref, siz
 }
 
 /* Same in double (for finite-difference checks computed in f64). */
-static int check_close_f64(const char *name, const double *got, const double *ref,
+static inline int check_close_f64(const char *name, const double *got, const double *ref,
                            size_t n, double atol, double rtol)
 {
     size_t worst = 0;
@@ -92,8 +92,8 @@ static int check_close_f64(const char *name, const double *got, const double *re
 /* Deterministic test inputs: uniform in [lo, hi) from a per-test seed
  * (xorshift64*), never zeros. */
 static uint64_t check_rng_state_ = 0x9E3779B97F4A7C15ull;
-static void check_seed(uint64_t s) { check_rng_state_ = s * 0x9E3779B97F4A7C15ull + 1; }
-static float check_uniform(float lo, float hi)
+static inline void check_seed(uint64_t s) { check_rng_state_ = s * 0x9E3779B97F4A7C15ull + 1; }
+static inline float check_uniform(float lo, float hi)
 {
     uint64_t x = check_rng_state_;
     x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
@@ -101,13 +101,13 @@ static float check_uniform(float lo, float hi)
     double u = (double)((x * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
     return (float)(lo + (hi - lo) * u);
 }
-static void check_fill(float *p, size_t n, float lo, float hi)
+static inline void check_fill(float *p, size_t n, float lo, float hi)
 {
     for (size_t i = 0; i < n; i++) p[i] = check_uniform(lo, hi);
 }
 
 /* Ends every test program: prints the summary line, returns the exit code. */
-static int check_summary(void)
+static inline int check_summary(void)
 {
     printf("%d passed, %d failed\n", check_passed_, check_failed_);
     return check_failed_ ? 1 : 0;

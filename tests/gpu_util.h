@@ -13,7 +13,7 @@
 #include "../engine/error.h"
 
 /* Exit with a clear message when no CUDA device is usable. */
-static void gpu_require(void)
+static inline void gpu_require(void)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -27,7 +27,7 @@ static void gpu_require(void)
 
 /* Round host values through dt (in place): the CPU reference then computes on
  * the same inputs the GPU reads. */
-static void quantize(float *h, size_t n, DType dt)
+static inline void quantize(float *h, size_t n, DType dt)
 {
     if (dt == DT_F32) return;
     uint16_t *tmp = (uint16_t *)malloc(n * 2);
@@ -36,7 +36,7 @@ static void quantize(float *h, size_t n, DType dt)
     free(tmp);
 }
 
-static void *gpu_upload(const float *h, size_t n, DType dt)
+static inline void *gpu_upload(const float *h, size_t n, DType dt)
 {
     size_t bytes = n * dtype_size(dt);
     void *tmp = malloc(bytes ? bytes : 1), *d = NULL;
@@ -47,7 +47,7 @@ static void *gpu_upload(const float *h, size_t n, DType dt)
     return d;
 }
 
-static void *gpu_upload_raw(const void *h, size_t bytes)
+static inline void *gpu_upload_raw(const void *h, size_t bytes)
 {
     void *d = NULL;
     CUDA_CHECK(cudaMalloc(&d, bytes ? bytes : 1));
@@ -57,7 +57,7 @@ static void *gpu_upload_raw(const void *h, size_t bytes)
 
 /* An output buffer filled with 0xFF bytes: NaN in f32, f16 and bf16, so an
  * element the kernel forgot to write fails the comparison. */
-static void *gpu_alloc_poison(size_t n, DType dt)
+static inline void *gpu_alloc_poison(size_t n, DType dt)
 {
     void *d = NULL;
     size_t bytes = n * dtype_size(dt);
@@ -66,7 +66,7 @@ static void *gpu_alloc_poison(size_t n, DType dt)
     return d;
 }
 
-static void gpu_download(float *h, const void *d, size_t n, DType dt)
+static inline void gpu_download(float *h, const void *d, size_t n, DType dt)
 {
     size_t bytes = n * dtype_size(dt);
     void *tmp = malloc(bytes ? bytes : 1);
@@ -78,9 +78,9 @@ static void gpu_download(float *h, const void *d, size_t n, DType dt)
 
 /* Tolerances for a GPU result stored in dt against the f32 CPU reference on
  * the same (quantized) inputs: the output rounding of dt plus f32 reordering. */
-static double tol_atol(DType dt) { return dt == DT_F32 ? 1e-5 : dt == DT_F16 ? 2e-3 : 1.6e-2; }
-static double tol_rtol(DType dt) { return dt == DT_F32 ? 1e-4 : dt == DT_F16 ? 2e-3 : 1.6e-2; }
+static inline double tol_atol(DType dt) { return dt == DT_F32 ? 1e-5 : dt == DT_F16 ? 2e-3 : 1.6e-2; }
+static inline double tol_rtol(DType dt) { return dt == DT_F32 ? 1e-4 : dt == DT_F16 ? 2e-3 : 1.6e-2; }
 
-static const DType gpu_float_types[3] = {DT_F32, DT_F16, DT_BF16};
+__attribute__((unused)) static const DType gpu_float_types[3] = {DT_F32, DT_F16, DT_BF16};
 
 #endif

@@ -1,2 +1,27 @@
-/* main.c — placeholder until the CLI lands (replaced in this same issue). */
-int main(void) { return 0; }
+/* main.c — the ctrain command: dispatch to a subcommand. */
+#include <stdio.h>
+#include <string.h>
+#include "../engine/error.h"
+#include "train.h"
+
+static void usage(void)
+{
+    printf("ctrain — a training engine in C and CUDA\n\n"
+           "usage: ctrain COMMAND [options]\n\n"
+           "commands:\n"
+           "  train   train a model      (ctrain train --help)\n"
+           "  info    the device, CUDA, cuDNN and cuBLAS versions\n"
+           "  help    this text\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
+        !strcmp(argv[1], "-h")) {
+        usage();
+        return argc < 2 ? 1 : 0;
+    }
+    if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "info")) return cmd_info(argc - 2, argv + 2);
+    ct_fatal_hint("run 'ctrain help' for the list of commands", "unknown command '%s'", argv[1]);
+}

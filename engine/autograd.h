@@ -1,0 +1,85 @@
+/* autograd.h — the tape: reverse-mode automatic differentiation.
+ *
+ * Forward: an op computes its output, and when grad mode is on and some
+ * input requires grad, it records a Node {backward function, inputs, saved
+ * tensors, small params} at the end of the tape.
+ *
+ * Backward: ad_backward(loss) seeds d(loss) and walks the tape in reverse.
+ * Node order is creation order, so when a node runs, every consumer of its
+ * output has already run and the output's gradient is complete. The node's
+ * backward reads out->grad and adds into each input's grad (ad_grad_dst).
+ * Then, immediately:
+ *   - out->grad is freed (an activation gradient lives from its first
+ *     producer to its one consumer, no longer);
+ *   - saved tensors are released (their data goes once no one else holds it);
+ *   - the node drops its hold on its inputs and output.
+ * Parameter gradients are views into the one f32 gradient buffer and always
+ * accumulate (+=): that is what makes gradient accumulation free.
+ *
+ * No-grad mode (ad_set_grad / ctx->grad_enabled = 0) records nothing: eval
+ * and the recompute forward.
+ */
+#ifndef CTRAIN_AUTOGRAD_H
+#define CTRAIN_AUTOGRAD_H
+
+#include "ctx.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NODE_MAX_IN 4
+#define NODE_MAX_SAVED 6
+
+typedef struct Node Node;
+typedef void (*BackwardFn)(Ctx *c, Node *n);
+
+struct Node {
+    const char *op;                 /* op name, for traces and errors */
+    BackwardFn backward;
+    Tensor *out;                    /* held */
+    Tensor *in[NODE_MAX_IN];        /* held: where input gradients go */
+    int n_in;
+    Tensor *saved[NODE_MAX_SAVED];  /* retained: values backward reads */
+    int n_saved;
+    float f[8];                     /* small op params */
+    int64_t i[8];
+};
+
+struct Tape {
+    Node *nodes;
+    int n, cap;
+    int walking;                    /* inside ad_backward */
+};
+
+Tape *tape_new(void);
+void tape_free(Tape *t);
+
+/* 1 when grad mode is on and any of the n inputs requires grad. */
+int ad_needs_grad(const Ctx *c, Tensor *const *in, int n);
+/* Set grad mode; returns the previous one. */
+int ad_set_grad(Ctx *c, int enabled);
+
+/* Record a node producing `out` from `in`; marks out as requiring grad.
+ * The returned pointer is valid until the next ad_record. */
+Node *ad_record(Ctx *c, const char *op, BackwardFn fn, Tensor *out, Tensor *const *in, int n_in);
+/* Keep t's values for the backward. */
+void ad_save(Node *n, Tensor *t);
+
+/* Where x's gradient goes: NULL when x needs none. *accum is 0 when the
+ * buffer was just created (write into it), 1 when it already holds a
+ * gradient (add into it). Parameters: always accumulate into their view. */
+Tensor *ad_grad_dst(Ctx *c, Tensor *x, int *accum);
+
+/* Backpropagate from a scalar loss with d(loss) = seed (1, or the grad
+ * scaler's scale). Empties the tape. */
+void ad_backward(Ctx *c, Tensor *loss, float seed);
+/* Drop all recorded nodes without running them (after a forward whose
+ * backward will not run). */
+void ad_tape_clear(Ctx *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,123 @@
+/* ctx.c — creating and tearing down the device context (stream, handles,
+ * workspace, memory pool). */
+#include "ctx.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include "autograd.h"
+#include "error.h"
+#include "log.h"
+#include "mem.h"
+
+/* 32 MiB serves cuBLASLt on Hopper (NVIDIA recommends 32 MiB there) and the
+ * cuDNN algorithms we allow; grown on demand by the ops that need more. */
+#define CTX_WORKSPACE_BYTES (32u << 20)
+
+int ctx_parse_device(const char *s, Device *dev, int *id)
+{
+    *id = 0;
+    if (strcmp(s, "cpu") == 0) { *dev = DEV_CPU; return 0; }
+    if (strncmp(s, "cuda", 4) == 0) {
+        *dev = DEV_CUDA;
+        if (s[4] == 0) return 0;
+        if (s[4] == ':' && s[5]) {
+            char *end;
+            long v = strtol(s + 5, &end, 10);
+            if (*end == 0 && v >= 0) { *id = (int)v; return 0; }
+        }
+    }
+    return -1;
+}
+
+int ctx_cuda_available(void)
+{
+#ifdef CTRAIN_CUDA
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) { cudaGetLastError(); return 0; }
+    return n > 0;
+#else
+    return 0;
+#endif
+}
+
+const char *ctx_device_name(const Ctx *c) { return c->device == DEV_CUDA ? "cuda" : "cpu"; }
+
+void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed)
+{
+    memset(c, 0, sizeof *c);
+    c->device = dev;
+    c->device_id = device_id;
+    c->grad_enabled = 1;
+    c->autocast = DT_F32;
+    c->seed = seed;
+    c->tape = tape_new();
+    if (dev == DEV_CPU) return;
+#ifdef CTRAIN_CUDA
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0)
+        ct_fatal_hint("pass --device cpu to train on the CPU backend",
+                      "no CUDA device found (%s)",
+                      e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    if (device_id >= n)
+        ct_fatal_hint("list devices with: ctrain info", "cuda:%d does not exist (%d device%s)",
+                      device_id, n, n == 1 ? "" : "s");
+    CUDA_CHECK(cudaSetDevice(device_id));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasLtCreate(&c->lt));
+    CUDNN_CHECK(cudnnCreate(&c->cudnn));
+    CUDNN_CHECK(cudnnSetStream(c->cudnn, c->stream));
+    /* keep freed blocks cached in the pool: no release back to the driver */
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&c->pool, device_id));
+    uint64_t threshold = UINT64_MAX;
+    CUDA_CHECK(cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    c->workspace_bytes = CTX_WORKSPACE_BYTES;
+    c->workspace = mem_alloc(c, c->workspace_bytes);
+    c->mm_cache = matmul_plan_cache_new();
+    c->dev_flags = (int32_t *)mem_alloc(c, 16 * sizeof(int32_t));
+    mem_zero(c, c->dev_flags, 16 * sizeof(int32_t));
+#else
+    ct_fatal_hint("rebuild with nvcc, cuDNN and cuBLAS installed, or pass --device cpu",
+                  "this ctrain was built without the CUDA backend");
+#endif
+}
+
+void ctx_sync(Ctx *c)
+{
+#ifdef CTRAIN_CUDA
+    if (c->device == DEV_CUDA) CUDA_CHECK(cudaStreamSynchronize(c->stream));
+#else
+    (void)c;
+#endif
+}
+
+void ctx_check_flags(Ctx *c)
+{
+#ifdef CTRAIN_CUDA
+    if (c->device != DEV_CUDA) return;
+    int32_t f[16];
+    mem_to_host(c, f, c->dev_flags, sizeof f);
+    if (f[0] > 0)
+        ct_fatal_hint("labels must lie in [0, classes) or equal the ignore index",
+                      "%d target%s out of range in the cross-entropy loss", f[0],
+                      f[0] == 1 ? " was" : "s were");
+#else
+    (void)c;
+#endif
+}
+
+void ctx_free(Ctx *c)
+{
+    tape_free(c->tape);
+    c->tape = NULL;
+#ifdef CTRAIN_CUDA
+    if (c->device != DEV_CUDA) return;
+    matmul_plan_cache_free(c->mm_cache);
+    mem_free(c, c->dev_flags, 16 * sizeof(int32_t));
+    mem_free(c, c->workspace, c->workspace_bytes);
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    CUDNN_CHECK(cudnnDestroy(c->cudnn));
+    CUBLAS_CHECK(cublasLtDestroy(c->lt));
+    CUDA_CHECK(cudaStreamDestroy(c->stream));
+#endif
+}

@@ -1,0 +1,83 @@
+/* ctx.h — the device context every op receives.
+ *
+ * One Ctx per process and device. It holds what ops need and must not keep
+ * in globals (STYLE.md rule 9): the device kind, the CUDA stream, the
+ * cuBLASLt and cuDNN handles, the one shared workspace, the matmul plan
+ * cache, memory statistics, the autograd tape and grad mode, the autocast
+ * dtype and TF32 switch, and the Philox RNG position.
+ *
+ * CPU contexts have no stream or handles; ops run synchronously on the host.
+ */
+#ifndef CTRAIN_CTX_H
+#define CTRAIN_CTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "dtype.h"
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#include <cublasLt.h>
+#include <cudnn.h>
+#include "../ops/matmul.h"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { DEV_CPU = 0, DEV_CUDA = 1 } Device;
+
+typedef struct Tape Tape;
+
+typedef struct MemStats {
+    size_t current;    /* bytes held by live allocations */
+    size_t peak;       /* high-water mark of current since the last reset */
+    size_t n_allocs;   /* allocations made (a steady step makes the same number) */
+} MemStats;
+
+typedef struct Ctx {
+    Device device;
+    int device_id;
+    int grad_enabled;      /* record autograd nodes (0 in eval / no-grad) */
+    Tape *tape;
+    MemStats mem;
+    int allow_tf32;        /* f32 matmuls may use TF32 tensor cores */
+    DType autocast;        /* DT_F32: off; DT_F16 / DT_BF16: matmuls run in it */
+    uint64_t seed;         /* Philox key for dropout and init */
+    uint64_t rng_offset;   /* next unused Philox counter block */
+#ifdef CTRAIN_CUDA
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    cudnnHandle_t cudnn;
+    void *workspace;       /* shared by cuBLASLt and cuDNN; one stream, so no overlap */
+    size_t workspace_bytes;
+    MatmulPlanCache *mm_cache;
+    cudaMemPool_t pool;
+    int32_t *dev_flags;    /* device error counters, read when the host syncs */
+#endif
+} Ctx;
+
+/* Device from "cpu" / "cuda" / "cuda:N"; -1 when the text is not a device. */
+int ctx_parse_device(const char *s, Device *dev, int *id);
+/* 1 when a CUDA device is usable in this build on this machine. */
+int ctx_cuda_available(void);
+void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed);
+void ctx_free(Ctx *c);
+/* Wait for all queued device work (no-op on the CPU). */
+void ctx_sync(Ctx *c);
+/* Device error counters (out-of-range targets, ...): syncs; fatal when any is set. */
+void ctx_check_flags(Ctx *c);
+const char *ctx_device_name(const Ctx *c);
+
+/* Claim n Philox counter blocks; returns the offset to draw from. */
+static inline uint64_t ctx_rng_take(Ctx *c, uint64_t blocks)
+{
+    uint64_t o = c->rng_offset;
+    c->rng_offset += blocks;
+    return o;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

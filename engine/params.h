@@ -1,0 +1,74 @@
+/* params.h — the parameter registry and its three contiguous buffers.
+ *
+ * A model registers each parameter once (name, shape, init, weight decay or
+ * not). params_alloc() then lays out ONE f32 block for the values, ONE for
+ * the gradients (and optimizers allocate their state with the same layout):
+ * zeroing all gradients is one memset, an optimizer step is one launch per
+ * weight-decay group, an all-reduce is one call, and no pointer ever moves,
+ * which CUDA graphs require.
+ *
+ * Layout: parameters with weight decay first, then those without, each group
+ * one contiguous range, in registration order within a group. The names and
+ * shapes are PyTorch's (state_dict order is registration order), so files
+ * written from this registry load in PyTorch.
+ */
+#ifndef CTRAIN_PARAMS_H
+#define CTRAIN_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ctx.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    INIT_ZERO = 0,   /* 0 */
+    INIT_ONE,        /* 1 */
+    INIT_UNIFORM,    /* U(-a, a) */
+    INIT_NORMAL,     /* N(0, a^2) */
+} InitKind;
+
+typedef struct ParamInfo {
+    char name[96];
+    int ndim;
+    int64_t shape[CT_MAX_DIMS];
+    size_t numel;
+    size_t offset;       /* elements from the start of each buffer */
+    int decay;           /* weight decay applies */
+    InitKind init;
+    float init_a;
+    Tensor *t;           /* view into the value buffer; t->grad views the gradient */
+} ParamInfo;
+
+typedef struct ParamSet {
+    ParamInfo *p;
+    int n, cap;
+    size_t total;        /* elements in all parameters */
+    size_t n_decay;      /* elements in the weight-decay range [0, n_decay) */
+    float *data;         /* device (or host) f32 values */
+    float *grad;         /* device (or host) f32 gradients */
+    Ctx *ctx;
+} ParamSet;
+
+void params_init(ParamSet *ps);
+/* Register a parameter; returns its index. Shapes are PyTorch's. */
+int params_add(ParamSet *ps, const char *name, int ndim, const int64_t *shape,
+               InitKind init, float init_a, int decay);
+/* Lay out and allocate the buffers on c's device, zero the gradients, and
+ * fill values by each parameter's init from Philox(seed). */
+void params_alloc(ParamSet *ps, Ctx *c, uint64_t seed);
+void params_free(ParamSet *ps);
+void params_zero_grad(ParamSet *ps);
+Tensor *params_get(const ParamSet *ps, const char *name);
+/* Copy all values to/from a host f32 array of ps->total elements, in layout order. */
+void params_to_host(const ParamSet *ps, float *host);
+void params_from_host(ParamSet *ps, const float *host);
+void grads_to_host(const ParamSet *ps, float *host);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

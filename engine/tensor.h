@@ -1,0 +1,79 @@
+/* tensor.h — the tensor: dtype, device, shape, and a pointer to its data.
+ *
+ * Contiguous, row-major, up to 6 dims; images are NHWC. A tensor either owns
+ * its data (allocated from the context) or is a view into storage it does
+ * not own (parameters and gradients are views into the one contiguous
+ * parameter / gradient buffer, see params.h).
+ *
+ * Lifetimes use two counts, because autograd needs a tensor's identity
+ * longer than its data:
+ *   refs       keeps the struct alive (its grad slot, its shape);
+ *   data_refs  keeps the data alive.
+ * The creator holds one of each. tensor_release() drops one of each.
+ * A node that only needs somewhere to send the gradient holds the struct
+ * (tensor_hold); a node that reads the values in backward retains both
+ * (tensor_retain). So an input that no backward reads is freed as soon as
+ * model code lets go of it.
+ */
+#ifndef CTRAIN_TENSOR_H
+#define CTRAIN_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ctx.h"
+#include "dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CT_MAX_DIMS 6
+
+typedef struct Tensor {
+    DType dtype;
+    Device device;
+    int ndim;
+    int64_t shape[CT_MAX_DIMS];
+    size_t numel;
+    void *data;
+    size_t nbytes;          /* bytes owned (0 for views) */
+    Ctx *ctx;               /* the context that allocated the data */
+    int refs, data_refs;
+    /* autograd */
+    int requires_grad;
+    int is_param;           /* gradient is a view into the gradient buffer */
+    struct Tensor *grad;    /* gradient: same shape; params: f32 view */
+    const char *name;       /* parameters: the registry name */
+} Tensor;
+
+/* New tensor with uninitialised data on c's device. */
+Tensor *tensor_new(Ctx *c, DType dt, int ndim, const int64_t *shape);
+/* New tensor with the shape of `like` (dtype dt). */
+Tensor *tensor_new_like(Ctx *c, const Tensor *like, DType dt);
+/* A view of data that the caller keeps alive (never freed by the tensor). */
+Tensor *tensor_view(Ctx *c, void *data, DType dt, int ndim, const int64_t *shape);
+/* Copy f32 host values in, converting to dt. */
+Tensor *tensor_from_f32(Ctx *c, const float *host, DType dt, int ndim, const int64_t *shape);
+/* Copy raw host bytes in (dt's layout). */
+Tensor *tensor_from_host(Ctx *c, const void *host, DType dt, int ndim, const int64_t *shape);
+/* Copy out as f32 (synchronizes on CUDA). */
+void tensor_to_f32(float *host, const Tensor *t);
+void tensor_to_host(void *host, const Tensor *t);
+void tensor_zero(Tensor *t);
+
+void tensor_retain(Tensor *t);   /* +1 struct, +1 data */
+void tensor_hold(Tensor *t);     /* +1 struct only */
+void tensor_release(Tensor *t);  /* -1 struct, -1 data (NULL is fine) */
+void tensor_unhold(Tensor *t);   /* -1 struct */
+
+/* Rows and last-dim size when viewed as a matrix [numel / last, last]. */
+size_t tensor_rows(const Tensor *t);
+size_t tensor_cols(const Tensor *t);
+int tensor_same_shape(const Tensor *a, const Tensor *b);
+/* "[64, 784] f32 cuda" into buf, for messages. */
+const char *tensor_desc(char *buf, size_t len, const Tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,217 @@
+/* matmul_op.c — tensor ops matmul (2-D / batched 3-D) and linear, with
+ * backward, autocast to f16/bf16, and TF32.
+ *
+ * For Y = op_a(A) op_b(B) (op = optional transpose):
+ *   dA = dY op_b(B)^T      (A stored K x M when transposed: dA = op_b(B) dY^T)
+ *   dB = op_a(A)^T dY      (B stored N x K when transposed: dB = dY^T op_a(A))
+ * Each is one more matmul with the transposes chosen so nothing is copied;
+ * beta = 1 adds into a gradient that already holds something (accumulation).
+ */
+#include "ops.h"
+
+#include "../engine/autograd.h"
+#include "cpu_f32.h"
+#include "matmul.h"
+#include "op_util.h"
+
+/* C = op(A) op(B) + beta C for `batch` matrices, on the context's device. */
+static void mm_run(Ctx *c, Tensor *C, Tensor *A, Tensor *B, int M, int N, int K, int ta,
+                   int tb, float beta, int batch, long long sA, long long sB, long long sC)
+{
+    if (c->device == DEV_CUDA) {
+#ifdef CTRAIN_CUDA
+        CT_ASSERT(A->dtype == B->dtype, "matmul operands must share a type (%s vs %s)",
+                  dtype_name(A->dtype), dtype_name(B->dtype));
+        matmul_cuda(c->lt, c->mm_cache, c->workspace, c->workspace_bytes, c->stream, C->data,
+                    C->dtype, A->data, B->data, A->dtype, M, N, K, ta, tb, 1.0f, beta, batch,
+                    sA, sB, sC, c->allow_tf32);
+#endif
+        return;
+    }
+    F32View va = f32_view(A, 1), vb = f32_view(B, 1), vc = f32_view(C, beta != 0.0f);
+    matmul_cpu(vc.p, va.p, vb.p, M, N, K, ta, tb, 1.0f, beta, batch, sA, sB, sC);
+    f32_done(&va, 0); f32_done(&vb, 0); f32_done(&vc, 1);
+}
+
+/* Cast for autocast: f32 -> the autocast type (recorded, so the gradient
+ * flows back in f32); anything else is returned with a new reference. */
+static Tensor *autocast_in(Ctx *c, Tensor *x)
+{
+    if (c->autocast != DT_F32 && x->dtype == DT_F32) return op_cast(c, x, c->autocast);
+    tensor_retain(x);
+    return x;
+}
+
+typedef struct MMShape {
+    int M, N, K, batch;
+    long long sA, sB, sC;
+} MMShape;
+
+static MMShape mm_shape(const char *op, Tensor *a, Tensor *b, int ta, int tb)
+{
+    char da[96], db[96];
+    MMShape s;
+    if (a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3)
+        ct_fatal("%s: operands must be 2-D or 3-D, got %s and %s", op,
+                 tensor_desc(da, 96, a), tensor_desc(db, 96, b));
+    int64_t ar = a->shape[a->ndim - 2], ac = a->shape[a->ndim - 1];
+    int64_t br = b->shape[b->ndim - 2], bc = b->shape[b->ndim - 1];
+    int64_t M = ta ? ac : ar, Ka = ta ? ar : ac, Kb = tb ? bc : br, N = tb ? br : bc;
+    int64_t ba = a->ndim == 3 ? a->shape[0] : 1, bb = b->ndim == 3 ? b->shape[0] : 1;
+    if (Ka != Kb || (a->ndim == 3 && b->ndim == 3 && ba != bb))
+        ct_fatal("%s: shapes do not agree: %s%s times %s%s", op, tensor_desc(da, 96, a),
+                 ta ? "^T" : "", tensor_desc(db, 96, b), tb ? "^T" : "");
+    s.M = (int)M; s.N = (int)N; s.K = (int)Ka;
+    s.batch = (int)(ba > bb ? ba : bb);
+    s.sA = a->ndim == 3 ? (long long)(ar * ac) : 0;
+    s.sB = b->ndim == 3 ? (long long)(br * bc) : 0;
+    s.sC = (long long)M * N;
+    return s;
+}
+
+/* The gradient of one operand; when that operand was broadcast over the
+ * batch (stride 0), its gradient is the sum over the batch: one call per
+ * batch entry, the first writing and the rest adding. */
+static void mm_grad(Ctx *c, Tensor *dst, int accum, Tensor *X, Tensor *Y, int M, int N, int K,
+                    int tx, int ty, int batch, long long sX, long long sY, int dst_broadcast)
+{
+    if (!dst_broadcast || batch == 1) {
+        mm_run(c, dst, X, Y, M, N, K, tx, ty, accum ? 1.0f : 0.0f, batch, sX, sY,
+               dst_broadcast ? 0 : (long long)M * N);
+        return;
+    }
+    size_t ex = dtype_size(X->dtype), ey = dtype_size(Y->dtype);
+    for (int b = 0; b < batch; b++) {
+        Tensor xv = *X, yv = *Y;
+        xv.data = (char *)X->data + (size_t)(b * sX) * ex;
+        yv.data = (char *)Y->data + (size_t)(b * sY) * ey;
+        xv.numel = (size_t)M * K; /* only used by CPU views */
+        yv.numel = (size_t)K * N;
+        mm_run(c, dst, &xv, &yv, M, N, K, tx, ty, (accum || b > 0) ? 1.0f : 0.0f, 1, 0, 0, 0);
+    }
+}
+
+/* forward: Y = op_a(A) op_b(B)   so   dA = dY op_b(B)^T,  dB = op_a(A)^T dY */
+static void matmul_backward(Ctx *c, Node *n)
+{
+    Tensor *dy = n->out->grad, *a = n->saved[0], *b = n->saved[1];
+    int ta = (int)n->i[0], tb = (int)n->i[1], M = (int)n->i[2], N = (int)n->i[3];
+    int K = (int)n->i[4], batch = (int)n->i[5];
+    long long sA = a->ndim == 3 ? (long long)M * K : 0, sB = b->ndim == 3 ? (long long)K * N : 0;
+    long long sY = (long long)M * N;
+    int acc;
+    Tensor *da = ad_grad_dst(c, n->in[0], &acc);
+    if (da) {
+        if (!ta) mm_grad(c, da, acc, dy, b, M, K, N, 0, !tb, batch, sY, sB, sA == 0);
+        else mm_grad(c, da, acc, b, dy, K, M, N, tb, 1, batch, sB, sY, sA == 0);
+    }
+    Tensor *db = ad_grad_dst(c, n->in[1], &acc);
+    if (db) {
+        if (!tb) mm_grad(c, db, acc, a, dy, K, N, M, !ta, 0, batch, sA, sY, sB == 0);
+        else mm_grad(c, db, acc, dy, a, N, K, M, 1, ta, batch, sY, sA, sB == 0);
+    }
+}
+
+Tensor *op_matmul(Ctx *c, Tensor *a0, Tensor *b0, int ta, int tb)
+{
+    op_check_float("matmul", a0);
+    op_check_float("matmul", b0);
+    op_check_device("matmul", c, a0);
+    op_check_device("matmul", c, b0);
+    Tensor *a = autocast_in(c, a0), *b = autocast_in(c, b0);
+    if (a->dtype != b->dtype)
+        ct_fatal("matmul: operand types differ (%s vs %s); cast one first",
+                 dtype_name(a->dtype), dtype_name(b->dtype));
+    MMShape s = mm_shape("matmul", a, b, ta, tb);
+    int64_t shape[3] = {s.batch, s.M, s.N};
+    int three = a->ndim == 3 || b->ndim == 3;
+    Tensor *y = tensor_new(c, a->dtype, three ? 3 : 2, three ? shape : shape + 1);
+    mm_run(c, y, a, b, s.M, s.N, s.K, ta, tb, 0.0f, s.batch, s.sA, s.sB, s.sC);
+    Tensor *in[2] = {a, b};
+    if (ad_needs_grad(c, in, 2)) {
+        Node *n = ad_record(c, "matmul", matmul_backward, y, in, 2);
+        int64_t v[6] = {ta, tb, s.M, s.N, s.K, s.batch};
+        for (int i = 0; i < 6; i++) n->i[i] = v[i];
+        ad_save(n, a);
+        ad_save(n, b);
+    }
+    tensor_release(a);
+    tensor_release(b);
+    return y;
+}
+
+/* ---- linear ---- */
+
+/* forward: y = x w^T + bias     (x [R, in], w [out, in])
+ * so   dx = dy w,   dw += dy^T x   (f32, into the gradient buffer),
+ *      dbias += sum_r dy[r] */
+static void linear_backward(Ctx *c, Node *n)
+{
+    Tensor *dy = n->out->grad, *x = n->saved[0], *wl = n->saved[1];
+    int R = (int)n->i[0], In = (int)n->i[1], Out = (int)n->i[2];
+    int acc;
+    Tensor *dx = ad_grad_dst(c, n->in[0], &acc);
+    if (dx) mm_run(c, dx, dy, wl, R, In, Out, 0, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
+    Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
+    if (dw) mm_run(c, dw, dy, x, Out, In, R, 1, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
+    Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc) : NULL;
+    if (db) {
+        CT_ASSERT(db->dtype == DT_F32, "linear: bias gradient must be f32");
+        if (c->device == DEV_CUDA) {
+#ifdef CTRAIN_CUDA
+            bias_backward_cuda((float *)db->data, dy->data, dy->dtype, (size_t)R, (size_t)Out,
+                               acc, c->stream);
+#endif
+        } else {
+            F32View vdy = f32_view(dy, 1);
+            bias_backward_cpu((float *)db->data, vdy.p, (size_t)R, (size_t)Out, acc);
+            f32_done(&vdy, 0);
+        }
+    }
+}
+
+Tensor *op_linear(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias)
+{
+    char dx[96], dw[96];
+    op_check_float("linear", x0);
+    op_check_float("linear", w0);
+    op_check_device("linear", c, x0);
+    op_check_device("linear", c, w0);
+    if (w0->ndim != 2 || w0->shape[1] != (int64_t)tensor_cols(x0))
+        ct_fatal("linear: weight %s does not fit input %s (weight is [out, in])",
+                 tensor_desc(dw, 96, w0), tensor_desc(dx, 96, x0));
+    if (bias && (bias->ndim != 1 || bias->shape[0] != w0->shape[0]))
+        ct_fatal("linear: bias %s does not match weight %s", tensor_desc(dx, 96, bias),
+                 tensor_desc(dw, 96, w0));
+    Tensor *x = autocast_in(c, x0);
+    /* the weight is read in x's type; its gradient lands in f32 in the buffer */
+    Tensor *wl;
+    {
+        int g = ad_set_grad(c, 0);
+        wl = op_cast(c, w0, x->dtype);
+        ad_set_grad(c, g);
+    }
+    int R = (int)tensor_rows(x), In = (int)w0->shape[1], Out = (int)w0->shape[0];
+    int64_t shape[CT_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = Out;
+    Tensor *y = tensor_new(c, x->dtype, x->ndim, shape);
+    mm_run(c, y, x, wl, R, Out, In, 0, 1, 0.0f, 1, 0, 0, 0);
+    if (bias) {
+        int g = ad_set_grad(c, 0);
+        Tensor *yb = op_bias_add(c, y, bias);
+        ad_set_grad(c, g);
+        tensor_release(y);
+        y = yb;
+    }
+    Tensor *in[3] = {x, w0, bias};
+    if (ad_needs_grad(c, in, bias ? 3 : 2)) {
+        Node *n = ad_record(c, "linear", linear_backward, y, in, bias ? 3 : 2);
+        n->i[0] = R; n->i[1] = In; n->i[2] = Out;
+        ad_save(n, x);
+        ad_save(n, wl);
+    }
+    tensor_release(x);
+    tensor_release(wl);
+    return y;
+}

@@ -1,0 +1,67 @@
+/* ops.h — the tensor-level operators: what model code calls.
+ *
+ * Every op here takes the context first, then its input tensors, then its
+ * parameters, and returns a new tensor (the caller owns one reference and
+ * releases it when done). Each op:
+ *   1. checks shapes and dtypes (a mismatch is a clear fatal error);
+ *   2. dispatches on device and dtype to the kernel-level functions
+ *      (ops/<family>.c on the CPU, ops/<family>.cu on CUDA);
+ *   3. when grad mode is on and an input requires grad, records a node whose
+ *      backward function sits right below the forward in the op's file.
+ * Model code never calls a kernel directly.
+ *
+ * On the CPU, f16 and bf16 tensors are computed by converting to f32,
+ * running the f32 reference and rounding the result back: the same
+ * semantics as the GPU kernels (f32 math, rounded storage).
+ *
+ * Autocast (ctx->autocast = DT_F16 or DT_BF16): matmul and linear cast their
+ * f32 inputs to the low-precision type (recorded casts, so gradients flow
+ * back in f32 to the parameters) and run on tensor cores with f32
+ * accumulation; softmax, losses and reductions always compute in f32.
+ */
+#ifndef CTRAIN_OPS_OPS_H
+#define CTRAIN_OPS_OPS_H
+
+#include "../engine/ctx.h"
+#include "../engine/tensor.h"
+#include "elementwise.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- elementwise (ops/elementwise_op.c) ---- */
+Tensor *op_add(Ctx *c, Tensor *a, Tensor *b);            /* a + b, same shape */
+Tensor *op_mul(Ctx *c, Tensor *a, Tensor *b);            /* a * b, same shape */
+Tensor *op_scale(Ctx *c, Tensor *x, float alpha);        /* alpha * x */
+Tensor *op_bias_add(Ctx *c, Tensor *x, Tensor *b);       /* x[..., j] + b[j] */
+Tensor *op_relu(Ctx *c, Tensor *x);
+Tensor *op_gelu(Ctx *c, Tensor *x);                      /* erf form */
+Tensor *op_tanh(Ctx *c, Tensor *x);
+Tensor *op_act(Ctx *c, Tensor *x, ActKind k);
+Tensor *op_cast(Ctx *c, Tensor *x, DType to);            /* gradient cast back */
+
+/* ---- reductions (ops/reduce_op.c): outputs are f32 ---- */
+Tensor *op_sum(Ctx *c, Tensor *x);                       /* all elements -> [1] */
+Tensor *op_mean(Ctx *c, Tensor *x);                      /* all elements -> [1] */
+Tensor *op_sum_last(Ctx *c, Tensor *x);                  /* [..., C] -> [...] */
+Tensor *op_mean_last(Ctx *c, Tensor *x);
+
+/* ---- softmax and loss (ops/softmax_op.c) ---- */
+Tensor *op_softmax(Ctx *c, Tensor *x);                   /* over the last dim */
+/* Mean cross-entropy of logits [R, C] against i32 targets [R] -> f32 [1].
+ * Rows whose target equals ignore_index do not count; label smoothing eps. */
+Tensor *op_cross_entropy(Ctx *c, Tensor *logits, Tensor *targets, int ignore_index,
+                         float smoothing);
+
+/* ---- matmul (ops/matmul_op.c) ---- */
+/* a [.., M, K] (or [.., K, M] with ta) times b [.., K, N] (or [.., N, K] with
+ * tb). 2-D or 3-D; a 2-D operand broadcasts over the other's batch. */
+Tensor *op_matmul(Ctx *c, Tensor *a, Tensor *b, int ta, int tb);
+/* y = x w^T + bias, x [..., in], w [out, in] (PyTorch nn.Linear), bias [out] or NULL */
+Tensor *op_linear(Ctx *c, Tensor *x, Tensor *w, Tensor *bias);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

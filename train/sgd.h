@@ -1,0 +1,25 @@
+/* sgd.h — SGD with momentum over the parameter buffer (PyTorch semantics).
+ *
+ * The momentum buffer is one block laid out like the parameters. A step is
+ * one kernel launch per weight-decay group (the registry makes each group one
+ * contiguous range). On CUDA the learning rate is read from device memory,
+ * so the step launches without a host round trip.
+ */
+#ifndef CTRAIN_TRAIN_SGD_H
+#define CTRAIN_TRAIN_SGD_H
+
+#include "../engine/ctx.h"
+#include "../engine/params.h"
+
+typedef struct Sgd {
+    float momentum, weight_decay;
+    int nesterov;
+    float *m;          /* momentum, ps->total f32 on the device */
+    float *lr_dev;     /* CUDA: the current learning rate, on the device */
+} Sgd;
+
+void sgd_init(Sgd *o, ParamSet *ps, float momentum, float weight_decay, int nesterov);
+void sgd_step(Sgd *o, ParamSet *ps, float lr);
+void sgd_free(Sgd *o, ParamSet *ps);
+
+#endif

@@ -1,0 +1,8 @@
+/* train.h — the subcommands: train, info. */
+#ifndef CTRAIN_TRAIN_TRAIN_H
+#define CTRAIN_TRAIN_TRAIN_H
+
+int cmd_train(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+#endif
