@@ -1,0 +1,227 @@
+/* test_autograd.c — the tape, on the CPU backend, through whole graphs:
+ *   - gradients of a graph using every tensor op (fan-out, broadcasting
+ *     matmul, casts, losses) against central finite differences;
+ *   - parameter gradients accumulate (+=) across backward calls;
+ *   - no-grad mode records nothing; activation memory is returned after
+ *     backward (the step allocates the same way every time);
+ *   - shape mismatches are refused (checked in a child process).
+ */
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "check.h"
+#include "../engine/autograd.h"
+#include "../engine/params.h"
+#include "../ops/ops.h"
+
+/* The test graph. x [4, 6] input (requires grad), params:
+ *   w1 [5, 6], b1 [5], w2 [3, 5], b2 [3], m [2, 5, 5] (batched weight)
+ *   h  = gelu(linear(x, w1, b1))            [4, 5]
+ *   g  = tanh(h) * h + scale(h, 0.5)        fan-out of h
+ *   hb = matmul(g3, m)  with g3 = g viewed [2, 2, 5], batched   [2, 2, 5]
+ *   z  = linear(hb, w2, b2) -> logits [4, 3]
+ *   loss = cross_entropy(z, t, ignore 2, smoothing 0.1) + 0.3 * mean(softmax(z) * z)
+ *          + 0.01 * sum(matmul(g, x, 1, 0))  (transposed operand)
+ */
+typedef struct Graph {
+    ParamSet ps;
+    Tensor *x, *t;
+} Graph;
+
+
+static float graph_loss(Ctx *c, Graph *g, int backward)
+{
+    Tensor *w1 = params_get(&g->ps, "w1"), *b1 = params_get(&g->ps, "b1");
+    Tensor *w2 = params_get(&g->ps, "w2"), *b2 = params_get(&g->ps, "b2");
+    Tensor *m = params_get(&g->ps, "m");
+    Tensor *l1 = op_linear(c, g->x, w1, b1);
+    Tensor *h = op_gelu(c, l1);
+    Tensor *th = op_tanh(c, h);
+    Tensor *p = op_mul(c, th, h);
+    Tensor *hs = op_scale(c, h, 0.5f);
+    Tensor *gg = op_add(c, p, hs);
+    /* batched: treat gg [4,5] as the 2-D left operand broadcast against m [2,5,5] */
+    Tensor *hb = op_matmul(c, gg, m, 0, 0);             /* [2, 4, 5] */
+    Tensor *hbs = op_sum_last(c, hb);                   /* [2, 4] f32 */
+    Tensor *z = op_linear(c, gg, w2, b2);               /* [4, 3] */
+    Tensor *ce = op_cross_entropy(c, z, g->t, 2, 0.1f);
+    Tensor *sm = op_softmax(c, z);
+    Tensor *smz = op_mul(c, sm, z);
+    Tensor *msmz = op_mean(c, smz);
+    Tensor *gx = op_matmul(c, gg, g->x, 1, 0);          /* [5, 6] = gg^T x */
+    Tensor *sgx = op_sum(c, gx);
+    Tensor *shb = op_mean(c, hbs);
+    Tensor *c16 = op_cast(c, shb, DT_F32);              /* identity cast */
+    Tensor *s1 = op_scale(c, msmz, 0.3f), *s2 = op_scale(c, sgx, 0.01f);
+    Tensor *s3 = op_scale(c, c16, 0.05f);
+    Tensor *t1 = op_add(c, ce, s1);
+    Tensor *t2 = op_add(c, s2, s3);
+    Tensor *loss = op_add(c, t1, t2);
+    float v;
+    tensor_to_f32(&v, loss);
+    Tensor *all[] = {l1, h, th, p, hs, gg, hb, hbs, z, ce, sm, smz, msmz, gx, sgx, shb, c16, s1, s2, s3, t1, t2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tensor_release(all[i]);
+    if (backward) ad_backward(c, loss, 1.0f);
+    else ad_tape_clear(c);
+    tensor_release(loss);
+    return v;
+}
+
+static void graph_init(Ctx *c, Graph *g)
+{
+    params_init(&g->ps);
+    params_add(&g->ps, "w1", 2, (int64_t[]){5, 6}, INIT_UNIFORM, 0.6f, 1);
+    params_add(&g->ps, "b1", 1, (int64_t[]){5}, INIT_UNIFORM, 0.3f, 0);
+    params_add(&g->ps, "w2", 2, (int64_t[]){3, 5}, INIT_NORMAL, 0.5f, 1);
+    params_add(&g->ps, "b2", 1, (int64_t[]){3}, INIT_UNIFORM, 0.3f, 0);
+    params_add(&g->ps, "m", 3, (int64_t[]){2, 5, 5}, INIT_NORMAL, 0.4f, 1);
+    params_alloc(&g->ps, c, 1234);
+    float xh[24];
+    check_fill(xh, 24, -1.5f, 1.5f);
+    g->x = tensor_from_f32(c, xh, DT_F32, 2, (int64_t[]){4, 6});
+    g->x->requires_grad = 1;
+    int32_t th[4] = {0, 2, 1, 0};   /* row 1 is ignored (ignore_index 2) */
+    g->t = tensor_from_host(c, th, DT_I32, 1, (int64_t[]){4});
+}
+
+static void test_finite_differences(Ctx *c)
+{
+    Graph g;
+    graph_init(c, &g);
+    graph_loss(c, &g, 1);
+    size_t n = g.ps.total;
+    double *ana = malloc(n * sizeof(double)), *num = malloc(n * sizeof(double));
+    float *p = g.ps.data;
+    for (size_t i = 0; i < n; i++) ana[i] = g.ps.grad[i];
+    double ax[24], nx[24];
+    float *xd = (float *)g.x->data;
+    for (int i = 0; i < 24; i++) ax[i] = ((float *)g.x->grad->data)[i];
+    int grad = ad_set_grad(c, 0);
+    const float eps = 2e-3f;
+    for (size_t i = 0; i < n; i++) {
+        float keep = p[i];
+        p[i] = keep + eps; double lp = graph_loss(c, &g, 0);
+        p[i] = keep - eps; double lm = graph_loss(c, &g, 0);
+        p[i] = keep;
+        num[i] = (lp - lm) / (2.0 * eps);
+    }
+    for (int i = 0; i < 24; i++) {
+        float keep = xd[i];
+        xd[i] = keep + eps; double lp = graph_loss(c, &g, 0);
+        xd[i] = keep - eps; double lm = graph_loss(c, &g, 0);
+        xd[i] = keep;
+        nx[i] = (lp - lm) / (2.0 * eps);
+    }
+    ad_set_grad(c, grad);
+    check_close_f64("graph.dparams_vs_fd", ana, num, n, 2e-3, 2e-2);
+    check_close_f64("graph.dx_vs_fd", ax, nx, 24, 2e-3, 2e-2);
+    /* accumulation: a second backward without zeroing doubles every gradient */
+    graph_loss(c, &g, 1);
+    for (size_t i = 0; i < n; i++) num[i] = 2.0 * ana[i];
+    for (size_t i = 0; i < n; i++) ana[i] = g.ps.grad[i];
+    check_close_f64("graph.param_grads_accumulate", ana, num, n, 1e-6, 1e-5);
+    free(ana); free(num);
+    tensor_release(g.x); tensor_release(g.t);
+    params_free(&g.ps);
+}
+
+static void test_lifetimes(Ctx *c)
+{
+    Graph g;
+    graph_init(c, &g);
+    size_t base = c->mem.current;
+    graph_loss(c, &g, 1);
+    /* the input's gradient stays (it is a leaf we asked for); release it */
+    tensor_release(g.x->grad); g.x->grad = NULL;
+    check_true("mem.backward_frees_activations", c->mem.current == base,
+               "%zu bytes still held after backward (base %zu)", c->mem.current, base);
+    size_t a1 = c->mem.n_allocs;
+    graph_loss(c, &g, 1);
+    tensor_release(g.x->grad); g.x->grad = NULL;
+    size_t per_step = c->mem.n_allocs - a1;
+    graph_loss(c, &g, 1);
+    tensor_release(g.x->grad); g.x->grad = NULL;
+    check_true("mem.same_allocations_each_step", c->mem.n_allocs - a1 == 2 * per_step,
+               "step 2 made %zu allocations, step 1 %zu", c->mem.n_allocs - a1 - per_step, per_step);
+    int grad = ad_set_grad(c, 0);
+    graph_loss(c, &g, 0);
+    check_true("nograd.records_nothing", c->tape->n == 0, "%d nodes recorded", c->tape->n);
+    ad_set_grad(c, grad);
+    /* grad on, forward only, then clear: nothing leaks */
+    graph_loss(c, &g, 0);
+    check_true("tape_clear.frees", c->mem.current == base && c->tape->n == 0,
+               "%zu bytes held, %d nodes", c->mem.current, c->tape->n);
+    tensor_release(g.x); tensor_release(g.t);
+    params_free(&g.ps);
+}
+
+/* f16 / bf16 on the CPU backend: the op computes in f32 and rounds; the
+ * result must equal rounding the f32 result of the same (rounded) inputs. */
+static void test_lowp_cpu(Ctx *c)
+{
+    float a[64], b[64];
+    check_fill(a, 64, -2, 2);
+    check_fill(b, 64, -2, 2);
+    DType types[2] = {DT_F16, DT_BF16};
+    for (int k = 0; k < 2; k++) {
+        Tensor *ta = tensor_from_f32(c, a, types[k], 2, (int64_t[]){8, 8});
+        Tensor *tb = tensor_from_f32(c, b, types[k], 2, (int64_t[]){8, 8});
+        Tensor *y = op_matmul(c, ta, tb, 0, 1);
+        float ra[64], rb[64], ref[64], got[64];
+        tensor_to_f32(ra, ta);
+        tensor_to_f32(rb, tb);
+        for (int i = 0; i < 8; i++)
+            for (int j = 0; j < 8; j++) {
+                double s = 0;
+                for (int q = 0; q < 8; q++) s += (double)ra[i * 8 + q] * rb[j * 8 + q];
+                ref[i * 8 + j] = (float)s;
+            }
+        tensor_to_f32(got, y);
+        check_close(types[k] == DT_F16 ? "cpu.matmul.f16" : "cpu.matmul.bf16", got, ref, 64,
+                    1e-2, types[k] == DT_F16 ? 2e-3 : 1.6e-2);
+        check_true("cpu.matmul.dtype", y->dtype == types[k], "output dtype %s", dtype_name(y->dtype));
+        tensor_release(ta); tensor_release(tb); tensor_release(y);
+    }
+}
+
+/* A shape mismatch ends the process with a message naming both tensors. */
+static void test_shape_mismatch(void)
+{
+    int fds[2];
+    if (pipe(fds) != 0) { check_true("mismatch.pipe", 0, "pipe failed"); return; }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        Ctx c;
+        ctx_init(&c, DEV_CPU, 0, 1);
+        float v[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+        Tensor *a = tensor_from_f32(&c, v, DT_F32, 2, (int64_t[]){3, 4});
+        Tensor *b = tensor_from_f32(&c, v, DT_F32, 2, (int64_t[]){4, 3});
+        op_add(&c, a, b);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[1024] = {0};
+    ssize_t got = read(fds[0], buf, sizeof buf - 1);
+    (void)got;
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    check_true("mismatch.refused", WIFEXITED(st) && WEXITSTATUS(st) == 1 &&
+               strstr(buf, "add: operands differ") && strstr(buf, "[3, 4]") && strstr(buf, "[4, 3]"),
+               "status %d, message: %s", st, buf);
+}
+
+int main(void)
+{
+    check_seed(7);
+    Ctx c;
+    ctx_init(&c, DEV_CPU, 0, 1);
+    test_finite_differences(&c);
+    test_lifetimes(&c);
+    test_lowp_cpu(&c);
+    ctx_free(&c);
+    test_shape_mismatch();
+    return check_summary();
+}
