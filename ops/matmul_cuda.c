@@ -1,0 +1,274 @@
+/* matmul_cuda.c — the CUDA matmul of matmul.h, through cuBLASLt.
+ *
+ *   C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b],   b = 0 .. batch-1
+ *
+ * Shape letters: M rows of C, N columns of C, K the reduced length.
+ * A plain C file (cuBLASLt is a C API; there is no kernel of our own), built
+ * with -DCTRAIN_CUDA; in a CPU-only build it is empty.
+ *
+ * Row-major through a column-major library, without copying anything:
+ * a row-major R x S buffer, read column-major, is the S x R matrix with the
+ * same leading dimension, i.e. its transpose. So our row-major C (M x N)
+ * is, to cuBLASLt, the column-major N x M matrix C^T, and
+ *     C = op(A) op(B)   <=>   C^T = op(B)^T op(A)^T.
+ * We therefore ask cuBLASLt for the column-major product  C^T = X Y  with
+ * X = op(B)^T (N x K) and Y = op(A)^T (K x M): its "A" operand is our B
+ * buffer and its "B" operand is our A buffer. Each buffer, read column-major,
+ * is already the transpose of what the row-major caller stored, so
+ *   - B not transposed: buffer K x N row-major = N x K col-major = op(B)^T:
+ *     cuBLASLt's transa = N, layout N x K, ld N;
+ *   - B transposed (stored N x K): buffer = K x N col-major = op(B):
+ *     transa = T, layout K x N, ld K;
+ * and likewise for A with transb: N -> layout K x M, ld K; T -> M x K, ld M.
+ * C and D (the same buffer, updated in place) use the layout N x M, ld N.
+ * The problem cuBLASLt sees is (m, n, k) = (N, M, K).
+ *
+ * Plans: everything that depends only on the shape (the matmul descriptor,
+ * the layouts, the algorithm picked by cublasLtMatmulAlgoGetHeuristic) is
+ * built on first use and cached in a MatmulPlanCache, keyed by every input
+ * the choice depends on, including the pointers' alignment (cuBLASLt's
+ * heuristic assumes 256-byte aligned buffers unless told otherwise, and an
+ * algorithm chosen for aligned buffers may reject a sliced one). A call
+ * after the first is one table lookup and one cublasLtMatmul: no allocation,
+ * no host sync, so it is safe inside CUDA graph capture (the first call of
+ * each shape must happen before capture, during warm-up).
+ *
+ * Accumulation is f32 (CUBLAS_COMPUTE_32F); f32 inputs with allow_tf32 use
+ * CUBLAS_COMPUTE_32F_FAST_TF32 (TF32 tensor cores, 10-bit mantissa inputs).
+ * With an f16/bf16 C, split-K partial sums are kept in f32 too (the
+ * reduction-scheme preference in plan_create).
+ * alpha and beta are f32 host values (pointer mode host). beta 0: cuBLASLt
+ * does not read C, as BLAS specifies.
+ *
+ * A cache belongs to one cuBLASLt handle (one device) and one host thread at
+ * a time: it has no lock.
+ */
+#ifdef CTRAIN_CUDA
+#include "matmul.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/error.h"
+
+/* Everything the descriptors and the chosen algorithm depend on. Built with
+ * memset first so padding bytes are zero and keys compare with memcmp. */
+typedef struct {
+    cublasLtHandle_t lt;
+    int M, N, K, transA, transB, batch;
+    int tab, tc, tf32, beta_nonzero;
+    long long sA, sB, sC;
+    size_t workspace_bytes;
+    uint32_t align_a, align_b, align_c;
+} PlanKey;
+
+typedef struct {
+    PlanKey key;
+    cublasLtMatmulDesc_t desc;
+    /* cuBLASLt's operands: lt_a holds our B, lt_b our A, lt_c our C (= D). */
+    cublasLtMatrixLayout_t lt_a, lt_b, lt_c;
+    cublasLtMatmulAlgo_t algo;
+} Plan;
+
+/* A linear table: a model has tens of distinct matmul shapes, and comparing
+ * a few dozen keys costs far less than the kernel launch that follows. */
+struct MatmulPlanCache {
+    Plan *plans;
+    int n, cap;
+};
+
+MatmulPlanCache *matmul_plan_cache_new(void)
+{
+    MatmulPlanCache *c = calloc(1, sizeof *c);
+    CT_ASSERT(c != NULL, "matmul_plan_cache_new: out of host memory");
+    return c;
+}
+
+void matmul_plan_cache_free(MatmulPlanCache *c)
+{
+    if (!c) return;
+    for (int i = 0; i < c->n; i++) {
+        Plan *p = &c->plans[i];
+        CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lt_a));
+        CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lt_b));
+        CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lt_c));
+        CUBLAS_CHECK(cublasLtMatmulDescDestroy(p->desc));
+    }
+    free(c->plans);
+    free(c);
+}
+
+static cudaDataType_t cuda_type(DType t)
+{
+    switch (t) {
+    case DT_F32: return CUDA_R_32F;
+    case DT_F16: return CUDA_R_16F;
+    case DT_BF16: return CUDA_R_16BF;
+    default: ct_fatal("matmul_cuda: dtype %s is not a matmul type (f32, f16, bf16)", dtype_name(t));
+    }
+}
+
+/* The alignment every matrix of the batch has: the largest power of two
+ * dividing the base address and the batch stride in bytes, capped at the
+ * 256 bytes that cuBLASLt assumes by default. */
+static uint32_t batch_alignment(const void *p, long long stride, size_t elem_bytes)
+{
+    uint64_t bits = (uint64_t)(uintptr_t)p | 256u;
+    if (stride != 0) bits |= (uint64_t)stride * elem_bytes;
+    return (uint32_t)(bits & (~bits + 1));   /* lowest set bit */
+}
+
+/* A column-major layout rows x cols (leading dimension rows), strided over
+ * the batch when there is one. */
+static cublasLtMatrixLayout_t make_layout(DType t, int rows, int cols, int batch,
+                                          long long stride)
+{
+    cublasLtMatrixLayout_t l;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, cuda_type(t), (uint64_t)rows, (uint64_t)cols,
+                                            (int64_t)rows));
+    if (batch > 1) {
+        int32_t count = batch;
+        int64_t offset = stride;
+        CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                      &count, sizeof count));
+        CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+            l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset, sizeof offset));
+    }
+    return l;
+}
+
+/* Build the descriptors of a new plan and ask the heuristic for its best
+ * algorithm within the workspace the caller gives. */
+static void plan_create(Plan *p, const PlanKey *k)
+{
+    p->key = *k;
+    DType tab = (DType)k->tab, tc = (DType)k->tc;
+    cublasComputeType_t compute = k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
+    /* Swapped operands (see the top of the file): cuBLASLt's A is our B. */
+    int32_t op_a = k->transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int32_t op_b = k->transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int32_t pointer_mode = CUBLASLT_POINTER_MODE_HOST;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a,
+                                                sizeof op_a));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b,
+                                                sizeof op_b));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_POINTER_MODE,
+                                                &pointer_mode, sizeof pointer_mode));
+
+    /* Layouts describe the buffers as stored, before the op is applied. */
+    p->lt_a = k->transB ? make_layout(tab, k->K, k->N, k->batch, k->sB)
+                        : make_layout(tab, k->N, k->K, k->batch, k->sB);
+    p->lt_b = k->transA ? make_layout(tab, k->M, k->K, k->batch, k->sA)
+                        : make_layout(tab, k->K, k->M, k->batch, k->sA);
+    p->lt_c = make_layout(tc, k->N, k->M, k->batch, k->sC);
+
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = k->workspace_bytes;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    /* Split-K algorithms add partial sums; two of their schemes (in place,
+     * output type) round those partials to C's type. With an f16/bf16 C that
+     * would break the f32 accumulation the header promises, so only the
+     * compute-type (f32) scheme, or no split, is allowed then. */
+    uint32_t reductions = tc == DT_F32 ? CUBLASLT_REDUCTION_SCHEME_MASK
+                                       : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof reductions));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &k->align_b, sizeof k->align_b));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &k->align_a, sizeof k->align_a));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &k->align_c, sizeof k->align_c));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k->align_c, sizeof k->align_c));
+
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    memset(&result, 0, sizeof result);
+    /* "No algorithm" comes back as CUBLAS_STATUS_NOT_SUPPORTED; it gets the
+     * message below, any other failure the library's own. */
+    cublasStatus_t heuristic_status = cublasLtMatmulAlgoGetHeuristic(
+        k->lt, p->desc, p->lt_a, p->lt_b, p->lt_c, p->lt_c, pref, 1, &result, &found);
+    if (heuristic_status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(heuristic_status);
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    if (heuristic_status != CUBLAS_STATUS_SUCCESS || found == 0 ||
+        result.state != CUBLAS_STATUS_SUCCESS)
+        ct_fatal_hint("a larger workspace, or operands aligned to 16 bytes with M, N, K "
+                      "multiples of 8, widen cuBLASLt's choice",
+                      "matmul_cuda: cuBLASLt found no algorithm for M=%d N=%d K=%d "
+                      "transA=%d transB=%d A/B %s C %s%s batch %d strides (%lld, %lld, %lld) "
+                      "alignment (A %u, B %u, C %u bytes) beta%s workspace %zu bytes",
+                      k->M, k->N, k->K, k->transA, k->transB, dtype_name(tab), dtype_name(tc),
+                      k->tf32 ? " (tf32)" : "", k->batch, k->sA, k->sB, k->sC, k->align_a,
+                      k->align_b, k->align_c, k->beta_nonzero ? " != 0" : " = 0",
+                      k->workspace_bytes);
+    p->algo = result.algo;
+}
+
+static const Plan *plan_get(MatmulPlanCache *c, const PlanKey *k)
+{
+    for (int i = 0; i < c->n; i++)
+        if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) return &c->plans[i];
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 16;
+        Plan *grown = realloc(c->plans, sizeof(Plan) * cap);
+        CT_ASSERT(grown != NULL, "matmul_cuda: out of host memory for %d plans", cap);
+        c->plans = grown;
+        c->cap = cap;
+    }
+    plan_create(&c->plans[c->n], k);
+    return &c->plans[c->n++];
+}
+
+void matmul_cuda(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
+                 size_t workspace_bytes, cudaStream_t s,
+                 void *C, DType tc, const void *A, const void *B, DType tab,
+                 int M, int N, int K, int transA, int transB, float alpha, float beta,
+                 int batch, long long sA, long long sB, long long sC, int allow_tf32)
+{
+    CT_ASSERT(tab == DT_F32 || tab == DT_F16 || tab == DT_BF16,
+              "matmul_cuda: A/B dtype %s; expected f32, f16 or bf16", dtype_name(tab));
+    CT_ASSERT(tc == tab || tc == DT_F32,
+              "matmul_cuda: C dtype %s with A/B %s; C must be %s or f32", dtype_name(tc),
+              dtype_name(tab), dtype_name(tab));
+    CT_ASSERT(M >= 0 && N >= 0 && K >= 0 && batch >= 0,
+              "matmul_cuda: negative size M=%d N=%d K=%d batch=%d", M, N, K, batch);
+    CT_ASSERT(sA >= 0 && sB >= 0 && sC >= 0,
+              "matmul_cuda: negative batch stride sA=%lld sB=%lld sC=%lld", sA, sB, sC);
+    CT_ASSERT(batch <= 1 || sC >= (long long)M * N,
+              "matmul_cuda: batch %d of %dx%d outputs with stride sC=%lld would overlap",
+              batch, M, N, sC);
+    if (M == 0 || N == 0 || batch == 0) return;
+    CT_ASSERT(K > 0, "matmul_cuda: K=0 (an empty product, C = beta*C) is not supported "
+                     "(M=%d N=%d)", M, N);
+    CT_ASSERT(cache != NULL && lt != NULL, "matmul_cuda: no cuBLASLt handle or plan cache");
+
+    PlanKey k;
+    memset(&k, 0, sizeof k);
+    k.lt = lt;
+    k.M = M; k.N = N; k.K = K;
+    k.transA = !!transA; k.transB = !!transB;
+    k.batch = batch;
+    k.tab = tab; k.tc = tc;
+    k.tf32 = tab == DT_F32 && allow_tf32;
+    k.beta_nonzero = beta != 0.0f;
+    /* With one matrix the strides mean nothing: do not split plans on them. */
+    k.sA = batch > 1 ? sA : 0;
+    k.sB = batch > 1 ? sB : 0;
+    k.sC = batch > 1 ? sC : 0;
+    k.workspace_bytes = workspace ? workspace_bytes : 0;
+    k.align_a = batch_alignment(A, k.sA, dtype_size(tab));
+    k.align_b = batch_alignment(B, k.sB, dtype_size(tab));
+    k.align_c = batch_alignment(C, k.sC, dtype_size(tc));
+
+    const Plan *p = plan_get(cache, &k);
+    CUBLAS_CHECK(cublasLtMatmul(lt, p->desc, &alpha, B, p->lt_a, A, p->lt_b, &beta, C, p->lt_c,
+                                C, p->lt_c, &p->algo, workspace, k.workspace_bytes, s));
+}
+#else
+typedef int ct_matmul_cuda_unused_; /* ISO C forbids an empty translation unit */
+#endif

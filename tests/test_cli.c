@@ -1,0 +1,128 @@
+/* test_cli.c — the ctrain command end to end on the CPU backend:
+ *   - the MLP trains one epoch on real Fashion-MNIST: the logged loss falls
+ *     and test accuracy is >= 80% (the issue's bar), read from --log JSONL;
+ *   - bad input ends with one clear message and exit status 1: unknown flag,
+ *     bad number, missing data folder, corrupt data file, unknown command.
+ * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "check.h"
+
+static const char *bin(void)
+{
+    const char *b = getenv("CTRAIN_BIN");
+    return b ? b : "./build/ctrain";
+}
+
+/* Run a shell command, capture stdout+stderr into out; returns exit status. */
+static int run(const char *cmd, char *out, size_t len)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static double json_field(const char *line, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(line, pat);
+    return p ? atof(p + strlen(pat)) : NAN;
+}
+
+static void test_mlp_epoch(void)
+{
+    char dir[] = "/tmp/ctrain_cli_XXXXXX", cmd[2048], log[512], out[8192];
+    if (!mkdtemp(dir)) { check_true("mlp.tmpdir", 0, "mkdtemp failed"); return; }
+    snprintf(log, sizeof log, "%s/log.jsonl", dir);
+    snprintf(cmd, sizeof cmd, "%s train --model mlp --data fashion-mnist --epochs 1 --device cpu "
+             "--log-every 10 --log %s 2>&1", bin(), log);
+    int st = run(cmd, out, sizeof out);
+    printf("%s", out);
+    check_true("mlp.exit_status", st == 0, "ctrain train exited with %d", st);
+    FILE *f = fopen(log, "r");
+    if (!f) { check_true("mlp.log_written", 0, "no log file at %s", log); return; }
+    char line[4096];
+    double first = NAN, last = NAN, acc = NAN, test_loss = NAN, tail[10] = {0};
+    int steps = 0, has_fields = 1;
+    while (fgets(line, sizeof line, f)) {
+        if (strstr(line, "\"event\":\"step\"")) {
+            double l = json_field(line, "loss");
+            if (steps == 0) first = l;
+            tail[steps % 10] = l;
+            steps++;
+            if (isnan(json_field(line, "samples_per_s")) || isnan(json_field(line, "mem_bytes")) ||
+                isnan(json_field(line, "lr")) || isnan(json_field(line, "epoch")))
+                has_fields = 0;
+        } else if (strstr(line, "\"event\":\"eval\"")) {
+            acc = json_field(line, "test_acc");
+            test_loss = json_field(line, "test_loss");
+        }
+    }
+    fclose(f);
+    last = 0;
+    for (int i = 0; i < 10; i++) last += tail[i] / 10.0;   /* mean of the last 10 records */
+    check_true("mlp.log_steps", steps >= 90, "%d step records", steps);
+    check_true("mlp.log_fields", has_fields, "a step record lacks loss/lr/samples_per_s/mem_bytes/epoch");
+    check_true("mlp.loss_falls", last < 0.5 * first, "loss at step 10 %.4f, mean of the last 10 records %.4f", first, last);
+    check_true("mlp.test_acc_80", acc >= 0.80, "test accuracy %.4f after one epoch (want >= 0.80)", acc);
+    check_true("mlp.test_loss", test_loss > 0 && test_loss < 0.7, "test loss %.4f", test_loss);
+    printf("  mlp one epoch on CPU: loss %.4f -> %.4f, test accuracy %.2f%%\n", first, last, 100 * acc);
+    unlink(log);
+    rmdir(dir);
+}
+
+static void expect_error(const char *name, const char *args, const char *want1, const char *want2)
+{
+    char cmd[1024], out[8192];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin(), args);
+    int st = run(cmd, out, sizeof out);
+    check_true(name, st == 1 && strstr(out, want1) && (!want2 || strstr(out, want2)) &&
+               !strstr(out, "Segmentation"),
+               "exit %d, wanted \"%s\"%s%s, got: %s", st, want1, want2 ? " and " : "",
+               want2 ? want2 : "", out);
+}
+
+static void test_bad_input(void)
+{
+    expect_error("cli.unknown_flag", "train --bogus 1 --device cpu", "unknown option '--bogus'", "hint:");
+    expect_error("cli.bad_number", "train --batch 12x --device cpu", "--batch: '12x' is not a whole number", NULL);
+    expect_error("cli.missing_value", "train --device cpu --lr", "--lr needs a value", NULL);
+    expect_error("cli.unknown_model", "train --model vgg --device cpu", "unknown model 'vgg'", NULL);
+    expect_error("cli.unknown_command", "fly", "unknown command 'fly'", "ctrain help");
+    expect_error("cli.missing_data", "train --device cpu --data fashion-mnist:/nonexistent/fm",
+                 "/nonexistent/fm", "hint:");
+    expect_error("cli.bad_device", "train --device tpu", "--device: 'tpu'", NULL);
+
+    /* a corrupt copy of the data set: one flipped byte in the middle */
+    char dir[] = "/tmp/ctrain_cli_bad_XXXXXX", cmd[1024], out[4096];
+    if (!mkdtemp(dir)) return;
+    snprintf(cmd, sizeof cmd, "cp /usr/share/datasets/fashion-mnist/*.gz %s/ && "
+             "printf '\\377\\377\\377\\377' | dd of=%s/train-images-idx3-ubyte.gz bs=1 seek=300000 "
+             "conv=notrunc 2>/dev/null", dir, dir);
+    if (run(cmd, out, sizeof out) == 0) {
+        char args[512];
+        snprintf(args, sizeof args, "train --device cpu --data fashion-mnist:%s", dir);
+        expect_error("cli.corrupt_data", args, "train-images-idx3-ubyte.gz", "hint:");
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    run(cmd, out, sizeof out);
+}
+
+int main(void)
+{
+    if (access(bin(), X_OK) != 0) {
+        printf("  FAIL %s is not built: run make first\n", bin());
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    test_bad_input();
+    test_mlp_epoch();
+    return check_summary();
+}
