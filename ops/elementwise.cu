@@ -1,0 +1,412 @@
+/* elementwise.cu — CUDA kernels for add, scale, mul, bias-add, relu, gelu, tanh,
+ * cast and fill (the contract and the math are in elementwise.h / elementwise.c).
+ *
+ * Shape letters: n elements; R rows, C columns (the last dim).
+ *
+ * Every kernel loads its storage type T (f32, f16 or bf16), computes in f32,
+ * and stores with round-to-nearest-even (__float2half_rn / __float2bfloat16_rn).
+ * With `accum` the old output is added in f32 before the one rounding.
+ *
+ * Most ops are one template, map_kernel: y (+)= f(x0, x1) with a small functor
+ * f. It moves 16 bytes per access when every pointer allows it (V elements,
+ * V = 16 / sizeof(T)) and falls back to one element per access otherwise; a
+ * grid-stride loop with size_t indices covers any n. bias_backward sums
+ * columns in a fixed order (no atomics), so it is deterministic per (R, C).
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "../engine/error.h"
+#include "elementwise.h"
+
+/* ---- storage type <-> f32 ---- */
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+/* V elements moved as one aligned access (16 bytes when V = 16 / sizeof(T)). */
+template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
+    T v[V];
+};
+
+/* Calls f with a value of the C++ type that stores dt (the value itself is
+ * unused; only its type matters). */
+template <typename F> static void dispatch_float(DType dt, const char *what, F f)
+{
+    switch (dt) {
+    case DT_F32: f(float()); break;
+    case DT_F16: f(__half()); break;
+    case DT_BF16: f(__nv_bfloat16()); break;
+    default:
+        ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
+                 dtype_name(dt));
+    }
+}
+
+static bool is_aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
+
+static const int EW_THREADS = 256;
+/* Enough blocks to fill any current GPU; the grid-stride loop does the rest. */
+static const size_t EW_MAX_BLOCKS = 65535;
+
+static unsigned grid_for(size_t work)
+{
+    size_t b = (work + EW_THREADS - 1) / EW_THREADS;
+    if (b < 1) b = 1;
+    return (unsigned)(b < EW_MAX_BLOCKS ? b : EW_MAX_BLOCKS);
+}
+
+/* ---- map: y (+)= f(x0, x1) ---- */
+
+/* y[i] = f(x0[i], x1[i]) (+ y[i] with accum). NIN inputs are read (0, 1 or 2);
+ * the others are passed as 0. The first n / V * V elements go V at a time, the
+ * tail one at a time. */
+template <typename To, typename Ti, int V, int NIN, typename F>
+__global__ void map_kernel(To *y, const Ti *x0, const Ti *x1, size_t n, int accum, F f)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t nv = n / V;
+    for (size_t i = tid; i < nv; i += stride) {
+        Vec<Ti, V> a, b;
+        Vec<To, V> o;
+        if constexpr (NIN > 0) a = reinterpret_cast<const Vec<Ti, V> *>(x0)[i];
+        if constexpr (NIN > 1) b = reinterpret_cast<const Vec<Ti, V> *>(x1)[i];
+        if (accum) o = reinterpret_cast<const Vec<To, V> *>(y)[i];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float va = 0.0f, vb = 0.0f;
+            if constexpr (NIN > 0) va = to_f32(a.v[k]);
+            if constexpr (NIN > 1) vb = to_f32(b.v[k]);
+            float r = f(va, vb);
+            if (accum) r += to_f32(o.v[k]);
+            o.v[k] = from_f32<To>(r);
+        }
+        reinterpret_cast<Vec<To, V> *>(y)[i] = o;
+    }
+    for (size_t i = nv * V + tid; i < n; i += stride) {
+        float va = 0.0f, vb = 0.0f;
+        if constexpr (NIN > 0) va = to_f32(x0[i]);
+        if constexpr (NIN > 1) vb = to_f32(x1[i]);
+        float r = f(va, vb);
+        if (accum) r += to_f32(y[i]);
+        y[i] = from_f32<To>(r);
+    }
+}
+
+template <typename To, typename Ti, int NIN, typename F>
+static void launch_map(void *y, const void *x0, const void *x1, size_t n, int accum, F f,
+                       cudaStream_t s)
+{
+    if (n == 0) return;
+    constexpr int V = 16 / (sizeof(To) > sizeof(Ti) ? sizeof(To) : sizeof(Ti));
+    bool vec = is_aligned(y, V * sizeof(To)) && is_aligned(x0, V * sizeof(Ti)) &&
+               is_aligned(x1, V * sizeof(Ti));
+    To *yt = (To *)y;
+    const Ti *a = (const Ti *)x0, *b = (const Ti *)x1;
+    if (vec)
+        map_kernel<To, Ti, V, NIN><<<grid_for((n + V - 1) / V), EW_THREADS, 0, s>>>(
+            yt, a, b, n, accum, f);
+    else
+        map_kernel<To, Ti, 1, NIN><<<grid_for(n), EW_THREADS, 0, s>>>(yt, a, b, n, accum, f);
+    CUDA_CHECK_LAUNCH();
+}
+
+struct AddF {
+    __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MulF {
+    __device__ float operator()(float a, float b) const { return a * b; }
+};
+struct ScaleF {
+    float alpha;
+    __device__ float operator()(float x, float) const { return alpha * x; }
+};
+struct CopyF {
+    __device__ float operator()(float x, float) const { return x; }
+};
+struct ConstF {
+    float value;
+    __device__ float operator()(float, float) const { return value; }
+};
+
+/* Phi(x) = 0.5 erfc(-x / sqrt2): erfc keeps the left tail accurate where
+ * 1 + erf(x / sqrt2) would cancel. phi(x) = exp(-x^2 / 2) / sqrt(2 pi). */
+__device__ __forceinline__ float normal_cdf(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
+__device__ __forceinline__ float normal_pdf(float x) { return 0.39894228040143268f * expf(-0.5f * x * x); }
+
+template <ActKind K> struct ActFwdF {
+    __device__ float operator()(float x, float) const
+    {
+        if constexpr (K == ACT_RELU) return x > 0.0f ? x : 0.0f;
+        else if constexpr (K == ACT_GELU) return x * normal_cdf(x);
+        else return tanhf(x);
+    }
+};
+
+/* v is x for relu and gelu, y for tanh. */
+template <ActKind K> struct ActBwdF {
+    __device__ float operator()(float dy, float v) const
+    {
+        /* forward: y = x > 0 ? x : 0   so   dx = x > 0 ? dy : 0 */
+        if constexpr (K == ACT_RELU) return v > 0.0f ? dy : 0.0f;
+        /* forward: y = x * Phi(x)   so   dx = dy * (Phi(x) + x * phi(x)) */
+        else if constexpr (K == ACT_GELU) return dy * (normal_cdf(v) + v * normal_pdf(v));
+        /* forward: y = tanh(x)   so   dx = dy * (1 - y^2) */
+        else return dy * (1.0f - v * v);
+    }
+};
+
+extern "C" void add_forward_cuda(void *y, const void *a, const void *b, DType dt, size_t n,
+                                 cudaStream_t s)
+{
+    dispatch_float(dt, "add_forward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        launch_map<T, T, 2>(y, a, b, n, 0, AddF{}, s);
+    });
+}
+
+/* Also the backward of add and scale: dx (+)= alpha * dy. */
+extern "C" void scale_forward_cuda(void *y, const void *x, float alpha, DType dt, size_t n,
+                                   int accum, cudaStream_t s)
+{
+    dispatch_float(dt, "scale_forward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        launch_map<T, T, 1>(y, x, nullptr, n, accum, ScaleF{alpha}, s);
+    });
+}
+
+extern "C" void mul_forward_cuda(void *y, const void *a, const void *b, DType dt, size_t n,
+                                 cudaStream_t s)
+{
+    dispatch_float(dt, "mul_forward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        launch_map<T, T, 2>(y, a, b, n, 0, MulF{}, s);
+    });
+}
+
+/* forward: y = a * b   so   da (+)= dy * b,  db (+)= dy * a (two passes; dy is
+ * read twice, which keeps one kernel shape for everything here). */
+extern "C" void mul_backward_cuda(void *da, void *db, const void *dy, const void *a,
+                                  const void *b, DType dt, size_t n, int accum_a, int accum_b,
+                                  cudaStream_t s)
+{
+    dispatch_float(dt, "mul_backward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        if (da) launch_map<T, T, 2>(da, dy, b, n, accum_a, MulF{}, s);
+        if (db) launch_map<T, T, 2>(db, dy, a, n, accum_b, MulF{}, s);
+    });
+}
+
+extern "C" void act_forward_cuda(ActKind k, void *y, const void *x, DType dt, size_t n,
+                                 cudaStream_t s)
+{
+    dispatch_float(dt, "act_forward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        switch (k) {
+        case ACT_RELU: launch_map<T, T, 1>(y, x, nullptr, n, 0, ActFwdF<ACT_RELU>{}, s); break;
+        case ACT_GELU: launch_map<T, T, 1>(y, x, nullptr, n, 0, ActFwdF<ACT_GELU>{}, s); break;
+        case ACT_TANH: launch_map<T, T, 1>(y, x, nullptr, n, 0, ActFwdF<ACT_TANH>{}, s); break;
+        default: ct_fatal("act_forward_cuda: unknown activation kind %d", (int)k);
+        }
+    });
+}
+
+extern "C" void act_backward_cuda(ActKind k, void *dx, const void *dy, const void *x,
+                                  const void *y, DType dt, size_t n, int accum, cudaStream_t s)
+{
+    if (k == ACT_TANH)
+        CT_ASSERT(n == 0 || y != NULL, "act_backward_cuda: tanh backward reads y, got NULL");
+    else
+        CT_ASSERT(n == 0 || x != NULL, "act_backward_cuda: relu/gelu backward reads x, got NULL");
+    dispatch_float(dt, "act_backward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        switch (k) {
+        case ACT_RELU: launch_map<T, T, 2>(dx, dy, x, n, accum, ActBwdF<ACT_RELU>{}, s); break;
+        case ACT_GELU: launch_map<T, T, 2>(dx, dy, x, n, accum, ActBwdF<ACT_GELU>{}, s); break;
+        case ACT_TANH: launch_map<T, T, 2>(dx, dy, y, n, accum, ActBwdF<ACT_TANH>{}, s); break;
+        default: ct_fatal("act_backward_cuda: unknown activation kind %d", (int)k);
+        }
+    });
+}
+
+extern "C" void cast_cuda(void *y, DType ty, const void *x, DType tx, size_t n, int accum,
+                          cudaStream_t s)
+{
+    if (n == 0) return;
+    if (ty == tx && !accum && dtype_is_float(ty)) {
+        if (y != x)
+            CUDA_CHECK(cudaMemcpyAsync(y, x, n * dtype_size(ty), cudaMemcpyDeviceToDevice, s));
+        return;
+    }
+    dispatch_float(ty, "cast_cuda (output)", [&](auto ytag) {
+        using To = decltype(ytag);
+        dispatch_float(tx, "cast_cuda (input)", [&](auto xtag) {
+            using Ti = decltype(xtag);
+            launch_map<To, Ti, 1>(y, x, nullptr, n, accum, CopyF{}, s);
+        });
+    });
+}
+
+extern "C" void fill_cuda(void *y, DType dt, float value, size_t n, cudaStream_t s)
+{
+    dispatch_float(dt, "fill_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        launch_map<T, T, 0>(y, nullptr, nullptr, n, 0, ConstF{value}, s);
+    });
+}
+
+/* ---- bias-add ---- */
+
+/* y[r,c] = x[r,c] + b[c] over the flat index; V elements per access when y and
+ * x allow it. The column is computed once per vector and then stepped, so C
+ * need not be a multiple of V; b is small and read through the cache. */
+template <typename T, int V>
+__global__ void bias_add_kernel(T *y, const T *x, const T *b, size_t n, size_t C)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t nv = n / V;
+    for (size_t i = tid; i < nv; i += stride) {
+        Vec<T, V> v = reinterpret_cast<const Vec<T, V> *>(x)[i];
+        size_t c = (i * V) % C;
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            v.v[k] = from_f32<T>(to_f32(v.v[k]) + to_f32(b[c]));
+            if (++c == C) c = 0;
+        }
+        reinterpret_cast<Vec<T, V> *>(y)[i] = v;
+    }
+    for (size_t i = nv * V + tid; i < n; i += stride)
+        y[i] = from_f32<T>(to_f32(x[i]) + to_f32(b[i % C]));
+}
+
+extern "C" void bias_add_forward_cuda(void *y, const void *x, const void *b, DType dt,
+                                      size_t R, size_t C, cudaStream_t s)
+{
+    size_t n = R * C;
+    if (n == 0) return;
+    dispatch_float(dt, "bias_add_forward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        constexpr int V = 16 / sizeof(T);
+        if (is_aligned(y, 16) && is_aligned(x, 16))
+            bias_add_kernel<T, V><<<grid_for((n + V - 1) / V), EW_THREADS, 0, s>>>(
+                (T *)y, (const T *)x, (const T *)b, n, C);
+        else
+            bias_add_kernel<T, 1><<<grid_for(n), EW_THREADS, 0, s>>>(
+                (T *)y, (const T *)x, (const T *)b, n, C);
+        CUDA_CHECK_LAUNCH();
+    });
+}
+
+/* ---- bias backward: db[c] (+)= sum_r dy[r,c], deterministic ----
+ *
+ * forward: y[r,c] = x[r,c] + b[c]   so   db[c] (+)= sum_r dy[r,c]
+ *
+ * Pass 1: a block of BB_COLS x BB_ROWS threads owns a strip of BB_COLS columns
+ * and a chunk of rows; thread (tx, ty) sums rows ty, ty + BB_ROWS, ... of its
+ * column in order (a warp reads BB_COLS consecutive elements of one row), then
+ * a fixed shared-memory tree adds the BB_ROWS partial sums. With one chunk the
+ * block writes db directly; with G chunks it writes partial[g, c] and pass 2
+ * adds the G partials of each column in order g = 0..G-1. G depends only on
+ * (R, C), so the order of every addition is fixed by the shape. */
+static const int BB_COLS = 32;
+static const int BB_ROWS = 16;
+/* Aim for about this many blocks so every SM has work... */
+static const size_t BB_TARGET_BLOCKS = 512;
+/* ...but never split rows into chunks shorter than this (16 rows a thread). */
+static const size_t BB_MIN_CHUNK = 256;
+
+template <typename T>
+__global__ void bias_backward_partial_kernel(float *out, const T *dy, size_t R, size_t C,
+                                             size_t rows_per_chunk, int accum)
+{
+    __shared__ float part[BB_ROWS][BB_COLS + 1];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    size_t c = (size_t)blockIdx.x * BB_COLS + tx;
+    size_t r0 = (size_t)blockIdx.y * rows_per_chunk;
+    size_t r1 = r0 + rows_per_chunk < R ? r0 + rows_per_chunk : R;
+    float acc = 0.0f;
+    if (c < C) {
+        size_t r = r0 + ty;
+        /* four loads in flight, added in row order */
+        for (; r + 3 * BB_ROWS < r1; r += 4 * BB_ROWS) {
+            float v0 = to_f32(dy[r * C + c]);
+            float v1 = to_f32(dy[(r + BB_ROWS) * C + c]);
+            float v2 = to_f32(dy[(r + 2 * BB_ROWS) * C + c]);
+            float v3 = to_f32(dy[(r + 3 * BB_ROWS) * C + c]);
+            acc += v0;
+            acc += v1;
+            acc += v2;
+            acc += v3;
+        }
+        for (; r < r1; r += BB_ROWS) acc += to_f32(dy[r * C + c]);
+    }
+    part[ty][tx] = acc;
+    __syncthreads();
+    for (int h = BB_ROWS / 2; h > 0; h >>= 1) {
+        if (ty < h) part[ty][tx] += part[ty + h][tx];
+        __syncthreads();
+    }
+    if (ty == 0 && c < C) {
+        float sum = part[0][tx];
+        if (gridDim.y == 1) out[c] = accum ? out[c] + sum : sum;
+        else out[(size_t)blockIdx.y * C + c] = sum;
+    }
+}
+
+/* db[c] (+)= sum_g partial[g, c], g in order. */
+__global__ void bias_backward_finish_kernel(float *db, const float *partial, size_t G,
+                                            size_t C, int accum)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x; c < C; c += stride) {
+        float sum = 0.0f;
+        for (size_t g = 0; g < G; g++) sum += partial[g * C + c];
+        db[c] = accum ? db[c] + sum : sum;
+    }
+}
+
+extern "C" void bias_backward_cuda(float *db, const void *dy, DType dt, size_t R, size_t C,
+                                   int accum, cudaStream_t s)
+{
+    if (C == 0) return;
+    if (R == 0) {
+        if (!accum) CUDA_CHECK(cudaMemsetAsync(db, 0, C * sizeof(float), s));
+        return;
+    }
+    size_t col_blocks = (C + BB_COLS - 1) / BB_COLS;
+    size_t G = (BB_TARGET_BLOCKS + col_blocks - 1) / col_blocks;
+    size_t max_chunks = (R + BB_MIN_CHUNK - 1) / BB_MIN_CHUNK;
+    if (G > max_chunks) G = max_chunks;
+    if (G < 1) G = 1;
+    size_t rows_per_chunk = (R + G - 1) / G;
+    G = (R + rows_per_chunk - 1) / rows_per_chunk; /* no empty chunk at the end */
+
+    if (col_blocks > 0x7fffffffu)
+        ct_fatal("bias_backward_cuda: C = %zu columns is more than one grid can cover", C);
+    float *partial = NULL;
+    if (G > 1) CUDA_CHECK(cudaMallocAsync((void **)&partial, G * C * sizeof(float), s));
+    dispatch_float(dt, "bias_backward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        dim3 grid((unsigned)col_blocks, (unsigned)G), block(BB_COLS, BB_ROWS);
+        bias_backward_partial_kernel<T><<<grid, block, 0, s>>>(
+            G > 1 ? partial : db, (const T *)dy, R, C, rows_per_chunk, accum);
+        CUDA_CHECK_LAUNCH();
+    });
+    if (G > 1) {
+        bias_backward_finish_kernel<<<grid_for(C), EW_THREADS, 0, s>>>(db, partial, G, C, accum);
+        CUDA_CHECK_LAUNCH();
+        CUDA_CHECK(cudaFreeAsync(partial, s));
+    }
+}
