@@ -46,7 +46,7 @@ TEST_GPU_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard tests/gpu_*.c),)
 TEST_CPU_BINS := $(TEST_CPU_SRCS:tests/%.c=$(BUILD)/tests/%)
 TEST_GPU_BINS := $(TEST_GPU_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-gpu clean info-build
+.PHONY: all test test-gpu clean info-build run-mlp
 all: $(BIN) $(TEST_CPU_BINS) $(TEST_GPU_BINS)
 
 info-build:
@@ -77,6 +77,12 @@ test: $(BIN) $(TEST_CPU_BINS)
 test-gpu: $(BIN) $(TEST_GPU_BINS)
 	@if [ "$(CUDA)" != 1 ]; then echo "make test-gpu: this build has no CUDA backend (nvcc, cuDNN or cuBLAS missing, or CUDA=0)"; exit 1; fi
 	@sh tests/run.sh $(TEST_GPU_BINS)
+
+# The quick start's main job: install what is missing, build, train.
+run-mlp:
+	@sh scripts/setup.sh
+	@$(MAKE) --no-print-directory $(BIN)
+	$(BIN) train --model mlp --data fashion-mnist --epochs 1
 
 clean:
 	rm -rf $(BUILD)

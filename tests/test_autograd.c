@@ -134,8 +134,10 @@ static void test_shape_mismatch(void)
     }
     close(fds[1]);
     char buf[1024] = {0};
-    ssize_t got = read(fds[0], buf, sizeof buf - 1);
-    (void)got;
+    size_t len = 0;
+    ssize_t got;
+    while (len < sizeof buf - 1 && (got = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0)
+        len += (size_t)got;
     close(fds[0]);
     int st = 0;
     waitpid(pid, &st, 0);

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# setup.sh — install the Debian packages ctrain needs, when missing:
+# a C toolchain, zlib (gzip), stb_image, and the Fashion-MNIST data set.
+set -euo pipefail
+need=()
+for p in build-essential zlib1g-dev libstb-dev dataset-fashion-mnist; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+echo "setup: installing ${need[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
