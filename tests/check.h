@@ -89,6 +89,27 @@ static inline int check_close_f64(const char *name, const double *got, const dou
     return ok;
 }
 
+/* Relative error of a whole array: ||got - ref||_2 / ||ref||_2 <= tol. For
+ * low-precision modes, where single elements can legitimately differ a lot
+ * (a ReLU flips on a value near 0), the norm is the meaningful measure. */
+static inline int check_rel_norm(const char *name, const float *got, const float *ref, size_t n,
+                                 double tol)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    char buf[128];
+    int ok = rel <= tol; /* NaN fails */
+    snprintf(buf, sizeof buf, "relative error %.3g > %.3g", rel, tol);
+    check_report_(ok, name, ok ? NULL : buf);
+    if (getenv("CHECK_VERBOSE")) printf("       %s: relative error %.3g\n", name, rel);
+    return ok;
+}
+
 /* Deterministic test inputs: uniform in [lo, hi) from a per-test seed
  * (xorshift64*), never zeros. */
 static uint64_t check_rng_state_ = 0x9E3779B97F4A7C15ull;

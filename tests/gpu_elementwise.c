@@ -271,7 +271,9 @@ static void test_reduce(DType dt, size_t R, size_t C, int mean)
     gpu_download(got, dy, R, DT_F32);
     gpu_download(got2, dy2, R, DT_F32);
     snprintf(name, sizeof name, "reduce.%s.fwd.%s.%zux%zu", op, dtype_name(dt), R, C);
-    check_close(name, got, ref, R, tol_atol(dt), tol_rtol(dt));
+    /* a sum of C terms carries rounding that grows like sqrt(C) in absolute
+     * terms, independent of how much the terms cancel: scale atol with it */
+    check_close(name, got, ref, R, tol_atol(dt) * (1.0 + scale * sqrt((double)C)), tol_rtol(dt));
     snprintf(name, sizeof name, "reduce.%s.fwd.deterministic.%s.%zux%zu", op, dtype_name(dt), R, C);
     check_true(name, memcmp(got, got2, R * sizeof(float)) == 0, "two runs differ");
     free(x); free(ref); free(got); free(got2);

@@ -52,7 +52,7 @@ static float mlp_step(Ctx *c, Model *m, const Batch *b, int B)
 
 /* Gradients of the MLP in one precision mode against the CPU f32 reference. */
 static void test_mlp_mode(Ctx *cpu, Ctx *gpu, const char *mode, int tf32, DType autocast,
-                          double atol, double rtol)
+                          double atol, double rtol, double norm_tol)
 {
     static Batch b;
     check_seed(3);
@@ -72,12 +72,11 @@ static void test_mlp_mode(Ctx *cpu, Ctx *gpu, const char *mode, int tf32, DType 
     size_t n = mc.params.total;
     float *g = malloc(n * sizeof(float));
     grads_to_host(&mg.params, g);
-    /* gradients are compared relative to the largest gradient of the model,
-     * the scale at which low-precision error shows */
-    double gmax = 0;
-    for (size_t i = 0; i < n; i++) gmax = fmax(gmax, fabs(mc.params.grad[i]));
+    /* f32: element by element. Reduced precision: by the relative norm, since
+     * a ReLU whose input is near 0 can flip and change single elements a lot */
     snprintf(name, sizeof name, "mlp.%s.grads", mode);
-    check_close(name, g, mc.params.grad, n, atol * gmax * 10, rtol);
+    if (norm_tol > 0) check_rel_norm(name, g, mc.params.grad, n, norm_tol);
+    else check_close(name, g, mc.params.grad, n, atol, rtol);
     snprintf(name, sizeof name, "mlp.%s.memory_returned", mode);
     check_true(name, gpu->mem.current == base, "%zu bytes held after the step (base %zu)",
                gpu->mem.current, base);
@@ -129,10 +128,11 @@ int main(void)
     ctx_init(&cpu, DEV_CPU, 0, 1);
     ctx_init(&gpu, DEV_CUDA, 0, 1);
     test_graph(&cpu, &gpu);
-    test_mlp_mode(&cpu, &gpu, "f32", 0, DT_F32, 1e-5, 1e-4);
-    test_mlp_mode(&cpu, &gpu, "tf32", 1, DT_F32, 2e-3, 2e-2);
-    test_mlp_mode(&cpu, &gpu, "bf16", 0, DT_BF16, 2e-2, 5e-2);
-    test_mlp_mode(&cpu, &gpu, "f16", 0, DT_F16, 5e-3, 2e-2);
+    /* stated tolerances: loss abs/rel, gradient relative norm */
+    test_mlp_mode(&cpu, &gpu, "f32", 0, DT_F32, 1e-5, 1e-4, 0);
+    test_mlp_mode(&cpu, &gpu, "tf32", 1, DT_F32, 2e-3, 2e-3, 1e-2);
+    test_mlp_mode(&cpu, &gpu, "bf16", 0, DT_BF16, 2e-2, 2e-2, 5e-2);
+    test_mlp_mode(&cpu, &gpu, "f16", 0, DT_F16, 5e-3, 5e-3, 1.5e-2);
     test_mlp_training(&cpu, &gpu);
     ctx_free(&gpu);
     ctx_free(&cpu);
