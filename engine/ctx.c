@@ -82,6 +82,18 @@ void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed)
 #endif
 }
 
+#ifdef CTRAIN_CUDA
+void *ctx_workspace(Ctx *c, size_t bytes)
+{
+    if (bytes > c->workspace_bytes) {
+        mem_free(c, c->workspace, c->workspace_bytes);
+        c->workspace_bytes = (bytes + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
+        c->workspace = mem_alloc(c, c->workspace_bytes);
+    }
+    return c->workspace;
+}
+#endif
+
 void ctx_sync(Ctx *c)
 {
 #ifdef CTRAIN_CUDA

@@ -68,6 +68,12 @@ void ctx_sync(Ctx *c);
 /* Device error counters (out-of-range targets, ...): syncs; fatal when any is set. */
 void ctx_check_flags(Ctx *c);
 const char *ctx_device_name(const Ctx *c);
+#ifdef CTRAIN_CUDA
+/* The shared workspace, grown to at least `bytes` (cuDNN algorithms ask
+ * for more than the default). Growing frees and reallocates, so it must
+ * happen during warm-up, never inside CUDA graph capture. */
+void *ctx_workspace(Ctx *c, size_t bytes);
+#endif
 
 /* Claim n Philox counter blocks; returns the offset to draw from. */
 static inline uint64_t ctx_rng_take(Ctx *c, uint64_t blocks)

@@ -19,6 +19,13 @@ void params_init(ParamSet *ps) { memset(ps, 0, sizeof *ps); }
 int params_add(ParamSet *ps, const char *name, int ndim, const int64_t *shape,
                InitKind init, float init_a, int decay)
 {
+    return params_add_layout(ps, name, ndim, shape, LAYOUT_SAME, init, init_a, decay);
+}
+
+int params_add_layout(ParamSet *ps, const char *name, int ndim, const int64_t *shape,
+                      ParamLayout layout, InitKind init, float init_a, int decay)
+{
+    CT_ASSERT(layout == LAYOUT_SAME || ndim == 4, "parameter %s: OHWI layout needs 4 dims", name);
     CT_ASSERT(!ps->data, "parameter %s registered after params_alloc", name);
     CT_ASSERT(strlen(name) < sizeof ps->p[0].name, "parameter name too long: %s", name);
     for (int i = 0; i < ps->n; i++)
@@ -40,7 +47,63 @@ int params_add(ParamSet *ps, const char *name, int ndim, const int64_t *shape,
     pi->init = init;
     pi->init_a = init_a;
     pi->decay = decay;
+    pi->layout = layout;
     return ps->n++;
+}
+
+int params_add_buffer(ParamSet *ps, const char *name, DType dt, int ndim, const int64_t *shape,
+                      InitKind init)
+{
+    CT_ASSERT(!ps->data, "buffer %s registered after params_alloc", name);
+    CT_ASSERT(init == INIT_ZERO || init == INIT_ONE, "buffer %s: init must be zero or one", name);
+    CT_ASSERT(strlen(name) < sizeof ps->b[0].name, "buffer name too long: %s", name);
+    if (ps->nb == ps->bcap) {
+        ps->bcap = ps->bcap ? ps->bcap * 2 : 64;
+        ps->b = (BufferInfo *)realloc(ps->b, (size_t)ps->bcap * sizeof *ps->b);
+        if (!ps->b) ct_fatal("out of host memory for the buffer registry");
+    }
+    BufferInfo *bi = &ps->b[ps->nb];
+    memset(bi, 0, sizeof *bi);
+    snprintf(bi->name, sizeof bi->name, "%s", name);
+    bi->dtype = dt;
+    bi->ndim = ndim;
+    bi->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        bi->shape[i] = shape[i];
+        bi->numel *= (size_t)shape[i];
+    }
+    bi->init = init;
+    return ps->nb++;
+}
+
+Tensor *params_get_buffer(const ParamSet *ps, const char *name)
+{
+    for (int i = 0; i < ps->nb; i++)
+        if (strcmp(ps->b[i].name, name) == 0) return ps->b[i].t;
+    return NULL;
+}
+
+/* [O, I, H, W] index -> [O, H, W, I] index */
+void params_layout_from_torch(const ParamInfo *pi, float *dst, const float *src)
+{
+    if (pi->layout == LAYOUT_SAME) { memcpy(dst, src, pi->numel * sizeof(float)); return; }
+    int64_t O = pi->shape[0], I = pi->shape[1], H = pi->shape[2], W = pi->shape[3];
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t i = 0; i < I; i++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t w = 0; w < W; w++)
+                    dst[((o * H + h) * W + w) * I + i] = src[((o * I + i) * H + h) * W + w];
+}
+
+void params_layout_to_torch(const ParamInfo *pi, float *dst, const float *src)
+{
+    if (pi->layout == LAYOUT_SAME) { memcpy(dst, src, pi->numel * sizeof(float)); return; }
+    int64_t O = pi->shape[0], I = pi->shape[1], H = pi->shape[2], W = pi->shape[3];
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t i = 0; i < I; i++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t w = 0; w < W; w++)
+                    dst[((o * I + i) * H + h) * W + w] = src[((o * H + h) * W + w) * I + i];
 }
 
 static void init_values(float *v, const ParamInfo *pi, uint64_t seed)
@@ -81,22 +144,52 @@ void params_alloc(ParamSet *ps, Ctx *c, uint64_t seed)
 
     float *host = (float *)malloc((ps->total ? ps->total : 1) * sizeof(float));
     if (!host) ct_fatal("out of host memory initialising %zu parameters", ps->total);
+    float *tmp = NULL;
     for (int i = 0; i < ps->n; i++) {
         ParamInfo *pi = &ps->p[i];
-        init_values(host + pi->offset, pi, seed);
-        pi->t = tensor_view(c, ps->data + pi->offset, DT_F32, pi->ndim, pi->shape);
+        int64_t mshape[CT_MAX_DIMS];
+        memcpy(mshape, pi->shape, sizeof mshape);
+        if (pi->layout == LAYOUT_OHWI) {
+            /* memory [O, H, W, I]; init drawn in PyTorch order, then permuted */
+            mshape[1] = pi->shape[2]; mshape[2] = pi->shape[3]; mshape[3] = pi->shape[1];
+            tmp = (float *)realloc(tmp, pi->numel * sizeof(float));
+            if (!tmp) ct_fatal("out of host memory initialising %s", pi->name);
+            init_values(tmp, pi, seed);
+            params_layout_from_torch(pi, host + pi->offset, tmp);
+        } else {
+            init_values(host + pi->offset, pi, seed);
+        }
+        pi->t = tensor_view(c, ps->data + pi->offset, DT_F32, pi->ndim, mshape);
         pi->t->requires_grad = 1;
         pi->t->is_param = 1;
         pi->t->name = pi->name;
-        pi->t->grad = tensor_view(c, ps->grad + pi->offset, DT_F32, pi->ndim, pi->shape);
+        pi->t->grad = tensor_view(c, ps->grad + pi->offset, DT_F32, pi->ndim, mshape);
     }
+    free(tmp);
     mem_to_device(c, ps->data, host, ps->total * sizeof(float));
     free(host);
+    for (int i = 0; i < ps->nb; i++) {
+        BufferInfo *bi = &ps->b[i];
+        bi->t = tensor_new(c, bi->dtype, bi->ndim, bi->shape);
+        bi->t->name = bi->name;
+        size_t bytes = bi->numel * dtype_size(bi->dtype);
+        void *h = calloc(1, bytes ? bytes : 1);
+        if (!h) ct_fatal("out of host memory initialising %s", bi->name);
+        if (bi->init == INIT_ONE) {
+            float one = 1.0f;
+            for (size_t k = 0; k < bi->numel; k++)
+                dtype_convert((char *)h + k * dtype_size(bi->dtype), bi->dtype, &one, DT_F32, 1);
+        }
+        mem_to_device(c, bi->t->data, h, bytes);
+        free(h);
+    }
 }
 
 void params_free(ParamSet *ps)
 {
     for (int i = 0; i < ps->n; i++) tensor_release(ps->p[i].t);
+    for (int i = 0; i < ps->nb; i++) tensor_release(ps->b[i].t);
+    free(ps->b);
     if (ps->ctx) {
         mem_free(ps->ctx, ps->data, ps->total * sizeof(float));
         mem_free(ps->ctx, ps->grad, ps->total * sizeof(float));

@@ -31,10 +31,19 @@ typedef enum {
     INIT_NORMAL,     /* N(0, a^2) */
 } InitKind;
 
+/* How a parameter sits in memory relative to its PyTorch shape. Conv
+ * weights are [O, I, kH, kW] in PyTorch and on disk, but NHWC convolutions
+ * want [O, kH, kW, I] in memory; checkpoint code permutes on save and load. */
+typedef enum {
+    LAYOUT_SAME = 0,     /* memory layout = PyTorch layout */
+    LAYOUT_OHWI,         /* PyTorch [O, I, H, W] stored as [O, H, W, I] */
+} ParamLayout;
+
 typedef struct ParamInfo {
     char name[96];
     int ndim;
-    int64_t shape[CT_MAX_DIMS];
+    int64_t shape[CT_MAX_DIMS];   /* PyTorch's shape (t->shape is the memory shape) */
+    ParamLayout layout;
     size_t numel;
     size_t offset;       /* elements from the start of each buffer */
     int decay;           /* weight decay applies */
@@ -43,9 +52,23 @@ typedef struct ParamInfo {
     Tensor *t;           /* view into the value buffer; t->grad views the gradient */
 } ParamInfo;
 
+/* A buffer: model state that is not trained (batch norm's running_mean,
+ * running_var, num_batches_tracked). Saved in checkpoints, no gradient. */
+typedef struct BufferInfo {
+    char name[96];
+    DType dtype;
+    int ndim;
+    int64_t shape[CT_MAX_DIMS];
+    size_t numel;
+    InitKind init;       /* INIT_ZERO or INIT_ONE */
+    Tensor *t;
+} BufferInfo;
+
 typedef struct ParamSet {
     ParamInfo *p;
     int n, cap;
+    BufferInfo *b;
+    int nb, bcap;
     size_t total;        /* elements in all parameters */
     size_t n_decay;      /* elements in the weight-decay range [0, n_decay) */
     float *data;         /* device (or host) f32 values */
@@ -57,6 +80,17 @@ void params_init(ParamSet *ps);
 /* Register a parameter; returns its index. Shapes are PyTorch's. */
 int params_add(ParamSet *ps, const char *name, int ndim, const int64_t *shape,
                InitKind init, float init_a, int decay);
+/* Same, with the in-memory layout (LAYOUT_OHWI for conv weights; the init
+ * is drawn in PyTorch's index order, so values match whatever the layout). */
+int params_add_layout(ParamSet *ps, const char *name, int ndim, const int64_t *shape,
+                      ParamLayout layout, InitKind init, float init_a, int decay);
+/* Register a buffer (zero- or one-initialised); returns its index. */
+int params_add_buffer(ParamSet *ps, const char *name, DType dt, int ndim, const int64_t *shape,
+                      InitKind init);
+Tensor *params_get_buffer(const ParamSet *ps, const char *name);
+/* Permute between PyTorch's layout and the memory layout, n elements of f32. */
+void params_layout_to_torch(const ParamInfo *pi, float *dst, const float *src);
+void params_layout_from_torch(const ParamInfo *pi, float *dst, const float *src);
 /* Lay out and allocate the buffers on c's device, zero the gradients, and
  * fill values by each parameter's init from Philox(seed). */
 void params_alloc(ParamSet *ps, Ctx *c, uint64_t seed);
