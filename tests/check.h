@@ -127,6 +127,35 @@ static inline void check_fill(float *p, size_t n, float lo, float hi)
     for (size_t i = 0; i < n; i++) p[i] = check_uniform(lo, hi);
 }
 
+/* Run fn(arg) in a forked child with stderr captured into msg; returns the
+ * child's exit status (or -1 when it did not exit normally). For checking
+ * that fatal errors exit with status 1 and say the right thing. */
+#include <sys/wait.h>
+#include <unistd.h>
+static inline int check_run_child(void (*fn)(void *), void *arg, char *msg, size_t len)
+{
+    int fds[2];
+    msg[0] = 0;
+    if (pipe(fds) != 0) return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        fn(arg);
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t got;
+    while (n < len - 1 && (got = read(fds[0], msg + n, len - 1 - n)) > 0) n += (size_t)got;
+    msg[n] = 0;
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* Ends every test program: prints the summary line, returns the exit code. */
 static inline int check_summary(void)
 {

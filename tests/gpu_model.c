@@ -138,8 +138,25 @@ static void test_mlp_training(Ctx *cpu, Ctx *gpu)
     model_free(&mg);
 }
 
+/* Out of device memory: one message with the bytes asked, held, peak, the
+ * device's free memory, and a hint; exit status 1, no crash. */
+static void child_gpu_oom(void *arg)
+{
+    (void)arg;
+    Ctx c;
+    ctx_init(&c, DEV_CUDA, 0, 1);
+    mem_alloc(&c, (size_t)1 << 50);
+}
+
 int main(void)
 {
+    {   /* first, before this process initialises CUDA: a forked child must
+         * not inherit a CUDA context */
+        char buf[2048];
+        int st = check_run_child(child_gpu_oom, NULL, buf, sizeof buf);
+        check_true("oom.cuda.message", st == 1 && strstr(buf, "out of memory on cuda:0 allocating") &&
+                   strstr(buf, "device free") && strstr(buf, "hint:"), "status %d, message: %s", st, buf);
+    }
     gpu_require();
     Ctx cpu, gpu;
     ctx_init(&cpu, DEV_CPU, 0, 1);

@@ -7,11 +7,10 @@
  *   - shape mismatches are refused (checked in a child process).
  */
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include "check.h"
 #include "../engine/autograd.h"
 #include "../engine/params.h"
+#include "../engine/mem.h"
 #include "../ops/ops.h"
 #include "fixture_graph.h"
 
@@ -116,33 +115,35 @@ static void test_lowp_cpu(Ctx *c)
 }
 
 /* A shape mismatch ends the process with a message naming both tensors. */
-static void test_shape_mismatch(void)
+static void child_mismatch(void *arg)
 {
-    int fds[2];
-    if (pipe(fds) != 0) { check_true("mismatch.pipe", 0, "pipe failed"); return; }
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        Ctx c;
-        ctx_init(&c, DEV_CPU, 0, 1);
-        float v[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-        Tensor *a = tensor_from_f32(&c, v, DT_F32, 2, (int64_t[]){3, 4});
-        Tensor *b = tensor_from_f32(&c, v, DT_F32, 2, (int64_t[]){4, 3});
-        op_add(&c, a, b);
-        _exit(0);
-    }
-    close(fds[1]);
-    char buf[1024] = {0};
-    size_t len = 0;
-    ssize_t got;
-    while (len < sizeof buf - 1 && (got = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0)
-        len += (size_t)got;
-    close(fds[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    check_true("mismatch.refused", WIFEXITED(st) && WEXITSTATUS(st) == 1 &&
-               strstr(buf, "add: operands differ") && strstr(buf, "[3, 4]") && strstr(buf, "[4, 3]"),
+    (void)arg;
+    Ctx c;
+    ctx_init(&c, DEV_CPU, 0, 1);
+    float v[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    Tensor *a = tensor_from_f32(&c, v, DT_F32, 2, (int64_t[]){3, 4});
+    Tensor *b = tensor_from_f32(&c, v, DT_F32, 2, (int64_t[]){4, 3});
+    op_add(&c, a, b);
+}
+
+/* Out of memory names the bytes asked, held and peak, with a hint. */
+static void child_oom(void *arg)
+{
+    (void)arg;
+    Ctx c;
+    ctx_init(&c, DEV_CPU, 0, 1);
+    mem_alloc(&c, (size_t)1 << 62);
+}
+
+static void test_fatal_messages(void)
+{
+    char buf[2048];
+    int st = check_run_child(child_mismatch, NULL, buf, sizeof buf);
+    check_true("mismatch.refused", st == 1 && strstr(buf, "add: operands differ") &&
+               strstr(buf, "[3, 4]") && strstr(buf, "[4, 3]"), "status %d, message: %s", st, buf);
+    st = check_run_child(child_oom, NULL, buf, sizeof buf);
+    check_true("oom.message", st == 1 && strstr(buf, "out of memory on cpu:0 allocating") &&
+               strstr(buf, "peak") && strstr(buf, "hint: use a smaller --batch"),
                "status %d, message: %s", st, buf);
 }
 
@@ -155,6 +156,6 @@ int main(void)
     test_lifetimes(&c);
     test_lowp_cpu(&c);
     ctx_free(&c);
-    test_shape_mismatch();
+    test_fatal_messages();
     return check_summary();
 }
