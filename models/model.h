@@ -19,6 +19,7 @@ struct Model {
     void *impl;
     int in_features;     /* flat input size the forward expects (MLP) */
     int classes;
+    int training;        /* 1: batch statistics and dropout; 0: eval mode */
     /* x [B, ...] -> logits [B, classes]; records nodes when grad is on */
     Tensor *(*forward)(Ctx *c, Model *m, Tensor *x);
     void (*free_impl)(Model *m);
