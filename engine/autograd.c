@@ -104,7 +104,6 @@ static void tensor_fill(Ctx *c, Tensor *t, float v)
 
 void ad_backward(Ctx *c, Tensor *loss, float seed)
 {
-    Tape *t = c->tape;
     CT_ASSERT(loss->numel == 1, "backward needs a scalar loss, got %zu elements", loss->numel);
     CT_ASSERT(loss->dtype == DT_F32, "the loss must be f32 (losses run in f32 under autocast)");
     if (!loss->requires_grad)
@@ -112,6 +111,13 @@ void ad_backward(Ctx *c, Tensor *loss, float seed)
                       "backward on a loss that does not depend on anything requiring grad");
     if (!loss->grad) loss->grad = tensor_new_like(c, loss, DT_F32);
     tensor_fill(c, loss->grad, seed);
+    ad_backward_from(c, loss);
+}
+
+void ad_backward_from(Ctx *c, Tensor *out)
+{
+    Tape *t = c->tape;
+    (void)out;  /* its gradient is in place; the walk finds it via its node */
     t->walking = 1;
     for (int k = t->n - 1; k >= 0; k--) {
         Node *n = &t->nodes[k];

@@ -75,6 +75,9 @@ Tensor *ad_grad_dst(Ctx *c, Tensor *x, int *accum);
 /* Backpropagate from a scalar loss with d(loss) = seed (1, or the grad
  * scaler's scale). Empties the tape. */
 void ad_backward(Ctx *c, Tensor *loss, float seed);
+/* Walk the tape from `out`, whose gradient the caller has already placed in
+ * out->grad (recompute's sub-tapes). Empties the tape. */
+void ad_backward_from(Ctx *c, Tensor *out);
 /* Drop all recorded nodes without running them (after a forward whose
  * backward will not run). */
 void ad_tape_clear(Ctx *c);

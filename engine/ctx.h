@@ -39,6 +39,8 @@ typedef struct Ctx {
     Device device;
     int device_id;
     int grad_enabled;      /* record autograd nodes (0 in eval / no-grad) */
+    int recomputing;       /* > 0 while a recompute segment re-runs its forward:
+                              batch norm must not update running stats again */
     Tape *tape;
     MemStats mem;
     int allow_tf32;        /* f32 matmuls may use TF32 tensor cores */
