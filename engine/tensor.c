@@ -49,6 +49,19 @@ Tensor *tensor_view(Ctx *c, void *data, DType dt, int ndim, const int64_t *shape
     return t;
 }
 
+Tensor *tensor_reshape_view(Tensor *x, int ndim, const int64_t *shape)
+{
+    Tensor *t = tensor_alloc_struct(x->ctx, x->dtype, ndim, shape);
+    char d[96];
+    if (t->numel != x->numel)
+        ct_fatal("reshape: %s has %zu elements, the new shape %zu", tensor_desc(d, sizeof d, x),
+                 x->numel, t->numel);
+    t->data = x->data;
+    t->base = x;
+    tensor_retain(x);
+    return t;
+}
+
 Tensor *tensor_from_host(Ctx *c, const void *host, DType dt, int ndim, const int64_t *shape)
 {
     Tensor *t = tensor_new(c, dt, ndim, shape);
@@ -92,8 +105,9 @@ void tensor_hold(Tensor *t) { t->refs++; }
 
 static void tensor_maybe_free(Tensor *t)
 {
-    if (t->data_refs == 0 && t->data && t->nbytes) {
-        mem_free(t->ctx, t->data, t->nbytes);
+    if (t->data_refs == 0 && t->data) {
+        if (t->nbytes) mem_free(t->ctx, t->data, t->nbytes);
+        if (t->base) { tensor_release(t->base); t->base = NULL; }
         t->data = NULL;
     }
     if (t->refs == 0) {

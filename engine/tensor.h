@@ -38,6 +38,7 @@ typedef struct Tensor {
     void *data;
     size_t nbytes;          /* bytes owned (0 for views) */
     Ctx *ctx;               /* the context that allocated the data */
+    struct Tensor *base;    /* a reshape view keeps its base's data alive */
     int refs, data_refs;
     /* autograd */
     int requires_grad;
@@ -52,6 +53,9 @@ Tensor *tensor_new(Ctx *c, DType dt, int ndim, const int64_t *shape);
 Tensor *tensor_new_like(Ctx *c, const Tensor *like, DType dt);
 /* A view of data that the caller keeps alive (never freed by the tensor). */
 Tensor *tensor_view(Ctx *c, void *data, DType dt, int ndim, const int64_t *shape);
+/* The same data as x under another shape (same element count); holds x's
+ * data until the view's data is released. */
+Tensor *tensor_reshape_view(Tensor *x, int ndim, const int64_t *shape);
 /* Copy f32 host values in, converting to dt. */
 Tensor *tensor_from_f32(Ctx *c, const float *host, DType dt, int ndim, const int64_t *shape);
 /* Copy raw host bytes in (dt's layout). */

@@ -6,8 +6,8 @@
  * [B, H, T, Dh] (one matrix per head for the attention matmuls) and back.
  *
  * reshape is a view: same data, new shape (contiguous row-major, so any
- * shape with the same element count). Its gradient is the incoming gradient
- * viewed in the input's shape.
+ * shape with the same element count); the view holds the input's data
+ * alive. Its gradient is the incoming gradient added into the input's.
  */
 #ifndef CTRAIN_OPS_PERMUTE_H
 #define CTRAIN_OPS_PERMUTE_H

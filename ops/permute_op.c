@@ -6,7 +6,6 @@
 #include "cpu_f32.h"
 #include "elementwise.h"
 #include "op_util.h"
-#include "../engine/mem.h"
 
 static void transpose12_run(Ctx *c, Tensor *y, Tensor *x, int accum)
 {
@@ -71,10 +70,8 @@ Tensor *op_reshape(Ctx *c, Tensor *x, int ndim, const int64_t *shape)
     if (n != x->numel)
         ct_fatal("reshape: %s has %zu elements, the new shape %zu", tensor_desc(d, sizeof d, x),
                  x->numel, n);
-    /* a copy, not an alias: the output owns its data, so the two-count
-     * lifetime rules stay simple (a reshape is rare and cheap next to a matmul) */
-    Tensor *y = tensor_new(c, x->dtype, ndim, shape);
-    mem_copy(c, y->data, x->data, x->numel * dtype_size(x->dtype));
+    /* a view: no copy; it keeps x's data alive until the view is released */
+    Tensor *y = tensor_reshape_view(x, ndim, shape);
     if (ad_needs_grad(c, &x, 1)) ad_record(c, "reshape", reshape_backward, y, &x, 1);
     return y;
 }
