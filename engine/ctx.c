@@ -8,6 +8,9 @@
 #include "error.h"
 #include "log.h"
 #include "mem.h"
+#ifdef CTRAIN_CUDA
+#include "../ops/conv2d.h"
+#endif
 
 /* 32 MiB serves cuBLASLt on Hopper (NVIDIA recommends 32 MiB there) and the
  * cuDNN algorithms we allow; grown on demand by the ops that need more. */
@@ -125,6 +128,7 @@ void ctx_free(Ctx *c)
 #ifdef CTRAIN_CUDA
     if (c->device != DEV_CUDA) return;
     matmul_plan_cache_free(c->mm_cache);
+    conv2d_cuda_release(c);
     mem_free(c, c->dev_flags, 16 * sizeof(int32_t));
     mem_free(c, c->workspace, c->workspace_bytes);
     CUDA_CHECK(cudaStreamSynchronize(c->stream));

@@ -54,6 +54,7 @@ typedef struct Ctx {
     void *workspace;       /* shared by cuBLASLt and cuDNN; one stream, so no overlap */
     size_t workspace_bytes;
     MatmulPlanCache *mm_cache;
+    void *conv_cache;      /* cuDNN convolution plans (ops/conv2d_cudnn.c) */
     cudaMemPool_t pool;
     int32_t *dev_flags;    /* device error counters, read when the host syncs */
 #endif

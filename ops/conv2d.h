@@ -1,0 +1,111 @@
+/* conv2d.h — 2-D convolution, NHWC, groups = 1, no bias (ResNet's convs).
+ *
+ * Shape letters: N batch; H W input height and width; C input channels;
+ * K output channels (filters); R S filter height and width; P Q output height
+ * and width.
+ *
+ *   x [N, H, W, C]      w [K, R, S, C] (OHWI in memory)      y [N, P, Q, K]
+ *   P = (H + 2 pad_h - dil_h (R - 1) - 1) / stride_h + 1     (Q likewise)
+ *
+ *   y[n,p,q,k] = sum_{r,s,c} x[n, p*stride_h - pad_h + r*dil_h,
+ *                                 q*stride_w - pad_w + s*dil_w, c] * w[k,r,s,c]
+ * (cross-correlation, as PyTorch's Conv2d; x is 0 outside [0,H) x [0,W)).
+ *
+ * The weight is OHWI in memory because the registry stores conv weights
+ * with LAYOUT_OHWI (PyTorch's [K, C, R, S] is only the on-disk layout): then
+ * one output pixel is a dot product of a contiguous R*S*C window row with a
+ * contiguous weight row, both on the CPU (im2col + one matmul) and for
+ * cuDNN's NHWC kernels.
+ *
+ * Kernel-level contract (the tensor op op_conv2d at the bottom dispatches here):
+ *   - CPU reference in f32 (ops/conv2d.c): im2col + matmul_cpu.
+ *   - CUDA through cuDNN (ops/conv2d_cudnn.c): storage type dt in {f32, f16,
+ *     bf16} for x, w, y, dx, dy; f32 accumulation always; f32 uses TF32
+ *     tensor cores only when c->allow_tf32.
+ * `accum`: 0 writes the result, 1 adds it to what the output holds.
+ */
+#ifndef CTRAIN_OPS_CONV2D_H
+#define CTRAIN_OPS_CONV2D_H
+
+#include "../engine/ctx.h"
+#include "../engine/dtype.h"
+#include "../engine/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct Conv2dShape {
+    int N, H, W, C;          /* input */
+    int K, R, S;             /* filters */
+    int P, Q;                /* output (derived) */
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+} Conv2dShape;
+
+/* The shape of one convolution, P and Q computed; fatal with a hint when a
+ * size is not positive or the (dilated) filter does not fit the padded
+ * input (P or Q would be < 1). */
+Conv2dShape conv2d_shape(int N, int H, int W, int C, int K, int R, int S, int stride_h,
+                         int stride_w, int pad_h, int pad_w, int dil_h, int dil_w);
+
+/* ---- CPU reference (f32) ----
+ * The batch is processed in chunks of whole images so the im2col buffer
+ * stays at most CONV2D_CPU_COL_BYTES (or one image, when one image is
+ * larger). 1x1 stride-1 unpadded convolutions need no im2col at all. */
+#define CONV2D_CPU_COL_BYTES ((size_t)64 << 20)
+
+/* forward: y[NPQ, K] = cols[NPQ, RSC] @ w[K, RSC]^T  (y is written) */
+void conv2d_forward_cpu(float *y, const float *x, const float *w, const Conv2dShape *s);
+/* backward data: dcols = dy @ w, dx (+)= col2im(dcols) */
+void conv2d_backward_data_cpu(float *dx, const float *dy, const float *w,
+                              const Conv2dShape *s, int accum);
+/* backward filter: dw[K, RSC] (+)= dy[NPQ, K]^T @ cols[NPQ, RSC] */
+void conv2d_backward_filter_cpu(float *dw, const float *dy, const float *x,
+                                const Conv2dShape *s, int accum);
+
+#ifdef CTRAIN_CUDA
+/* ---- CUDA (cuDNN) ----
+ * dt is the storage type of x, w, y, dx, dy. The algorithm of each
+ * (direction, shape, dt, TF32 setting) is searched once, on the first call
+ * (cuDNN times the candidates: that call synchronizes and allocates, so it
+ * belongs to warm-up, never to CUDA graph capture); later calls are a table
+ * lookup and one cuDNN call on c->stream, using the shared workspace. */
+void conv2d_forward_cuda(Ctx *c, void *y, const void *x, const void *w, DType dt,
+                         const Conv2dShape *s);
+void conv2d_backward_data_cuda(Ctx *c, void *dx, const void *dy, const void *w, DType dt,
+                               const Conv2dShape *s, int accum);
+/* dw has type tdw: the f32 parameter gradient (any dt), or dt itself.
+ * cuDNN computes the filter gradient in x's type; for tdw != dt it goes
+ * through a temporary of type dt that is then added (cast) into dw. */
+void conv2d_backward_filter_cuda(Ctx *c, void *dw, DType tdw, const void *dy, const void *x,
+                                 DType dt, const Conv2dShape *s, int accum);
+
+/* Channel padding, for C that cuDNN's NHWC kernels handle badly (the RGB
+ * stem, C = 3): the input and filter are copied into buffers whose channel
+ * count is rounded up to 16 bytes (8 for f16/bf16, 4 for f32) with zeros in
+ * the extra channels, which changes no result. CONV2D_PAD_AUTO (default)
+ * pads only when cuDNN offers no algorithm for the unpadded shape;
+ * CONV2D_PAD_ALWAYS pads every C that is not such a multiple (tests use it
+ * to run the padded path; it may also be faster for the stem). */
+typedef enum { CONV2D_PAD_AUTO = 0, CONV2D_PAD_ALWAYS = 1 } Conv2dPadMode;
+void conv2d_cuda_set_pad_mode(Ctx *c, Conv2dPadMode mode);
+
+/* Number of cached plans of c (tests check that a repeated shape hits). */
+int conv2d_cuda_plan_count(Ctx *c);
+/* Free c's plans (descriptors); call before ctx_free. Safe when c has none. */
+void conv2d_cuda_release(Ctx *c);
+#endif
+
+/* ---- tensor op (ops/conv2d_op.c) ----
+ * x [N, H, W, C] (f32/f16/bf16), w [K, R, S, C] -> y [N, P, Q, K] in the
+ * compute type. Under autocast an f32 x is cast (recorded) to c->autocast;
+ * the weight is read in the compute type, and its gradient lands in w's own
+ * gradient (f32 for parameters, accumulated). */
+Tensor *op_conv2d(Ctx *c, Tensor *x, Tensor *w, int stride, int pad, int dil);
+Tensor *op_conv2d_ex(Ctx *c, Tensor *x, Tensor *w, int stride_h, int stride_w, int pad_h,
+                     int pad_w, int dil_h, int dil_w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,494 @@
+/* conv2d_cudnn.c — the CUDA convolution of conv2d.h, through cuDNN.
+ *
+ * Shape letters: N batch, H W input size, C input channels, K filters,
+ * R S filter size, P Q output size; Cp the channel count cuDNN sees (C, or
+ * C rounded up, see "Channel padding").
+ *
+ *   forward:          y  = conv(x, w)             cudnnConvolutionForward
+ *   backward data:    dx (+)= conv^T(dy, w)       cudnnConvolutionBackwardData
+ *   backward filter:  dw (+)= corr(x, dy)         cudnnConvolutionBackwardFilter
+ * ("+=" is cuDNN's beta = 1; alpha is always 1.)
+ *
+ * A plain C file (cuDNN is a C API), built with -DCTRAIN_CUDA; in a CPU-only
+ * build it is empty. It uses cuDNN's legacy descriptor API, which cuDNN 9
+ * marks deprecated but still ships and which is the shortest C route to
+ * NHWC convolutions; with -Werror the deprecation warnings would stop the
+ * build, so they are silenced for this file only (the pragma below). The
+ * graph API (cudnn_graph.h) is the later route for fused conv/BN graphs.
+ *
+ * Descriptors: x [N, Cp, H, W] and y [N, K, P, Q] with CUDNN_TENSOR_NHWC
+ * (cuDNN takes the dims in NCHW order and the format says how they are laid
+ * out), the filter [K, Cp, R, S] with CUDNN_TENSOR_NHWC = KRSC in memory,
+ * i.e. our OHWI weight. Cross-correlation (PyTorch's convolution), compute
+ * type f32 for every storage type. Math type: f16/bf16 allow tensor cores
+ * (CUDNN_TENSOR_OP_MATH); f32 uses CUDNN_DEFAULT_MATH, which on Ampere and
+ * later allows TF32, when c->allow_tf32, and CUDNN_FMA_MATH (strict f32,
+ * no TF32) otherwise. After the search the descriptor takes the math type
+ * the chosen algorithm was timed with (cuDNN needs algorithm and math type
+ * together), except in strict f32, which stays FMA.
+ *
+ * Plans: one per (direction, shape, dtype, TF32, pad mode, alignment of the
+ * pointers). The first call of a plan builds its descriptors and lets
+ * cuDNN time every algorithm on the real buffers (cudnnFind*AlgorithmEx;
+ * outputs that must not be overwritten, such as an accumulating gradient,
+ * are replaced by a scratch buffer for the search) with a search workspace
+ * of up to 512 MiB, taken from the memory pool for the search only. It
+ * picks the fastest algorithm that succeeded; for the two backward passes
+ * the fastest deterministic one (bit-identical gradients run to run), and
+ * the fastest of any kind only when none is deterministic. The shared
+ * workspace (ctx_workspace) is then grown to what that algorithm needs.
+ * Later calls: a table lookup and one cuDNN call on c->stream, no host
+ * sync, so they can be captured in a CUDA graph once warm-up has run every
+ * shape.
+ *
+ * Where the plans live: in the context (c->conv_cache), next to the matmul
+ * plan cache; ctx_free() calls conv2d_cuda_release() to free them.
+ *
+ * Channel padding: cuDNN's NHWC kernels want channel rows of 16 bytes (C a
+ * multiple of 8 in f16/bf16, 4 in f32). For other C — the RGB stem has
+ * C = 3 — the plan is first searched as is; only when cuDNN has no
+ * algorithm (or CONV2D_PAD_ALWAYS is set) are x and w copied into buffers
+ * with Cp channels, the extra ones zero (cudaMemsetAsync +
+ * cudaMemcpy2DAsync, both stream-ordered and capturable), which changes no
+ * sum. Backward data then computes dx with Cp channels (preloaded with dx
+ * when accumulating) and copies the first C back; backward filter likewise
+ * for dw.
+ *
+ * Backward filter and types: cuDNN computes dw in x's type. For f16/bf16
+ * activations and the f32 parameter gradient, dw goes to a temporary in
+ * x's type (beta 0) that cast_cuda adds into the f32 gradient; when the
+ * types agree cuDNN writes dw directly with beta = accum.
+ */
+#ifdef CTRAIN_CUDA
+/* Legacy descriptor API: deprecated in cuDNN 9, still shipped, still the
+ * shortest C path to NHWC convolution (see above). */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+#include "conv2d.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/error.h"
+#include "../engine/mem.h"
+#include "elementwise.h"
+
+#define CONV_SEARCH_WS_BYTES ((size_t)512 << 20)
+#define CONV_MAX_ALGOS 16
+
+enum { DIR_FWD = 0, DIR_BWD_DATA = 1, DIR_BWD_FILTER = 2 };
+static const char *dir_names[] = {"forward", "backward-data", "backward-filter"};
+
+/* Everything a plan depends on. Built with memset first so padding bytes
+ * are zero and keys compare with memcmp. */
+typedef struct {
+    Conv2dShape s;
+    int dir, dt, tf32, pad_mode;
+    uint32_t align;        /* alignment all pointers of the call share (<= 256 bytes) */
+} PlanKey;
+
+typedef struct {
+    PlanKey key;
+    int Cp;                            /* channels cuDNN sees */
+    cudnnTensorDescriptor_t xd, yd;    /* x or dx [N,H,W,Cp];  y or dy [N,P,Q,K] */
+    cudnnFilterDescriptor_t wd;        /* w or dw [K,R,S,Cp] */
+    cudnnConvolutionDescriptor_t cd;
+    int algo;                          /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
+    size_t ws_bytes;                   /* workspace the algorithm needs */
+} Plan;
+
+/* One context's plans: a linear table (a ResNet has a few dozen). */
+typedef struct {
+    Conv2dPadMode pad_mode;
+    Plan *plans;
+    int n, cap;
+} ConvCache;
+
+/* The operands of one call, in cuDNN's terms for its direction. */
+typedef struct {
+    int dir;
+    const void *x;     /* fwd, bwd filter */
+    const void *w;     /* fwd, bwd data */
+    const void *dy;    /* bwd data, bwd filter */
+    void *out;         /* fwd: y; bwd data: dx; bwd filter: dw (type dt, C channels) */
+    int accum;         /* beta: 0 or 1 (forward: 0) */
+} ConvArgs;
+
+static cudnnDataType_t conv_cudnn_type(DType t)
+{
+    switch (t) {
+    case DT_F32: return CUDNN_DATA_FLOAT;
+    case DT_F16: return CUDNN_DATA_HALF;
+    case DT_BF16: return CUDNN_DATA_BFLOAT16;
+    default: ct_fatal("conv2d_cuda: dtype %s is not a convolution type (f32, f16, bf16)",
+                      dtype_name(t));
+    }
+}
+
+/* ---- the per-context table ---- */
+
+static void plan_destroy(Plan *p)
+{
+    if (p->xd) CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->xd));
+    if (p->yd) CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->yd));
+    if (p->wd) CUDNN_CHECK(cudnnDestroyFilterDescriptor(p->wd));
+    if (p->cd) CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->cd));
+    p->xd = p->yd = NULL;
+    p->wd = NULL;
+    p->cd = NULL;
+}
+
+static void cache_clear(ConvCache *cc)
+{
+    for (int i = 0; i < cc->n; i++) plan_destroy(&cc->plans[i]);
+    cc->n = 0;
+}
+
+static ConvCache *cache_for(Ctx *c)
+{
+    if (!c->conv_cache) {
+        c->conv_cache = calloc(1, sizeof(ConvCache));
+        CT_ASSERT(c->conv_cache != NULL, "conv2d_cuda: out of host memory for a plan cache");
+    }
+    return (ConvCache *)c->conv_cache;
+}
+
+void conv2d_cuda_set_pad_mode(Ctx *c, Conv2dPadMode mode) { cache_for(c)->pad_mode = mode; }
+
+int conv2d_cuda_plan_count(Ctx *c) { return cache_for(c)->n; }
+
+void conv2d_cuda_release(Ctx *c)
+{
+    ConvCache *cc = (ConvCache *)c->conv_cache;
+    if (!cc) return;
+    cache_clear(cc);
+    free(cc->plans);
+    free(cc);
+    c->conv_cache = NULL;
+}
+
+/* ---- device buffers ---- */
+
+/* The alignment a pointer has: its lowest set bit, capped at 256 bytes. */
+static uint32_t ptr_align(const void *p)
+{
+    uint64_t bits = (uint64_t)(uintptr_t)p | 256u;
+    return (uint32_t)(bits & (~bits + 1));
+}
+
+/* A pool buffer of `bytes` whose usable pointer has exactly alignment
+ * `align` (<= 256): a search on it sees what the real call will see. */
+typedef struct {
+    void *base, *p;
+    size_t bytes;
+} Scratch;
+
+static Scratch scratch_alloc(Ctx *c, size_t bytes, uint32_t align)
+{
+    Scratch s;
+    s.bytes = bytes + 256;
+    s.base = mem_alloc(c, s.bytes);
+    s.p = (char *)s.base + (align < 256 ? align : 0);
+    return s;
+}
+
+static void scratch_free(Ctx *c, Scratch *s)
+{
+    if (s->base) mem_free(c, s->base, s->bytes);
+    s->base = s->p = NULL;
+}
+
+/* dst [rows, Cp] = src [rows, C] with zeros in columns C .. Cp-1. */
+static void pad_channels(Ctx *c, void *dst, const void *src, size_t rows, int C, int Cp,
+                         size_t es)
+{
+    CUDA_CHECK(cudaMemsetAsync(dst, 0, rows * (size_t)Cp * es, c->stream));
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)Cp * es, src, (size_t)C * es, (size_t)C * es, rows,
+                                 cudaMemcpyDeviceToDevice, c->stream));
+}
+
+/* dst [rows, C] = the first C columns of src [rows, Cp]. */
+static void unpad_channels(Ctx *c, void *dst, const void *src, size_t rows, int C, int Cp,
+                           size_t es)
+{
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)C * es, src, (size_t)Cp * es, (size_t)C * es, rows,
+                                 cudaMemcpyDeviceToDevice, c->stream));
+}
+
+/* ---- plans ---- */
+
+static void plan_descriptors(Plan *p, int Cp)
+{
+    const Conv2dShape *s = &p->key.s;
+    DType dt = (DType)p->key.dt;
+    cudnnDataType_t t = conv_cudnn_type(dt);
+    p->Cp = Cp;
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->xd));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NHWC, t, s->N, Cp, s->H, s->W));
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->yd));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NHWC, t, s->N, s->K, s->P, s->Q));
+    CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->wd));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->wd, t, CUDNN_TENSOR_NHWC, s->K, Cp, s->R, s->S));
+    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->cd));
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->cd, s->pad_h, s->pad_w, s->stride_h,
+                                                s->stride_w, s->dil_h, s->dil_w,
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    cudnnMathType_t math = dt != DT_F32 ? CUDNN_TENSOR_OP_MATH
+                           : p->key.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd, math));
+    /* cuDNN's own output size must be ours */
+    int n, k, h, w;
+    CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->cd, p->xd, p->wd, &n, &k, &h, &w));
+    CT_ASSERT(n == s->N && k == s->K && h == s->P && w == s->Q,
+              "conv2d_cuda: cuDNN output [%d, %d, %d, %d] differs from [%d, %d, %d, %d] (N,P,Q,K)",
+              n, h, w, k, s->N, s->P, s->Q, s->K);
+}
+
+/* The first successful result, deterministic ones first when asked. */
+static int pick_result(const cudnnStatus_t *status, const cudnnDeterminism_t *det, int n,
+                       int want_det)
+{
+    if (want_det)
+        for (int i = 0; i < n; i++)
+            if (status[i] == CUDNN_STATUS_SUCCESS && det[i] == CUDNN_DETERMINISTIC) return i;
+    for (int i = 0; i < n; i++)
+        if (status[i] == CUDNN_STATUS_SUCCESS) return i;
+    return -1;
+}
+
+/* cuDNN's search for p's direction on the prepared buffers (a = x or w,
+ * b = w or dy, out); on success sets the plan's algorithm, workspace and
+ * math type. Returns the status: a failed search or "no algorithm" is not
+ * fatal here (the caller may retry with padded channels). */
+static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, void *out)
+{
+    size_t ws_bytes = CONV_SEARCH_WS_BYTES, free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && ws_bytes > free_b / 2)
+        ws_bytes = free_b / 2;
+    void *ws;
+    int own_ws = ws_bytes > c->workspace_bytes;
+    if (own_ws) ws = mem_alloc(c, ws_bytes);
+    else { ws = c->workspace; ws_bytes = c->workspace_bytes; }
+
+    cudnnStatus_t status[CONV_MAX_ALGOS], st;
+    cudnnDeterminism_t det[CONV_MAX_ALGOS];
+    cudnnMathType_t math[CONV_MAX_ALGOS];
+    size_t mem[CONV_MAX_ALGOS];
+    int algo[CONV_MAX_ALGOS], n = 0;
+    switch (p->key.dir) {
+    case DIR_FWD: {
+        cudnnConvolutionFwdAlgoPerf_t r[CONV_MAX_ALGOS];
+        st = cudnnFindConvolutionForwardAlgorithmEx(c->cudnn, p->xd, a, p->wd, b, p->cd, p->yd,
+                                                    out, CONV_MAX_ALGOS, &n, r, ws, ws_bytes);
+        for (int i = 0; i < n; i++) {
+            status[i] = r[i].status; det[i] = r[i].determinism; math[i] = r[i].mathType;
+            mem[i] = r[i].memory; algo[i] = (int)r[i].algo;
+        }
+        break;
+    }
+    case DIR_BWD_DATA: {
+        cudnnConvolutionBwdDataAlgoPerf_t r[CONV_MAX_ALGOS];
+        st = cudnnFindConvolutionBackwardDataAlgorithmEx(c->cudnn, p->wd, a, p->yd, b, p->cd,
+                                                         p->xd, out, CONV_MAX_ALGOS, &n, r, ws,
+                                                         ws_bytes);
+        for (int i = 0; i < n; i++) {
+            status[i] = r[i].status; det[i] = r[i].determinism; math[i] = r[i].mathType;
+            mem[i] = r[i].memory; algo[i] = (int)r[i].algo;
+        }
+        break;
+    }
+    default: {
+        cudnnConvolutionBwdFilterAlgoPerf_t r[CONV_MAX_ALGOS];
+        st = cudnnFindConvolutionBackwardFilterAlgorithmEx(c->cudnn, p->xd, a, p->yd, b, p->cd,
+                                                           p->wd, out, CONV_MAX_ALGOS, &n, r,
+                                                           ws, ws_bytes);
+        for (int i = 0; i < n; i++) {
+            status[i] = r[i].status; det[i] = r[i].determinism; math[i] = r[i].mathType;
+            mem[i] = r[i].memory; algo[i] = (int)r[i].algo;
+        }
+        break;
+    }
+    }
+    if (own_ws) mem_free(c, ws, ws_bytes);
+    if (st != CUDNN_STATUS_SUCCESS) return st;
+    int i = pick_result(status, det, n, p->key.dir != DIR_FWD);
+    if (i < 0) return CUDNN_STATUS_NOT_SUPPORTED;
+    p->algo = algo[i];
+    p->ws_bytes = mem[i];
+    if (!(p->key.dt == DT_F32 && !p->key.tf32))
+        CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd, math[i]));
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* Run p on the operands — or, with search, let cuDNN choose p's algorithm
+ * on them (returning its status). Handles the padded-channel copies and
+ * keeps an accumulating output intact during a search. */
+static cudnnStatus_t conv_exec(Ctx *c, Plan *p, const ConvArgs *a, int search)
+{
+    const Conv2dShape *s = &p->key.s;
+    const size_t es = dtype_size((DType)p->key.dt);
+    const int C = s->C, Cp = p->Cp, padded = Cp != C;
+    const size_t x_rows = (size_t)s->N * s->H * s->W, w_rows = (size_t)s->K * s->R * s->S;
+    Scratch px = {0}, pw = {0}, pout = {0};
+    const void *x = a->x, *w = a->w;
+    void *out = a->out;
+    /* inputs with C channels: padded copies */
+    if (padded && a->dir != DIR_BWD_DATA) {
+        px = scratch_alloc(c, x_rows * Cp * es, 256);
+        pad_channels(c, px.p, a->x, x_rows, C, Cp, es);
+        x = px.p;
+    }
+    if (padded && a->dir != DIR_BWD_FILTER) {
+        pw = scratch_alloc(c, w_rows * Cp * es, 256);
+        pad_channels(c, pw.p, a->w, w_rows, C, Cp, es);
+        w = pw.p;
+    }
+    /* outputs with C channels: a padded buffer, preloaded when accumulating */
+    size_t out_rows = a->dir == DIR_BWD_DATA ? x_rows : w_rows;
+    if (padded && a->dir != DIR_FWD) {
+        pout = scratch_alloc(c, out_rows * Cp * es, 256);
+        if (a->accum && !search) pad_channels(c, pout.p, a->out, out_rows, C, Cp, es);
+        out = pout.p;
+    } else if (search && a->accum) {
+        /* the search writes its output: keep the gradient being added to */
+        pout = scratch_alloc(c, out_rows * C * es, p->key.align);
+        out = pout.p;
+    }
+
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    if (search) {
+        if (a->dir == DIR_FWD) st = plan_search(c, p, x, w, out);
+        else if (a->dir == DIR_BWD_DATA) st = plan_search(c, p, w, a->dy, out);
+        else st = plan_search(c, p, x, a->dy, out);
+    } else {
+        void *ws = ctx_workspace(c, p->ws_bytes);
+        size_t ws_bytes = c->workspace_bytes;
+        const float one = 1.0f, beta = a->accum ? 1.0f : 0.0f;
+        if (a->dir == DIR_FWD)
+            CUDNN_CHECK(cudnnConvolutionForward(c->cudnn, &one, p->xd, x, p->wd, w, p->cd,
+                                                (cudnnConvolutionFwdAlgo_t)p->algo, ws, ws_bytes,
+                                                &beta, p->yd, out));
+        else if (a->dir == DIR_BWD_DATA)
+            CUDNN_CHECK(cudnnConvolutionBackwardData(c->cudnn, &one, p->wd, w, p->yd, a->dy,
+                                                     p->cd, (cudnnConvolutionBwdDataAlgo_t)p->algo,
+                                                     ws, ws_bytes, &beta, p->xd, out));
+        else
+            CUDNN_CHECK(cudnnConvolutionBackwardFilter(c->cudnn, &one, p->xd, x, p->yd, a->dy,
+                                                       p->cd,
+                                                       (cudnnConvolutionBwdFilterAlgo_t)p->algo,
+                                                       ws, ws_bytes, &beta, p->wd, out));
+        if (padded && a->dir != DIR_FWD) unpad_channels(c, a->out, out, out_rows, C, Cp, es);
+    }
+    scratch_free(c, &px);
+    scratch_free(c, &pw);
+    scratch_free(c, &pout);
+    return st;
+}
+
+/* The plan for this call: cached, or searched now. */
+static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
+{
+    ConvCache *cc = cache_for(c);
+    PlanKey key;
+    memset(&key, 0, sizeof key);
+    key.s = *s;
+    key.dir = a->dir;
+    key.dt = dt;
+    key.tf32 = dt == DT_F32 && c->allow_tf32;
+    key.pad_mode = cc->pad_mode;
+    uint32_t al = ptr_align(a->out);
+    const void *ins[3] = {a->x, a->w, a->dy};
+    for (int i = 0; i < 3; i++)
+        if (ins[i] && ptr_align(ins[i]) < al) al = ptr_align(ins[i]);
+    key.align = al;
+    for (int i = 0; i < cc->n; i++)
+        if (memcmp(&cc->plans[i].key, &key, sizeof key) == 0) return &cc->plans[i];
+
+    Plan p;
+    memset(&p, 0, sizeof p);
+    p.key = key;
+    const int mult = (int)(16 / dtype_size(dt));
+    const int Cp = (s->C + mult - 1) / mult * mult;
+    cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
+    if (!(cc->pad_mode == CONV2D_PAD_ALWAYS && Cp != s->C)) {
+        plan_descriptors(&p, s->C);
+        st = conv_exec(c, &p, a, 1);
+        if (st != CUDNN_STATUS_SUCCESS) plan_destroy(&p);
+    }
+    if (st != CUDNN_STATUS_SUCCESS && Cp != s->C) {
+        plan_descriptors(&p, Cp);
+        st = conv_exec(c, &p, a, 1);
+        if (st != CUDNN_STATUS_SUCCESS) plan_destroy(&p);
+    }
+    if (st != CUDNN_STATUS_SUCCESS)
+        ct_fatal_hint("run with --precision fp32 to tell a type limit from a shape limit, and "
+                      "report the shape",
+                      "conv2d_cuda: cuDNN has no %s algorithm for input [%d, %d, %d, %d] filter "
+                      "[%d, %d, %d, %d] stride %dx%d pad %dx%d dilation %dx%d in %s%s: %s",
+                      dir_names[a->dir], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->C,
+                      s->stride_h, s->stride_w, s->pad_h, s->pad_w, s->dil_h, s->dil_w,
+                      dtype_name(dt), key.tf32 ? " (tf32)" : "", ct_cudnn_status_string(st));
+
+    if (cc->n == cc->cap) {
+        int cap = cc->cap ? 2 * cc->cap : 16;
+        Plan *grown = realloc(cc->plans, sizeof(Plan) * (size_t)cap);
+        CT_ASSERT(grown != NULL, "conv2d_cuda: out of host memory for %d plans", cap);
+        cc->plans = grown;
+        cc->cap = cap;
+    }
+    cc->plans[cc->n] = p;
+    return &cc->plans[cc->n++];
+}
+
+static void conv_check_dtype(const char *fn, DType dt)
+{
+    CT_ASSERT(dt == DT_F32 || dt == DT_F16 || dt == DT_BF16,
+              "%s: dtype %s; expected f32, f16 or bf16", fn, dtype_name(dt));
+}
+
+/* ---- the three directions ---- */
+
+void conv2d_forward_cuda(Ctx *c, void *y, const void *x, const void *w, DType dt,
+                         const Conv2dShape *s)
+{
+    conv_check_dtype("conv2d_forward_cuda", dt);
+    ConvArgs a = {DIR_FWD, x, w, NULL, y, 0};
+    Plan *p = plan_get(c, s, dt, &a);
+    conv_exec(c, p, &a, 0);
+}
+
+/* forward: y = conv(x, w)   so   dx (+)= conv^T(dy, w) */
+void conv2d_backward_data_cuda(Ctx *c, void *dx, const void *dy, const void *w, DType dt,
+                               const Conv2dShape *s, int accum)
+{
+    conv_check_dtype("conv2d_backward_data_cuda", dt);
+    ConvArgs a = {DIR_BWD_DATA, NULL, w, dy, dx, accum ? 1 : 0};
+    Plan *p = plan_get(c, s, dt, &a);
+    conv_exec(c, p, &a, 0);
+}
+
+/* forward: y = conv(x, w)   so   dw (+)= sum over n,p,q of dy[n,p,q,k] x-window[n,p,q] */
+void conv2d_backward_filter_cuda(Ctx *c, void *dw, DType tdw, const void *dy, const void *x,
+                                 DType dt, const Conv2dShape *s, int accum)
+{
+    conv_check_dtype("conv2d_backward_filter_cuda", dt);
+    conv_check_dtype("conv2d_backward_filter_cuda (dw)", tdw);
+    if (tdw == dt) {
+        ConvArgs a = {DIR_BWD_FILTER, x, NULL, dy, dw, accum ? 1 : 0};
+        Plan *p = plan_get(c, s, dt, &a);
+        conv_exec(c, p, &a, 0);
+        return;
+    }
+    /* cuDNN's dw has x's type: compute it there, then add it into dw */
+    size_t n = (size_t)s->K * s->R * s->S * s->C, bytes = n * dtype_size(dt);
+    void *tmp = mem_alloc(c, bytes);
+    ConvArgs a = {DIR_BWD_FILTER, x, NULL, dy, tmp, 0};
+    Plan *p = plan_get(c, s, dt, &a);
+    conv_exec(c, p, &a, 0);
+    cast_cuda(dw, tdw, tmp, dt, n, accum, c->stream);
+    mem_free(c, tmp, bytes);
+}
+#else
+typedef int ct_conv2d_cudnn_unused_; /* ISO C forbids an empty translation unit */
+#endif

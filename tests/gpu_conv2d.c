@@ -1,0 +1,307 @@
+/* gpu_conv2d.c — the cuDNN convolution (ops/conv2d_cudnn.c) against the CPU
+ * reference (ops/conv2d.c), and the tensor op on CUDA against the CPU op.
+ *
+ * Shape letters: N batch, H W input size, C input channels, K filters,
+ * R S filter size, P Q output size. x [N,H,W,C], w [K,R,S,C], y [N,P,Q,K].
+ *
+ * For each ResNet-like shape (3x3 on 56x56x64, 1x1 256->64, 3x3 stride 2
+ * on 128 channels, the 1x1 stride-2 downsample, the 7x7 stride-2 stem with
+ * C = 3) and an odd one (C = 5, dilation 2, non-square stride), in each
+ * precision setting — f32 strict, f32 with TF32, f16, bf16 — random inputs
+ * in [-1, 1) are rounded to the storage type (quantize), so the CPU
+ * reference computes on exactly the values the GPU reads:
+ *   - forward (y poisoned with NaN);
+ *   - backward data, accum 0 (poisoned) and 1 (dx preloaded);
+ *   - backward filter into the f32 parameter gradient, accum 0 and 1, and
+ *     into a gradient of the storage type (f16/bf16);
+ * then the stem and the odd shape again with channel padding forced
+ * (CONV2D_PAD_ALWAYS: the padded-copy path); the plan cache (a repeated
+ * call hits, results are bit-identical); and op_conv2d through autograd on
+ * CUDA (f32, f16 and bf16 autocast) against op_conv2d on the CPU in f32.
+ *
+ * Tolerances, for L products of values in [-1, 1) per output element
+ * (forward R*S*C, backward data up to K*R*S, backward filter N*P*Q):
+ *   - f32 strict: summation order only: atol 3e-5 * sqrt(L), rtol 1e-4
+ *     (a TF32 kernel, ~3e-4 * sqrt(L), would fail by 10x);
+ *   - TF32: inputs rounded to 10 mantissa bits: relative norm 3e-3;
+ *   - f16 / bf16: f32 accumulation, rounding of the stored output (2^-11,
+ *     2^-8): relative norm 1e-2.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/autograd.h"
+#include "../ops/conv2d.h"
+#include "../ops/ops.h"
+#include "check.h"
+#include "gpu_util.h"
+
+typedef struct {
+    const char *name;
+    DType dt;
+    int tf32;
+} Setting;
+
+static const Setting settings[] = {
+    {"f32", DT_F32, 0}, {"f32+tf32", DT_F32, 1}, {"f16", DT_F16, 0}, {"bf16", DT_BF16, 0},
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+typedef struct {
+    const char *name;
+    int N, H, W, C, K, R, S, sh, sw, ph, pw, dh, dw;
+} Shape;
+
+static const Shape shapes[] = {
+    {"3x3.56x56x64", 2, 56, 56, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1},
+    {"1x1.56x56.256to64", 2, 56, 56, 256, 64, 1, 1, 1, 1, 0, 0, 1, 1},
+    {"3x3.s2.56x56x128", 2, 56, 56, 128, 128, 3, 3, 2, 2, 1, 1, 1, 1},
+    {"1x1.s2.56x56.256to512", 2, 56, 56, 256, 512, 1, 1, 2, 2, 0, 0, 1, 1},
+    {"stem.7x7.s2.224x224x3", 2, 224, 224, 3, 64, 7, 7, 2, 2, 3, 3, 1, 1},
+    {"odd.C5.dil2.s2x1.9x13", 3, 9, 13, 5, 7, 3, 3, 2, 1, 2, 2, 2, 2},
+};
+#define NSHAPES (sizeof shapes / sizeof shapes[0])
+
+static Conv2dShape shape_of(const Shape *h)
+{
+    return conv2d_shape(h->N, h->H, h->W, h->C, h->K, h->R, h->S, h->sh, h->sw, h->ph, h->pw,
+                        h->dh, h->dw);
+}
+
+static float *hrand(size_t n)
+{
+    float *p = malloc(n * sizeof(float));
+    check_fill(p, n, -1.0f, 1.0f);
+    return p;
+}
+static float *hcopy_q(const float *src, size_t n, DType dt)
+{
+    float *p = malloc(n * sizeof(float));
+    memcpy(p, src, n * sizeof(float));
+    quantize(p, n, dt);
+    return p;
+}
+static void dfree(void *d) { CUDA_CHECK(cudaFree(d)); }
+/* uploads and poison fills run on the legacy stream; the context's stream
+ * does not wait for them by itself */
+static void sync_all(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+/* Download d (n elements of type `stored`) and compare with ref by the
+ * setting's rule (see the top of the file); L = products per element. */
+static void expect(const char *name, const void *d, DType stored, const float *ref, size_t n,
+                   const Setting *st, double L)
+{
+    float *got = malloc(n * sizeof(float));
+    gpu_download(got, d, n, stored);
+    if (st->dt == DT_F32 && !st->tf32) check_close(name, got, ref, n, 3e-5 * sqrt(L), 1e-4);
+    else check_rel_norm(name, got, ref, n, st->tf32 ? 3e-3 : 1e-2);
+    free(got);
+}
+
+/* ---- kernel level ---- */
+
+static void run_shape(Ctx *c, const Shape *h, const char *tag)
+{
+    Conv2dShape s = shape_of(h);
+    size_t nx = (size_t)s.N * s.H * s.W * s.C, nw = (size_t)s.K * s.R * s.S * s.C;
+    size_t ny = (size_t)s.N * s.P * s.Q * s.K;
+    double Lf = (double)s.R * s.S * s.C, Ld = (double)s.K * s.R * s.S;
+    double Lw = (double)s.N * s.P * s.Q;
+    float *x0 = hrand(nx), *w0 = hrand(nw), *g0 = hrand(ny), *dxa = hrand(nx), *dwa = hrand(nw);
+    char name[160];
+    for (size_t k = 0; k < NSETTINGS; k++) {
+        const Setting *st = &settings[k];
+        DType dt = st->dt;
+        c->allow_tf32 = st->tf32;
+        float *x = hcopy_q(x0, nx, dt), *w = hcopy_q(w0, nw, dt), *g = hcopy_q(g0, ny, dt);
+        float *dx0 = hcopy_q(dxa, nx, dt);
+        float *yref = malloc(ny * sizeof(float)), *dxref = malloc(nx * sizeof(float));
+        float *dwref = malloc(nw * sizeof(float)), *ref = malloc((nx > nw ? nx : nw) * sizeof(float));
+        conv2d_forward_cpu(yref, x, w, &s);
+        conv2d_backward_data_cpu(dxref, g, w, &s, 0);
+        conv2d_backward_filter_cpu(dwref, g, x, &s, 0);
+        void *dX = gpu_upload(x, nx, dt), *dW = gpu_upload(w, nw, dt), *dG = gpu_upload(g, ny, dt);
+
+        void *dY = gpu_alloc_poison(ny, dt);
+        sync_all();
+        conv2d_forward_cuda(c, dY, dX, dW, dt, &s);
+        snprintf(name, sizeof name, "conv2d.fwd.%s.%s%s", h->name, st->name, tag);
+        expect(name, dY, dt, yref, ny, st, Lf);
+        dfree(dY);
+
+        for (int accum = 0; accum < 2; accum++) {
+            void *dDX = accum ? gpu_upload(dx0, nx, dt) : gpu_alloc_poison(nx, dt);
+            sync_all();
+            conv2d_backward_data_cuda(c, dDX, dG, dW, dt, &s, accum);
+            for (size_t i = 0; i < nx; i++) ref[i] = dxref[i] + (accum ? dx0[i] : 0.0f);
+            snprintf(name, sizeof name, "conv2d.dx.accum%d.%s.%s%s", accum, h->name, st->name,
+                     tag);
+            expect(name, dDX, dt, ref, nx, st, Ld);
+            dfree(dDX);
+        }
+        /* the f32 parameter gradient; and one in the storage type */
+        for (int accum = 0; accum < 3; accum++) {
+            DType tdw = accum < 2 ? DT_F32 : dt;
+            if (accum == 2 && dt == DT_F32) break;
+            int acc = accum == 1;
+            void *dDW = acc ? gpu_upload(dwa, nw, DT_F32) : gpu_alloc_poison(nw, tdw);
+            sync_all();
+            conv2d_backward_filter_cuda(c, dDW, tdw, dG, dX, dt, &s, acc);
+            for (size_t i = 0; i < nw; i++) ref[i] = dwref[i] + (acc ? dwa[i] : 0.0f);
+            snprintf(name, sizeof name, "conv2d.dw.%s.accum%d.%s.%s%s", dtype_name(tdw), acc,
+                     h->name, st->name, tag);
+            expect(name, dDW, tdw, ref, nw, st, Lw);
+            dfree(dDW);
+        }
+        dfree(dX); dfree(dW); dfree(dG);
+        free(x); free(w); free(g); free(dx0); free(yref); free(dxref); free(dwref); free(ref);
+    }
+    c->allow_tf32 = 0;
+    free(x0); free(w0); free(g0); free(dxa); free(dwa);
+}
+
+/* A repeated call is a cache hit (no new plan) and gives the same bits:
+ * forward, and the backward passes (deterministic algorithms preferred). */
+static void test_cache(Ctx *c)
+{
+    const Shape h = {"cache.3x3.28x28x64", 2, 28, 28, 64, 96, 3, 3, 1, 1, 1, 1, 1, 1};
+    Conv2dShape s = shape_of(&h);
+    size_t nx = (size_t)s.N * s.H * s.W * s.C, nw = (size_t)s.K * s.R * s.S * s.C;
+    size_t ny = (size_t)s.N * s.P * s.Q * s.K;
+    const DType types[2] = {DT_F32, DT_F16};
+    for (int t = 0; t < 2; t++) {
+        DType dt = types[t];
+        char name[96];
+        float *x = hrand(nx), *w = hrand(nw), *g = hrand(ny);
+        void *dX = gpu_upload(x, nx, dt), *dW = gpu_upload(w, nw, dt), *dG = gpu_upload(g, ny, dt);
+        size_t bytes[3] = {ny * dtype_size(dt), nx * dtype_size(dt), nw * sizeof(float)};
+        void *out[2][3];
+        int plans[3];
+        plans[0] = conv2d_cuda_plan_count(c);
+        for (int round = 0; round < 2; round++) {
+            out[round][0] = gpu_alloc_poison(ny, dt);
+            out[round][1] = gpu_alloc_poison(nx, dt);
+            out[round][2] = gpu_alloc_poison(nw, DT_F32);
+            sync_all();
+            conv2d_forward_cuda(c, out[round][0], dX, dW, dt, &s);
+            conv2d_backward_data_cuda(c, out[round][1], dG, dW, dt, &s, 0);
+            conv2d_backward_filter_cuda(c, out[round][2], DT_F32, dG, dX, dt, &s, 0);
+            sync_all();
+            plans[round + 1] = conv2d_cuda_plan_count(c);
+        }
+        snprintf(name, sizeof name, "conv2d.cache.%s.first_call_plans", dtype_name(dt));
+        check_true(name, plans[1] - plans[0] == 3, "%d new plans (want 3)", plans[1] - plans[0]);
+        snprintf(name, sizeof name, "conv2d.cache.%s.second_call_hits", dtype_name(dt));
+        check_true(name, plans[2] == plans[1], "%d new plans on a repeated shape",
+                   plans[2] - plans[1]);
+        static const char *dirs[3] = {"fwd", "dx", "dw"};
+        for (int d = 0; d < 3; d++) {
+            void *a = malloc(bytes[d]), *b = malloc(bytes[d]);
+            CUDA_CHECK(cudaMemcpy(a, out[0][d], bytes[d], cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpy(b, out[1][d], bytes[d], cudaMemcpyDeviceToHost));
+            snprintf(name, sizeof name, "conv2d.cache.%s.%s_bit_identical", dtype_name(dt), dirs[d]);
+            check_true(name, memcmp(a, b, bytes[d]) == 0, "two runs of the same call differ");
+            free(a); free(b);
+            dfree(out[0][d]); dfree(out[1][d]);
+        }
+        dfree(dX); dfree(dW); dfree(dG);
+        free(x); free(w); free(g);
+    }
+}
+
+/* ---- the tensor op: CUDA (f32, or autocast f16/bf16) against the CPU in f32 ---- */
+
+typedef struct {
+    float *y, *dx, *dw;
+    DType ydt, dxdt;
+} OpResult;
+
+static OpResult op_run(Ctx *c, DType autocast, const float *xh, const float *wh,
+                       const float *gh, const int64_t *xs, const int64_t *ws, const int64_t *ys)
+{
+    OpResult r;
+    size_t nx = (size_t)(xs[0] * xs[1] * xs[2] * xs[3]), nw = (size_t)(ws[0] * ws[1] * ws[2] * ws[3]);
+    size_t ny = (size_t)(ys[0] * ys[1] * ys[2] * ys[3]);
+    Tensor *x = tensor_from_f32(c, xh, DT_F32, 4, xs), *w = tensor_from_f32(c, wh, DT_F32, 4, ws);
+    Tensor *g = tensor_from_f32(c, gh, DT_F32, 4, ys);
+    x->requires_grad = 1;
+    w->requires_grad = 1;
+    c->autocast = autocast;
+    Tensor *y = op_conv2d_ex(c, x, w, 2, 2, 1, 1, 1, 1);
+    Tensor *gl = g;
+    if (y->dtype != DT_F32) {
+        int gm = ad_set_grad(c, 0);
+        gl = op_cast(c, g, y->dtype);
+        ad_set_grad(c, gm);
+    }
+    Tensor *yg = op_mul(c, y, gl), *loss = op_sum(c, yg);
+    ad_backward(c, loss, 1.0f);
+    c->autocast = DT_F32;
+    r.y = malloc(ny * sizeof(float));
+    r.dx = malloc(nx * sizeof(float));
+    r.dw = malloc(nw * sizeof(float));
+    r.ydt = y->dtype;
+    r.dxdt = x->grad->dtype;
+    tensor_to_f32(r.y, y);
+    tensor_to_f32(r.dx, x->grad);
+    tensor_to_f32(r.dw, w->grad);
+    if (gl != g) tensor_release(gl);
+    Tensor *all[] = {y, yg, loss, x->grad, w->grad, x, w, g};
+    x->grad = NULL;
+    w->grad = NULL;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tensor_release(all[i]);
+    return r;
+}
+
+static void test_op(Ctx *gpu)
+{
+    Ctx cpu;
+    ctx_init(&cpu, DEV_CPU, 0, 1);
+    const int64_t xs[4] = {2, 16, 15, 8}, ws[4] = {16, 3, 3, 8}, ys[4] = {2, 8, 8, 16};
+    size_t nx = 2 * 16 * 15 * 8, nw = 16 * 3 * 3 * 8, ny = 2 * 8 * 8 * 16;
+    float *xh = hrand(nx), *wh = hrand(nw), *gh = hrand(ny);
+    OpResult ref = op_run(&cpu, DT_F32, xh, wh, gh, xs, ws, ys);
+    const DType modes[3] = {DT_F32, DT_F16, DT_BF16};
+    for (int m = 0; m < 3; m++) {
+        char name[64];
+        const char *mn = dtype_name(modes[m]);
+        OpResult r = op_run(gpu, modes[m], xh, wh, gh, xs, ws, ys);
+        snprintf(name, sizeof name, "op.%s.types", mn);
+        check_true(name, r.ydt == modes[m] && r.dxdt == DT_F32, "y %s, dx %s",
+                   dtype_name(r.ydt), dtype_name(r.dxdt));
+        double tol = modes[m] == DT_F32 ? 0 : 1e-2;
+        const char *what[3] = {"y", "dx", "dw"};
+        float *got[3] = {r.y, r.dx, r.dw}, *want[3] = {ref.y, ref.dx, ref.dw};
+        size_t n[3] = {ny, nx, nw};
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof name, "op.%s.%s", mn, what[k]);
+            if (tol > 0) check_rel_norm(name, got[k], want[k], n[k], tol);
+            else check_close(name, got[k], want[k], n[k], 1e-3, 1e-4);
+        }
+        free(r.y); free(r.dx); free(r.dw);
+    }
+    free(ref.y); free(ref.dx); free(ref.dw);
+    free(xh); free(wh); free(gh);
+    ctx_free(&cpu);
+}
+
+int main(void)
+{
+    gpu_require();
+    check_seed(77);
+    Ctx c;
+    ctx_init(&c, DEV_CUDA, 0, 1);
+    for (size_t i = 0; i < NSHAPES; i++) run_shape(&c, &shapes[i], "");
+    /* the padded-channel path, forced (C = 3 and C = 5) */
+    conv2d_cuda_set_pad_mode(&c, CONV2D_PAD_ALWAYS);
+    run_shape(&c, &shapes[4], ".padded");
+    run_shape(&c, &shapes[5], ".padded");
+    conv2d_cuda_set_pad_mode(&c, CONV2D_PAD_AUTO);
+    test_cache(&c);
+    test_op(&c);
+    conv2d_cuda_release(&c);
+    ctx_free(&c);
+    return check_summary();
+}
