@@ -116,6 +116,11 @@ void ctx_check_flags(Ctx *c)
         ct_fatal_hint("labels must lie in [0, classes) or equal the ignore index",
                       "%d target%s out of range in the cross-entropy loss", f[0],
                       f[0] == 1 ? " was" : "s were");
+    if (f[1] > 0)
+        ct_fatal_hint("token ids must lie in [0, vocab): check that the tokenizer's vocabulary "
+                      "matches the model's vocab size",
+                      "%d token id%s out of range in an embedding lookup", f[1],
+                      f[1] == 1 ? " was" : "s were");
 #else
     (void)c;
 #endif

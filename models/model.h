@@ -22,10 +22,21 @@ struct Model {
     int training;        /* 1: batch statistics and dropout; 0: eval mode */
     /* x [B, ...] -> logits [B, classes]; records nodes when grad is on */
     Tensor *(*forward)(Ctx *c, Model *m, Tensor *x);
+    /* The training loss (f32 [1]) from the batch's input tensors:
+     * classifiers: {x, labels}; BERT: {ids, token_types, mask_add, labels}.
+     * NULL means model_classifier_loss. Also returns the logits in *logits
+     * when logits is non-NULL (the caller releases them). */
+    Tensor *(*loss)(Ctx *c, Model *m, Tensor *const *in, float label_smoothing, Tensor **logits);
+    int n_inputs;        /* how many tensors loss() takes */
     void (*free_impl)(Model *m);
 };
 
 void model_free(Model *m);
+/* Cross-entropy of forward(in[0]) against in[1] (i32 labels). */
+Tensor *model_classifier_loss(Ctx *c, Model *m, Tensor *const *in, float label_smoothing,
+                              Tensor **logits);
+/* m->loss, or the classifier loss when the model has none. */
+Tensor *model_loss(Ctx *c, Model *m, Tensor *const *in, float label_smoothing, Tensor **logits);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,348 @@
+/* bert.c — BERT encoder, MLM head and sequence-classification head:
+ * registry with Hugging Face names, HF init, forward. Backward needs no code
+ * here: every op records its own node; an encoder layer can be a recompute
+ * segment. */
+#include "bert.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../engine/error.h"
+#include "../engine/mem.h"
+#include "../ops/attention.h"
+#include "../ops/dropout.h"
+#include "../ops/embedding.h"
+#include "../ops/gather.h"
+#include "../ops/layernorm.h"
+#include "../ops/ops.h"
+#include "../ops/permute.h"
+
+typedef struct Linear { int w, b; } Linear;
+typedef struct LN { int g, b; } LN;
+
+typedef struct BertLayer {
+    Linear q, k, v, o, inter, out;
+    LN ln_attn, ln_out;
+} BertLayer;
+
+typedef struct Bert Bert;
+
+/* What one recomputed encoder layer needs besides its input. */
+typedef struct LayerArg {
+    Model *m;
+    int l;
+    Tensor *mask;       /* [B, T] additive, alive for the whole step */
+} LayerArg;
+
+struct Bert {
+    BertConfig cfg;
+    int word, pos, type;
+    LN ln_emb;
+    BertLayer *layers;
+    Linear transform, pooler, classifier;   /* MLM transform / pooler + classifier */
+    LN ln_transform;
+    int pred_bias;
+    LayerArg *args;                         /* one per layer (recompute) */
+    Tensor *positions, *cls_rows;           /* cached index tensors for (B, T) */
+    int64_t cached_B, cached_T;
+};
+
+static const struct { const char *name; int L, D, H, I; } bert_sizes[] = {
+    {"tiny", 2, 128, 2, 512},   {"mini", 4, 256, 4, 1024},   {"small", 4, 512, 8, 2048},
+    {"medium", 8, 512, 8, 2048}, {"base", 12, 768, 12, 3072}, {"large", 24, 1024, 16, 4096},
+};
+
+int bert_config_named(BertConfig *cfg, const char *name, int vocab)
+{
+    if (!strncmp(name, "bert-", 5)) name += 5;
+    for (size_t i = 0; i < sizeof bert_sizes / sizeof bert_sizes[0]; i++)
+        if (!strcmp(name, bert_sizes[i].name)) {
+            memset(cfg, 0, sizeof *cfg);
+            cfg->vocab = vocab > 0 ? vocab : 30522;
+            cfg->layers = bert_sizes[i].L;
+            cfg->hidden = bert_sizes[i].D;
+            cfg->heads = bert_sizes[i].H;
+            cfg->intermediate = bert_sizes[i].I;
+            cfg->max_pos = 512;
+            cfg->type_vocab = 2;
+            cfg->ln_eps = 1e-12f;
+            cfg->hidden_dropout = 0.1f;
+            cfg->attn_dropout = 0.1f;
+            cfg->head = BERT_MLM;
+            cfg->classes = 2;
+            return 0;
+        }
+    return -1;
+}
+
+/* ---- registry ---- */
+
+static Linear add_linear(ParamSet *ps, const char *prefix, int out, int in)
+{
+    char n[160];
+    Linear l;
+    snprintf(n, sizeof n, "%s.weight", prefix);
+    l.w = params_add(ps, n, 2, (int64_t[]){out, in}, INIT_NORMAL, 0.02f, 1);
+    snprintf(n, sizeof n, "%s.bias", prefix);
+    l.b = params_add(ps, n, 1, (int64_t[]){out}, INIT_ZERO, 0, 0);   /* no decay on biases */
+    return l;
+}
+
+static LN add_ln(ParamSet *ps, const char *prefix, int d)
+{
+    char n[160];
+    LN l;
+    snprintf(n, sizeof n, "%s.weight", prefix);
+    l.g = params_add(ps, n, 1, (int64_t[]){d}, INIT_ONE, 0, 0);      /* no decay on LayerNorm */
+    snprintf(n, sizeof n, "%s.bias", prefix);
+    l.b = params_add(ps, n, 1, (int64_t[]){d}, INIT_ZERO, 0, 0);
+    return l;
+}
+
+#define P(i) (m->params.p[(i)].t)
+
+static Tensor *linear(Ctx *c, Model *m, const Linear *l, Tensor *x)
+{
+    return op_linear(c, x, P(l->w), P(l->b));
+}
+
+static Tensor *layernorm(Ctx *c, Model *m, const LN *l, Tensor *x, float eps)
+{
+    return op_layernorm(c, x, P(l->g), P(l->b), eps);
+}
+
+/* x [B, T, D] -> [B, H, T, Dh] */
+static Tensor *split_heads(Ctx *c, Tensor *x, int H)
+{
+    int64_t B = x->shape[0], T = x->shape[1], D = x->shape[2];
+    Tensor *r = op_reshape(c, x, 4, (int64_t[]){B, T, H, D / H});
+    Tensor *t = op_transpose12(c, r);
+    tensor_release(r);
+    return t;
+}
+
+/* [B, H, T, Dh] -> [B, T, D] */
+static Tensor *merge_heads(Ctx *c, Tensor *x)
+{
+    int64_t B = x->shape[0], H = x->shape[1], T = x->shape[2], Dh = x->shape[3];
+    Tensor *t = op_transpose12(c, x);
+    Tensor *r = op_reshape(c, t, 3, (int64_t[]){B, T, H * Dh});
+    tensor_release(t);
+    return r;
+}
+
+/* y = LayerNorm(x + dropout(z)); consumes z */
+static Tensor *add_norm(Ctx *c, Model *m, const LN *ln, Tensor *x, Tensor *z, float p, float eps)
+{
+    Tensor *d = op_dropout(c, z, p);
+    tensor_release(z);
+    Tensor *s = op_add(c, x, d);
+    tensor_release(d);
+    Tensor *y = layernorm(c, m, ln, s, eps);
+    tensor_release(s);
+    return y;
+}
+
+/* One encoder layer: a SegmentFn, so it can be recomputed. */
+static Tensor *layer_forward(Ctx *c, void *argp, Tensor *x)
+{
+    LayerArg *a = (LayerArg *)argp;
+    Model *m = a->m;
+    Bert *b = (Bert *)m->impl;
+    const BertConfig *cfg = &b->cfg;
+    const BertLayer *L = &b->layers[a->l];
+    Tensor *q0 = linear(c, m, &L->q, x), *k0 = linear(c, m, &L->k, x), *v0 = linear(c, m, &L->v, x);
+    Tensor *q = split_heads(c, q0, cfg->heads), *k = split_heads(c, k0, cfg->heads);
+    Tensor *v = split_heads(c, v0, cfg->heads);
+    tensor_release(q0); tensor_release(k0); tensor_release(v0);
+    Tensor *ctxh = op_attention(c, q, k, v, a->mask, m->training ? cfg->attn_dropout : 0.0f);
+    tensor_release(q); tensor_release(k); tensor_release(v);
+    Tensor *ctx = merge_heads(c, ctxh);
+    tensor_release(ctxh);
+    float p = m->training ? cfg->hidden_dropout : 0.0f;
+    Tensor *attn = add_norm(c, m, &L->ln_attn, x, linear(c, m, &L->o, ctx), p, cfg->ln_eps);
+    tensor_release(ctx);
+    Tensor *h = linear(c, m, &L->inter, attn);
+    Tensor *g = op_gelu(c, h);
+    tensor_release(h);
+    Tensor *y = add_norm(c, m, &L->ln_out, attn, linear(c, m, &L->out, g), p, cfg->ln_eps);
+    tensor_release(g);
+    tensor_release(attn);
+    return y;
+}
+
+/* Index tensors that depend only on (B, T): position ids and [CLS] rows. */
+static void bert_cache_indices(Ctx *c, Bert *b, int64_t B, int64_t T)
+{
+    if (b->positions && b->cached_B == B && b->cached_T == T) return;
+    tensor_release(b->positions);
+    tensor_release(b->cls_rows);
+    int32_t *pos = malloc((size_t)(B * T) * sizeof(int32_t)), *cls = malloc((size_t)B * sizeof(int32_t));
+    for (int64_t i = 0; i < B; i++) {
+        cls[i] = (int32_t)(i * T);
+        for (int64_t t = 0; t < T; t++) pos[i * T + t] = (int32_t)t;
+    }
+    b->positions = tensor_from_host(c, pos, DT_I32, 2, (int64_t[]){B, T});
+    b->cls_rows = tensor_from_host(c, cls, DT_I32, 1, (int64_t[]){B});
+    free(pos);
+    free(cls);
+    b->cached_B = B;
+    b->cached_T = T;
+}
+
+/* ids, token types, additive mask -> final hidden states [B, T, D] */
+static Tensor *bert_encode(Ctx *c, Model *m, Tensor *ids, Tensor *tt, Tensor *mask)
+{
+    Bert *b = (Bert *)m->impl;
+    const BertConfig *cfg = &b->cfg;
+    char d[96];
+    if (ids->ndim != 2 || ids->dtype != DT_I32)
+        ct_fatal("bert: input ids %s must be i32 [batch, tokens]", tensor_desc(d, sizeof d, ids));
+    int64_t B = ids->shape[0], T = ids->shape[1];
+    if (T > cfg->max_pos)
+        ct_fatal_hint("pass a shorter --seq", "bert: %lld tokens exceed the %d positions",
+                      (long long)T, cfg->max_pos);
+    bert_cache_indices(c, b, B, T);
+    Tensor *we = op_embedding(c, P(b->word), ids);
+    Tensor *pe = op_embedding(c, P(b->pos), b->positions);
+    Tensor *te = op_embedding(c, P(b->type), tt);
+    Tensor *s1 = op_add(c, we, pe);
+    tensor_release(we); tensor_release(pe);
+    Tensor *s2 = op_add(c, s1, te);
+    tensor_release(s1); tensor_release(te);
+    Tensor *e = layernorm(c, m, &b->ln_emb, s2, cfg->ln_eps);
+    tensor_release(s2);
+    Tensor *h = op_dropout(c, e, m->training ? cfg->hidden_dropout : 0.0f);
+    tensor_release(e);
+    for (int l = 0; l < cfg->layers; l++) {
+        b->args[l].m = m;
+        b->args[l].l = l;
+        b->args[l].mask = mask;
+        Tensor *y = recompute_wants(&cfg->recompute, l)
+                        ? recompute_segment(c, layer_forward, &b->args[l], h)
+                        : layer_forward(c, &b->args[l], h);
+        tensor_release(h);
+        h = y;
+    }
+    return h;
+}
+
+/* MLM logits [B*T, V] */
+static Tensor *mlm_logits(Ctx *c, Model *m, Tensor *h)
+{
+    Bert *b = (Bert *)m->impl;
+    Tensor *t = linear(c, m, &b->transform, h);
+    Tensor *g = op_gelu(c, t);
+    tensor_release(t);
+    Tensor *n = layernorm(c, m, &b->ln_transform, g, b->cfg.ln_eps);
+    tensor_release(g);
+    /* decoder tied to the word embeddings [V, D], with its own bias */
+    Tensor *z = op_linear(c, n, P(b->word), P(b->pred_bias));
+    tensor_release(n);
+    Tensor *flat = op_reshape(c, z, 2, (int64_t[]){(int64_t)tensor_rows(z), (int64_t)tensor_cols(z)});
+    tensor_release(z);
+    return flat;
+}
+
+/* classifier logits [B, classes] from the [CLS] rows */
+static Tensor *cls_logits(Ctx *c, Model *m, Tensor *h)
+{
+    Bert *b = (Bert *)m->impl;
+    Tensor *first = op_gather_rows(c, h, b->cls_rows);
+    Tensor *p = linear(c, m, &b->pooler, first);
+    tensor_release(first);
+    Tensor *t = op_tanh(c, p);
+    tensor_release(p);
+    Tensor *dr = op_dropout(c, t, m->training ? b->cfg.hidden_dropout : 0.0f);
+    tensor_release(t);
+    Tensor *z = linear(c, m, &b->classifier, dr);
+    tensor_release(dr);
+    return z;
+}
+
+static Tensor *bert_loss(Ctx *c, Model *m, Tensor *const *in, float smoothing, Tensor **logits)
+{
+    Bert *b = (Bert *)m->impl;
+    Tensor *h = bert_encode(c, m, in[0], in[1], in[2]);
+    Tensor *z = b->cfg.head == BERT_MLM ? mlm_logits(c, m, h) : cls_logits(c, m, h);
+    tensor_release(h);
+    Tensor *loss = op_cross_entropy(c, z, in[3], -100, smoothing);
+    if (logits) *logits = z;
+    else tensor_release(z);
+    return loss;
+}
+
+static void bert_free_impl(Model *m)
+{
+    Bert *b = (Bert *)m->impl;
+    tensor_release(b->positions);
+    tensor_release(b->cls_rows);
+    free(b->layers);
+    free(b->args);
+    free(b);
+    m->impl = NULL;
+}
+
+void bert_create(Model *m, Ctx *c, const BertConfig *cfg, uint64_t seed)
+{
+    if (cfg->hidden % cfg->heads)
+        ct_fatal("bert: hidden size %d is not a multiple of %d heads", cfg->hidden, cfg->heads);
+    Bert *b = (Bert *)calloc(1, sizeof *b);
+    if (!b) ct_fatal("out of host memory");
+    b->cfg = *cfg;
+    memset(m, 0, sizeof *m);
+    ParamSet *ps = &m->params;
+    params_init(ps);
+    int D = cfg->hidden;
+    b->word = params_add(ps, "bert.embeddings.word_embeddings.weight", 2,
+                         (int64_t[]){cfg->vocab, D}, INIT_NORMAL, 0.02f, 1);
+    b->pos = params_add(ps, "bert.embeddings.position_embeddings.weight", 2,
+                        (int64_t[]){cfg->max_pos, D}, INIT_NORMAL, 0.02f, 1);
+    b->type = params_add(ps, "bert.embeddings.token_type_embeddings.weight", 2,
+                         (int64_t[]){cfg->type_vocab, D}, INIT_NORMAL, 0.02f, 1);
+    b->ln_emb = add_ln(ps, "bert.embeddings.LayerNorm", D);
+    b->layers = (BertLayer *)calloc((size_t)cfg->layers, sizeof *b->layers);
+    b->args = (LayerArg *)calloc((size_t)cfg->layers, sizeof *b->args);
+    for (int l = 0; l < cfg->layers; l++) {
+        char p[128];
+        BertLayer *L = &b->layers[l];
+#define PFX(s) (snprintf(p, sizeof p, "bert.encoder.layer.%d.%s", l, s), p)
+        L->q = add_linear(ps, PFX("attention.self.query"), D, D);
+        L->k = add_linear(ps, PFX("attention.self.key"), D, D);
+        L->v = add_linear(ps, PFX("attention.self.value"), D, D);
+        L->o = add_linear(ps, PFX("attention.output.dense"), D, D);
+        L->ln_attn = add_ln(ps, PFX("attention.output.LayerNorm"), D);
+        L->inter = add_linear(ps, PFX("intermediate.dense"), cfg->intermediate, D);
+        L->out = add_linear(ps, PFX("output.dense"), D, cfg->intermediate);
+        L->ln_out = add_ln(ps, PFX("output.LayerNorm"), D);
+#undef PFX
+    }
+    if (cfg->head == BERT_MLM) {
+        b->transform = add_linear(ps, "cls.predictions.transform.dense", D, D);
+        b->ln_transform = add_ln(ps, "cls.predictions.transform.LayerNorm", D);
+        b->pred_bias = params_add(ps, "cls.predictions.bias", 1, (int64_t[]){cfg->vocab}, INIT_ZERO, 0, 0);
+        snprintf(m->name, sizeof m->name, "bert-mlm");
+        m->classes = cfg->vocab;
+    } else {
+        b->pooler = add_linear(ps, "bert.pooler.dense", D, D);
+        b->classifier = add_linear(ps, "classifier", cfg->classes, D);
+        snprintf(m->name, sizeof m->name, "bert-cls");
+        m->classes = cfg->classes;
+    }
+    m->impl = b;
+    m->training = 1;
+    m->loss = bert_loss;
+    m->n_inputs = 4;
+    m->free_impl = bert_free_impl;
+    params_alloc(ps, c, seed);
+}
+
+double bert_train_flops_per_seq(const BertConfig *cfg, int T)
+{
+    double D = cfg->hidden, I = cfg->intermediate, L = cfg->layers, V = cfg->vocab;
+    /* matmul parameters per layer: 4 D^2 (q, k, v, o) + 2 D I; MLM head D^2 + V D */
+    double per_token = L * (4 * D * D + 2 * D * I) + (cfg->head == BERT_MLM ? D * D + V * D : 0);
+    double attn = L * 2.0 * 2.0 * T * D;   /* QK^T and PV: 2 T D multiply-adds per token each */
+    return 6.0 * T * per_token + 3.0 * T * attn;
+}

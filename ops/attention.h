@@ -1,0 +1,105 @@
+/* attention.h — scaled dot-product attention with an additive key mask and
+ * dropout on the probabilities (BERT self-attention, after the Q/K/V
+ * projections and the head split).
+ *
+ * Shape letters: B batch, H heads, T tokens (queries = keys), Dh head width.
+ * q, k, v, out are [B, H, T, Dh] contiguous; mask is f32 [B, T] (or NULL);
+ * the probabilities P are [B, H, T, T].
+ *
+ *   S[b,h,i,j] = scale * sum_e q[b,h,i,e] k[b,h,j,e] + mask[b,j],  scale = 1/sqrt(Dh)
+ *   P[b,h,i,:] = softmax_j(S[b,h,i,:])                          (f32 math)
+ *   keep       = philox_uniform(seed, offset, idx) >= p,  idx = ((b H + h) T + i) T + j
+ *   Pd         = keep ? P * s : 0,  s = 1 / (1 - p)           (ops/dropout.h, same mask)
+ *   out        = Pd v
+ * backward (the mask is regenerated from (seed, offset), never stored):
+ *   dv  = Pd^T dout
+ *   dPd = dout v^T
+ *   dP  = keep ? dPd * s : 0
+ *   dS  = P * (dP - rowsum(dP * P))        and rowsum(dP * P) = rowsum(dPd * Pd)
+ *   dq  = scale * dS k,   dk = scale * dS^T q
+ * The mask is additive: 0 for real tokens, a large negative (-10000, as
+ * BERT) or -inf for padding keys. A query row whose keys are all -inf has
+ * no distribution: its P row is defined as 0 (output 0, gradients 0) rather
+ * than NaN.
+ *
+ * What the forward keeps for the backward: P (pre-dropout), [B, H, T, T] in
+ * the compute type. The dropout mask costs nothing (Philox); Pd is rebuilt
+ * from P when the backward needs it. A flash-style kernel would keep the
+ * row log-sum-exp [B, H, T] f32 instead and recompute P tile by tile; the
+ * op layer (ops/attention_op.c) hides that choice behind two functions.
+ */
+#ifndef CTRAIN_OPS_ATTENTION_H
+#define CTRAIN_OPS_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../engine/ctx.h"
+#include "../engine/dtype.h"
+#include "../engine/tensor.h"
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- CPU reference (f32 in and out; dot products and row sums in double) ---- */
+/* out [B,H,T,Dh]; probs [B,H,T,T] gets P (pre-dropout); mask may be NULL */
+void attention_forward_cpu(float *out, float *probs, const float *q, const float *k,
+                           const float *v, const float *mask, float p, uint64_t seed,
+                           uint64_t offset, size_t B, size_t H, size_t T, size_t Dh);
+/* dq, dk, dv may be NULL; accum flags as everywhere (0 write, 1 add) */
+void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout,
+                            const float *q, const float *k, const float *v,
+                            const float *probs, float p, uint64_t seed, uint64_t offset,
+                            size_t B, size_t H, size_t T, size_t Dh, int accum_q,
+                            int accum_k, int accum_v);
+
+#ifdef CTRAIN_CUDA
+/* ---- CUDA (dt = storage type of q, k, v, out, probs and their gradients) ----
+ * The whole forward / backward: cuBLASLt batched matmuls (batch B*H) around
+ * the fused row kernels below. Temporaries come from mem_alloc (the
+ * context's stream-ordered pool): forward S [B,H,T,T] f32 and, with p > 0,
+ * Pd in dt; backward dP in dt and, with p > 0, Pd in dt. */
+void attention_forward_cuda(Ctx *c, void *out, void *probs, const void *q, const void *k,
+                            const void *v, const float *mask, DType dt, float p,
+                            uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
+                            size_t Dh);
+void attention_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, const void *dout,
+                             const void *q, const void *k, const void *v, const void *probs,
+                             DType dt, float p, uint64_t seed, uint64_t offset, size_t B,
+                             size_t H, size_t T, size_t Dh, int accum_q, int accum_k,
+                             int accum_v);
+
+/* The fused row kernels. Forward, one row of S per warp:
+ *   probs = softmax(scale * S + mask[b]),  pd = dropout(probs as stored)
+ * (pd may be NULL when p = 0). S is f32 [B*H*T, T]. pd is rounded from the
+ * stored probs, so the backward's dropout_forward_cuda(probs) rebuilds it
+ * bit for bit. */
+void attention_softmax_forward_cuda(void *probs, void *pd, const float *S,
+                                    const float *mask, DType dt, float scale, float p,
+                                    uint64_t seed, uint64_t offset, size_t B, size_t H,
+                                    size_t T, cudaStream_t s);
+/* Backward through dropout and softmax, one row per warp:
+ *   dS = P * (keep ? dPd * s : 0) - P * rowsum(dPd * Pd)
+ * dS may alias dPd (each row is read whole before it is written). */
+void attention_softmax_backward_cuda(void *dS, const void *dPd, const void *probs, DType dt,
+                                     float p, uint64_t seed, uint64_t offset, size_t rows,
+                                     size_t T, cudaStream_t s);
+#endif
+
+/* ---- tensor ops (ops/attention_op.c) ----
+ * q, k, v [B, H, T, Dh] of one float type (f32 inputs are cast to the
+ * autocast type when autocast is on); mask f32 [B, T] or NULL; out has the
+ * compute type. dropout_p > 0 draws philox_blocks(B*H*T*T) counter blocks
+ * from the context (applied also in no-grad mode, as op_dropout; eval
+ * passes 0). op_attention_at takes an explicit (seed, offset). */
+Tensor *op_attention(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask, float dropout_p);
+Tensor *op_attention_at(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask,
+                        float dropout_p, uint64_t seed, uint64_t offset);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

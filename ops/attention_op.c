@@ -1,0 +1,167 @@
+/* attention_op.c — tensor op scaled dot-product attention and its backward
+ * (math in ops/attention.h).
+ *
+ * Shape letters: B batch, H heads, T tokens, Dh head width.
+ *
+ * Memory: the node keeps q, k, v (retained: usually alive anyway as the
+ * projections' outputs) and P [B, H, T, T] in the compute type, i.e.
+ * B H T^2 * 2 bytes under autocast (BERT-base, B 32, T 128: 12.6 MB a
+ * layer; BERT-large, T 512: 268 MB a layer). The dropout mask is not
+ * stored; the backward regenerates it from (seed, offset) in the node.
+ * Transient: S in f32 and Pd during the forward, dPd/dS and Pd during the
+ * backward (see ops/attention.cu).
+ *
+ * The math sits behind attn_forward_impl / attn_backward_impl: a fused
+ * flash-style kernel replaces those two (saving the row log-sum-exp in
+ * place of P) without touching the op's interface or its callers.
+ */
+#include "attention.h"
+
+#include <math.h>
+
+#include "../engine/autograd.h"
+#include "cpu_f32.h"
+#include "dropout.h"
+#include "op_util.h"
+#include "ops.h"
+
+typedef struct AttnDims {
+    size_t B, H, T, Dh;
+} AttnDims;
+
+/* out (and the saved state `probs`) from q, k, v on the context's device. */
+static void attn_forward_impl(Ctx *c, Tensor *out, Tensor *probs, Tensor *q, Tensor *k,
+                              Tensor *v, Tensor *mask, float p, uint64_t seed, uint64_t offset,
+                              AttnDims d)
+{
+    const float *m = mask ? (const float *)mask->data : NULL;
+    if (c->device == DEV_CUDA) {
+#ifdef CTRAIN_CUDA
+        attention_forward_cuda(c, out->data, probs->data, q->data, k->data, v->data, m,
+                               q->dtype, p, seed, offset, d.B, d.H, d.T, d.Dh);
+#endif
+        return;
+    }
+    F32View vq = f32_view(q, 1), vk = f32_view(k, 1), vv = f32_view(v, 1);
+    F32View vo = f32_view(out, 0), vp = f32_view(probs, 0);
+    attention_forward_cpu(vo.p, vp.p, vq.p, vk.p, vv.p, m, p, seed, offset, d.B, d.H, d.T, d.Dh);
+    f32_done(&vq, 0); f32_done(&vk, 0); f32_done(&vv, 0);
+    f32_done(&vo, 1); f32_done(&vp, 1);
+}
+
+/* dq, dk, dv (any may be NULL) from dout and the saved q, k, v, probs. */
+static void attn_backward_impl(Ctx *c, Tensor *dq, Tensor *dk, Tensor *dv, int acc_q,
+                               int acc_k, int acc_v, Tensor *dout, Tensor *q, Tensor *k,
+                               Tensor *v, Tensor *probs, float p, uint64_t seed,
+                               uint64_t offset, AttnDims d)
+{
+    if (c->device == DEV_CUDA) {
+#ifdef CTRAIN_CUDA
+        attention_backward_cuda(c, dq ? dq->data : NULL, dk ? dk->data : NULL,
+                                dv ? dv->data : NULL, dout->data, q->data, k->data, v->data,
+                                probs->data, q->dtype, p, seed, offset, d.B, d.H, d.T, d.Dh,
+                                acc_q, acc_k, acc_v);
+#endif
+        return;
+    }
+    F32View vdq = f32_view(dq, acc_q), vdk = f32_view(dk, acc_k), vdv = f32_view(dv, acc_v);
+    F32View vdo = f32_view(dout, 1), vq = f32_view(q, 1), vk = f32_view(k, 1);
+    F32View vv = f32_view(v, 1), vp = f32_view(probs, 1);
+    attention_backward_cpu(vdq.p, vdk.p, vdv.p, vdo.p, vq.p, vk.p, vv.p, vp.p, p, seed, offset,
+                           d.B, d.H, d.T, d.Dh, acc_q, acc_k, acc_v);
+    f32_done(&vdq, 1); f32_done(&vdk, 1); f32_done(&vdv, 1);
+    f32_done(&vdo, 0); f32_done(&vq, 0); f32_done(&vk, 0); f32_done(&vv, 0); f32_done(&vp, 0);
+}
+
+/* forward: out = dropout(softmax(q k^T / sqrt(Dh) + mask)) v
+ *   so dv = Pd^T dout,  dS = P (dP - rowsum(dPd Pd)),  dq = scale dS k,  dk = scale dS^T q */
+static void attention_backward(Ctx *c, Node *n)
+{
+    Tensor *dout = n->out->grad;
+    Tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *probs = n->saved[3];
+    AttnDims d = {(size_t)n->i[2], (size_t)n->i[3], (size_t)n->i[4], (size_t)n->i[5]};
+    int acc_q = 0, acc_k = 0, acc_v = 0;
+    Tensor *dq = ad_grad_dst(c, n->in[0], &acc_q);
+    Tensor *dk = ad_grad_dst(c, n->in[1], &acc_k);
+    Tensor *dv = ad_grad_dst(c, n->in[2], &acc_v);
+    if (!dq && !dk && !dv) return;
+    attn_backward_impl(c, dq, dk, dv, acc_q, acc_k, acc_v, dout, q, k, v, probs, n->f[0],
+                       (uint64_t)n->i[0], (uint64_t)n->i[1], d);
+}
+
+/* Autocast: f32 inputs go to the autocast type through a recorded cast
+ * (gradients flow back in f32); anything else gets a new reference. */
+static Tensor *attn_autocast_in(Ctx *c, Tensor *x)
+{
+    if (c->autocast != DT_F32 && x->dtype == DT_F32) return op_cast(c, x, c->autocast);
+    tensor_retain(x);
+    return x;
+}
+
+Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask,
+                        float dropout_p, uint64_t seed, uint64_t offset)
+{
+    char dq[96], dk[96];
+    Tensor *in0[3] = {q0, k0, v0};
+    for (int i = 0; i < 3; i++) {
+        op_check_float("attention", in0[i]);
+        op_check_device("attention", c, in0[i]);
+    }
+    if (q0->ndim != 4)
+        ct_fatal_hint("split the heads first: [B, T, H*Dh] -> [B, H, T, Dh]",
+                      "attention: q %s must be [B, H, T, Dh]", tensor_desc(dq, sizeof dq, q0));
+    op_check_same("attention", q0, k0);
+    op_check_same("attention", q0, v0);
+    AttnDims d = {(size_t)q0->shape[0], (size_t)q0->shape[1], (size_t)q0->shape[2],
+                  (size_t)q0->shape[3]};
+    if (d.Dh == 0) ct_fatal("attention: q %s has an empty head dim", tensor_desc(dq, sizeof dq, q0));
+    if (mask) {
+        op_check_device("attention", c, mask);
+        if (mask->dtype != DT_F32 || mask->ndim != 2 || (size_t)mask->shape[0] != d.B ||
+            (size_t)mask->shape[1] != d.T)
+            ct_fatal_hint("build it as 0 for real tokens and -10000 for padding",
+                          "attention: mask %s must be f32 [B, T] = [%zu, %zu] for q %s",
+                          tensor_desc(dk, sizeof dk, mask), d.B, d.T,
+                          tensor_desc(dq, sizeof dq, q0));
+        if (!mask->data) ct_fatal("attention: the mask has been freed (used after release)");
+    }
+    if (!(dropout_p >= 0.0f && dropout_p <= 1.0f))
+        ct_fatal_hint("pass an attention dropout probability such as 0.1 (BERT)",
+                      "attention: dropout p = %g is outside [0, 1]", (double)dropout_p);
+
+    Tensor *q = attn_autocast_in(c, q0), *k = attn_autocast_in(c, k0), *v = attn_autocast_in(c, v0);
+    int64_t pshape[4] = {(int64_t)d.B, (int64_t)d.H, (int64_t)d.T, (int64_t)d.T};
+    Tensor *out = tensor_new_like(c, q, q->dtype);
+    Tensor *probs = tensor_new(c, q->dtype, 4, pshape);
+    attn_forward_impl(c, out, probs, q, k, v, mask, dropout_p, seed, offset, d);
+    Tensor *in[3] = {q, k, v};
+    if (ad_needs_grad(c, in, 3)) {
+        Node *n = ad_record(c, "attention", attention_backward, out, in, 3);
+        n->f[0] = dropout_p;
+        n->i[0] = (int64_t)seed;
+        n->i[1] = (int64_t)offset;
+        n->i[2] = (int64_t)d.B; n->i[3] = (int64_t)d.H;
+        n->i[4] = (int64_t)d.T; n->i[5] = (int64_t)d.Dh;
+        ad_save(n, q);
+        ad_save(n, k);
+        ad_save(n, v);
+        ad_save(n, probs);
+    }
+    tensor_release(probs);
+    tensor_release(q);
+    tensor_release(k);
+    tensor_release(v);
+    return out;
+}
+
+Tensor *op_attention(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask, float dropout_p)
+{
+    /* one Philox element per probability: B H T T of them */
+    uint64_t offset = c->rng_offset;
+    if (dropout_p > 0.0f && q->ndim == 4) {
+        uint64_t n = (uint64_t)q->shape[0] * (uint64_t)q->shape[1] * (uint64_t)q->shape[2] *
+                     (uint64_t)q->shape[2];
+        offset = ctx_rng_take(c, philox_blocks(n));
+    }
+    return op_attention_at(c, q, k, v, mask, dropout_p, c->seed, offset);
+}

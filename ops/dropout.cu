@@ -1,0 +1,103 @@
+/* dropout.cu — CUDA inverted dropout with a Philox mask (contract and math
+ * in ops/dropout.h; ops/dropout.c is the CPU reference).
+ *
+ * Shape letters: n elements; element i uses Philox counter offset + i/4,
+ * word i%4. A thread takes a group of four consecutive elements, so one
+ * Philox evaluation (10 rounds) serves four elements, exactly the words the
+ * CPU reference draws one at a time. Storage dt in {f32, f16, bf16}, math
+ * in f32 (x * s, one multiply, as on the CPU), stores round to nearest even.
+ * The forward and the backward are the same kernel (the backward with the
+ * accum flag): y (+)= keep ? x * s : 0.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "../engine/error.h"
+#include "dropout.h"
+
+namespace {
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float v)
+{
+    return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+template <typename F> void dispatch_float(DType dt, const char *what, F f)
+{
+    switch (dt) {
+    case DT_F32: f(float()); break;
+    case DT_F16: f(__half()); break;
+    case DT_BF16: f(__nv_bfloat16()); break;
+    default:
+        ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
+                 dtype_name(dt));
+    }
+}
+
+constexpr int DROP_THREADS = 256;
+constexpr size_t DROP_MAX_BLOCKS = 65535;
+
+/* y[i] (+)= keep_i ? x[i] * s : 0 for i < n, four elements per Philox call */
+template <typename T>
+__global__ void dropout_kernel(T *y, const T *x, float p, float s, uint64_t seed,
+                               uint64_t offset, size_t n, int accum)
+{
+    const size_t ng = (n + 3) / 4, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < ng; g += stride) {
+        uint32_t r[4];
+        const uint64_t ctr = offset + g;
+        philox4x32_10(r, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)seed,
+                      (uint32_t)(seed >> 32));
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const size_t i = 4 * g + k;
+            if (i >= n) break;
+            float v = dropout_u01(r[k]) >= p ? to_f32(x[i]) * s : 0.0f;
+            if (accum) v += to_f32(y[i]);
+            y[i] = from_f32<T>(v);
+        }
+    }
+}
+
+void dropout_launch(void *y, const void *x, DType dt, float p, uint64_t seed, uint64_t offset,
+                    size_t n, int accum, cudaStream_t s, const char *what)
+{
+    if (n == 0) return;
+    const size_t ng = (n + 3) / 4;
+    size_t blocks = (ng + DROP_THREADS - 1) / DROP_THREADS;
+    if (blocks > DROP_MAX_BLOCKS) blocks = DROP_MAX_BLOCKS;
+    const float sc = dropout_scale(p);
+    dispatch_float(dt, what, [&](auto tag) {
+        using T = decltype(tag);
+        dropout_kernel<T><<<(unsigned)blocks, DROP_THREADS, 0, s>>>(
+            (T *)y, (const T *)x, p, sc, seed, offset, n, accum);
+        CUDA_CHECK_LAUNCH();
+    });
+}
+
+} // namespace
+
+extern "C" void dropout_forward_cuda(void *y, const void *x, DType dt, float p, uint64_t seed,
+                                     uint64_t offset, size_t n, cudaStream_t s)
+{
+    dropout_launch(y, x, dt, p, seed, offset, n, 0, s, "dropout_forward_cuda");
+}
+
+/* forward: y = keep ? x * s : 0   so   dx (+)= keep ? dy * s : 0 */
+extern "C" void dropout_backward_cuda(void *dx, const void *dy, DType dt, float p,
+                                      uint64_t seed, uint64_t offset, size_t n, int accum,
+                                      cudaStream_t s)
+{
+    dropout_launch(dx, dy, dt, p, seed, offset, n, accum, s, "dropout_backward_cuda");
+}

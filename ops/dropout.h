@@ -1,0 +1,68 @@
+/* dropout.h — inverted dropout with a counter-based mask (Philox 4x32-10).
+ *
+ * Shape letters: n elements (any shape, flattened; element i is x[i]).
+ *
+ *   keep_i = philox_uniform(seed, offset, i) >= p        (P(keep) = 1 - p)
+ *   y_i    = keep_i ? x_i * s : 0,     s = 1 / (1 - p)   (f32: 1.0f / (1.0f - p))
+ *   backward: dx_i (+)= keep_i ? dy_i * s : 0
+ *
+ * Element i uses Philox counter offset + i/4, word i%4 (engine/philox.h), so
+ * a draw of n elements consumes philox_blocks(n) counter blocks, and the
+ * mask is a pure function of (seed, offset, i): the CPU and the GPU give the
+ * same mask bit for bit, the backward regenerates it instead of storing it
+ * (no mask memory), and recompute reproduces it from the same offset.
+ * p = 1 drops everything (y = 0, s is taken as 0 to avoid inf * 0).
+ */
+#ifndef CTRAIN_OPS_DROPOUT_H
+#define CTRAIN_OPS_DROPOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../engine/ctx.h"
+#include "../engine/dtype.h"
+#include "../engine/philox.h"
+#include "../engine/tensor.h"
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#endif
+
+/* The scale of kept elements, computed the same way on the host and the device. */
+CT_HD float dropout_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
+
+/* A Philox output word as a uniform in [0, 1): equal to philox_uniform() for
+ * the same word, for kernels that draw four words per counter at once. */
+CT_HD float dropout_u01(uint32_t w) { return (float)(w >> 8) * (1.0f / 16777216.0f); }
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- CPU reference (f32) ---- */
+void dropout_forward_cpu(float *y, const float *x, float p, uint64_t seed, uint64_t offset,
+                         size_t n);
+void dropout_backward_cpu(float *dx, const float *dy, float p, uint64_t seed,
+                          uint64_t offset, size_t n, int accum);
+
+#ifdef CTRAIN_CUDA
+/* ---- CUDA (dt = storage type of x, y, dy, dx) ---- */
+void dropout_forward_cuda(void *y, const void *x, DType dt, float p, uint64_t seed,
+                          uint64_t offset, size_t n, cudaStream_t s);
+void dropout_backward_cuda(void *dx, const void *dy, DType dt, float p, uint64_t seed,
+                           uint64_t offset, size_t n, int accum, cudaStream_t s);
+#endif
+
+/* ---- tensor ops (ops/dropout_op.c) ----
+ * op_dropout draws its counter blocks from the context
+ * (ctx_rng_take(c, philox_blocks(n))) and stores (seed, offset) in the node.
+ * p = 0 returns x itself with a new reference (no node, no copy).
+ * Dropout is applied whenever p > 0, also in no-grad mode: the no-grad
+ * forward of a recompute segment must drop the same units as its replay.
+ * Eval is the caller's choice: pass p = 0 (models keep a training flag).
+ * op_dropout_at uses an explicit (seed, offset), e.g. to replay a forward. */
+Tensor *op_dropout(Ctx *c, Tensor *x, float p);
+Tensor *op_dropout_at(Ctx *c, Tensor *x, float p, uint64_t seed, uint64_t offset);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,300 @@
+/* embedding.cu — CUDA embedding lookup and its deterministic scatter-add
+ * backward (contract in ops/embedding.h; ops/embedding.c is the CPU
+ * reference).
+ *
+ * Shape letters: N positions, V vocabulary rows, D width; TS positions per
+ * tile, NT = ceil(N / TS) tiles.
+ *
+ * Forward: a block per output row (grid-stride over rows), threads over the
+ * columns: out[n, d] = table[ids[n], d] rounded to dt. An id outside [0, V)
+ * adds 1 to *nbad (integer atomics: the count is exact) and gives a zero row.
+ *
+ * Backward: dtable[v, :] += sum over v's positions of dout[n, :], with no
+ * float atomics. The positions are first grouped by id with a stable
+ * counting sort built only from integer work (so every intermediate is
+ * exact and the result is the same on every run):
+ *   1. tile ranks (a block per tile of TS positions, ids in shared memory):
+ *      rank[n] = number of earlier positions of the tile with the same id;
+ *      the last occurrence of id v in tile t writes cnt[t][v] = its count;
+ *   2. column prefix (a thread per id): cnt[t][v] becomes the number of v's
+ *      in tiles before t, and total[v] the count over all tiles;
+ *   3. scan (one block): start[v] = exclusive prefix sum of total (CSR row
+ *      pointers, start[V] = number of valid positions), and the list of used
+ *      ids in increasing order with its length n_used;
+ *   4. scatter: pos[start[v] + cnt[t][v] + rank[n]] = n, so each id's
+ *      positions sit in increasing order;
+ *   5. segment sums: blocks of 32 columns x SL slices walk the used ids
+ *      (grid-stride on the device-side n_used: no host sync); slice s adds
+ *      v's positions s, s + SL, s + 2 SL, ... in order in f32, then the SL
+ *      slice sums are added in slice order and the result is added to
+ *      dtable once. A very frequent id (padding, the token type, a
+ *      position row) is thus spread over SL lanes per column instead of one.
+ * Ids outside [0, V) are skipped in every step. With accum 0 dtable is
+ * zeroed first (step 5 always adds). Scratch, from the stream-ordered pool:
+ * cnt NT*V, start V+1, used min(N,V)+1, rank N, pos N, all i32.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "../engine/error.h"
+#include "embedding.h"
+
+namespace {
+
+constexpr unsigned FULL = 0xffffffffu;
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float v)
+{
+    return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+template <typename F> void dispatch_float(DType dt, const char *what, F f)
+{
+    switch (dt) {
+    case DT_F32: f(float()); break;
+    case DT_F16: f(__half()); break;
+    case DT_BF16: f(__nv_bfloat16()); break;
+    default:
+        ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
+                 dtype_name(dt));
+    }
+}
+
+constexpr int TS = 1024;          /* positions per tile (threads of the rank kernel) */
+constexpr int SCAN_THREADS = 1024;
+constexpr int SUM_COLS = 32;      /* columns per segment-sum block */
+constexpr int SUM_SLICES = 16;    /* position slices per segment-sum block */
+constexpr unsigned MAX_GRID = 65535;
+
+__device__ __forceinline__ bool id_ok(int32_t id, size_t V) { return id >= 0 && (size_t)id < V; }
+
+/* ---- forward ---- */
+
+template <typename T>
+__global__ void emb_fwd_kernel(T *out, const float *table, const int32_t *ids, int32_t *nbad,
+                               size_t N, size_t V, int D)
+{
+    for (size_t n = blockIdx.x; n < N; n += gridDim.x) {
+        const int32_t id = ids[n];
+        const bool ok = id_ok(id, V);
+        if (!ok && threadIdx.x == 0 && nbad) atomicAdd(nbad, 1);
+        const float *tr = table + (size_t)(ok ? id : 0) * D;
+        T *o = out + n * (size_t)D;
+        for (int d = threadIdx.x; d < D; d += blockDim.x) o[d] = from_f32<T>(ok ? tr[d] : 0.0f);
+    }
+}
+
+/* ---- backward, step 1: ranks within a tile ---- */
+
+__global__ void __launch_bounds__(TS)
+    emb_tile_rank_kernel(int32_t *rank, int32_t *cnt, const int32_t *ids, size_t N, size_t V)
+{
+    __shared__ int32_t sid[TS];
+    const size_t t = blockIdx.x, n = t * TS + threadIdx.x;
+    const int tile_n = (int)(N - t * TS < (size_t)TS ? N - t * TS : (size_t)TS);
+    sid[threadIdx.x] = (int)threadIdx.x < tile_n ? ids[n] : -1;
+    __syncthreads();
+    if ((int)threadIdx.x >= tile_n) return;
+    const int32_t id = sid[threadIdx.x];
+    if (!id_ok(id, V)) return;
+    int r = 0;
+    bool last = true;
+    for (int j = 0; j < tile_n; j++) {
+        if (sid[j] != id) continue;
+        if (j < (int)threadIdx.x) r++;
+        else if (j > (int)threadIdx.x) last = false;
+    }
+    rank[n] = r;
+    if (last) cnt[t * V + (size_t)id] = r + 1;
+}
+
+/* ---- step 2: per id, counts of earlier tiles; total count ---- */
+
+__global__ void emb_col_prefix_kernel(int32_t *cnt, int32_t *total, size_t NT, size_t V)
+{
+    const size_t v = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= V) return;
+    int32_t run = 0;
+    for (size_t t = 0; t < NT; t++) {
+        const int32_t c = cnt[t * V + v];
+        cnt[t * V + v] = run;
+        run += c;
+    }
+    total[v] = run;
+}
+
+/* ---- step 3: CSR starts and the used-id list (one block) ---- */
+
+/* Exclusive scan of one int per thread across the block; *sum gets the total. */
+__device__ __forceinline__ int32_t block_exclusive_scan(int32_t v, int32_t *sh, int32_t *sum)
+{
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int32_t inc = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int32_t u = __shfl_up_sync(FULL, inc, o);
+        if (lane >= o) inc += u;
+    }
+    if (lane == 31) sh[w] = inc;
+    __syncthreads();
+    if (w == 0) {
+        int32_t s = lane < nw ? sh[lane] : 0;
+        for (int o = 1; o < 32; o <<= 1) {
+            const int32_t u = __shfl_up_sync(FULL, s, o);
+            if (lane >= o) s += u;
+        }
+        if (lane < nw) sh[lane] = s; /* inclusive prefix of the warp totals */
+    }
+    __syncthreads();
+    const int32_t base = w ? sh[w - 1] : 0;
+    *sum = sh[nw - 1];
+    __syncthreads();
+    return base + inc - v;
+}
+
+__global__ void __launch_bounds__(SCAN_THREADS)
+    emb_scan_kernel(int32_t *start, int32_t *used, int32_t *n_used, size_t V)
+{
+    __shared__ int32_t sh[32];
+    const size_t chunk = (V + blockDim.x - 1) / blockDim.x;
+    const size_t v0 = threadIdx.x * chunk, v1 = v0 + chunk < V ? v0 + chunk : V;
+    int32_t s = 0, u = 0;
+    for (size_t v = v0; v < v1; v++) {
+        s += start[v];
+        u += start[v] > 0;
+    }
+    int32_t s_all, u_all;
+    int32_t s_run = block_exclusive_scan(s, sh, &s_all);
+    int32_t u_run = block_exclusive_scan(u, sh, &u_all);
+    for (size_t v = v0; v < v1; v++) {
+        const int32_t c = start[v];
+        start[v] = s_run;
+        s_run += c;
+        if (c > 0) used[u_run++] = (int32_t)v;
+    }
+    if (threadIdx.x == 0) {
+        start[V] = s_all;
+        *n_used = u_all;
+    }
+}
+
+/* ---- step 4: positions grouped by id, increasing within an id ---- */
+
+__global__ void emb_scatter_kernel(int32_t *pos, const int32_t *ids, const int32_t *rank,
+                                   const int32_t *cnt, const int32_t *start, size_t N, size_t V)
+{
+    const size_t n = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    const int32_t id = ids[n];
+    if (!id_ok(id, V)) return;
+    const size_t t = n / TS;
+    pos[(size_t)start[id] + cnt[t * V + (size_t)id] + rank[n]] = (int32_t)n;
+}
+
+/* ---- step 5: one block per (column tile, used id), fixed summation order ---- */
+
+template <typename T>
+__global__ void __launch_bounds__(SUM_COLS *SUM_SLICES)
+    emb_sum_kernel(float *dtable, const T *dout, const int32_t *pos, const int32_t *start,
+                   const int32_t *used, const int32_t *n_used, int D)
+{
+    __shared__ float part[SUM_SLICES][SUM_COLS + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int d = blockIdx.x * SUM_COLS + tx;
+    const int nu = *n_used;
+    for (int k = blockIdx.y; k < nu; k += gridDim.y) {
+        const int32_t v = used[k];
+        const int32_t s0 = start[v], s1 = start[v + 1];
+        float acc = 0.0f;
+        if (d < D) {
+            int p = s0 + ty;
+            /* four loads in flight, added in position order */
+            for (; p + 3 * SUM_SLICES < s1; p += 4 * SUM_SLICES) {
+                const float a0 = to_f32(dout[(size_t)pos[p] * D + d]);
+                const float a1 = to_f32(dout[(size_t)pos[p + SUM_SLICES] * D + d]);
+                const float a2 = to_f32(dout[(size_t)pos[p + 2 * SUM_SLICES] * D + d]);
+                const float a3 = to_f32(dout[(size_t)pos[p + 3 * SUM_SLICES] * D + d]);
+                acc += a0;
+                acc += a1;
+                acc += a2;
+                acc += a3;
+            }
+            for (; p < s1; p += SUM_SLICES) acc += to_f32(dout[(size_t)pos[p] * D + d]);
+        }
+        part[ty][tx] = acc;
+        __syncthreads();
+        if (ty == 0 && d < D) {
+            float tot = 0.0f;
+            for (int s = 0; s < SUM_SLICES; s++) tot += part[s][tx];
+            dtable[(size_t)v * D + d] += tot;
+        }
+        __syncthreads();
+    }
+}
+
+} // namespace
+
+extern "C" void embedding_forward_cuda(void *out, DType dt, const float *table,
+                                       const int32_t *ids, int32_t *nbad, size_t N, size_t V,
+                                       size_t D, cudaStream_t s)
+{
+    if (N == 0 || D == 0) return;
+    CT_ASSERT(D <= 0x7fffffff, "embedding_forward_cuda: D = %zu out of range", D);
+    int threads = (int)((D + 31) / 32 * 32);
+    if (threads > 256) threads = 256;
+    const unsigned grid = (unsigned)(N < 8 * MAX_GRID ? N : 8 * MAX_GRID);
+    dispatch_float(dt, "embedding_forward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        emb_fwd_kernel<T><<<grid, threads, 0, s>>>((T *)out, table, ids, nbad, N, V, (int)D);
+        CUDA_CHECK_LAUNCH();
+    });
+}
+
+extern "C" void embedding_backward_cuda(float *dtable, const void *dout, DType dt,
+                                        const int32_t *ids, size_t N, size_t V, size_t D,
+                                        int accum, cudaStream_t s)
+{
+    if (V == 0 || D == 0) return;
+    if (!accum) CUDA_CHECK(cudaMemsetAsync(dtable, 0, V * D * sizeof(float), s));
+    if (N == 0) return;
+    CT_ASSERT(N <= 0x7fffffff && V <= 0x7ffffffe && D <= 0x7fffffff,
+              "embedding_backward_cuda: N = %zu, V = %zu, D = %zu out of range", N, V, D);
+    const size_t NT = (N + TS - 1) / TS, NU = (N < V ? N : V) + 1;
+    const size_t words = NT * V + (V + 1) + NU + 1 + 2 * N;
+    int32_t *scratch = NULL;
+    CUDA_CHECK(cudaMallocAsync((void **)&scratch, words * sizeof(int32_t), s));
+    int32_t *cnt = scratch, *start = cnt + NT * V, *used = start + V + 1;
+    int32_t *n_used = used + NU, *rank = n_used + 1, *pos = rank + N;
+    CUDA_CHECK(cudaMemsetAsync(cnt, 0, NT * V * sizeof(int32_t), s));
+
+    emb_tile_rank_kernel<<<(unsigned)NT, TS, 0, s>>>(rank, cnt, ids, N, V);
+    CUDA_CHECK_LAUNCH();
+    emb_col_prefix_kernel<<<(unsigned)((V + 255) / 256), 256, 0, s>>>(cnt, start, NT, V);
+    CUDA_CHECK_LAUNCH();
+    emb_scan_kernel<<<1, SCAN_THREADS, 0, s>>>(start, used, n_used, V);
+    CUDA_CHECK_LAUNCH();
+    emb_scatter_kernel<<<(unsigned)((N + 255) / 256), 256, 0, s>>>(pos, ids, rank, cnt, start,
+                                                                    N, V);
+    CUDA_CHECK_LAUNCH();
+    const size_t col_tiles = (D + SUM_COLS - 1) / SUM_COLS;
+    const size_t gy = NU - 1 < MAX_GRID ? NU - 1 : MAX_GRID;
+    CT_ASSERT(col_tiles <= 0x7fffffffu, "embedding_backward_cuda: D = %zu too wide", D);
+    dispatch_float(dt, "embedding_backward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        dim3 grid((unsigned)col_tiles, (unsigned)gy), block(SUM_COLS, SUM_SLICES);
+        emb_sum_kernel<T><<<grid, block, 0, s>>>(dtable, (const T *)dout, pos, start, used,
+                                                 n_used, (int)D);
+        CUDA_CHECK_LAUNCH();
+    });
+    CUDA_CHECK(cudaFreeAsync(scratch, s));
+}

@@ -1,0 +1,69 @@
+/* layernorm.h — layer normalization over the last dim (BERT's LayerNorm).
+ *
+ * Shape letters: R rows (every dim but the last), D the normalized width.
+ *
+ *   mean_r   = sum_d x[r,d] / D
+ *   var_r    = sum_d (x[r,d] - mean_r)^2 / D          (biased, as PyTorch)
+ *   invstd_r = 1 / sqrt(var_r + eps)                   (BERT: eps = 1e-12)
+ *   xhat     = (x - mean_r) * invstd_r
+ *   y[r,d]   = xhat[r,d] * gamma[d] + beta[d]
+ * backward, with g = dy * gamma:
+ *   dx[r,d]  = invstd_r * (g[r,d] - mean_d g[r,:] - xhat[r,d] * mean_d (g[r,:] * xhat[r,:]))
+ *   dgamma[d] = sum_r dy[r,d] * xhat[r,d],   dbeta[d] = sum_r dy[r,d]
+ *
+ * Statistics are computed in f32 on the GPU (double in the CPU reference)
+ * and saved as f32 mean[R], invstd[R] for the backward. gamma, beta and
+ * their gradients are f32 (parameters); x, y, dy, dx have storage type dt
+ * on CUDA. dgamma/dbeta are deterministic: per-chunk partial sums, then a
+ * fixed-order reduction over the chunks (no float atomics).
+ *
+ * `accum` flags: 0 writes, 1 adds into what the output holds. Any of dx,
+ * dgamma, dbeta may be NULL (not needed).
+ */
+#ifndef CTRAIN_OPS_LAYERNORM_H
+#define CTRAIN_OPS_LAYERNORM_H
+
+#include <stddef.h>
+#include "../engine/ctx.h"
+#include "../engine/dtype.h"
+#include "../engine/tensor.h"
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- CPU reference (f32 in and out, statistics in double) ---- */
+void layernorm_forward_cpu(float *y, float *mean, float *invstd, const float *x,
+                           const float *gamma, const float *beta, float eps, size_t R,
+                           size_t D);
+void layernorm_backward_cpu(float *dx, float *dgamma, float *dbeta, const float *dy,
+                            const float *x, const float *mean, const float *invstd,
+                            const float *gamma, size_t R, size_t D, int accum_x,
+                            int accum_gamma, int accum_beta);
+
+#ifdef CTRAIN_CUDA
+/* ---- CUDA (dt = storage type of x, y, dy, dx) ---- */
+void layernorm_forward_cuda(void *y, float *mean, float *invstd, const void *x,
+                            const float *gamma, const float *beta, DType dt, float eps,
+                            size_t R, size_t D, cudaStream_t s);
+/* Scratch for the dgamma/dbeta partial sums comes from the stream-ordered
+ * pool (cudaMallocAsync), so the launch is capturable in a CUDA graph. */
+void layernorm_backward_cuda(void *dx, float *dgamma, float *dbeta, const void *dy,
+                             const void *x, const float *mean, const float *invstd,
+                             const float *gamma, DType dt, size_t R, size_t D, int accum_x,
+                             int accum_gamma, int accum_beta, cudaStream_t s);
+#endif
+
+/* ---- tensor op (ops/layernorm_op.c) ----
+ * x [..., D] in f32/f16/bf16; gamma, beta f32 [D] (parameters). y has x's
+ * type (f32 math whatever the storage, also under autocast). Saves x, gamma
+ * and mean/invstd [R] f32 for the backward. */
+Tensor *op_layernorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, float eps);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
