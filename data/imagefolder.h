@@ -1,0 +1,93 @@
+/* imagefolder.h — an image-classification data set in torchvision's
+ * ImageFolder layout, and the image decoder (stb_image) behind it.
+ *
+ * Layout (the one torchvision.datasets.ImageFolder reads, e.g. ImageNet's
+ * train/ and val/ after the usual valprep script):
+ *   ROOT/CLASS_A/xxx.jpg
+ *   ROOT/CLASS_A/sub/yyy.png      (subfolders of a class are walked too)
+ *   ROOT/CLASS_B/zzz.JPEG
+ * Classes are the subfolders of ROOT sorted by name (byte order, which is
+ * Python's code-point order for UTF-8), and a class's label is its index in
+ * that order. Files are found as torchvision's make_dataset does: every
+ * folder under the class (symlinks followed) in sorted path order, and in
+ * each folder the file names sorted. Names starting with '.' (hidden files,
+ * macOS "._x.jpg" forks) are skipped, files and folders alike.
+ *
+ * Extensions, case-insensitive: .jpg .jpeg .png .bmp .ppm .pgm .pnm .tga
+ * (what stb_image decodes). torchvision also lists .tif .tiff .webp, which
+ * stb_image cannot read: such files are left out and counted, with one
+ * warning naming how many (convert them to JPEG or PNG to use them).
+ *
+ * Errors are returned, not fatal (like idx_load): imagefolder_open writes one
+ * line into err naming the folder and returns a negative ImgfStatus;
+ * imagefolder_hint(status) says what the user can do.
+ *
+ * Decoding: image_decode returns u8 [H, W, 3] (RGB, row-major), whatever the
+ * file holds: grey-scale is replicated, alpha is dropped (stbi_load with
+ * req_comp 3; 16-bit PNGs are reduced to 8 bits). The format comes from the
+ * file's bytes, not its extension, so a PNG named .JPEG (ImageNet has one)
+ * decodes; CMYK/YCCK JPEGs (ImageNet has 22) decode too. A file that fails
+ * gives "cannot decode PATH: REASON" with stb's reason.
+ *
+ * Shape letters: N images, H W pixels, C channels.
+ */
+#ifndef CTRAIN_DATA_IMAGEFOLDER_H
+#define CTRAIN_DATA_IMAGEFOLDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    IMGF_OK = 0,
+    IMGF_ERR_OPEN = -1,    /* root missing or unreadable */
+    IMGF_ERR_EMPTY = -2,   /* no class folders, or a class with no images */
+    IMGF_ERR_DECODE = -3,  /* an image stb_image cannot read */
+    IMGF_ERR_NOMEM = -4,
+    IMGF_ERR_LIMIT = -5,   /* more than 2^31 - 1 images */
+} ImgfStatus;
+
+typedef struct {
+    char *root;
+    int nclasses;
+    char **classes;        /* [nclasses] folder names, sorted; label = index */
+    uint32_t *class_count; /* [nclasses] images per class */
+    uint32_t n;            /* N */
+    int32_t *labels;       /* [N] */
+    uint64_t *path_off;    /* [N] offsets into paths */
+    char *paths;           /* N NUL-terminated full paths "ROOT/CLASS/.../NAME" */
+    uint32_t skipped;      /* files with an extension stb_image cannot decode */
+} ImageFolder;
+
+/* Scan root. Returns IMGF_OK, or a negative ImgfStatus with the reason in
+ * err; on failure f is left empty (imagefolder_free is still safe). */
+int imagefolder_open(ImageFolder *f, const char *root, char *err, size_t errlen);
+
+/* What to do about a failed imagefolder_open / image_decode, by status. */
+const char *imagefolder_hint(int status);
+
+/* imagefolder_open, or ct_fatal_hint with the message and hint. */
+void imagefolder_open_or_die(ImageFolder *f, const char *root);
+
+static inline const char *imagefolder_path(const ImageFolder *f, uint32_t i)
+{
+    return f->paths + f->path_off[i];
+}
+
+void imagefolder_free(ImageFolder *f);
+
+/* 1 when name ends in an extension image_decode reads (case-insensitive). */
+int imagefolder_is_image(const char *name);
+
+/* Decode path to RGB u8 [H, W, 3] (free with image_free), or NULL with
+ * "cannot open PATH: strerror" / "cannot decode PATH: stb's reason" in err. */
+uint8_t *image_decode(const char *path, int *H, int *W, char *err, size_t errlen);
+void image_free(uint8_t *img);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,477 @@
+/* test_imagefolder.c — the ImageFolder scanner, the stb_image decoder, and
+ * the image transforms (data/imagefolder.h, data/augment.h).
+ *
+ * A temporary ImageFolder is written with stb_image_write: PNG and JPEG,
+ * RGB, grey-scale and RGBA, several sizes, with distractors (hidden files
+ * and folders, a .txt, a .webp, a file at the root, a nested folder, an
+ * upper-case extension). Checked: class order and labels, per-class counts,
+ * file order as torchvision's make_dataset gives it, decoding to 3 channels.
+ *
+ * Transforms, against analytic expectations on a gradient image (R = x,
+ * G = y, B = 255 - x; bilinear resampling reproduces a linear ramp exactly,
+ * so the output is the ramp at the sampled coordinate):
+ *   validation resize + center crop: the output at (oy, ox) is the ramp at
+ *     source x = (left + ox + 0.5) * W / W' - 0.5 (same for y), normalised;
+ *   RandomResizedCrop: the same inside the drawn box; box bounds over many
+ *     draws; fallback boxes of extreme aspect ratios computed by hand;
+ *     determinism in (seed, epoch, index); flip mirrors exactly; p = 0.5.
+ * Errors: missing root, root that is a file, no class folders, a class with
+ * no images, a corrupt image (message names the path and stb's reason).
+ *
+ * Shape letters: H W pixels, C channels, S output side.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <stb/stb_image_write.h>
+
+#include "data/augment.h"
+#include "data/image_source.h"
+#include "data/imagefolder.h"
+#include "engine/log.h"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "tests/check.h"
+#pragma GCC diagnostic pop
+
+static char tmp[256];
+
+static void check_msg(const char *name, const char *err, const char *want)
+{
+    if (!err) err = "(none)";
+    check_true(name, strstr(err, want) != NULL, "message \"%s\" lacks \"%s\"", err, want);
+}
+
+static void mkdir_p(const char *fmt, const char *a)
+{
+    char p[512];
+    snprintf(p, sizeof p, fmt, tmp, a);
+    if (mkdir(p, 0700) && errno != EEXIST) {
+        fprintf(stderr, "test: mkdir %s: %s\n", p, strerror(errno));
+        exit(1);
+    }
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n || fclose(f)) {
+        fprintf(stderr, "test: cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+/* An H x W x C image with pixel (y, x, c) = f(y, x, c). */
+static uint8_t *make_img(int H, int W, int C, int kind)
+{
+    uint8_t *p = malloc((size_t)H * W * C);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            for (int c = 0; c < C; c++) {
+                int v;
+                if (kind == 0)  /* gradient: R = x, G = y, B = 255 - x */
+                    v = c == 0 ? x : c == 1 ? y : 255 - x;
+                else            /* smooth colours */
+                    v = (x * 7 + y * 3 + c * 60 + kind * 11) & 255;
+                p[((size_t)y * W + x) * C + c] = (uint8_t)v;
+            }
+    return p;
+}
+
+static void write_png(const char *rel, int H, int W, int C, int kind)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", tmp, rel);
+    uint8_t *img = make_img(H, W, C, kind);
+    if (!stbi_write_png(p, W, H, C, img, W * C)) {
+        fprintf(stderr, "test: stbi_write_png %s failed\n", p);
+        exit(1);
+    }
+    free(img);
+}
+
+static void write_jpg(const char *rel, int H, int W, int C, int kind)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", tmp, rel);
+    uint8_t *img = make_img(H, W, C, kind);
+    if (!stbi_write_jpg(p, W, H, C, img, 95)) {
+        fprintf(stderr, "test: stbi_write_jpg %s failed\n", p);
+        exit(1);
+    }
+    free(img);
+}
+
+static void path_of(char *buf, size_t n, const char *rel)
+{
+    snprintf(buf, n, "%s/%s", tmp, rel);
+}
+
+/* ------------------------------------------------------------ scan + decode */
+
+static void test_scan(void)
+{
+    LogLevel level = log_get_level();
+    log_set_level(LOG_ERROR);  /* the .webp warning is expected; f.skipped checks it */
+    /* created out of order; sorted: bird, cat, dog */
+    mkdir_p("%s/%s", "ds");
+    mkdir_p("%s/ds/%s", "dog");
+    mkdir_p("%s/ds/%s", "cat");
+    mkdir_p("%s/ds/%s", "bird");
+    mkdir_p("%s/ds/%s", ".git");
+    mkdir_p("%s/ds/cat/%s", "sub");
+    mkdir_p("%s/ds/cat/%s", ".cache");
+    write_png("ds/cat/b.png", 30, 40, 3, 1);          /* RGB */
+    write_png("ds/cat/A.PNG", 23, 17, 1, 2);          /* grey */
+    write_jpg("ds/cat/c.jpeg", 48, 64, 3, 3);         /* JPEG */
+    write_png("ds/cat/sub/a.png", 20, 20, 4, 4);      /* RGBA, nested */
+    write_png("ds/cat/.hidden.png", 8, 8, 3, 1);
+    write_png("ds/cat/.cache/x.png", 8, 8, 3, 1);
+    write_png("ds/.git/y.png", 8, 8, 3, 1);
+    write_png("ds/root_level.png", 8, 8, 3, 1);
+    write_jpg("ds/dog/z.JPG", 10, 12, 3, 5);
+    write_png("ds/dog/y.bmp.png", 12, 10, 3, 6);
+    write_png("ds/bird/only.png", 16, 16, 3, 7);
+    char p[512];
+    path_of(p, sizeof p, "ds/dog/notes.txt");
+    write_file(p, "not an image", 12);
+    path_of(p, sizeof p, "ds/dog/photo.webp");
+    write_file(p, "RIFF", 4);
+
+    ImageFolder f;
+    char err[1024];
+    path_of(p, sizeof p, "ds/");
+    int st = imagefolder_open(&f, p, err, sizeof err);
+    log_set_level(level);
+    check_true("scan.opens", st == IMGF_OK, "status %d: %s", st, err);
+    if (st) return;
+    check_true("scan.classes", f.nclasses == 3 && !strcmp(f.classes[0], "bird") &&
+               !strcmp(f.classes[1], "cat") && !strcmp(f.classes[2], "dog"),
+               "%d classes: %s %s %s", f.nclasses, f.nclasses > 0 ? f.classes[0] : "",
+               f.nclasses > 1 ? f.classes[1] : "", f.nclasses > 2 ? f.classes[2] : "");
+    check_true("scan.count", f.n == 7 && f.class_count[0] == 1 && f.class_count[1] == 4 &&
+               f.class_count[2] == 2, "n %u counts %u %u %u", f.n, f.class_count[0],
+               f.class_count[1], f.class_count[2]);
+    check_true("scan.skipped_webp", f.skipped == 1, "skipped %u", f.skipped);
+    const char *want[7] = {"bird/only.png", "cat/A.PNG", "cat/b.png", "cat/c.jpeg",
+                           "cat/sub/a.png", "dog/y.bmp.png", "dog/z.JPG"};
+    const int32_t wl[7] = {0, 1, 1, 1, 1, 2, 2};
+    int order_ok = f.n == 7;
+    for (uint32_t i = 0; order_ok && i < 7; i++) {
+        char full[512];
+        snprintf(full, sizeof full, "%s/ds/%s", tmp, want[i]);
+        if (strcmp(imagefolder_path(&f, i), full) || f.labels[i] != wl[i]) {
+            order_ok = 0;
+            printf("  [%u] %s label %d, want %s label %d\n", i, imagefolder_path(&f, i),
+                   f.labels[i], full, wl[i]);
+        }
+    }
+    check_true("scan.order_labels", order_ok, "file order or labels differ (above)");
+
+    /* decode: every image to 3 channels */
+    int H, W;
+    uint8_t *img = image_decode(imagefolder_path(&f, 1), &H, &W, err, sizeof err);
+    check_true("decode.grey.size", img && H == 23 && W == 17, "%s (%d x %d)", err, H, W);
+    if (img) {
+        uint8_t *ref = make_img(23, 17, 1, 2);
+        int ok = 1;
+        for (int i = 0; i < 23 * 17; i++)
+            ok &= img[3 * i] == ref[i] && img[3 * i + 1] == ref[i] && img[3 * i + 2] == ref[i];
+        check_true("decode.grey.replicated", ok, "grey not replicated to R = G = B");
+        free(ref);
+        image_free(img);
+    }
+    img = image_decode(imagefolder_path(&f, 4), &H, &W, err, sizeof err);
+    check_true("decode.rgba.size", img && H == 20 && W == 20, "%s", err);
+    if (img) {
+        uint8_t *ref = make_img(20, 20, 4, 4);
+        int ok = 1;
+        for (int i = 0; i < 400; i++)
+            for (int c = 0; c < 3; c++) ok &= img[3 * i + c] == ref[4 * i + c];
+        check_true("decode.rgba.alpha_dropped", ok, "RGB of RGBA differ");
+        free(ref);
+        image_free(img);
+    }
+    img = image_decode(imagefolder_path(&f, 3), &H, &W, err, sizeof err);
+    check_true("decode.jpeg.size", img && H == 48 && W == 64, "%s", err);
+    if (img) {
+        uint8_t *ref = make_img(48, 64, 3, 3);
+        double e = 0;
+        for (int i = 0; i < 48 * 64 * 3; i++) e += fabs((double)img[i] - ref[i]);
+        e /= 48 * 64 * 3;
+        check_true("decode.jpeg.pixels", e < 6.0, "mean |diff| %.2f to the source", e);
+        free(ref);
+        image_free(img);
+    }
+    imagefolder_free(&f);
+}
+
+/* ------------------------------------------------------------- transforms */
+
+/* ramp value of channel c at source coordinates (sy, sx) */
+static double ramp(int c, double sy, double sx)
+{
+    return c == 0 ? sx : c == 1 ? sy : 255.0 - sx;
+}
+
+static double clampd(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static void test_val(void)
+{
+    const int H = 160, W = 256;
+    mkdir_p("%s/%s", "grad");
+    mkdir_p("%s/grad/%s", "ramp");
+    write_png("grad/ramp/g.png", H, W, 3, 0);
+    AugConfig cfg;
+    aug_config_default(&cfg, 56);
+    cfg.resize = 64;
+    check_true("config.default", cfg.hflip == 0.5f && cfg.scale[0] == 0.08f &&
+               fabsf(cfg.mean[1] - 0.456f) < 1e-7f && fabsf(cfg.std[2] - 0.225f) < 1e-7f,
+               "defaults");
+    AugConfig d224;
+    aug_config_default(&d224, 224);
+    check_true("config.resize224", d224.resize == 256, "resize %d", d224.resize);
+
+    ImageSource src;
+    char err[1024], p[512];
+    path_of(p, sizeof p, "grad");
+    int st = src_imagefolder_open(&src, p, 56, &cfg, err, sizeof err);
+    check_true("val.source", st == IMGF_OK && src.n == 1 && src.classes == 1, "%s", err);
+    if (st) return;
+    const int S = 56;
+    float *got = malloc((size_t)S * S * 3 * sizeof(float));
+    float *ref = malloc((size_t)S * S * 3 * sizeof(float));
+    int32_t label = -1;
+    st = src_get(&src, 0, 0, 1, 0, got, &label, err, sizeof err);
+    check_true("val.get", st == 0 && label == 0, "%s", err);
+    /* shorter side 160 -> 64, longer 256 -> int(64*256/160) = 102;
+     * crop top = round((64-56)/2) = 4, left = round((102-56)/2) = 23 */
+    const int nh = 64, nw = 102, top = 4, left = 23;
+    for (int oy = 0; oy < S; oy++)
+        for (int ox = 0; ox < S; ox++) {
+            double sy = clampd((top + oy + 0.5) * H / nh - 0.5, 0, H - 1);
+            double sx = clampd((left + ox + 0.5) * W / nw - 0.5, 0, W - 1);
+            for (int c = 0; c < 3; c++)
+                ref[(oy * S + ox) * 3 + c] =
+                    (float)((ramp(c, sy, sx) / 255.0 - cfg.mean[c]) / cfg.std[c]);
+        }
+    check_close("val.center_crop", got, ref, (size_t)S * S * 3, 1e-4, 1e-5);
+    src_free(&src);
+    free(got);
+    free(ref);
+}
+
+static void test_rrc(void)
+{
+    /* boxes in bounds over many draws, both ratio sides and the scale range seen */
+    AugConfig cfg;
+    aug_config_default(&cfg, 32);
+    const int dims[4][2] = {{375, 500}, {500, 375}, {224, 224}, {40, 33}};
+    int bounds_ok = 1, wide = 0, tall = 0, small = 0, large = 0;
+    for (int d = 0; d < 4; d++)
+        for (uint32_t i = 0; i < 2000; i++) {
+            const int H = dims[d][0], W = dims[d][1];
+            AugBox b = aug_rrc_box(H, W, &cfg, 7, 3, i);
+            if (!(b.h > 0 && b.w > 0 && b.top >= 0 && b.left >= 0 && b.top + b.h <= H &&
+                  b.left + b.w <= W)) {
+                if (bounds_ok)
+                    printf("  box top %d left %d h %d w %d in %d x %d\n", b.top, b.left, b.h,
+                           b.w, H, W);
+                bounds_ok = 0;
+            }
+            double frac = (double)b.h * b.w / ((double)H * W), r = (double)b.w / b.h;
+            wide += r > 1.25;
+            tall += r < 0.8;
+            small += frac < 0.12;
+            large += frac > 0.9;
+        }
+    check_true("rrc.bounds", bounds_ok, "a box left the image (above)");
+    check_true("rrc.spread", wide > 100 && tall > 100 && small > 100 && large > 50,
+               "ratio > 1.25: %d, < 0.8: %d, area < 12%%: %d, > 90%%: %d of 8000", wide, tall,
+               small, large);
+
+    /* fallback: no crop with ratio in [3/4, 4/3] reaches 8% of a 10 x 1000 image */
+    AugBox b = aug_rrc_box(10, 1000, &cfg, 1, 2, 3);
+    check_true("rrc.fallback.wide", b.h == 10 && b.w == 13 && b.top == 0 && b.left == 493,
+               "top %d left %d h %d w %d, want 0 493 10 13", b.top, b.left, b.h, b.w);
+    b = aug_rrc_box(1000, 10, &cfg, 1, 2, 3);
+    check_true("rrc.fallback.tall", b.h == 13 && b.w == 10 && b.top == 493 && b.left == 0,
+               "top %d left %d h %d w %d, want 493 0 13 10", b.top, b.left, b.h, b.w);
+
+    /* output = the ramp sampled inside the drawn box */
+    const int H = 160, W = 256, S = 32;
+    uint8_t *img = make_img(H, W, 3, 0);
+    size_t n = (size_t)S * S * 3;
+    float *o0 = malloc(n * 4), *o1 = malloc(n * 4), *ref = malloc(n * 4);
+    cfg.hflip = 0.0f;
+    int exact = 1;
+    for (uint32_t idx = 0; idx < 20; idx++) {
+        AugBox bx = aug_rrc_box(H, W, &cfg, 11, 5, idx);
+        aug_train(o0, img, H, W, 3, &cfg, 11, 5, idx);
+        for (int oy = 0; oy < S; oy++)
+            for (int ox = 0; ox < S; ox++) {
+                double sy = clampd(bx.top + (oy + 0.5) * bx.h / S - 0.5, bx.top,
+                                   bx.top + bx.h - 1);
+                double sx = clampd(bx.left + (ox + 0.5) * bx.w / S - 0.5, bx.left,
+                                   bx.left + bx.w - 1);
+                for (int c = 0; c < 3; c++)
+                    ref[(oy * S + ox) * 3 + c] =
+                        (float)((ramp(c, sy, sx) / 255.0 - cfg.mean[c]) / cfg.std[c]);
+            }
+        for (size_t k = 0; k < n; k++)
+            if (fabsf(o0[k] - ref[k]) > 1e-4f) {
+                if (exact)
+                    printf("  index %u element %zu: got %g want %g (box %d %d %d %d)\n", idx, k,
+                           o0[k], ref[k], bx.top, bx.left, bx.h, bx.w);
+                exact = 0;
+                break;
+            }
+    }
+    check_true("rrc.output_is_box", exact, "RandomResizedCrop output differs (above)");
+
+    /* determinism: a pure function of (seed, epoch, index) */
+    cfg.hflip = 0.5f;
+    aug_train(o0, img, H, W, 3, &cfg, 11, 5, 9);
+    aug_train(o1, img, H, W, 3, &cfg, 11, 5, 9);
+    check_true("rrc.deterministic", memcmp(o0, o1, n * 4) == 0, "same key, different output");
+    aug_train(o1, img, H, W, 3, &cfg, 11, 5, 10);
+    check_true("rrc.index_differs", memcmp(o0, o1, n * 4) != 0, "index 9 == index 10");
+    aug_train(o1, img, H, W, 3, &cfg, 11, 6, 9);
+    check_true("rrc.epoch_differs", memcmp(o0, o1, n * 4) != 0, "epoch 5 == epoch 6");
+    aug_train(o1, img, H, W, 3, &cfg, 12, 5, 9);
+    check_true("rrc.seed_differs", memcmp(o0, o1, n * 4) != 0, "seed 11 == seed 12");
+
+    /* flip: same box, mirrored columns */
+    cfg.hflip = 0.0f;
+    aug_train(o0, img, H, W, 3, &cfg, 11, 5, 9);
+    cfg.hflip = 1.0f;
+    aug_train(o1, img, H, W, 3, &cfg, 11, 5, 9);
+    int mirror = 1;
+    for (int oy = 0; oy < S; oy++)
+        for (int ox = 0; ox < S; ox++)
+            for (int c = 0; c < 3; c++)
+                mirror &= o1[(oy * S + ox) * 3 + c] == o0[(oy * S + S - 1 - ox) * 3 + c];
+    check_true("hflip.mirrors", mirror, "flipped output is not the mirror image");
+    cfg.hflip = 0.5f;
+    int flips = 0;
+    for (uint32_t i = 0; i < 4000; i++) flips += aug_flip(&cfg, 3, 1, i);
+    check_true("hflip.p_half", flips > 2000 - 160 && flips < 2000 + 160,
+               "%d flips of 4000 (sd 32)", flips);
+    free(o0);
+    free(o1);
+    free(ref);
+    free(img);
+}
+
+/* ----------------------------------------------------------------- errors */
+
+static void test_errors(void)
+{
+    ImageFolder f;
+    char err[1024], p[512];
+    int st = imagefolder_open(&f, "/nonexistent/imagenet/train", err, sizeof err);
+    check_true("err.missing.status", st == IMGF_ERR_OPEN && f.n == 0, "status %d", st);
+    check_msg("err.missing.msg", err, "cannot open ImageFolder root /nonexistent/imagenet/"
+              "train: No such file or directory");
+    check_msg("err.missing.hint", imagefolder_hint(st), "pass --data synthetic to measure "
+              "throughput without a dataset");
+    imagefolder_free(&f);
+
+    path_of(p, sizeof p, "grad/ramp/g.png");
+    st = imagefolder_open(&f, p, err, sizeof err);
+    check_msg("err.file_root.msg", err, "g.png: Not a directory");
+
+    mkdir_p("%s/%s", "noclass");
+    path_of(p, sizeof p, "noclass/stray.png");
+    write_png("noclass/stray.png", 4, 4, 3, 1);
+    path_of(p, sizeof p, "noclass");
+    st = imagefolder_open(&f, p, err, sizeof err);
+    check_true("err.noclass.status", st == IMGF_ERR_EMPTY, "status %d", st);
+    check_msg("err.noclass.msg", err, "noclass has no class folders");
+    check_msg("err.noclass.hint", imagefolder_hint(st), "ROOT/CLASS/IMAGE.jpg");
+
+    mkdir_p("%s/%s", "emptycls");
+    mkdir_p("%s/emptycls/%s", "a");
+    mkdir_p("%s/emptycls/%s", "b");
+    write_png("emptycls/a/x.png", 4, 4, 3, 1);
+    path_of(p, sizeof p, "emptycls/b/readme.txt");
+    write_file(p, "x", 1);
+    path_of(p, sizeof p, "emptycls");
+    st = imagefolder_open(&f, p, err, sizeof err);
+    check_true("err.emptyclass.status", st == IMGF_ERR_EMPTY && f.classes == NULL,
+               "status %d", st);
+    check_msg("err.emptyclass.msg", err, "emptycls/b has no images (extensions .jpg");
+
+    /* a corrupt JPEG: a valid one cut short, and one of plain text */
+    mkdir_p("%s/%s", "corrupt");
+    mkdir_p("%s/corrupt/%s", "c");
+    write_jpg("corrupt/c/good.jpg", 32, 32, 3, 1);
+    path_of(p, sizeof p, "corrupt/c/good.jpg");
+    FILE *fp = fopen(p, "rb");
+    uint8_t buf[200];
+    size_t got = fp ? fread(buf, 1, sizeof buf, fp) : 0;
+    if (fp) fclose(fp);
+    path_of(p, sizeof p, "corrupt/c/short.jpg");
+    write_file(p, buf, got > 120 ? 120 : got);
+    path_of(p, sizeof p, "corrupt/c/text.png");
+    write_file(p, "this is not a png", 17);
+
+    ImageSource src;
+    path_of(p, sizeof p, "corrupt");
+    st = src_imagefolder_open(&src, p, 16, NULL, err, sizeof err);
+    check_true("err.corrupt.scan", st == IMGF_OK && src.n == 3, "%s", err);
+    if (st) return;
+    float out[16 * 16 * 3];
+    int32_t y;
+    for (uint32_t i = 0; i < 3; i++) {
+        const ImageFolder *f = src_imagefolder(&src);
+        const char *path = f && f->paths ? imagefolder_path(f, i) : NULL;
+        if (!path) break;
+        err[0] = 0;
+        st = src_get(&src, i, 1, 1, 0, out, &y, err, sizeof err);
+        if (strstr(path, "good.jpg")) {
+            check_true("err.corrupt.good_decodes", st == 0, "%s", err);
+            continue;
+        }
+        char want[600];
+        snprintf(want, sizeof want, "cannot decode %s: ", path);
+        check_true(strstr(path, "short") ? "err.truncated.status" : "err.text.status",
+                   st == -1, "status %d", st);
+        check_msg(strstr(path, "short") ? "err.truncated.msg" : "err.text.msg", err, want);
+        const char *why = strstr(err, ": ") ? strrchr(err, ':') + 2 : "";
+        check_true("err.corrupt.reason", *why != 0, "no stb reason in \"%s\"", err);
+    }
+    check_msg("err.decode.hint", imagefolder_hint(IMGF_ERR_DECODE), "does not skip");
+    path_of(p, sizeof p, "corrupt/c/none.jpg");
+    int H, W;
+    uint8_t *img = image_decode(p, &H, &W, err, sizeof err);
+    check_true("err.decode_missing", img == NULL, "decoded a missing file");
+    check_msg("err.decode_missing.msg", err, "none.jpg: No such file or directory");
+    src_free(&src);
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+int main(void)
+{
+    snprintf(tmp, sizeof tmp, "%s/ctrain_imgf_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmp)) { perror("mkdtemp"); return 1; }
+    test_scan();
+    test_val();
+    test_rrc();
+    test_errors();
+    nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    struct stat sb;
+    check_true("cleanup", stat(tmp, &sb) != 0, "%s still exists", tmp);
+    return check_summary();
+}
