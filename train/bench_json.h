@@ -1,0 +1,129 @@
+/* bench_json.h — the benchmark's JSON file: one file per run, schema
+ * "ctrain-bench/1", read by scripts/report.py together with the JSON lines of
+ * scripts/torch_bench.py (the fields they share have the same names and
+ * units: engine, mode, model, precision, batch, seq, image_size, layout,
+ * steps, warmup, samples_per_s, samples_per_s_min, samples_per_s_max,
+ * ms_per_step, peak_mem_bytes, final_loss, error).
+ *
+ *   {"schema": "ctrain-bench/1",
+ *    "command": "ctrain bench ...",
+ *    "machine": {"gpu_name", "gpu_memory_bytes", "gpu_count", "driver",
+ *                "cuda_runtime", "cudnn", "cublas", "cpu", "host",
+ *                "ctrain_revision", "date"},
+ *    "results": [{"engine": "ctrain", "mode", "model", "precision", "batch",
+ *                 "seq", "image_size", "layout", "steps", "warmup",
+ *                 "samples_per_s", "samples_per_s_min", "samples_per_s_max",
+ *                 "ms_per_step", "peak_mem_bytes", "flops_per_sample",
+ *                 "peak_tflops", "mfu_peak", "ceiling_tflops",
+ *                 "mfu_measured_ceiling", "power_avg_w", "power_peak_w",
+ *                 "energy_j", "temp_avg_c", "temp_max_c", "sm_clock_avg_mhz",
+ *                 "sm_clock_min_mhz", "throttle", "samples_per_s_per_w",
+ *                 "final_loss", "error", "soak": {...}}, ...],
+ *    "ceilings": [{"name": "matmul fp16 8192^3", "precision": "fp16",
+ *                  "tflops": 731.2}, ...]}
+ *
+ * A figure that was not measured is ABSENT (the key is omitted), never 0 or
+ * null: doubles that are NaN, integers < 0 and NULL or "" strings are left
+ * out. Units: bytes, seconds, W, C, MHz, TFLOP/s (1e12); mfu_* are fractions
+ * (0.42 = 42%) of peak_tflops / ceiling_tflops.
+ */
+#ifndef CTRAIN_TRAIN_BENCH_JSON_H
+#define CTRAIN_TRAIN_BENCH_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "soak.h"
+
+#define BENCH_SCHEMA "ctrain-bench/1"
+
+/* ---- A small JSON builder into a growing buffer, pretty-printed.
+ * key is NULL for array elements and the top-level value. */
+typedef struct JsonW {
+    char *buf;
+    size_t len, cap;
+    int depth;
+    unsigned char has_item[32];   /* per depth: an item was written (comma next) */
+    int oom;                      /* an allocation failed: the text is incomplete */
+} JsonW;
+
+void jsonw_init(JsonW *w);
+void jsonw_free(JsonW *w);
+void jsonw_obj_begin(JsonW *w, const char *key);
+void jsonw_obj_end(JsonW *w);
+void jsonw_arr_begin(JsonW *w, const char *key);
+void jsonw_arr_end(JsonW *w);
+/* Optional fields: NaN/inf, v < 0, NULL/"" are omitted. */
+void jsonw_num(JsonW *w, const char *key, double v);
+void jsonw_int(JsonW *w, const char *key, int64_t v);
+void jsonw_str(JsonW *w, const char *key, const char *v);
+/* Always written. */
+void jsonw_bool(JsonW *w, const char *key, int v);
+
+/* ---- The run. Strings "" = unknown. */
+typedef struct BenchMachine {
+    char gpu_name[256];           /* cudaDeviceProp.name */
+    int64_t gpu_memory_bytes;     /* -1 unknown */
+    int gpu_count;                /* -1 unknown */
+    char driver[64];              /* NVIDIA driver, "580.65.06" */
+    char cuda_runtime[32];        /* "13.0" */
+    char cudnn[32];               /* "9.14.0" */
+    char cublas[32];              /* "13.1.0" */
+    char cpu[160];
+    char host[128];
+    char ctrain_revision[64];     /* git describe --always --dirty */
+    char date[40];                /* UTC, ISO 8601 */
+} BenchMachine;
+
+/* One config and what was measured for it. Initialize with
+ * bench_result_init (everything absent), then set what you have. */
+typedef struct BenchResult {
+    const char *engine;           /* "ctrain" */
+    const char *mode;             /* "eager", "graph" */
+    const char *model, *precision, *layout;
+    int batch, seq, image_size, steps, warmup;  /* -1 absent */
+    double samples_per_s, samples_per_s_min, samples_per_s_max, ms_per_step;
+    double peak_mem_bytes;
+    double flops_per_sample;
+    double peak_tflops, mfu_peak;                 /* datasheet peak (peaks.h) */
+    double ceiling_tflops, mfu_measured_ceiling;  /* matmul measured this run */
+    double power_avg_w, power_peak_w, energy_j;
+    double temp_avg_c, temp_max_c, sm_clock_avg_mhz, sm_clock_min_mhz;
+    const char *throttle;         /* slowdown reasons seen: "none", "sw_power_cap" */
+    double samples_per_s_per_w;
+    double final_loss;
+    const char *error;            /* "out of memory", a CUDA error, ... */
+    const SoakSummary *soak;      /* --soak only */
+} BenchResult;
+
+typedef struct BenchCeiling {
+    const char *name;             /* "matmul fp16 8192^3" */
+    const char *precision;
+    double tflops;
+} BenchCeiling;
+
+typedef struct BenchRun {
+    BenchMachine machine;
+    const char *command;
+    const BenchResult *results;
+    int n_results;
+    const BenchCeiling *ceilings;
+    int n_ceilings;
+} BenchRun;
+
+void bench_result_init(BenchResult *r);
+/* Fill what this process can find out: CPU, host, date, revision always;
+ * GPU name, memory, count, CUDA/cuDNN/cuBLAS versions in CUDA builds (device
+ * `device`); the driver version through NVML when it is available. */
+void bench_machine_collect(BenchMachine *m, int device);
+
+/* The whole document, malloc'd and NUL-terminated (free it); NULL on OOM. */
+char *bench_json_string(const BenchRun *run);
+/* Write it to path; 0, or -1 with errno set. */
+int bench_json_write_file(const char *path, const BenchRun *run);
+
+/* Append one result / a soak summary object (for other writers). */
+void bench_json_result(JsonW *w, const BenchResult *r);
+void bench_json_soak(JsonW *w, const char *key, const SoakSummary *s);
+
+#endif
