@@ -114,6 +114,23 @@ void ad_backward(Ctx *c, Tensor *loss, float seed)
     ad_backward_from(c, loss);
 }
 
+void ad_backward_dev(Ctx *c, Tensor *loss, const float *seed_dev, float mult)
+{
+    CT_ASSERT(loss->numel == 1 && loss->dtype == DT_F32, "backward needs a scalar f32 loss");
+    if (!loss->requires_grad)
+        ct_fatal_hint("check that the model's parameters were registered and grad mode is on",
+                      "backward on a loss that does not depend on anything requiring grad");
+    if (!loss->grad) loss->grad = tensor_new_like(c, loss, DT_F32);
+    if (c->device == DEV_CPU) {
+        *(float *)loss->grad->data = mult * *seed_dev;
+    } else {
+#ifdef CTRAIN_CUDA
+        scale_forward_cuda(loss->grad->data, seed_dev, mult, DT_F32, 1, 0, c->stream);
+#endif
+    }
+    ad_backward_from(c, loss);
+}
+
 void ad_backward_from(Ctx *c, Tensor *out)
 {
     Tape *t = c->tape;

@@ -75,6 +75,10 @@ Tensor *ad_grad_dst(Ctx *c, Tensor *x, int *accum);
 /* Backpropagate from a scalar loss with d(loss) = seed (1, or the grad
  * scaler's scale). Empties the tape. */
 void ad_backward(Ctx *c, Tensor *loss, float seed);
+/* Same, with d(loss) = mult * (*seed_dev) read on the device: the grad
+ * scaler's scale never comes to the host, so the step needs no sync and can
+ * be captured in a CUDA graph. (On the CPU seed_dev is host memory.) */
+void ad_backward_dev(Ctx *c, Tensor *loss, const float *seed_dev, float mult);
 /* Walk the tape from `out`, whose gradient the caller has already placed in
  * out->grad (recompute's sub-tapes). Empties the tape. */
 void ad_backward_from(Ctx *c, Tensor *out);

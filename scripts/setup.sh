@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # setup.sh — install the Debian packages ctrain needs, when missing:
-# a C toolchain, zlib (gzip), stb_image, and the Fashion-MNIST data set.
+# a C toolchain, zlib (gzip), stb_image, the Fashion-MNIST data set and
+# the fortunes text corpus (BERT pre-training and the classification task).
 set -euo pipefail
 need=()
-for p in build-essential zlib1g-dev libstb-dev dataset-fashion-mnist; do
+for p in build-essential zlib1g-dev libstb-dev dataset-fashion-mnist fortunes; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi

@@ -121,8 +121,8 @@ static void test_mlp_training(Ctx *cpu, Ctx *gpu)
         for (int i = 0; i < 32; i++) b.y[i] = (int32_t)(check_uniform(0, 10)) % 10;
         lc[s] = mlp_step(cpu, &mc, &b, 32);
         lg[s] = mlp_step(gpu, &mg, &b, 32);
-        sgd_step(&oc, &mc.params, 0.05f);
-        sgd_step(&og, &mg.params, 0.05f);
+        sgd_step(&oc, &mc.params, 0.05f, NULL);
+        sgd_step(&og, &mg.params, 0.05f, NULL);
         params_zero_grad(&mc.params);
         params_zero_grad(&mg.params);
     }

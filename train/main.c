@@ -10,6 +10,7 @@ static void usage(void)
            "usage: ctrain COMMAND [options]\n\n"
            "commands:\n"
            "  train   train a model      (ctrain train --help)\n"
+           "  eval    evaluate saved weights on a held-out split (ctrain eval --help)\n"
            "  info    the device, CUDA, cuDNN and cuBLAS versions\n"
            "  help    this text\n");
 }
@@ -22,6 +23,7 @@ int main(int argc, char **argv)
         return argc < 2 ? 1 : 0;
     }
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 2, argv + 2);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 2, argv + 2);
     ct_fatal_hint("run 'ctrain help' for the list of commands", "unknown command '%s'", argv[1]);
 }

@@ -23,13 +23,14 @@ void sgd_init(Sgd *o, ParamSet *ps, float momentum, float weight_decay, int nest
     }
 }
 
-void sgd_step(Sgd *o, ParamSet *ps, float lr)
+void sgd_step(Sgd *o, ParamSet *ps, float lr, const int *skip)
 {
     Ctx *c = ps->ctx;
     /* group ranges: [0, n_decay) with weight decay, [n_decay, total) without */
     size_t off[2] = {0, ps->n_decay}, len[2] = {ps->n_decay, ps->total - ps->n_decay};
     float wd[2] = {o->weight_decay, 0.0f};
     if (c->device == DEV_CPU) {
+        if (skip && *skip) return;   /* CPU "device" memory is host memory */
         for (int g = 0; g < 2; g++)
             sgd_step_cpu(ps->data + off[g], o->m + off[g], ps->grad + off[g], len[g], lr,
                          o->momentum, wd[g], o->nesterov);
@@ -40,7 +41,7 @@ void sgd_step(Sgd *o, ParamSet *ps, float lr)
     fill_cuda(o->lr_dev, DT_F32, lr, 1, c->stream);
     for (int g = 0; g < 2; g++)
         sgd_step_cuda(ps->data + off[g], o->m + off[g], NULL, DT_F32, ps->grad + off[g], len[g],
-                      o->lr_dev, o->momentum, wd[g], o->nesterov, NULL, c->stream);
+                      o->lr_dev, o->momentum, wd[g], o->nesterov, skip, c->stream);
 #endif
 }
 

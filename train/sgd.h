@@ -19,7 +19,8 @@ typedef struct Sgd {
 } Sgd;
 
 void sgd_init(Sgd *o, ParamSet *ps, float momentum, float weight_decay, int nesterov);
-void sgd_step(Sgd *o, ParamSet *ps, float lr);
+/* skip: a device flag (the grad scaler's found_inf) or NULL; CPU ignores it. */
+void sgd_step(Sgd *o, ParamSet *ps, float lr, const int *skip);
 void sgd_free(Sgd *o, ParamSet *ps);
 
 #endif

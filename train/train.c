@@ -1,11 +1,15 @@
-/* train.c — `ctrain train`: the training loop for image classification.
+/* train.c — `ctrain train` and `ctrain eval`: the training loop.
  *
- * One step:  host batch -> pinned buffer -> async copy into the static input
- * tensors -> forward (ops record the tape) -> f32 loss -> backward (tape in
- * reverse, gradients += into the one buffer) -> optimizer -> zero grads.
- * The host only waits for the device when it reports (every --log-every
- * steps), so batch preparation overlaps the previous step's GPU work; two
- * pinned buffers alternate and an event per buffer says when it is free.
+ * One optimizer step:
+ *   for k in 1..K (accumulation):
+ *       feed -> static input tensors (async copy from pinned memory)
+ *       loss = model loss (ops record the tape; autocast picks dtypes)
+ *       backward from d(loss) = scale / K (scale: the fp16 grad scaler's, on
+ *       the device; 1 otherwise) -> gradients += into the one buffer
+ *   unscale + inf/nan check (fp16) -> clip (optional) -> optimizer (skips
+ *   itself on the device flag) -> scaler update -> zero gradients
+ * The host waits for the device only when it reports (--log-every), so the
+ * data for the next step is prepared while the GPU runs this one.
  */
 #include "train.h"
 
@@ -13,129 +17,62 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../data/fashion_mnist.h"
-#include "../data/shuffle.h"
 #include "../engine/autograd.h"
 #include "../engine/error.h"
 #include "../engine/log.h"
 #include "../engine/mem.h"
-#include "../models/mlp.h"
 #include "../ops/ops.h"
+#include "checkpoint.h"
+#include "eval.h"
+#include "feed.h"
+#include "grad_scaler.h"
 #include "jsonlog.h"
+#include "model_build.h"
+#include "optimizer.h"
 #include "options.h"
 #include "progress.h"
-#include "sgd.h"
+#include "schedule.h"
 
-/* Pinned host batch buffers, double-buffered against the async copies. */
-typedef struct Stager {
-    float *x[2];
-    int32_t *y[2];
-#ifdef CTRAIN_CUDA
-    cudaEvent_t done[2];
-#endif
-    int k;
-} Stager;
-
-static void stager_init(Stager *s, Ctx *c, int B, int feat)
+static void setup_ctx(Ctx *c, TrainOptions *o)
 {
-    memset(s, 0, sizeof *s);
-    for (int i = 0; i < 2; i++) {
-        s->x[i] = (float *)mem_host_pinned(c, (size_t)B * feat * sizeof(float));
-        s->y[i] = (int32_t *)mem_host_pinned(c, (size_t)B * sizeof(int32_t));
-#ifdef CTRAIN_CUDA
-        if (c->device == DEV_CUDA)
-            CUDA_CHECK(cudaEventCreateWithFlags(&s->done[i], cudaEventDisableTiming));
-#endif
-    }
+    ctx_init(c, o->device, o->device_id, o->seed);
+    c->allow_tf32 = !strcmp(o->precision, "tf32");
+    c->autocast = options_autocast(o);
+    if (c->device == DEV_CPU && c->autocast != DT_F32)
+        LOG_W("--precision %s on the CPU backend: computed in f32 and rounded, as a reference "
+              "(slow; the GPU is where reduced precision pays)", o->precision);
 }
 
-/* The next free buffer pair: waits only if its previous copy has not run. */
-static int stager_acquire(Stager *s, Ctx *c)
+static FeedSpec feed_spec(const TrainOptions *o)
 {
-    s->k ^= 1;
-#ifdef CTRAIN_CUDA
-    if (c->device == DEV_CUDA) CUDA_CHECK(cudaEventSynchronize(s->done[s->k]));
-#else
-    (void)c;
-#endif
-    return s->k;
+    FeedSpec s = {o->data, o->model, o->batch, o->eval_batch, o->image_size, o->workers,
+                  o->classes, o->seed};
+    return s;
 }
 
-static void stager_upload(Stager *s, Ctx *c, Tensor *x, Tensor *y)
+static void log_config(FILE *f, const TrainOptions *o, const Model *m, const Feed *fd,
+                       long total_steps, const Ctx *c)
 {
-    mem_to_device_async(c, x->data, s->x[s->k], x->numel * sizeof(float));
-    mem_to_device_async(c, y->data, s->y[s->k], y->numel * sizeof(int32_t));
-#ifdef CTRAIN_CUDA
-    if (c->device == DEV_CUDA) CUDA_CHECK(cudaEventRecord(s->done[s->k], c->stream));
-#endif
-}
-
-static void stager_free(Stager *s, Ctx *c)
-{
-    ctx_sync(c);
-    for (int i = 0; i < 2; i++) {
-        mem_host_pinned_free(c, s->x[i]);
-        mem_host_pinned_free(c, s->y[i]);
-#ifdef CTRAIN_CUDA
-        if (c->device == DEV_CUDA) CUDA_CHECK(cudaEventDestroy(s->done[i]));
-#endif
-    }
-}
-
-typedef struct EvalResult {
-    double loss, acc;
-    long n;
-} EvalResult;
-
-/* Accuracy and mean loss over a whole split, in no-grad mode. */
-static EvalResult evaluate(Ctx *c, Model *m, const FashionMnist *ds, int split, int B)
-{
-    EvalResult r = {0, 0, 0};
-    const FmnistSplit *sp = &ds->split[split];
-    int grad = ad_set_grad(c, 0);
-    float *xh = (float *)malloc((size_t)B * FMNIST_PIXELS * sizeof(float));
-    int32_t *yh = (int32_t *)malloc((size_t)B * sizeof(int32_t));
-    uint32_t *idx = (uint32_t *)malloc((size_t)B * sizeof(uint32_t));
-    float *logits = (float *)malloc((size_t)B * m->classes * sizeof(float));
-    double loss_sum = 0;
-    long correct = 0;
-    for (uint32_t start = 0; start < sp->n; start += (uint32_t)B) {
-        int b = (int)((sp->n - start) < (uint32_t)B ? sp->n - start : (uint32_t)B);
-        for (int i = 0; i < b; i++) idx[i] = start + (uint32_t)i;
-        fmnist_batch_f32(xh, yh, ds, split, idx, b, FMNIST_MEAN, FMNIST_STD);
-        Tensor *x = tensor_from_host(c, xh, DT_F32, 2, (int64_t[]){b, FMNIST_PIXELS});
-        Tensor *y = tensor_from_host(c, yh, DT_I32, 1, (int64_t[]){b});
-        Tensor *z = m->forward(c, m, x);
-        Tensor *loss = op_cross_entropy(c, z, y, -1, 0.0f);
-        float lv;
-        tensor_to_f32(&lv, loss);
-        tensor_to_f32(logits, z);
-        loss_sum += (double)lv * b;
-        for (int i = 0; i < b; i++) {
-            int best = 0;
-            for (int k = 1; k < m->classes; k++)
-                if (logits[i * m->classes + k] > logits[i * m->classes + best]) best = k;
-            correct += best == yh[i];
-        }
-        tensor_release(loss);
-        tensor_release(z);
-        tensor_release(x);
-        tensor_release(y);
-    }
-    free(xh); free(yh); free(idx); free(logits);
-    ad_set_grad(c, grad);
-    r.n = (long)sp->n;
-    r.loss = loss_sum / (double)(sp->n ? sp->n : 1);
-    r.acc = (double)correct / (double)(sp->n ? sp->n : 1);
-    return r;
-}
-
-static const char *data_dir(const char *spec)
-{
-    if (!strcmp(spec, "fashion-mnist")) return NULL;
-    if (!strncmp(spec, "fashion-mnist:", 14) && spec[14]) return spec + 14;
-    ct_fatal_hint("pass --data fashion-mnist, or --data fashion-mnist:DIR for a copy in DIR",
-                  "--data: unknown data set '%s'", spec);
+    JsonLine j;
+    json_begin(&j, "config");
+    json_str(&j, "model", o->model);
+    json_str(&j, "data", o->data);
+    json_str(&j, "data_desc", fd->desc);
+    json_str(&j, "device", ctx_device_name(c));
+    json_str(&j, "precision", o->precision);
+    json_str(&j, "optimizer", optim_name(o->optim));
+    json_str(&j, "schedule", sched_name(o->schedule));
+    json_int(&j, "batch", o->batch);
+    json_int(&j, "accum", o->accum);
+    json_int(&j, "steps", total_steps);
+    json_int(&j, "params", (int64_t)m->params.total);
+    json_num(&j, "lr", o->lr);
+    json_int(&j, "warmup", o->warmup);
+    json_num(&j, "weight_decay", o->weight_decay);
+    json_num(&j, "label_smoothing", o->label_smoothing);
+    json_int(&j, "recompute_every", o->recompute.every);
+    json_int(&j, "seed", (int64_t)o->seed);
+    json_end(&j, f);
 }
 
 int cmd_train(int argc, char **argv)
@@ -144,140 +81,184 @@ int cmd_train(int argc, char **argv)
     train_options_default(&o);
     if (ctx_cuda_available()) o.device = DEV_CUDA;
     train_options_parse(&o, argc, argv, "train");
-
-    FashionMnist ds;
-    fmnist_load_or_die(&ds, data_dir(o.data));
-    const FmnistSplit *tr = &ds.split[FMNIST_TRAIN];
-    if ((uint32_t)o.batch > tr->n)
-        ct_fatal_hint("pass a smaller --batch", "--batch %d is larger than the %u training images",
-                      o.batch, tr->n);
+    if (o.graph)
+        LOG_W("--graph: CUDA graph capture of the step is not available yet in this build; "
+              "running eager");
 
     FILE *logf = NULL;
-    if (o.log_path[0]) {
-        logf = fopen(o.log_path, "w");
-        if (!logf) ct_fatal_hint("check the folder exists and is writable",
-                                 "cannot open log file %s for writing", o.log_path);
-    }
-
+    if (o.log_path[0] && !(logf = fopen(o.log_path, "w")))
+        ct_fatal_hint("check that the folder exists and is writable", "cannot open log file %s",
+                      o.log_path);
     Ctx c;
-    ctx_init(&c, o.device, o.device_id, o.seed);
-    c.allow_tf32 = !strcmp(o.precision, "tf32");
+    setup_ctx(&c, &o);
+    Feed fd;
+    FeedSpec fs = feed_spec(&o);
+    feed_open(&fd, &c, &fs);
     Model m;
-    mlp_create(&m, &c, FMNIST_PIXELS, o.hidden, o.n_hidden, FMNIST_CLASSES, o.seed);
-    Sgd opt;
-    sgd_init(&opt, &m.params, o.momentum, o.weight_decay, o.nesterov);
+    model_build(&m, &c, &o, fd.classes);
+    if (o.load_path[0]) ckpt_load_params_or_die(&m.params, o.load_path, m.name, 0);
+    Optimizer opt;
+    optimizer_init(&opt, &m.params, &o);
+    GradScaler sc;
+    scaler_init_for(&sc, &c, c.autocast);
 
-    long steps_per_epoch = (long)(tr->n / (uint32_t)o.batch);   /* last partial batch dropped */
-    long total_steps = o.steps ? o.steps : steps_per_epoch * o.epochs;
-    int epochs = (int)((total_steps + steps_per_epoch - 1) / steps_per_epoch);
-    LOG_I("train %s on %s: %zu parameters, %u images, batch %d, %ld steps (%d epoch%s), device %s",
-          m.name, o.data, m.params.total, tr->n, o.batch, total_steps, epochs,
-          epochs == 1 ? "" : "s", ctx_device_name(&c));
-    if (logf) {
-        JsonLine j;
-        json_begin(&j, "config");
-        json_str(&j, "model", m.name);
-        json_str(&j, "data", o.data);
-        json_str(&j, "device", ctx_device_name(&c));
-        json_str(&j, "precision", o.precision);
-        json_int(&j, "batch", o.batch);
-        json_int(&j, "steps", total_steps);
-        json_int(&j, "params", (int64_t)m.params.total);
-        json_num(&j, "lr", o.lr);
-        json_num(&j, "momentum", o.momentum);
-        json_num(&j, "weight_decay", o.weight_decay);
-        json_int(&j, "seed", (int64_t)o.seed);
-        json_end(&j, logf);
+    long bpe = fd.batches_per_epoch;
+    long steps_per_epoch = bpe / o.accum;
+    if (steps_per_epoch < 1)
+        ct_fatal_hint("lower --accum or --batch", "an epoch has %ld batches, fewer than --accum %d",
+                      bpe, o.accum);
+    long total = o.steps ? o.steps : steps_per_epoch * o.epochs;
+    int epochs = (int)((total + steps_per_epoch - 1) / steps_per_epoch);
+    Schedule sch = {o.schedule, o.lr, o.final_lr, o.warmup, total, 1.0f, 0.1f, {0}, 0};
+    if (o.schedule == SCHED_STEP) {   /* decay x0.1 at 1/3 and 2/3 of the run */
+        sch.milestones[0] = total / 3;
+        sch.milestones[1] = 2 * total / 3;
+        sch.n_milestones = 2;
     }
+    LOG_I("train %s (%zu parameters) on %s; batch %d x accum %d, %ld steps (%d epoch%s), %s, %s",
+          m.name, m.params.total, fd.desc, o.batch, o.accum, total, epochs, epochs == 1 ? "" : "s",
+          ctx_device_name(&c), o.precision);
+    if (logf) log_config(logf, &o, &m, &fd, total, &c);
 
-    Tensor *x = tensor_new(&c, DT_F32, 2, (int64_t[]){o.batch, FMNIST_PIXELS});
-    Tensor *y = tensor_new(&c, DT_I32, 1, (int64_t[]){o.batch});
-    Stager st;
-    stager_init(&st, &c, o.batch, FMNIST_PIXELS);
-    uint32_t *perm = (uint32_t *)malloc(tr->n * sizeof(uint32_t));
     Progress pg;
     progress_init(&pg);
-
     double t0 = progress_now(), t_last = t0;
-    long step = 0, last_step = 0;
-    double loss_v = NAN;
-    for (int epoch = 0; epoch < epochs && step < total_steps; epoch++) {
-        shuffle_perm(perm, tr->n, o.seed, (uint64_t)epoch);
-        for (long s = 0; s < steps_per_epoch && step < total_steps; s++) {
-            int k = stager_acquire(&st, &c);
-            fmnist_batch_f32(st.x[k], st.y[k], &ds, FMNIST_TRAIN, perm + s * o.batch, o.batch,
-                             FMNIST_MEAN, FMNIST_STD);
-            stager_upload(&st, &c, x, y);
-
-            Tensor *logits = m.forward(&c, &m, x);
-            Tensor *loss = op_cross_entropy(&c, logits, y, -1, o.label_smoothing);
-            tensor_release(logits);
-            ad_backward(&c, loss, 1.0f);
-            sgd_step(&opt, &m.params, o.lr);
-            params_zero_grad(&m.params);
-            step++;
-
-            if (step % o.log_every == 0 || step == total_steps) {
-                float lv;
-                tensor_to_f32(&lv, loss);    /* waits for the step: timing is honest */
-                ctx_check_flags(&c);
-                loss_v = lv;
-                if (!isfinite(loss_v))
-                    ct_fatal_hint("lower --lr", "the loss became %g at step %ld", loss_v, step);
-                double now = progress_now();
-                double sps = (double)(step - last_step) * o.batch / (now - t_last);
-                double eta = (now - t0) / (double)step * (double)(total_steps - step);
-                char eb[32], mb[32];
-                progress_update(&pg, "epoch %d/%d  step %ld/%ld  loss %.4f  lr %.4g  %.0f samples/s  ETA %s  mem %s",
-                                epoch + 1, epochs, step, total_steps, loss_v, (double)o.lr, sps,
-                                progress_fmt_time(eb, sizeof eb, eta),
-                                mem_fmt(mb, sizeof mb, c.mem.current));
-                if (logf) {
-                    JsonLine j;
-                    json_begin(&j, "step");
-                    json_int(&j, "step", step);
-                    json_int(&j, "epoch", epoch + 1);
-                    json_num(&j, "loss", loss_v);
-                    json_num(&j, "lr", o.lr);
-                    json_num(&j, "samples_per_s", sps);
-                    json_int(&j, "mem_bytes", (int64_t)c.mem.current);
-                    json_int(&j, "peak_mem_bytes", (int64_t)c.mem.peak);
-                    json_num(&j, "time_s", now - t0);
-                    json_end(&j, logf);
-                }
-                t_last = now;
-                last_step = step;
-            }
-            tensor_release(loss);
+    long step = 0, last_step = 0, micro = 0;
+    float lr = 0;
+    mem_reset_peak(&c);
+    while (step < total) {
+        lr = sched_lr(&sch, step);
+        Tensor *last_loss = NULL;
+        for (int k = 0; k < o.accum; k++, micro++) {
+            uint64_t epoch = (uint64_t)(micro / (steps_per_epoch * o.accum));
+            uint32_t bi = (uint32_t)(micro % (steps_per_epoch * o.accum));
+            fd.next(&fd, &c, epoch, bi);
+            Tensor *loss = model_loss(&c, &m, fd.in, o.label_smoothing, NULL);
+            if (sc.enabled) ad_backward_dev(&c, loss, scaler_scale(&sc), 1.0f / (float)o.accum);
+            else ad_backward(&c, loss, 1.0f / (float)o.accum);
+            tensor_release(last_loss);
+            last_loss = loss;
         }
+        scaler_unscale(&sc, m.params.grad, m.params.total);
+        if (o.clip > 0) scaler_clip(&sc, m.params.grad, m.params.total, o.clip);
+        optimizer_step(&opt, &m.params, lr, scaler_found_inf(&sc));
+        scaler_update(&sc);
+        params_zero_grad(&m.params);
+        step++;
+
+        if (step % o.log_every == 0 || step == total) {
+            float lv;
+            tensor_to_f32(&lv, last_loss);   /* waits for the step: the timing is honest */
+            ctx_check_flags(&c);
+            ScalerState ss;
+            float gnorm = NAN;
+            scaler_read(&sc, &ss, o.clip > 0 ? &gnorm : NULL);
+            if (!isfinite(lv) && !sc.enabled)
+                ct_fatal_hint("lower --lr, add --warmup or --clip", "the loss became %g at step %ld",
+                              (double)lv, step);
+            double now = progress_now();
+            double sps = (double)(step - last_step) * o.batch * o.accum / (now - t_last);
+            double eta = (now - t0) / (double)step * (double)(total - step);
+            double drate = fd.data_rate(&fd);
+            char eb[32], mb[32], pb[32], db[48] = "", sb[64] = "";
+            if (isfinite(drate)) snprintf(db, sizeof db, "  data %.0f img/s", drate);
+            if (sc.enabled) snprintf(sb, sizeof sb, "  scale %g skipped %lld", (double)ss.scale,
+                                     (long long)ss.skipped);
+            progress_update(&pg, "epoch %ld/%d  step %ld/%ld  loss %.4f  lr %.4g  %.0f samples/s%s%s  ETA %s  mem %s (peak %s)",
+                            (long)((micro - 1) / (steps_per_epoch * o.accum)) + 1, epochs, step,
+                            total, (double)lv, (double)lr, sps, db, sb,
+                            progress_fmt_time(eb, sizeof eb, eta),
+                            mem_fmt(mb, sizeof mb, c.mem.current), mem_fmt(pb, sizeof pb, c.mem.peak));
+            if (logf) {
+                JsonLine j;
+                json_begin(&j, "step");
+                json_int(&j, "step", step);
+                json_int(&j, "epoch", (micro - 1) / (steps_per_epoch * o.accum) + 1);
+                json_num(&j, "loss", lv);
+                json_num(&j, "lr", lr);
+                json_num(&j, "samples_per_s", sps);
+                json_num(&j, "data_images_per_s", drate);
+                json_int(&j, "mem_bytes", (int64_t)c.mem.current);
+                json_int(&j, "peak_mem_bytes", (int64_t)c.mem.peak);
+                if (sc.enabled) {
+                    json_num(&j, "loss_scale", ss.scale);
+                    json_int(&j, "skipped_steps", (int64_t)ss.skipped);
+                }
+                if (o.clip > 0) json_num(&j, "grad_norm", gnorm);
+                json_num(&j, "time_s", now - t0);
+                json_end(&j, logf);
+            }
+            t_last = now;
+            last_step = step;
+        }
+        tensor_release(last_loss);
     }
     progress_done(&pg);
+    ctx_sync(&c);
     double train_s = progress_now() - t0;
+    printf("trained %ld steps in %.1f s (%.0f samples/s), peak memory %.1f MiB\n", step, train_s,
+           (double)step * o.batch * o.accum / train_s, (double)c.mem.peak / (1024.0 * 1024.0));
 
-    EvalResult ev = evaluate(&c, &m, &ds, FMNIST_TEST, 1000);
-    printf("test accuracy %.2f%%  test loss %.4f  (%ld images; trained %ld steps in %.1f s, %.0f samples/s)\n",
-           100.0 * ev.acc, ev.loss, ev.n, step, train_s, (double)step * o.batch / train_s);
-    if (logf) {
-        JsonLine j;
-        json_begin(&j, "eval");
-        json_str(&j, "split", "test");
-        json_int(&j, "step", step);
-        json_num(&j, "test_acc", ev.acc);
-        json_num(&j, "test_loss", ev.loss);
-        json_int(&j, "test_n", ev.n);
-        json_num(&j, "train_time_s", train_s);
-        json_int(&j, "peak_mem_bytes", (int64_t)c.mem.peak);
-        json_end(&j, logf);
-        fclose(logf);
+    if (o.save_path[0]) {
+        char steps_s[32];
+        snprintf(steps_s, sizeof steps_s, "%ld", step);
+        const char *meta[] = {"model", o.model, "steps", steps_s, "precision", o.precision};
+        ckpt_save_params_or_die(&m.params, o.save_path, meta, 3);
+        printf("saved %s\n", o.save_path);
     }
-
-    free(perm);
-    stager_free(&st, &c);
-    tensor_release(x);
-    tensor_release(y);
-    sgd_free(&opt, &m.params);
+    if (fd.has_eval) {
+        EvalResult ev = evaluate(&c, &m, &fd);
+        printf("test accuracy %.2f%% (top-5 %.2f%%)  test loss %.4f  (%ld images)\n",
+               100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n);
+        if (logf) {
+            JsonLine j;
+            json_begin(&j, "eval");
+            json_str(&j, "split", "test");
+            json_int(&j, "step", step);
+            json_num(&j, "test_acc", ev.top1);
+            json_num(&j, "test_top5", ev.top5);
+            json_num(&j, "test_loss", ev.loss);
+            json_int(&j, "test_n", ev.n);
+            json_num(&j, "train_time_s", train_s);
+            json_int(&j, "peak_mem_bytes", (int64_t)c.mem.peak);
+            json_end(&j, logf);
+        }
+    }
+    if (logf) fclose(logf);
+    scaler_free(&sc);
+    optimizer_free(&opt, &m.params);
     model_free(&m);
+    feed_close(&fd, &c);
     ctx_free(&c);
-    fmnist_free(&ds);
+    return 0;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    TrainOptions o;
+    train_options_default(&o);
+    if (ctx_cuda_available()) o.device = DEV_CUDA;
+    train_options_parse(&o, argc, argv, "eval");
+    if (!o.load_path[0])
+        ct_fatal_hint("pass --load FILE (a checkpoint written with --save, or a PyTorch state_dict "
+                      "saved as safetensors)", "eval needs weights");
+    Ctx c;
+    setup_ctx(&c, &o);
+    Feed fd;
+    FeedSpec fs = feed_spec(&o);
+    fs.batch = 1;   /* the training side of the feed is not used */
+    feed_open(&fd, &c, &fs);
+    if (!fd.has_eval)
+        ct_fatal_hint("pass an ImageFolder root with a val/ folder, or --data fashion-mnist",
+                      "--data %s has no held-out split to evaluate", o.data);
+    Model m;
+    model_build(&m, &c, &o, fd.classes);
+    ckpt_load_params_or_die(&m.params, o.load_path, m.name, 0);
+    EvalResult ev = evaluate(&c, &m, &fd);
+    printf("%s on %s: top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld images)\n", m.name, fd.desc,
+           100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n);
+    model_free(&m);
+    feed_close(&fd, &c);
+    ctx_free(&c);
     return 0;
 }

@@ -1,8 +1,9 @@
-/* train.h — the subcommands: train, info. */
+/* train.h — the subcommands: train, eval, info. */
 #ifndef CTRAIN_TRAIN_TRAIN_H
 #define CTRAIN_TRAIN_TRAIN_H
 
 int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 
 #endif

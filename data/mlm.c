@@ -1,0 +1,329 @@
+/* mlm.c — packing and masking of BERT pre-training batches (see mlm.h).
+ *
+ * Stream arithmetic: document d (tokens [off[d], off[d+1]) of the shard)
+ * starts at stream position off[d] + d, since the d documents before it
+ * each added one [SEP]; its [SEP] sits at off[d+1] + d. So the document
+ * holding stream position p is the last d with off[d] + d <= p: a binary
+ * search, and a sequence is filled by walking on from there.
+ *
+ * Random numbers: word w of the stream for (seed, epoch, seq) is word w%4
+ * of Philox4x32-10(counter = (w/4, seq, epoch, MLM_TAG), key = seed). Draw
+ * numbering within one sequence: [0, k) pick the k positions (partial
+ * Fisher-Yates over the candidates), T + 2j decides position j's fate
+ * (mask / random / keep), T + 2j + 1 picks its random token. The synthetic
+ * generator uses SYN_TAG for the tokens themselves. Shape letters: B, T.
+ */
+#include "data/mlm.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/shuffle.h"
+#include "engine/philox.h"
+
+#define MLM_TAG 0x4D4C4D00u /* "MLM" */
+#define SYN_TAG 0x53594E00u /* "SYN" */
+
+static int mlm_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int mlm_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* One sequence's random stream, a block of four words cached. */
+typedef struct {
+    uint64_t seed;
+    uint32_t seq, epoch, tag;
+    uint32_t block, have; /* cached block index, valid flag */
+    uint32_t w[4];
+} Rng;
+
+static uint32_t rng_u32(Rng *r, uint32_t i)
+{
+    if (!r->have || r->block != i >> 2) {
+        philox4x32_10(r->w, i >> 2, r->seq, r->epoch, r->tag, (uint32_t)r->seed,
+                      (uint32_t)(r->seed >> 32));
+        r->block = i >> 2;
+        r->have = 1;
+    }
+    return r->w[i & 3];
+}
+
+/* Uniform in [0, n) from a 32-bit draw (multiply-high; bias <= n / 2^32). */
+static uint32_t below(uint32_t x, uint32_t n) { return (uint32_t)(((uint64_t)x * n) >> 32); }
+
+static int is_special(const MlmConfig *c, int32_t t)
+{
+    return t == c->pad_id || t == c->unk_id || t == c->cls_id || t == c->sep_id ||
+           t == c->mask_id;
+}
+
+/* The r-th id of 0..V-1 that is not one of the five specials. */
+static uint32_t nonspecial(const MlmConfig *c, uint32_t r)
+{
+    int32_t sp[5] = {c->pad_id, c->unk_id, c->cls_id, c->sep_id, c->mask_id};
+    for (int i = 1; i < 5; i++) /* sort the five */
+        for (int j = i; j > 0 && sp[j - 1] > sp[j]; j--) {
+            int32_t t = sp[j];
+            sp[j] = sp[j - 1];
+            sp[j - 1] = t;
+        }
+    uint32_t id = r;
+    for (int i = 0; i < 5; i++)
+        if (sp[i] >= 0 && (uint32_t)sp[i] <= id && (i == 0 || sp[i] != sp[i - 1])) id++;
+    return id;
+}
+
+static uint32_t n_nonspecial(const MlmConfig *c)
+{
+    int32_t sp[5] = {c->pad_id, c->unk_id, c->cls_id, c->sep_id, c->mask_id};
+    uint32_t n = c->vocab_size;
+    for (int i = 0; i < 5; i++) {
+        int dup = 0;
+        for (int j = 0; j < i; j++) dup |= sp[j] == sp[i];
+        if (!dup && sp[i] >= 0 && (uint32_t)sp[i] < c->vocab_size) n--;
+    }
+    return n;
+}
+
+MlmConfig mlm_config_default(const Wordpiece *wp, int T, int B, uint64_t seed)
+{
+    MlmConfig c;
+    memset(&c, 0, sizeof c);
+    c.T = T;
+    c.B = B;
+    c.seed = seed;
+    c.mask_prob = 0.15f;
+    c.mask_token_frac = 0.8f;
+    c.random_token_frac = 0.1f;
+    c.pad_id = wp->pad_id;
+    c.unk_id = wp->unk_id;
+    c.cls_id = wp->cls_id;
+    c.sep_id = wp->sep_id;
+    c.mask_id = wp->mask_id;
+    c.vocab_size = wp->V;
+    return c;
+}
+
+int mlm_batch_alloc(MlmBatch *b, int B, int T, int with_f32)
+{
+    memset(b, 0, sizeof *b);
+    size_t n = (size_t)B * (size_t)T;
+    b->input_ids = malloc(n * sizeof(int32_t));
+    b->token_type_ids = malloc(n * sizeof(int32_t));
+    b->attention_mask = malloc(n * sizeof(int32_t));
+    b->labels = malloc(n * sizeof(int32_t));
+    if (with_f32) b->attention_mask_f32 = malloc(n * sizeof(float));
+    b->B = B;
+    b->T = T;
+    if (!b->input_ids || !b->token_type_ids || !b->attention_mask || !b->labels ||
+        (with_f32 && !b->attention_mask_f32)) {
+        mlm_batch_free(b);
+        return -1;
+    }
+    return 0;
+}
+
+void mlm_batch_free(MlmBatch *b)
+{
+    free(b->input_ids);
+    free(b->token_type_ids);
+    free(b->attention_mask);
+    free(b->attention_mask_f32);
+    free(b->labels);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- masking ------------------------------------------------------------- */
+
+int mlm_mask(int32_t *ids, int32_t *labels, int T, const MlmConfig *cfg,
+             const uint32_t *rand_ids, uint32_t n_rand, uint64_t epoch, uint64_t seq)
+{
+    int32_t cand[T > 0 ? T : 1];
+    int n = 0;
+    for (int t = 0; t < T; t++) {
+        labels[t] = MLM_IGNORE_INDEX;
+        if (!is_special(cfg, ids[t])) cand[n++] = t;
+    }
+    if (!n) return 0;
+    int k = (int)(cfg->mask_prob * (float)n + 0.5f);
+    if (k < 1) k = 1;
+    if (k > n) k = n;
+    Rng r = {cfg->seed, (uint32_t)seq, (uint32_t)epoch, MLM_TAG, 0, 0, {0}};
+    for (int j = 0; j < k; j++) { /* partial Fisher-Yates: cand[0..k) uniform */
+        int pick = j + (int)below(rng_u32(&r, (uint32_t)j), (uint32_t)(n - j));
+        int32_t t = cand[j];
+        cand[j] = cand[pick];
+        cand[pick] = t;
+    }
+    if (!rand_ids) n_rand = n_nonspecial(cfg);
+    for (int j = 0; j < k; j++) {
+        int pos = cand[j];
+        labels[pos] = ids[pos];
+        float u = (float)(rng_u32(&r, (uint32_t)(T + 2 * j)) >> 8) * (1.0f / 16777216.0f);
+        if (u < cfg->mask_token_frac) {
+            ids[pos] = cfg->mask_id;
+        } else if (u < cfg->mask_token_frac + cfg->random_token_frac && n_rand) {
+            uint32_t x = below(rng_u32(&r, (uint32_t)(T + 2 * j + 1)), n_rand);
+            ids[pos] = (int32_t)(rand_ids ? rand_ids[x] : nonspecial(cfg, x));
+        }
+    }
+    return k;
+}
+
+/* ---- packing ------------------------------------------------------------- */
+
+int mlm_pack(const MlmBatcher *mb, int32_t *ids, int32_t *attn, uint64_t seq)
+{
+    const TextShard *s = mb->shard;
+    const MlmConfig *c = &mb->cfg;
+    int T = c->T, t = 0;
+    ids[t] = c->cls_id;
+    attn[t++] = 1;
+    uint64_t p = seq * (uint64_t)(T - 1), end = p + (uint64_t)(T - 1);
+    if (end > mb->stream_len) end = mb->stream_len;
+    if (p < end) {
+        uint32_t lo = 0, hi = s->n_docs - 1; /* last d with off[d] + d <= p */
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo + 1) / 2;
+            if (s->offsets[mid] + mid <= p) lo = mid;
+            else hi = mid - 1;
+        }
+        uint32_t d = lo;
+        while (p < end) {
+            uint64_t q = p - (s->offsets[d] + d), len = s->offsets[d + 1] - s->offsets[d];
+            if (q < len) {
+                ids[t] = (int32_t)shard_token(s, s->offsets[d] + q);
+            } else { /* the document's [SEP] */
+                ids[t] = c->sep_id;
+                d++;
+            }
+            attn[t++] = 1;
+            p++;
+        }
+    }
+    int real = t;
+    for (; t < T; t++) {
+        ids[t] = c->pad_id;
+        attn[t] = 0;
+    }
+    return real;
+}
+
+/* ---- the batcher --------------------------------------------------------- */
+
+int mlm_init(MlmBatcher *mb, const TextShard *shard, const MlmConfig *cfg, const Wordpiece *wp,
+             char *err, size_t errlen)
+{
+    memset(mb, 0, sizeof *mb);
+    const MlmConfig *c = cfg;
+    if (c->T < 3 || c->B < 1)
+        return mlm_fail(err, errlen, "MLM batches need T >= 3 and B >= 1 (got T=%d, B=%d)",
+                        c->T, c->B);
+    if (c->vocab_size != shard->vocab_size)
+        return mlm_fail(err, errlen, "the shard was tokenized with a vocab of %u tokens, the "
+                        "MLM config has %u; hint: use the vocab.txt the shard was written "
+                        "with", shard->vocab_size, c->vocab_size);
+    int32_t sp[5] = {c->pad_id, c->unk_id, c->cls_id, c->sep_id, c->mask_id};
+    static const char *const names[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    for (int i = 0; i < 5; i++)
+        if (sp[i] < 0 || (uint32_t)sp[i] >= c->vocab_size)
+            return mlm_fail(err, errlen, "MLM needs the special token %s (id %d): the vocab "
+                            "lacks it; hint: a BERT vocab.txt has [PAD] [UNK] [CLS] [SEP] "
+                            "[MASK]", names[i], sp[i]);
+    if (!(c->mask_prob > 0 && c->mask_prob <= 1) || c->mask_token_frac < 0 ||
+        c->random_token_frac < 0 || c->mask_token_frac + c->random_token_frac > 1.0001f)
+        return mlm_fail(err, errlen, "MLM masking rates out of range: mask_prob %g, "
+                        "[MASK] %g, random %g", (double)c->mask_prob,
+                        (double)c->mask_token_frac, (double)c->random_token_frac);
+    if (!shard->n_docs)
+        return mlm_fail(err, errlen, "the shard holds no documents");
+    if (wp && wp->V != c->vocab_size)
+        return mlm_fail(err, errlen, "the vocab has %u tokens, the MLM config %u", wp->V,
+                        c->vocab_size);
+    mb->shard = shard;
+    mb->cfg = *c;
+    mb->stream_len = shard->n_tokens + shard->n_docs;
+    mb->n_seq = (mb->stream_len + (uint64_t)(c->T - 2)) / (uint64_t)(c->T - 1);
+    if (mb->n_seq > UINT32_MAX)
+        return mlm_fail(err, errlen, "%llu sequences: more than an epoch permutation holds; "
+                        "split the shard", (unsigned long long)mb->n_seq);
+    mb->rand_ids = malloc(c->vocab_size * sizeof *mb->rand_ids);
+    mb->perm = malloc(mb->n_seq * sizeof *mb->perm);
+    if (!mb->rand_ids || !mb->perm) {
+        mlm_free(mb);
+        return mlm_fail(err, errlen, "out of memory");
+    }
+    for (uint32_t id = 0; id < c->vocab_size; id++) {
+        if (is_special(c, (int32_t)id)) continue;
+        if (wp) { /* "[unused0]" and the like: special-looking, never a real word */
+            const char *t = wordpiece_token(wp, (int32_t)id);
+            size_t l = strlen(t);
+            if (l >= 3 && t[0] == '[' && t[l - 1] == ']') continue;
+        }
+        mb->rand_ids[mb->n_rand++] = id;
+    }
+    return 0;
+}
+
+void mlm_free(MlmBatcher *mb)
+{
+    free(mb->rand_ids);
+    free(mb->perm);
+    memset(mb, 0, sizeof *mb);
+}
+
+uint64_t mlm_batches_per_epoch(const MlmBatcher *mb)
+{
+    return (mb->n_seq + (uint64_t)mb->cfg.B - 1) / (uint64_t)mb->cfg.B;
+}
+
+void mlm_batch(MlmBatcher *mb, MlmBatch *out, uint64_t epoch, uint64_t step)
+{
+    const MlmConfig *c = &mb->cfg;
+    if (!mb->perm_valid || mb->perm_epoch != epoch) {
+        shuffle_perm(mb->perm, (uint32_t)mb->n_seq, c->seed, epoch);
+        mb->perm_epoch = epoch;
+        mb->perm_valid = 1;
+    }
+    int T = c->T;
+    for (int b = 0; b < c->B; b++) {
+        uint64_t seq = mb->perm[(step * (uint64_t)c->B + (uint64_t)b) % mb->n_seq];
+        int32_t *ids = out->input_ids + (size_t)b * T, *attn = out->attention_mask + (size_t)b * T;
+        mlm_pack(mb, ids, attn, seq);
+        mlm_mask(ids, out->labels + (size_t)b * T, T, c, mb->rand_ids, mb->n_rand, epoch, seq);
+        memset(out->token_type_ids + (size_t)b * T, 0, (size_t)T * sizeof(int32_t));
+        if (out->attention_mask_f32)
+            for (int t = 0; t < T; t++) out->attention_mask_f32[(size_t)b * T + t] = (float)attn[t];
+    }
+}
+
+void mlm_synthetic_batch(MlmBatch *out, const MlmConfig *cfg, uint64_t step)
+{
+    int T = cfg->T;
+    uint32_t nr = n_nonspecial(cfg);
+    for (int b = 0; b < out->B; b++) {
+        int32_t *ids = out->input_ids + (size_t)b * T;
+        Rng r = {cfg->seed, (uint32_t)b, (uint32_t)step, SYN_TAG, 0, 0, {0}};
+        ids[0] = cfg->cls_id;
+        for (int t = 1; t < T - 1; t++)
+            ids[t] = (int32_t)nonspecial(cfg, below(rng_u32(&r, (uint32_t)t), nr ? nr : 1));
+        ids[T - 1] = cfg->sep_id;
+        mlm_mask(ids, out->labels + (size_t)b * T, T, cfg, NULL, 0, step, (uint64_t)b);
+        for (int t = 0; t < T; t++) {
+            out->token_type_ids[(size_t)b * T + t] = 0;
+            out->attention_mask[(size_t)b * T + t] = 1;
+            if (out->attention_mask_f32) out->attention_mask_f32[(size_t)b * T + t] = 1.0f;
+        }
+    }
+}

@@ -1,0 +1,131 @@
+/* mlm.h — masked-language-model batches for BERT pre-training, from a
+ * token shard (data/text_shards.h) or synthetic.
+ *
+ * Shape letters: B sequences a batch, T tokens a sequence, V vocab size.
+ *
+ * Packing. The shard's documents, in order, make one stream in which each
+ * document is followed by [SEP]:  d0 [SEP] d1 [SEP] d2 [SEP] ...
+ * Sequence i is [CLS] then stream positions [i (T-1), (i+1)(T-1)): so every
+ * sequence but the last is full, documents continue across sequence
+ * boundaries (a long one spans several), and the last is padded with
+ * [PAD]. n_seq = ceil(stream length / (T-1)). A sequence is a pure function
+ * of its index, so any one can be built alone (random access, resume).
+ * Single segment: token_type_ids are all 0 and there is no next-sentence
+ * task (RoBERTa's finding: NSP does not help MLM pre-training).
+ *
+ * Masking (BERT; labels as Hugging Face's DataCollatorForLanguageModeling):
+ *   candidates: positions whose token is not [PAD] [UNK] [CLS] [SEP] [MASK]
+ *   choose round(mask_prob x candidates), at least 1, of them uniformly
+ *   (an exact count, where HF draws each position independently)
+ *   each chosen: with p 0.8 -> [MASK], 0.1 -> a random token, 0.1 unchanged
+ *   labels = the original id at chosen positions, -100 (ignored) elsewhere
+ * Random tokens are uniform over the vocab minus the special tokens (the
+ * five above, and with mlm_init_vocab every "[...]" token such as
+ * [unused0]). All randomness is Philox 4x32-10 (engine/philox.h) with
+ * counter (draw / 4, sequence index, epoch, 0x4D4C4D00) (index and epoch
+ * mod 2^32) and key = seed: a sequence's masking depends only on (seed,
+ * epoch, sequence index), never on the batch it lands in, so batches replay
+ * exactly after a resume.
+ *
+ * Epochs. Epoch e visits the sequences in the order shuffle_perm(n_seq,
+ * seed, e) (data/shuffle.h); batch b of the epoch holds positions
+ * [b B, (b+1) B) of it, wrapping to the start of the same permutation for
+ * the last batch, so every batch is full: batches_per_epoch = ceil(n_seq/B).
+ *
+ * Outputs, row-major [B, T]:
+ *   input_ids       i32   masked tokens
+ *   token_type_ids  i32   0
+ *   attention_mask  i32   1 for real tokens, 0 for [PAD] (and f32 copy, optional)
+ *   labels          i32   original id at masked positions, -100 elsewhere
+ */
+#ifndef CTRAIN_DATA_MLM_H
+#define CTRAIN_DATA_MLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/text_shards.h"
+#include "data/wordpiece.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MLM_IGNORE_INDEX (-100)
+
+typedef struct {
+    int T;                       /* sequence length, >= 3 */
+    int B;                       /* batch size */
+    uint64_t seed;
+    float mask_prob;             /* 0.15 */
+    float mask_token_frac;       /* 0.8: chosen -> [MASK] */
+    float random_token_frac;     /* 0.1: chosen -> random token (rest unchanged) */
+    int32_t pad_id, unk_id, cls_id, sep_id, mask_id;
+    uint32_t vocab_size;         /* V */
+} MlmConfig;
+
+/* The standard BERT settings for T, B, seed and the specials of wp. */
+MlmConfig mlm_config_default(const Wordpiece *wp, int T, int B, uint64_t seed);
+
+typedef struct {
+    int32_t *input_ids;          /* [B, T] */
+    int32_t *token_type_ids;     /* [B, T] */
+    int32_t *attention_mask;     /* [B, T] */
+    float *attention_mask_f32;   /* [B, T], filled when not NULL */
+    int32_t *labels;             /* [B, T] */
+    int B, T;
+} MlmBatch;
+
+/* Allocate the arrays of a [B, T] batch (with_f32: also attention_mask_f32).
+ * Returns 0 or -1 (no memory). */
+int mlm_batch_alloc(MlmBatch *b, int B, int T, int with_f32);
+void mlm_batch_free(MlmBatch *b);
+
+typedef struct {
+    const TextShard *shard;
+    MlmConfig cfg;
+    uint64_t stream_len;         /* tokens + one [SEP] per document */
+    uint64_t n_seq;
+    uint32_t *rand_ids;          /* the ids a random replacement draws from */
+    uint32_t n_rand;
+    uint32_t *perm;              /* [n_seq] order of the cached epoch */
+    uint64_t perm_epoch;
+    int perm_valid;
+} MlmBatcher;
+
+/* Set up over an open shard (kept by pointer: keep it open). A batcher
+ * caches the current epoch's permutation: one per loader thread. wp (may be
+ * NULL) lets random replacements skip every "[...]" token; without it only
+ * the five specials are skipped. Returns 0, or -1 with a message in err
+ * (missing special ids, T < 3, a vocab size that disagrees with the shard,
+ * an empty shard). */
+int mlm_init(MlmBatcher *mb, const TextShard *shard, const MlmConfig *cfg, const Wordpiece *wp,
+             char *err, size_t errlen);
+void mlm_free(MlmBatcher *mb);
+
+uint64_t mlm_batches_per_epoch(const MlmBatcher *mb);
+
+/* Batch `step` (0-based, < mlm_batches_per_epoch) of `epoch` into out
+ * (allocated for cfg.B x cfg.T). */
+void mlm_batch(MlmBatcher *mb, MlmBatch *out, uint64_t epoch, uint64_t step);
+
+/* Sequence `seq` (< n_seq) packed, before masking: ids [T], mask [T];
+ * returns the count of real tokens. */
+int mlm_pack(const MlmBatcher *mb, int32_t *ids, int32_t *attn, uint64_t seq);
+
+/* Mask ids [T] in place and write labels [T], for (cfg->seed, epoch, seq).
+ * rand_ids [n_rand]: the replacement ids; NULL: 0..V-1 minus the five
+ * specials. Returns the count of positions chosen. */
+int mlm_mask(int32_t *ids, int32_t *labels, int T, const MlmConfig *cfg,
+             const uint32_t *rand_ids, uint32_t n_rand, uint64_t epoch, uint64_t seq);
+
+/* Synthetic batch for throughput runs: each row [CLS] w1 .. w(T-2) [SEP]
+ * with w uniform over 0..V-1 minus the five specials, attention all 1,
+ * masked as above (the step standing for the epoch, the row for the
+ * sequence), so the masking rate is the real one. */
+void mlm_synthetic_batch(MlmBatch *out, const MlmConfig *cfg, uint64_t step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,321 @@
+/* text_cls.c — the fortunes classification set: topics, entries, the
+ * held-out split and [CLS] text [SEP] batches (see text_cls.h).
+ *
+ * Two passes over the directory: the first counts each topic's entries (to
+ * pick the largest), the second keeps the chosen topics' entries.
+ */
+#include "data/text_cls.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "data/corpus.h"
+#include "data/text_shards.h"
+
+static int tc_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int tc_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static uint64_t splitmix64(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a64(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* ---- collecting entries ----------------------------------------------------- */
+
+typedef struct {
+    TextCls *ds;
+    int keep;             /* 0: count only */
+    uint32_t count;       /* entries of the current file */
+    int32_t label;
+    uint64_t topic_hash;
+    double frac;
+    size_t blob_n, blob_cap, cap;
+    int nomem;
+} Collect;
+
+static int is_blank_text(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != ' ' && p[i] != '\t' && p[i] != '\n' && p[i] != '\r' && p[i] != '\v' &&
+            p[i] != '\f')
+            return 0;
+    return 1;
+}
+
+static int collect_entry(void *ctx, const char *doc, size_t len)
+{
+    Collect *c = ctx;
+    if (is_blank_text(doc, len)) return 0;
+    uint32_t idx = c->count++;
+    if (!c->keep) return 0;
+    TextCls *ds = c->ds;
+    if (ds->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 1024;
+        uint64_t *o = realloc(ds->text_off, cap * sizeof *o);
+        if (o) ds->text_off = o;
+        int32_t *l = o ? realloc(ds->label, cap * sizeof *l) : NULL;
+        if (l) ds->label = l;
+        uint8_t *h = l ? realloc(ds->held_out, cap) : NULL;
+        if (!h) return c->nomem = 1;
+        ds->held_out = h;
+        c->cap = cap;
+    }
+    if (c->blob_n + len + 1 > c->blob_cap) {
+        size_t cap = c->blob_cap ? c->blob_cap : 1 << 16;
+        while (cap < c->blob_n + len + 1) cap *= 2;
+        char *b = realloc(ds->blob, cap);
+        if (!b) return c->nomem = 1;
+        ds->blob = b;
+        c->blob_cap = cap;
+    }
+    memcpy(ds->blob + c->blob_n, doc, len);
+    ds->blob[c->blob_n + len] = 0;
+    ds->text_off[ds->n] = c->blob_n;
+    c->blob_n += len + 1;
+    ds->label[ds->n] = c->label;
+    uint64_t h = splitmix64(c->topic_hash ^ idx) % 1000000u;
+    ds->held_out[ds->n] = (double)h < c->frac * 1e6;
+    ds->n++;
+    return 0;
+}
+
+/* Entries of dir/name into c; 0, or -1 with err. */
+static int read_topic(Collect *c, const char *dir, const char *name, char *err, size_t errlen)
+{
+    size_t l = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(l);
+    if (!path) return tc_fail(err, errlen, "out of memory");
+    snprintf(path, l, "%s/%s", dir, name);
+    char *text;
+    size_t n;
+    int st = corpus_read(path, 1, &text, &n, err, errlen);
+    free(path);
+    if (st < 0) return -1;
+    c->count = 0;
+    if (st == 0) {
+        shard_split_docs(text, n, SHARD_DOC_PERCENT, NULL, collect_entry, c);
+        free(text);
+    }
+    if (c->nomem) return tc_fail(err, errlen, "out of memory reading %s/%s", dir, name);
+    return 0;
+}
+
+typedef struct {
+    char *name;
+    uint32_t count;
+} Topic;
+
+static int by_count(const void *a, const void *b)
+{
+    const Topic *x = a, *y = b;
+    if (x->count != y->count) return x->count > y->count ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const Topic *)a)->name, ((const Topic *)b)->name);
+}
+
+/* Topic files of dir: regular files, names without '.' (not NAME.dat or
+ * NAME.u8), each with its entry count. */
+static int list_topics(Topic **out, size_t *nout, const char *dir, char *err, size_t errlen)
+{
+    *out = NULL;
+    *nout = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return tc_fail(err, errlen, "cannot open fortunes directory %s: %s\nhint: install the "
+                       "Debian package fortunes (apt-get install fortunes)", dir,
+                       strerror(errno));
+    Topic *t = NULL;
+    size_t n = 0, cap = 0;
+    int st = 0;
+    struct dirent *e;
+    Collect c = {0};
+    while (!st && (e = readdir(d))) {
+        if (e->d_name[0] == '.' || strchr(e->d_name, '.')) continue;
+        size_t l = strlen(dir) + strlen(e->d_name) + 2;
+        char *path = malloc(l);
+        if (!path) { st = tc_fail(err, errlen, "out of memory"); break; }
+        snprintf(path, l, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        int regular = lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+        free(path);
+        if (!regular) continue;
+        if ((st = read_topic(&c, dir, e->d_name, err, errlen))) break;
+        if (!c.count) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            Topic *q = realloc(t, cap * sizeof *q);
+            if (!q) { st = tc_fail(err, errlen, "out of memory"); break; }
+            t = q;
+        }
+        if (!(t[n].name = strdup(e->d_name))) { st = tc_fail(err, errlen, "out of memory"); break; }
+        t[n++].count = c.count;
+    }
+    closedir(d);
+    if (st) {
+        for (size_t i = 0; i < n; i++) free(t[i].name);
+        free(t);
+        return st;
+    }
+    *out = t;
+    *nout = n;
+    return 0;
+}
+
+int textcls_load_fortunes(TextCls *ds, const char *dir, const char *const *topics,
+                          int n_topics, double held_out_frac, char *err, size_t errlen)
+{
+    memset(ds, 0, sizeof *ds);
+    if (!dir) dir = FORTUNES_DEFAULT_DIR;
+    if (n_topics < 1) return tc_fail(err, errlen, "need at least 1 topic (got %d)", n_topics);
+    Topic *all;
+    size_t nall;
+    if (list_topics(&all, &nall, dir, err, errlen)) return -1;
+    int st = 0;
+    if (!nall) st = tc_fail(err, errlen, "%s holds no fortune files", dir);
+    Topic *chosen = calloc((size_t)n_topics, sizeof *chosen);
+    if (!st && !chosen) st = tc_fail(err, errlen, "out of memory");
+    if (!st && topics) {
+        for (int i = 0; i < n_topics && !st; i++) {
+            size_t k = 0;
+            while (k < nall && strcmp(all[k].name, topics[i])) k++;
+            if (k == nall)
+                st = tc_fail(err, errlen, "no fortune topic \"%s\" in %s", topics[i], dir);
+            else
+                chosen[i] = all[k];
+        }
+    } else if (!st) {
+        if ((size_t)n_topics > nall)
+            st = tc_fail(err, errlen, "%s has %zu fortune topics, %d were asked for", dir, nall,
+                         n_topics);
+        else {
+            qsort(all, nall, sizeof *all, by_count);
+            memcpy(chosen, all, (size_t)n_topics * sizeof *chosen);
+        }
+    }
+    if (!st) {
+        qsort(chosen, (size_t)n_topics, sizeof *chosen, by_name);
+        for (int i = 1; i < n_topics && !st; i++)
+            if (!strcmp(chosen[i].name, chosen[i - 1].name))
+                st = tc_fail(err, errlen, "topic \"%s\" listed twice", chosen[i].name);
+    }
+    if (!st) {
+        ds->n_topics = (uint32_t)n_topics;
+        ds->topics = calloc((size_t)n_topics, sizeof *ds->topics);
+        ds->topic_size = calloc((size_t)n_topics, sizeof *ds->topic_size);
+        if (!ds->topics || !ds->topic_size) st = tc_fail(err, errlen, "out of memory");
+    }
+    Collect c = {.ds = ds, .keep = 1, .frac = held_out_frac};
+    for (int i = 0; i < n_topics && !st; i++) {
+        if (!(ds->topics[i] = strdup(chosen[i].name))) {
+            st = tc_fail(err, errlen, "out of memory");
+            break;
+        }
+        c.label = i;
+        c.topic_hash = fnv1a64(chosen[i].name);
+        st = read_topic(&c, dir, chosen[i].name, err, errlen);
+        ds->topic_size[i] = c.count;
+    }
+    free(chosen);
+    for (size_t i = 0; i < nall; i++) free(all[i].name);
+    free(all);
+    if (!st) {
+        ds->train = malloc((ds->n ? ds->n : 1) * sizeof *ds->train);
+        ds->test = malloc((ds->n ? ds->n : 1) * sizeof *ds->test);
+        if (!ds->train || !ds->test) st = tc_fail(err, errlen, "out of memory");
+        for (uint32_t i = 0; !st && i < ds->n; i++) {
+            if (ds->held_out[i]) ds->test[ds->n_test++] = i;
+            else ds->train[ds->n_train++] = i;
+        }
+    }
+    if (st) textcls_free(ds);
+    return st;
+}
+
+const char *textcls_text(const TextCls *ds, uint32_t i) { return ds->blob + ds->text_off[i]; }
+
+int textcls_tokenize(TextCls *ds, Wordpiece *wp, char *err, size_t errlen)
+{
+    WpIds ids = {0};
+    free(ds->ids_off);
+    ds->ids_off = malloc(((size_t)ds->n + 1) * sizeof *ds->ids_off);
+    if (!ds->ids_off) return tc_fail(err, errlen, "out of memory");
+    ds->ids_off[0] = 0;
+    for (uint32_t i = 0; i < ds->n; i++) {
+        const char *t = textcls_text(ds, i);
+        char msg[256];
+        if (wordpiece_encode(wp, &ids, t, strlen(t), msg, sizeof msg)) {
+            wpids_free(&ids);
+            return tc_fail(err, errlen, "fortune topic %s: %s", ds->topics[ds->label[i]], msg);
+        }
+        ds->ids_off[i + 1] = ids.n;
+    }
+    free(ds->ids);
+    ds->ids = ids.ids; /* owned by ds now */
+    return 0;
+}
+
+void textcls_batch(int32_t *input_ids, int32_t *token_type_ids, int32_t *attention_mask,
+                   int32_t *labels, const TextCls *ds, const uint32_t *idx, int B, int T,
+                   int32_t cls_id, int32_t sep_id, int32_t pad_id)
+{
+    for (int b = 0; b < B; b++) {
+        uint32_t i = idx[b];
+        int32_t *x = input_ids + (size_t)b * T, *m = attention_mask + (size_t)b * T;
+        uint64_t n = ds->ids_off[i + 1] - ds->ids_off[i];
+        int len = n > (uint64_t)(T - 2) ? T - 2 : (int)n, t = 0;
+        x[t++] = cls_id;
+        memcpy(x + t, ds->ids + ds->ids_off[i], (size_t)len * sizeof *x);
+        t += len;
+        x[t++] = sep_id;
+        for (int k = 0; k < T; k++) m[k] = k < t;
+        for (; t < T; t++) x[t] = pad_id;
+        if (token_type_ids) memset(token_type_ids + (size_t)b * T, 0, (size_t)T * sizeof(int32_t));
+        labels[b] = ds->label[i];
+    }
+}
+
+void textcls_free(TextCls *ds)
+{
+    for (uint32_t i = 0; ds->topics && i < ds->n_topics; i++) free(ds->topics[i]);
+    free(ds->topics);
+    free(ds->topic_size);
+    free(ds->blob);
+    free(ds->text_off);
+    free(ds->label);
+    free(ds->held_out);
+    free(ds->train);
+    free(ds->test);
+    free(ds->ids);
+    free(ds->ids_off);
+    memset(ds, 0, sizeof *ds);
+}

@@ -1,0 +1,75 @@
+/* text_cls.h — a labelled text-classification set for BERT fine-tuning,
+ * built from the Debian `fortunes` package (apt-get install fortunes).
+ *
+ * Layout read: FORTUNES_DEFAULT_DIR/<topic>, one file per topic ("art",
+ * "computers", "food", ...), entries separated by lines holding a single
+ * '%'. Each entry is an example; its label is its topic's index among the
+ * chosen topics. The package's NAME.dat indexes (binary), NAME.u8 symbolic
+ * links and dot files are not topics.
+ *
+ * Topics: the given names, or else the n_topics files with the most
+ * entries (ties: name order). Labels number the chosen topics in name
+ * order, so the same choice always gives the same labels.
+ *
+ * Split: an example is held out when splitmix64(fnv1a64(topic) ^ entry
+ * index in its file) mod 10^6 < held_out_frac x 10^6: deterministic, the
+ * same for every run and machine, independent of which other topics are
+ * chosen, and about held_out_frac of every topic.
+ *
+ * Batches: input_ids [B, T] = [CLS] entry tokens (cut to T-2) [SEP] [PAD]...,
+ * attention_mask [B, T] = 1 on the non-pad part, token_type_ids [B, T] = 0,
+ * labels [B]. Shape letters: B batch, T tokens.
+ */
+#ifndef CTRAIN_DATA_TEXT_CLS_H
+#define CTRAIN_DATA_TEXT_CLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/wordpiece.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FORTUNES_DEFAULT_DIR "/usr/share/games/fortunes"
+
+typedef struct {
+    uint32_t n_topics;
+    char **topics;        /* [n_topics]: label -> topic name */
+    uint32_t *topic_size; /* [n_topics]: examples of each */
+    uint32_t n;           /* examples */
+    char *blob;           /* all entry texts, each NUL-terminated */
+    uint64_t *text_off;   /* [n]: entry i is blob + text_off[i] */
+    int32_t *label;       /* [n] */
+    uint8_t *held_out;    /* [n] 1: in the held-out split */
+    uint32_t *train, n_train; /* example indices of each split, in order */
+    uint32_t *test, n_test;
+    int32_t *ids;         /* after textcls_tokenize: all tokens */
+    uint64_t *ids_off;    /* [n + 1] */
+} TextCls;
+
+/* Load from dir (FORTUNES_DEFAULT_DIR when NULL): the listed topics when
+ * topics != NULL (n_topics names), else the n_topics largest. Returns 0, or
+ * -1 with a message in err (with a hint to install the package when dir is
+ * missing). On failure ds is left empty. */
+int textcls_load_fortunes(TextCls *ds, const char *dir, const char *const *topics,
+                          int n_topics, double held_out_frac, char *err, size_t errlen);
+
+/* Tokenize every example with wp (keeps the ids in ds). 0, or -1 with err. */
+int textcls_tokenize(TextCls *ds, Wordpiece *wp, char *err, size_t errlen);
+
+void textcls_free(TextCls *ds);
+
+const char *textcls_text(const TextCls *ds, uint32_t i);
+
+/* A batch of the examples idx [B] (after textcls_tokenize); token_type_ids
+ * may be NULL. cls/sep/pad: the vocab's ids. */
+void textcls_batch(int32_t *input_ids, int32_t *token_type_ids, int32_t *attention_mask,
+                   int32_t *labels, const TextCls *ds, const uint32_t *idx, int B, int T,
+                   int32_t cls_id, int32_t sep_id, int32_t pad_id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,360 @@
+/* text_shards.c — write and read pre-tokenized shard files (format and
+ * document rules in text_shards.h).
+ *
+ * The writer keeps all ids in memory (4 bytes a token) and writes the file
+ * once at the end, since the document offsets precede the tokens; the
+ * reader loads the whole file and checks it before handing out pointers
+ * into it. Shape letters: D documents, N tokens, V vocab size.
+ */
+#include "data/text_shards.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "data/corpus.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "text_shards.c maps the little-endian arrays of a shard directly: little-endian hosts only"
+#endif
+
+static int sh_fail(char *err, size_t errlen, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int sh_fail(char *err, size_t errlen, int status, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+const char *shard_hint(int status)
+{
+    switch (status) {
+    case SHARD_OK: return NULL;
+    case SHARD_ERR_OPEN: return "check the path; a shard is made from a corpus and a vocab.txt "
+                                "by shard_write";
+    case SHARD_ERR_NOMEM: return "a shard is loaded whole: free memory or split the corpus";
+    default: return "the file is damaged or is not a token shard: write it again from its "
+                    "corpus with the same vocab.txt";
+    }
+}
+
+/* zlib's crc32 takes at most UINT_MAX bytes a call. */
+static uint32_t crc_update(uint32_t crc, const uint8_t *p, size_t n)
+{
+    while (n) {
+        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = (uint32_t)crc32(crc, p, k);
+        p += k;
+        n -= k;
+    }
+    return crc;
+}
+
+/* ---- documents ----------------------------------------------------------- */
+
+/* The line starting at p (up to end) without its '\n' and a '\r' before it. */
+static size_t line_len(const char *p, const char *end, const char **next)
+{
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *e = nl ? nl : end;
+    *next = nl ? nl + 1 : end;
+    size_t n = (size_t)(e - p);
+    if (n && p[n - 1] == '\r') n--;
+    return n;
+}
+
+static int is_blank(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != ' ' && p[i] != '\t' && p[i] != '\v' && p[i] != '\f') return 0;
+    return 1;
+}
+
+int shard_split_docs(const char *text, size_t len, int mode, int *percent,
+                     int (*fn)(void *ctx, const char *doc, size_t len), void *ctx)
+{
+    const char *end = text + len, *p, *next;
+    if (mode == SHARD_DOC_AUTO) {
+        mode = SHARD_DOC_BLANK;
+        for (p = text; p < end; p = next) {
+            size_t n = line_len(p, end, &next);
+            if (n == 1 && p[0] == '%') {
+                mode = SHARD_DOC_PERCENT;
+                break;
+            }
+        }
+    }
+    if (percent) *percent = mode == SHARD_DOC_PERCENT;
+    if (mode == SHARD_DOC_FILE) return len ? fn(ctx, text, len) : 0;
+    const char *doc = NULL; /* start of the current document */
+    int r;
+    for (p = text; p < end; p = next) {
+        size_t n = line_len(p, end, &next);
+        int sep = mode == SHARD_DOC_PERCENT ? (n == 1 && p[0] == '%') : is_blank(p, n);
+        if (sep) {
+            if (doc && (r = fn(ctx, doc, (size_t)(p - doc)))) return r;
+            doc = NULL;
+        } else if (!doc) {
+            doc = p;
+        }
+    }
+    return doc ? fn(ctx, doc, (size_t)(end - doc)) : 0;
+}
+
+/* ---- writing ----------------------------------------------------------------- */
+
+typedef struct {
+    Wordpiece *wp;
+    WpIds ids;            /* all tokens so far */
+    uint64_t *off;        /* [docs + 1] */
+    size_t noff, offcap;
+    char *err;
+    size_t errlen;
+    const char *path;
+} ShardBuild;
+
+static int add_doc(void *ctx, const char *doc, size_t len)
+{
+    ShardBuild *b = ctx;
+    size_t before = b->ids.n;
+    char msg[256];
+    int st = wordpiece_encode(b->wp, &b->ids, doc, len, msg, sizeof msg);
+    if (st == WP_ERR_UTF8) /* the file was validated; cannot happen */
+        return sh_fail(b->err, b->errlen, SHARD_ERR_TEXT, "%s: %s", b->path, msg);
+    if (st) return sh_fail(b->err, b->errlen, SHARD_ERR_NOMEM, "out of memory tokenizing %s",
+                           b->path);
+    if (b->ids.n == before) return 0; /* an empty document */
+    if (b->noff == b->offcap) {
+        size_t c = b->offcap ? 2 * b->offcap : 1024;
+        uint64_t *o = realloc(b->off, c * sizeof *o);
+        if (!o) return sh_fail(b->err, b->errlen, SHARD_ERR_NOMEM, "out of memory");
+        b->off = o;
+        b->offcap = c;
+    }
+    b->off[b->noff++] = b->ids.n;
+    return 0;
+}
+
+/* Write header, offsets, tokens and CRC to f; 0 or -1 (errno set). */
+static int write_body(FILE *f, uint32_t V, const uint32_t *tokens, const uint64_t *off,
+                      uint32_t D)
+{
+    uint64_t N = off[D];
+    uint8_t hdr[SHARD_HEADER_BYTES];
+    memcpy(hdr, SHARD_MAGIC, 8);
+    memcpy(hdr + 8, &V, 4);
+    memcpy(hdr + 12, &D, 4);
+    memcpy(hdr + 16, &N, 8);
+    uint32_t crc = crc_update((uint32_t)crc32(0, Z_NULL, 0), hdr + 8, SHARD_HEADER_BYTES - 8);
+    if (fwrite(hdr, 1, sizeof hdr, f) != sizeof hdr) return -1;
+    size_t ob = 8 * ((size_t)D + 1);
+    crc = crc_update(crc, (const uint8_t *)off, ob);
+    if (fwrite(off, 1, ob, f) != ob) return -1;
+    if (V > 65535) {
+        crc = crc_update(crc, (const uint8_t *)tokens, 4 * N);
+        if (fwrite(tokens, 4, N, f) != N) return -1;
+    } else {
+        uint16_t chunk[4096];
+        for (uint64_t k = 0; k < N;) {
+            size_t m = N - k < 4096 ? (size_t)(N - k) : 4096;
+            for (size_t j = 0; j < m; j++) chunk[j] = (uint16_t)tokens[k + j];
+            crc = crc_update(crc, (const uint8_t *)chunk, 2 * m);
+            if (fwrite(chunk, 2, m, f) != m) return -1;
+            k += m;
+        }
+    }
+    return fwrite(&crc, 4, 1, f) == 1 ? 0 : -1;
+}
+
+int shard_write_tokens(const char *out_path, uint32_t V, const uint32_t *tokens,
+                       const uint64_t *off, uint32_t D, char *err, size_t errlen)
+{
+    if (!V) return sh_fail(err, errlen, SHARD_ERR_FORMAT, "shard %s: vocab size 0", out_path);
+    size_t l = strlen(out_path) + 8;
+    char *tmp = malloc(l);
+    if (!tmp) return sh_fail(err, errlen, SHARD_ERR_NOMEM, "out of memory");
+    snprintf(tmp, l, "%s.tmp", out_path);
+    FILE *f = fopen(tmp, "wb");
+    int bad = !f || write_body(f, V, tokens, off, D);
+    int e = errno;
+    if (f && fclose(f)) bad = 1, e = errno;
+    if (bad || rename(tmp, out_path)) {
+        if (!bad) e = errno;
+        unlink(tmp);
+        free(tmp);
+        return sh_fail(err, errlen, SHARD_ERR_WRITE, "cannot write %s: %s", out_path,
+                       strerror(e));
+    }
+    free(tmp);
+    return 0;
+}
+
+int shard_write(const char *corpus_path, Wordpiece *wp, const char *out_path, int doc_mode,
+                ShardStats *stats, char *err, size_t errlen)
+{
+    ShardStats dummy;
+    if (!stats) stats = &dummy;
+    memset(stats, 0, sizeof *stats);
+    if (doc_mode < SHARD_DOC_AUTO || doc_mode > SHARD_DOC_PERCENT)
+        return sh_fail(err, errlen, SHARD_ERR_FORMAT, "unknown document mode %d", doc_mode);
+    CorpusFiles cf;
+    int st = corpus_list(&cf, corpus_path, err, errlen);
+    if (st) return st == CORPUS_ERR_NOMEM ? SHARD_ERR_NOMEM : SHARD_ERR_OPEN;
+    ShardBuild b = {.wp = wp, .err = err, .errlen = errlen};
+    b.off = malloc(1024 * sizeof *b.off);
+    b.offcap = 1024;
+    if (!b.off) st = sh_fail(err, errlen, SHARD_ERR_NOMEM, "out of memory");
+    else b.off[b.noff++] = 0;
+    for (size_t i = 0; i < cf.n && !st; i++) {
+        char *text;
+        size_t n;
+        int r = corpus_read(cf.files[i], cf.is_dir, &text, &n, err, errlen);
+        if (r == 1) {
+            stats->binary_skipped++;
+            continue;
+        }
+        if (r) {
+            st = r == CORPUS_ERR_UTF8 ? SHARD_ERR_TEXT
+                 : r == CORPUS_ERR_NOMEM ? SHARD_ERR_NOMEM : SHARD_ERR_OPEN;
+            break;
+        }
+        stats->files++;
+        stats->bytes += n;
+        b.path = cf.files[i];
+        st = shard_split_docs(text, n, doc_mode, NULL, add_doc, &b);
+        free(text);
+    }
+    if (!st && b.noff - 1 > UINT32_MAX)
+        st = sh_fail(err, errlen, SHARD_ERR_FORMAT, "%s has %zu documents; a shard holds at "
+                     "most %u: split the corpus", corpus_path, b.noff - 1, UINT32_MAX);
+    if (!st) {
+        stats->docs = b.noff - 1;
+        stats->tokens = b.ids.n;
+        for (size_t k = 0; k < b.ids.n; k++) stats->unk += b.ids.ids[k] == wp->unk_id;
+        /* ids are int32 >= 0 from the tokenizer: the same bits as u32 */
+        st = shard_write_tokens(out_path, wp->V, (const uint32_t *)b.ids.ids, b.off,
+                                (uint32_t)(b.noff - 1), err, errlen);
+    }
+    wpids_free(&b.ids);
+    free(b.off);
+    corpus_files_free(&cf);
+    return st;
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+int shard_open(TextShard *s, const char *path, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return sh_fail(err, errlen, SHARD_ERR_OPEN, "cannot open shard %s: %s", path,
+                       strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            uint8_t *q = realloc(buf, cap * 2);
+            if (!q) { free(buf); buf = NULL; break; }
+            buf = q;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (!got) break;
+    }
+    int rerr = ferror(f);
+    fclose(f);
+    if (!buf) return sh_fail(err, errlen, SHARD_ERR_NOMEM, "out of memory reading %s", path);
+    if (rerr) {
+        free(buf);
+        return sh_fail(err, errlen, SHARD_ERR_OPEN, "cannot read shard %s", path);
+    }
+    int st = SHARD_OK;
+    uint32_t V = 0, D = 0;
+    uint64_t N = 0, want = 0;
+    int w = 2;
+    if (n >= 8 && memcmp(buf, SHARD_MAGIC, 8)) {
+        st = sh_fail(err, errlen, SHARD_ERR_FORMAT, "%s is not a token shard: it starts with "
+                     "%02x %02x %02x %02x %02x %02x, a shard with \"CTTOK1\"", path, buf[0],
+                     buf[1], buf[2], buf[3], buf[4], buf[5]);
+    } else if (n < SHARD_HEADER_BYTES + 8 + 4) {
+        st = sh_fail(err, errlen, SHARD_ERR_TRUNCATED, "%s is truncated: %zu bytes, fewer than "
+                     "the %d of an empty shard", path, n, SHARD_HEADER_BYTES + 8 + 4);
+    } else {
+        memcpy(&V, buf + 8, 4);
+        memcpy(&D, buf + 12, 4);
+        memcpy(&N, buf + 16, 8);
+        w = V > 65535 ? 4 : 2;
+        /* 24 + 8(D+1) + wN + 4, refusing headers whose sizes overflow */
+        if (V == 0 || N > (UINT64_MAX / 8))
+            st = sh_fail(err, errlen, SHARD_ERR_FORMAT, "%s: damaged header (vocab size %u, "
+                         "%llu tokens)", path, V, (unsigned long long)N);
+        else
+            want = SHARD_HEADER_BYTES + 8 * ((uint64_t)D + 1) + (uint64_t)w * N + 4;
+        if (!st && n < want)
+            st = sh_fail(err, errlen, SHARD_ERR_TRUNCATED, "%s is truncated: its header "
+                         "promises %llu bytes (%u documents, %llu tokens), the file has %zu",
+                         path, (unsigned long long)want, D, (unsigned long long)N, n);
+        else if (!st && n > want)
+            st = sh_fail(err, errlen, SHARD_ERR_FORMAT, "%s has %llu bytes after the end its "
+                         "header promises (%llu bytes)", path,
+                         (unsigned long long)(n - want), (unsigned long long)want);
+    }
+    if (!st) {
+        uint32_t stored, crc = crc_update((uint32_t)crc32(0, Z_NULL, 0), buf + 8, n - 12);
+        memcpy(&stored, buf + n - 4, 4);
+        if (crc != stored)
+            st = sh_fail(err, errlen, SHARD_ERR_CORRUPT, "%s is damaged: its contents have "
+                         "CRC-32 %08x, the file records %08x", path, crc, stored);
+    }
+    uint64_t *off = (uint64_t *)(buf + SHARD_HEADER_BYTES);
+    if (!st && (off[0] != 0 || off[D] != N))
+        st = sh_fail(err, errlen, SHARD_ERR_FORMAT, "%s: document offsets run from %llu to "
+                     "%llu, not 0 to %llu tokens", path, (unsigned long long)off[0],
+                     (unsigned long long)off[D], (unsigned long long)N);
+    for (uint32_t d = 0; !st && d < D; d++)
+        if (off[d + 1] < off[d])
+            st = sh_fail(err, errlen, SHARD_ERR_FORMAT, "%s: document %u ends (%llu) before "
+                         "it starts (%llu)", path, d, (unsigned long long)off[d + 1],
+                         (unsigned long long)off[d]);
+    if (!st) {
+        s->vocab_size = V;
+        s->n_docs = D;
+        s->n_tokens = N;
+        s->offsets = off;
+        s->width = w;
+        s->tokens = buf + SHARD_HEADER_BYTES + 8 * ((size_t)D + 1);
+        s->buf = buf;
+        s->size = n;
+        for (uint64_t k = 0; k < N; k++) {
+            uint32_t t = shard_token(s, k);
+            if (t >= V) {
+                st = sh_fail(err, errlen, SHARD_ERR_FORMAT, "%s: token %llu is id %u, outside "
+                             "the vocab of %u", path, (unsigned long long)k, t, V);
+                break;
+            }
+        }
+    }
+    if (st) {
+        free(buf);
+        memset(s, 0, sizeof *s);
+    }
+    return st;
+}
+
+void shard_close(TextShard *s)
+{
+    free(s->buf);
+    memset(s, 0, sizeof *s);
+}

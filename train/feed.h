@@ -1,0 +1,58 @@
+/* feed.h — what puts each batch into the model's static input tensors.
+ *
+ * The step never allocates its inputs: a Feed owns device tensors of the
+ * batch's shape (in[0..n_in)) and refills them before every micro-batch,
+ * by an asynchronous copy from pinned host memory that overlaps the
+ * previous step's GPU work. Kinds:
+ *   flat      Fashion-MNIST as [B, 784] for the MLP (host-side batching);
+ *   loader    an ImageSource (ImageFolder, Fashion-MNIST resized to RGB,
+ *             host synthetic) through the threaded loader, NHWC [B, S, S, 3];
+ *   synthetic random images and labels generated once on the device: no
+ *             host work and no copies per step, for throughput runs.
+ * Evaluation goes through feed_eval_* over the held-out split, with a
+ * partial last batch.
+ */
+#ifndef CTRAIN_TRAIN_FEED_H
+#define CTRAIN_TRAIN_FEED_H
+
+#include <stdint.h>
+#include "../engine/ctx.h"
+#include "../engine/tensor.h"
+
+typedef struct Feed Feed;
+
+struct Feed {
+    char desc[128];
+    int n_in;                  /* tensors the model's loss takes (inputs + labels) */
+    Tensor *in[4];
+    int batch;
+    long batches_per_epoch;
+    int classes;
+    int has_eval;              /* a held-out split exists */
+    /* Fill in[] with batch `batch_index` of `epoch`. */
+    void (*next)(Feed *f, Ctx *c, uint64_t epoch, uint32_t batch_index);
+    /* Loader images/s so far (NAN when not applicable). */
+    double (*data_rate)(Feed *f);
+    /* Evaluation: start, then next until it returns 0; n = rows in this batch
+     * (the tensors in *in have n rows; labels in[n_in - 1]). */
+    void (*eval_start)(Feed *f, Ctx *c);
+    int (*eval_next)(Feed *f, Ctx *c, Tensor **in, int *n);
+    void (*free)(Feed *f, Ctx *c);
+    void *impl;
+};
+
+typedef struct FeedSpec {
+    const char *data;          /* --data */
+    const char *model;         /* decides flat vs images */
+    int batch, eval_batch;
+    int image_size;            /* 0: default for the data set */
+    int workers;
+    int classes;               /* synthetic */
+    uint64_t seed;
+} FeedSpec;
+
+/* Build the feed for --data; fatal with a hint when the data is unusable. */
+void feed_open(Feed *f, Ctx *c, const FeedSpec *spec);
+void feed_close(Feed *f, Ctx *c);
+
+#endif
