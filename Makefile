@@ -21,7 +21,7 @@ endif
 
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD -MP -I.
-LDLIBS   := -lstb -lz -lm -lpthread -ldl -fopenmp
+LDLIBS   := -l:libstb.a -lz -lm -lpthread -ldl -fopenmp
 
 C_SRCS   := $(wildcard engine/*.c ops/*.c models/*.c data/*.c train/*.c)
 MAIN_SRC := train/main.c

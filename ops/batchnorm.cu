@@ -1,0 +1,470 @@
+/* batchnorm.cu — CUDA batch normalization with the fused residual add and
+ * ReLU (the contract and the math are in batchnorm.h, the reference in
+ * batchnorm.c).
+ *
+ * Shape letters: x [M, C], M = N*H*W rows, C channels (contiguous).
+ *
+ * Activations have storage type T (f32, f16, bf16); all math is f32 and
+ * stores round to nearest even. Per-channel vectors are f32.
+ *
+ * Reductions over rows (statistics, and the two gradient sums), deterministic
+ * with no atomics:
+ *   pass 1: grid (ceil(C / cols), G). A block of BN_THREADS threads owns
+ *           `cols` = min(C, 32) channels and `lanes` = 256 / cols row lanes;
+ *           thread (lane, col) walks rows r0 + lane, r0 + lane + lanes, ...
+ *           of its chunk, so consecutive threads read consecutive addresses
+ *           (for C < 32 a block reads whole rows back to back). The lanes are
+ *           combined by a fixed tree in shared memory and the block writes
+ *           the chunk's partial for each of its channels into scratch [G, C].
+ *   pass 2: one thread per channel combines the G partials in order.
+ * Statistics: each thread folds its values four at a time into a running
+ * (count, mean, M2) by Chan's merge; partials carry (mean, M2) and their
+ * counts follow from the chunking. Gradient sums are plain f32 sums.
+ * G comes from (M, C) alone (batchnorm_chunks), so every addition order is
+ * fixed by the shape: two runs give the same bits.
+ *
+ * Per-element passes (apply, and dx / dz) are grid-stride loops moving 16
+ * bytes per access when C is a multiple of the vector width and every
+ * pointer is 16-byte aligned; the channel of each vector is stepped rather
+ * than recomputed with a 64-bit modulo.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "../engine/error.h"
+#include "batchnorm.h"
+
+namespace {
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
+    T v[V];
+};
+
+/* Calls f with a value of the C++ type that stores dt (only its type matters). */
+template <typename F> void dispatch_float(DType dt, const char *what, F f)
+{
+    switch (dt) {
+    case DT_F32: f(float()); break;
+    case DT_F16: f(__half()); break;
+    case DT_BF16: f(__nv_bfloat16()); break;
+    default:
+        ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
+                 dtype_name(dt));
+    }
+}
+
+bool aligned16(const void *p) { return ((uintptr_t)p % 16) == 0; }
+
+const int EW_THREADS = 256;
+const size_t EW_MAX_BLOCKS = 65535;
+
+unsigned grid_for(size_t work)
+{
+    size_t b = (work + EW_THREADS - 1) / EW_THREADS;
+    if (b < 1) b = 1;
+    return (unsigned)(b < EW_MAX_BLOCKS ? b : EW_MAX_BLOCKS);
+}
+
+/* (n, mean, m2) += (nb, mean_b, m2_b): Chan's parallel merge of two sets
+ * (m2 = sum of squared deviations from the set's mean). */
+__device__ __forceinline__ void welford_merge(float &n, float &mean, float &m2, float nb,
+                                              float mean_b, float m2_b)
+{
+    if (nb == 0.0f) return;
+    float nn = n + nb;
+    float wb = nb / nn;
+    float delta = mean_b - mean;
+    mean += delta * wb;
+    m2 += m2_b + delta * delta * n * wb;
+    n = nn;
+}
+
+/* Smallest power of two >= v (v >= 1). */
+__device__ __forceinline__ unsigned pow2_ceil(unsigned v)
+{
+    unsigned p = 1;
+    while (p < v) p <<= 1;
+    return p;
+}
+
+/* ---- statistics ---- */
+
+/* Pass 1: (mean, M2) of chunk blockIdx.y for channels blockIdx.x * cols + col. */
+template <typename T>
+__global__ void bn_stats_partial_kernel(float *pmean, float *pm2, const T *x, size_t M, size_t C,
+                                        unsigned cols, unsigned lanes, size_t rows_per_chunk)
+{
+    __shared__ float sn[BN_THREADS], smean[BN_THREADS], sm2[BN_THREADS];
+    unsigned t = threadIdx.x, col = t % cols, lane = t / cols;
+    size_t c = (size_t)blockIdx.x * cols + col;
+    size_t r0 = (size_t)blockIdx.y * rows_per_chunk;
+    size_t r1 = r0 + rows_per_chunk < M ? r0 + rows_per_chunk : M;
+    float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+    if (lane < lanes && c < C) {
+        size_t L = lanes, r = r0 + lane;
+        /* four loads in flight, folded in as one group of four */
+        for (; r + 3 * L < r1; r += 4 * L) {
+            float v0 = to_f32(x[r * C + c]);
+            float v1 = to_f32(x[(r + L) * C + c]);
+            float v2 = to_f32(x[(r + 2 * L) * C + c]);
+            float v3 = to_f32(x[(r + 3 * L) * C + c]);
+            float gm = ((v0 + v1) + (v2 + v3)) * 0.25f;
+            float d0 = v0 - gm, d1 = v1 - gm, d2 = v2 - gm, d3 = v3 - gm;
+            float gm2 = (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+            welford_merge(n, mean, m2, 4.0f, gm, gm2);
+        }
+        for (; r < r1; r += L) welford_merge(n, mean, m2, 1.0f, to_f32(x[r * C + c]), 0.0f);
+    }
+    sn[t] = n;
+    smean[t] = mean;
+    sm2[t] = m2;
+    __syncthreads();
+    for (unsigned h = pow2_ceil(lanes) >> 1; h > 0; h >>= 1) {
+        if (lane < h && lane + h < lanes) {
+            unsigned o = t + h * cols;
+            float a = sn[t], am = smean[t], a2 = sm2[t];
+            welford_merge(a, am, a2, sn[o], smean[o], sm2[o]);
+            sn[t] = a;
+            smean[t] = am;
+            sm2[t] = a2;
+        }
+        __syncthreads();
+    }
+    if (lane == 0 && c < C) {
+        pmean[(size_t)blockIdx.y * C + c] = smean[t];
+        pm2[(size_t)blockIdx.y * C + c] = sm2[t];
+    }
+}
+
+/* Pass 2: merge the G chunks of channel c in order; write mean, invstd, and
+ * update the running statistics (unbiased variance) and the batch counter. */
+__global__ void bn_stats_finish_kernel(float *mean, float *invstd, float *rmean, float *rvar,
+                                       int64_t *nbt, const float *pmean, const float *pm2,
+                                       size_t G, size_t rows_per_chunk, size_t M, size_t C,
+                                       float momentum, float eps)
+{
+    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c == 0 && nbt) *nbt += 1;
+    if (c >= C) return;
+    float n = 0.0f, mu = 0.0f, m2 = 0.0f;
+    for (size_t g = 0; g < G; g++) {
+        size_t left = M - g * rows_per_chunk;
+        size_t rows = left < rows_per_chunk ? left : rows_per_chunk;
+        welford_merge(n, mu, m2, (float)rows, pmean[g * C + c], pm2[g * C + c]);
+    }
+    float var = m2 / (float)M;
+    mean[c] = mu;
+    invstd[c] = 1.0f / sqrtf(var + eps);
+    if (rmean && rvar) {
+        float unbiased = m2 / (float)(M - 1);
+        rmean[c] = (1.0f - momentum) * rmean[c] + momentum * mu;
+        rvar[c] = (1.0f - momentum) * rvar[c] + momentum * unbiased;
+    }
+}
+
+__global__ void bn_eval_stats_kernel(float *mean, float *invstd, const float *rmean,
+                                     const float *rvar, float eps, size_t C)
+{
+    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    mean[c] = rmean[c];
+    invstd[c] = 1.0f / sqrtf(rvar[c] + eps);
+}
+
+/* ---- forward apply ---- */
+
+/* y = act((x - mean) gamma invstd + beta + z), V elements (V channels) a thread. */
+template <typename T, int V>
+__global__ void bn_forward_kernel(T *y, const T *x, const T *z, const float *mean,
+                                  const float *invstd, const float *gamma, const float *beta,
+                                  int relu, size_t nvec, size_t C)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nvec) return;
+    size_t c0 = (i * V) % C, cstep = (stride * V) % C;
+    for (; i < nvec; i += stride) {
+        Vec<T, V> xv = reinterpret_cast<const Vec<T, V> *>(x)[i], zv, yv;
+        if (z) zv = reinterpret_cast<const Vec<T, V> *>(z)[i];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            size_t c = c0 + k;
+            float s = (gamma ? __ldg(gamma + c) : 1.0f) * __ldg(invstd + c);
+            float v = (to_f32(xv.v[k]) - __ldg(mean + c)) * s + (beta ? __ldg(beta + c) : 0.0f);
+            if (z) v += to_f32(zv.v[k]);
+            if (relu) v = v > 0.0f ? v : 0.0f;
+            yv.v[k] = from_f32<T>(v);
+        }
+        reinterpret_cast<Vec<T, V> *>(y)[i] = yv;
+        c0 += cstep;
+        if (c0 >= C) c0 -= C;
+    }
+}
+
+/* ---- backward ---- */
+
+/* Pass 1: sum g and sum g xhat over chunk blockIdx.y, g = dy masked by y > 0. */
+template <typename T>
+__global__ void bn_backward_partial_kernel(float *psg, float *psgx, const T *dy, const T *x,
+                                           const T *y, const float *mean, const float *invstd,
+                                           int relu, size_t M, size_t C, unsigned cols,
+                                           unsigned lanes, size_t rows_per_chunk)
+{
+    __shared__ float s1[BN_THREADS], s2[BN_THREADS];
+    unsigned t = threadIdx.x, col = t % cols, lane = t / cols;
+    size_t c = (size_t)blockIdx.x * cols + col;
+    size_t r0 = (size_t)blockIdx.y * rows_per_chunk;
+    size_t r1 = r0 + rows_per_chunk < M ? r0 + rows_per_chunk : M;
+    float a = 0.0f, b = 0.0f;
+    if (lane < lanes && c < C) {
+        float mu = mean[c], is = invstd[c];
+        size_t L = lanes;
+#pragma unroll 4
+        for (size_t r = r0 + lane; r < r1; r += L) {
+            size_t i = r * C + c;
+            float g = to_f32(dy[i]);
+            if (relu && !(to_f32(y[i]) > 0.0f)) g = 0.0f;
+            float xhat = (to_f32(x[i]) - mu) * is;
+            a += g;
+            b += g * xhat;
+        }
+    }
+    s1[t] = a;
+    s2[t] = b;
+    __syncthreads();
+    for (unsigned h = pow2_ceil(lanes) >> 1; h > 0; h >>= 1) {
+        if (lane < h && lane + h < lanes) {
+            s1[t] += s1[t + h * cols];
+            s2[t] += s2[t + h * cols];
+        }
+        __syncthreads();
+    }
+    if (lane == 0 && c < C) {
+        psg[(size_t)blockIdx.y * C + c] = s1[t];
+        psgx[(size_t)blockIdx.y * C + c] = s2[t];
+    }
+}
+
+/* Pass 2: the G partials in order -> dbeta, dgamma (+)=, and the means
+ * mg = sum g / M, mgx = sum g xhat / M that dx needs. */
+__global__ void bn_backward_finish_kernel(float *mg, float *mgx, float *dgamma, float *dbeta,
+                                          const float *psg, const float *psgx, size_t G,
+                                          size_t M, size_t C, int accum_p)
+{
+    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float a = 0.0f, b = 0.0f;
+    for (size_t g = 0; g < G; g++) {
+        a += psg[g * C + c];
+        b += psgx[g * C + c];
+    }
+    mg[c] = a / (float)M;
+    mgx[c] = b / (float)M;
+    if (dbeta) dbeta[c] = accum_p ? dbeta[c] + a : a;
+    if (dgamma) dgamma[c] = accum_p ? dgamma[c] + b : b;
+}
+
+/* Pass 3, per element:
+ *   forward: y = act(gamma xhat + beta + z)   so   g = y > 0 ? dy : 0 (ReLU),
+ *   dz (+)= g;  dx (+)= gamma invstd (g - mg - xhat mgx)   (training)
+ *               dx (+)= gamma invstd g                     (eval) */
+template <typename T, int V>
+__global__ void bn_backward_dx_kernel(T *dx, T *dz, const T *dy, const T *x, const T *y,
+                                      const float *mean, const float *invstd,
+                                      const float *gamma, const float *mg, const float *mgx,
+                                      int training, int relu, size_t nvec, size_t C,
+                                      int accum_x, int accum_z)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nvec) return;
+    size_t c0 = (i * V) % C, cstep = (stride * V) % C;
+    for (; i < nvec; i += stride) {
+        Vec<T, V> dyv = reinterpret_cast<const Vec<T, V> *>(dy)[i], yv;
+        if (relu) yv = reinterpret_cast<const Vec<T, V> *>(y)[i];
+        float g[V];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            g[k] = to_f32(dyv.v[k]);
+            if (relu && !(to_f32(yv.v[k]) > 0.0f)) g[k] = 0.0f;
+        }
+        if (dx) {
+            Vec<T, V> xv, o;
+            if (training) xv = reinterpret_cast<const Vec<T, V> *>(x)[i];
+            if (accum_x) o = reinterpret_cast<const Vec<T, V> *>(dx)[i];
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                size_t c = c0 + k;
+                float is = __ldg(invstd + c);
+                float kk = (gamma ? __ldg(gamma + c) : 1.0f) * is;
+                float v;
+                if (training) {
+                    float xhat = (to_f32(xv.v[k]) - __ldg(mean + c)) * is;
+                    v = kk * (g[k] - __ldg(mg + c) - xhat * __ldg(mgx + c));
+                } else {
+                    v = kk * g[k];
+                }
+                if (accum_x) v += to_f32(o.v[k]);
+                o.v[k] = from_f32<T>(v);
+            }
+            reinterpret_cast<Vec<T, V> *>(dx)[i] = o;
+        }
+        if (dz) {
+            Vec<T, V> o;
+            if (accum_z) o = reinterpret_cast<const Vec<T, V> *>(dz)[i];
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                float v = g[k];
+                if (accum_z) v += to_f32(o.v[k]);
+                o.v[k] = from_f32<T>(v);
+            }
+            reinterpret_cast<Vec<T, V> *>(dz)[i] = o;
+        }
+        c0 += cstep;
+        if (c0 >= C) c0 -= C;
+    }
+}
+
+/* Grid of the reduction passes; checks the scratch and returns G. */
+size_t reduction_grid(const char *what, size_t M, size_t C, size_t scratch_bytes, dim3 *grid,
+                      size_t *rows_per_chunk)
+{
+    size_t need = batchnorm_scratch_bytes(M, C);
+    if (scratch_bytes < need)
+        ct_fatal("%s: scratch of %zu bytes is smaller than batchnorm_scratch_bytes(%zu, %zu) = %zu",
+                 what, scratch_bytes, M, C, need);
+    size_t G = batchnorm_chunks(M, C, rows_per_chunk);
+    size_t cols = batchnorm_cols(C), col_blocks = (C + cols - 1) / cols;
+    if (col_blocks > 0x7fffffffu || G > 65535)
+        ct_fatal("%s: [%zu, %zu] is more than one grid can cover", what, M, C);
+    *grid = dim3((unsigned)col_blocks, (unsigned)G);
+    return G;
+}
+
+} /* namespace */
+
+extern "C" void batchnorm_stats_cuda(float *mean, float *invstd, float *running_mean,
+                                     float *running_var, int64_t *num_batches_tracked,
+                                     const void *x, DType dt, float momentum, float eps,
+                                     size_t M, size_t C, void *scratch, size_t scratch_bytes,
+                                     cudaStream_t s)
+{
+    if (C == 0) return;
+    CT_ASSERT(M >= 1, "batchnorm_stats_cuda: no rows (M = 0)");
+    if (running_mean && running_var)
+        CT_ASSERT(M >= 2, "batchnorm_stats_cuda: the unbiased variance needs M >= 2 rows");
+    dim3 grid;
+    size_t rpc;
+    size_t G = reduction_grid("batchnorm_stats_cuda", M, C, scratch_bytes, &grid, &rpc);
+    float *pmean = (float *)scratch, *pm2 = pmean + G * C;
+    unsigned cols = (unsigned)batchnorm_cols(C), lanes = (unsigned)batchnorm_lanes(C);
+    dispatch_float(dt, "batchnorm_stats_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        bn_stats_partial_kernel<T><<<grid, BN_THREADS, 0, s>>>(pmean, pm2, (const T *)x, M, C,
+                                                               cols, lanes, rpc);
+        CUDA_CHECK_LAUNCH();
+    });
+    bn_stats_finish_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(
+        mean, invstd, running_mean, running_var, num_batches_tracked, pmean, pm2, G, rpc, M, C,
+        momentum, eps);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void batchnorm_eval_stats_cuda(float *mean, float *invstd, const float *running_mean,
+                                          const float *running_var, float eps, size_t C,
+                                          cudaStream_t s)
+{
+    if (C == 0) return;
+    bn_eval_stats_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(mean, invstd, running_mean,
+                                                                     running_var, eps, C);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void batchnorm_forward_cuda(void *y, const void *x, const void *z, const float *mean,
+                                       const float *invstd, const float *gamma,
+                                       const float *beta, DType dt, int relu, size_t M, size_t C,
+                                       cudaStream_t s)
+{
+    size_t n = M * C;
+    if (n == 0) return;
+    dispatch_float(dt, "batchnorm_forward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        constexpr int V = 16 / sizeof(T);
+        bool vec = C % V == 0 && aligned16(y) && aligned16(x) && (!z || aligned16(z));
+        if (vec)
+            bn_forward_kernel<T, V><<<grid_for(n / V), EW_THREADS, 0, s>>>(
+                (T *)y, (const T *)x, (const T *)z, mean, invstd, gamma, beta, relu, n / V, C);
+        else
+            bn_forward_kernel<T, 1><<<grid_for(n), EW_THREADS, 0, s>>>(
+                (T *)y, (const T *)x, (const T *)z, mean, invstd, gamma, beta, relu, n, C);
+        CUDA_CHECK_LAUNCH();
+    });
+}
+
+extern "C" void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta,
+                                        const void *dy, const void *x, const void *y,
+                                        const float *mean, const float *invstd,
+                                        const float *gamma, DType dt, int training, int relu,
+                                        size_t M, size_t C, int accum_x, int accum_z,
+                                        int accum_p, void *scratch, size_t scratch_bytes,
+                                        cudaStream_t s)
+{
+    if (C == 0) return;
+    CT_ASSERT(!relu || y, "batchnorm_backward_cuda: the ReLU mask is read from y, got NULL");
+    if (M == 0) {
+        if (dgamma && !accum_p) CUDA_CHECK(cudaMemsetAsync(dgamma, 0, C * sizeof(float), s));
+        if (dbeta && !accum_p) CUDA_CHECK(cudaMemsetAsync(dbeta, 0, C * sizeof(float), s));
+        return;
+    }
+    int need_sums = dgamma || dbeta || (dx && training);
+    float *mg = NULL, *mgx = NULL;
+    if (need_sums) {
+        dim3 grid;
+        size_t rpc;
+        size_t G = reduction_grid("batchnorm_backward_cuda", M, C, scratch_bytes, &grid, &rpc);
+        float *psg = (float *)scratch, *psgx = psg + G * C;
+        mg = psgx + G * C;
+        mgx = mg + C;
+        unsigned cols = (unsigned)batchnorm_cols(C), lanes = (unsigned)batchnorm_lanes(C);
+        dispatch_float(dt, "batchnorm_backward_cuda", [&](auto tag) {
+            using T = decltype(tag);
+            bn_backward_partial_kernel<T><<<grid, BN_THREADS, 0, s>>>(
+                psg, psgx, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, relu, M, C,
+                cols, lanes, rpc);
+            CUDA_CHECK_LAUNCH();
+        });
+        bn_backward_finish_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(
+            mg, mgx, dgamma, dbeta, psg, psgx, G, M, C, accum_p);
+        CUDA_CHECK_LAUNCH();
+    }
+    if (!dx && !dz) return;
+    size_t n = M * C;
+    dispatch_float(dt, "batchnorm_backward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        constexpr int V = 16 / sizeof(T);
+        bool vec = C % V == 0 && aligned16(dy) && (!dx || aligned16(dx)) &&
+                   (!dz || aligned16(dz)) && (!x || aligned16(x)) && (!y || aligned16(y));
+        if (vec)
+            bn_backward_dx_kernel<T, V><<<grid_for(n / V), EW_THREADS, 0, s>>>(
+                (T *)dx, (T *)dz, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma,
+                mg, mgx, training, relu, n / V, C, accum_x, accum_z);
+        else
+            bn_backward_dx_kernel<T, 1><<<grid_for(n), EW_THREADS, 0, s>>>(
+                (T *)dx, (T *)dz, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma,
+                mg, mgx, training, relu, n, C, accum_x, accum_z);
+        CUDA_CHECK_LAUNCH();
+    });
+}

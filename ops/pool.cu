@@ -1,0 +1,238 @@
+/* pool.cu — CUDA 2-D max pooling and global average pooling over NHWC
+ * images (the contract and the math are in pool.h, the reference in pool.c).
+ *
+ * Shape letters: x [N, H, W, C], max pool output [N, P, Q, C], kernel k,
+ * stride s, padding pad; HW = H * W.
+ *
+ * Every kernel is one thread per output element of its pass, channel
+ * fastest, so a warp reads and writes consecutive addresses:
+ *   max forward   thread per (n, p, q, c): scans its window in row order,
+ *                 strict > (first maximum wins), NaN wins; writes y and idx.
+ *   max backward  thread per (n, h, w, c): gathers dy from the windows that
+ *                 hold (h, w) and chose it, p then q ascending: no atomics,
+ *                 deterministic, right for overlapping windows.
+ *   avg forward   thread per (n, c): sums its HW values in order (f32).
+ *   avg backward  thread per (n, h, w, c): dy[n, c] / HW.
+ * Index arithmetic runs in 32 bits when every index fits (the common case;
+ * 64-bit division is several times slower), else in 64 bits.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "../engine/error.h"
+#include "pool.h"
+
+namespace {
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+template <typename F> void dispatch_float(DType dt, const char *what, F f)
+{
+    switch (dt) {
+    case DT_F32: f(float()); break;
+    case DT_F16: f(__half()); break;
+    case DT_BF16: f(__nv_bfloat16()); break;
+    default:
+        ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
+                 dtype_name(dt));
+    }
+}
+
+const int POOL_THREADS = 256;
+const size_t POOL_MAX_BLOCKS = 65535;
+/* 32-bit indices when every flat index (and index + grid stride) stays
+ * below 2^31 */
+const size_t POOL_I32_LIMIT = (size_t)1 << 31;
+
+unsigned grid_for(size_t work)
+{
+    size_t b = (work + POOL_THREADS - 1) / POOL_THREADS;
+    if (b < 1) b = 1;
+    return (unsigned)(b < POOL_MAX_BLOCKS ? b : POOL_MAX_BLOCKS);
+}
+
+/* ---- max pool ---- */
+
+template <typename T, typename I>
+__global__ void maxpool_forward_kernel(T *y, int32_t *idx, const T *x, int k, int s, int pad,
+                                       I H, I W, I C, I P, I Q, I total)
+{
+    I stride = (I)gridDim.x * blockDim.x;
+    for (I o = (I)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += stride) {
+        I c = o % C, pix = o / C;
+        I q = pix % Q, t = pix / Q;
+        I p = t % P, n = t / P;
+        int h0 = (int)p * s - pad, w0 = (int)q * s - pad;
+        int hs = h0 > 0 ? h0 : 0, he = h0 + k < (int)H ? h0 + k : (int)H;
+        int ws = w0 > 0 ? w0 : 0, we = w0 + k < (int)W ? w0 + k : (int)W;
+        float best = -INFINITY;
+        int32_t bi = hs * (int)W + ws;
+        for (int h = hs; h < he; h++) {
+            const T *xr = x + ((n * H + (I)h) * W) * C + c;
+            for (int w = ws; w < we; w++) {
+                float v = to_f32(xr[(I)w * C]);
+                if (v > best || isnan(v)) {
+                    best = v;
+                    bi = h * (int)W + w;
+                }
+            }
+        }
+        y[o] = from_f32<T>(best);
+        if (idx) idx[o] = bi;
+    }
+}
+
+/* forward: y[n,p,q,c] = x[n, idx / W, idx % W, c]   so   dx[n,h,w,c] (+)= sum of
+ * dy[n,p,q,c] over the windows holding (h, w) with idx == h W + w */
+template <typename T, typename I>
+__global__ void maxpool_backward_kernel(T *dx, const T *dy, const int32_t *idx, int k, int s,
+                                        int pad, I H, I W, I C, I P, I Q, I total, int accum)
+{
+    I stride = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        I c = i % C, pix = i / C;
+        I w = pix % W, t = pix / W;
+        I h = t % H, n = t / H;
+        int hh = (int)h, ww = (int)w;
+        int p0 = hh + pad < k ? 0 : (hh + pad - k) / s + 1;
+        int p1 = (hh + pad) / s < (int)P - 1 ? (hh + pad) / s : (int)P - 1;
+        int q0 = ww + pad < k ? 0 : (ww + pad - k) / s + 1;
+        int q1 = (ww + pad) / s < (int)Q - 1 ? (ww + pad) / s : (int)Q - 1;
+        int32_t self = hh * (int)W + ww;
+        float sum = 0.0f;
+        for (int p = p0; p <= p1; p++)
+            for (int q = q0; q <= q1; q++) {
+                I o = ((n * P + (I)p) * Q + (I)q) * C + c;
+                if (idx[o] == self) sum += to_f32(dy[o]);
+            }
+        dx[i] = from_f32<T>(accum ? to_f32(dx[i]) + sum : sum);
+    }
+}
+
+/* ---- global average pool ---- */
+
+template <typename T, typename I>
+__global__ void avgpool_forward_kernel(T *y, const T *x, I HW, I C, I total)
+{
+    I stride = (I)gridDim.x * blockDim.x;
+    for (I j = (I)blockIdx.x * blockDim.x + threadIdx.x; j < total; j += stride) {
+        I c = j % C, n = j / C;
+        const T *xp = x + n * HW * C + c;
+        float acc = 0.0f;
+        I r = 0;
+        /* four loads in flight, added in row order */
+        for (; r + 3 < HW; r += 4) {
+            float v0 = to_f32(xp[r * C]), v1 = to_f32(xp[(r + 1) * C]);
+            float v2 = to_f32(xp[(r + 2) * C]), v3 = to_f32(xp[(r + 3) * C]);
+            acc += v0;
+            acc += v1;
+            acc += v2;
+            acc += v3;
+        }
+        for (; r < HW; r++) acc += to_f32(xp[r * C]);
+        y[j] = from_f32<T>(acc / (float)HW);
+    }
+}
+
+/* forward: y[n,c] = (1/HW) sum_r x[n,r,c]   so   dx[n,r,c] (+)= dy[n,c] / HW */
+template <typename T, typename I>
+__global__ void avgpool_backward_kernel(T *dx, const T *dy, I HW, I C, I total, int accum)
+{
+    I stride = (I)gridDim.x * blockDim.x;
+    float fhw = (float)HW;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        I c = i % C, n = i / (HW * C);
+        float v = to_f32(dy[n * C + c]) / fhw;
+        dx[i] = from_f32<T>(accum ? to_f32(dx[i]) + v : v);
+    }
+}
+
+} /* namespace */
+
+extern "C" void maxpool2d_forward_cuda(void *y, int32_t *idx, const void *x, DType dt, int k,
+                                       int s, int pad, int N, int H, int W, int C,
+                                       cudaStream_t st)
+{
+    int P = pool_out_size(H, k, s, pad), Q = pool_out_size(W, k, s, pad);
+    size_t total = (size_t)N * P * Q * C, in_total = (size_t)N * H * W * C;
+    if (total == 0) return;
+    bool small = total < POOL_I32_LIMIT && in_total < POOL_I32_LIMIT;
+    dispatch_float(dt, "maxpool2d_forward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        if (small)
+            maxpool_forward_kernel<T, uint32_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+                (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, (uint32_t)total);
+        else
+            maxpool_forward_kernel<T, size_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+                (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, total);
+        CUDA_CHECK_LAUNCH();
+    });
+}
+
+extern "C" void maxpool2d_backward_cuda(void *dx, const void *dy, const int32_t *idx, DType dt,
+                                        int k, int s, int pad, int N, int H, int W, int C,
+                                        int accum, cudaStream_t st)
+{
+    int P = pool_out_size(H, k, s, pad), Q = pool_out_size(W, k, s, pad);
+    size_t total = (size_t)N * H * W * C, out_total = (size_t)N * P * Q * C;
+    if (total == 0) return;
+    bool small = total < POOL_I32_LIMIT && out_total < POOL_I32_LIMIT;
+    dispatch_float(dt, "maxpool2d_backward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        if (small)
+            maxpool_backward_kernel<T, uint32_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+                (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, (uint32_t)total, accum);
+        else
+            maxpool_backward_kernel<T, size_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+                (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, total, accum);
+        CUDA_CHECK_LAUNCH();
+    });
+}
+
+extern "C" void avgpool_global_forward_cuda(void *y, const void *x, DType dt, int N, int HW,
+                                            int C, cudaStream_t st)
+{
+    size_t total = (size_t)N * C, in_total = (size_t)N * HW * C;
+    if (total == 0) return;
+    CT_ASSERT(HW > 0, "avgpool_global_forward_cuda: empty image (H * W = 0)");
+    bool small = in_total < POOL_I32_LIMIT;
+    dispatch_float(dt, "avgpool_global_forward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        if (small)
+            avgpool_forward_kernel<T, uint32_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+                (T *)y, (const T *)x, (uint32_t)HW, (uint32_t)C, (uint32_t)total);
+        else
+            avgpool_forward_kernel<T, size_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+                (T *)y, (const T *)x, (size_t)HW, (size_t)C, total);
+        CUDA_CHECK_LAUNCH();
+    });
+}
+
+extern "C" void avgpool_global_backward_cuda(void *dx, const void *dy, DType dt, int N, int HW,
+                                             int C, int accum, cudaStream_t st)
+{
+    size_t total = (size_t)N * HW * C;
+    if (total == 0) return;
+    bool small = total < POOL_I32_LIMIT;
+    dispatch_float(dt, "avgpool_global_backward_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        if (small)
+            avgpool_backward_kernel<T, uint32_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+                (T *)dx, (const T *)dy, (uint32_t)HW, (uint32_t)C, (uint32_t)total, accum);
+        else
+            avgpool_backward_kernel<T, size_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+                (T *)dx, (const T *)dy, (size_t)HW, (size_t)C, total, accum);
+        CUDA_CHECK_LAUNCH();
+    });
+}

@@ -1,0 +1,123 @@
+/* gpu_resnet_parity.c — ctrain's ResNet against PyTorch with the same
+ * weights: scripts/torch_parity.py writes DIR/weights.safetensors (the
+ * torchvision state_dict: ctrain must load it as is) and DIR/ref.safetensors
+ * (the input, the loss, every parameter gradient and the BN running stats
+ * after one training step, strict f32). This program loads both, runs one
+ * forward + backward in f32 (TF32 off) and compares: loss, every gradient
+ * (worst relative error over tensors, max |diff| / max |ref|, must be
+ * <= 1e-3) and the running statistics.
+ *
+ *   gpu_resnet_parity DIR [DEPTH]      (make test-gpu writes DIR first)
+ */
+#include <string.h>
+#include "check.h"
+#include "gpu_util.h"
+#include "../engine/autograd.h"
+#include "../models/resnet.h"
+#include "../train/checkpoint.h"
+#include "../train/safetensors.h"
+
+static const StEntry *need(const StFile *f, const char *name)
+{
+    const StEntry *e = st_find(f, name);
+    if (!e) {
+        printf("  FAIL reference file lacks '%s'\n0 passed, 1 failed\n", name);
+        exit(1);
+    }
+    return e;
+}
+
+/* max |a - b| / max |b| */
+static double rel_inf(const float *a, const float *b, size_t n)
+{
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return m > 0 ? d / m : d;
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : getenv("CTRAIN_PARITY_DIR");
+    int depth = argc > 2 ? atoi(argv[2]) : 50;
+    if (!dir) {
+        printf("usage: gpu_resnet_parity DIR [DEPTH] (DIR from scripts/torch_parity.py)\n0 passed, 1 failed\n");
+        return 1;
+    }
+    gpu_require();
+    char wpath[1024], rpath[1024], err[512];
+    snprintf(wpath, sizeof wpath, "%s/weights.safetensors", dir);
+    snprintf(rpath, sizeof rpath, "%s/ref.safetensors", dir);
+    StFile ref;
+    if (st_open(rpath, &ref, err, sizeof err) != 0) {
+        printf("  FAIL %s\n0 passed, 1 failed\n", err);
+        return 1;
+    }
+    Ctx c;
+    ctx_init(&c, DEV_CUDA, 0, 1);
+    ResNetConfig cfg;
+    resnet_config_default(&cfg, depth);
+    Model m;
+    resnet_create(&m, &c, &cfg, 1);
+    int st = ckpt_load_params(&m.params, wpath, m.name, 0, err, sizeof err);
+    check_true("parity.load_torchvision_weights", st == 0, "%s", err);
+
+    const StEntry *xi = need(&ref, "input"), *ti = need(&ref, "target"), *li = need(&ref, "loss");
+    Tensor *x = tensor_from_host(&c, xi->data, DT_F32, 4, xi->shape);
+    Tensor *t = tensor_from_host(&c, ti->data, DT_I32, 1, ti->shape);
+    Tensor *in[2] = {x, t};
+    Tensor *loss = model_loss(&c, &m, in, 0.0f, NULL);
+    float lv, lref = *(const float *)li->data;
+    tensor_to_f32(&lv, loss);
+    ad_backward(&c, loss, 1.0f);
+    tensor_release(loss);
+    printf("  loss: ctrain %.7f  pytorch %.7f\n", (double)lv, (double)lref);
+    check_close("parity.loss", &lv, &lref, 1, 1e-6, 1e-5);
+
+    /* every parameter gradient, in the memory layout */
+    size_t n = m.params.total;
+    float *g = malloc(n * sizeof(float)), *tmp = NULL;
+    grads_to_host(&m.params, g);
+    double worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < m.params.n; i++) {
+        ParamInfo *pi = &m.params.p[i];
+        char name[160];
+        snprintf(name, sizeof name, "grad.%s", pi->name);
+        const StEntry *e = need(&ref, name);
+        tmp = realloc(tmp, pi->numel * sizeof(float));
+        params_layout_from_torch(pi, tmp, (const float *)e->data);
+        double r = rel_inf(g + pi->offset, tmp, pi->numel);
+        if (r > 1e-4 || getenv("CHECK_VERBOSE"))
+            printf("    %-40s relative error %.3g\n", pi->name, r);
+        if (r > worst) { worst = r; worst_name = pi->name; }
+    }
+    printf("  worst gradient relative error %.3g (%s) over %d tensors\n", worst, worst_name, m.params.n);
+    check_true("parity.grads_1e-3", worst <= 1e-3, "worst %.3g at %s", worst, worst_name);
+
+    /* batch-norm running statistics after the step */
+    double worst_b = 0;
+    for (int i = 0; i < m.params.nb; i++) {
+        BufferInfo *bi = &m.params.b[i];
+        if (bi->dtype != DT_F32) continue;
+        char name[160];
+        snprintf(name, sizeof name, "after.%s", bi->name);
+        const StEntry *e = need(&ref, name);
+        tmp = realloc(tmp, bi->numel * sizeof(float));
+        tensor_to_f32(tmp, bi->t);
+        worst_b = fmax(worst_b, rel_inf(tmp, (const float *)e->data, bi->numel));
+    }
+    printf("  worst running-statistics relative error %.3g\n", worst_b);
+    check_true("parity.running_stats", worst_b <= 1e-4, "worst %.3g", worst_b);
+
+    free(g);
+    free(tmp);
+    tensor_release(x);
+    tensor_release(t);
+    model_free(&m);
+    st_close(&ref);
+    ctx_free(&c);
+    return check_summary();
+}
