@@ -9,7 +9,11 @@ the step: ctrain must load it as is) and OUTDIR/ref.safetensors with
           NCHW tensor PyTorch used), target i32 [B], loss f32 [1],
   grad.<name>  every parameter gradient (PyTorch layouts),
   after.<name> every buffer after the step (BN running stats),
-computed in strict f32 (TF32 off) with the model in train mode.
+computed in strict f32 (TF32 off) with the model in train mode, and
+  grad64.<name>  the same gradients computed in float64 on the CPU: the
+          exact answer to compare both f32 implementations against (deep
+          networks with batch norm amplify f32 rounding, so PyTorch's own f32
+          gradients differ from float64 by a measurable amount).
 """
 import os
 import sys
@@ -41,6 +45,19 @@ def resnet(depth, batch, size, outdir):
         ref["grad." + n] = p.grad.detach().contiguous().cpu()
     for n, b in model.named_buffers():
         ref["after." + n] = b.detach().contiguous().cpu()
+    # the float64 answer, from the same weights and input
+    m64 = getattr(torchvision.models, f"resnet{depth}")(num_classes=1000).double().train()
+    m64.load_state_dict({k: v.double() if v.is_floating_point() else v for k, v in weights.items()})
+    loss64 = F.cross_entropy(m64(x.double().cpu()), y.cpu())
+    loss64.backward()
+    worst = 0.0
+    for (n, p), (_, p64) in zip(model.named_parameters(), m64.named_parameters()):
+        ref["grad64." + n] = p64.grad.float().contiguous()
+        d = (p.grad.double().cpu() - p64.grad).abs().max() / p64.grad.abs().max()
+        worst = max(worst, float(d))
+    ref["loss64"] = loss64.detach().float().reshape(1)
+    print(f"pytorch f32 vs float64: loss {loss.item():.7f} vs {loss64.item():.7f}, "
+          f"worst gradient relative error {worst:.3g}")
     save_file(ref, os.path.join(outdir, "ref.safetensors"))
     print(f"resnet{depth} batch {batch} size {size}: loss {loss.item():.6f}, "
           f"{len(weights)} state tensors -> {outdir}")
