@@ -125,7 +125,9 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
                       tensor_desc(dx, sizeof dx, x), M, M == 1 ? "" : "s");
     float *rm = NULL, *rv = NULL;
     int64_t *nbt = NULL;
-    if (training) {
+    /* a recompute segment re-running its forward must not count the batch
+     * in the running statistics a second time */
+    if (training && !c->recomputing) {
         rm = running_mean ? (float *)running_mean->data : NULL;
         rv = running_var ? (float *)running_var->data : NULL;
         nbt = num_batches_tracked ? (int64_t *)num_batches_tracked->data : NULL;
