@@ -377,6 +377,7 @@ void feed_open(Feed *f, Ctx *c, const FeedSpec *s)
     f->batch = s->batch;
     const char *d = s->data;
     int mlp = !strcmp(s->model, "mlp");
+    if (!strncmp(s->model, "bert", 4)) { feed_text_open(f, c, s); return; }
     if (!strcmp(d, "fashion-mnist") || !strncmp(d, "fashion-mnist:", 14)) {
         const char *dir = d[13] == ':' ? d + 14 : NULL;
         if (mlp) flat_open(f, c, s, dir);

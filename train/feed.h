@@ -49,7 +49,16 @@ typedef struct FeedSpec {
     int workers;
     int classes;               /* synthetic */
     uint64_t seed;
+    int seq;                   /* BERT: tokens per sequence */
+    const char *vocab;         /* BERT: vocab.txt for mlm:SHARD */
+    int vocab_size;            /* BERT synthetic: ids drawn from [0, vocab_size) */
 } FeedSpec;
+
+/* Text feeds for BERT (train/feed_text.c): synthetic token batches, or
+ * masked-LM batches from a pre-tokenized shard ("mlm:SHARD"). Inputs:
+ * ids i32 [B, T], token types i32 [B, T], additive mask f32 [B, T],
+ * labels i32 [B*T] (-100 where nothing is predicted). */
+void feed_text_open(Feed *f, Ctx *c, const FeedSpec *spec);
 
 /* Build the feed for --data; fatal with a hint when the data is unusable. */
 void feed_open(Feed *f, Ctx *c, const FeedSpec *spec);

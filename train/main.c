@@ -11,6 +11,8 @@ static void usage(void)
            "commands:\n"
            "  train   train a model      (ctrain train --help)\n"
            "  eval    evaluate saved weights on a held-out split (ctrain eval --help)\n"
+           "  vocab   build a WordPiece vocabulary from a text corpus\n"
+           "  shard   tokenize a corpus into a token shard for BERT pre-training\n"
            "  info    the device, CUDA, cuDNN and cuBLAS versions\n"
            "  help    this text\n");
 }
@@ -24,6 +26,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
     if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "vocab")) return cmd_vocab(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "shard")) return cmd_shard(argc - 2, argv + 2);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 2, argv + 2);
     ct_fatal_hint("run 'ctrain help' for the list of commands", "unknown command '%s'", argv[1]);
 }

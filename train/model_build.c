@@ -1,12 +1,15 @@
 /* model_build.c — name -> model, with the options that shape it. */
 #include "model_build.h"
 
+#include <stdio.h>
 #include <string.h>
 #include "../engine/error.h"
+#include "../models/bert.h"
 #include "../models/mlp.h"
 #include "../models/resnet.h"
 
-#define KNOWN_MODELS "mlp, resnet18, resnet34, resnet50, resnet101, resnet152"
+#define KNOWN_MODELS "mlp, resnet18, resnet34, resnet50, resnet101, resnet152, bert-tiny, " \
+    "bert-mini, bert-small, bert-medium, bert-base, bert-large"
 
 void model_build(Model *m, Ctx *c, const TrainOptions *o, int classes)
 {
@@ -26,6 +29,13 @@ void model_build(Model *m, Ctx *c, const TrainOptions *o, int classes)
         resnet_create(m, c, &cfg, o->seed);
         return;
     }
+    BertConfig bc;
+    if (!strncmp(o->model, "bert-", 5) && bert_config_named(&bc, o->model, classes) == 0) {
+        bc.recompute = o->recompute;
+        bert_create(m, c, &bc, o->seed);
+        snprintf(m->name, sizeof m->name, "%s", o->model);
+        return;
+    }
     ct_fatal_hint("known models: " KNOWN_MODELS, "--model: unknown model '%s'", o->model);
 }
 
@@ -38,6 +48,9 @@ double model_train_flops_per_sample(const TrainOptions *o, int classes)
         if (classes) cfg.classes = classes;
         return 3.0 * resnet_flops_per_image(&cfg, o->image_size ? o->image_size : 224);
     }
+    BertConfig bc;
+    if (!strncmp(o->model, "bert-", 5) && bert_config_named(&bc, o->model, classes) == 0)
+        return bert_train_flops_per_seq(&bc, o->seq);
     if (!strcmp(o->model, "mlp")) {
         double f = 0, in = 784;
         for (int i = 0; i < o->n_hidden; i++) { f += 2.0 * in * o->hidden[i]; in = o->hidden[i]; }

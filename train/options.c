@@ -45,14 +45,19 @@ void train_options_usage(const char *cmd)
 {
     printf("usage: ctrain %s [options]\n\n"
            "model and data\n"
-           "  --model NAME         mlp | resnet18 | resnet34 | resnet50 | resnet101 | resnet152 (default mlp)\n"
+           "  --model NAME         mlp | resnet18 | resnet34 | resnet50 | resnet101 | resnet152 |\n"
+           "                       bert-tiny | bert-mini | bert-small | bert-medium | bert-base | bert-large\n"
+           "                       (default mlp)\n"
            "  --data SPEC          fashion-mnist | fashion-mnist:DIR | synthetic | imagefolder:DIR | DIR\n"
+           "                       | mlm:SHARD (BERT masked LM on a token shard; see ctrain shard)\n"
            "                       (an ImageFolder root: DIR/CLASS/*.jpg|png; with train/ and val/\n"
            "                       subfolders those are used) (default fashion-mnist)\n"
            "  --image-size S       input side for ResNets (default 32 for fashion-mnist, 224 otherwise)\n"
            "  --classes N          classes for synthetic data (default 1000)\n"
            "  --workers N          data loader threads (default 4)\n"
            "  --hidden W1,W2,...   MLP hidden widths (default 512,256)\n"
+           "  --seq T              BERT tokens per sequence (default 128)\n"
+           "  --vocab FILE         BERT vocabulary (vocab.txt) for mlm:SHARD data\n"
            "  --zero-init-residual start each residual block's last BN gamma at 0\n"
            "steps\n"
            "  --epochs N           passes over the training set (default 1)\n"
@@ -163,6 +168,7 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
         else if (!strcmp(a, "--seed")) o->seed = (uint64_t)parse_long(cmd, a, v, 0, LONG_MAX);
         else if (!strcmp(a, "--log-every")) o->log_every = (int)parse_long(cmd, a, v, 1, 1 << 30);
         else if (!strcmp(a, "--log")) copy_str(cmd, a, o->log_path, sizeof o->log_path, v);
+        else if (!strcmp(a, "--vocab")) copy_str(cmd, a, o->vocab, sizeof o->vocab, v);
         else if (!strcmp(a, "--save")) copy_str(cmd, a, o->save_path, sizeof o->save_path, v);
         else if (!strcmp(a, "--load")) copy_str(cmd, a, o->load_path, sizeof o->load_path, v);
         else if (!strcmp(a, "--image-size")) o->image_size = (int)parse_long(cmd, a, v, 8, 4096);

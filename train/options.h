@@ -44,6 +44,7 @@ typedef struct TrainOptions {
     int hidden[8];
     int n_hidden;
     int eval_batch;
+    char vocab[512];         /* BERT: vocab.txt */
 } TrainOptions;
 
 void train_options_default(TrainOptions *o);

@@ -46,7 +46,7 @@ static void setup_ctx(Ctx *c, TrainOptions *o)
 static FeedSpec feed_spec(const TrainOptions *o)
 {
     FeedSpec s = {o->data, o->model, o->batch, o->eval_batch, o->image_size, o->workers,
-                  o->classes, o->seed};
+                  o->classes, o->seed, o->seq, o->vocab, o->classes};
     return s;
 }
 

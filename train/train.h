@@ -5,5 +5,7 @@
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_vocab(int argc, char **argv);
+int cmd_shard(int argc, char **argv);
 
 #endif
