@@ -78,7 +78,10 @@ test-gpu: $(BIN) $(TEST_GPU_BINS)
 	@if [ "$(CUDA)" != 1 ]; then echo "make test-gpu: this build has no CUDA backend (nvcc, cuDNN or cuBLAS missing, or CUDA=0)"; exit 1; fi
 	@python3 scripts/torch_parity.py resnet 50 8 224 $(BUILD)/parity/resnet50 || \
 	    echo "make test-gpu: could not write the PyTorch reference (python3 with torch, torchvision, safetensors needed); the parity test will fail"
-	@CTRAIN_PARITY_DIR=$(BUILD)/parity/resnet50 sh tests/run.sh $(TEST_GPU_BINS)
+	@python3 scripts/torch_parity.py bert base 8 128 $(BUILD)/parity/bert-base || \
+	    echo "make test-gpu: could not write the transformers reference; the BERT parity test will fail"
+	@CTRAIN_PARITY_DIR=$(BUILD)/parity/resnet50 CTRAIN_BERT_PARITY_DIR=$(BUILD)/parity/bert-base \
+	    sh tests/run.sh $(TEST_GPU_BINS)
 
 # The quick start's main job: install what is missing, build, train.
 run-mlp:

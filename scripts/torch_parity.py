@@ -2,6 +2,7 @@
 """torch_parity.py — write PyTorch reference files for ctrain's parity tests.
 
   torch_parity.py resnet DEPTH BATCH SIZE OUTDIR
+  torch_parity.py bert SIZE BATCH SEQ OUTDIR      (SIZE: tiny, small, base, large)
 
 writes OUTDIR/weights.safetensors (the torchvision model's state_dict before
 the step: ctrain must load it as is) and OUTDIR/ref.safetensors with
@@ -63,12 +64,51 @@ def resnet(depth, batch, size, outdir):
           f"{len(weights)} state tensors -> {outdir}")
 
 
+def bert(size, batch, seq, outdir):
+    """BertForMaskedLM with dropout off (ctrain and PyTorch draw different
+    masks), the second half of each batch padded for its last quarter, 15%
+    of the real tokens labelled. Writes weights.safetensors (the state_dict,
+    tied decoder included) and ref.safetensors (input_ids, token_type_ids,
+    attention_mask f32 1/0, labels [B*T], loss, grad.<name>)."""
+    from transformers import BertConfig, BertForMaskedLM
+    sizes = {"tiny": (2, 128, 2, 512), "small": (4, 512, 8, 2048),
+             "base": (12, 768, 12, 3072), "large": (24, 1024, 16, 4096)}
+    L, D, H, I = sizes[size]
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    cfg = BertConfig(hidden_size=D, num_hidden_layers=L, num_attention_heads=H,
+                     intermediate_size=I, vocab_size=30522, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0, attn_implementation="eager")
+    model = BertForMaskedLM(cfg).cuda().train()
+    weights = {k: v.detach().clone().contiguous().cpu() for k, v in model.state_dict().items()}
+    save_file(weights, os.path.join(outdir, "weights.safetensors"))
+    ids = torch.randint(1000, 30522, (batch, seq), device="cuda")
+    tt = torch.randint(0, 2, (batch, seq), device="cuda")
+    mask = torch.ones(batch, seq, device="cuda", dtype=torch.long)
+    mask[batch // 2:, seq - seq // 4:] = 0
+    labels = torch.full((batch, seq), -100, device="cuda", dtype=torch.long)
+    pick = (torch.rand(batch, seq, device="cuda") < 0.15) & (mask == 1)
+    labels[pick] = ids[pick]
+    out = model(input_ids=ids, token_type_ids=tt, attention_mask=mask, labels=labels)
+    out.loss.backward()
+    ref = {"input_ids": ids.int().cpu(), "token_type_ids": tt.int().cpu(),
+           "attention_mask": mask.float().cpu(), "labels": labels.reshape(-1).int().cpu(),
+           "loss": out.loss.detach().reshape(1).cpu()}
+    for n, p in model.named_parameters():
+        ref["grad." + n] = p.grad.detach().contiguous().cpu()
+    save_file(ref, os.path.join(outdir, "ref.safetensors"))
+    print(f"bert-{size} batch {batch} seq {seq}: loss {out.loss.item():.6f} -> {outdir}")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     if sys.argv[1] == "resnet" and len(sys.argv) == 6:
         os.makedirs(sys.argv[5], exist_ok=True)
         resnet(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    elif sys.argv[1] == "bert" and len(sys.argv) == 6:
+        os.makedirs(sys.argv[5], exist_ok=True)
+        bert(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     else:
         sys.exit(__doc__)
 
