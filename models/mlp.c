@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "../engine/error.h"
 #include "../ops/ops.h"
 
@@ -39,6 +40,7 @@ void mlp_create(Model *m, Ctx *c, int in, const int *hidden, int nh, int classes
     CT_ASSERT(nh >= 0 && nh < MLP_MAX_LAYERS, "an MLP has at most %d hidden layers", MLP_MAX_LAYERS - 1);
     Mlp *mlp = (Mlp *)calloc(1, sizeof *mlp);
     if (!mlp) ct_fatal("out of host memory");
+    memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "mlp");
     params_init(&m->params);
     int fan_in = in;
@@ -57,6 +59,7 @@ void mlp_create(Model *m, Ctx *c, int in, const int *hidden, int nh, int classes
     m->in_features = in;
     m->classes = classes;
     m->forward = mlp_forward;
+    m->training = 1;
     m->free_impl = mlp_free_impl;
     params_alloc(&m->params, c, seed);
 }

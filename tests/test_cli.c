@@ -133,6 +133,30 @@ static void test_bad_input(void)
     run(cmd, out, sizeof out);
 }
 
+/* --save writes a checkpoint; `ctrain eval --load` reads it back and
+ * reports top-1 / top-5; a checkpoint of another model is refused by name. */
+static void test_save_eval(void)
+{
+    char dir[] = "/tmp/ctrain_cli_ck_XXXXXX", cmd[2048], out[8192], ck[512];
+    if (!mkdtemp(dir)) return;
+    snprintf(ck, sizeof ck, "%s/mlp.safetensors", dir);
+    snprintf(cmd, sizeof cmd, "%s train --model mlp --device cpu --steps 40 --log-every 40 --save %s 2>&1",
+             bin(), ck);
+    int st = run(cmd, out, sizeof out);
+    check_true("save.written", st == 0 && access(ck, R_OK) == 0, "exit %d: %s", st, out);
+    snprintf(cmd, sizeof cmd, "%s eval --model mlp --device cpu --load %s 2>&1", bin(), ck);
+    st = run(cmd, out, sizeof out);
+    double top1 = -1;
+    const char *p = strstr(out, "top-1 ");
+    if (p) top1 = atof(p + 6);
+    check_true("eval.loads_and_scores", st == 0 && top1 > 50.0, "exit %d, top-1 %.2f: %s", st, top1, out);
+    char args[700];
+    snprintf(args, sizeof args, "eval --model mlp --hidden 100 --device cpu --load %s", ck);
+    expect_error("eval.wrong_shape_refused", args, "fc1.weight", "hint:");
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    run(cmd, out, sizeof out);
+}
+
 int main(void)
 {
     if (access(bin(), X_OK) != 0) {
@@ -141,6 +165,7 @@ int main(void)
         return 1;
     }
     test_bad_input();
+    test_save_eval();
     test_mlp_epoch();
     return check_summary();
 }
