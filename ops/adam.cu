@@ -32,30 +32,18 @@
  */
 #include "adam.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
 #include "../engine/error.h"
+#include "cuda_util.cuh"
 
 namespace {
 
 const int ADAM_THREADS = 256;
 const int ADAM_WARPS = ADAM_THREADS / 32;
-const size_t ADAM_MAX_BLOCKS = 4096;     /* elementwise: grid-stride beyond this */
+const unsigned ADAM_MAX_BLOCKS = 4096;   /* elementwise: grid-stride beyond this */
 const int64_t LAMB_MAX_BLOCKS = 1 << 20; /* chunk loop beyond this */
-
-/* RNE bits of v in the low-precision type L. */
-template <typename L> __device__ __forceinline__ unsigned short lowp_bits(float v);
-template <> __device__ __forceinline__ unsigned short lowp_bits<__half>(float v)
-{
-    return __half_as_ushort(__float2half_rn(v));
-}
-template <> __device__ __forceinline__ unsigned short lowp_bits<__nv_bfloat16>(float v)
-{
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
 
 /* beta^t by binary powering, as adam_pow in ops/adam.c. */
 __device__ double adam_pow_dev(double beta, long long t)
@@ -152,12 +140,7 @@ __global__ void adamw_kernel(float *p, float *m, float *v, unsigned short *lowp,
             p4[i] = pv;
             m4[i] = mv;
             v4[i] = vv;
-            if (lowp) {
-                uint2 b;
-                b.x = (unsigned)lowp_bits<L>(pv.x) | ((unsigned)lowp_bits<L>(pv.y) << 16);
-                b.y = (unsigned)lowp_bits<L>(pv.z) | ((unsigned)lowp_bits<L>(pv.w) << 16);
-                reinterpret_cast<uint2 *>(lowp)[i] = b;
-            }
+            if (lowp) lowp_store4<L>(lowp, i, pv);
         }
         head = n4 * 4;
     }
@@ -179,13 +162,6 @@ __device__ __forceinline__ float lamb_u(float m, float v, float p, float bc1, fl
 {
     float den = __fadd_rn(__fsqrt_rn(__fdiv_rn(v, bc2)), eps);
     return __fadd_rn(__fdiv_rn(__fdiv_rn(m, bc1), den), __fmul_rn(wd, p));
-}
-
-/* Sum over the warp in a fixed tree; lane 0 holds the result. */
-__device__ __forceinline__ double warp_sum_d(double x)
-{
-    for (int off = 16; off > 0; off >>= 1) x += __shfl_down_sync(0xffffffffu, x, off);
-    return x;
 }
 
 /* (1) m, v for every element of the chunk; partial[2c] = sum p^2 (old p),
@@ -215,8 +191,8 @@ __global__ void lamb_moments_kernel(float *m, float *v, double *partial, const f
             sp += (double)pv * (double)pv;
             su += (double)u * (double)u;
         }
-        sp = warp_sum_d(sp);
-        su = warp_sum_d(su);
+        sp = warp_sum(sp);
+        su = warp_sum(su);
         if (lane == 0) {
             part[0][warp] = sp;
             part[1][warp] = su;
@@ -225,8 +201,8 @@ __global__ void lamb_moments_kernel(float *m, float *v, double *partial, const f
         if (warp == 0) {
             sp = lane < ADAM_WARPS ? part[0][lane] : 0.0;
             su = lane < ADAM_WARPS ? part[1][lane] : 0.0;
-            sp = warp_sum_d(sp);
-            su = warp_sum_d(su);
+            sp = warp_sum(sp);
+            su = warp_sum(su);
             if (lane == 0) {
                 partial[2 * c] = sp;
                 partial[2 * c + 1] = su;
@@ -251,8 +227,8 @@ __global__ void lamb_ratio_kernel(float *ratio, const double *partial, const Opt
             sp += partial[2 * (sg.chunk0 + k)];
             su += partial[2 * (sg.chunk0 + k) + 1];
         }
-        sp = warp_sum_d(sp);
-        su = warp_sum_d(su);
+        sp = warp_sum(sp);
+        su = warp_sum(su);
         if (lane == 0) {
             float r = 1.0f;
             /* apex: ratio only when both norms are nonzero (NaN counts as nonzero) */
@@ -318,15 +294,14 @@ extern "C" void adamw_step_cuda(float *p, float *m, float *v, void *p_lowp, DTyp
                     ((uintptr_t)v % 16 == 0) && ((uintptr_t)g % 16 == 0) &&
                     ((uintptr_t)p_lowp % 8 == 0);
     const size_t items = vec ? n / 4 + n % 4 : n;
-    size_t blocks = (items + ADAM_THREADS - 1) / ADAM_THREADS;
-    if (blocks > ADAM_MAX_BLOCKS) blocks = ADAM_MAX_BLOCKS;
+    const unsigned blocks = grid_for(items, ADAM_THREADS, ADAM_MAX_BLOCKS);
     const AdamFactors f = adam_factors(beta1, beta2, eps);
     unsigned short *lp = (unsigned short *)p_lowp;
     if (p_lowp && lowp_t == DT_BF16)
-        adamw_kernel<__nv_bfloat16><<<(unsigned)blocks, ADAM_THREADS, 0, s>>>(
+        adamw_kernel<__nv_bfloat16><<<blocks, ADAM_THREADS, 0, s>>>(
             p, m, v, lp, g, n, lr, st, f, wd, skip, vec);
     else
-        adamw_kernel<__half><<<(unsigned)blocks, ADAM_THREADS, 0, s>>>(
+        adamw_kernel<__half><<<blocks, ADAM_THREADS, 0, s>>>(
             p, m, v, lp, g, n, lr, st, f, wd, skip, vec);
     CUDA_CHECK_LAUNCH();
 }

@@ -31,12 +31,13 @@
 #include <stdint.h>
 
 #include "../engine/error.h"
+#include "cuda_util.cuh"
 
 namespace {
 
 const int AMP_THREADS = 256;
 const int AMP_WARPS = AMP_THREADS / 32;
-const size_t AMP_MAX_BLOCKS = 4096;     /* elementwise passes: grid-stride beyond */
+const unsigned AMP_MAX_BLOCKS = 4096;   /* elementwise passes: grid-stride beyond */
 const size_t NORM_PER_BLOCK = 16384;    /* pass 1: at least 64 elements a thread */
 
 __device__ __forceinline__ bool finite_f32(float x)
@@ -44,22 +45,16 @@ __device__ __forceinline__ bool finite_f32(float x)
     return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u;
 }
 
-__device__ __forceinline__ double warp_sum_d(double x)
-{
-    for (int off = 16; off > 0; off >>= 1) x += __shfl_down_sync(0xffffffffu, x, off);
-    return x;
-}
-
 /* Sum over the block in a fixed tree; the result is valid in thread 0. */
 __device__ double block_sum_d(double x)
 {
     __shared__ double part[AMP_WARPS];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    x = warp_sum_d(x);
+    x = warp_sum(x);
     if (lane == 0) part[warp] = x;
     __syncthreads();
     x = 0.0;
-    if (warp == 0) x = warp_sum_d(lane < AMP_WARPS ? part[lane] : 0.0);
+    if (warp == 0) x = warp_sum(lane < AMP_WARPS ? part[lane] : 0.0);
     return x;
 }
 
@@ -188,9 +183,7 @@ __global__ void clip_kernel(float *g, size_t n, const float *norm, float max_nor
 unsigned elementwise_blocks(size_t n, int vec)
 {
     const size_t items = vec ? n / 4 + n % 4 : n;
-    size_t blocks = (items + AMP_THREADS - 1) / AMP_THREADS;
-    if (blocks > AMP_MAX_BLOCKS) blocks = AMP_MAX_BLOCKS;
-    return (unsigned)blocks;
+    return grid_for(items, AMP_THREADS, AMP_MAX_BLOCKS);
 }
 
 } // namespace

@@ -27,59 +27,17 @@
  * ops/dropout.cu). Warp sums use an xor butterfly: every lane gets the same
  * bits, and the result does not depend on scheduling.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
 
 #include "../engine/error.h"
 #include "../engine/mem.h"
 #include "attention.h"
+#include "cuda_util.cuh"
 #include "dropout.h"
 #include "matmul.h"
 
 namespace {
-
-constexpr unsigned FULL = 0xffffffffu;
-
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T from_f32(float v);
-template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v)
-{
-    return __float2half_rn(v);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
-
-template <typename F> void dispatch_float(DType dt, const char *what, F f)
-{
-    switch (dt) {
-    case DT_F32: f(float()); break;
-    case DT_F16: f(__half()); break;
-    case DT_BF16: f(__nv_bfloat16()); break;
-    default:
-        ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
-                 dtype_name(dt));
-    }
-}
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL, v, o));
-    return v;
-}
 
 constexpr int ROW_WARPS = 8;
 

@@ -28,55 +28,16 @@
  * pointer is 16-byte aligned; the channel of each vector is stepped rather
  * than recomputed with a 64-bit modulo.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "../engine/error.h"
 #include "batchnorm.h"
+#include "cuda_util.cuh"
 
 namespace {
 
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T from_f32(float v);
-template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
-
-template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
-    T v[V];
-};
-
-/* Calls f with a value of the C++ type that stores dt (only its type matters). */
-template <typename F> void dispatch_float(DType dt, const char *what, F f)
-{
-    switch (dt) {
-    case DT_F32: f(float()); break;
-    case DT_F16: f(__half()); break;
-    case DT_BF16: f(__nv_bfloat16()); break;
-    default:
-        ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
-                 dtype_name(dt));
-    }
-}
-
-bool aligned16(const void *p) { return ((uintptr_t)p % 16) == 0; }
-
 const int EW_THREADS = 256;
-const size_t EW_MAX_BLOCKS = 65535;
-
-unsigned grid_for(size_t work)
-{
-    size_t b = (work + EW_THREADS - 1) / EW_THREADS;
-    if (b < 1) b = 1;
-    return (unsigned)(b < EW_MAX_BLOCKS ? b : EW_MAX_BLOCKS);
-}
+const unsigned EW_MAX_BLOCKS = 65535;
 
 /* (n, mean, m2) += (nb, mean_b, m2_b): Chan's parallel merge of two sets
  * (m2 = sum of squared deviations from the set's mean). */
@@ -403,12 +364,14 @@ extern "C" void batchnorm_forward_cuda(void *y, const void *x, const void *z, co
     dispatch_float(dt, "batchnorm_forward_cuda", [&](auto tag) {
         using T = decltype(tag);
         constexpr int V = 16 / sizeof(T);
-        bool vec = C % V == 0 && aligned16(y) && aligned16(x) && (!z || aligned16(z));
+        bool vec = C % V == 0 && is_aligned(y, 16) && is_aligned(x, 16) &&
+                   (!z || is_aligned(z, 16));
+        const unsigned blocks = grid_for(vec ? n / V : n, EW_THREADS, EW_MAX_BLOCKS);
         if (vec)
-            bn_forward_kernel<T, V><<<grid_for(n / V), EW_THREADS, 0, s>>>(
+            bn_forward_kernel<T, V><<<blocks, EW_THREADS, 0, s>>>(
                 (T *)y, (const T *)x, (const T *)z, mean, invstd, gamma, beta, relu, n / V, C);
         else
-            bn_forward_kernel<T, 1><<<grid_for(n), EW_THREADS, 0, s>>>(
+            bn_forward_kernel<T, 1><<<blocks, EW_THREADS, 0, s>>>(
                 (T *)y, (const T *)x, (const T *)z, mean, invstd, gamma, beta, relu, n, C);
         CUDA_CHECK_LAUNCH();
     });
@@ -455,14 +418,16 @@ extern "C" void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float
     dispatch_float(dt, "batchnorm_backward_cuda", [&](auto tag) {
         using T = decltype(tag);
         constexpr int V = 16 / sizeof(T);
-        bool vec = C % V == 0 && aligned16(dy) && (!dx || aligned16(dx)) &&
-                   (!dz || aligned16(dz)) && (!x || aligned16(x)) && (!y || aligned16(y));
+        bool vec = C % V == 0 && is_aligned(dy, 16) && (!dx || is_aligned(dx, 16)) &&
+                   (!dz || is_aligned(dz, 16)) && (!x || is_aligned(x, 16)) &&
+                   (!y || is_aligned(y, 16));
+        const unsigned blocks = grid_for(vec ? n / V : n, EW_THREADS, EW_MAX_BLOCKS);
         if (vec)
-            bn_backward_dx_kernel<T, V><<<grid_for(n / V), EW_THREADS, 0, s>>>(
+            bn_backward_dx_kernel<T, V><<<blocks, EW_THREADS, 0, s>>>(
                 (T *)dx, (T *)dz, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma,
                 mg, mgx, training, relu, n / V, C, accum_x, accum_z);
         else
-            bn_backward_dx_kernel<T, 1><<<grid_for(n), EW_THREADS, 0, s>>>(
+            bn_backward_dx_kernel<T, 1><<<blocks, EW_THREADS, 0, s>>>(
                 (T *)dx, (T *)dz, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma,
                 mg, mgx, training, relu, n, C, accum_x, accum_z);
         CUDA_CHECK_LAUNCH();

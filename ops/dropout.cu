@@ -9,44 +9,16 @@
  * The forward and the backward are the same kernel (the backward with the
  * accum flag): y (+)= keep ? x * s : 0.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "../engine/error.h"
+#include "cuda_util.cuh"
 #include "dropout.h"
 
 namespace {
 
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T from_f32(float v);
-template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v)
-{
-    return __float2half_rn(v);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
-
-template <typename F> void dispatch_float(DType dt, const char *what, F f)
-{
-    switch (dt) {
-    case DT_F32: f(float()); break;
-    case DT_F16: f(__half()); break;
-    case DT_BF16: f(__nv_bfloat16()); break;
-    default:
-        ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
-                 dtype_name(dt));
-    }
-}
-
 constexpr int DROP_THREADS = 256;
-constexpr size_t DROP_MAX_BLOCKS = 65535;
+constexpr unsigned DROP_MAX_BLOCKS = 65535;
 
 /* y[i] (+)= keep_i ? x[i] * s : 0 for i < n, four elements per Philox call */
 template <typename T>
@@ -75,12 +47,11 @@ void dropout_launch(void *y, const void *x, DType dt, float p, uint64_t seed, ui
 {
     if (n == 0) return;
     const size_t ng = (n + 3) / 4;
-    size_t blocks = (ng + DROP_THREADS - 1) / DROP_THREADS;
-    if (blocks > DROP_MAX_BLOCKS) blocks = DROP_MAX_BLOCKS;
+    const unsigned blocks = grid_for(ng, DROP_THREADS, DROP_MAX_BLOCKS);
     const float sc = dropout_scale(p);
     dispatch_float(dt, what, [&](auto tag) {
         using T = decltype(tag);
-        dropout_kernel<T><<<(unsigned)blocks, DROP_THREADS, 0, s>>>(
+        dropout_kernel<T><<<blocks, DROP_THREADS, 0, s>>>(
             (T *)y, (const T *)x, p, sc, seed, offset, n, accum);
         CUDA_CHECK_LAUNCH();
     });

@@ -13,58 +13,15 @@
  * grid-stride loop with size_t indices covers any n. bias_backward sums
  * columns in a fixed order (no atomics), so it is deterministic per (R, C).
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "../engine/error.h"
+#include "cuda_util.cuh"
 #include "elementwise.h"
-
-/* ---- storage type <-> f32 ---- */
-
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T from_f32(float v);
-template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
-
-/* V elements moved as one aligned access (16 bytes when V = 16 / sizeof(T)). */
-template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
-    T v[V];
-};
-
-/* Calls f with a value of the C++ type that stores dt (the value itself is
- * unused; only its type matters). */
-template <typename F> static void dispatch_float(DType dt, const char *what, F f)
-{
-    switch (dt) {
-    case DT_F32: f(float()); break;
-    case DT_F16: f(__half()); break;
-    case DT_BF16: f(__nv_bfloat16()); break;
-    default:
-        ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
-                 dtype_name(dt));
-    }
-}
-
-static bool is_aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
 
 static const int EW_THREADS = 256;
 /* Enough blocks to fill any current GPU; the grid-stride loop does the rest. */
-static const size_t EW_MAX_BLOCKS = 65535;
-
-static unsigned grid_for(size_t work)
-{
-    size_t b = (work + EW_THREADS - 1) / EW_THREADS;
-    if (b < 1) b = 1;
-    return (unsigned)(b < EW_MAX_BLOCKS ? b : EW_MAX_BLOCKS);
-}
+static const unsigned EW_MAX_BLOCKS = 65535;
 
 /* ---- map: y (+)= f(x0, x1) ---- */
 
@@ -114,11 +71,11 @@ static void launch_map(void *y, const void *x0, const void *x1, size_t n, int ac
                is_aligned(x1, V * sizeof(Ti));
     To *yt = (To *)y;
     const Ti *a = (const Ti *)x0, *b = (const Ti *)x1;
+    const unsigned blocks = grid_for(vec ? (n + V - 1) / V : n, EW_THREADS, EW_MAX_BLOCKS);
     if (vec)
-        map_kernel<To, Ti, V, NIN><<<grid_for((n + V - 1) / V), EW_THREADS, 0, s>>>(
-            yt, a, b, n, accum, f);
+        map_kernel<To, Ti, V, NIN><<<blocks, EW_THREADS, 0, s>>>(yt, a, b, n, accum, f);
     else
-        map_kernel<To, Ti, 1, NIN><<<grid_for(n), EW_THREADS, 0, s>>>(yt, a, b, n, accum, f);
+        map_kernel<To, Ti, 1, NIN><<<blocks, EW_THREADS, 0, s>>>(yt, a, b, n, accum, f);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -299,11 +256,13 @@ extern "C" void bias_add_forward_cuda(void *y, const void *x, const void *b, DTy
     dispatch_float(dt, "bias_add_forward_cuda", [&](auto tag) {
         using T = decltype(tag);
         constexpr int V = 16 / sizeof(T);
-        if (is_aligned(y, 16) && is_aligned(x, 16))
-            bias_add_kernel<T, V><<<grid_for((n + V - 1) / V), EW_THREADS, 0, s>>>(
+        const bool vec = is_aligned(y, 16) && is_aligned(x, 16);
+        const unsigned blocks = grid_for(vec ? (n + V - 1) / V : n, EW_THREADS, EW_MAX_BLOCKS);
+        if (vec)
+            bias_add_kernel<T, V><<<blocks, EW_THREADS, 0, s>>>(
                 (T *)y, (const T *)x, (const T *)b, n, C);
         else
-            bias_add_kernel<T, 1><<<grid_for(n), EW_THREADS, 0, s>>>(
+            bias_add_kernel<T, 1><<<blocks, EW_THREADS, 0, s>>>(
                 (T *)y, (const T *)x, (const T *)b, n, C);
         CUDA_CHECK_LAUNCH();
     });
@@ -405,7 +364,8 @@ extern "C" void bias_backward_cuda(float *db, const void *dy, DType dt, size_t R
         CUDA_CHECK_LAUNCH();
     });
     if (G > 1) {
-        bias_backward_finish_kernel<<<grid_for(C), EW_THREADS, 0, s>>>(db, partial, G, C, accum);
+        bias_backward_finish_kernel<<<grid_for(C, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0, s>>>(
+            db, partial, G, C, accum);
         CUDA_CHECK_LAUNCH();
         CUDA_CHECK(cudaFreeAsync(partial, s));
     }

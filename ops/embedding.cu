@@ -33,43 +33,13 @@
  * zeroed first (step 5 always adds). Scratch, from the stream-ordered pool:
  * cnt NT*V, start V+1, used min(N,V)+1, rank N, pos N, all i32.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "../engine/error.h"
+#include "cuda_util.cuh"
 #include "embedding.h"
 
 namespace {
-
-constexpr unsigned FULL = 0xffffffffu;
-
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T from_f32(float v);
-template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v)
-{
-    return __float2half_rn(v);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
-
-template <typename F> void dispatch_float(DType dt, const char *what, F f)
-{
-    switch (dt) {
-    case DT_F32: f(float()); break;
-    case DT_F16: f(__half()); break;
-    case DT_BF16: f(__nv_bfloat16()); break;
-    default:
-        ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
-                 dtype_name(dt));
-    }
-}
 
 constexpr int TS = 1024;          /* positions per tile (threads of the rank kernel) */
 constexpr int SCAN_THREADS = 1024;
@@ -142,7 +112,7 @@ __device__ __forceinline__ int32_t block_exclusive_scan(int32_t v, int32_t *sh, 
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     int32_t inc = v;
     for (int o = 1; o < 32; o <<= 1) {
-        const int32_t u = __shfl_up_sync(FULL, inc, o);
+        const int32_t u = __shfl_up_sync(FULL_MASK, inc, o);
         if (lane >= o) inc += u;
     }
     if (lane == 31) sh[w] = inc;
@@ -150,7 +120,7 @@ __device__ __forceinline__ int32_t block_exclusive_scan(int32_t v, int32_t *sh, 
     if (w == 0) {
         int32_t s = lane < nw ? sh[lane] : 0;
         for (int o = 1; o < 32; o <<= 1) {
-            const int32_t u = __shfl_up_sync(FULL, s, o);
+            const int32_t u = __shfl_up_sync(FULL_MASK, s, o);
             if (lane >= o) s += u;
         }
         if (lane < nw) sh[lane] = s; /* inclusive prefix of the warp totals */
@@ -250,9 +220,8 @@ extern "C" void embedding_forward_cuda(void *out, DType dt, const float *table,
 {
     if (N == 0 || D == 0) return;
     CT_ASSERT(D <= 0x7fffffff, "embedding_forward_cuda: D = %zu out of range", D);
-    int threads = (int)((D + 31) / 32 * 32);
-    if (threads > 256) threads = 256;
-    const unsigned grid = (unsigned)(N < 8 * MAX_GRID ? N : 8 * MAX_GRID);
+    const int threads = threads_for(D, 256);
+    const unsigned grid = grid_for(N, 1, 8 * MAX_GRID); /* a block per row */
     dispatch_float(dt, "embedding_forward_cuda", [&](auto tag) {
         using T = decltype(tag);
         emb_fwd_kernel<T><<<grid, threads, 0, s>>>((T *)out, table, ids, nbad, N, V, (int)D);

@@ -20,49 +20,13 @@
  * adds the chunk partials per column in chunk order. The chunking depends
  * only on (R, D), so dgamma/dbeta are bit-reproducible run to run.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "../engine/error.h"
+#include "cuda_util.cuh"
 #include "layernorm.h"
 
 namespace {
-
-constexpr unsigned FULL = 0xffffffffu;
-
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T from_f32(float v);
-template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v)
-{
-    return __float2half_rn(v);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
-
-template <typename F> void dispatch_float(DType dt, const char *what, F f)
-{
-    switch (dt) {
-    case DT_F32: f(float()); break;
-    case DT_F16: f(__half()); break;
-    case DT_BF16: f(__nv_bfloat16()); break;
-    default:
-        ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
-                 dtype_name(dt));
-    }
-}
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
-    return v;
-}
 
 /* Two block-wide sums at once (blockDim.x a multiple of 32); every thread
  * gets both results; the trailing barrier lets red be reused. */
@@ -220,8 +184,7 @@ extern "C" void layernorm_backward_cuda(void *dx, float *dgamma, float *dbeta, c
     size_t rows_per_chunk = (R + LN_BWD_TARGET_BLOCKS - 1) / LN_BWD_TARGET_BLOCKS;
     if (rows_per_chunk < LN_BWD_MIN_ROWS) rows_per_chunk = LN_BWD_MIN_ROWS;
     const size_t G = (R + rows_per_chunk - 1) / rows_per_chunk;
-    int threads = (int)((D + 31) / 32 * 32);
-    if (threads > 256) threads = 256;
+    const int threads = threads_for(D, 256);
     const size_t acc_bytes = 2 * D * sizeof(float), red_bytes = 64 * sizeof(float);
     const int acc_in_shared = want_params && red_bytes + acc_bytes <= LN_SHARED_LIMIT;
     const size_t smem = red_bytes + (acc_in_shared ? acc_bytes : 0);

@@ -21,25 +21,13 @@
  */
 #include "optim.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
 #include "../engine/error.h"
+#include "cuda_util.cuh"
 
 namespace {
-
-/* RNE bits of v in the low-precision type L. */
-template <typename L> __device__ __forceinline__ unsigned short lowp_bits(float v);
-template <> __device__ __forceinline__ unsigned short lowp_bits<__half>(float v)
-{
-    return __half_as_ushort(__float2half_rn(v));
-}
-template <> __device__ __forceinline__ unsigned short lowp_bits<__nv_bfloat16>(float v)
-{
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
 
 /* One parameter: d = g + wd p; m = mom m + d; p -= lr (nesterov ? d + mom m : m). */
 __device__ __forceinline__ void sgd_one(float &p, float &m, float g, float lr, float mom,
@@ -75,12 +63,7 @@ __global__ void sgd_kernel(float *p, float *m, unsigned short *lowp, const float
             sgd_one(pv.w, mv.w, gv.w, lr, mom, wd, nesterov);
             p4[i] = pv;
             m4[i] = mv;
-            if (lowp) {
-                uint2 b;
-                b.x = (unsigned)lowp_bits<L>(pv.x) | ((unsigned)lowp_bits<L>(pv.y) << 16);
-                b.y = (unsigned)lowp_bits<L>(pv.z) | ((unsigned)lowp_bits<L>(pv.w) << 16);
-                reinterpret_cast<uint2 *>(lowp)[i] = b;
-            }
+            if (lowp) lowp_store4<L>(lowp, i, pv);
         }
         head = n4 * 4;
     }
@@ -109,14 +92,13 @@ extern "C" void sgd_step_cuda(float *p, float *m, void *p_lowp, DType lowp_t,
                     ((uintptr_t)g % 16 == 0) && ((uintptr_t)p_lowp % 8 == 0);
     const int threads = 256;
     const size_t items = vec ? n / 4 + n % 4 : n;
-    size_t blocks = (items + threads - 1) / threads;
-    if (blocks > 4096) blocks = 4096; /* grid-stride beyond a few waves */
+    const unsigned blocks = grid_for(items, threads, 4096); /* grid-stride beyond a few waves */
     unsigned short *lp = (unsigned short *)p_lowp;
     if (p_lowp && lowp_t == DT_BF16)
-        sgd_kernel<__nv_bfloat16><<<(unsigned)blocks, threads, 0, s>>>(
+        sgd_kernel<__nv_bfloat16><<<blocks, threads, 0, s>>>(
             p, m, lp, g, n, lr, momentum, wd, nesterov, skip, vec);
     else
-        sgd_kernel<__half><<<(unsigned)blocks, threads, 0, s>>>(
+        sgd_kernel<__half><<<blocks, threads, 0, s>>>(
             p, m, lp, g, n, lr, momentum, wd, nesterov, skip, vec);
     CUDA_CHECK_LAUNCH();
 }

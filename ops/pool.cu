@@ -16,51 +16,19 @@
  * Index arithmetic runs in 32 bits when every index fits (the common case;
  * 64-bit division is several times slower), else in 64 bits.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "../engine/error.h"
+#include "cuda_util.cuh"
 #include "pool.h"
 
 namespace {
 
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T from_f32(float v);
-template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
-
-template <typename F> void dispatch_float(DType dt, const char *what, F f)
-{
-    switch (dt) {
-    case DT_F32: f(float()); break;
-    case DT_F16: f(__half()); break;
-    case DT_BF16: f(__nv_bfloat16()); break;
-    default:
-        ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
-                 dtype_name(dt));
-    }
-}
-
 const int POOL_THREADS = 256;
-const size_t POOL_MAX_BLOCKS = 65535;
+const unsigned POOL_MAX_BLOCKS = 65535;
 /* 32-bit indices when every flat index (and index + grid stride) stays
  * below 2^31 */
 const size_t POOL_I32_LIMIT = (size_t)1 << 31;
-
-unsigned grid_for(size_t work)
-{
-    size_t b = (work + POOL_THREADS - 1) / POOL_THREADS;
-    if (b < 1) b = 1;
-    return (unsigned)(b < POOL_MAX_BLOCKS ? b : POOL_MAX_BLOCKS);
-}
 
 /* ---- max pool ---- */
 
@@ -168,13 +136,14 @@ extern "C" void maxpool2d_forward_cuda(void *y, int32_t *idx, const void *x, DTy
     size_t total = (size_t)N * P * Q * C, in_total = (size_t)N * H * W * C;
     if (total == 0) return;
     bool small = total < POOL_I32_LIMIT && in_total < POOL_I32_LIMIT;
+    const unsigned blocks = grid_for(total, POOL_THREADS, POOL_MAX_BLOCKS);
     dispatch_float(dt, "maxpool2d_forward_cuda", [&](auto tag) {
         using T = decltype(tag);
         if (small)
-            maxpool_forward_kernel<T, uint32_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+            maxpool_forward_kernel<T, uint32_t><<<blocks, POOL_THREADS, 0, st>>>(
                 (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, (uint32_t)total);
         else
-            maxpool_forward_kernel<T, size_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+            maxpool_forward_kernel<T, size_t><<<blocks, POOL_THREADS, 0, st>>>(
                 (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, total);
         CUDA_CHECK_LAUNCH();
     });
@@ -188,13 +157,14 @@ extern "C" void maxpool2d_backward_cuda(void *dx, const void *dy, const int32_t 
     size_t total = (size_t)N * H * W * C, out_total = (size_t)N * P * Q * C;
     if (total == 0) return;
     bool small = total < POOL_I32_LIMIT && out_total < POOL_I32_LIMIT;
+    const unsigned blocks = grid_for(total, POOL_THREADS, POOL_MAX_BLOCKS);
     dispatch_float(dt, "maxpool2d_backward_cuda", [&](auto tag) {
         using T = decltype(tag);
         if (small)
-            maxpool_backward_kernel<T, uint32_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+            maxpool_backward_kernel<T, uint32_t><<<blocks, POOL_THREADS, 0, st>>>(
                 (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, (uint32_t)total, accum);
         else
-            maxpool_backward_kernel<T, size_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+            maxpool_backward_kernel<T, size_t><<<blocks, POOL_THREADS, 0, st>>>(
                 (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, total, accum);
         CUDA_CHECK_LAUNCH();
     });
@@ -207,13 +177,14 @@ extern "C" void avgpool_global_forward_cuda(void *y, const void *x, DType dt, in
     if (total == 0) return;
     CT_ASSERT(HW > 0, "avgpool_global_forward_cuda: empty image (H * W = 0)");
     bool small = in_total < POOL_I32_LIMIT;
+    const unsigned blocks = grid_for(total, POOL_THREADS, POOL_MAX_BLOCKS);
     dispatch_float(dt, "avgpool_global_forward_cuda", [&](auto tag) {
         using T = decltype(tag);
         if (small)
-            avgpool_forward_kernel<T, uint32_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+            avgpool_forward_kernel<T, uint32_t><<<blocks, POOL_THREADS, 0, st>>>(
                 (T *)y, (const T *)x, (uint32_t)HW, (uint32_t)C, (uint32_t)total);
         else
-            avgpool_forward_kernel<T, size_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+            avgpool_forward_kernel<T, size_t><<<blocks, POOL_THREADS, 0, st>>>(
                 (T *)y, (const T *)x, (size_t)HW, (size_t)C, total);
         CUDA_CHECK_LAUNCH();
     });
@@ -225,13 +196,14 @@ extern "C" void avgpool_global_backward_cuda(void *dx, const void *dy, DType dt,
     size_t total = (size_t)N * HW * C;
     if (total == 0) return;
     bool small = total < POOL_I32_LIMIT;
+    const unsigned blocks = grid_for(total, POOL_THREADS, POOL_MAX_BLOCKS);
     dispatch_float(dt, "avgpool_global_backward_cuda", [&](auto tag) {
         using T = decltype(tag);
         if (small)
-            avgpool_backward_kernel<T, uint32_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+            avgpool_backward_kernel<T, uint32_t><<<blocks, POOL_THREADS, 0, st>>>(
                 (T *)dx, (const T *)dy, (uint32_t)HW, (uint32_t)C, (uint32_t)total, accum);
         else
-            avgpool_backward_kernel<T, size_t><<<grid_for(total), POOL_THREADS, 0, st>>>(
+            avgpool_backward_kernel<T, size_t><<<blocks, POOL_THREADS, 0, st>>>(
                 (T *)dx, (const T *)dy, (size_t)HW, (size_t)C, total, accum);
         CUDA_CHECK_LAUNCH();
     });

@@ -16,55 +16,18 @@
  *     R and C only), pass 1 writes partial[r, s], pass 2 reduces the [R, S]
  *     partials with the warp-per-row kernel, which applies the scale.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "../engine/error.h"
+#include "cuda_util.cuh"
 #include "reduce.h"
-
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T from_f32(float v);
-template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
-
-template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
-    T v[V];
-};
-
-/* Calls f with a value of the C++ type that stores dt (only its type matters). */
-template <typename F> static void dispatch_float(DType dt, const char *what, F f)
-{
-    switch (dt) {
-    case DT_F32: f(float()); break;
-    case DT_F16: f(__half()); break;
-    case DT_BF16: f(__nv_bfloat16()); break;
-    default:
-        ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
-                 dtype_name(dt));
-    }
-}
 
 static const int RED_THREADS = 256;                 /* per block, 8 warps */
 static const int RED_WARPS = RED_THREADS / 32;
 static const size_t WARP_ROW_MAX = 1024;            /* rows up to this long: a warp each */
 static const size_t RED_TARGET_BLOCKS = 512;        /* enough to fill any current GPU */
 static const size_t RED_MIN_SEGMENT = 16384;        /* 64 elements a thread at least */
-static const size_t RED_MAX_GRID = 65535;
-
-/* Sum over the warp in a fixed tree; lane 0 holds the result. */
-__device__ __forceinline__ float warp_sum(float v)
-{
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
-    return v;
-}
+static const unsigned RED_MAX_GRID = 65535;
 
 /* Sum of p[c] for c = first, first + step, ... < end, in that order; four
  * loads are issued before they are added so memory latency overlaps. */
@@ -126,9 +89,8 @@ template <typename T>
 static void launch_rows_warp(float *y, const T *x, float scale, size_t R, size_t C,
                              cudaStream_t s)
 {
-    size_t blocks = (R + RED_WARPS - 1) / RED_WARPS;
-    if (blocks > RED_MAX_GRID) blocks = RED_MAX_GRID;
-    reduce_rows_warp_kernel<T><<<(unsigned)blocks, RED_THREADS, 0, s>>>(y, x, scale, R, C);
+    const unsigned blocks = grid_for(R, RED_WARPS, RED_MAX_GRID); /* a warp per row */
+    reduce_rows_warp_kernel<T><<<blocks, RED_THREADS, 0, s>>>(y, x, scale, R, C);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -208,13 +170,12 @@ extern "C" void reduce_sum_backward_cuda(void *dx, DType dt, const float *dy, fl
         constexpr int V = 16 / sizeof(T);
         bool vec = ((uintptr_t)dx % 16) == 0;
         size_t work = vec ? (n + V - 1) / V : n;
-        size_t blocks = (work + RED_THREADS - 1) / RED_THREADS;
-        if (blocks > RED_MAX_GRID) blocks = RED_MAX_GRID;
+        const unsigned blocks = grid_for(work, RED_THREADS, RED_MAX_GRID);
         if (vec)
-            reduce_backward_kernel<T, V><<<(unsigned)blocks, RED_THREADS, 0, s>>>(
+            reduce_backward_kernel<T, V><<<blocks, RED_THREADS, 0, s>>>(
                 (T *)dx, dy, scale, n, C, accum);
         else
-            reduce_backward_kernel<T, 1><<<(unsigned)blocks, RED_THREADS, 0, s>>>(
+            reduce_backward_kernel<T, 1><<<blocks, RED_THREADS, 0, s>>>(
                 (T *)dx, dy, scale, n, C, accum);
         CUDA_CHECK_LAUNCH();
     });

@@ -39,32 +39,14 @@
  */
 #include "softmax.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <math.h>
 
 #include "../engine/error.h"
+#include "cuda_util.cuh"
 
 namespace {
-
-constexpr unsigned FULL = 0xffffffffu;
-
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T from_f32(float v);
-template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v)
-{
-    return __float2half_rn(v);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
 
 /* ---- online (max, sum of exp) pairs and fixed-order reductions ---- */
 
@@ -102,17 +84,11 @@ __device__ __forceinline__ MaxSum warp_ms(MaxSum a)
 {
     for (int o = 16; o > 0; o >>= 1) {
         MaxSum b;
-        b.m = __shfl_xor_sync(FULL, a.m, o);
-        b.s = __shfl_xor_sync(FULL, a.s, o);
+        b.m = __shfl_xor_sync(FULL_MASK, a.m, o);
+        b.s = __shfl_xor_sync(FULL_MASK, a.s, o);
         a = ms_merge(a, b);
     }
     return a;
-}
-
-template <typename V> __device__ __forceinline__ V warp_sum(V v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
-    return v;
 }
 
 /* Block-wide reductions (blockDim.x a multiple of 32, at most 1024): every
@@ -385,12 +361,6 @@ void check_sizes(const char *fn, size_t R, size_t C)
                       R, C);
 }
 
-void bad_dtype(const char *fn, DType dt)
-{
-    ct_fatal_hint("the CUDA kernels take f32, f16 or bf16 storage",
-                  "%s: dtype %s is not supported", fn, dtype_name(dt));
-}
-
 template <typename T>
 void softmax_fwd_launch(void *y, const void *x, size_t R, size_t C, cudaStream_t s)
 {
@@ -444,7 +414,7 @@ void ce_bwd_launch(void *dx, const float *dloss, const void *x, const float *lse
                    const float *nvalid, const int32_t *t, size_t R, size_t C, int ignore,
                    float eps, int accum, cudaStream_t s)
 {
-    const int threads = C >= 256 ? 256 : (int)((C + 31) / 32 * 32);
+    const int threads = threads_for(C, 256);
     dim3 grid((unsigned)((C + threads - 1) / threads), (unsigned)(R < 65535 ? R : 65535));
     ce_bwd_kernel<T><<<grid, threads, 0, s>>>((T *)dx, dloss, (const T *)x, lse, nvalid, t,
                                               R, (int)C, ignore, eps, accum);
@@ -458,12 +428,9 @@ extern "C" void softmax_forward_cuda(void *y, const void *x, DType dt, size_t R,
 {
     check_sizes("softmax_forward_cuda", R, C);
     if (R == 0 || C == 0) return;
-    switch (dt) {
-    case DT_F32: softmax_fwd_launch<float>(y, x, R, C, s); break;
-    case DT_F16: softmax_fwd_launch<__half>(y, x, R, C, s); break;
-    case DT_BF16: softmax_fwd_launch<__nv_bfloat16>(y, x, R, C, s); break;
-    default: bad_dtype("softmax_forward_cuda", dt);
-    }
+    dispatch_float(dt, "softmax_forward_cuda", [&](auto tag) {
+        softmax_fwd_launch<decltype(tag)>(y, x, R, C, s);
+    });
 }
 
 extern "C" void softmax_backward_cuda(void *dx, const void *dy, const void *y, DType dt,
@@ -471,12 +438,9 @@ extern "C" void softmax_backward_cuda(void *dx, const void *dy, const void *y, D
 {
     check_sizes("softmax_backward_cuda", R, C);
     if (R == 0 || C == 0) return;
-    switch (dt) {
-    case DT_F32: softmax_bwd_launch<float>(dx, dy, y, R, C, accum, s); break;
-    case DT_F16: softmax_bwd_launch<__half>(dx, dy, y, R, C, accum, s); break;
-    case DT_BF16: softmax_bwd_launch<__nv_bfloat16>(dx, dy, y, R, C, accum, s); break;
-    default: bad_dtype("softmax_backward_cuda", dt);
-    }
+    dispatch_float(dt, "softmax_backward_cuda", [&](auto tag) {
+        softmax_bwd_launch<decltype(tag)>(dx, dy, y, R, C, accum, s);
+    });
 }
 
 extern "C" void cross_entropy_forward_cuda(float *loss, float *lse, float *nvalid,
@@ -486,19 +450,10 @@ extern "C" void cross_entropy_forward_cuda(float *loss, float *lse, float *nvali
                                            cudaStream_t s)
 {
     check_sizes("cross_entropy_forward_cuda", R, C);
-    switch (dt) {
-    case DT_F32:
-        ce_fwd_launch<float>(loss, lse, nvalid, nbad, x, t, R, C, ignore_index, smoothing, s);
-        break;
-    case DT_F16:
-        ce_fwd_launch<__half>(loss, lse, nvalid, nbad, x, t, R, C, ignore_index, smoothing, s);
-        break;
-    case DT_BF16:
-        ce_fwd_launch<__nv_bfloat16>(loss, lse, nvalid, nbad, x, t, R, C, ignore_index,
+    dispatch_float(dt, "cross_entropy_forward_cuda", [&](auto tag) {
+        ce_fwd_launch<decltype(tag)>(loss, lse, nvalid, nbad, x, t, R, C, ignore_index,
                                      smoothing, s);
-        break;
-    default: bad_dtype("cross_entropy_forward_cuda", dt);
-    }
+    });
 }
 
 extern "C" void cross_entropy_backward_cuda(void *dx, const float *dloss, const void *x,
@@ -509,19 +464,8 @@ extern "C" void cross_entropy_backward_cuda(void *dx, const float *dloss, const 
 {
     check_sizes("cross_entropy_backward_cuda", R, C);
     if (R == 0 || C == 0) return;
-    switch (dt) {
-    case DT_F32:
-        ce_bwd_launch<float>(dx, dloss, x, lse, nvalid, t, R, C, ignore_index, smoothing,
-                             accum, s);
-        break;
-    case DT_F16:
-        ce_bwd_launch<__half>(dx, dloss, x, lse, nvalid, t, R, C, ignore_index, smoothing,
-                              accum, s);
-        break;
-    case DT_BF16:
-        ce_bwd_launch<__nv_bfloat16>(dx, dloss, x, lse, nvalid, t, R, C, ignore_index,
+    dispatch_float(dt, "cross_entropy_backward_cuda", [&](auto tag) {
+        ce_bwd_launch<decltype(tag)>(dx, dloss, x, lse, nvalid, t, R, C, ignore_index,
                                      smoothing, accum, s);
-        break;
-    default: bad_dtype("cross_entropy_backward_cuda", dt);
-    }
+    });
 }
