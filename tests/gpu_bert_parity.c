@@ -15,26 +15,7 @@
 #include "../models/bert.h"
 #include "../train/checkpoint.h"
 #include "../train/safetensors.h"
-
-static const StEntry *need(const StFile *f, const char *name)
-{
-    const StEntry *e = st_find(f, name);
-    if (!e) {
-        printf("  FAIL reference file lacks '%s'\n0 passed, 1 failed\n", name);
-        exit(1);
-    }
-    return e;
-}
-
-static double rel_inf(const float *a, const float *b, size_t n)
-{
-    double d = 0, m = 0;
-    for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - b[i]));
-        m = fmax(m, fabs((double)b[i]));
-    }
-    return m > 0 ? d / m : d;
-}
+#include "parity_util.h"
 
 int main(int argc, char **argv)
 {
@@ -64,9 +45,9 @@ int main(int argc, char **argv)
     int st = ckpt_load_params(&m.params, wpath, "bert", CKPT_ALLOW_EXTRA, err, sizeof err);
     check_true("bert_parity.load_hf_weights", st == 0, "%s", err);
 
-    const StEntry *ei = need(&ref, "input_ids"), *et = need(&ref, "token_type_ids");
-    const StEntry *em = need(&ref, "attention_mask"), *el = need(&ref, "labels");
-    const StEntry *eloss = need(&ref, "loss");
+    const StEntry *ei = parity_need(&ref, "input_ids"), *et = parity_need(&ref, "token_type_ids");
+    const StEntry *em = parity_need(&ref, "attention_mask"), *el = parity_need(&ref, "labels");
+    const StEntry *eloss = parity_need(&ref, "loss");
     int64_t B = ei->shape[0], T = ei->shape[1];
     float *madd = malloc((size_t)(B * T) * sizeof(float));
     for (int64_t i = 0; i < B * T; i++) madd[i] = ((const float *)em->data)[i] > 0.5f ? 0.0f : -10000.0f;
@@ -93,8 +74,8 @@ int main(int argc, char **argv)
         ParamInfo *pi = &m.params.p[i];
         char name[200];
         snprintf(name, sizeof name, "grad.%s", pi->name);
-        const StEntry *e = need(&ref, name);
-        double r = rel_inf(g + pi->offset, (const float *)e->data, pi->numel);
+        const StEntry *e = parity_need(&ref, name);
+        double r = parity_rel_inf(g + pi->offset, (const float *)e->data, pi->numel);
         if (strstr(pi->name, "attention.self.key.bias")) {
             /* q.(k_j + b) - q.k_j is the same for every key j, and softmax
              * ignores a constant: this gradient is 0 in exact arithmetic and
@@ -102,7 +83,7 @@ int main(int argc, char **argv)
              * the key weight's gradient instead of comparing the noise. */
             char wname[200];
             snprintf(wname, sizeof wname, "grad.%.*sweight", (int)(strlen(pi->name) - 4), pi->name);
-            const StEntry *ew = need(&ref, wname);
+            const StEntry *ew = parity_need(&ref, wname);
             double gmax = 0, wmax = 0;
             for (size_t k = 0; k < pi->numel; k++) gmax = fmax(gmax, fabs(g[pi->offset + k]));
             for (size_t k = 0; k < ew->numel; k++) wmax = fmax(wmax, fabs(((const float *)ew->data)[k]));

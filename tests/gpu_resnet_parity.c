@@ -17,27 +17,7 @@
 #include "../models/resnet.h"
 #include "../train/checkpoint.h"
 #include "../train/safetensors.h"
-
-static const StEntry *need(const StFile *f, const char *name)
-{
-    const StEntry *e = st_find(f, name);
-    if (!e) {
-        printf("  FAIL reference file lacks '%s'\n0 passed, 1 failed\n", name);
-        exit(1);
-    }
-    return e;
-}
-
-/* max |a - b| / max |b| */
-static double rel_inf(const float *a, const float *b, size_t n)
-{
-    double d = 0, m = 0;
-    for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - b[i]));
-        m = fmax(m, fabs((double)b[i]));
-    }
-    return m > 0 ? d / m : d;
-}
+#include "parity_util.h"
 
 int main(int argc, char **argv)
 {
@@ -66,7 +46,7 @@ int main(int argc, char **argv)
     int st = ckpt_load_params(&m.params, wpath, m.name, 0, err, sizeof err);
     check_true("parity.load_torchvision_weights", st == 0, "%s", err);
 
-    const StEntry *xi = need(&ref, "input"), *ti = need(&ref, "target"), *li = need(&ref, "loss");
+    const StEntry *xi = parity_need(&ref, "input"), *ti = parity_need(&ref, "target"), *li = parity_need(&ref, "loss");
     Tensor *x = tensor_from_host(&c, xi->data, DT_F32, 4, xi->shape);
     Tensor *t = tensor_from_host(&c, ti->data, DT_I32, 1, ti->shape);
     Tensor *in[2] = {x, t};
@@ -93,14 +73,14 @@ int main(int argc, char **argv)
         char name[160], name32[160];
         snprintf(name, sizeof name, "grad64.%s", pi->name);
         snprintf(name32, sizeof name32, "grad.%s", pi->name);
-        const StEntry *e = need(&ref, name), *e32 = need(&ref, name32);
+        const StEntry *e = parity_need(&ref, name), *e32 = parity_need(&ref, name32);
         tmp = realloc(tmp, pi->numel * sizeof(float));
         tmp32 = realloc(tmp32, pi->numel * sizeof(float));
         params_layout_from_torch(pi, tmp, (const float *)e->data);
         params_layout_from_torch(pi, tmp32, (const float *)e32->data);
-        double r = rel_inf(g + pi->offset, tmp, pi->numel);
-        double rt = rel_inf(tmp32, tmp, pi->numel);
-        double rvt = rel_inf(g + pi->offset, tmp32, pi->numel);
+        double r = parity_rel_inf(g + pi->offset, tmp, pi->numel);
+        double rt = parity_rel_inf(tmp32, tmp, pi->numel);
+        double rvt = parity_rel_inf(g + pi->offset, tmp32, pi->numel);
         if (getenv("CHECK_VERBOSE"))
             printf("    %-40s ctrain %.3g  pytorch-f32 %.3g  (ctrain vs pytorch %.3g)\n", pi->name,
                    r, rt, rvt);
@@ -122,10 +102,10 @@ int main(int argc, char **argv)
         if (bi->dtype != DT_F32) continue;
         char name[160];
         snprintf(name, sizeof name, "after.%s", bi->name);
-        const StEntry *e = need(&ref, name);
+        const StEntry *e = parity_need(&ref, name);
         tmp = realloc(tmp, bi->numel * sizeof(float));
         tensor_to_f32(tmp, bi->t);
-        worst_b = fmax(worst_b, rel_inf(tmp, (const float *)e->data, bi->numel));
+        worst_b = fmax(worst_b, parity_rel_inf(tmp, (const float *)e->data, bi->numel));
     }
     printf("  worst running-statistics relative error %.3g\n", worst_b);
     /* running variance over a few values per channel (small batches) is as
