@@ -108,6 +108,9 @@ void params_layout_to_torch(const ParamInfo *pi, float *dst, const float *src)
 
 static void init_values(float *v, const ParamInfo *pi, uint64_t seed)
 {
+    /* each value is a pure function of (seed, offset + i): any thread order
+     * gives the same numbers */
+    #pragma omp parallel for if (pi->numel > 65536)
     for (size_t i = 0; i < pi->numel; i++) {
         uint64_t idx = (pi->offset + i) * 2;   /* two uniforms per element */
         switch (pi->init) {

@@ -353,6 +353,10 @@ static void syn_open(Feed *f, Ctx *c, const FeedSpec *s)
     size_t n = (size_t)s->batch * S * S * 3;
     float *x = (float *)malloc(n * sizeof(float));
     int32_t *y = (int32_t *)malloc((size_t)s->batch * sizeof(int32_t));
+    if (!x || !y)
+        ct_fatal_hint("use a smaller --batch or --image-size",
+                      "out of host memory generating a synthetic batch of %zu values", n);
+    #pragma omp parallel for if (n > 65536)
     for (size_t i = 0; i < n; i++) x[i] = 2.0f * philox_uniform(s->seed, 0, i) - 1.0f;
     for (int i = 0; i < s->batch; i++) y[i] = (int32_t)(philox_u32(s->seed, 1ull << 40, (uint64_t)i) % (uint32_t)K);
     f->n_in = 2;

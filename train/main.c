@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "../engine/error.h"
+#include "bench.h"
 #include "train.h"
 
 static void usage(void)
@@ -11,6 +12,8 @@ static void usage(void)
            "commands:\n"
            "  train   train a model      (ctrain train --help)\n"
            "  eval    evaluate saved weights on a held-out split (ctrain eval --help)\n"
+           "  bench   measure training throughput, memory, MFU and power (ctrain bench --help)\n"
+           "  report  merge bench JSON files into a markdown table and plots (ctrain report --help)\n"
            "  vocab   build a WordPiece vocabulary from a text corpus\n"
            "  shard   tokenize a corpus into a token shard for BERT pre-training\n"
            "  info    the device, CUDA, cuDNN and cuBLAS versions\n"
@@ -26,6 +29,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
     if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "report")) return cmd_report(argc - 2, argv + 2);
     if (!strcmp(argv[1], "vocab")) return cmd_vocab(argc - 2, argv + 2);
     if (!strcmp(argv[1], "shard")) return cmd_shard(argc - 2, argv + 2);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 2, argv + 2);

@@ -1,13 +1,7 @@
 /* train.c — `ctrain train` and `ctrain eval`: the training loop.
  *
- * One optimizer step:
- *   for k in 1..K (accumulation):
- *       feed -> static input tensors (async copy from pinned memory)
- *       loss = model loss (ops record the tape; autocast picks dtypes)
- *       backward from d(loss) = scale / K (scale: the fp16 grad scaler's, on
- *       the device; 1 otherwise) -> gradients += into the one buffer
- *   unscale + inf/nan check (fp16) -> clip (optional) -> optimizer (skips
- *   itself on the device flag) -> scaler update -> zero gradients
+ * Each optimizer step is trainer_step (train/step.h: accumulation, backward,
+ * unscale, clip, optimizer, scaler update, zero grads).
  * The host waits for the device only when it reports (--log-every), so the
  * data for the next step is prepared while the GPU runs this one.
  */
@@ -32,6 +26,7 @@
 #include "options.h"
 #include "progress.h"
 #include "schedule.h"
+#include "step.h"
 
 static void setup_ctx(Ctx *c, TrainOptions *o)
 {
@@ -97,11 +92,6 @@ int cmd_train(int argc, char **argv)
     Model m;
     model_build(&m, &c, &o, fd.classes);
     if (o.load_path[0]) ckpt_load_params_or_die(&m.params, o.load_path, m.name, 0);
-    Optimizer opt;
-    optimizer_init(&opt, &m.params, &o);
-    GradScaler sc;
-    scaler_init_for(&sc, &c, c.autocast);
-
     long bpe = fd.batches_per_epoch;
     long steps_per_epoch = bpe / o.accum;
     if (steps_per_epoch < 1)
@@ -109,12 +99,9 @@ int cmd_train(int argc, char **argv)
                       bpe, o.accum);
     long total = o.steps ? o.steps : steps_per_epoch * o.epochs;
     int epochs = (int)((total + steps_per_epoch - 1) / steps_per_epoch);
-    Schedule sch = {o.schedule, o.lr, o.final_lr, o.warmup, total, 1.0f, 0.1f, {0}, 0};
-    if (o.schedule == SCHED_STEP) {   /* decay x0.1 at 1/3 and 2/3 of the run */
-        sch.milestones[0] = total / 3;
-        sch.milestones[1] = 2 * total / 3;
-        sch.n_milestones = 2;
-    }
+    Trainer tr;
+    trainer_init(&tr, &c, &fd, &m, &o, total);
+    GradScaler *sc = &tr.scaler;
     LOG_I("train %s (%zu parameters) on %s; batch %d x accum %d, %ld steps (%d epoch%s), %s, %s",
           m.name, m.params.total, fd.desc, o.batch, o.accum, total, epochs, epochs == 1 ? "" : "s",
           ctx_device_name(&c), o.precision);
@@ -123,37 +110,20 @@ int cmd_train(int argc, char **argv)
     Progress pg;
     progress_init(&pg);
     double t0 = progress_now(), t_last = t0;
-    long step = 0, last_step = 0, micro = 0;
-    float lr = 0;
+    long step = 0, last_step = 0;
     mem_reset_peak(&c);
     while (step < total) {
-        lr = sched_lr(&sch, step);
-        Tensor *last_loss = NULL;
-        for (int k = 0; k < o.accum; k++, micro++) {
-            uint64_t epoch = (uint64_t)(micro / (steps_per_epoch * o.accum));
-            uint32_t bi = (uint32_t)(micro % (steps_per_epoch * o.accum));
-            fd.next(&fd, &c, epoch, bi);
-            Tensor *loss = model_loss(&c, &m, fd.in, o.label_smoothing, NULL);
-            if (sc.enabled) ad_backward_dev(&c, loss, scaler_scale(&sc), 1.0f / (float)o.accum);
-            else ad_backward(&c, loss, 1.0f / (float)o.accum);
-            tensor_release(last_loss);
-            last_loss = loss;
-        }
-        scaler_unscale(&sc, m.params.grad, m.params.total);
-        if (o.clip > 0) scaler_clip(&sc, m.params.grad, m.params.total, o.clip);
-        optimizer_step(&opt, &m.params, lr, scaler_found_inf(&sc));
-        scaler_update(&sc);
-        params_zero_grad(&m.params);
-        step++;
+        trainer_step(&tr);
+        step = tr.step;
+        float lr = tr.lr;
 
         if (step % o.log_every == 0 || step == total) {
-            float lv;
-            tensor_to_f32(&lv, last_loss);   /* waits for the step: the timing is honest */
+            float lv = trainer_loss_value(&tr);   /* waits for the step: the timing is honest */
             ctx_check_flags(&c);
             ScalerState ss;
             float gnorm = NAN;
-            scaler_read(&sc, &ss, o.clip > 0 ? &gnorm : NULL);
-            if (!isfinite(lv) && !sc.enabled)
+            scaler_read(sc, &ss, o.clip > 0 ? &gnorm : NULL);
+            if (!isfinite(lv) && !sc->enabled)
                 ct_fatal_hint("lower --lr, add --warmup or --clip", "the loss became %g at step %ld",
                               (double)lv, step);
             double now = progress_now();
@@ -162,10 +132,10 @@ int cmd_train(int argc, char **argv)
             double drate = fd.data_rate(&fd);
             char eb[32], mb[32], pb[32], db[48] = "", sb[64] = "";
             if (isfinite(drate)) snprintf(db, sizeof db, "  data %.0f img/s", drate);
-            if (sc.enabled) snprintf(sb, sizeof sb, "  scale %g skipped %lld", (double)ss.scale,
-                                     (long long)ss.skipped);
+            if (sc->enabled) snprintf(sb, sizeof sb, "  scale %g skipped %lld", (double)ss.scale,
+                                      (long long)ss.skipped);
             progress_update(&pg, "epoch %ld/%d  step %ld/%ld  loss %.4f  lr %.4g  %.0f samples/s%s%s  ETA %s  mem %s (peak %s)",
-                            (long)((micro - 1) / (steps_per_epoch * o.accum)) + 1, epochs, step,
+                            trainer_epoch(&tr), epochs, step,
                             total, (double)lv, (double)lr, sps, db, sb,
                             progress_fmt_time(eb, sizeof eb, eta),
                             mem_fmt(mb, sizeof mb, c.mem.current), mem_fmt(pb, sizeof pb, c.mem.peak));
@@ -173,14 +143,14 @@ int cmd_train(int argc, char **argv)
                 JsonLine j;
                 json_begin(&j, "step");
                 json_int(&j, "step", step);
-                json_int(&j, "epoch", (micro - 1) / (steps_per_epoch * o.accum) + 1);
+                json_int(&j, "epoch", trainer_epoch(&tr));
                 json_num(&j, "loss", lv);
                 json_num(&j, "lr", lr);
                 json_num(&j, "samples_per_s", sps);
                 json_num(&j, "data_images_per_s", drate);
                 json_int(&j, "mem_bytes", (int64_t)c.mem.current);
                 json_int(&j, "peak_mem_bytes", (int64_t)c.mem.peak);
-                if (sc.enabled) {
+                if (sc->enabled) {
                     json_num(&j, "loss_scale", ss.scale);
                     json_int(&j, "skipped_steps", (int64_t)ss.skipped);
                 }
@@ -191,7 +161,8 @@ int cmd_train(int argc, char **argv)
             t_last = now;
             last_step = step;
         }
-        tensor_release(last_loss);
+        tensor_release(tr.last_loss);   /* as soon as it has been read (or not) */
+        tr.last_loss = NULL;
     }
     progress_done(&pg);
     ctx_sync(&c);
@@ -225,8 +196,7 @@ int cmd_train(int argc, char **argv)
         }
     }
     if (logf) fclose(logf);
-    scaler_free(&sc);
-    optimizer_free(&opt, &m.params);
+    trainer_free(&tr);
     model_free(&m);
     feed_close(&fd, &c);
     ctx_free(&c);

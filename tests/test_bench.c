@@ -1,0 +1,343 @@
+/* test_bench.c — `ctrain bench` end to end on the CPU backend:
+ *   - the CPU quick suite (MLP, narrow ResNet18, BERT-tiny) runs, prints a
+ *     table labelled CPU, and writes a --json file that parses, carries the
+ *     ctrain-bench/1 field names, has positive finite figures, omits what a
+ *     CPU cannot measure (power, temperature, datasheet peak) instead of
+ *     writing 0 or null, and whose MFU figures are the arithmetic they claim
+ *     (mfu = flops_per_sample * samples_per_s / (tflops * 1e12));
+ *   - a config that cannot allocate (an MLP batch of 2^30: 3.4 TB of input)
+ *     becomes an "out of memory" row and the next config still runs;
+ *   - a short --soak writes its CSV and a summary into the JSON;
+ *   - bad options end with a message and a hint; `ctrain report` merges the
+ *     file (when python3 is installed).
+ * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "check.h"
+
+static const char *bin(void)
+{
+    const char *b = getenv("CTRAIN_BIN");
+    return b ? b : "./build/ctrain";
+}
+
+/* Run a shell command; stdout+stderr (the last len-1 bytes) into out; the exit status. */
+static int run(const char *cmd, char *out, size_t len)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = 0, got;
+    char chunk[4096];
+    while ((got = fread(chunk, 1, sizeof chunk, p)) > 0) {
+        for (size_t i = 0; i < got; i++) {
+            if (n == len - 1) { memmove(out, out + 1, len - 2); n--; }
+            out[n++] = chunk[i];
+        }
+    }
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- A small JSON reader: enough to walk the bench file. */
+typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } JType;
+typedef struct J {
+    JType t;
+    double num;
+    char *str;              /* J_STR */
+    struct J **items;       /* J_ARR, J_OBJ values */
+    char **keys;            /* J_OBJ */
+    int n;
+} J;
+
+static const char *jp;
+static int jbad;
+
+static void jws(void) { while (*jp == ' ' || *jp == '\n' || *jp == '\t' || *jp == '\r') jp++; }
+
+static char *jstr(void)
+{
+    if (*jp != '"') { jbad = 1; return NULL; }
+    jp++;
+    char *s = malloc(strlen(jp) + 1);
+    size_t n = 0;
+    while (*jp && *jp != '"') {
+        if (*jp == '\\') {
+            jp++;
+            if (*jp == 'u') { s[n++] = '?'; jp += 5; continue; }
+            s[n++] = *jp == 'n' ? '\n' : *jp == 't' ? '\t' : *jp;
+            jp++;
+            continue;
+        }
+        s[n++] = *jp++;
+    }
+    if (*jp != '"') jbad = 1; else jp++;
+    s[n] = 0;
+    return s;
+}
+
+static J *jval(void)
+{
+    J *v = calloc(1, sizeof *v);
+    jws();
+    if (*jp == '{' || *jp == '[') {
+        int obj = *jp == '{';
+        v->t = obj ? J_OBJ : J_ARR;
+        jp++;
+        jws();
+        while (!jbad && *jp != (obj ? '}' : ']')) {
+            v->items = realloc(v->items, (size_t)(v->n + 1) * sizeof *v->items);
+            v->keys = realloc(v->keys, (size_t)(v->n + 1) * sizeof *v->keys);
+            v->keys[v->n] = NULL;
+            if (obj) {
+                jws();
+                v->keys[v->n] = jstr();
+                jws();
+                if (*jp++ != ':') jbad = 1;
+            }
+            v->items[v->n++] = jval();
+            jws();
+            if (*jp == ',') jp++;
+            else if (*jp != (obj ? '}' : ']')) jbad = 1;
+            jws();
+        }
+        if (*jp) jp++;
+    } else if (*jp == '"') {
+        v->t = J_STR;
+        v->str = jstr();
+    } else if (!strncmp(jp, "true", 4) || !strncmp(jp, "false", 5)) {
+        v->t = J_BOOL;
+        v->num = *jp == 't';
+        jp += *jp == 't' ? 4 : 5;
+    } else if (!strncmp(jp, "null", 4)) {
+        v->t = J_NULL;
+        jp += 4;
+    } else {
+        char *end;
+        v->t = J_NUM;
+        v->num = strtod(jp, &end);
+        if (end == jp) jbad = 1;
+        jp = end;
+    }
+    return v;
+}
+
+static J *jparse_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    jp = buf;
+    jbad = 0;
+    J *v = jval();
+    jws();
+    if (jbad || *jp) return NULL;
+    return v;
+}
+
+static J *jget(const J *o, const char *key)
+{
+    if (!o || o->t != J_OBJ) return NULL;
+    for (int i = 0; i < o->n; i++) if (!strcmp(o->keys[i], key)) return o->items[i];
+    return NULL;
+}
+
+static double jnum(const J *o, const char *key)
+{
+    J *v = jget(o, key);
+    return v && v->t == J_NUM ? v->num : NAN;
+}
+
+static const char *jtext(const J *o, const char *key)
+{
+    J *v = jget(o, key);
+    return v && v->t == J_STR ? v->str : "";
+}
+
+static int rel_close(double a, double b, double tol) { return fabs(a - b) <= tol * fabs(b); }
+
+/* ---- The checks on one result row that measured something. */
+static void check_measured_row(const J *r, const J *ceilings, const char *want_model)
+{
+    char name[96];
+    const char *model = jtext(r, "model");
+#define NAME(s) (snprintf(name, sizeof name, "bench.%s.%s", model, s), name)
+    check_true(NAME("model"), !strcmp(model, want_model), "model '%s', want '%s'", model, want_model);
+    check_true(NAME("engine_mode"), !strcmp(jtext(r, "engine"), "ctrain") && !strcmp(jtext(r, "mode"), "cpu"),
+               "engine '%s' mode '%s' (want ctrain, cpu)", jtext(r, "engine"), jtext(r, "mode"));
+    check_true(NAME("precision"), !strcmp(jtext(r, "precision"), "fp32"), "%s", jtext(r, "precision"));
+    static const char *pos[] = {"batch", "steps", "samples_per_s", "samples_per_s_min", "samples_per_s_max",
+                                "ms_per_step", "peak_mem_bytes", "flops_per_sample", "ceiling_tflops",
+                                "mfu_measured_ceiling"};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
+        double v = jnum(r, pos[i]);
+        char what[64];
+        snprintf(what, sizeof what, "%s_positive", pos[i]);
+        check_true(NAME(what), isfinite(v) && v > 0, "%s = %g", pos[i], v);
+    }
+    check_true(NAME("warmup"), jnum(r, "warmup") >= 1, "warmup %g", jnum(r, "warmup"));
+    check_true(NAME("final_loss"), isfinite(jnum(r, "final_loss")), "final_loss missing");
+    /* absent on the CPU: never written as 0 or null */
+    static const char *absent[] = {"power_avg_w", "power_peak_w", "energy_j", "temp_avg_c", "temp_max_c",
+                                   "sm_clock_avg_mhz", "sm_clock_min_mhz", "samples_per_s_per_w",
+                                   "peak_tflops", "mfu_peak", "error", "throttle"};
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s_absent", absent[i]);
+        check_true(NAME(what), jget(r, absent[i]) == NULL, "%s is present", absent[i]);
+    }
+    int nulls = 0;
+    for (int i = 0; i < r->n; i++) nulls += r->items[i]->t == J_NULL;
+    check_true(NAME("no_nulls"), nulls == 0, "%d null fields", nulls);
+    /* consistency */
+    double sps = jnum(r, "samples_per_s"), b = jnum(r, "batch");
+    check_true(NAME("min_med_max"), jnum(r, "samples_per_s_min") <= sps * (1 + 1e-9) &&
+               sps <= jnum(r, "samples_per_s_max") * (1 + 1e-9), "min %g median %g max %g",
+               jnum(r, "samples_per_s_min"), sps, jnum(r, "samples_per_s_max"));
+    check_true(NAME("ms_per_step"), rel_close(jnum(r, "ms_per_step"), 1e3 * b / sps, 1e-6),
+               "ms_per_step %g, batch / samples_per_s = %g ms", jnum(r, "ms_per_step"), 1e3 * b / sps);
+    double fps = jnum(r, "flops_per_sample"), ceil = jnum(r, "ceiling_tflops");
+    check_true(NAME("mfu_ceiling_arith"), rel_close(jnum(r, "mfu_measured_ceiling"), fps * sps / (ceil * 1e12), 1e-6),
+               "mfu_measured_ceiling %.9g, flops*sps/ceiling %.9g", jnum(r, "mfu_measured_ceiling"),
+               fps * sps / (ceil * 1e12));
+    if (jget(r, "peak_tflops"))
+        check_true(NAME("mfu_peak_arith"), rel_close(jnum(r, "mfu_peak"),
+                   fps * sps / (jnum(r, "peak_tflops") * 1e12), 1e-6), "mfu_peak %g", jnum(r, "mfu_peak"));
+    double from_table = NAN;
+    for (int i = 0; ceilings && i < ceilings->n; i++)
+        if (!strcmp(jtext(ceilings->items[i], "precision"), "fp32")) from_table = jnum(ceilings->items[i], "tflops");
+    check_true(NAME("ceiling_matches"), rel_close(ceil, from_table, 1e-9), "row ceiling %g, ceilings[] %g",
+               ceil, from_table);
+#undef NAME
+}
+
+static void test_cpu_suite(const char *dir)
+{
+    char cmd[1024], out[16384], json[512];
+    snprintf(json, sizeof json, "%s/cpu.json", dir);
+    snprintf(cmd, sizeof cmd, "%s bench --device cpu --quick --json %s 2>&1", bin(), json);
+    int st = run(cmd, out, sizeof out);
+    printf("%s", out);
+    check_true("bench.cpu.exit", st == 0, "exit %d", st);
+    check_true("bench.cpu.labelled", strstr(out, "on the CPU") && strstr(out, "CPU smp/s"),
+               "the output does not say CPU");
+    check_true("bench.cpu.rows", strstr(out, "mlp ") && strstr(out, "resnet18 ") && strstr(out, "bert-tiny "),
+               "a row is missing from the table");
+    J *doc = jparse_file(json);
+    if (!check_true("bench.json.parses", doc != NULL, "%s is missing or not JSON", json)) return;
+    check_true("bench.json.schema", !strcmp(jtext(doc, "schema"), "ctrain-bench/1"), "schema '%s'",
+               jtext(doc, "schema"));
+    J *m = jget(doc, "machine"), *res = jget(doc, "results"), *ceil = jget(doc, "ceilings");
+    check_true("bench.json.machine", m && m->t == J_OBJ && jtext(m, "cpu")[0] && jtext(m, "date")[0],
+               "machine.cpu / machine.date missing");
+    check_true("bench.json.no_gpu_name", !jget(m, "gpu_name"), "a CPU run names a GPU");
+    check_true("bench.json.command", strstr(jtext(doc, "command"), "ctrain bench") != NULL, "command '%s'",
+               jtext(doc, "command"));
+    if (!check_true("bench.json.results", res && res->t == J_ARR && res->n == 3, "%d results (want 3)",
+                    res ? res->n : -1)) return;
+    check_true("bench.json.ceilings", ceil && ceil->t == J_ARR && ceil->n == 1 &&
+               jnum(ceil->items[0], "tflops") > 0, "want one positive CPU fp32 ceiling");
+    const char *want[] = {"mlp", "resnet18", "bert-tiny"};
+    for (int i = 0; i < 3; i++) check_measured_row(res->items[i], ceil, want[i]);
+    check_true("bench.resnet18.image", jnum(res->items[1], "image_size") == 32 &&
+               !strcmp(jtext(res->items[1], "layout"), "nhwc") && !jget(res->items[1], "seq"),
+               "image_size %g layout '%s'", jnum(res->items[1], "image_size"), jtext(res->items[1], "layout"));
+    check_true("bench.bert.seq", jnum(res->items[2], "seq") == 32 && !jget(res->items[2], "image_size"),
+               "seq %g", jnum(res->items[2], "seq"));
+
+    /* ctrain report runs scripts/report.py on the file */
+    if (system("python3 -c 'import json' >/dev/null 2>&1") == 0) {
+        snprintf(cmd, sizeof cmd, "%s report %s 2>&1", bin(), json);
+        st = run(cmd, out, sizeof out);
+        check_true("report.runs", st == 0 && strstr(out, "bert-tiny") && strstr(out, "|"),
+                   "exit %d: %s", st, out);
+    } else {
+        printf("  (python3 not found: ctrain report not tested)\n");
+    }
+}
+
+static void test_oom_row(const char *dir)
+{
+    FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+    int mode = f ? fgetc(f) - '0' : 0;
+    if (f) fclose(f);
+    if (mode == 1) {   /* "always overcommit": the huge allocation would succeed and then thrash */
+        printf("  (vm.overcommit_memory = 1: the out-of-memory row is not tested)\n");
+        return;
+    }
+    char cmd[1024], out[8192], json[512];
+    snprintf(json, sizeof json, "%s/oom.json", dir);
+    snprintf(cmd, sizeof cmd, "%s bench --device cpu --quick --models mlp --batch 1073741824,64 --json %s 2>&1",
+             bin(), json);
+    int st = run(cmd, out, sizeof out);
+    printf("%s", out);
+    check_true("oom.exit", st == 0, "exit %d", st);
+    check_true("oom.table", strstr(out, "out of memory") != NULL, "no 'out of memory' row");
+    J *doc = jparse_file(json);
+    J *res = jget(doc, "results");
+    if (!check_true("oom.rows", res && res->t == J_ARR && res->n == 2, "want 2 results")) return;
+    J *bad = res->items[0], *good = res->items[1];
+    check_true("oom.error", !strcmp(jtext(bad, "error"), "out of memory") && jnum(bad, "batch") == 1073741824,
+               "error '%s' batch %g", jtext(bad, "error"), jnum(bad, "batch"));
+    check_true("oom.nothing_measured", !jget(bad, "samples_per_s") && !jget(bad, "peak_mem_bytes") &&
+               !jget(bad, "mfu_measured_ceiling"), "an error row carries figures");
+    check_true("oom.suite_goes_on", jnum(good, "samples_per_s") > 0 && !jget(good, "error"),
+               "the config after the failing one did not run");
+}
+
+static void test_soak(const char *dir)
+{
+    char cmd[2048], out[8192], json[256], csv[256];
+    snprintf(json, sizeof json, "%s/soak.json", dir);
+    snprintf(csv, sizeof csv, "%s/soak.csv", dir);
+    snprintf(cmd, sizeof cmd, "%s bench --device cpu --soak 3s --models mlp --soak-csv %s --json %s 2>&1",
+             bin(), csv, json);
+    int st = run(cmd, out, sizeof out);
+    check_true("soak.exit", st == 0 && strstr(out, "throughput") && strstr(out, "memory"), "exit %d: %s", st, out);
+    FILE *f = fopen(csv, "r");
+    int lines = 0;
+    char line[512], first[512] = "";
+    while (f && fgets(line, sizeof line, f)) if (lines++ == 0) snprintf(first, sizeof first, "%s", line);
+    if (f) fclose(f);
+    check_true("soak.csv", lines >= 3 && !strncmp(first, "time_s,step,samples_per_s,loss,mem_bytes", 40),
+               "%d lines, header '%s'", lines, first);
+    J *doc = jparse_file(json);
+    J *res = jget(doc, "results");
+    J *sk = res && res->n == 1 ? jget(res->items[0], "soak") : NULL;
+    check_true("soak.json", sk && jnum(sk, "rows") >= 2 && jnum(sk, "samples_per_s_mean") > 0 &&
+               jnum(sk, "nonfinite_loss") == 0 && !jget(sk, "power_avg_w"),
+               "soak summary missing or wrong in %s", json);
+}
+
+static void expect_error(const char *name, const char *args, const char *want)
+{
+    char cmd[1024], out[4096];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin(), args);
+    int st = run(cmd, out, sizeof out);
+    check_true(name, st == 1 && strstr(out, want) && strstr(out, "hint:"), "exit %d, wanted \"%s\": %s", st,
+               want, out);
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/ctrain_bench_XXXXXX";
+    if (!mkdtemp(dir)) { check_true("bench.tmpdir", 0, "mkdtemp failed"); return 1; }
+    test_cpu_suite(dir);
+    test_oom_row(dir);
+    test_soak(dir);
+    expect_error("bench.bad_flag", "bench --bogus 1", "unknown option '--bogus'");
+    expect_error("bench.bad_model", "bench --models vgg", "unknown model 'vgg'");
+    expect_error("bench.bad_precision", "bench --precision fp8", "--precision: 'fp8'");
+    expect_error("bench.bad_duration", "bench --soak 10x", "not a duration");
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) printf("  (could not remove %s)\n", dir);
+    printf("%d passed, %d failed\n", check_passed_, check_failed_);
+    return check_failed_ ? 1 : 0;
+}
