@@ -16,7 +16,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 
 #include "engine/error.h"
 #include "engine/log.h"
+#include "data/data_util.h"
 
 /* Folders deeper than this under a class are not entered (guards against a
  * symlink loop, which os.walk(followlinks=True) would also loop on). */
@@ -36,20 +36,6 @@ static const char *const decodable[] = {".jpg", ".jpeg", ".png", ".bmp", ".ppm",
                                         ".pgm", ".pnm", ".tga"};
 static const char *const undecodable[] = {".tif", ".tiff", ".webp"};
 #define EXT_LIST ".jpg .jpeg .png .bmp .ppm .pgm .pnm .tga"
-
-static int imgf_fail(char *err, size_t errlen, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int imgf_fail(char *err, size_t errlen, int status, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 
 static int ends_with_any(const char *name, const char *const *ext, size_t n)
 {
@@ -170,7 +156,7 @@ static int scan_class(Vec *recs, Arena *ar, const char *cdir, uint32_t *skipped,
     size_t off = arena_put(ar, cdir, strlen(cdir));
     int st = IMGF_OK;
     if (!d0 || !z0 || off == SIZE_MAX) {
-        st = imgf_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory scanning %s", cdir);
+        st = data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory scanning %s", cdir);
         goto done;
     }
     *d0 = off;
@@ -182,7 +168,7 @@ static int scan_class(Vec *recs, Arena *ar, const char *cdir, uint32_t *skipped,
         snprintf(dpath, sizeof dpath, "%s", ar->p + doff);  /* arena may move below */
         DIR *d = opendir(dpath);
         if (!d) {
-            st = imgf_fail(err, errlen, IMGF_ERR_OPEN, "cannot open folder %s: %s", dpath,
+            st = data_fail(err, errlen, IMGF_ERR_OPEN, "cannot open folder %s: %s", dpath,
                            strerror(errno));
             goto done;
         }
@@ -203,7 +189,7 @@ static int scan_class(Vec *recs, Arena *ar, const char *cdir, uint32_t *skipped,
                 size_t so = len < (int)sizeof sub ? arena_put(ar, sub, (size_t)len) : SIZE_MAX;
                 if (!dp || !zp || so == SIZE_MAX) {
                     closedir(d);
-                    st = imgf_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory (or path "
+                    st = data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory (or path "
                                    "too long) at %s", sub);
                     goto done;
                 }
@@ -220,7 +206,7 @@ static int scan_class(Vec *recs, Arena *ar, const char *cdir, uint32_t *skipped,
                 size_t no = arena_put(ar, e->d_name, strlen(e->d_name));
                 if (!r || no == SIZE_MAX) {
                     closedir(d);
-                    st = imgf_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory scanning %s",
+                    st = data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory scanning %s",
                                    dpath);
                     goto done;
                 }
@@ -241,7 +227,7 @@ static int scan_root(ImageFolder *f, const char *root, char *err, size_t errlen)
 {
     DIR *d = opendir(root);
     if (!d)
-        return imgf_fail(err, errlen, IMGF_ERR_OPEN, "cannot open ImageFolder root %s: %s",
+        return data_fail(err, errlen, IMGF_ERR_OPEN, "cannot open ImageFolder root %s: %s",
                          root, strerror(errno));
     Vec names = {.elem = sizeof(char *)};
     struct dirent *e;
@@ -253,7 +239,7 @@ static int scan_root(ImageFolder *f, const char *root, char *err, size_t errlen)
         if (!slot || !s) {
             free(s);
             if (slot) names.n--;
-            st = imgf_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory listing %s", root);
+            st = data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory listing %s", root);
             break;
         }
         *slot = s;
@@ -263,7 +249,7 @@ static int scan_root(ImageFolder *f, const char *root, char *err, size_t errlen)
     f->nclasses = (int)names.n;
     if (st) return st;
     if (names.n == 0)
-        return imgf_fail(err, errlen, IMGF_ERR_EMPTY, "ImageFolder root %s has no class "
+        return data_fail(err, errlen, IMGF_ERR_EMPTY, "ImageFolder root %s has no class "
                          "folders (expected %s/CLASS/IMAGE.jpg)", root, root);
     qsort(f->classes, names.n, sizeof(char *), str_cmp);
     return IMGF_OK;
@@ -276,12 +262,12 @@ int imagefolder_open(ImageFolder *f, const char *root, char *err, size_t errlen)
     size_t rlen = strlen(root);
     while (rlen > 1 && root[rlen - 1] == '/') rlen--;  /* "data/train/" -> "data/train" */
     f->root = strndup(root, rlen);
-    if (!f->root) return imgf_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory");
+    if (!f->root) return data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory");
     int st = scan_root(f, f->root, err, errlen);
     if (st) goto fail;
     f->class_count = calloc((size_t)f->nclasses, sizeof(uint32_t));
     if (!f->class_count) {
-        st = imgf_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory");
+        st = data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory");
         goto fail;
     }
 
@@ -290,7 +276,7 @@ int imagefolder_open(ImageFolder *f, const char *root, char *err, size_t errlen)
     for (int c = 0; c < f->nclasses && !st; c++) {
         char cdir[4096];
         if (snprintf(cdir, sizeof cdir, "%s/%s", f->root, f->classes[c]) >= (int)sizeof cdir) {
-            st = imgf_fail(err, errlen, IMGF_ERR_OPEN, "path too long: %s/%s", f->root,
+            st = data_fail(err, errlen, IMGF_ERR_OPEN, "path too long: %s/%s", f->root,
                            f->classes[c]);
             break;
         }
@@ -300,13 +286,13 @@ int imagefolder_open(ImageFolder *f, const char *root, char *err, size_t errlen)
         st = scan_class(&recs, &ar, cdir, &skipped, err, errlen);
         f->skipped += skipped;
         if (!st && recs.n == 0) {
-            st = imgf_fail(err, errlen, IMGF_ERR_EMPTY, "class folder %s has no images "
+            st = data_fail(err, errlen, IMGF_ERR_EMPTY, "class folder %s has no images "
                            "(extensions " EXT_LIST ")%s", cdir,
                            skipped ? "; it holds .tif/.tiff/.webp files, which stb_image "
                                      "cannot decode" : "");
         }
         if (!st && (uint64_t)f->n + recs.n > INT32_MAX)
-            st = imgf_fail(err, errlen, IMGF_ERR_LIMIT, "%s holds more than %d images",
+            st = data_fail(err, errlen, IMGF_ERR_LIMIT, "%s holds more than %d images",
                            f->root, INT32_MAX);
         if (!st) {
             qsort_r(recs.p, recs.n, sizeof(Rec), rec_cmp, ar.p);
@@ -319,7 +305,7 @@ int imagefolder_open(ImageFolder *f, const char *root, char *err, size_t errlen)
                 size_t po = len < (int)sizeof full ? arena_put(&paths, full, (size_t)len)
                                                    : SIZE_MAX;
                 if (!lp || !op || po == SIZE_MAX) {
-                    st = imgf_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory indexing %s",
+                    st = data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory indexing %s",
                                    cdir);
                     break;
                 }
@@ -370,7 +356,7 @@ uint8_t *image_decode(const char *path, int *H, int *W, char *err, size_t errlen
 {
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        imgf_fail(err, errlen, IMGF_ERR_OPEN, "cannot open %s: %s", path, strerror(errno));
+        data_fail(err, errlen, IMGF_ERR_OPEN, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
     int w = 0, h = 0, comp = 0;
@@ -378,7 +364,7 @@ uint8_t *image_decode(const char *path, int *H, int *W, char *err, size_t errlen
     fclose(fp);
     if (!img) {
         const char *why = stbi_failure_reason();
-        imgf_fail(err, errlen, IMGF_ERR_DECODE, "cannot decode %s: %s", path,
+        data_fail(err, errlen, IMGF_ERR_DECODE, "cannot decode %s: %s", path,
                   why && *why ? why : "unknown stb_image error");
         return NULL;
     }

@@ -19,7 +19,6 @@
 #include "data/vocab_build.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,33 +27,7 @@
 #include "data/corpus.h"
 #include "data/utf8.h"
 #include "data/wordpiece.h"
-
-static int vb_fail(char *err, size_t errlen, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int vb_fail(char *err, size_t errlen, int status, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
-
-/* Grow *p (elements of size elem) to hold at least need; 0 or -1. */
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 16;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
+#include "data/data_util.h"
 
 /* ---- string -> index hash ------------------------------------------------ */
 
@@ -117,8 +90,8 @@ static int64_t strset_get(StrSet *s, const char *str, size_t n, int add, int *ad
     if (!add) return -2;
     if (s->n >= UINT32_MAX - 1) return -1;
     size_t oldcap = s->cap;
-    if (grow((void **)&s->arena, &s->acap, s->an + n + 1, 1) ||
-        grow((void **)&s->off, &s->cap, s->n + 1, sizeof *s->off))
+    if (data_grow((void **)&s->arena, &s->acap, s->an + n + 1, 1) ||
+        data_grow((void **)&s->off, &s->cap, s->n + 1, sizeof *s->off))
         return -1;
     if (s->cap != oldcap) {
         uint32_t *l = realloc(s->len, s->cap * sizeof *l);
@@ -206,7 +179,7 @@ static int count_word(void *ctx, const char *w, size_t nb, size_t nchars)
     if (i < 0) return WP_ERR_NOMEM;
     if (added) {
         size_t oldcap = vb->wfcap;
-        if (grow((void **)&vb->wfreq, &vb->wfcap, vb->words.n, sizeof *vb->wfreq))
+        if (data_grow((void **)&vb->wfreq, &vb->wfcap, vb->words.n, sizeof *vb->wfreq))
             return WP_ERR_NOMEM;
         if (vb->wfcap != oldcap) {
             uint32_t *nc = realloc(vb->wnchars, vb->wfcap * sizeof *nc);
@@ -227,7 +200,7 @@ static int64_t sym_get(VB *vb, const char *s, size_t n, int cont)
     int added;
     int64_t i = strset_get(&vb->syms, s, n, 1, &added);
     if (i < 0 || !added) return i;
-    if (grow((void **)&vb->sym, &vb->symcap, vb->syms.n, sizeof *vb->sym)) return -1;
+    if (data_grow((void **)&vb->sym, &vb->symcap, vb->syms.n, sizeof *vb->sym)) return -1;
     memset(&vb->sym[i], 0, sizeof vb->sym[i]);
     vb->sym[i].cont = (uint8_t)cont;
     return i;
@@ -237,7 +210,7 @@ static int adj_push(Sym *s, uint32_t p)
 {
     if (s->nadj == s->cadj) {
         size_t c = s->cadj;
-        if (grow((void **)&s->adj, &c, s->nadj + 1, sizeof *s->adj)) return -1;
+        if (data_grow((void **)&s->adj, &c, s->nadj + 1, sizeof *s->adj)) return -1;
         s->cadj = (uint32_t)c;
     }
     s->adj[s->nadj++] = p;
@@ -270,7 +243,7 @@ static int64_t pair_get(VB *vb, uint32_t a, uint32_t b)
         h = (h + 1) & (vb->npslots - 1);
     }
     if (vb->npair >= UINT32_MAX - 1 ||
-        grow((void **)&vb->pair, &vb->paircap, vb->npair + 1, sizeof *vb->pair))
+        data_grow((void **)&vb->pair, &vb->paircap, vb->npair + 1, sizeof *vb->pair))
         return -1;
     uint32_t i = (uint32_t)vb->npair++;
     memset(&vb->pair[i], 0, sizeof vb->pair[i]);
@@ -285,13 +258,13 @@ static int64_t pair_get(VB *vb, uint32_t a, uint32_t b)
 static int mark_dirty(VB *vb, uint32_t p)
 {
     size_t old = vb->dstampcap;
-    if (grow((void **)&vb->dirty_stamp, &vb->dstampcap, vb->npair, sizeof *vb->dirty_stamp))
+    if (data_grow((void **)&vb->dirty_stamp, &vb->dstampcap, vb->npair, sizeof *vb->dirty_stamp))
         return -1;
     if (vb->dstampcap > old) /* new pairs: never marked */
         memset(vb->dirty_stamp + old, 0, (vb->dstampcap - old) * sizeof *vb->dirty_stamp);
     if (vb->dirty_stamp[p] == vb->stamp) return 0;
     vb->dirty_stamp[p] = vb->stamp;
-    if (grow((void **)&vb->dirty, &vb->dirtycap, vb->ndirty + 1, sizeof *vb->dirty)) return -1;
+    if (data_grow((void **)&vb->dirty, &vb->dirtycap, vb->ndirty + 1, sizeof *vb->dirty)) return -1;
     vb->dirty[vb->ndirty++] = p;
     return 0;
 }
@@ -306,7 +279,7 @@ static int pair_add(VB *vb, uint32_t a, uint32_t b, int64_t delta, uint32_t word
     if (delta > 0 && (!p->nw || p->words[p->nw - 1] != word)) {
         if (p->nw == p->cw) {
             size_t c = p->cw;
-            if (grow((void **)&p->words, &c, p->nw + 1, sizeof *p->words)) return -1;
+            if (data_grow((void **)&p->words, &c, p->nw + 1, sizeof *p->words)) return -1;
             p->cw = (uint32_t)c;
         }
         p->words[p->nw++] = word;
@@ -362,7 +335,7 @@ static HeapEnt heap_ent(const VB *vb, uint32_t p)
 
 static int heap_push(VB *vb, uint32_t p)
 {
-    if (grow((void **)&vb->heap, &vb->heapcap, vb->nheap + 1, sizeof *vb->heap)) return -1;
+    if (data_grow((void **)&vb->heap, &vb->heapcap, vb->nheap + 1, sizeof *vb->heap)) return -1;
     HeapEnt e = heap_ent(vb, p);
     size_t i = vb->nheap++;
     while (i > 0) {
@@ -381,7 +354,7 @@ static int heap_rebuild(VB *vb)
     vb->nheap = 0;
     for (size_t p = 0; p < vb->npair; p++) {
         if (!vb->pair[p].count) continue;
-        if (grow((void **)&vb->heap, &vb->heapcap, vb->nheap + 1, sizeof *vb->heap)) return -1;
+        if (data_grow((void **)&vb->heap, &vb->heapcap, vb->nheap + 1, sizeof *vb->heap)) return -1;
         vb->heap[vb->nheap++] = heap_ent(vb, (uint32_t)p);
     }
     for (size_t i = vb->nheap / 2; i-- > 0;) heap_down(vb, i);
@@ -542,14 +515,14 @@ static int vb_train(VB *vb, uint32_t *lines, uint32_t size, uint32_t **made, uin
         uint32_t a = p->a, b = p->b, pid = top.pair;
         /* the merged piece: a + b without its "##" */
         size_t la = vb->syms.len[a], lb = vb->syms.len[b] - 2;
-        if (grow((void **)&buf, &bufcap, la + lb + 1, 1)) { st = -1; break; }
+        if (data_grow((void **)&buf, &bufcap, la + lb + 1, 1)) { st = -1; break; }
         memcpy(buf, strset_str(&vb->syms, a), la);
         memcpy(buf + la, strset_str(&vb->syms, b) + 2, lb);
         size_t before = vb->syms.n;
         int64_t ns = sym_get(vb, buf, la + lb, vb->sym[a].cont);
         if (ns < 0) { st = -1; break; }
         if (vb->syms.n > before) {
-            if (grow((void **)made, &madecap, *nmade + 1, sizeof **made)) { st = -1; break; }
+            if (data_grow((void **)made, &madecap, *nmade + 1, sizeof **made)) { st = -1; break; }
             (*made)[(*nmade)++] = (uint32_t)ns;
             (*lines)++;
         }
@@ -590,13 +563,13 @@ static int write_vocab(const VB *vb, const char *out_path, uint32_t A, const uin
 {
     size_t l = strlen(out_path) + 16;
     char *tmp = malloc(l);
-    if (!tmp) return vb_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory");
+    if (!tmp) return data_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory");
     snprintf(tmp, l, "%s.tmp", out_path);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         int e = errno;
         free(tmp);
-        return vb_fail(err, errlen, CORPUS_ERR_WRITE, "cannot write %s: %s", out_path,
+        return data_fail(err, errlen, CORPUS_ERR_WRITE, "cannot write %s: %s", out_path,
                        strerror(e));
     }
     fputs("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", f);
@@ -609,7 +582,7 @@ static int write_vocab(const VB *vb, const char *out_path, uint32_t A, const uin
         int e = errno;
         unlink(tmp);
         free(tmp);
-        return vb_fail(err, errlen, CORPUS_ERR_WRITE, "cannot write %s: %s", out_path,
+        return data_fail(err, errlen, CORPUS_ERR_WRITE, "cannot write %s: %s", out_path,
                        strerror(e));
     }
     free(tmp);
@@ -624,9 +597,9 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
     memset(stats, 0, sizeof *stats);
     int size = opts->size, lowercase = opts->lowercase;
     if (opts->score != VOCAB_SCORE_FREQ && opts->score != VOCAB_SCORE_LIKELIHOOD)
-        return vb_fail(err, errlen, CORPUS_ERR_ARG, "unknown vocab score %d", opts->score);
+        return data_fail(err, errlen, CORPUS_ERR_ARG, "unknown vocab score %d", opts->score);
     if (size < 6)
-        return vb_fail(err, errlen, CORPUS_ERR_ARG, "vocab size %d is too small: the 5 "
+        return data_fail(err, errlen, CORPUS_ERR_ARG, "vocab size %d is too small: the 5 "
                        "special tokens alone take 5 lines; hint: BERT uses --size 30522", size);
     CorpusFiles cf;
     int st = corpus_list(&cf, corpus_path, err, errlen);
@@ -650,12 +623,12 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
         stats->bytes += n;
         char msg[256];
         st = basictok_run(&bt, buf, n, count_word, &vb, msg, sizeof msg);
-        if (st) st = vb_fail(err, errlen, CORPUS_ERR_NOMEM, "%s: %s", cf.files[i], msg);
+        if (st) st = data_fail(err, errlen, CORPUS_ERR_NOMEM, "%s: %s", cf.files[i], msg);
         free(buf);
     }
     basictok_free(&bt);
     if (!st && !stats->files)
-        st = vb_fail(err, errlen, CORPUS_ERR_OPEN, "corpus %s holds no text files (%llu "
+        st = data_fail(err, errlen, CORPUS_ERR_OPEN, "corpus %s holds no text files (%llu "
                      "binary files skipped)", corpus_path,
                      (unsigned long long)stats->binary_skipped);
     uint32_t A = 0, *made = NULL, nmade = 0, merges = 0;
@@ -664,18 +637,18 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
         stats->distinct_words = vb.words.n;
         stats->long_words = vb.long_words;
         if (vb_init_symbols(&vb, &A))
-            st = vb_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory counting symbols");
+            st = data_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory counting symbols");
     }
     stats->alphabet = A;
     if (!st && (uint64_t)5 + 2ull * A > (uint64_t)size)
-        st = vb_fail(err, errlen, CORPUS_ERR_ARG,
+        st = data_fail(err, errlen, CORPUS_ERR_ARG,
                      "vocab size %d is too small for %s: its %u distinct characters, with "
                      "and without \"##\", and the 5 special tokens need %llu lines; hint: "
                      "pass --size %llu or more", size, corpus_path, A,
                      5 + 2ull * A, 5 + 2ull * A);
     uint32_t lines = 5 + 2 * A;
     if (!st && vb_train(&vb, &lines, (uint32_t)size, &made, &nmade, &merges))
-        st = vb_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory merging pieces");
+        st = data_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory merging pieces");
     if (!st) st = write_vocab(&vb, out_path, A, made, nmade, err, errlen);
     stats->merges = merges;
     stats->lines = st ? 0 : lines;

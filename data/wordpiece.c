@@ -19,43 +19,16 @@
 #include "data/wordpiece.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/utf8.h"
-
-static int wp_fail(char *err, size_t errlen, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int wp_fail(char *err, size_t errlen, int status, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
-
-/* Grow *p (elements of size elem) to hold at least need; 0 or -1. */
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
+#include "data/data_util.h"
 
 int wpids_push(WpIds *v, int32_t id)
 {
-    if (v->n == v->cap && grow((void **)&v->ids, &v->cap, v->n + 1, sizeof *v->ids))
+    if (v->n == v->cap && data_grow((void **)&v->ids, &v->cap, v->n + 1, sizeof *v->ids))
         return WP_ERR_NOMEM;
     v->ids[v->n++] = id;
     return 0;
@@ -149,7 +122,7 @@ static int emit_unicode(BasicTok *bt, BasicWordFn fn, void *ctx)
         m = utf8_nfc(bt->t1, bt->cp, n);
         s = bt->t1;
     }
-    if (grow((void **)&bt->piece, &bt->pcap, 4 * m + 1, 1)) return WP_ERR_NOMEM;
+    if (data_grow((void **)&bt->piece, &bt->pcap, 4 * m + 1, 1)) return WP_ERR_NOMEM;
     char *p = bt->piece;
     size_t pb = 0, pstart = 0, pchars = 0;
     for (size_t k = 0; k < m; k++) {
@@ -189,8 +162,8 @@ int basictok_run(BasicTok *bt, const char *text, size_t len, BasicWordFn fn, voi
         size_t j = i;
         while (j < len && bclass[s[j]] <= BC_PUNCT) j++;
         if (bt->wn + (j - i) + 4 > bt->wcap &&
-            grow((void **)&bt->w, &bt->wcap, bt->wn + (j - i) + 4, 1))
-            return wp_fail(err, errlen, WP_ERR_NOMEM, "out of memory tokenizing");
+            data_grow((void **)&bt->w, &bt->wcap, bt->wn + (j - i) + 4, 1))
+            return data_fail(err, errlen, WP_ERR_NOMEM, "out of memory tokenizing");
         memcpy(bt->w + bt->wn, s + i, j - i);
         bt->wn += j - i;
         i = j;
@@ -229,7 +202,7 @@ int basictok_run(BasicTok *bt, const char *text, size_t len, BasicWordFn fn, voi
     return 0;
 fail:
     bt->wn = 0;
-    if (r == WP_ERR_NOMEM) wp_fail(err, errlen, r, "out of memory tokenizing");
+    if (r == WP_ERR_NOMEM) data_fail(err, errlen, r, "out of memory tokenizing");
     return r;
 }
 
@@ -269,7 +242,7 @@ static int vocab_index(Wordpiece *wp, const char *name, char *err, size_t errlen
     wp->slot_word = calloc(slots, sizeof(uint32_t));
     wp->slot_cont = calloc(slots, sizeof(uint32_t));
     if (!wp->slot_word || !wp->slot_cont)
-        return wp_fail(err, errlen, WP_ERR_NOMEM, "out of memory indexing %s", name);
+        return data_fail(err, errlen, WP_ERR_NOMEM, "out of memory indexing %s", name);
     for (uint32_t id = 0; id < wp->V; id++) {
         const char *t = wp->tok[id];
         size_t n = wp->len[id];
@@ -287,7 +260,7 @@ static int vocab_index(Wordpiece *wp, const char *name, char *err, size_t errlen
     wp->sep_id = wordpiece_id(wp, "[SEP]");
     wp->mask_id = wordpiece_id(wp, "[MASK]");
     if (wp->unk_id < 0)
-        return wp_fail(err, errlen, WP_ERR_FORMAT,
+        return data_fail(err, errlen, WP_ERR_FORMAT,
                        "%s has no [UNK] token, so it is not a BERT vocab.txt (one token a "
                        "line: [PAD] [UNK] [CLS] [SEP] [MASK] ...); hint: build one with "
                        "ctrain vocab --corpus DIR --size N --out vocab.txt", name);
@@ -302,21 +275,21 @@ static int vocab_parse(Wordpiece *wp, char *blob, size_t n, const char *name, ch
     size_t bad;
     char msg[200];
     if (utf8_validate(blob, n, &bad, msg, sizeof msg))
-        return wp_fail(err, errlen, WP_ERR_UTF8, "%s: %s", name, msg);
+        return data_fail(err, errlen, WP_ERR_UTF8, "%s: %s", name, msg);
     uint64_t lines = 0;
     for (size_t i = 0; i < n; i++) lines += blob[i] == '\n';
     if (n && blob[n - 1] != '\n') lines++;
     if (!lines)
-        return wp_fail(err, errlen, WP_ERR_FORMAT, "%s is empty; a vocab.txt has one token a "
+        return data_fail(err, errlen, WP_ERR_FORMAT, "%s is empty; a vocab.txt has one token a "
                        "line", name);
     if (lines > INT32_MAX)
-        return wp_fail(err, errlen, WP_ERR_FORMAT, "%s has %llu lines; at most %d tokens "
+        return data_fail(err, errlen, WP_ERR_FORMAT, "%s has %llu lines; at most %d tokens "
                        "are supported", name, (unsigned long long)lines, INT32_MAX);
     wp->V = (uint32_t)lines;
     wp->tok = malloc(lines * sizeof *wp->tok);
     wp->len = malloc(lines * sizeof *wp->len);
     if (!wp->tok || !wp->len)
-        return wp_fail(err, errlen, WP_ERR_NOMEM, "out of memory loading %s", name);
+        return data_fail(err, errlen, WP_ERR_NOMEM, "out of memory loading %s", name);
     size_t start = 0;
     uint32_t id = 0;
     for (size_t i = 0; i <= n && id < wp->V; i++) {
@@ -339,15 +312,15 @@ int wordpiece_load(Wordpiece *wp, const char *path, int lowercase, char *err, si
     wp->lowercase = lowercase;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return wp_fail(err, errlen, WP_ERR_OPEN, "cannot open vocab %s: %s", path,
+        return data_fail(err, errlen, WP_ERR_OPEN, "cannot open vocab %s: %s", path,
                        strerror(errno));
     size_t cap = 0, n = 0;
     char *blob = NULL;
     for (;;) {
-        if (grow((void **)&blob, &cap, n + 65537, 1)) {
+        if (data_grow((void **)&blob, &cap, n + 65537, 1)) {
             fclose(f);
             free(blob);
-            return wp_fail(err, errlen, WP_ERR_NOMEM, "out of memory reading %s", path);
+            return data_fail(err, errlen, WP_ERR_NOMEM, "out of memory reading %s", path);
         }
         size_t got = fread(blob + n, 1, cap - n - 1, f);
         n += got;
@@ -357,7 +330,7 @@ int wordpiece_load(Wordpiece *wp, const char *path, int lowercase, char *err, si
     fclose(f);
     if (rerr) {
         free(blob);
-        return wp_fail(err, errlen, WP_ERR_OPEN, "cannot read vocab %s", path);
+        return data_fail(err, errlen, WP_ERR_OPEN, "cannot read vocab %s", path);
     }
     int st = vocab_parse(wp, blob, n, path, err, errlen);
     if (st) wordpiece_free(wp);
@@ -373,7 +346,7 @@ int wordpiece_init_tokens(Wordpiece *wp, const char *const *tokens, uint32_t n, 
     size_t bytes = 1;
     for (uint32_t i = 0; i < n; i++) bytes += strlen(tokens[i]) + 1;
     char *blob = malloc(bytes);
-    if (!blob) return wp_fail(err, errlen, WP_ERR_NOMEM, "out of memory building a vocab");
+    if (!blob) return data_fail(err, errlen, WP_ERR_NOMEM, "out of memory building a vocab");
     size_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
         size_t l = strlen(tokens[i]);
