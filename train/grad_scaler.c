@@ -114,3 +114,13 @@ void scaler_read(const GradScaler *sc, ScalerState *out, float *norm)
     mem_to_host(sc->ctx, out, sc->st, sizeof *out);
     if (norm) mem_to_host(sc->ctx, norm, sc->norm, sizeof(float));
 }
+
+void scaler_write(GradScaler *sc, float scale, int growth_tracker, int64_t skipped)
+{
+    ScalerState s;
+    memset(&s, 0, sizeof s);
+    s.scale = scale;
+    s.growth_tracker = growth_tracker;
+    s.skipped = skipped;
+    mem_to_device(sc->ctx, sc->st, &s, sizeof s);
+}

@@ -81,6 +81,9 @@ void scaler_update(GradScaler *sc);
 /* Copy the state (and, when norm is non-NULL, the last norm) to the host.
  * Synchronizes the stream: call where the host waits anyway. */
 void scaler_read(const GradScaler *sc, ScalerState *out, float *norm);
+/* Restore scale, growth tracker and skipped count (a resumed run); clears
+ * found_inf. Synchronizes. */
+void scaler_write(GradScaler *sc, float scale, int growth_tracker, int64_t skipped);
 
 #ifdef __cplusplus
 }

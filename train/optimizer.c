@@ -3,6 +3,7 @@
 #include "optimizer.h"
 
 #include <string.h>
+#include "../engine/mem.h"
 
 void optimizer_init(Optimizer *o, ParamSet *ps, const TrainOptions *opt)
 {
@@ -31,4 +32,52 @@ void optimizer_free(Optimizer *o, ParamSet *ps)
     case OPT_ADAMW: adamw_free(&o->adamw, ps); break;
     case OPT_LAMB: lamb_free(&o->lamb, ps); break;
     }
+}
+
+int optimizer_state(const Optimizer *o, float **blocks)
+{
+    switch (o->kind) {
+    case OPT_SGD: blocks[0] = o->sgd.m; return 1;
+    case OPT_ADAMW: blocks[0] = o->adamw.m; blocks[1] = o->adamw.v; return 2;
+    case OPT_LAMB: blocks[0] = o->lamb.m; blocks[1] = o->lamb.v; return 2;
+    }
+    return 0;
+}
+
+int64_t optimizer_steps(const Optimizer *o, ParamSet *ps)
+{
+    switch (o->kind) {
+    case OPT_ADAMW: return adamw_steps(&o->adamw, ps);
+    case OPT_LAMB: return lamb_steps(&o->lamb, ps);
+    default: return -1;
+    }
+}
+
+/* beta^t as ops/adam.c forms it (binary powering, plain multiplications), so
+ * the restored corrections are the ones the uninterrupted run held. */
+static double optimizer_pow(double beta, int64_t t)
+{
+    double r = 1.0;
+    while (t > 0) {
+        if (t & 1) r = r * beta;
+        beta = beta * beta;
+        t >>= 1;
+    }
+    return r;
+}
+
+void optimizer_set_steps(Optimizer *o, ParamSet *ps, int64_t step)
+{
+    AdamStepState s = {step, 1.0, 1.0};
+    AdamStepState *dst = NULL;
+    if (o->kind == OPT_ADAMW) dst = o->adamw.st;
+    if (o->kind == OPT_LAMB) dst = o->lamb.st;
+    if (!dst) return;
+    double b1 = o->kind == OPT_ADAMW ? o->adamw.beta1 : o->lamb.beta1;
+    double b2 = o->kind == OPT_ADAMW ? o->adamw.beta2 : o->lamb.beta2;
+    if (o->kind == OPT_ADAMW || o->lamb.bias_correction) {
+        s.bc1 = 1.0 - optimizer_pow(b1, step);
+        s.bc2 = 1.0 - optimizer_pow(b2, step);
+    }
+    mem_to_device(ps->ctx, dst, &s, sizeof s);
 }

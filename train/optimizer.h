@@ -21,4 +21,15 @@ void optimizer_init(Optimizer *o, ParamSet *ps, const TrainOptions *opt);
 void optimizer_step(Optimizer *o, ParamSet *ps, float lr, const int *skip);
 void optimizer_free(Optimizer *o, ParamSet *ps);
 
+/* For checkpoints. The state blocks (ps->total f32 each, on the params'
+ * device) in a fixed order: SGD momentum; AdamW / LAMB m, v. Returns how
+ * many (at most OPTIM_MAX_BLOCKS). */
+enum { OPTIM_MAX_BLOCKS = 2 };
+int optimizer_state(const Optimizer *o, float **blocks);
+/* The device step counter (AdamW, LAMB): optimizer_steps returns it
+ * (synchronizes), -1 for SGD, which keeps none; optimizer_set_steps writes it
+ * (and the bias corrections it implies). */
+int64_t optimizer_steps(const Optimizer *o, ParamSet *ps);
+void optimizer_set_steps(Optimizer *o, ParamSet *ps, int64_t step);
+
 #endif

@@ -81,6 +81,10 @@ void train_options_usage(const char *cmd)
            "  --recompute R        none | all | every:N (default none)\n"
            "files\n"
            "  --save FILE          write the weights (safetensors, PyTorch names) at the end\n"
+           "  --save-every N       make --save a training checkpoint (weights, optimizer, scaler,\n"
+           "                       data position), written every N steps and at the end\n"
+           "  --resume FILE        continue from a --save-every checkpoint: the remaining steps\n"
+           "                       repeat an uninterrupted run (same flags, same --steps)\n"
            "  --load FILE          start from these weights (a ctrain or PyTorch safetensors file)\n"
            "  --log FILE           one JSON object per line: steps and the final evaluation\n"
            "  --log-every N        progress/log interval in steps (default 50)\n"
@@ -171,6 +175,8 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
         else if (!strcmp(a, "--vocab")) copy_str(cmd, a, o->vocab, sizeof o->vocab, v);
         else if (!strcmp(a, "--save")) copy_str(cmd, a, o->save_path, sizeof o->save_path, v);
         else if (!strcmp(a, "--load")) copy_str(cmd, a, o->load_path, sizeof o->load_path, v);
+        else if (!strcmp(a, "--resume")) copy_str(cmd, a, o->resume_path, sizeof o->resume_path, v);
+        else if (!strcmp(a, "--save-every")) o->save_every = parse_long(cmd, a, v, 1, LONG_MAX / 2);
         else if (!strcmp(a, "--image-size")) o->image_size = (int)parse_long(cmd, a, v, 8, 4096);
         else if (!strcmp(a, "--classes")) o->classes = (int)parse_long(cmd, a, v, 2, 1 << 20);
         else if (!strcmp(a, "--workers")) o->workers = (int)parse_long(cmd, a, v, 1, 256);

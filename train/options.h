@@ -37,7 +37,8 @@ typedef struct TrainOptions {
     int seq;                 /* BERT tokens per sequence */
     int classes;             /* 0: from the data */
     char save_path[512], load_path[512];
-    long save_every;
+    long save_every;         /* --save-every N: a training checkpoint every N steps; 0: off */
+    char resume_path[512];   /* --resume FILE: continue a training checkpoint */
     char log_path[512];
     int log_every;
     int trace;

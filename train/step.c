@@ -1,11 +1,17 @@
 /* step.c — the optimizer step (see step.h for the sequence it queues). */
 #include "step.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "../engine/autograd.h"
 #include "../engine/error.h"
+#include "../engine/log.h"
+#include "../engine/mem.h"
 #include "../engine/params.h"
+#include "checkpoint.h"
 
 void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o, long total_steps)
 {
@@ -75,4 +81,160 @@ void trainer_free(Trainer *t)
     t->last_loss = NULL;
     scaler_free(&t->scaler);
     optimizer_free(&t->opt, &t->model->params);
+}
+
+/* ---- training checkpoints ---- */
+
+/* The extra tensors of a training checkpoint, pointing into host staging. */
+typedef struct TrainState {
+    CkptTensor t[8];
+    int n, nblocks;
+    char names[OPTIM_MAX_BLOCKS][32];
+    float *blocks;                      /* nblocks * P host floats */
+    int64_t opt_step, step, micro, rng, counts[2];
+    float scale;
+} TrainState;
+
+static CkptTensor one_tensor(const char *name, DType dt, int64_t n, void *data)
+{
+    CkptTensor c;
+    memset(&c, 0, sizeof c);
+    c.name = name;
+    c.dtype = dt;
+    c.ndim = 1;
+    c.shape[0] = n;
+    c.data = data;
+    return c;
+}
+
+static void train_state_init(TrainState *s, Trainer *t)
+{
+    memset(s, 0, sizeof *s);
+    size_t P = t->model->params.total;
+    float *dev[OPTIM_MAX_BLOCKS];
+    s->nblocks = optimizer_state(&t->opt, dev);
+    s->blocks = (float *)malloc((size_t)s->nblocks * P * sizeof(float) + 1);
+    if (!s->blocks) ct_fatal("out of host memory staging the optimizer state (%zu floats)", P);
+    for (int i = 0; i < s->nblocks; i++) {
+        snprintf(s->names[i], sizeof s->names[i], "__ctrain.optimizer.%d", i);
+        s->t[s->n++] = one_tensor(s->names[i], DT_F32, (int64_t)P, s->blocks + (size_t)i * P);
+    }
+    if (t->opt.kind != OPT_SGD)
+        s->t[s->n++] = one_tensor("__ctrain.optimizer.step", DT_I64, 1, &s->opt_step);
+    s->t[s->n++] = one_tensor("__ctrain.scaler", DT_F32, 1, &s->scale);
+    s->t[s->n++] = one_tensor("__ctrain.scaler.counts", DT_I64, 2, s->counts);
+    s->t[s->n++] = one_tensor("__ctrain.step", DT_I64, 1, &s->step);
+    s->t[s->n++] = one_tensor("__ctrain.micro", DT_I64, 1, &s->micro);
+    s->t[s->n++] = one_tensor("__ctrain.rng_offset", DT_I64, 1, &s->rng);
+}
+
+void trainer_save(Trainer *t, const TrainOptions *o, const char *path)
+{
+    ParamSet *ps = &t->model->params;
+    TrainState s;
+    train_state_init(&s, t);
+    float *dev[OPTIM_MAX_BLOCKS];
+    optimizer_state(&t->opt, dev);
+    for (int i = 0; i < s.nblocks; i++)   /* stream-ordered: after the queued steps */
+        mem_to_host(t->ctx, s.blocks + (size_t)i * ps->total, dev[i], ps->total * sizeof(float));
+    s.opt_step = optimizer_steps(&t->opt, ps);
+    ScalerState ss;
+    scaler_read(&t->scaler, &ss, NULL);
+    s.scale = ss.scale;
+    s.counts[0] = ss.growth_tracker;
+    s.counts[1] = ss.skipped;
+    s.step = t->step;
+    s.micro = t->micro;
+    s.rng = (int64_t)t->ctx->rng_offset;
+
+    char batch[24], accum[24], seed[24], steps[24], err[512];
+    snprintf(batch, sizeof batch, "%d", o->batch);
+    snprintf(accum, sizeof accum, "%d", o->accum);
+    snprintf(seed, sizeof seed, "%" PRIu64, o->seed);
+    snprintf(steps, sizeof steps, "%ld", t->step);
+    const char *meta[] = {"ctrain_checkpoint", "training", "model", o->model,
+                          "optimizer", optim_name(o->optim), "precision", o->precision,
+                          "batch", batch, "accum", accum, "seed", seed, "steps", steps};
+    int code = ckpt_save(path, ps, s.t, s.n, meta, 8, err, sizeof err);
+    free(s.blocks);
+    if (code) ct_fatal_hint(ckpt_hint(code, 1), "%s", err);
+}
+
+int ckpt_is_training(const char *path)
+{
+    StFile f;
+    char err[256];
+    if (st_open(path, &f, err, sizeof err) != ST_OK) return 0;
+    const char *k = st_meta(&f, "ctrain_checkpoint");
+    int yes = k && !strcmp(k, "training");
+    st_close(&f);
+    return yes;
+}
+
+/* The file's metadata value for key must equal ours (flag: the option's name). */
+static void resume_check(const StFile *f, const char *path, const char *key, const char *flag,
+                         const char *ours)
+{
+    const char *saved = st_meta(f, key);
+    if (!saved) ct_fatal_hint("resume from a file written by ctrain train --save-every",
+                              "%s: training checkpoint without '%s' metadata", path, key);
+    if (strcmp(saved, ours)) {
+        char hint[256];
+        snprintf(hint, sizeof hint, "pass %s %s as when it was saved, or drop --resume to start "
+                 "a new run", flag, saved);
+        ct_fatal_hint(hint, "cannot resume %s: it was saved with %s %s, this run has %s %s",
+                      path, flag, saved, flag, ours);
+    }
+}
+
+void trainer_resume(Trainer *t, const TrainOptions *o, const char *path)
+{
+    ParamSet *ps = &t->model->params;
+    char err[512];
+    StFile f;
+    int code = st_open(path, &f, err, sizeof err);
+    if (code) ct_fatal_hint(ckpt_hint(code, 0), "%s", err);
+    const char *kind = st_meta(&f, "ctrain_checkpoint");
+    if (!kind || strcmp(kind, "training")) {
+        st_close(&f);
+        ct_fatal_hint("--resume takes a file written with --save FILE --save-every N; to start "
+                      "from weights only, pass --load FILE",
+                      "%s holds weights only, not a training state", path);
+    }
+    char batch[24], accum[24], seed[24];
+    snprintf(batch, sizeof batch, "%d", o->batch);
+    snprintf(accum, sizeof accum, "%d", o->accum);
+    snprintf(seed, sizeof seed, "%" PRIu64, o->seed);
+    resume_check(&f, path, "model", "--model", o->model);
+    resume_check(&f, path, "optimizer", "--optim", optim_name(o->optim));
+    resume_check(&f, path, "batch", "--batch", batch);
+    resume_check(&f, path, "accum", "--accum", accum);
+    resume_check(&f, path, "seed", "--seed", seed);
+    const char *prec = st_meta(&f, "precision");
+    if (prec && strcmp(prec, o->precision))
+        LOG_W("%s was saved with --precision %s, this run has %s: the loss will not repeat "
+              "bit for bit", path, prec, o->precision);
+    st_close(&f);
+
+    TrainState s;
+    train_state_init(&s, t);
+    code = ckpt_load(path, ps, t->model->name, s.t, s.n, 0, NULL, err, sizeof err);
+    if (code) {
+        free(s.blocks);
+        ct_fatal_hint(ckpt_hint(code, 0), "%s", err);
+    }
+    if (s.step < 0 || s.micro < 0 || s.micro != s.step * t->accum)
+        ct_fatal_hint("the file is damaged; resume from an earlier checkpoint",
+                      "%s: inconsistent position (step %" PRId64 ", micro-batch %" PRId64 ")",
+                      path, s.step, s.micro);
+    float *dev[OPTIM_MAX_BLOCKS];
+    optimizer_state(&t->opt, dev);
+    for (int i = 0; i < s.nblocks; i++)
+        mem_to_device(t->ctx, dev[i], s.blocks + (size_t)i * ps->total, ps->total * sizeof(float));
+    free(s.blocks);
+    if (t->opt.kind != OPT_SGD) optimizer_set_steps(&t->opt, ps, s.opt_step);
+    scaler_write(&t->scaler, s.scale, (int)s.counts[0], s.counts[1]);
+    t->step = (long)s.step;
+    t->micro = (long)s.micro;
+    t->ctx->rng_offset = (uint64_t)s.rng;
 }

@@ -59,4 +59,27 @@ float trainer_loss_value(Trainer *t);
 long trainer_epoch(const Trainer *t);
 void trainer_free(Trainer *t);
 
+/* Training checkpoints (--save FILE --save-every N, --resume FILE): one
+ * safetensors file with the parameters and buffers under their PyTorch names
+ * (as ckpt_save writes them) plus
+ *   __ctrain.optimizer.<i>      F32 [P]  state blocks (SGD: momentum; AdamW, LAMB: m, v)
+ *   __ctrain.optimizer.step     I64 [1]  AdamW / LAMB step counter (not for SGD)
+ *   __ctrain.scaler             F32 [1]  loss scale
+ *   __ctrain.scaler.counts      I64 [2]  growth tracker, skipped steps
+ *   __ctrain.step               I64 [1]  optimizer steps done
+ *   __ctrain.micro              I64 [1]  micro-batches fed (the data position)
+ *   __ctrain.rng_offset         I64 [1]  the context's Philox offset (u64 bits)
+ * and metadata ctrain_checkpoint=training, model, optimizer, precision,
+ * batch, accum, seed, steps. Parameter loaders (ctrain eval --load) skip the
+ * __ctrain.* entries of such a file. Resuming restores all of it, so the
+ * remaining steps are bit-identical to an uninterrupted run with the same
+ * flags (the schedule is rebuilt from this run's --steps / --epochs).
+ * Both end the program with a message and a hint on failure; the save is
+ * atomic (a failed save leaves the previous file). Both synchronize. */
+void trainer_save(Trainer *t, const TrainOptions *o, const char *path);
+/* Refuses a file whose model, optimizer, batch, accum or seed differ from o. */
+void trainer_resume(Trainer *t, const TrainOptions *o, const char *path);
+/* 1 when path opens as a training checkpoint (metadata ctrain_checkpoint). */
+int ckpt_is_training(const char *path);
+
 #endif

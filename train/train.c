@@ -38,6 +38,13 @@ static void setup_ctx(Ctx *c, TrainOptions *o)
               "(slow; the GPU is where reduced precision pays)", o->precision);
 }
 
+/* --load FILE: weights from a ctrain or PyTorch file; a training checkpoint's
+ * __ctrain.* entries (optimizer state, position) are not weights: skip them. */
+static void load_weights(ParamSet *ps, const char *path, const char *model)
+{
+    ckpt_load_params_or_die(ps, path, model, ckpt_is_training(path) ? CKPT_ALLOW_EXTRA : 0);
+}
+
 static FeedSpec feed_spec(const TrainOptions *o)
 {
     FeedSpec s = {o->data, o->model, o->batch, o->eval_batch, o->image_size, o->workers,
@@ -80,6 +87,11 @@ int cmd_train(int argc, char **argv)
         LOG_W("--graph: CUDA graph capture of the step is not available yet in this build; "
               "running eager");
 
+    if (o.save_every && !o.save_path[0])
+        ct_fatal_hint("pass --save FILE with --save-every N", "--save-every needs a file to write");
+    if (o.resume_path[0] && o.load_path[0])
+        ct_fatal_hint("drop --load: --resume restores the weights too",
+                      "--resume and --load both set the starting weights");
     FILE *logf = NULL;
     if (o.log_path[0] && !(logf = fopen(o.log_path, "w")))
         ct_fatal_hint("check that the folder exists and is writable", "cannot open log file %s",
@@ -91,7 +103,7 @@ int cmd_train(int argc, char **argv)
     feed_open(&fd, &c, &fs);
     Model m;
     model_build(&m, &c, &o, fd.classes);
-    if (o.load_path[0]) ckpt_load_params_or_die(&m.params, o.load_path, m.name, 0);
+    if (o.load_path[0]) load_weights(&m.params, o.load_path, m.name);
     long bpe = fd.batches_per_epoch;
     long steps_per_epoch = bpe / o.accum;
     if (steps_per_epoch < 1)
@@ -102,6 +114,13 @@ int cmd_train(int argc, char **argv)
     Trainer tr;
     trainer_init(&tr, &c, &fd, &m, &o, total);
     GradScaler *sc = &tr.scaler;
+    if (o.resume_path[0]) {
+        trainer_resume(&tr, &o, o.resume_path);
+        LOG_I("resumed %s at step %ld (micro-batch %ld)", o.resume_path, tr.step, tr.micro);
+        if (tr.step >= total)
+            LOG_W("%s is at step %ld, the run has %ld steps: nothing left to train",
+                  o.resume_path, tr.step, total);
+    }
     LOG_I("train %s (%zu parameters) on %s; batch %d x accum %d, %ld steps (%d epoch%s), %s, %s",
           m.name, m.params.total, fd.desc, o.batch, o.accum, total, epochs, epochs == 1 ? "" : "s",
           ctx_device_name(&c), o.precision);
@@ -110,7 +129,7 @@ int cmd_train(int argc, char **argv)
     Progress pg;
     progress_init(&pg);
     double t0 = progress_now(), t_last = t0;
-    long step = 0, last_step = 0;
+    long step = tr.step, last_step = tr.step, first_step = tr.step, saved_step = -1;
     mem_reset_peak(&c);
     while (step < total) {
         trainer_step(&tr);
@@ -128,7 +147,7 @@ int cmd_train(int argc, char **argv)
                               (double)lv, step);
             double now = progress_now();
             double sps = (double)(step - last_step) * o.batch * o.accum / (now - t_last);
-            double eta = (now - t0) / (double)step * (double)(total - step);
+            double eta = (now - t0) / (double)(step - first_step) * (double)(total - step);
             double drate = fd.data_rate(&fd);
             char eb[32], mb[32], pb[32], db[48] = "", sb[64] = "";
             if (isfinite(drate)) snprintf(db, sizeof db, "  data %.0f img/s", drate);
@@ -163,14 +182,21 @@ int cmd_train(int argc, char **argv)
         }
         tensor_release(tr.last_loss);   /* as soon as it has been read (or not) */
         tr.last_loss = NULL;
+        if (o.save_every && step % o.save_every == 0) {
+            trainer_save(&tr, &o, o.save_path);
+            saved_step = step;
+        }
     }
     progress_done(&pg);
     ctx_sync(&c);
     double train_s = progress_now() - t0;
-    printf("trained %ld steps in %.1f s (%.0f samples/s), peak memory %.1f MiB\n", step, train_s,
-           (double)step * o.batch * o.accum / train_s, (double)c.mem.peak / (1024.0 * 1024.0));
+    printf("trained %ld steps in %.1f s (%.0f samples/s), peak memory %.1f MiB\n", step - first_step,
+           train_s, (double)(step - first_step) * o.batch * o.accum / train_s, (double)c.mem.peak / (1024.0 * 1024.0));
 
-    if (o.save_path[0]) {
+    if (o.save_path[0] && o.save_every) {
+        if (saved_step != step) trainer_save(&tr, &o, o.save_path);
+        printf("saved %s (training checkpoint at step %ld)\n", o.save_path, step);
+    } else if (o.save_path[0]) {
         char steps_s[32];
         snprintf(steps_s, sizeof steps_s, "%ld", step);
         const char *meta[] = {"model", o.model, "steps", steps_s, "precision", o.precision};
@@ -223,7 +249,7 @@ int cmd_eval(int argc, char **argv)
                       "--data %s has no held-out split to evaluate", o.data);
     Model m;
     model_build(&m, &c, &o, fd.classes);
-    ckpt_load_params_or_die(&m.params, o.load_path, m.name, 0);
+    load_weights(&m.params, o.load_path, m.name);
     EvalResult ev = evaluate(&c, &m, &fd);
     printf("%s on %s: top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld images)\n", m.name, fd.desc,
            100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n);

@@ -1,0 +1,180 @@
+/* test_resume.c — exact resume, end to end on the CPU backend (f32):
+ *   - an uninterrupted 20-step run, and a 10-step run saved with --save-every
+ *     then resumed to 20 steps: the losses logged for steps 11..20 are
+ *     bit-identical (the JSON prints them with %.9g, which round-trips f32).
+ *     Three variants: AdamW; SGD with Nesterov momentum; AdamW with --accum 2;
+ *   - resuming with another --batch is refused with a message naming batch;
+ *   - a corrupted checkpoint is refused;
+ *   - `ctrain eval --load` reads the weights of a training checkpoint.
+ * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "check.h"
+
+static const char *bin(void)
+{
+    const char *b = getenv("CTRAIN_BIN");
+    return b ? b : "./build/ctrain";
+}
+
+/* Run a shell command; stdout+stderr (the first len-1 bytes) into out.
+ * Returns the exit status. */
+static int run(const char *cmd, char *out, size_t len)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = 0, got;
+    char chunk[4096];
+    while ((got = fread(chunk, 1, sizeof chunk, p)) > 0) {
+        size_t room = len - 1 - n;
+        if (got > room) got = room;
+        memcpy(out + n, chunk, got);
+        n += got;
+    }
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The loss text (as printed) of each "step" line of a JSONL log, by step
+ * number: loss[s] for s in 1..max. Returns how many steps were read. */
+static int read_losses(const char *path, char loss[][32], int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strstr(line, "\"event\":\"step\"")) continue;
+        const char *s = strstr(line, "\"step\":"), *l = strstr(line, "\"loss\":");
+        if (!s || !l) continue;
+        int step = atoi(s + 7);
+        if (step < 1 || step > max) continue;
+        l += 7;
+        size_t k = strcspn(l, ",}");
+        if (k >= 32) k = 31;
+        memcpy(loss[step], l, k);
+        loss[step][k] = 0;
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Uninterrupted vs saved-at-10-and-resumed, with the extra flags. */
+static void check_resume(const char *name, const char *dir, const char *flags)
+{
+    char cmd[4096], out[8192], a[600], b[600], ck[600];
+    snprintf(a, sizeof a, "%s/%s_A.jsonl", dir, name);
+    snprintf(b, sizeof b, "%s/%s_B.jsonl", dir, name);
+    snprintf(ck, sizeof ck, "%s/%s.ckpt", dir, name);
+    const char *base = "train --model mlp --device cpu --log-every 1 --hidden 64";
+    snprintf(cmd, sizeof cmd, "%s %s %s --steps 20 --log %s 2>&1", bin(), base, flags, a);
+    int st = run(cmd, out, sizeof out);
+    check_true("resume.uninterrupted_runs", st == 0, "%s: exit %d: %s", name, st, out);
+    snprintf(cmd, sizeof cmd, "%s %s %s --steps 10 --save-every 10 --save %s 2>&1", bin(), base,
+             flags, ck);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.first_half_saves", st == 0 && access(ck, R_OK) == 0, "%s: exit %d: %s",
+               name, st, out);
+    snprintf(cmd, sizeof cmd, "%s %s %s --steps 20 --resume %s --log %s 2>&1", bin(), base, flags,
+             ck, b);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.second_half_runs", st == 0, "%s: exit %d: %s", name, st, out);
+
+    static char la[21][32], lb[21][32];
+    memset(la, 0, sizeof la);
+    memset(lb, 0, sizeof lb);
+    int na = read_losses(a, la, 20), nb = read_losses(b, lb, 20);
+    int first_bad = 0;
+    for (int s = 11; s <= 20 && !first_bad; s++)
+        if (!la[s][0] || strcmp(la[s], lb[s])) first_bad = s;
+    char what[64];
+    snprintf(what, sizeof what, "resume.%s.losses_11_20_identical", name);
+    check_true(what, na == 20 && nb == 10 && !first_bad,
+               "%d and %d steps logged; step %d: uninterrupted %s, resumed %s", na, nb, first_bad,
+               first_bad ? la[first_bad] : "-", first_bad ? lb[first_bad] : "-");
+    /* the resumed run logs nothing before step 11 */
+    snprintf(what, sizeof what, "resume.%s.starts_at_11", name);
+    check_true(what, !lb[10][0] && lb[11][0], "resumed log: step 10 '%s', step 11 '%s'", lb[10],
+               lb[11]);
+}
+
+static void check_refusals(const char *dir)
+{
+    char cmd[4096], out[8192], ck[600], bad[600];
+    snprintf(ck, sizeof ck, "%s/adamw.ckpt", dir);
+    const char *base = "train --model mlp --device cpu --hidden 64 --optim adamw --lr 1e-3";
+
+    snprintf(cmd, sizeof cmd, "%s %s --steps 20 --batch 32 --resume %s 2>&1", bin(), base, ck);
+    int st = run(cmd, out, sizeof out);
+    check_true("resume.other_batch_refused",
+               st == 1 && strstr(out, "--batch 64") && strstr(out, "--batch 32") &&
+               strstr(out, "hint:"), "exit %d: %s", st, out);
+
+    snprintf(cmd, sizeof cmd, "%s train --model mlp --device cpu --hidden 64 --optim sgd --steps 20 "
+             "--resume %s 2>&1", bin(), ck);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.other_optimizer_refused", st == 1 && strstr(out, "--optim adamw"),
+               "exit %d: %s", st, out);
+
+    /* flip bytes in the data section (the end of the file): the checksum catches it */
+    snprintf(bad, sizeof bad, "%s/corrupt.ckpt", dir);
+    snprintf(cmd, sizeof cmd, "cp %s %s && printf 'XXXXXXXX' | dd of=%s bs=1 seek=$(( $(stat -c %%s %s) - 4000 )) "
+             "conv=notrunc 2>/dev/null", ck, bad, bad, bad);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.corrupt_made", st == 0, "exit %d: %s", st, out);
+    snprintf(cmd, sizeof cmd, "%s %s --steps 20 --resume %s 2>&1", bin(), base, bad);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.corrupt_refused", st == 1 && strstr(out, "hint:") && !strstr(out, "trained"),
+               "exit %d: %s", st, out);
+
+    /* a truncated file too */
+    snprintf(cmd, sizeof cmd, "head -c 3000 %s > %s", ck, bad);
+    run(cmd, out, sizeof out);
+    snprintf(cmd, sizeof cmd, "%s %s --steps 20 --resume %s 2>&1", bin(), base, bad);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.truncated_refused", st == 1 && !strstr(out, "trained"), "exit %d: %s", st,
+               out);
+
+    /* a weights-only file is not a training state */
+    snprintf(bad, sizeof bad, "%s/weights.safetensors", dir);
+    snprintf(cmd, sizeof cmd, "%s %s --steps 2 --save %s 2>&1", bin(), base, bad);
+    st = run(cmd, out, sizeof out);
+    snprintf(cmd, sizeof cmd, "%s %s --steps 20 --resume %s 2>&1", bin(), base, bad);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.weights_only_refused", st == 1 && strstr(out, "--load"), "exit %d: %s", st,
+               out);
+
+    /* eval reads a training checkpoint's weights and skips the __ctrain.* entries */
+    snprintf(cmd, sizeof cmd, "%s eval --model mlp --hidden 64 --device cpu --load %s 2>&1", bin(), ck);
+    st = run(cmd, out, sizeof out);
+    const char *p = strstr(out, "top-1 ");
+    double top1 = p ? atof(p + 6) : -1;
+    check_true("resume.eval_loads_training_checkpoint", st == 0 && top1 > 30.0,
+               "exit %d, top-1 %.2f: %s", st, top1, out);
+}
+
+int main(void)
+{
+    if (access(bin(), X_OK) != 0) {
+        printf("  FAIL %s is not built: run make first\n", bin());
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    char dir[] = "/tmp/ctrain_resume_XXXXXX", cmd[700], out[256];
+    if (!mkdtemp(dir)) {
+        check_true("resume.tmpdir", 0, "mkdtemp failed");
+        return check_summary();
+    }
+    check_resume("adamw", dir, "--optim adamw --lr 1e-3");
+    check_resume("sgd_nesterov", dir, "--optim sgd --nesterov --lr 0.05");
+    check_resume("adamw_accum2", dir, "--optim adamw --lr 1e-3 --accum 2");
+    check_refusals(dir);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    run(cmd, out, sizeof out);
+    return check_summary();
+}
