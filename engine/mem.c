@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "error.h"
+#include "../ops/elementwise.h"
 
 const char *mem_fmt(char *buf, size_t len, size_t bytes)
 {
@@ -125,6 +126,14 @@ void mem_copy(Ctx *c, void *dst, const void *src, size_t bytes)
 }
 
 void mem_reset_peak(Ctx *c) { c->mem.peak = c->mem.current; }
+
+void mem_set_f32(Ctx *c, float *p, float v)
+{
+    if (c->device == DEV_CPU) { *p = v; return; }
+#ifdef CTRAIN_CUDA
+    fill_cuda(p, DT_F32, v, 1, c->stream);
+#endif
+}
 
 void *mem_host_pinned(Ctx *c, size_t bytes)
 {

@@ -33,6 +33,10 @@ void mem_copy(Ctx *c, void *dst, const void *src, size_t bytes);
  * pinned (mem_host_pinned) and must not change until the copy has run. */
 void mem_to_device_async(Ctx *c, void *dst, const void *src_pinned, size_t bytes);
 void mem_reset_peak(Ctx *c);
+/* *p = v for one f32 in the context's memory, queued in stream order with
+ * no host sync (on CUDA the value travels as a kernel argument): how the
+ * host hands a per-step scalar such as the learning rate to the device. */
+void mem_set_f32(Ctx *c, float *p, float v);
 
 /* Page-locked host memory for overlapped host-to-device copies (plain malloc
  * on CPU-only contexts). */

@@ -5,7 +5,6 @@
 #include <string.h>
 #include "../engine/error.h"
 #include "../engine/mem.h"
-#include "../ops/elementwise.h"
 
 void adamw_init(AdamW *o, ParamSet *ps, double beta1, double beta2, double eps,
                 double weight_decay)
@@ -61,15 +60,7 @@ void adamw_step_lr(AdamW *o, ParamSet *ps, const float *lr_dev, const int *skip,
 
 void adamw_step(AdamW *o, ParamSet *ps, float lr, const int *skip, void *p_lowp, DType lowp_t)
 {
-    Ctx *c = ps->ctx;
-    if (c->device == DEV_CPU) {
-        *o->lr_dev = lr;
-    } else {
-#ifdef CTRAIN_CUDA
-        /* the value travels as a kernel argument: no host sync, no staging buffer */
-        fill_cuda(o->lr_dev, DT_F32, lr, 1, c->stream);
-#endif
-    }
+    mem_set_f32(ps->ctx, o->lr_dev, lr);
     adamw_step_lr(o, ps, o->lr_dev, skip, p_lowp, lowp_t);
 }
 

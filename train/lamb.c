@@ -6,7 +6,6 @@
 #include <string.h>
 #include "../engine/error.h"
 #include "../engine/mem.h"
-#include "../ops/elementwise.h"
 
 void lamb_init(Lamb *o, ParamSet *ps, double beta1, double beta2, double eps,
                double weight_decay, int bias_correction, int nvlamb)
@@ -82,15 +81,7 @@ void lamb_step_lr(Lamb *o, ParamSet *ps, const float *lr_dev, const int *skip, v
 
 void lamb_step(Lamb *o, ParamSet *ps, float lr, const int *skip, void *p_lowp, DType lowp_t)
 {
-    Ctx *c = ps->ctx;
-    if (c->device == DEV_CPU) {
-        *o->lr_dev = lr;
-    } else {
-#ifdef CTRAIN_CUDA
-        /* the value travels as a kernel argument: no host sync, no staging buffer */
-        fill_cuda(o->lr_dev, DT_F32, lr, 1, c->stream);
-#endif
-    }
+    mem_set_f32(ps->ctx, o->lr_dev, lr);
     lamb_step_lr(o, ps, o->lr_dev, skip, p_lowp, lowp_t);
 }
 

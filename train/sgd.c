@@ -4,7 +4,6 @@
 #include <string.h>
 #include "../engine/error.h"
 #include "../engine/mem.h"
-#include "../ops/elementwise.h"
 #include "../ops/optim.h"
 
 void sgd_init(Sgd *o, ParamSet *ps, float momentum, float weight_decay, int nesterov)
@@ -37,8 +36,7 @@ void sgd_step(Sgd *o, ParamSet *ps, float lr, const int *skip)
         return;
     }
 #ifdef CTRAIN_CUDA
-    /* the value travels as a kernel argument: no host sync, no staging buffer */
-    fill_cuda(o->lr_dev, DT_F32, lr, 1, c->stream);
+    mem_set_f32(c, o->lr_dev, lr);
     for (int g = 0; g < 2; g++)
         sgd_step_cuda(ps->data + off[g], o->m + off[g], NULL, DT_F32, ps->grad + off[g], len[g],
                       o->lr_dev, o->momentum, wd[g], o->nesterov, skip, c->stream);
