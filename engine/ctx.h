@@ -41,6 +41,7 @@ typedef struct Ctx {
     int grad_enabled;      /* record autograd nodes (0 in eval / no-grad) */
     int recomputing;       /* > 0 while a recompute segment re-runs its forward:
                               batch norm must not update running stats again */
+    long recomputed;       /* segments re-run so far (for --trace) */
     Tape *tape;
     MemStats mem;
     int allow_tf32;        /* f32 matmuls may use TF32 tensor cores */

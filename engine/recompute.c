@@ -38,6 +38,7 @@ static void recompute_backward(Ctx *c, Node *n)
     c->recomputing++;
     Tensor *y = fn(c, arg, x);
     c->recomputing--;
+    c->recomputed++;
     ad_set_grad(c, grad);
     c->rng_offset = rng_keep;
     LOG_T("recompute: re-ran segment (%d nodes)", c->tape->n);

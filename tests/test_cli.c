@@ -157,6 +157,20 @@ static void test_save_eval(void)
     run(cmd, out, sizeof out);
 }
 
+/* --trace shows what the mechanisms did each step: fp16 loss scale,
+ * recomputed segments (bert-tiny has 2 encoder layers), memory. */
+static void test_trace(void)
+{
+    char cmd[1024], out[8192];
+    snprintf(cmd, sizeof cmd, "%s train --model bert-tiny --data synthetic --batch 2 --seq 16 "
+             "--steps 2 --recompute all --precision fp16 --optim adamw --lr 1e-4 --trace "
+             "--device cpu 2>&1", bin());
+    int st = run(cmd, out, sizeof out);
+    check_true("trace.lines", st == 0 && strstr(out, "trace step 1:") && strstr(out, "trace step 2:") &&
+               strstr(out, "recomputed 2 segments") && strstr(out, "scale 65536") &&
+               strstr(out, "fp16 scale ok"), "exit %d: %s", st, out);
+}
+
 int main(void)
 {
     if (access(bin(), X_OK) != 0) {
@@ -166,6 +180,7 @@ int main(void)
     }
     test_bad_input();
     test_save_eval();
+    test_trace();
     test_mlp_epoch();
     return check_summary();
 }

@@ -92,6 +92,9 @@ void train_options_usage(const char *cmd)
            "  --seed N             initialisation, shuffling and augmentation seed (default 42)\n"
            "  --device D           cpu | cuda | cuda:N (default cuda when a GPU is present)\n"
            "  --eval-batch N       batch size for evaluation (default 256)\n"
+           "  --trace              print what AMP, accumulation and recompute did at every step\n"
+           "                       (loss scale, skipped steps, recomputed segments, memory;\n"
+           "                       waits for the device each step: for learning, not timing)\n"
            "  --help               this text\n", cmd);
 }
 

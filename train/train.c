@@ -131,10 +131,29 @@ int cmd_train(int argc, char **argv)
     double t0 = progress_now(), t_last = t0;
     long step = tr.step, last_step = tr.step, first_step = tr.step, saved_step = -1;
     mem_reset_peak(&c);
+    long recomputed_before = c.recomputed;
     while (step < total) {
         trainer_step(&tr);
         step = tr.step;
         float lr = tr.lr;
+        if (o.trace) {
+            /* what the mechanisms did this step; waits for the device, so
+             * it is for watching, not for timing */
+            float lv = trainer_loss_value(&tr);
+            ScalerState ss;
+            scaler_read(&tr.scaler, &ss, NULL);
+            char mb[32], pb[32];
+            printf("trace step %ld: loss %.6f lr %.6g | accum %d micro-batches | %s | "
+                   "recomputed %ld segments | mem %s peak %s\n", step, (double)lv, (double)lr,
+                   o.accum,
+                   tr.scaler.enabled ? (ss.found_inf ? "fp16 overflow: step SKIPPED, scale halved"
+                                                     : "fp16 scale ok") : "no loss scaling",
+                   c.recomputed - recomputed_before, mem_fmt(mb, sizeof mb, c.mem.current),
+                   mem_fmt(pb, sizeof pb, c.mem.peak));
+            if (tr.scaler.enabled) printf("      scale %g, skipped so far %lld\n", (double)ss.scale,
+                                          (long long)ss.skipped);
+            recomputed_before = c.recomputed;
+        }
 
         if (step % o.log_every == 0 || step == total) {
             float lv = trainer_loss_value(&tr);   /* waits for the step: the timing is honest */
