@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../engine/error.h"
+#include "../engine/log.h"
 #include "../engine/mem.h"
 
 static int ck_fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -220,9 +221,23 @@ int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, 
             w[k++] = (Want){ps->b[i].name, ps->b[i].dtype, ps->b[i].ndim, ps->b[i].shape, NULL};
     }
     for (int i = 0; i < n; i++) w[k++] = (Want){t[i].name, t[i].dtype, t[i].ndim, t[i].shape, NULL};
-    for (int i = 0; i < nw && !code; i++) code = check_one(&f, &w[i], who, err, errlen);
+    int missing = 0, present;
+    for (int i = 0; i < nw && !code; i++) {
+        code = check_one(&f, &w[i], who, err, errlen);
+        /* absent (not different) tensors keep their values when allowed */
+        if (code && !w[i].e && (flags & CKPT_ALLOW_MISSING)) { code = CKPT_OK; missing++; }
+    }
     if (code) goto done;
-    if (!(flags & CKPT_ALLOW_EXTRA) && f.n != nw) {
+    present = nw - missing;
+    if (missing && !present) {
+        code = ck_fail(err, errlen, CKPT_ERR_MISMATCH, "checkpoint %s holds none of the %d tensors "
+                       "%s has (first: '%s')", path, nw, who, nw ? w[0].name : "");
+        goto done;
+    }
+    if (flags & CKPT_ALLOW_MISSING)
+        LOG_I("loaded %d of %d tensors of %s from %s: %d missing (kept at their init), %d in the "
+              "file unused", present, nw, who, path, missing, f.n - present);
+    if (!(flags & CKPT_ALLOW_EXTRA) && f.n != present) {
         /* names are unique on both sides, so a count difference means extras */
         for (int i = 0; i < f.n && !code; i++) {
             int found = 0;
@@ -247,8 +262,11 @@ int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, 
             code = ck_fail(err, errlen, CKPT_ERR_IO, "cannot load %s: out of host memory", path);
             goto done;
         }
+        /* the block goes back whole: parameters the file lacks keep their values */
+        if (missing) mem_to_host(ps->ctx, host, ps->data, ps->total * sizeof(float));
         for (int i = 0; i < ps->n; i++, k++) {
             const ParamInfo *pi = &ps->p[i];
+            if (!w[k].e) continue;
             if (pi->layout == LAYOUT_SAME) {
                 if (fill(host + pi->offset, DT_F32, w[k].e, &scratch, &scap)) goto oom;
             } else {                          /* file [O, I, H, W] -> memory [O, H, W, I] */
@@ -260,6 +278,7 @@ int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, 
         for (int i = 0; i < ps->nb; i++, k++) {
             const BufferInfo *bi = &ps->b[i];
             size_t bytes = bi->numel * dtype_size(bi->dtype);
+            if (!w[k].e) continue;
             void *h = malloc(bytes ? bytes : 1);
             if (!h || fill(h, bi->dtype, w[k].e, &scratch, &scap)) { free(h); goto oom; }
             mem_to_device(ps->ctx, bi->t->data, h, bytes);
@@ -267,7 +286,7 @@ int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, 
         }
     }
     for (int i = 0; i < n; i++, k++)
-        if (fill(t[i].data, t[i].dtype, w[k].e, &scratch, &scap)) goto oom;
+        if (w[k].e && fill(t[i].data, t[i].dtype, w[k].e, &scratch, &scap)) goto oom;
     goto done;
 oom:
     code = ck_fail(err, errlen, CKPT_ERR_IO, "cannot load %s: out of host memory", path);

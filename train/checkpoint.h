@@ -19,7 +19,11 @@
  * dtypes must match exactly. The message names the first tensor (in
  * registry order) that is missing or differs. Tensors in the file that the
  * model does not have are refused too (the file is from another model),
- * unless CKPT_ALLOW_EXTRA.
+ * unless CKPT_ALLOW_EXTRA. With CKPT_ALLOW_MISSING, registry tensors the
+ * file lacks keep their current values (fine-tuning: a pre-trained encoder
+ * into a model with new heads); a tensor present with another shape or
+ * dtype is still refused, and so is a file holding none of them. The
+ * counts of missing and unused tensors are reported with LOG_I.
  *
  * Errors come back as a status and one line of text; the _or_die wrappers
  * end the program with that line and a hint (ckpt_hint) saying what to do.
@@ -52,7 +56,7 @@ enum {
 };
 
 /* ckpt_load flags */
-enum { CKPT_ALLOW_EXTRA = 1 };
+enum { CKPT_ALLOW_EXTRA = 1, CKPT_ALLOW_MISSING = 2 };
 
 /* A named host tensor. Save reads data; load writes numel * dtype_size
  * bytes to data (converted from F16 / BF16 when dtype is DT_F32). */

@@ -8,6 +8,7 @@
 
 typedef struct EvalResult {
     double loss, top1, top5;
+    double majority;   /* top-1 of always answering the split's most common label */
     long n;
 } EvalResult;
 

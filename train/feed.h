@@ -28,6 +28,7 @@ struct Feed {
     int batch;
     long batches_per_epoch;
     int classes;
+    int vocab_size;            /* text feeds with a vocabulary: its size (0: none) */
     int has_eval;              /* a held-out split exists */
     /* Fill in[] with batch `batch_index` of `epoch`. */
     void (*next)(Feed *f, Ctx *c, uint64_t epoch, uint32_t batch_index);
@@ -59,6 +60,13 @@ typedef struct FeedSpec {
  * ids i32 [B, T], token types i32 [B, T], additive mask f32 [B, T],
  * labels i32 [B*T] (-100 where nothing is predicted). */
 void feed_text_open(Feed *f, Ctx *c, const FeedSpec *spec);
+
+/* BERT fine-tuning on the fortunes topic set (train/feed_cls.c):
+ * "fortunes-cls[:DIR]" with --vocab; spec->classes topics (0: 4). Inputs as
+ * above but labels i32 [B] (the topic); classes = topics; held-out split
+ * for evaluation. feed_text_open hands these specs to it. */
+int feed_is_cls(const char *data);
+void feed_cls_open(Feed *f, Ctx *c, const FeedSpec *spec);
 
 /* Build the feed for --data; fatal with a hint when the data is unusable. */
 void feed_open(Feed *f, Ctx *c, const FeedSpec *spec);

@@ -96,6 +96,7 @@ static void text_free(Feed *f, Ctx *c)
 
 void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
 {
+    if (feed_is_cls(s->data)) { feed_cls_open(f, c, s); return; }
     Text *T = (Text *)calloc(1, sizeof *T);
     int B = s->batch, S = s->seq;
     size_t n = (size_t)B * S;
@@ -141,6 +142,7 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
         f->next = synthetic_next;
         f->batches_per_epoch = 1000000000L;
         f->classes = (int)cfg.vocab_size;
+        f->vocab_size = (int)cfg.vocab_size;
         snprintf(f->desc, sizeof f->desc, "synthetic tokens on the device (vocab %u, %d tokens)",
                  cfg.vocab_size, S);
         return;
@@ -148,7 +150,7 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
     if (strncmp(s->data, "mlm:", 4) != 0)
         ct_fatal_hint("pass --data synthetic, or --data mlm:SHARD with --vocab vocab.txt (make a "
                       "shard with: ctrain shard --corpus DIR --vocab vocab.txt --out FILE)",
-                      "--data %s: BERT trains on masked-LM shards or synthetic tokens", s->data);
+                      "--data %s: BERT trains on masked-LM shards, synthetic tokens or fortunes-cls", s->data);
     if (!s->vocab || !s->vocab[0])
         ct_fatal_hint("pass --vocab vocab.txt (the one the shard was made with)",
                       "--data %s needs the vocabulary", s->data);
@@ -167,6 +169,7 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
     f->next = text_next;
     f->batches_per_epoch = (long)mlm_batches_per_epoch(&T->mb);
     f->classes = (int)T->wp.V;
+    f->vocab_size = (int)T->wp.V;
     snprintf(f->desc, sizeof f->desc, "masked LM on %s (%llu tokens, %u docs, vocab %u, %d tokens/seq)",
              s->data + 4, (unsigned long long)T->shard.n_tokens, T->shard.n_docs, T->wp.V, S);
 }

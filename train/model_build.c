@@ -7,6 +7,7 @@
 #include "../models/bert.h"
 #include "../models/mlp.h"
 #include "../models/resnet.h"
+#include "feed.h"
 
 #define KNOWN_MODELS "mlp, resnet18, resnet34, resnet50, resnet101, resnet152, bert-tiny, " \
     "bert-mini, bert-small, bert-medium, bert-base, bert-large"
@@ -30,7 +31,22 @@ void model_build(Model *m, Ctx *c, const TrainOptions *o, int classes)
         return;
     }
     BertConfig bc;
-    if (!strncmp(o->model, "bert-", 5) && bert_config_named(&bc, o->model, classes) == 0) {
+    int cls = o->head == HEAD_CLS || (o->head == HEAD_AUTO && feed_is_cls(o->data));
+    /* MLM: the feed's classes are the vocabulary; classifier: topics, and
+     * the vocabulary comes separately (o->vocab_size, from the feed) */
+    if (!strncmp(o->model, "bert-", 5) &&
+        bert_config_named(&bc, o->model, cls ? o->vocab_size : classes) == 0) {
+        if (cls && !feed_is_cls(o->data))
+            ct_fatal_hint("pass --data fortunes-cls --vocab vocab.txt, or drop --head cls",
+                          "--head cls fine-tunes on a labelled set; --data %s has no labels per "
+                          "sequence", o->data);
+        if (!cls && feed_is_cls(o->data))
+            ct_fatal_hint("drop --head mlm (fortunes-cls trains the classifier head)",
+                          "--data %s is a classification set: it needs --head cls", o->data);
+        if (cls) {
+            bc.head = BERT_CLASSIFIER;
+            bc.classes = classes ? classes : 2;
+        }
         bc.recompute = o->recompute;
         bert_create(m, c, &bc, o->seed);
         snprintf(m->name, sizeof m->name, "%s", o->model);

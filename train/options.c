@@ -50,6 +50,8 @@ void train_options_usage(const char *cmd)
            "                       (default mlp)\n"
            "  --data SPEC          fashion-mnist | fashion-mnist:DIR | synthetic | imagefolder:DIR | DIR\n"
            "                       | mlm:SHARD (BERT masked LM on a token shard; see ctrain shard)\n"
+           "                       | fortunes-cls[:DIR] (BERT topic classification of the fortunes\n"
+           "                       package; --classes N largest topics, default 4; needs --vocab)\n"
            "                       (an ImageFolder root: DIR/CLASS/*.jpg|png; with train/ and val/\n"
            "                       subfolders those are used) (default fashion-mnist)\n"
            "  --image-size S       input side for ResNets (default 32 for fashion-mnist, 224 otherwise)\n"
@@ -57,7 +59,10 @@ void train_options_usage(const char *cmd)
            "  --workers N          data loader threads (default 4)\n"
            "  --hidden W1,W2,...   MLP hidden widths (default 512,256)\n"
            "  --seq T              BERT tokens per sequence (default 128)\n"
-           "  --vocab FILE         BERT vocabulary (vocab.txt) for mlm:SHARD data\n"
+           "  --vocab FILE         BERT vocabulary (vocab.txt) for mlm:SHARD and fortunes-cls data\n"
+           "  --head H             BERT head: mlm | cls (default cls on fortunes-cls, else mlm);\n"
+           "                       --load of an MLM file into cls keeps the encoder, new pooler\n"
+           "                       and classifier\n"
            "  --zero-init-residual start each residual block's last BN gamma at 0\n"
            "steps\n"
            "  --epochs N           passes over the training set (default 1)\n"
@@ -188,6 +193,13 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
         else if (!strcmp(a, "--device")) {
             if (ctx_parse_device(v, &o->device, &o->device_id) != 0) {
                 snprintf(msg, sizeof msg, "--device: '%s' is not cpu, cuda or cuda:N", v);
+                opt_fail(cmd, msg);
+            }
+        } else if (!strcmp(a, "--head")) {
+            if (!strcmp(v, "mlm")) o->head = HEAD_MLM;
+            else if (!strcmp(v, "cls")) o->head = HEAD_CLS;
+            else {
+                snprintf(msg, sizeof msg, "--head: '%s' is not mlm or cls", v);
                 opt_fail(cmd, msg);
             }
         } else if (!strcmp(a, "--precision")) {

@@ -13,6 +13,8 @@
 #include "schedule.h"
 
 typedef enum { OPT_SGD = 0, OPT_ADAMW, OPT_LAMB } OptimKind;
+/* BERT's head: AUTO = classifier on a classification set (fortunes-cls), else MLM */
+typedef enum { HEAD_AUTO = 0, HEAD_MLM, HEAD_CLS } HeadKind;
 
 typedef struct TrainOptions {
     char model[32];          /* mlp | resnet18..152 | bert-tiny..large */
@@ -46,6 +48,8 @@ typedef struct TrainOptions {
     int n_hidden;
     int eval_batch;
     char vocab[512];         /* BERT: vocab.txt */
+    HeadKind head;           /* --head mlm | cls */
+    int vocab_size;          /* BERT: not a flag; the feed's vocabulary, set before model_build */
 } TrainOptions;
 
 void train_options_default(TrainOptions *o);

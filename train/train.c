@@ -45,6 +45,29 @@ static void load_weights(ParamSet *ps, const char *path, const char *model)
     ckpt_load_params_or_die(ps, path, model, ckpt_is_training(path) ? CKPT_ALLOW_EXTRA : 0);
 }
 
+/* Fine-tuning: a BERT classifier loading a file without the classifier
+ * (a pre-trained MLM) takes the encoder, ignores the MLM head
+ * (cls.predictions.*) and keeps its new bert.pooler.* and classifier.* at
+ * their init. A file with classifier.weight (a fine-tuned model) loads
+ * strictly, as everywhere else. */
+static void load_start_weights(ParamSet *ps, const TrainOptions *o, const char *path,
+                               const char *model)
+{
+    int cls = !strncmp(o->model, "bert-", 5) &&
+              (o->head == HEAD_CLS || (o->head == HEAD_AUTO && feed_is_cls(o->data)));
+    StFile f;
+    char err[256];
+    int pretrained = 0;
+    if (cls && st_open(path, &f, err, sizeof err) == ST_OK) {
+        pretrained = !st_find(&f, "classifier.weight");
+        st_close(&f);
+    }
+    if (!pretrained) { load_weights(ps, path, model); return; }
+    LOG_I("%s has no classifier: loading its encoder for fine-tuning (new pooler and "
+          "classifier)", path);
+    ckpt_load_params_or_die(ps, path, model, CKPT_ALLOW_EXTRA | CKPT_ALLOW_MISSING);
+}
+
 static FeedSpec feed_spec(const TrainOptions *o)
 {
     FeedSpec s = {o->data, o->model, o->batch, o->eval_batch, o->image_size, o->workers,
@@ -101,9 +124,10 @@ int cmd_train(int argc, char **argv)
     Feed fd;
     FeedSpec fs = feed_spec(&o);
     feed_open(&fd, &c, &fs);
+    o.vocab_size = fd.vocab_size;
     Model m;
     model_build(&m, &c, &o, fd.classes);
-    if (o.load_path[0]) load_weights(&m.params, o.load_path, m.name);
+    if (o.load_path[0]) load_start_weights(&m.params, &o, o.load_path, m.name);
     long bpe = fd.batches_per_epoch;
     long steps_per_epoch = bpe / o.accum;
     if (steps_per_epoch < 1)
@@ -224,8 +248,11 @@ int cmd_train(int argc, char **argv)
     }
     if (fd.has_eval) {
         EvalResult ev = evaluate(&c, &m, &fd);
-        printf("test accuracy %.2f%% (top-5 %.2f%%)  test loss %.4f  (%ld images)\n",
-               100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n);
+        printf("test accuracy %.2f%% (top-5 %.2f%%)  test loss %.4f  (%ld %s)\n",
+               100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n,
+               fd.vocab_size ? "examples" : "images");
+        printf("majority-class baseline %.2f%% (always the held-out split's most common label)\n",
+               100.0 * ev.majority);
         if (logf) {
             JsonLine j;
             json_begin(&j, "eval");
@@ -234,6 +261,7 @@ int cmd_train(int argc, char **argv)
             json_num(&j, "test_acc", ev.top1);
             json_num(&j, "test_top5", ev.top5);
             json_num(&j, "test_loss", ev.loss);
+            json_num(&j, "majority_acc", ev.majority);
             json_int(&j, "test_n", ev.n);
             json_num(&j, "train_time_s", train_s);
             json_int(&j, "peak_mem_bytes", (int64_t)c.mem.peak);
@@ -263,6 +291,7 @@ int cmd_eval(int argc, char **argv)
     FeedSpec fs = feed_spec(&o);
     fs.batch = 1;   /* the training side of the feed is not used */
     feed_open(&fd, &c, &fs);
+    o.vocab_size = fd.vocab_size;
     if (!fd.has_eval)
         ct_fatal_hint("pass an ImageFolder root with a val/ folder, or --data fashion-mnist",
                       "--data %s has no held-out split to evaluate", o.data);
