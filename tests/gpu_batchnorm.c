@@ -37,22 +37,6 @@
 #define EPS 1e-5f
 #define MOM 0.1f
 
-static float *hrand(size_t n, float lo, float hi, DType dt)
-{
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    check_fill(p, n, lo, hi);
-    quantize(p, n, dt);
-    return p;
-}
-static float *hbuf(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
-static float *hcopy(const float *src, size_t n)
-{
-    float *p = hbuf(n);
-    memcpy(p, src, n * sizeof(float));
-    return p;
-}
-static void dfree(void *d) { CUDA_CHECK(cudaFree(d)); }
-
 static void expect(const char *name, const void *d, const float *ref, size_t n, DType dt,
                    double atol, double rtol)
 {

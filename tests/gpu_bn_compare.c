@@ -83,7 +83,6 @@ static void *dmalloc(size_t bytes)
     CUDA_CHECK(cudaMalloc(&d, bytes ? bytes : 1));
     return d;
 }
-static void dfree(void *d) { if (d) CUDA_CHECK(cudaFree(d)); }
 static void poison(void *d, size_t bytes) { CUDA_CHECK(cudaMemset(d, 0xFF, bytes)); }
 /* Setup (cudaMemset, cudaMemcpy) runs on the legacy default stream, which
  * does not order against the context's non-blocking stream: wait for it. */
@@ -91,18 +90,6 @@ static void settle(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
 static void h2d(void *d, const void *h, size_t bytes)
 {
     CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-}
-static float *hbuf(size_t n)
-{
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    if (!p) ct_fatal("gpu_bn_compare: out of host memory (%zu floats)", n);
-    return p;
-}
-static float *hcopy(const float *src, size_t n)
-{
-    float *p = hbuf(n);
-    memcpy(p, src, n * sizeof(float));
-    return p;
 }
 static void shape_tag(char *buf, size_t len, const Shape *s)
 {

@@ -70,7 +70,7 @@ static Conv2dShape shape_of(const Shape *h)
                         h->dh, h->dw);
 }
 
-static float *hrand(size_t n)
+static float *hrand_unit(size_t n)
 {
     float *p = malloc(n * sizeof(float));
     check_fill(p, n, -1.0f, 1.0f);
@@ -83,7 +83,6 @@ static float *hcopy_q(const float *src, size_t n, DType dt)
     quantize(p, n, dt);
     return p;
 }
-static void dfree(void *d) { CUDA_CHECK(cudaFree(d)); }
 /* uploads and poison fills run on the legacy stream; the context's stream
  * does not wait for them by itself */
 static void sync_all(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
@@ -109,7 +108,7 @@ static void run_shape(Ctx *c, const Shape *h, const char *tag)
     size_t ny = (size_t)s.N * s.P * s.Q * s.K;
     double Lf = (double)s.R * s.S * s.C, Ld = (double)s.K * s.R * s.S;
     double Lw = (double)s.N * s.P * s.Q;
-    float *x0 = hrand(nx), *w0 = hrand(nw), *g0 = hrand(ny), *dxa = hrand(nx), *dwa = hrand(nw);
+    float *x0 = hrand_unit(nx), *w0 = hrand_unit(nw), *g0 = hrand_unit(ny), *dxa = hrand_unit(nx), *dwa = hrand_unit(nw);
     char name[160];
     for (size_t k = 0; k < NSETTINGS; k++) {
         const Setting *st = &settings[k];
@@ -174,7 +173,7 @@ static void test_cache(Ctx *c)
     for (int t = 0; t < 2; t++) {
         DType dt = types[t];
         char name[96];
-        float *x = hrand(nx), *w = hrand(nw), *g = hrand(ny);
+        float *x = hrand_unit(nx), *w = hrand_unit(nw), *g = hrand_unit(ny);
         void *dX = gpu_upload(x, nx, dt), *dW = gpu_upload(w, nw, dt), *dG = gpu_upload(g, ny, dt);
         size_t bytes[3] = {ny * dtype_size(dt), nx * dtype_size(dt), nw * sizeof(float)};
         void *out[2][3];
@@ -261,7 +260,7 @@ static void test_op(Ctx *gpu)
     ctx_init(&cpu, DEV_CPU, 0, 1);
     const int64_t xs[4] = {2, 16, 15, 8}, ws[4] = {16, 3, 3, 8}, ys[4] = {2, 8, 8, 16};
     size_t nx = 2 * 16 * 15 * 8, nw = 16 * 3 * 3 * 8, ny = 2 * 8 * 8 * 16;
-    float *xh = hrand(nx), *wh = hrand(nw), *gh = hrand(ny);
+    float *xh = hrand_unit(nx), *wh = hrand_unit(nw), *gh = hrand_unit(ny);
     OpResult ref = op_run(&cpu, DT_F32, xh, wh, gh, xs, ws, ys);
     const DType modes[3] = {DT_F32, DT_F16, DT_BF16};
     for (int m = 0; m < 3; m++) {

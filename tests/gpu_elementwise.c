@@ -25,23 +25,6 @@
 static const size_t SIZES[] = {1, 7, 1000003};
 #define NSIZES (sizeof SIZES / sizeof SIZES[0])
 
-/* random host values in [lo, hi) rounded through dt */
-static float *hrand(size_t n, float lo, float hi, DType dt)
-{
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    check_fill(p, n, lo, hi);
-    quantize(p, n, dt);
-    return p;
-}
-static float *hbuf(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
-static float *hcopy(const float *src, size_t n)
-{
-    float *p = hbuf(n);
-    memcpy(p, src, n * sizeof(float));
-    return p;
-}
-static void dfree(void *d) { CUDA_CHECK(cudaFree(d)); }
-
 /* The output buffer of a check: poisoned for accum 0, else holding y0. */
 static void *out_buf(const float *y0, size_t n, DType dt, int accum)
 {

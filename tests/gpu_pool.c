@@ -28,22 +28,6 @@
 #include "check.h"
 #include "gpu_util.h"
 
-static float *hrand(size_t n, float lo, float hi, DType dt)
-{
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    check_fill(p, n, lo, hi);
-    quantize(p, n, dt);
-    return p;
-}
-static float *hbuf(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
-static float *hcopy(const float *src, size_t n)
-{
-    float *p = hbuf(n);
-    memcpy(p, src, n * sizeof(float));
-    return p;
-}
-static void dfree(void *d) { CUDA_CHECK(cudaFree(d)); }
-
 static void test_maxpool(DType dt, int N, int H, int W, int C, int k, int s, int pad,
                          int constant)
 {

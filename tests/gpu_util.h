@@ -81,6 +81,24 @@ static inline void gpu_download(float *h, const void *d, size_t n, DType dt)
 static inline double tol_atol(DType dt) { return dt == DT_F32 ? 1e-5 : dt == DT_F16 ? 2e-3 : 1.6e-2; }
 static inline double tol_rtol(DType dt) { return dt == DT_F32 ? 1e-4 : dt == DT_F16 ? 2e-3 : 1.6e-2; }
 
+/* Host buffers for the checks: random values in [lo, hi) rounded through
+ * dt (what the GPU will read), zeroed, or a copy; and a device free. */
+static inline float *hrand(size_t n, float lo, float hi, DType dt)
+{
+    float *p = (float *)calloc(n ? n : 1, sizeof(float));
+    check_fill(p, n, lo, hi);
+    quantize(p, n, dt);
+    return p;
+}
+static inline float *hbuf(size_t n) { return (float *)calloc(n ? n : 1, sizeof(float)); }
+static inline float *hcopy(const float *src, size_t n)
+{
+    float *p = hbuf(n);
+    memcpy(p, src, n * sizeof(float));
+    return p;
+}
+static inline void dfree(void *d) { CUDA_CHECK(cudaFree(d)); }
+
 __attribute__((unused)) static const DType gpu_float_types[3] = {DT_F32, DT_F16, DT_BF16};
 
 #endif
