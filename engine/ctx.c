@@ -88,6 +88,13 @@ void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed)
 #ifdef CTRAIN_CUDA
 void *ctx_workspace(Ctx *c, size_t bytes)
 {
+    if (bytes > c->workspace_bytes && c->capturing) {
+        /* growing would free memory the graph's kernels point at: refuse the
+         * capture (nothing captured runs, so the small workspace is harmless) */
+        c->capture_refused = "the step asked for a larger workspace during capture (it should "
+                             "have grown in the eager warm-up steps; raise --graph-warmup)";
+        return c->workspace;
+    }
     if (bytes > c->workspace_bytes) {
         mem_free(c, c->workspace, c->workspace_bytes);
         c->workspace_bytes = (bytes + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);

@@ -54,6 +54,12 @@ typedef struct Ctx {
     cudnnHandle_t cudnn;
     void *workspace;       /* shared by cuBLASLt and cuDNN; one stream, so no overlap */
     size_t workspace_bytes;
+    /* While a step is captured into a CUDA graph (train/graph.c): a device
+     * word that Philox-drawing kernels add to their offset (NULL: eager).
+     * The graph advances it, so each replay draws the next step's masks. */
+    const uint64_t *rng_base;
+    int capturing;         /* > 0 during stream capture: no syncs, no growth */
+    const char *capture_refused;   /* why this capture cannot be used (NULL: fine) */
     MatmulPlanCache *mm_cache;
     void *conv_cache;      /* cuDNN convolution plans (ops/conv2d_cudnn.c) */
     cudaMemPool_t pool;

@@ -16,11 +16,17 @@ void ct_fatal_hint(const char *hint, const char *fmt, ...)
     exit(1);
 }
 
+/* Diagnostics only: the one piece of process state the error path keeps. */
+static const char *error_note;
+
+void ct_error_note(const char *hint) { error_note = hint; }
+
 void ct_check_failed(const char *file, int line, const char *call,
                      const char *lib, const char *msg)
 {
     fflush(stdout);
     fprintf(stderr, "ctrain: %s:%d: %s failed: %s: %s\n", file, line, call, lib,
             msg ? msg : "(no message)");
+    if (error_note) fprintf(stderr, "hint: %s\n", error_note);
     exit(1);
 }

@@ -23,6 +23,10 @@ void ct_fatal_hint(const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 #define ct_fatal(...) ct_fatal_hint(NULL, __VA_ARGS__)
 
+/* While set (NULL clears), a library-check failure adds this as its hint:
+ * what the program was doing, e.g. capturing a CUDA graph. */
+void ct_error_note(const char *hint);
+
 /* Report a failed library call: "ctrain: file:line: call failed: lib: msg". */
 void ct_check_failed(const char *file, int line, const char *call,
                      const char *lib, const char *msg) __attribute__((noreturn));

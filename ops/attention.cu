@@ -60,9 +60,10 @@ __device__ __forceinline__ unsigned keep_bits(uint64_t g, float p, uint64_t seed
 template <typename E>
 __global__ void __launch_bounds__(ROW_WARPS * 32)
     attn_softmax_fwd_kernel(E *probs, E *pd, const float *S, const float *mask, float scale,
-                            float p, float s, uint64_t seed, uint64_t offset, size_t R,
-                            size_t HT, int T)
+                            float p, float s, uint64_t seed, uint64_t offset,
+                            const uint64_t *rng_base, size_t R, size_t HT, int T)
 {
+    if (rng_base) offset += *rng_base;   /* inside a CUDA graph (dropout.h) */
     const size_t r = (size_t)blockIdx.x * ROW_WARPS + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (r >= R) return; /* the whole warp */
@@ -100,8 +101,10 @@ __global__ void __launch_bounds__(ROW_WARPS * 32)
 template <typename E>
 __global__ void __launch_bounds__(ROW_WARPS * 32)
     attn_softmax_bwd_kernel(E *dS, const E *dPd, const E *probs, float p, float s,
-                            uint64_t seed, uint64_t offset, size_t R, int T)
+                            uint64_t seed, uint64_t offset, const uint64_t *rng_base, size_t R,
+                            int T)
 {
+    if (rng_base) offset += *rng_base;
     const size_t r = (size_t)blockIdx.x * ROW_WARPS + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (r >= R) return;
@@ -163,7 +166,8 @@ void attn_check_sizes(size_t B, size_t H, size_t T, size_t Dh, const char *what)
 extern "C" void attention_softmax_forward_cuda(void *probs, void *pd, const float *S,
                                                const float *mask, DType dt, float scale,
                                                float p, uint64_t seed, uint64_t offset,
-                                               size_t B, size_t H, size_t T, cudaStream_t s)
+                                               const uint64_t *rng_base, size_t B, size_t H,
+                                               size_t T, cudaStream_t s)
 {
     const size_t R = B * H * T;
     if (R == 0 || T == 0) return;
@@ -173,16 +177,16 @@ extern "C" void attention_softmax_forward_cuda(void *probs, void *pd, const floa
     dispatch_float(dt, "attention_softmax_forward_cuda", [&](auto tag) {
         using Tp = decltype(tag);
         attn_softmax_fwd_kernel<Tp><<<blocks, ROW_WARPS * 32, 0, s>>>(
-            (Tp *)probs, p > 0.0f ? (Tp *)pd : NULL, S, mask, scale, p, sc, seed, offset, R,
-            H * T, (int)T);
+            (Tp *)probs, p > 0.0f ? (Tp *)pd : NULL, S, mask, scale, p, sc, seed, offset,
+            rng_base, R, H * T, (int)T);
         CUDA_CHECK_LAUNCH();
     });
 }
 
 extern "C" void attention_softmax_backward_cuda(void *dS, const void *dPd, const void *probs,
                                                 DType dt, float p, uint64_t seed,
-                                                uint64_t offset, size_t rows, size_t T,
-                                                cudaStream_t s)
+                                                uint64_t offset, const uint64_t *rng_base,
+                                                size_t rows, size_t T, cudaStream_t s)
 {
     if (rows == 0 || T == 0) return;
     CT_ASSERT(T <= 0x7fffffff, "attention_softmax_backward_cuda: T = %zu out of range", T);
@@ -192,7 +196,7 @@ extern "C" void attention_softmax_backward_cuda(void *dS, const void *dPd, const
         using Tp = decltype(tag);
         attn_softmax_bwd_kernel<Tp><<<blocks, ROW_WARPS * 32, 0, s>>>(
             (Tp *)dS, (const Tp *)dPd, (const Tp *)probs, p, p > 0.0f ? sc : 1.0f, seed,
-            offset, rows, (int)T);
+            offset, rng_base, rows, (int)T);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -211,8 +215,8 @@ extern "C" void attention_forward_cuda(Ctx *c, void *out, void *probs, const voi
     attn_mm(c, S, DT_F32, q, k, dt, T, T, Dh, 0, 1, 1.0f, 0.0f, BH, TD, TD, TT);
     /* P = softmax(scale S + mask), Pd = dropout(P) */
     void *pd = p > 0.0f ? mem_alloc(c, BH * TT * es) : NULL;
-    attention_softmax_forward_cuda(probs, pd, S, mask, dt, scale, p, seed, offset, B, H, T,
-                                   c->stream);
+    attention_softmax_forward_cuda(probs, pd, S, mask, dt, scale, p, seed, offset, c->rng_base,
+                                   B, H, T, c->stream);
     mem_free(c, S, BH * TT * sizeof(float));
     /* out = Pd v */
     attn_mm(c, out, dt, pd ? pd : probs, v, dt, T, Dh, T, 0, 0, 1.0f, 0.0f, BH, TT, TD, TD);
@@ -237,7 +241,7 @@ extern "C" void attention_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, co
         void *pd = NULL;
         if (p > 0.0f) {
             pd = mem_alloc(c, BH * TT * es);
-            dropout_forward_cuda(pd, probs, dt, p, seed, offset, BH * TT, c->stream);
+            dropout_forward_cuda(pd, probs, dt, p, seed, offset, c->rng_base, BH * TT, c->stream);
         }
         attn_mm(c, dv, dt, pd ? pd : probs, dout, dt, T, Dh, T, 1, 0, 1.0f,
                 accum_v ? 1.0f : 0.0f, BH, TT, TD, TD);
@@ -246,7 +250,8 @@ extern "C" void attention_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, co
     if (!dq && !dk) return;
     void *dS = mem_alloc(c, BH * TT * es);
     attn_mm(c, dS, dt, dout, v, dt, T, T, Dh, 0, 1, 1.0f, 0.0f, BH, TD, TD, TT); /* dPd */
-    attention_softmax_backward_cuda(dS, dS, probs, dt, p, seed, offset, BH * T, T, c->stream);
+    attention_softmax_backward_cuda(dS, dS, probs, dt, p, seed, offset, c->rng_base, BH * T, T,
+                                    c->stream);
     if (dq)
         attn_mm(c, dq, dt, dS, k, dt, T, Dh, T, 0, 0, scale, accum_q ? 1.0f : 0.0f, BH, TT, TD,
                 TD);

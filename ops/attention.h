@@ -79,14 +79,15 @@ void attention_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, const void *d
  * bit for bit. */
 void attention_softmax_forward_cuda(void *probs, void *pd, const float *S,
                                     const float *mask, DType dt, float scale, float p,
-                                    uint64_t seed, uint64_t offset, size_t B, size_t H,
-                                    size_t T, cudaStream_t s);
+                                    uint64_t seed, uint64_t offset, const uint64_t *rng_base,
+                                    size_t B, size_t H, size_t T, cudaStream_t s);
 /* Backward through dropout and softmax, one row per warp:
  *   dS = P * (keep ? dPd * s : 0) - P * rowsum(dPd * Pd)
  * dS may alias dPd (each row is read whole before it is written). */
 void attention_softmax_backward_cuda(void *dS, const void *dPd, const void *probs, DType dt,
-                                     float p, uint64_t seed, uint64_t offset, size_t rows,
-                                     size_t T, cudaStream_t s);
+                                     float p, uint64_t seed, uint64_t offset,
+                                     const uint64_t *rng_base, size_t rows, size_t T,
+                                     cudaStream_t s);
 #endif
 
 /* ---- tensor ops (ops/attention_op.c) ----

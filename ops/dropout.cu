@@ -23,8 +23,9 @@ constexpr unsigned DROP_MAX_BLOCKS = 65535;
 /* y[i] (+)= keep_i ? x[i] * s : 0 for i < n, four elements per Philox call */
 template <typename T>
 __global__ void dropout_kernel(T *y, const T *x, float p, float s, uint64_t seed,
-                               uint64_t offset, size_t n, int accum)
+                               uint64_t offset, const uint64_t *base, size_t n, int accum)
 {
+    if (base) offset += *base;   /* inside a CUDA graph: the step's Philox base */
     const size_t ng = (n + 3) / 4, stride = (size_t)gridDim.x * blockDim.x;
     for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < ng; g += stride) {
         uint32_t r[4];
@@ -43,7 +44,7 @@ __global__ void dropout_kernel(T *y, const T *x, float p, float s, uint64_t seed
 }
 
 void dropout_launch(void *y, const void *x, DType dt, float p, uint64_t seed, uint64_t offset,
-                    size_t n, int accum, cudaStream_t s, const char *what)
+                    const uint64_t *base, size_t n, int accum, cudaStream_t s, const char *what)
 {
     if (n == 0) return;
     const size_t ng = (n + 3) / 4;
@@ -52,7 +53,7 @@ void dropout_launch(void *y, const void *x, DType dt, float p, uint64_t seed, ui
     dispatch_float(dt, what, [&](auto tag) {
         using T = decltype(tag);
         dropout_kernel<T><<<blocks, DROP_THREADS, 0, s>>>(
-            (T *)y, (const T *)x, p, sc, seed, offset, n, accum);
+            (T *)y, (const T *)x, p, sc, seed, offset, base, n, accum);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -60,15 +61,16 @@ void dropout_launch(void *y, const void *x, DType dt, float p, uint64_t seed, ui
 } // namespace
 
 extern "C" void dropout_forward_cuda(void *y, const void *x, DType dt, float p, uint64_t seed,
-                                     uint64_t offset, size_t n, cudaStream_t s)
+                                     uint64_t offset, const uint64_t *base, size_t n,
+                                     cudaStream_t s)
 {
-    dropout_launch(y, x, dt, p, seed, offset, n, 0, s, "dropout_forward_cuda");
+    dropout_launch(y, x, dt, p, seed, offset, base, n, 0, s, "dropout_forward_cuda");
 }
 
 /* forward: y = keep ? x * s : 0   so   dx (+)= keep ? dy * s : 0 */
 extern "C" void dropout_backward_cuda(void *dx, const void *dy, DType dt, float p,
-                                      uint64_t seed, uint64_t offset, size_t n, int accum,
-                                      cudaStream_t s)
+                                      uint64_t seed, uint64_t offset, const uint64_t *base,
+                                      size_t n, int accum, cudaStream_t s)
 {
-    dropout_launch(dx, dy, dt, p, seed, offset, n, accum, s, "dropout_backward_cuda");
+    dropout_launch(dx, dy, dt, p, seed, offset, base, n, accum, s, "dropout_backward_cuda");
 }

@@ -44,11 +44,16 @@ void dropout_backward_cpu(float *dx, const float *dy, float p, uint64_t seed,
                           uint64_t offset, size_t n, int accum);
 
 #ifdef CTRAIN_CUDA
-/* ---- CUDA (dt = storage type of x, y, dy, dx) ---- */
+/* ---- CUDA (dt = storage type of x, y, dy, dx) ----
+ * base: NULL, or a device word the kernel adds to offset when it runs. A
+ * step captured in a CUDA graph passes offsets relative to the step's start
+ * and the context's base (ctx.h: rng_base), which the graph advances, so
+ * every replay draws fresh masks — the same ones eager steps would draw. */
 void dropout_forward_cuda(void *y, const void *x, DType dt, float p, uint64_t seed,
-                          uint64_t offset, size_t n, cudaStream_t s);
+                          uint64_t offset, const uint64_t *base, size_t n, cudaStream_t s);
 void dropout_backward_cuda(void *dx, const void *dy, DType dt, float p, uint64_t seed,
-                           uint64_t offset, size_t n, int accum, cudaStream_t s);
+                           uint64_t offset, const uint64_t *base, size_t n, int accum,
+                           cudaStream_t s);
 #endif
 
 /* ---- tensor ops (ops/dropout_op.c) ----

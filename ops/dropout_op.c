@@ -21,7 +21,8 @@ static void dropout_backward(Ctx *c, Node *n)
     uint64_t seed = (uint64_t)n->i[0], offset = (uint64_t)n->i[1];
     if (c->device == DEV_CUDA) {
 #ifdef CTRAIN_CUDA
-        dropout_backward_cuda(dx->data, dy->data, dx->dtype, p, seed, offset, dx->numel, accum,
+        dropout_backward_cuda(dx->data, dy->data, dx->dtype, p, seed, offset, c->rng_base,
+                              dx->numel, accum,
                               c->stream);
 #endif
     } else {
@@ -45,7 +46,8 @@ Tensor *op_dropout_at(Ctx *c, Tensor *x, float p, uint64_t seed, uint64_t offset
     Tensor *y = tensor_new_like(c, x, x->dtype);
     if (c->device == DEV_CUDA) {
 #ifdef CTRAIN_CUDA
-        dropout_forward_cuda(y->data, x->data, x->dtype, p, seed, offset, x->numel, c->stream);
+        dropout_forward_cuda(y->data, x->data, x->dtype, p, seed, offset, c->rng_base, x->numel,
+                             c->stream);
 #endif
     } else {
         F32View vx = f32_view(x, 1), vy = f32_view(y, 0);

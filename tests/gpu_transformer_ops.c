@@ -303,7 +303,7 @@ static void gpu_dropout_case(Ctx *g, DType dt, size_t n, float p, uint64_t seed,
     quantize(ref, n, dt);
     void *d_x = gpu_upload(x, n, dt), *d_y = gpu_alloc_poison(n, dt);
     sync_all();
-    dropout_forward_cuda(d_y, d_x, dt, p, seed, offset, n, g->stream);
+    dropout_forward_cuda(d_y, d_x, dt, p, seed, offset, NULL, n, g->stream);
     gpu_download(y, d_y, n, dt);
     size_t mism = 0;
     for (size_t i = 0; i < n; i++) mism += (y[i] == 0.0f) != (ref[i] == 0.0f);
@@ -324,7 +324,7 @@ static void gpu_dropout_case(Ctx *g, DType dt, size_t n, float p, uint64_t seed,
         quantize(ref, n, dt);
         void *d_dx = accum ? gpu_upload(dx0, n, dt) : gpu_alloc_poison(n, dt);
         sync_all();
-        dropout_backward_cuda(d_dx, d_dy, dt, p, seed, offset, n, accum, g->stream);
+        dropout_backward_cuda(d_dx, d_dy, dt, p, seed, offset, NULL, n, accum, g->stream);
         gpu_download(dx, d_dx, n, dt);
         snprintf(name, sizeof name, "gpu.dropout.dx identical to the CPU's %s accum %d", tag, accum);
         check_close(name, dx, ref, n, 0.0, 0.0);
@@ -354,9 +354,9 @@ static void gpu_attn_softmax_case(Ctx *g, DType dt, size_t B, size_t H, size_t T
     float *d_S = (float *)gpu_upload(S, n, DT_F32), *d_mask = (float *)gpu_upload(mask, B * T, DT_F32);
     void *d_P = gpu_alloc_poison(n, dt), *d_Pd = gpu_alloc_poison(n, dt), *d_Pd2 = gpu_alloc_poison(n, dt);
     sync_all();
-    attention_softmax_forward_cuda(d_P, d_Pd, d_S, d_mask, dt, scale, p, seed, offset, B, H, T,
-                                   g->stream);
-    dropout_forward_cuda(d_Pd2, d_P, dt, p, seed, offset, n, g->stream);
+    attention_softmax_forward_cuda(d_P, d_Pd, d_S, d_mask, dt, scale, p, seed, offset, NULL, B,
+                                   H, T, g->stream);
+    dropout_forward_cuda(d_Pd2, d_P, dt, p, seed, offset, NULL, n, g->stream);
     gpu_download(P, d_P, n, dt);
     gpu_download(Pd, d_Pd, n, dt);
     size_t bad_mask = 0, bad_val = 0;

@@ -11,8 +11,8 @@
  * done, which bounds the slow fp32 configs. Without a GPU (or --device cpu):
  * a CPU bench of small configs (MLP batch 64; ResNet18 at width 16, 32x32,
  * batch 8; BERT-tiny seq 32 batch 4), labelled CPU everywhere.
- * Synthetic data generated once on the device; eager execution (CUDA graph
- * capture of the step is not available yet: the header says so).
+ * Synthetic data generated once on the device; the step captured as CUDA
+ * graphs in the warm-up (--graph on, the default; off or both on request).
  *
  * Every config runs in its own child process (bench.h says why); its row is
  * printed as soon as it is done, under a progress line on a terminal, and the
@@ -47,6 +47,7 @@ typedef struct BenchOptions {
     double time_limit_s;
     int image_size;
     RecomputePolicy recompute;
+    int graph_modes;                /* bit 0: eager, bit 1: graph */
     int device_set;
     Device device;
     int device_id;
@@ -75,6 +76,8 @@ static void usage(void)
            "  --time-limit S       stop timing a config after S seconds, once 5 steps are done (default 15)\n"
            "  --image-size S       ResNet input side (default 224)\n"
            "  --recompute R        none | all | every:N (default none)\n"
+           "  --graph G            on | off | both: capture each step as CUDA graphs (default on;\n"
+           "                       'both' runs every config eager and with graphs)\n"
            "  --device D           cpu | cuda | cuda:N (default: cuda when a GPU is found, else a CPU\n"
            "                       bench of small configs)\n"
            "other modes\n"
@@ -139,6 +142,7 @@ static void parse_options(BenchOptions *o, int argc, char **argv)
     o->steps = o->warmup = -1;
     o->time_limit_s = 15;
     o->image_size = 224;
+    o->graph_modes = 2;
     snprintf(o->soak_csv, sizeof o->soak_csv, "ctrain_soak.csv");
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -178,7 +182,12 @@ static void parse_options(BenchOptions *o, int argc, char **argv)
         else if (!strcmp(a, "--time-limit")) o->time_limit_s = (double)parse_int(a, v, 0, 86400);
         else if (!strcmp(a, "--image-size")) o->image_size = (int)parse_int(a, v, 8, 4096);
         else if (!strcmp(a, "--soak-every")) o->soak_every = (int)parse_int(a, v, 1, INT_MAX);
-        else if (!strcmp(a, "--recompute")) {
+        else if (!strcmp(a, "--graph")) {
+            if (!strcmp(v, "on")) o->graph_modes = 2;
+            else if (!strcmp(v, "off")) o->graph_modes = 1;
+            else if (!strcmp(v, "both")) o->graph_modes = 3;
+            else bench_fail("--graph: '%s' is not on, off or both", v, "");
+        } else if (!strcmp(a, "--recompute")) {
             if (recompute_parse(v, &o->recompute) != 0)
                 bench_fail("--recompute: '%s' is not none, all or every:N", v, "");
         } else if (!strcmp(a, "--device")) {
@@ -290,18 +299,22 @@ static int build_suite(const BenchOptions *o, int cpu, BenchConfig **out)
         if (o->n_batches) { nb = o->n_batches; memcpy(b, o->batches, sizeof(int) * (size_t)nb); }
         if (bert && o->n_seqs) { ns = o->n_seqs; memcpy(sq, o->seqs, sizeof(int) * (size_t)ns); }
         if (!bert) { ns = 1; sq[0] = 0; }
+        int gmodes = cpu ? 1 : o->graph_modes;   /* graphs are a CUDA feature */
         for (int pi = 0; pi < np; pi++)
             for (int si = 0; si < ns; si++)
-                for (int bi = 0; bi < nb; bi++) {
-                    if (n == cap) v = (BenchConfig *)realloc(v, (size_t)(cap *= 2) * sizeof *v);
-                    if (!v) ct_fatal("out of host memory");
-                    BenchConfig *c = &v[n++];
-                    config_base(c, o, cpu);
-                    bench_config_model(c, models[mi], o->image_size, cpu);
-                    snprintf(c->precision, sizeof c->precision, "%.7s", precs[pi]);
-                    c->batch = b[bi];
-                    c->seq = sq[si];
-                }
+                for (int bi = 0; bi < nb; bi++)
+                    for (int g = 0; g < 2; g++) {
+                        if (!(gmodes & (1 << g))) continue;
+                        if (n == cap) v = (BenchConfig *)realloc(v, (size_t)(cap *= 2) * sizeof *v);
+                        if (!v) ct_fatal("out of host memory");
+                        BenchConfig *c = &v[n++];
+                        config_base(c, o, cpu);
+                        bench_config_model(c, models[mi], o->image_size, cpu);
+                        snprintf(c->precision, sizeof c->precision, "%.7s", precs[pi]);
+                        c->batch = b[bi];
+                        c->seq = sq[si];
+                        c->graph = g;
+                    }
     }
     *out = v;
     return n;
@@ -364,8 +377,10 @@ static void print_header(const BenchSession *s, const BenchOptions *o, int gpu, 
                m->gpu_memory_bytes > 0 ? (double)m->gpu_memory_bytes / (1024.0 * 1024 * 1024) : 0.0,
                m->driver[0] ? m->driver : "unknown", m->cuda_runtime[0] ? m->cuda_runtime : "?",
                m->cudnn[0] ? m->cudnn : "?", m->cublas[0] ? m->cublas : "?", rev);
-        printf("settings: synthetic data on the device; eager steps (CUDA graph capture is not "
-               "available yet in this build); ResNets NHWC\n");
+        printf("settings: synthetic data on the device; %s; ResNets NHWC\n",
+               o->graph_modes == 3 ? "every config eager and with the step captured as CUDA graphs"
+               : o->graph_modes == 2 ? "the step captured as CUDA graphs during warm-up (mode graph)"
+                                     : "eager steps");
         if (p->nvml) printf("NVML: power, temperature and SM clock sampled every 50 ms over the timed steps\n");
         else printf("NVML: not available (%s): power, temperature and clocks not measured\n",
                     p->nvml_reason[0] ? p->nvml_reason : "unknown reason");

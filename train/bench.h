@@ -44,6 +44,7 @@ typedef struct BenchConfig {
     int width;               /* ResNet stem width; 0: the model's own (64) */
     int classes;             /* images: classes of the synthetic labels; 0: 1000 */
     RecomputePolicy recompute;
+    int graph;               /* capture the step as CUDA graphs during the warm-up */
     int warmup;              /* untimed steps (cuDNN algorithm search happens here) */
     int steps;               /* timed steps (more while min_time_s has not passed) */
     int min_steps;           /* timed steps always run before time_limit_s may stop them */

@@ -278,7 +278,8 @@ void bench_row_init(BenchRow *row, const BenchConfig *cfg)
     char rec[40] = "";
     if (cfg->recompute.every == 1) snprintf(rec, sizeof rec, " recompute-all");
     else if (cfg->recompute.every > 1) snprintf(rec, sizeof rec, " recompute-every:%d", cfg->recompute.every);
-    snprintf(row->mode, sizeof row->mode, "%s%s", cfg->device == DEV_CPU ? "cpu" : "eager", rec);
+    snprintf(row->mode, sizeof row->mode, "%s%s",
+             cfg->device == DEV_CPU ? "cpu" : cfg->graph ? "graph" : "eager", rec);
     if (!strncmp(cfg->model, "resnet", 6)) snprintf(row->layout, sizeof row->layout, "nhwc");
     row->r.batch = cfg->batch;
     row->r.seq = cfg->seq > 0 ? cfg->seq : -1;
@@ -292,7 +293,7 @@ void bench_row_init(BenchRow *row, const BenchConfig *cfg)
 #define NUM(f) {#f, offsetof(BenchResult, f)}
 static const struct { const char *key; size_t off; } ROW_NUMS[] = {
     NUM(samples_per_s), NUM(samples_per_s_min), NUM(samples_per_s_max), NUM(ms_per_step),
-    NUM(peak_mem_bytes), NUM(power_avg_w), NUM(power_peak_w), NUM(energy_j), NUM(temp_avg_c),
+    NUM(peak_mem_bytes), NUM(state_mem_bytes), NUM(power_avg_w), NUM(power_peak_w), NUM(energy_j), NUM(temp_avg_c),
     NUM(temp_max_c), NUM(sm_clock_avg_mhz), NUM(sm_clock_min_mhz), NUM(final_loss),
 };
 #undef NUM
@@ -307,6 +308,7 @@ void bench_row_write(FILE *out, const BenchRow *row)
     json_int(&j, "steps", row->r.steps);
     json_int(&j, "warmup", row->r.warmup);
     if (row->throttle[0]) json_str(&j, "throttle", row->throttle);
+    json_str(&j, "mode", row->mode);   /* "graph" becomes "eager" when the capture was refused */
     json_end(&j, out);
 }
 
@@ -320,6 +322,7 @@ void bench_row_read(BenchRow *row, const char *line)
     if (bench_line_num(line, "steps", &v)) row->r.steps = (int)v;
     if (bench_line_num(line, "warmup", &v)) row->r.warmup = (int)v;
     bench_line_str(line, "throttle", row->throttle, sizeof row->throttle);
+    bench_line_str(line, "mode", row->mode, sizeof row->mode);
     bench_row_fix(row);
 }
 

@@ -147,7 +147,8 @@ void bench_result_init(BenchResult *r)
     r->engine = "ctrain";
     r->batch = r->seq = r->image_size = r->steps = r->warmup = -1;
     double *nums[] = {&r->samples_per_s, &r->samples_per_s_min, &r->samples_per_s_max,
-                      &r->ms_per_step, &r->peak_mem_bytes, &r->flops_per_sample,
+                      &r->ms_per_step, &r->peak_mem_bytes, &r->state_mem_bytes,
+                      &r->flops_per_sample,
                       &r->peak_tflops, &r->mfu_peak, &r->ceiling_tflops,
                       &r->mfu_measured_ceiling, &r->power_avg_w, &r->power_peak_w,
                       &r->energy_j, &r->temp_avg_c, &r->temp_max_c, &r->sm_clock_avg_mhz,
@@ -201,6 +202,7 @@ void bench_json_result(JsonW *w, const BenchResult *r)
     jsonw_num(w, "samples_per_s_max", r->samples_per_s_max);
     jsonw_num(w, "ms_per_step", r->ms_per_step);
     jsonw_num(w, "peak_mem_bytes", r->peak_mem_bytes);
+    jsonw_num(w, "state_mem_bytes", r->state_mem_bytes);
     jsonw_num(w, "flops_per_sample", r->flops_per_sample);
     jsonw_num(w, "peak_tflops", r->peak_tflops);
     jsonw_num(w, "mfu_peak", r->mfu_peak);

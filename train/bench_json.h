@@ -84,6 +84,8 @@ typedef struct BenchResult {
     int batch, seq, image_size, steps, warmup;  /* -1 absent */
     double samples_per_s, samples_per_s_min, samples_per_s_max, ms_per_step;
     double peak_mem_bytes;
+    double state_mem_bytes;       /* held between steps: weights, gradients, optimizer
+                                     state, inputs; peak - state = the activations' peak */
     double flops_per_sample;
     double peak_tflops, mfu_peak;                 /* datasheet peak (peaks.h) */
     double ceiling_tflops, mfu_measured_ceiling;  /* matmul measured this run */

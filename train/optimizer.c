@@ -25,6 +25,25 @@ void optimizer_step(Optimizer *o, ParamSet *ps, float lr, const int *skip)
     }
 }
 
+float *optimizer_lr_dev(Optimizer *o)
+{
+    switch (o->kind) {
+    case OPT_SGD: return o->sgd.lr_dev;
+    case OPT_ADAMW: return o->adamw.lr_dev;
+    case OPT_LAMB: return o->lamb.lr_dev;
+    }
+    return NULL;
+}
+
+void optimizer_step_lr(Optimizer *o, ParamSet *ps, const int *skip)
+{
+    switch (o->kind) {
+    case OPT_SGD: sgd_step_lr(&o->sgd, ps, skip); break;
+    case OPT_ADAMW: adamw_step_lr(&o->adamw, ps, o->adamw.lr_dev, skip, NULL, DT_F32); break;
+    case OPT_LAMB: lamb_step_lr(&o->lamb, ps, o->lamb.lr_dev, skip, NULL, DT_F32); break;
+    }
+}
+
 void optimizer_free(Optimizer *o, ParamSet *ps)
 {
     switch (o->kind) {

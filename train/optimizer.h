@@ -20,6 +20,11 @@ typedef struct Optimizer {
 void optimizer_init(Optimizer *o, ParamSet *ps, const TrainOptions *opt);
 void optimizer_step(Optimizer *o, ParamSet *ps, float lr, const int *skip);
 void optimizer_free(Optimizer *o, ParamSet *ps);
+/* The optimizer's learning-rate word (device memory on CUDA) and a step that
+ * takes the rate from it as it stands: how a CUDA graph feeds the schedule
+ * (train/step_graph.h). */
+float *optimizer_lr_dev(Optimizer *o);
+void optimizer_step_lr(Optimizer *o, ParamSet *ps, const int *skip);
 
 /* For checkpoints. The state blocks (ps->total f32 each, on the params'
  * device) in a fixed order: SGD momentum; AdamW / LAMB m, v. Returns how

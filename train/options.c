@@ -25,6 +25,7 @@ void train_options_default(TrainOptions *o)
     o->device = DEV_CPU;
     snprintf(o->precision, sizeof o->precision, "fp32");
     o->log_every = 50;
+    o->graph_warmup = 3;
     o->hidden[0] = 512;
     o->hidden[1] = 256;
     o->n_hidden = 2;
@@ -84,6 +85,9 @@ void train_options_usage(const char *cmd)
            "precision and memory\n"
            "  --precision P        fp32 | tf32 | fp16 | bf16 (default fp32)\n"
            "  --recompute R        none | all | every:N (default none)\n"
+           "  --graph              capture the step as CUDA graphs after warm-up and replay it\n"
+           "                       (one launch per micro-batch instead of thousands)\n"
+           "  --graph-warmup N     eager steps before the capture (default 3)\n"
            "files\n"
            "  --save FILE          write the weights (safetensors, PyTorch names) at the end\n"
            "  --save-every N       make --save a training checkpoint (weights, optimizer, scaler,\n"
@@ -178,6 +182,7 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
         else if (!strcmp(a, "--label-smoothing")) o->label_smoothing = parse_float(cmd, a, v, 0.0f, 1.0f);
         else if (!strcmp(a, "--warmup")) o->warmup = parse_long(cmd, a, v, 0, LONG_MAX / 2);
         else if (!strcmp(a, "--seed")) o->seed = (uint64_t)parse_long(cmd, a, v, 0, LONG_MAX);
+        else if (!strcmp(a, "--graph-warmup")) o->graph_warmup = parse_long(cmd, a, v, 1, 1000);
         else if (!strcmp(a, "--log-every")) o->log_every = (int)parse_long(cmd, a, v, 1, 1 << 30);
         else if (!strcmp(a, "--log")) copy_str(cmd, a, o->log_path, sizeof o->log_path, v);
         else if (!strcmp(a, "--vocab")) copy_str(cmd, a, o->vocab, sizeof o->vocab, v);

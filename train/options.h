@@ -33,7 +33,8 @@ typedef struct TrainOptions {
     int device_id;
     char precision[8];       /* fp32 | tf32 | fp16 | bf16 */
     RecomputePolicy recompute;
-    int graph;
+    int graph;               /* --graph: capture the step as CUDA graphs */
+    long graph_warmup;       /* eager steps before the capture */
     int image_size;          /* 0: the data set's natural size for the model */
     int workers;
     int seq;                 /* BERT tokens per sequence */

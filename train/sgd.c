@@ -17,14 +17,19 @@ void sgd_init(Sgd *o, ParamSet *ps, float momentum, float weight_decay, int nest
                       "Nesterov momentum requires a momentum > 0");
     o->m = (float *)mem_alloc(ps->ctx, ps->total * sizeof(float));
     mem_zero(ps->ctx, o->m, ps->total * sizeof(float));
-    if (ps->ctx->device == DEV_CUDA) {
-        o->lr_dev = (float *)mem_alloc(ps->ctx, sizeof(float));
-    }
+    o->lr_dev = (float *)mem_alloc(ps->ctx, sizeof(float));   /* host memory on the CPU */
 }
 
 void sgd_step(Sgd *o, ParamSet *ps, float lr, const int *skip)
 {
+    mem_set_f32(ps->ctx, o->lr_dev, lr);
+    sgd_step_lr(o, ps, skip);
+}
+
+void sgd_step_lr(Sgd *o, ParamSet *ps, const int *skip)
+{
     Ctx *c = ps->ctx;
+    const float lr = c->device == DEV_CPU ? *o->lr_dev : 0.0f;
     /* group ranges: [0, n_decay) with weight decay, [n_decay, total) without */
     size_t off[2] = {0, ps->n_decay}, len[2] = {ps->n_decay, ps->total - ps->n_decay};
     float wd[2] = {o->weight_decay, 0.0f};
@@ -36,7 +41,7 @@ void sgd_step(Sgd *o, ParamSet *ps, float lr, const int *skip)
         return;
     }
 #ifdef CTRAIN_CUDA
-    mem_set_f32(c, o->lr_dev, lr);
+    (void)lr;
     for (int g = 0; g < 2; g++)
         sgd_step_cuda(ps->data + off[g], o->m + off[g], NULL, DT_F32, ps->grad + off[g], len[g],
                       o->lr_dev, o->momentum, wd[g], o->nesterov, skip, c->stream);

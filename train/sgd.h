@@ -15,12 +15,15 @@ typedef struct Sgd {
     float momentum, weight_decay;
     int nesterov;
     float *m;          /* momentum, ps->total f32 on the device */
-    float *lr_dev;     /* CUDA: the current learning rate, on the device */
+    float *lr_dev;     /* the current learning rate (device memory on CUDA) */
 } Sgd;
 
 void sgd_init(Sgd *o, ParamSet *ps, float momentum, float weight_decay, int nesterov);
 /* skip: a device flag (the grad scaler's found_inf) or NULL; CPU ignores it. */
 void sgd_step(Sgd *o, ParamSet *ps, float lr, const int *skip);
+/* The same with the learning rate already in o->lr_dev (a CUDA graph writes
+ * it there from the device-side schedule). */
+void sgd_step_lr(Sgd *o, ParamSet *ps, const int *skip);
 void sgd_free(Sgd *o, ParamSet *ps);
 
 #endif

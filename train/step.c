@@ -34,36 +34,63 @@ void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o,
         s.n_milestones = 2;
     }
     t->sched = s;
+    t->graph.state = o->graph ? GRAPH_WARMUP : GRAPH_OFF;
+    t->graph.warmup_steps = o->graph_warmup;
+}
+
+Tensor *trainer_micro_body(Trainer *t)
+{
+    Ctx *c = t->ctx;
+    GradScaler *sc = &t->scaler;
+    Tensor *loss = model_loss(c, t->model, t->feed->in, t->label_smoothing, NULL);
+    if (sc->enabled) ad_backward_dev(c, loss, scaler_scale(sc), 1.0f / (float)t->accum);
+    else ad_backward(c, loss, 1.0f / (float)t->accum);
+    return loss;
+}
+
+void trainer_update_body(Trainer *t, int lr_on_device)
+{
+    Model *m = t->model;
+    GradScaler *sc = &t->scaler;
+    scaler_unscale(sc, m->params.grad, m->params.total);
+    if (t->clip > 0) scaler_clip(sc, m->params.grad, m->params.total, t->clip);
+    if (lr_on_device) optimizer_step_lr(&t->opt, &m->params, scaler_found_inf(sc));
+    else optimizer_step(&t->opt, &m->params, t->lr, scaler_found_inf(sc));
+    scaler_update(sc);
+    params_zero_grad(&m->params);
+}
+
+void trainer_feed_next(Trainer *t)
+{
+    long per_epoch = t->steps_per_epoch * t->accum;   /* micro-batches per epoch */
+    t->feed->next(t->feed, t->ctx, (uint64_t)(t->micro / per_epoch),
+                  (uint32_t)(t->micro % per_epoch));
 }
 
 void trainer_step(Trainer *t)
 {
-    Ctx *c = t->ctx;
-    Model *m = t->model;
-    GradScaler *sc = &t->scaler;
-    long per_epoch = t->steps_per_epoch * t->accum;   /* micro-batches per epoch */
-
     tensor_release(t->last_loss);   /* the previous step's: it was read or skipped by now */
     t->last_loss = NULL;
+    if (t->graph.state == GRAPH_WARMUP && t->step - t->graph_start >= t->graph.warmup_steps)
+        trainer_graph_capture(t);
     t->lr = sched_lr(&t->sched, t->step);
+    if (t->graph.state == GRAPH_ON) {
+        trainer_graph_step(t);
+        return;
+    }
     for (int k = 0; k < t->accum; k++, t->micro++) {
-        t->feed->next(t->feed, c, (uint64_t)(t->micro / per_epoch), (uint32_t)(t->micro % per_epoch));
-        Tensor *loss = model_loss(c, m, t->feed->in, t->label_smoothing, NULL);
-        if (sc->enabled) ad_backward_dev(c, loss, scaler_scale(sc), 1.0f / (float)t->accum);
-        else ad_backward(c, loss, 1.0f / (float)t->accum);
+        trainer_feed_next(t);
+        Tensor *loss = trainer_micro_body(t);
         tensor_release(t->last_loss);
         t->last_loss = loss;
     }
-    scaler_unscale(sc, m->params.grad, m->params.total);
-    if (t->clip > 0) scaler_clip(sc, m->params.grad, m->params.total, t->clip);
-    optimizer_step(&t->opt, &m->params, t->lr, scaler_found_inf(sc));
-    scaler_update(sc);
-    params_zero_grad(&m->params);
+    trainer_update_body(t, 0);
     t->step++;
 }
 
 float trainer_loss_value(Trainer *t)
 {
+    if (t->graph.state == GRAPH_ON) return trainer_graph_loss(t);
     if (!t->last_loss) return NAN;
     float v;
     tensor_to_f32(&v, t->last_loss);   /* waits for the step */
@@ -77,6 +104,7 @@ long trainer_epoch(const Trainer *t)
 
 void trainer_free(Trainer *t)
 {
+    trainer_graph_free(t);
     tensor_release(t->last_loss);
     t->last_loss = NULL;
     scaler_free(&t->scaler);
@@ -236,5 +264,6 @@ void trainer_resume(Trainer *t, const TrainOptions *o, const char *path)
     scaler_write(&t->scaler, s.scale, (int)s.counts[0], s.counts[1]);
     t->step = (long)s.step;
     t->micro = (long)s.micro;
+    t->graph_start = t->step;   /* --graph warms up again from here */
     t->ctx->rng_offset = (uint64_t)s.rng;
 }

@@ -27,6 +27,7 @@
 #include "optimizer.h"
 #include "options.h"
 #include "schedule.h"
+#include "step_graph.h"
 
 typedef struct Trainer {
     Ctx *ctx;
@@ -43,6 +44,8 @@ typedef struct Trainer {
     long micro;              /* micro-batches fed */
     float lr;                /* the learning rate of the last step */
     Tensor *last_loss;       /* the last micro-batch's loss (device), kept until the next step */
+    StepGraph graph;         /* --graph: the captured step (train/step_graph.h) */
+    long graph_start;        /* the step warm-up counts from (a resumed run's first) */
 } Trainer;
 
 /* Optimizer (o->optim, lr, momentum, ...), grad scaler (on exactly when the
@@ -58,6 +61,20 @@ float trainer_loss_value(Trainer *t);
 /* The epoch (from 1) the last micro-batch belonged to. */
 long trainer_epoch(const Trainer *t);
 void trainer_free(Trainer *t);
+
+/* The pieces of a step, shared by the eager step and the CUDA graph capture
+ * (train/step_graph.c). None of them moves the counters (step, micro). */
+void trainer_feed_next(Trainer *t);            /* the next micro-batch into feed->in */
+Tensor *trainer_micro_body(Trainer *t);       /* forward + backward; returns the loss */
+void trainer_update_body(Trainer *t, int lr_on_device);   /* unscale ... zero grads */
+
+/* --graph (train/step_graph.c): capture after the warm-up steps (state
+ * becomes GRAPH_ON, or GRAPH_FAILED with a logged reason); one replayed step;
+ * the loss of the last replayed micro-batch; release. */
+void trainer_graph_capture(Trainer *t);
+void trainer_graph_step(Trainer *t);
+float trainer_graph_loss(Trainer *t);
+void trainer_graph_free(Trainer *t);
 
 /* Training checkpoints (--save FILE --save-every N, --resume FILE): one
  * safetensors file with the parameters and buffers under their PyTorch names

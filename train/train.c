@@ -100,15 +100,24 @@ static void log_config(FILE *f, const TrainOptions *o, const Model *m, const Fee
     json_end(&j, f);
 }
 
+/* --trace: what the graph machinery did for this step. */
+static const char *graph_what(const Trainer *t, char *buf, size_t n)
+{
+    switch (t->graph.state) {
+    case GRAPH_OFF: return "eager";
+    case GRAPH_WARMUP: return "eager (graph warm-up)";
+    case GRAPH_FAILED: return "eager (graph refused)";
+    case GRAPH_ON: snprintf(buf, n, "graph replay #%ld", t->graph.replays); return buf;
+    }
+    return "?";
+}
+
 int cmd_train(int argc, char **argv)
 {
     TrainOptions o;
     train_options_default(&o);
     if (ctx_cuda_available()) o.device = DEV_CUDA;
     train_options_parse(&o, argc, argv, "train");
-    if (o.graph)
-        LOG_W("--graph: CUDA graph capture of the step is not available yet in this build; "
-              "running eager");
 
     if (o.save_every && !o.save_path[0])
         ct_fatal_hint("pass --save FILE with --save-every N", "--save-every needs a file to write");
@@ -166,13 +175,14 @@ int cmd_train(int argc, char **argv)
             float lv = trainer_loss_value(&tr);
             ScalerState ss;
             scaler_read(&tr.scaler, &ss, NULL);
-            char mb[32], pb[32];
+            char mb[32], pb[32], gb[64];
             printf("trace step %ld: loss %.6f lr %.6g | accum %d micro-batches | %s | "
-                   "recomputed %ld segments | mem %s peak %s\n", step, (double)lv, (double)lr,
+                   "recomputed %ld segments | %s | mem %s peak %s\n", step, (double)lv, (double)lr,
                    o.accum,
                    tr.scaler.enabled ? (ss.found_inf ? "fp16 overflow: step SKIPPED, scale halved"
                                                      : "fp16 scale ok") : "no loss scaling",
-                   c.recomputed - recomputed_before, mem_fmt(mb, sizeof mb, c.mem.current),
+                   c.recomputed - recomputed_before, graph_what(&tr, gb, sizeof gb),
+                   mem_fmt(mb, sizeof mb, c.mem.current),
                    mem_fmt(pb, sizeof pb, c.mem.peak));
             if (tr.scaler.enabled) printf("      scale %g, skipped so far %lld\n", (double)ss.scale,
                                           (long long)ss.skipped);
