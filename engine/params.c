@@ -13,6 +13,9 @@
 #include "error.h"
 #include "mem.h"
 #include "philox.h"
+#ifdef CTRAIN_CUDA
+#include "../ops/elementwise.h"
+#endif
 
 void params_init(ParamSet *ps) { memset(ps, 0, sizeof *ps); }
 
@@ -188,8 +191,39 @@ void params_alloc(ParamSet *ps, Ctx *c, uint64_t seed)
     }
 }
 
+void params_lowp_enable(ParamSet *ps, DType dt)
+{
+    Ctx *c = ps->ctx;
+    if (!c || c->device != DEV_CUDA || ps->lowp || ps->total == 0) return;
+    CT_ASSERT(dt == DT_F16 || dt == DT_BF16, "params_lowp_enable: %s is not f16 or bf16",
+              dtype_name(dt));
+    ps->lowp = mem_alloc(c, ps->total * dtype_size(dt));
+    ps->lowp_dt = dt;
+    ps->lowp_stale = 1;
+    for (int i = 0; i < ps->n; i++) {
+        Tensor *t = ps->p[i].t;
+        t->lowp = tensor_view(c, (char *)ps->lowp + ps->p[i].offset * dtype_size(dt), dt, t->ndim,
+                              t->shape);
+    }
+    params_lowp_refresh(ps);
+}
+
+void params_lowp_refresh(ParamSet *ps)
+{
+    if (!ps->lowp || !ps->lowp_stale) return;
+#ifdef CTRAIN_CUDA
+    cast_cuda(ps->lowp, ps->lowp_dt, ps->data, DT_F32, ps->total, 0, ps->ctx->stream);
+#endif
+    ps->lowp_stale = 0;
+}
+
 void params_free(ParamSet *ps)
 {
+    for (int i = 0; i < ps->n; i++) {
+        tensor_release(ps->p[i].t->lowp);
+        ps->p[i].t->lowp = NULL;
+    }
+    if (ps->lowp) mem_free(ps->ctx, ps->lowp, ps->total * dtype_size(ps->lowp_dt));
     for (int i = 0; i < ps->n; i++) tensor_release(ps->p[i].t);
     for (int i = 0; i < ps->nb; i++) tensor_release(ps->b[i].t);
     free(ps->b);
@@ -218,6 +252,7 @@ void params_to_host(const ParamSet *ps, float *host)
 void params_from_host(ParamSet *ps, const float *host)
 {
     mem_to_device(ps->ctx, ps->data, host, ps->total * sizeof(float));
+    ps->lowp_stale = 1;
 }
 
 void grads_to_host(const ParamSet *ps, float *host)

@@ -74,6 +74,10 @@ typedef struct ParamSet {
     float *data;         /* device (or host) f32 values */
     float *grad;         /* device (or host) f32 gradients */
     Ctx *ctx;
+    /* AMP (params_lowp_enable): the values again in f16 / bf16, same offsets */
+    void *lowp;
+    DType lowp_dt;
+    int lowp_stale;      /* data changed outside the optimizer: refresh before use */
 } ParamSet;
 
 void params_init(ParamSet *ps);
@@ -95,6 +99,17 @@ void params_layout_from_torch(const ParamInfo *pi, float *dst, const float *src)
  * fill values by each parameter's init from Philox(seed). */
 void params_alloc(ParamSet *ps, Ctx *c, uint64_t seed);
 void params_free(ParamSet *ps);
+
+/* The low-precision working copy for AMP on the GPU: one f16 / bf16 buffer
+ * laid out like the values, with a view per parameter in t->lowp. The
+ * autocast ops read a weight through op_cast, which hands out this view
+ * instead of casting, and the optimizer kernels write it together with the
+ * f32 master value, so no separate cast pass runs in a step. Whoever writes
+ * ps->data another way (loading a checkpoint, resuming) sets lowp_stale or
+ * calls params_lowp_refresh. No-op on the CPU. */
+void params_lowp_enable(ParamSet *ps, DType dt);
+/* Recast the whole copy from the f32 values when stale (one kernel). */
+void params_lowp_refresh(ParamSet *ps);
 void params_zero_grad(ParamSet *ps);
 Tensor *params_get(const ParamSet *ps, const char *name);
 /* Copy all values to/from a host f32 array of ps->total elements, in layout order. */

@@ -45,6 +45,10 @@ typedef struct Tensor {
     int is_param;           /* gradient is a view into the gradient buffer */
     struct Tensor *grad;    /* gradient: same shape; params: f32 view */
     const char *name;       /* parameters: the registry name */
+    /* parameters under AMP on the GPU: the low-precision working copy (a
+     * view into ParamSet.lowp) that an unrecorded op_cast to its dtype
+     * returns instead of casting; the optimizer keeps it equal to cast(data) */
+    struct Tensor *lowp;
 } Tensor;
 
 /* New tensor with uninitialised data on c's device. */

@@ -166,6 +166,12 @@ Tensor *op_cast(Ctx *c, Tensor *x, DType to)
     op_check_device("cast", c, x);
     CT_ASSERT(dtype_is_float(to), "cast: target type %s is not a float type", dtype_name(to));
     if (x->dtype == to) { tensor_retain(x); return x; }
+    /* a parameter's working copy (engine/params.h: params_lowp_enable) is
+     * cast(x) already; a recorded cast still gets its own node */
+    if (x->lowp && x->lowp->dtype == to && !ad_needs_grad(c, &x, 1)) {
+        tensor_retain(x->lowp);
+        return x->lowp;
+    }
     Tensor *y = tensor_new_like(c, x, to);
     cast_into(c, y, x, 0);
     if (ad_needs_grad(c, &x, 1)) ad_record(c, "cast", cast_backward, y, &x, 1);

@@ -275,6 +275,7 @@ int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, 
             }
         }
         mem_to_device(ps->ctx, ps->data, host, ps->total * sizeof(float));
+        ps->lowp_stale = 1;   /* AMP's working copy follows at the next refresh */
         for (int i = 0; i < ps->nb; i++, k++) {
             const BufferInfo *bi = &ps->b[i];
             size_t bytes = bi->numel * dtype_size(bi->dtype);

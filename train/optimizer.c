@@ -16,12 +16,15 @@ void optimizer_init(Optimizer *o, ParamSet *ps, const TrainOptions *opt)
     }
 }
 
+/* The optimizer kernels also write AMP's working copy when there is one
+ * (engine/params.h: params_lowp_enable). */
 void optimizer_step(Optimizer *o, ParamSet *ps, float lr, const int *skip)
 {
+    DType lt = ps->lowp ? ps->lowp_dt : DT_F32;
     switch (o->kind) {
     case OPT_SGD: sgd_step(&o->sgd, ps, lr, skip); break;
-    case OPT_ADAMW: adamw_step(&o->adamw, ps, lr, skip, NULL, DT_F32); break;
-    case OPT_LAMB: lamb_step(&o->lamb, ps, lr, skip, NULL, DT_F32); break;
+    case OPT_ADAMW: adamw_step(&o->adamw, ps, lr, skip, ps->lowp, lt); break;
+    case OPT_LAMB: lamb_step(&o->lamb, ps, lr, skip, ps->lowp, lt); break;
     }
 }
 
@@ -39,8 +42,14 @@ void optimizer_step_lr(Optimizer *o, ParamSet *ps, const int *skip)
 {
     switch (o->kind) {
     case OPT_SGD: sgd_step_lr(&o->sgd, ps, skip); break;
-    case OPT_ADAMW: adamw_step_lr(&o->adamw, ps, o->adamw.lr_dev, skip, NULL, DT_F32); break;
-    case OPT_LAMB: lamb_step_lr(&o->lamb, ps, o->lamb.lr_dev, skip, NULL, DT_F32); break;
+    case OPT_ADAMW:
+        adamw_step_lr(&o->adamw, ps, o->adamw.lr_dev, skip, ps->lowp,
+                      ps->lowp ? ps->lowp_dt : DT_F32);
+        break;
+    case OPT_LAMB:
+        lamb_step_lr(&o->lamb, ps, o->lamb.lr_dev, skip, ps->lowp,
+                     ps->lowp ? ps->lowp_dt : DT_F32);
+        break;
     }
 }
 

@@ -43,7 +43,9 @@ void sgd_step_lr(Sgd *o, ParamSet *ps, const int *skip)
 #ifdef CTRAIN_CUDA
     (void)lr;
     for (int g = 0; g < 2; g++)
-        sgd_step_cuda(ps->data + off[g], o->m + off[g], NULL, DT_F32, ps->grad + off[g], len[g],
+        sgd_step_cuda(ps->data + off[g], o->m + off[g],
+                      ps->lowp ? (char *)ps->lowp + off[g] * dtype_size(ps->lowp_dt) : NULL,
+                      ps->lowp ? ps->lowp_dt : DT_F32, ps->grad + off[g], len[g],
                       o->lr_dev, o->momentum, wd[g], o->nesterov, skip, c->stream);
 #endif
 }

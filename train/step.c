@@ -26,6 +26,7 @@ void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o,
     CT_ASSERT(t->steps_per_epoch >= 1, "the feed has %ld batches per epoch, fewer than accum %d",
               fd->batches_per_epoch, o->accum);
     optimizer_init(&t->opt, &m->params, o);
+    if (c->autocast != DT_F32) params_lowp_enable(&m->params, c->autocast);   /* GPU only */
     scaler_init_for(&t->scaler, c, c->autocast);
     Schedule s = {o->schedule, o->lr, o->final_lr, o->warmup, total_steps, 1.0f, 0.1f, {0}, 0};
     if (o->schedule == SCHED_STEP) {   /* decay x0.1 at 1/3 and 2/3 of the run */
@@ -41,6 +42,7 @@ void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o,
 Tensor *trainer_micro_body(Trainer *t)
 {
     Ctx *c = t->ctx;
+    params_lowp_refresh(&t->model->params);   /* no-op unless the f32 values were rewritten */
     GradScaler *sc = &t->scaler;
     Tensor *loss = model_loss(c, t->model, t->feed->in, t->label_smoothing, NULL);
     if (sc->enabled) ad_backward_dev(c, loss, scaler_scale(sc), 1.0f / (float)t->accum);
