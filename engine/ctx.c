@@ -9,6 +9,7 @@
 #include "log.h"
 #include "mem.h"
 #ifdef CTRAIN_CUDA
+#include "../ops/batchnorm_cudnn.h"
 #include "../ops/conv2d.h"
 #endif
 
@@ -141,6 +142,7 @@ void ctx_free(Ctx *c)
     if (c->device != DEV_CUDA) return;
     matmul_plan_cache_free(c->mm_cache);
     conv2d_cuda_release(c);
+    batchnorm_cudnn_release(c);
     mem_free(c, c->dev_flags, 16 * sizeof(int32_t));
     mem_free(c, c->workspace, c->workspace_bytes);
     CUDA_CHECK(cudaStreamSynchronize(c->stream));

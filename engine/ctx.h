@@ -3,8 +3,9 @@
  * One Ctx per process and device. It holds what ops need and must not keep
  * in globals (STYLE.md rule 9): the device kind, the CUDA stream, the
  * cuBLASLt and cuDNN handles, the one shared workspace, the matmul plan
- * cache, memory statistics, the autograd tape and grad mode, the autocast
- * dtype and TF32 switch, and the Philox RNG position.
+ * cache, the cuDNN convolution plans and batch-norm forms, memory
+ * statistics, the autograd tape and grad mode, the autocast dtype and TF32
+ * switch, and the Philox RNG position.
  *
  * CPU contexts have no stream or handles; ops run synchronously on the host.
  */
@@ -62,6 +63,7 @@ typedef struct Ctx {
     const char *capture_refused;   /* why this capture cannot be used (NULL: fine) */
     MatmulPlanCache *mm_cache;
     void *conv_cache;      /* cuDNN convolution plans (ops/conv2d_cudnn.c) */
+    void *bn_cache;        /* cuDNN batch-norm forms (ops/batchnorm_cudnn.c) */
     cudaMemPool_t pool;
     int32_t *dev_flags;    /* device error counters, read when the host syncs */
 #endif

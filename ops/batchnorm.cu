@@ -315,6 +315,10 @@ size_t reduction_grid(const char *what, size_t M, size_t C, size_t scratch_bytes
     return G;
 }
 
+/* num_batches_tracked += 1: the batch counter for the cuDNN path, which
+ * updates the running statistics but not the counter. */
+__global__ void bn_count_kernel(int64_t *nbt) { *nbt += 1; }
+
 } /* namespace */
 
 extern "C" void batchnorm_stats_cuda(float *mean, float *invstd, float *running_mean,
@@ -341,6 +345,13 @@ extern "C" void batchnorm_stats_cuda(float *mean, float *invstd, float *running_
     bn_stats_finish_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(
         mean, invstd, running_mean, running_var, num_batches_tracked, pmean, pm2, G, rpc, M, C,
         momentum, eps);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void batchnorm_count_cuda(int64_t *num_batches_tracked, cudaStream_t s)
+{
+    if (!num_batches_tracked) return;
+    bn_count_kernel<<<1, 1, 0, s>>>(num_batches_tracked);
     CUDA_CHECK_LAUNCH();
 }
 

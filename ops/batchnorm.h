@@ -107,6 +107,9 @@ void batchnorm_stats_cuda(float *mean, float *invstd, float *running_mean, float
                           int64_t *num_batches_tracked, const void *x, DType dt, float momentum,
                           float eps, size_t M, size_t C, void *scratch, size_t scratch_bytes,
                           cudaStream_t s);
+/* *num_batches_tracked += 1 on the device (NULL: nothing); the cuDNN path
+ * counts the batch with it, batchnorm_stats_cuda does it itself. */
+void batchnorm_count_cuda(int64_t *num_batches_tracked, cudaStream_t s);
 void batchnorm_eval_stats_cuda(float *mean, float *invstd, const float *running_mean,
                                const float *running_var, float eps, size_t C, cudaStream_t s);
 void batchnorm_forward_cuda(void *y, const void *x, const void *z, const float *mean,
@@ -127,7 +130,10 @@ void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, co
  * running stats the batch statistics are used in either mode (PyTorch's
  * track_running_stats = False). z: same shape and dtype as x, or NULL. relu:
  * apply ReLU. momentum 0.1, eps 1e-5 are PyTorch's defaults. Records a node
- * with inputs x, gamma, beta, z. Training needs more than one row (M > 1). */
+ * with inputs x, gamma, beta, z. Training needs more than one row (M > 1).
+ * On CUDA, a batch-statistics forward and its backward run cuDNN's fused
+ * batch norm when it takes the form (CTRAIN_BN, batchnorm_cudnn.h), these
+ * kernels otherwise. */
 Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *running_mean,
                      Tensor *running_var, Tensor *num_batches_tracked, int training,
                      float momentum, float eps, Tensor *z, int relu);

@@ -9,7 +9,8 @@
  * fused NHWC BN + add + ReLU kernels; with -Werror the deprecation warnings
  * would stop the build, so they are silenced for this file only (the pragma
  * below). The CTRAIN_BN switch is also read here and exists in CPU-only
- * builds too.
+ * builds too. At the end: the context's table of forms (c->bn_cache) that
+ * the op layer draws from.
  */
 #include "batchnorm_cudnn.h"
 
@@ -23,12 +24,13 @@ int batchnorm_cudnn_wanted(void)
     static int wanted = -1;
     if (wanted < 0) {
         const char *s = getenv("CTRAIN_BN");
-        if (!s || !*s || strcmp(s, "own") == 0)
-            wanted = 0;
-        else if (strcmp(s, "cudnn") == 0)
+        if (!s || !*s || strcmp(s, "cudnn") == 0)
             wanted = 1;
+        else if (strcmp(s, "own") == 0)
+            wanted = 0;
         else
-            ct_fatal_hint("set CTRAIN_BN=own (our kernels, the default) or CTRAIN_BN=cudnn",
+            ct_fatal_hint("set CTRAIN_BN=cudnn (cuDNN's fused batch norm, the default) or "
+                          "CTRAIN_BN=own (our kernels)",
                           "CTRAIN_BN=%s is not a batch norm implementation", s);
     }
     return wanted;
@@ -38,6 +40,7 @@ int batchnorm_cudnn_wanted(void)
 /* Legacy descriptor API: deprecated in cuDNN 9, still shipped (see above). */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
+#include "../engine/log.h"
 #include "../engine/mem.h"
 #include "elementwise.h"
 
@@ -203,6 +206,7 @@ int batchnorm_cudnn_forward_train(Ctx *c, BnCudnn *p, void *y, float *save_mean,
         p->reserve_bytes ? reserve : NULL, p->reserve_bytes);
     if (st != CUDNN_STATUS_SUCCESS)
         return bn_refuse(p, "cudnnBatchNormalizationForwardTrainingEx", st);
+    p->fwd_runs++;
     return 1;
 }
 
@@ -277,6 +281,7 @@ int batchnorm_cudnn_backward(Ctx *c, BnCudnn *p, void *dx, void *dz, float *dgam
     int ran = st == CUDNN_STATUS_SUCCESS;
     if (!ran) bn_refuse(p, "cudnnBatchNormalizationBackwardEx", st);
     if (ran) {
+        p->bwd_runs++;
         /* the gradients that accumulate outside cuDNN: g += temporary */
         if (dz && accum_z) scale_forward_cuda(dz, tdz, 1.0f, p->dt, n, 1, c->stream);
         if (add_x) scale_forward_cuda(dx, tdx, 1.0f, p->dt, n, 1, c->stream);
@@ -311,6 +316,87 @@ int batchnorm_cudnn_forward_eval(Ctx *c, BnCudnn *p, void *y, const void *x, con
     if (st != CUDNN_STATUS_SUCCESS)
         return bn_refuse(p, "cudnnBatchNormalizationForwardInference", st);
     return 1;
+}
+
+/* ---- the context's forms ---- */
+
+/* c->bn_cache: every form asked for so far (a ResNet has a few dozen), each
+ * allocated on its own so the pointers handed out stay put; use is the
+ * context's CTRAIN_BN override (-1: none). */
+typedef struct BnCache {
+    BnCudnn **forms;
+    int n, cap;
+    int use;
+} BnCache;
+
+static BnCache *bn_cache(Ctx *c)
+{
+    if (!c->bn_cache) {
+        BnCache *bc = calloc(1, sizeof *bc);
+        CT_ASSERT(bc != NULL, "batchnorm_cudnn: out of host memory for the form cache");
+        bc->use = -1;
+        c->bn_cache = bc;
+    }
+    return (BnCache *)c->bn_cache;
+}
+
+BnCudnn *batchnorm_cudnn_get(Ctx *c, DType dt, int N, int H, int W, int C, int has_z, int relu)
+{
+    BnCache *bc = bn_cache(c);
+    has_z = has_z != 0;
+    relu = relu != 0;
+    for (int i = 0; i < bc->n; i++) {
+        BnCudnn *p = bc->forms[i];
+        if (p->dt == dt && p->N == N && p->H == H && p->W == W && p->C == C &&
+            p->has_z == has_z && p->relu == relu)
+            return p;
+    }
+    if (bc->n == bc->cap) {
+        int cap = bc->cap ? 2 * bc->cap : 16;
+        BnCudnn **grown = realloc(bc->forms, sizeof *grown * (size_t)cap);
+        CT_ASSERT(grown != NULL, "batchnorm_cudnn: out of host memory for %d forms", cap);
+        bc->forms = grown;
+        bc->cap = cap;
+    }
+    BnCudnn *p = malloc(sizeof *p);
+    CT_ASSERT(p != NULL, "batchnorm_cudnn: out of host memory for a form");
+    batchnorm_cudnn_init(p, c, dt, N, H, W, C, has_z, relu);
+    if (!p->usable)
+        LOG_D("batchnorm: cuDNN declines %s [%d, %d, %d, %d]%s%s (%s); our kernels run it",
+              dtype_name(dt), N, H, W, C, has_z ? " + z" : "", relu ? " + relu" : "", p->why);
+    bc->forms[bc->n++] = p;
+    return p;
+}
+
+void batchnorm_cudnn_release(Ctx *c)
+{
+    BnCache *bc = (BnCache *)c->bn_cache;
+    if (!bc) return;
+    for (int i = 0; i < bc->n; i++) {
+        batchnorm_cudnn_free(bc->forms[i]);
+        free(bc->forms[i]);
+    }
+    free(bc->forms);
+    free(bc);
+    c->bn_cache = NULL;
+}
+
+int batchnorm_cudnn_enabled(Ctx *c)
+{
+    int use = bn_cache(c)->use;
+    return use >= 0 ? use : batchnorm_cudnn_wanted();
+}
+
+void batchnorm_cudnn_use(Ctx *c, int on) { bn_cache(c)->use = on < 0 ? -1 : on != 0; }
+
+void batchnorm_cudnn_runs(Ctx *c, long *fwd, long *bwd)
+{
+    BnCache *bc = bn_cache(c);
+    *fwd = *bwd = 0;
+    for (int i = 0; i < bc->n; i++) {
+        *fwd += bc->forms[i]->fwd_runs;
+        *bwd += bc->forms[i]->bwd_runs;
+    }
 }
 
 #endif /* CTRAIN_CUDA */

@@ -83,8 +83,19 @@
  * deprecation warnings are silenced in batchnorm_cudnn.c only, and this
  * header stays free of cuDNN types so no other file sees them.
  *
- * Environment: CTRAIN_BN=cudnn asks the op layer for this path, CTRAIN_BN=own
- * (the default) for our kernels; batchnorm_cudnn_wanted() reads it.
+ * The op layer (batchnorm_op.c) keeps its forms in the context
+ * (c->bn_cache): batchnorm_cudnn_get builds a form on its first use (a
+ * warm-up step) and finds it by a table lookup afterwards; ctx_free calls
+ * batchnorm_cudnn_release. Running statistics: the op passes NULL running
+ * mean and variance (both, as cuDNN allows and PyTorch does for
+ * track_running_stats = False) while a recompute segment re-runs its
+ * forward, so the batch is counted once.
+ *
+ * Environment: CTRAIN_BN=cudnn (the default) asks the op layer for this
+ * path in the training forward and its backward, CTRAIN_BN=own for our
+ * kernels everywhere; batchnorm_cudnn_wanted() reads it. A context can
+ * override it (batchnorm_cudnn_use), which is how the tests run both paths
+ * in one process.
  */
 #ifndef CTRAIN_OPS_BATCHNORM_CUDNN_H
 #define CTRAIN_OPS_BATCHNORM_CUDNN_H
@@ -97,7 +108,7 @@
 extern "C" {
 #endif
 
-/* 1 when CTRAIN_BN=cudnn, 0 when CTRAIN_BN is unset or "own"; any other
+/* 1 when CTRAIN_BN is unset or "cudnn", 0 when it is "own"; any other
  * value is fatal (with a hint). Read once per process. Also in CPU-only
  * builds, where the op layer simply ignores it. */
 int batchnorm_cudnn_wanted(void);
@@ -115,6 +126,7 @@ typedef struct BnCudnn {
     size_t bwd_ws_bytes;    /* workspace of the backward */
     size_t reserve_bytes;   /* reserve space a training forward fills (may be 0) */
     int no_blend;           /* cuDNN refused beta = 1 here: accumulate by an add */
+    long fwd_runs, bwd_runs; /* training forwards / backwards cuDNN ran */
     void *xd, *pd, *ad;     /* cuDNN tensor (x/y/z/dx/dy/dz), per-channel
                                [1,C,1,1] f32, activation descriptors */
 } BnCudnn;
@@ -154,6 +166,25 @@ int batchnorm_cudnn_backward(Ctx *c, BnCudnn *p, void *dx, void *dz, float *dgam
 int batchnorm_cudnn_forward_eval(Ctx *c, BnCudnn *p, void *y, const void *x, const float *gamma,
                                  const float *beta, const float *running_mean,
                                  const float *running_var, float eps);
+
+/* ---- the context's forms (c->bn_cache), for the op layer ---- */
+
+/* The form for (dt, N, H, W, C, has_z, relu): made by batchnorm_cudnn_init
+ * on first use (host calls; may grow the workspace: warm-up, not capture),
+ * then a table lookup. A form cuDNN declines is kept too (usable = 0, why
+ * logged once at debug level), so it is not asked again. The pointer stays
+ * valid until batchnorm_cudnn_release. */
+BnCudnn *batchnorm_cudnn_get(Ctx *c, DType dt, int N, int H, int W, int C, int has_z, int relu);
+/* Frees every form of c (ctx_free calls it). */
+void batchnorm_cudnn_release(Ctx *c);
+/* Whether the op layer tries cuDNN on c: the context's choice when set by
+ * batchnorm_cudnn_use, else batchnorm_cudnn_wanted(). */
+int batchnorm_cudnn_enabled(Ctx *c);
+/* Overrides CTRAIN_BN for c: 1 cuDNN, 0 our kernels, -1 back to CTRAIN_BN. */
+void batchnorm_cudnn_use(Ctx *c, int on);
+/* Training forwards and backwards cuDNN has run on c so far, over all forms
+ * (what the tests read to know which path ran). */
+void batchnorm_cudnn_runs(Ctx *c, long *fwd, long *bwd);
 
 #endif /* CTRAIN_CUDA */
 

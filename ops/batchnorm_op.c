@@ -1,6 +1,7 @@
 /* batchnorm_op.c — the tensor op batch norm (+ residual add, + ReLU) and its
  * backward: shape and dtype checks, running-statistics bookkeeping, dispatch
- * to ops/batchnorm.{c,cu} (math in ops/batchnorm.h).
+ * to cuDNN (batchnorm_cudnn.h) or our kernels (ops/batchnorm.{c,cu}; the math
+ * is in batchnorm.h).
  *
  * Shape letters: x [N, H, W, C] (any leading dims): M = numel / C rows.
  *
@@ -8,18 +9,58 @@
  * AMP), statistics and gamma/beta stay f32 (DESIGN.md), and the gradients of
  * gamma and beta land in the f32 gradient buffer.
  *
- * Saved for the backward: x, mean and invstd (f32 [C], batch or running
- * statistics), gamma (when given) and y (with ReLU: the mask is y > 0).
+ * Which implementation (CUDA): a forward with batch statistics (training,
+ * or no running statistics) first asks cuDNN's fused NHWC batch norm, with
+ * z and ReLU fused (ops/NOTES.md measured it 1.3-7x faster than ours); when
+ * cuDNN declines the form (affine = False, z without ReLU, z with C % 4 != 0,
+ * a pointer not 16-byte aligned, a status cuDNN refuses) or CTRAIN_BN=own,
+ * our kernels run. Eval with
+ * running statistics always runs ours (cuDNN's inference call has no fused
+ * add or ReLU). The backward runs cuDNN's when the forward did (the node
+ * records it), falling back to ours if cuDNN declines there: cuDNN's saved
+ * mean and inverse std are ours, so our backward can follow its forward.
+ * cuDNN updates the running mean and variance itself (unbiased variance,
+ * factor = momentum); num_batches_tracked is counted by batchnorm_count_cuda.
+ * While a recompute segment re-runs its forward (c->recomputing), neither
+ * path is given the running statistics or the counter: the batch counts once.
+ * Both paths only launch on c->stream and allocate through mem_alloc, so a
+ * step can be captured in a CUDA graph once a warm-up step has built the
+ * cuDNN forms (and grown the workspace).
+ *
+ * Saved for the backward (node slots):
+ *   saved[0] x, saved[1] stats = f32 [2, stats_stride(C)]: mean, then
+ *   invstd (batch or running statistics), then when given: gamma (i[3]), y (i[4], with ReLU:
+ *   the mask is y > 0), beta (i[6], cuDNN path: its backward needs bnBias
+ *   with an activation), cuDNN's reserve space (i[7], a u8 tensor of
+ *   BnCudnn.reserve_bytes, cuDNN path, freed with the node);
+ *   i[0] batch statistics, i[1] relu, i[5] the forward ran cuDNN; f[0] eps.
  */
 #include "batchnorm.h"
 
 #include "../engine/autograd.h"
+#include "../engine/log.h"
 #include "../engine/mem.h"
+#include "batchnorm_cudnn.h"
 #include "cpu_f32.h"
 #include "op_util.h"
 #include "ops.h"
 
 #define IS_CUDA(c) ((c)->device == DEV_CUDA)
+
+/* slot of an optional saved tensor, or NULL */
+#define SAVED(n, k) ((n)->i[k] >= 0 ? (n)->saved[(n)->i[k]] : NULL)
+
+/* The statistics tensor is [2, stats_stride(C)]: mean, then invstd 256
+ * bytes aligned like any allocation (cuDNN may read per-channel vectors
+ * with vector loads). */
+static size_t stats_stride(size_t C) { return (C + 63) / 64 * 64; }
+
+#ifdef CTRAIN_CUDA
+/* cuDNN is only handed 16-byte aligned pointers, as PyTorch's own tensors
+ * always are (a view into the packed parameter buffer need not be): its
+ * kernels' alignment needs are not documented. NULL passes. */
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+#endif
 
 /* A per-channel vector (gamma, beta, running stats): dtype dt, C elements. */
 static void check_channels(const char *what, const Ctx *c, const Tensor *t, DType dt, size_t C,
@@ -34,6 +75,23 @@ static void check_channels(const char *what, const Ctx *c, const Tensor *t, DTyp
     op_check_device("batchnorm", c, t);
 }
 
+#ifdef CTRAIN_CUDA
+/* cuDNN's form for x: NHWC [N, H, W, C] as is, other ranks as [M, 1, 1, C]
+ * (the statistics run over all rows either way). NULL when x has more
+ * elements than cuDNN's int dimensions and strides allow. */
+static BnCudnn *bn_cudnn_form(Ctx *c, const Tensor *x, int has_z, int relu)
+{
+    if (x->numel >= 0x7fffffffu) return NULL;
+    int N = (int)tensor_rows(x), H = 1, W = 1, C = (int)tensor_cols(x);
+    if (x->ndim == 4) {
+        N = (int)x->shape[0];
+        H = (int)x->shape[1];
+        W = (int)x->shape[2];
+    }
+    return batchnorm_cudnn_get(c, x->dtype, N, H, W, C, has_z, relu);
+}
+#endif
+
 /* forward: y = act(gamma xhat + beta + z),  xhat = (x - mean) invstd
  * so (batchnorm.h): g = relu ? (y > 0) dy : dy,
  *   dbeta += sum g,  dgamma += sum g xhat,  dz += g,
@@ -42,10 +100,9 @@ static void check_channels(const char *what, const Ctx *c, const Tensor *t, DTyp
 static void batchnorm_backward(Ctx *c, Node *n)
 {
     Tensor *dy = n->out->grad;
-    Tensor *x = n->saved[0], *mean = n->saved[1], *invstd = n->saved[2];
-    Tensor *gamma = n->i[3] >= 0 ? n->saved[n->i[3]] : NULL;
-    Tensor *y = n->i[4] >= 0 ? n->saved[n->i[4]] : NULL;
-    int training = (int)n->i[0], relu = (int)n->i[1];
+    Tensor *x = n->saved[0], *stats = n->saved[1];
+    Tensor *gamma = SAVED(n, 3), *y = SAVED(n, 4), *beta = SAVED(n, 6), *reserve = SAVED(n, 7);
+    int training = (int)n->i[0], relu = (int)n->i[1], ran_cudnn = (int)n->i[5];
     size_t C = tensor_cols(x), M = tensor_rows(x);
     int acc_x = 0, acc_g = 0, acc_b = 0, acc_z = 0;
     Tensor *dx = ad_grad_dst(c, n->in[0], &acc_x);
@@ -55,8 +112,9 @@ static void batchnorm_backward(Ctx *c, Node *n)
     if (!dx && !dg && !db && !dz) return;
     CT_ASSERT(!dg || dg->dtype == DT_F32, "batchnorm: the gamma gradient must be f32");
     CT_ASSERT(!db || db->dtype == DT_F32, "batchnorm: the beta gradient must be f32");
-    /* the kernels take one accumulate flag for dgamma and dbeta: when one is
-     * fresh and the other accumulates, zero the fresh one and add into both */
+    /* both implementations take one accumulate flag for dgamma and dbeta:
+     * when one is fresh and the other accumulates, zero the fresh one and
+     * add into both */
     int acc_p = dg ? acc_g : acc_b;
     if (dg && db && acc_g != acc_b) {
         Tensor *fresh = acc_g ? db : dg;
@@ -65,27 +123,78 @@ static void batchnorm_backward(Ctx *c, Node *n)
     }
     float *pg = dg ? (float *)dg->data : NULL, *pb = db ? (float *)db->data : NULL;
     const float *pgamma = gamma ? (const float *)gamma->data : NULL;
+    const float *mean = (const float *)stats->data, *invstd = mean + stats_stride(C);
     if (IS_CUDA(c)) {
 #ifdef CTRAIN_CUDA
+        /* cuDNN's backward needs its forward's reserve space: only after a
+         * cuDNN forward; if it declines, ours reads the same statistics */
+        const void *pdx = dx ? dx->data : NULL, *pdz = dz ? dz->data : NULL;
+        if (ran_cudnn && aligned16(pdx) && aligned16(pdz) && aligned16(dy->data) &&
+            aligned16(pg) && aligned16(pb)) {
+            BnCudnn *p = bn_cudnn_form(c, x, n->in[3] != NULL, relu);
+            if (p && batchnorm_cudnn_backward(
+                         c, p, dx ? dx->data : NULL, dz ? dz->data : NULL, pg, pb, dy->data,
+                         x->data, y ? y->data : NULL, pgamma, (const float *)beta->data, mean,
+                         invstd, n->f[0], reserve ? reserve->data : NULL, acc_x, acc_z, acc_p))
+                return;
+            LOG_T("batchnorm: cuDNN declined the backward (%s); our kernels run it",
+                  p ? p->why : "too large");
+        }
         int need_sums = dg || db || (dx && training);
         size_t sbytes = need_sums ? batchnorm_scratch_bytes(M, C) : 0;
         void *scratch = sbytes ? mem_alloc(c, sbytes) : NULL;
         batchnorm_backward_cuda(dx ? dx->data : NULL, dz ? dz->data : NULL, pg, pb, dy->data,
-                                x->data, y ? y->data : NULL, (const float *)mean->data,
-                                (const float *)invstd->data, pgamma, x->dtype, training, relu,
-                                M, C, acc_x, acc_z, acc_p, scratch, sbytes, c->stream);
+                                x->data, y ? y->data : NULL, mean, invstd, pgamma, x->dtype,
+                                training, relu, M, C, acc_x, acc_z, acc_p, scratch, sbytes,
+                                c->stream);
         if (scratch) mem_free(c, scratch, sbytes);
+#else
+        (void)ran_cudnn; (void)beta; (void)reserve;
 #endif
     } else {
         F32View vdx = f32_view(dx, acc_x), vdz = f32_view(dz, acc_z);
         F32View vdy = f32_view(dy, 1), vx = f32_view(x, 1), vy = f32_view(y, 1);
-        batchnorm_backward_cpu(vdx.p, vdz.p, pg, pb, vdy.p, vx.p, vy.p,
-                               (const float *)mean->data, (const float *)invstd->data, pgamma,
+        batchnorm_backward_cpu(vdx.p, vdz.p, pg, pb, vdy.p, vx.p, vy.p, mean, invstd, pgamma,
                                training, relu, M, C, acc_x, acc_z, acc_p);
         f32_done(&vdx, 1); f32_done(&vdz, 1);
         f32_done(&vdy, 0); f32_done(&vx, 0); f32_done(&vy, 0);
     }
 }
+
+#ifdef CTRAIN_CUDA
+/* The training forward through cuDNN: y, the statistics (mean, invstd), the
+ * running update (rm, rv: both or neither) and the batch counter. Returns 1
+ * when cuDNN ran, with *reserve the space its backward needs (NULL when the
+ * form needs none); 0 when it declined, having written nothing. */
+static int bn_forward_cudnn(Ctx *c, Tensor **reserve, Tensor *y, float *mean, float *invstd,
+                            float *rm, float *rv, int64_t *nbt, const Tensor *x, const Tensor *z,
+                            const float *gamma, const float *beta, float momentum, float eps,
+                            int relu)
+{
+    *reserve = NULL;
+    if (!gamma || !beta || !batchnorm_cudnn_enabled(c)) return 0;
+    if (!aligned16(x->data) || !aligned16(z ? z->data : NULL) || !aligned16(gamma) ||
+        !aligned16(beta) || !aligned16(rm) || !aligned16(rv) || !aligned16(invstd))
+        return 0;
+    BnCudnn *p = bn_cudnn_form(c, x, z != NULL, relu);
+    if (!p || !p->usable) return 0;
+    Tensor *r = NULL;
+    if (p->reserve_bytes) {
+        int64_t rb = (int64_t)p->reserve_bytes;
+        r = tensor_new(c, DT_U8, 1, &rb);
+    }
+    if (!batchnorm_cudnn_forward_train(c, p, y->data, mean, invstd, rm, rv, x->data,
+                                       z ? z->data : NULL, gamma, beta, momentum, eps,
+                                       r ? r->data : NULL)) {
+        LOG_T("batchnorm: cuDNN declined the forward (%s); our kernels run it", p->why);
+        tensor_release(r);
+        return 0;
+    }
+    batchnorm_count_cuda(nbt, c->stream);
+    *reserve = r;
+    return 1;
+}
+#endif
 
 Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *running_mean,
                      Tensor *running_var, Tensor *num_batches_tracked, int training,
@@ -132,26 +241,32 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
         rv = running_var ? (float *)running_var->data : NULL;
         nbt = num_batches_tracked ? (int64_t *)num_batches_tracked->data : NULL;
     }
-    int64_t c64 = (int64_t)C;
-    Tensor *mean = tensor_new(c, DT_F32, 1, &c64), *invstd = tensor_new(c, DT_F32, 1, &c64);
-    Tensor *y = tensor_new_like(c, x, x->dtype);
-    float *pm = (float *)mean->data, *pi = (float *)invstd->data;
+    int64_t sshape[2] = {2, (int64_t)stats_stride(C)};
+    Tensor *stats = tensor_new(c, DT_F32, 2, sshape);
+    Tensor *y = tensor_new_like(c, x, x->dtype), *reserve = NULL;
+    float *pm = (float *)stats->data, *pi = pm + stats_stride(C);
     const float *pgamma = gamma ? (const float *)gamma->data : NULL;
     const float *pbeta = beta ? (const float *)beta->data : NULL;
+    int ran_cudnn = 0;
     if (IS_CUDA(c)) {
 #ifdef CTRAIN_CUDA
-        if (batch_stats) {
-            size_t sbytes = batchnorm_scratch_bytes(M, C);
-            void *scratch = mem_alloc(c, sbytes);
-            batchnorm_stats_cuda(pm, pi, rm, rv, nbt, x->data, x->dtype, momentum, eps, M, C,
-                                 scratch, sbytes, c->stream);
-            mem_free(c, scratch, sbytes);
-        } else {
-            batchnorm_eval_stats_cuda(pm, pi, (const float *)running_mean->data,
-                                      (const float *)running_var->data, eps, C, c->stream);
+        if (batch_stats)
+            ran_cudnn = bn_forward_cudnn(c, &reserve, y, pm, pi, rm, rv, nbt, x, z, pgamma,
+                                         pbeta, momentum, eps, relu);
+        if (!ran_cudnn) {
+            if (batch_stats) {
+                size_t sbytes = batchnorm_scratch_bytes(M, C);
+                void *scratch = mem_alloc(c, sbytes);
+                batchnorm_stats_cuda(pm, pi, rm, rv, nbt, x->data, x->dtype, momentum, eps, M,
+                                     C, scratch, sbytes, c->stream);
+                mem_free(c, scratch, sbytes);
+            } else {
+                batchnorm_eval_stats_cuda(pm, pi, (const float *)running_mean->data,
+                                          (const float *)running_var->data, eps, C, c->stream);
+            }
+            batchnorm_forward_cuda(y->data, x->data, z ? z->data : NULL, pm, pi, pgamma, pbeta,
+                                   x->dtype, relu, M, C, c->stream);
         }
-        batchnorm_forward_cuda(y->data, x->data, z ? z->data : NULL, pm, pi, pgamma, pbeta,
-                               x->dtype, relu, M, C, c->stream);
 #endif
     } else {
         F32View vx = f32_view(x, 1), vz = f32_view(z, 1), vy = f32_view(y, 0);
@@ -168,15 +283,17 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
         Node *n = ad_record(c, "batchnorm", batchnorm_backward, y, in, 4);
         n->i[0] = batch_stats;
         n->i[1] = relu;
-        n->i[3] = -1;
-        n->i[4] = -1;
+        n->i[3] = n->i[4] = n->i[6] = n->i[7] = -1;
+        n->i[5] = ran_cudnn;
+        n->f[0] = eps;
         ad_save(n, x);
-        ad_save(n, mean);
-        ad_save(n, invstd);
+        ad_save(n, stats);
         if (gamma) { n->i[3] = n->n_saved; ad_save(n, gamma); }
         if (relu) { n->i[4] = n->n_saved; ad_save(n, y); }
+        if (ran_cudnn) { n->i[6] = n->n_saved; ad_save(n, beta); }
+        if (reserve) { n->i[7] = n->n_saved; ad_save(n, reserve); }
     }
-    tensor_release(mean);
-    tensor_release(invstd);
+    tensor_release(stats);
+    tensor_release(reserve);
     return y;
 }

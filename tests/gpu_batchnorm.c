@@ -1,6 +1,8 @@
 /* gpu_batchnorm.c — the CUDA batch norm launchers (ops/batchnorm.h) against
  * their CPU references, for f32, f16 and bf16 activations, and the tensor op
- * on a CUDA context against the same op on the CPU.
+ * on a CUDA context against the same op on the CPU (in training the CUDA op
+ * runs cuDNN unless CTRAIN_BN=own; tests/gpu_bn_op_cudnn.c compares the two
+ * paths directly).
  *
  * Each case: random inputs rounded to the storage dtype (quantize), with a
  * per-channel scale and offset so every channel has its own statistics;

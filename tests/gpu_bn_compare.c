@@ -105,28 +105,6 @@ static void expect(const char *name, const void *d, const float *ref, size_t n, 
     free(got);
 }
 
-/* Like check_close, but passes with up to max_bad elements out of
- * tolerance (reported with CHECK_VERBOSE): for ReLU-mask edge cases. */
-static int check_close_most(const char *name, const float *got, const float *ref, size_t n,
-                            double atol, double rtol, size_t max_bad)
-{
-    size_t bad = 0, worst = 0;
-    double worst_excess = -1.0;
-    for (size_t i = 0; i < n; i++) {
-        double g = got[i], r = ref[i];
-        double excess = (isnan(g) || isnan(r)) ? INFINITY : fabs(g - r) - (atol + rtol * fabs(r));
-        if (excess > 0) bad++;
-        if (excess > worst_excess) { worst_excess = excess; worst = i; }
-    }
-    int ok = bad <= max_bad;
-    if (getenv("CHECK_VERBOSE") && bad)
-        printf("       %s: %zu of %zu elements out of tolerance (allowed %zu)\n", name, bad, n,
-               max_bad);
-    return check_true(name, ok, "%zu of %zu elements out of tolerance (allowed %zu); worst at "
-                      "[%zu]: got %.8g ref %.8g", bad, n, max_bad, worst, (double)got[worst],
-                      (double)ref[worst]);
-}
-
 /* relative-norm tolerance for the parameter gradients (sums over M rows) */
 static double sums_rel(DType dt) { return dt == DT_F32 ? 3e-5 : 5e-4; }
 /* relative-norm tolerance for dx / dz */
