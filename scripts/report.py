@@ -4,17 +4,20 @@
   report.py A.json B.jsonl ... [--baseline ENGINE_OR_LABEL_OR_FILE]
             [--out report.md] [--plots DIR] [--label FILE=NAME] [--ignore-layout]
 
-Inputs: `ctrain bench --json` files (schema "ctrain-bench/1": machine,
-results, ceilings) and JSON-lines files from scripts/torch_bench.py (one
-result per line, same field names). Any number of each: several cards,
-engines, modes (eager / compile / graph).
+Inputs: files of schema "ctrain-bench/1" (machine, results, ceilings,
+notes), written by `ctrain bench --json` and by scripts/torch_bench.py
+--json (engine "pytorch <version>", "+ compile" when compiled), and the
+older JSON-lines files of torch_bench.py (one result per line, same field
+names). Any number of each: several cards, engines, modes (eager / compile /
+graph).
 
 A *source* is one engine + mode on one card (from one file). Results are
 grouped by config (model, precision, batch, seq or image size, and layout
 unless --ignore-layout); the table has, per source, samples/s, peak memory
 and MFU, and for every source but the baseline its throughput ratio against
 the baseline. The baseline is the first source unless --baseline names a file,
-a source label or an engine ("pytorch" picks its first source).
+a source label or an engine ("pytorch" picks its first source, whatever
+its version; an eager one first).
 
 A figure that was not measured is shown as "–", never as 0. MFU is the
 source's own `mfu_peak` when it has one; otherwise (PyTorch) it is computed
@@ -49,7 +52,7 @@ def _num(v):
 
 
 def read_file(path):
-    """-> list of (record, machine, ceilings) from one input file."""
+    """-> list of (record, machine, ceilings, notes) from one input file."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
     out = []
@@ -61,9 +64,10 @@ def read_file(path):
     if isinstance(doc, dict) and "results" in doc:
         machine = doc.get("machine") or {}
         ceilings = doc.get("ceilings") or []
+        notes = [n for n in doc.get("notes") or [] if isinstance(n, str)]
         for r in doc.get("results") or []:
             if isinstance(r, dict):
-                out.append((r, machine, ceilings))
+                out.append((r, machine, ceilings, notes))
         return out
     if isinstance(doc, dict):
         doc = [doc]
@@ -82,7 +86,7 @@ def read_file(path):
                 continue
             if isinstance(r, dict) and "model" in r:   # skip non-result events
                 recs.append(r)
-    return [(r, {}, []) for r in fill_in(recs)]
+    return [(r, {}, [], []) for r in fill_in(recs)]
 
 
 def fill_in(recs):
@@ -118,9 +122,9 @@ def short_device(name):
 
 
 class Source:
-    def __init__(self, file, engine, mode, device, machine, ceilings):
+    def __init__(self, file, engine, mode, device, machine, ceilings, notes=()):
         self.file, self.engine, self.mode, self.device = file, engine, mode, device
-        self.machine, self.ceilings = machine, ceilings
+        self.machine, self.ceilings, self.notes = machine, ceilings, list(notes)
         self.results = {}          # config key -> record
         self.label = ""
 
@@ -163,7 +167,7 @@ def load(paths, labels, ignore_layout):
             sys.exit(f"report: cannot read {path}: {e.strerror}")
         if not rows:
             print(f"report: {path}: no results found", file=sys.stderr)
-        for r, machine, ceilings in rows:
+        for r, machine, ceilings, notes in rows:
             engine = str(r.get("engine") or "unknown")
             mode = r.get("mode") or None
             device = r.get("device") or machine.get("gpu_name") or ""
@@ -171,7 +175,7 @@ def load(paths, labels, ignore_layout):
             if key not in index:
                 if engine == "pytorch" and not machine:
                     machine = {"gpu_name": device, "torch": r.get("torch")}
-                index[key] = Source(path, engine, mode, device, machine, ceilings)
+                index[key] = Source(path, engine, mode, device, machine, ceilings, notes)
                 sources.append(index[key])
             src = index[key]
             ck = config_key(r, ignore_layout)
@@ -190,7 +194,7 @@ def load(paths, labels, ignore_layout):
     for s in sources:
         base = labels.get(s.file) or labels.get(os.path.basename(s.file))
         if not base:
-            base = s.engine + (f" {s.mode}" if s.mode else "")
+            base = s.engine + mode_suffix(s.engine, s.mode)
             if len(devices) > 1 and s.device:
                 base += f" @ {short_device(s.device)}"
         elif s.mode and sum(1 for t in sources if t.file == s.file) > 1:
@@ -206,6 +210,17 @@ def load(paths, labels, ignore_layout):
     return sources
 
 
+def mode_suffix(engine, mode):
+    """" eager", or nothing when the engine names the mode already
+    ("pytorch 2.11.0 compile" + "compile"; "compile:max-autotune" -> " max-autotune")."""
+    if not mode:
+        return ""
+    head, _, tail = mode.partition(":")
+    if head in engine.split():
+        return f" {tail}" if tail else ""
+    return f" {mode}"
+
+
 def pick_baseline(sources, want):
     if not want:
         return sources[0]
@@ -215,7 +230,8 @@ def pick_baseline(sources, want):
     for s in sources:
         if os.path.basename(s.file) == want or s.label.lower() == want.lower():
             return s
-    by_engine = [s for s in sources if s.engine.lower() == want.lower()]
+    by_engine = [s for s in sources if s.engine.lower() == want.lower()
+                 or (s.engine.split() or [""])[0].lower() == want.lower()]
     if by_engine:
         eager = [s for s in by_engine if (s.mode or "eager") == "eager"]
         return (eager or by_engine)[0]
@@ -348,6 +364,7 @@ def build_report(sources, base, configs, plot_note, plot_files, out_dir, title):
 
     # Details: everything else a result measured, one row per config and source.
     cols = [("ms/step", lambda s, k, r: fmt(_num(r.get("ms_per_step")), ".2f")),
+            ("reserved GiB", lambda s, k, r: fmt_gib(_num(r.get("peak_mem_reserved_bytes")))),
             ("samples/s min–max", lambda s, k, r: (
                 f"{fmt_sps(_num(r.get('samples_per_s_min')))}–{fmt_sps(_num(r.get('samples_per_s_max')))}"
                 if _num(r.get("samples_per_s_min")) is not None else DASH)),
@@ -422,6 +439,16 @@ def build_report(sources, base, configs, plot_note, plot_files, out_dir, title):
     L.append(md_table(["source", "GPU", "GiB", "driver", "CUDA", "cuDNN", "cuBLAS", "torch",
                        "ctrain revision", "date", "file"], mrows, 11))
     L.append("")
+
+    # What each source says about how it measured (torch_bench.py's notes).
+    noted = [s for s in sources if s.notes]
+    if noted:
+        L += ["## Notes", ""]
+        for s in noted:
+            L.append(f"**{s.label}**")
+            L.append("")
+            L += [f"- {n}" for n in s.notes]
+            L.append("")
 
     if plot_note:
         L += [f"_{plot_note}_", ""]

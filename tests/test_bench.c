@@ -9,7 +9,13 @@
  *     becomes an "out of memory" row and the next config still runs;
  *   - a short --soak writes its CSV and a summary into the JSON;
  *   - bad options end with a message and a hint; `ctrain report` merges the
- *     file (when python3 is installed).
+ *     file (when python3 is installed);
+ *   - scripts/torch_bench.py (PyTorch's side, run on a GPU machine) is
+ *     checked without torch: its --dry-run lists the same configs as
+ *     `ctrain bench --list` (same steps, warm-up, layout and FLOPs per
+ *     sample, to the last digit) for the default, the quick and a narrowed
+ *     suite; its --self-test (fake children, made-up figures) passes; and
+ *     `ctrain report` puts the self-test's rows beside ctrain's configs.
  * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
  */
 #include <stdlib.h>
@@ -315,6 +321,98 @@ static void test_soak(const char *dir)
                "soak summary missing or wrong in %s", json);
 }
 
+/* ---- scripts/torch_bench.py against ctrain bench, without torch. */
+
+static int same_str(const J *a, const J *b, const char *key)
+{
+    return !strcmp(jtext(a, key), jtext(b, key));
+}
+
+static int same_num(const J *a, const J *b, const char *key, double tol)
+{
+    double x = jnum(a, key), y = jnum(b, key);
+    if (isnan(x) || isnan(y)) return isnan(x) && isnan(y);   /* both absent */
+    return x == y || fabs(x - y) <= tol * fabs(y);
+}
+
+/* --dry-run and --list with the same arguments: the same configs in the same order. */
+static void torch_same_suite(const char *dir, const char *name, const char *args)
+{
+    char cmd[1500], out[16384], a[512], b[512], what[96];
+    snprintf(a, sizeof a, "%s/list.json", dir);
+    snprintf(b, sizeof b, "%s/dry.json", dir);
+    snprintf(cmd, sizeof cmd, "%s bench --list %s --json %s 2>&1", bin(), args, a);
+    int st = run(cmd, out, sizeof out);
+    snprintf(what, sizeof what, "torch.%s.list", name);
+    check_true(what, st == 0, "exit %d: %s", st, out);
+    snprintf(cmd, sizeof cmd, "python3 scripts/torch_bench.py --dry-run %s --json %s 2>&1", args, b);
+    st = run(cmd, out, sizeof out);
+    snprintf(what, sizeof what, "torch.%s.dry_run", name);
+    check_true(what, st == 0, "exit %d: %s", st, out);
+    J *ca = jparse_file(a);
+    J *ra = jget(ca, "results");
+    int na = ra && ra->t == J_ARR ? ra->n : -1;
+    J *cb = jparse_file(b);   /* the reader's buffer is static: parse a first, then b */
+    J *rb = jget(cb, "results");
+    int nb = rb && rb->t == J_ARR ? rb->n : -1;
+    snprintf(what, sizeof what, "torch.%s.count", name);
+    if (!check_true(what, na > 0 && na == nb, "ctrain lists %d configs, torch_bench %d", na, nb)) return;
+    snprintf(what, sizeof what, "torch.%s.schema", name);
+    check_true(what, !strcmp(jtext(cb, "schema"), "ctrain-bench/1"), "schema '%s'", jtext(cb, "schema"));
+    int bad = 0;
+    for (int i = 0; i < na; i++) {
+        const J *x = ra->items[i], *y = rb->items[i];
+        static const char *strs[] = {"model", "precision", "layout"};
+        static const char *nums[] = {"batch", "seq", "image_size", "steps", "warmup"};
+        int ok = !strncmp(jtext(y, "engine"), "pytorch", 7);
+        for (int k = 0; k < 3; k++) ok &= same_str(x, y, strs[k]);
+        for (int k = 0; k < 5; k++) ok &= same_num(x, y, nums[k], 0);
+        ok &= isfinite(jnum(y, "flops_per_sample")) && same_num(x, y, "flops_per_sample", 1e-12);
+        if (!ok && bad++ < 3)
+            printf("  config %d: ctrain %s %s bs %g seq %g img %g steps %g warmup %g flops %.17g; torch_bench "
+                   "(%s) %s %s bs %g seq %g img %g steps %g warmup %g flops %.17g\n", i, jtext(x, "model"),
+                   jtext(x, "precision"), jnum(x, "batch"), jnum(x, "seq"), jnum(x, "image_size"),
+                   jnum(x, "steps"), jnum(x, "warmup"), jnum(x, "flops_per_sample"), jtext(y, "engine"),
+                   jtext(y, "model"), jtext(y, "precision"), jnum(y, "batch"), jnum(y, "seq"),
+                   jnum(y, "image_size"), jnum(y, "steps"), jnum(y, "warmup"), jnum(y, "flops_per_sample"));
+    }
+    snprintf(what, sizeof what, "torch.%s.same_configs", name);
+    check_true(what, bad == 0, "%d of %d configs differ", bad, na);
+}
+
+static void test_torch_bench(const char *dir)
+{
+    if (system("python3 -c 'import json' >/dev/null 2>&1") != 0) {
+        printf("  (python3 not found: scripts/torch_bench.py not tested)\n");
+        return;
+    }
+    torch_same_suite(dir, "default", "");
+    torch_same_suite(dir, "quick", "--quick");
+    torch_same_suite(dir, "narrowed",
+                     "--models resnet18,resnet34,resnet101,resnet152,bert-tiny,bert-mini,bert-small,bert-medium "
+                     "--precision fp16,tf32 --batch 8,3 --seq 64,256,2 --image-size 160 --steps 7 --warmup 2 "
+                     "--time-limit 3");
+
+    /* the self-test: fork, pipe, NVML summary, OOM and crash rows, JSON, with fake children */
+    char cmd[2200], out[16384], list[512], self[512];
+    snprintf(self, sizeof self, "%s/selftest.json", dir);
+    snprintf(cmd, sizeof cmd, "python3 scripts/torch_bench.py --self-test --json %s 2>&1", self);
+    int st = run(cmd, out, sizeof out);
+    check_true("torch.self_test", st == 0 && strstr(out, "self-test: ") && strstr(out, " 0 failed"), "exit %d: %s",
+               st, out);
+
+    /* ctrain report: the self-test's rows (the quick suite's configs) beside ctrain's */
+    snprintf(list, sizeof list, "%s/quick.json", dir);
+    snprintf(cmd, sizeof cmd, "%s bench --list --quick --json %s >/dev/null 2>&1 && %s report %s %s 2>&1", bin(),
+             list, bin(), list, self);
+    st = run(cmd, out, sizeof out);
+    int rows = 0;
+    for (const char *p = out; (p = strstr(p, "\n| ")); p++)
+        rows += !strncmp(p + 3, "resnet50 | ", 11) || !strncmp(p + 3, "bert-large | ", 13);
+    check_true("torch.report", st == 0 && rows == 6 && strstr(out, "OOM") && strstr(out, "self-test (fake figures"),
+               "exit %d, %d config rows (want 6: the two files' configs side by side): %s", st, rows, out);
+}
+
 static void expect_error(const char *name, const char *args, const char *want)
 {
     char cmd[1024], out[4096];
@@ -331,6 +429,8 @@ int main(void)
     test_cpu_suite(dir);
     test_oom_row(dir);
     test_soak(dir);
+    test_torch_bench(dir);
+    expect_error("bench.list_and_max_batch", "bench --list --max-batch", "--list shows the throughput suite");
     expect_error("bench.bad_flag", "bench --bogus 1", "unknown option '--bogus'");
     expect_error("bench.bad_model", "bench --models vgg", "unknown model 'vgg'");
     expect_error("bench.bad_precision", "bench --precision fp8", "--precision: 'fp8'");

@@ -52,6 +52,7 @@ typedef struct BenchOptions {
     Device device;
     int device_id;
     int max_batch;
+    int list;                       /* --list: print and write the suite, measure nothing */
     double soak_s;
     char soak_csv[512];
     int soak_every;
@@ -80,6 +81,9 @@ static void usage(void)
            "                       'both' runs every config eager and with graphs)\n"
            "  --device D           cpu | cuda | cuda:N (default: cuda when a GPU is found, else a CPU\n"
            "                       bench of small configs)\n"
+           "  --list               print the configs the suite would run (steps, warm-up, FLOPs per\n"
+           "                       sample) and write them to --json, unmeasured; no device is touched\n"
+           "                       (the GPU suite unless --device cpu)\n"
            "other modes\n"
            "  --max-batch          the largest batch that fits, for each model and precision given\n"
            "                       (default resnet50 bf16), without and with --recompute all\n"
@@ -149,6 +153,7 @@ static void parse_options(BenchOptions *o, int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); exit(0); }
         if (!strcmp(a, "--quick")) { o->quick = 1; continue; }
         if (!strcmp(a, "--max-batch")) { o->max_batch = 1; continue; }
+        if (!strcmp(a, "--list")) { o->list = 1; continue; }
         if (strncmp(a, "--", 2) != 0) bench_fail("unexpected argument '%s'", a, "");
         if (i + 1 >= argc) bench_fail("%s needs a value", a, "");
         const char *v = argv[++i];
@@ -207,6 +212,8 @@ static void parse_options(BenchOptions *o, int argc, char **argv)
         }
     }
     if (o->max_batch && o->soak_s > 0) bench_fail("--max-batch and --soak: choose one", "", "");
+    if (o->list && (o->max_batch || o->soak_s > 0))
+        bench_fail("--list shows the throughput suite: drop %s", o->max_batch ? "--max-batch" : "--soak", "");
 }
 
 double bench_parse_duration(const char *s)
@@ -428,6 +435,36 @@ static void print_header(const BenchSession *s, const BenchOptions *o, int gpu, 
 
 /* ---- The command. */
 
+/* --list: the suite's configs, unmeasured (scripts/torch_bench.py --dry-run
+ * writes the same rows: its self-check compares the two files). Nothing
+ * here touches CUDA or NVML, so the machine block stays empty. */
+static int list_suite(BenchSession *s, const BenchOptions *o)
+{
+    int gpu = !(o->device_set && o->device == DEV_CPU);
+    s->probe.machine.gpu_memory_bytes = -1;   /* unknown: absent from the JSON */
+    s->probe.machine.gpu_count = -1;
+    BenchConfig *cfgs;
+    int n = build_suite(o, !gpu, &cfgs);
+    printf("ctrain bench --list: the %s suite, %d config%s (nothing is measured)\n", gpu ? "GPU" : "CPU", n,
+           n == 1 ? "" : "s");
+    printf("%-40s %6s %6s %16s\n", "config", "warmup", "steps", "GFLOP/sample");
+    for (int i = 0; i < n; i++) {
+        char label[96];
+        BenchRow row;
+        bench_row_init(&row, &cfgs[i]);
+        row.r.steps = cfgs[i].steps;
+        row.r.flops_per_sample = bench_config_flops(&cfgs[i]);
+        if (!(row.r.flops_per_sample > 0)) row.r.flops_per_sample = NAN;
+        printf("%-40s %6d %6d %16.4f\n", bench_config_label(&cfgs[i], label, sizeof label), cfgs[i].warmup,
+               cfgs[i].steps, row.r.flops_per_sample / 1e9);
+        bench_session_add(s, &row);
+    }
+    bench_session_write_json(s);
+    if (s->json_path[0]) printf("wrote %s\n", s->json_path);
+    free(cfgs);
+    return 0;
+}
+
 static int run_suite(BenchSession *s, const BenchOptions *o, int gpu)
 {
     BenchConfig *cfgs;
@@ -472,6 +509,11 @@ int cmd_bench(int argc, char **argv)
                           o.json_path, strerror(errno));
         fclose(f);
         if (!existed) unlink(o.json_path);
+    }
+    if (o.list) {
+        int rc = list_suite(&s, &o);
+        free(s.rows);
+        return rc;
     }
     int gpu = session_probe(&s, &o, !o.max_batch && o.soak_s <= 0);
     int rc;

@@ -1,9 +1,12 @@
 /* bench_json.h — the benchmark's JSON file: one file per run, schema
- * "ctrain-bench/1", read by scripts/report.py together with the JSON lines of
- * scripts/torch_bench.py (the fields they share have the same names and
- * units: engine, mode, model, precision, batch, seq, image_size, layout,
- * steps, warmup, samples_per_s, samples_per_s_min, samples_per_s_max,
- * ms_per_step, peak_mem_bytes, final_loss, error).
+ * "ctrain-bench/1", read by scripts/report.py (`ctrain report`). Two engines
+ * write it: `ctrain bench --json` and scripts/torch_bench.py --json
+ * (PyTorch, engine "pytorch <version>" or "pytorch <version> compile", the
+ * same suite measured the same way). torch_bench.py adds what only it has:
+ * machine.torch / torchvision / transformers (versions), a result's
+ * peak_mem_reserved_bytes (the caching allocator's reserved peak beside
+ * peak_mem_bytes, its allocated peak) and a top-level "notes" list (how it
+ * measured); report.py shows them, and older torch_bench.py JSON lines.
  *
  *   {"schema": "ctrain-bench/1",
  *    "command": "ctrain bench ...",

@@ -1,4 +1,4 @@
-/* report.c — `ctrain report A.json B.jsonl ...`: merge benchmark runs into a
+/* report.c — `ctrain report A.json B.json ...`: merge benchmark runs into a
  * markdown table (and plots) by running scripts/report.py with the same
  * arguments. The script is looked for in $CTRAIN_SCRIPTS, next to the binary
  * (build/ctrain -> scripts/ in the checkout), and in ./scripts.
@@ -48,8 +48,9 @@ int cmd_report(int argc, char **argv)
     if (argc == 0 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
         printf("usage: ctrain report A.json [B.jsonl ...] [--baseline ENGINE|LABEL|FILE] [--out report.md]\n"
                "                    [--plots DIR] [--label FILE=NAME] [--ignore-layout] [--title T]\n\n"
-               "Merges `ctrain bench --json` files and scripts/torch_bench.py JSON lines into one\n"
-               "markdown table (per config: samples/s, peak memory, MFU, ratio to the baseline),\n"
+               "Merges `ctrain bench --json` and scripts/torch_bench.py --json files (and older\n"
+               "torch_bench.py JSON lines) into one markdown table (per config: samples/s, peak\n"
+               "memory, MFU, ratio to the baseline),\n"
                "with plots when matplotlib is installed. Runs python3 scripts/report.py.\n");
         return argc == 0 ? 1 : 0;
     }
