@@ -10,8 +10,14 @@
  *
  * Saved for the backward: x, mean and invstd (f32 [C], batch or running
  * statistics), gamma (when given) and y (with ReLU: the mask is y > 0).
+ *
+ * Sync batch norm: when training with a context that has an all-reduce
+ * (ctx->bn_allreduce, --sync-bn on several GPUs) the statistics and the
+ * backward's per-channel means cover every rank's batch
+ * (ops/batchnorm_sync.h); node i[5] remembers that the forward synced.
  */
 #include "batchnorm.h"
+#include "batchnorm_sync.h"
 
 #include "../engine/autograd.h"
 #include "../engine/mem.h"
@@ -55,6 +61,14 @@ static void batchnorm_backward(Ctx *c, Node *n)
     if (!dx && !dg && !db && !dz) return;
     CT_ASSERT(!dg || dg->dtype == DT_F32, "batchnorm: the gamma gradient must be f32");
     CT_ASSERT(!db || db->dtype == DT_F32, "batchnorm: the beta gradient must be f32");
+    if (training && n->i[5]) {
+        batchnorm_sync_backward(c, dx, dz, dg ? (float *)dg->data : NULL,
+                                db ? (float *)db->data : NULL, dy, x, y, (const float *)mean->data,
+                                (const float *)invstd->data,
+                                gamma ? (const float *)gamma->data : NULL, relu, acc_x, acc_z,
+                                acc_g, acc_b);
+        return;
+    }
     /* the kernels take one accumulate flag for dgamma and dbeta: when one is
      * fresh and the other accumulates, zero the fresh one and add into both */
     int acc_p = dg ? acc_g : acc_b;
@@ -117,6 +131,7 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
     /* PyTorch: batch statistics when training, or when there are no running
      * statistics to use */
     int batch_stats = training || !running_mean;
+    int sync = training && c->bn_allreduce != NULL;
     if (batch_stats && M < 2)
         ct_fatal_hint("use a batch of at least 2 samples (or larger feature maps), or run the "
                       "model in eval mode",
@@ -143,9 +158,11 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
         if (batch_stats) {
             size_t sbytes = batchnorm_scratch_bytes(M, C);
             void *scratch = mem_alloc(c, sbytes);
-            batchnorm_stats_cuda(pm, pi, rm, rv, nbt, x->data, x->dtype, momentum, eps, M, C,
-                                 scratch, sbytes, c->stream);
+            batchnorm_stats_cuda(pm, pi, sync ? NULL : rm, sync ? NULL : rv, sync ? NULL : nbt,
+                                 x->data, x->dtype, momentum, eps, M, C, scratch, sbytes,
+                                 c->stream);
             mem_free(c, scratch, sbytes);
+            if (sync) batchnorm_sync_stats(c, pm, pi, rm, rv, nbt, momentum, eps, M, C);
         } else {
             batchnorm_eval_stats_cuda(pm, pi, (const float *)running_mean->data,
                                       (const float *)running_var->data, eps, C, c->stream);
@@ -155,7 +172,10 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
 #endif
     } else {
         F32View vx = f32_view(x, 1), vz = f32_view(z, 1), vy = f32_view(y, 0);
-        if (batch_stats)
+        if (batch_stats && sync) {
+            batchnorm_stats_cpu(pm, pi, NULL, NULL, NULL, vx.p, momentum, eps, M, C);
+            batchnorm_sync_stats(c, pm, pi, rm, rv, nbt, momentum, eps, M, C);
+        } else if (batch_stats)
             batchnorm_stats_cpu(pm, pi, rm, rv, nbt, vx.p, momentum, eps, M, C);
         else
             batchnorm_eval_stats_cpu(pm, pi, (const float *)running_mean->data,
@@ -170,6 +190,7 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
         n->i[1] = relu;
         n->i[3] = -1;
         n->i[4] = -1;
+        n->i[5] = sync;
         ad_save(n, x);
         ad_save(n, mean);
         ad_save(n, invstd);

@@ -12,6 +12,7 @@
 #include "../engine/mem.h"
 #include "../engine/params.h"
 #include "checkpoint.h"
+#include "dist.h"
 
 void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o, long total_steps)
 {
@@ -49,11 +50,13 @@ void trainer_step(Trainer *t)
     for (int k = 0; k < t->accum; k++, t->micro++) {
         t->feed->next(t->feed, c, (uint64_t)(t->micro / per_epoch), (uint32_t)(t->micro % per_epoch));
         Tensor *loss = model_loss(c, m, t->feed->in, t->label_smoothing, NULL);
+        dist_backward_begin(t->dist, k == t->accum - 1);   /* [dist] last micro-batch all-reduces */
         if (sc->enabled) ad_backward_dev(c, loss, scaler_scale(sc), 1.0f / (float)t->accum);
         else ad_backward(c, loss, 1.0f / (float)t->accum);
         tensor_release(t->last_loss);
         t->last_loss = loss;
     }
+    dist_grads_ready(t->dist);   /* [dist] before unscale: an inf on any rank reaches all */
     scaler_unscale(sc, m->params.grad, m->params.total);
     if (t->clip > 0) scaler_clip(sc, m->params.grad, m->params.total, t->clip);
     optimizer_step(&t->opt, &m->params, t->lr, scaler_found_inf(sc));

@@ -5,6 +5,8 @@
  *       loss = model loss (ops record the tape; autocast picks dtypes)
  *       backward from d(loss) = scale / K (scale: the fp16 grad scaler's, on
  *       the device; 1 otherwise) -> gradients += into the one buffer
+ *       (multi-GPU: the last micro-batch's backward all-reduces the gradient
+ *       buckets as they complete; dist_grads_ready waits for them, train/dist.h)
  *   unscale + inf/nan check (fp16) -> clip (optional) -> optimizer (skips
  *   itself on the device flag) -> scaler update -> zero gradients
  *
@@ -43,6 +45,7 @@ typedef struct Trainer {
     long micro;              /* micro-batches fed */
     float lr;                /* the learning rate of the last step */
     Tensor *last_loss;       /* the last micro-batch's loss (device), kept until the next step */
+    struct Dist *dist;       /* multi-GPU: set by dist_attach (train/dist.h); NULL alone */
 } Trainer;
 
 /* Optimizer (o->optim, lr, momentum, ...), grad scaler (on exactly when the
