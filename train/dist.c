@@ -40,11 +40,20 @@ struct Dist {
 
 int dist_is_main(const Dist *d) { return !d || d->env.rank == 0; }
 
-int dist_launch_if_asked(const DistOptions *o, const char *cmd, int argc, char **argv, int *rc)
+int dist_launch_if_asked(const TrainOptions *t, const char *cmd, int argc, char **argv, int *rc)
 {
+    const DistOptions *o = &t->dist;
     if (o->gpus <= 1) return 0;
     DistEnv e;
     if (dist_env_read(&e)) return 0;   /* already a rank: --gpus is the launcher's business */
+#ifndef CTRAIN_CUDA
+    ct_fatal_hint("build ctrain with nvcc, cuDNN, cuBLAS and NCCL (make), or drop --gpus",
+                  "--gpus %d: this ctrain is a CPU-only build", o->gpus);
+#endif
+    if (t->device != DEV_CUDA)
+        ct_fatal_hint("drop --device cpu (each rank trains on its own GPU), or drop --gpus",
+                      "--gpus %d needs CUDA devices%s", o->gpus,
+                      ctx_cuda_available() ? "" : ", and none was found");
     char **av = (char **)calloc((size_t)argc + 3, sizeof *av);
     if (!av) ct_fatal("out of host memory");
     av[0] = (char *)"/proc/self/exe";

@@ -61,7 +61,7 @@ typedef struct Dist Dist;
 /* --gpus N (N > 1) in a process that is not a rank already: become the
  * launcher of N ranks running this same command ("train" or "bench-rank"
  * with argv); returns 1 with the exit status in *rc. 0: go on. */
-int dist_launch_if_asked(const DistOptions *o, const char *cmd, int argc, char **argv, int *rc);
+int dist_launch_if_asked(const TrainOptions *o, const char *cmd, int argc, char **argv, int *rc);
 
 /* NULL when this process trains alone. Otherwise this is a rank: reads the
  * environment, points o at this rank's GPU, and quiets the non-main ranks

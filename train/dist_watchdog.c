@@ -14,11 +14,13 @@
 
 #define WD_RING 64
 #define WD_POLL_MS 100
+#define WD_ABORT_S 5
 
 struct DistWatchdog {
     pthread_t thread;
     int rank, device, timeout_s;
     atomic_int stop, phase;                /* phase 0: set-up, 1: running */
+    atomic_int aborted;                    /* the communicators are aborted */
     atomic_llong setup_deadline_ms;
     ncclComm_t comm[2];
     cudaEvent_t ev[WD_RING];
@@ -33,14 +35,29 @@ static long long now_ms(void)
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+static void *abort_comms(void *arg)
+{
+    DistWatchdog *w = (DistWatchdog *)arg;
+    for (int i = 1; i >= 0; i--)
+        if (w->comm[i]) ncclCommAbort(w->comm[i]);
+    atomic_store(&w->aborted, 1);
+    return NULL;
+}
+
+/* Say why, abort the communicators (their kernels return; peers on network
+ * transports see the error), exit 1. The abort gets WD_ABORT_S seconds on a
+ * thread of its own: should it hang too, the process ends anyway. */
 static void die(DistWatchdog *w, const char *why, const char *hint)
 {
     fflush(stdout);
     fprintf(stderr, "ctrain: rank %d: %s\nhint: %s\n", w->rank, why, hint);
     fflush(stderr);
-    alarm(20);   /* should the abort hang as well, SIGALRM ends the process */
-    for (int i = 1; i >= 0; i--)
-        if (w->comm[i]) ncclCommAbort(w->comm[i]);
+    pthread_t t;
+    if (pthread_create(&t, NULL, abort_comms, w) == 0)
+        for (int i = 0; i < WD_ABORT_S * 10 && !atomic_load(&w->aborted); i++) {
+            struct timespec ts = {0, 100 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
     _exit(1);
 }
 

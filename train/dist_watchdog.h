@@ -9,7 +9,7 @@
  * long (a collective whose peer died or hangs). Either way the rank prints
  * "ctrain: rank R: <cause>" and a hint, aborts the communicators
  * (ncclCommAbort: the blocked kernels return, peers on sockets see the
- * error) and exits with status 1; an alarm ends it if the abort hangs too.
+ * error) and exits with status 1, after at most 5 s even if the abort hangs.
  *
  * Markers: watchdog_mark records an event on the compute stream (skipped
  * while the stream is being captured into a CUDA graph, where a record does

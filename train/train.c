@@ -117,7 +117,7 @@ int cmd_train(int argc, char **argv)
         ct_fatal_hint("drop --load: --resume restores the weights too",
                       "--resume and --load both set the starting weights");
     int launched_rc;
-    if (dist_launch_if_asked(&o.dist, "train", argc, argv, &launched_rc))   /* [dist] --gpus N */
+    if (dist_launch_if_asked(&o, "train", argc, argv, &launched_rc))   /* [dist] --gpus N */
         return launched_rc;
     Dist *dist = dist_setup(&o);   /* [dist] NULL alone; a rank: its GPU, rank 0 writes files */
     FILE *logf = NULL;
