@@ -4,7 +4,8 @@
 #   make test-gpu   build, then run the GPU tests (needs a CUDA device)
 #   make CUDA=0     CPU-only build, even where nvcc, cuDNN and cuBLAS exist
 #   make ARCH=90    build GPU code for one architecture only (faster dev builds)
-# The CUDA backend is built when nvcc, cuDNN and cuBLAS are found.
+# The CUDA backend is built when nvcc, cuDNN, cuBLAS and NCCL are found (NCCL:
+# multi-GPU data parallel, train/dist.h; the CPU-only build needs none of them).
 
 CC        ?= cc
 CUDA_HOME ?= /usr/local/cuda
@@ -15,8 +16,9 @@ ARCH      ?= 80 86 89 90
 
 CUDNN_H   := $(firstword $(wildcard $(CUDA_HOME)/include/cudnn.h /usr/include/cudnn.h /usr/include/x86_64-linux-gnu/cudnn.h))
 CUBLAS_H  := $(firstword $(wildcard $(CUDA_HOME)/include/cublasLt.h /usr/include/cublasLt.h))
+NCCL_H    := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h))
 ifeq ($(origin CUDA),undefined)
-  CUDA := $(if $(and $(NVCC),$(CUDNN_H),$(CUBLAS_H)),1,0)
+  CUDA := $(if $(and $(NVCC),$(CUDNN_H),$(CUBLAS_H),$(NCCL_H)),1,0)
 endif
 
 CFLAGS   ?= -O2 -g
@@ -34,7 +36,7 @@ ifeq ($(CUDA),1)
               -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-fPIC \
               $(foreach a,$(ARCH),-gencode=arch=compute_$(a),code=sm_$(a))
   LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
-              -lcudnn -lcublasLt -lcublas -lcudart -lstdc++
+              -lcudnn -lcublasLt -lcublas -lnccl -lcudart -lstdc++
 endif
 
 LIB_OBJS := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
@@ -50,7 +52,7 @@ TEST_GPU_BINS := $(TEST_GPU_SRCS:tests/%.c=$(BUILD)/tests/%)
 all: $(BIN) $(TEST_CPU_BINS) $(TEST_GPU_BINS)
 
 info-build:
-	@echo "CUDA=$(CUDA) NVCC=$(NVCC) cuDNN=$(CUDNN_H) cuBLASLt=$(CUBLAS_H) ARCH=$(ARCH)"
+	@echo "CUDA=$(CUDA) NVCC=$(NVCC) cuDNN=$(CUDNN_H) cuBLASLt=$(CUBLAS_H) NCCL=$(NCCL_H) ARCH=$(ARCH)"
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -75,7 +77,7 @@ test: $(BIN) $(TEST_CPU_BINS)
 	@sh tests/run.sh $(TEST_CPU_BINS)
 
 test-gpu: $(BIN) $(TEST_GPU_BINS)
-	@if [ "$(CUDA)" != 1 ]; then echo "make test-gpu: this build has no CUDA backend (nvcc, cuDNN or cuBLAS missing, or CUDA=0)"; exit 1; fi
+	@if [ "$(CUDA)" != 1 ]; then echo "make test-gpu: this build has no CUDA backend (nvcc, cuDNN, cuBLAS or NCCL missing, or CUDA=0)"; exit 1; fi
 	@python3 scripts/torch_parity.py resnet 50 8 224 $(BUILD)/parity/resnet50 || \
 	    echo "make test-gpu: could not write the PyTorch reference (python3 with torch, torchvision, safetensors needed); the parity test will fail"
 	@python3 scripts/torch_parity.py bert base 8 128 $(BUILD)/parity/bert-base || \

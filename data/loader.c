@@ -47,7 +47,8 @@ struct Loader {
     size_t img_floats;   /* S*S*3 */
     int chunk;
     uint32_t nb;         /* batches per epoch */
-    uint32_t *perm;      /* [N] order of the current epoch */
+    uint32_t *perm;      /* [N] order of the current epoch (this rank's share first) */
+    uint32_t n_epoch;    /* training samples an epoch visits: N, or N / world */
 
     pthread_mutex_t mu;
     pthread_cond_t work_cv;   /* workers: a slot was freed, an epoch started, quit */
@@ -123,7 +124,7 @@ static Slot *find_work(Loader *L)
         Slot *s = &L->slots[k];
         if (s->state != SLOT_FREE) continue;
         const uint32_t i = L->next_fill++, B = (uint32_t)L->cfg.batch;
-        const uint32_t first = i * B, n = L->src->n;
+        const uint32_t first = i * B, n = L->cfg.train ? L->n_epoch : L->src->n;
         s->b.n = (int)(n - first < B ? n - first : B);
         s->b.epoch = L->epoch;
         s->b.batch = i;
@@ -203,7 +204,10 @@ Loader *loader_init(const ImageSource *src, const LoaderConfig *cfg)
         L->cfg.free = default_free;
     }
     const uint32_t B = (uint32_t)cfg->batch, n = src->n;
-    L->nb = cfg->train ? n / B : (n + B - 1) / B;
+    if (!cfg->train || L->cfg.world < 1) { L->cfg.world = 1; L->cfg.rank = 0; }
+    CT_ASSERT(L->cfg.rank < L->cfg.world, "loader_init: rank %u of %u", L->cfg.rank, L->cfg.world);
+    L->n_epoch = shuffle_shard_count(n, L->cfg.world);
+    L->nb = cfg->train ? L->n_epoch / B : (n + B - 1) / B;
     if (L->nb == 0)
         ct_fatal_hint("use a smaller --batch, or more data", "the data set has %u samples, "
                       "fewer than one batch of %d (training drops incomplete batches)", n,
@@ -271,8 +275,10 @@ void loader_start(Loader *L, uint64_t epoch, uint32_t start_batch)
         L->slots[k].state = SLOT_FREE;
     }
     const uint32_t n = L->src->n;
-    if (L->cfg.train)
+    if (L->cfg.train) {
         shuffle_perm(L->perm, n, L->cfg.seed, epoch);
+        shuffle_shard(L->perm, n, L->cfg.rank, L->cfg.world);
+    }
     else
         for (uint32_t i = 0; i < n; i++) L->perm[i] = i;
     L->epoch = epoch;

@@ -4,7 +4,9 @@
  * device copy is asynchronous; tests: malloc).
  *
  * Order. Epoch e visits the samples in the order
- *   train:  perm = shuffle_perm(n, seed, e)  (data/shuffle.h)
+ *   train:  perm = shuffle_perm(n, seed, e)  (data/shuffle.h), and with
+ *           world > 1 only this rank's share, shuffle_shard(perm, rank, world)
+ *           (n becomes n / world: every rank has as many batches)
  *   eval:   0, 1, ..., n-1
  * and batch i of the epoch holds perm[i*B .. i*B + B). Training drops the
  * last incomplete batch (n / B batches); evaluation keeps it (ceil(n / B)
@@ -70,6 +72,8 @@ typedef struct {
     int slots;            /* K >= 2; 0: LOADER_DEFAULT_SLOTS */
     int train;            /* 1: shuffle, training transform, drop last; 0: eval */
     uint64_t seed;        /* shuffle and augmentation */
+    uint32_t rank, world; /* data parallel, train only: this rank's share of each epoch's
+                             permutation (shuffle_shard); world 0 or 1: all of it */
     LoaderAllocFn alloc;  /* NULL: malloc */
     LoaderFreeFn free;    /* NULL: free */
     void *alloc_user;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "data/shuffle.h"
+#include "engine/error.h"
 #include "engine/philox.h"
 #include "data/data_util.h"
 
@@ -239,11 +240,14 @@ int mlm_init(MlmBatcher *mb, const TextShard *shard, const MlmConfig *cfg, const
                         c->vocab_size);
     mb->shard = shard;
     mb->cfg = *c;
+    mb->rank = 0;
+    mb->world = 1;
     mb->stream_len = shard->n_tokens + shard->n_docs;
     mb->n_seq = (mb->stream_len + (uint64_t)(c->T - 2)) / (uint64_t)(c->T - 1);
     if (mb->n_seq > UINT32_MAX)
         return data_fail(err, errlen, -1, "%llu sequences: more than an epoch permutation holds; "
                         "split the shard", (unsigned long long)mb->n_seq);
+    mb->n_local = mb->n_seq;
     mb->rand_ids = malloc(c->vocab_size * sizeof *mb->rand_ids);
     mb->perm = malloc(mb->n_seq * sizeof *mb->perm);
     if (!mb->rand_ids || !mb->perm) {
@@ -269,9 +273,24 @@ void mlm_free(MlmBatcher *mb)
     memset(mb, 0, sizeof *mb);
 }
 
+void mlm_set_shard(MlmBatcher *mb, uint32_t rank, uint32_t world)
+{
+    if (world < 1) world = 1;
+    CT_ASSERT(rank < world, "mlm_set_shard: rank %u of %u", rank, world);
+    uint64_t k = shuffle_shard_count((uint32_t)mb->n_seq, world);
+    if (k == 0)
+        ct_fatal_hint("use a longer corpus, a shorter --seq or fewer GPUs",
+                      "the shard packs into %llu sequences, fewer than the %u ranks",
+                      (unsigned long long)mb->n_seq, world);
+    mb->rank = rank;
+    mb->world = world;
+    mb->n_local = k;
+    mb->perm_valid = 0;
+}
+
 uint64_t mlm_batches_per_epoch(const MlmBatcher *mb)
 {
-    return (mb->n_seq + (uint64_t)mb->cfg.B - 1) / (uint64_t)mb->cfg.B;
+    return (mb->n_local + (uint64_t)mb->cfg.B - 1) / (uint64_t)mb->cfg.B;
 }
 
 void mlm_batch(MlmBatcher *mb, MlmBatch *out, uint64_t epoch, uint64_t step)
@@ -279,12 +298,13 @@ void mlm_batch(MlmBatcher *mb, MlmBatch *out, uint64_t epoch, uint64_t step)
     const MlmConfig *c = &mb->cfg;
     if (!mb->perm_valid || mb->perm_epoch != epoch) {
         shuffle_perm(mb->perm, (uint32_t)mb->n_seq, c->seed, epoch);
+        shuffle_shard(mb->perm, (uint32_t)mb->n_seq, mb->rank, mb->world);
         mb->perm_epoch = epoch;
         mb->perm_valid = 1;
     }
     int T = c->T;
     for (int b = 0; b < c->B; b++) {
-        uint64_t seq = mb->perm[(step * (uint64_t)c->B + (uint64_t)b) % mb->n_seq];
+        uint64_t seq = mb->perm[(step * (uint64_t)c->B + (uint64_t)b) % mb->n_local];
         int32_t *ids = out->input_ids + (size_t)b * T, *attn = out->attention_mask + (size_t)b * T;
         mlm_pack(mb, ids, attn, seq);
         mlm_mask(ids, out->labels + (size_t)b * T, T, c, mb->rand_ids, mb->n_rand, epoch, seq);
@@ -296,16 +316,22 @@ void mlm_batch(MlmBatcher *mb, MlmBatch *out, uint64_t epoch, uint64_t step)
 
 void mlm_synthetic_batch(MlmBatch *out, const MlmConfig *cfg, uint64_t step)
 {
+    mlm_synthetic_rows(out, cfg, step, 0);
+}
+
+void mlm_synthetic_rows(MlmBatch *out, const MlmConfig *cfg, uint64_t step, uint32_t first_row)
+{
     int T = cfg->T;
     uint32_t nr = n_nonspecial(cfg);
     for (int b = 0; b < out->B; b++) {
         int32_t *ids = out->input_ids + (size_t)b * T;
-        Rng r = {cfg->seed, (uint32_t)b, (uint32_t)step, SYN_TAG, 0, 0, {0}};
+        uint32_t row = first_row + (uint32_t)b;   /* the row's draws depend on its global index */
+        Rng r = {cfg->seed, row, (uint32_t)step, SYN_TAG, 0, 0, {0}};
         ids[0] = cfg->cls_id;
         for (int t = 1; t < T - 1; t++)
             ids[t] = (int32_t)nonspecial(cfg, below(rng_u32(&r, (uint32_t)t), nr ? nr : 1));
         ids[T - 1] = cfg->sep_id;
-        mlm_mask(ids, out->labels + (size_t)b * T, T, cfg, NULL, 0, step, (uint64_t)b);
+        mlm_mask(ids, out->labels + (size_t)b * T, T, cfg, NULL, 0, step, (uint64_t)row);
         for (int t = 0; t < T; t++) {
             out->token_type_ids[(size_t)b * T + t] = 0;
             out->attention_mask[(size_t)b * T + t] = 1;

@@ -31,6 +31,9 @@
  * seed, e) (data/shuffle.h); batch b of the epoch holds positions
  * [b B, (b+1) B) of it, wrapping to the start of the same permutation for
  * the last batch, so every batch is full: batches_per_epoch = ceil(n_seq/B).
+ * Data parallel (mlm_set_shard): each rank keeps its share of the
+ * permutation (shuffle_shard: positions rank, rank + world, ...; n_seq /
+ * world of them) and batches it the same way, wrapping within its share.
  *
  * Outputs, row-major [B, T]:
  *   input_ids       i32   masked tokens
@@ -91,6 +94,8 @@ typedef struct {
     uint32_t *perm;              /* [n_seq] order of the cached epoch */
     uint64_t perm_epoch;
     int perm_valid;
+    uint32_t rank, world;        /* data parallel: this rank's share (world 1: all) */
+    uint64_t n_local;            /* sequences an epoch visits: n_seq / world */
 } MlmBatcher;
 
 /* Set up over an open shard (kept by pointer: keep it open). A batcher
@@ -102,6 +107,10 @@ typedef struct {
 int mlm_init(MlmBatcher *mb, const TextShard *shard, const MlmConfig *cfg, const Wordpiece *wp,
              char *err, size_t errlen);
 void mlm_free(MlmBatcher *mb);
+
+/* Take rank's share of every epoch (world ranks); fatal when a rank would
+ * get no sequence. Call after mlm_init, before the first batch. */
+void mlm_set_shard(MlmBatcher *mb, uint32_t rank, uint32_t world);
 
 uint64_t mlm_batches_per_epoch(const MlmBatcher *mb);
 
@@ -124,6 +133,10 @@ int mlm_mask(int32_t *ids, int32_t *labels, int T, const MlmConfig *cfg,
  * masked as above (the step standing for the epoch, the row for the
  * sequence), so the masking rate is the real one. */
 void mlm_synthetic_batch(MlmBatch *out, const MlmConfig *cfg, uint64_t step);
+/* The same with the rows first_row .. first_row + B - 1 of a larger batch:
+ * data-parallel rank r of a synthetic run makes rows r B .. r B + B - 1, so
+ * N ranks x B hold what one process with batch N B holds. */
+void mlm_synthetic_rows(MlmBatch *out, const MlmConfig *cfg, uint64_t step, uint32_t first_row);
 
 #ifdef __cplusplus
 }

@@ -37,3 +37,12 @@ void shuffle_perm(uint32_t *perm, uint32_t n, uint64_t seed, uint64_t epoch)
         perm[j] = t;
     }
 }
+
+uint32_t shuffle_shard(uint32_t *perm, uint32_t n, uint32_t rank, uint32_t world)
+{
+    if (world <= 1) return n;
+    uint32_t k = n / world;
+    /* reading index rank + j world >= j: a forward pass compacts in place */
+    for (uint32_t j = 0; j < k; j++) perm[j] = perm[rank + (uint64_t)j * world];
+    return k;
+}

@@ -32,6 +32,24 @@ extern "C" {
 /* perm [n] = the permutation of 0..n-1 for (seed, epoch). */
 void shuffle_perm(uint32_t *perm, uint32_t n, uint64_t seed, uint64_t epoch);
 
+/* Data-parallel sampling (PyTorch's DistributedSampler with drop_last):
+ * every rank computes the same permutation, then keeps positions
+ *   rank, rank + world, rank + 2 world, ...
+ * of it, n / world of them, so the ranks' samples are disjoint, together
+ * cover all but the last n mod world positions, and every rank has the same
+ * count (the same number of steps). Batch b of rank r then holds global
+ * positions r + world (b B + i), i < B: the ranks' batches b together are
+ * exactly batch b of a single process with batch world x B, only in another
+ * row order (what makes N GPUs x B equal one GPU x N B).
+ * Compacts perm in place to its first n / world entries and returns that
+ * count; world <= 1 keeps all n. */
+uint32_t shuffle_shard(uint32_t *perm, uint32_t n, uint32_t rank, uint32_t world);
+/* The count shuffle_shard keeps: n / world (n when world <= 1). */
+static inline uint32_t shuffle_shard_count(uint32_t n, uint32_t world)
+{
+    return world > 1 ? n / world : n;
+}
+
 #ifdef __cplusplus
 }
 #endif

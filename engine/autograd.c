@@ -135,6 +135,9 @@ void ad_backward_from(Ctx *c, Tensor *out)
 {
     Tape *t = c->tape;
     (void)out;  /* its gradient is in place; the walk finds it via its node */
+    AdHook *h = c->bwd_hook;
+    int depth = ++c->bwd_depth;
+    if (h && h->begin) h->begin(h->user, t, depth);
     t->walking = 1;
     for (int k = t->n - 1; k >= 0; k--) {
         Node *n = &t->nodes[k];
@@ -146,10 +149,13 @@ void ad_backward_from(Ctx *c, Tensor *out)
                 n->out->grad = NULL;
             }
         }
+        if (h && h->node) h->node(h->user, n, depth);
         node_drop(n);
     }
     t->n = 0;
     t->walking = 0;
+    if (h && h->end) h->end(h->user, depth);
+    c->bwd_depth--;
 }
 
 void ad_tape_clear(Ctx *c)

@@ -18,6 +18,18 @@
  *
  * No-grad mode (ad_set_grad / ctx->grad_enabled = 0) records nothing: eval
  * and the recompute forward.
+ *
+ * Walk hook (ctx->bwd_hook, NULL: none): the walk tells an observer what it
+ * does, so data-parallel training (train/dist.h) can start all-reducing the
+ * parameter gradients that are final while the rest of backward runs.
+ *   begin(t, depth)  before walking tape t: depth 1 is the outer tape, 2+ a
+ *                    recompute segment's sub-tape (walked inside the
+ *                    "recompute" node's backward, whose own node call comes
+ *                    after its sub-walk has ended)
+ *   node(n, depth)   after node n's backward ran, or was skipped because its
+ *                    output got no gradient; n's inputs are still readable
+ *   end(depth)       after the walk of that tape
+ * The hook must not record nodes or walk tapes itself.
  */
 #ifndef CTRAIN_AUTOGRAD_H
 #define CTRAIN_AUTOGRAD_H
@@ -45,6 +57,13 @@ struct Node {
     int n_saved;
     float f[8];                     /* small op params */
     int64_t i[8];
+};
+
+struct AdHook {
+    void (*begin)(void *user, const Tape *t, int depth);
+    void (*node)(void *user, const Node *n, int depth);
+    void (*end)(void *user, int depth);
+    void *user;
 };
 
 struct Tape {

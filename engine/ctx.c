@@ -54,6 +54,7 @@ void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed)
     c->grad_enabled = 1;
     c->autocast = DT_F32;
     c->seed = seed;
+    c->dp_world = 1;
     c->tape = tape_new();
     if (dev == DEV_CPU) return;
 #ifdef CTRAIN_CUDA

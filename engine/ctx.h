@@ -29,6 +29,12 @@ extern "C" {
 typedef enum { DEV_CPU = 0, DEV_CUDA = 1 } Device;
 
 typedef struct Tape Tape;
+typedef struct AdHook AdHook;
+typedef struct Ctx Ctx;
+
+/* Average n floats in place over the data-parallel group (sync batch norm):
+ * queued on the context's stream, no host sync. */
+typedef void (*CtxAllReduceFn)(Ctx *c, float *buf, size_t n, void *user);
 
 typedef struct MemStats {
     size_t current;    /* bytes held by live allocations */
@@ -36,7 +42,7 @@ typedef struct MemStats {
     size_t n_allocs;   /* allocations made (a steady step makes the same number) */
 } MemStats;
 
-typedef struct Ctx {
+struct Ctx {
     Device device;
     int device_id;
     int grad_enabled;      /* record autograd nodes (0 in eval / no-grad) */
@@ -49,6 +55,12 @@ typedef struct Ctx {
     DType autocast;        /* DT_F32: off; DT_F16 / DT_BF16: matmuls run in it */
     uint64_t seed;         /* Philox key for dropout and init */
     uint64_t rng_offset;   /* next unused Philox counter block */
+    /* data parallel (train/dist.h sets these; one process: rank 0 of 1) */
+    int dp_rank, dp_world; /* this process's rank and the number of processes */
+    CtxAllReduceFn bn_allreduce;   /* non-NULL: batch norm syncs its statistics (--sync-bn) */
+    void *bn_allreduce_user;
+    AdHook *bwd_hook;      /* non-NULL: ad_backward_from reports its walk (engine/autograd.h) */
+    int bwd_depth;         /* tapes being walked: 1 in the outer walk, 2 in a recompute sub-tape */
 #ifdef CTRAIN_CUDA
     cudaStream_t stream;
     cublasLtHandle_t lt;
@@ -67,7 +79,7 @@ typedef struct Ctx {
     cudaMemPool_t pool;
     int32_t *dev_flags;    /* device error counters, read when the host syncs */
 #endif
-} Ctx;
+};
 
 /* Device from "cpu" / "cuda" / "cuda:N"; -1 when the text is not a device. */
 int ctx_parse_device(const char *s, Device *dev, int *id);

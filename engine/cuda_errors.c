@@ -1,11 +1,12 @@
 /* cuda_errors.c — library status codes in the libraries' own words, for the
- * CUDA_CHECK / CUBLAS_CHECK / CUDNN_CHECK macros of error.h. */
+ * CUDA_CHECK / CUBLAS_CHECK / CUDNN_CHECK / NCCL_CHECK macros of error.h. */
 #ifdef CTRAIN_CUDA
 #include "error.h"
 
 #include <cublas_api.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <nccl.h>
 
 const char *ct_cuda_status_string(int status)
 {
@@ -20,6 +21,11 @@ const char *ct_cublas_status_string(int status)
 const char *ct_cudnn_status_string(int status)
 {
     return cudnnGetErrorString((cudnnStatus_t)status);
+}
+
+const char *ct_nccl_status_string(int status)
+{
+    return ncclGetErrorString((ncclResult_t)status);
 }
 #else
 typedef int ct_cuda_errors_unused_; /* ISO C forbids an empty translation unit */

@@ -2,12 +2,22 @@
 #include "error.h"
 
 #include <stdarg.h>
+#include <string.h>
+
+static char msg_prefix[64];
+
+void ct_set_msg_prefix(const char *prefix)
+{
+    snprintf(msg_prefix, sizeof msg_prefix, "%s", prefix ? prefix : "");
+}
+
+const char *ct_msg_prefix(void) { return msg_prefix; }
 
 void ct_fatal_hint(const char *hint, const char *fmt, ...)
 {
     va_list ap;
     fflush(stdout);
-    fputs("ctrain: ", stderr);
+    fprintf(stderr, "ctrain: %s", msg_prefix);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
@@ -25,7 +35,7 @@ void ct_check_failed(const char *file, int line, const char *call,
                      const char *lib, const char *msg)
 {
     fflush(stdout);
-    fprintf(stderr, "ctrain: %s:%d: %s failed: %s: %s\n", file, line, call, lib,
+    fprintf(stderr, "ctrain: %s%s:%d: %s failed: %s: %s\n", msg_prefix, file, line, call, lib,
             msg ? msg : "(no message)");
     if (error_note) fprintf(stderr, "hint: %s\n", error_note);
     exit(1);

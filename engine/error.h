@@ -18,6 +18,11 @@
 extern "C" {
 #endif
 
+/* A prefix for every error and log message of this process ("rank 1: " in
+ * a multi-GPU run, so interleaved output says who spoke); "" by default. */
+void ct_set_msg_prefix(const char *prefix);
+const char *ct_msg_prefix(void);
+
 /* Print "ctrain: <msg>" (and "hint: <hint>" when hint is non-NULL), exit(1). */
 void ct_fatal_hint(const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));

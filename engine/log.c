@@ -1,6 +1,8 @@
 /* log.c — leveled logging; the level starts from $CTRAIN_LOG (default info). */
 #include "log.h"
 
+#include "error.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +34,7 @@ void log_msg(LogLevel l, const char *fmt, ...)
 {
     if (l > log_get_level()) return;
     va_list ap;
-    fprintf(stderr, "[%s] ", level_names[l]);
+    fprintf(stderr, "[%s] %s", level_names[l], ct_msg_prefix());
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);

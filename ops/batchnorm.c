@@ -146,26 +146,35 @@ void batchnorm_backward_cpu(float *dx, float *dz, float *dgamma, float *dbeta, c
         mg[c] = (float)(sg[c] / (double)M);
         mgx[c] = (float)(sgx[c] / (double)M);
     }
-    if (dx || dz) {
-#pragma omp parallel for schedule(static) if (M * C > 65536)
-        for (size_t m = 0; m < M; m++)
-            for (size_t c = 0; c < C; c++) {
-                size_t i = m * C + c;
-                float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
-                if (dx) {
-                    float k = (gamma ? gamma[c] : 1.0f) * invstd[c];
-                    float v;
-                    if (training) {
-                        float xhat = (x[i] - mean[c]) * invstd[c];
-                        v = k * (g - mg[c] - xhat * mgx[c]);
-                    } else {
-                        v = k * g;
-                    }
-                    dx[i] = accum_x ? dx[i] + v : v;
-                }
-                if (dz) dz[i] = accum_z ? dz[i] + g : g;
-            }
-    }
+    batchnorm_backward_dx_cpu(dx, dz, dy, x, y, mean, invstd, gamma, mg, mgx, training, relu, M,
+                              C, accum_x, accum_z);
     free(mg);
     free(s);
+}
+
+void batchnorm_backward_dx_cpu(float *dx, float *dz, const float *dy, const float *x,
+                               const float *y, const float *mean, const float *invstd,
+                               const float *gamma, const float *mg, const float *mgx,
+                               int training, int relu, size_t M, size_t C, int accum_x,
+                               int accum_z)
+{
+    if (!dx && !dz) return;
+#pragma omp parallel for schedule(static) if (M * C > 65536)
+    for (size_t m = 0; m < M; m++)
+        for (size_t c = 0; c < C; c++) {
+            size_t i = m * C + c;
+            float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+            if (dx) {
+                float k = (gamma ? gamma[c] : 1.0f) * invstd[c];
+                float v;
+                if (training) {
+                    float xhat = (x[i] - mean[c]) * invstd[c];
+                    v = k * (g - mg[c] - xhat * mgx[c]);
+                } else {
+                    v = k * g;
+                }
+                dx[i] = accum_x ? dx[i] + v : v;
+            }
+            if (dz) dz[i] = accum_z ? dz[i] + g : g;
+        }
 }

@@ -424,6 +424,17 @@ extern "C" void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float
             mg, mgx, dgamma, dbeta, psg, psgx, G, M, C, accum_p);
         CUDA_CHECK_LAUNCH();
     }
+    batchnorm_backward_dx_cuda(dx, dz, dy, x, y, mean, invstd, gamma, mg, mgx, dt, training,
+                               relu, M, C, accum_x, accum_z, s);
+}
+
+extern "C" void batchnorm_backward_dx_cuda(void *dx, void *dz, const void *dy, const void *x,
+                                           const void *y, const float *mean,
+                                           const float *invstd, const float *gamma,
+                                           const float *mg, const float *mgx, DType dt,
+                                           int training, int relu, size_t M, size_t C,
+                                           int accum_x, int accum_z, cudaStream_t s)
+{
     if (!dx && !dz) return;
     size_t n = M * C;
     dispatch_float(dt, "batchnorm_backward_cuda", [&](auto tag) {

@@ -100,6 +100,15 @@ void batchnorm_backward_cpu(float *dx, float *dz, float *dgamma, float *dbeta, c
                             const float *x, const float *y, const float *mean,
                             const float *invstd, const float *gamma, int training, int relu,
                             size_t M, size_t C, int accum_x, int accum_z, int accum_p);
+/* The backward's last, per-element pass alone, with the per-channel means
+ * mg = (1/M) sum g and mgx = (1/M) sum g xhat given (sync batch norm takes
+ * them over all ranks, ops/batchnorm_sync.h): dz (+)= g and
+ *   training: dx (+)= gamma invstd (g - mg - xhat mgx);  eval: dx (+)= gamma invstd g */
+void batchnorm_backward_dx_cpu(float *dx, float *dz, const float *dy, const float *x,
+                               const float *y, const float *mean, const float *invstd,
+                               const float *gamma, const float *mg, const float *mgx,
+                               int training, int relu, size_t M, size_t C, int accum_x,
+                               int accum_z);
 
 #ifdef CTRAIN_CUDA
 /* ---- CUDA (dt = storage type of the activations) ---- */
@@ -120,6 +129,11 @@ void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, co
                              const float *invstd, const float *gamma, DType dt, int training,
                              int relu, size_t M, size_t C, int accum_x, int accum_z,
                              int accum_p, void *scratch, size_t scratch_bytes, cudaStream_t s);
+void batchnorm_backward_dx_cuda(void *dx, void *dz, const void *dy, const void *x, const void *y,
+                                const float *mean, const float *invstd, const float *gamma,
+                                const float *mg, const float *mgx, DType dt, int training,
+                                int relu, size_t M, size_t C, int accum_x, int accum_z,
+                                cudaStream_t s);
 #endif
 
 /* ---- tensor op (ops/batchnorm_op.c) ----

@@ -27,15 +27,21 @@
  * step can be captured in a CUDA graph once a warm-up step has built the
  * cuDNN forms (and grown the workspace).
  *
+ * Sync batch norm: when training with a context that has an all-reduce
+ * (ctx->bn_allreduce, --sync-bn on several GPUs) the statistics and the
+ * backward's per-channel means cover every rank's batch
+ * (ops/batchnorm_sync.h); our kernels run then (node i[2] remembers it).
+ *
  * Saved for the backward (node slots):
  *   saved[0] x, saved[1] stats = f32 [2, stats_stride(C)]: mean, then
  *   invstd (batch or running statistics), then when given: gamma (i[3]), y (i[4], with ReLU:
  *   the mask is y > 0), beta (i[6], cuDNN path: its backward needs bnBias
  *   with an activation), cuDNN's reserve space (i[7], a u8 tensor of
  *   BnCudnn.reserve_bytes, cuDNN path, freed with the node);
- *   i[0] batch statistics, i[1] relu, i[5] the forward ran cuDNN; f[0] eps.
+ *   i[0] batch statistics, i[1] relu, i[2] synced, i[5] the forward ran cuDNN; f[0] eps.
  */
 #include "batchnorm.h"
+#include "batchnorm_sync.h"
 
 #include "../engine/autograd.h"
 #include "../engine/log.h"
@@ -112,6 +118,15 @@ static void batchnorm_backward(Ctx *c, Node *n)
     if (!dx && !dg && !db && !dz) return;
     CT_ASSERT(!dg || dg->dtype == DT_F32, "batchnorm: the gamma gradient must be f32");
     CT_ASSERT(!db || db->dtype == DT_F32, "batchnorm: the beta gradient must be f32");
+    if (training && n->i[2]) {
+        const float *mean = (const float *)stats->data;
+        batchnorm_sync_backward(c, dx, dz, dg ? (float *)dg->data : NULL,
+                                db ? (float *)db->data : NULL, dy, x, y, mean,
+                                mean + stats_stride(C),
+                                gamma ? (const float *)gamma->data : NULL, relu, acc_x, acc_z,
+                                acc_g, acc_b);
+        return;
+    }
     /* both implementations take one accumulate flag for dgamma and dbeta:
      * when one is fresh and the other accumulates, zero the fresh one and
      * add into both */
@@ -226,6 +241,7 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
     /* PyTorch: batch statistics when training, or when there are no running
      * statistics to use */
     int batch_stats = training || !running_mean;
+    int sync = training && c->bn_allreduce != NULL;
     if (batch_stats && M < 2)
         ct_fatal_hint("use a batch of at least 2 samples (or larger feature maps), or run the "
                       "model in eval mode",
@@ -250,16 +266,18 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
     int ran_cudnn = 0;
     if (IS_CUDA(c)) {
 #ifdef CTRAIN_CUDA
-        if (batch_stats)
+        if (batch_stats && !sync)
             ran_cudnn = bn_forward_cudnn(c, &reserve, y, pm, pi, rm, rv, nbt, x, z, pgamma,
                                          pbeta, momentum, eps, relu);
         if (!ran_cudnn) {
             if (batch_stats) {
                 size_t sbytes = batchnorm_scratch_bytes(M, C);
                 void *scratch = mem_alloc(c, sbytes);
-                batchnorm_stats_cuda(pm, pi, rm, rv, nbt, x->data, x->dtype, momentum, eps, M,
-                                     C, scratch, sbytes, c->stream);
+                batchnorm_stats_cuda(pm, pi, sync ? NULL : rm, sync ? NULL : rv,
+                                     sync ? NULL : nbt, x->data, x->dtype, momentum, eps, M, C,
+                                     scratch, sbytes, c->stream);
                 mem_free(c, scratch, sbytes);
+                if (sync) batchnorm_sync_stats(c, pm, pi, rm, rv, nbt, momentum, eps, M, C);
             } else {
                 batchnorm_eval_stats_cuda(pm, pi, (const float *)running_mean->data,
                                           (const float *)running_var->data, eps, C, c->stream);
@@ -270,7 +288,10 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
 #endif
     } else {
         F32View vx = f32_view(x, 1), vz = f32_view(z, 1), vy = f32_view(y, 0);
-        if (batch_stats)
+        if (batch_stats && sync) {
+            batchnorm_stats_cpu(pm, pi, NULL, NULL, NULL, vx.p, momentum, eps, M, C);
+            batchnorm_sync_stats(c, pm, pi, rm, rv, nbt, momentum, eps, M, C);
+        } else if (batch_stats)
             batchnorm_stats_cpu(pm, pi, rm, rv, nbt, vx.p, momentum, eps, M, C);
         else
             batchnorm_eval_stats_cpu(pm, pi, (const float *)running_mean->data,
@@ -284,6 +305,7 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
         n->i[0] = batch_stats;
         n->i[1] = relu;
         n->i[3] = n->i[4] = n->i[6] = n->i[7] = -1;
+        n->i[2] = sync;
         n->i[5] = ran_cudnn;
         n->f[0] = eps;
         ad_save(n, x);

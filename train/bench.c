@@ -57,6 +57,7 @@ typedef struct BenchOptions {
     char soak_csv[512];
     int soak_every;
     char json_path[512];
+    int gpus;                       /* --gpus N: the scaling mode (bench_dist.c) */
 } BenchOptions;
 
 static void usage(void)
@@ -85,6 +86,10 @@ static void usage(void)
            "                       sample) and write them to --json, unmeasured; no device is touched\n"
            "                       (the GPU suite unless --device cpu)\n"
            "other modes\n"
+           "  --gpus N             multi-GPU scaling: each config on 1 GPU, then data parallel on N\n"
+           "                       (the same batch per GPU); per-GPU and total samples/s and the\n"
+           "                       efficiency. Default configs: resnet50 bs 256 and bert-large bs 32\n"
+           "                       seq 128, bf16 (the flags above narrow or replace them)\n"
            "  --max-batch          the largest batch that fits, for each model and precision given\n"
            "                       (default resnet50 bf16), without and with --recompute all\n"
            "  --soak DURATION      one config (resnet50 bf16 bs 256 unless narrowed) for DURATION\n"
@@ -186,6 +191,7 @@ static void parse_options(BenchOptions *o, int argc, char **argv)
         else if (!strcmp(a, "--warmup")) o->warmup = (int)parse_int(a, v, 0, 100000);
         else if (!strcmp(a, "--time-limit")) o->time_limit_s = (double)parse_int(a, v, 0, 86400);
         else if (!strcmp(a, "--image-size")) o->image_size = (int)parse_int(a, v, 8, 4096);
+        else if (!strcmp(a, "--gpus")) o->gpus = (int)parse_int(a, v, 1, 1024);
         else if (!strcmp(a, "--soak-every")) o->soak_every = (int)parse_int(a, v, 1, INT_MAX);
         else if (!strcmp(a, "--graph")) {
             if (!strcmp(v, "on")) o->graph_modes = 2;
@@ -214,6 +220,10 @@ static void parse_options(BenchOptions *o, int argc, char **argv)
     if (o->max_batch && o->soak_s > 0) bench_fail("--max-batch and --soak: choose one", "", "");
     if (o->list && (o->max_batch || o->soak_s > 0))
         bench_fail("--list shows the throughput suite: drop %s", o->max_batch ? "--max-batch" : "--soak", "");
+    if (o->gpus > 1 && (o->max_batch || o->soak_s > 0))
+        bench_fail("--gpus measures the suite's configs; drop --max-batch / --soak", "", "");
+    if (o->gpus > 1 && o->device_set && o->device == DEV_CPU)
+        bench_fail("--gpus needs CUDA devices; drop --device cpu", "", "");
 }
 
 double bench_parse_duration(const char *s)
@@ -491,6 +501,46 @@ static int run_suite(BenchSession *s, const BenchOptions *o, int gpu)
     return 0;
 }
 
+/* --gpus N: resnet50 bs 256 and bert-large bs 32 seq 128 in bf16 unless the
+ * flags say otherwise; the largest batch only when no --batch was given. */
+static int run_scaling(BenchSession *s, BenchOptions *o, int gpu)
+{
+    if (!gpu)
+        ct_fatal_hint("run it on a machine with several GPUs (and the CUDA build)",
+                      "bench --gpus %d: no CUDA device", o->gpus);
+    if (o->gpus > s->probe.cuda_devices)
+        ct_fatal_hint("pass --gpus at most the number of GPUs (CUDA_VISIBLE_DEVICES may hide some)",
+                      "bench --gpus %d: this machine shows %d GPU%s", o->gpus,
+                      s->probe.cuda_devices, s->probe.cuda_devices == 1 ? "" : "s");
+    if (!o->n_models) {
+        snprintf(o->models[0], 32, "resnet50");
+        snprintf(o->models[1], 32, "bert-large");
+        o->n_models = 2;
+    }
+    if (!o->n_precs) {
+        snprintf(o->precs[0], 8, "bf16");
+        o->n_precs = 1;
+    }
+    int user_batches = o->n_batches > 0;
+    o->quick = 1;   /* the quick suite's timing and defaults: bs 64, 256 / 32, seq 128 */
+    BenchConfig *cfgs;
+    int n = build_suite(o, 0, &cfgs), k = 0;
+    for (int i = 0; i < n; i++) {   /* without --batch: the largest default batch of each */
+        int keep = 1;
+        for (int j = 0; j < n && !user_batches; j++)
+            if (j != i && !strcmp(cfgs[j].model, cfgs[i].model) &&
+                !strcmp(cfgs[j].precision, cfgs[i].precision) && cfgs[j].seq == cfgs[i].seq &&
+                cfgs[j].batch > cfgs[i].batch)
+                keep = 0;
+        if (keep) cfgs[k++] = cfgs[i];
+    }
+    print_header(s, o, gpu, k ? &cfgs[0] : NULL);
+    int rc = bench_scaling(s, cfgs, k, o->gpus);
+    if (s->json_path[0]) printf("wrote %s\n", s->json_path);
+    free(cfgs);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     BenchOptions o;
@@ -543,6 +593,8 @@ int cmd_bench(int argc, char **argv)
             base.soak_interval_s = fmin(10.0, fmax(1.0, o.soak_s / 100.0));
             rc = bench_soak(&s, &base, o.soak_csv);
         }
+    } else if (o.gpus > 1) {
+        rc = run_scaling(&s, &o, gpu);
     } else {
         rc = run_suite(&s, &o, gpu);
     }

@@ -18,7 +18,8 @@
  * Files: bench.c (options, suite, header), bench_session.c (a config with
  * its progress line, derived figures, table, JSON), bench_modes.c
  * (--max-batch, --soak), bench_child.c (fork, pipe, the line protocol),
- * bench_run.c (what the children run), report.c (`ctrain report`).
+ * bench_run.c (what the children run), bench_dist.c (--gpus N: the
+ * multi-GPU configs and the scaling table), report.c (`ctrain report`).
  */
 #ifndef CTRAIN_TRAIN_BENCH_H
 #define CTRAIN_TRAIN_BENCH_H
@@ -33,6 +34,9 @@
 
 int cmd_bench(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+/* The hidden `ctrain bench-rank`: one rank of a `bench --gpus N` config
+ * (bench_dist.c); the config comes from the environment. */
+int cmd_bench_rank(int argc, char **argv);
 
 /* ---- One measurement, as the parent describes it to a child. */
 typedef struct BenchConfig {
@@ -53,6 +57,7 @@ typedef struct BenchConfig {
     double time_limit_s;     /* stop timing after this long (0: no limit) */
     Device device;
     int device_id;
+    int gpus;                /* > 1: data parallel on this many GPUs, one rank each (bench_dist.c) */
     /* --soak */
     double soak_s;           /* run this long after warm-up */
     int soak_every;          /* a row every N steps; 0: every soak_interval_s */
@@ -178,6 +183,13 @@ int bench_max_batch(BenchSession *s, const BenchConfig *base, const char *models
 /* cfg->soak_s of cfg; rows into csv_path. Returns 1 when the soak saw a
  * non-finite loss or an error. */
 int bench_soak(BenchSession *s, const BenchConfig *cfg, const char *csv_path);
+
+/* --gpus N (bench_dist.c): each config on 1 GPU, then on N (one rank per
+ * GPU, the same per-GPU batch); both rows, then per-GPU and total samples/s
+ * and the scaling efficiency total_N / (N x one GPU). Returns 0. */
+int bench_scaling(BenchSession *s, const BenchConfig *cfgs, int n, int gpus);
+/* The child of a config with cfg->gpus > 1: launches the ranks. */
+void bench_child_dist(FILE *out, const void *cfg);
 
 /* "30s", "10m", "72h", "1.5h", "90" (seconds) -> seconds; -1 when not a
  * duration. (bench.c) */

@@ -278,8 +278,10 @@ void bench_row_init(BenchRow *row, const BenchConfig *cfg)
     char rec[40] = "";
     if (cfg->recompute.every == 1) snprintf(rec, sizeof rec, " recompute-all");
     else if (cfg->recompute.every > 1) snprintf(rec, sizeof rec, " recompute-every:%d", cfg->recompute.every);
-    snprintf(row->mode, sizeof row->mode, "%s%s",
-             cfg->device == DEV_CPU ? "cpu" : cfg->graph ? "graph" : "eager", rec);
+    char dp[24] = "";   /* data parallel: "graph dp-x2" */
+    if (cfg->gpus > 1) snprintf(dp, sizeof dp, " dp-x%d", cfg->gpus);
+    snprintf(row->mode, sizeof row->mode, "%s%s%s",
+             cfg->device == DEV_CPU ? "cpu" : cfg->graph ? "graph" : "eager", dp, rec);
     if (!strncmp(cfg->model, "resnet", 6)) snprintf(row->layout, sizeof row->layout, "nhwc");
     row->r.batch = cfg->batch;
     row->r.seq = cfg->seq > 0 ? cfg->seq : -1;

@@ -28,6 +28,7 @@
 #include "../models/resnet.h"
 #include "../ops/matmul.h"
 #include "jsonlog.h"
+#include "dist.h"
 #include "model_build.h"
 #include "progress.h"
 #include "step.h"
@@ -91,7 +92,15 @@ typedef struct BenchJob {
     Feed fd;
     Model m;
     Trainer tr;
+    Dist *dist;              /* a rank of `ctrain bench --gpus N` (bench_dist.c); else NULL */
 } BenchJob;
+
+/* One optimizer step, and the multi-GPU watchdog's progress marker. */
+static void job_step(BenchJob *j)
+{
+    trainer_step(&j->tr);
+    dist_step_done(j->dist);
+}
 
 /* The MLP reads [B, 784]: random features and labels made once on the device. */
 static void flat_next(Feed *f, Ctx *c, uint64_t e, uint32_t b) { (void)f; (void)c; (void)e; (void)b; }
@@ -133,7 +142,9 @@ static void job_open(BenchJob *j, const BenchConfig *cfg)
     memset(j, 0, sizeof *j);
     bench_train_options(cfg, &j->o);
     TrainOptions *o = &j->o;
-    ctx_init(&j->c, cfg->device, cfg->device_id, o->seed);
+    if (cfg->gpus > 1) j->dist = dist_setup(o);   /* this rank's GPU */
+    ctx_init(&j->c, o->device, o->device_id, o->seed);
+    dist_start(j->dist, &j->c);
     j->c.allow_tf32 = !strcmp(o->precision, "tf32");
     j->c.autocast = options_autocast(o);
     if (!strcmp(o->model, "mlp")) {
@@ -155,10 +166,12 @@ static void job_open(BenchJob *j, const BenchConfig *cfg)
         model_build(&j->m, &j->c, o, j->fd.classes);
     }
     trainer_init(&j->tr, &j->c, &j->fd, &j->m, o, o->steps);
+    dist_attach(j->dist, &j->tr);
 }
 
 static void job_close(BenchJob *j)
 {
+    dist_finish(j->dist);
     trainer_free(&j->tr);
     model_free(&j->m);
     feed_close(&j->fd, &j->c);
@@ -262,7 +275,7 @@ static int timed_steps(BenchJob *j, const BenchConfig *cfg, FILE *out, double *t
         for (int i = 0; i <= cap; i++) CUDA_CHECK(cudaEventCreate(&ev[i]));
         CUDA_CHECK(cudaEventRecord(ev[0], j->c.stream));
         while (timed_more(cfg, n, progress_now() - t0)) {
-            trainer_step(&j->tr);
+            job_step(j);
             CUDA_CHECK(cudaEventRecord(ev[++n], j->c.stream));
             emit_progress(out, "timed", n, cfg->steps);
         }
@@ -280,7 +293,7 @@ static int timed_steps(BenchJob *j, const BenchConfig *cfg, FILE *out, double *t
     (void)cap;
     while (timed_more(cfg, n, progress_now() - t0)) {
         double a = progress_now();
-        trainer_step(&j->tr);
+        job_step(j);
         ctx_sync(&j->c);
         t[n++] = progress_now() - a;
         emit_progress(out, "timed", n, cfg->steps);
@@ -298,7 +311,7 @@ void bench_child_config(FILE *out, const void *arg)
     emit_progress(out, "build", 0, 0);
     job_open(j, cfg);
     for (int i = 0; i < cfg->warmup; i++) {
-        trainer_step(&j->tr);
+        job_step(j);
         emit_progress(out, "warmup", i + 1, cfg->warmup);
     }
     ctx_sync(&j->c);
@@ -366,7 +379,7 @@ void bench_child_soak(FILE *out, const void *arg)
     emit_progress(out, "build", 0, 0);
     job_open(j, cfg);
     for (int i = 0; i < cfg->warmup; i++) {
-        trainer_step(&j->tr);
+        job_step(j);
         emit_progress(out, "warmup", i + 1, cfg->warmup);
     }
     ctx_sync(&j->c);
@@ -376,7 +389,7 @@ void bench_child_soak(FILE *out, const void *arg)
     double t0 = progress_now(), t_last = t0;
     long last_step = j->tr.step, n = 0;
     for (;;) {
-        trainer_step(&j->tr);
+        job_step(j);
         n++;
         double now = progress_now();
         int end = now - t0 >= cfg->soak_s || soak_stop;

@@ -121,7 +121,9 @@ const char *bench_config_label(const BenchConfig *c, char *buf, size_t len)
     else if (c->image_size && c->image_size != 224) snprintf(extra, sizeof extra, " %dpx", c->image_size);
     if (c->recompute.every == 1) snprintf(rec, sizeof rec, " recompute all");
     else if (c->recompute.every > 1) snprintf(rec, sizeof rec, " recompute every:%d", c->recompute.every);
-    snprintf(buf, len, "%s %s bs %d%s%s", c->model, c->precision, c->batch, extra, rec);
+    char gpus[24] = "";
+    if (c->gpus > 1) snprintf(gpus, sizeof gpus, " on %d GPUs", c->gpus);
+    snprintf(buf, len, "%s %s bs %d%s%s%s", c->model, c->precision, c->batch, extra, rec, gpus);
     return buf;
 }
 
@@ -137,7 +139,8 @@ void bench_run_config(BenchSession *s, const BenchConfig *cfg, BenchRow *row, co
     bench_config_label(cfg, st.label, sizeof st.label);
     draw(&st);
     BenchExit ex;
-    int rc = bench_child_run(bench_child_config, cfg, CONFIG_LIMIT_S, run_on_line, run_on_tick, &st, &ex);
+    int rc = bench_child_run(cfg->gpus > 1 ? bench_child_dist : bench_child_config, cfg,
+                             CONFIG_LIMIT_S, run_on_line, run_on_tick, &st, &ex);
     if (s->tty) { printf("\r\033[K"); fflush(stdout); }
     row->elapsed_s = ex.elapsed_s;
     if (!st.got_result) {

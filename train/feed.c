@@ -68,6 +68,8 @@ static void pinned_free(void *p, void *user) { mem_host_pinned_free((Ctx *)user,
 
 static double no_rate(Feed *f) { (void)f; return NAN; }
 
+int feed_world(const Ctx *c) { return c->dp_world > 1 ? c->dp_world : 1; }
+
 /* ---- flat Fashion-MNIST (MLP) ---- */
 
 typedef struct Flat {
@@ -88,6 +90,7 @@ static void flat_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
     const FmnistSplit *tr = &F->ds.split[FMNIST_TRAIN];
     if (F->perm_epoch != epoch + 1) {
         shuffle_perm(F->perm, tr->n, F->seed, epoch);
+        shuffle_shard(F->perm, tr->n, (uint32_t)c->dp_rank, (uint32_t)feed_world(c));
         F->perm_epoch = epoch + 1;
     }
     int k = F->st.k ^= 1;
@@ -163,7 +166,12 @@ static void flat_open(Feed *f, Ctx *c, const FeedSpec *s, const char *dir)
     f->in[1] = tensor_new(c, DT_I32, 1, (int64_t[]){s->batch});
     F->ex = tensor_new(c, DT_F32, 2, (int64_t[]){E, FMNIST_PIXELS});
     F->ey = tensor_new(c, DT_I32, 1, (int64_t[]){E});
-    f->batches_per_epoch = (long)(tr->n / (uint32_t)s->batch);
+    f->batches_per_epoch = (long)(shuffle_shard_count(tr->n, (uint32_t)feed_world(c)) /
+                                  (uint32_t)s->batch);
+    if (f->batches_per_epoch < 1)
+        ct_fatal_hint("pass a smaller --batch or use fewer GPUs",
+                      "%d ranks x --batch %d is more than the %u training images", feed_world(c),
+                      s->batch, tr->n);
     f->classes = FMNIST_CLASSES;
     f->has_eval = 1;
     f->next = flat_next;
@@ -313,6 +321,8 @@ static void img_open(Feed *f, Ctx *c, const FeedSpec *s, int kind, const char *a
     lc.slots = 4;
     lc.train = 1;
     lc.seed = s->seed;
+    lc.rank = (uint32_t)c->dp_rank;
+    lc.world = (uint32_t)feed_world(c);
     lc.alloc = pinned_alloc;
     lc.free = pinned_free;
     lc.alloc_user = c;
@@ -356,9 +366,13 @@ static void syn_open(Feed *f, Ctx *c, const FeedSpec *s)
     if (!x || !y)
         ct_fatal_hint("use a smaller --batch or --image-size",
                       "out of host memory generating a synthetic batch of %zu values", n);
+    /* data parallel: rank r makes rows r B .. r B + B - 1 of one batch of world x B */
+    uint64_t r = (uint64_t)c->dp_rank;
     #pragma omp parallel for if (n > 65536)
-    for (size_t i = 0; i < n; i++) x[i] = 2.0f * philox_uniform(s->seed, 0, i) - 1.0f;
-    for (int i = 0; i < s->batch; i++) y[i] = (int32_t)(philox_u32(s->seed, 1ull << 40, (uint64_t)i) % (uint32_t)K);
+    for (size_t i = 0; i < n; i++) x[i] = 2.0f * philox_uniform(s->seed, 0, r * n + i) - 1.0f;
+    for (int i = 0; i < s->batch; i++)
+        y[i] = (int32_t)(philox_u32(s->seed, 1ull << 40, r * (uint64_t)s->batch + (uint64_t)i) %
+                         (uint32_t)K);
     f->n_in = 2;
     f->in[0] = tensor_from_host(c, x, DT_F32, 4, (int64_t[]){s->batch, S, S, 3});
     f->in[1] = tensor_from_host(c, y, DT_I32, 1, (int64_t[]){s->batch});

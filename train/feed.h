@@ -11,6 +11,15 @@
  *             host work and no copies per step, for throughput runs.
  * Evaluation goes through feed_eval_* over the held-out split, with a
  * partial last batch.
+ *
+ * Data parallel (ctx->dp_world > 1, train/dist.h): every training feed
+ * gives this rank its share. Shuffled data: each epoch's permutation is the
+ * same on every rank and rank r takes positions r, r + world, ...
+ * (shuffle_shard in data/shuffle.h; the remainder is dropped so all ranks
+ * take the same number of steps). Synthetic data: rank r makes rows
+ * r B .. r B + B - 1 of one world x B batch (different data on every rank,
+ * and N ranks x B equal one process with batch N B). Evaluation is not
+ * split: every rank walks the whole held-out split (rank 0 reports it).
  */
 #ifndef CTRAIN_TRAIN_FEED_H
 #define CTRAIN_TRAIN_FEED_H
@@ -67,6 +76,9 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *spec);
  * for evaluation. feed_text_open hands these specs to it. */
 int feed_is_cls(const char *data);
 void feed_cls_open(Feed *f, Ctx *c, const FeedSpec *spec);
+
+/* The data-parallel world size the feeds split for (1 when alone). */
+int feed_world(const Ctx *c);
 
 /* Build the feed for --data; fatal with a hint when the data is unusable. */
 void feed_open(Feed *f, Ctx *c, const FeedSpec *spec);

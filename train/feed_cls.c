@@ -4,7 +4,8 @@
  * Topics: the --classes N largest (default FEEDCLS_TOPICS); labels number
  * them in name order. Held-out split: data/text_cls's deterministic 10%.
  * Training batches draw the training split in a fresh permutation each
- * epoch (shuffle_perm(seed, epoch): the same run gives the same batches);
+ * epoch (shuffle_perm(seed, epoch): the same run gives the same batches;
+ * data parallel: this rank's share, shuffle_shard);
  * the last partial batch of an epoch is dropped. Evaluation walks the
  * held-out split in order, the last batch partial (views of the full-size
  * eval tensors, like feed.c's flat feed).
@@ -91,6 +92,7 @@ static void cls_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
     Cls *C = (Cls *)f->impl;
     if (C->perm_epoch != epoch + 1) {
         shuffle_perm(C->perm, C->ds.n_train, C->seed, epoch);
+        shuffle_shard(C->perm, C->ds.n_train, (uint32_t)c->dp_rank, (uint32_t)feed_world(c));
         C->perm_epoch = epoch + 1;
     }
     for (int i = 0; i < f->batch; i++) C->idx[i] = C->ds.train[C->perm[(size_t)b * f->batch + i]];
@@ -206,7 +208,12 @@ void feed_cls_open(Feed *f, Ctx *c, const FeedSpec *s)
     C->ex[1] = tensor_new(c, DT_I32, 2, (int64_t[]){E, T});
     C->ex[2] = tensor_new(c, DT_F32, 2, (int64_t[]){E, T});
     C->ex[3] = tensor_new(c, DT_I32, 1, (int64_t[]){E});
-    f->batches_per_epoch = (long)(C->ds.n_train / (uint32_t)B);
+    f->batches_per_epoch = (long)(shuffle_shard_count(C->ds.n_train, (uint32_t)feed_world(c)) /
+                                  (uint32_t)B);
+    if (f->batches_per_epoch < 1)
+        ct_fatal_hint("pass a smaller --batch or use fewer GPUs",
+                      "%d ranks x --batch %d is more than the %u training examples",
+                      feed_world(c), B, C->ds.n_train);
     f->classes = (int)C->ds.n_topics;
     f->vocab_size = (int)C->wp.V;
     f->has_eval = C->ds.n_test > 0;

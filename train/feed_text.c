@@ -135,7 +135,8 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
         cfg.random_token_frac = 0.1f;
         cfg.pad_id = 0; cfg.unk_id = 100; cfg.cls_id = 101; cfg.sep_id = 102; cfg.mask_id = 103;
         cfg.vocab_size = (uint32_t)(s->vocab_size ? s->vocab_size : 30522);
-        mlm_synthetic_batch(&T->batch, &cfg, 0);
+        /* rank r: rows r B .. r B + B - 1 of one world x B batch (train/feed.h) */
+        mlm_synthetic_rows(&T->batch, &cfg, 0, (uint32_t)c->dp_rank * (uint32_t)B);
         fill_host(&T->host[0], &T->batch);
         upload(f, c, &T->host[0]);
         ctx_sync(c);
@@ -166,6 +167,7 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
     st = mlm_init(&T->mb, &T->shard, &cfg, &T->wp, err, sizeof err);
     if (st != 0) ct_fatal_hint("use a longer corpus or a smaller --batch / --seq", "%s", err);
     T->have_shard = 1;
+    mlm_set_shard(&T->mb, (uint32_t)c->dp_rank, (uint32_t)feed_world(c));
     f->next = text_next;
     f->batches_per_epoch = (long)mlm_batches_per_epoch(&T->mb);
     f->classes = (int)T->wp.V;

@@ -30,6 +30,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
     if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 2, argv + 2);
     if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "bench-rank")) return cmd_bench_rank(argc - 2, argv + 2);   /* internal */
     if (!strcmp(argv[1], "report")) return cmd_report(argc - 2, argv + 2);
     if (!strcmp(argv[1], "vocab")) return cmd_vocab(argc - 2, argv + 2);
     if (!strcmp(argv[1], "shard")) return cmd_shard(argc - 2, argv + 2);

@@ -48,6 +48,7 @@ void model_build(Model *m, Ctx *c, const TrainOptions *o, int classes)
             bc.classes = classes ? classes : 2;
         }
         bc.recompute = o->recompute;
+        if (o->dropout >= 0) bc.hidden_dropout = bc.attn_dropout = o->dropout;
         bert_create(m, c, &bc, o->seed);
         snprintf(m->name, sizeof m->name, "%s", o->model);
         return;

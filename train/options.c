@@ -33,6 +33,8 @@ void train_options_default(TrainOptions *o)
     o->seq = 128;
     o->schedule = SCHED_CONSTANT;
     o->eval_batch = 256;
+    o->dropout = -1.0f;
+    dist_options_default(&o->dist);
 }
 
 DType options_autocast(const TrainOptions *o)
@@ -65,6 +67,8 @@ void train_options_usage(const char *cmd)
            "                       --load of an MLM file into cls keeps the encoder, new pooler\n"
            "                       and classifier\n"
            "  --zero-init-residual start each residual block's last BN gamma at 0\n"
+           "  --dropout P          BERT dropout (hidden and attention; default 0.1; 0 for exact\n"
+           "                       comparisons between runs)\n"
            "steps\n"
            "  --epochs N           passes over the training set (default 1)\n"
            "  --steps N            stop after N optimizer steps instead of whole epochs\n"
@@ -97,6 +101,13 @@ void train_options_usage(const char *cmd)
            "  --load FILE          start from these weights (a ctrain or PyTorch safetensors file)\n"
            "  --log FILE           one JSON object per line: steps and the final evaluation\n"
            "  --log-every N        progress/log interval in steps (default 50)\n"
+           "multi-GPU (data parallel over NCCL; README \"Multi-GPU\")\n"
+           "  --gpus N             one process per GPU on this machine, each with --batch samples\n"
+           "                       (several machines: mpirun or the CTRAIN_* variables)\n"
+           "  --bucket-mb X        gradient all-reduce bucket size in MB (default 25; 0: one\n"
+           "                       all-reduce after backward, no overlap)\n"
+           "  --sync-bn            batch norm statistics over all GPUs' batches (default: per GPU)\n"
+           "  --dist-timeout S     a rank stops when the GPUs make no progress for S seconds (60)\n"
            "other\n"
            "  --seed N             initialisation, shuffling and augmentation seed (default 42)\n"
            "  --device D           cpu | cuda | cuda:N (default cuda when a GPU is present)\n"
@@ -159,6 +170,7 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
         if (!strcmp(a, "--zero-init-residual")) { o->zero_init_residual = 1; continue; }
         if (!strcmp(a, "--graph")) { o->graph = 1; continue; }
         if (!strcmp(a, "--trace")) { o->trace = 1; continue; }
+        if (!strcmp(a, "--sync-bn")) { o->dist.sync_bn = 1; continue; }
         if (strncmp(a, "--", 2) != 0) {
             snprintf(msg, sizeof msg, "unexpected argument '%s'", a);
             opt_fail(cmd, msg);
@@ -195,6 +207,10 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
         else if (!strcmp(a, "--workers")) o->workers = (int)parse_long(cmd, a, v, 1, 256);
         else if (!strcmp(a, "--seq")) o->seq = (int)parse_long(cmd, a, v, 2, 512);
         else if (!strcmp(a, "--eval-batch")) o->eval_batch = (int)parse_long(cmd, a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--dropout")) o->dropout = parse_float(cmd, a, v, 0.0f, 0.99f);
+        else if (!strcmp(a, "--gpus")) o->dist.gpus = (int)parse_long(cmd, a, v, 1, 1024);
+        else if (!strcmp(a, "--bucket-mb")) o->dist.bucket_mb = parse_float(cmd, a, v, 0.0f, 65536.0f);
+        else if (!strcmp(a, "--dist-timeout")) o->dist.timeout_s = (int)parse_long(cmd, a, v, 1, 86400);
         else if (!strcmp(a, "--device")) {
             if (ctx_parse_device(v, &o->device, &o->device_id) != 0) {
                 snprintf(msg, sizeof msg, "--device: '%s' is not cpu, cuda or cuda:N", v);

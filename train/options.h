@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "../engine/ctx.h"
 #include "../engine/recompute.h"
+#include "dist_env.h"
 #include "schedule.h"
 
 typedef enum { OPT_SGD = 0, OPT_ADAMW, OPT_LAMB } OptimKind;
@@ -51,6 +52,8 @@ typedef struct TrainOptions {
     char vocab[512];         /* BERT: vocab.txt */
     HeadKind head;           /* --head mlm | cls */
     int vocab_size;          /* BERT: not a flag; the feed's vocabulary, set before model_build */
+    float dropout;           /* --dropout: BERT hidden + attention dropout; < 0: the model's 0.1 */
+    DistOptions dist;        /* --gpus, --bucket-mb, --sync-bn, --dist-timeout (train/dist.h) */
 } TrainOptions;
 
 void train_options_default(TrainOptions *o);

@@ -12,6 +12,7 @@
 #include "../engine/mem.h"
 #include "../engine/params.h"
 #include "checkpoint.h"
+#include "dist.h"
 
 void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o, long total_steps)
 {
@@ -39,14 +40,19 @@ void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o,
     t->graph.warmup_steps = o->graph_warmup;
 }
 
-Tensor *trainer_micro_body(Trainer *t)
+Tensor *trainer_micro_body(Trainer *t, int last)
 {
     Ctx *c = t->ctx;
     params_lowp_refresh(&t->model->params);   /* no-op unless the f32 values were rewritten */
     GradScaler *sc = &t->scaler;
     Tensor *loss = model_loss(c, t->model, t->feed->in, t->label_smoothing, NULL);
+    dist_backward_begin(t->dist, last);   /* [dist] the last micro-batch all-reduces */
     if (sc->enabled) ad_backward_dev(c, loss, scaler_scale(sc), 1.0f / (float)t->accum);
     else ad_backward(c, loss, 1.0f / (float)t->accum);
+    /* [dist] the remaining buckets, and the compute stream waits for the
+     * all-reduces: before unscale, so an inf on any rank reaches all. Here,
+     * not in the update, so a captured micro-batch joins its streams. */
+    if (last) dist_grads_ready(t->dist);
     return loss;
 }
 
@@ -82,7 +88,7 @@ void trainer_step(Trainer *t)
     }
     for (int k = 0; k < t->accum; k++, t->micro++) {
         trainer_feed_next(t);
-        Tensor *loss = trainer_micro_body(t);
+        Tensor *loss = trainer_micro_body(t, k == t->accum - 1);
         tensor_release(t->last_loss);
         t->last_loss = loss;
     }

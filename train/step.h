@@ -5,6 +5,8 @@
  *       loss = model loss (ops record the tape; autocast picks dtypes)
  *       backward from d(loss) = scale / K (scale: the fp16 grad scaler's, on
  *       the device; 1 otherwise) -> gradients += into the one buffer
+ *       (multi-GPU: the last micro-batch's backward all-reduces the gradient
+ *       buckets as they complete; dist_grads_ready waits for them, train/dist.h)
  *   unscale + inf/nan check (fp16) -> clip (optional) -> optimizer (skips
  *   itself on the device flag) -> scaler update -> zero gradients
  *
@@ -46,6 +48,7 @@ typedef struct Trainer {
     Tensor *last_loss;       /* the last micro-batch's loss (device), kept until the next step */
     StepGraph graph;         /* --graph: the captured step (train/step_graph.h) */
     long graph_start;        /* the step warm-up counts from (a resumed run's first) */
+    struct Dist *dist;       /* multi-GPU: set by dist_attach (train/dist.h); NULL alone */
 } Trainer;
 
 /* Optimizer (o->optim, lr, momentum, ...), grad scaler (on exactly when the
@@ -65,7 +68,9 @@ void trainer_free(Trainer *t);
 /* The pieces of a step, shared by the eager step and the CUDA graph capture
  * (train/step_graph.c). None of them moves the counters (step, micro). */
 void trainer_feed_next(Trainer *t);            /* the next micro-batch into feed->in */
-Tensor *trainer_micro_body(Trainer *t);       /* forward + backward; returns the loss */
+/* forward + backward; returns the loss. last: the step's last micro-batch
+ * (with several GPUs, the one whose backward all-reduces the gradients) */
+Tensor *trainer_micro_body(Trainer *t, int last);
 void trainer_update_body(Trainer *t, int lr_on_device);   /* unscale ... zero grads */
 
 /* --graph (train/step_graph.c): capture after the warm-up steps (state

@@ -62,7 +62,9 @@ static void graph_upload_schedule(Trainer *t)
     free(h);
 }
 
-static int capture_micro(Trainer *t, char *why, size_t n)
+/* One micro-batch into *exec; last: the step's last (it all-reduces with
+ * several GPUs, so --accum K > 1 then needs a second graph for the others). */
+static int capture_micro(Trainer *t, int last, cudaGraphExec_t *exec, char *why, size_t n)
 {
     Ctx *c = t->ctx;
     StepGraph *g = &t->graph;
@@ -70,7 +72,7 @@ static int capture_micro(Trainer *t, char *why, size_t n)
     c->rng_offset = 0;                 /* offsets relative to the micro-batch's start */
     c->rng_base = g->rng_base;
     CUDA_CHECK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
-    Tensor *loss = trainer_micro_body(t);
+    Tensor *loss = trainer_micro_body(t, last);
     CT_ASSERT(loss->dtype == DT_F32 && loss->numel == 1,
               "--graph: the loss must be one f32 value (got %zu of %s)", loss->numel,
               dtype_name(loss->dtype));
@@ -81,7 +83,7 @@ static int capture_micro(Trainer *t, char *why, size_t n)
                                                   c->stream);
     c->rng_base = NULL;
     c->rng_offset = r0;
-    return graph_finish(c, &g->micro, "forward/backward", why, n);
+    return graph_finish(c, exec, last ? "forward/backward" : "first micro-batches", why, n);
 }
 
 static int capture_update(Trainer *t, char *why, size_t n)
@@ -127,7 +129,8 @@ void trainer_graph_capture(Trainer *t)
     c->capture_refused = NULL;
     ct_error_note(CAPTURE_HINT);
     char why[256] = "";
-    int ok = capture_micro(t, why, sizeof why);
+    int ok = capture_micro(t, 1, &g->micro, why, sizeof why);
+    if (ok && t->dist && t->accum > 1) ok = capture_micro(t, 0, &g->micro_first, why, sizeof why);
     if (ok) ok = capture_update(t, why, sizeof why);
     ct_error_note(NULL);
     c->capturing = 0;
@@ -139,8 +142,9 @@ void trainer_graph_capture(Trainer *t)
     }
     if (!ok) {
         if (g->micro) cudaGraphExecDestroy(g->micro);
+        if (g->micro_first) cudaGraphExecDestroy(g->micro_first);
         if (g->update) cudaGraphExecDestroy(g->update);
-        g->micro = g->update = NULL;
+        g->micro = g->micro_first = g->update = NULL;
         graph_refuse(g, why);
         return;
     }
@@ -157,7 +161,8 @@ void trainer_graph_step(Trainer *t)
     StepGraph *g = &t->graph;
     for (int k = 0; k < t->accum; k++, t->micro++) {
         trainer_feed_next(t);   /* the batch into the static inputs, outside the graph */
-        CUDA_CHECK(cudaGraphLaunch(g->micro, c->stream));
+        int last = k == t->accum - 1;
+        CUDA_CHECK(cudaGraphLaunch(last || !g->micro_first ? g->micro : g->micro_first, c->stream));
         c->rng_offset += g->rng_per_micro;   /* the host's mirror of *rng_base */
     }
     CUDA_CHECK(cudaGraphLaunch(g->update, c->stream));
@@ -178,8 +183,9 @@ void trainer_graph_free(Trainer *t)
     StepGraph *g = &t->graph;
     Ctx *c = t->ctx;
     if (g->micro) CUDA_CHECK(cudaGraphExecDestroy(g->micro));
+    if (g->micro_first) CUDA_CHECK(cudaGraphExecDestroy(g->micro_first));
     if (g->update) CUDA_CHECK(cudaGraphExecDestroy(g->update));
-    g->micro = g->update = NULL;
+    g->micro = g->micro_first = g->update = NULL;
     if (g->lr_table) mem_free(c, g->lr_table, (size_t)g->n_table * sizeof(float));
     if (g->step_dev) mem_free(c, g->step_dev, sizeof(int64_t));
     if (g->rng_base) mem_free(c, g->rng_base, sizeof(uint64_t));

@@ -56,6 +56,8 @@ typedef struct StepGraph {
     long replays;            /* update-graph replays so far (--trace) */
 #ifdef CTRAIN_CUDA
     cudaGraphExec_t micro, update;
+    cudaGraphExec_t micro_first;   /* several GPUs with --accum K: micro-batches 1..K-1,
+                                      which do not all-reduce (NULL otherwise) */
     float *lr_table;         /* [n_table] learning rate per step (device) */
     int64_t n_table;
     int64_t *step_dev;       /* optimizer steps done (device) */

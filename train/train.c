@@ -17,6 +17,7 @@
 #include "../engine/mem.h"
 #include "../ops/ops.h"
 #include "checkpoint.h"
+#include "dist.h"
 #include "eval.h"
 #include "feed.h"
 #include "grad_scaler.h"
@@ -124,12 +125,17 @@ int cmd_train(int argc, char **argv)
     if (o.resume_path[0] && o.load_path[0])
         ct_fatal_hint("drop --load: --resume restores the weights too",
                       "--resume and --load both set the starting weights");
+    int launched_rc;
+    if (dist_launch_if_asked(&o, "train", argc, argv, &launched_rc))   /* [dist] --gpus N */
+        return launched_rc;
+    Dist *dist = dist_setup(&o);   /* [dist] NULL alone; a rank: its GPU, rank 0 writes files */
     FILE *logf = NULL;
     if (o.log_path[0] && !(logf = fopen(o.log_path, "w")))
         ct_fatal_hint("check that the folder exists and is writable", "cannot open log file %s",
                       o.log_path);
     Ctx c;
     setup_ctx(&c, &o);
+    dist_start(dist, &c);          /* [dist] NCCL; the feed then takes this rank's share */
     Feed fd;
     FeedSpec fs = feed_spec(&o);
     feed_open(&fd, &c, &fs);
@@ -154,6 +160,7 @@ int cmd_train(int argc, char **argv)
             LOG_W("%s is at step %ld, the run has %ld steps: nothing left to train",
                   o.resume_path, tr.step, total);
     }
+    dist_attach(dist, &tr);        /* [dist] rank 0's weights to all; gradient buckets */
     LOG_I("train %s (%zu parameters) on %s; batch %d x accum %d, %ld steps (%d epoch%s), %s, %s",
           m.name, m.params.total, fd.desc, o.batch, o.accum, total, epochs, epochs == 1 ? "" : "s",
           ctx_device_name(&c), o.precision);
@@ -167,6 +174,7 @@ int cmd_train(int argc, char **argv)
     long recomputed_before = c.recomputed;
     while (step < total) {
         trainer_step(&tr);
+        dist_step_done(dist);      /* [dist] the watchdog's progress marker */
         step = tr.step;
         float lr = tr.lr;
         if (o.trace) {
@@ -190,7 +198,7 @@ int cmd_train(int argc, char **argv)
         }
 
         if (step % o.log_every == 0 || step == total) {
-            float lv = trainer_loss_value(&tr);   /* waits for the step: the timing is honest */
+            float lv = dist_loss_value(dist, &tr);   /* waits for the step; [dist] rank average */
             ctx_check_flags(&c);
             ScalerState ss;
             float gnorm = NAN;
@@ -199,7 +207,7 @@ int cmd_train(int argc, char **argv)
                 ct_fatal_hint("lower --lr, add --warmup or --clip", "the loss became %g at step %ld",
                               (double)lv, step);
             double now = progress_now();
-            double sps = (double)(step - last_step) * o.batch * o.accum / (now - t_last);
+            double sps = (double)(step - last_step) * o.batch * o.accum * c.dp_world / (now - t_last);
             double eta = (now - t0) / (double)(step - first_step) * (double)(total - step);
             double drate = fd.data_rate(&fd);
             char eb[32], mb[32], pb[32], db[48] = "", sb[64] = "";
@@ -244,7 +252,7 @@ int cmd_train(int argc, char **argv)
     ctx_sync(&c);
     double train_s = progress_now() - t0;
     printf("trained %ld steps in %.1f s (%.0f samples/s), peak memory %.1f MiB\n", step - first_step,
-           train_s, (double)(step - first_step) * o.batch * o.accum / train_s, (double)c.mem.peak / (1024.0 * 1024.0));
+           train_s, (double)(step - first_step) * o.batch * o.accum * c.dp_world / train_s, (double)c.mem.peak / (1024.0 * 1024.0));
 
     if (o.save_path[0] && o.save_every) {
         if (saved_step != step) trainer_save(&tr, &o, o.save_path);
@@ -278,6 +286,7 @@ int cmd_train(int argc, char **argv)
             json_end(&j, logf);
         }
     }
+    dist_finish(dist);             /* [dist] barrier, then NCCL teardown */
     if (logf) fclose(logf);
     trainer_free(&tr);
     model_free(&m);

@@ -1,0 +1,362 @@
+/* gpu_dist.c — multi-GPU data parallel end to end, on a machine with at
+ * least 2 GPUs (with fewer it says so and skips). It runs the ctrain binary
+ * next to the test programs (build/ctrain) and compares what the runs save:
+ *
+ *   equivalence: 2 GPUs x batch B give the same loss at every step and the
+ *     same weights after 5 steps as 1 GPU x batch 2B (BERT-tiny, fp32,
+ *     dropout 0, SGD; the synthetic feed gives rank r rows r B .. r B + B - 1
+ *     of the big batch): within 1e-5 relative. The same with small gradient
+ *     buckets (many all-reduces overlapping backward), with --accum 2 (only
+ *     the last micro-batch communicates), with --recompute all (readiness
+ *     inside recomputed segments), and with one all-reduce after backward
+ *     (--bucket-mb 0).
+ *   sync batch norm: ResNet-18 (width 64, 32x32) on 2 GPUs x B with
+ *     --sync-bn equals 1 GPU x 2B, running statistics included (1e-4: cuDNN
+ *     may pick other convolution algorithms for other batch sizes).
+ *   mixed precision: fp16 (the grad scaler) and bf16 on 2 GPUs train 20
+ *     steps with a finite, falling loss.
+ *   failure: killing rank 1 of `ctrain train --gpus 2` ends the launcher
+ *     within 30 s, naming rank 1; two ranks started by hand (CTRAIN_*
+ *     variables, no launcher) with --dist-timeout 10: killing rank 1 makes
+ *     rank 0's watchdog end it within 40 s with a message naming rank 0 and
+ *     the cause.
+ *
+ * Files and logs go to $CTRAIN_DIST_TEST_DIR (default: a fresh /tmp folder).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cuda_runtime.h>
+#include "check.h"
+#include "../train/bench.h"
+#include "../train/safetensors.h"
+
+static char bin[1024], dir[1024];
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Start `ctrain ARGS` (split on spaces) with output to log; env "K=V" pairs
+ * (or NULL). Returns the pid. */
+static pid_t start(const char *args, const char *log, const char *const *env)
+{
+    static char buf[8192];
+    char *argv[128];
+    int n = 0;
+    snprintf(buf, sizeof buf, "%s", args);
+    argv[n++] = bin;
+    argv[n++] = (char *)"train";
+    for (char *t = strtok(buf, " "); t && n < 126; t = strtok(NULL, " ")) argv[n++] = t;
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+        for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
+        execv(bin, argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Wait for pid at most limit_s; SIGKILL when it runs longer. Returns the
+ * exit status, 128 + signal, or -1 when it had to be killed. */
+static int wait_for(pid_t pid, double limit_s, double *took)
+{
+    double t0 = now_s();
+    int st = 0;
+    for (;;) {
+        pid_t p = waitpid(pid, &st, WNOHANG);
+        if (p == pid) break;
+        if (now_s() - t0 > limit_s) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            if (took) *took = now_s() - t0;
+            return -1;
+        }
+        usleep(50 * 1000);
+    }
+    if (took) *took = now_s() - t0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int run(const char *args, const char *log, double limit_s)
+{
+    return wait_for(start(args, log, NULL), limit_s, NULL);
+}
+
+static int file_has(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, text) != NULL;
+}
+
+/* The "loss" of every "step" line of a --log file; returns how many. */
+static int losses(const char *path, float *out, int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[4096];
+    int n = 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        double v;
+        if (bench_line_is(line, "step") && bench_line_num(line, "loss", &v)) out[n++] = (float)v;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Every tensor of a against b (same names), |a - b| <= atol + rtol |a|. */
+static void compare_files(const char *what, const char *pa, const char *pb, double atol,
+                          double rtol)
+{
+    StFile a, b;
+    char err[512], name[256];
+    int oa = st_open(pa, &a, err, sizeof err), ob = oa ? -1 : st_open(pb, &b, err, sizeof err);
+    snprintf(name, sizeof name, "%s: both checkpoints open", what);
+    if (!check_true(name, oa == 0 && ob == 0, "%s", err)) {
+        if (oa == 0) st_close(&a);
+        return;
+    }
+    int missing = 0, ints_differ = 0;
+    size_t total = 0, worst_i = 0;
+    double worst = 0;   /* the largest err / tol */
+    const char *worst_name = "";
+    for (int i = 0; i < a.n; i++) {
+        const StEntry *x = &a.e[i], *y = st_find(&b, x->name);
+        if (!y || y->numel != x->numel || y->dtype != x->dtype) { missing++; continue; }
+        if (x->dtype != DT_F32) {
+            ints_differ += memcmp(x->data, y->data, x->numel * x->elem_size) != 0;
+            continue;
+        }
+        const float *u = (const float *)x->data, *v = (const float *)y->data;
+        for (size_t k = 0; k < x->numel; k++) {
+            double e = fabs((double)u[k] - v[k]), tol = atol + rtol * fabs((double)u[k]);
+            if (!(e / tol <= worst)) {
+                worst = isnan(e) ? INFINITY : e / tol;
+                worst_name = x->name;
+                worst_i = k;
+            }
+        }
+        total += x->numel;
+    }
+    snprintf(name, sizeof name, "%s: weights equal (%zu values, rtol %g)", what, total, rtol);
+    check_true(name, !missing && !ints_differ && worst <= 1.0 && total > 0,
+               "%d tensors missing, %d integer tensors differ, worst %s[%zu] at %.2f x the "
+               "tolerance", missing, ints_differ, worst_name, worst_i, worst);
+    st_close(&a);
+    st_close(&b);
+}
+
+static void compare_losses(const char *what, const char *la, const char *lb, int steps,
+                           double rtol)
+{
+    float a[64], b[64];
+    int na = losses(la, a, 64), nb = losses(lb, b, 64);
+    char name[256];
+    snprintf(name, sizeof name, "%s: %d logged losses", what, steps);
+    if (!check_true(name, na == steps && nb == steps, "got %d and %d (see %s, %s)", na, nb, la,
+                    lb))
+        return;
+    snprintf(name, sizeof name, "%s: the same loss at every step", what);
+    check_close(name, b, a, (size_t)steps, 1e-7, rtol);
+}
+
+#define BERT "--model bert-tiny --data synthetic --seq 32 --dropout 0 --precision fp32 " \
+             "--lr 0.1 --log-every 1"
+
+/* 1 GPU x 2B (reference, made once) against 2 GPUs x B with `extra`. */
+static void equivalence(const char *what, const char *extra_one, const char *extra_two,
+                        int accum)
+{
+    char a1[4096], a2[4096], l1[1100], l2[1100], s1[1100], s2[1100], o1[1100], o2[1100];
+    snprintf(l1, sizeof l1, "%s/%s.one.jsonl", dir, what);
+    snprintf(l2, sizeof l2, "%s/%s.two.jsonl", dir, what);
+    snprintf(s1, sizeof s1, "%s/%s.one.safetensors", dir, what);
+    snprintf(s2, sizeof s2, "%s/%s.two.safetensors", dir, what);
+    snprintf(o1, sizeof o1, "%s/%s.one.out", dir, what);
+    snprintf(o2, sizeof o2, "%s/%s.two.out", dir, what);
+    snprintf(a1, sizeof a1, BERT " --steps 5 --batch 16 --accum %d --device cuda:0 --log %s "
+             "--save %s %s", accum, l1, s1, extra_one);
+    snprintf(a2, sizeof a2, BERT " --steps 5 --batch 8 --accum %d --gpus 2 --log %s --save %s %s",
+             accum, l2, s2, extra_two);
+    int r1 = run(a1, o1, 300), r2 = run(a2, o2, 300);
+    char name[256];
+    snprintf(name, sizeof name, "%s: both runs succeed", what);
+    if (!check_true(name, r1 == 0 && r2 == 0, "status %d and %d (see %s, %s)", r1, r2, o1, o2))
+        return;
+    compare_losses(what, l1, l2, 5, 1e-5);
+    compare_files(what, s1, s2, 1e-7, 1e-5);
+}
+
+static void sync_bn(void)
+{
+    char a1[4096], a2[4096], s1[1100], s2[1100], o1[1100], o2[1100], l1[1100], l2[1100];
+    const char *base = "--model resnet18 --data synthetic --image-size 32 --classes 10 "
+                       "--precision fp32 --lr 0.05 --steps 5 --log-every 1";
+    snprintf(s1, sizeof s1, "%s/syncbn.one.safetensors", dir);
+    snprintf(s2, sizeof s2, "%s/syncbn.two.safetensors", dir);
+    snprintf(l1, sizeof l1, "%s/syncbn.one.jsonl", dir);
+    snprintf(l2, sizeof l2, "%s/syncbn.two.jsonl", dir);
+    snprintf(o1, sizeof o1, "%s/syncbn.one.out", dir);
+    snprintf(o2, sizeof o2, "%s/syncbn.two.out", dir);
+    snprintf(a1, sizeof a1, "%s --batch 16 --device cuda:0 --save %s --log %s", base, s1, l1);
+    snprintf(a2, sizeof a2, "%s --batch 8 --gpus 2 --sync-bn --save %s --log %s", base, s2, l2);
+    int r1 = run(a1, o1, 300), r2 = run(a2, o2, 300);
+    if (!check_true("sync-bn resnet18: both runs succeed", r1 == 0 && r2 == 0,
+                    "status %d and %d (see %s, %s)", r1, r2, o1, o2))
+        return;
+    compare_losses("sync-bn resnet18", l1, l2, 5, 1e-4);
+    compare_files("sync-bn resnet18 (running stats too)", s1, s2, 1e-6, 1e-4);
+}
+
+static void precision(const char *prec)
+{
+    char a[4096], l[1100], o[1100], name[128];
+    snprintf(l, sizeof l, "%s/%s.jsonl", dir, prec);
+    snprintf(o, sizeof o, "%s/%s.out", dir, prec);
+    snprintf(a, sizeof a, "--model bert-tiny --data synthetic --seq 64 --batch 16 --gpus 2 "
+             "--precision %s --optim adamw --lr 1e-3 --steps 20 --log-every 1 --log %s", prec, l);
+    int rc = run(a, o, 300);
+    float loss[64];
+    int n = losses(l, loss, 64);
+    snprintf(name, sizeof name, "%s on 2 GPUs: 20 steps, finite loss that falls", prec);
+    check_true(name, rc == 0 && n == 20 && isfinite(loss[19]) && loss[19] < loss[0],
+               "status %d, %d losses, first %g last %g (see %s)", rc, n, n ? loss[0] : NAN,
+               n ? loss[n - 1] : NAN, o);
+}
+
+/* The launcher's rank r: its child whose environment says CTRAIN_RANK=r
+ * (found by scanning /proc); 0 when there is none. */
+static pid_t rank_pid(pid_t launcher, int r)
+{
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    struct dirent *e;
+    pid_t found = 0;
+    char want[32];
+    snprintf(want, sizeof want, "CTRAIN_RANK=%d", r);
+    while (!found && (e = readdir(d))) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0) continue;
+        char path[300], buf[4096];
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        int ppid = -1;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        char *close_paren = strrchr(buf, ')');   /* "pid (comm) state ppid ..." */
+        if (!close_paren || sscanf(close_paren + 2, "%*c %d", &ppid) != 1 || ppid != launcher)
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/environ", pid);
+        f = fopen(path, "r");
+        if (!f) continue;
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+            if (!strcmp(buf + i, want)) found = pid;
+    }
+    closedir(d);
+    return found;
+}
+
+#define LONG_RUN "--model bert-tiny --data synthetic --seq 32 --batch 8 --steps 1000000 " \
+                 "--log-every 100000"
+
+static void kill_under_launcher(void)
+{
+    char o[1100];
+    snprintf(o, sizeof o, "%s/kill_launcher.out", dir);
+    pid_t launcher = start(LONG_RUN " --gpus 2", o, NULL);
+    sleep(20);   /* set-up, first steps */
+    pid_t r1 = rank_pid(launcher, 1);
+    if (!check_true("kill under the launcher: rank 1 is running", r1 > 0 && rank_pid(launcher, 0),
+                    "ranks not found under pid %d (see %s)", (int)launcher, o)) {
+        kill(launcher, SIGKILL);
+        wait_for(launcher, 10, NULL);
+        return;
+    }
+    kill(r1, SIGKILL);
+    double took;
+    int rc = wait_for(launcher, 30, &took);
+    check_true("kill rank 1: the launcher stops rank 0 and fails within 30 s, naming rank 1",
+               rc > 0 && file_has(o, "rank 1 was killed by signal 9"),
+               "status %d after %.1f s (see %s)", rc, took, o);
+}
+
+static void kill_without_launcher(void)
+{
+    char o0[1100], o1[1100];
+    snprintf(o0, sizeof o0, "%s/watchdog.rank0.out", dir);
+    snprintf(o1, sizeof o1, "%s/watchdog.rank1.out", dir);
+    static char port[64];
+    snprintf(port, sizeof port, "CTRAIN_MASTER_PORT=%d", 20000 + (int)(getpid() % 20000));
+    const char *e0[] = {"CTRAIN_RANK=0", "CTRAIN_WORLD_SIZE=2", "CTRAIN_LOCAL_RANK=0", port, NULL};
+    const char *e1[] = {"CTRAIN_RANK=1", "CTRAIN_WORLD_SIZE=2", "CTRAIN_LOCAL_RANK=1", port, NULL};
+    pid_t r0 = start(LONG_RUN " --dist-timeout 10", o0, e0);
+    pid_t r1 = start(LONG_RUN " --dist-timeout 10", o1, e1);
+    sleep(20);
+    kill(r1, SIGKILL);
+    wait_for(r1, 10, NULL);
+    double took;
+    int rc = wait_for(r0, 40, &took);
+    check_true("kill rank 1 (no launcher): rank 0's watchdog ends it within 40 s",
+               rc == 1 && file_has(o0, "ctrain: rank 0: "),
+               "status %d after %.1f s (see %s)", rc, took, o0);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    /* build/tests/gpu_dist -> build/ctrain */
+    snprintf(bin, sizeof bin, "%s", argv[0]);
+    char *slash = strrchr(bin, '/');
+    if (slash) snprintf(slash, sizeof bin - (size_t)(slash - bin), "/../ctrain");
+    else snprintf(bin, sizeof bin, "../ctrain");
+    if (access(bin, X_OK) != 0) {
+        printf("gpu_dist: cannot run %s: %s\n0 passed, 1 failed\n", bin, strerror(errno));
+        return 1;
+    }
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) {
+        printf("gpu_dist: needs 2 GPUs, this machine shows %d: skipped\n0 passed, 0 failed\n", n);
+        return 0;
+    }
+    const char *d = getenv("CTRAIN_DIST_TEST_DIR");
+    if (d && *d) {
+        snprintf(dir, sizeof dir, "%s", d);
+        mkdir(dir, 0755);
+    } else {
+        snprintf(dir, sizeof dir, "/tmp/ctrain-gpu-dist-XXXXXX");
+        if (!mkdtemp(dir)) { printf("cannot make a temp folder\n0 passed, 1 failed\n"); return 1; }
+    }
+    printf("gpu_dist: %s, files in %s\n", bin, dir);
+    equivalence("bert-buckets", "", "--bucket-mb 0.25", 1);
+    equivalence("bert-one-bucket", "", "--bucket-mb 0", 1);
+    equivalence("bert-accum2", "", "--bucket-mb 0.25", 2);
+    equivalence("bert-recompute", "", "--bucket-mb 0.25 --recompute all", 1);
+    sync_bn();
+    precision("fp16");
+    precision("bf16");
+    kill_under_launcher();
+    kill_without_launcher();
+    return check_summary();
+}

@@ -1,0 +1,337 @@
+/* test_dist.c — the host-side logic of multi-GPU data parallel, on the CPU:
+ *   sharding: every rank's share of an epoch is disjoint from the others',
+ *     the shares together are the epoch minus its last n mod world samples,
+ *     all shares are equally long, and the ranks' batch b together is batch
+ *     b of one process with world x the batch (loader, and the synthetic
+ *     text feed's rows);
+ *   buckets: they cover the gradient buffer exactly, in order from its end,
+ *     cut only between parameters and at the weight-decay boundary, each at
+ *     least the asked size except the last of a group;
+ *   readiness: on real models (MLP, BERT-tiny with its tied embeddings,
+ *     ResNet) with and without recompute, every bucket is handed out exactly
+ *     once, and at that moment its gradients already equal their final
+ *     values (nothing adds into them later), and most buckets go out before
+ *     backward ends.
+ */
+#include <string.h>
+#include "check.h"
+#include "../data/image_source.h"
+#include "../data/loader.h"
+#include "../data/mlm.h"
+#include "../data/shuffle.h"
+#include "../engine/autograd.h"
+#include "../engine/mem.h"
+#include "../engine/params.h"
+#include "../models/bert.h"
+#include "../models/mlp.h"
+#include "../models/resnet.h"
+#include "../train/dist_bucket.h"
+#include "../train/feed.h"
+
+/* ---- sharding ---- */
+
+static void test_shard(uint32_t n, uint32_t world, uint32_t B)
+{
+    char name[96];
+    uint32_t *perm = malloc(n * sizeof *perm), *share = malloc(n * sizeof *share);
+    int *owner = malloc(n * sizeof *owner);
+    for (uint32_t i = 0; i < n; i++) owner[i] = -1;
+    shuffle_perm(perm, n, 7, 3);
+    uint32_t k = shuffle_shard_count(n, world);
+    int disjoint = 1, counts = 1, batches = 1;
+    for (uint32_t r = 0; r < world; r++) {
+        shuffle_perm(share, n, 7, 3);
+        uint32_t got = shuffle_shard(share, n, r, world);
+        counts &= got == k;
+        for (uint32_t j = 0; j < got; j++) {
+            if (owner[share[j]] >= 0) disjoint = 0;
+            owner[share[j]] = (int)r;
+            /* batch b of rank r, row i = position r + world (b B + i) of the epoch */
+            uint32_t b = j / B, i = j % B;
+            if (share[j] != perm[r + world * (b * B + i)]) batches = 0;
+        }
+    }
+    uint32_t covered = 0, tail_ok = 1;
+    for (uint32_t p = 0; p < n; p++) {
+        int has = owner[perm[p]] >= 0;
+        covered += has;
+        if (has != (p < k * world)) tail_ok = 0;   /* exactly the last n mod world are dropped */
+    }
+    snprintf(name, sizeof name, "shard n=%u world=%u: disjoint, equal, complete", n, world);
+    check_true(name, disjoint && counts && covered == k * world && tail_ok,
+               "disjoint %d, counts %d, covered %u of %u, tail %d", disjoint, counts, covered,
+               k * world, tail_ok);
+    snprintf(name, sizeof name, "shard n=%u world=%u: batches = one big batch", n, world);
+    check_true(name, batches, "a rank's batch row is not its position in the big batch");
+    free(perm);
+    free(share);
+    free(owner);
+}
+
+/* Two loaders (ranks 0 and 1 of 2) over one synthetic source: batch b of
+ * both together holds the indices of batch b of a loader with batch 2B. */
+static void test_loader_shards(void)
+{
+    enum { N = 41, B = 4, S = 8 };
+    ImageSource src;
+    src_synthetic_init(&src, N, 5, S, 11);
+    LoaderConfig big = {.batch = 2 * B, .workers = 2, .slots = 3, .train = 1, .seed = 5};
+    Loader *L = loader_init(&src, &big), *R[2];
+    for (uint32_t r = 0; r < 2; r++) {
+        LoaderConfig c = big;
+        c.batch = B;
+        c.rank = r;
+        c.world = 2;
+        R[r] = loader_init(&src, &c);
+    }
+    check_true("loader shard: batches per epoch", loader_batches(R[0]) == (N / 2) / B &&
+               loader_batches(R[1]) == loader_batches(R[0]),
+               "rank batches %u and %u, expected %u", loader_batches(R[0]), loader_batches(R[1]),
+               (N / 2) / B);
+    int same = 1;
+    for (uint64_t e = 0; e < 2; e++) {
+        loader_start(L, e, 0);
+        loader_start(R[0], e, 0);
+        loader_start(R[1], e, 0);
+        for (uint32_t b = 0; b < loader_batches(R[0]); b++) {
+            LoaderBatch *lb = loader_next(L), *r0 = loader_next(R[0]), *r1 = loader_next(R[1]);
+            int seen[N] = {0};
+            for (int i = 0; i < B; i++) {
+                seen[r0->index[i]]++;
+                seen[r1->index[i]]++;
+                /* and the pixels are the sample's own, whatever loader made them */
+                if (memcmp(r1->x + (size_t)i * S * S * 3,
+                           lb->x + (size_t)(2 * i + 1) * S * S * 3, S * S * 3 * sizeof(float)))
+                    same = 0;
+            }
+            for (int i = 0; i < 2 * B; i++) same &= seen[lb->index[i]] == 1;
+            loader_release(L, lb);
+            loader_release(R[0], r0);
+            loader_release(R[1], r1);
+        }
+    }
+    check_true("loader shard: 2 ranks x B = one loader x 2B", same,
+               "a batch of the ranks differs from the big batch");
+    loader_free(L);
+    loader_free(R[0]);
+    loader_free(R[1]);
+    src_free(&src);
+}
+
+/* The synthetic text feed's rank r makes rows r B .. r B + B - 1. */
+static void test_mlm_rows(void)
+{
+    enum { B = 3, T = 16 };
+    MlmConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.T = T;
+    cfg.B = 2 * B;
+    cfg.seed = 9;
+    cfg.mask_prob = 0.15f;
+    cfg.mask_token_frac = 0.8f;
+    cfg.random_token_frac = 0.1f;
+    cfg.pad_id = 0; cfg.unk_id = 100; cfg.cls_id = 101; cfg.sep_id = 102; cfg.mask_id = 103;
+    cfg.vocab_size = 500;
+    MlmBatch big, part;
+    mlm_batch_alloc(&big, 2 * B, T, 0);
+    mlm_batch_alloc(&part, B, T, 0);
+    mlm_synthetic_batch(&big, &cfg, 0);
+    cfg.B = B;
+    mlm_synthetic_rows(&part, &cfg, 0, B);
+    size_t half = (size_t)B * T;
+    check_true("synthetic text rows of rank 1 = rows B..2B-1",
+               !memcmp(part.input_ids, big.input_ids + half, half * sizeof(int32_t)) &&
+               !memcmp(part.labels, big.labels + half, half * sizeof(int32_t)),
+               "rank 1's rows differ from the big batch's second half");
+    mlm_batch_free(&big);
+    mlm_batch_free(&part);
+}
+
+/* ---- buckets ---- */
+
+static void test_bucket_plan(void)
+{
+    Ctx c;
+    ctx_init(&c, DEV_CPU, 0, 1);
+    ParamSet ps;
+    params_init(&ps);
+    /* mixed sizes and groups, in "forward" order; one parameter larger than a bucket */
+    int64_t sizes[] = {300, 7, 5000, 40, 40, 900, 3, 1200, 64, 64, 128, 2};
+    int decay[] = {1, 0, 1, 0, 0, 1, 0, 1, 0, 1, 1, 0};
+    int np = (int)(sizeof sizes / sizeof sizes[0]);
+    for (int i = 0; i < np; i++) {
+        char n[32];
+        snprintf(n, sizeof n, "p%d", i);
+        params_add(&ps, n, 1, &sizes[i], INIT_UNIFORM, 0.1f, decay[i]);
+    }
+    params_alloc(&ps, &c, 3);
+    size_t targets[] = {0, 1, 256, 1000, 100000};
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
+        BucketPlan bp;
+        bucket_plan_build(&bp, &ps, targets[t]);
+        char name[96];
+        int ok = bp.n >= 1 && bp.b[0].end == ps.total && bp.b[bp.n - 1].begin == 0;
+        int params = 0;
+        for (int k = 0; k < bp.n; k++) {
+            ok &= bp.b[k].begin < bp.b[k].end;
+            if (k) ok &= bp.b[k].end == bp.b[k - 1].begin;     /* contiguous, from the end */
+            int group_last = bp.b[k].begin == 0 || bp.b[k].begin == ps.n_decay;
+            if (targets[t] && !group_last) ok &= bp.b[k].end - bp.b[k].begin >= targets[t];
+            ok &= !(bp.b[k].begin < ps.n_decay && bp.b[k].end > ps.n_decay);   /* one group */
+            params += bp.b[k].n_params;
+        }
+        for (int i = 0; i < np; i++) {   /* each parameter inside its bucket, never split */
+            const DistBucket *b = &bp.b[bp.param_bucket[i]];
+            ok &= ps.p[i].offset >= b->begin && ps.p[i].offset + ps.p[i].numel <= b->end;
+            ok &= bucket_param_of(&bp, &ps, ps.p[i].t) == i;
+        }
+        ok &= params == np;
+        if (!targets[t]) ok &= bp.n == (ps.n_decay && ps.n_decay < ps.total ? 2 : 1);
+        snprintf(name, sizeof name, "buckets of %zu elements: exact cover, aligned, grouped",
+                 targets[t]);
+        check_true(name, ok, "%d buckets violate the plan", bp.n);
+        bucket_plan_free(&bp);
+    }
+    params_free(&ps);
+    ctx_free(&c);
+}
+
+/* ---- readiness on real models ---- */
+
+typedef struct Snap {
+    const ParamSet *ps;
+    const BucketPlan *bp;
+    float *copy;           /* the buckets' gradients when they were handed out */
+    int *count;            /* per bucket */
+    int during;            /* handed out while backward was still walking */
+    int walking;
+} Snap;
+
+static void snap_issue(void *user, int b)
+{
+    Snap *s = (Snap *)user;
+    const DistBucket *k = &s->bp->b[b];
+    memcpy(s->copy + k->begin, s->ps->grad + k->begin, (k->end - k->begin) * sizeof(float));
+    s->count[b]++;
+    s->during += s->walking;
+}
+
+static void test_ready(const char *what, Model *m, Ctx *c, Feed *fd, size_t bucket_elems)
+{
+    ParamSet *ps = &m->params;
+    BucketPlan bp;
+    bucket_plan_build(&bp, ps, bucket_elems);
+    Snap s = {ps, &bp, calloc(ps->total, sizeof(float)), calloc((size_t)bp.n, sizeof(int)), 0, 0};
+    GradReady g;
+    grad_ready_init(&g, ps, &bp, snap_issue, &s);
+    for (int step = 0; step < 2; step++) {   /* the tracker is reused across steps */
+        memset(s.count, 0, (size_t)bp.n * sizeof(int));
+        s.during = 0;
+        params_zero_grad(ps);
+        fd->next(fd, c, 0, (uint32_t)step);
+        Tensor *loss = model_loss(c, m, fd->in, 0.0f, NULL);
+        grad_ready_reset(&g);
+        c->bwd_hook = &g.hook;
+        s.walking = 1;
+        ad_backward(c, loss, 1.0f);
+        s.walking = 0;
+        c->bwd_hook = NULL;
+        grad_ready_finish(&g);
+        tensor_release(loss);
+    }
+    int once = 1;
+    for (int b = 0; b < bp.n; b++) once &= s.count[b] == 1;
+    char name[128];
+    snprintf(name, sizeof name, "%s: each of %d buckets all-reduced once", what, bp.n);
+    check_true(name, once, "a bucket was handed out %s", "0 or several times");
+    snprintf(name, sizeof name, "%s: a bucket's gradients were final when handed out", what);
+    check_true(name, !memcmp(s.copy, ps->grad, ps->total * sizeof(float)),
+               "some gradient changed after its bucket was handed out");
+    snprintf(name, sizeof name, "%s: buckets go out during backward", what);
+    check_true(name, s.during >= bp.n / 2, "only %d of %d buckets before backward ended",
+               s.during, bp.n);
+    grad_ready_free(&g);
+    bucket_plan_free(&bp);
+    free(s.copy);
+    free(s.count);
+}
+
+static void same_batch(Feed *f, Ctx *c, uint64_t e, uint32_t b)
+{
+    (void)f; (void)c; (void)e; (void)b;
+}
+
+static void ready_models(void)
+{
+    Ctx c;
+    ctx_init(&c, DEV_CPU, 0, 5);
+    /* MLP */
+    {
+        Model m;
+        int hidden[2] = {64, 32};
+        mlp_create(&m, &c, 20, hidden, 2, 5, 3);
+        m.training = 1;
+        float x[8 * 20];
+        int32_t y[8];
+        check_fill(x, 8 * 20, -1, 1);
+        for (int i = 0; i < 8; i++) y[i] = i % 5;
+        Feed fd;   /* hands the same batch every time */
+        memset(&fd, 0, sizeof fd);
+        fd.n_in = 2;
+        fd.in[0] = tensor_from_f32(&c, x, DT_F32, 2, (int64_t[]){8, 20});
+        fd.in[1] = tensor_from_host(&c, y, DT_I32, 1, (int64_t[]){8});
+        fd.next = same_batch;
+        test_ready("mlp", &m, &c, &fd, 500);
+        tensor_release(fd.in[0]);
+        tensor_release(fd.in[1]);
+        model_free(&m);
+    }
+    /* BERT-tiny (tied word embeddings: input embedding and MLM decoder), with
+     * and without recompute */
+    for (int rec = 0; rec < 2; rec++) {
+        FeedSpec fs = {"synthetic", "bert-tiny", 2, 2, 0, 1, 0, 7, 16, NULL, 300};
+        Feed fd;
+        feed_open(&fd, &c, &fs);
+        BertConfig bc;
+        bert_config_named(&bc, "bert-tiny", fd.vocab_size);
+        bc.recompute.every = rec;
+        Model m;
+        bert_create(&m, &c, &bc, 3);
+        snprintf(m.name, sizeof m.name, "bert-tiny");
+        test_ready(rec ? "bert-tiny recompute all" : "bert-tiny", &m, &c, &fd, 20000);
+        model_free(&m);
+        feed_close(&fd, &c);
+    }
+    /* ResNet18 at width 16 (batch norm, residuals), recompute every 2nd block */
+    for (int rec = 0; rec < 3; rec += 2) {
+        FeedSpec fs = {"synthetic", "resnet18", 2, 2, 32, 1, 10, 7, 0, NULL, 0};
+        Feed fd;
+        feed_open(&fd, &c, &fs);
+        ResNetConfig rc;
+        resnet_config_default(&rc, 18);
+        rc.width = 16;
+        rc.classes = 10;
+        rc.recompute.every = rec;
+        Model m;
+        resnet_create(&m, &c, &rc, 3);
+        test_ready(rec ? "resnet18 recompute every:2" : "resnet18", &m, &c, &fd, 8000);
+        model_free(&m);
+        feed_close(&fd, &c);
+    }
+    ctx_free(&c);
+}
+
+int main(void)
+{
+    check_seed(17);
+    uint32_t ns[] = {1, 10, 1000, 1001, 1027};
+    uint32_t ws[] = {1, 2, 3, 4, 8};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
+            if (ns[i] >= ws[j]) test_shard(ns[i], ws[j], 1 + (uint32_t)(i % 3));
+    test_loader_shards();
+    test_mlm_rows();
+    test_bucket_plan();
+    ready_models();
+    return check_summary();
+}

@@ -1,0 +1,315 @@
+/* dist.c — the data-parallel glue (design in dist.h): the launcher
+ * decision, rank set-up, NCCL communicators, the gradient buckets'
+ * all-reduces on their own stream, the loss average and the teardown. */
+#include "dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "../engine/error.h"
+#include "../engine/log.h"
+#include "../engine/mem.h"
+#include "../engine/params.h"
+#include "dist_bucket.h"
+#include "dist_launch.h"
+#include "dist_rdzv.h"
+#include "dist_watchdog.h"
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#include <nccl.h>
+#endif
+
+struct Dist {
+    DistEnv env;
+    DistOptions opt;
+    Ctx *ctx;
+    Trainer *tr;
+    BucketPlan plan;
+    GradReady ready;
+    int attached, hooked;
+#ifdef CTRAIN_CUDA
+    ncclComm_t comm, bn_comm;
+    cudaStream_t comm_stream;
+    cudaEvent_t *bucket_ev;    /* [plan.n] gradients of bucket k written (compute stream) */
+    cudaEvent_t done_ev;       /* every all-reduce of the step issued so far done (comm stream) */
+    float *scratch;            /* one device float for the barrier */
+    DistWatchdog *wd;
+#endif
+};
+
+int dist_is_main(const Dist *d) { return !d || d->env.rank == 0; }
+
+int dist_launch_if_asked(const TrainOptions *t, const char *cmd, int argc, char **argv, int *rc)
+{
+    const DistOptions *o = &t->dist;
+    if (o->gpus <= 1) return 0;
+    DistEnv e;
+    if (dist_env_read(&e)) return 0;   /* already a rank: --gpus is the launcher's business */
+#ifndef CTRAIN_CUDA
+    ct_fatal_hint("build ctrain with nvcc, cuDNN, cuBLAS and NCCL (make), or drop --gpus",
+                  "--gpus %d: this ctrain is a CPU-only build", o->gpus);
+#endif
+    if (t->device != DEV_CUDA)
+        ct_fatal_hint("drop --device cpu (each rank trains on its own GPU), or drop --gpus",
+                      "--gpus %d needs CUDA devices%s", o->gpus,
+                      ctx_cuda_available() ? "" : ", and none was found");
+    char **av = (char **)calloc((size_t)argc + 3, sizeof *av);
+    if (!av) ct_fatal("out of host memory");
+    av[0] = (char *)"/proc/self/exe";
+    av[1] = (char *)cmd;
+    for (int i = 0; i < argc; i++) av[i + 2] = argv[i];
+    char what[64];
+    snprintf(what, sizeof what, "ctrain %s --gpus %d", cmd, o->gpus);
+    *rc = dist_spawn(av, o->gpus, 10.0, what);
+    free(av);
+    return 1;
+}
+
+Dist *dist_setup(TrainOptions *o)
+{
+    DistEnv e;
+    if (!dist_env_read(&e) || e.world == 1) {
+        if (o->dist.sync_bn)
+            LOG_W("--sync-bn: this run has one process, so batch norm uses this GPU's batch "
+                  "anyway");
+        return NULL;
+    }
+    char pfx[32];
+    snprintf(pfx, sizeof pfx, "rank %d: ", e.rank);
+    ct_set_msg_prefix(pfx);
+#ifndef CTRAIN_CUDA
+    ct_fatal_hint("build ctrain with nvcc, cuDNN, cuBLAS and NCCL (make), or run one process",
+                  "multi-GPU training (%d ranks from %s) needs the CUDA build; this one is "
+                  "CPU-only", e.world, dist_env_source_name(e.source));
+#else
+    if (o->device != DEV_CUDA)
+        ct_fatal_hint("drop --device cpu: each rank trains on GPU <local rank>",
+                      "multi-GPU training needs CUDA devices (rank %d of %d)", e.rank, e.world);
+    o->device_id = e.local_rank;
+    Dist *d = (Dist *)calloc(1, sizeof *d);
+    if (!d) ct_fatal("out of host memory");
+    d->env = e;
+    d->opt = o->dist;
+    if (e.rank != 0) {
+        /* rank 0 writes the files and the progress; the others only report errors */
+        o->log_path[0] = 0;
+        o->save_path[0] = 0;
+        o->save_every = 0;
+        if (!getenv("CTRAIN_LOG")) log_set_level(LOG_ERROR);
+        if (!freopen("/dev/null", "w", stdout))
+            LOG_W("cannot silence stdout on rank %d", e.rank);
+    }
+    return d;
+#endif
+}
+
+#ifdef CTRAIN_CUDA
+
+static void bn_allreduce(Ctx *c, float *buf, size_t n, void *user)
+{
+    Dist *d = (Dist *)user;
+    NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, ncclAvg, d->bn_comm, c->stream));
+}
+
+/* Rank 0 makes the NCCL id and serves it; the others fetch it. */
+static void rendezvous(Dist *d, ncclUniqueId *id)
+{
+    const DistEnv *e = &d->env;
+    char err[512];
+    double t = (double)d->opt.timeout_s;
+    if (e->rank == 0) {
+        NCCL_CHECK(ncclGetUniqueId(id));
+        int fd = e->rdzv_fd;
+        if (fd < 0) fd = rdzv_listen("0.0.0.0", e->master_port, NULL, err, sizeof err);
+        if (fd < 0)
+            ct_fatal_hint("choose a free port with CTRAIN_MASTER_PORT", "%s", err);
+        int rc = rdzv_serve(fd, e->world, id, sizeof *id, t, err, sizeof err);
+        close(fd);
+        if (rc)
+            ct_fatal_hint("start every rank with the same CTRAIN_WORLD_SIZE and distinct "
+                          "CTRAIN_RANK; --dist-timeout sets how long rank 0 waits", "%s", err);
+    } else if (rdzv_fetch(e->master_addr, e->master_port, e->rank, e->world, id, sizeof *id, t,
+                          err, sizeof err)) {
+        ct_fatal_hint("check that rank 0 runs and that CTRAIN_MASTER_ADDR / CTRAIN_MASTER_PORT "
+                      "name its host and port (reachable from here)", "%s", err);
+    }
+}
+
+void dist_start(Dist *d, Ctx *c)
+{
+    if (!d) return;
+    const DistEnv *e = &d->env;
+    CT_ASSERT(c->device == DEV_CUDA, "dist_start needs a CUDA context");
+    int n_dev = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&n_dev));
+    if (e->local_rank >= n_dev)
+        ct_fatal_hint("start at most as many ranks per machine as it has GPUs (or fix "
+                      "CTRAIN_LOCAL_RANK / CUDA_VISIBLE_DEVICES)",
+                      "local rank %d needs GPU %d, this machine shows %d", e->local_rank,
+                      e->local_rank, n_dev);
+    d->ctx = c;
+    d->wd = watchdog_start(e->rank, c->device_id, d->opt.timeout_s, 2.0 * d->opt.timeout_s);
+    ncclUniqueId id;
+    rendezvous(d, &id);
+    watchdog_setup_deadline(d->wd, (double)d->opt.timeout_s);
+    NCCL_CHECK(ncclCommInitRank(&d->comm, e->world, id, e->rank));
+    if (d->opt.sync_bn) NCCL_CHECK(ncclCommSplit(d->comm, 0, e->rank, &d->bn_comm, NULL));
+    watchdog_run(d->wd, d->comm, d->bn_comm);
+
+    int least = 0, greatest = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, greatest));
+    CUDA_CHECK(cudaEventCreateWithFlags(&d->done_ev, cudaEventDisableTiming));
+    d->scratch = (float *)mem_alloc(c, sizeof(float));
+
+    c->dp_rank = e->rank;
+    c->dp_world = e->world;
+    /* dropout: a different stream of masks on every rank (rank 0 keeps --seed's) */
+    c->seed += (uint64_t)e->rank * 0x9E3779B97F4A7C15ull;
+    if (d->opt.sync_bn) {
+        c->bn_allreduce = bn_allreduce;
+        c->bn_allreduce_user = d;
+    }
+}
+
+static ncclDataType_t nccl_type(DType dt)
+{
+    switch (dt) {
+    case DT_F32: return ncclFloat;
+    case DT_F16: return ncclHalf;
+    case DT_BF16: return ncclBfloat16;
+    case DT_I32: return ncclInt32;
+    case DT_I64: return ncclInt64;
+    default: return ncclUint8;
+    }
+}
+
+/* GradReady's issue: bucket b's gradients are final on the compute stream. */
+static void issue_bucket(void *user, int b)
+{
+    Dist *d = (Dist *)user;
+    Ctx *c = d->ctx;
+    const DistBucket *k = &d->plan.b[b];
+    float *g = d->tr->model->params.grad + k->begin;
+    CUDA_CHECK(cudaEventRecord(d->bucket_ev[b], c->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(d->comm_stream, d->bucket_ev[b], 0));
+    NCCL_CHECK(ncclAllReduce(g, g, k->end - k->begin, ncclFloat, ncclAvg, d->comm,
+                             d->comm_stream));
+}
+
+void dist_attach(Dist *d, Trainer *t)
+{
+    if (!d) return;
+    Ctx *c = d->ctx;
+    ParamSet *ps = &t->model->params;
+    d->tr = t;
+    t->dist = d;
+    /* the same starting point everywhere, whatever each rank initialised or loaded */
+    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclBroadcast(ps->data, ps->data, ps->total, ncclFloat, 0, d->comm, c->stream));
+    for (int i = 0; i < ps->nb; i++) {
+        Tensor *b = ps->b[i].t;
+        size_t n = b->numel * (nccl_type(b->dtype) == ncclUint8 ? dtype_size(b->dtype) : 1);
+        NCCL_CHECK(ncclBroadcast(b->data, b->data, n, nccl_type(b->dtype), 0, d->comm, c->stream));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+
+    size_t elems = (size_t)((double)d->opt.bucket_mb * 1024.0 * 1024.0 / sizeof(float));
+    bucket_plan_build(&d->plan, ps, elems);
+    grad_ready_init(&d->ready, ps, &d->plan, issue_bucket, d);
+    d->bucket_ev = (cudaEvent_t *)calloc((size_t)d->plan.n, sizeof(cudaEvent_t));
+    if (!d->bucket_ev) ct_fatal("out of host memory");
+    for (int b = 0; b < d->plan.n; b++)
+        CUDA_CHECK(cudaEventCreateWithFlags(&d->bucket_ev[b], cudaEventDisableTiming));
+    d->hooked = d->opt.bucket_mb > 0;   /* 0: one all-reduce after backward, no overlap */
+    d->attached = 1;
+    int version = 0;
+    ncclGetVersion(&version);
+    LOG_I("data parallel: %d ranks (%s), NCCL %d.%d.%d; gradients in %d bucket%s of ~%g MB "
+          "all-reduced %s; batch norm %s; each rank a batch of %d", d->env.world,
+          dist_env_source_name(d->env.source), version / 10000, version / 100 % 100,
+          version % 100, d->plan.n, d->plan.n == 1 ? "" : "s", (double)d->opt.bucket_mb,
+          d->hooked ? "during backward" : "after backward",
+          d->opt.sync_bn ? "synchronized (--sync-bn)" : "per GPU", t->feed->batch);
+    watchdog_mark(d->wd, c->stream);
+}
+
+void dist_backward_begin(Dist *d, int last)
+{
+    if (!d) return;
+    if (last && d->hooked) {
+        grad_ready_reset(&d->ready);
+        d->ctx->bwd_hook = &d->ready.hook;
+    } else {
+        d->ctx->bwd_hook = NULL;
+    }
+}
+
+void dist_grads_ready(Dist *d)
+{
+    if (!d) return;
+    Ctx *c = d->ctx;
+    c->bwd_hook = NULL;
+    if (!d->hooked) grad_ready_reset(&d->ready);
+    grad_ready_finish(&d->ready);
+    CUDA_CHECK(cudaEventRecord(d->done_ev, d->comm_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(c->stream, d->done_ev, 0));
+}
+
+void dist_step_done(Dist *d)
+{
+    if (d) watchdog_mark(d->wd, d->ctx->stream);
+}
+
+float dist_loss_value(Dist *d, Trainer *t)
+{
+    if (d && t->last_loss) {
+        float *l = (float *)t->last_loss->data;
+        NCCL_CHECK(ncclAllReduce(l, l, 1, ncclFloat, ncclAvg, d->comm, d->ctx->stream));
+        watchdog_mark(d->wd, d->ctx->stream);
+    }
+    return trainer_loss_value(t);
+}
+
+void dist_finish(Dist *d)
+{
+    if (!d) return;
+    Ctx *c = d->ctx;
+    mem_zero(c, d->scratch, sizeof(float));
+    NCCL_CHECK(ncclAllReduce(d->scratch, d->scratch, 1, ncclFloat, ncclSum, d->comm, c->stream));
+    watchdog_mark(d->wd, c->stream);
+    ctx_sync(c);
+    watchdog_stop(d->wd);
+    c->bn_allreduce = NULL;
+    c->bwd_hook = NULL;
+    if (d->bn_comm) {
+        NCCL_CHECK(ncclCommFinalize(d->bn_comm));
+        NCCL_CHECK(ncclCommDestroy(d->bn_comm));
+    }
+    NCCL_CHECK(ncclCommFinalize(d->comm));
+    NCCL_CHECK(ncclCommDestroy(d->comm));
+    mem_free(c, d->scratch, sizeof(float));
+    for (int b = 0; b < d->plan.n; b++) CUDA_CHECK(cudaEventDestroy(d->bucket_ev[b]));
+    free(d->bucket_ev);
+    CUDA_CHECK(cudaEventDestroy(d->done_ev));
+    CUDA_CHECK(cudaStreamDestroy(d->comm_stream));
+    if (d->attached) {
+        grad_ready_free(&d->ready);
+        bucket_plan_free(&d->plan);
+        d->tr->dist = NULL;
+    }
+    free(d);
+}
+
+#else  /* CPU-only build: dist_setup never returns a Dist */
+
+void dist_start(Dist *d, Ctx *c) { (void)d; (void)c; }
+void dist_attach(Dist *d, Trainer *t) { (void)d; (void)t; }
+void dist_backward_begin(Dist *d, int last) { (void)d; (void)last; }
+void dist_grads_ready(Dist *d) { (void)d; }
+void dist_step_done(Dist *d) { (void)d; }
+float dist_loss_value(Dist *d, Trainer *t) { (void)d; return trainer_loss_value(t); }
+void dist_finish(Dist *d) { (void)d; }
+
+#endif

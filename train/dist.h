@@ -1,0 +1,107 @@
+/* dist.h — multi-GPU data parallel over NCCL: one process per GPU, one or
+ * several machines.
+ *
+ * Starting (dist_env.h lists the variables):
+ *   ctrain train --gpus N ...      N processes on this machine (dist_launch.h)
+ *   CTRAIN_RANK=.. CTRAIN_WORLD_SIZE=.. CTRAIN_LOCAL_RANK=.. CTRAIN_MASTER_ADDR=..
+ *   CTRAIN_MASTER_PORT=.. ctrain train ...     (by hand or a scheduler, any machines)
+ *   mpirun -np N [-x CTRAIN_MASTER_ADDR=host0] ctrain train ...   (Open MPI)
+ * Each rank uses GPU = its local rank (CUDA_VISIBLE_DEVICES picks which).
+ * Rank 0 makes the NCCL unique id and hands it to the others over TCP
+ * (dist_rdzv.h); then one NCCL communicator (and a second one for --sync-bn
+ * batch norm, so its all-reduces on the compute stream never interleave
+ * with the gradient buckets' on the communication stream).
+ *
+ * One step (train/step.c calls the two hooks):
+ *   every rank: its own batch (the feeds take rank r's share, train/feed.h)
+ *   backward of the last micro-batch: GradReady (dist_bucket.h) sees which
+ *     gradient buckets are final; each is all-reduced (ncclAvg, in place)
+ *     on a separate high-priority stream as soon as it is, overlapping the
+ *     rest of backward: an event recorded on the compute stream, waited on
+ *     by the communication stream. Earlier micro-batches of --accum K only
+ *     accumulate, locally.
+ *   dist_grads_ready: the buckets not issued yet, then the compute stream
+ *     waits for the communication stream; unscale, clip and the optimizer
+ *     follow on every rank with identical gradients, so the weights stay
+ *     identical without ever being sent again.
+ * fp16: the gradients are all-reduced BEFORE the grad scaler unscales and
+ * checks them, so an inf or NaN on any rank reaches every rank (inf and NaN
+ * survive the average), every rank sets found_inf, and all skip the step
+ * together; the scale stays the same everywhere. Clipping sees the averaged
+ * gradients, so every rank computes the same norm.
+ * CUDA graphs: nothing here syncs the host during the step; the NCCL calls,
+ * event records and waits are capturable; the communication stream is
+ * joined back before the step ends.
+ *
+ * Rank 0 alone writes --log and --save files and prints the progress; the
+ * other ranks print only errors, prefixed "rank R: ". Every rank loads
+ * --load / --resume files. Logged losses are averaged over the ranks.
+ *
+ * Failure: the launcher stops every rank when one fails (dist_launch.h).
+ * Each rank also runs a watchdog thread that ends the process, naming the
+ * rank and the cause, when NCCL reports an asynchronous error, when the
+ * set-up does not finish, or when the GPU makes no progress for
+ * --dist-timeout seconds (a collective waiting for a rank that died or
+ * hangs): it aborts the communicator (ncclCommAbort) and exits. Progress is
+ * the completion of marker events recorded after each step
+ * (dist_step_done); a rank legitimately slower than the timeout (a long
+ * checkpoint save on rank 0 while the others wait) needs a larger
+ * --dist-timeout. Checkpoint saves are atomic, so a stopped run never
+ * leaves a half-written file.
+ */
+#ifndef CTRAIN_TRAIN_DIST_H
+#define CTRAIN_TRAIN_DIST_H
+
+#include "dist_env.h"
+#include "options.h"
+#include "step.h"
+
+typedef struct Dist Dist;
+
+/* --gpus N (N > 1) in a process that is not a rank already: become the
+ * launcher of N ranks running this same command ("train" or "bench-rank"
+ * with argv); returns 1 with the exit status in *rc. 0: go on. */
+int dist_launch_if_asked(const TrainOptions *o, const char *cmd, int argc, char **argv, int *rc);
+
+/* NULL when this process trains alone. Otherwise this is a rank: reads the
+ * environment, points o at this rank's GPU, and quiets the non-main ranks
+ * (stdout to /dev/null, errors only; no --log, --save or --save-every, which
+ * rank 0 writes). Call before building the context. */
+Dist *dist_setup(TrainOptions *o);
+
+/* After ctx_init: rendezvous, NCCL, the watchdog. The context learns its
+ * rank (feeds take their share), a per-rank dropout seed, and with
+ * --sync-bn the batch-norm all-reduce. */
+void dist_start(Dist *d, Ctx *c);
+
+/* After the trainer is built (and resumed): rank 0's weights and buffers go
+ * to every rank, the gradient buckets are planned, t->dist = d. */
+void dist_attach(Dist *d, Trainer *t);
+
+/* step.c: before each micro-batch's backward; last = 1 for the step's last
+ * micro-batch, the one whose backward all-reduces. No-op when d is NULL. */
+void dist_backward_begin(Dist *d, int last);
+
+/* step.c: after the micro-batches, before unscale / clip / optimizer: the
+ * remaining buckets, then the compute stream waits for the all-reduces.
+ * No-op when d is NULL. */
+void dist_grads_ready(Dist *d);
+
+/* After each trainer_step, outside any CUDA graph capture: the watchdog's
+ * progress marker. No-op when d is NULL. */
+void dist_step_done(Dist *d);
+
+/* The last micro-batch's loss averaged over the ranks (waits for the
+ * device). Every rank must call it at the same steps. NULL d:
+ * trainer_loss_value. */
+float dist_loss_value(Dist *d, Trainer *t);
+
+/* 1 on rank 0 or when alone (d NULL). */
+int dist_is_main(const Dist *d);
+
+/* Every rank, before freeing the trainer and the context: a barrier (so
+ * rank 0's last save and evaluation are done), then NCCL and the watchdog
+ * are torn down. No-op when d is NULL. */
+void dist_finish(Dist *d);
+
+#endif

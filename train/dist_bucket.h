@@ -1,0 +1,92 @@
+/* dist_bucket.h — gradient buckets and when they are ready.
+ *
+ * Buckets. The gradient buffer (one f32 block, engine/params.h: the
+ * weight-decay group [0, n_decay) then the rest [n_decay, total), each in
+ * registration = forward order) is cut into contiguous ranges of about
+ * `bucket_elems` elements that together cover [0, total) exactly. Cuts fall
+ * only on parameter boundaries (a parameter is never split, so a parameter
+ * larger than a bucket is a bucket of its own) and always at n_decay (so a
+ * bucket never waits on both groups). The plan walks from the end of the
+ * buffer towards the start, because backward produces gradients in reverse
+ * forward order: bucket 0 ends at `total`, bucket k + 1 ends where bucket k
+ * begins. Each group's last bucket (nearest its start) takes what is left
+ * and may be small. bucket_elems 0: one bucket.
+ *
+ * Readiness. A bucket may be all-reduced once no later backward node adds
+ * into any of its parameters' gradients. GradReady watches the autograd
+ * walk (engine/autograd.h's hook): at the start of the outer walk it counts
+ * each parameter's uses as a node input on the tape; after each node it
+ * counts them down; a parameter whose count reaches 0 is final, a bucket
+ * whose parameters are all final is handed to `issue` (the all-reduce).
+ * A parameter used twice (BERT's tied word embeddings: the input embedding
+ * and the MLM decoder) is final after its last use in backward order.
+ *
+ * Recomputed segments: the outer tape holds one "recompute" node for a
+ * segment, without its parameters; their nodes appear only on the sub-tape
+ * the segment re-runs during backward. Their uses are counted when that
+ * sub-tape's walk begins, so they become final inside the segment's
+ * backward, right after their last use there (not only at the end). This is
+ * exact as long as a parameter inside a segment is not also used by a node
+ * that backward visits later (an earlier layer): then it would have been
+ * final, and all-reduced, too early. That case is detected (a sub-tape that
+ * uses an already final parameter) and fatal, with a hint to run without
+ * recompute; the models here never do it.
+ * Parameters no node used (an unused head) and everything when the hook did
+ * not run are issued by grad_ready_finish, in bucket order.
+ *
+ * Every rank walks the same tape, so every rank issues the buckets in the
+ * same order, as NCCL requires.
+ */
+#ifndef CTRAIN_TRAIN_DIST_BUCKET_H
+#define CTRAIN_TRAIN_DIST_BUCKET_H
+
+#include <stddef.h>
+#include "../engine/autograd.h"
+#include "../engine/params.h"
+
+typedef struct DistBucket {
+    size_t begin, end;   /* gradient elements [begin, end) */
+    int n_params;
+} DistBucket;
+
+typedef struct BucketPlan {
+    DistBucket *b;
+    int n;
+    int *param_bucket;   /* [ps->n] the bucket of each parameter */
+    int *by_offset;      /* [ps->n] parameter indices sorted by offset */
+    int n_params;
+} BucketPlan;
+
+/* Plan the buckets of ps (see above). */
+void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems);
+void bucket_plan_free(BucketPlan *bp);
+/* The parameter whose value view is t (found by address), or -1. */
+int bucket_param_of(const BucketPlan *bp, const ParamSet *ps, const Tensor *t);
+
+typedef void (*BucketIssueFn)(void *user, int bucket);
+
+typedef struct GradReady {
+    const ParamSet *ps;
+    const BucketPlan *bp;
+    int *uses;               /* [params] uses left on the tapes counted so far */
+    unsigned char *state;    /* [params] GR_UNSEEN, GR_PENDING, GR_FINAL */
+    int *left;               /* [buckets] parameters not final yet */
+    unsigned char *issued;   /* [buckets] */
+    int n_issued;
+    BucketIssueFn issue;
+    void *user;
+    AdHook hook;             /* set ctx->bwd_hook = &g->hook for the walk to report */
+} GradReady;
+
+enum { GR_UNSEEN = 0, GR_PENDING = 1, GR_FINAL = 2 };
+
+void grad_ready_init(GradReady *g, const ParamSet *ps, const BucketPlan *bp, BucketIssueFn issue,
+                     void *user);
+/* Before a backward whose gradients are to be all-reduced: nothing counted,
+ * nothing issued. */
+void grad_ready_reset(GradReady *g);
+/* After it: issue every bucket not issued yet, in bucket order. */
+void grad_ready_finish(GradReady *g);
+void grad_ready_free(GradReady *g);
+
+#endif
