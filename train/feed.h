@@ -21,15 +21,18 @@
 
 typedef struct Feed Feed;
 
+#define FEED_MAX_IN 4          /* the most tensors a model's loss takes */
+
 struct Feed {
     char desc[128];
-    int n_in;                  /* tensors the model's loss takes (inputs + labels) */
-    Tensor *in[4];
+    int n_in;                  /* tensors the model's loss takes (inputs, labels last) */
+    Tensor *in[FEED_MAX_IN];
     int batch;
     long batches_per_epoch;
     int classes;
     int vocab_size;            /* text feeds with a vocabulary: its size (0: none) */
     int has_eval;              /* a held-out split exists */
+    const char *const *class_names; /* [classes] label -> name, or NULL */
     /* Fill in[] with batch `batch_index` of `epoch`. */
     void (*next)(Feed *f, Ctx *c, uint64_t epoch, uint32_t batch_index);
     /* Loader images/s so far (NAN when not applicable). */
