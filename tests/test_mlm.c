@@ -13,6 +13,9 @@
  *   determinism: the same (seed, epoch, step) gives the same batch, in a
  *     fresh batcher too; a sequence is masked the same whatever batch size
  *     it lands in; another epoch reorders and remasks; an epoch visits all
+ *   masked rows: mlm_max_masked(T) slots a sequence hold every count the
+ *     masker makes; mlm_select_rows lists each sequence's labelled rows,
+ *     then distinct unlabelled ones as padding
  * The synthetic generator and the fortunes set (skipped, saying so, when
  * the Debian package fortunes is not installed) are checked last.
  * Shape letters: B batch, T tokens.
@@ -247,6 +250,61 @@ static void test_synthetic(void)
     mlm_batch_free(&b2);
 }
 
+/* The masked-row slots: mlm_max_masked bounds every count mlm_mask makes
+ * (packed sequences of the batcher over many epochs, and mlm_mask on
+ * sequences of every candidate count 0..T); mlm_select_rows on a hand-made
+ * case and on real batches. */
+static void test_masked_rows(MlmBatcher *mb)
+{
+    const MlmConfig *c = &mb->cfg;
+    int S = mlm_max_masked(T, c->mask_prob);
+    check_true("rows.slots_value", S == 10 && mlm_max_masked(128, 0.15f) == 19 &&
+               mlm_max_masked(512, 0.15f) == 77 && mlm_max_masked(4, 0.15f) == 1,
+               "slots %d for T %d, %d for 128, %d for 512, %d for 4", S, T,
+               mlm_max_masked(128, 0.15f), mlm_max_masked(512, 0.15f), mlm_max_masked(4, 0.15f));
+    int most = 0;
+    for (int n = 0; n <= T; n++) {   /* n candidates, the rest [PAD] */
+        int32_t ids[T], lab[T];
+        for (int t = 0; t < T; t++) ids[t] = t < n ? 5 + t : PAD;
+        int k = mlm_mask(ids, lab, T, c, NULL, 0, 0, (uint64_t)n);
+        if (k > most) most = k;
+    }
+    MlmBatch b;
+    mlm_batch_alloc(&b, c->B, T, 0);
+    int32_t rows[8 * T], rl[8 * T];
+    int ok = 1;
+    for (uint64_t e = 0; e < 3; e++)
+        for (uint64_t step = 0; step < mlm_batches_per_epoch(mb); step++) {
+            mlm_batch(mb, &b, e, step);
+            int k = mlm_labelled_max(b.labels, c->B, T);
+            if (k > most) most = k;
+            long labelled = 0;
+            for (int i = 0; i < c->B * T; i++) labelled += b.labels[i] != -100;
+            long got = mlm_select_rows(rows, rl, b.labels, c->B, T, S);
+            /* every row in its sequence's range, distinct, labels as the batch's */
+            unsigned char seen[8 * T] = {0};
+            for (int i = 0; got >= 0 && i < c->B * S; i++) {
+                int bi = i / S;
+                ok &= rows[i] >= bi * T && rows[i] < (bi + 1) * T && !seen[rows[i]]++ &&
+                      rl[i] == b.labels[rows[i]];
+            }
+            ok &= got == labelled;
+        }
+    mlm_batch_free(&b);
+    check_true("rows.slots_bound_masking", most <= S, "mlm_mask chose %d positions, %d slots", most, S);
+    check_true("rows.select_real_batches", ok, "rows out of range, repeated, or mislabelled");
+
+    /* hand-made: B 2, T 6, 3 slots */
+    const int32_t lab[12] = {-100, 7, -100, 9, -100, -100,   -100, -100, -100, -100, -100, 5};
+    int32_t r[6], l[6];
+    const int32_t r_want[6] = {1, 3, 0, 11, 6, 7}, l_want[6] = {7, 9, -100, 5, -100, -100};
+    long got = mlm_select_rows(r, l, lab, 2, 6, 3);
+    check_true("rows.select_hand", got == 3 && !memcmp(r, r_want, sizeof r) && !memcmp(l, l_want, sizeof l),
+               "got %ld: rows %d %d %d %d %d %d", got, r[0], r[1], r[2], r[3], r[4], r[5]);
+    check_true("rows.select_too_many", mlm_select_rows(r, l, lab, 2, 6, 1) < 0 &&
+               mlm_labelled_max(lab, 2, 6) == 2, "2 labels in 1 slot was accepted");
+}
+
 static void test_fortunes(void)
 {
     struct stat sb;
@@ -390,6 +448,7 @@ int main(void)
         if (!st) {
             test_packing(&mb, tok, off, D);
             test_masking(&mb);
+            test_masked_rows(&mb);
             mlm_free(&mb);
             test_determinism(&s);
         }
