@@ -16,7 +16,8 @@
  *   masked rows: mlm_max_masked(T) slots a sequence hold every count the
  *     masker makes; mlm_select_rows lists each sequence's labelled rows,
  *     then distinct unlabelled ones as padding
- * The synthetic generator and the fortunes set (skipped, saying so, when
+ * The synthetic generator and the fortunes set (with the filter that leaves
+ * the classification set's held-out entries out of a pre-training shard) (skipped, saying so, when
  * the Debian package fortunes is not installed) are checked last.
  * Shape letters: B batch, T tokens.
  */
@@ -29,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/corpus.h"
 #include "data/mlm.h"
 #include "data/text_cls.h"
 #include "data/text_shards.h"
@@ -305,6 +307,35 @@ static void test_masked_rows(MlmBatcher *mb)
                mlm_labelled_max(lab, 2, 6) == 2, "2 labels in 1 slot was accepted");
 }
 
+/* Walks one topic file's documents through the held-out filter and checks
+ * each against the split: kept = training entry, dropped = held-out entry. */
+typedef struct {
+    const TextCls *ds;
+    int32_t label;
+    const char *path;
+    TextClsExclude x;
+    uint32_t next;        /* entries of this topic seen */
+    int ok;
+    int fortune_file;
+} ExcludeCheck;
+
+static int exclude_check_doc(void *ctx, const char *doc, size_t len)
+{
+    ExcludeCheck *e = ctx;
+    int keep = textcls_exclude_held_out(&e->x, e->path, e->fortune_file, doc, len);
+    size_t i = 0;
+    while (i < len && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r')) i++;
+    if (i == len) return 0;   /* blank: no entry */
+    /* the topic's e->next-th example in ds (examples are grouped by topic, in file order) */
+    uint32_t seen = 0, j = 0;
+    for (; j < e->ds->n; j++)
+        if (e->ds->label[j] == e->label && seen++ == e->next) break;
+    e->ok &= j < e->ds->n && keep == !e->ds->held_out[j] &&
+             strlen(textcls_text(e->ds, j)) == len && !memcmp(textcls_text(e->ds, j), doc, len);
+    e->next++;
+    return 0;
+}
+
 static void test_fortunes(void)
 {
     struct stat sb;
@@ -362,6 +393,32 @@ static void test_fortunes(void)
     check_true("fortunes.shard", st == 0 && ss.unk == 0 && ss.docs > 10000, "status %d: %s "
                "(%llu docs, %llu unk)", st, err, (unsigned long long)ss.docs,
                (unsigned long long)ss.unk);
+    /* --exclude-held-out: the filter drops exactly the entries the split
+     * holds out, in every file (the 6 topics' files compared entry by entry),
+     * and the shard loses exactly those documents */
+    TextClsExclude x = {TEXTCLS_HELD_OUT, NULL, 0};
+    ShardStats sx;
+    char shard_x[512];
+    snprintf(shard_x, sizeof shard_x, "%s/fortunes_train.tok", tmp);
+    int stx = shard_write_filtered(FORTUNES_DEFAULT_DIR, &wp, shard_x, SHARD_DOC_AUTO,
+                                   textcls_exclude_held_out, &x, &sx, err, sizeof err);
+    check_true("fortunes.exclude_shard", stx == 0 && sx.dropped > 0.07 * ss.docs &&
+               sx.docs + sx.dropped == ss.docs, "status %d: %llu docs + %llu dropped vs %llu: %s",
+               stx, (unsigned long long)sx.docs, (unsigned long long)sx.dropped,
+               (unsigned long long)ss.docs, err);
+    int same_split = 1;
+    for (uint32_t k = 0; k < ds.n_topics; k++) {
+        char path[600], *text;
+        size_t n;
+        snprintf(path, sizeof path, "%s/%s", FORTUNES_DEFAULT_DIR, ds.topics[k]);
+        if (corpus_read(path, 1, &text, &n, err, sizeof err) != 0) { same_split = 0; break; }
+        ExcludeCheck ec = {&ds, (int32_t)k, path, {TEXTCLS_HELD_OUT, NULL, 0}, 0, 1, 0};
+        shard_split_docs(text, n, SHARD_DOC_AUTO, &ec.fortune_file, exclude_check_doc, &ec);
+        same_split &= ec.ok && ec.next == (uint32_t)ds.topic_size[k];
+        free(text);
+    }
+    check_true("fortunes.exclude_matches_split", same_split, "the filter kept or dropped an entry "
+               "the split puts elsewhere");
     TextShard s;
     if (!st && !(st = shard_open(&s, shard, err, sizeof err))) {
         MlmConfig c = mlm_config_default(&wp, 128, 8, 1);
