@@ -267,8 +267,17 @@ int textcls_exclude_held_out(void *ctx, const char *path, int fortune_file, cons
         x->entry = 0;
     }
     if (!fortune_file || is_blank_text(doc, len)) return 1;   /* not an entry of the split */
-    const char *slash = strrchr(path, '/');
-    return !textcls_entry_held_out(slash ? slash + 1 : path, x->entry++, x->frac);
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    /* NAME.u8 is the package's link to NAME: a copy that followed the links
+     * holds the same entries twice, and both must go the same way */
+    char topic[256];
+    size_t n = strlen(name);
+    if (n > 3 && n - 3 < sizeof topic && !strcmp(name + n - 3, ".u8")) {
+        memcpy(topic, name, n - 3);
+        topic[n - 3] = 0;
+        name = topic;
+    }
+    return !textcls_entry_held_out(name, x->entry++, x->frac);
 }
 
 const char *textcls_text(const TextCls *ds, uint32_t i) { return ds->blob + ds->text_off[i]; }

@@ -69,9 +69,9 @@ int textcls_entry_held_out(const char *topic, uint32_t entry, double held_out_fr
 /* Pre-training without the evaluation texts: a CorpusDocFilter
  * (data/corpus.h) for `ctrain vocab|shard --exclude-held-out` that drops,
  * from every fortune file, the entries fortunes-cls holds out (topic = the
- * file's name, entries counted as textcls_load_fortunes counts them, so the
- * same entries for any --classes). Other files are kept whole. ctx points
- * to a TextClsExclude, zeroed but for frac. */
+ * file's name, less a ".u8" suffix; entries counted as textcls_load_fortunes
+ * counts them, so the same entries for any --classes). Other files are kept
+ * whole. ctx points to a TextClsExclude, zeroed but for frac. */
 typedef struct {
     double frac;          /* held_out_frac: TEXTCLS_HELD_OUT for fortunes-cls */
     const char *path;     /* the file being read */

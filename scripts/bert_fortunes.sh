@@ -26,7 +26,10 @@
 #   4 topics, vocab 8000, batches 64 (MLM) and 32 (fine-tuning). Learning rates
 #   by size: MLM 5e-4 / fine-tuning 1e-4 up to bert-small, 2e-4 / 5e-5 for
 #   medium and base, 1e-4 / 3e-5 for large; linear decay, 10% warm-up.
-#   CTRAIN=path overrides ./build/ctrain; CORPUS=dir the fortunes folder.
+#   CTRAIN=path overrides ./build/ctrain; CORPUS=dir the fortunes folder (every
+#   step reads it, fortunes-cls too: a copy works where the package is missing,
+#   e.g. cp -r /usr/share/games/fortunes .data/ and CORPUS=.data/fortunes;
+#   cp -r keeps the NAME.u8 links as links, which the corpus reader skips).
 # Writes DIR/{vocab.txt, fortunes_train.tok, mlm.safetensors, cls.safetensors,
 # *.jsonl, *.log, summary.txt}.
 #
@@ -116,10 +119,10 @@ run mlm train --model "$model" --data "mlm:$out/fortunes_train.tok" --vocab "$ou
 
 ft_flags() {   # the fine-tuning run's flags; warm-up 10% of its steps (the training
                # split's size read from a 1-step bert-tiny run's description)
-    n=$("$CTRAIN" train --model bert-tiny --data fortunes-cls --classes "$classes" \
+    n=$("$CTRAIN" train --model bert-tiny --data "fortunes-cls:$CORPUS" --classes "$classes" \
         --vocab "$out/vocab.txt" --seq 8 --batch "$ft_batch" --steps 1 --lr 0 --device cpu \
         --eval-batch 4096 2>&1 | sed -n 's/.*, \([0-9]*\) train, .*/\1/p' | head -1)
-    echo --model "$model" --head cls --data fortunes-cls --classes "$classes" \
+    echo --model "$model" --head cls --data "fortunes-cls:$CORPUS" --classes "$classes" \
         --vocab "$out/vocab.txt" --seq "$seq" --batch "$ft_batch" --optim adamw --lr "$ft_lr" \
         --wd 0.01 --warmup $((ft_epochs * n / ft_batch / 10)) --schedule linear \
         --epochs "$ft_epochs" --device "$device" --precision "$precision" --log-every 20

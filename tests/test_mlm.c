@@ -419,6 +419,16 @@ static void test_fortunes(void)
     }
     check_true("fortunes.exclude_matches_split", same_split, "the filter kept or dropped an entry "
                "the split puts elsewhere");
+    /* NAME.u8 (a copy of the package that followed its links) goes as NAME */
+    TextClsExclude xa = {TEXTCLS_HELD_OUT, NULL, 0}, xb = {TEXTCLS_HELD_OUT, NULL, 0};
+    int same_u8 = 1, dropped = 0;
+    for (int i = 0; i < 200; i++) {
+        int ka = textcls_exclude_held_out(&xa, "/d/people", 1, "x", 1);
+        same_u8 &= ka == textcls_exclude_held_out(&xb, "/d/people.u8", 1, "x", 1);
+        dropped += !ka;
+    }
+    check_true("fortunes.exclude_u8_alias", same_u8 && dropped > 5 && dropped < 40,
+               "people.u8 split unlike people (%d of 200 dropped)", dropped);
     TextShard s;
     if (!st && !(st = shard_open(&s, shard, err, sizeof err))) {
         MlmConfig c = mlm_config_default(&wp, 128, 8, 1);
