@@ -34,6 +34,13 @@ typedef struct {
 } CorpusFiles;
 
 int corpus_list(CorpusFiles *cf, const char *path, char *err, size_t errlen);
+
+/* Which documents of a corpus to use (vocab building, shards): asked for
+ * each document of each file in corpus order, with the file's path and
+ * whether it was read as a fortune file ('%' lines between entries);
+ * nonzero keeps the document. */
+typedef int (*CorpusDocFilter)(void *ctx, const char *path, int fortune_file, const char *doc,
+                               size_t len);
 void corpus_files_free(CorpusFiles *cf);
 
 /* Read a whole file into *buf (malloc'd, NUL-terminated, *n bytes) and check

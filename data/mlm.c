@@ -90,7 +90,7 @@ MlmConfig mlm_config_default(const Wordpiece *wp, int T, int B, uint64_t seed)
     c.T = T;
     c.B = B;
     c.seed = seed;
-    c.mask_prob = 0.15f;
+    c.mask_prob = MLM_MASK_PROB;
     c.mask_token_frac = 0.8f;
     c.random_token_frac = 0.1f;
     c.pad_id = wp->pad_id;
@@ -166,6 +166,49 @@ int mlm_mask(int32_t *ids, int32_t *labels, int T, const MlmConfig *cfg,
         }
     }
     return k;
+}
+
+int mlm_max_masked(int T, float mask_prob)
+{
+    int k = (int)(mask_prob * (float)T + 0.5f);   /* mlm_mask's count for T candidates */
+    if (k < 1) k = 1;
+    return k > T ? T : k;
+}
+
+int mlm_labelled_max(const int32_t *labels, int B, int T)
+{
+    int most = 0;
+    for (int b = 0; b < B; b++) {
+        int k = 0;
+        for (int t = 0; t < T; t++) k += labels[(size_t)b * T + t] != MLM_IGNORE_INDEX;
+        if (k > most) most = k;
+    }
+    return most;
+}
+
+long mlm_select_rows(int32_t *rows, int32_t *row_labels, const int32_t *labels, int B, int T,
+                     int S)
+{
+    if (S > T || S < 0) return -1;
+    long total = 0;
+    for (int b = 0; b < B; b++) {
+        const int32_t *lab = labels + (size_t)b * T;
+        int32_t *r = rows + (size_t)b * S, *rl = row_labels + (size_t)b * S;
+        int j = 0;
+        for (int t = 0; t < T; t++) {
+            if (lab[t] == MLM_IGNORE_INDEX) continue;
+            if (j == S) return -1;
+            r[j] = (int32_t)((size_t)b * T + t);
+            rl[j++] = lab[t];
+        }
+        total += j;
+        for (int t = 0; j < S; t++)   /* padding: unlabelled positions, S <= T keeps them in range */
+            if (lab[t] == MLM_IGNORE_INDEX) {
+                r[j] = (int32_t)((size_t)b * T + t);
+                rl[j++] = MLM_IGNORE_INDEX;
+            }
+    }
+    return total;
 }
 
 /* ---- packing ------------------------------------------------------------- */

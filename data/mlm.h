@@ -40,6 +40,16 @@
  *   token_type_ids  i32   0
  *   attention_mask  i32   1 for real tokens, 0 for [PAD] (and f32 copy, optional)
  *   labels          i32   original id at masked positions, -100 elsewhere
+ *
+ * Masked rows. The MLM head (models/bert.h) runs only on the rows the loss
+ * scores, listed in a tensor of static size (a captured step's shapes are
+ * fixed): S slots per sequence, S = mlm_max_masked(T, mask_prob) = the most
+ * positions mlm_mask can choose in T tokens, so M = B S rows a batch (Google
+ * BERT's max_predictions_per_seq, derived rather than configured). Slots of
+ * sequence b hold its labelled positions b T + t in order, then, as
+ * padding, its first unlabelled positions (distinct, so the gather's backward
+ * needs no atomics) with the label -100: they cost head work, never loss or
+ * gradient. mlm_select_rows makes the pair (rows [M], row labels [M]).
  */
 #ifndef CTRAIN_DATA_MLM_H
 #define CTRAIN_DATA_MLM_H
@@ -55,12 +65,13 @@ extern "C" {
 #endif
 
 #define MLM_IGNORE_INDEX (-100)
+#define MLM_MASK_PROB 0.15f   /* BERT's: the share of candidate positions masked */
 
 typedef struct {
     int T;                       /* sequence length, >= 3 */
     int B;                       /* batch size */
     uint64_t seed;
-    float mask_prob;             /* 0.15 */
+    float mask_prob;             /* MLM_MASK_PROB */
     float mask_token_frac;       /* 0.8: chosen -> [MASK] */
     float random_token_frac;     /* 0.1: chosen -> random token (rest unchanged) */
     int32_t pad_id, unk_id, cls_id, sep_id, mask_id;
@@ -127,6 +138,22 @@ int mlm_pack(const MlmBatcher *mb, int32_t *ids, int32_t *attn, uint64_t seq);
  * specials. Returns the count of positions chosen. */
 int mlm_mask(int32_t *ids, int32_t *labels, int T, const MlmConfig *cfg,
              const uint32_t *rand_ids, uint32_t n_rand, uint64_t epoch, uint64_t seq);
+
+/* The most positions mlm_mask chooses in a sequence of T tokens:
+ * round(mask_prob x T), at least 1 (the count grows with the candidates,
+ * which are at most T). The slots per sequence of the masked-row list. */
+int mlm_max_masked(int T, float mask_prob);
+
+/* The most labelled (!= MLM_IGNORE_INDEX) positions of one sequence of
+ * labels [B, T]: the smallest S mlm_select_rows accepts. */
+int mlm_labelled_max(const int32_t *labels, int B, int T);
+
+/* labels [B, T] -> rows [B S] (flat positions b T + t) and row_labels
+ * [B S] as the header says: each sequence's labelled positions in order,
+ * then its first unlabelled positions, labelled MLM_IGNORE_INDEX. Returns the
+ * labelled rows, or -1 when a sequence has more than S labels (or S > T). */
+long mlm_select_rows(int32_t *rows, int32_t *row_labels, const int32_t *labels, int B, int T,
+                     int S);
 
 /* Synthetic batch for throughput runs: each row [CLS] w1 .. w(T-2) [SEP]
  * with w uniform over 0..V-1 minus the five specials, attention all 1,

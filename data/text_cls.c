@@ -32,6 +32,18 @@ static uint64_t fnv1a64(const char *s)
     return h;
 }
 
+/* The split rule of text_cls.h. */
+static int held_out(uint64_t topic_hash, uint32_t entry, double frac)
+{
+    uint64_t h = splitmix64(topic_hash ^ entry) % 1000000u;
+    return (double)h < frac * 1e6;
+}
+
+int textcls_entry_held_out(const char *topic, uint32_t entry, double held_out_frac)
+{
+    return held_out(fnv1a64(topic), entry, held_out_frac);
+}
+
 /* ---- collecting entries ----------------------------------------------------- */
 
 typedef struct {
@@ -85,8 +97,7 @@ static int collect_entry(void *ctx, const char *doc, size_t len)
     ds->text_off[ds->n] = c->blob_n;
     c->blob_n += len + 1;
     ds->label[ds->n] = c->label;
-    uint64_t h = splitmix64(c->topic_hash ^ idx) % 1000000u;
-    ds->held_out[ds->n] = (double)h < c->frac * 1e6;
+    ds->held_out[ds->n] = held_out(c->topic_hash, idx, c->frac);
     ds->n++;
     return 0;
 }
@@ -245,6 +256,28 @@ int textcls_load_fortunes(TextCls *ds, const char *dir, const char *const *topic
     }
     if (st) textcls_free(ds);
     return st;
+}
+
+int textcls_exclude_held_out(void *ctx, const char *path, int fortune_file, const char *doc,
+                             size_t len)
+{
+    TextClsExclude *x = ctx;
+    if (!x->path || strcmp(x->path, path)) {
+        x->path = path;
+        x->entry = 0;
+    }
+    if (!fortune_file || is_blank_text(doc, len)) return 1;   /* not an entry of the split */
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    /* NAME.u8 is the package's link to NAME: a copy that followed the links
+     * holds the same entries twice, and both must go the same way */
+    char topic[256];
+    size_t n = strlen(name);
+    if (n > 3 && n - 3 < sizeof topic && !strcmp(name + n - 3, ".u8")) {
+        memcpy(topic, name, n - 3);
+        topic[n - 3] = 0;
+        name = topic;
+    }
+    return !textcls_entry_held_out(name, x->entry++, x->frac);
 }
 
 const char *textcls_text(const TextCls *ds, uint32_t i) { return ds->blob + ds->text_off[i]; }

@@ -33,6 +33,7 @@ extern "C" {
 #endif
 
 #define FORTUNES_DEFAULT_DIR "/usr/share/games/fortunes"
+#define TEXTCLS_HELD_OUT 0.1   /* --data fortunes-cls holds out this share of each topic */
 
 typedef struct {
     uint32_t n_topics;
@@ -60,6 +61,24 @@ int textcls_load_fortunes(TextCls *ds, const char *dir, const char *const *topic
 int textcls_tokenize(TextCls *ds, Wordpiece *wp, char *err, size_t errlen);
 
 void textcls_free(TextCls *ds);
+
+/* The split rule alone: 1 when entry `entry` (0-based among its file's
+ * non-blank entries) of the fortune file named `topic` is held out. */
+int textcls_entry_held_out(const char *topic, uint32_t entry, double held_out_frac);
+
+/* Pre-training without the evaluation texts: a CorpusDocFilter
+ * (data/corpus.h) for `ctrain vocab|shard --exclude-held-out` that drops,
+ * from every fortune file, the entries fortunes-cls holds out (topic = the
+ * file's name, less a ".u8" suffix; entries counted as textcls_load_fortunes
+ * counts them, so the same entries for any --classes). Other files are kept
+ * whole. ctx points to a TextClsExclude, zeroed but for frac. */
+typedef struct {
+    double frac;          /* held_out_frac: TEXTCLS_HELD_OUT for fortunes-cls */
+    const char *path;     /* the file being read */
+    uint32_t entry;       /* its non-blank entries so far */
+} TextClsExclude;
+int textcls_exclude_held_out(void *ctx, const char *path, int fortune_file, const char *doc,
+                             size_t len);
 
 const char *textcls_text(const TextCls *ds, uint32_t i);
 

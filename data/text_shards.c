@@ -107,11 +107,19 @@ typedef struct {
     char *err;
     size_t errlen;
     const char *path;
+    int fortune_file;     /* the current file was split at '%' lines */
+    CorpusDocFilter keep;
+    void *keep_ctx;
+    uint64_t dropped;
 } ShardBuild;
 
 static int add_doc(void *ctx, const char *doc, size_t len)
 {
     ShardBuild *b = ctx;
+    if (b->keep && !b->keep(b->keep_ctx, b->path, b->fortune_file, doc, len)) {
+        b->dropped++;
+        return 0;
+    }
     size_t before = b->ids.n;
     char msg[256];
     int st = wordpiece_encode(b->wp, &b->ids, doc, len, msg, sizeof msg);
@@ -188,6 +196,14 @@ int shard_write_tokens(const char *out_path, uint32_t V, const uint32_t *tokens,
 int shard_write(const char *corpus_path, Wordpiece *wp, const char *out_path, int doc_mode,
                 ShardStats *stats, char *err, size_t errlen)
 {
+    return shard_write_filtered(corpus_path, wp, out_path, doc_mode, NULL, NULL, stats, err,
+                                errlen);
+}
+
+int shard_write_filtered(const char *corpus_path, Wordpiece *wp, const char *out_path,
+                         int doc_mode, CorpusDocFilter keep, void *keep_ctx, ShardStats *stats,
+                         char *err, size_t errlen)
+{
     ShardStats dummy;
     if (!stats) stats = &dummy;
     memset(stats, 0, sizeof *stats);
@@ -196,7 +212,7 @@ int shard_write(const char *corpus_path, Wordpiece *wp, const char *out_path, in
     CorpusFiles cf;
     int st = corpus_list(&cf, corpus_path, err, errlen);
     if (st) return st == CORPUS_ERR_NOMEM ? SHARD_ERR_NOMEM : SHARD_ERR_OPEN;
-    ShardBuild b = {.wp = wp, .err = err, .errlen = errlen};
+    ShardBuild b = {.wp = wp, .err = err, .errlen = errlen, .keep = keep, .keep_ctx = keep_ctx};
     b.off = malloc(1024 * sizeof *b.off);
     b.offcap = 1024;
     if (!b.off) st = data_fail(err, errlen, SHARD_ERR_NOMEM, "out of memory");
@@ -217,12 +233,13 @@ int shard_write(const char *corpus_path, Wordpiece *wp, const char *out_path, in
         stats->files++;
         stats->bytes += n;
         b.path = cf.files[i];
-        st = shard_split_docs(text, n, doc_mode, NULL, add_doc, &b);
+        st = shard_split_docs(text, n, doc_mode, &b.fortune_file, add_doc, &b);
         free(text);
     }
     if (!st && b.noff - 1 > UINT32_MAX)
         st = data_fail(err, errlen, SHARD_ERR_FORMAT, "%s has %zu documents; a shard holds at "
                      "most %u: split the corpus", corpus_path, b.noff - 1, UINT32_MAX);
+    stats->dropped = b.dropped;
     if (!st) {
         stats->docs = b.noff - 1;
         stats->tokens = b.ids.n;

@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/corpus.h"
 #include "data/wordpiece.h"
 
 #ifdef __cplusplus
@@ -73,6 +74,7 @@ typedef struct {
 /* What shard_write did. */
 typedef struct {
     uint64_t files, binary_skipped, bytes, docs, tokens, unk;
+    uint64_t dropped;     /* documents the filter left out */
 } ShardStats;
 
 /* Tokenize the corpus at corpus_path with wp into out_path (written to
@@ -80,6 +82,12 @@ typedef struct {
  * one-line message in err. stats may be NULL. */
 int shard_write(const char *corpus_path, Wordpiece *wp, const char *out_path, int doc_mode,
                 ShardStats *stats, char *err, size_t errlen);
+
+/* Same, keeping only the documents keep(keep_ctx, ...) accepts (data/corpus.h;
+ * keep NULL: all); stats->dropped counts the others. */
+int shard_write_filtered(const char *corpus_path, Wordpiece *wp, const char *out_path,
+                         int doc_mode, CorpusDocFilter keep, void *keep_ctx, ShardStats *stats,
+                         char *err, size_t errlen);
 
 /* Write tokens [N] with doc_offsets [D + 1] as a shard (tests, tools). */
 int shard_write_tokens(const char *out_path, uint32_t vocab_size, const uint32_t *tokens,

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "data/corpus.h"
+#include "data/text_shards.h"
 #include "data/utf8.h"
 #include "data/wordpiece.h"
 #include "data/data_util.h"
@@ -191,6 +192,27 @@ static int count_word(void *ctx, const char *w, size_t nb, size_t nchars)
     }
     vb->wfreq[i]++;
     return 0;
+}
+
+/* Counting the words of the documents a filter keeps (VocabOpts.keep). */
+typedef struct {
+    VB *vb;
+    BasicTok *bt;
+    const VocabOpts *opts;
+    const char *path;
+    int fortune_file;
+    uint64_t dropped;
+    char msg[256];
+} DocCount;
+
+static int count_doc(void *ctx, const char *doc, size_t len)
+{
+    DocCount *d = ctx;
+    if (!d->opts->keep(d->opts->keep_ctx, d->path, d->fortune_file, doc, len)) {
+        d->dropped++;
+        return 0;
+    }
+    return basictok_run(d->bt, doc, len, count_word, d->vb, d->msg, sizeof d->msg);
 }
 
 /* ---- symbols and pairs ----------------------------------------------------- */
@@ -622,7 +644,14 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
         stats->files++;
         stats->bytes += n;
         char msg[256];
-        st = basictok_run(&bt, buf, n, count_word, &vb, msg, sizeof msg);
+        if (opts->keep) {
+            DocCount dc = {.vb = &vb, .bt = &bt, .opts = opts, .path = cf.files[i]};
+            st = shard_split_docs(buf, n, SHARD_DOC_AUTO, &dc.fortune_file, count_doc, &dc);
+            stats->dropped += dc.dropped;
+            snprintf(msg, sizeof msg, "%s", dc.msg);
+        } else {
+            st = basictok_run(&bt, buf, n, count_word, &vb, msg, sizeof msg);
+        }
         if (st) st = data_fail(err, errlen, CORPUS_ERR_NOMEM, "%s: %s", cf.files[i], msg);
         free(buf);
     }
@@ -661,6 +690,6 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
 int vocab_build(const char *corpus_path, int size, int lowercase, const char *out_path,
                 char *err, size_t errlen)
 {
-    VocabOpts o = {size, lowercase, VOCAB_SCORE_FREQ};
+    VocabOpts o = {size, lowercase, VOCAB_SCORE_FREQ, NULL, NULL};
     return vocab_build_opts(corpus_path, &o, out_path, NULL, err, errlen);
 }

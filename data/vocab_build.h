@@ -47,6 +47,7 @@ typedef struct {
     uint64_t words, distinct_words, long_words; /* long: > 100 code points, left out */
     uint32_t alphabet;                          /* distinct characters */
     uint32_t merges, lines;                     /* merges done, lines written */
+    uint64_t dropped;                           /* documents opts->keep left out */
 } VocabStats;
 
 typedef enum { VOCAB_SCORE_FREQ = 0, VOCAB_SCORE_LIKELIHOOD = 1 } VocabScore;
@@ -55,6 +56,11 @@ typedef struct {
     int size;      /* lines at most, specials included (at least 5 + 2 x the alphabet) */
     int lowercase; /* 1: uncased vocab (the tokenizer lower-cases and strips accents) */
     int score;     /* VocabScore */
+    /* NULL: every byte of the corpus counts. Else the files are cut into
+     * documents as shards are (data/text_shards.h, SHARD_DOC_AUTO) and only
+     * the documents keep accepts count. */
+    CorpusDocFilter keep;
+    void *keep_ctx;
 } VocabOpts;
 
 /* Build a vocab. Returns 0, or a negative CorpusStatus (data/corpus.h) with a one-line

@@ -3,8 +3,9 @@
  *   embeddings:  E = LayerNorm(word[ids] + position[t] + token_type[tt]); dropout
  *   layer l:     A = LayerNorm(E + dropout(Wo · attention(Wq E, Wk E, Wv E, mask)))
  *                E = LayerNorm(A + dropout(W2 · gelu(W1 A)))
- *   MLM head:    logits = LayerNorm(gelu(Wt E)) · word^T + bias   (decoder tied
- *                to the word embeddings, with its own bias)
+ *   MLM head:    logits = LayerNorm(gelu(Wt E[rows])) · word^T + bias  (decoder
+ *                tied to the word embeddings, with its own bias; on the rows
+ *                the loss scores)
  *   classifier:  logits = Wc · dropout(tanh(Wp E[:, 0]))            (pooler on [CLS])
  * Shapes: B batch, T tokens, D hidden, H heads, Dh = D / H, I intermediate,
  * V vocabulary. Parameter names are the HF state_dict's
@@ -14,8 +15,15 @@
  * zero biases, LayerNorm 1 / 0.
  *
  * Inputs to the loss: ids i32 [B, T], token types i32 [B, T], an additive
- * attention mask f32 [B, T] (0 for real tokens, -10000 for padding), labels
- * i32 ([B*T] for MLM with -100 = not predicted; [B] for classification).
+ * attention mask f32 [B, T] (0 for real tokens, -10000 for padding), then
+ *   MLM:            rows i32 [M] (flat positions b T + t, distinct) and labels
+ *                   i32 [M] (-100 = not scored): the head runs on these M
+ *                   rows only (data/mlm.h makes them: the masked positions,
+ *                   padded to a static M); rows = every position with the
+ *                   [B*T] labels is the head on all tokens, same loss and
+ *                   gradients;
+ *   classification: labels i32 [B].
+ * The loss is the mean cross-entropy over the labelled rows (HF's).
  */
 #ifndef CTRAIN_MODELS_BERT_H
 #define CTRAIN_MODELS_BERT_H
@@ -36,8 +44,12 @@ typedef struct BertConfig {
 /* tiny, mini, small, medium, base, large; returns -1 when the name is unknown. */
 int bert_config_named(BertConfig *cfg, const char *name, int vocab);
 void bert_create(Model *m, Ctx *c, const BertConfig *cfg, uint64_t seed);
-/* Training FLOPs per sequence of T tokens (6 x params-in-matmuls x T plus
- * attention), for MFU. */
-double bert_train_flops_per_seq(const BertConfig *cfg, int T);
+/* Training FLOPs per sequence of T tokens, for MFU: the model FLOPs of
+ * what the step computes, 6 x matmul multiply-adds (forward 2, backward 4):
+ * the encoder's on all T tokens, plus attention's QK^T and PV, plus the
+ * head's on head_rows rows a sequence: for MLM the masked-row slots
+ * (mlm_max_masked(T, 0.15): 19 of 128 tokens), for the classifier 1 ([CLS]).
+ * Embedding lookups, norms, softmax and the loss are not counted. */
+double bert_train_flops_per_seq(const BertConfig *cfg, int T, double head_rows);
 
 #endif

@@ -23,7 +23,9 @@ struct Model {
     /* x [B, ...] -> logits [B, classes]; records nodes when grad is on */
     Tensor *(*forward)(Ctx *c, Model *m, Tensor *x);
     /* The training loss (f32 [1]) from the batch's input tensors:
-     * classifiers: {x, labels}; BERT: {ids, token_types, mask_add, labels}.
+     * classifiers: {x, labels}; BERT classifier: {ids, token_types,
+     * mask_add, labels}; BERT MLM: {ids, token_types, mask_add, rows,
+     * labels} (models/bert.h). Labels come last.
      * NULL means model_classifier_loss. Also returns the logits in *logits
      * when logits is non-NULL (the caller releases them). */
     Tensor *(*loss)(Ctx *c, Model *m, Tensor *const *in, float label_smoothing, Tensor **logits);

@@ -61,7 +61,8 @@ Models and optimizers (as ctrain bench trains them):
     SGD lr 0.1, momentum 0.9, weight decay 1e-4 on every parameter.
   - BERT: transformers BertForMaskedLM built from a BertConfig (no download;
     vocab 30522, 512 positions, dropout 0.1, LayerNorm eps 1e-12), SDPA
-    attention; MLM logits over every position, cross-entropy over the 15%
+    attention; the MLM head on the labelled rows only (--mlm-head all: on
+    every position, transformers' stock forward), cross-entropy over the 15%
     labelled ones ([CLS] ids [SEP], no padding: no attention mask is
     passed); AdamW lr 1e-4, betas (0.9, 0.999), eps 1e-6, weight decay 0.01
     on weights and embeddings, none on biases and LayerNorm.
@@ -165,6 +166,7 @@ def build_suite(a):
                         "warmup": warmup, "steps": steps, "min_steps": 5, "min_time_s": 2.0,
                         "time_limit_s": float(a.time_limit), "device_id": a.device_id,
                         "compile": a.compile, "compile_mode": a.compile_mode,
+                        "mlm_head": a.mlm_head,
                     })
     return out
 
@@ -226,13 +228,22 @@ def resnet_flops_per_image(depth, size, width=64, classes=1000, in_channels=3):
     return f + 2.0 * inplanes * classes
 
 
+def mlm_max_masked(T, mask_prob=0.15):
+    """data/mlm.c: the masked-row slots a sequence (the most the masker picks)."""
+    k = int(mask_prob * T + 0.5)
+    return min(T, max(1, k))
+
+
 def bert_train_flops_per_seq(model, T, vocab=BERT_VOCAB):
-    """6 x matmul parameters x tokens (MLM head included) plus attention."""
+    """6 x (encoder matmul parameters x tokens + MLM head matmul parameters x
+    masked-row slots) plus attention (models/bert.c: the head is counted on
+    the rows it runs on, as Google's BERT does with max_predictions_per_seq)."""
     L, D, _, I = (float(v) for v in BERT_SIZES[model])
     V = float(vocab)
-    per_token = L * (4 * D * D + 2 * D * I) + D * D + V * D
+    per_token = L * (4 * D * D + 2 * D * I)
+    per_head_row = D * D + V * D
     attn = L * 2.0 * 2.0 * T * D
-    return 6.0 * T * per_token + 3.0 * T * attn
+    return 6.0 * (T * per_token + mlm_max_masked(T) * per_head_row) + 3.0 * T * attn
 
 
 def config_flops(c):
@@ -915,12 +926,31 @@ def build_bert(torch, c, dev):
     attn = getattr(model.config, "_attn_implementation", None) or "default"
 
     class WithLoss(torch.nn.Module):
+        """transformers' stock forward: the head on every token (--mlm-head all)."""
         def __init__(self, m):
             super().__init__()
             self.m = m
 
         def forward(self, ids, tt, labels):
             return self.m(input_ids=ids, token_type_ids=tt, labels=labels).loss
+
+    class MaskedHead(torch.nn.Module):
+        """The head on the labelled rows only (--mlm-head masked): the encoder's
+        output rows at the labelled positions (a fixed index list: the synthetic
+        labels never change, so no per-step host sync), then the same head and
+        cross-entropy; loss and gradients equal the stock forward's."""
+        def __init__(self, m, labels):
+            super().__init__()
+            self.m = m
+            flat = labels.reshape(-1)
+            self.register_buffer("rows", (flat != -100).nonzero().squeeze(1), persistent=False)
+            self.register_buffer("target", flat[self.rows].clone(), persistent=False)
+
+        def forward(self, ids, tt, labels):
+            h = self.m.bert(input_ids=ids, token_type_ids=tt).last_hidden_state
+            h = h.reshape(-1, h.shape[-1]).index_select(0, self.rows)
+            logits = self.m.cls(h)
+            return torch.nn.functional.cross_entropy(logits.float(), self.target)
 
     # ctrain's synthetic batch (data/mlm.c): [CLS] random ids [SEP], no padding;
     # round(15%) of the inner positions labelled, of those 80% -> [MASK], 10% random
@@ -945,10 +975,12 @@ def build_bert(torch, c, dev):
                                                 {"params": no_decay, "weight_decay": 0.0}],
                                lr=1e-4, betas=(0.9, 0.999), eps=1e-6)
     notes = [f"BERT: transformers BertForMaskedLM from a BertConfig (no download), dropout 0.1, "
-             f"attention implementation {attn}, MLM logits over every position, loss over the 15% "
-             f"labelled; AdamW lr 1e-4 betas (0.9, 0.999) eps 1e-6, weight decay 0.01 on weights and "
+             f"attention implementation {attn}, "
+             f"{'MLM head on every position' if c.get('mlm_head') == 'all' else 'MLM head on the labelled rows only (gathered)'}"
+             f", loss over the 15% labelled; AdamW lr 1e-4 betas (0.9, 0.999) eps 1e-6, weight decay 0.01 on weights and "
              f"embeddings, none on biases and LayerNorm ({impl})"]
-    return WithLoss(model), (ids, tt, labels), opt, notes
+    wrapped = WithLoss(model) if c.get("mlm_head") == "all" else MaskedHead(model, labels)
+    return wrapped, (ids, tt, labels), opt, notes
 
 
 def make_optimizer(torch, kind, groups, **kw):
@@ -1513,7 +1545,7 @@ def self_test(a, command):
     # pure functions first
     # ctrain's own figures (`ctrain bench --list`); tests/test_torch_bench.c compares every config
     check("flops.resnet50", 3 * resnet_flops_per_image(50, 224) == 24535105536, "ResNet50 FLOPs changed")
-    check("flops.bert", bert_train_flops_per_seq("bert-base", 128) == 85497348096,
+    check("flops.bert", bert_train_flops_per_seq("bert-base", 128) == 69781257216,
           f"{bert_train_flops_per_seq('bert-base', 128)}")
     check("peaks.table", len(load_peaks()) >= 20, f"{len(load_peaks())} entries read from train/peaks.c")
     check("peaks.h200", peak_tflops("NVIDIA H200", "bf16") == 989.4, str(peak_tflops("NVIDIA H200", "bf16")))
@@ -1656,6 +1688,10 @@ def parse_args(argv):
     lay.add_argument("--channels-last", dest="nchw", action="store_false",
                      help="ResNets in channels_last / NHWC (the default: PyTorch's fast path, ctrain's layout)")
     lay.add_argument("--nchw", dest="nchw", action="store_true", help="ResNets in NCHW")
+    ap.add_argument("--mlm-head", choices=["masked", "all"], default="masked",
+                    help="BERT: the prediction head on the labelled rows only (default; what "
+                         "ctrain, Google's and NVIDIA's BERT do: same loss and gradients) or "
+                         "on every token (transformers' stock forward)")
     ap.add_argument("--device", default="cuda", help="cuda or cuda:N (default cuda = cuda:0)")
     ap.add_argument("--json", metavar="FILE", help="the results as JSON (schema ctrain-bench/1; ctrain report reads it)")
     ap.add_argument("--spawn", action="store_true", help="start every config in a fresh interpreter instead of a "

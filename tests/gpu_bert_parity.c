@@ -4,13 +4,15 @@
  * decoder entries ctrain does not need) and DIR/ref.safetensors (a batch
  * with padding and 15% labels, the loss, every gradient; dropout off, strict
  * f32). Compares the loss and every gradient (max |diff| / max |ref| per
- * tensor).
+ * tensor). ctrain's MLM head runs on the labelled rows (models/bert.h),
+ * transformers' on every token: the loss and gradients must agree anyway.
  *
  *   gpu_bert_parity DIR [SIZE]       (SIZE: tiny, small, base, large; default base)
  */
 #include <string.h>
 #include "check.h"
 #include "gpu_util.h"
+#include "../data/mlm.h"
 #include "../engine/autograd.h"
 #include "../models/bert.h"
 #include "../train/checkpoint.h"
@@ -54,8 +56,21 @@ int main(int argc, char **argv)
     Tensor *ids = tensor_from_host(&c, ei->data, DT_I32, 2, ei->shape);
     Tensor *tt = tensor_from_host(&c, et->data, DT_I32, 2, et->shape);
     Tensor *mask = tensor_from_host(&c, madd, DT_F32, 2, (int64_t[]){B, T});
-    Tensor *lab = tensor_from_host(&c, el->data, DT_I32, 1, el->shape);
-    Tensor *in[4] = {ids, tt, mask, lab};
+    /* transformers scores every token and ignores the -100 ones; ctrain runs
+     * its head on the labelled rows only (padded to the most any sequence
+     * has): the same loss and gradients, which is what this compares */
+    const int32_t *labels = (const int32_t *)el->data;
+    int S = mlm_labelled_max(labels, (int)B, (int)T);
+    if (S < 1) S = 1;
+    int32_t *rows = malloc((size_t)(B * S) * sizeof(int32_t)), *rl = malloc((size_t)(B * S) * sizeof(int32_t));
+    long labelled = mlm_select_rows(rows, rl, labels, (int)B, (int)T, S);
+    printf("  MLM head on %lld rows (%ld labelled of %lld tokens)\n", (long long)(B * S), labelled,
+           (long long)(B * T));
+    Tensor *rws = tensor_from_host(&c, rows, DT_I32, 1, (int64_t[]){B * S});
+    Tensor *lab = tensor_from_host(&c, rl, DT_I32, 1, (int64_t[]){B * S});
+    free(rows);
+    free(rl);
+    Tensor *in[5] = {ids, tt, mask, rws, lab};
     Tensor *loss = model_loss(&c, &m, in, 0.0f, NULL);
     float lv, lref = *(const float *)eloss->data;
     tensor_to_f32(&lv, loss);
@@ -99,7 +114,8 @@ int main(int argc, char **argv)
     check_true("bert_parity.grads", worst <= 1e-3, "worst %.3g at %s", worst, worst_name);
     free(g);
     free(madd);
-    tensor_release(ids); tensor_release(tt); tensor_release(mask); tensor_release(lab);
+    tensor_release(ids); tensor_release(tt); tensor_release(mask); tensor_release(rws);
+    tensor_release(lab);
     model_free(&m);
     st_close(&ref);
     ctx_free(&c);

@@ -7,6 +7,9 @@
  *     each micro-batch holds the same number of labelled tokens (the MLM loss
  *     is a mean over labelled tokens, so this is the condition under which
  *     "mean of means" is the mean);
+ *   - the MLM head run on the masked rows only (gathered, padded to a static
+ *     count) gives the loss and gradients of the head on every token (within
+ *     1e-5 of the largest gradient of each tensor);
  *   - bert-tiny pre-trained by masked LM on the fortunes corpus (Debian
  *     package fortunes) for 200 steps: the loss falls below 0.9 ln(vocab) (uniform guessing): in
  *     200 CPU steps it learns the token statistics (~6.0 nats for a 1000-piece
@@ -25,7 +28,26 @@
 
 enum { V = 512, T = 16 };
 
-static void make_batch(Ctx *c, int B, int first, Tensor **in, int labels_per_seq)
+/* The MLM inputs for labels lab [B, T]: the masked rows with `slots` slots a
+ * sequence (data/mlm.h), or slots = T: every position, the head on all
+ * tokens (the reference the masked-row head must equal). */
+static void mlm_inputs(Ctx *c, Tensor **in, const int32_t *lab, int B, int S, int slots)
+{
+    int32_t *rows = malloc((size_t)B * slots * 4), *rl = malloc((size_t)B * slots * 4);
+    if (slots == S) {
+        for (int i = 0; i < B * S; i++) { rows[i] = i; rl[i] = lab[i]; }
+    } else if (mlm_select_rows(rows, rl, lab, B, S, slots) < 0) {
+        check_true("bert.select_rows", 0, "a sequence has more than %d labels", slots);
+    }
+    in[3] = tensor_from_host(c, rows, DT_I32, 1, (int64_t[]){(int64_t)B * slots});
+    in[4] = tensor_from_host(c, rl, DT_I32, 1, (int64_t[]){(int64_t)B * slots});
+    free(rows);
+    free(rl);
+}
+
+/* slots 0: as many as the most labelled sequence needs, plus one (so that
+ * every sequence has padding slots) */
+static void make_batch_slots(Ctx *c, int B, int first, Tensor **in, int labels_per_seq, int slots)
 {
     int32_t *ids = malloc((size_t)B * T * 4), *tt = malloc((size_t)B * T * 4);
     int32_t *lab = malloc((size_t)B * T * 4);
@@ -41,11 +63,16 @@ static void make_batch(Ctx *c, int B, int first, Tensor **in, int labels_per_seq
     in[0] = tensor_from_host(c, ids, DT_I32, 2, (int64_t[]){B, T});
     in[1] = tensor_from_host(c, tt, DT_I32, 2, (int64_t[]){B, T});
     in[2] = tensor_from_host(c, mask, DT_F32, 2, (int64_t[]){B, T});
-    in[3] = tensor_from_host(c, lab, DT_I32, 1, (int64_t[]){(int64_t)B * T});
+    mlm_inputs(c, in, lab, B, T, slots ? slots : mlm_labelled_max(lab, B, T) + 1);
     free(ids); free(tt); free(lab); free(mask);
 }
 
-static void release4(Tensor **in) { for (int i = 0; i < 4; i++) tensor_release(in[i]); }
+static void make_batch(Ctx *c, int B, int first, Tensor **in, int labels_per_seq)
+{
+    make_batch_slots(c, B, first, in, labels_per_seq, 0);
+}
+
+static void release5(Tensor **in) { for (int i = 0; i < 5; i++) tensor_release(in[i]); }
 
 static void tiny(BertConfig *cfg, int vocab, float dropout, int recompute_every)
 {
@@ -86,14 +113,14 @@ static void test_recompute_dropout(Ctx *c)
         tiny(&cfg, V, 0.1f, k);
         Model m;
         bert_create(&m, c, &cfg, 3);
-        Tensor *in[4];
+        Tensor *in[5];
         make_batch(c, 4, 0, in, 2);
         c->rng_offset = 1000;          /* same dropout stream for both runs */
         grads_of(c, &m, in, 1.0f);
         n = m.params.total;
         g[k] = malloc(n * sizeof(float));
         memcpy(g[k], m.params.grad, n * sizeof(float));
-        release4(in);
+        release5(in);
         model_free(&m);
     }
     check_true("bert.recompute_with_dropout.same_grads", memcmp(g[0], g[1], n * sizeof(float)) == 0,
@@ -109,20 +136,115 @@ static void test_accumulation(Ctx *c)
     bert_create(&m, c, &cfg, 4);
     size_t n = m.params.total;
     float *big = malloc(n * sizeof(float));
-    Tensor *in[4];
+    Tensor *in[5];
     make_batch(c, 8, 0, in, 2);
     grads_of(c, &m, in, 1.0f);
     memcpy(big, m.params.grad, n * sizeof(float));
-    release4(in);
+    release5(in);
     params_zero_grad(&m.params);
     for (int k = 0; k < 2; k++) {
         make_batch(c, 4, 4 * k, in, 2);
         grads_of(c, &m, in, 0.5f);
-        release4(in);
+        release5(in);
     }
     check_close("bert.accum_2x4_equals_8", m.params.grad, big, n, 1e-7, 1e-5);
     free(big);
     model_free(&m);
+}
+
+/* max over tensors of max |got - ref| / max |ref| (the parity test's measure) */
+static double worst_rel(const ParamSet *ps, const float *got, const float *ref, const char **name)
+{
+    double worst = 0;
+    for (int i = 0; i < ps->n; i++) {
+        const ParamInfo *pi = &ps->p[i];
+        double d = 0, r = 0;
+        for (size_t k = 0; k < pi->numel; k++) {
+            d = fmax(d, fabs((double)got[pi->offset + k] - ref[pi->offset + k]));
+            r = fmax(r, fabs((double)ref[pi->offset + k]));
+        }
+        double e = r > 0 ? d / r : d;
+        if (e > worst) { worst = e; *name = pi->name; }
+    }
+    return worst;
+}
+
+/* The MLM head on the masked rows only equals the head on every token: same
+ * loss, same gradients (bert-tiny, real masking rate from the synthetic
+ * masker, some padding, dropout on with the same stream). Three row lists:
+ * every position in order (the full head: the reference), the feed's
+ * mlm_max_masked slots, and T slots a sequence (all rows, labelled first). */
+static void test_masked_rows_head(Ctx *c)
+{
+    enum { B = 4, S = 32 };
+    MlmConfig mc;
+    memset(&mc, 0, sizeof mc);
+    mc.T = S;
+    mc.B = B;
+    mc.seed = 9;
+    mc.mask_prob = MLM_MASK_PROB;
+    mc.mask_token_frac = 0.8f;
+    mc.random_token_frac = 0.1f;
+    mc.pad_id = 0; mc.unk_id = 1; mc.cls_id = 2; mc.sep_id = 3; mc.mask_id = 4;
+    mc.vocab_size = V;
+    MlmBatch bt;
+    mlm_batch_alloc(&bt, B, S, 0);
+    mlm_synthetic_batch(&bt, &mc, 3);
+    float madd[B * S];
+    for (int i = 0; i < B * S; i++) madd[i] = (i / S) % 2 && i % S >= S - 5 ? -10000.0f : 0.0f;
+    const int slots[3] = {S, mlm_max_masked(S, MLM_MASK_PROB), S};
+    float *g[3], lv[3];
+    size_t n = 0;
+    long labelled = 0;
+    for (int i = 0; i < B * S; i++) labelled += bt.labels[i] != -100;
+    for (int k = 0; k < 3; k++) {
+        BertConfig cfg;
+        tiny(&cfg, V, 0.1f, 0);
+        Model m;
+        bert_create(&m, c, &cfg, 21);
+        Tensor *in[5];
+        in[0] = tensor_from_host(c, bt.input_ids, DT_I32, 2, (int64_t[]){B, S});
+        in[1] = tensor_from_host(c, bt.token_type_ids, DT_I32, 2, (int64_t[]){B, S});
+        in[2] = tensor_from_host(c, madd, DT_F32, 2, (int64_t[]){B, S});
+        if (k == 0) mlm_inputs(c, in, bt.labels, B, S, S);   /* identity rows */
+        else {
+            int32_t *rows = malloc(sizeof(int32_t) * B * slots[k]), *rl = malloc(sizeof(int32_t) * B * slots[k]);
+            long got = mlm_select_rows(rows, rl, bt.labels, B, S, slots[k]);
+            check_true("bert.masked_rows.select", got == labelled, "%ld rows labelled, %ld selected",
+                       labelled, got);
+            in[3] = tensor_from_host(c, rows, DT_I32, 1, (int64_t[]){(int64_t)B * slots[k]});
+            in[4] = tensor_from_host(c, rl, DT_I32, 1, (int64_t[]){(int64_t)B * slots[k]});
+            free(rows);
+            free(rl);
+        }
+        c->rng_offset = 500;
+        Tensor *z = NULL, *loss = model_loss(c, &m, in, 0.0f, &z);
+        check_true("bert.masked_rows.logits_shape", z->shape[0] == (int64_t)B * slots[k] &&
+                   z->shape[1] == V, "logits [%lld, %lld]", (long long)z->shape[0], (long long)z->shape[1]);
+        tensor_release(z);
+        lv[k] = *(float *)loss->data;
+        ad_backward(c, loss, 1.0f);
+        tensor_release(loss);
+        n = m.params.total;
+        g[k] = malloc(n * sizeof(float));
+        memcpy(g[k], m.params.grad, n * sizeof(float));
+        if (k == 2) {
+            const char *name = "";
+            double w1 = worst_rel(&m.params, g[1], g[0], &name);
+            printf("  MLM head on %d of %d rows (%ld labelled): loss %.7f vs all rows %.7f, worst "
+                   "gradient rel. error %.2g (%s)\n", B * slots[1], B * S, labelled, (double)lv[1],
+                   (double)lv[0], w1, w1 > 0 ? name : "bit-identical");
+            check_true("bert.masked_rows.grads", w1 <= 1e-5, "worst %.3g at %s", w1, name);
+            double w2 = worst_rel(&m.params, g[2], g[0], &name);
+            check_true("bert.masked_rows.all_slots.grads", w2 <= 1e-5, "worst %.3g at %s", w2, name);
+        }
+        release5(in);
+        model_free(&m);
+    }
+    check_close("bert.masked_rows.loss", lv + 1, lv, 1, 0, 1e-6);
+    check_close("bert.masked_rows.all_slots.loss", lv + 2, lv, 1, 0, 1e-6);
+    for (int k = 0; k < 3; k++) free(g[k]);
+    mlm_batch_free(&bt);
 }
 
 static void test_mlm_fortunes(Ctx *c)
@@ -158,11 +280,11 @@ static void test_mlm_fortunes(Ctx *c)
     for (int step = 0; step < STEPS; step++) {
         mlm_batch(&mb, &bt, 0, (uint64_t)step);
         for (int i = 0; i < B * S; i++) madd[i] = bt.attention_mask[i] ? 0.0f : -10000.0f;
-        Tensor *in[4];
+        Tensor *in[5];
         in[0] = tensor_from_host(c, bt.input_ids, DT_I32, 2, (int64_t[]){B, S});
         in[1] = tensor_from_host(c, bt.token_type_ids, DT_I32, 2, (int64_t[]){B, S});
         in[2] = tensor_from_host(c, madd, DT_F32, 2, (int64_t[]){B, S});
-        in[3] = tensor_from_host(c, bt.labels, DT_I32, 1, (int64_t[]){B * S});
+        mlm_inputs(c, in, bt.labels, B, S, mlm_max_masked(S, mc.mask_prob));
         Tensor *loss = model_loss(c, &m, in, 0.0f, NULL);
         float lv = *(float *)loss->data;
         if (step < 10) first += lv / 10;
@@ -172,7 +294,7 @@ static void test_mlm_fortunes(Ctx *c)
         adamw_step(&opt, &m.params, lr, NULL, NULL, DT_F32);
         params_zero_grad(&m.params);
         tensor_release(loss);
-        release4(in);
+        release5(in);
     }
     double lnv = log((double)wp.V);
     printf("  bert-tiny MLM on fortunes (vocab %u, ln V = %.2f): loss %.3f over the first 10 steps, "
@@ -197,6 +319,7 @@ int main(void)
     test_names(&c);
     test_recompute_dropout(&c);
     test_accumulation(&c);
+    test_masked_rows_head(&c);
     test_mlm_fortunes(&c);
     ctx_free(&c);
     return check_summary();

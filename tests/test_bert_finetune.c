@@ -2,7 +2,9 @@
  * a 1000-token vocabulary built from the fortunes package, a bert-tiny MLM
  * pre-trained a few steps (--save), then fine-tuned as a classifier on
  * --data fortunes-cls (2 topics) with --load of the MLM file:
- *   - the run exits 0 and logs an eval record with test_acc and majority_acc;
+ *   - the run exits 0 and logs an eval record with test_acc, test_loss and
+ *     majority_acc, prints per-class counts, and the eval loss is at least
+ *     (1 - test_acc) ln 2 (each wrong row costs ln 2 or more);
  *   - step losses are logged; neither a falling loss nor accuracy over the
  *     majority baseline is asserted: 16 CPU steps are too few (the test
  *     prints what it saw);
@@ -89,24 +91,32 @@ int main(void)
     char path[128], line[1024];
     snprintf(path, sizeof path, "%s/ft.jsonl", dir);
     FILE *f = fopen(path, "r");
-    double loss[64], acc = -1, maj = -1;
+    double loss[64], acc = -1, maj = -1, tloss = -1;
     int nl = 0;
     while (f && fgets(line, sizeof line, f)) {
         if (strstr(line, "\"event\":\"step\"") && nl < 64) loss[nl++] = json_num_of(line, "loss");
         if (strstr(line, "\"event\":\"eval\"")) {
             acc = json_num_of(line, "test_acc");
             maj = json_num_of(line, "majority_acc");
+            tloss = json_num_of(line, "test_loss");
         }
     }
     if (f) fclose(f);
-    check_true("finetune.eval_record", acc >= 0 && maj > 0 && strstr(out, "majority-class") != NULL,
-               "test_acc %g majority_acc %g", acc, maj);
+    check_true("finetune.eval_record", acc >= 0 && maj > 0 && tloss > 0 &&
+               strstr(out, "majority-class") != NULL && strstr(out, "per class") != NULL,
+               "test_acc %g majority_acc %g test_loss %g", acc, maj, tloss);
+    /* a wrongly answered row has p(true) <= 1/2 and costs at least ln 2 */
+    check_true("finetune.eval_loss_consistent", tloss >= (1.0 - acc) * log(2.0) - 1e-4,
+               "test_loss %.4f with test_acc %.4f: below (1 - acc) ln 2", tloss, acc);
     double first = 0, last = 0;
     for (int i = 0; i < 5 && nl >= 10; i++) { first += loss[i] / 5; last += loss[nl - 1 - i] / 5; }
     /* not asserted: 16 CPU steps do not reliably move the loss (see header) */
     check_true("finetune.losses_logged", nl >= 10, "%d step records", nl);
-    printf("  info: fine-tuned 16 steps: test_acc %.3f, majority_acc %.3f, loss %.4f -> %.4f\n", acc,
-           maj, first, last);
+    /* the eval figures (held-out split) and the training loss, apart: the
+     * training loss of 16-row batches says nothing about the eval's */
+    printf("  info: fine-tuned 16 steps: eval test_acc %.3f (majority %.3f) test_loss %.4f; "
+           "training loss (mean of the first / last 5 steps) %.4f -> %.4f\n", acc, maj, tloss,
+           first, last);
 
     /* lr 0: the loaded encoder is the MLM file's */
     snprintf(a, sizeof a, "train --device cpu --model bert-tiny --data fortunes-cls --classes 2 "

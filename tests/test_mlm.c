@@ -13,7 +13,11 @@
  *   determinism: the same (seed, epoch, step) gives the same batch, in a
  *     fresh batcher too; a sequence is masked the same whatever batch size
  *     it lands in; another epoch reorders and remasks; an epoch visits all
- * The synthetic generator and the fortunes set (skipped, saying so, when
+ *   masked rows: mlm_max_masked(T) slots a sequence hold every count the
+ *     masker makes; mlm_select_rows lists each sequence's labelled rows,
+ *     then distinct unlabelled ones as padding
+ * The synthetic generator and the fortunes set (with the filter that leaves
+ * the classification set's held-out entries out of a pre-training shard) (skipped, saying so, when
  * the Debian package fortunes is not installed) are checked last.
  * Shape letters: B batch, T tokens.
  */
@@ -26,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/corpus.h"
 #include "data/mlm.h"
 #include "data/text_cls.h"
 #include "data/text_shards.h"
@@ -247,6 +252,90 @@ static void test_synthetic(void)
     mlm_batch_free(&b2);
 }
 
+/* The masked-row slots: mlm_max_masked bounds every count mlm_mask makes
+ * (packed sequences of the batcher over many epochs, and mlm_mask on
+ * sequences of every candidate count 0..T); mlm_select_rows on a hand-made
+ * case and on real batches. */
+static void test_masked_rows(MlmBatcher *mb)
+{
+    const MlmConfig *c = &mb->cfg;
+    int S = mlm_max_masked(T, c->mask_prob);
+    check_true("rows.slots_value", S == 10 && mlm_max_masked(128, 0.15f) == 19 &&
+               mlm_max_masked(512, 0.15f) == 77 && mlm_max_masked(4, 0.15f) == 1,
+               "slots %d for T %d, %d for 128, %d for 512, %d for 4", S, T,
+               mlm_max_masked(128, 0.15f), mlm_max_masked(512, 0.15f), mlm_max_masked(4, 0.15f));
+    int most = 0;
+    for (int n = 0; n <= T; n++) {   /* n candidates, the rest [PAD] */
+        int32_t ids[T], lab[T];
+        for (int t = 0; t < T; t++) ids[t] = t < n ? 5 + t : PAD;
+        int k = mlm_mask(ids, lab, T, c, NULL, 0, 0, (uint64_t)n);
+        if (k > most) most = k;
+    }
+    MlmBatch b;
+    mlm_batch_alloc(&b, c->B, T, 0);
+    int32_t rows[8 * T], rl[8 * T];
+    int ok = 1;
+    for (uint64_t e = 0; e < 3; e++)
+        for (uint64_t step = 0; step < mlm_batches_per_epoch(mb); step++) {
+            mlm_batch(mb, &b, e, step);
+            int k = mlm_labelled_max(b.labels, c->B, T);
+            if (k > most) most = k;
+            long labelled = 0;
+            for (int i = 0; i < c->B * T; i++) labelled += b.labels[i] != -100;
+            long got = mlm_select_rows(rows, rl, b.labels, c->B, T, S);
+            /* every row in its sequence's range, distinct, labels as the batch's */
+            unsigned char seen[8 * T] = {0};
+            for (int i = 0; got >= 0 && i < c->B * S; i++) {
+                int bi = i / S;
+                ok &= rows[i] >= bi * T && rows[i] < (bi + 1) * T && !seen[rows[i]]++ &&
+                      rl[i] == b.labels[rows[i]];
+            }
+            ok &= got == labelled;
+        }
+    mlm_batch_free(&b);
+    check_true("rows.slots_bound_masking", most <= S, "mlm_mask chose %d positions, %d slots", most, S);
+    check_true("rows.select_real_batches", ok, "rows out of range, repeated, or mislabelled");
+
+    /* hand-made: B 2, T 6, 3 slots */
+    const int32_t lab[12] = {-100, 7, -100, 9, -100, -100,   -100, -100, -100, -100, -100, 5};
+    int32_t r[6], l[6];
+    const int32_t r_want[6] = {1, 3, 0, 11, 6, 7}, l_want[6] = {7, 9, -100, 5, -100, -100};
+    long got = mlm_select_rows(r, l, lab, 2, 6, 3);
+    check_true("rows.select_hand", got == 3 && !memcmp(r, r_want, sizeof r) && !memcmp(l, l_want, sizeof l),
+               "got %ld: rows %d %d %d %d %d %d", got, r[0], r[1], r[2], r[3], r[4], r[5]);
+    check_true("rows.select_too_many", mlm_select_rows(r, l, lab, 2, 6, 1) < 0 &&
+               mlm_labelled_max(lab, 2, 6) == 2, "2 labels in 1 slot was accepted");
+}
+
+/* Walks one topic file's documents through the held-out filter and checks
+ * each against the split: kept = training entry, dropped = held-out entry. */
+typedef struct {
+    const TextCls *ds;
+    int32_t label;
+    const char *path;
+    TextClsExclude x;
+    uint32_t next;        /* entries of this topic seen */
+    int ok;
+    int fortune_file;
+} ExcludeCheck;
+
+static int exclude_check_doc(void *ctx, const char *doc, size_t len)
+{
+    ExcludeCheck *e = ctx;
+    int keep = textcls_exclude_held_out(&e->x, e->path, e->fortune_file, doc, len);
+    size_t i = 0;
+    while (i < len && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r')) i++;
+    if (i == len) return 0;   /* blank: no entry */
+    /* the topic's e->next-th example in ds (examples are grouped by topic, in file order) */
+    uint32_t seen = 0, j = 0;
+    for (; j < e->ds->n; j++)
+        if (e->ds->label[j] == e->label && seen++ == e->next) break;
+    e->ok &= j < e->ds->n && keep == !e->ds->held_out[j] &&
+             strlen(textcls_text(e->ds, j)) == len && !memcmp(textcls_text(e->ds, j), doc, len);
+    e->next++;
+    return 0;
+}
+
 static void test_fortunes(void)
 {
     struct stat sb;
@@ -304,6 +393,42 @@ static void test_fortunes(void)
     check_true("fortunes.shard", st == 0 && ss.unk == 0 && ss.docs > 10000, "status %d: %s "
                "(%llu docs, %llu unk)", st, err, (unsigned long long)ss.docs,
                (unsigned long long)ss.unk);
+    /* --exclude-held-out: the filter drops exactly the entries the split
+     * holds out, in every file (the 6 topics' files compared entry by entry),
+     * and the shard loses exactly those documents */
+    TextClsExclude x = {TEXTCLS_HELD_OUT, NULL, 0};
+    ShardStats sx;
+    char shard_x[512];
+    snprintf(shard_x, sizeof shard_x, "%s/fortunes_train.tok", tmp);
+    int stx = shard_write_filtered(FORTUNES_DEFAULT_DIR, &wp, shard_x, SHARD_DOC_AUTO,
+                                   textcls_exclude_held_out, &x, &sx, err, sizeof err);
+    check_true("fortunes.exclude_shard", stx == 0 && sx.dropped > 0.07 * ss.docs &&
+               sx.docs + sx.dropped == ss.docs, "status %d: %llu docs + %llu dropped vs %llu: %s",
+               stx, (unsigned long long)sx.docs, (unsigned long long)sx.dropped,
+               (unsigned long long)ss.docs, err);
+    int same_split = 1;
+    for (uint32_t k = 0; k < ds.n_topics; k++) {
+        char path[600], *text;
+        size_t n;
+        snprintf(path, sizeof path, "%s/%s", FORTUNES_DEFAULT_DIR, ds.topics[k]);
+        if (corpus_read(path, 1, &text, &n, err, sizeof err) != 0) { same_split = 0; break; }
+        ExcludeCheck ec = {&ds, (int32_t)k, path, {TEXTCLS_HELD_OUT, NULL, 0}, 0, 1, 0};
+        shard_split_docs(text, n, SHARD_DOC_AUTO, &ec.fortune_file, exclude_check_doc, &ec);
+        same_split &= ec.ok && ec.next == (uint32_t)ds.topic_size[k];
+        free(text);
+    }
+    check_true("fortunes.exclude_matches_split", same_split, "the filter kept or dropped an entry "
+               "the split puts elsewhere");
+    /* NAME.u8 (a copy of the package that followed its links) goes as NAME */
+    TextClsExclude xa = {TEXTCLS_HELD_OUT, NULL, 0}, xb = {TEXTCLS_HELD_OUT, NULL, 0};
+    int same_u8 = 1, dropped = 0;
+    for (int i = 0; i < 200; i++) {
+        int ka = textcls_exclude_held_out(&xa, "/d/people", 1, "x", 1);
+        same_u8 &= ka == textcls_exclude_held_out(&xb, "/d/people.u8", 1, "x", 1);
+        dropped += !ka;
+    }
+    check_true("fortunes.exclude_u8_alias", same_u8 && dropped > 5 && dropped < 40,
+               "people.u8 split unlike people (%d of 200 dropped)", dropped);
     TextShard s;
     if (!st && !(st = shard_open(&s, shard, err, sizeof err))) {
         MlmConfig c = mlm_config_default(&wp, 128, 8, 1);
@@ -390,6 +515,7 @@ int main(void)
         if (!st) {
             test_packing(&mb, tok, off, D);
             test_masking(&mb);
+            test_masked_rows(&mb);
             mlm_free(&mb);
             test_determinism(&s);
         }

@@ -298,7 +298,7 @@ static void test_vocab_build(void)
     if (!st) corpus_files_free(&cf);
 
     VocabStats vs;
-    VocabOpts o = {200, 1, VOCAB_SCORE_FREQ};
+    VocabOpts o = {200, 1, VOCAB_SCORE_FREQ, NULL, NULL};
     double t0 = now_s();
     st = vocab_build_opts(corpus, &o, out, &vs, err, sizeof err);
     double dt = now_s() - t0;

@@ -30,15 +30,18 @@
 
 typedef struct Feed Feed;
 
+#define FEED_MAX_IN 5          /* BERT MLM: ids, token types, mask, masked rows, labels */
+
 struct Feed {
     char desc[128];
-    int n_in;                  /* tensors the model's loss takes (inputs + labels) */
-    Tensor *in[4];
+    int n_in;                  /* tensors the model's loss takes (inputs, labels last) */
+    Tensor *in[FEED_MAX_IN];
     int batch;
     long batches_per_epoch;
     int classes;
     int vocab_size;            /* text feeds with a vocabulary: its size (0: none) */
     int has_eval;              /* a held-out split exists */
+    const char *const *class_names; /* [classes] label -> name, or NULL */
     /* Fill in[] with batch `batch_index` of `epoch`. */
     void (*next)(Feed *f, Ctx *c, uint64_t epoch, uint32_t batch_index);
     /* Loader images/s so far (NAN when not applicable). */
@@ -67,13 +70,15 @@ typedef struct FeedSpec {
 /* Text feeds for BERT (train/feed_text.c): synthetic token batches, or
  * masked-LM batches from a pre-tokenized shard ("mlm:SHARD"). Inputs:
  * ids i32 [B, T], token types i32 [B, T], additive mask f32 [B, T],
- * labels i32 [B*T] (-100 where nothing is predicted). */
+ * masked rows i32 [M] and their labels i32 [M] (-100 on padding slots),
+ * M = B x mlm_max_masked(T) (data/mlm.h). */
 void feed_text_open(Feed *f, Ctx *c, const FeedSpec *spec);
 
 /* BERT fine-tuning on the fortunes topic set (train/feed_cls.c):
- * "fortunes-cls[:DIR]" with --vocab; spec->classes topics (0: 4). Inputs as
- * above but labels i32 [B] (the topic); classes = topics; held-out split
- * for evaluation. feed_text_open hands these specs to it. */
+ * "fortunes-cls[:DIR]" with --vocab; spec->classes topics (0: 4). Inputs:
+ * ids, token types and mask as above, then labels i32 [B] (the topic);
+ * classes = topics; held-out split for evaluation. feed_text_open hands
+ * these specs to it. */
 int feed_is_cls(const char *data);
 void feed_cls_open(Feed *f, Ctx *c, const FeedSpec *spec);
 

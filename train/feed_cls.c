@@ -2,7 +2,9 @@
  * set (data/text_cls.h): --data fortunes-cls[:DIR] with --vocab vocab.txt.
  *
  * Topics: the --classes N largest (default FEEDCLS_TOPICS); labels number
- * them in name order. Held-out split: data/text_cls's deterministic 10%.
+ * them in name order. Held-out split: data/text_cls's deterministic 10%
+ * (TEXTCLS_HELD_OUT; `ctrain vocab|shard --exclude-held-out` leave those
+ * entries out of a pre-training corpus).
  * Training batches draw the training split in a fresh permutation each
  * epoch (shuffle_perm(seed, epoch): the same run gives the same batches;
  * data parallel: this rank's share, shuffle_shard);
@@ -27,7 +29,6 @@
 #include "../engine/mem.h"
 
 #define FEEDCLS_TOPICS 4
-#define FEEDCLS_HELD_OUT 0.1
 
 /* Pinned host copy of one batch, in the layout of the four input tensors. */
 typedef struct ClsHost {
@@ -172,7 +173,7 @@ void feed_cls_open(Feed *f, Ctx *c, const FeedSpec *s)
         ct_fatal_hint("use a BERT vocabulary ([PAD], [CLS] and [SEP] among its tokens)",
                       "--vocab %s lacks [PAD], [CLS] or [SEP]", s->vocab);
     int topics = s->classes ? s->classes : FEEDCLS_TOPICS;
-    if (textcls_load_fortunes(&C->ds, dir, NULL, topics, FEEDCLS_HELD_OUT, err, sizeof err) != 0)
+    if (textcls_load_fortunes(&C->ds, dir, NULL, topics, TEXTCLS_HELD_OUT, err, sizeof err) != 0)
         ct_fatal_hint("apt-get install fortunes, or pass --data fortunes-cls:DIR (a folder of "
                       "fortune files); --classes N picks the N largest topics", "%s", err);
     if (textcls_tokenize(&C->ds, &C->wp, err, sizeof err) != 0)
@@ -217,6 +218,7 @@ void feed_cls_open(Feed *f, Ctx *c, const FeedSpec *s)
     f->classes = (int)C->ds.n_topics;
     f->vocab_size = (int)C->wp.V;
     f->has_eval = C->ds.n_test > 0;
+    f->class_names = (const char *const *)C->ds.topics;
     f->next = cls_next;
     f->data_rate = cls_rate;
     f->eval_start = cls_eval_start;

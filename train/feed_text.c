@@ -1,7 +1,12 @@
 /* feed_text.c — BERT's feeds: synthetic token batches generated once and
  * kept on the device, or masked-LM batches from a token shard, made on the
  * host (packing + 15% masking, data/mlm.h) and copied asynchronously from
- * pinned memory, double-buffered against the GPU. */
+ * pinned memory, double-buffered against the GPU.
+ *
+ * Both hand the model the same five tensors: ids, token types, additive
+ * mask [B, T], then the masked rows and their labels [M], M = B S with S =
+ * mlm_max_masked(T) slots a sequence (data/mlm.h: static, so a captured
+ * step keeps its shapes; unused slots are padding labelled -100). */
 #include "feed.h"
 
 #include <math.h>
@@ -14,9 +19,9 @@
 #include "../engine/error.h"
 #include "../engine/mem.h"
 
-/* Pinned host copy of one batch, in the layout of the four input tensors. */
+/* Pinned host copy of one batch, in the layout of the five input tensors. */
 typedef struct HostBatch {
-    int32_t *ids, *tt, *labels;
+    int32_t *ids, *tt, *rows, *labels;
     float *mask_add;
 } HostBatch;
 
@@ -30,16 +35,20 @@ typedef struct Text {
     cudaEvent_t done[2];
 #endif
     int k, cuda, have_shard;
+    int slots;               /* S: masked-row slots a sequence */
 } Text;
 
-/* 1 = real token -> additive 0; 0 = padding -> -10000 (HF's large negative) */
-static void fill_host(HostBatch *h, const MlmBatch *b)
+/* 1 = real token -> additive 0; 0 = padding -> -10000 (HF's large negative);
+ * the labels [B, T] become the masked rows and their labels [B S] */
+static void fill_host(HostBatch *h, const MlmBatch *b, int slots)
 {
     size_t n = (size_t)b->B * b->T;
     memcpy(h->ids, b->input_ids, n * sizeof(int32_t));
     memcpy(h->tt, b->token_type_ids, n * sizeof(int32_t));
-    memcpy(h->labels, b->labels, n * sizeof(int32_t));
     for (size_t i = 0; i < n; i++) h->mask_add[i] = b->attention_mask[i] ? 0.0f : -10000.0f;
+    if (mlm_select_rows(h->rows, h->labels, b->labels, b->B, b->T, slots) < 0)
+        ct_fatal("MLM batch: a sequence has more than %d masked positions (%d slots a "
+                 "sequence of %d tokens)", mlm_labelled_max(b->labels, b->B, b->T), slots, b->T);
 }
 
 static void upload(Feed *f, Ctx *c, const HostBatch *h)
@@ -47,7 +56,8 @@ static void upload(Feed *f, Ctx *c, const HostBatch *h)
     mem_to_device_async(c, f->in[0]->data, h->ids, f->in[0]->numel * sizeof(int32_t));
     mem_to_device_async(c, f->in[1]->data, h->tt, f->in[1]->numel * sizeof(int32_t));
     mem_to_device_async(c, f->in[2]->data, h->mask_add, f->in[2]->numel * sizeof(float));
-    mem_to_device_async(c, f->in[3]->data, h->labels, f->in[3]->numel * sizeof(int32_t));
+    mem_to_device_async(c, f->in[3]->data, h->rows, f->in[3]->numel * sizeof(int32_t));
+    mem_to_device_async(c, f->in[4]->data, h->labels, f->in[4]->numel * sizeof(int32_t));
 }
 
 static void text_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
@@ -58,7 +68,7 @@ static void text_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
     if (T->cuda) CUDA_CHECK(cudaEventSynchronize(T->done[k]));
 #endif
     mlm_batch(&T->mb, &T->batch, epoch, b);
-    fill_host(&T->host[k], &T->batch);
+    fill_host(&T->host[k], &T->batch, T->slots);
     upload(f, c, &T->host[k]);
 #ifdef CTRAIN_CUDA
     if (T->cuda) CUDA_CHECK(cudaEventRecord(T->done[k], c->stream));
@@ -79,6 +89,7 @@ static void text_free(Feed *f, Ctx *c)
     for (int k = 0; k < 2; k++) {
         mem_host_pinned_free(c, T->host[k].ids);
         mem_host_pinned_free(c, T->host[k].tt);
+        mem_host_pinned_free(c, T->host[k].rows);
         mem_host_pinned_free(c, T->host[k].labels);
         mem_host_pinned_free(c, T->host[k].mask_add);
 #ifdef CTRAIN_CUDA
@@ -102,10 +113,13 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
     size_t n = (size_t)B * S;
     char err[512];
     T->cuda = c->device == DEV_CUDA;
+    T->slots = mlm_max_masked(S, MLM_MASK_PROB);
+    size_t M = (size_t)B * T->slots;
     for (int k = 0; k < 2; k++) {
         T->host[k].ids = (int32_t *)mem_host_pinned(c, n * sizeof(int32_t));
         T->host[k].tt = (int32_t *)mem_host_pinned(c, n * sizeof(int32_t));
-        T->host[k].labels = (int32_t *)mem_host_pinned(c, n * sizeof(int32_t));
+        T->host[k].rows = (int32_t *)mem_host_pinned(c, M * sizeof(int32_t));
+        T->host[k].labels = (int32_t *)mem_host_pinned(c, M * sizeof(int32_t));
         T->host[k].mask_add = (float *)mem_host_pinned(c, n * sizeof(float));
 #ifdef CTRAIN_CUDA
         if (T->cuda) CUDA_CHECK(cudaEventCreateWithFlags(&T->done[k], cudaEventDisableTiming));
@@ -113,11 +127,12 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
     }
     if (mlm_batch_alloc(&T->batch, B, S, 0) != 0) ct_fatal("out of host memory for a batch");
     f->impl = T;
-    f->n_in = 4;
+    f->n_in = 5;
     f->in[0] = tensor_new(c, DT_I32, 2, (int64_t[]){B, S});
     f->in[1] = tensor_new(c, DT_I32, 2, (int64_t[]){B, S});
     f->in[2] = tensor_new(c, DT_F32, 2, (int64_t[]){B, S});
-    f->in[3] = tensor_new(c, DT_I32, 1, (int64_t[]){(int64_t)n});
+    f->in[3] = tensor_new(c, DT_I32, 1, (int64_t[]){(int64_t)M});
+    f->in[4] = tensor_new(c, DT_I32, 1, (int64_t[]){(int64_t)M});
     f->data_rate = no_rate;
     f->free = text_free;
     f->has_eval = 0;
@@ -130,14 +145,14 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
         cfg.T = S;
         cfg.B = B;
         cfg.seed = s->seed;
-        cfg.mask_prob = 0.15f;
+        cfg.mask_prob = MLM_MASK_PROB;
         cfg.mask_token_frac = 0.8f;
         cfg.random_token_frac = 0.1f;
         cfg.pad_id = 0; cfg.unk_id = 100; cfg.cls_id = 101; cfg.sep_id = 102; cfg.mask_id = 103;
         cfg.vocab_size = (uint32_t)(s->vocab_size ? s->vocab_size : 30522);
         /* rank r: rows r B .. r B + B - 1 of one world x B batch (train/feed.h) */
         mlm_synthetic_rows(&T->batch, &cfg, 0, (uint32_t)c->dp_rank * (uint32_t)B);
-        fill_host(&T->host[0], &T->batch);
+        fill_host(&T->host[0], &T->batch, T->slots);
         upload(f, c, &T->host[0]);
         ctx_sync(c);
         f->next = synthetic_next;

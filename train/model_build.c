@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include "../data/mlm.h"
 #include "../engine/error.h"
 #include "../models/bert.h"
 #include "../models/mlp.h"
@@ -66,8 +67,17 @@ double model_train_flops_per_sample(const TrainOptions *o, int classes)
         return 3.0 * resnet_flops_per_image(&cfg, o->image_size ? o->image_size : 224);
     }
     BertConfig bc;
-    if (!strncmp(o->model, "bert-", 5) && bert_config_named(&bc, o->model, classes) == 0)
-        return bert_train_flops_per_seq(&bc, o->seq);
+    int cls = o->head == HEAD_CLS || (o->head == HEAD_AUTO && feed_is_cls(o->data));
+    if (!strncmp(o->model, "bert-", 5) &&
+        bert_config_named(&bc, o->model, cls ? o->vocab_size : classes) == 0) {
+        if (cls) {
+            bc.head = BERT_CLASSIFIER;
+            bc.classes = classes ? classes : 2;
+        }
+        /* the MLM head runs on the masked-row slots (data/mlm.h), the
+         * classifier on the [CLS] row */
+        return bert_train_flops_per_seq(&bc, o->seq, cls ? 1.0 : mlm_max_masked(o->seq, MLM_MASK_PROB));
+    }
     if (!strcmp(o->model, "mlp")) {
         double f = 0, in = 784;
         for (int i = 0; i < o->n_hidden; i++) { f += 2.0 * in * o->hidden[i]; in = o->hidden[i]; }

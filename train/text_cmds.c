@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../data/text_cls.h"
 #include "../data/text_shards.h"
 #include "../data/vocab_build.h"
 #include "../data/wordpiece.h"
@@ -21,19 +22,27 @@ static const char *arg_value(int argc, char **argv, int *i, const char *cmd)
     return argv[++*i];
 }
 
+#define EXCLUDE_HELP \
+    "  --exclude-held-out leaves out the fortune entries that --data fortunes-cls\n" \
+    "  holds out for its evaluation (10%% of each fortune file, the same for any\n" \
+    "  --classes), so that a model pre-trained on this corpus has not seen them\n"
+
 int cmd_vocab(int argc, char **argv)
 {
     const char *corpus = NULL, *out = NULL;
-    int size = 30522, lower = 1;
+    int size = 30522, lower = 1, exclude = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--corpus")) corpus = arg_value(argc, argv, &i, "vocab");
         else if (!strcmp(argv[i], "--out")) out = arg_value(argc, argv, &i, "vocab");
         else if (!strcmp(argv[i], "--size")) size = atoi(arg_value(argc, argv, &i, "vocab"));
         else if (!strcmp(argv[i], "--cased")) lower = 0;
+        else if (!strcmp(argv[i], "--exclude-held-out")) exclude = 1;
         else if (!strcmp(argv[i], "--help")) {
             printf("usage: ctrain vocab --corpus PATH --size N --out vocab.txt [--cased]\n"
+                   "                    [--exclude-held-out]\n"
                    "  builds a WordPiece vocabulary (BERT's specials, every character, then\n"
-                   "  merged pieces) from a text file or a folder of text files\n");
+                   "  merged pieces) from a text file or a folder of text files;\n"
+                   EXCLUDE_HELP);
             return 0;
         } else ct_fatal_hint("run 'ctrain vocab --help'", "unknown option '%s'", argv[i]);
     }
@@ -41,24 +50,34 @@ int cmd_vocab(int argc, char **argv)
     if (size < 16 || size > 1000000)
         ct_fatal_hint("pass --size between 16 and 1000000", "--size %d is out of range", size);
     char err[512];
-    if (vocab_build(corpus, size, lower, out, err, sizeof err) != 0)
+    TextClsExclude x = {TEXTCLS_HELD_OUT, NULL, 0};
+    VocabOpts vo = {size, lower, VOCAB_SCORE_FREQ, exclude ? textcls_exclude_held_out : NULL, &x};
+    VocabStats vs;
+    if (vocab_build_opts(corpus, &vo, out, &vs, err, sizeof err) != 0)
         ct_fatal_hint("check the corpus path (a UTF-8 text file or a folder of them)", "%s", err);
-    printf("wrote %s\n", out);
+    if (exclude)
+        printf("wrote %s (%llu held-out fortunes-cls entries left out)\n", out,
+               (unsigned long long)vs.dropped);
+    else
+        printf("wrote %s\n", out);
     return 0;
 }
 
 int cmd_shard(int argc, char **argv)
 {
     const char *corpus = NULL, *out = NULL, *vocab = NULL;
-    int lower = 1;
+    int lower = 1, exclude = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--corpus")) corpus = arg_value(argc, argv, &i, "shard");
         else if (!strcmp(argv[i], "--out")) out = arg_value(argc, argv, &i, "shard");
         else if (!strcmp(argv[i], "--vocab")) vocab = arg_value(argc, argv, &i, "shard");
         else if (!strcmp(argv[i], "--cased")) lower = 0;
+        else if (!strcmp(argv[i], "--exclude-held-out")) exclude = 1;
         else if (!strcmp(argv[i], "--help")) {
             printf("usage: ctrain shard --corpus PATH --vocab vocab.txt --out FILE [--cased]\n"
-                   "  tokenizes the corpus once into a token shard for --data mlm:FILE\n");
+                   "                    [--exclude-held-out]\n"
+                   "  tokenizes the corpus once into a token shard for --data mlm:FILE;\n"
+                   EXCLUDE_HELP);
             return 0;
         } else ct_fatal_hint("run 'ctrain shard --help'", "unknown option '%s'", argv[i]);
     }
@@ -69,11 +88,17 @@ int cmd_shard(int argc, char **argv)
     if (wordpiece_load(&wp, vocab, lower, err, sizeof err) != 0)
         ct_fatal_hint("check the --vocab path (one token per line)", "%s", err);
     ShardStats st;
-    int rc = shard_write(corpus, &wp, out, SHARD_DOC_AUTO, &st, err, sizeof err);
+    TextClsExclude x = {TEXTCLS_HELD_OUT, NULL, 0};
+    int rc = shard_write_filtered(corpus, &wp, out, SHARD_DOC_AUTO,
+                                  exclude ? textcls_exclude_held_out : NULL, &x, &st, err,
+                                  sizeof err);
     if (rc != 0) ct_fatal_hint(shard_hint(rc), "%s", err);
-    printf("wrote %s: %llu documents, %llu tokens (%llu [UNK]) from %llu files\n", out,
+    printf("wrote %s: %llu documents, %llu tokens (%llu [UNK]) from %llu files", out,
            (unsigned long long)st.docs, (unsigned long long)st.tokens, (unsigned long long)st.unk,
            (unsigned long long)st.files);
+    if (exclude)
+        printf("; %llu held-out fortunes-cls entries left out", (unsigned long long)st.dropped);
+    printf("\n");
     wordpiece_free(&wp);
     return 0;
 }

@@ -271,6 +271,7 @@ int cmd_train(int argc, char **argv)
                fd.vocab_size ? "examples" : "images");
         printf("majority-class baseline %.2f%% (always the held-out split's most common label)\n",
                100.0 * ev.majority);
+        if (fd.class_names) eval_print_classes(&ev, fd.class_names);
         if (logf) {
             JsonLine j;
             json_begin(&j, "eval");
@@ -285,6 +286,7 @@ int cmd_train(int argc, char **argv)
             json_int(&j, "peak_mem_bytes", (int64_t)c.mem.peak);
             json_end(&j, logf);
         }
+        eval_result_free(&ev);
     }
     dist_finish(dist);             /* [dist] barrier, then NCCL teardown */
     if (logf) fclose(logf);
@@ -318,8 +320,12 @@ int cmd_eval(int argc, char **argv)
     model_build(&m, &c, &o, fd.classes);
     load_weights(&m.params, o.load_path, m.name);
     EvalResult ev = evaluate(&c, &m, &fd);
-    printf("%s on %s: top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld images)\n", m.name, fd.desc,
-           100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n);
+    printf("%s on %s: top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld %s)\n", m.name, fd.desc,
+           100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n, fd.vocab_size ? "examples" : "images");
+    printf("majority-class baseline %.2f%% (always the held-out split's most common label)\n",
+           100.0 * ev.majority);
+    if (fd.class_names) eval_print_classes(&ev, fd.class_names);
+    eval_result_free(&ev);
     model_free(&m);
     feed_close(&fd, &c);
     ctx_free(&c);
