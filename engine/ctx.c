@@ -46,6 +46,30 @@ int ctx_cuda_available(void)
 
 const char *ctx_device_name(const Ctx *c) { return c->device == DEV_CUDA ? "cuda" : "cpu"; }
 
+/* CTRAIN_MEM_LIMIT=24G (or 512M, 1.5G, plain bytes): behave as a card with
+ * that much memory for what ctrain allocates, e.g. to find on a big card
+ * the batch that fits a smaller one (ctrain bench --max-batch). The CUDA
+ * context and the libraries' own memory are not counted. */
+static size_t ctx_mem_limit_from_env(void)
+{
+    const char *v = getenv("CTRAIN_MEM_LIMIT");
+    if (!v || !*v) return 0;
+    char *end;
+    double x = strtod(v, &end);
+    double unit = 1;
+    switch (*end) {
+    case 'K': case 'k': unit = 1024.0; end++; break;
+    case 'M': case 'm': unit = 1024.0 * 1024; end++; break;
+    case 'G': case 'g': unit = 1024.0 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (*end == 'B' || *end == 'b') end++;
+    if (end == v || *end || !(x > 0) || x * unit > 1e18)
+        ct_fatal_hint("set it to a size such as 24G, 512M or a number of bytes, or unset it",
+                      "CTRAIN_MEM_LIMIT='%s' is not a memory size", v);
+    return (size_t)(x * unit);
+}
+
 void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed)
 {
     memset(c, 0, sizeof *c);
@@ -55,6 +79,7 @@ void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed)
     c->autocast = DT_F32;
     c->seed = seed;
     c->dp_world = 1;
+    c->mem_limit = ctx_mem_limit_from_env();
     c->tape = tape_new();
     if (dev == DEV_CPU) return;
 #ifdef CTRAIN_CUDA

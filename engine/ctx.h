@@ -51,6 +51,7 @@ struct Ctx {
     long recomputed;       /* segments re-run so far (for --trace) */
     Tape *tape;
     MemStats mem;
+    size_t mem_limit;      /* CTRAIN_MEM_LIMIT: allocations past it are out of memory (0: none) */
     int allow_tf32;        /* f32 matmuls may use TF32 tensor cores */
     DType autocast;        /* DT_F32: off; DT_F16 / DT_BF16: matmuls run in it */
     uint64_t seed;         /* Philox key for dropout and init */

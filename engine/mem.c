@@ -48,6 +48,12 @@ void *mem_alloc(Ctx *c, size_t bytes)
 {
     void *p = NULL;
     size_t b = bytes ? bytes : 1;
+    if (c->mem_limit && c->mem.current + b > c->mem_limit) {
+        char lim[32];
+        char why[64];
+        snprintf(why, sizeof why, "over CTRAIN_MEM_LIMIT=%s", mem_fmt(lim, sizeof lim, c->mem_limit));
+        mem_oom(c, bytes, why);
+    }
     if (c->device == DEV_CPU) {
         size_t rounded = (b + 63) & ~(size_t)63;
         p = aligned_alloc(64, rounded);

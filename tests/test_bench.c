@@ -321,6 +321,40 @@ static void test_soak(const char *dir)
                "soak summary missing or wrong in %s", json);
 }
 
+/* --max-batch under CTRAIN_MEM_LIMIT (a card of 12 MiB, as far as ctrain's
+ * allocations go): the answer fits under the limit, the next size up does
+ * not, for both recompute settings. */
+static void test_max_batch(const char *dir)
+{
+    char cmd[2048], out[16384], json[256];
+    snprintf(json, sizeof json, "%s/maxb.json", dir);
+    snprintf(cmd, sizeof cmd, "CTRAIN_MEM_LIMIT=12M %s bench --device cpu --max-batch --models mlp "
+             "--precision fp32 --batch 64 --json %s 2>&1", bin(), json);
+    int st = run(cmd, out, sizeof out);
+    check_true("max_batch.exit", st == 0 && strstr(out, "largest batch"), "exit %d: %s", st, out);
+    J *doc = jparse_file(json);
+    J *res = jget(doc, "results");
+    int rows = res ? res->n : 0;
+    check_true("max_batch.rows", rows == 2, "%d result rows in %s", rows, json);
+    for (int i = 0; i < rows; i++) {
+        J *r = res->items[i];
+        double b = jnum(r, "batch"), peak = jnum(r, "peak_mem_bytes");
+        char name[64];
+        snprintf(name, sizeof name, "max_batch.%s", jtext(r, "mode"));
+        check_true(name, b >= 64 && peak > 0 && peak <= 12.0 * 1024 * 1024 && !jget(r, "error"),
+                   "batch %g peak %g", b, peak);
+    }
+    /* the table's last column: the smallest batch that failed, one step (8) above */
+    int ok = 0, best = 0, failed = 0;
+    for (const char *p = strstr(out, "mlp fp32 "); p; p = strstr(p + 1, "mlp fp32 ")) {
+        char rec[16];
+        if (sscanf(p, "mlp fp32 %15s %d %*f %d:", rec, &best, &failed) == 3 && failed > best &&
+            failed - best <= 8)
+            ok++;
+    }
+    check_true("max_batch.bisected", ok == 2, "summary lines not found or not bisected: %s", out);
+}
+
 /* ---- scripts/torch_bench.py against ctrain bench, without torch. */
 
 static int same_str(const J *a, const J *b, const char *key)
@@ -429,6 +463,7 @@ int main(void)
     test_cpu_suite(dir);
     test_oom_row(dir);
     test_soak(dir);
+    test_max_batch(dir);
     test_torch_bench(dir);
     expect_error("bench.list_and_max_batch", "bench --list --max-batch", "--list shows the throughput suite");
     expect_error("bench.bad_flag", "bench --bogus 1", "unknown option '--bogus'");
