@@ -62,6 +62,16 @@ $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
+# The git revision goes into the bench's JSON (train/bench_json.c); its object
+# is rebuilt whenever the revision changes, so a binary never reports another.
+GIT_REV := $(shell git describe --always --dirty 2>/dev/null)
+$(BUILD)/obj/train/bench_json.o: CFLAGS += -DCTRAIN_GIT_REVISION='"$(GIT_REV)"'
+$(BUILD)/obj/train/bench_json.o: $(BUILD)/revision.stamp
+$(BUILD)/revision.stamp: FORCE
+	@mkdir -p $(BUILD); echo '$(GIT_REV)' | cmp -s - $@ || echo '$(GIT_REV)' > $@
+.PHONY: FORCE
+FORCE:
+
 $(LIB): $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
