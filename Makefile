@@ -48,7 +48,7 @@ TEST_GPU_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard tests/gpu_*.c),)
 TEST_CPU_BINS := $(TEST_CPU_SRCS:tests/%.c=$(BUILD)/tests/%)
 TEST_GPU_BINS := $(TEST_GPU_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-gpu clean info-build run-mlp
+.PHONY: all test test-gpu clean info-build run-mlp bench
 all: $(BIN) $(TEST_CPU_BINS) $(TEST_GPU_BINS)
 
 info-build:
@@ -96,8 +96,16 @@ test-gpu: $(BIN) $(TEST_GPU_BINS)
 	    sh tests/run.sh $(TEST_GPU_BINS)
 
 # The quick start's main job: install what is missing, build, train.
+# The main job: the card's training throughput report (ctrain bench --help);
+# BENCH_ARGS narrows it, e.g. make bench BENCH_ARGS="--quick --json quick.json".
+BENCH_ARGS ?= --json ctrain_bench.json
+bench:
+	@bash scripts/setup.sh
+	@$(MAKE) --no-print-directory $(BIN)
+	$(BIN) bench $(BENCH_ARGS)
+
 run-mlp:
-	@sh scripts/setup.sh
+	@bash scripts/setup.sh
 	@$(MAKE) --no-print-directory $(BIN)
 	$(BIN) train --model mlp --data fashion-mnist --epochs 1
 
