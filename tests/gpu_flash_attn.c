@@ -45,6 +45,10 @@ static float *falloc(size_t n)
     return p;
 }
 
+/* uploads and poison memsets run on the legacy stream; the context's stream
+ * may not wait for them: synchronize before each launch (as gpu_transformer_ops.c) */
+static void sync_all(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
 static double maxabs(const float *a, size_t n)
 {
     double m = 0.0;
@@ -131,6 +135,7 @@ static void flash_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, size_t Dh
     float *d_mask = (float *)gpu_upload(mask, B * T, DT_F32);
     void *d_out = gpu_alloc_poison(n, dt);
     float *d_lse = (float *)gpu_alloc_poison(nr, DT_F32);
+    sync_all();
     attention_fused_forward_cuda(g, d_out, d_lse, d_q, d_k, d_v, m ? d_mask : NULL, dt, p, seed,
                                  offset, B, H, T, Dh);
     gpu_download(out, d_out, n, dt);
@@ -147,6 +152,7 @@ static void flash_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, size_t Dh
     {
         float *ob = falloc(n);
         void *d_ob = gpu_alloc_poison(n, dt), *d_P = gpu_alloc_poison(np, dt);
+        sync_all();
         attention_forward_cuda(g, d_ob, d_P, d_q, d_k, d_v, m ? d_mask : NULL, dt, p, seed,
                                offset, B, H, T, Dh);
         gpu_download(ob, d_ob, n, dt);
@@ -165,6 +171,7 @@ static void flash_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, size_t Dh
     for (int accum = 0; accum <= 1; accum++) {
         void *d_g[3];
         for (int i = 0; i < 3; i++) d_g[i] = accum ? gpu_upload(g0, n, dt) : gpu_alloc_poison(n, dt);
+        sync_all();
         attention_fused_backward_cuda(g, d_g[0], d_g[1], d_g[2], d_dout, d_q, d_k, d_v, d_out,
                                       d_lse, m ? d_mask : NULL, dt, p, seed, offset, B, H, T,
                                       Dh, accum, accum, accum);
@@ -187,6 +194,7 @@ static void flash_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, size_t Dh
     /* only dv wanted (dq, dk NULL): the same dv */
     {
         void *d_dv = gpu_alloc_poison(n, dt);
+        sync_all();
         attention_fused_backward_cuda(g, NULL, NULL, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse,
                                       m ? d_mask : NULL, dt, p, seed, offset, B, H, T, Dh, 0, 0, 0);
         gpu_download(got, d_dv, n, dt);
@@ -220,6 +228,7 @@ static void flash_dropout_bits_case(Ctx *g, DType dt, size_t B, size_t H, size_t
     void *d_q = gpu_upload(q, n, dt), *d_k = gpu_upload(k, n, dt), *d_v = gpu_upload(v, n, dt);
     void *d_out = gpu_alloc_poison(n, dt), *d_out2 = gpu_alloc_poison(n, dt);
     float *d_lse = (float *)gpu_alloc_poison(B * H * T, DT_F32);
+    sync_all();
     attention_fused_forward_cuda(g, d_out, d_lse, d_q, d_k, d_v, NULL, dt, p, seed, offset, B, H,
                                  T, Dh);
     gpu_download(out, d_out, n, dt);
@@ -239,6 +248,7 @@ static void flash_dropout_bits_case(Ctx *g, DType dt, size_t B, size_t H, size_t
     check_close(name, out, oref, n, 8.0 * tol_atol(dt), 8.0 * tol_rtol(dt));
 
     uint64_t *d_base = (uint64_t *)gpu_upload_raw(&base, sizeof base);
+    sync_all();
     const uint64_t *saved = g->rng_base;
     g->rng_base = d_base;
     attention_fused_forward_cuda(g, d_out2, d_lse, d_q, d_k, d_v, NULL, dt, p, seed,
