@@ -4,6 +4,7 @@
  *
  * STATUS: written without a GPU; compiles, has NOT been run yet.
  *   run:  make -j2 ARCH=90 build/tests/gpu_flash_attn && build/tests/gpu_flash_attn
+ *   time: CTRAIN_FLASH_BENCH=1 build/tests/gpu_flash_attn   (JSON lines, fused vs cublas)
  *
  * What it checks:
  *   - out against the CPU reference (relative norm, and element-wise at 8x
@@ -338,6 +339,69 @@ static void flash_op_case(Ctx *g, int autocast_bf16)
     free(a); free(b); free(c3); free(w);
 }
 
+/* ---- optional timing (CTRAIN_FLASH_BENCH=1): fused vs cuBLASLt path ----
+ * One JSON line per (path, pass, shape): forward and forward+backward, bf16,
+ * mask on, p 0.1, 5 warm-up calls, median of 20, CUDA events on the
+ * context's stream. Not a check: numbers for ops/NOTES.md. */
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static void flash_bench(Ctx *g, size_t B, size_t H, size_t T, size_t Dh)
+{
+    const DType dt = DT_BF16;
+    const size_t n = B * H * T * Dh, np = B * H * T * T;
+    float *h = hrand(n, -1.0f, 1.0f, dt), *mask = falloc(B * T);
+    make_mask(mask, B, T, MASK_BIG);
+    void *d_q = gpu_upload(h, n, dt), *d_k = gpu_upload(h, n, dt), *d_v = gpu_upload(h, n, dt);
+    void *d_do = gpu_upload(h, n, dt), *d_out = gpu_alloc_poison(n, dt);
+    void *d_dq = gpu_alloc_poison(n, dt), *d_dk = gpu_alloc_poison(n, dt), *d_dv = gpu_alloc_poison(n, dt);
+    float *d_mask = (float *)gpu_upload(mask, B * T, DT_F32);
+    float *d_lse = (float *)gpu_alloc_poison(B * H * T, DT_F32);
+    void *d_P = gpu_alloc_poison(np, dt);
+    sync_all();
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    for (int fused = 0; fused <= 1; fused++)
+        for (int bwd = 0; bwd <= 1; bwd++) {
+            float ms[20];
+            for (int it = -5; it < 20; it++) {
+                CUDA_CHECK(cudaEventRecord(e0, g->stream));
+                if (fused) {
+                    attention_fused_forward_cuda(g, d_out, d_lse, d_q, d_k, d_v, d_mask, dt, 0.1f,
+                                                 1, 0, B, H, T, Dh);
+                    if (bwd)
+                        attention_fused_backward_cuda(g, d_dq, d_dk, d_dv, d_do, d_q, d_k, d_v,
+                                                      d_out, d_lse, d_mask, dt, 0.1f, 1, 0, B, H,
+                                                      T, Dh, 0, 0, 0);
+                } else {
+                    attention_forward_cuda(g, d_out, d_P, d_q, d_k, d_v, d_mask, dt, 0.1f, 1, 0,
+                                           B, H, T, Dh);
+                    if (bwd)
+                        attention_backward_cuda(g, d_dq, d_dk, d_dv, d_do, d_q, d_k, d_v, d_P, dt,
+                                                0.1f, 1, 0, B, H, T, Dh, 0, 0, 0);
+                }
+                CUDA_CHECK(cudaEventRecord(e1, g->stream));
+                CUDA_CHECK(cudaEventSynchronize(e1));
+                if (it >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[it], e0, e1));
+            }
+            qsort(ms, 20, sizeof ms[0], cmp_float);
+            printf("{\"bench\":\"attention\",\"path\":\"%s\",\"pass\":\"%s\",\"dtype\":\"bf16\","
+                   "\"B\":%zu,\"H\":%zu,\"T\":%zu,\"Dh\":%zu,\"p\":0.1,\"warmup\":5,\"iters\":20,"
+                   "\"median_ms\":%.4f}\n",
+                   fused ? "fused" : "cublas", bwd ? "fwd+bwd" : "fwd", B, H, T, Dh,
+                   (double)(ms[9] + ms[10]) * 0.5);
+        }
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_do); dfree(d_out); dfree(d_dq); dfree(d_dk);
+    dfree(d_dv); dfree(d_mask); dfree(d_lse); dfree(d_P);
+    free(h); free(mask);
+}
+
 int main(void)
 {
     gpu_require();
@@ -365,6 +429,10 @@ int main(void)
     flash_case(&gpu, DT_F16, 2, 12, 128, 64, 0.1f, MASK_BIG);
     flash_op_case(&gpu, 0);
     flash_op_case(&gpu, 1);
+    if (getenv("CTRAIN_FLASH_BENCH")) {
+        flash_bench(&gpu, 32, 12, 128, 64); /* BERT-base */
+        flash_bench(&gpu, 8, 16, 512, 64);  /* BERT-large, seq 512 */
+    }
     ctx_free(&gpu);
     return check_summary();
 }
