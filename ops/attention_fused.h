@@ -8,8 +8,12 @@
  *              ops/attention.cu, rng_base, accumulate flags; wired into
  *              ops/attention_op.c behind CTRAIN_ATTN=fused (default cublas);
  *              tests/gpu_flash_attn.c.
- *   untested:  everything here compiles (make ARCH=90) but has NOT run on a
- *              GPU: run build/tests/gpu_flash_attn first.
+ *   untested:  everything here compiles (make ARCH=90; sm_80 too, no
+ *              spills) but has NOT run on a GPU. First:
+ *                make -j2 ARCH=90 build/tests/gpu_flash_attn && build/tests/gpu_flash_attn
+ *              then CTRAIN_FLASH_BENCH=1 for fused-vs-cublas timings. v1 is
+ *              expected to be SLOWER than the cuBLASLt path (fp32 FMA, see
+ *              ops/NOTES.md): it is the correct, readable base to optimise.
  *   next:      (1) run the test on a GPU, fix what it finds; (2) time it
  *              against the cuBLASLt path (T 128 / 512, BERT-base/large) and
  *              record it in ops/NOTES.md; (3) tensor cores: mma.sync (or
