@@ -11,15 +11,22 @@
  * Transient: S in f32 and Pd during the forward, dPd/dS and Pd during the
  * backward (see ops/attention.cu).
  *
- * The math sits behind attn_forward_impl / attn_backward_impl: a fused
- * flash-style kernel replaces those two (saving the row log-sum-exp in
- * place of P) without touching the op's interface or its callers.
+ * The math sits behind attn_forward_impl / attn_backward_impl. On CUDA,
+ * CTRAIN_ATTN=fused selects the flash-style kernels of
+ * ops/attention_fused.h instead (head widths 32, 64, 128; others fall back
+ * to cublas): the node then saves q, k, v, out, the row log-sum-exp f32
+ * [B, H, T] and the mask (the backward recomputes P from them), i.e.
+ * B H T * 4 bytes in place of B H T^2 * 2. CTRAIN_ATTN=cublas (the default,
+ * until the fused kernels are verified on a GPU) keeps the path above.
  */
 #include "attention.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../engine/autograd.h"
+#include "attention_fused.h"
 #include "cpu_f32.h"
 #include "dropout.h"
 #include "op_util.h"
@@ -89,6 +96,73 @@ static void attention_backward(Ctx *c, Node *n)
                        (uint64_t)n->i[0], (uint64_t)n->i[1], d);
 }
 
+#ifdef CTRAIN_CUDA
+/* CTRAIN_ATTN=fused|cublas: which CUDA path (default cublas). 1 for the fused
+ * kernels when they handle (dt, Dh). Read on every call: cheap next to the op. */
+static int attn_use_fused(const Ctx *c, DType dt, size_t Dh)
+{
+    if (c->device != DEV_CUDA) return 0;
+    const char *e = getenv("CTRAIN_ATTN");
+    if (!e || !*e || strcmp(e, "cublas") == 0) return 0;
+    if (strcmp(e, "fused") != 0)
+        ct_fatal_hint("set CTRAIN_ATTN=fused or CTRAIN_ATTN=cublas (the default)",
+                      "attention: CTRAIN_ATTN=%s is not a known attention path", e);
+    return attention_fused_supports(dt, Dh);
+}
+
+/* forward (fused): out = dropout(softmax(q k^T / sqrt(Dh) + mask)) v, lse kept
+ *   so P = exp(S - lse) per tile, dv = Pd^T dout, dS = P (dP - rowsum(dout out)),
+ *      dq = scale dS k, dk = scale dS^T q   (ops/attention_fused.h) */
+static void attention_fused_backward(Ctx *c, Node *n)
+{
+    Tensor *dout = n->out->grad;
+    Tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *out = n->saved[3];
+    Tensor *lse = n->saved[4], *mask = n->i[6] ? n->saved[5] : NULL;
+    int acc_q = 0, acc_k = 0, acc_v = 0;
+    Tensor *dq = ad_grad_dst(c, n->in[0], &acc_q);
+    Tensor *dk = ad_grad_dst(c, n->in[1], &acc_k);
+    Tensor *dv = ad_grad_dst(c, n->in[2], &acc_v);
+    if (!dq && !dk && !dv) return;
+    attention_fused_backward_cuda(c, dq ? dq->data : NULL, dk ? dk->data : NULL,
+                                  dv ? dv->data : NULL, dout->data, q->data, k->data, v->data,
+                                  out->data, (const float *)lse->data,
+                                  mask ? (const float *)mask->data : NULL, q->dtype, n->f[0],
+                                  (uint64_t)n->i[0], (uint64_t)n->i[1], (size_t)n->i[2],
+                                  (size_t)n->i[3], (size_t)n->i[4], (size_t)n->i[5], acc_q, acc_k,
+                                  acc_v);
+}
+
+/* The fused forward and its node (saved: q, k, v, out, lse [, mask]). */
+static Tensor *attn_fused_run(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask, float p,
+                              uint64_t seed, uint64_t offset, AttnDims d)
+{
+    int64_t lshape[3] = {(int64_t)d.B, (int64_t)d.H, (int64_t)d.T};
+    Tensor *out = tensor_new_like(c, q, q->dtype);
+    Tensor *lse = tensor_new(c, DT_F32, 3, lshape);
+    attention_fused_forward_cuda(c, out->data, (float *)lse->data, q->data, k->data, v->data,
+                                 mask ? (const float *)mask->data : NULL, q->dtype, p, seed,
+                                 offset, d.B, d.H, d.T, d.Dh);
+    Tensor *in[3] = {q, k, v};
+    if (ad_needs_grad(c, in, 3)) {
+        Node *n = ad_record(c, "attention", attention_fused_backward, out, in, 3);
+        n->f[0] = p;
+        n->i[0] = (int64_t)seed;
+        n->i[1] = (int64_t)offset;
+        n->i[2] = (int64_t)d.B; n->i[3] = (int64_t)d.H;
+        n->i[4] = (int64_t)d.T; n->i[5] = (int64_t)d.Dh;
+        n->i[6] = mask != NULL;
+        ad_save(n, q);
+        ad_save(n, k);
+        ad_save(n, v);
+        ad_save(n, out);
+        ad_save(n, lse);
+        if (mask) ad_save(n, mask);
+    }
+    tensor_release(lse);
+    return out;
+}
+#endif
+
 /* Autocast: f32 inputs go to the autocast type through a recorded cast
  * (gradients flow back in f32); anything else gets a new reference. */
 static Tensor *attn_autocast_in(Ctx *c, Tensor *x)
@@ -130,6 +204,15 @@ Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask
                       "attention: dropout p = %g is outside [0, 1]", (double)dropout_p);
 
     Tensor *q = attn_autocast_in(c, q0), *k = attn_autocast_in(c, k0), *v = attn_autocast_in(c, v0);
+#ifdef CTRAIN_CUDA
+    if (attn_use_fused(c, q->dtype, d.Dh)) {
+        Tensor *out = attn_fused_run(c, q, k, v, mask, dropout_p, seed, offset, d);
+        tensor_release(q);
+        tensor_release(k);
+        tensor_release(v);
+        return out;
+    }
+#endif
     int64_t pshape[4] = {(int64_t)d.B, (int64_t)d.H, (int64_t)d.T, (int64_t)d.T};
     Tensor *out = tensor_new_like(c, q, q->dtype);
     Tensor *probs = tensor_new(c, q->dtype, 4, pshape);
