@@ -214,6 +214,9 @@ void dist_attach(Dist *d, Trainer *t)
         NCCL_CHECK(ncclBroadcast(b->data, b->data, n, nccl_type(b->dtype), 0, d->comm, c->stream));
     }
     NCCL_CHECK(ncclGroupEnd());
+    /* the f32 values may have changed on this rank: AMP's working copy
+     * follows before the first forward (params_lowp_refresh) */
+    ps->lowp_stale = 1;
 
     size_t elems = (size_t)((double)d->opt.bucket_mb * 1024.0 * 1024.0 / sizeof(float));
     bucket_plan_build(&d->plan, ps, elems);
@@ -264,12 +267,37 @@ void dist_step_done(Dist *d)
 
 float dist_loss_value(Dist *d, Trainer *t)
 {
-    if (d && t->last_loss) {
-        float *l = (float *)t->last_loss->data;
+    /* a replayed step leaves its loss in the graph's static tensor, not in
+     * last_loss: average that one, or --graph would log rank 0's loss */
+    Tensor *lt = t->graph.state == GRAPH_ON ? t->graph.loss : t->last_loss;
+    if (d && lt) {
+        float *l = (float *)lt->data;
         NCCL_CHECK(ncclAllReduce(l, l, 1, ncclFloat, ncclAvg, d->comm, d->ctx->stream));
         watchdog_mark(d->wd, d->ctx->stream);
     }
     return trainer_loss_value(t);
+}
+
+int dist_all_ok(Dist *d, int ok)
+{
+    if (!d) return ok;
+    Ctx *c = d->ctx;
+    float v = ok ? 1.0f : 0.0f;
+    mem_to_device(c, d->scratch, &v, sizeof v);
+    NCCL_CHECK(ncclAllReduce(d->scratch, d->scratch, 1, ncclFloat, ncclMin, d->comm, c->stream));
+    watchdog_mark(d->wd, c->stream);
+    mem_to_host(c, &v, d->scratch, sizeof v);   /* stream-ordered: after the all-reduce */
+    return v > 0.5f;
+}
+
+void dist_host_section_begin(Dist *d, const char *what)
+{
+    if (d) watchdog_host_section(d->wd, what);
+}
+
+void dist_host_section_end(Dist *d)
+{
+    if (d) watchdog_host_section(d->wd, NULL);
 }
 
 void dist_finish(Dist *d)
@@ -309,6 +337,9 @@ void dist_attach(Dist *d, Trainer *t) { (void)d; (void)t; }
 void dist_backward_begin(Dist *d, int last) { (void)d; (void)last; }
 void dist_grads_ready(Dist *d) { (void)d; }
 void dist_step_done(Dist *d) { (void)d; }
+int dist_all_ok(Dist *d, int ok) { (void)d; return ok; }
+void dist_host_section_begin(Dist *d, const char *what) { (void)d; (void)what; }
+void dist_host_section_end(Dist *d) { (void)d; }
 float dist_loss_value(Dist *d, Trainer *t) { (void)d; return trainer_loss_value(t); }
 void dist_finish(Dist *d) { (void)d; }
 

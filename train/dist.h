@@ -96,6 +96,21 @@ void dist_step_done(Dist *d);
  * trainer_loss_value. */
 float dist_loss_value(Dist *d, Trainer *t);
 
+/* Every rank, at the same point: 1 when ok is nonzero on every rank, 0
+ * when it is 0 on any (an eager all-reduce on the compute stream; waits for
+ * the device). d NULL: ok. The CUDA-graph capture asks this before it
+ * replays: NCCL requires that a collective be graph-captured on every rank
+ * or on none, so a rank whose capture failed takes all ranks back to eager. */
+int dist_all_ok(Dist *d, int ok);
+
+/* Around a host section that can block on the other ranks without
+ * recording a progress marker (capturing the step into CUDA graphs: NCCL
+ * calls, instantiation, dist_all_ok): the watchdog ends the rank, saying
+ * `what`, when the section has not finished within --dist-timeout seconds.
+ * No-op when d is NULL. `what` must outlive the section. */
+void dist_host_section_begin(Dist *d, const char *what);
+void dist_host_section_end(Dist *d);
+
 /* 1 on rank 0 or when alone (d NULL). */
 int dist_is_main(const Dist *d);
 

@@ -22,6 +22,8 @@ struct DistWatchdog {
     atomic_int stop, phase;                /* phase 0: set-up, 1: running */
     atomic_int aborted;                    /* the communicators are aborted */
     atomic_llong setup_deadline_ms;
+    atomic_llong host_deadline_ms;         /* a host section's deadline (0: none) */
+    const char *_Atomic host_what;         /* what that section does */
     ncclComm_t comm[2];
     cudaEvent_t ev[WD_RING];
     long long t_ms[WD_RING];               /* when each marker was recorded */
@@ -122,6 +124,16 @@ static void *watch(void *arg)
         check_comm(w, w->comm[0]);
         check_comm(w, w->comm[1]);
         check_markers(w, now);
+        long long hd = atomic_load(&w->host_deadline_ms);
+        if (hd > 0 && now > hd) {
+            const char *what = atomic_load(&w->host_what);
+            char why[256];
+            snprintf(why, sizeof why, "%s did not finish in %d s: the host waits inside CUDA or "
+                     "NCCL (another rank died, hangs, or took another path)",
+                     what ? what : "a host section", w->timeout_s);
+            die(w, why, "look for the first failing rank's message; raise --dist-timeout if this "
+                "rank is only slow");
+        }
     }
     return NULL;
 }
@@ -165,6 +177,17 @@ void watchdog_mark(DistWatchdog *w, cudaStream_t s)
     CUDA_CHECK(cudaEventRecord(w->ev[h % WD_RING], s));
     w->t_ms[h % WD_RING] = now_ms();
     atomic_store_explicit(&w->head, h + 1, memory_order_release);
+}
+
+void watchdog_host_section(DistWatchdog *w, const char *what)
+{
+    if (!w) return;
+    if (what) {
+        atomic_store(&w->host_what, what);
+        atomic_store(&w->host_deadline_ms, now_ms() + (long long)w->timeout_s * 1000);
+    } else {
+        atomic_store(&w->host_deadline_ms, 0);
+    }
 }
 
 void watchdog_stop(DistWatchdog *w)

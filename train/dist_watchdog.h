@@ -11,6 +11,9 @@
  * (ncclCommAbort: the blocked kernels return, peers on sockets see the
  * error) and exits with status 1, after at most 5 s even if the abort hangs.
  *
+ * Host sections (watchdog_host_section): a deadline of the same timeout on
+ * a stretch of host code that can block without a marker pending.
+ *
  * Markers: watchdog_mark records an event on the compute stream (skipped
  * while the stream is being captured into a CUDA graph, where a record does
  * not happen at replay time) into a ring the thread drains in order: one
@@ -35,6 +38,11 @@ void watchdog_setup_deadline(DistWatchdog *w, double deadline_s);
 void watchdog_run(DistWatchdog *w, ncclComm_t comm, ncclComm_t comm2);
 /* A progress marker on stream s (main thread only). */
 void watchdog_mark(DistWatchdog *w, cudaStream_t s);
+/* what non-NULL: the main thread enters a section that may block on the
+ * host (capturing a step with NCCL calls) with no marker to watch; the
+ * thread ends the rank, naming what, if it lasts longer than the timeout.
+ * NULL: the section is over. what must stay valid until then. */
+void watchdog_host_section(DistWatchdog *w, const char *what);
 /* Stop and join the thread (before the communicators are destroyed). */
 void watchdog_stop(DistWatchdog *w);
 #endif

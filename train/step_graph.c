@@ -9,6 +9,7 @@
 #include "../engine/error.h"
 #include "../engine/log.h"
 #include "../engine/mem.h"
+#include "dist.h"
 
 #ifdef CTRAIN_CUDA
 void step_graph_lr_fetch_cuda(float *lr, const float *table, int64_t n, const int64_t *step,
@@ -109,9 +110,16 @@ void trainer_graph_capture(Trainer *t)
     if (t->dist) {
         /* the capture code handles the all-reduces (a second micro-batch
          * graph for --accum), but on the 2-GPU H200 the first captured
-         * data-parallel step hung: not enabled until that is understood */
-        graph_refuse(g, "capturing a data-parallel step (several GPUs) is not enabled yet");
-        return;
+         * data-parallel step hung: not enabled until that is understood,
+         * except with CTRAIN_DIST_GRAPH=1 (to test it). Every rank reaches
+         * this at the same step; they agree, so none captures alone. */
+        const char *e = getenv("CTRAIN_DIST_GRAPH");
+        int want = e && atoi(e) > 0;
+        if (!dist_all_ok(t->dist, want)) {
+            graph_refuse(g, "capturing a data-parallel step (several GPUs) is not enabled yet "
+                         "(CTRAIN_DIST_GRAPH=1 on every rank tries it)");
+            return;
+        }
     }
     ctx_sync(c);
     graph_upload_schedule(t);
@@ -132,6 +140,9 @@ void trainer_graph_capture(Trainer *t)
     /* the step's transient bytes, as the eager accounting counts them */
     size_t peak_before = c->mem.peak, current = c->mem.current;
     c->mem.peak = current;
+    /* with several GPUs the capture's NCCL calls may wait for the other
+     * ranks on the host, with no progress marker for the watchdog to see */
+    dist_host_section_begin(t->dist, "capturing the step into CUDA graphs");
     c->capturing = 1;
     c->capture_refused = NULL;
     ct_error_note(CAPTURE_HINT);
@@ -147,6 +158,17 @@ void trainer_graph_capture(Trainer *t)
         snprintf(why, sizeof why, "%s", c->capture_refused);
         ok = 0;
     }
+    /* NCCL: a collective is graph-captured on every rank or on none, and a
+     * graph with captured collectives is launched by every rank. A rank
+     * whose capture failed (a refusal above, an instantiation error) would
+     * run eager while the others replay: mismatched collectives, a hang.
+     * So all replay, or all stay eager. */
+    if (t->dist && !dist_all_ok(t->dist, ok) && ok) {
+        snprintf(why, sizeof why, "another rank could not capture its step (CTRAIN_LOG=warn "
+                 "shows its reason), so every rank stays eager");
+        ok = 0;
+    }
+    dist_host_section_end(t->dist);
     if (!ok) {
         if (g->micro) cudaGraphExecDestroy(g->micro);
         if (g->micro_first) cudaGraphExecDestroy(g->micro_first);
