@@ -456,6 +456,22 @@ static void expect_error(const char *name, const char *args, const char *want)
                want, out);
 }
 
+/* CTRAIN_MEM_LIMIT that is not a size: one clear error before anything runs. */
+static void test_mem_limit_bad(void)
+{
+    char cmd[1024], out[4096];
+    snprintf(cmd, sizeof cmd, "CTRAIN_MEM_LIMIT=lots %s train --model mlp --data fashion-mnist "
+             "--device cpu --steps 1 2>&1", bin());
+    int st = run(cmd, out, sizeof out);
+    check_true("mem_limit.bad_value", st == 1 && strstr(out, "CTRAIN_MEM_LIMIT='lots' is not a "
+               "memory size") && strstr(out, "hint:"), "exit %d: %s", st, out);
+    snprintf(cmd, sizeof cmd, "CTRAIN_MEM_LIMIT=1K %s train --model mlp --data fashion-mnist "
+             "--device cpu --steps 1 2>&1", bin());
+    st = run(cmd, out, sizeof out);
+    check_true("mem_limit.oom", st == 1 && strstr(out, "out of memory") &&
+               strstr(out, "over CTRAIN_MEM_LIMIT"), "exit %d: %s", st, out);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/ctrain_bench_XXXXXX";
@@ -464,6 +480,7 @@ int main(void)
     test_oom_row(dir);
     test_soak(dir);
     test_max_batch(dir);
+    test_mem_limit_bad();
     test_torch_bench(dir);
     expect_error("bench.list_and_max_batch", "bench --list --max-batch", "--list shows the throughput suite");
     expect_error("bench.bad_flag", "bench --bogus 1", "unknown option '--bogus'");
