@@ -25,7 +25,7 @@
 
 /* beta^t by binary powering: multiplications only, so CPU and GPU (which
  * does the same loop with __dmul_rn) agree bit for bit. */
-static double adam_pow(double beta, int64_t t)
+double adam_beta_pow(double beta, int64_t t)
 {
     double r = 1.0;
     while (t > 0) {
@@ -42,8 +42,8 @@ void adam_begin_cpu(AdamStepState *st, double beta1, double beta2, int bias_corr
     if (skip && *skip) return; /* a skipped step is not counted */
     st->step += 1;
     if (bias_correction) {
-        st->bc1 = 1.0 - adam_pow(beta1, st->step);
-        st->bc2 = 1.0 - adam_pow(beta2, st->step);
+        st->bc1 = 1.0 - adam_beta_pow(beta1, st->step);
+        st->bc2 = 1.0 - adam_beta_pow(beta2, st->step);
     } else {
         st->bc1 = 1.0;
         st->bc2 = 1.0;

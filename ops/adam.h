@@ -105,6 +105,9 @@ typedef struct OptChunk {
 int64_t lamb_chunks_build(OptChunk *chunk, OptSeg *seg, int nseg, int64_t chunk_len);
 
 /* ---- CPU reference ---- */
+/* beta^t by binary powering (multiplications only, as the GPU forms it), for
+ * the bias corrections 1 - beta^t; also what a resumed run restores. */
+double adam_beta_pow(double beta, int64_t t);
 void adam_begin_cpu(AdamStepState *st, double beta1, double beta2, int bias_correction,
                     const int *skip);
 void adamw_step_cpu(float *p, float *m, float *v, const float *g, size_t n, float lr,

@@ -28,14 +28,9 @@ int main(int argc, char **argv)
         return 1;
     }
     gpu_require();
-    char wpath[1024], rpath[1024], err[512];
-    snprintf(wpath, sizeof wpath, "%s/weights.safetensors", dir);
-    snprintf(rpath, sizeof rpath, "%s/ref.safetensors", dir);
+    char wpath[1024], err[512];
     StFile ref;
-    if (st_open(rpath, &ref, err, sizeof err) != 0) {
-        printf("  FAIL %s\n0 passed, 1 failed\n", err);
-        return 1;
-    }
+    parity_open(dir, wpath, sizeof wpath, &ref);
     Ctx c;
     ctx_init(&c, DEV_CUDA, 0, 1);
     BertConfig cfg;

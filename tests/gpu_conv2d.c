@@ -85,7 +85,6 @@ static float *hcopy_q(const float *src, size_t n, DType dt)
 }
 /* uploads and poison fills run on the legacy stream; the context's stream
  * does not wait for them by itself */
-static void sync_all(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
 
 /* Download d (n elements of type `stored`) and compare with ref by the
  * setting's rule (see the top of the file); L = products per element. */

@@ -39,31 +39,6 @@
 #include "../ops/dropout.h"
 #include "../ops/ops.h"
 
-static float *falloc(size_t n)
-{
-    float *p = (float *)malloc((n ? n : 1) * sizeof(float));
-    if (!p) { fprintf(stderr, "out of memory\n"); exit(1); }
-    return p;
-}
-
-/* uploads and poison memsets run on the legacy stream; the context's stream
- * may not wait for them: synchronize before each launch (as gpu_transformer_ops.c) */
-static void sync_all(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
-
-static double maxabs(const float *a, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i]));
-    return m;
-}
-
-static double atol_for(DType dt, const float *ref, size_t n)
-{
-    return tol_atol(dt) * fmax(1e-3, fmin(1.0, maxabs(ref, n)));
-}
-
-/* relative-norm tolerance for long accumulations stored in dt (as gpu_transformer_ops.c) */
-static double tol_norm(DType dt) { return dt == DT_F32 ? 1e-5 : dt == DT_F16 ? 3e-3 : 2e-2; }
 
 enum { MASK_NONE, MASK_BIG, MASK_INF };
 static const char *mask_name[3] = {"", " padded", " padded -inf"};

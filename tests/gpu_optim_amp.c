@@ -29,13 +29,6 @@
 #include "check.h"
 #include "gpu_util.h"
 
-static float *falloc(size_t n)
-{
-    float *p = (float *)malloc((n ? n : 1) * sizeof(float));
-    if (!p) { fprintf(stderr, "out of memory\n"); exit(1); }
-    return p;
-}
-
 static void upload_to(void *d, const void *h, size_t bytes)
 {
     CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));

@@ -14,24 +14,10 @@
 #include "check.h"
 #include "gpu_util.h"
 
-static float *falloc(size_t n)
-{
-    float *p = (float *)malloc((n ? n : 1) * sizeof(float));
-    if (!p) { fprintf(stderr, "out of memory\n"); exit(1); }
-    return p;
-}
-
-static double maxabs(const float *a, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i]));
-    return m;
-}
-
 /* The dtype's absolute tolerance, scaled down for outputs much smaller than 1
  * (probabilities over 30522 classes are ~1e-5: an absolute 1e-5 would pass
  * anything). */
-static double atol_for(DType dt, const float *ref, size_t n)
+static double atol_prob(DType dt, const float *ref, size_t n)
 {
     return tol_atol(dt) * fmin(1.0, maxabs(ref, n));
 }
@@ -53,7 +39,7 @@ static void gpu_softmax_case(DType dt, size_t R, size_t C)
     softmax_forward_cuda(d_y, d_x, dt, R, C, 0);
     gpu_download(y, d_y, n, dt);
     snprintf(name, sizeof name, "gpu.softmax.y %s (%zu,%zu)", dn, R, C);
-    check_close(name, y, yref, n, atol_for(dt, yref, n), tol_rtol(dt));
+    check_close(name, y, yref, n, atol_prob(dt, yref, n), tol_rtol(dt));
 
     /* backward on the forward's (rounded) output, as training would run it */
     float *yq = yref;
@@ -70,7 +56,7 @@ static void gpu_softmax_case(DType dt, size_t R, size_t C)
         softmax_backward_cuda(d_dx, d_dy, d_yq, dt, R, C, accum, 0);
         gpu_download(dx, d_dx, n, dt);
         snprintf(name, sizeof name, "gpu.softmax.dx %s (%zu,%zu) accum %d", dn, R, C, accum);
-        check_close(name, dx, dxref, n, atol_for(dt, dxref, n), tol_rtol(dt));
+        check_close(name, dx, dxref, n, atol_prob(dt, dxref, n), tol_rtol(dt));
         CUDA_CHECK(cudaFree(d_dx));
     }
     CUDA_CHECK(cudaFree(d_x)); CUDA_CHECK(cudaFree(d_y));
@@ -152,7 +138,7 @@ static void gpu_ce_case(DType dt, size_t R, size_t C, float eps, int with_bad)
                                     eps, accum, 0);
         gpu_download(dx, d_dx, n, dt);
         snprintf(name, sizeof name, "gpu.ce.dx accum %d %s", accum, tag);
-        check_close(name, dx, dxref, n, atol_for(dt, dxref, n), tol_rtol(dt));
+        check_close(name, dx, dxref, n, atol_prob(dt, dxref, n), tol_rtol(dt));
         CUDA_CHECK(cudaFree(d_dx));
     }
     CUDA_CHECK(cudaFree(d_x)); CUDA_CHECK(cudaFree(d_t)); CUDA_CHECK(cudaFree(d_loss));

@@ -30,30 +30,6 @@
 #include "../ops/layernorm.h"
 #include "../ops/ops.h"
 
-static float *falloc(size_t n)
-{
-    float *p = (float *)malloc((n ? n : 1) * sizeof(float));
-    if (!p) { fprintf(stderr, "out of memory\n"); exit(1); }
-    return p;
-}
-
-static double maxabs(const float *a, size_t n)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i]));
-    return m;
-}
-
-/* The dtype's absolute tolerance, scaled to the size of the reference. */
-static double atol_for(DType dt, const float *ref, size_t n)
-{
-    return tol_atol(dt) * fmax(1e-3, fmin(1.0, maxabs(ref, n)));
-}
-
-/* Relative-norm tolerance for long accumulations stored in dt. */
-static double tol_norm(DType dt) { return dt == DT_F32 ? 1e-5 : dt == DT_F16 ? 3e-3 : 2e-2; }
-
-static void sync_all(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
 
 static int same_bits(const void *a, const void *b, size_t n, DType dt)
 {

@@ -8,6 +8,9 @@
 #define CTRAIN_TESTS_GPU_UTIL_H
 
 #include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "../engine/dtype.h"
 #include "../engine/error.h"
@@ -80,6 +83,33 @@ static inline void gpu_download(float *h, const void *d, size_t n, DType dt)
  * the same (quantized) inputs: the output rounding of dt plus f32 reordering. */
 static inline double tol_atol(DType dt) { return dt == DT_F32 ? 1e-5 : dt == DT_F16 ? 2e-3 : 1.6e-2; }
 static inline double tol_rtol(DType dt) { return dt == DT_F32 ? 1e-4 : dt == DT_F16 ? 2e-3 : 1.6e-2; }
+/* Relative-norm tolerance for long accumulations stored in dt. */
+static inline double tol_norm(DType dt) { return dt == DT_F32 ? 1e-5 : dt == DT_F16 ? 3e-3 : 2e-2; }
+
+/* An uninitialised host f32 buffer; exits when the host is out of memory. */
+static inline float *falloc(size_t n)
+{
+    float *p = (float *)malloc((n ? n : 1) * sizeof(float));
+    if (!p) { fprintf(stderr, "out of memory\n"); exit(1); }
+    return p;
+}
+
+static inline double maxabs(const float *a, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i]));
+    return m;
+}
+
+/* The dtype's absolute tolerance, scaled to the size of the reference. */
+static inline double atol_for(DType dt, const float *ref, size_t n)
+{
+    return tol_atol(dt) * fmax(1e-3, fmin(1.0, maxabs(ref, n)));
+}
+
+/* Uploads and poison memsets run on the legacy stream, which a context's
+ * stream does not wait for: synchronize before each launch. */
+static inline void sync_all(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
 
 /* Host buffers for the checks: random values in [lo, hi) rounded through
  * dt (what the GPU will read), zeroed, or a copy; and a device free. */

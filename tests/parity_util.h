@@ -18,6 +18,20 @@ static inline const StEntry *parity_need(const StFile *f, const char *name)
     return e;
 }
 
+/* DIR/weights.safetensors into wpath and the opened DIR/ref.safetensors
+ * into ref (written by scripts/torch_parity.py); a failing summary and exit
+ * when the reference does not open. */
+static inline void parity_open(const char *dir, char *wpath, size_t wlen, StFile *ref)
+{
+    char rpath[1024], err[512];
+    snprintf(wpath, wlen, "%s/weights.safetensors", dir);
+    snprintf(rpath, sizeof rpath, "%s/ref.safetensors", dir);
+    if (st_open(rpath, ref, err, sizeof err) != 0) {
+        printf("  FAIL %s\n0 passed, 1 failed\n", err);
+        exit(1);
+    }
+}
+
 /* max |a - b| / max |b| */
 static inline double parity_rel_inf(const float *a, const float *b, size_t n)
 {

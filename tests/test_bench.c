@@ -23,30 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "check.h"
-
-static const char *bin(void)
-{
-    const char *b = getenv("CTRAIN_BIN");
-    return b ? b : "./build/ctrain";
-}
-
-/* Run a shell command; stdout+stderr (the last len-1 bytes) into out; the exit status. */
-static int run(const char *cmd, char *out, size_t len)
-{
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = 0, got;
-    char chunk[4096];
-    while ((got = fread(chunk, 1, sizeof chunk, p)) > 0) {
-        for (size_t i = 0; i < got; i++) {
-            if (n == len - 1) { memmove(out, out + 1, len - 2); n--; }
-            out[n++] = chunk[i];
-        }
-    }
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#include "cli_util.h"
 
 /* ---- A small JSON reader: enough to walk the bench file. */
 typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } JType;

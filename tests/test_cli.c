@@ -10,41 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "check.h"
-
-static const char *bin(void)
-{
-    const char *b = getenv("CTRAIN_BIN");
-    return b ? b : "./build/ctrain";
-}
-
-/* Run a shell command, capture stdout+stderr (its last len-1 bytes) into
- * out; reads to the end so the command never sees a closed pipe. Returns
- * the exit status. */
-static int run(const char *cmd, char *out, size_t len)
-{
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = 0;
-    char chunk[4096];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, p)) > 0) {
-        if (got >= len - 1) {
-            memcpy(out, chunk + got - (len - 1), len - 1);
-            n = len - 1;
-        } else {
-            if (n + got > len - 1) {          /* keep the tail */
-                size_t drop = n + got - (len - 1);
-                memmove(out, out + drop, n - drop);
-                n -= drop;
-            }
-            memcpy(out + n, chunk, got);
-            n += got;
-        }
-    }
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#include "cli_util.h"
 
 static double json_field(const char *line, const char *key)
 {

@@ -13,31 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "check.h"
-
-static const char *bin(void)
-{
-    const char *b = getenv("CTRAIN_BIN");
-    return b ? b : "./build/ctrain";
-}
-
-/* Run a shell command; stdout+stderr (the first len-1 bytes) into out.
- * Returns the exit status. */
-static int run(const char *cmd, char *out, size_t len)
-{
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = 0, got;
-    char chunk[4096];
-    while ((got = fread(chunk, 1, sizeof chunk, p)) > 0) {
-        size_t room = len - 1 - n;
-        if (got > room) got = room;
-        memcpy(out + n, chunk, got);
-        n += got;
-    }
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#include "cli_util.h"
 
 /* The loss text (as printed) of each "step" line of a JSONL log, by step
  * number: loss[s] for s in 1..max. Returns how many steps were read. */

@@ -249,6 +249,20 @@ static double pool_high(Ctx *c)
 
 /* ---- One config. */
 
+/* Build the job and run its untimed warm-up steps (the cuDNN search, the
+ * graph capture); then the memory high-water marks start from here. */
+static void job_open_warm(BenchJob *j, const BenchConfig *cfg, FILE *out)
+{
+    emit_progress(out, "build", 0, 0);
+    job_open(j, cfg);
+    for (int i = 0; i < cfg->warmup; i++) {
+        job_step(j);
+        emit_progress(out, "warmup", i + 1, cfg->warmup);
+    }
+    ctx_sync(&j->c);
+    pool_reset_high(&j->c);
+}
+
 /* Most timed steps a config runs (steps, or more to fill min_time_s). */
 static int timed_cap(const BenchConfig *cfg)
 {
@@ -308,15 +322,8 @@ void bench_child_config(FILE *out, const void *arg)
     bench_row_init(&row, cfg);
     BenchJob *j = (BenchJob *)calloc(1, sizeof *j);
     if (!j) ct_fatal("out of host memory");
-    emit_progress(out, "build", 0, 0);
-    job_open(j, cfg);
-    for (int i = 0; i < cfg->warmup; i++) {
-        job_step(j);
-        emit_progress(out, "warmup", i + 1, cfg->warmup);
-    }
-    ctx_sync(&j->c);
+    job_open_warm(j, cfg, out);
     ctx_check_flags(&j->c);
-    pool_reset_high(&j->c);
     double state_bytes = (double)j->c.mem.current;   /* between steps: no activations live */
 
     NvmlDevice nd;
@@ -376,14 +383,7 @@ void bench_child_soak(FILE *out, const void *arg)
     if (!j) ct_fatal("out of host memory");
     signal(SIGINT, soak_on_signal);   /* Ctrl-C ends the soak with a last row */
     signal(SIGTERM, soak_on_signal);
-    emit_progress(out, "build", 0, 0);
-    job_open(j, cfg);
-    for (int i = 0; i < cfg->warmup; i++) {
-        job_step(j);
-        emit_progress(out, "warmup", i + 1, cfg->warmup);
-    }
-    ctx_sync(&j->c);
-    pool_reset_high(&j->c);
+    job_open_warm(j, cfg, out);
     NvmlDevice nd;
     int nvml = nvml_open_for(&nd, &j->c);
     double t0 = progress_now(), t_last = t0;

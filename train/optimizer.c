@@ -81,19 +81,6 @@ int64_t optimizer_steps(const Optimizer *o, ParamSet *ps)
     }
 }
 
-/* beta^t as ops/adam.c forms it (binary powering, plain multiplications), so
- * the restored corrections are the ones the uninterrupted run held. */
-static double optimizer_pow(double beta, int64_t t)
-{
-    double r = 1.0;
-    while (t > 0) {
-        if (t & 1) r = r * beta;
-        beta = beta * beta;
-        t >>= 1;
-    }
-    return r;
-}
-
 void optimizer_set_steps(Optimizer *o, ParamSet *ps, int64_t step)
 {
     AdamStepState s = {step, 1.0, 1.0};
@@ -104,8 +91,8 @@ void optimizer_set_steps(Optimizer *o, ParamSet *ps, int64_t step)
     double b1 = o->kind == OPT_ADAMW ? o->adamw.beta1 : o->lamb.beta1;
     double b2 = o->kind == OPT_ADAMW ? o->adamw.beta2 : o->lamb.beta2;
     if (o->kind == OPT_ADAMW || o->lamb.bias_correction) {
-        s.bc1 = 1.0 - optimizer_pow(b1, step);
-        s.bc2 = 1.0 - optimizer_pow(b2, step);
+        s.bc1 = 1.0 - adam_beta_pow(b1, step);
+        s.bc2 = 1.0 - adam_beta_pow(b2, step);
     }
     mem_to_device(ps->ctx, dst, &s, sizeof s);
 }
