@@ -50,7 +50,7 @@ const char *ctx_device_name(const Ctx *c) { return c->device == DEV_CUDA ? "cuda
  * that much memory for what ctrain allocates, e.g. to find on a big card
  * the batch that fits a smaller one (ctrain bench --max-batch). The CUDA
  * context and the libraries' own memory are not counted. */
-static size_t ctx_mem_limit_from_env(void)
+size_t ctx_mem_limit_from_env(void)
 {
     const char *v = getenv("CTRAIN_MEM_LIMIT");
     if (!v || !*v) return 0;

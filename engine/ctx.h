@@ -86,6 +86,8 @@ struct Ctx {
 int ctx_parse_device(const char *s, Device *dev, int *id);
 /* 1 when a CUDA device is usable in this build on this machine. */
 int ctx_cuda_available(void);
+/* CTRAIN_MEM_LIMIT in bytes (0: unset); a value that is not a size is fatal. */
+size_t ctx_mem_limit_from_env(void);
 void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed);
 void ctx_free(Ctx *c);
 /* Wait for all queued device work (no-op on the CPU). */

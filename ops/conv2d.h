@@ -69,7 +69,10 @@ void conv2d_backward_filter_cpu(float *dw, const float *dy, const float *x,
  * (direction, shape, dt, TF32 setting) is searched once, on the first call
  * (cuDNN times the candidates: that call synchronizes and allocates, so it
  * belongs to warm-up, never to CUDA graph capture); later calls are a table
- * lookup and one cuDNN call on c->stream, using the shared workspace. */
+ * lookup and one cuDNN call on c->stream, using the shared workspace.
+ * A batch whose x or y would pass cuDNN's INT32_MAX elements per tensor
+ * runs as several calls on chunks of whole images (each chunk size is a
+ * plan), and a batch above 256 images is searched on its first 256. */
 void conv2d_forward_cuda(Ctx *c, void *y, const void *x, const void *w, DType dt,
                          const Conv2dShape *s);
 void conv2d_backward_data_cuda(Ctx *c, void *dx, const void *dy, const void *w, DType dt,
@@ -89,6 +92,11 @@ void conv2d_backward_filter_cuda(Ctx *c, void *dw, DType tdw, const void *dy, co
  * to run the padded path; it may also be faster for the stem). */
 typedef enum { CONV2D_PAD_AUTO = 0, CONV2D_PAD_ALWAYS = 1 } Conv2dPadMode;
 void conv2d_cuda_set_pad_mode(Ctx *c, Conv2dPadMode mode);
+
+/* Test hook: the element limit of one cuDNN tensor (batch chunking) and
+ * the images the algorithm search runs on; 0 restores the default
+ * (INT32_MAX, 256). Lives with the plans: conv2d_cuda_release resets it. */
+void conv2d_cuda_set_limits(Ctx *c, size_t max_elems, int search_max_n);
 
 /* Number of cached plans of c (tests check that a repeated shape hits). */
 int conv2d_cuda_plan_count(Ctx *c);

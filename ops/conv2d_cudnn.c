@@ -41,6 +41,23 @@
  * sync, so they can be captured in a CUDA graph once warm-up has run every
  * shape.
  *
+ * Large batches, two measures. (1) Chunks: a cuDNN tensor holds at most
+ * INT32_MAX elements, and ResNet's stem output [N, 64, 112, 112] passes
+ * that from N = 2675. When x (with Cp channels) or y would, the batch is
+ * split into equal chunks of whole images (the last one shorter), each
+ * under the limit: N = 4096 runs as 2 x 2048. NHWC is batch-major, so a
+ * chunk is a contiguous slice (x + n0 H W C, y + n0 P Q K) and the calls
+ * stay stream-ordered. Forward and backward data chunks are independent;
+ * backward filter sums over the batch, so the first chunk writes dw (or
+ * adds, with accum) and the later ones add. Each chunk size has its own
+ * plan. (2) Search slice: timing every algorithm at full batch costs time
+ * linear in N (73 s at N = 2048), so a plan with N > CONV_SEARCH_MAX_N is
+ * searched with descriptors for the first CONV_SEARCH_MAX_N images of the
+ * same buffers (same Cp); the full-N descriptors then take the chosen
+ * algorithm and its math type, and cuDNN sizes its workspace at full N.
+ * When cuDNN refuses the algorithm there, or it would need more workspace
+ * than the search allowed, the plan is searched again at full N.
+ *
  * Where the plans live: in the context (c->conv_cache), next to the matmul
  * plan cache; ctx_free() calls conv2d_cuda_release() to free them.
  *
@@ -71,11 +88,14 @@
 #include <string.h>
 
 #include "../engine/error.h"
+#include "../engine/log.h"
 #include "../engine/mem.h"
 #include "elementwise.h"
 
 #define CONV_SEARCH_WS_BYTES ((size_t)512 << 20)
 #define CONV_MAX_ALGOS 16
+#define CONV_MAX_ELEMS ((size_t)INT32_MAX) /* cuDNN's limit for one tensor */
+#define CONV_SEARCH_MAX_N 256               /* images the algorithm search runs on */
 
 enum { DIR_FWD = 0, DIR_BWD_DATA = 1, DIR_BWD_FILTER = 2 };
 static const char *dir_names[] = {"forward", "backward-data", "backward-filter"};
@@ -101,6 +121,8 @@ typedef struct {
 /* One context's plans: a linear table (a ResNet has a few dozen). */
 typedef struct {
     Conv2dPadMode pad_mode;
+    size_t max_elems;     /* test hook (conv2d_cuda_set_limits); 0: CONV_MAX_ELEMS */
+    int search_max_n;     /* test hook; 0: CONV_SEARCH_MAX_N */
     Plan *plans;
     int n, cap;
 } ConvCache;
@@ -155,6 +177,14 @@ static ConvCache *cache_for(Ctx *c)
 }
 
 void conv2d_cuda_set_pad_mode(Ctx *c, Conv2dPadMode mode) { cache_for(c)->pad_mode = mode; }
+
+void conv2d_cuda_set_limits(Ctx *c, size_t max_elems, int search_max_n)
+{
+    CT_ASSERT(search_max_n >= 0, "conv2d_cuda_set_limits: search_max_n %d < 0", search_max_n);
+    ConvCache *cc = cache_for(c);
+    cc->max_elems = max_elems;
+    cc->search_max_n = search_max_n;
+}
 
 int conv2d_cuda_plan_count(Ctx *c) { return cache_for(c)->n; }
 
@@ -218,6 +248,13 @@ static void unpad_channels(Ctx *c, void *dst, const void *src, size_t rows, int 
 
 /* ---- plans ---- */
 
+/* C rounded up to channel rows of 16 bytes, what cuDNN's NHWC kernels want. */
+static int conv_padded_c(int C, DType dt)
+{
+    const int mult = (int)(16 / dtype_size(dt));
+    return (C + mult - 1) / mult * mult;
+}
+
 static void plan_descriptors(Plan *p, int Cp)
 {
     const Conv2dShape *s = &p->key.s;
@@ -257,19 +294,25 @@ static int pick_result(const cudnnStatus_t *status, const cudnnDeterminism_t *de
     return -1;
 }
 
+/* The workspace a search may use: CONV_SEARCH_WS_BYTES (at most half the
+ * free memory), or the shared workspace when that is larger already. */
+static size_t search_ws_bytes(Ctx *c)
+{
+    size_t ws_bytes = CONV_SEARCH_WS_BYTES, free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && ws_bytes > free_b / 2)
+        ws_bytes = free_b / 2;
+    return ws_bytes > c->workspace_bytes ? ws_bytes : c->workspace_bytes;
+}
+
 /* cuDNN's search for p's direction on the prepared buffers (a = x or w,
  * b = w or dy, out); on success sets the plan's algorithm, workspace and
  * math type. Returns the status: a failed search or "no algorithm" is not
  * fatal here (the caller may retry with padded channels). */
 static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, void *out)
 {
-    size_t ws_bytes = CONV_SEARCH_WS_BYTES, free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && ws_bytes > free_b / 2)
-        ws_bytes = free_b / 2;
-    void *ws;
+    size_t ws_bytes = search_ws_bytes(c);
     int own_ws = ws_bytes > c->workspace_bytes;
-    if (own_ws) ws = mem_alloc(c, ws_bytes);
-    else { ws = c->workspace; ws_bytes = c->workspace_bytes; }
+    void *ws = own_ws ? mem_alloc(c, ws_bytes) : c->workspace;
 
     cudnnStatus_t status[CONV_MAX_ALGOS], st;
     cudnnDeterminism_t det[CONV_MAX_ALGOS];
@@ -323,6 +366,34 @@ static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, 
     if (!(p->key.dt == DT_F32 && !p->key.tf32))
         CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd, math[i]));
     return CUDNN_STATUS_SUCCESS;
+}
+
+/* p, with full-N descriptors, takes the algorithm and math type that q
+ * chose on the search slice; cuDNN sizes the workspace at full N. Fails
+ * when cuDNN refuses the algorithm at full N, or when it would need more
+ * workspace than a full search could have given it. */
+static cudnnStatus_t plan_adopt(Ctx *c, Plan *p, const Plan *q)
+{
+    cudnnMathType_t math;
+    CUDNN_CHECK(cudnnGetConvolutionMathType(q->cd, &math));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd, math));
+    p->algo = q->algo;
+    cudnnStatus_t st;
+    if (p->key.dir == DIR_FWD)
+        st = cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, p->xd, p->wd, p->cd, p->yd,
+                                                     (cudnnConvolutionFwdAlgo_t)p->algo,
+                                                     &p->ws_bytes);
+    else if (p->key.dir == DIR_BWD_DATA)
+        st = cudnnGetConvolutionBackwardDataWorkspaceSize(c->cudnn, p->wd, p->yd, p->cd, p->xd,
+                                                          (cudnnConvolutionBwdDataAlgo_t)p->algo,
+                                                          &p->ws_bytes);
+    else
+        st = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            c->cudnn, p->xd, p->yd, p->cd, p->wd, (cudnnConvolutionBwdFilterAlgo_t)p->algo,
+            &p->ws_bytes);
+    if (st == CUDNN_STATUS_SUCCESS && p->ws_bytes > search_ws_bytes(c))
+        st = CUDNN_STATUS_NOT_SUPPORTED;
+    return st;
 }
 
 /* Run p on the operands — or, with search, let cuDNN choose p's algorithm
@@ -390,6 +461,37 @@ static cudnnStatus_t conv_exec(Ctx *c, Plan *p, const ConvArgs *a, int search)
     return st;
 }
 
+/* p's descriptors with Cp channels and its algorithm. A batch larger than
+ * n_search is searched on its first n_search images (a prefix of the same
+ * buffers) and the choice moved to the full-N descriptors; should that
+ * fail, the search runs again at full N. On failure p holds no
+ * descriptors. */
+static cudnnStatus_t plan_build(Ctx *c, Plan *p, int Cp, const ConvArgs *a, int n_search)
+{
+    if (p->key.s.N > n_search) {
+        Plan q = *p;
+        q.key.s.N = n_search;
+        plan_descriptors(&q, Cp);
+        cudnnStatus_t st = conv_exec(c, &q, a, 1);
+        if (st != CUDNN_STATUS_SUCCESS) { /* no algorithm for the slice: none for all N */
+            plan_destroy(&q);
+            return st;
+        }
+        plan_descriptors(p, Cp);
+        st = plan_adopt(c, p, &q);
+        plan_destroy(&q);
+        if (st == CUDNN_STATUS_SUCCESS) return st;
+        LOG_D("conv2d_cuda: the %s algorithm %d searched on %d images does not serve N = %d "
+              "(%s); searching at full N",
+              dir_names[p->key.dir], p->algo, n_search, p->key.s.N, ct_cudnn_status_string(st));
+        plan_destroy(p);
+    }
+    plan_descriptors(p, Cp);
+    cudnnStatus_t st = conv_exec(c, p, a, 1);
+    if (st != CUDNN_STATUS_SUCCESS) plan_destroy(p);
+    return st;
+}
+
 /* The plan for this call: cached, or searched now. */
 static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
 {
@@ -412,19 +514,12 @@ static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
     Plan p;
     memset(&p, 0, sizeof p);
     p.key = key;
-    const int mult = (int)(16 / dtype_size(dt));
-    const int Cp = (s->C + mult - 1) / mult * mult;
+    const int Cp = conv_padded_c(s->C, dt);
+    const int n_search = cc->search_max_n ? cc->search_max_n : CONV_SEARCH_MAX_N;
     cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
-    if (!(cc->pad_mode == CONV2D_PAD_ALWAYS && Cp != s->C)) {
-        plan_descriptors(&p, s->C);
-        st = conv_exec(c, &p, a, 1);
-        if (st != CUDNN_STATUS_SUCCESS) plan_destroy(&p);
-    }
-    if (st != CUDNN_STATUS_SUCCESS && Cp != s->C) {
-        plan_descriptors(&p, Cp);
-        st = conv_exec(c, &p, a, 1);
-        if (st != CUDNN_STATUS_SUCCESS) plan_destroy(&p);
-    }
+    if (!(cc->pad_mode == CONV2D_PAD_ALWAYS && Cp != s->C))
+        st = plan_build(c, &p, s->C, a, n_search);
+    if (st != CUDNN_STATUS_SUCCESS && Cp != s->C) st = plan_build(c, &p, Cp, a, n_search);
     if (st != CUDNN_STATUS_SUCCESS)
         ct_fatal_hint("run with --precision fp32 to tell a type limit from a shape limit, and "
                       "report the shape",
@@ -451,15 +546,55 @@ static void conv_check_dtype(const char *fn, DType dt)
               "%s: dtype %s; expected f32, f16 or bf16", fn, dtype_name(dt));
 }
 
+/* ---- batch chunks ---- */
+
+/* Images per cuDNN call: all N when x (with Cp channels) and y fit the
+ * element limit; otherwise the fewest chunks that fit, evened out
+ * (ceil(N / chunks) each, the last one the remainder). */
+static int conv_chunk_n(Ctx *c, const Conv2dShape *s, DType dt)
+{
+    const ConvCache *cc = cache_for(c);
+    const size_t limit = cc->max_elems ? cc->max_elems : CONV_MAX_ELEMS;
+    const size_t x_img = (size_t)s->H * s->W * conv_padded_c(s->C, dt);
+    const size_t y_img = (size_t)s->P * s->Q * s->K;
+    const size_t img = x_img > y_img ? x_img : y_img, N = (size_t)s->N;
+    if (N * img <= limit) return s->N;
+    if (img > limit)
+        ct_fatal_hint("use a smaller image or fewer channels",
+                      "conv2d_cuda: one image of input [%d, %d, %d] / output [%d, %d, %d] has "
+                      "%zu elements, more than cuDNN's limit of %zu for one tensor",
+                      s->H, s->W, s->C, s->P, s->Q, s->K, img, limit);
+    const size_t fit = limit / img, chunks = (N + fit - 1) / fit;
+    return (int)((N + chunks - 1) / chunks);
+}
+
+/* Run a on images [n0, n0 + nb) of the batch (nb clipped at N): NHWC is
+ * batch-major, so the slice of x, y, dx, dy is contiguous. dw is whole;
+ * the caller sets a->accum per chunk. */
+static void conv_slice(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a, int n0, int nb)
+{
+    const size_t es = dtype_size(dt);
+    const size_t x_off = (size_t)n0 * s->H * s->W * s->C * es;
+    const size_t y_off = (size_t)n0 * s->P * s->Q * s->K * es;
+    Conv2dShape cs = *s;
+    cs.N = s->N - n0 < nb ? s->N - n0 : nb;
+    ConvArgs ca = *a;
+    if (a->x) ca.x = (const char *)a->x + x_off;
+    if (a->dy) ca.dy = (const char *)a->dy + y_off;
+    if (a->dir == DIR_FWD) ca.out = (char *)a->out + y_off;
+    if (a->dir == DIR_BWD_DATA) ca.out = (char *)a->out + x_off;
+    conv_exec(c, plan_get(c, &cs, dt, &ca), &ca, 0);
+}
+
 /* ---- the three directions ---- */
 
 void conv2d_forward_cuda(Ctx *c, void *y, const void *x, const void *w, DType dt,
                          const Conv2dShape *s)
 {
     conv_check_dtype("conv2d_forward_cuda", dt);
-    ConvArgs a = {DIR_FWD, x, w, NULL, y, 0};
-    Plan *p = plan_get(c, s, dt, &a);
-    conv_exec(c, p, &a, 0);
+    const ConvArgs a = {DIR_FWD, x, w, NULL, y, 0};
+    const int nb = conv_chunk_n(c, s, dt);
+    for (int n0 = 0; n0 < s->N; n0 += nb) conv_slice(c, s, dt, &a, n0, nb);
 }
 
 /* forward: y = conv(x, w)   so   dx (+)= conv^T(dy, w) */
@@ -467,9 +602,9 @@ void conv2d_backward_data_cuda(Ctx *c, void *dx, const void *dy, const void *w, 
                                const Conv2dShape *s, int accum)
 {
     conv_check_dtype("conv2d_backward_data_cuda", dt);
-    ConvArgs a = {DIR_BWD_DATA, NULL, w, dy, dx, accum ? 1 : 0};
-    Plan *p = plan_get(c, s, dt, &a);
-    conv_exec(c, p, &a, 0);
+    const ConvArgs a = {DIR_BWD_DATA, NULL, w, dy, dx, accum ? 1 : 0};
+    const int nb = conv_chunk_n(c, s, dt);
+    for (int n0 = 0; n0 < s->N; n0 += nb) conv_slice(c, s, dt, &a, n0, nb);
 }
 
 /* forward: y = conv(x, w)   so   dw (+)= sum over n,p,q of dy[n,p,q,k] x-window[n,p,q] */
@@ -478,20 +613,19 @@ void conv2d_backward_filter_cuda(Ctx *c, void *dw, DType tdw, const void *dy, co
 {
     conv_check_dtype("conv2d_backward_filter_cuda", dt);
     conv_check_dtype("conv2d_backward_filter_cuda (dw)", tdw);
-    if (tdw == dt) {
-        ConvArgs a = {DIR_BWD_FILTER, x, NULL, dy, dw, accum ? 1 : 0};
-        Plan *p = plan_get(c, s, dt, &a);
-        conv_exec(c, p, &a, 0);
-        return;
+    /* cuDNN's dw has x's type: for another tdw it goes to a temporary in
+     * x's type that is added (cast) into dw, chunk by chunk, so the sum
+     * over the chunks is taken in dw's type */
+    const size_t n = (size_t)s->K * s->R * s->S * s->C, bytes = n * dtype_size(dt);
+    void *tmp = tdw == dt ? NULL : mem_alloc(c, bytes);
+    const int nb = conv_chunk_n(c, s, dt);
+    for (int n0 = 0; n0 < s->N; n0 += nb) {
+        const int acc = n0 > 0 || accum; /* later chunks add to the first */
+        const ConvArgs a = {DIR_BWD_FILTER, x, NULL, dy, tmp ? tmp : dw, tmp ? 0 : acc};
+        conv_slice(c, s, dt, &a, n0, nb);
+        if (tmp) cast_cuda(dw, tdw, tmp, dt, n, acc, c->stream);
     }
-    /* cuDNN's dw has x's type: compute it there, then add it into dw */
-    size_t n = (size_t)s->K * s->R * s->S * s->C, bytes = n * dtype_size(dt);
-    void *tmp = mem_alloc(c, bytes);
-    ConvArgs a = {DIR_BWD_FILTER, x, NULL, dy, tmp, 0};
-    Plan *p = plan_get(c, s, dt, &a);
-    conv_exec(c, p, &a, 0);
-    cast_cuda(dw, tdw, tmp, dt, n, accum, c->stream);
-    mem_free(c, tmp, bytes);
+    if (tmp) mem_free(c, tmp, bytes);
 }
 #else
 typedef int ct_conv2d_cudnn_unused_; /* ISO C forbids an empty translation unit */

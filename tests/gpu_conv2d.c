@@ -16,8 +16,13 @@
  *     into a gradient of the storage type (f16/bf16);
  * then the stem and the odd shape again with channel padding forced
  * (CONV2D_PAD_ALWAYS: the padded-copy path); the plan cache (a repeated
- * call hits, results are bit-identical); and op_conv2d through autograd on
- * CUDA (f32, f16 and bf16 autocast) against op_conv2d on the CPU in f32.
+ * call hits, results are bit-identical); large-batch handling with its
+ * limits forced small (a batch of 7 in chunks of 3, 3, 1, plans searched
+ * on 2 images: the stem, 1x1 and 3x3 in f32, f16, bf16, every direction
+ * and accumulation) against the plain path (relative norm, tol_norm) and
+ * the CPU, then all plans freed and the memory back; and op_conv2d
+ * through autograd on CUDA (f32, f16 and bf16 autocast) against op_conv2d
+ * on the CPU in f32.
  *
  * Tolerances, for L products of values in [-1, 1) per output element
  * (forward R*S*C, backward data up to K*R*S, backward filter N*P*Q):
@@ -86,15 +91,22 @@ static float *hcopy_q(const float *src, size_t n, DType dt)
 /* uploads and poison fills run on the legacy stream; the context's stream
  * does not wait for them by itself */
 
-/* Download d (n elements of type `stored`) and compare with ref by the
- * setting's rule (see the top of the file); L = products per element. */
+/* Compare got with ref by the setting's rule (see the top of the file);
+ * L = products per element. */
+static void expect_host(const char *name, const float *got, const float *ref, size_t n,
+                        const Setting *st, double L)
+{
+    if (st->dt == DT_F32 && !st->tf32) check_close(name, got, ref, n, 3e-5 * sqrt(L), 1e-4);
+    else check_rel_norm(name, got, ref, n, st->tf32 ? 3e-3 : 1e-2);
+}
+
+/* The same for d, n elements of type `stored` on the device. */
 static void expect(const char *name, const void *d, DType stored, const float *ref, size_t n,
                    const Setting *st, double L)
 {
     float *got = malloc(n * sizeof(float));
     gpu_download(got, d, n, stored);
-    if (st->dt == DT_F32 && !st->tf32) check_close(name, got, ref, n, 3e-5 * sqrt(L), 1e-4);
-    else check_rel_norm(name, got, ref, n, st->tf32 ? 3e-3 : 1e-2);
+    expect_host(name, got, ref, n, st, L);
     free(got);
 }
 
@@ -209,6 +221,153 @@ static void test_cache(Ctx *c)
     }
 }
 
+/* ---- large batches: chunks and the search slice, forced small ----
+ * A batch of 7 under an element limit of 3 images runs as chunks of 3, 3
+ * and 1 (two chunk plans), and each plan of more than 2 images is searched
+ * on its first 2. Every call must give what the plain path gives (one call,
+ * searched at full N, fresh plans for both) and what the CPU gives. */
+
+static const Shape chunk_shapes[] = {
+    {"stem.7x7.s2.32x32x3", 7, 32, 32, 3, 16, 7, 7, 2, 2, 3, 3, 1, 1},
+    {"1x1.14x14.32to64", 7, 14, 14, 32, 64, 1, 1, 1, 1, 0, 0, 1, 1},
+    {"3x3.14x14x32", 7, 14, 14, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1},
+};
+#define NCHUNK_SHAPES (sizeof chunk_shapes / sizeof chunk_shapes[0])
+
+/* One call: direction (0 fwd, 1 dx, 2 dw), accumulate, dw in f32 (else in
+ * x's type). Accumulating calls come first, so that each plan is searched
+ * with the output kept aside (the search's scratch path). */
+typedef struct {
+    const char *name;
+    int dir, accum, dw_f32;
+} ChunkCall;
+
+static const ChunkCall chunk_calls[] = {
+    {"fwd", 0, 0, 0},           {"dx.accum1", 1, 1, 0},     {"dx.accum0", 1, 0, 0},
+    {"dw.accum1", 2, 1, 0},     {"dw.accum0", 2, 0, 0},     {"dw.f32.accum1", 2, 1, 1},
+    {"dw.f32.accum0", 2, 0, 1},
+};
+#define NCHUNK_CALLS (sizeof chunk_calls / sizeof chunk_calls[0])
+
+/* Elements of one image in the largest tensor cuDNN sees: x with its
+ * channels padded to 16-byte rows, or y. */
+static size_t image_elems(const Conv2dShape *s, DType dt)
+{
+    const int m = 16 / (int)dtype_size(dt), Cp = (s->C + m - 1) / m * m;
+    size_t x = (size_t)s->H * s->W * Cp, y = (size_t)s->P * s->Q * s->K;
+    return x > y ? x : y;
+}
+
+/* Every call of chunk_calls on fresh plans; got[i] receives call i's
+ * result (NULL where it does not apply: dw in f32 is dw itself for f32).
+ * pre[d] preloads the accumulating output of direction d. Returns the
+ * plans the forward made. */
+static int chunk_run(Ctx *c, const Conv2dShape *s, DType dt, Conv2dPadMode pad,
+                     size_t max_elems, int search_max_n, void *const in[3],
+                     float *const pre[3], const size_t n[3], float **got)
+{
+    conv2d_cuda_release(c);
+    conv2d_cuda_set_pad_mode(c, pad);
+    conv2d_cuda_set_limits(c, max_elems, search_max_n);
+    const void *dX = in[0], *dW = in[1], *dG = in[2];
+    int fwd_plans = 0;
+    for (size_t i = 0; i < NCHUNK_CALLS; i++) {
+        const ChunkCall *k = &chunk_calls[i];
+        const DType to = k->dw_f32 ? DT_F32 : dt;
+        got[i] = NULL;
+        if (k->dw_f32 && dt == DT_F32) continue;
+        void *d = k->accum ? gpu_upload(pre[k->dir], n[k->dir], to)
+                           : gpu_alloc_poison(n[k->dir], to);
+        sync_all();
+        if (k->dir == 0) conv2d_forward_cuda(c, d, dX, dW, dt, s);
+        if (k->dir == 1) conv2d_backward_data_cuda(c, d, dG, dW, dt, s, k->accum);
+        if (k->dir == 2) conv2d_backward_filter_cuda(c, d, to, dG, dX, dt, s, k->accum);
+        if (k->dir == 0) fwd_plans = conv2d_cuda_plan_count(c);
+        got[i] = falloc(n[k->dir]);
+        gpu_download(got[i], d, n[k->dir], to);
+        dfree(d);
+    }
+    return fwd_plans;
+}
+
+static void run_chunked(Ctx *c, const Shape *h, Conv2dPadMode pad, const char *tag)
+{
+    const Conv2dShape s = shape_of(h);
+    /* elements and products per element, by direction: y, dx, dw */
+    const size_t n[3] = {(size_t)s.N * s.P * s.Q * s.K, (size_t)s.N * s.H * s.W * s.C,
+                         (size_t)s.K * s.R * s.S * s.C};
+    const double L[3] = {(double)s.R * s.S * s.C, (double)s.K * s.R * s.S,
+                         (double)s.N * s.P * s.Q};
+    const Setting *sets[3] = {&settings[0], &settings[2], &settings[3]}; /* f32, f16, bf16 */
+    float *x0 = hrand_unit(n[1]), *w0 = hrand_unit(n[2]), *g0 = hrand_unit(n[0]);
+    float *pre0[3] = {NULL, hrand_unit(n[1]), hrand_unit(n[2])};
+    char name[192];
+    for (int k = 0; k < 3; k++) {
+        const Setting *st = sets[k];
+        const DType dt = st->dt;
+        float *x = hcopy_q(x0, n[1], dt), *w = hcopy_q(w0, n[2], dt), *g = hcopy_q(g0, n[0], dt);
+        float *pre[3] = {NULL, hcopy_q(pre0[1], n[1], dt), hcopy_q(pre0[2], n[2], dt)};
+        float *cpu[3] = {falloc(n[0]), falloc(n[1]), falloc(n[2])};
+        float *ref = falloc(n[0] + n[1] + n[2]); /* room for any direction's result */
+        conv2d_forward_cpu(cpu[0], x, w, &s);
+        conv2d_backward_data_cpu(cpu[1], g, w, &s, 0);
+        conv2d_backward_filter_cpu(cpu[2], g, x, &s, 0);
+        void *in[3] = {gpu_upload(x, n[1], dt), gpu_upload(w, n[2], dt),
+                       gpu_upload(g, n[0], dt)};
+        float *plain[NCHUNK_CALLS], *chunked[NCHUNK_CALLS];
+        c->allow_tf32 = 0;
+        int plans_plain = chunk_run(c, &s, dt, pad, 0, 0, in, pre, n, plain);
+        int plans_chunked = chunk_run(c, &s, dt, pad, 3 * image_elems(&s, dt), 2, in, pre, n,
+                                      chunked);
+        snprintf(name, sizeof name, "conv2d.chunk.%s.%s%s.fwd_plans", h->name, st->name, tag);
+        check_true(name, plans_plain == 1 && plans_chunked == 2,
+                   "%d plans plain (want 1), %d chunked (want 2: 3 and 1 images)", plans_plain,
+                   plans_chunked);
+        for (size_t i = 0; i < NCHUNK_CALLS; i++) {
+            const ChunkCall *cc = &chunk_calls[i];
+            const size_t m = n[cc->dir];
+            if (!chunked[i]) continue;
+            snprintf(name, sizeof name, "conv2d.chunk.%s.%s%s.%s.vs_plain", h->name, st->name,
+                     tag, cc->name);
+            check_rel_norm(name, chunked[i], plain[i], m, tol_norm(dt));
+            for (size_t j = 0; j < m; j++)
+                ref[j] = cpu[cc->dir][j] + (cc->accum ? pre[cc->dir][j] : 0.0f);
+            snprintf(name, sizeof name, "conv2d.chunk.%s.%s%s.%s.vs_cpu", h->name, st->name,
+                     tag, cc->name);
+            expect_host(name, chunked[i], ref, m, st, L[cc->dir]);
+            free(plain[i]);
+            free(chunked[i]);
+        }
+        for (int d = 0; d < 3; d++) {
+            dfree(in[d]);
+            free(cpu[d]);
+            free(pre[d]);
+        }
+        free(x); free(w); free(g); free(ref);
+    }
+    free(x0); free(w0); free(g0); free(pre0[1]); free(pre0[2]);
+}
+
+/* The chunked shapes (the stem also with padded channels); then every plan
+ * is freed and the memory the calls took is back (the shared workspace
+ * may have grown). */
+static void test_chunked(Ctx *c)
+{
+    conv2d_cuda_release(c);
+    ctx_sync(c);
+    const size_t base = c->mem.current, ws0 = c->workspace_bytes;
+    for (size_t i = 0; i < NCHUNK_SHAPES; i++)
+        run_chunked(c, &chunk_shapes[i], CONV2D_PAD_AUTO, "");
+    run_chunked(c, &chunk_shapes[0], CONV2D_PAD_ALWAYS, ".padded");
+    conv2d_cuda_release(c);
+    ctx_sync(c);
+    check_true("conv2d.chunk.plans_freed", conv2d_cuda_plan_count(c) == 0, "%d plans left",
+               conv2d_cuda_plan_count(c));
+    const size_t want = base + (c->workspace_bytes - ws0);
+    check_true("conv2d.chunk.memory_back", c->mem.current == want,
+               "%zu bytes held, expected %zu", c->mem.current, want);
+}
+
 /* ---- the tensor op: CUDA (f32, or autocast f16/bf16) against the CPU in f32 ---- */
 
 typedef struct {
@@ -298,6 +457,7 @@ int main(void)
     run_shape(&c, &shapes[5], ".padded");
     conv2d_cuda_set_pad_mode(&c, CONV2D_PAD_AUTO);
     test_cache(&c);
+    test_chunked(&c);
     test_op(&c);
     conv2d_cuda_release(&c);
     ctx_free(&c);

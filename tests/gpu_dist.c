@@ -8,11 +8,12 @@
  *     of the big batch): within 1e-5 relative. The same with small gradient
  *     buckets (many all-reduces overlapping backward), with --accum 2 (only
  *     the last micro-batch communicates), with --recompute all (readiness
- *     inside recomputed segments), and with one all-reduce after backward
- *     (--bucket-mb 0).
+ *     inside recomputed segments), with one all-reduce after backward
+ *     (--bucket-mb 0), and with the step captured as CUDA graphs on both
+ *     ranks (--graph, with and without --accum 2).
  *   sync batch norm: ResNet-18 (width 64, 32x32) on 2 GPUs x B with
- *     --sync-bn equals 1 GPU x 2B, running statistics included (1e-4: cuDNN
- *     may pick other convolution algorithms for other batch sizes).
+ *     --sync-bn equals 1 GPU x 2B: weights and running statistics after one
+ *     step to 1e-5, the losses of 5 steps to 2e-3 (see sync_bn()).
  *   mixed precision: fp16 (the grad scaler) and bf16 on 2 GPUs train 20
  *     steps with a finite, falling loss.
  *   failure: killing rank 1 of `ctrain train --gpus 2` ends the launcher
@@ -164,8 +165,8 @@ static void compare_files(const char *what, const char *pa, const char *pb, doub
     st_close(&b);
 }
 
-static void compare_losses(const char *what, const char *la, const char *lb, int steps,
-                           double rtol)
+static void compare_losses_atol(const char *what, const char *la, const char *lb, int steps,
+                                double atol, double rtol)
 {
     float a[64], b[64];
     int na = losses(la, a, 64), nb = losses(lb, b, 64);
@@ -175,7 +176,13 @@ static void compare_losses(const char *what, const char *la, const char *lb, int
                     lb))
         return;
     snprintf(name, sizeof name, "%s: the same loss at every step", what);
-    check_close(name, b, a, (size_t)steps, 1e-7, rtol);
+    check_close(name, b, a, (size_t)steps, atol, rtol);
+}
+
+static void compare_losses(const char *what, const char *la, const char *lb, int steps,
+                           double rtol)
+{
+    compare_losses_atol(what, la, lb, steps, 1e-7, rtol);
 }
 
 #define BERT "--model bert-tiny --data synthetic --seq 32 --dropout 0 --precision fp32 " \
@@ -205,32 +212,53 @@ static void equivalence(const char *what, const char *extra_one, const char *ext
     compare_files(what, s1, s2, 1e-7, 1e-5);
 }
 
-static void sync_bn(void)
+/* One pair of ResNet-18 runs: 1 GPU x 16 (our batch-norm kernels, as
+ * --sync-bn runs them: CTRAIN_BN=own, or cuDNN's other rounding is what gets
+ * compared) against 2 GPUs x 8 with --sync-bn; tag names the files. */
+static int sync_bn_pair(const char *tag, int steps, char *s1, char *s2, char *l1, char *l2)
 {
-    char a1[4096], a2[4096], s1[1100], s2[1100], o1[1100], o2[1100], l1[1100], l2[1100];
+    char a1[4096], a2[4096], o1[1100], o2[1100];
     const char *base = "--model resnet18 --data synthetic --image-size 32 --classes 10 "
-                       "--precision fp32 --lr 0.05 --steps 5 --log-every 1";
-    snprintf(s1, sizeof s1, "%s/syncbn.one.safetensors", dir);
-    snprintf(s2, sizeof s2, "%s/syncbn.two.safetensors", dir);
-    snprintf(l1, sizeof l1, "%s/syncbn.one.jsonl", dir);
-    snprintf(l2, sizeof l2, "%s/syncbn.two.jsonl", dir);
-    snprintf(o1, sizeof o1, "%s/syncbn.one.out", dir);
-    snprintf(o2, sizeof o2, "%s/syncbn.two.out", dir);
-    snprintf(a1, sizeof a1, "%s --batch 16 --device cuda:0 --save %s --log %s", base, s1, l1);
-    snprintf(a2, sizeof a2, "%s --batch 8 --gpus 2 --sync-bn --save %s --log %s", base, s2, l2);
-    /* --sync-bn runs our batch-norm kernels (ops/batchnorm_op.c); the
-     * 1-GPU reference must too, or cuDNN's different rounding, grown over
-     * the steps, is what gets compared (seen on the H200: 1.5e-5 in a loss
-     * of 0.0126 at step 4) */
+                       "--precision fp32 --lr 0.05 --log-every 1";
+    snprintf(s1, 1100, "%s/syncbn%s.one.safetensors", dir, tag);
+    snprintf(s2, 1100, "%s/syncbn%s.two.safetensors", dir, tag);
+    snprintf(l1, 1100, "%s/syncbn%s.one.jsonl", dir, tag);
+    snprintf(l2, 1100, "%s/syncbn%s.two.jsonl", dir, tag);
+    snprintf(o1, sizeof o1, "%s/syncbn%s.one.out", dir, tag);
+    snprintf(o2, sizeof o2, "%s/syncbn%s.two.out", dir, tag);
+    snprintf(a1, sizeof a1, "%s --steps %d --batch 16 --device cuda:0 --save %s --log %s", base,
+             steps, s1, l1);
+    snprintf(a2, sizeof a2, "%s --steps %d --batch 8 --gpus 2 --sync-bn --save %s --log %s", base,
+             steps, s2, l2);
     setenv("CTRAIN_BN", "own", 1);
     int r1 = run(a1, o1, 300);
     unsetenv("CTRAIN_BN");
     int r2 = run(a2, o2, 300);
-    if (!check_true("sync-bn resnet18: both runs succeed", r1 == 0 && r2 == 0,
-                    "status %d and %d (see %s, %s)", r1, r2, o1, o2))
-        return;
-    compare_losses("sync-bn resnet18", l1, l2, 5, 1e-4);
-    compare_files("sync-bn resnet18 (running stats too)", s1, s2, 1e-6, 1e-4);
+    char name[128];
+    snprintf(name, sizeof name, "sync-bn resnet18 %d step%s: both runs succeed", steps,
+             steps == 1 ? "" : "s");
+    return check_true(name, r1 == 0 && r2 == 0, "status %d and %d (see %s, %s)", r1, r2, o1, o2);
+}
+
+/* --sync-bn against 1 GPU x 2B. After one step (the statistics of one batch
+ * on equal weights) weights and running statistics agree to 1e-5. Over 5
+ * steps only the losses are compared, at 2e-3 relative or 5e-5 absolute
+ * (the loss falls from ~2.3 to ~0.005 here): ResNet f32 gradients are
+ * ill-conditioned (tests/gpu_resnet_parity: PyTorch's own f32 gradients
+ * are 17% from float64 in places), so other convolution algorithms at
+ * batch 8 and 16 and another summation order grow, through the updates at
+ * lr 0.05, to ~4e-4 of the loss by step 3 and 1.7e-5 of a loss of
+ * 0.0052 by step 5 (seen on the 2xH200). */
+static void sync_bn(void)
+{
+    char s1[1100], s2[1100], l1[1100], l2[1100];
+    if (sync_bn_pair("1", 1, s1, s2, l1, l2)) {
+        compare_losses("sync-bn resnet18 1 step", l1, l2, 1, 1e-5);
+        compare_files("sync-bn resnet18 1 step (weights and running statistics)", s1, s2, 1e-6,
+                      1e-5);
+    }
+    if (sync_bn_pair("5", 5, s1, s2, l1, l2))
+        compare_losses_atol("sync-bn resnet18 5 steps", l1, l2, 5, 5e-5, 2e-3);
 }
 
 static void precision(const char *prec)
@@ -364,6 +392,11 @@ int main(int argc, char **argv)
     equivalence("bert-one-bucket", "", "--bucket-mb 0", 1);
     equivalence("bert-accum2", "", "--bucket-mb 0.25", 2);
     equivalence("bert-recompute", "", "--bucket-mb 0.25 --recompute all", 1);
+    /* the step captured as CUDA graphs on both ranks (all-reduces inside):
+     * 3 of the 5 steps are replays, and the run must end (a communicator
+     * finalized before the graph holding its plans never returns) */
+    equivalence("bert-graph", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 1);
+    equivalence("bert-graph-accum2", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 2);
     sync_bn();
     precision("fp16");
     precision("bf16");

@@ -438,7 +438,7 @@ static void print_header(const BenchSession *s, const BenchOptions *o, int gpu, 
         }
         printf("\n");
     } else if (gpu) {
-        printf("matmul ceilings: not measured (the probe failed)\n");
+        printf("matmul ceilings: not measured (%s)\n", o->max_batch || o->soak_s > 0 ? "not used by this mode" : "the probe failed");
     }
     fflush(stdout);
 }

@@ -90,7 +90,6 @@ int bench_scaling(BenchSession *s, const BenchConfig *cfgs, int n, int gpus)
     bench_table_header(1);
     for (int i = 0; i < n; i++) {
         BenchConfig c = cfgs[i];
-        c.graph = 0;   /* several GPUs run eager (train/step_graph.c): so does the baseline */
         char prefix[48];
         for (int k = 0; k < 2; k++) {
             c.gpus = k ? gpus : 1;

@@ -277,18 +277,45 @@ static int timed_more(const BenchConfig *cfg, int n, double elapsed)
     return n < cfg->steps || (n < timed_cap(cfg) && elapsed < cfg->min_time_s);
 }
 
+/* Data parallel: every rank must run the same number of steps, or one
+ * waits in an all-reduce that the other never starts (seen on 2 H200s: the
+ * ranks' own clocks ended the timing at different steps). The count that
+ * timed_more() would give is worked out once from one synced step, and the
+ * ranks take the largest. -1 when not data parallel (the clock decides). */
+static int timed_count_agreed(BenchJob *j, const BenchConfig *cfg)
+{
+    if (!j->dist) return -1;
+    ctx_sync(&j->c);
+    double a = progress_now();
+    job_step(j);   /* one more warm-up step, timed on the host */
+    ctx_sync(&j->c);
+    double step_s = progress_now() - a;
+    int n = cfg->steps, cap = timed_cap(cfg);
+    if (cfg->min_time_s > 0 && step_s > 0 && cfg->min_time_s / step_s > n)
+        n = (int)ceil(cfg->min_time_s / step_s);
+    if (cfg->time_limit_s > 0 && step_s > 0 && n * step_s > cfg->time_limit_s) {
+        int min_steps = cfg->min_steps < cfg->steps ? cfg->min_steps : cfg->steps;
+        n = (int)(cfg->time_limit_s / step_s);
+        if (n < min_steps) n = min_steps;
+    }
+    if (n > cap) n = cap;
+    if (n < 1) n = 1;
+    return dist_all_max(j->dist, n);
+}
+
 /* Run the timed steps; step seconds into t[], returns how many ran. */
 static int timed_steps(BenchJob *j, const BenchConfig *cfg, FILE *out, double *t)
 {
-    int n = 0, cap = timed_cap(cfg);
+    int n = 0, cap = timed_cap(cfg), fixed = timed_count_agreed(j, cfg);
     double t0 = progress_now();
+#define MORE() (fixed >= 0 ? n < fixed : timed_more(cfg, n, progress_now() - t0))
 #ifdef CTRAIN_CUDA
     if (j->c.device == DEV_CUDA) {
         cudaEvent_t *ev = (cudaEvent_t *)calloc((size_t)cap + 1, sizeof *ev);
         if (!ev) ct_fatal("out of host memory");
         for (int i = 0; i <= cap; i++) CUDA_CHECK(cudaEventCreate(&ev[i]));
         CUDA_CHECK(cudaEventRecord(ev[0], j->c.stream));
-        while (timed_more(cfg, n, progress_now() - t0)) {
+        while (MORE()) {
             job_step(j);
             CUDA_CHECK(cudaEventRecord(ev[++n], j->c.stream));
             emit_progress(out, "timed", n, cfg->steps);
@@ -305,7 +332,7 @@ static int timed_steps(BenchJob *j, const BenchConfig *cfg, FILE *out, double *t
     }
 #endif
     (void)cap;
-    while (timed_more(cfg, n, progress_now() - t0)) {
+    while (MORE()) {
         double a = progress_now();
         job_step(j);
         ctx_sync(&j->c);
@@ -313,6 +340,7 @@ static int timed_steps(BenchJob *j, const BenchConfig *cfg, FILE *out, double *t
         emit_progress(out, "timed", n, cfg->steps);
     }
     return n;
+#undef MORE
 }
 
 void bench_child_config(FILE *out, const void *arg)

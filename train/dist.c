@@ -290,6 +290,18 @@ int dist_all_ok(Dist *d, int ok)
     return v > 0.5f;
 }
 
+int dist_all_max(Dist *d, int v)
+{
+    if (!d) return v;
+    Ctx *c = d->ctx;
+    float f = (float)v;   /* exact for the counts this is for (< 2^24) */
+    mem_to_device(c, d->scratch, &f, sizeof f);
+    NCCL_CHECK(ncclAllReduce(d->scratch, d->scratch, 1, ncclFloat, ncclMax, d->comm, c->stream));
+    watchdog_mark(d->wd, c->stream);
+    mem_to_host(c, &f, d->scratch, sizeof f);
+    return (int)f;
+}
+
 void dist_host_section_begin(Dist *d, const char *what)
 {
     if (d) watchdog_host_section(d->wd, what);
@@ -309,6 +321,10 @@ void dist_finish(Dist *d)
     watchdog_mark(d->wd, c->stream);
     ctx_sync(c);
     watchdog_stop(d->wd);
+    /* a captured step's all-reduces hold NCCL's persistent plans until its
+     * graph is destroyed, and finalizing the communicator waits for them:
+     * with the graph still alive that wait never ends (seen on 2 H200s) */
+    if (d->attached) trainer_graph_free(d->tr);
     c->bn_allreduce = NULL;
     c->bwd_hook = NULL;
     if (d->bn_comm) {
@@ -338,6 +354,7 @@ void dist_backward_begin(Dist *d, int last) { (void)d; (void)last; }
 void dist_grads_ready(Dist *d) { (void)d; }
 void dist_step_done(Dist *d) { (void)d; }
 int dist_all_ok(Dist *d, int ok) { (void)d; return ok; }
+int dist_all_max(Dist *d, int v) { (void)d; return v; }
 void dist_host_section_begin(Dist *d, const char *what) { (void)d; (void)what; }
 void dist_host_section_end(Dist *d) { (void)d; }
 float dist_loss_value(Dist *d, Trainer *t) { (void)d; return trainer_loss_value(t); }

@@ -102,6 +102,8 @@ float dist_loss_value(Dist *d, Trainer *t);
  * replays: NCCL requires that a collective be graph-captured on every rank
  * or on none, so a rank whose capture failed takes all ranks back to eager. */
 int dist_all_ok(Dist *d, int ok);
+/* The largest of every rank's v (NULL: v). Waits for the device; not in a graph. */
+int dist_all_max(Dist *d, int v);
 
 /* Around a host section that can block on the other ranks without
  * recording a progress marker (capturing the step into CUDA graphs: NCCL

@@ -108,16 +108,15 @@ void trainer_graph_capture(Trainer *t)
         return;
     }
     if (t->dist) {
-        /* the capture code handles the all-reduces (a second micro-batch
-         * graph for --accum), but on the 2-GPU H200 the first captured
-         * data-parallel step hung: not enabled until that is understood,
-         * except with CTRAIN_DIST_GRAPH=1 (to test it). Every rank reaches
-         * this at the same step; they agree, so none captures alone. */
+        /* the all-reduces are captured with the rest (a second micro-batch
+         * graph for --accum); CTRAIN_DIST_GRAPH=0 keeps data-parallel steps
+         * eager. Every rank reaches this at the same step and they agree, so
+         * none captures alone (NCCL needs a collective captured on every
+         * rank or on none). */
         const char *e = getenv("CTRAIN_DIST_GRAPH");
-        int want = e && atoi(e) > 0;
+        int want = !(e && *e && atoi(e) == 0);
         if (!dist_all_ok(t->dist, want)) {
-            graph_refuse(g, "capturing a data-parallel step (several GPUs) is not enabled yet "
-                         "(CTRAIN_DIST_GRAPH=1 on every rank tries it)");
+            graph_refuse(g, "CTRAIN_DIST_GRAPH=0 on some rank: data-parallel steps stay eager");
             return;
         }
     }
