@@ -16,13 +16,21 @@
  *     columns (lane + 32 c) in registers;
  *   - softmax statistics (running max m, sum l) are per warp row and every
  *     lane holds the same bits (xor butterflies in warp_max / warp_sum).
+ * Mask shift (header): every block first reduces M_b = max_j mask[b, j] and
+ * adds mask[b, j] - M_b to the scores (0 as the shift when M_b = -inf: all
+ * scores stay -inf and the -inf row rules below apply).
+ * Dispatch: attention_fused_forward_cuda / _backward_cuda send f16 / bf16
+ * with 16-byte aligned pointers to the tensor-core kernels
+ * (ops/attention_fa_tc.cu) when the device has them; the rest runs here.
  * Dropout: element idx = ((b H + h) T + i) T + j keeps iff
  * dropout_u01(philox(seed, offset + idx / 4)[idx % 4]) >= p, as
  * keep_bits() in ops/attention.cu and ops/dropout.cu; here one Philox call
- * per element (4x the work needed; see "next" in the header).
+ * per element (4x the work needed; the tensor-core kernels share one call
+ * between 4 keys: not worth it here, where the FMA products dominate).
  */
 #include <math.h>
 #include <stdint.h>
+#include <initializer_list>
 #include <type_traits>
 
 #include "../engine/error.h"
@@ -56,6 +64,23 @@ __device__ __forceinline__ bool fa_keep(uint64_t idx, float p, uint64_t seed, ui
     return dropout_u01(x) >= p;
 }
 
+/* The shift subtracted from the mask row: M_b = max_j mb[j], 0 without a
+ * mask or when every key is -inf (then every score stays -inf). Every
+ * thread of the block calls it. */
+__device__ float fa_mask_shift(const float *mb, int T)
+{
+    __shared__ float red[FA_WARPS];
+    if (!mb) return 0.0f;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < T; j += blockDim.x) m = fmaxf(m, mb[j]);
+    m = warp_max(m);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < FA_WARPS; w++) m = fmaxf(m, red[w]);
+    return m == -INFINITY ? 0.0f : m;
+}
+
 /* dst[r * LD + e] = src[r0 + r][e] in f32 for r < n (0 past row T); whole block. */
 template <typename E, int DH, int LD>
 __device__ __forceinline__ void fa_load_rows(float *dst, const E *src, int r0, int n, int T)
@@ -67,7 +92,7 @@ __device__ __forceinline__ void fa_load_rows(float *dst, const E *src, int r0, i
 }
 
 /* ---- forward ----
- * s = scale q k^T + mask,  online softmax:  m' = max(m, rowmax s),
+ * s = scale q k^T + mask - M_b,  online softmax:  m' = max(m, rowmax s),
  * l = l e^(m - m') + rowsum e^(s - m'),  acc = acc e^(m - m') + (keep s_d e^(s - m')) v
  * out = acc / l,  lse = m + log l */
 template <typename E, int DH>
@@ -85,6 +110,7 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
     const size_t hoff = (size_t)bh * T * DH;
     q += hoff; k += hoff; v += hoff; out += hoff;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
+    const float shift = fa_mask_shift(mb, T);
     fa_load_rows<E, DH, DH>(qs, q, i0, C::ROWS, T);
 
     float m[C::RPW], l[C::RPW], acc[C::RPW][C::CPL];
@@ -101,7 +127,7 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
         fa_load_rows<E, DH, C::LD>(vs, v, j0, FA_TILE, T);
         __syncthreads();
         const int j = j0 + lane;
-        const float mj = j < T ? (mb ? mb[j] : 0.0f) : -INFINITY;
+        const float mj = j < T ? (mb ? mb[j] - shift : 0.0f) : -INFINITY;
 #pragma unroll
         for (int rr = 0; rr < C::RPW; rr++) {
             const int r = warp * C::RPW + rr, i = i0 + r;
@@ -184,6 +210,7 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
     const size_t hoff = (size_t)bh * T * DH;
     q += hoff; k += hoff; v += hoff; dout += hoff; dq += hoff;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
+    const float shift = fa_mask_shift(mb, T);
     fa_load_rows<E, DH, DH>(qs, q, i0, C::ROWS, T);
     fa_load_rows<E, DH, DH>(dos, dout, i0, C::ROWS, T);
 
@@ -202,7 +229,7 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
         fa_load_rows<E, DH, C::LD>(vs, v, j0, FA_TILE, T);
         __syncthreads();
         const int j = j0 + lane;
-        const float mj = j < T ? (mb ? mb[j] : 0.0f) : -INFINITY;
+        const float mj = j < T ? (mb ? mb[j] - shift : 0.0f) : -INFINITY;
 #pragma unroll
         for (int rr = 0; rr < C::RPW; rr++) {
             const int r = warp * C::RPW + rr, i = i0 + r;
@@ -257,6 +284,7 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
     const size_t hoff = (size_t)bh * T * DH;
     q += hoff; k += hoff; v += hoff; dout += hoff;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
+    const float shift = fa_mask_shift(mb, T);
     fa_load_rows<E, DH, DH>(ks, k, j0, C::ROWS, T);
     fa_load_rows<E, DH, DH>(vs, v, j0, C::ROWS, T);
 
@@ -264,7 +292,7 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
 #pragma unroll
     for (int rr = 0; rr < C::RPW; rr++) {
         const int j = j0 + warp * C::RPW + rr;
-        mj[rr] = j < T ? (mb ? mb[j] : 0.0f) : -INFINITY;
+        mj[rr] = j < T ? (mb ? mb[j] - shift : 0.0f) : -INFINITY;
 #pragma unroll
         for (int c = 0; c < C::CPL; c++) dka[rr][c] = dva[rr][c] = 0.0f;
     }
@@ -332,6 +360,14 @@ template <typename F> void fa_dispatch_dh(size_t Dh, const char *what, F f)
     }
 }
 
+/* every non-NULL pointer 16-byte aligned (cp.async in the tensor-core kernels) */
+bool fa_aligned16(std::initializer_list<const void *> ps)
+{
+    for (const void *p : ps)
+        if (p && !is_aligned(p, 16)) return false;
+    return true;
+}
+
 void fa_check_sizes(size_t B, size_t H, size_t T, size_t Dh, const char *what)
 {
     CT_ASSERT(T <= 0x7fffffff && Dh <= 0x7fffffff && B * H <= 65535 && H > 0,
@@ -354,6 +390,11 @@ extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, cons
 {
     const size_t BH = B * H;
     if (BH == 0 || T == 0) return;
+    if (attention_fa_tc_supports(c, dt, Dh) && fa_aligned16({out, q, k, v})) {
+        attention_fa_tc_forward_cuda(c, out, lse, q, k, v, mask, dt, p, seed, offset, B, H, T,
+                                     Dh);
+        return;
+    }
     fa_check_sizes(B, H, T, Dh, "attention_fused_forward_cuda");
     const float scale = 1.0f / sqrtf((float)Dh), sd = dropout_scale(p);
     dispatch_float(dt, "attention_fused_forward_cuda", [&](auto tag) {
@@ -384,6 +425,7 @@ extern "C" void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *
     if (BH == 0 || T == 0 || (!dq && !dk && !dv)) return;
     fa_check_sizes(B, H, T, Dh, "attention_fused_backward_cuda");
     const float scale = 1.0f / sqrtf((float)Dh), sd = dropout_scale(p);
+    const bool tc = attention_fa_tc_supports(c, dt, Dh) && fa_aligned16({dq, dk, dv, dout, q, k, v});
     float *D = (float *)mem_alloc(c, R * sizeof(float));
     dispatch_float(dt, "attention_fused_backward_cuda", [&](auto tag) {
         using E = decltype(tag);
@@ -391,6 +433,11 @@ extern "C" void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *
         fa_bwd_rowdot_kernel<E><<<(unsigned)((R + 7) / 8), 256, 0, c->stream>>>(
             D, (const E *)dout, (const E *)out, R, (int)Dh);
         CUDA_CHECK_LAUNCH();
+        if (tc) {
+            attention_fa_tc_backward_cuda(c, dq, dk, dv, dout, q, k, v, lse, D, mask, dt, p, seed,
+                                          offset, B, H, T, Dh, accum_q, accum_k, accum_v);
+            return;
+        }
         fa_dispatch_dh(Dh, "attention_fused_backward_cuda", [&](auto dh) {
             constexpr int DH = decltype(dh)::value;
             const dim3 grid((unsigned)((T + FaCfg<DH>::ROWS - 1) / FaCfg<DH>::ROWS), (unsigned)BH);

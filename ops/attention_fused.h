@@ -1,38 +1,47 @@
 /* attention_fused.h — scaled dot-product attention as one fused kernel per
  * pass (FlashAttention-2 style): the T x T scores never reach global memory.
  *
- * STATUS (branch flash-attn, first version, written without a GPU):
- *   done:      forward + backward kernels (plain f32 FMA from shared memory,
- *              no tensor cores yet), f32 / f16 / bf16 storage, Dh 32 / 64 /
- *              128, padding mask, Philox dropout with the exact mask of
- *              ops/attention.cu, rng_base, accumulate flags; wired into
- *              ops/attention_op.c behind CTRAIN_ATTN=fused (default cublas);
- *              tests/gpu_flash_attn.c.
- *   untested:  everything here compiles (make ARCH=90; sm_80 too, no
- *              spills) but has NOT run on a GPU. First:
- *                make -j2 ARCH=90 build/tests/gpu_flash_attn && build/tests/gpu_flash_attn
- *              then CTRAIN_FLASH_BENCH=1 for fused-vs-cublas timings. v1 is
- *              expected to be SLOWER than the cuBLASLt path (fp32 FMA, see
- *              ops/NOTES.md): it is the correct, readable base to optimise.
- *   next:      (1) run the test on a GPU, fix what it finds; (2) time it
- *              against the cuBLASLt path (T 128 / 512, BERT-base/large) and
- *              record it in ops/NOTES.md; (3) tensor cores: mma.sync (or
- *              nvcuda::wmma 16x16x16) for q k^T, P v, dS k, dS^T q, dPd =
- *              dout v^T; (4) one Philox call per group of four keys shared
- *              over lanes (now one call per element); (5) switch the
- *              default to fused once verified.
+ * Two implementations behind the same two calls:
+ *   - tensor cores (ops/attention_fa_tc.cu, _bwd.cu, .cuh): f16 / bf16, Dh 32 / 64 / 128,
+ *     sm_80+, every pointer 16-byte aligned. mma.sync m16n8k16 with f32
+ *     accumulation, 64-row tiles, cp.async double buffering. The path for
+ *     AMP training.
+ *   - plain f32 FMA (ops/attention_fused.cu): every dtype and head width
+ *     above, any alignment. The path for f32, and the fallback.
+ * attention_fused_forward_cuda / _backward_cuda pick the first that applies
+ * (attention_fa_tc_supports + alignment); both define lse identically, so a
+ * forward of one and a backward of the other agree.
+ *
+ * STATUS (H200, sm_90 build): tests/gpu_flash_attn 2678 passed, 0 failed
+ *   for both implementations (the first run of the FMA kernels had 24
+ *   failures: fixed by the mask-max shift below, and for f16/bf16 T = 1 by
+ *   the test's tolerance). BERT-large s512 bf16 fwd+bwd with dropout: 1.27
+ *   ms against the cuBLASLt path's 2.14 ms; a whole BERT-large bf16 step at
+ *   seq 512: 211.8 -> 248.1 seq/s (ops/NOTES.md). Not run: sm_80 / sm_86 /
+ *   sm_89. Selection (ops/attention_op.c): by default the tensor-core
+ *   kernels wherever they apply, the cuBLASLt path elsewhere;
+ *   CTRAIN_ATTN=fused forces these kernels (f32 FMA too), =cublas the other.
  *
  * Same contract and math as ops/attention.h (read it first). Shape letters:
  * B batch, H heads, T tokens, Dh head width; q, k, v, out, dq, dk, dv
  * [B, H, T, Dh] contiguous in dt; mask f32 [B, T] or NULL; lse f32 [B, H, T].
  *
- * Forward, for each query row i (online softmax over key tiles of 32):
- *   s_j   = scale q_i . k_j + mask[b, j],      scale = 1 / sqrt(Dh)
+ * The mask shift: M_b = max_j mask[b, j] (0 without a mask) is subtracted
+ * from the mask row before it is added to the scores. Softmax is unchanged
+ * (a constant per row), but the f32 scores stay exact when every key of a
+ * batch row is padded (-10000 + scale q.k loses ~1e-3 in f32; 0 + scale q.k
+ * does not). M_b = -inf (every key -inf): the row has no distribution, out
+ * and all gradients are 0 and lse is -inf.
+ *
+ * Forward, for each query row i (online softmax over key tiles):
+ *   s_j   = scale q_i . k_j + mask[b, j] - M_b,    scale = 1 / sqrt(Dh)
  *   m'    = max(m, max_j s_j),  c = exp(m - m')
  *   l     = l c + sum_j exp(s_j - m')                    (running sum, f32)
  *   acc   = acc c + sum_j keep_ij s_d exp(s_j - m') v_j   (running output, f32)
  *   out_i = acc / l,   lse_i = m + log(l)                (a row with every
  *           key at -inf: l = 0, out_i = 0, lse_i = -inf, gradients 0)
+ *   so lse is the log-sum-exp of the SHIFTED scores:
+ *           lse_i = log sum_j exp(scale q_i . k_j + mask[b, j]) - M_b.
  *   keep_ij = philox(seed, offset + idx / 4)[idx % 4] >= p,
  *           idx = ((b H + h) T + i) T + j,  s_d = 1 / (1 - p)   (the
  *           existing path's mask bit for bit; offset += *rng_base if set)
@@ -46,10 +55,15 @@
  * dk/dv come from one kernel (a block owns key rows, loops over query
  * tiles) and dq from another (a block owns query rows, loops over key
  * tiles): P is recomputed twice, but there are no atomics, no f32 dq
- * scratch, and the result is deterministic.
+ * scratch, and the result is deterministic (both implementations).
  *
- * Numerics differ from the cuBLASLt path only by rounding: that path rounds
- * P and Pd to dt before P v; here P stays f32 until out is rounded.
+ * Numerics differ from the cuBLASLt path only by rounding. The FMA kernels
+ * keep P in f32 until out is rounded. The tensor-core kernels round P (the
+ * unnormalised exp(s - m) in the forward) and dS to dt before their
+ * products, as the cuBLASLt path rounds P, Pd and dS; and, as in every
+ * flash backward, D is formed from out as stored in dt, so dS carries an
+ * error ~ eps_dt P sum_e |dout_e out_e| (visible at T = 1, where the exact
+ * dq and dk are 0).
  */
 #ifndef CTRAIN_OPS_ATTENTION_FUSED_H
 #define CTRAIN_OPS_ATTENTION_FUSED_H
@@ -68,8 +82,8 @@ extern "C" {
  * f32, f16, bf16); the op falls back to the cuBLASLt path otherwise. */
 int attention_fused_supports(DType dt, size_t Dh);
 
-/* out [B,H,T,Dh] in dt; lse f32 [B,H,T] (kept for the backward). Uses
- * c->stream and c->rng_base; allocates nothing. */
+/* out [B,H,T,Dh] in dt; lse f32 [B,H,T] (kept for the backward; of the
+ * shifted scores, above). Uses c->stream and c->rng_base; allocates nothing. */
 void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, const void *q, const void *k,
                                   const void *v, const float *mask, DType dt, float p,
                                   uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
@@ -81,6 +95,24 @@ void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, const v
                                    const float *lse, const float *mask, DType dt, float p,
                                    uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
                                    size_t Dh, int accum_q, int accum_k, int accum_v);
+
+/* ---- the tensor-core kernels (ops/attention_fa_tc.cu) ----
+ * Called by the two functions above when they apply; declared here for the
+ * test. Same arguments and meaning; the backward takes D = rowsum(dout *
+ * out) f32 [B,H,T] from the caller. Every pointer must be 16-byte aligned. */
+/* 1 when dt is f16 / bf16, Dh is 32, 64 or 128, and c's device is sm_80+
+ * with enough shared memory per block (sm_86 / sm_89: not for Dh 128). */
+int attention_fa_tc_supports(const Ctx *c, DType dt, size_t Dh);
+void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, const void *q, const void *k,
+                                  const void *v, const float *mask, DType dt, float p,
+                                  uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
+                                  size_t Dh);
+void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, const void *dout,
+                                   const void *q, const void *k, const void *v,
+                                   const float *lse, const float *D, const float *mask,
+                                   DType dt, float p, uint64_t seed, uint64_t offset, size_t B,
+                                   size_t H, size_t T, size_t Dh, int accum_q, int accum_k,
+                                   int accum_v);
 #endif
 
 #ifdef __cplusplus

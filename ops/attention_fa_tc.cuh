@@ -1,0 +1,357 @@
+/* attention_fa_tc.cuh — what the tensor-core attention kernels share
+ * (ops/attention_fa_tc.cu: forward, ops/attention_fa_tc_bwd.cu: backward):
+ * tile sizes, the PTX wrappers (mma.sync, ldmatrix, cp.async), the block-level
+ * pieces (tile loads, mask maximum, dropout bits) and the dispatch helpers.
+ * The design, the fragment layouts and the online softmax are explained at
+ * the top of ops/attention_fa_tc.cu. Everything here is in an anonymous
+ * namespace: each of the two files gets its own copy. */
+#ifndef CTRAIN_OPS_ATTENTION_FA_TC_CUH
+#define CTRAIN_OPS_ATTENTION_FA_TC_CUH
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <type_traits>
+#include "../engine/error.h"
+#include "../engine/mem.h"
+#include "attention_fused.h"
+#include "cuda_util.cuh"
+#include "dropout.h"
+
+namespace {
+
+constexpr int TC_WARPS = 4;
+constexpr int TC_THREADS = TC_WARPS * 32;
+constexpr int TC_ROWS = 64; /* rows a block owns, and rows of a streamed tile */
+constexpr float TC_LOG2E = 1.4426950408889634f;
+constexpr float TC_LN2 = 0.6931471805599453f;
+
+template <int DH> struct TcCfg {
+    static_assert(DH == 32 || DH == 64 || DH == 128, "DH must be 32, 64 or 128");
+    static constexpr int LDS = DH + 8;          /* shared row stride in elements (padded) */
+    static constexpr int TILE = TC_ROWS * LDS;  /* elements of one 64-row tile */
+    static constexpr int KS = DH / 16;          /* k-steps of 16 over the head width */
+    static constexpr int NT = DH / 8;           /* n-tiles of 8 over the head width */
+    static constexpr int CHUNKS = DH / 8;       /* 16-byte chunks per row */
+    /* shared bytes: tiles + per-tile f32 aux arrays (2 x 64 each) + keep words (2 x 64) */
+    static constexpr size_t smem(int tiles, int aux_arrays)
+    {
+        return (size_t)tiles * TILE * 2 + (size_t)aux_arrays * 2 * 64 * 4 + 2 * 64 * 8;
+    }
+    static constexpr size_t SMEM_FWD = smem(5, 1);  /* Q, 2 K, 2 V; mask */
+    static constexpr size_t SMEM_DQ = smem(6, 1);   /* Q, dO, 2 K, 2 V; mask */
+    static constexpr size_t SMEM_DKDV = smem(6, 2); /* K, V, 2 Q, 2 dO; lse, D */
+};
+
+/* ---- PTX wrappers (sm_80+) ---- */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define TC_ARCH_OK 0
+#else
+#define TC_ARCH_OK 1
+#endif
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, asynchronously; zero-filled when !valid */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
+{
+#if TC_ARCH_OK
+    const int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+__device__ __forceinline__ void cp_async_commit()
+{
+#if TC_ARCH_OK
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+/* wait until at most N committed groups are still in flight */
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+#if TC_ARCH_OK
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr)
+{
+#if TC_ARCH_OK
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr)
+{
+#if TC_ARCH_OK
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+
+/* c += a b, m16n8k16, f32 accumulate; E selects f16 or bf16 inputs */
+template <typename E>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1)
+{
+#if TC_ARCH_OK
+    if constexpr (std::is_same<E, __half>::value)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+            "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+            "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();
+#endif
+}
+
+/* 2^x, one MUFU instruction (relative error ~2^-22; 2^-inf = 0) */
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* (lo, hi) rounded to E (nearest even), lo in the low 16 bits */
+template <typename E> __device__ __forceinline__ uint32_t pack2(float lo, float hi)
+{
+    uint32_t u;
+    if constexpr (std::is_same<E, __half>::value) {
+        const __half2 h = __floats2half2_rn(lo, hi);
+        memcpy(&u, &h, 4);
+    } else {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        memcpy(&u, &h, 4);
+    }
+    return u;
+}
+template <typename E> __device__ __forceinline__ float2 unpack2(uint32_t u)
+{
+    if constexpr (std::is_same<E, __half>::value) {
+        __half2 h;
+        memcpy(&h, &u, 4);
+        return __half22float2(h);
+    } else {
+        __nv_bfloat162 h;
+        memcpy(&h, &u, 4);
+        return __bfloat1622float2(h);
+    }
+}
+
+/* dst[e, e+1] = (x, y) (+ the old values when accum), rounded once to E */
+template <typename E>
+__device__ __forceinline__ void store2(E *dst, float x, float y, int accum)
+{
+    uint32_t *d = reinterpret_cast<uint32_t *>(dst);
+    if (accum) {
+        const float2 o = unpack2<E>(*d);
+        x += o.x;
+        y += o.y;
+    }
+    *d = pack2<E>(x, y);
+}
+
+/* ---- block-level pieces ---- */
+
+/* Key j's mask term in log2 units, less the row's maximum; -inf past T. */
+__device__ __forceinline__ float tc_mask_log2(const float *mb, float mmax, int j, int T)
+{
+    return j < T ? (mb ? (mb[j] - mmax) * TC_LOG2E : 0.0f) : -INFINITY;
+}
+
+/* Max of the mask row (0 without a mask); every thread of the block calls it. */
+__device__ float tc_mask_max(const float *mb, int T, float *red)
+{
+    if (!mb) return 0.0f;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < T; j += TC_THREADS) m = fmaxf(m, mb[j]);
+    m = warp_max(m);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = red[0];
+#pragma unroll
+    for (int w = 1; w < TC_WARPS; w++) m = fmaxf(m, red[w]);
+    return m;
+}
+
+/* Rows r0 .. r0+63 (< T) of a [T, DH] head: 64 x DH elements to shared
+ * memory (row stride LDS) with cp.async; rows past T become zeros. */
+template <typename E, int DH>
+__device__ __forceinline__ void tc_load_tile(E *dst, const E *src, int r0, int T)
+{
+    using C = TcCfg<DH>;
+    static_assert(TC_ROWS * C::CHUNKS % TC_THREADS == 0, "whole passes of the block");
+#pragma unroll
+    for (int it = 0; it < TC_ROWS * C::CHUNKS / TC_THREADS; it++) {
+        const int x = threadIdx.x + it * TC_THREADS;
+        const int r = x / C::CHUNKS, ch = x % C::CHUNKS;
+        const bool ok = r0 + r < T;
+        const E *s = ok ? src + (size_t)(r0 + r) * DH + ch * 8 : src;
+        cp_async16(smem_u32(dst + r * C::LDS + ch * 8), s, ok);
+    }
+}
+
+/* The 4 keep bits of Philox group ctr (bit w: word w) */
+__device__ __forceinline__ unsigned tc_keep4(uint64_t ctr, uint32_t thr, uint64_t seed)
+{
+    uint32_t r[4];
+    philox4x32_10(r, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)seed,
+                  (uint32_t)(seed >> 32));
+    return ((r[0] >> 8) >= thr ? 1u : 0u) | ((r[1] >> 8) >= thr ? 2u : 0u) |
+           ((r[2] >> 8) >= thr ? 4u : 0u) | ((r[3] >> 8) >= thr ? 8u : 0u);
+}
+
+/* Keep bits of keys col .. col+7 (col < T) of flat query row `row` (= bh T + i):
+ * bit e = element row T + col + e; 0 for keys past T. */
+__device__ __forceinline__ unsigned tc_keep8(uint64_t row, int col, int T, uint32_t thr,
+                                             uint64_t seed, uint64_t offset)
+{
+    const uint64_t idx0 = row * (uint64_t)T + (uint64_t)col;
+    if ((idx0 & 3) == 0 && col + 8 <= T) /* two whole groups (always when T % 4 == 0) */
+        return tc_keep4(offset + (idx0 >> 2), thr, seed) |
+               tc_keep4(offset + (idx0 >> 2) + 1, thr, seed) << 4;
+    unsigned bits = 0; /* a run that straddles groups, or ends past T */
+    const uint64_t g1 = (idx0 + 7) >> 2;
+    for (uint64_t gg = idx0 >> 2; gg <= g1; gg++) {
+        const unsigned kb = tc_keep4(offset + gg, thr, seed);
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            const int64_t e = (int64_t)(4 * gg + w) - (int64_t)idx0; /* key col + e */
+            if (e >= 0 && e < 8 && col + (int)e < T && ((kb >> w) & 1u)) bits |= 1u << e;
+        }
+    }
+    return bits;
+}
+
+/* keep[x] bit y = keep bit of element (query r0 + x, key c0 + y) of head bh
+ * (flat index ((bh T + r0 + x) T + c0 + y)), for x, y < 64; 0 outside T x T.
+ * Thread work item = (x, byte): the 8 keys c0 + 8 byte .. + 7 of row x. */
+__device__ void tc_keep_tile(uint64_t *keep, uint64_t bhT, int r0, int c0, int T, uint32_t thr,
+                             uint64_t seed, uint64_t offset)
+{
+    unsigned char *kb = reinterpret_cast<unsigned char *>(keep);
+    for (int x = threadIdx.x; x < 64 * 8; x += TC_THREADS) {
+        const int row = r0 + (x >> 3), col = c0 + (x & 7) * 8;
+        kb[x] = row < T && col < T
+                    ? (unsigned char)tc_keep8(bhT + (uint64_t)row, col, T, thr, seed, offset)
+                    : 0; /* byte x & 7 of keep[x >> 3]: little-endian */
+    }
+}
+
+
+/* Rows r0 .. r0+63 (< T) of a [T, DH] head set to 0 (a block whose mask
+ * row is all -inf; skipped when accumulating: adding 0). */
+template <typename E, int DH> __device__ void tc_zero_rows(E *dst, int r0, int T)
+{
+    if (!dst) return;
+    for (int x = threadIdx.x; x < TC_ROWS * DH; x += TC_THREADS) {
+        const int r = x / DH;
+        if (r0 + r < T) dst[(size_t)(r0 + r) * DH + x % DH] = from_f32<E>(0.0f);
+    }
+}
+
+/* B fragments of two n-tiles (rows n0..n0+15 of an n-major tile, columns
+ * k0..k0+15): b[0], b[1] for n-tile n0, b[2], b[3] for n0 + 8. */
+template <int LDS>
+__device__ __forceinline__ void ldsm_b_nmajor(uint32_t (&b)[4], const void *tile, int n0, int k0,
+                                              int lane)
+{
+    const int row = n0 + (lane & 7) + ((lane >> 4) << 3), col = k0 + ((lane >> 3) & 1) * 8;
+    ldsm_x4(b, smem_u32((const unsigned short *)tile + row * LDS + col));
+}
+/* B fragments of two n-tiles from a k-major tile (rows k0..k0+15 = k,
+ * columns n0..n0+15 = n), via ldmatrix.trans. */
+template <int LDS>
+__device__ __forceinline__ void ldsm_b_kmajor(uint32_t (&b)[4], const void *tile, int k0, int n0,
+                                              int lane)
+{
+    const int row = k0 + (lane & 7) + ((lane >> 3) & 1) * 8, col = n0 + (lane >> 4) * 8;
+    ldsm_x4_t(b, smem_u32((const unsigned short *)tile + row * LDS + col));
+}
+/* A fragment of rows m0..m0+15, columns k0..k0+15 of a row-major tile */
+template <int LDS>
+__device__ __forceinline__ void ldsm_a(uint32_t (&a)[4], const void *tile, int m0, int k0,
+                                       int lane)
+{
+    ldsm_x4(a, smem_u32((const unsigned short *)tile + (m0 + (lane & 15)) * LDS + k0 +
+                        (lane >> 4) * 8));
+}
+
+/* A fragment for the k-step over columns 16kk .. 16kk+15 of a 16-row f32
+ * C-fragment array (n-tiles 2kk and 2kk + 1), rounded to E. */
+template <typename E>
+__device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4])
+{
+    a[0] = pack2<E>(c0[0], c0[1]);
+    a[1] = pack2<E>(c0[2], c0[3]);
+    a[2] = pack2<E>(c1[0], c1[1]);
+    a[3] = pack2<E>(c1[2], c1[3]);
+}
+
+/* Calls f with std::integral_constant<int, Dh> for the head widths compiled. */
+template <typename F> void tc_dispatch_dh(size_t Dh, const char *what, F f)
+{
+    switch (Dh) {
+    case 32: f(std::integral_constant<int, 32>()); break;
+    case 64: f(std::integral_constant<int, 64>()); break;
+    case 128: f(std::integral_constant<int, 128>()); break;
+    default: ct_fatal("%s: head width Dh = %zu has no tensor-core kernel (32, 64, 128)", what, Dh);
+    }
+}
+
+/* f16 or bf16 only (the f32 path is the FMA kernel) */
+template <typename F> void tc_dispatch_lowp(DType dt, const char *what, F f)
+{
+    switch (dt) {
+    case DT_F16: f(__half()); break;
+    case DT_BF16: f(__nv_bfloat16()); break;
+    default: ct_fatal("%s: dtype %s has no tensor-core kernel (f16, bf16)", what, dtype_name(dt));
+    }
+}
+
+/* Dynamic shared memory above the 48 KB default needs an opt-in per kernel.
+ * A host-side attribute (no stream work): allowed while capturing a graph. */
+template <typename K> void tc_smem_optin(K kernel, size_t bytes)
+{
+    if (bytes > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)bytes));
+}
+
+/* keep iff (w >> 8) >= thr  <=>  dropout_u01(w) >= p; 0 means no dropout */
+uint32_t tc_threshold(float p)
+{
+    if (!(p > 0.0f)) return 0;
+    return (uint32_t)ceilf(p * 16777216.0f); /* exact: p 2^24 <= 2^24 */
+}
+
+void tc_check_sizes(size_t B, size_t H, size_t T, const char *what)
+{
+    CT_ASSERT(T <= 0x7fffffff && B * H <= 65535 && H > 0,
+              "%s: B = %zu, H = %zu, T = %zu out of range (B H <= 65535)", what, B, H, T);
+}
+
+} // namespace
+
+#endif
