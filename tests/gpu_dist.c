@@ -11,6 +11,11 @@
  *     inside recomputed segments), with one all-reduce after backward
  *     (--bucket-mb 0), and with the step captured as CUDA graphs on both
  *     ranks (--graph, with and without --accum 2).
+ *   bf16 all-reduce: the same pair with --grad-reduce bf16 on the 2 GPUs
+ *     (eager, and captured as CUDA graphs: the casts must be in the graph),
+ *     held to a tolerance made for bf16 rounding: each tensor's difference
+ *     from the f32 run within 5% of how far training moved it, each loss
+ *     within 5% of how far it fell (see equivalence_bf16()).
  *   sync batch norm: ResNet-18 (width 64, 32x32) on 2 GPUs x B with
  *     --sync-bn equals 1 GPU x 2B: weights and running statistics after one
  *     step to 1e-5, the losses of 5 steps to 2e-3 (see sync_bn()).
@@ -123,18 +128,27 @@ static int losses(const char *path, float *out, int max)
     return n;
 }
 
+/* Open the checkpoints pa and pb as a and b: 1 when both opened (the
+ * caller closes them), else 0 with a failed check and nothing left open. */
+static int open_pair(const char *what, const char *pa, const char *pb, StFile *a, StFile *b)
+{
+    char err[512], name[256];
+    int oa = st_open(pa, a, err, sizeof err), ob = oa ? -1 : st_open(pb, b, err, sizeof err);
+    snprintf(name, sizeof name, "%s: both checkpoints open", what);
+    if (!check_true(name, oa == 0 && ob == 0, "%s", err)) {
+        if (oa == 0) st_close(a);
+        return 0;
+    }
+    return 1;
+}
+
 /* Every tensor of a against b (same names), |a - b| <= atol + rtol |a|. */
 static void compare_files(const char *what, const char *pa, const char *pb, double atol,
                           double rtol)
 {
     StFile a, b;
-    char err[512], name[256];
-    int oa = st_open(pa, &a, err, sizeof err), ob = oa ? -1 : st_open(pb, &b, err, sizeof err);
-    snprintf(name, sizeof name, "%s: both checkpoints open", what);
-    if (!check_true(name, oa == 0 && ob == 0, "%s", err)) {
-        if (oa == 0) st_close(&a);
-        return;
-    }
+    char name[256];
+    if (!open_pair(what, pa, pb, &a, &b)) return;
     int missing = 0, ints_differ = 0;
     size_t total = 0, worst_i = 0;
     double worst = 0;   /* the largest err / tol */
@@ -165,16 +179,24 @@ static void compare_files(const char *what, const char *pa, const char *pb, doub
     st_close(&b);
 }
 
+/* The losses of two --log files into a and b (64 at most): 1 when both
+ * have `steps`, else 0 with a failed check. */
+static int losses_pair(const char *what, const char *la, const char *lb, int steps, float *a,
+                       float *b)
+{
+    int na = losses(la, a, 64), nb = losses(lb, b, 64);
+    char name[256];
+    snprintf(name, sizeof name, "%s: %d logged losses", what, steps);
+    return check_true(name, na == steps && nb == steps, "got %d and %d (see %s, %s)", na, nb, la,
+                      lb);
+}
+
 static void compare_losses_atol(const char *what, const char *la, const char *lb, int steps,
                                 double atol, double rtol)
 {
     float a[64], b[64];
-    int na = losses(la, a, 64), nb = losses(lb, b, 64);
     char name[256];
-    snprintf(name, sizeof name, "%s: %d logged losses", what, steps);
-    if (!check_true(name, na == steps && nb == steps, "got %d and %d (see %s, %s)", na, nb, la,
-                    lb))
-        return;
+    if (!losses_pair(what, la, lb, steps, a, b)) return;
     snprintf(name, sizeof name, "%s: the same loss at every step", what);
     check_close(name, b, a, (size_t)steps, atol, rtol);
 }
@@ -188,28 +210,179 @@ static void compare_losses(const char *what, const char *la, const char *lb, int
 #define BERT "--model bert-tiny --data synthetic --seq 32 --dropout 0 --precision fp32 " \
              "--lr 0.1 --log-every 1"
 
-/* 1 GPU x 2B (reference, made once) against 2 GPUs x B with `extra`. */
+/* The --log, --save and output files of one side ("one" or "two") of a pair. */
+typedef struct RunFiles { char log[1100], save[1100], out[1100]; } RunFiles;
+
+static void run_files(RunFiles *f, const char *what, const char *side)
+{
+    snprintf(f->log, sizeof f->log, "%s/%s.%s.jsonl", dir, what, side);
+    snprintf(f->save, sizeof f->save, "%s/%s.%s.safetensors", dir, what, side);
+    snprintf(f->out, sizeof f->out, "%s/%s.%s.out", dir, what, side);
+}
+
+/* BERT-tiny 5 steps on 1 GPU x 16 (`one`) and on 2 GPUs x 8 (`two`), with
+ * the extra flags of each; 1 when both runs succeed. */
+static int run_pair(const char *what, const char *extra_one, const char *extra_two, int accum,
+                    RunFiles *one, RunFiles *two)
+{
+    char a1[4096], a2[4096], name[256];
+    run_files(one, what, "one");
+    run_files(two, what, "two");
+    snprintf(a1, sizeof a1, BERT " --steps 5 --batch 16 --accum %d --device cuda:0 --log %s "
+             "--save %s %s", accum, one->log, one->save, extra_one);
+    snprintf(a2, sizeof a2, BERT " --steps 5 --batch 8 --accum %d --gpus 2 --log %s --save %s %s",
+             accum, two->log, two->save, extra_two);
+    int r1 = run(a1, one->out, 300), r2 = run(a2, two->out, 300);
+    snprintf(name, sizeof name, "%s: both runs succeed", what);
+    return check_true(name, r1 == 0 && r2 == 0, "status %d and %d (see %s, %s)", r1, r2,
+                      one->out, two->out);
+}
+
+/* 1 GPU x 2B (reference) against 2 GPUs x B with `extra`. */
 static void equivalence(const char *what, const char *extra_one, const char *extra_two,
                         int accum)
 {
-    char a1[4096], a2[4096], l1[1100], l2[1100], s1[1100], s2[1100], o1[1100], o2[1100];
-    snprintf(l1, sizeof l1, "%s/%s.one.jsonl", dir, what);
-    snprintf(l2, sizeof l2, "%s/%s.two.jsonl", dir, what);
-    snprintf(s1, sizeof s1, "%s/%s.one.safetensors", dir, what);
-    snprintf(s2, sizeof s2, "%s/%s.two.safetensors", dir, what);
-    snprintf(o1, sizeof o1, "%s/%s.one.out", dir, what);
-    snprintf(o2, sizeof o2, "%s/%s.two.out", dir, what);
-    snprintf(a1, sizeof a1, BERT " --steps 5 --batch 16 --accum %d --device cuda:0 --log %s "
-             "--save %s %s", accum, l1, s1, extra_one);
-    snprintf(a2, sizeof a2, BERT " --steps 5 --batch 8 --accum %d --gpus 2 --log %s --save %s %s",
-             accum, l2, s2, extra_two);
-    int r1 = run(a1, o1, 300), r2 = run(a2, o2, 300);
-    char name[256];
-    snprintf(name, sizeof name, "%s: both runs succeed", what);
-    if (!check_true(name, r1 == 0 && r2 == 0, "status %d and %d (see %s, %s)", r1, r2, o1, o2))
+    RunFiles one, two;
+    if (!run_pair(what, extra_one, extra_two, accum, &one, &two)) return;
+    compare_losses(what, one.log, two.log, 5, 1e-5);
+    compare_files(what, one.save, two.save, 1e-7, 1e-5);
+}
+
+/* The 2-norm of a - b over n floats (b NULL: of a). */
+static double norm_diff(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (b ? b[i] : 0.0f);
+        s += d * d;
+    }
+    return sqrt(s);
+}
+
+/* Measured against what training changed: for every f32 tensor,
+ * ||test - ref|| <= rtol_update ||ref - init|| + rtol_f32 ||ref|| (2-norms
+ * over the tensor); other tensors equal. */
+static void compare_updates(const char *what, const char *pref, const char *ptest,
+                            const char *pinit, double rtol_update, double rtol_f32)
+{
+    StFile r, t, w0;
+    char err[512], name[256];
+    if (!open_pair(what, pref, ptest, &r, &t)) return;
+    snprintf(name, sizeof name, "%s: the initial weights open", what);
+    if (!check_true(name, st_open(pinit, &w0, err, sizeof err) == 0, "%s", err)) {
+        st_close(&r);
+        st_close(&t);
         return;
-    compare_losses(what, l1, l2, 5, 1e-5);
-    compare_files(what, s1, s2, 1e-7, 1e-5);
+    }
+    int bad = 0, n = 0;
+    double worst = 0, worst_diff = 0, worst_update = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < r.n; i++) {
+        const StEntry *x = &r.e[i], *y = st_find(&t, x->name), *z = st_find(&w0, x->name);
+        if (!y || !z || y->numel != x->numel || z->numel != x->numel || y->dtype != x->dtype) {
+            bad++;
+            continue;
+        }
+        if (x->dtype != DT_F32) {
+            bad += memcmp(x->data, y->data, x->numel * x->elem_size) != 0;
+            continue;
+        }
+        const float *a = (const float *)x->data, *b = (const float *)y->data;
+        double diff = norm_diff(b, a, x->numel), update = norm_diff(a, (const float *)z->data,
+                                                                    x->numel);
+        double tol = rtol_update * update + rtol_f32 * norm_diff(a, NULL, x->numel);
+        double ratio = tol > 0 ? diff / tol : diff > 0 ? INFINITY : 0;
+        if (isnan(diff)) ratio = INFINITY;
+        if (ratio >= worst) {
+            worst = ratio;
+            worst_name = x->name;
+            worst_diff = diff;
+            worst_update = update;
+        }
+        n++;
+    }
+    snprintf(name, sizeof name, "%s: every tensor within %g of its update (%d tensors)", what,
+             rtol_update, n);
+    check_true(name, !bad && n > 0 && worst <= 1.0,
+               "%d tensors missing or differing; worst %s: |diff| %.3g, |update| %.3g, %.2f x "
+               "the tolerance", bad, worst_name, worst_diff, worst_update, worst);
+    st_close(&w0);
+    st_close(&r);
+    st_close(&t);
+}
+
+/* Losses measured against how far they fell: for every step t,
+ * |test_t - ref_t| <= rtol_update |ref_1 - ref_t| + rtol_f32 |ref_t|
+ * (step 1 is the loss of the same initial weights on both sides). */
+static void compare_losses_update(const char *what, const char *lref, const char *ltest,
+                                  int steps, double rtol_update, double rtol_f32)
+{
+    float a[64], b[64];
+    char name[256];
+    if (!losses_pair(what, lref, ltest, steps, a, b)) return;
+    int worst = 0;
+    double worst_ratio = 0;
+    for (int k = 0; k < steps; k++) {
+        double tol = rtol_update * fabs((double)a[0] - a[k]) + rtol_f32 * fabs((double)a[k]);
+        double ratio = fabs((double)b[k] - a[k]) / tol;
+        if (!(ratio <= worst_ratio)) { worst_ratio = isnan(ratio) ? INFINITY : ratio; worst = k; }
+    }
+    snprintf(name, sizeof name, "%s: every loss within %g of its fall", what, rtol_update);
+    check_true(name, worst_ratio <= 1.0, "step %d: %.7g against %.7g, fallen from %.7g: %.2f x "
+               "the tolerance", worst + 1, b[worst], a[worst], a[0], worst_ratio);
+}
+
+/* The reference run's starting weights, saved once: the same command at
+ * lr 0 for one step (SGD's p - 0 * step leaves every weight as it was). */
+static const char *initial_weights(void)
+{
+    static char path[1100];
+    static int made = 0;
+    char a[4096], o[1100];
+    if (made) return path;
+    made = 1;
+    snprintf(path, sizeof path, "%s/bert-init.safetensors", dir);
+    snprintf(o, sizeof o, "%s/bert-init.out", dir);
+    snprintf(a, sizeof a, BERT " --steps 1 --batch 16 --device cuda:0 --lr 0 --save %s", path);
+    int rc = run(a, o, 300);
+    check_true("initial weights (lr 0, one step) saved", rc == 0, "status %d (see %s)", rc, o);
+    return path;
+}
+
+/* --grad-reduce bf16 on the 2 GPUs against the f32 1 GPU x 16 run.
+ *
+ * The tolerance, 5% of what training changed. With 2 ranks a step's
+ * gradient arrives as bf16(bf16(g0) / 2 + bf16(g1) / 2) instead of
+ * a = (g0 + g1) / 2: per element off by e <= u (|g0| + |g1|) / 2 + u |a|,
+ * u = 2^-8 (bf16 keeps 8 significant bits; the halving is exact). SGD with
+ * momentum 0.9 at lr 0.1 moves a weight over the 5 steps by
+ * lr sum_s c_s a_s, c_s = (1 - 0.9^(6-s)) / 0.1 = 4.1, 3.4, 2.7, 1.9, 1, and
+ * the rounding moves it by lr sum_s c_s e_s. Were every rounding error to
+ * point the way of the update, a tensor would still be off by at most
+ * u (1 + rho) of its update, rho = ||(|g0| + |g1|) / 2|| / ||a|| (how much
+ * the two halves of the batch cancel; 1 when they agree): 1.2e-2 at
+ * rho = 2. Round-to-nearest errors point every way, so a few 1e-3 is what
+ * to expect. 5% leaves room for the errors feeding back through 4 later
+ * gradients, and stays well under what the faults this is for do (a bucket
+ * summed instead of averaged, added to instead of overwritten, left at one
+ * rank's gradient: ~30% of the update or more). Losses: step t's loss
+ * moves by the gradient times the weight error, so the same 5% of how far
+ * it fell by then. 1e-5 of the value covers the f32 order of summation, as
+ * in equivalence(). The log must show the bf16 reduce, and with --graph
+ * that the step was captured (a failed capture falls back to eager and
+ * would prove nothing about the casts in the graph). */
+static void equivalence_bf16(const char *what, const char *extra_two, int graph)
+{
+    RunFiles one, two;
+    char name[256];
+    const char *init = initial_weights();
+    if (!run_pair(what, "", extra_two, 1, &one, &two)) return;
+    snprintf(name, sizeof name, "%s: the log says \"all-reduced (bf16)\"%s", what,
+             graph ? " and \"step captured\"" : "");
+    check_true(name, file_has(two.out, "all-reduced (bf16)") &&
+               (!graph || file_has(two.out, "--graph: step captured")), "see %s", two.out);
+    compare_losses_update(what, one.log, two.log, 5, 0.05, 1e-5);
+    compare_updates(what, one.save, two.save, init, 0.05, 1e-5);
 }
 
 /* One pair of ResNet-18 runs: 1 GPU x 16 (our batch-norm kernels, as
@@ -397,6 +570,11 @@ int main(int argc, char **argv)
      * finalized before the graph holding its plans never returns) */
     equivalence("bert-graph", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 1);
     equivalence("bert-graph-accum2", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 2);
+    /* --grad-reduce bf16: eager, then with 3 of the 5 steps replayed from
+     * CUDA graphs (the casts on both streams must have been captured) */
+    equivalence_bf16("bert-bf16-reduce", "--bucket-mb 0.25 --grad-reduce bf16", 0);
+    equivalence_bf16("bert-bf16-reduce-graph",
+                     "--bucket-mb 0.25 --grad-reduce bf16 --graph --graph-warmup 2", 1);
     sync_bn();
     precision("fp16");
     precision("bf16");

@@ -464,6 +464,9 @@ int main(void)
     expect_error("bench.bad_model", "bench --models vgg", "unknown model 'vgg'");
     expect_error("bench.bad_precision", "bench --precision fp8", "--precision: 'fp8'");
     expect_error("bench.bad_duration", "bench --soak 10x", "not a duration");
+    expect_error("bench.bad_grad_reduce", "bench --gpus 2 --grad-reduce fp8",
+                 "--grad-reduce: 'fp8' is not f32 or bf16");
+    expect_error("bench.grad_reduce_without_gpus", "bench --grad-reduce bf16", "add --gpus N");
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) printf("  (could not remove %s)\n", dir);

@@ -2,7 +2,8 @@
  *   - the MLP trains one epoch on real Fashion-MNIST: the logged loss falls
  *     and test accuracy is >= 80% (the issue's bar), read from --log JSONL;
  *   - bad input ends with one clear message and exit status 1: unknown flag,
- *     bad number, missing data folder, corrupt data file, unknown command.
+ *     bad number, missing data folder, corrupt data file, unknown command,
+ *     a --grad-reduce that is not f32 or bf16.
  * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
  */
 #include <stdlib.h>
@@ -83,6 +84,8 @@ static void test_bad_input(void)
     expect_error("cli.missing_data", "train --device cpu --data fashion-mnist:/nonexistent/fm",
                  "/nonexistent/fm", "hint:");
     expect_error("cli.bad_device", "train --device tpu", "--device: 'tpu'", NULL);
+    expect_error("cli.bad_grad_reduce", "train --device cpu --grad-reduce fp8",
+                 "--grad-reduce: 'fp8' is not f32 or bf16", "hint:");
 
     /* a corrupt copy of the data set: one flipped byte in the middle */
     char dir[] = "/tmp/ctrain_cli_bad_XXXXXX", cmd[1024], out[4096];

@@ -11,7 +11,10 @@
  *     ResNet) with and without recompute, every bucket is handed out exactly
  *     once, and at that moment its gradients already equal their final
  *     values (nothing adds into them later), and most buckets go out before
- *     backward ends.
+ *     backward ends;
+ *   --grad-reduce: f32 by default, f32 and bf16 accepted by ctrain train
+ *     (bad values: tests/test_cli.c), and a bench config carries it to its
+ *     ranks' training options, its JSON mode ("dp-x2-bf16") and its label.
  */
 #include <string.h>
 #include "check.h"
@@ -25,8 +28,10 @@
 #include "../models/bert.h"
 #include "../models/mlp.h"
 #include "../models/resnet.h"
+#include "../train/bench.h"
 #include "../train/dist_bucket.h"
 #include "../train/feed.h"
+#include "../train/options.h"
 
 /* ---- sharding ---- */
 
@@ -321,6 +326,58 @@ static void ready_models(void)
     ctx_free(&c);
 }
 
+/* ---- --grad-reduce ---- */
+
+static void test_grad_reduce_option(void)
+{
+    TrainOptions o;
+    train_options_default(&o);
+    check_true("--grad-reduce: f32 by default", o.dist.grad_reduce == DT_F32, "got %s",
+               dtype_name(o.dist.grad_reduce));
+    char *bf16[] = {"--gpus", "2", "--grad-reduce", "bf16"};
+    train_options_parse(&o, 4, bf16, "train");
+    check_true("--grad-reduce bf16 parses", o.dist.grad_reduce == DT_BF16 && o.dist.gpus == 2,
+               "got %s, gpus %d", dtype_name(o.dist.grad_reduce), o.dist.gpus);
+    char *f32[] = {"--grad-reduce", "f32"};
+    train_options_parse(&o, 2, f32, "train");
+    check_true("--grad-reduce f32 parses", o.dist.grad_reduce == DT_F32, "got %s",
+               dtype_name(o.dist.grad_reduce));
+    const char *bad[] = {"fp32", "BF16", "f16", "fp16", "", "bf16 "};
+    int rejected = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        rejected &= dist_grad_reduce_parse(bad[i]) == -1;
+    check_true("--grad-reduce: only f32 and bf16", rejected, "a bad value parsed");
+
+    BenchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    bench_config_model(&cfg, "bert-large", 224, 0);
+    snprintf(cfg.precision, sizeof cfg.precision, "bf16");
+    cfg.batch = 32;
+    cfg.seq = 128;
+    cfg.graph = 1;
+    cfg.warmup = 3;
+    cfg.steps = 10;
+    cfg.device = DEV_CUDA;
+    cfg.gpus = 2;
+    cfg.grad_reduce = DT_BF16;
+    bench_train_options(&cfg, &o);
+    check_true("bench --grad-reduce bf16: the ranks train with it", o.dist.grad_reduce == DT_BF16,
+               "got %s", dtype_name(o.dist.grad_reduce));
+    BenchRow row;
+    char label[96];
+    bench_row_init(&row, &cfg);
+    bench_config_label(&cfg, label, sizeof label);
+    check_true("bench --grad-reduce bf16: mode and label say so",
+               !strcmp(row.mode, "graph dp-x2-bf16") && strstr(label, "(bf16 all-reduce)"),
+               "mode '%s', label '%s'", row.mode, label);
+    cfg.grad_reduce = DT_F32;
+    bench_row_init(&row, &cfg);
+    bench_config_label(&cfg, label, sizeof label);
+    check_true("bench f32 all-reduce: mode and label as before",
+               !strcmp(row.mode, "graph dp-x2") && !strstr(label, "bf16 all-reduce"),
+               "mode '%s', label '%s'", row.mode, label);
+}
+
 int main(void)
 {
     check_seed(17);
@@ -333,5 +390,6 @@ int main(void)
     test_mlm_rows();
     test_bucket_plan();
     ready_models();
+    test_grad_reduce_option();
     return check_summary();
 }

@@ -31,6 +31,7 @@
 #include "../engine/error.h"
 #include "../models/bert.h"
 #include "../models/resnet.h"
+#include "dist_env.h"
 #include "peaks.h"
 #include "progress.h"
 
@@ -58,6 +59,7 @@ typedef struct BenchOptions {
     int soak_every;
     char json_path[512];
     int gpus;                       /* --gpus N: the scaling mode (bench_dist.c) */
+    DType grad_reduce;              /* --grad-reduce: f32 (default) or bf16 on the N GPUs */
 } BenchOptions;
 
 static void usage(void)
@@ -90,6 +92,8 @@ static void usage(void)
            "                       (the same batch per GPU); per-GPU and total samples/s and the\n"
            "                       efficiency. Default configs: resnet50 bs 256 and bert-large bs 32\n"
            "                       seq 128, bf16 (the flags above narrow or replace them)\n"
+           "  --grad-reduce T      with --gpus: f32 | bf16, the gradient all-reduce's type (default\n"
+           "                       f32; bf16 sends half the bytes, see ctrain train --help)\n"
            "  --max-batch          the largest batch that fits, for each model and precision given\n"
            "                       (default resnet50 bf16), without and with --recompute all\n"
            "  --soak DURATION      one config (resnet50 bf16 bs 256 unless narrowed) for DURATION\n"
@@ -192,6 +196,11 @@ static void parse_options(BenchOptions *o, int argc, char **argv)
         else if (!strcmp(a, "--time-limit")) o->time_limit_s = (double)parse_int(a, v, 0, 86400);
         else if (!strcmp(a, "--image-size")) o->image_size = (int)parse_int(a, v, 8, 4096);
         else if (!strcmp(a, "--gpus")) o->gpus = (int)parse_int(a, v, 1, 1024);
+        else if (!strcmp(a, "--grad-reduce")) {
+            int t = dist_grad_reduce_parse(v);
+            if (t < 0) bench_fail("--grad-reduce: '%s' is not f32 or bf16", v, "");
+            o->grad_reduce = (DType)t;
+        }
         else if (!strcmp(a, "--soak-every")) o->soak_every = (int)parse_int(a, v, 1, INT_MAX);
         else if (!strcmp(a, "--graph")) {
             if (!strcmp(v, "on")) o->graph_modes = 2;
@@ -224,6 +233,9 @@ static void parse_options(BenchOptions *o, int argc, char **argv)
         bench_fail("--gpus measures the suite's configs; drop --max-batch / --soak", "", "");
     if (o->gpus > 1 && o->device_set && o->device == DEV_CPU)
         bench_fail("--gpus needs CUDA devices; drop --device cpu", "", "");
+    if (o->grad_reduce != DT_F32 && o->gpus <= 1)
+        bench_fail("--grad-reduce %s is for the multi-GPU scaling: add --gpus N (N > 1)",
+                   dtype_name(o->grad_reduce), "");
 }
 
 double bench_parse_duration(const char *s)
@@ -270,6 +282,7 @@ static void config_base(BenchConfig *c, const BenchOptions *o, int cpu)
     c->min_steps = 5;
     c->min_time_s = cpu ? 0 : 2;
     c->time_limit_s = o->time_limit_s;
+    c->grad_reduce = o->grad_reduce;
 }
 
 void bench_config_model(BenchConfig *c, const char *model, int image_size, int cpu)

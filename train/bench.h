@@ -58,6 +58,7 @@ typedef struct BenchConfig {
     Device device;
     int device_id;
     int gpus;                /* > 1: data parallel on this many GPUs, one rank each (bench_dist.c) */
+    DType grad_reduce;       /* with gpus > 1: the gradient all-reduce's type (--grad-reduce) */
     /* --soak */
     double soak_s;           /* run this long after warm-up */
     int soak_every;          /* a row every N steps; 0: every soak_interval_s */
@@ -67,7 +68,7 @@ typedef struct BenchConfig {
 /* ---- What came back for one config. r's strings point into the buffers. */
 typedef struct BenchRow {
     BenchResult r;
-    char model[32], precision[8], layout[8], mode[32], throttle[160], error[256];
+    char model[32], precision[8], layout[8], mode[48], throttle[160], error[256];
     double engine_peak_mem_bytes;   /* ctx->mem.peak (what ctrain asked for) */
     double elapsed_s;               /* wall time of the child */
     int recompute_every;            /* the config's recompute policy */

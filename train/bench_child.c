@@ -278,8 +278,9 @@ void bench_row_init(BenchRow *row, const BenchConfig *cfg)
     char rec[40] = "";
     if (cfg->recompute.every == 1) snprintf(rec, sizeof rec, " recompute-all");
     else if (cfg->recompute.every > 1) snprintf(rec, sizeof rec, " recompute-every:%d", cfg->recompute.every);
-    char dp[24] = "";   /* data parallel: "graph dp-x2" */
-    if (cfg->gpus > 1) snprintf(dp, sizeof dp, " dp-x%d", cfg->gpus);
+    char dp[24] = "";   /* data parallel: "graph dp-x2", "graph dp-x2-bf16" (--grad-reduce) */
+    if (cfg->gpus > 1)
+        snprintf(dp, sizeof dp, " dp-x%d%s", cfg->gpus, cfg->grad_reduce == DT_BF16 ? "-bf16" : "");
     snprintf(row->mode, sizeof row->mode, "%s%s%s",
              cfg->device == DEV_CPU ? "cpu" : cfg->graph ? "graph" : "eager", dp, rec);
     if (!strncmp(cfg->model, "resnet", 6)) snprintf(row->layout, sizeof row->layout, "nhwc");

@@ -7,6 +7,8 @@
  *                                 all-reduce makes every rank's step as long)
  *   total samples/s             = N x per-GPU
  *   efficiency                  = total / (N x the one-GPU samples/s)
+ *   reduce                      = the gradient all-reduce's type on the N
+ *                                 GPUs (--grad-reduce: f32, or bf16)
  * measured in the same call, so both sides see the same machine state.
  *
  * Processes: the bench parent forks a child per row as always; for an
@@ -104,13 +106,14 @@ int bench_scaling(BenchSession *s, const BenchConfig *cfgs, int n, int gpus)
     }
     printf("\nscaling on %d GPUs (data parallel over NCCL, the same batch per GPU; samples/s are "
            "medians of the timed steps)\n", gpus);
-    printf("%-11s %-4s %5s %4s %12s %14s %12s %11s\n", "model", "prec", "batch", "seq",
-           "1 GPU smp/s", "per GPU smp/s", "total smp/s", "efficiency");
+    printf("%-11s %-4s %5s %4s %6s %12s %14s %12s %11s\n", "model", "prec", "batch", "seq",
+           "reduce", "1 GPU smp/s", "per GPU smp/s", "total smp/s", "efficiency");
     for (int i = 0; i < n; i++) {
         const BenchRow *a = &one[i], *b = &many[i];
         char seq[16] = "-";
         if (a->r.seq > 0) snprintf(seq, sizeof seq, "%d", a->r.seq);
-        printf("%-11s %-4s %5d %4s ", a->model, a->precision, a->r.batch, seq);
+        printf("%-11s %-4s %5d %4s %6s ", a->model, a->precision, a->r.batch, seq,
+               dtype_name(cfgs[i].grad_reduce));
         if (a->error[0] || b->error[0]) {
             printf("%s\n", a->error[0] ? a->error : b->error);
             continue;

@@ -53,6 +53,7 @@ void bench_train_options(const BenchConfig *cfg, TrainOptions *o)
     o->device_id = cfg->device_id;
     o->steps = cfg->warmup + cfg->steps;
     o->workers = 1;
+    o->dist.grad_reduce = cfg->grad_reduce;
     /* the capture happens at the start of the last warm-up step, so every
      * timed step is a replay */
     o->graph = cfg->graph && cfg->warmup >= 2;

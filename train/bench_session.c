@@ -121,8 +121,10 @@ const char *bench_config_label(const BenchConfig *c, char *buf, size_t len)
     else if (c->image_size && c->image_size != 224) snprintf(extra, sizeof extra, " %dpx", c->image_size);
     if (c->recompute.every == 1) snprintf(rec, sizeof rec, " recompute all");
     else if (c->recompute.every > 1) snprintf(rec, sizeof rec, " recompute every:%d", c->recompute.every);
-    char gpus[24] = "";
-    if (c->gpus > 1) snprintf(gpus, sizeof gpus, " on %d GPUs", c->gpus);
+    char gpus[48] = "";
+    if (c->gpus > 1)
+        snprintf(gpus, sizeof gpus, " on %d GPUs%s", c->gpus,
+                 c->grad_reduce == DT_BF16 ? " (bf16 all-reduce)" : "");
     snprintf(buf, len, "%s %s bs %d%s%s%s", c->model, c->precision, c->batch, extra, rec, gpus);
     return buf;
 }

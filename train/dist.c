@@ -1,6 +1,13 @@
 /* dist.c — the data-parallel glue (design in dist.h): the launcher
  * decision, rank set-up, NCCL communicators, the gradient buckets'
- * all-reduces on their own stream, the loss average and the teardown. */
+ * all-reduces on their own stream, the loss average and the teardown.
+ *
+ * --grad-reduce bf16 (numerics in dist.h): a bf16 shadow of the whole
+ * gradient buffer, allocated once; per bucket
+ *   compute stream:  h[k] = bf16(g[k])             (cast_cuda, right when final)
+ *   comm stream:     h[k] = avg over ranks of h[k] (ncclBfloat16, ncclAvg)
+ *                    g[k] = f32(h[k])              (overwrite, not accumulate)
+ * all stream-ordered like the f32 path, so it is graph-capturable too. */
 #include "dist.h"
 
 #include <stdio.h>
@@ -11,6 +18,7 @@
 #include "../engine/log.h"
 #include "../engine/mem.h"
 #include "../engine/params.h"
+#include "../ops/elementwise.h"
 #include "dist_bucket.h"
 #include "dist_launch.h"
 #include "dist_rdzv.h"
@@ -18,6 +26,11 @@
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #include <nccl.h>
+#if !defined(NCCL_VERSION)
+#error "ctrain needs NCCL 2.10 or newer (ncclAvg, ncclBfloat16); install one, or make CUDA=0"
+#elif NCCL_VERSION_CODE < NCCL_VERSION(2, 10, 0)
+#error "ctrain needs NCCL 2.10 or newer (ncclAvg, ncclBfloat16); install one, or make CUDA=0"
+#endif
 #endif
 
 struct Dist {
@@ -33,6 +46,7 @@ struct Dist {
     cudaStream_t comm_stream;
     cudaEvent_t *bucket_ev;    /* [plan.n] gradients of bucket k written (compute stream) */
     cudaEvent_t done_ev;       /* every all-reduce of the step issued so far done (comm stream) */
+    uint16_t *shadow;          /* --grad-reduce bf16: [total] the gradients as sent; else NULL */
     float *scratch;            /* one device float for the barrier */
     DistWatchdog *wd;
 #endif
@@ -73,6 +87,9 @@ Dist *dist_setup(TrainOptions *o)
         if (o->dist.sync_bn)
             LOG_W("--sync-bn: this run has one process, so batch norm uses this GPU's batch "
                   "anyway");
+        if (o->dist.grad_reduce != DT_F32)
+            LOG_W("--grad-reduce %s: this run has one process, so no gradient is all-reduced",
+                  dtype_name(o->dist.grad_reduce));
         return NULL;
     }
     char pfx[32];
@@ -136,6 +153,27 @@ static void rendezvous(Dist *d, ncclUniqueId *id)
     }
 }
 
+/* "2.28.9" from ncclGetVersion's code (before 2.9 it was X*1000 + Y*100 + Z). */
+static const char *nccl_version_str(char *buf, size_t len, int v)
+{
+    if (v >= 10000) snprintf(buf, len, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+    else snprintf(buf, len, "%d.%d.%d", v / 1000, v / 100 % 10, v % 100);
+    return buf;
+}
+
+/* The NCCL this process loaded can be older than the header it was built
+ * with (LD_LIBRARY_PATH): bf16 all-reduces need 2.10. */
+static void check_nccl_for_options(const DistOptions *o)
+{
+    int v = 0;
+    char s[32];
+    NCCL_CHECK(ncclGetVersion(&v));
+    if (o->grad_reduce == DT_BF16 && v < NCCL_VERSION(2, 10, 0))
+        ct_fatal_hint("use NCCL 2.10 or newer (LD_LIBRARY_PATH may point at an old libnccl), "
+                      "or drop --grad-reduce bf16", "--grad-reduce bf16 needs NCCL 2.10 or newer "
+                      "(ncclBfloat16); this process loaded NCCL %s", nccl_version_str(s, sizeof s, v));
+}
+
 void dist_start(Dist *d, Ctx *c)
 {
     if (!d) return;
@@ -148,6 +186,7 @@ void dist_start(Dist *d, Ctx *c)
                       "CTRAIN_LOCAL_RANK / CUDA_VISIBLE_DEVICES)",
                       "local rank %d needs GPU %d, this machine shows %d", e->local_rank,
                       e->local_rank, n_dev);
+    check_nccl_for_options(&d->opt);
     d->ctx = c;
     d->wd = watchdog_start(e->rank, c->device_id, d->opt.timeout_s, 2.0 * d->opt.timeout_s);
     ncclUniqueId id;
@@ -185,17 +224,27 @@ static ncclDataType_t nccl_type(DType dt)
     }
 }
 
-/* GradReady's issue: bucket b's gradients are final on the compute stream. */
+/* GradReady's issue: bucket b's gradients are final on the compute stream.
+ * f32: averaged in place. bf16: rounded into the shadow on the compute
+ * stream, the shadow averaged, and the average written back over g. */
 static void issue_bucket(void *user, int b)
 {
     Dist *d = (Dist *)user;
     Ctx *c = d->ctx;
     const DistBucket *k = &d->plan.b[b];
+    size_t n = k->end - k->begin;
     float *g = d->tr->model->params.grad + k->begin;
+    void *buf = g;
+    ncclDataType_t type = ncclFloat;
+    if (d->shadow) {
+        buf = d->shadow + k->begin;
+        type = ncclBfloat16;
+        cast_cuda(buf, DT_BF16, g, DT_F32, n, 0, c->stream);
+    }
     CUDA_CHECK(cudaEventRecord(d->bucket_ev[b], c->stream));
     CUDA_CHECK(cudaStreamWaitEvent(d->comm_stream, d->bucket_ev[b], 0));
-    NCCL_CHECK(ncclAllReduce(g, g, k->end - k->begin, ncclFloat, ncclAvg, d->comm,
-                             d->comm_stream));
+    NCCL_CHECK(ncclAllReduce(buf, buf, n, type, ncclAvg, d->comm, d->comm_stream));
+    if (d->shadow) cast_cuda(g, DT_F32, buf, DT_BF16, n, 0, d->comm_stream);
 }
 
 void dist_attach(Dist *d, Trainer *t)
@@ -225,15 +274,18 @@ void dist_attach(Dist *d, Trainer *t)
     if (!d->bucket_ev) ct_fatal("out of host memory");
     for (int b = 0; b < d->plan.n; b++)
         CUDA_CHECK(cudaEventCreateWithFlags(&d->bucket_ev[b], cudaEventDisableTiming));
+    if (d->opt.grad_reduce == DT_BF16)
+        d->shadow = (uint16_t *)mem_alloc(c, ps->total * sizeof(uint16_t));
     d->hooked = d->opt.bucket_mb > 0;   /* 0: one all-reduce after backward, no overlap */
     d->attached = 1;
     int version = 0;
+    char vs[32];
     ncclGetVersion(&version);
-    LOG_I("data parallel: %d ranks (%s), NCCL %d.%d.%d; gradients in %d bucket%s of ~%g MB "
-          "all-reduced %s; batch norm %s; each rank a batch of %d", d->env.world,
-          dist_env_source_name(d->env.source), version / 10000, version / 100 % 100,
-          version % 100, d->plan.n, d->plan.n == 1 ? "" : "s", (double)d->opt.bucket_mb,
-          d->hooked ? "during backward" : "after backward",
+    LOG_I("data parallel: %d ranks (%s), NCCL %s; gradients in %d bucket%s of ~%g MB "
+          "all-reduced%s %s; batch norm %s; each rank a batch of %d", d->env.world,
+          dist_env_source_name(d->env.source), nccl_version_str(vs, sizeof vs, version),
+          d->plan.n, d->plan.n == 1 ? "" : "s", (double)d->opt.bucket_mb,
+          d->shadow ? " (bf16)" : "", d->hooked ? "during backward" : "after backward",
           d->opt.sync_bn ? "synchronized (--sync-bn)" : "per GPU", t->feed->batch);
     watchdog_mark(d->wd, c->stream);
 }
@@ -334,6 +386,7 @@ void dist_finish(Dist *d)
     NCCL_CHECK(ncclCommFinalize(d->comm));
     NCCL_CHECK(ncclCommDestroy(d->comm));
     mem_free(c, d->scratch, sizeof(float));
+    if (d->shadow) mem_free(c, d->shadow, d->tr->model->params.total * sizeof(uint16_t));
     for (int b = 0; b < d->plan.n; b++) CUDA_CHECK(cudaEventDestroy(d->bucket_ev[b]));
     free(d->bucket_ev);
     CUDA_CHECK(cudaEventDestroy(d->done_ev));

@@ -14,6 +14,14 @@ void dist_options_default(DistOptions *o)
     memset(o, 0, sizeof *o);
     o->bucket_mb = DIST_DEFAULT_BUCKET_MB;
     o->timeout_s = DIST_DEFAULT_TIMEOUT_S;
+    o->grad_reduce = DT_F32;
+}
+
+int dist_grad_reduce_parse(const char *s)
+{
+    if (!strcmp(s, "f32")) return DT_F32;
+    if (!strcmp(s, "bf16")) return DT_BF16;
+    return -1;
 }
 
 const char *dist_env_source_name(DistEnvSource s)

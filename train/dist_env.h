@@ -23,6 +23,7 @@
 #define CTRAIN_TRAIN_DIST_ENV_H
 
 #include <stddef.h>
+#include "../engine/dtype.h"
 
 #define DIST_DEFAULT_PORT 29500
 #define DIST_DEFAULT_BUCKET_MB 25.0f
@@ -34,9 +35,13 @@ typedef struct DistOptions {
     float bucket_mb;     /* --bucket-mb: gradient all-reduce bucket size (0: one, after backward) */
     int sync_bn;         /* --sync-bn: batch norm statistics over all GPUs */
     int timeout_s;       /* --dist-timeout: a rank stops when no progress for this long */
+    DType grad_reduce;   /* --grad-reduce: the gradient all-reduce's type, DT_F32 or DT_BF16
+                            (bf16: a shadow copy goes over NCCL, train/dist.h) */
 } DistOptions;
 
 void dist_options_default(DistOptions *o);
+/* "f32" -> DT_F32, "bf16" -> DT_BF16 (the values of --grad-reduce); -1 otherwise. */
+int dist_grad_reduce_parse(const char *s);
 
 typedef enum { DIST_ENV_NONE = 0, DIST_ENV_CTRAIN, DIST_ENV_OMPI } DistEnvSource;
 

@@ -107,6 +107,9 @@ void train_options_usage(const char *cmd)
            "  --bucket-mb X        gradient all-reduce bucket size in MB (default 25; 0: one\n"
            "                       all-reduce after backward, no overlap)\n"
            "  --sync-bn            batch norm statistics over all GPUs' batches (default: per GPU)\n"
+           "  --grad-reduce T      f32 | bf16: the gradient all-reduce's type (default f32; bf16\n"
+           "                       sends half the bytes, each rank's gradient rounded to bf16\n"
+           "                       before the average; the optimizer still sees f32)\n"
            "  --dist-timeout S     a rank stops when the GPUs make no progress for S seconds (60)\n"
            "other\n"
            "  --seed N             initialisation, shuffling and augmentation seed (default 42)\n"
@@ -223,6 +226,13 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
                 snprintf(msg, sizeof msg, "--head: '%s' is not mlm or cls", v);
                 opt_fail(cmd, msg);
             }
+        } else if (!strcmp(a, "--grad-reduce")) {
+            int t = dist_grad_reduce_parse(v);
+            if (t < 0) {
+                snprintf(msg, sizeof msg, "--grad-reduce: '%s' is not f32 or bf16", v);
+                opt_fail(cmd, msg);
+            }
+            o->dist.grad_reduce = (DType)t;
         } else if (!strcmp(a, "--precision")) {
             if (strcmp(v, "fp32") && strcmp(v, "tf32") && strcmp(v, "fp16") && strcmp(v, "bf16")) {
                 snprintf(msg, sizeof msg, "--precision: '%s' is not fp32, tf32, fp16 or bf16", v);

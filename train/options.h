@@ -53,7 +53,8 @@ typedef struct TrainOptions {
     HeadKind head;           /* --head mlm | cls */
     int vocab_size;          /* BERT: not a flag; the feed's vocabulary, set before model_build */
     float dropout;           /* --dropout: BERT hidden + attention dropout; < 0: the model's 0.1 */
-    DistOptions dist;        /* --gpus, --bucket-mb, --sync-bn, --dist-timeout (train/dist.h) */
+    DistOptions dist;        /* --gpus, --bucket-mb, --sync-bn, --dist-timeout, --grad-reduce
+                                (train/dist.h) */
 } TrainOptions;
 
 void train_options_default(TrainOptions *o);
