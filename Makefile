@@ -1,7 +1,8 @@
 # ctrain — one Makefile.
 #   make            build build/ctrain and the test programs
 #   make test       build, then run the CPU tests (ends with "N passed, N failed")
-#   make test-gpu   build, then run the GPU tests (needs a CUDA device)
+#   make test-gpu   build, then run the GPU tests (needs a CUDA device) and the
+#                   tokenizer parity with transformers (scripts/tokenizer_parity.py)
 #   make CUDA=0     CPU-only build, even where nvcc, cuDNN and cuBLAS exist
 #   make ARCH=90    build GPU code for one architecture only (faster dev builds)
 # The CUDA backend is built when nvcc, cuDNN, cuBLAS and NCCL are found (NCCL:
@@ -93,7 +94,7 @@ test-gpu: $(BIN) $(TEST_GPU_BINS)
 	@python3 scripts/torch_parity.py bert base 8 128 $(BUILD)/parity/bert-base || \
 	    echo "make test-gpu: could not write the transformers reference; the BERT parity test will fail"
 	@CTRAIN_PARITY_DIR=$(BUILD)/parity/resnet50 CTRAIN_BERT_PARITY_DIR=$(BUILD)/parity/bert-base \
-	    sh tests/run.sh $(TEST_GPU_BINS)
+	    CTRAIN_BIN=$(BIN) sh tests/run.sh $(TEST_GPU_BINS) scripts/tokenizer_parity.py
 
 # The quick start's main job: install what is missing, build, train.
 # The main job: the card's training throughput report (ctrain bench --help);

@@ -140,6 +140,46 @@ static void test_trace(void)
                strstr(out, "fp16 scale ok"), "exit %d: %s", st, out);
 }
 
+/* ctrain tokenize: ids and tokens per input line on a hand-made vocab;
+ * a line that is not UTF-8 is refused with its number. */
+static void test_tokenize(void)
+{
+    char dir[] = "/tmp/ctrain_tok_XXXXXX", vocab[128], text[128], bad[128], cmd[1024], out[4096];
+    if (!mkdtemp(dir)) {
+        check_true("tokenize.tmpdir", 0, "mkdtemp failed");
+        return;
+    }
+    snprintf(vocab, sizeof vocab, "%s/vocab.txt", dir);
+    snprintf(text, sizeof text, "%s/text.txt", dir);
+    snprintf(bad, sizeof bad, "%s/bad.txt", dir);
+    FILE *f = fopen(vocab, "w");
+    fputs("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nworld\n,\n!\nun\n##aff\n##able\n", f);
+    fclose(f);
+    f = fopen(text, "w");
+    fputs("H\xc3\xa9llo, WORLD!\nunaffable zzz\n\n", f);   /* "Héllo": accents stripped */
+    fclose(f);
+    f = fopen(bad, "w");
+    fputs("hello\nbad \xff byte\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s tokenize --vocab %s --in %s 2>&1", bin(), vocab, text);
+    int st = run(cmd, out, sizeof out);
+    check_true("tokenize.ids", st == 0 && strcmp(out, "5 7 6 8\n9 10 11 1\n\n") == 0,
+               "exit %d, got: %s", st, out);
+    snprintf(cmd, sizeof cmd, "%s tokenize --vocab %s --tokens < %s 2>&1", bin(), vocab, text);
+    st = run(cmd, out, sizeof out);
+    check_true("tokenize.tokens", st == 0 &&
+               strcmp(out, "hello , world !\nun ##aff ##able [UNK]\n\n") == 0,
+               "exit %d, got: %s", st, out);
+    char args[512];
+    snprintf(args, sizeof args, "tokenize --vocab %s --in %s", vocab, bad);
+    expect_error("tokenize.bad_utf8", args, "line 2: invalid UTF-8", "hint:");
+    expect_error("tokenize.no_vocab", "tokenize --in /dev/null", "tokenize needs --vocab", NULL);
+    unlink(vocab);
+    unlink(text);
+    unlink(bad);
+    rmdir(dir);
+}
+
 int main(void)
 {
     if (access(bin(), X_OK) != 0) {
@@ -148,6 +188,7 @@ int main(void)
         return 1;
     }
     test_bad_input();
+    test_tokenize();
     test_save_eval();
     test_trace();
     test_mlp_epoch();

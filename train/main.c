@@ -16,6 +16,7 @@ static void usage(void)
            "  report  merge bench JSON files into a markdown table and plots (ctrain report --help)\n"
            "  vocab   build a WordPiece vocabulary from a text corpus\n"
            "  shard   tokenize a corpus into a token shard for BERT pre-training\n"
+           "  tokenize print the WordPiece ids of each input line (ctrain tokenize --help)\n"
            "  info    the device, CUDA, cuDNN and cuBLAS versions\n"
            "  help    this text\n");
 }
@@ -34,6 +35,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "report")) return cmd_report(argc - 2, argv + 2);
     if (!strcmp(argv[1], "vocab")) return cmd_vocab(argc - 2, argv + 2);
     if (!strcmp(argv[1], "shard")) return cmd_shard(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "tokenize")) return cmd_tokenize(argc - 2, argv + 2);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 2, argv + 2);
     ct_fatal_hint("run 'ctrain help' for the list of commands", "unknown command '%s'", argv[1]);
 }

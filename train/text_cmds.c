@@ -1,6 +1,8 @@
-/* text_cmds.c — `ctrain vocab` (build a WordPiece vocabulary from a corpus)
- * and `ctrain shard` (tokenize a corpus once into a binary token shard that
- * masked-LM training reads: --data mlm:SHARD). */
+/* text_cmds.c — `ctrain vocab` (build a WordPiece vocabulary from a corpus),
+ * `ctrain shard` (tokenize a corpus once into a binary token shard that
+ * masked-LM training reads: --data mlm:SHARD) and `ctrain tokenize` (the
+ * ids of each input line, for checking the tokenizer against another one:
+ * scripts/tokenizer_parity.py compares it with transformers' BertTokenizer). */
 #include "train.h"
 
 #include <stdio.h>
@@ -100,5 +102,57 @@ int cmd_shard(int argc, char **argv)
         printf("; %llu held-out fortunes-cls entries left out", (unsigned long long)st.dropped);
     printf("\n");
     wordpiece_free(&wp);
+    return 0;
+}
+
+/* One line per input line: its ids (or tokens) separated by spaces, no
+ * [CLS]/[SEP]. A line that is not UTF-8 stops the run with its number. */
+int cmd_tokenize(int argc, char **argv)
+{
+    const char *vocab = NULL, *in = NULL;
+    int lower = 1, tokens = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--vocab")) vocab = arg_value(argc, argv, &i, "tokenize");
+        else if (!strcmp(argv[i], "--in")) in = arg_value(argc, argv, &i, "tokenize");
+        else if (!strcmp(argv[i], "--cased")) lower = 0;
+        else if (!strcmp(argv[i], "--tokens")) tokens = 1;
+        else if (!strcmp(argv[i], "--help")) {
+            printf("usage: ctrain tokenize --vocab vocab.txt [--in FILE] [--cased] [--tokens]\n"
+                   "  prints, for each line of FILE (default: standard input), its WordPiece\n"
+                   "  ids (--tokens: the tokens) separated by spaces, without [CLS]/[SEP];\n"
+                   "  --cased keeps case and accents (a cased vocab)\n");
+            return 0;
+        } else ct_fatal_hint("run 'ctrain tokenize --help'", "unknown option '%s'", argv[i]);
+    }
+    if (!vocab) ct_fatal_hint("run 'ctrain tokenize --help'", "tokenize needs --vocab");
+    FILE *f = in ? fopen(in, "rb") : stdin;
+    if (!f) ct_fatal_hint("check the --in path", "cannot open %s", in);
+    char err[512];
+    Wordpiece wp;
+    if (wordpiece_load(&wp, vocab, lower, err, sizeof err) != 0)
+        ct_fatal_hint("check the --vocab path (one token per line)", "%s", err);
+    WpIds ids = {0};
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long lineno = 0;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if (len > 0 && line[len - 1] == '\n') len--;
+        ids.n = 0;
+        if (wordpiece_encode(&wp, &ids, line, (size_t)len, err, sizeof err) != 0)
+            ct_fatal_hint("convert the input to UTF-8 (iconv -f latin1 -t utf-8)", "%s line %ld: %s",
+                          in ? in : "standard input", lineno, err);
+        for (size_t k = 0; k < ids.n; k++) {
+            if (k) putchar(' ');
+            if (tokens) fputs(wordpiece_token(&wp, ids.ids[k]), stdout);
+            else printf("%d", (int)ids.ids[k]);
+        }
+        putchar('\n');
+    }
+    free(line);
+    wpids_free(&ids);
+    wordpiece_free(&wp);
+    if (in) fclose(f);
     return 0;
 }

@@ -7,5 +7,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_vocab(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif
