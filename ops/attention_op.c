@@ -104,11 +104,13 @@ static void attention_backward(Ctx *c, Node *n)
  * probabilities), else cuBLASLt around the softmax kernel (f32: the fused
  * f32 kernel uses plain FMA and is slower than cuBLAS). CTRAIN_ATTN=fused
  * takes the fused kernels wherever they handle (dt, Dh), f32 included;
- * CTRAIN_ATTN=cublas always the cuBLASLt path. Read on every call: cheap
- * next to the op. */
-static int attn_use_fused(const Ctx *c, DType dt, size_t Dh)
+ * CTRAIN_ATTN=cublas always the cuBLASLt path. The fused kernels put the
+ * B H heads on the grid's y dimension (at most 65535): more heads than that
+ * (BERT-large from batch 4096) take the cuBLASLt path. Read on every call:
+ * cheap next to the op. */
+static int attn_use_fused(const Ctx *c, DType dt, size_t Dh, size_t BH)
 {
-    if (c->device != DEV_CUDA) return 0;
+    if (c->device != DEV_CUDA || BH > 65535) return 0;
     const char *e = getenv("CTRAIN_ATTN");
     if (!e || !*e) return attention_fa_tc_supports(c, dt, Dh);
     if (strcmp(e, "cublas") == 0) return 0;
@@ -213,7 +215,7 @@ Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask
 
     Tensor *q = attn_autocast_in(c, q0), *k = attn_autocast_in(c, k0), *v = attn_autocast_in(c, v0);
 #ifdef CTRAIN_CUDA
-    if (attn_use_fused(c, q->dtype, d.Dh)) {
+    if (attn_use_fused(c, q->dtype, d.Dh, d.B * d.H)) {
         Tensor *out = attn_fused_run(c, q, k, v, mask, dropout_p, seed, offset, d);
         tensor_release(q);
         tensor_release(k);

@@ -298,8 +298,9 @@ static int pick_result(const cudnnStatus_t *status, const cudnnDeterminism_t *de
 }
 
 /* The workspace a search may use: CONV_SEARCH_WS_BYTES, or
- * CTRAIN_CONV_SEARCH_WS_MB MiB (at most half the free memory), or the
- * shared workspace when that is larger already. */
+ * CTRAIN_CONV_SEARCH_WS_MB MiB (at most half the free memory, and half of
+ * what CTRAIN_MEM_LIMIT leaves), or the shared workspace when that is
+ * larger already. */
 static size_t search_ws_bytes(Ctx *c)
 {
     static size_t limit = 0;
@@ -311,6 +312,12 @@ static size_t search_ws_bytes(Ctx *c)
     size_t ws_bytes = limit, free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && ws_bytes > free_b / 2)
         ws_bytes = free_b / 2;
+    /* under CTRAIN_MEM_LIMIT the card is what the limit leaves, not what
+     * the device has free */
+    if (c->mem_limit) {
+        size_t left = c->mem_limit > c->mem.current ? c->mem_limit - c->mem.current : 0;
+        if (ws_bytes > left / 2) ws_bytes = left / 2;
+    }
     return ws_bytes > c->workspace_bytes ? ws_bytes : c->workspace_bytes;
 }
 

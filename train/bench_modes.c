@@ -69,7 +69,8 @@ static double predict_batch(const Search *se)
     if (se->capacity <= 0 || se->fit_b[0] <= 0 || se->fit_b[1] <= se->fit_b[0]) return 0;
     double slope = (se->fit_peak[1] - se->fit_peak[0]) / (se->fit_b[1] - se->fit_b[0]);
     if (!(slope > 0)) return 0;
-    return se->fit_b[1] + (se->capacity - se->fit_peak[1]) / slope;
+    double b = se->fit_b[1] + (se->capacity - se->fit_peak[1]) / slope;
+    return b < MAX_BATCH_LIMIT ? b : MAX_BATCH_LIMIT;   /* cast to int by the callers */
 }
 
 static int try_batch(BenchSession *s, BenchConfig *cfg, int batch, Search *se)
@@ -104,7 +105,7 @@ static int try_batch(BenchSession *s, BenchConfig *cfg, int batch, Search *se)
 
 /* Grow from start until a try fails: doubling, or once two fits give a
  * slope, straight to 2% under the predicted limit (2% over it when already
- * there). Then narrow the gap between the best fit and the smallest failure,
+ * there; doubling again when a fit lies past it). Then narrow the gap between the best fit and the smallest failure,
  * trying the predicted limit when it lies inside the gap, the middle
  * otherwise. */
 static void search_batch(BenchSession *s, BenchConfig *cfg, int start, double capacity, Search *se)
@@ -118,7 +119,7 @@ static void search_batch(BenchSession *s, BenchConfig *cfg, int start, double ca
         double pb = predict_batch(se);
         int g = granularity(b);
         int next = b * 2;
-        if (pb > 0) {
+        if (pb > b) {   /* (pb <= b: this batch fitted past the estimate; keep doubling) */
             next = (int)(0.98 * pb) / g * g;
             if (next < b + g) next = ((int)(1.02 * pb) + g - 1) / g * g;
             if (next < b + g) next = b + g;

@@ -222,6 +222,7 @@ void trainer_graph_free(Trainer *t)
     g->step_dev = NULL;
     g->rng_base = NULL;
     g->loss = NULL;
+    if (g->state == GRAPH_ON) g->state = GRAPH_OFF;   /* nothing left to replay */
 }
 
 #else /* CPU-only build */
