@@ -90,10 +90,37 @@
  *     64w+63), B H T^2 / 8 bytes (16 MiB at B 32, H 16, T 512); the dq and
  *     dk/dv kernels read their words from it instead of each drawing the
  *     mask again (Philox costs about as much as the matrix products here).
+ *   saved mask (keep_out / keep_in, the op under CTRAIN_ATTN_SAVE_MASK=1):
+ *     the forward also writes the bits it draws to a global buffer in the
+ *     backward's layout, and the backward reads that instead of drawing.
+ *     Tile n's bits are in keep[] anyway and a warp already holds its rows'
+ *     words in registers (kw): lane t = 0 of each quad stores words n of
+ *     rows g and g + 8, one 64-bit store per query row per key tile (16 MiB
+ *     a layer at T 512, next to the ~0.13 GB the forward moves). A block
+ *     whose keys are all masked returns before streaming tiles; it draws
+ *     its rows byte by byte (tc_keep_rows_store) so the buffer stays equal
+ *     to the backward's own draw.
  */
 #include "attention_fa_tc.cuh"
 
 namespace {
+
+/* Rows i0 .. i0+63 (< T) of the saved mask keep_out of head bh (all W words
+ * of each), drawn byte by byte as the backward's tc_keep_bits_kernel draws
+ * them: for a block that streams no tiles (every key masked). */
+__device__ void tc_keep_rows_store(uint64_t *keep_out, uint64_t bhT, int i0, int T, int W,
+                                   uint32_t thr, uint64_t seed, uint64_t offset)
+{
+    unsigned char *kb = reinterpret_cast<unsigned char *>(keep_out);
+    const size_t rb = (size_t)W * 8; /* bytes per row */
+    for (size_t x = threadIdx.x; x < TC_ROWS * rb; x += TC_THREADS) {
+        const int i = i0 + (int)(x / rb), col = (int)(x % rb) * 8;
+        if (i < T)
+            kb[(bhT + (uint64_t)i) * rb + x % rb] =
+                col < T ? (unsigned char)tc_keep8(bhT + (uint64_t)i, col, T, thr, seed, offset)
+                        : 0;
+    }
+}
 
 /* ---- forward ----
  * t = log2e (scale q k^T + mask - max mask);  online softmax over key tiles;
@@ -103,9 +130,9 @@ namespace {
  * than at 2 blocks with no spills, ops/NOTES.md), 2 at Dh 128. */
 template <typename E, int DH>
 __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
-    tc_fwd_kernel(E *out, float *lse, const E *q, const E *k, const E *v, const float *mask,
-                  float scale_log2, float sd, uint32_t thr, uint64_t seed, uint64_t offset,
-                  const uint64_t *rng_base, int H, int T)
+    tc_fwd_kernel(E *out, float *lse, uint64_t *keep_out, const E *q, const E *k, const E *v,
+                  const float *mask, float scale_log2, float sd, uint32_t thr, uint64_t seed,
+                  uint64_t offset, const uint64_t *rng_base, int H, int T)
 {
     using C = TcCfg<DH>;
     extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -123,10 +150,15 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     q += hoff; k += hoff; v += hoff; out += hoff;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
     const float mmax = tc_mask_max(mb, T, red);
+    const int ntiles = (T + TC_ROWS - 1) / TC_ROWS; /* = W, words per row of keep_out */
     if (mmax == -INFINITY) { /* every key masked: no distribution, out 0 */
         tc_zero_rows<E, DH>(out, i0, T);
         if (threadIdx.x < TC_ROWS && i0 + (int)threadIdx.x < T)
             lse[(size_t)bh * T + i0 + threadIdx.x] = -INFINITY;
+        /* the saved mask stays whole (the backward skips these rows, a
+         * comparison with the backward's own draw does not) */
+        if (keep_out)
+            tc_keep_rows_store(keep_out, (uint64_t)bh * T, i0, T, ntiles, thr, seed, offset);
         return;
     }
     /* per key tile: the mask column (log2 units, -inf past T) and the keep bits */
@@ -138,7 +170,6 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
         if (thr) tc_keep_tile(keep + buf * 64, (uint64_t)bh * T, i0, j0, T, thr, seed, offset);
     };
 
-    const int ntiles = (T + TC_ROWS - 1) / TC_ROWS;
     tc_load_tile<E, DH>(qs, q, i0, T);
     tc_load_tile<E, DH>(ks, k, 0, T);
     tc_load_tile<E, DH>(vs, v, 0, T);
@@ -214,6 +245,14 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
         if (thr) {
             kw[0] = keep[buf * 64 + warp * 16 + g];
             kw[1] = keep[buf * 64 + warp * 16 + g + 8];
+            /* the saved mask: word n of rows g and g + 8, one store each (lane t 0) */
+            if (keep_out && t == 0) {
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    const int i = i0 + warp * 16 + g + 8 * r;
+                    if (i < T) keep_out[((size_t)bh * T + i) * ntiles + n] = kw[r];
+                }
+            }
         }
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
@@ -279,16 +318,20 @@ extern "C" int attention_fa_tc_supports(const Ctx *c, DType dt, size_t Dh)
     return need + 64 <= (size_t)optin;
 }
 
-extern "C" void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, const void *q,
-                                             const void *k, const void *v, const float *mask,
-                                             DType dt, float p, uint64_t seed, uint64_t offset,
-                                             size_t B, size_t H, size_t T, size_t Dh)
+extern "C" void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, uint64_t *keep_out,
+                                             const void *q, const void *k, const void *v,
+                                             const float *mask, DType dt, float p, uint64_t seed,
+                                             uint64_t offset, size_t B, size_t H, size_t T,
+                                             size_t Dh)
 {
     const size_t BH = B * H;
     if (BH == 0 || T == 0) return;
     tc_check_sizes(B, H, T, "attention_fa_tc_forward_cuda");
     const float scale_log2 = TC_LOG2E / sqrtf((float)Dh), sd = dropout_scale(p);
     const uint32_t thr = tc_threshold(p);
+    if (!thr) keep_out = NULL; /* no dropout: no mask to save */
+    CT_ASSERT(!keep_out || is_aligned(keep_out, 8),
+              "attention_fa_tc_forward_cuda: keep_out %p is not 8-byte aligned", (void *)keep_out);
     tc_dispatch_lowp(dt, "attention_fa_tc_forward_cuda", [&](auto tag) {
         using E = decltype(tag);
         tc_dispatch_dh(Dh, "attention_fa_tc_forward_cuda", [&](auto dh) {
@@ -297,8 +340,8 @@ extern "C" void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, cons
             tc_smem_optin(tc_fwd_kernel<E, DH>, smem);
             const dim3 grid((unsigned)((T + TC_ROWS - 1) / TC_ROWS), (unsigned)BH);
             tc_fwd_kernel<E, DH><<<grid, TC_THREADS, smem, c->stream>>>(
-                (E *)out, lse, (const E *)q, (const E *)k, (const E *)v, mask, scale_log2, sd,
-                thr, seed, offset, c->rng_base, (int)H, (int)T);
+                (E *)out, lse, keep_out, (const E *)q, (const E *)k, (const E *)v, mask,
+                scale_log2, sd, thr, seed, offset, c->rng_base, (int)H, (int)T);
             CUDA_CHECK_LAUNCH();
         });
     });

@@ -1,6 +1,7 @@
 /* attention_fa_tc_bwd.cu — the backward of the tensor-core fused attention:
- * the dropout mask drawn once into a bit workspace, the dq kernel (a block
- * owns 64 query rows) and the dk/dv kernel (a block owns 64 key rows).
+ * the dropout mask drawn once into a bit workspace (or the forward's saved
+ * copy of it, keep_in), the dq kernel (a block owns 64 query rows) and the
+ * dk/dv kernel (a block owns 64 key rows).
  * Design, fragments and dropout: the top of ops/attention_fa_tc.cu;
  * contract: ops/attention_fused.h. */
 #include "attention_fa_tc.cuh"
@@ -374,10 +375,10 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
 extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *dv,
                                               const void *dout, const void *q, const void *k,
                                               const void *v, const float *lse, const float *D,
-                                              const float *mask, DType dt, float p,
-                                              uint64_t seed, uint64_t offset, size_t B, size_t H,
-                                              size_t T, size_t Dh, int accum_q, int accum_k,
-                                              int accum_v)
+                                              const float *mask, const uint64_t *keep_in,
+                                              DType dt, float p, uint64_t seed, uint64_t offset,
+                                              size_t B, size_t H, size_t T, size_t Dh,
+                                              int accum_q, int accum_k, int accum_v)
 {
     const size_t BH = B * H;
     if (BH == 0 || T == 0 || (!dq && !dk && !dv)) return;
@@ -385,15 +386,16 @@ extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *
     const float scale = 1.0f / sqrtf((float)Dh), scale_log2 = TC_LOG2E * scale;
     const float sd = dropout_scale(p);
     const uint32_t thr = tc_threshold(p);
-    /* the dropout mask, drawn once for both kernels (header comment) */
+    /* the dropout mask for both kernels (header comment): the forward's saved
+     * one when given, else drawn once here into a workspace */
     const int W = (int)((T + TC_ROWS - 1) / TC_ROWS);
-    const size_t kbytes = thr ? BH * T * (size_t)W * 8 : 0;
-    uint64_t *keepg = thr ? (uint64_t *)mem_alloc(c, kbytes) : NULL;
-    if (keepg) {
-        tc_keep_bits_kernel<<<grid_for(kbytes, 256, 1u << 20), 256, 0, c->stream>>>(
-            keepg, thr, seed, offset, c->rng_base, BH * T, (int)T, W);
-        CUDA_CHECK_LAUNCH();
-    }
+    const size_t kbytes = attention_keep_words(B, H, T) * 8;
+    uint64_t *drawn = thr && !keep_in ? (uint64_t *)mem_alloc(c, kbytes) : NULL;
+    if (drawn) attention_fa_tc_keep_bits_cuda(c, drawn, p, seed, offset, B, H, T);
+    const uint64_t *keepg = !thr ? NULL : keep_in ? keep_in : drawn;
+    CT_ASSERT(!keepg || is_aligned(keepg, 8),
+              "attention_fa_tc_backward_cuda: keep_in %p is not 8-byte aligned",
+              (const void *)keepg);
     tc_dispatch_lowp(dt, "attention_fa_tc_backward_cuda", [&](auto tag) {
         using E = decltype(tag);
         tc_dispatch_dh(Dh, "attention_fa_tc_backward_cuda", [&](auto dh) {
@@ -418,5 +420,17 @@ extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *
             }
         });
     });
-    if (keepg) mem_free(c, keepg, kbytes);
+    if (drawn) mem_free(c, drawn, kbytes);
+}
+
+extern "C" void attention_fa_tc_keep_bits_cuda(Ctx *c, uint64_t *keep, float p, uint64_t seed,
+                                               uint64_t offset, size_t B, size_t H, size_t T)
+{
+    const uint32_t thr = tc_threshold(p);
+    const size_t rows = B * H * T, kbytes = attention_keep_words(B, H, T) * 8;
+    if (!thr || rows == 0) return;
+    CT_ASSERT(T <= 0x7fffffff, "attention_fa_tc_keep_bits_cuda: T = %zu out of range", T);
+    tc_keep_bits_kernel<<<grid_for(kbytes, 256, 1u << 20), 256, 0, c->stream>>>(
+        keep, thr, seed, offset, c->rng_base, rows, (int)T, (int)((T + TC_ROWS - 1) / TC_ROWS));
+    CUDA_CHECK_LAUNCH();
 }

@@ -30,6 +30,8 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <initializer_list>
 #include <type_traits>
 
@@ -383,19 +385,44 @@ extern "C" int attention_fused_supports(DType dt, size_t Dh)
            (Dh == 32 || Dh == 64 || Dh == 128);
 }
 
-extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, const void *q,
-                                             const void *k, const void *v, const float *mask,
-                                             DType dt, float p, uint64_t seed, uint64_t offset,
-                                             size_t B, size_t H, size_t T, size_t Dh)
+static int fa_save_mask = -1; /* CTRAIN_ATTN_SAVE_MASK, -1: not read yet */
+
+extern "C" int attention_fused_save_mask(void)
+{
+    if (fa_save_mask < 0) {
+        const char *e = getenv("CTRAIN_ATTN_SAVE_MASK");
+        if (!e || !*e || strcmp(e, "0") == 0)
+            fa_save_mask = 0;
+        else if (strcmp(e, "1") == 0)
+            fa_save_mask = 1;
+        else
+            ct_fatal_hint("set CTRAIN_ATTN_SAVE_MASK=1 (the forward keeps the dropout mask for "
+                          "the backward: B H T^2 / 8 bytes a layer) or 0 / unset (the backward "
+                          "draws it again)",
+                          "attention: CTRAIN_ATTN_SAVE_MASK=%s is not 0 or 1", e);
+    }
+    return fa_save_mask;
+}
+
+extern "C" void attention_fused_save_mask_reread(void) { fa_save_mask = -1; }
+
+extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, uint64_t *keep_out,
+                                             const void *q, const void *k, const void *v,
+                                             const float *mask, DType dt, float p, uint64_t seed,
+                                             uint64_t offset, size_t B, size_t H, size_t T,
+                                             size_t Dh)
 {
     const size_t BH = B * H;
     if (BH == 0 || T == 0) return;
     if (attention_fa_tc_supports(c, dt, Dh) && fa_aligned16({out, q, k, v})) {
-        attention_fa_tc_forward_cuda(c, out, lse, q, k, v, mask, dt, p, seed, offset, B, H, T,
-                                     Dh);
+        attention_fa_tc_forward_cuda(c, out, lse, keep_out, q, k, v, mask, dt, p, seed, offset,
+                                     B, H, T, Dh);
         return;
     }
     fa_check_sizes(B, H, T, Dh, "attention_fused_forward_cuda");
+    /* the FMA kernel draws its bits per element; the saved mask (for a
+     * tensor-core backward) comes from the backward's own draw: same bits */
+    if (keep_out) attention_fa_tc_keep_bits_cuda(c, keep_out, p, seed, offset, B, H, T);
     const float scale = 1.0f / sqrtf((float)Dh), sd = dropout_scale(p);
     dispatch_float(dt, "attention_fused_forward_cuda", [&](auto tag) {
         using E = decltype(tag);
@@ -416,10 +443,10 @@ extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, cons
 extern "C" void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *dv,
                                               const void *dout, const void *q, const void *k,
                                               const void *v, const void *out, const float *lse,
-                                              const float *mask, DType dt, float p,
-                                              uint64_t seed, uint64_t offset, size_t B, size_t H,
-                                              size_t T, size_t Dh, int accum_q, int accum_k,
-                                              int accum_v)
+                                              const float *mask, const uint64_t *keep_in,
+                                              DType dt, float p, uint64_t seed, uint64_t offset,
+                                              size_t B, size_t H, size_t T, size_t Dh,
+                                              int accum_q, int accum_k, int accum_v)
 {
     const size_t BH = B * H, R = BH * T;
     if (BH == 0 || T == 0 || (!dq && !dk && !dv)) return;
@@ -434,8 +461,9 @@ extern "C" void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *
             D, (const E *)dout, (const E *)out, R, (int)Dh);
         CUDA_CHECK_LAUNCH();
         if (tc) {
-            attention_fa_tc_backward_cuda(c, dq, dk, dv, dout, q, k, v, lse, D, mask, dt, p, seed,
-                                          offset, B, H, T, Dh, accum_q, accum_k, accum_v);
+            attention_fa_tc_backward_cuda(c, dq, dk, dv, dout, q, k, v, lse, D, mask, keep_in,
+                                          dt, p, seed, offset, B, H, T, Dh, accum_q, accum_k,
+                                          accum_v);
             return;
         }
         fa_dispatch_dh(Dh, "attention_fused_backward_cuda", [&](auto dh) {

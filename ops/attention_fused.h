@@ -21,6 +21,8 @@
  *   sm_89. Selection (ops/attention_op.c): by default the tensor-core
  *   kernels wherever they apply, the cuBLASLt path elsewhere;
  *   CTRAIN_ATTN=fused forces these kernels (f32 FMA too), =cublas the other.
+ *   The saved dropout mask (keep_out / keep_in, CTRAIN_ATTN_SAVE_MASK=1)
+ *   is built and its tests written, not yet run on a GPU (ops/NOTES.md v2c).
  *
  * Same contract and math as ops/attention.h (read it first). Shape letters:
  * B batch, H heads, T tokens, Dh head width; q, k, v, out, dq, dk, dv
@@ -77,24 +79,49 @@
 extern "C" {
 #endif
 
+/* The saved dropout mask (keep_out / keep_in below): 64-bit words
+ * keep[B H T][W], W = ceil(T / 64); bit y of word w of flat query row
+ * r = (b H + h) T + i is keep_{i, 64 w + y} (0 for keys past T). B H T^2 / 8
+ * bytes, rounded up per row: 16 MiB at B 32, H 16, T 512. */
+static inline size_t attention_keep_words(size_t B, size_t H, size_t T)
+{
+    return B * H * T * ((T + 63) / 64);
+}
+
 #ifdef CTRAIN_CUDA
 /* 1 when the fused kernels handle this head width and dtype (Dh 32, 64, 128;
  * f32, f16, bf16); the op falls back to the cuBLASLt path otherwise. */
 int attention_fused_supports(DType dt, size_t Dh);
 
+/* 1 when CTRAIN_ATTN_SAVE_MASK=1: the op has the forward save the dropout
+ * mask for the backward (keep_out / keep_in; B H T^2 / 8 bytes a layer
+ * held from forward to backward, in return for the backward's draw of the
+ * mask). Default 0 (unset, empty or 0). Read once and cached;
+ * attention_fused_save_mask_reread drops the cache (tests). */
+int attention_fused_save_mask(void);
+void attention_fused_save_mask_reread(void);
+
 /* out [B,H,T,Dh] in dt; lse f32 [B,H,T] (kept for the backward; of the
- * shifted scores, above). Uses c->stream and c->rng_base; allocates nothing. */
-void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, const void *q, const void *k,
-                                  const void *v, const float *mask, DType dt, float p,
-                                  uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
-                                  size_t Dh);
+ * shifted scores, above); keep_out NULL, or attention_keep_words(B, H, T)
+ * words, 8-byte aligned, that receive the dropout mask the forward applied
+ * (written when p > 0 whichever kernel runs; untouched when p = 0). Uses
+ * c->stream and c->rng_base; allocates nothing. */
+void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, uint64_t *keep_out,
+                                  const void *q, const void *k, const void *v, const float *mask,
+                                  DType dt, float p, uint64_t seed, uint64_t offset, size_t B,
+                                  size_t H, size_t T, size_t Dh);
 /* dq, dk, dv may be NULL; accum flags 0 write, 1 add. out and lse are the
- * forward's. Temporary: D f32 [B,H,T] from mem_alloc. */
+ * forward's; keep_in NULL (the mask is drawn again from seed and offset),
+ * or the forward's keep_out for the same call: the tensor-core kernels then
+ * read it instead of drawing (the FMA kernels always draw: the same bits).
+ * Temporary: D f32 [B,H,T] from mem_alloc, and the mask (as keep_out) when
+ * the tensor-core kernels draw it. */
 void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, const void *dout,
                                    const void *q, const void *k, const void *v, const void *out,
-                                   const float *lse, const float *mask, DType dt, float p,
-                                   uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
-                                   size_t Dh, int accum_q, int accum_k, int accum_v);
+                                   const float *lse, const float *mask, const uint64_t *keep_in,
+                                   DType dt, float p, uint64_t seed, uint64_t offset, size_t B,
+                                   size_t H, size_t T, size_t Dh, int accum_q, int accum_k,
+                                   int accum_v);
 
 /* ---- the tensor-core kernels (ops/attention_fa_tc.cu) ----
  * Called by the two functions above when they apply; declared here for the
@@ -103,16 +130,22 @@ void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, const v
 /* 1 when dt is f16 / bf16, Dh is 32, 64 or 128, and c's device is sm_80+
  * with enough shared memory per block (sm_86 / sm_89: not for Dh 128). */
 int attention_fa_tc_supports(const Ctx *c, DType dt, size_t Dh);
-void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, const void *q, const void *k,
-                                  const void *v, const float *mask, DType dt, float p,
-                                  uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
-                                  size_t Dh);
+void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, uint64_t *keep_out,
+                                  const void *q, const void *k, const void *v, const float *mask,
+                                  DType dt, float p, uint64_t seed, uint64_t offset, size_t B,
+                                  size_t H, size_t T, size_t Dh);
 void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, const void *dout,
                                    const void *q, const void *k, const void *v,
                                    const float *lse, const float *D, const float *mask,
-                                   DType dt, float p, uint64_t seed, uint64_t offset, size_t B,
-                                   size_t H, size_t T, size_t Dh, int accum_q, int accum_k,
-                                   int accum_v);
+                                   const uint64_t *keep_in, DType dt, float p, uint64_t seed,
+                                   uint64_t offset, size_t B, size_t H, size_t T, size_t Dh,
+                                   int accum_q, int accum_k, int accum_v);
+/* keep (attention_keep_words(B, H, T) words) = the dropout mask of p, seed,
+ * offset (+ *c->rng_base when set), drawn by the backward's own kernel
+ * (ops/attention_fa_tc_bwd.cu); nothing when p = 0. Any sm, any dtype: the
+ * FMA forward fills keep_out with it. */
+void attention_fa_tc_keep_bits_cuda(Ctx *c, uint64_t *keep, float p, uint64_t seed,
+                                    uint64_t offset, size_t B, size_t H, size_t T);
 #endif
 
 #ifdef __cplusplus

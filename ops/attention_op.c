@@ -11,14 +11,17 @@
  * Transient: S in f32 and Pd during the forward, dPd/dS and Pd during the
  * backward (see ops/attention.cu).
  *
- * The math sits behind attn_forward_impl / attn_backward_impl. On CUDA,
- * CTRAIN_ATTN=fused selects the flash-style kernels of
- * ops/attention_fused.h instead (head widths 32, 64, 128; others fall back
- * to cublas; f16 / bf16 run on tensor cores, ops/attention_fa_tc.cu, f32 on
+ * The math sits behind attn_forward_impl / attn_backward_impl. On CUDA the
+ * flash-style kernels of ops/attention_fused.h run instead where they apply
+ * (attn_use_fused below: by default wherever the tensor-core kernels of
+ * ops/attention_fa_tc.cu run, f16 / bf16; CTRAIN_ATTN=fused also for f32 on
  * the FMA kernels): the node then saves q, k, v, out, the row log-sum-exp f32
  * [B, H, T] and the mask (the backward recomputes P from them), i.e.
- * B H T * 4 bytes in place of B H T^2 * 2. CTRAIN_ATTN=cublas (the default,
- * until the fused kernels are verified on a GPU) keeps the path above.
+ * B H T * 4 bytes in place of B H T^2 * 2. CTRAIN_ATTN=cublas keeps the
+ * path above. With dropout and CTRAIN_ATTN_SAVE_MASK=1 the fused node also
+ * keeps the forward's 1-bit dropout mask (B H T^2 / 8 bytes: 16 MiB a layer
+ * at BERT-large, B 32, T 512) and the backward reads it instead of drawing
+ * it again from (seed, offset); default off (ops/NOTES.md).
  */
 #include "attention.h"
 
@@ -123,11 +126,23 @@ static int attn_use_fused(const Ctx *c, DType dt, size_t Dh, size_t BH)
 /* forward (fused): out = dropout(softmax(q k^T / sqrt(Dh) + mask)) v, lse kept
  *   so P = exp(S - lse) per tile, dv = Pd^T dout, dS = P (dP - rowsum(dout out)),
  *      dq = scale dS k, dk = scale dS^T q   (ops/attention_fused.h) */
+/* With the saved dropout mask, lse and the mask share one u8 buffer (a node
+ * saves at most NODE_MAX_SAVED = 6 tensors: q, k, v, out, lse, mask):
+ * lse f32 [B, H, T] at byte 0, the mask's attention_keep_words(B, H, T)
+ * words at attn_keep_at (256-byte aligned). */
+static size_t attn_keep_at(AttnDims d)
+{
+    return (d.B * d.H * d.T * sizeof(float) + 255) / 256 * 256;
+}
+
 static void attention_fused_backward(Ctx *c, Node *n)
 {
     Tensor *dout = n->out->grad;
     Tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *out = n->saved[3];
     Tensor *lse = n->saved[4], *mask = n->i[6] ? n->saved[5] : NULL;
+    AttnDims d = {(size_t)n->i[2], (size_t)n->i[3], (size_t)n->i[4], (size_t)n->i[5]};
+    const uint64_t *keep = n->i[7] ? (const uint64_t *)((const char *)lse->data + attn_keep_at(d))
+                                   : NULL;
     int acc_q = 0, acc_k = 0, acc_v = 0;
     Tensor *dq = ad_grad_dst(c, n->in[0], &acc_q);
     Tensor *dk = ad_grad_dst(c, n->in[1], &acc_k);
@@ -136,24 +151,31 @@ static void attention_fused_backward(Ctx *c, Node *n)
     attention_fused_backward_cuda(c, dq ? dq->data : NULL, dk ? dk->data : NULL,
                                   dv ? dv->data : NULL, dout->data, q->data, k->data, v->data,
                                   out->data, (const float *)lse->data,
-                                  mask ? (const float *)mask->data : NULL, q->dtype, n->f[0],
-                                  (uint64_t)n->i[0], (uint64_t)n->i[1], (size_t)n->i[2],
-                                  (size_t)n->i[3], (size_t)n->i[4], (size_t)n->i[5], acc_q, acc_k,
-                                  acc_v);
+                                  mask ? (const float *)mask->data : NULL, keep, q->dtype,
+                                  n->f[0], (uint64_t)n->i[0], (uint64_t)n->i[1], d.B, d.H, d.T,
+                                  d.Dh, acc_q, acc_k, acc_v);
 }
 
-/* The fused forward and its node (saved: q, k, v, out, lse [, mask]). */
+/* The fused forward and its node (saved: q, k, v, out, lse [+ the dropout
+ * mask, CTRAIN_ATTN_SAVE_MASK=1] [, mask]). The dropout mask is saved only
+ * when a node is recorded (not in no-grad forwards: eval, the first pass of
+ * a recomputed segment, whose re-run draws the same bits from the same
+ * offset) and p > 0. */
 static Tensor *attn_fused_run(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask, float p,
                               uint64_t seed, uint64_t offset, AttnDims d)
 {
-    int64_t lshape[3] = {(int64_t)d.B, (int64_t)d.H, (int64_t)d.T};
-    Tensor *out = tensor_new_like(c, q, q->dtype);
-    Tensor *lse = tensor_new(c, DT_F32, 3, lshape);
-    attention_fused_forward_cuda(c, out->data, (float *)lse->data, q->data, k->data, v->data,
-                                 mask ? (const float *)mask->data : NULL, q->dtype, p, seed,
-                                 offset, d.B, d.H, d.T, d.Dh);
     Tensor *in[3] = {q, k, v};
-    if (ad_needs_grad(c, in, 3)) {
+    const int record = ad_needs_grad(c, in, 3);
+    const int save_keep = record && p > 0.0f && attention_fused_save_mask();
+    int64_t lshape[3] = {(int64_t)d.B, (int64_t)d.H, (int64_t)d.T};
+    int64_t lkbytes = (int64_t)(attn_keep_at(d) + attention_keep_words(d.B, d.H, d.T) * 8);
+    Tensor *out = tensor_new_like(c, q, q->dtype);
+    Tensor *lse = save_keep ? tensor_new(c, DT_U8, 1, &lkbytes) : tensor_new(c, DT_F32, 3, lshape);
+    uint64_t *keep = save_keep ? (uint64_t *)((char *)lse->data + attn_keep_at(d)) : NULL;
+    attention_fused_forward_cuda(c, out->data, (float *)lse->data, keep, q->data, k->data,
+                                 v->data, mask ? (const float *)mask->data : NULL, q->dtype, p,
+                                 seed, offset, d.B, d.H, d.T, d.Dh);
+    if (record) {
         Node *n = ad_record(c, "attention", attention_fused_backward, out, in, 3);
         n->f[0] = p;
         n->i[0] = (int64_t)seed;
@@ -161,6 +183,7 @@ static Tensor *attn_fused_run(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *m
         n->i[2] = (int64_t)d.B; n->i[3] = (int64_t)d.H;
         n->i[4] = (int64_t)d.T; n->i[5] = (int64_t)d.Dh;
         n->i[6] = mask != NULL;
+        n->i[7] = save_keep;
         ad_save(n, q);
         ad_save(n, k);
         ad_save(n, v);

@@ -11,6 +11,11 @@
  * launcher swaps the operands instead of transposing anything. Accumulation
  * is f32 always; `allow_tf32` lets f32 inputs use TF32 tensor cores.
  * Types: A and B share a type in {f32, f16, bf16}; C is that type or f32.
+ *
+ * matmul_cuda_bias also adds a bias vector in cuBLASLt's epilogue, before
+ * C is rounded to its type and without a second pass over C:
+ *   C[i][j] = op(A) op(B)[i][j] + bias[j]     (bias [N], alpha 1, beta 0)
+ * bias has C's type (cuBLASLt's rule for non-fp8, non-integer GEMMs).
  */
 #ifndef CTRAIN_OPS_MATMUL_H
 #define CTRAIN_OPS_MATMUL_H
@@ -42,6 +47,18 @@ void matmul_cuda(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
                  void *C, DType tc, const void *A, const void *B, DType tab,
                  int M, int N, int K, int transA, int transB, float alpha, float beta,
                  int batch, long long sA, long long sB, long long sC, int allow_tf32);
+
+/* C = op(A) op(B) with bias[j] added to every row of C in the GEMM's
+ * epilogue: alpha 1, beta 0, one matrix (batch 1); tbias must equal tc.
+ * Returns 1 when the bias is in C. Returns 0 when it is not, C holding
+ * op(A) op(B) alone for the caller to add the bias to: bias NULL, a matrix
+ * with one row or column (M, N or K = 1), or no cuBLASLt epilogue
+ * algorithm for this shape and these alignments. */
+int matmul_cuda_bias(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
+                     size_t workspace_bytes, cudaStream_t s,
+                     void *C, DType tc, const void *A, const void *B, DType tab,
+                     const void *bias, DType tbias, int M, int N, int K, int transA,
+                     int transB, int allow_tf32);
 #endif
 
 #ifdef __cplusplus

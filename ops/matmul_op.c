@@ -6,8 +6,16 @@
  *   dB = op_a(A)^T dY      (B stored N x K when transposed: dB = dY^T op_a(A))
  * Each is one more matmul with the transposes chosen so nothing is copied;
  * beta = 1 adds into a gradient that already holds something (accumulation).
+ *
+ * Linear on CUDA can add its bias in the GEMM's epilogue (matmul_cuda_bias)
+ * instead of a bias-add pass that reads and writes all of y again.
+ * CTRAIN_LINEAR_EPILOGUE=1 turns that on, =0 off; unset: off for now
+ * (LINEAR_EPILOGUE_DEFAULT, ops/NOTES.md: not yet measured on a GPU).
  */
 #include "ops.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #include "../engine/autograd.h"
 #include "cpu_f32.h"
@@ -40,6 +48,16 @@ static Tensor *autocast_in(Ctx *c, Tensor *x)
     if (c->autocast != DT_F32 && x->dtype == DT_F32) return op_cast(c, x, c->autocast);
     tensor_retain(x);
     return x;
+}
+
+/* t in type dt, unrecorded: the gradient reaches t's f32 buffer through the
+ * op that reads the result; a parameter's AMP working copy is returned as is. */
+static Tensor *cast_unrecorded(Ctx *c, Tensor *t, DType dt)
+{
+    int g = ad_set_grad(c, 0);
+    Tensor *r = op_cast(c, t, dt);
+    ad_set_grad(c, g);
+    return r;
 }
 
 typedef struct MMShape {
@@ -142,9 +160,54 @@ Tensor *op_matmul(Ctx *c, Tensor *a0, Tensor *b0, int ta, int tb)
 
 /* ---- linear ---- */
 
+/* The epilogue's default until it has been measured (ops/NOTES.md). */
+#define LINEAR_EPILOGUE_DEFAULT 0
+
+/* CTRAIN_LINEAR_EPILOGUE, read once: 1 adds Linear's bias in the GEMM. */
+static int linear_epilogue_wanted(void)
+{
+    static int wanted = -1;
+    if (wanted < 0) {
+        const char *s = getenv("CTRAIN_LINEAR_EPILOGUE");
+        if (!s || !*s)
+            wanted = LINEAR_EPILOGUE_DEFAULT;
+        else if (strcmp(s, "0") == 0 || strcmp(s, "1") == 0)
+            wanted = s[0] == '1';
+        else
+            ct_fatal_hint("set CTRAIN_LINEAR_EPILOGUE=1 (bias added in the GEMM's epilogue) or "
+                          "=0 (a separate bias add), or leave it unset",
+                          "CTRAIN_LINEAR_EPILOGUE=%s is not 0 or 1", s);
+    }
+    return wanted;
+}
+
+/* y = x wl^T, with the bias added in the GEMM's epilogue when that is on
+ * and cuBLASLt has an algorithm for it. Returns 1 when y holds the bias, 0
+ * when the caller must still add it. The epilogue takes a bias of y's type
+ * (ops/matmul_cuda.c): under autocast that is the parameter's AMP working
+ * copy when there is one (op_cast returns it), else a cast of Out elements,
+ * the same values the separate add would read. */
+static int linear_gemm(Ctx *c, Tensor *y, Tensor *x, Tensor *wl, Tensor *bias, int R, int Out,
+                       int In)
+{
+    if (bias && c->device == DEV_CUDA && linear_epilogue_wanted()) {
+#ifdef CTRAIN_CUDA
+        Tensor *bl = cast_unrecorded(c, bias, y->dtype);
+        int fused = matmul_cuda_bias(c->lt, c->mm_cache, c->workspace, c->workspace_bytes,
+                                     c->stream, y->data, y->dtype, x->data, wl->data, x->dtype,
+                                     bl->data, bl->dtype, R, Out, In, 0, 1, c->allow_tf32);
+        tensor_release(bl);   /* stream-ordered free: after the GEMM has read it */
+        return fused;
+#endif
+    }
+    mm_run(c, y, x, wl, R, Out, In, 0, 1, 0.0f, 1, 0, 0, 0);
+    return 0;
+}
+
 /* forward: y = x w^T + bias     (x [R, in], w [out, in])
  * so   dx = dy w,   dw += dy^T x   (f32, into the gradient buffer),
- *      dbias += sum_r dy[r] */
+ *      dbias += sum_r dy[r]
+ * (the same whether the forward added the bias in the epilogue or not) */
 static void linear_backward(Ctx *c, Node *n)
 {
     Tensor *dy = n->out->grad, *x = n->saved[0], *wl = n->saved[1];
@@ -185,19 +248,14 @@ Tensor *op_linear(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias)
                  tensor_desc(dw, 96, w0));
     Tensor *x = autocast_in(c, x0);
     /* the weight is read in x's type; its gradient lands in f32 in the buffer */
-    Tensor *wl;
-    {
-        int g = ad_set_grad(c, 0);
-        wl = op_cast(c, w0, x->dtype);
-        ad_set_grad(c, g);
-    }
+    Tensor *wl = cast_unrecorded(c, w0, x->dtype);
     int R = (int)tensor_rows(x), In = (int)w0->shape[1], Out = (int)w0->shape[0];
     int64_t shape[CT_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = Out;
     Tensor *y = tensor_new(c, x->dtype, x->ndim, shape);
-    mm_run(c, y, x, wl, R, Out, In, 0, 1, 0.0f, 1, 0, 0, 0);
-    if (bias) {
+    int fused = linear_gemm(c, y, x, wl, bias, R, Out, In);
+    if (bias && !fused) {
         int g = ad_set_grad(c, 0);
         Tensor *yb = op_bias_add(c, y, bias);
         ad_set_grad(c, g);

@@ -43,16 +43,7 @@
 #include "check.h"
 #include "gpu_util.h"
 
-typedef struct {
-    const char *name;
-    DType dt;
-    int tf32;
-} Setting;
-
-static const Setting settings[] = {
-    {"f32", DT_F32, 0}, {"f32+tf32", DT_F32, 1}, {"f16", DT_F16, 0}, {"bf16", DT_BF16, 0},
-};
-#define NSETTINGS (sizeof settings / sizeof settings[0])
+#define NSETTINGS (sizeof gpu_settings / sizeof gpu_settings[0])
 
 typedef struct {
     const char *name;
@@ -94,7 +85,7 @@ static float *hcopy_q(const float *src, size_t n, DType dt)
 /* Compare got with ref by the setting's rule (see the top of the file);
  * L = products per element. */
 static void expect_host(const char *name, const float *got, const float *ref, size_t n,
-                        const Setting *st, double L)
+                        const GpuSetting *st, double L)
 {
     if (st->dt == DT_F32 && !st->tf32) check_close(name, got, ref, n, 3e-5 * sqrt(L), 1e-4);
     else check_rel_norm(name, got, ref, n, st->tf32 ? 3e-3 : 1e-2);
@@ -102,7 +93,7 @@ static void expect_host(const char *name, const float *got, const float *ref, si
 
 /* The same for d, n elements of type `stored` on the device. */
 static void expect(const char *name, const void *d, DType stored, const float *ref, size_t n,
-                   const Setting *st, double L)
+                   const GpuSetting *st, double L)
 {
     float *got = malloc(n * sizeof(float));
     gpu_download(got, d, n, stored);
@@ -122,7 +113,7 @@ static void run_shape(Ctx *c, const Shape *h, const char *tag)
     float *x0 = hrand_unit(nx), *w0 = hrand_unit(nw), *g0 = hrand_unit(ny), *dxa = hrand_unit(nx), *dwa = hrand_unit(nw);
     char name[160];
     for (size_t k = 0; k < NSETTINGS; k++) {
-        const Setting *st = &settings[k];
+        const GpuSetting *st = &gpu_settings[k];
         DType dt = st->dt;
         c->allow_tf32 = st->tf32;
         float *x = hcopy_q(x0, nx, dt), *w = hcopy_q(w0, nw, dt), *g = hcopy_q(g0, ny, dt);
@@ -298,12 +289,12 @@ static void run_chunked(Ctx *c, const Shape *h, Conv2dPadMode pad, const char *t
                          (size_t)s.K * s.R * s.S * s.C};
     const double L[3] = {(double)s.R * s.S * s.C, (double)s.K * s.R * s.S,
                          (double)s.N * s.P * s.Q};
-    const Setting *sets[3] = {&settings[0], &settings[2], &settings[3]}; /* f32, f16, bf16 */
+    const GpuSetting *sets[3] = {&gpu_settings[0], &gpu_settings[2], &gpu_settings[3]}; /* f32, f16, bf16 */
     float *x0 = hrand_unit(n[1]), *w0 = hrand_unit(n[2]), *g0 = hrand_unit(n[0]);
     float *pre0[3] = {NULL, hrand_unit(n[1]), hrand_unit(n[2])};
     char name[192];
     for (int k = 0; k < 3; k++) {
-        const Setting *st = sets[k];
+        const GpuSetting *st = sets[k];
         const DType dt = st->dt;
         float *x = hcopy_q(x0, n[1], dt), *w = hcopy_q(w0, n[2], dt), *g = hcopy_q(g0, n[0], dt);
         float *pre[3] = {NULL, hcopy_q(pre0[1], n[1], dt), hcopy_q(pre0[2], n[2], dt)};

@@ -8,7 +8,8 @@
  *
  *   run:  make -j2 ARCH=90 build/tests/gpu_flash_attn && build/tests/gpu_flash_attn
  *         (CHECK_VERBOSE=1 prints every check and each relative error)
- *   time: CTRAIN_FLASH_BENCH=1 build/tests/gpu_flash_attn   (JSON lines, fused vs cublas)
+ *   time: CTRAIN_FLASH_BENCH=1 build/tests/gpu_flash_attn   (JSON lines, fused vs cublas,
+ *         fused with the saved dropout mask: "save_mask":1)
  *
  * What it checks:
  *   - out, dq, dk, dv element by element against the CPU reference (double
@@ -33,7 +34,15 @@
  *     backward captured once with rng_base, replayed with two base values,
  *     equal bit for bit to eager runs at the matching offsets;
  *   - the tensor op with CTRAIN_ATTN=fused against CTRAIN_ATTN=cublas
- *     through autograd (f32, bf16 and f16 autocast), and all memory returned.
+ *     through autograd (f32, bf16 and f16 autocast), and all memory returned;
+ *   - the saved dropout mask (keep_out / keep_in): forward + backward with
+ *     it = without it, bit for bit (out, lse, dq, dk, dv; T 17, 64, 130,
+ *     512, Dh 64 / 128, p 0.1 and 0, padded masks, the FMA forward before
+ *     either backward); the saved words = the backward's own draw = the
+ *     host's Philox bits; p 0 leaves the buffer untouched; graph replay;
+ *     the op with CTRAIN_ATTN_SAVE_MASK=1 (also inside a recomputed
+ *     segment) = unset, bit for bit, holding exactly the mask's bytes more
+ *     from forward to backward, and all memory returned.
  *
  * Tolerances. For a sum of products computed with rounded operands the
  * forward error is bounded by c u sum |a| |b| (u the unit roundoff), so each
@@ -69,6 +78,7 @@
 #include "../engine/autograd.h"
 #include "../engine/mem.h"
 #include "../engine/philox.h"
+#include "../engine/recompute.h"
 #include "../ops/attention.h"
 #include "../ops/attention_fused.h"
 #include "../ops/dropout.h"
@@ -355,7 +365,7 @@ static void flash_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, size_t Dh
     float *d_lse = (float *)gpu_alloc_poison(nr, DT_F32);
     const float *dm = m ? d_mask : NULL;
     sync_all();
-    attention_fused_forward_cuda(g, d_out.p, d_lse, d_q.p, d_k.p, d_v.p, dm, dt, p, seed,
+    attention_fused_forward_cuda(g, d_out.p, d_lse, NULL, d_q.p, d_k.p, d_v.p, dm, dt, p, seed,
                                  offset, B, H, T, Dh);
     dbuf_down(out, d_out, n, dt);
     gpu_download(lse, d_lse, nr, DT_F32);
@@ -394,8 +404,8 @@ static void flash_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, size_t Dh
         for (int x = 0; x < 3; x++) d_g[x] = accum ? dbuf_up(g0, n, dt, mis) : dbuf_poison(n, dt, mis);
         sync_all();
         attention_fused_backward_cuda(g, d_g[0].p, d_g[1].p, d_g[2].p, d_do.p, d_q.p, d_k.p,
-                                      d_v.p, d_out.p, d_lse, dm, dt, p, seed, offset, B, H, T,
-                                      Dh, accum, accum, accum);
+                                      d_v.p, d_out.p, d_lse, dm, NULL, dt, p, seed, offset, B, H,
+                                      T, Dh, accum, accum, accum);
         for (int x = 0; x < 3; x++) {
             float *r = ref[x];
             if (accum) {
@@ -418,8 +428,8 @@ static void flash_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, size_t Dh
         ptr[x] = d_one.p;
         sync_all();
         attention_fused_backward_cuda(g, ptr[0], ptr[1], ptr[2], d_do.p, d_q.p, d_k.p, d_v.p,
-                                      d_out.p, d_lse, dm, dt, p, seed, offset, B, H, T, Dh, 0, 0,
-                                      0);
+                                      d_out.p, d_lse, dm, NULL, dt, p, seed, offset, B, H, T, Dh,
+                                      0, 0, 0);
         dbuf_down(got, d_one, n, dt);
         snprintf(name, sizeof name, "gpu.flash.%s alone %s", gn[x], tag);
         check_elems(name, got, ref[x], mag[x], n, H, T, Dh, tol);
@@ -456,8 +466,8 @@ static void flash_dropout_bits_case(Ctx *g, DType dt, size_t B, size_t H, size_t
     void *d_out = gpu_alloc_poison(n, dt), *d_out2 = gpu_alloc_poison(n, dt);
     float *d_lse = (float *)gpu_alloc_poison(B * H * T, DT_F32);
     sync_all();
-    attention_fused_forward_cuda(g, d_out, d_lse, d_q, d_k, d_v, NULL, dt, p, seed, offset, B, H,
-                                 T, Dh);
+    attention_fused_forward_cuda(g, d_out, d_lse, NULL, d_q, d_k, d_v, NULL, dt, p, seed, offset,
+                                 B, H, T, Dh);
     gpu_download(out, d_out, n, dt);
     size_t bad = 0, checked = 0, first = np;
     for (size_t bh = 0; bh < B * H; bh++)
@@ -482,7 +492,7 @@ static void flash_dropout_bits_case(Ctx *g, DType dt, size_t B, size_t H, size_t
     sync_all();
     const uint64_t *saved = g->rng_base;
     g->rng_base = d_base;
-    attention_fused_forward_cuda(g, d_out2, d_lse, d_q, d_k, d_v, NULL, dt, p, seed,
+    attention_fused_forward_cuda(g, d_out2, d_lse, NULL, d_q, d_k, d_v, NULL, dt, p, seed,
                                  offset - base, B, H, T, Dh);
     g->rng_base = saved;
     gpu_download(out2, d_out2, n, dt);
@@ -497,16 +507,18 @@ static void flash_dropout_bits_case(Ctx *g, DType dt, size_t B, size_t H, size_t
 typedef struct FbBufs {
     void *q, *k, *v, *dout, *out, *dq, *dk, *dv;
     float *lse, *mask;
+    uint64_t *keep; /* NULL, or the saved dropout mask: keep_out, then keep_in */
 } FbBufs;
 
 /* forward + backward on the context's stream (capturable: no host sync) */
 static void fb_run(Ctx *g, FbBufs *b, DType dt, float p, uint64_t seed, uint64_t offset,
                    size_t B, size_t H, size_t T, size_t Dh)
 {
-    attention_fused_forward_cuda(g, b->out, b->lse, b->q, b->k, b->v, b->mask, dt, p, seed,
-                                 offset, B, H, T, Dh);
+    attention_fused_forward_cuda(g, b->out, b->lse, b->keep, b->q, b->k, b->v, b->mask, dt, p,
+                                 seed, offset, B, H, T, Dh);
     attention_fused_backward_cuda(g, b->dq, b->dk, b->dv, b->dout, b->q, b->k, b->v, b->out,
-                                  b->lse, b->mask, dt, p, seed, offset, B, H, T, Dh, 0, 0, 0);
+                                  b->lse, b->mask, b->keep, dt, p, seed, offset, B, H, T, Dh, 0,
+                                  0, 0);
 }
 
 /* the raw bytes of out, lse, dq, dk, dv, concatenated */
@@ -544,6 +556,7 @@ static void flash_graph_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, siz
     b.dk = gpu_alloc_poison(n, dt); b.dv = gpu_alloc_poison(n, dt);
     b.lse = (float *)gpu_alloc_poison(nr, DT_F32);
     b.mask = (float *)gpu_upload(mask, B * T, DT_F32);
+    b.keep = NULL;
     uint64_t *d_base = (uint64_t *)gpu_upload_raw(&base1, sizeof base1);
     size_t len = 0;
     sync_all();
@@ -558,33 +571,146 @@ static void flash_graph_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, siz
     snprintf(name, sizeof name, "gpu.flash.deterministic (two runs bit-identical) %s", tag);
     check_true(name, memcmp(e1, e1b, len) == 0, "two eager runs differ");
 
-    /* captured once with the device base, replayed with base1 and base2 */
-    cudaGraph_t gr;
-    cudaGraphExec_t ex;
-    const uint64_t *saved = g->rng_base;
-    g->rng_base = d_base;
-    ctx_sync(g);
-    CUDA_CHECK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeGlobal));
-    fb_run(g, &b, dt, p, seed, offset, B, H, T, Dh);
-    CUDA_CHECK(cudaStreamEndCapture(g->stream, &gr));
-    g->rng_base = saved;
-    CUDA_CHECK(cudaGraphInstantiate(&ex, gr, 0));
-    CUDA_CHECK(cudaGraphLaunch(ex, g->stream));
-    unsigned char *g1 = fb_bytes(&b, n, nr, dt, &len);
-    CUDA_CHECK(cudaMemcpy(d_base, &base2, sizeof base2, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaGraphLaunch(ex, g->stream));
-    unsigned char *g2 = fb_bytes(&b, n, nr, dt, &len);
-    CUDA_CHECK(cudaGraphExecDestroy(ex));
-    CUDA_CHECK(cudaGraphDestroy(gr));
-    snprintf(name, sizeof name, "gpu.flash.graph replay = eager, rng_base 1 %s", tag);
-    check_true(name, memcmp(g1, e1, len) == 0, "replay differs from the eager run");
-    snprintf(name, sizeof name, "gpu.flash.graph replay = eager, rng_base 2 %s", tag);
-    check_true(name, memcmp(g2, e2, len) == 0 && (p == 0.0f || memcmp(e1, e2, len) != 0),
-               "replay with the second base differs from its eager run, or p > 0 and both "
-               "bases gave the same mask");
+    /* captured once with the device base, replayed with base1 and base2;
+     * then again with the saved dropout mask (forward writes it, backward
+     * reads it: the same bytes as the eager runs without it) */
+    const size_t kw = attention_keep_words(B, H, T);
+    uint64_t *d_keep = (uint64_t *)gpu_alloc_poison(kw, DT_I64);
+    for (int save = 0; save <= 1; save++) {
+        cudaGraph_t gr;
+        cudaGraphExec_t ex;
+        const uint64_t *saved = g->rng_base;
+        b.keep = save ? d_keep : NULL;
+        CUDA_CHECK(cudaMemcpy(d_base, &base1, sizeof base1, cudaMemcpyHostToDevice));
+        g->rng_base = d_base;
+        ctx_sync(g);
+        CUDA_CHECK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeGlobal));
+        fb_run(g, &b, dt, p, seed, offset, B, H, T, Dh);
+        CUDA_CHECK(cudaStreamEndCapture(g->stream, &gr));
+        g->rng_base = saved;
+        CUDA_CHECK(cudaGraphInstantiate(&ex, gr, 0));
+        CUDA_CHECK(cudaGraphLaunch(ex, g->stream));
+        unsigned char *g1 = fb_bytes(&b, n, nr, dt, &len);
+        CUDA_CHECK(cudaMemcpy(d_base, &base2, sizeof base2, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaGraphLaunch(ex, g->stream));
+        unsigned char *g2 = fb_bytes(&b, n, nr, dt, &len);
+        CUDA_CHECK(cudaGraphExecDestroy(ex));
+        CUDA_CHECK(cudaGraphDestroy(gr));
+        const char *how = save ? " saved mask" : "";
+        snprintf(name, sizeof name, "gpu.flash.graph replay = eager, rng_base 1%s %s", how, tag);
+        check_true(name, memcmp(g1, e1, len) == 0, "replay differs from the eager run");
+        snprintf(name, sizeof name, "gpu.flash.graph replay = eager, rng_base 2%s %s", how, tag);
+        check_true(name, memcmp(g2, e2, len) == 0 && (p == 0.0f || memcmp(e1, e2, len) != 0),
+                   "replay with the second base differs from its eager run, or p > 0 and both "
+                   "bases gave the same mask");
+        free(g1);
+        free(g2);
+    }
     dfree(b.q); dfree(b.k); dfree(b.v); dfree(b.dout); dfree(b.out); dfree(b.dq);
-    dfree(b.dk); dfree(b.dv); dfree(b.lse); dfree(b.mask); dfree(d_base);
-    free(h); free(mask); free(e1); free(e1b); free(e2); free(g1); free(g2);
+    dfree(b.dk); dfree(b.dv); dfree(b.lse); dfree(b.mask); dfree(d_base); dfree(d_keep);
+    free(h); free(mask); free(e1); free(e1b); free(e2);
+}
+
+/* ---- the saved dropout mask (keep_out / keep_in) ---- */
+
+/* The saved mask on the host: word w of flat query row r, bit y = the
+ * Philox keep bit of key 64 w + y (0 past T), drawn as the CPU reference
+ * draws it. */
+static uint64_t *keep_words_ref(float p, uint64_t seed, uint64_t offset, size_t B, size_t H,
+                                size_t T)
+{
+    const size_t W = (T + 63) / 64, rows = B * H * T;
+    uint64_t *w = (uint64_t *)calloc(rows * W, sizeof(uint64_t));
+#pragma omp parallel for if (rows * T >= 65536)
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < T; j++)
+            if (philox_uniform(seed, offset, r * T + j) >= p) w[r * W + j / 64] |= 1ull << (j % 64);
+    return w;
+}
+
+/* Forward + backward with the saved mask (forward writes keep_out, backward
+ * reads it as keep_in) against both drawing their own bits: out, lse, dq,
+ * dk, dv the same bytes; the saved mask = the backward's own draw
+ * (attention_fa_tc_keep_bits_cuda) = the host's Philox bits; p 0: the
+ * buffer untouched. mis: 0 every pointer aligned (tensor cores both ways),
+ * 1 every pointer off (FMA both ways), 2 only out off (FMA forward, whose
+ * keep_out comes from the bits kernel, then a tensor-core backward). */
+static void flash_save_mask_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, size_t Dh,
+                                 float p, int mask_mode, int mis)
+{
+    char name[384], tag[200];
+    const char *kf = mis ? "fma" : kernel_of(g, dt, Dh, 0);
+    const char *kb = kernel_of(g, dt, Dh, mis == 1);
+    snprintf(tag, sizeof tag, "[%s fwd, %s bwd] %s (%zu,%zu,%zu,%zu) p %g%s", kf, kb,
+             dtype_name(dt), B, H, T, Dh, (double)p, mask_name[mask_mode]);
+    const size_t n = B * H * T * Dh, nr = B * H * T, nw = attention_keep_words(B, H, T);
+    const uint64_t seed = g->seed, offset = 31337;
+    float *q = hrand(n, -2.0f, 2.0f, dt), *k = hrand(n, -2.0f, 2.0f, dt);
+    float *v = hrand(n, -1.0f, 1.0f, dt), *dout = hrand(n, -1.0f, 1.0f, dt);
+    float *mask = falloc(B * T);
+    make_mask(mask, B, T, mask_mode);
+    const int off = mis == 1;
+    DBuf d_q = dbuf_up(q, n, dt, off), d_k = dbuf_up(k, n, dt, off), d_v = dbuf_up(v, n, dt, off);
+    DBuf d_do = dbuf_up(dout, n, dt, off), d_out = dbuf_poison(n, dt, mis != 0);
+    DBuf d_dq = dbuf_poison(n, dt, off), d_dk = dbuf_poison(n, dt, off);
+    DBuf d_dv = dbuf_poison(n, dt, off);
+    float *d_mask = (float *)gpu_upload(mask, B * T, DT_F32);
+    float *d_lse = (float *)gpu_alloc_poison(nr, DT_F32);
+    uint64_t *d_keep = (uint64_t *)gpu_alloc_poison(nw, DT_I64);
+    FbBufs b = {d_q.p, d_k.p, d_v.p, d_do.p, d_out.p, d_dq.p, d_dk.p, d_dv.p, d_lse,
+                mask_mode == MASK_NONE ? NULL : d_mask, NULL};
+    size_t len = 0;
+    sync_all();
+    fb_run(g, &b, dt, p, seed, offset, B, H, T, Dh);
+    unsigned char *drawn = fb_bytes(&b, n, nr, dt, &len);
+    b.keep = d_keep;
+    fb_run(g, &b, dt, p, seed, offset, B, H, T, Dh);
+    unsigned char *saved = fb_bytes(&b, n, nr, dt, &len);
+    snprintf(name, sizeof name, "gpu.flash.save mask: out, lse, dq, dk, dv = drawing again %s",
+             tag);
+    check_true(name, memcmp(drawn, saved, len) == 0,
+               "the results differ in some byte (the saved bits are not the ones drawn)");
+
+    uint64_t *hk = (uint64_t *)malloc(nw * sizeof(uint64_t));
+    CUDA_CHECK(cudaMemcpy(hk, d_keep, nw * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+    if (p > 0.0f) {
+        uint64_t *d_bits = (uint64_t *)gpu_alloc_poison(nw, DT_I64);
+        uint64_t *hb = (uint64_t *)malloc(nw * sizeof(uint64_t));
+        attention_fa_tc_keep_bits_cuda(g, d_bits, p, seed, offset, B, H, T);
+        sync_all();
+        CUDA_CHECK(cudaMemcpy(hb, d_bits, nw * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+        uint64_t *ref = keep_words_ref(p, seed, offset, B, H, T);
+        size_t bad_b = 0, bad_r = 0, first = nw;
+        for (size_t x = 0; x < nw; x++) {
+            bad_b += hk[x] != hb[x];
+            bad_r += hk[x] != ref[x];
+            if (hk[x] != ref[x] && first == nw) first = x;
+        }
+        const size_t W = (T + 63) / 64;
+        snprintf(name, sizeof name, "gpu.flash.save mask: saved mask = the backward's draw %s",
+                 tag);
+        check_true(name, bad_b == 0, "%zu of %zu words differ", bad_b, nw);
+        snprintf(name, sizeof name, "gpu.flash.save mask: saved mask = Philox bits (host) %s",
+                 tag);
+        check_true(name, bad_r == 0,
+                   "%zu of %zu words differ; first: row %zu (head %zu, query %zu) word %zu: "
+                   "got %016llx want %016llx",
+                   bad_r, nw, first / W, first / W / T, first / W % T, first % W,
+                   first < nw ? (unsigned long long)hk[first] : 0ull,
+                   first < nw ? (unsigned long long)ref[first] : 0ull);
+        dfree(d_bits);
+        free(hb);
+        free(ref);
+    } else {
+        size_t touched = 0;
+        for (size_t x = 0; x < nw; x++) touched += hk[x] != ~0ull;
+        snprintf(name, sizeof name, "gpu.flash.save mask: p 0 leaves keep_out untouched %s", tag);
+        check_true(name, touched == 0, "%zu of %zu words written", touched, nw);
+    }
+    dbuf_free(d_q); dbuf_free(d_k); dbuf_free(d_v); dbuf_free(d_do); dbuf_free(d_out);
+    dbuf_free(d_dq); dbuf_free(d_dk); dbuf_free(d_dv);
+    dfree(d_mask); dfree(d_lse); dfree(d_keep);
+    free(q); free(k); free(v); free(dout); free(mask); free(drawn); free(saved); free(hk);
 }
 
 /* ---- the op: CTRAIN_ATTN=fused against CTRAIN_ATTN=cublas through autograd ---- */
@@ -602,13 +728,31 @@ static void cmp_tensors(const char *name, Tensor *got, Tensor *ref, double norm_
     free(a); free(b);
 }
 
-/* y = attention(q, k, v, mask) under `path`, then loss = sum(y * w) backward */
+/* A recomputed segment: y = attention(x, k, v, mask) */
+typedef struct AttnSeg {
+    Tensor *k, *v, *mask;
+    float p;
+} AttnSeg;
+
+static Tensor *attn_segment(Ctx *c, void *arg, Tensor *x)
+{
+    AttnSeg *s = (AttnSeg *)arg;
+    return op_attention(c, x, s->k, s->v, s->mask, s->p);
+}
+
+/* y = attention(q, k, v, mask) under `path` (as a recomputed segment when
+ * `recompute`), then loss = sum(y * w) backward. *held (when not NULL): the
+ * bytes the forward left allocated (out, the node's saved tensors). */
 static Tensor *op_run(Ctx *g, const char *path, Tensor *q, Tensor *k, Tensor *v, Tensor *m,
-                      const float *w, float p)
+                      const float *w, float p, int recompute, size_t *held)
 {
     setenv("CTRAIN_ATTN", path, 1);
     g->rng_offset = 4242;
-    Tensor *y = op_attention(g, q, k, v, m, p);
+    const size_t before = g->mem.current;
+    AttnSeg seg = {k, v, m, p};
+    Tensor *y = recompute ? recompute_segment(g, attn_segment, &seg, q)
+                          : op_attention(g, q, k, v, m, p);
+    if (held) *held = g->mem.current - before;
     Tensor *tw = tensor_from_f32(g, w, y->dtype, y->ndim, y->shape);
     Tensor *prod = op_mul(g, y, tw);
     Tensor *loss = op_sum(g, prod);
@@ -620,30 +764,64 @@ static Tensor *op_run(Ctx *g, const char *path, Tensor *q, Tensor *k, Tensor *v,
     return y;
 }
 
+/* The op tests' inputs on the host: q, k, v, the loss weights w, and the
+ * mask (batch 0 unpadded, the others padded over their last third). */
+typedef struct OpIn {
+    int64_t qs[4], ms[2];
+    float *q, *k, *v, *w, *mask;
+} OpIn;
+
+static OpIn opin_make(size_t B, size_t H, size_t T, size_t Dh)
+{
+    OpIn in = {{(int64_t)B, (int64_t)H, (int64_t)T, (int64_t)Dh}, {(int64_t)B, (int64_t)T},
+               NULL, NULL, NULL, NULL, NULL};
+    const size_t n = B * H * T * Dh;
+    in.q = falloc(n); in.k = falloc(n); in.v = falloc(n); in.w = falloc(n);
+    in.mask = falloc(B * T);
+    check_fill(in.q, n, -2, 2);
+    check_fill(in.k, n, -2, 2);
+    check_fill(in.v, n, -1, 1);
+    check_fill(in.w, n, -1, 1);
+    for (size_t i = 0; i < B * T; i++)
+        in.mask[i] = i >= T && i % T >= 2 * T / 3 ? -10000.0f : 0.0f;
+    return in;
+}
+
+/* t = fresh f32 tensors q, k, v (requiring grad) and mask */
+static void opin_tensors(Ctx *g, const OpIn *in, Tensor *t[4])
+{
+    t[0] = tensor_from_f32(g, in->q, DT_F32, 4, in->qs);
+    t[1] = tensor_from_f32(g, in->k, DT_F32, 4, in->qs);
+    t[2] = tensor_from_f32(g, in->v, DT_F32, 4, in->qs);
+    t[3] = tensor_from_f32(g, in->mask, DT_F32, 2, in->ms);
+    for (int i = 0; i < 3; i++) t[i]->requires_grad = 1;
+}
+
+/* Releases the runs' outputs and inputs and the host inputs; the context
+ * must then hold what it held at base. */
+static void opin_done(Ctx *g, OpIn *in, Tensor **y, Tensor *(*t)[4], int runs, size_t base,
+                      const char *name)
+{
+    for (int f = 0; f < runs; f++) {
+        tensor_release(y[f]);
+        for (int i = 0; i < 4; i++) tensor_release(t[f][i]);
+    }
+    ctx_sync(g);
+    check_true(name, g->mem.current == base, "%zu bytes held (base %zu)", g->mem.current, base);
+    free(in->q); free(in->k); free(in->v); free(in->w); free(in->mask);
+}
+
 /* autocast: DT_F32 (off), DT_BF16 or DT_F16 */
 static void flash_op_case(Ctx *g, DType autocast, size_t B, size_t H, size_t T, size_t Dh)
 {
-    const int64_t qs[4] = {(int64_t)B, (int64_t)H, (int64_t)T, (int64_t)Dh};
-    const int64_t ms[2] = {(int64_t)B, (int64_t)T};
-    const size_t n = B * H * T * Dh;
-    float *a = falloc(n), *b = falloc(n), *c3 = falloc(n), *w = falloc(n), *mask = falloc(B * T);
-    check_fill(a, n, -2, 2);
-    check_fill(b, n, -2, 2);
-    check_fill(c3, n, -1, 1);
-    check_fill(w, n, -1, 1);
-    /* batch 0 unpadded, the others padded over their last third */
-    for (size_t i = 0; i < B * T; i++) mask[i] = i >= T && i % T >= 2 * T / 3 ? -10000.0f : 0.0f;
-    size_t base = g->mem.current;
+    OpIn in = opin_make(B, H, T, Dh);
+    const size_t base = g->mem.current;
     Tensor *t[2][4], *y[2];
     const char *path[2] = {"cublas", "fused"};
     g->autocast = autocast;
     for (int f = 0; f < 2; f++) {
-        t[f][0] = tensor_from_f32(g, a, DT_F32, 4, qs);
-        t[f][1] = tensor_from_f32(g, b, DT_F32, 4, qs);
-        t[f][2] = tensor_from_f32(g, c3, DT_F32, 4, qs);
-        t[f][3] = tensor_from_f32(g, mask, DT_F32, 2, ms);
-        for (int i = 0; i < 3; i++) t[f][i]->requires_grad = 1;
-        y[f] = op_run(g, path[f], t[f][0], t[f][1], t[f][2], t[f][3], w, 0.1f);
+        opin_tensors(g, &in, t[f]);
+        y[f] = op_run(g, path[f], t[f][0], t[f][1], t[f][2], t[f][3], in.w, 0.1f, 0, NULL);
     }
     g->autocast = DT_F32;
     /* both paths round to the compute type: their difference is within twice
@@ -661,20 +839,91 @@ static void flash_op_case(Ctx *g, DType autocast, size_t B, size_t H, size_t T, 
         if (!t[1][i]->grad || !t[0][i]->grad) check_true(name, 0, "no gradient");
         else cmp_tensors(name, t[1][i]->grad, t[0][i]->grad, nt);
     }
-    for (int f = 0; f < 2; f++) {
-        tensor_release(y[f]);
-        for (int i = 0; i < 4; i++) tensor_release(t[f][i]);
-    }
-    ctx_sync(g);
     snprintf(name, sizeof name, "gpu.flash.op.all memory returned%s", sfx);
-    check_true(name, g->mem.current == base, "%zu bytes held (base %zu)", g->mem.current, base);
-    free(a); free(b); free(c3); free(w); free(mask);
+    opin_done(g, &in, y, t, 2, base, name);
+}
+
+/* t's bytes equal u's, as stored */
+static void same_bytes(const char *name, Tensor *t, Tensor *u)
+{
+    if (!t || !u || t->numel != u->numel || t->dtype != u->dtype) {
+        check_true(name, 0, "missing, or sizes / dtypes differ");
+        return;
+    }
+    const size_t bytes = t->numel * dtype_size(t->dtype);
+    unsigned char *a = (unsigned char *)malloc(bytes), *b = (unsigned char *)malloc(bytes);
+    tensor_to_host(a, t);
+    tensor_to_host(b, u);
+    size_t first = bytes;
+    for (size_t x = 0; x < bytes && first == bytes; x++)
+        if (a[x] != b[x]) first = x;
+    check_true(name, first == bytes, "first differing byte %zu of %zu", first, bytes);
+    free(a);
+    free(b);
+}
+
+/* The op (fused path) with CTRAIN_ATTN_SAVE_MASK unset, =1, and =1 inside a
+ * recomputed segment: out, dq, dk, dv the same bytes; with p > 0 the
+ * forward holds exactly the mask's bytes more (lse and the mask share one
+ * buffer, ops/attention_op.c: lse rounded up to 256 bytes, then the words),
+ * with p 0 nothing more; all memory returned. */
+static void flash_op_save_mask_case(Ctx *g, DType autocast, size_t B, size_t H, size_t T,
+                                    size_t Dh, float p)
+{
+    OpIn in = opin_make(B, H, T, Dh);
+    const size_t nr = B * H * T, base = g->mem.current;
+    Tensor *t[3][4], *y[3];
+    size_t held[3];
+    const char *runs[3] = {"unset", "=1", "=1 recomputed"};
+    g->autocast = autocast;
+    for (int f = 0; f < 3; f++) {
+        if (f) setenv("CTRAIN_ATTN_SAVE_MASK", "1", 1);
+        else unsetenv("CTRAIN_ATTN_SAVE_MASK");
+        attention_fused_save_mask_reread();
+        opin_tensors(g, &in, t[f]);
+        y[f] = op_run(g, "fused", t[f][0], t[f][1], t[f][2], t[f][3], in.w, p, f == 2, &held[f]);
+    }
+    unsetenv("CTRAIN_ATTN_SAVE_MASK");
+    attention_fused_save_mask_reread();
+    g->autocast = DT_F32;
+    char name[192], sfx[128];
+    snprintf(sfx, sizeof sfx, " [%s] %s (%zu,%zu,%zu,%zu) p %g",
+             autocast == DT_F32 ? "fma" : kernel_of(g, autocast, Dh, 0),
+             autocast == DT_F32 ? "f32" : dtype_name(autocast), B, H, T, Dh, (double)p);
+    const char *gn[3] = {"dq", "dk", "dv"};
+    for (int f = 1; f < 3; f++) {
+        snprintf(name, sizeof name, "gpu.flash.op.out CTRAIN_ATTN_SAVE_MASK%s = unset%s", runs[f],
+                 sfx);
+        same_bytes(name, y[f], y[0]);
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "gpu.flash.op.%s CTRAIN_ATTN_SAVE_MASK%s = unset%s",
+                     gn[i], runs[f], sfx);
+            same_bytes(name, t[f][i]->grad, t[0][i]->grad);
+        }
+    }
+    const size_t lse_b = nr * sizeof(float);
+    const size_t more = p > 0.0f ? (lse_b + 255) / 256 * 256 - lse_b +
+                                       attention_keep_words(B, H, T) * sizeof(uint64_t)
+                                 : 0;
+    snprintf(name, sizeof name, "gpu.flash.op.saved mask held from forward to backward%s", sfx);
+    check_true(name, held[1] == held[0] + more,
+               "forward held %zu bytes with CTRAIN_ATTN_SAVE_MASK=1, %zu unset: want %zu more",
+               held[1], held[0], more);
+    snprintf(name, sizeof name, "gpu.flash.op.recomputed segment holds no mask after forward%s",
+             sfx);
+    check_true(name, held[2] < held[0], "held %zu bytes (unset, not recomputed: %zu)", held[2],
+               held[0]);
+    snprintf(name, sizeof name, "gpu.flash.op.save mask: all memory returned%s", sfx);
+    opin_done(g, &in, y, t, 3, base, name);
 }
 
 /* ---- optional timing (CTRAIN_FLASH_BENCH=1): fused vs cuBLASLt path ----
- * One JSON line per (path, pass, dtype, p, shape): forward and
+ * One JSON line per (path, save_mask, pass, dtype, p, shape): forward and
  * forward+backward, mask on (-10000 padding), 5 warm-up calls, median and
- * min of 20, CUDA events on the context's stream. tflops counts the
+ * min of 20, CUDA events on the context's stream. save_mask 1 (fused, p >
+ * 0): the forward writes the dropout mask to a preallocated buffer and the
+ * backward reads it instead of drawing it (the op's allocation of it is
+ * not timed). tflops counts the
  * FlashAttention convention (forward 4 B H T^2 Dh, backward 10 B H T^2 Dh:
  * 2 and 5 matrix products; the fused backward actually runs 7). Not a
  * check: numbers for ops/NOTES.md. */
@@ -695,23 +944,27 @@ static void flash_bench(Ctx *g, DType dt, float p, size_t B, size_t H, size_t T,
     float *d_mask = (float *)gpu_upload(mask, B * T, DT_F32);
     float *d_lse = (float *)gpu_alloc_poison(B * H * T, DT_F32);
     void *d_P = gpu_alloc_poison(np, dt);
+    uint64_t *d_keep = (uint64_t *)gpu_alloc_poison(attention_keep_words(B, H, T), DT_I64);
     sync_all();
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));
     CUDA_CHECK(cudaEventCreate(&e1));
     const double f1 = 4.0 * (double)B * H * T * T * Dh;
-    for (int fused = 0; fused <= 1; fused++)
+    const int npath = p > 0.0f ? 3 : 2; /* cublas, fused, fused with the saved mask */
+    for (int path = 0; path < npath; path++)
         for (int bwd = 0; bwd <= 1; bwd++) {
+            const int fused = path >= 1, save = path == 2;
+            uint64_t *keep = save ? d_keep : NULL;
             float ms[20];
             for (int it = -5; it < 20; it++) {
                 CUDA_CHECK(cudaEventRecord(e0, g->stream));
                 if (fused) {
-                    attention_fused_forward_cuda(g, d_out, d_lse, d_q, d_k, d_v, d_mask, dt, p,
-                                                 1, 0, B, H, T, Dh);
+                    attention_fused_forward_cuda(g, d_out, d_lse, keep, d_q, d_k, d_v, d_mask, dt,
+                                                 p, 1, 0, B, H, T, Dh);
                     if (bwd)
                         attention_fused_backward_cuda(g, d_dq, d_dk, d_dv, d_do, d_q, d_k, d_v,
-                                                      d_out, d_lse, d_mask, dt, p, 1, 0, B, H,
-                                                      T, Dh, 0, 0, 0);
+                                                      d_out, d_lse, d_mask, keep, dt, p, 1, 0, B,
+                                                      H, T, Dh, 0, 0, 0);
                 } else {
                     attention_forward_cuda(g, d_out, d_P, d_q, d_k, d_v, d_mask, dt, p, 1, 0,
                                            B, H, T, Dh);
@@ -727,18 +980,18 @@ static void flash_bench(Ctx *g, DType dt, float p, size_t B, size_t H, size_t T,
             const double med = (double)(ms[9] + ms[10]) * 0.5;
             printf("{\"bench\":\"attention\",\"device\":\"%s\",\"path\":\"%s\",\"kernel\":\"%s\","
                    "\"pass\":\"%s\",\"dtype\":\"%s\",\"B\":%zu,\"H\":%zu,\"T\":%zu,\"Dh\":%zu,"
-                   "\"p\":%g,\"mask\":\"-10000 pad\",\"warmup\":5,\"iters\":20,"
-                   "\"median_ms\":%.4f,\"min_ms\":%.4f,\"tflops\":%.1f}\n",
+                   "\"p\":%g,\"mask\":\"-10000 pad\",\"save_mask\":%d,\"warmup\":5,"
+                   "\"iters\":20,\"median_ms\":%.4f,\"min_ms\":%.4f,\"tflops\":%.1f}\n",
                    ctx_device_name(g), fused ? "fused" : "cublas",
                    fused ? kernel_of(g, dt, Dh, 0) : "cublaslt", bwd ? "fwd+bwd" : "fwd",
-                   dtype_name(dt), B, H, T, Dh, (double)p, med, (double)ms[0],
+                   dtype_name(dt), B, H, T, Dh, (double)p, save, med, (double)ms[0],
                    f1 * (bwd ? 3.5 : 1.0) / (med * 1e-3) * 1e-12);
             fflush(stdout);
         }
     CUDA_CHECK(cudaEventDestroy(e0));
     CUDA_CHECK(cudaEventDestroy(e1));
     dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_do); dfree(d_out); dfree(d_dq); dfree(d_dk);
-    dfree(d_dv); dfree(d_mask); dfree(d_lse); dfree(d_P);
+    dfree(d_dv); dfree(d_mask); dfree(d_lse); dfree(d_P); dfree(d_keep);
     free(h); free(mask);
 }
 
@@ -791,6 +1044,31 @@ int main(void)
         flash_op_case(&gpu, DT_BF16, 2, 4, 128, 64);
         flash_op_case(&gpu, DT_F16, 2, 4, 128, 64);
         flash_op_case(&gpu, DT_BF16, 2, 2, 130, 128);
+        /* the saved dropout mask: kernels, then the op */
+        const size_t Tm[4] = {17, 64, 130, 512};
+        for (int t = 0; t < 3; t++) {
+            const DType dt = gpu_float_types[t];
+            for (int ti = 0; ti < 4; ti++)
+                for (int dh = 64; dh <= 128; dh *= 2) {
+                    const size_t T = Tm[ti], H = T >= 512 ? 2 : 3;
+                    if (dt == DT_F32 && T > 130) continue; /* the FMA kernels: slow, same code */
+                    flash_save_mask_case(&gpu, dt, 2, H, T, (size_t)dh, 0.1f, MASK_BIG, 0);
+                    flash_save_mask_case(&gpu, dt, 2, H, T, (size_t)dh, 0.0f, MASK_BIG, 0);
+                    if (T <= 130)
+                        flash_save_mask_case(&gpu, dt, 2, H, T, (size_t)dh, 0.1f, MASK_INF, 0);
+                }
+            flash_save_mask_case(&gpu, dt, 2, 2, 130, 64, 0.1f, MASK_INF_FRONT, 0);
+            flash_save_mask_case(&gpu, dt, 2, 2, 17, 64, 0.1f, MASK_NONE, 0);
+            if (dt != DT_F32) { /* FMA forward, then FMA or tensor-core backward */
+                flash_save_mask_case(&gpu, dt, 2, 2, 130, 64, 0.1f, MASK_BIG, 1);
+                flash_save_mask_case(&gpu, dt, 2, 2, 130, 64, 0.1f, MASK_INF, 2);
+                flash_save_mask_case(&gpu, dt, 2, 2, 17, 128, 0.1f, MASK_BIG, 2);
+            }
+        }
+        flash_op_save_mask_case(&gpu, DT_BF16, 2, 4, 128, 64, 0.1f);
+        flash_op_save_mask_case(&gpu, DT_F16, 2, 2, 130, 128, 0.1f);
+        flash_op_save_mask_case(&gpu, DT_BF16, 2, 3, 20, 32, 0.0f);
+        flash_op_save_mask_case(&gpu, DT_F32, 2, 3, 20, 32, 0.1f);
     }
     if (getenv("CTRAIN_FLASH_BENCH") || getenv("CTRAIN_FLASH_BENCH_ONLY")) {
         const DType dts[2] = {DT_BF16, DT_F16};

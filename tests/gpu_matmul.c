@@ -12,6 +12,13 @@
  * broadcast (stride 0) and padded strides, operands at unaligned addresses
  * (a different cached plan), a repeated shape (the plan cache hit), and
  * bit-identical results when the same call runs twice.
+ * matmul_cuda_bias (bias in the epilogue, C = op(A) op(B) + bias[j] on
+ * every row): the same shapes and transposes, a matrix with one row or
+ * column (no epilogue: C must hold the plain product and the call say so),
+ * a bias off its alignment (epilogue or not, C must match what the call
+ * says), two biases in turn through one cached plan (the pointer is set per
+ * call), and the epilogue actually taken on aligned shapes when C has
+ * the inputs' type (what op_linear asks for).
  *
  * Tolerances, for |a| <= amax, |b| <= bmax and K terms per dot product:
  *   - f32 accumulation on both sides differs only in summation order:
@@ -20,6 +27,8 @@
  *   - TF32 rounds both inputs to 10 mantissa bits (relative error up to
  *     2^-10 each, independent per product): 3e-3 * sqrt(K) * ... ;
  *   - plus the output type's own rounding: tol_atol(tc) + tol_rtol(tc)*|ref|.
+ *     With the epilogue the bias is added in f32 before that one rounding,
+ *     so the same bound holds against the exact product plus bias.
  * Each setting prints its worst error as a fraction of the tolerance.
  */
 #include <math.h>
@@ -53,6 +62,15 @@ typedef struct {
 } Ctx;
 
 static double worst_ratio;   /* worst |got - ref| / tol of the current setting */
+
+/* Fold n elements' errors into worst_ratio. */
+static void note_worst(const float *got, const float *ref, size_t n, double atol, double rtol)
+{
+    for (size_t i = 0; i < n; i++) {
+        double tol = atol + rtol * fabs(ref[i]);
+        worst_ratio = fmax(worst_ratio, fabs((double)got[i] - ref[i]) / tol);
+    }
+}
 
 static double max_abs(const float *p, size_t n)
 {
@@ -113,13 +131,151 @@ static void run_case(const Ctx *ctx, const Setting *st, Case c)
     for (int b = 0; b < c.batch && ok; b++) {
         const float *g = got + off + b * c.sC, *r = ref + b * c.sC;
         ok = check_close(name, g, r, (size_t)c.M * c.N, atol, rtol);
-        for (size_t i = 0; i < (size_t)c.M * c.N; i++)
-            worst_ratio = fmax(worst_ratio, fabs((double)g[i] - r[i]) / (atol + rtol * fabs(r[i])));
+        note_worst(g, r, (size_t)c.M * c.N, atol, rtol);
     }
     CUDA_CHECK(cudaFree(dA));
     CUDA_CHECK(cudaFree(dB));
     CUDA_CHECK(cudaFree(dC));
     free(A); free(B); free(C0); free(got); free(ref);
+}
+
+/* got (from matmul_cuda_bias) against matmul_cpu, plus bias[j] on every
+ * row when the call said it added it. */
+static void check_bias_result(const char *name, const Setting *st, const float *got,
+                              const float *A, const float *B, const float *bias, int applied,
+                              int M, int N, int K, int transA, int transB)
+{
+    size_t nC = (size_t)M * N;
+    float *ref = calloc(nC, sizeof(float));
+    matmul_cpu(ref, A, B, M, N, K, transA, transB, 1.0f, 0.0f, 1, 0, 0, 0);
+    for (size_t i = 0; applied && i < nC; i++) ref[i] += bias[i % N];
+    double acc = (st->tf32 ? 3e-3 : 1e-5) * sqrt((double)K) * max_abs(A, (size_t)M * K) *
+                 max_abs(B, (size_t)K * N);
+    double atol = acc + tol_atol(st->tc), rtol = tol_rtol(st->tc);
+    check_close(name, got, ref, nC, atol, rtol);
+    note_worst(got, ref, nC, atol, rtol);
+    free(ref);
+}
+
+/* Random A, B and nbias biases of N (C's type), uploaded; the device bias
+ * buffers start bias_offset elements in (misalignment). */
+typedef struct {
+    float *A, *B, *bias[2];
+    void *dA, *dB, *dbias[2];
+} BiasData;
+
+static BiasData bias_data(const Setting *st, int M, int N, int K, int nbias, int bias_offset)
+{
+    BiasData d = {0};
+    size_t nA = (size_t)M * K, nB = (size_t)K * N, off = (size_t)bias_offset;
+    d.A = malloc(sizeof(float) * nA);
+    d.B = malloc(sizeof(float) * nB);
+    check_fill(d.A, nA, -1.0f, 1.0f);
+    check_fill(d.B, nB, -1.0f, 1.0f);
+    quantize(d.A, nA, st->tab);
+    quantize(d.B, nB, st->tab);
+    d.dA = gpu_upload(d.A, nA, st->tab);
+    d.dB = gpu_upload(d.B, nB, st->tab);
+    for (int i = 0; i < nbias; i++) {
+        float *h = malloc(sizeof(float) * (N + off));
+        check_fill(h, N + off, -1.0f - 3.0f * i, 1.0f + 3.0f * i);
+        quantize(h, N + off, st->tc);
+        d.bias[i] = h + off;
+        d.dbias[i] = (char *)gpu_upload(h, N + off, st->tc) + off * dtype_size(st->tc);
+    }
+    return d;
+}
+
+static void bias_data_free(BiasData *d, const Setting *st, int bias_offset)
+{
+    size_t off = (size_t)bias_offset;
+    CUDA_CHECK(cudaFree(d->dA));
+    CUDA_CHECK(cudaFree(d->dB));
+    for (int i = 0; i < 2 && d->bias[i]; i++) {
+        CUDA_CHECK(cudaFree((char *)d->dbias[i] - off * dtype_size(st->tc)));
+        free(d->bias[i] - off);
+    }
+    free(d->A); free(d->B);
+}
+
+/* One matmul_cuda_bias call into a NaN-poisoned C; returns what it
+ * returned (1 bias in C, 0 plain product) after checking C accordingly. */
+static int run_bias_case(const Ctx *ctx, const Setting *st, int M, int N, int K, int transA,
+                         int transB, int bias_offset)
+{
+    BiasData d = bias_data(st, M, N, K, 1, bias_offset);
+    size_t nC = (size_t)M * N;
+    void *dC = gpu_alloc_poison(nC, st->tc);
+    float *got = malloc(sizeof(float) * nC);
+    int applied = matmul_cuda_bias(ctx->lt, ctx->cache, ctx->workspace, ctx->workspace_bytes,
+                                   ctx->stream, dC, st->tc, d.dA, d.dB, st->tab, d.dbias[0],
+                                   st->tc, M, N, K, transA, transB, st->tf32);
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    gpu_download(got, dC, nC, st->tc);
+    char name[200];
+    snprintf(name, sizeof name, "matmul_cuda_bias %s %dx%dx%d t%d%d%s (%s)", st->name, M, N, K,
+             transA, transB, bias_offset ? " bias offset" : "",
+             applied ? "epilogue" : "plain product");
+    check_bias_result(name, st, got, d.A, d.B, d.bias[0], applied, M, N, K, transA, transB);
+    CUDA_CHECK(cudaFree(dC));
+    free(got);
+    bias_data_free(&d, st, bias_offset);
+    return applied;
+}
+
+/* Two live biases (same alignment, so one cached plan) in turn: each call
+ * must add its own, i.e. the pointer is set per call, not kept from the
+ * call that built the plan. */
+static void check_bias_per_call(const Ctx *ctx, const Setting *st, int M, int N, int K)
+{
+    BiasData d = bias_data(st, M, N, K, 2, 0);
+    size_t nC = (size_t)M * N;
+    float *got = malloc(sizeof(float) * nC);
+    for (int r = 0; r < 4; r++) {
+        void *dC = gpu_alloc_poison(nC, st->tc);
+        int applied = matmul_cuda_bias(ctx->lt, ctx->cache, ctx->workspace,
+                                       ctx->workspace_bytes, ctx->stream, dC, st->tc, d.dA,
+                                       d.dB, st->tab, d.dbias[r & 1], st->tc, M, N, K, 0, 1,
+                                       st->tf32);
+        CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+        gpu_download(got, dC, nC, st->tc);
+        char name[160];
+        snprintf(name, sizeof name, "matmul_cuda_bias %s %dx%dx%d bias %d of 2, call %d",
+                 st->name, M, N, K, (r & 1) + 1, r + 1);
+        check_bias_result(name, st, got, d.A, d.B, d.bias[r & 1], applied, M, N, K, 0, 1);
+        CUDA_CHECK(cudaFree(dC));
+    }
+    free(got);
+    bias_data_free(&d, st, 0);
+}
+
+/* The bias epilogue over shapes, transposes and alignments (see the top). */
+static void check_bias(const Ctx *ctx, const Setting *st)
+{
+    static const int shapes[][3] = {{3, 5, 7}, {17, 33, 65}, {64, 768, 768}, {512, 1000, 2048}};
+    char name[160];
+    for (int s = 0; s < 4; s++)
+        for (int t = 0; t < 4; t++) {
+            int applied = run_bias_case(ctx, st, shapes[s][0], shapes[s][1], shapes[s][2],
+                                        t >> 1, t & 1, 0);
+            /* odd shapes may lack an epilogue algorithm; so may mixed types,
+             * which no Linear layer uses */
+            if (s < 2 || st->tc != st->tab) continue;
+            snprintf(name, sizeof name, "matmul_cuda_bias %s %dx%dx%d t%d%d takes the epilogue",
+                     st->name, shapes[s][0], shapes[s][1], shapes[s][2], t >> 1, t & 1);
+            check_true(name, applied, "aligned operands and sizes, yet no epilogue algorithm");
+        }
+    /* one row or one column: the plain product, and the call says so */
+    int one[3][3] = {{1, 64, 32}, {40, 1, 32}, {40, 64, 1}};
+    for (int i = 0; i < 3; i++) {
+        int applied = run_bias_case(ctx, st, one[i][0], one[i][1], one[i][2], 0, 1, 0);
+        snprintf(name, sizeof name, "matmul_cuda_bias %s %dx%dx%d leaves the bias to the caller",
+                 st->name, one[i][0], one[i][1], one[i][2]);
+        check_true(name, !applied, "a matrix of one row or column took the epilogue");
+    }
+    run_bias_case(ctx, st, 64, 768, 768, 0, 1, 1);
+    run_bias_case(ctx, st, 17, 33, 65, 0, 1, 1);
+    check_bias_per_call(ctx, st, 64, 768, 768);
 }
 
 /* The same call twice on the same inputs (the second from the plan cache)
@@ -208,6 +364,9 @@ int main(void)
 
         check_repeatable(&ctx, st, 512, 1000, 2048);
         check_repeatable(&ctx, st, 64, 768, 768);
+        check_bias(&ctx, st);
+        /* the plain plan of a shape that now also has a bias plan */
+        run_case(&ctx, st, (Case){64, 768, 768, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0, 0});
         printf("  %-10s worst error %.3f of tolerance\n", st->name, worst_ratio);
     }
 

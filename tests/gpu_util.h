@@ -131,4 +131,16 @@ static inline void dfree(void *d) { CUDA_CHECK(cudaFree(d)); }
 
 __attribute__((unused)) static const DType gpu_float_types[3] = {DT_F32, DT_F16, DT_BF16};
 
+/* The four ways an op runs in floating point: strict f32, f32 with TF32
+ * tensor cores allowed, f16 and bf16. */
+typedef struct {
+    const char *name;
+    DType dt;
+    int tf32;
+} GpuSetting;
+
+__attribute__((unused)) static const GpuSetting gpu_settings[4] = {
+    {"f32", DT_F32, 0}, {"f32+tf32", DT_F32, 1}, {"f16", DT_F16, 0}, {"bf16", DT_BF16, 0},
+};
+
 #endif
