@@ -299,17 +299,29 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
 
 } // namespace
 
+/* The device facts the kernels depend on, asked once per device: this is
+ * called for every attention op, forward and backward. 0 optin: sm < 80. */
+static int tc_device_smem_optin(int device)
+{
+    static int cached[64];   /* optin + 1 per device; 0: not asked yet */
+    const int memo = device >= 0 && device < 64;
+    if (memo && cached[device]) return cached[device] - 1;
+    int major = 0, optin = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (major < 8) optin = 0;
+    if (memo) cached[device] = optin + 1;
+    return optin;
+}
+
 extern "C" int attention_fa_tc_supports(const Ctx *c, DType dt, size_t Dh)
 {
     if (dt != DT_F16 && dt != DT_BF16) return 0;
     if (Dh != 32 && Dh != 64 && Dh != 128) return 0;
-    int major = 0, optin = 0;
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device_id));
-    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                      c->device_id));
-    if (major < 8) return 0;
+    const int optin = tc_device_smem_optin(c->device_id);
+    if (optin == 0) return 0;
     size_t need = 0;
-    tc_dispatch_dh(Dh, "attention_fa_tc_supports", [&](auto dh) {
+    dispatch_head_dim(Dh, "attention_fa_tc_supports", [&](auto dh) {
         using C = TcCfg<decltype(dh)::value>;
         need = C::SMEM_FWD > C::SMEM_DQ ? C::SMEM_FWD : C::SMEM_DQ;
         if (C::SMEM_DKDV > need) need = C::SMEM_DKDV;
@@ -334,7 +346,7 @@ extern "C" void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, uint
               "attention_fa_tc_forward_cuda: keep_out %p is not 8-byte aligned", (void *)keep_out);
     tc_dispatch_lowp(dt, "attention_fa_tc_forward_cuda", [&](auto tag) {
         using E = decltype(tag);
-        tc_dispatch_dh(Dh, "attention_fa_tc_forward_cuda", [&](auto dh) {
+        dispatch_head_dim(Dh, "attention_fa_tc_forward_cuda", [&](auto dh) {
             constexpr int DH = decltype(dh)::value;
             const size_t smem = TcCfg<DH>::SMEM_FWD;
             tc_smem_optin(tc_fwd_kernel<E, DH>, smem);

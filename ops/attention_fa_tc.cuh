@@ -309,17 +309,6 @@ __device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c0)[4], c
     a[3] = pack2<E>(c1[2], c1[3]);
 }
 
-/* Calls f with std::integral_constant<int, Dh> for the head widths compiled. */
-template <typename F> void tc_dispatch_dh(size_t Dh, const char *what, F f)
-{
-    switch (Dh) {
-    case 32: f(std::integral_constant<int, 32>()); break;
-    case 64: f(std::integral_constant<int, 64>()); break;
-    case 128: f(std::integral_constant<int, 128>()); break;
-    default: ct_fatal("%s: head width Dh = %zu has no tensor-core kernel (32, 64, 128)", what, Dh);
-    }
-}
-
 /* f16 or bf16 only (the f32 path is the FMA kernel) */
 template <typename F> void tc_dispatch_lowp(DType dt, const char *what, F f)
 {

@@ -398,7 +398,7 @@ extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *
               (const void *)keepg);
     tc_dispatch_lowp(dt, "attention_fa_tc_backward_cuda", [&](auto tag) {
         using E = decltype(tag);
-        tc_dispatch_dh(Dh, "attention_fa_tc_backward_cuda", [&](auto dh) {
+        dispatch_head_dim(Dh, "attention_fa_tc_backward_cuda", [&](auto dh) {
             constexpr int DH = decltype(dh)::value;
             const dim3 grid((unsigned)((T + TC_ROWS - 1) / TC_ROWS), (unsigned)BH);
             if (dk || dv) {

@@ -349,19 +349,6 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
     }
 }
 
-/* Calls f with std::integral_constant<int, Dh> for the head widths compiled. */
-template <typename F> void fa_dispatch_dh(size_t Dh, const char *what, F f)
-{
-    switch (Dh) {
-    case 32: f(std::integral_constant<int, 32>()); break;
-    case 64: f(std::integral_constant<int, 64>()); break;
-    case 128: f(std::integral_constant<int, 128>()); break;
-    default:
-        ct_fatal_hint("set CTRAIN_ATTN=cublas (any head width)",
-                      "%s: head width Dh = %zu is not compiled (32, 64, 128)", what, Dh);
-    }
-}
-
 /* every non-NULL pointer 16-byte aligned (cp.async in the tensor-core kernels) */
 bool fa_aligned16(std::initializer_list<const void *> ps)
 {
@@ -426,7 +413,7 @@ extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, uint
     const float scale = 1.0f / sqrtf((float)Dh), sd = dropout_scale(p);
     dispatch_float(dt, "attention_fused_forward_cuda", [&](auto tag) {
         using E = decltype(tag);
-        fa_dispatch_dh(Dh, "attention_fused_forward_cuda", [&](auto dh) {
+        dispatch_head_dim(Dh, "attention_fused_forward_cuda", [&](auto dh) {
             constexpr int DH = decltype(dh)::value;
             const dim3 grid((unsigned)((T + FaCfg<DH>::ROWS - 1) / FaCfg<DH>::ROWS), (unsigned)BH);
             fa_fwd_kernel<E, DH><<<grid, FA_WARPS * 32, 0, c->stream>>>(
@@ -466,7 +453,7 @@ extern "C" void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *
                                           accum_v);
             return;
         }
-        fa_dispatch_dh(Dh, "attention_fused_backward_cuda", [&](auto dh) {
+        dispatch_head_dim(Dh, "attention_fused_backward_cuda", [&](auto dh) {
             constexpr int DH = decltype(dh)::value;
             const dim3 grid((unsigned)((T + FaCfg<DH>::ROWS - 1) / FaCfg<DH>::ROWS), (unsigned)BH);
             if (dk || dv) {

@@ -40,6 +40,22 @@ typedef struct AttnDims {
     size_t B, H, T, Dh;
 } AttnDims;
 
+/* Both paths' nodes keep f[0] = p, i[0] seed, i[1] offset, i[2..5] B H T Dh. */
+static void attn_node_set(Node *n, float p, uint64_t seed, uint64_t offset, AttnDims d)
+{
+    n->f[0] = p;
+    n->i[0] = (int64_t)seed;
+    n->i[1] = (int64_t)offset;
+    n->i[2] = (int64_t)d.B; n->i[3] = (int64_t)d.H;
+    n->i[4] = (int64_t)d.T; n->i[5] = (int64_t)d.Dh;
+}
+
+static AttnDims attn_node_dims(const Node *n)
+{
+    AttnDims d = {(size_t)n->i[2], (size_t)n->i[3], (size_t)n->i[4], (size_t)n->i[5]};
+    return d;
+}
+
 /* out (and the saved state `probs`) from q, k, v on the context's device. */
 static void attn_forward_impl(Ctx *c, Tensor *out, Tensor *probs, Tensor *q, Tensor *k,
                               Tensor *v, Tensor *mask, float p, uint64_t seed, uint64_t offset,
@@ -90,7 +106,7 @@ static void attention_backward(Ctx *c, Node *n)
 {
     Tensor *dout = n->out->grad;
     Tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *probs = n->saved[3];
-    AttnDims d = {(size_t)n->i[2], (size_t)n->i[3], (size_t)n->i[4], (size_t)n->i[5]};
+    AttnDims d = attn_node_dims(n);
     int acc_q = 0, acc_k = 0, acc_v = 0;
     Tensor *dq = ad_grad_dst(c, n->in[0], &acc_q);
     Tensor *dk = ad_grad_dst(c, n->in[1], &acc_k);
@@ -140,7 +156,7 @@ static void attention_fused_backward(Ctx *c, Node *n)
     Tensor *dout = n->out->grad;
     Tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *out = n->saved[3];
     Tensor *lse = n->saved[4], *mask = n->i[6] ? n->saved[5] : NULL;
-    AttnDims d = {(size_t)n->i[2], (size_t)n->i[3], (size_t)n->i[4], (size_t)n->i[5]};
+    AttnDims d = attn_node_dims(n);
     const uint64_t *keep = n->i[7] ? (const uint64_t *)((const char *)lse->data + attn_keep_at(d))
                                    : NULL;
     int acc_q = 0, acc_k = 0, acc_v = 0;
@@ -177,11 +193,7 @@ static Tensor *attn_fused_run(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *m
                                  seed, offset, d.B, d.H, d.T, d.Dh);
     if (record) {
         Node *n = ad_record(c, "attention", attention_fused_backward, out, in, 3);
-        n->f[0] = p;
-        n->i[0] = (int64_t)seed;
-        n->i[1] = (int64_t)offset;
-        n->i[2] = (int64_t)d.B; n->i[3] = (int64_t)d.H;
-        n->i[4] = (int64_t)d.T; n->i[5] = (int64_t)d.Dh;
+        attn_node_set(n, p, seed, offset, d);
         n->i[6] = mask != NULL;
         n->i[7] = save_keep;
         ad_save(n, q);
@@ -253,11 +265,7 @@ Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask
     Tensor *in[3] = {q, k, v};
     if (ad_needs_grad(c, in, 3)) {
         Node *n = ad_record(c, "attention", attention_backward, out, in, 3);
-        n->f[0] = dropout_p;
-        n->i[0] = (int64_t)seed;
-        n->i[1] = (int64_t)offset;
-        n->i[2] = (int64_t)d.B; n->i[3] = (int64_t)d.H;
-        n->i[4] = (int64_t)d.T; n->i[5] = (int64_t)d.Dh;
+        attn_node_set(n, dropout_p, seed, offset, d);
         ad_save(n, q);
         ad_save(n, k);
         ad_save(n, v);

@@ -33,6 +33,7 @@
 #include <cuda_fp16.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <type_traits>
 
 #include "../engine/dtype.h"
 #include "../engine/error.h"
@@ -101,6 +102,21 @@ template <typename F> void dispatch_float(DType dt, const char *what, F f)
     default:
         ct_fatal("%s: dtype %s is not supported here (f32, f16 or bf16)", what,
                  dtype_name(dt));
+    }
+}
+
+/* Calls f with std::integral_constant<int, Dh> for the head widths the
+ * fused attention kernels are compiled for (ops/attention_fused.cu,
+ * ops/attention_fa_tc*.cu). */
+template <typename F> void dispatch_head_dim(size_t Dh, const char *what, F f)
+{
+    switch (Dh) {
+    case 32: f(std::integral_constant<int, 32>()); break;
+    case 64: f(std::integral_constant<int, 64>()); break;
+    case 128: f(std::integral_constant<int, 128>()); break;
+    default:
+        ct_fatal_hint("set CTRAIN_ATTN=cublas (any head width)",
+                      "%s: head width Dh = %zu has no fused kernel (32, 64, 128)", what, Dh);
     }
 }
 

@@ -75,6 +75,7 @@
 
 #include "check.h"
 #include "gpu_util.h"
+#include "tensor_check.h"
 #include "../engine/autograd.h"
 #include "../engine/mem.h"
 #include "../engine/philox.h"
@@ -407,17 +408,13 @@ static void flash_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, size_t Dh
                                       d_v.p, d_out.p, d_lse, dm, NULL, dt, p, seed, offset, B, H,
                                       T, Dh, accum, accum, accum);
         for (int x = 0; x < 3; x++) {
-            float *r = ref[x];
-            if (accum) {
-                r = falloc(n);
-                for (size_t j = 0; j < n; j++) r[j] = ref[x][j] + g0[j];
-            }
+            float *r = ref_accum(ref[x], g0, n, accum);
             dbuf_down(got, d_g[x], n, dt);
             snprintf(name, sizeof name, "gpu.flash.%s (norm) %s accum %d", gn[x], tag, accum);
             check_norm(name, got, r, mag[x], n, tol);
             snprintf(name, sizeof name, "gpu.flash.%s %s accum %d", gn[x], tag, accum);
             check_elems(name, got, r, mag[x], n, H, T, Dh, tol);
-            if (accum) free(r);
+            ref_accum_free(r, ref[x]);
             dbuf_free(d_g[x]);
         }
     }
@@ -715,19 +712,6 @@ static void flash_save_mask_case(Ctx *g, DType dt, size_t B, size_t H, size_t T,
 
 /* ---- the op: CTRAIN_ATTN=fused against CTRAIN_ATTN=cublas through autograd ---- */
 
-static void cmp_tensors(const char *name, Tensor *got, Tensor *ref, double norm_tol)
-{
-    if (got->numel != ref->numel) {
-        check_true(name, 0, "sizes differ: %zu vs %zu", got->numel, ref->numel);
-        return;
-    }
-    float *a = falloc(got->numel), *b = falloc(ref->numel);
-    tensor_to_f32(a, got);
-    tensor_to_f32(b, ref);
-    check_rel_norm(name, a, b, got->numel, norm_tol);
-    free(a); free(b);
-}
-
 /* A recomputed segment: y = attention(x, k, v, mask) */
 typedef struct AttnSeg {
     Tensor *k, *v, *mask;
@@ -832,12 +816,12 @@ static void flash_op_case(Ctx *g, DType autocast, size_t B, size_t H, size_t T, 
              autocast == DT_F32 ? "fma" : kernel_of(g, autocast, Dh, 0),
              autocast == DT_F32 ? "f32" : dtype_name(autocast), B, H, T, Dh);
     snprintf(name, sizeof name, "gpu.flash.op.out fused = cublas%s", sfx);
-    cmp_tensors(name, y[1], y[0], nt);
+    cmp_tensors(name, y[1], y[0], 0, 0, nt);
     const char *gn[3] = {"dq", "dk", "dv"};
     for (int i = 0; i < 3; i++) {
         snprintf(name, sizeof name, "gpu.flash.op.%s fused = cublas%s", gn[i], sfx);
         if (!t[1][i]->grad || !t[0][i]->grad) check_true(name, 0, "no gradient");
-        else cmp_tensors(name, t[1][i]->grad, t[0][i]->grad, nt);
+        else cmp_tensors(name, t[1][i]->grad, t[0][i]->grad, 0, 0, nt);
     }
     snprintf(name, sizeof name, "gpu.flash.op.all memory returned%s", sfx);
     opin_done(g, &in, y, t, 2, base, name);

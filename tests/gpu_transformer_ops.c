@@ -21,6 +21,7 @@
 
 #include "check.h"
 #include "gpu_util.h"
+#include "tensor_check.h"
 #include "../engine/autograd.h"
 #include "../engine/mem.h"
 #include "../engine/philox.h"
@@ -408,17 +409,13 @@ static void gpu_attention_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, s
         attention_backward_cuda(g, d_g[0], d_g[1], d_g[2], d_dout, d_q, d_k, d_v, d_P, dt, p, seed,
                                 offset, B, H, T, Dh, accum, accum, accum);
         for (int i = 0; i < 3; i++) {
-            float *r = ref[i];
-            if (accum) {
-                r = falloc(n);
-                for (size_t j = 0; j < n; j++) r[j] = ref[i][j] + g0[j];
-            }
+            float *r = ref_accum(ref[i], g0, n, accum);
             gpu_download(got, d_g[i], n, dt);
             snprintf(name, sizeof name, "gpu.attention.%s (norm) %s accum %d", gn[i], tag, accum);
             check_rel_norm(name, got, r, n, tol_norm(dt));
             snprintf(name, sizeof name, "gpu.attention.%s %s accum %d", gn[i], tag, accum);
             check_close(name, got, r, n, 8.0 * tol_rtol(dt) * maxabs(r, n), 8.0 * tol_rtol(dt));
-            if (accum) free(r);
+            ref_accum_free(r, ref[i]);
             CUDA_CHECK(cudaFree(d_g[i]));
         }
     }
@@ -445,21 +442,6 @@ static Pair pair_f32(Ctx *cpu, Ctx *gpu, const float *h, int ndim, const int64_t
 }
 
 static void pair_release(Pair p) { tensor_release(p.c); tensor_release(p.g); }
-
-static void cmp_tensors(const char *name, Tensor *got, Tensor *ref, double atol, double rtol,
-                        double norm_tol)
-{
-    if (got->numel != ref->numel) {
-        check_true(name, 0, "sizes differ: %zu vs %zu", got->numel, ref->numel);
-        return;
-    }
-    float *a = falloc(got->numel), *b = falloc(ref->numel);
-    tensor_to_f32(a, got);
-    tensor_to_f32(b, ref);
-    if (norm_tol > 0) check_rel_norm(name, a, b, got->numel, norm_tol);
-    else check_close(name, a, b, got->numel, atol, rtol);
-    free(a); free(b);
-}
 
 /* loss = sum(y * w) on one context, then backward */
 static void backward_weighted(Ctx *c, Tensor *y, const float *w)

@@ -131,6 +131,21 @@ static inline void dfree(void *d) { CUDA_CHECK(cudaFree(d)); }
 
 __attribute__((unused)) static const DType gpu_float_types[3] = {DT_F32, DT_F16, DT_BF16};
 
+/* The expected result of an accumulating call: ref + g0 in a new buffer
+ * (accum) or ref itself; free it with ref_accum_free. */
+__attribute__((unused)) static float *ref_accum(float *ref, const float *g0, size_t n, int accum)
+{
+    if (!accum) return ref;
+    float *r = falloc(n);
+    for (size_t j = 0; j < n; j++) r[j] = ref[j] + g0[j];
+    return r;
+}
+
+__attribute__((unused)) static void ref_accum_free(float *r, const float *ref)
+{
+    if (r != ref) free(r);
+}
+
 /* The four ways an op runs in floating point: strict f32, f32 with TF32
  * tensor cores allowed, f16 and bf16. */
 typedef struct {

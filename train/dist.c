@@ -330,28 +330,28 @@ float dist_loss_value(Dist *d, Trainer *t)
     return trainer_loss_value(t);
 }
 
+/* One float reduced over the ranks with op, on the compute stream; waits
+ * for the result (the all-reduce is stream-ordered before the copy back). */
+static float all_reduce_scalar(Dist *d, float v, ncclRedOp_t op)
+{
+    Ctx *c = d->ctx;
+    mem_to_device(c, d->scratch, &v, sizeof v);
+    NCCL_CHECK(ncclAllReduce(d->scratch, d->scratch, 1, ncclFloat, op, d->comm, c->stream));
+    watchdog_mark(d->wd, c->stream);
+    mem_to_host(c, &v, d->scratch, sizeof v);
+    return v;
+}
+
 int dist_all_ok(Dist *d, int ok)
 {
     if (!d) return ok;
-    Ctx *c = d->ctx;
-    float v = ok ? 1.0f : 0.0f;
-    mem_to_device(c, d->scratch, &v, sizeof v);
-    NCCL_CHECK(ncclAllReduce(d->scratch, d->scratch, 1, ncclFloat, ncclMin, d->comm, c->stream));
-    watchdog_mark(d->wd, c->stream);
-    mem_to_host(c, &v, d->scratch, sizeof v);   /* stream-ordered: after the all-reduce */
-    return v > 0.5f;
+    return all_reduce_scalar(d, ok ? 1.0f : 0.0f, ncclMin) > 0.5f;
 }
 
 int dist_all_max(Dist *d, int v)
 {
     if (!d) return v;
-    Ctx *c = d->ctx;
-    float f = (float)v;   /* exact for the counts this is for (< 2^24) */
-    mem_to_device(c, d->scratch, &f, sizeof f);
-    NCCL_CHECK(ncclAllReduce(d->scratch, d->scratch, 1, ncclFloat, ncclMax, d->comm, c->stream));
-    watchdog_mark(d->wd, c->stream);
-    mem_to_host(c, &f, d->scratch, sizeof f);
-    return (int)f;
+    return (int)all_reduce_scalar(d, (float)v, ncclMax);   /* exact below 2^24 */
 }
 
 void dist_host_section_begin(Dist *d, const char *what)
