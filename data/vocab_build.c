@@ -617,7 +617,7 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
     VocabStats dummy;
     if (!stats) stats = &dummy;
     memset(stats, 0, sizeof *stats);
-    int size = opts->size, lowercase = opts->lowercase;
+    int size = opts->size, mode = opts->mode;
     if (opts->score != VOCAB_SCORE_FREQ && opts->score != VOCAB_SCORE_LIKELIHOOD)
         return data_fail(err, errlen, CORPUS_ERR_ARG, "unknown vocab score %d", opts->score);
     if (size < 6)
@@ -630,7 +630,7 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
     memset(&vb, 0, sizeof vb);
     vb.score = opts->score;
     BasicTok bt;
-    basictok_init(&bt, lowercase);
+    basictok_init(&bt, mode);
     for (size_t i = 0; i < cf.n && !st; i++) {
         char *buf;
         size_t n;
@@ -687,9 +687,9 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
     return st;
 }
 
-int vocab_build(const char *corpus_path, int size, int lowercase, const char *out_path,
+int vocab_build(const char *corpus_path, int size, int mode, const char *out_path,
                 char *err, size_t errlen)
 {
-    VocabOpts o = {size, lowercase, VOCAB_SCORE_FREQ, NULL, NULL};
+    VocabOpts o = {size, mode, VOCAB_SCORE_FREQ, NULL, NULL};
     return vocab_build_opts(corpus_path, &o, out_path, NULL, err, errlen);
 }

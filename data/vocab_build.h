@@ -54,7 +54,7 @@ typedef enum { VOCAB_SCORE_FREQ = 0, VOCAB_SCORE_LIKELIHOOD = 1 } VocabScore;
 
 typedef struct {
     int size;      /* lines at most, specials included (at least 5 + 2 x the alphabet) */
-    int lowercase; /* 1: uncased vocab (the tokenizer lower-cases and strips accents) */
+    int mode;      /* WP_UNCASED (lower-case, strip accents), WP_CASED or WP_CASED_NFC */
     int score;     /* VocabScore */
     /* NULL: every byte of the corpus counts. Else the files are cut into
      * documents as shards are (data/text_shards.h, SHARD_DOC_AUTO) and only
@@ -69,7 +69,7 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
                      VocabStats *stats, char *err, size_t errlen);
 
 /* The CLI's entry point: VOCAB_SCORE_FREQ, no statistics. */
-int vocab_build(const char *corpus_path, int size, int lowercase, const char *out_path,
+int vocab_build(const char *corpus_path, int size, int mode, const char *out_path,
                 char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -4,7 +4,7 @@
  * bytes of its kept characters; at whitespace it is finished: a pure-ASCII
  * word (the common case) is lower-cased and split on punctuation in place,
  * any other is decoded to code points, normalized (uncased: lower + strip
- * accents; cased: NFC) and split, then re-encoded. CJK ideographs end the
+ * accents; cased: nothing, or NFC for WP_CASED_NFC) and split, then re-encoded. CJK ideographs end the
  * word and are words of their own. Removed characters (controls, U+FFFD)
  * join their neighbours, as in HF ("a\u200Bb" is one word).
  *
@@ -42,10 +42,11 @@ void wpids_free(WpIds *v)
 
 /* ---- basic tokenizer ---------------------------------------------------- */
 
-void basictok_init(BasicTok *bt, int lowercase)
+void basictok_init(BasicTok *bt, int mode)
 {
     memset(bt, 0, sizeof *bt);
-    bt->lowercase = lowercase;
+    bt->lowercase = mode == WP_UNCASED;
+    bt->nfc = mode == WP_CASED_NFC;
 }
 
 void basictok_free(BasicTok *bt)
@@ -118,9 +119,12 @@ static int emit_unicode(BasicTok *bt, BasicWordFn fn, void *ctx)
         utf8_lower_word(bt->t1, bt->cp, n);
         m = utf8_strip_accents(bt->t2, bt->t1, n);
         s = bt->t2;
-    } else {
+    } else if (bt->nfc) {
         m = utf8_nfc(bt->t1, bt->cp, n);
         s = bt->t1;
+    } else {
+        m = n;
+        s = bt->cp;
     }
     if (data_grow((void **)&bt->piece, &bt->pcap, 4 * m + 1, 1)) return WP_ERR_NOMEM;
     char *p = bt->piece;
@@ -305,11 +309,11 @@ static int vocab_parse(Wordpiece *wp, char *blob, size_t n, const char *name, ch
     return vocab_index(wp, name, err, errlen);
 }
 
-int wordpiece_load(Wordpiece *wp, const char *path, int lowercase, char *err, size_t errlen)
+int wordpiece_load(Wordpiece *wp, const char *path, int mode, char *err, size_t errlen)
 {
     memset(wp, 0, sizeof *wp);
-    basictok_init(&wp->bt, lowercase);
-    wp->lowercase = lowercase;
+    basictok_init(&wp->bt, mode);
+    wp->lowercase = mode == WP_UNCASED;
     FILE *f = fopen(path, "rb");
     if (!f)
         return data_fail(err, errlen, WP_ERR_OPEN, "cannot open vocab %s: %s", path,
@@ -337,12 +341,12 @@ int wordpiece_load(Wordpiece *wp, const char *path, int lowercase, char *err, si
     return st;
 }
 
-int wordpiece_init_tokens(Wordpiece *wp, const char *const *tokens, uint32_t n, int lowercase,
+int wordpiece_init_tokens(Wordpiece *wp, const char *const *tokens, uint32_t n, int mode,
                           char *err, size_t errlen)
 {
     memset(wp, 0, sizeof *wp);
-    basictok_init(&wp->bt, lowercase);
-    wp->lowercase = lowercase;
+    basictok_init(&wp->bt, mode);
+    wp->lowercase = mode == WP_UNCASED;
     size_t bytes = 1;
     for (uint32_t i = 0; i < n; i++) bytes += strlen(tokens[i]) + 1;
     char *blob = malloc(bytes);

@@ -12,8 +12,11 @@
  *   1. clean: drop U+0000, U+FFFD and control characters (utf8.h); map
  *      whitespace (' ' \t \n \r, category Zs) to a space
  *   2. put spaces around each CJK ideograph (utf8_is_cjk)
- *   3. NFC (HF >= 4.3x normalizes here; for uncased it is a no-op, since
- *      step 5 takes the NFD of the result anyway)
+ *   3. cased with WP_CASED_NFC only: NFC (the Python BertTokenizer of
+ *      transformers 4.x normalizes here; transformers 5's BertTokenizer,
+ *      every BertTokenizerFast and Google's original BERT do not, so plain
+ *      cased leaves "e" + U+0301 as two characters; uncased is the same
+ *      either way, since step 5 takes the NFD of the result)
  *   4. split on whitespace (space, U+2028, U+2029: Python's str.split())
  *   5. uncased only: lower-case each word (Python str.lower(), final sigma
  *      included), then strip accents (NFD, drop category Mn)
@@ -56,9 +59,18 @@ typedef enum {
  * length in code points. A nonzero return stops basictok_run with it. */
 typedef int (*BasicWordFn)(void *ctx, const char *word, size_t nbytes, size_t nchars);
 
+/* The normalization of a vocabulary (wordpiece_load's and basictok_init's
+ * `mode`; steps 3 and 5 above). */
+enum {
+    WP_CASED = 0,       /* case and accents kept, no normalization */
+    WP_UNCASED = 1,     /* lower-case + strip accents */
+    WP_CASED_NFC = 2,   /* cased, NFC first (transformers 4.x's Python BertTokenizer) */
+};
+
 /* Steps 1-6 above: text -> words. Scratch buffers grow as needed. */
 typedef struct {
     int lowercase;            /* 1: uncased (lower-case + strip accents) */
+    int nfc;                  /* 1: WP_CASED_NFC */
     char *w;                  /* the word being collected, bytes */
     size_t wn, wcap;
     uint32_t *cp, *t1, *t2;   /* code points of it, and normalized forms */
@@ -67,7 +79,7 @@ typedef struct {
     size_t pcap;
 } BasicTok;
 
-void basictok_init(BasicTok *bt, int lowercase);
+void basictok_init(BasicTok *bt, int mode);
 void basictok_free(BasicTok *bt);
 
 /* Split text[0..len) into words, calling fn for each in order. Returns 0,
@@ -99,14 +111,14 @@ typedef struct {
     WpIds *out;                  /* the list wordpiece_encode appends to */
 } Wordpiece;
 
-/* Load vocab_path; lowercase = 1 for an uncased vocab. Returns 0, or a
+/* Load vocab_path; mode: WP_UNCASED, WP_CASED or WP_CASED_NFC. Returns 0, or a
  * negative WpStatus with a one-line message in err (and a hint for a file
  * that is not a vocab). */
-int wordpiece_load(Wordpiece *wp, const char *vocab_path, int lowercase, char *err,
+int wordpiece_load(Wordpiece *wp, const char *vocab_path, int mode, char *err,
                    size_t errlen);
 
 /* The same from tokens in memory (id = index). */
-int wordpiece_init_tokens(Wordpiece *wp, const char *const *tokens, uint32_t n, int lowercase,
+int wordpiece_init_tokens(Wordpiece *wp, const char *const *tokens, uint32_t n, int mode,
                           char *err, size_t errlen);
 
 void wordpiece_free(Wordpiece *wp);

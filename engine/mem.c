@@ -69,6 +69,12 @@ void *mem_alloc(Ctx *c, size_t bytes)
     return p;
 }
 
+void mem_note_external(Ctx *c, size_t bytes, int freed)
+{
+    if (freed) c->mem.current -= bytes;
+    else mem_count(c, bytes);
+}
+
 void mem_free(Ctx *c, void *p, size_t bytes)
 {
     if (!p) return;

@@ -229,13 +229,27 @@ void params_free(ParamSet *ps)
     free(ps->b);
     if (ps->ctx) {
         mem_free(ps->ctx, ps->data, ps->total * sizeof(float));
-        mem_free(ps->ctx, ps->grad, ps->total * sizeof(float));
+        if (!ps->grad_external) mem_free(ps->ctx, ps->grad, ps->total * sizeof(float));
     }
     free(ps->p);
     memset(ps, 0, sizeof *ps);
 }
 
 void params_zero_grad(ParamSet *ps) { mem_zero(ps->ctx, ps->grad, ps->total * sizeof(float)); }
+
+void params_grad_move(ParamSet *ps, float *buf)
+{
+    Ctx *c = ps->ctx;
+    size_t bytes = ps->total * sizeof(float);
+    float *to = buf ? buf : (float *)mem_alloc(c, bytes);
+    if (to == ps->grad) return;
+    mem_copy(c, to, ps->grad, bytes);
+    if (!ps->grad_external) mem_free(c, ps->grad, bytes);
+    ps->grad = to;
+    ps->grad_external = buf != NULL;
+    for (int i = 0; i < ps->n; i++)
+        if (ps->p[i].t) ps->p[i].t->grad->data = to + ps->p[i].offset;
+}
 
 Tensor *params_get(const ParamSet *ps, const char *name)
 {

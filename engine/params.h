@@ -73,6 +73,7 @@ typedef struct ParamSet {
     size_t n_decay;      /* elements in the weight-decay range [0, n_decay) */
     float *data;         /* device (or host) f32 values */
     float *grad;         /* device (or host) f32 gradients */
+    int grad_external;   /* grad is the caller's memory (params_grad_move), not freed here */
     Ctx *ctx;
     /* AMP (params_lowp_enable): the values again in f16 / bf16, same offsets */
     void *lowp;
@@ -111,6 +112,13 @@ void params_lowp_enable(ParamSet *ps, DType dt);
 /* Recast the whole copy from the f32 values when stale (one kernel). */
 void params_lowp_refresh(ParamSet *ps);
 void params_zero_grad(ParamSet *ps);
+/* Moves the gradient buffer into `buf` (ps->total floats of device memory
+ * the caller owns: train/dist_regbuf.c's NCCL-registered buffer): the
+ * gradients are copied, ps->grad and every parameter's grad view point into
+ * buf, and the previous buffer is freed if it was the ParamSet's own. buf
+ * NULL: back into a buffer of its own (mem_alloc), after which the caller
+ * may free its buffer. Not while a captured step holds the old address. */
+void params_grad_move(ParamSet *ps, float *buf);
 Tensor *params_get(const ParamSet *ps, const char *name);
 /* Copy all values to/from a host f32 array of ps->total elements, in layout order. */
 void params_to_host(const ParamSet *ps, float *host);

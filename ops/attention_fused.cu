@@ -378,14 +378,14 @@ extern "C" int attention_fused_save_mask(void)
 {
     if (fa_save_mask < 0) {
         const char *e = getenv("CTRAIN_ATTN_SAVE_MASK");
-        if (!e || !*e || strcmp(e, "0") == 0)
+        if (!e || !*e || strcmp(e, "1") == 0)
+            fa_save_mask = 1;   /* default: measured faster (ops/NOTES.md, v2c) */
+        else if (strcmp(e, "0") == 0)
             fa_save_mask = 0;
-        else if (strcmp(e, "1") == 0)
-            fa_save_mask = 1;
         else
             ct_fatal_hint("set CTRAIN_ATTN_SAVE_MASK=1 (the forward keeps the dropout mask for "
-                          "the backward: B H T^2 / 8 bytes a layer) or 0 / unset (the backward "
-                          "draws it again)",
+                          "the backward: B H T^2 / 8 bytes a layer; the default) or 0 (the "
+                          "backward draws it again)",
                           "attention: CTRAIN_ATTN_SAVE_MASK=%s is not 0 or 1", e);
     }
     return fa_save_mask;

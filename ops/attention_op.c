@@ -21,7 +21,7 @@
  * path above. With dropout and CTRAIN_ATTN_SAVE_MASK=1 the fused node also
  * keeps the forward's 1-bit dropout mask (B H T^2 / 8 bytes: 16 MiB a layer
  * at BERT-large, B 32, T 512) and the backward reads it instead of drawing
- * it again from (seed, offset); default off (ops/NOTES.md).
+ * it again from (seed, offset); default on, =0 draws it again (ops/NOTES.md).
  */
 #include "attention.h"
 

@@ -9,8 +9,8 @@
  *
  * Linear on CUDA can add its bias in the GEMM's epilogue (matmul_cuda_bias)
  * instead of a bias-add pass that reads and writes all of y again.
- * CTRAIN_LINEAR_EPILOGUE=1 turns that on, =0 off; unset: off for now
- * (LINEAR_EPILOGUE_DEFAULT, ops/NOTES.md: not yet measured on a GPU).
+ * CTRAIN_LINEAR_EPILOGUE=0 turns that off, =1 on; unset: on
+ * (LINEAR_EPILOGUE_DEFAULT, ops/NOTES.md: measured faster on the H200).
  */
 #include "ops.h"
 
@@ -160,8 +160,8 @@ Tensor *op_matmul(Ctx *c, Tensor *a0, Tensor *b0, int ta, int tb)
 
 /* ---- linear ---- */
 
-/* The epilogue's default until it has been measured (ops/NOTES.md). */
-#define LINEAR_EPILOGUE_DEFAULT 0
+/* The epilogue's default: on, measured faster on the H200 (ops/NOTES.md). */
+#define LINEAR_EPILOGUE_DEFAULT 1
 
 /* CTRAIN_LINEAR_EPILOGUE, read once: 1 adds Linear's bias in the GEMM. */
 static int linear_epilogue_wanted(void)

@@ -12,9 +12,15 @@ What it does:
      of edge cases (accents, combining marks, CJK, punctuation, control and
      odd whitespace characters, words over 100 characters, unknown symbols);
   3. runs `ctrain tokenize --vocab V [--cased] --in LINES` and
-     BertTokenizer(vocab_file=V, do_lower_case=uncased, strip_accents=None,
+     BertTokenizer(vocab, do_lower_case=uncased, strip_accents=None,
      tokenize_chinese_chars=True).tokenize() + convert_tokens_to_ids() on
      each line, and compares the ids line by line.
+Cased text differs between transformers versions in one step: the Python
+BertTokenizer of transformers 4.x puts the text in NFC first, transformers
+5's BertTokenizer (backed by the tokenizers library, like every
+BertTokenizerFast) does not. ctrain's --cased is the latter, --cased-nfc the
+former; the script takes the one that matches the transformers it runs
+with.
 Each line that matches is a pass, each that differs a failure (the first
 ones are printed with both token lists). It ends with "N passed, N failed"
 like the test programs, so tests/run.sh counts it (make test-gpu runs it:
@@ -27,6 +33,7 @@ skipped: transformers keeps those as special tokens inside text, ctrain
 tokenizes text as text.
 """
 import argparse
+import inspect
 import os
 import subprocess
 import sys
@@ -74,9 +81,33 @@ def corpus_lines(root, limit):
 
 
 def ctrain_ids(ctrain, vocab, cased, path):
-    cmd = [ctrain, "tokenize", "--vocab", vocab, "--in", path] + (["--cased"] if cased else [])
+    cmd = [ctrain, "tokenize", "--vocab", vocab, "--in", path] + ([cased] if cased else [])
     out = subprocess.run(cmd, check=True, capture_output=True).stdout.decode()
     return [[int(x) for x in l.split()] for l in out.split("\n")[:-1]]
+
+
+def load_vocab(path):
+    """vocab.txt as BERT reads it: one token a line, its id the line number."""
+    with open(path, encoding="utf-8") as f:
+        return {t.rstrip("\n"): i for i, t in enumerate(f.readlines())}
+
+
+def make_tokenizer(cls, vocab_path, cased):
+    """BertTokenizer over vocab_path, whichever transformers this is: 4.x
+    takes vocab_file= (the Python tokenizer), 5.x takes vocab= (a dict; the
+    class is backed by the tokenizers library). Checked: a tokenizer that
+    did not load every entry of the file is refused, not compared."""
+    vocab = load_vocab(vocab_path)
+    opts = dict(do_lower_case=not cased, strip_accents=None, tokenize_chinese_chars=True)
+    params = inspect.signature(cls.__init__).parameters
+    tok = cls(vocab=dict(vocab), **opts) if "vocab" in params else cls(vocab_file=vocab_path, **opts)
+    got = tok.get_vocab()
+    missing = [t for t, i in vocab.items() if got.get(t) != i]
+    if missing:
+        print(f"  FAIL {cls.__name__} loaded {len(got)} tokens of {len(vocab)} from {vocab_path} "
+              f"(first missing: {missing[:5]})")
+        return None
+    return tok
 
 
 def main():
@@ -100,6 +131,10 @@ def main():
     # one input line per line: the corpus lines have no "\n"; an edge case
     # with "\r\n" becomes two lines, as it would in a file
     lines += [l for e in EDGE for l in e.split("\n")]
+    import transformers
+    print(f"  transformers {transformers.__version__}, {BertTokenizer.__module__}.{BertTokenizer.__name__}")
+    major = int(transformers.__version__.split(".")[0])
+    cased_flag = "--cased-nfc" if major < 5 else "--cased"
     passed = failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         text = os.path.join(tmp, "lines.txt")
@@ -109,11 +144,13 @@ def main():
             name = "cased" if cased else "uncased"
             vocab = os.path.join(tmp, f"vocab-{name}.txt")
             subprocess.run([a.ctrain, "vocab", "--corpus", a.corpus, "--size", str(a.vocab_size),
-                            "--out", vocab] + (["--cased"] if cased else []),
+                            "--out", vocab] + ([cased_flag] if cased else []),
                            check=True, capture_output=True)
-            ours = ctrain_ids(a.ctrain, vocab, cased, text)
-            tok = BertTokenizer(vocab_file=vocab, do_lower_case=not cased, strip_accents=None,
-                                tokenize_chinese_chars=True)
+            ours = ctrain_ids(a.ctrain, vocab, cased_flag if cased else None, text)
+            tok = make_tokenizer(BertTokenizer, vocab, cased)
+            if tok is None:
+                failed += 1
+                continue
             if len(ours) != len(lines):
                 print(f"  FAIL {name}: ctrain printed {len(ours)} lines for {len(lines)}")
                 failed += 1
@@ -131,7 +168,7 @@ def main():
                     print(f"    ctrain:       {tok.convert_ids_to_tokens(ours[i])[:30]}")
                     print(f"    transformers: {tok.convert_ids_to_tokens(ref)[:30]}")
             print(f"  {name}: {len(lines) - bad} of {len(lines)} lines identical "
-                  f"({len(tok.vocab)} tokens in the vocab)")
+                  f"({len(tok.get_vocab())} tokens in the vocab)")
     print(f"  corpus lines skipped: {skipped} (not UTF-8, or holding a special-token string)")
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 else 1

@@ -18,7 +18,12 @@
  *     within 5% of how far it fell (see equivalence_bf16()).
  *   sync batch norm: ResNet-18 (width 64, 32x32) on 2 GPUs x B with
  *     --sync-bn equals 1 GPU x 2B: weights and running statistics after one
- *     step to 1e-5, the losses of 5 steps to 2e-3 (see sync_bn()).
+ *     step to 1e-5, the losses of 5 steps within 1% of their fall (see
+ *     sync_bn()).
+ *   NCCL-registered buffers: the equivalence again with CTRAIN_NCCL_REG=1
+ *     (eager) and =2 (symmetric window, graphs).
+ *   Usage: gpu_dist [NAME]: only the cases whose name contains NAME
+ *     (bert-buckets, ..., sync-bn, precision-fp16, kill-launcher, ...).
  *   mixed precision: fp16 (the grad scaler) and bf16 on 2 GPUs train 20
  *     steps with a finite, falling loss.
  *   failure: killing rank 1 of `ctrain train --gpus 2` ends the launcher
@@ -248,6 +253,25 @@ static void equivalence(const char *what, const char *extra_one, const char *ext
     compare_files(what, one.save, two.save, 1e-7, 1e-5);
 }
 
+/* equivalence() with the gradients (and the bf16 shadow) in NCCL-registered
+ * memory on the 2 GPUs (CTRAIN_NCCL_REG=mode, train/dist_regbuf.h): the
+ * same numbers, and the log names the buffers (a registration NCCL refused
+ * falls back to plain buffers, which would prove nothing). */
+static void equivalence_reg(const char *what, const char *mode, const char *extra_two,
+                            const char *log_text)
+{
+    RunFiles one, two;
+    char name[256];
+    setenv("CTRAIN_NCCL_REG", mode, 1);
+    int ok = run_pair(what, "", extra_two, 1, &one, &two);
+    unsetenv("CTRAIN_NCCL_REG");
+    if (!ok) return;
+    snprintf(name, sizeof name, "%s: the log says \"%s\"", what, log_text);
+    check_true(name, file_has(two.out, log_text), "see %s", two.out);
+    compare_losses(what, one.log, two.log, 5, 1e-5);
+    compare_files(what, one.save, two.save, 1e-7, 1e-5);
+}
+
 /* The 2-norm of a - b over n floats (b NULL: of a). */
 static double norm_diff(const float *a, const float *b, size_t n)
 {
@@ -260,8 +284,15 @@ static double norm_diff(const float *a, const float *b, size_t n)
 }
 
 /* Measured against what training changed: for every f32 tensor,
- * ||test - ref|| <= rtol_update ||ref - init|| + rtol_f32 ||ref|| (2-norms
- * over the tensor); other tensors equal. */
+ * ||test - ref|| <= rtol_update ||ref - init|| + rtol_f32 ||ref||
+ *                   + UPDATE_ATOL sqrt(numel)
+ * (2-norms over the tensor); other tensors equal. The absolute floor is for
+ * tensors that training does not move: the attention key bias gets a zero
+ * gradient in exact arithmetic (it adds the same q.b to every score of a
+ * row, and softmax ignores that), so its "update" is f32 rounding noise
+ * (~1e-11 on the H200) and 5% of noise is no tolerance. 1e-9 a weight is
+ * far below the updates of every trained tensor here (1e-5 and more). */
+#define UPDATE_ATOL 1e-9
 static void compare_updates(const char *what, const char *pref, const char *ptest,
                             const char *pinit, double rtol_update, double rtol_f32)
 {
@@ -290,7 +321,8 @@ static void compare_updates(const char *what, const char *pref, const char *ptes
         const float *a = (const float *)x->data, *b = (const float *)y->data;
         double diff = norm_diff(b, a, x->numel), update = norm_diff(a, (const float *)z->data,
                                                                     x->numel);
-        double tol = rtol_update * update + rtol_f32 * norm_diff(a, NULL, x->numel);
+        double tol = rtol_update * update + rtol_f32 * norm_diff(a, NULL, x->numel) +
+                     UPDATE_ATOL * sqrt((double)x->numel);
         double ratio = tol > 0 ? diff / tol : diff > 0 ? INFINITY : 0;
         if (isnan(diff)) ratio = INFINITY;
         if (ratio >= worst) {
@@ -388,11 +420,12 @@ static void equivalence_bf16(const char *what, const char *extra_two, int graph)
 /* One pair of ResNet-18 runs: 1 GPU x 16 (our batch-norm kernels, as
  * --sync-bn runs them: CTRAIN_BN=own, or cuDNN's other rounding is what gets
  * compared) against 2 GPUs x 8 with --sync-bn; tag names the files. */
-static int sync_bn_pair(const char *tag, int steps, char *s1, char *s2, char *l1, char *l2)
+static int sync_bn_pair(const char *tag, int steps, const char *opts, char *s1, char *s2,
+                        char *l1, char *l2)
 {
-    char a1[4096], a2[4096], o1[1100], o2[1100];
-    const char *base = "--model resnet18 --data synthetic --image-size 32 --classes 10 "
-                       "--precision fp32 --lr 0.05 --log-every 1";
+    char a1[4096], a2[4096], o1[1100], o2[1100], base[1024];
+    snprintf(base, sizeof base, "--model resnet18 --data synthetic --classes 10 --precision fp32 "
+             "--log-every 1 %s", opts);
     snprintf(s1, 1100, "%s/syncbn%s.one.safetensors", dir, tag);
     snprintf(s2, 1100, "%s/syncbn%s.two.safetensors", dir, tag);
     snprintf(l1, 1100, "%s/syncbn%s.one.jsonl", dir, tag);
@@ -414,24 +447,29 @@ static int sync_bn_pair(const char *tag, int steps, char *s1, char *s2, char *l1
 }
 
 /* --sync-bn against 1 GPU x 2B. After one step (the statistics of one batch
- * on equal weights) weights and running statistics agree to 1e-5. Over 5
- * steps only the losses are compared, at 2e-3 relative or 5e-5 absolute
- * (the loss falls from ~2.3 to ~0.005 here): ResNet f32 gradients are
- * ill-conditioned (tests/gpu_resnet_parity: PyTorch's own f32 gradients
- * are 17% from float64 in places), so other convolution algorithms at
- * batch 8 and 16 and another summation order grow, through the updates at
- * lr 0.05, to ~4e-4 of the loss by step 3 and 1.7e-5 of a loss of
- * 0.0052 by step 5 (seen on the 2xH200). */
+ * on equal weights) weights and running statistics agree to 1e-5 (32x32
+ * images, lr 0.05): that is the exact check of the synchronized statistics
+ * and their gradients. Over 5 steps the losses are compared to how far they
+ * fell, within 1% of it (64x64 images, lr 0.01). Not tighter: ResNet f32
+ * gradients are ill-conditioned (tests/gpu_resnet_parity: PyTorch's own f32
+ * gradients are 17% from float64 in places), and other convolution
+ * algorithms at batch 8 and 16 (chosen by timing, so the 2-GPU run differs
+ * from run to run) and another summation order grow ~5-10x a step. Three
+ * runs on the 2xH200: step 2 within 3e-7 of the loss, then 1e-4, 1e-3 and
+ * at step 5 up to 0.5% of the loss (0.1768 against 0.1760), 3.8e-4 of its
+ * fall from 2.40; at 32x32 and lr 0.05 the same growth reached 7% of a loss
+ * fallen to 0.013. Statistics left per GPU change the first step's loss
+ * already (8 images' statistics, not 16), which the 1-step check sees. */
 static void sync_bn(void)
 {
     char s1[1100], s2[1100], l1[1100], l2[1100];
-    if (sync_bn_pair("1", 1, s1, s2, l1, l2)) {
+    if (sync_bn_pair("1", 1, "--image-size 32 --lr 0.05", s1, s2, l1, l2)) {
         compare_losses("sync-bn resnet18 1 step", l1, l2, 1, 1e-5);
         compare_files("sync-bn resnet18 1 step (weights and running statistics)", s1, s2, 1e-6,
                       1e-5);
     }
-    if (sync_bn_pair("5", 5, s1, s2, l1, l2))
-        compare_losses_atol("sync-bn resnet18 5 steps", l1, l2, 5, 5e-5, 2e-3);
+    if (sync_bn_pair("5", 5, "--image-size 64 --lr 0.01", s1, s2, l1, l2))
+        compare_losses_update("sync-bn resnet18 5 steps", l1, l2, 5, 0.01, 1e-5);
 }
 
 static void precision(const char *prec)
@@ -535,9 +573,13 @@ static void kill_without_launcher(void)
                "status %d after %.1f s (see %s)", rc, took, o0);
 }
 
+/* argv[1], when given: run only the cases whose name contains it. */
+static const char *only;
+static int want(const char *name) { return !only || strstr(name, only) != NULL; }
+
 int main(int argc, char **argv)
 {
-    (void)argc;
+    only = argc > 1 ? argv[1] : NULL;
     /* build/tests/gpu_dist -> build/ctrain */
     snprintf(bin, sizeof bin, "%s", argv[0]);
     char *slash = strrchr(bin, '/');
@@ -561,24 +603,34 @@ int main(int argc, char **argv)
         if (!mkdtemp(dir)) { printf("cannot make a temp folder\n0 passed, 1 failed\n"); return 1; }
     }
     printf("gpu_dist: %s, files in %s\n", bin, dir);
-    equivalence("bert-buckets", "", "--bucket-mb 0.25", 1);
-    equivalence("bert-one-bucket", "", "--bucket-mb 0", 1);
-    equivalence("bert-accum2", "", "--bucket-mb 0.25", 2);
-    equivalence("bert-recompute", "", "--bucket-mb 0.25 --recompute all", 1);
+    if (want("bert-buckets")) equivalence("bert-buckets", "", "--bucket-mb 0.25", 1);
+    if (want("bert-one-bucket")) equivalence("bert-one-bucket", "", "--bucket-mb 0", 1);
+    if (want("bert-accum2")) equivalence("bert-accum2", "", "--bucket-mb 0.25", 2);
+    if (want("bert-recompute"))
+        equivalence("bert-recompute", "", "--bucket-mb 0.25 --recompute all", 1);
     /* the step captured as CUDA graphs on both ranks (all-reduces inside):
      * 3 of the 5 steps are replays, and the run must end (a communicator
      * finalized before the graph holding its plans never returns) */
-    equivalence("bert-graph", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 1);
-    equivalence("bert-graph-accum2", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 2);
+    if (want("bert-graph")) equivalence("bert-graph", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 1);
+    if (want("bert-graph-accum2"))
+        equivalence("bert-graph-accum2", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 2);
     /* --grad-reduce bf16: eager, then with 3 of the 5 steps replayed from
      * CUDA graphs (the casts on both streams must have been captured) */
-    equivalence_bf16("bert-bf16-reduce", "--bucket-mb 0.25 --grad-reduce bf16", 0);
-    equivalence_bf16("bert-bf16-reduce-graph",
-                     "--bucket-mb 0.25 --grad-reduce bf16 --graph --graph-warmup 2", 1);
-    sync_bn();
-    precision("fp16");
-    precision("bf16");
-    kill_under_launcher();
-    kill_without_launcher();
+    if (want("bert-bf16-reduce"))
+        equivalence_bf16("bert-bf16-reduce", "--bucket-mb 0.25 --grad-reduce bf16", 0);
+    if (want("bert-bf16-reduce-graph"))
+        equivalence_bf16("bert-bf16-reduce-graph",
+                         "--bucket-mb 0.25 --grad-reduce bf16 --graph --graph-warmup 2", 1);
+    if (want("bert-nccl-registered"))
+        equivalence_reg("bert-nccl-registered", "1", "--bucket-mb 0.25",
+                        "NCCL-registered buffers");
+    if (want("bert-nccl-window-graph"))
+        equivalence_reg("bert-nccl-window-graph", "2", "--bucket-mb 0.25 --graph --graph-warmup 2",
+                        "symmetric NCCL window buffers");
+    if (want("sync-bn")) sync_bn();
+    if (want("precision-fp16")) precision("fp16");
+    if (want("precision-bf16")) precision("bf16");
+    if (want("kill-launcher")) kill_under_launcher();
+    if (want("kill-no-launcher")) kill_without_launcher();
     return check_summary();
 }

@@ -41,7 +41,7 @@
  *     either backward); the saved words = the backward's own draw = the
  *     host's Philox bits; p 0 leaves the buffer untouched; graph replay;
  *     the op with CTRAIN_ATTN_SAVE_MASK=1 (also inside a recomputed
- *     segment) = unset, bit for bit, holding exactly the mask's bytes more
+ *     segment) = =0, bit for bit, holding exactly the mask's bytes more
  *     from forward to backward, and all memory returned.
  *
  * Tolerances. For a sum of products computed with rounded operands the
@@ -846,7 +846,7 @@ static void same_bytes(const char *name, Tensor *t, Tensor *u)
     free(b);
 }
 
-/* The op (fused path) with CTRAIN_ATTN_SAVE_MASK unset, =1, and =1 inside a
+/* The op (fused path) with CTRAIN_ATTN_SAVE_MASK=0, =1, and =1 inside a
  * recomputed segment: out, dq, dk, dv the same bytes; with p > 0 the
  * forward holds exactly the mask's bytes more (lse and the mask share one
  * buffer, ops/attention_op.c: lse rounded up to 256 bytes, then the words),
@@ -858,11 +858,10 @@ static void flash_op_save_mask_case(Ctx *g, DType autocast, size_t B, size_t H, 
     const size_t nr = B * H * T, base = g->mem.current;
     Tensor *t[3][4], *y[3];
     size_t held[3];
-    const char *runs[3] = {"unset", "=1", "=1 recomputed"};
+    const char *runs[3] = {"=0", "=1", "=1 recomputed"};
     g->autocast = autocast;
     for (int f = 0; f < 3; f++) {
-        if (f) setenv("CTRAIN_ATTN_SAVE_MASK", "1", 1);
-        else unsetenv("CTRAIN_ATTN_SAVE_MASK");
+        setenv("CTRAIN_ATTN_SAVE_MASK", f ? "1" : "0", 1);
         attention_fused_save_mask_reread();
         opin_tensors(g, &in, t[f]);
         y[f] = op_run(g, "fused", t[f][0], t[f][1], t[f][2], t[f][3], in.w, p, f == 2, &held[f]);
@@ -876,11 +875,11 @@ static void flash_op_save_mask_case(Ctx *g, DType autocast, size_t B, size_t H, 
              autocast == DT_F32 ? "f32" : dtype_name(autocast), B, H, T, Dh, (double)p);
     const char *gn[3] = {"dq", "dk", "dv"};
     for (int f = 1; f < 3; f++) {
-        snprintf(name, sizeof name, "gpu.flash.op.out CTRAIN_ATTN_SAVE_MASK%s = unset%s", runs[f],
+        snprintf(name, sizeof name, "gpu.flash.op.out CTRAIN_ATTN_SAVE_MASK%s = =0%s", runs[f],
                  sfx);
         same_bytes(name, y[f], y[0]);
         for (int i = 0; i < 3; i++) {
-            snprintf(name, sizeof name, "gpu.flash.op.%s CTRAIN_ATTN_SAVE_MASK%s = unset%s",
+            snprintf(name, sizeof name, "gpu.flash.op.%s CTRAIN_ATTN_SAVE_MASK%s = =0%s",
                      gn[i], runs[f], sfx);
             same_bytes(name, t[f][i]->grad, t[0][i]->grad);
         }
@@ -891,11 +890,11 @@ static void flash_op_save_mask_case(Ctx *g, DType autocast, size_t B, size_t H, 
                                  : 0;
     snprintf(name, sizeof name, "gpu.flash.op.saved mask held from forward to backward%s", sfx);
     check_true(name, held[1] == held[0] + more,
-               "forward held %zu bytes with CTRAIN_ATTN_SAVE_MASK=1, %zu unset: want %zu more",
+               "forward held %zu bytes with CTRAIN_ATTN_SAVE_MASK=1, %zu with =0: want %zu more",
                held[1], held[0], more);
     snprintf(name, sizeof name, "gpu.flash.op.recomputed segment holds no mask after forward%s",
              sfx);
-    check_true(name, held[2] < held[0], "held %zu bytes (unset, not recomputed: %zu)", held[2],
+    check_true(name, held[2] < held[0], "held %zu bytes (=0, not recomputed: %zu)", held[2],
                held[0]);
     snprintf(name, sizeof name, "gpu.flash.op.save mask: all memory returned%s", sfx);
     opin_done(g, &in, y, t, 3, base, name);

@@ -378,6 +378,27 @@ static void test_grad_reduce_option(void)
                "mode '%s', label '%s'", row.mode, label);
 }
 
+/* The default bucket size: a twelfth of the gradients within [25, 100] MB;
+ * --bucket-mb's default asks for it (negative), and 0 stays "one bucket". */
+static void test_bucket_auto(void)
+{
+    const size_t MB = 1024 * 1024;
+    check_true("bucket auto: ResNet-50's 102 MB -> 25 MB", dist_bucket_mb_auto(102 * MB) == 25.0f,
+               "%g", (double)dist_bucket_mb_auto(102 * MB));
+    check_true("bucket auto: BERT-large's 1.34 GB -> 100 MB",
+               dist_bucket_mb_auto(1341 * MB) == 100.0f, "%g",
+               (double)dist_bucket_mb_auto(1341 * MB));
+    float base = dist_bucket_mb_auto(440 * MB);   /* BERT-base */
+    check_true("bucket auto: BERT-base's 440 MB -> a twelfth", fabsf(base - 440.0f / 12) < 1e-3f,
+               "%g", (double)base);
+    check_true("bucket auto: nothing -> 25 MB", dist_bucket_mb_auto(0) == 25.0f, "%g",
+               (double)dist_bucket_mb_auto(0));
+    DistOptions o;
+    dist_options_default(&o);
+    check_true("bucket auto: the default --bucket-mb asks for it", o.bucket_mb < 0, "%g",
+               (double)o.bucket_mb);
+}
+
 int main(void)
 {
     check_seed(17);
@@ -389,6 +410,7 @@ int main(void)
     test_loader_shards();
     test_mlm_rows();
     test_bucket_plan();
+    test_bucket_auto();
     ready_models();
     test_grad_reduce_option();
     return check_summary();

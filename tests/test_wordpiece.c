@@ -92,7 +92,7 @@ static const char *const VOCAB[] = {
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", ",", "!", "don", "'",
     "t", "cafe", "naive", "resume", "Café", "naïve", "résumé", "我", "爱", "北", "京", "un",
     "##aff", "##able", "a", "##a", "##world", "οδος", "σοφος", "ς", "привет", "—", "«",
-    "»", "$", "5", "Hello", "World", "é", "##é", "ハ", "##ン",
+    "»", "$", "5", "Hello", "World", "é", "##é", "ハ", "##ン", "Cafe", "##\xcc\x81",
 };
 
 static void test_tokenizer(void)
@@ -102,11 +102,12 @@ static void test_tokenizer(void)
     FILE *f = fopen(path, "w");
     for (size_t i = 0; i < sizeof VOCAB / sizeof *VOCAB; i++) fprintf(f, "%s\n", VOCAB[i]);
     fclose(f);
-    Wordpiece un, ca;
-    int st = wordpiece_load(&un, path, 1, err, sizeof err);
+    Wordpiece un, ca, cn;
+    int st = wordpiece_load(&un, path, WP_UNCASED, err, sizeof err);
     check_true("vocab.load", st == 0, "status %d: %s", st, err);
     if (st) return;
-    wordpiece_load(&ca, path, 0, err, sizeof err);
+    wordpiece_load(&ca, path, WP_CASED, err, sizeof err);
+    wordpiece_load(&cn, path, WP_CASED_NFC, err, sizeof err);
     check_true("vocab.specials", un.pad_id == 0 && un.unk_id == 1 && un.cls_id == 2 &&
                un.sep_id == 3 && un.mask_id == 4 && un.V == sizeof VOCAB / sizeof *VOCAB,
                "pad %d unk %d cls %d sep %d mask %d V %u", un.pad_id, un.unk_id, un.cls_id,
@@ -119,9 +120,13 @@ static void test_tokenizer(void)
     check_tok("tok.hello_world_cased", &ca, "Hello, World!", "Hello , World !");
     check_tok("tok.accents_uncased", &un, "Café naïve résumé", "cafe naive resume");
     check_tok("tok.accents_cased", &ca, "Café naïve résumé", "Café naïve résumé");
-    /* combining acute (NFD input): NFC for cased, stripped for uncased */
-    check_tok("tok.combining_cased", &ca, "Cafe\xcc\x81", "Café");
+    /* combining acute (NFD input): kept as it is for cased (transformers 5's
+     * BertTokenizer, BertTokenizerFast), composed for --cased-nfc
+     * (transformers 4.x's Python BertTokenizer), stripped for uncased */
+    check_tok("tok.combining_cased", &ca, "Cafe\xcc\x81", "Cafe ##\xcc\x81");
+    check_tok("tok.combining_cased_nfc", &cn, "Cafe\xcc\x81", "Café");
     check_tok("tok.combining_uncased", &un, "CAFE\xcc\x81", "cafe");
+    check_tok("tok.precomposed_cased_nfc", &cn, "Café naïve", "Café naïve");
     check_tok("tok.apostrophe", &un, "don't", "don ' t");
     check_tok("tok.chinese", &un, "我爱北京", "我 爱 北 京");
     check_tok("tok.chinese_in_word", &un, "hello我world", "hello 我 world");
@@ -219,6 +224,7 @@ static void test_tokenizer(void)
     if (!st) wordpiece_free(&w3);
     wordpiece_free(&un);
     wordpiece_free(&ca);
+    wordpiece_free(&cn);
 }
 
 /* ---- vocab builder ------------------------------------------------------- */

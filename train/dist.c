@@ -4,8 +4,8 @@
  *
  * --grad-reduce bf16 (numerics in dist.h): a bf16 shadow of the whole
  * gradient buffer, allocated once; per bucket
- *   compute stream:  h[k] = bf16(g[k])             (cast_cuda, right when final)
- *   comm stream:     h[k] = avg over ranks of h[k] (ncclBfloat16, ncclAvg)
+ *   comm stream:     h[k] = bf16(g[k])             (once backward is done with g[k])
+ *                    h[k] = avg over ranks of h[k] (ncclBfloat16, ncclAvg)
  *                    g[k] = f32(h[k])              (overwrite, not accumulate)
  * all stream-ordered like the f32 path, so it is graph-capturable too. */
 #include "dist.h"
@@ -22,6 +22,8 @@
 #include "dist_bucket.h"
 #include "dist_launch.h"
 #include "dist_rdzv.h"
+#include "dist_regbuf.h"
+#include "dist_trace.h"
 #include "dist_watchdog.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
@@ -47,8 +49,11 @@ struct Dist {
     cudaEvent_t *bucket_ev;    /* [plan.n] gradients of bucket k written (compute stream) */
     cudaEvent_t done_ev;       /* every all-reduce of the step issued so far done (comm stream) */
     uint16_t *shadow;          /* --grad-reduce bf16: [total] the gradients as sent; else NULL */
+    RegBuf grad_buf;           /* CTRAIN_NCCL_REG > 0: the gradients, in NCCL-registered memory */
+    RegBuf shadow_buf;         /* the shadow's memory */
     float *scratch;            /* one device float for the barrier */
     DistWatchdog *wd;
+    DistTrace *trace;          /* CTRAIN_DIST_TRACE=1: step phase timings; else NULL */
 #endif
 };
 
@@ -189,6 +194,7 @@ void dist_start(Dist *d, Ctx *c)
     check_nccl_for_options(&d->opt);
     d->ctx = c;
     d->wd = watchdog_start(e->rank, c->device_id, d->opt.timeout_s, 2.0 * d->opt.timeout_s);
+    d->trace = dist_trace_open(e->rank);
     ncclUniqueId id;
     rendezvous(d, &id);
     watchdog_setup_deadline(d->wd, (double)d->opt.timeout_s);
@@ -236,13 +242,16 @@ static void issue_bucket(void *user, int b)
     float *g = d->tr->model->params.grad + k->begin;
     void *buf = g;
     ncclDataType_t type = ncclFloat;
+    CUDA_CHECK(cudaEventRecord(d->bucket_ev[b], c->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(d->comm_stream, d->bucket_ev[b], 0));
+    dist_trace_mark(d->trace, TRACE_COMM_FIRST, d->comm_stream);
+    /* the casts run on the communication stream, off backward's path: the
+     * compute stream writes g[k] no more before the update, which waits */
     if (d->shadow) {
         buf = d->shadow + k->begin;
         type = ncclBfloat16;
-        cast_cuda(buf, DT_BF16, g, DT_F32, n, 0, c->stream);
+        cast_cuda(buf, DT_BF16, g, DT_F32, n, 0, d->comm_stream);
     }
-    CUDA_CHECK(cudaEventRecord(d->bucket_ev[b], c->stream));
-    CUDA_CHECK(cudaStreamWaitEvent(d->comm_stream, d->bucket_ev[b], 0));
     NCCL_CHECK(ncclAllReduce(buf, buf, n, type, ncclAvg, d->comm, d->comm_stream));
     if (d->shadow) cast_cuda(g, DT_F32, buf, DT_BF16, n, 0, d->comm_stream);
 }
@@ -267,6 +276,7 @@ void dist_attach(Dist *d, Trainer *t)
      * follows before the first forward (params_lowp_refresh) */
     ps->lowp_stale = 1;
 
+    if (d->opt.bucket_mb < 0) d->opt.bucket_mb = dist_bucket_mb_auto(ps->total * sizeof(float));
     size_t elems = (size_t)((double)d->opt.bucket_mb * 1024.0 * 1024.0 / sizeof(float));
     bucket_plan_build(&d->plan, ps, elems);
     grad_ready_init(&d->ready, ps, &d->plan, issue_bucket, d);
@@ -274,18 +284,27 @@ void dist_attach(Dist *d, Trainer *t)
     if (!d->bucket_ev) ct_fatal("out of host memory");
     for (int b = 0; b < d->plan.n; b++)
         CUDA_CHECK(cudaEventCreateWithFlags(&d->bucket_ev[b], cudaEventDisableTiming));
-    if (d->opt.grad_reduce == DT_BF16)
-        d->shadow = (uint16_t *)mem_alloc(c, ps->total * sizeof(uint16_t));
+    int reg = regbuf_mode_wanted();
+    if (reg > 0) {   /* the all-reduces read and write the gradients in place (dist_regbuf.h) */
+        regbuf_alloc(&d->grad_buf, c, d->comm, ps->total * sizeof(float), reg);
+        if (d->grad_buf.mode > 0) params_grad_move(ps, (float *)d->grad_buf.ptr);
+        else regbuf_free(&d->grad_buf, c, d->comm);
+    }
+    if (d->opt.grad_reduce == DT_BF16) {
+        regbuf_alloc(&d->shadow_buf, c, d->comm, ps->total * sizeof(uint16_t), reg);
+        d->shadow = (uint16_t *)d->shadow_buf.ptr;
+    }
     d->hooked = d->opt.bucket_mb > 0;   /* 0: one all-reduce after backward, no overlap */
     d->attached = 1;
     int version = 0;
     char vs[32];
     ncclGetVersion(&version);
     LOG_I("data parallel: %d ranks (%s), NCCL %s; gradients in %d bucket%s of ~%g MB "
-          "all-reduced%s %s; batch norm %s; each rank a batch of %d", d->env.world,
+          "all-reduced%s %s, %s buffers; batch norm %s; each rank a batch of %d", d->env.world,
           dist_env_source_name(d->env.source), nccl_version_str(vs, sizeof vs, version),
           d->plan.n, d->plan.n == 1 ? "" : "s", (double)d->opt.bucket_mb,
           d->shadow ? " (bf16)" : "", d->hooked ? "during backward" : "after backward",
+          regbuf_mode_name(d->grad_buf.ptr ? d->grad_buf.mode : d->shadow_buf.mode),
           d->opt.sync_bn ? "synchronized (--sync-bn)" : "per GPU", t->feed->batch);
     watchdog_mark(d->wd, c->stream);
 }
@@ -293,6 +312,7 @@ void dist_attach(Dist *d, Trainer *t)
 void dist_backward_begin(Dist *d, int last)
 {
     if (!d) return;
+    if (last) dist_trace_mark(d->trace, TRACE_BWD_BEGIN, d->ctx->stream);
     if (last && d->hooked) {
         grad_ready_reset(&d->ready);
         d->ctx->bwd_hook = &d->ready.hook;
@@ -306,15 +326,20 @@ void dist_grads_ready(Dist *d)
     if (!d) return;
     Ctx *c = d->ctx;
     c->bwd_hook = NULL;
+    dist_trace_mark(d->trace, TRACE_BWD_END, c->stream);
     if (!d->hooked) grad_ready_reset(&d->ready);
     grad_ready_finish(&d->ready);
+    dist_trace_mark(d->trace, TRACE_COMM_DONE, d->comm_stream);
     CUDA_CHECK(cudaEventRecord(d->done_ev, d->comm_stream));
     CUDA_CHECK(cudaStreamWaitEvent(c->stream, d->done_ev, 0));
 }
 
 void dist_step_done(Dist *d)
 {
-    if (d) watchdog_mark(d->wd, d->ctx->stream);
+    if (!d) return;
+    watchdog_mark(d->wd, d->ctx->stream);
+    dist_trace_mark(d->trace, TRACE_STEP_END, d->ctx->stream);
+    dist_trace_step(d->trace);
 }
 
 float dist_loss_value(Dist *d, Trainer *t)
@@ -373,10 +398,17 @@ void dist_finish(Dist *d)
     watchdog_mark(d->wd, c->stream);
     ctx_sync(c);
     watchdog_stop(d->wd);
+    dist_trace_close(d->trace);
     /* a captured step's all-reduces hold NCCL's persistent plans until its
      * graph is destroyed, and finalizing the communicator waits for them:
      * with the graph still alive that wait never ends (seen on 2 H200s) */
-    if (d->attached) trainer_graph_free(d->tr);
+    if (d->attached) {
+        trainer_graph_free(d->tr);
+        if (d->grad_buf.ptr) params_grad_move(&d->tr->model->params, NULL);
+        regbuf_free(&d->grad_buf, c, d->comm);
+        regbuf_free(&d->shadow_buf, c, d->comm);
+        d->shadow = NULL;
+    }
     c->bn_allreduce = NULL;
     c->bwd_hook = NULL;
     if (d->bn_comm) {
@@ -386,7 +418,6 @@ void dist_finish(Dist *d)
     NCCL_CHECK(ncclCommFinalize(d->comm));
     NCCL_CHECK(ncclCommDestroy(d->comm));
     mem_free(c, d->scratch, sizeof(float));
-    if (d->shadow) mem_free(c, d->shadow, d->tr->model->params.total * sizeof(uint16_t));
     for (int b = 0; b < d->plan.n; b++) CUDA_CHECK(cudaEventDestroy(d->bucket_ev[b]));
     free(d->bucket_ev);
     CUDA_CHECK(cudaEventDestroy(d->done_ev));

@@ -13,6 +13,12 @@ static int by_offset_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+float dist_bucket_mb_auto(size_t grad_bytes)
+{
+    double mb = (double)grad_bytes / 12.0 / (1024.0 * 1024.0);
+    return (float)(mb < 25.0 ? 25.0 : mb > 100.0 ? 100.0 : mb);
+}
+
 void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems)
 {
     memset(bp, 0, sizeof *bp);

@@ -57,6 +57,13 @@ typedef struct BucketPlan {
     int n_params;
 } BucketPlan;
 
+/* The default bucket size in MB for `grad_bytes` of gradients: a twelfth
+ * of them, at least 25 MB and at most 100. Measured on 2 H200s: ResNet-50
+ * (102 MB of gradients) scales best with PyTorch's 25 MB (97.5%), where
+ * the overlap needs several buckets; BERT-large (1.34 GB) with 100 MB
+ * (+2% over 25 MB: fewer, larger all-reduces, the same bytes). */
+float dist_bucket_mb_auto(size_t grad_bytes);
+
 /* Plan the buckets of ps (see above). */
 void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems);
 void bucket_plan_free(BucketPlan *bp);

@@ -26,13 +26,14 @@
 #include "../engine/dtype.h"
 
 #define DIST_DEFAULT_PORT 29500
-#define DIST_DEFAULT_BUCKET_MB 25.0f
+#define DIST_DEFAULT_BUCKET_MB (-1.0f)   /* auto: dist_bucket_mb_auto (dist_bucket.h) */
 #define DIST_DEFAULT_TIMEOUT_S 60
 
 /* The command-line side (ctrain train / bench). */
 typedef struct DistOptions {
     int gpus;            /* --gpus N: start N processes on this machine (0: not given) */
-    float bucket_mb;     /* --bucket-mb: gradient all-reduce bucket size (0: one, after backward) */
+    float bucket_mb;     /* --bucket-mb: gradient all-reduce bucket size (0: one, after
+                            backward; < 0: auto, from the gradients' size) */
     int sync_bn;         /* --sync-bn: batch norm statistics over all GPUs */
     int timeout_s;       /* --dist-timeout: a rank stops when no progress for this long */
     DType grad_reduce;   /* --grad-reduce: the gradient all-reduce's type, DT_F32 or DT_BF16

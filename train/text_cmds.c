@@ -29,22 +29,36 @@ static const char *arg_value(int argc, char **argv, int *i, const char *cmd)
     "  holds out for its evaluation (10%% of each fortune file, the same for any\n" \
     "  --classes), so that a model pre-trained on this corpus has not seen them\n"
 
+#define CASE_HELP \
+    "  --cased keeps case and accents (a cased vocab; no Unicode normalization, as\n" \
+    "  transformers 5's BertTokenizer and every BertTokenizerFast); --cased-nfc the\n" \
+    "  same after NFC, as the Python BertTokenizer of transformers 4.x\n"
+
+/* --cased / --cased-nfc: the vocabulary's normalization (data/wordpiece.h). */
+static int case_option(const char *a, int *mode)
+{
+    if (!strcmp(a, "--cased")) *mode = WP_CASED;
+    else if (!strcmp(a, "--cased-nfc")) *mode = WP_CASED_NFC;
+    else return 0;
+    return 1;
+}
+
 int cmd_vocab(int argc, char **argv)
 {
     const char *corpus = NULL, *out = NULL;
-    int size = 30522, lower = 1, exclude = 0;
+    int size = 30522, mode = WP_UNCASED, exclude = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--corpus")) corpus = arg_value(argc, argv, &i, "vocab");
         else if (!strcmp(argv[i], "--out")) out = arg_value(argc, argv, &i, "vocab");
         else if (!strcmp(argv[i], "--size")) size = atoi(arg_value(argc, argv, &i, "vocab"));
-        else if (!strcmp(argv[i], "--cased")) lower = 0;
+        else if (case_option(argv[i], &mode)) continue;
         else if (!strcmp(argv[i], "--exclude-held-out")) exclude = 1;
         else if (!strcmp(argv[i], "--help")) {
-            printf("usage: ctrain vocab --corpus PATH --size N --out vocab.txt [--cased]\n"
-                   "                    [--exclude-held-out]\n"
+            printf("usage: ctrain vocab --corpus PATH --size N --out vocab.txt\n"
+                   "                    [--cased | --cased-nfc] [--exclude-held-out]\n"
                    "  builds a WordPiece vocabulary (BERT's specials, every character, then\n"
                    "  merged pieces) from a text file or a folder of text files;\n"
-                   EXCLUDE_HELP);
+                   CASE_HELP EXCLUDE_HELP);
             return 0;
         } else ct_fatal_hint("run 'ctrain vocab --help'", "unknown option '%s'", argv[i]);
     }
@@ -53,7 +67,7 @@ int cmd_vocab(int argc, char **argv)
         ct_fatal_hint("pass --size between 16 and 1000000", "--size %d is out of range", size);
     char err[512];
     TextClsExclude x = {TEXTCLS_HELD_OUT, NULL, 0};
-    VocabOpts vo = {size, lower, VOCAB_SCORE_FREQ, exclude ? textcls_exclude_held_out : NULL, &x};
+    VocabOpts vo = {size, mode, VOCAB_SCORE_FREQ, exclude ? textcls_exclude_held_out : NULL, &x};
     VocabStats vs;
     if (vocab_build_opts(corpus, &vo, out, &vs, err, sizeof err) != 0)
         ct_fatal_hint("check the corpus path (a UTF-8 text file or a folder of them)", "%s", err);
@@ -68,18 +82,18 @@ int cmd_vocab(int argc, char **argv)
 int cmd_shard(int argc, char **argv)
 {
     const char *corpus = NULL, *out = NULL, *vocab = NULL;
-    int lower = 1, exclude = 0;
+    int mode = WP_UNCASED, exclude = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--corpus")) corpus = arg_value(argc, argv, &i, "shard");
         else if (!strcmp(argv[i], "--out")) out = arg_value(argc, argv, &i, "shard");
         else if (!strcmp(argv[i], "--vocab")) vocab = arg_value(argc, argv, &i, "shard");
-        else if (!strcmp(argv[i], "--cased")) lower = 0;
+        else if (case_option(argv[i], &mode)) continue;
         else if (!strcmp(argv[i], "--exclude-held-out")) exclude = 1;
         else if (!strcmp(argv[i], "--help")) {
-            printf("usage: ctrain shard --corpus PATH --vocab vocab.txt --out FILE [--cased]\n"
-                   "                    [--exclude-held-out]\n"
+            printf("usage: ctrain shard --corpus PATH --vocab vocab.txt --out FILE\n"
+                   "                    [--cased | --cased-nfc] [--exclude-held-out]\n"
                    "  tokenizes the corpus once into a token shard for --data mlm:FILE;\n"
-                   EXCLUDE_HELP);
+                   CASE_HELP EXCLUDE_HELP);
             return 0;
         } else ct_fatal_hint("run 'ctrain shard --help'", "unknown option '%s'", argv[i]);
     }
@@ -87,7 +101,7 @@ int cmd_shard(int argc, char **argv)
         ct_fatal_hint("run 'ctrain shard --help'", "shard needs --corpus, --vocab and --out");
     char err[512];
     Wordpiece wp;
-    if (wordpiece_load(&wp, vocab, lower, err, sizeof err) != 0)
+    if (wordpiece_load(&wp, vocab, mode, err, sizeof err) != 0)
         ct_fatal_hint("check the --vocab path (one token per line)", "%s", err);
     ShardStats st;
     TextClsExclude x = {TEXTCLS_HELD_OUT, NULL, 0};
@@ -110,17 +124,18 @@ int cmd_shard(int argc, char **argv)
 int cmd_tokenize(int argc, char **argv)
 {
     const char *vocab = NULL, *in = NULL;
-    int lower = 1, tokens = 0;
+    int mode = WP_UNCASED, tokens = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--vocab")) vocab = arg_value(argc, argv, &i, "tokenize");
         else if (!strcmp(argv[i], "--in")) in = arg_value(argc, argv, &i, "tokenize");
-        else if (!strcmp(argv[i], "--cased")) lower = 0;
+        else if (case_option(argv[i], &mode)) continue;
         else if (!strcmp(argv[i], "--tokens")) tokens = 1;
         else if (!strcmp(argv[i], "--help")) {
-            printf("usage: ctrain tokenize --vocab vocab.txt [--in FILE] [--cased] [--tokens]\n"
+            printf("usage: ctrain tokenize --vocab vocab.txt [--in FILE] [--cased | --cased-nfc]\n"
+                   "                       [--tokens]\n"
                    "  prints, for each line of FILE (default: standard input), its WordPiece\n"
                    "  ids (--tokens: the tokens) separated by spaces, without [CLS]/[SEP];\n"
-                   "  --cased keeps case and accents (a cased vocab)\n");
+                   CASE_HELP);
             return 0;
         } else ct_fatal_hint("run 'ctrain tokenize --help'", "unknown option '%s'", argv[i]);
     }
@@ -129,7 +144,7 @@ int cmd_tokenize(int argc, char **argv)
     if (!f) ct_fatal_hint("check the --in path", "cannot open %s", in);
     char err[512];
     Wordpiece wp;
-    if (wordpiece_load(&wp, vocab, lower, err, sizeof err) != 0)
+    if (wordpiece_load(&wp, vocab, mode, err, sizeof err) != 0)
         ct_fatal_hint("check the --vocab path (one token per line)", "%s", err);
     WpIds ids = {0};
     char *line = NULL;

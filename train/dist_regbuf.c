@@ -1,0 +1,102 @@
+/* dist_regbuf.c — NCCL-registered device buffers (see dist_regbuf.h). */
+#include "dist_regbuf.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include "../engine/error.h"
+#include "../engine/log.h"
+#include "../engine/mem.h"
+#ifdef CTRAIN_CUDA
+#include <nccl.h>
+#define REGBUF_HAS_WINDOW (NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0))
+#endif
+
+#define REGBUF_DEFAULT 0
+
+int regbuf_mode_wanted(void)
+{
+    const char *e = getenv("CTRAIN_NCCL_REG");
+    if (!e || !*e) return REGBUF_DEFAULT;
+    if (!strcmp(e, "0") || !strcmp(e, "1") || !strcmp(e, "2")) return e[0] - '0';
+    ct_fatal_hint("set CTRAIN_NCCL_REG to 0 (plain buffers), 1 (registered) or 2 (symmetric "
+                  "window)", "CTRAIN_NCCL_REG=%s is not a mode", e);
+    return 0;
+}
+
+const char *regbuf_mode_name(int mode)
+{
+    return mode == 2 ? "symmetric NCCL window" : mode == 1 ? "NCCL-registered" : "plain";
+}
+
+#ifdef CTRAIN_CUDA
+
+void regbuf_alloc(RegBuf *rb, Ctx *c, void *comm, size_t bytes, int mode)
+{
+    memset(rb, 0, sizeof *rb);
+    rb->bytes = bytes;
+    ncclComm_t cm = (ncclComm_t)comm;
+    if (mode > 0) {
+        ncclResult_t r = ncclMemAlloc(&rb->ptr, bytes);
+        if (r == ncclSuccess) {
+            if (mode == 1) {
+                r = ncclCommRegister(cm, rb->ptr, bytes, &rb->handle);
+            } else {
+#if REGBUF_HAS_WINDOW
+                ncclWindow_t w = NULL;
+                r = ncclCommWindowRegister(cm, rb->ptr, bytes, &w, NCCL_WIN_COLL_SYMMETRIC);
+                rb->handle = (void *)w;
+#else
+                r = ncclInvalidUsage;
+#endif
+            }
+            if (r != ncclSuccess) ncclMemFree(rb->ptr);
+        }
+        if (r == ncclSuccess) {
+            rb->mode = mode;
+            mem_note_external(c, bytes, 0);
+            return;
+        }
+        LOG_W("CTRAIN_NCCL_REG=%d: NCCL could not give a %s buffer of %zu bytes (%s); using a "
+              "plain one", mode, regbuf_mode_name(mode), bytes, ncclGetErrorString(r));
+        rb->ptr = NULL;
+    }
+    rb->mode = 0;
+    rb->ptr = mem_alloc(c, bytes);
+}
+
+void regbuf_free(RegBuf *rb, Ctx *c, void *comm)
+{
+    if (!rb->ptr) return;
+    ncclComm_t cm = (ncclComm_t)comm;
+    if (rb->mode == 0) {
+        mem_free(c, rb->ptr, rb->bytes);
+    } else {
+        CUDA_CHECK(cudaStreamSynchronize(c->stream));   /* nothing in flight reads it */
+        if (rb->mode == 1) NCCL_CHECK(ncclCommDeregister(cm, rb->handle));
+#if REGBUF_HAS_WINDOW
+        else NCCL_CHECK(ncclCommWindowDeregister(cm, (ncclWindow_t)rb->handle));
+#endif
+        NCCL_CHECK(ncclMemFree(rb->ptr));
+        mem_note_external(c, rb->bytes, 1);
+    }
+    memset(rb, 0, sizeof *rb);
+}
+
+#else
+
+void regbuf_alloc(RegBuf *rb, Ctx *c, void *comm, size_t bytes, int mode)
+{
+    (void)comm; (void)mode;
+    memset(rb, 0, sizeof *rb);
+    rb->bytes = bytes;
+    rb->ptr = mem_alloc(c, bytes);
+}
+
+void regbuf_free(RegBuf *rb, Ctx *c, void *comm)
+{
+    (void)comm;
+    if (rb->ptr) mem_free(c, rb->ptr, rb->bytes);
+    memset(rb, 0, sizeof *rb);
+}
+
+#endif
