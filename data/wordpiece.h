@@ -16,7 +16,10 @@
  *      transformers 4.x normalizes here; transformers 5's BertTokenizer,
  *      every BertTokenizerFast and Google's original BERT do not, so plain
  *      cased leaves "e" + U+0301 as two characters; uncased is the same
- *      either way, since step 5 takes the NFD of the result)
+ *      either way, since step 5 takes the NFD of the result). Until
+ *      2026-11-30 ctrain's cased mode was the NFC one: a cased vocab built
+ *      before then goes with WP_CASED_NFC (--cased-nfc), or decomposed
+ *      accents in the text may find no piece and become [UNK].
  *   4. split on whitespace (space, U+2028, U+2029: Python's str.split())
  *   5. uncased only: lower-case each word (Python str.lower(), final sigma
  *      included), then strip accents (NFD, drop category Mn)

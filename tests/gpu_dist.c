@@ -16,12 +16,12 @@
  *     held to a tolerance made for bf16 rounding: each tensor's difference
  *     from the f32 run within 5% of how far training moved it, each loss
  *     within 5% of how far it fell (see equivalence_bf16()).
- *   sync batch norm: ResNet-18 (width 64, 32x32) on 2 GPUs x B with
+ *   sync batch norm: ResNet-18 (width 64) on 2 GPUs x B with
  *     --sync-bn equals 1 GPU x 2B: weights and running statistics after one
- *     step to 1e-5, the losses of 5 steps within 1% of their fall (see
- *     sync_bn()).
+ *     step to 1e-5 (32x32 images), the losses of 5 steps within 0.5% of
+ *     their fall (64x64 images; see sync_bn()).
  *   NCCL-registered buffers: the equivalence again with CTRAIN_NCCL_REG=1
- *     (eager) and =2 (symmetric window, graphs).
+ *     (eager) and =2 (symmetric window, graphs; and the bf16 shadow there).
  *   Usage: gpu_dist [NAME]: only the cases whose name contains NAME
  *     (bert-buckets, ..., sync-bn, precision-fp16, kill-launcher, ...).
  *   mixed precision: fp16 (the grad scaler) and bf16 on 2 GPUs train 20
@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cuda_runtime.h>
+#include <nccl.h>
 #include "check.h"
 #include "../train/bench.h"
 #include "../train/safetensors.h"
@@ -253,10 +254,11 @@ static void equivalence(const char *what, const char *extra_one, const char *ext
     compare_files(what, one.save, two.save, 1e-7, 1e-5);
 }
 
-/* equivalence() with the gradients (and the bf16 shadow) in NCCL-registered
- * memory on the 2 GPUs (CTRAIN_NCCL_REG=mode, train/dist_regbuf.h): the
- * same numbers, and the log names the buffers (a registration NCCL refused
- * falls back to plain buffers, which would prove nothing). */
+/* equivalence() with the gradients in NCCL-registered memory on the 2 GPUs
+ * (CTRAIN_NCCL_REG=mode, train/dist_regbuf.h): the same numbers, and the
+ * log names the buffers (a registration NCCL refused falls back to plain
+ * buffers, which would prove nothing). The bf16 shadow in a window is
+ * checked by bert-nccl-window-bf16 (equivalence_bf16's tolerance). */
 static void equivalence_reg(const char *what, const char *mode, const char *extra_two,
                             const char *log_text)
 {
@@ -450,7 +452,7 @@ static int sync_bn_pair(const char *tag, int steps, const char *opts, char *s1, 
  * on equal weights) weights and running statistics agree to 1e-5 (32x32
  * images, lr 0.05): that is the exact check of the synchronized statistics
  * and their gradients. Over 5 steps the losses are compared to how far they
- * fell, within 1% of it (64x64 images, lr 0.01). Not tighter: ResNet f32
+ * fell, within 0.5% of it (64x64 images, lr 0.01). Not tighter: ResNet f32
  * gradients are ill-conditioned (tests/gpu_resnet_parity: PyTorch's own f32
  * gradients are 17% from float64 in places), and other convolution
  * algorithms at batch 8 and 16 (chosen by timing, so the 2-GPU run differs
@@ -469,7 +471,7 @@ static void sync_bn(void)
                       1e-5);
     }
     if (sync_bn_pair("5", 5, "--image-size 64 --lr 0.01", s1, s2, l1, l2))
-        compare_losses_update("sync-bn resnet18 5 steps", l1, l2, 5, 0.01, 1e-5);
+        compare_losses_update("sync-bn resnet18 5 steps", l1, l2, 5, 5e-3, 1e-5);
 }
 
 static void precision(const char *prec)
@@ -575,7 +577,13 @@ static void kill_without_launcher(void)
 
 /* argv[1], when given: run only the cases whose name contains it. */
 static const char *only;
-static int want(const char *name) { return !only || strstr(name, only) != NULL; }
+static int n_wanted;
+static int want(const char *name)
+{
+    int w = !only || strstr(name, only) != NULL;
+    n_wanted += w;
+    return w;
+}
 
 int main(int argc, char **argv)
 {
@@ -624,13 +632,29 @@ int main(int argc, char **argv)
     if (want("bert-nccl-registered"))
         equivalence_reg("bert-nccl-registered", "1", "--bucket-mb 0.25",
                         "NCCL-registered buffers");
-    if (want("bert-nccl-window-graph"))
-        equivalence_reg("bert-nccl-window-graph", "2", "--bucket-mb 0.25 --graph --graph-warmup 2",
-                        "symmetric NCCL window buffers");
+    int nccl_version = 0;
+    ncclGetVersion(&nccl_version);
+    if (nccl_version >= NCCL_VERSION(2, 27, 0)) {   /* symmetric windows are 2.27's */
+        if (want("bert-nccl-window-graph"))
+            equivalence_reg("bert-nccl-window-graph", "2",
+                            "--bucket-mb 0.25 --graph --graph-warmup 2",
+                            "symmetric NCCL window buffers");
+        if (want("bert-nccl-window-bf16")) {
+            setenv("CTRAIN_NCCL_REG", "2", 1);
+            equivalence_bf16("bert-nccl-window-bf16",
+                             "--bucket-mb 0.25 --grad-reduce bf16 --graph --graph-warmup 2", 1);
+            unsetenv("CTRAIN_NCCL_REG");
+        }
+    } else {
+        printf("  (NCCL %d: no symmetric windows before 2.27, those cases skipped)\n",
+               nccl_version);
+    }
     if (want("sync-bn")) sync_bn();
     if (want("precision-fp16")) precision("fp16");
     if (want("precision-bf16")) precision("bf16");
     if (want("kill-launcher")) kill_under_launcher();
     if (want("kill-no-launcher")) kill_without_launcher();
+    if (only) check_true("the case filter matched a case", n_wanted > 0,
+                         "no case name contains \"%s\"", only);
     return check_summary();
 }

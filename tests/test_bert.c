@@ -254,14 +254,14 @@ static void test_mlm_fortunes(Ctx *c)
     if (!mkdtemp(dir)) { check_true("mlm.tmpdir", 0, "mkdtemp failed"); return; }
     snprintf(vocab, sizeof vocab, "%s/vocab.txt", dir);
     snprintf(shard, sizeof shard, "%s/fortunes.tok", dir);
-    if (vocab_build(corpus, 1000, 1, vocab, err, sizeof err) != 0) {
+    if (vocab_build(corpus, 1000, WP_UNCASED, vocab, err, sizeof err) != 0) {
         check_true("mlm.fortunes_present", 0, "%s (apt-get install fortunes)", err);
         return;
     }
     Wordpiece wp;
     TextShard ts;
     MlmBatcher mb;
-    check_true("mlm.vocab_load", wordpiece_load(&wp, vocab, 1, err, sizeof err) == 0, "%s", err);
+    check_true("mlm.vocab_load", wordpiece_load(&wp, vocab, WP_UNCASED, err, sizeof err) == 0, "%s", err);
     check_true("mlm.shard_write", shard_write(corpus, &wp, shard, SHARD_DOC_AUTO, NULL, err, sizeof err) == 0, "%s", err);
     check_true("mlm.shard_open", shard_open(&ts, shard, err, sizeof err) == 0, "%s", err);
     enum { B = 16, S = 32, STEPS = 200 };

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include "check.h"
 #include "../data/vocab_build.h"
+#include "../data/wordpiece.h"
 #include "../engine/autograd.h"
 #include "../models/bert.h"
 #include "../ops/ops.h"
@@ -164,8 +165,8 @@ static void test_bert_fortunes(Ctx *c)
     char dir[] = "/tmp/ctrain_eval_XXXXXX", vocab[128], err[512];
     if (!mkdtemp(dir)) { check_true("eval.tmpdir", 0, "mkdtemp failed"); return; }
     snprintf(vocab, sizeof vocab, "%s/vocab.txt", dir);
-    if (!check_true("eval.vocab", vocab_build("/usr/share/games/fortunes", 1000, 1, vocab, err,
-                                              sizeof err) == 0, "%s", err))
+    if (!check_true("eval.vocab", vocab_build("/usr/share/games/fortunes", 1000, WP_UNCASED, vocab,
+                                              err, sizeof err) == 0, "%s", err))
         return;
     const int ebs[3] = {1, 64, 1000};
     EvalResult r[3];

@@ -381,10 +381,10 @@ static void test_fortunes(void)
     char vocab[512], shard[512];
     snprintf(vocab, sizeof vocab, "%s/fortunes_vocab.txt", tmp);
     snprintf(shard, sizeof shard, "%s/fortunes.tok", tmp);
-    st = vocab_build(FORTUNES_DEFAULT_DIR, 2000, 1, vocab, err, sizeof err);
+    st = vocab_build(FORTUNES_DEFAULT_DIR, 2000, WP_UNCASED, vocab, err, sizeof err);
     check_true("fortunes.vocab", st == 0, "%s", err);
     Wordpiece wp;
-    if (st || wordpiece_load(&wp, vocab, 1, err, sizeof err)) {
+    if (st || wordpiece_load(&wp, vocab, WP_UNCASED, err, sizeof err)) {
         textcls_free(&ds);
         return;
     }

@@ -203,21 +203,21 @@ static void test_tokenizer(void)
     Wordpiece w3;
     char p2[600];
     snprintf(p2, sizeof p2, "%s/missing.txt", tmp);
-    st = wordpiece_load(&w3, p2, 1, err, sizeof err);
+    st = wordpiece_load(&w3, p2, WP_UNCASED, err, sizeof err);
     check_true("vocab.missing", st == WP_ERR_OPEN, "status %d", st);
     check_msg("vocab.missing_msg", err, "No such file");
     snprintf(p2, sizeof p2, "%s/nounk.txt", tmp);
     write_file(p2, "[PAD]\nhello\n", 12);
-    st = wordpiece_load(&w3, p2, 1, err, sizeof err);
+    st = wordpiece_load(&w3, p2, WP_UNCASED, err, sizeof err);
     check_true("vocab.no_unk", st == WP_ERR_FORMAT, "status %d", st);
     check_msg("vocab.no_unk_hint", err, "hint: build one with ctrain vocab");
     write_file(p2, "[UNK]\nh\xe9llo\n", 12);
-    st = wordpiece_load(&w3, p2, 1, err, sizeof err);
+    st = wordpiece_load(&w3, p2, WP_UNCASED, err, sizeof err);
     check_true("vocab.latin1", st == WP_ERR_UTF8 && strstr(err, "byte offset 7"),
                "status %d: %s", st, err);
     /* CRLF lines, duplicates (the later id wins), no final newline */
     write_file(p2, "[UNK]\r\nab\r\n##c\r\nab", 18);
-    st = wordpiece_load(&w3, p2, 1, err, sizeof err);
+    st = wordpiece_load(&w3, p2, WP_UNCASED, err, sizeof err);
     check_true("vocab.crlf_dup", st == 0 && w3.V == 4 && wordpiece_id(&w3, "ab") == 3 &&
                wordpiece_id(&w3, "##c") == 2, "status %d V %u id(ab) %d", st, w3.V,
                wordpiece_id(&w3, "ab"));
@@ -304,7 +304,7 @@ static void test_vocab_build(void)
     if (!st) corpus_files_free(&cf);
 
     VocabStats vs;
-    VocabOpts o = {200, 1, VOCAB_SCORE_FREQ, NULL, NULL};
+    VocabOpts o = {200, WP_UNCASED, VOCAB_SCORE_FREQ, NULL, NULL};
     double t0 = now_s();
     st = vocab_build_opts(corpus, &o, out, &vs, err, sizeof err);
     double dt = now_s() - t0;
@@ -320,7 +320,7 @@ static void test_vocab_build(void)
     check_true("vocab_build.size", lines == 200 && vs.lines == 200, "%d lines", lines);
     check_true("vocab_build.specials_first",
                !strncmp(v1, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", 31), "starts \"%.40s\"", v1);
-    st = vocab_build(corpus, 200, 1, out2, err, sizeof err);
+    st = vocab_build(corpus, 200, WP_UNCASED, out2, err, sizeof err);
     v1 = v1 ? v1 : strdup("");
     char *v2 = read_all(out2, &n2);
     check_true("vocab_build.deterministic", st == 0 && v2 && n1 == n2 && !memcmp(v1, v2, n1),
@@ -328,7 +328,7 @@ static void test_vocab_build(void)
     free(v2);
 
     Wordpiece wp;
-    st = wordpiece_load(&wp, out, 1, err, sizeof err);
+    st = wordpiece_load(&wp, out, WP_UNCASED, err, sizeof err);
     check_true("vocab_build.loads", st == 0, "%s", err);
     if (st) { free(v1); return; }
     /* every character of the corpus, with and without ##, after the specials */
@@ -367,19 +367,19 @@ static void test_vocab_build(void)
     check_true("vocab_build.likelihood", st == 0 && vs.lines == 200, "status %d: %s", st, err);
 
     /* a size below the alphabet: refused with the size to use */
-    st = vocab_build(corpus, 20, 1, out2, err, sizeof err);
+    st = vocab_build(corpus, 20, WP_UNCASED, out2, err, sizeof err);
     check_true("vocab_build.too_small", st == CORPUS_ERR_ARG, "status %d", st);
     check_msg("vocab_build.too_small_hint", err, "pass --size 49 or more");
     /* a file that is not UTF-8: its path and the offset */
     char badf[600];
     snprintf(badf, sizeof badf, "%s/sub/latin1.txt", corpus);
     write_file(badf, "caf\xe9 au lait\n", 13);
-    st = vocab_build(corpus, 200, 1, out2, err, sizeof err);
+    st = vocab_build(corpus, 200, WP_UNCASED, out2, err, sizeof err);
     check_true("vocab_build.bad_utf8", st == CORPUS_ERR_UTF8, "status %d", st);
     check_msg("vocab_build.bad_utf8_msg", err, "latin1.txt: invalid UTF-8 at byte offset 3");
     unlink(badf);
     snprintf(badf, sizeof badf, "%s/nowhere", tmp);
-    st = vocab_build(badf, 200, 1, out2, err, sizeof err);
+    st = vocab_build(badf, 200, WP_UNCASED, out2, err, sizeof err);
     check_true("vocab_build.missing", st == CORPUS_ERR_OPEN, "status %d: %s", st, err);
 }
 
@@ -422,7 +422,7 @@ static void test_shards(void)
     snprintf(corpus, sizeof corpus, "%s/corpus", tmp);
     snprintf(shard, sizeof shard, "%s/corpus.tok", tmp);
     Wordpiece wp;
-    if (wordpiece_load(&wp, vocab, 1, err, sizeof err)) {
+    if (wordpiece_load(&wp, vocab, WP_UNCASED, err, sizeof err)) {
         check_true("shard.vocab", 0, "%s", err);
         return;
     }
@@ -515,7 +515,7 @@ static void bench_tokenizer(void)
     snprintf(vocab, sizeof vocab, "%s/built.txt", tmp);
     snprintf(p, sizeof p, "%s/corpus/a.txt", tmp);
     Wordpiece wp;
-    if (wordpiece_load(&wp, vocab, 1, err, sizeof err)) return;
+    if (wordpiece_load(&wp, vocab, WP_UNCASED, err, sizeof err)) return;
     size_t n;
     char *a = read_all(p, &n);
     size_t reps = (4u << 20) / (n ? n : 1) + 1, total = reps * n;

@@ -202,9 +202,17 @@ void dist_start(Dist *d, Ctx *c)
     if (d->opt.sync_bn) NCCL_CHECK(ncclCommSplit(d->comm, 0, e->rank, &d->bn_comm, NULL));
     watchdog_run(d->wd, d->comm, d->bn_comm);
 
+    /* the all-reduces' stream outranks the compute stream, so NCCL's kernels
+     * get SMs as soon as a bucket is final; CTRAIN_DIST_COMM_PRIORITY=normal
+     * gives it the compute stream's priority instead (a tuning knob) */
     int least = 0, greatest = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    CUDA_CHECK(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, greatest));
+    const char *pr = getenv("CTRAIN_DIST_COMM_PRIORITY");
+    if (pr && *pr && strcmp(pr, "high") && strcmp(pr, "normal"))
+        ct_fatal_hint("set CTRAIN_DIST_COMM_PRIORITY to high (the default) or normal",
+                      "CTRAIN_DIST_COMM_PRIORITY=%s is not a priority", pr);
+    int prio = pr && !strcmp(pr, "normal") ? least : greatest;
+    CUDA_CHECK(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, prio));
     CUDA_CHECK(cudaEventCreateWithFlags(&d->done_ev, cudaEventDisableTiming));
     d->scratch = (float *)mem_alloc(c, sizeof(float));
 
@@ -256,6 +264,9 @@ static void issue_bucket(void *user, int b)
     if (d->shadow) cast_cuda(g, DT_F32, buf, DT_BF16, n, 0, d->comm_stream);
 }
 
+/* dist_regbuf's agreement: every rank's ok, all-reduced (dist_all_ok). */
+static int regbuf_agree(void *user, int ok) { return dist_all_ok((Dist *)user, ok); }
+
 void dist_attach(Dist *d, Trainer *t)
 {
     if (!d) return;
@@ -284,15 +295,16 @@ void dist_attach(Dist *d, Trainer *t)
     if (!d->bucket_ev) ct_fatal("out of host memory");
     for (int b = 0; b < d->plan.n; b++)
         CUDA_CHECK(cudaEventCreateWithFlags(&d->bucket_ev[b], cudaEventDisableTiming));
+    /* NCCL sends the gradients themselves (f32) or their bf16 shadow: that
+     * buffer goes into NCCL-registered memory when asked (dist_regbuf.h) */
     int reg = regbuf_mode_wanted();
-    if (reg > 0) {   /* the all-reduces read and write the gradients in place (dist_regbuf.h) */
-        regbuf_alloc(&d->grad_buf, c, d->comm, ps->total * sizeof(float), reg);
-        if (d->grad_buf.mode > 0) params_grad_move(ps, (float *)d->grad_buf.ptr);
-        else regbuf_free(&d->grad_buf, c, d->comm);
-    }
     if (d->opt.grad_reduce == DT_BF16) {
-        regbuf_alloc(&d->shadow_buf, c, d->comm, ps->total * sizeof(uint16_t), reg);
+        regbuf_alloc(&d->shadow_buf, c, d->comm, ps->total * sizeof(uint16_t), reg, 1,
+                     regbuf_agree, d);
         d->shadow = (uint16_t *)d->shadow_buf.ptr;
+    } else if (reg > 0) {
+        regbuf_alloc(&d->grad_buf, c, d->comm, ps->total * sizeof(float), reg, 0, regbuf_agree, d);
+        if (d->grad_buf.ptr) params_grad_move(ps, (float *)d->grad_buf.ptr);
     }
     d->hooked = d->opt.bucket_mb > 0;   /* 0: one all-reduce after backward, no overlap */
     d->attached = 1;
@@ -304,7 +316,7 @@ void dist_attach(Dist *d, Trainer *t)
           dist_env_source_name(d->env.source), nccl_version_str(vs, sizeof vs, version),
           d->plan.n, d->plan.n == 1 ? "" : "s", (double)d->opt.bucket_mb,
           d->shadow ? " (bf16)" : "", d->hooked ? "during backward" : "after backward",
-          regbuf_mode_name(d->grad_buf.ptr ? d->grad_buf.mode : d->shadow_buf.mode),
+          regbuf_mode_name(d->shadow ? d->shadow_buf.mode : d->grad_buf.mode),
           d->opt.sync_bn ? "synchronized (--sync-bn)" : "per GPU", t->feed->batch);
     watchdog_mark(d->wd, c->stream);
 }

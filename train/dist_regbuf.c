@@ -30,14 +30,23 @@ const char *regbuf_mode_name(int mode)
 
 #ifdef CTRAIN_CUDA
 
-void regbuf_alloc(RegBuf *rb, Ctx *c, void *comm, size_t bytes, int mode)
+void regbuf_alloc(RegBuf *rb, Ctx *c, void *comm, size_t bytes, int mode, int plain_fallback,
+                  RegbufAgreeFn agree, void *agree_user)
 {
     memset(rb, 0, sizeof *rb);
     rb->bytes = bytes;
     ncclComm_t cm = (ncclComm_t)comm;
     if (mode > 0) {
-        ncclResult_t r = ncclMemAlloc(&rb->ptr, bytes);
-        if (r == ncclSuccess) {
+        int fits = !c->mem_limit || c->mem.current + bytes <= c->mem_limit;
+        ncclResult_t r = fits ? ncclMemAlloc(&rb->ptr, bytes) : ncclInvalidUsage;
+        if (r != ncclSuccess) rb->ptr = NULL;
+        if (!agree(agree_user, r == ncclSuccess)) {   /* before any collective registration */
+            if (rb->ptr) ncclMemFree(rb->ptr);
+            rb->ptr = NULL;
+            LOG_W("CTRAIN_NCCL_REG=%d: a rank could not allocate %zu bytes with ncclMemAlloc%s; "
+                  "plain buffers on every rank", mode, bytes,
+                  fits ? "" : " (over CTRAIN_MEM_LIMIT)");
+        } else {
             if (mode == 1) {
                 r = ncclCommRegister(cm, rb->ptr, bytes, &rb->handle);
             } else {
@@ -49,19 +58,17 @@ void regbuf_alloc(RegBuf *rb, Ctx *c, void *comm, size_t bytes, int mode)
                 r = ncclInvalidUsage;
 #endif
             }
-            if (r != ncclSuccess) ncclMemFree(rb->ptr);
-        }
-        if (r == ncclSuccess) {
+            if (!agree(agree_user, r == ncclSuccess))
+                ct_fatal_hint("unset CTRAIN_NCCL_REG (plain buffers; the same results)",
+                              "CTRAIN_NCCL_REG=%d: NCCL registered the %zu-byte buffer on some "
+                              "ranks only (here: %s)", mode, bytes, ncclGetErrorString(r));
             rb->mode = mode;
             mem_note_external(c, bytes, 0);
             return;
         }
-        LOG_W("CTRAIN_NCCL_REG=%d: NCCL could not give a %s buffer of %zu bytes (%s); using a "
-              "plain one", mode, regbuf_mode_name(mode), bytes, ncclGetErrorString(r));
-        rb->ptr = NULL;
     }
     rb->mode = 0;
-    rb->ptr = mem_alloc(c, bytes);
+    rb->ptr = plain_fallback ? mem_alloc(c, bytes) : NULL;
 }
 
 void regbuf_free(RegBuf *rb, Ctx *c, void *comm)
@@ -84,12 +91,13 @@ void regbuf_free(RegBuf *rb, Ctx *c, void *comm)
 
 #else
 
-void regbuf_alloc(RegBuf *rb, Ctx *c, void *comm, size_t bytes, int mode)
+void regbuf_alloc(RegBuf *rb, Ctx *c, void *comm, size_t bytes, int mode, int plain_fallback,
+                  RegbufAgreeFn agree, void *agree_user)
 {
-    (void)comm; (void)mode;
+    (void)comm; (void)mode; (void)agree; (void)agree_user;
     memset(rb, 0, sizeof *rb);
     rb->bytes = bytes;
-    rb->ptr = mem_alloc(c, bytes);
+    rb->ptr = plain_fallback ? mem_alloc(c, bytes) : NULL;
 }
 
 void regbuf_free(RegBuf *rb, Ctx *c, void *comm)

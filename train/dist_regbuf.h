@@ -14,10 +14,14 @@
  *   CTRAIN_NCCL_REG=2        ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC):
  *                            NCCL 2.27's symmetric kernels (every rank has the
  *                            buffer at the same offset in its window)
- * Registration is collective (every rank, the same sizes, the same order).
- * A registration NCCL refuses (an older NCCL, no P2P between the GPUs)
- * falls back to the plain buffer with a warning; results are identical
- * either way, only the time differs. */
+ * Registration is collective (every rank, the same sizes, the same order),
+ * and NCCL needs every rank to make the same choice, so the ranks agree
+ * twice through `agree` (an all-reduce of "ok"): after ncclMemAlloc (a rank
+ * that could not allocate makes every rank take the plain path, before any
+ * collective registration) and after the registration (a registration that
+ * failed on some ranks only cannot be undone collectively: fatal, with the
+ * hint to unset CTRAIN_NCCL_REG). Results are identical either way, only
+ * the time differs. */
 #ifndef CTRAIN_TRAIN_DIST_REGBUF_H
 #define CTRAIN_TRAIN_DIST_REGBUF_H
 
@@ -33,8 +37,15 @@ typedef struct RegBuf {
 
 /* The CTRAIN_NCCL_REG mode asked for (default in dist_regbuf.c). */
 int regbuf_mode_wanted(void);
-/* bytes of device memory for `comm` (an ncclComm_t) in `mode`, counted in c's memory figures. */
-void regbuf_alloc(RegBuf *rb, Ctx *c, void *comm, size_t bytes, int mode);
+/* All ranks' verdict on this rank's ok: 1 when every rank passed 1. */
+typedef int (*RegbufAgreeFn)(void *user, int ok);
+
+/* bytes of device memory for `comm` (an ncclComm_t) in `mode`, counted in
+ * c's memory figures. When the ranks cannot all have it registered: a
+ * plain buffer (mem_alloc) if plain_fallback, else none (rb->ptr NULL);
+ * rank 0 says so. */
+void regbuf_alloc(RegBuf *rb, Ctx *c, void *comm, size_t bytes, int mode, int plain_fallback,
+                  RegbufAgreeFn agree, void *agree_user);
 /* Deregisters and frees: after every captured graph that used it is destroyed. */
 void regbuf_free(RegBuf *rb, Ctx *c, void *comm);
 const char *regbuf_mode_name(int mode);

@@ -8,7 +8,7 @@
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 
-#define TRACE_SKIP 3   /* steps left out of the means: warm-up, algorithm searches */
+#define TRACE_SKIP 3   /* timed steps left out (after the first step, which has no start) */
 
 struct DistTrace {
     int rank;

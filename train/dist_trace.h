@@ -10,9 +10,12 @@
  *   comm span  the first bucket's all-reduce starts -> the last one ends
  *   exposed    backward ended -> the last all-reduce ended (0 when hidden)
  *   update     the rest: unscale, clip, optimizer, zeroing the gradients
- * dist_finish prints the means (steps after the first 3) on every rank.
- * Eager steps only: a captured step records no markers, so run it with
- * CTRAIN_DIST_GRAPH=0. */
+ * dist_finish prints the means (the first 4 steps left out: warm-up,
+ * algorithm searches) at info level: rank 0's, and every rank's with
+ * CTRAIN_LOG=info (the other ranks log errors only by default). With
+ * --accum K "forward" also holds the first K - 1 micro-batches' forward and
+ * backward. Eager steps only: a captured step records no markers, so run it
+ * with CTRAIN_DIST_GRAPH=0. */
 #ifndef CTRAIN_TRAIN_DIST_TRACE_H
 #define CTRAIN_TRAIN_DIST_TRACE_H
 
@@ -27,7 +30,7 @@ DistTrace *dist_trace_open(int rank);
 void dist_trace_mark(DistTrace *tr, int what, void *stream);
 /* After TRACE_STEP_END: waits for this step's markers and adds up its phases. */
 void dist_trace_step(DistTrace *tr);
-/* Prints the means (LOG_I on every rank) and frees. */
+/* Prints the means (LOG_I) and frees. */
 void dist_trace_close(DistTrace *tr);
 
 #endif

@@ -167,7 +167,7 @@ void feed_cls_open(Feed *f, Ctx *c, const FeedSpec *s)
                       "--data %s needs the vocabulary", s->data);
     Cls *C = (Cls *)calloc(1, sizeof *C);
     if (!C) ct_fatal("out of host memory");
-    if (wordpiece_load(&C->wp, s->vocab, 1, err, sizeof err) != 0)
+    if (wordpiece_load(&C->wp, s->vocab, WP_UNCASED, err, sizeof err) != 0)
         ct_fatal_hint("check the --vocab path (one token per line)", "%s", err);
     if (C->wp.cls_id < 0 || C->wp.sep_id < 0 || C->wp.pad_id < 0)
         ct_fatal_hint("use a BERT vocabulary ([PAD], [CLS] and [SEP] among its tokens)",

@@ -170,7 +170,7 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
     if (!s->vocab || !s->vocab[0])
         ct_fatal_hint("pass --vocab vocab.txt (the one the shard was made with)",
                       "--data %s needs the vocabulary", s->data);
-    int st = wordpiece_load(&T->wp, s->vocab, 1, err, sizeof err);
+    int st = wordpiece_load(&T->wp, s->vocab, WP_UNCASED, err, sizeof err);
     if (st != 0) ct_fatal_hint("check the --vocab path (one token per line)", "%s", err);
     st = shard_open(&T->shard, s->data + 4, err, sizeof err);
     if (st != 0) ct_fatal_hint(shard_hint(st), "%s", err);
