@@ -993,28 +993,15 @@ def make_optimizer(torch, kind, groups, **kw):
     return cls(groups, **kw), f"torch.optim.{cls.__name__}"
 
 
-def torch_config_child(out, c):
-    import torch
-    emit(out, "progress", phase="build", step=0, of=0)
-    dev = torch.device("cuda", c["device_id"])
-    torch.cuda.set_device(dev)
-    prec = c["precision"]
-    api = set_tf32(torch, prec == "tf32")
-    torch.backends.cudnn.benchmark = True
-    torch.manual_seed(42)
+def make_train_step(torch, fwd, inputs, opt, prec):
+    """One training step as a closure returning the loss: autocast for fp16 /
+    bf16, GradScaler for fp16, then the optimizer and zero_grad (also used by
+    scripts/torch_ddp_bench.py, with fwd a DistributedDataParallel)."""
     amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(prec)
-    build = build_resnet if resnet_depth(c["model"]) else build_bert
-    mod, inputs, opt, notes = build(torch, c, dev)
-    fwd = mod
-    if c["compile"]:
-        fwd = torch.compile(mod, mode=c["compile_mode"]) if c["compile_mode"] else torch.compile(mod)
     scaler = torch.amp.GradScaler("cuda") if prec == "fp16" else None
 
-    def autocast():
-        return torch.autocast("cuda", dtype=amp) if amp is not None else contextlib.nullcontext()
-
     def step():
-        with autocast():
+        with torch.autocast("cuda", dtype=amp) if amp is not None else contextlib.nullcontext():
             loss = fwd(*inputs)
         if scaler is not None:
             scaler.scale(loss).backward()
@@ -1025,6 +1012,24 @@ def torch_config_child(out, c):
             opt.step()
         opt.zero_grad(set_to_none=True)
         return loss
+    return step
+
+
+def torch_config_child(out, c):
+    import torch
+    emit(out, "progress", phase="build", step=0, of=0)
+    dev = torch.device("cuda", c["device_id"])
+    torch.cuda.set_device(dev)
+    prec = c["precision"]
+    api = set_tf32(torch, prec == "tf32")
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(42)
+    build = build_resnet if resnet_depth(c["model"]) else build_bert
+    mod, inputs, opt, notes = build(torch, c, dev)
+    fwd = mod
+    if c["compile"]:
+        fwd = torch.compile(mod, mode=c["compile_mode"]) if c["compile_mode"] else torch.compile(mod)
+    step = make_train_step(torch, fwd, inputs, opt, prec)
 
     loss = None
     for i in range(c["warmup"]):

@@ -69,24 +69,7 @@ def worker(rank, world, c, port, queue):
             fwd = torch.nn.parallel.DistributedDataParallel(
                 mod, device_ids=[rank], bucket_cap_mb=c["bucket_mb"],
                 gradient_as_bucket_view=True, broadcast_buffers=False)
-        amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(c["precision"])
-        scaler = torch.amp.GradScaler("cuda") if c["precision"] == "fp16" else None
-
-        def step():
-            if amp is not None:
-                with torch.autocast("cuda", dtype=amp):
-                    loss = fwd(*inputs)
-            else:
-                loss = fwd(*inputs)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(opt)
-                scaler.update()
-            else:
-                loss.backward()
-                opt.step()
-            opt.zero_grad(set_to_none=True)
-
+        step = tb.make_train_step(torch, fwd, inputs, opt, c["precision"])
         for _ in range(c["warmup"]):
             step()
         torch.cuda.synchronize()
