@@ -13,6 +13,7 @@
 #include "../engine/params.h"
 #include "checkpoint.h"
 #include "dist.h"
+#include "timeline.h"
 
 void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o, long total_steps)
 {
@@ -77,6 +78,7 @@ void trainer_feed_next(Trainer *t)
 
 void trainer_step(Trainer *t)
 {
+    if (t->ctx->device == DEV_CUDA) timeline_on_step(t->step);   /* CTRAIN_TIMELINE's window */
     tensor_release(t->last_loss);   /* the previous step's: it was read or skipped by now */
     t->last_loss = NULL;
     if (t->graph.state == GRAPH_WARMUP && t->step - t->graph_start >= t->graph.warmup_steps)
