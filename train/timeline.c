@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <cuda_runtime.h>
 #include <cupti_activity.h>
+#include <cupti_version.h>
 #include "timeline_fmt.h"
 
 #define TL_BUFFER_BYTES (8u << 20)
@@ -54,7 +55,9 @@ typedef struct PACKED_ALIGNMENT {
     uint32_t device_id, context_id, stream_id;
 } MemsetHead;
 
-#if CUPTI_API_VERSION >= 130000   /* checked against the records this header describes */
+#if !defined(CUPTI_API_VERSION)
+#error "cupti_version.h did not define CUPTI_API_VERSION"
+#elif CUPTI_API_VERSION >= 130000   /* checked against the records this header describes */
 #include <stddef.h>
 _Static_assert(offsetof(KernelHead, name) == offsetof(CUpti_ActivityKernel10, name) &&
                offsetof(KernelHead, stream_id) == offsetof(CUpti_ActivityKernel10, streamId) &&
@@ -72,6 +75,7 @@ static struct {
     int state;                 /* -1 not read yet, 0 off / done, 1 tracing */
     char path[4096];
     long start, steps, last_step;
+    long opened_at;            /* the step the window opened at (START, or later on a resume) */
     int rank;
     void *lib;
     __typeof__(&cuptiActivityRegisterCallbacks) reg;
@@ -80,6 +84,7 @@ static struct {
     __typeof__(&cuptiActivityFlushAll) flush;
     __typeof__(&cuptiActivityGetNextRecord) next;
     __typeof__(&cuptiGetTimestamp) now;
+    __typeof__(&cuptiActivityGetNumDroppedRecords) dropped;   /* optional */
     pthread_mutex_t mu;        /* the records arrive on CUPTI's thread */
     uint64_t t_begin, t_end;   /* the window, CUPTI timestamps; 0: not yet */
     Timeline tl;
@@ -87,7 +92,8 @@ static struct {
 } T = {.state = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
 
 static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                           CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
+                                           CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2,
+                                           CUPTI_ACTIVITY_KIND_MEMSET};
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
@@ -111,7 +117,7 @@ static const char *memcpy_name(uint8_t kind)
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
                                       size_t valid)
 {
-    (void)ctx; (void)stream; (void)size;
+    (void)size;
     CUpti_Activity *r = NULL;
     pthread_mutex_lock(&T.mu);
     uint64_t a = T.t_begin, b = T.t_end ? T.t_end : UINT64_MAX;
@@ -123,11 +129,14 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             if (k->start < a || k->start >= b) continue;
             timeline_short_name(name, sizeof name, k->name);
             bad = timeline_add(&T.tl, TL_KERNEL, k->start, k->end, k->stream_id, name, 0);
-        } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+        } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY || r->kind == CUPTI_ACTIVITY_KIND_MEMCPY2) {
+            /* MEMCPY2 (peer to peer) records begin as MEMCPY's do */
             const MemcpyHead *m = (const MemcpyHead *)r;
             if (m->start < a || m->start >= b) continue;
             bad = timeline_add(&T.tl, TL_MEMCPY, m->start, m->end, m->stream_id,
-                               memcpy_name(m->copy_kind), m->bytes);
+                               r->kind == CUPTI_ACTIVITY_KIND_MEMCPY2 ? "memcpy PtoP"
+                                                                     : memcpy_name(m->copy_kind),
+                               m->bytes);
         } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
             const MemsetHead *m = (const MemsetHead *)r;
             if (m->start < a || m->start >= b) continue;
@@ -135,6 +144,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         }
         T.oom |= bad != 0;
     }
+    size_t lost = 0;
+    if (a && T.dropped && T.dropped(ctx, stream, &lost) == CUPTI_SUCCESS) T.tl.dropped += lost;
     pthread_mutex_unlock(&T.mu);
     free(buffer);
 }
@@ -154,6 +165,7 @@ static int load_cupti(void)
     *(void **)&T.flush = dlsym(T.lib, "cuptiActivityFlushAll");
     *(void **)&T.next = dlsym(T.lib, "cuptiActivityGetNextRecord");
     *(void **)&T.now = dlsym(T.lib, "cuptiGetTimestamp");
+    *(void **)&T.dropped = dlsym(T.lib, "cuptiActivityGetNumDroppedRecords");
     return T.reg && T.enable && T.disable && T.flush && T.next && T.now;
 }
 
@@ -226,9 +238,15 @@ static void open_env(void)
     T.state = 1;
 }
 
-static void close_window(long steps)
+/* from_exit: inside an exit handler (ct_fatal's exit too): a failed sync
+ * gives up quietly instead of calling exit again. */
+static void close_window(long steps, int from_exit)
 {
-    CUDA_CHECK(cudaDeviceSynchronize());
+    if (from_exit) {
+        if (cudaDeviceSynchronize() != cudaSuccess) return;
+    } else {
+        CUDA_CHECK(cudaDeviceSynchronize());
+    }
     uint64_t t = 0;
     T.now(&t);
     pthread_mutex_lock(&T.mu);
@@ -238,29 +256,36 @@ static void close_window(long steps)
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) T.disable(kinds[i]);
     T.state = 0;
     pthread_mutex_lock(&T.mu);
-    char err[4400], txt[4200];
+    T.tl.begin = T.t_begin;
+    T.tl.end = T.t_end;
+    char err[4400], txt[4200], tmp[4300];
+    long first = T.opened_at, last = T.opened_at + steps - 1;
     if (timeline_write_chrome(&T.tl, T.path, T.rank, err, sizeof err) != 0) {
         LOG_W("CTRAIN_TIMELINE: %s", err);
     } else {
         snprintf(txt, sizeof txt, "%s.txt", T.path);
-        FILE *f = fopen(txt, "w");
+        snprintf(tmp, sizeof tmp, "%s.tmp", txt);
+        FILE *f = fopen(tmp, "w");
+        int ok = f != NULL;
         if (f) {
-            fprintf(f, "ctrain timeline, rank %d, steps %ld to %ld%s\n", T.rank, T.start,
-                    T.start + steps - 1, T.oom ? " (out of memory: records dropped)" : "");
+            fprintf(f, "ctrain timeline, rank %d, steps %ld to %ld%s\n", T.rank, first, last,
+                    T.oom ? " (out of memory: records dropped)" : "");
             timeline_summary(&T.tl, f, (int)steps);
-            fclose(f);
+            ok = !ferror(f);
+            ok = fclose(f) == 0 && ok && rename(tmp, txt) == 0;
+            if (!ok) remove(tmp);
         }
         fprintf(stderr, "timeline: rank %d wrote %s and %s (%zu events, steps %ld to %ld)\n",
-                T.rank, T.path, f ? txt : "(no summary: cannot write it)", T.tl.n, T.start,
-                T.start + steps - 1);
+                T.rank, T.path, ok ? txt : "(no summary: cannot write it)", T.tl.n, first, last);
     }
     timeline_free(&T.tl);
+    T.t_begin = 0;   /* a late buffer adds nothing */
     pthread_mutex_unlock(&T.mu);
 }
 
 static void at_exit(void)
 {
-    if (T.state == 1 && T.t_begin && !T.t_end) close_window(T.last_step + 1 - T.start);
+    if (T.state == 1 && T.t_begin && !T.t_end) close_window(T.last_step + 1 - T.opened_at, 1);
 }
 
 void timeline_on_step(long step)
@@ -271,15 +296,16 @@ void timeline_on_step(long step)
     }
     if (T.state != 1) return;
     T.last_step = step;
-    if (step == T.start) {
+    if (!T.t_begin && step >= T.start) {   /* a resumed run may begin past START */
         CUDA_CHECK(cudaDeviceSynchronize());
         uint64_t t = 0;
         T.now(&t);
         pthread_mutex_lock(&T.mu);
         T.t_begin = t ? t : 1;
         pthread_mutex_unlock(&T.mu);
-    } else if (step == T.start + T.steps && T.t_begin) {
-        close_window(T.steps);
+        T.opened_at = step;
+    } else if (T.t_begin && step == T.opened_at + T.steps) {
+        close_window(T.steps, 0);
     }
 }
 

@@ -6,8 +6,8 @@
  *
  * records every kernel, memcpy and memset that starts during steps START ..
  * START + STEPS - 1 (default 10 and 5: after the warm-up and the CUDA-graph
- * capture), on every stream, CUDA-graph replays and NCCL's kernels
- * included, and writes
+ * capture; a run resumed past START records its first STEPS steps), on
+ * every stream, CUDA-graph replays and NCCL's kernels included, and writes
  *   FILE        a Chrome trace (open it in https://ui.perfetto.dev or
  *               chrome://tracing): one row per stream
  *   FILE.txt    the summary of train/timeline_fmt.h: busy time per stream,

@@ -70,14 +70,34 @@ void timeline_short_name(char *out, size_t outlen, const char *raw)
         if (st != 0) dem = NULL;
     }
     const char *s = dem ? dem : raw ? raw : "?";
-    size_t n = 0;
-    int depth = 0;
-    for (const char *p = s; *p && n + 1 < outlen && n < 120; p++) {
-        if (*p == '<') depth++;
-        else if (*p == '>' && depth > 0) depth--;
-        else if (*p == '(' && depth == 0 && p != s) break;   /* the parameter list */
-        out[n++] = *p;
+    /* "(anonymous namespace)::" would read as a parameter list: drop it */
+    static const char anon[] = "(anonymous namespace)::";
+    char buf[1024];
+    size_t m = 0;
+    for (const char *p = s; *p && m + 1 < sizeof buf;) {
+        if (!strncmp(p, anon, sizeof anon - 1)) {
+            p += sizeof anon - 1;
+            continue;
+        }
+        buf[m++] = *p++;
     }
+    buf[m] = 0;
+    /* up to the parameter list; a return type ("void ", before the name at
+     * template depth 0) dropped */
+    size_t end = 0, begin = 0;
+    int depth = 0;
+    for (; buf[end]; end++) {
+        char c = buf[end];
+        if (c == '<') depth++;
+        else if (c == '>' && depth > 0) depth--;
+        else if (c == '(' && depth == 0 && end > 0) break;
+        else if (c == ' ' && depth == 0) begin = end + 1;
+    }
+    if (begin >= end) begin = 0;
+    size_t n = end - begin;
+    if (n > 120) n = 120;
+    if (n > outlen - 1) n = outlen - 1;
+    memcpy(out, buf + begin, n);
     out[n] = 0;
     free(dem);
 }
@@ -195,8 +215,15 @@ void timeline_summary(const Timeline *tl, FILE *out, int steps)
     uint64_t t0 = first_start(tl), t1 = 0;
     for (size_t i = 0; i < tl->n; i++)
         if (tl->ev[i].end > t1) t1 = tl->ev[i].end;
+    if (tl->begin && tl->end > tl->begin) {   /* the window as recorded, gaps at its ends too */
+        t0 = tl->begin;
+        t1 = tl->end;
+    }
     fprintf(out, "timeline: %zu events over %d step%s, %.3f ms a step (window %.3f ms)\n", tl->n,
             steps, steps == 1 ? "" : "s", (double)(t1 - t0) * 1e-6 * k, (double)(t1 - t0) * 1e-6);
+    if (tl->dropped)
+        fprintf(out, "timeline: %llu records were lost (out of buffer space); the figures miss them\n",
+                (unsigned long long)tl->dropped);
 
     /* streams, in order of first appearance */
     uint32_t *ids = (uint32_t *)malloc(tl->n * sizeof *ids);

@@ -36,6 +36,8 @@ typedef struct Timeline {
     size_t n, cap;
     char **names;          /* interned, owned */
     size_t n_names, cap_names;
+    uint64_t begin, end;   /* the recorded window (0, 0: from the first to the last event) */
+    uint64_t dropped;      /* records the source lost (CUPTI's count), for the summary */
 } Timeline;
 
 void timeline_init(Timeline *tl);
@@ -44,8 +46,9 @@ void timeline_free(Timeline *tl);
  * Returns 0, or -1 when out of memory. */
 int timeline_add(Timeline *tl, int kind, uint64_t start, uint64_t end, uint32_t stream,
                  const char *name, uint64_t bytes);
-/* A kernel's display name: demangled when it is a mangled C++ name, the
- * parameter list dropped, at most 120 characters. Writes into out. */
+/* A kernel's display name: demangled when it is a mangled C++ name (and
+ * libstdc++'s demangler is linked), "(anonymous namespace)::", the return
+ * type and the parameter list dropped, at most 120 characters. */
 void timeline_short_name(char *out, size_t outlen, const char *raw);
 /* Chrome trace JSON: one complete ("X") event per record, microseconds from
  * the first event, pid = `pid` (the rank), tid = the stream. */
