@@ -378,6 +378,42 @@ static void test_grad_reduce_option(void)
                "mode '%s', label '%s'", row.mode, label);
 }
 
+/* params_grad_move (the data-parallel gradients in NCCL-registered memory):
+ * the gradients copied, every parameter's grad view in the new buffer, the
+ * memory figures unchanged by a move out and back, and the buffer back in
+ * the ParamSet's own memory afterwards (freed by params_free). */
+static void test_grad_move(void)
+{
+    Ctx c;
+    ctx_init(&c, DEV_CPU, 0, 1);
+    ParamSet ps;
+    params_init(&ps);
+    int64_t a = 6, b[2] = {2, 3};
+    params_add(&ps, "w", 2, b, INIT_UNIFORM, 0.1f, 1);
+    params_add(&ps, "bias", 1, &a, INIT_ZERO, 0.0f, 0);
+    params_alloc(&ps, &c, 1);
+    for (size_t i = 0; i < ps.total; i++) ps.grad[i] = (float)i + 0.5f;
+    size_t mem0 = c.mem.current;
+    float *mine = (float *)aligned_alloc(64, 64 * ((ps.total * sizeof(float) + 63) / 64));
+    params_grad_move(&ps, mine);
+    int ok = ps.grad == mine && ps.grad_external;
+    for (int i = 0; i < ps.n; i++) ok &= ps.p[i].t->grad->data == (void *)(mine + ps.p[i].offset);
+    for (size_t i = 0; i < ps.total; i++) ok &= mine[i] == (float)i + 0.5f;
+    check_true("grad move: into the caller's buffer, views and values follow", ok, "");
+    check_true("grad move: the ParamSet's own buffer freed", c.mem.current == mem0 -
+               ps.total * sizeof(float), "%zu against %zu", c.mem.current, mem0);
+    mine[3] = -1.0f;   /* training goes on in the moved buffer */
+    params_grad_move(&ps, NULL);
+    ok = ps.grad != mine && !ps.grad_external && ps.grad[3] == -1.0f && ps.grad[4] == 4.5f;
+    for (int i = 0; i < ps.n; i++) ok &= ps.p[i].t->grad->data == (void *)(ps.grad + ps.p[i].offset);
+    check_true("grad move: back into its own memory, values kept", ok, "");
+    check_true("grad move: memory figures as before", c.mem.current == mem0, "%zu against %zu",
+               c.mem.current, mem0);
+    free(mine);
+    params_free(&ps);
+    ctx_free(&c);
+}
+
 /* The default bucket size: a twelfth of the gradients within [25, 100] MB;
  * --bucket-mb's default asks for it (negative), and 0 stays "one bucket". */
 static void test_bucket_auto(void)
@@ -411,6 +447,7 @@ int main(void)
     test_mlm_rows();
     test_bucket_plan();
     test_bucket_auto();
+    test_grad_move();
     ready_models();
     test_grad_reduce_option();
     return check_summary();
