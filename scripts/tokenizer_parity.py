@@ -80,8 +80,9 @@ def corpus_lines(root, limit):
     return lines, skipped
 
 
-def ctrain_ids(ctrain, vocab, cased, path):
-    cmd = [ctrain, "tokenize", "--vocab", vocab, "--in", path] + ([cased] if cased else [])
+def ctrain_ids(ctrain, vocab, case_flag, path):
+    """ctrain's ids of each line; case_flag: None (uncased), --cased or --cased-nfc."""
+    cmd = [ctrain, "tokenize", "--vocab", vocab, "--in", path] + ([case_flag] if case_flag else [])
     out = subprocess.run(cmd, check=True, capture_output=True).stdout.decode()
     return [[int(x) for x in l.split()] for l in out.split("\n")[:-1]]
 

@@ -102,6 +102,13 @@ def run(c, world, limit_s):
     procs = mp.start_processes(worker, args=(world, c, free_port(), queue), nprocs=world,
                                join=False, start_method="spawn")
     deadline = time.monotonic() + limit_s
+
+    def reported():
+        res = []
+        while not queue.empty():
+            res.append(queue.get())
+        return res, [r["error"] for r in res if "error" in r]
+
     try:
         while not procs.join(timeout=1.0):
             if time.monotonic() > deadline:
@@ -110,15 +117,9 @@ def run(c, world, limit_s):
                         p.terminate()
                 return f"timed out after {limit_s:.0f} s"
     except Exception as e:  # a rank failed: start_processes raises with its traceback
-        res = []
-        while not queue.empty():
-            res.append(queue.get())
-        errs = [r["error"] for r in res if "error" in r]
+        _, errs = reported()
         return errs[0] if errs else f"{type(e).__name__}: {str(e).splitlines()[0]}"
-    res = []
-    while not queue.empty():
-        res.append(queue.get())
-    errs = [r["error"] for r in res if "error" in r]
+    res, errs = reported()
     if errs:
         return errs[0]
     if len(res) != world:

@@ -737,13 +737,7 @@ static Tensor *op_run(Ctx *g, const char *path, Tensor *q, Tensor *k, Tensor *v,
     Tensor *y = recompute ? recompute_segment(g, attn_segment, &seg, q)
                           : op_attention(g, q, k, v, m, p);
     if (held) *held = g->mem.current - before;
-    Tensor *tw = tensor_from_f32(g, w, y->dtype, y->ndim, y->shape);
-    Tensor *prod = op_mul(g, y, tw);
-    Tensor *loss = op_sum(g, prod);
-    tensor_release(prod);
-    tensor_release(tw);
-    ad_backward(g, loss, 1.0f);
-    tensor_release(loss);
+    backward_weighted(g, y, w);
     unsetenv("CTRAIN_ATTN");
     return y;
 }

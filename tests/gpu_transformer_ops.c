@@ -443,18 +443,6 @@ static Pair pair_f32(Ctx *cpu, Ctx *gpu, const float *h, int ndim, const int64_t
 
 static void pair_release(Pair p) { tensor_release(p.c); tensor_release(p.g); }
 
-/* loss = sum(y * w) on one context, then backward */
-static void backward_weighted(Ctx *c, Tensor *y, const float *w)
-{
-    Tensor *tw = tensor_from_f32(c, w, y->dtype, y->ndim, y->shape);
-    Tensor *m = op_mul(c, y, tw);
-    Tensor *loss = op_sum(c, m);
-    tensor_release(m);
-    tensor_release(tw);
-    ad_backward(c, loss, 1.0f);
-    tensor_release(loss);
-}
-
 static void test_ops_autograd(Ctx *cpu, Ctx *gpu)
 {
     size_t base = gpu->mem.current;

@@ -1,10 +1,26 @@
 /* tensor_check.h — comparing two engine tensors in tests (any float type,
- * read back in f32). Include after check.h and gpu_util.h. */
+ * read back in f32), and the weighted-sum loss the gradient checks
+ * backpropagate. Include after check.h and gpu_util.h. */
 #ifndef CTRAIN_TESTS_TENSOR_CHECK_H
 #define CTRAIN_TESTS_TENSOR_CHECK_H
 
 #include <stdlib.h>
+#include "../engine/autograd.h"
 #include "../engine/tensor.h"
+#include "../ops/ops.h"
+
+/* loss = sum(y * w) on y's context, then backward: every gradient of y's
+ * inputs is then w pulled back through the op. */
+__attribute__((unused)) static void backward_weighted(Ctx *c, Tensor *y, const float *w)
+{
+    Tensor *tw = tensor_from_f32(c, w, y->dtype, y->ndim, y->shape);
+    Tensor *m = op_mul(c, y, tw);
+    Tensor *loss = op_sum(c, m);
+    tensor_release(m);
+    tensor_release(tw);
+    ad_backward(c, loss, 1.0f);
+    tensor_release(loss);
+}
 
 /* Two tensors of any float type compared in f32: by relative norm when
  * norm_tol > 0, element-wise (atol, rtol) otherwise. */

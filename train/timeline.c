@@ -238,17 +238,25 @@ static void open_env(void)
     T.state = 1;
 }
 
-/* from_exit: inside an exit handler (ct_fatal's exit too): a failed sync
- * gives up quietly instead of calling exit again. */
-static void close_window(long steps, int from_exit)
+/* CUPTI's clock once the device has finished all it was given (a window
+ * edge); 0 when the sync failed inside an exit handler (from_exit: ct_fatal's
+ * exit too), which gives up quietly instead of calling exit again. */
+static uint64_t synced_now(int from_exit)
 {
     if (from_exit) {
-        if (cudaDeviceSynchronize() != cudaSuccess) return;
+        if (cudaDeviceSynchronize() != cudaSuccess) return 0;
     } else {
         CUDA_CHECK(cudaDeviceSynchronize());
     }
     uint64_t t = 0;
     T.now(&t);
+    return t ? t : 1;
+}
+
+static void close_window(long steps, int from_exit)
+{
+    uint64_t t = synced_now(from_exit);
+    if (!t) return;
     pthread_mutex_lock(&T.mu);
     T.t_end = t;
     pthread_mutex_unlock(&T.mu);
@@ -258,26 +266,17 @@ static void close_window(long steps, int from_exit)
     pthread_mutex_lock(&T.mu);
     T.tl.begin = T.t_begin;
     T.tl.end = T.t_end;
-    char err[4400], txt[4200], tmp[4300];
+    char err[4400], txt[4200], head[256];
     long first = T.opened_at, last = T.opened_at + steps - 1;
-    if (timeline_write_chrome(&T.tl, T.path, T.rank, err, sizeof err) != 0) {
+    snprintf(txt, sizeof txt, "%s.txt", T.path);
+    snprintf(head, sizeof head, "ctrain timeline, rank %d, steps %ld to %ld%s", T.rank, first, last,
+             T.oom ? " (out of memory: records dropped)" : "");
+    if (timeline_write_chrome(&T.tl, T.path, T.rank, err, sizeof err) != 0 ||
+        timeline_write_summary(&T.tl, txt, head, (int)steps, err, sizeof err) != 0)
         LOG_W("CTRAIN_TIMELINE: %s", err);
-    } else {
-        snprintf(txt, sizeof txt, "%s.txt", T.path);
-        snprintf(tmp, sizeof tmp, "%s.tmp", txt);
-        FILE *f = fopen(tmp, "w");
-        int ok = f != NULL;
-        if (f) {
-            fprintf(f, "ctrain timeline, rank %d, steps %ld to %ld%s\n", T.rank, first, last,
-                    T.oom ? " (out of memory: records dropped)" : "");
-            timeline_summary(&T.tl, f, (int)steps);
-            ok = !ferror(f);
-            ok = fclose(f) == 0 && ok && rename(tmp, txt) == 0;
-            if (!ok) remove(tmp);
-        }
+    else
         fprintf(stderr, "timeline: rank %d wrote %s and %s (%zu events, steps %ld to %ld)\n",
-                T.rank, T.path, ok ? txt : "(no summary: cannot write it)", T.tl.n, first, last);
-    }
+                T.rank, T.path, txt, T.tl.n, first, last);
     timeline_free(&T.tl);
     T.t_begin = 0;   /* a late buffer adds nothing */
     pthread_mutex_unlock(&T.mu);
@@ -297,11 +296,9 @@ void timeline_on_step(long step)
     if (T.state != 1) return;
     T.last_step = step;
     if (!T.t_begin && step >= T.start) {   /* a resumed run may begin past START */
-        CUDA_CHECK(cudaDeviceSynchronize());
-        uint64_t t = 0;
-        T.now(&t);
+        uint64_t t = synced_now(0);
         pthread_mutex_lock(&T.mu);
-        T.t_begin = t ? t : 1;
+        T.t_begin = t;
         pthread_mutex_unlock(&T.mu);
         T.opened_at = step;
     } else if (T.t_begin && step == T.opened_at + T.steps) {
@@ -313,12 +310,13 @@ void timeline_on_step(long step)
 
 void timeline_on_step(long step)
 {
-    static int told;
+    static int read;
     (void)step;
+    if (read) return;
+    read = 1;
     const char *e = getenv("CTRAIN_TIMELINE");
-    if (told || !e || !*e) return;
-    told = 1;
-    LOG_W("CTRAIN_TIMELINE: this ctrain was built without CUDA's CUPTI header; no timeline");
+    if (e && *e)
+        LOG_W("CTRAIN_TIMELINE: this ctrain was built without CUDA's CUPTI header; no timeline");
 }
 
 #endif

@@ -122,15 +122,31 @@ static uint64_t first_start(const Timeline *tl)
     return tl->n ? t0 : 0;
 }
 
+/* Writing PATH through PATH.tmp, renamed over PATH only when complete. */
+static FILE *open_tmp(const char *path, char *tmp, size_t tmplen, char *err, size_t errlen)
+{
+    snprintf(tmp, tmplen, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+    return f;
+}
+
+static int commit_tmp(FILE *f, const char *tmp, const char *path, char *err, size_t errlen)
+{
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
 int timeline_write_chrome(const Timeline *tl, const char *path, int pid, char *err, size_t errlen)
 {
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
-        return -1;
-    }
+    FILE *f = open_tmp(path, tmp, sizeof tmp, err, errlen);
+    if (!f) return -1;
     static const char *const cat[] = {"kernel", "memcpy", "memset"};
     uint64_t t0 = first_start(tl);
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
@@ -145,13 +161,18 @@ int timeline_write_chrome(const Timeline *tl, const char *path, int pid, char *e
         fprintf(f, "}%s\n", i + 1 < tl->n ? "," : "");
     }
     fprintf(f, "]}\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        remove(tmp);
-        return -1;
-    }
-    return 0;
+    return commit_tmp(f, tmp, path, err, errlen);
+}
+
+int timeline_write_summary(const Timeline *tl, const char *path, const char *first_line,
+                           int steps, char *err, size_t errlen)
+{
+    char tmp[4200];
+    FILE *f = open_tmp(path, tmp, sizeof tmp, err, errlen);
+    if (!f) return -1;
+    fprintf(f, "%s\n", first_line);
+    timeline_summary(tl, f, steps);
+    return commit_tmp(f, tmp, path, err, errlen);
 }
 
 /* ---- summary ---- */

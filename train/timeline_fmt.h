@@ -55,5 +55,9 @@ void timeline_short_name(char *out, size_t outlen, const char *raw);
 int timeline_write_chrome(const Timeline *tl, const char *path, int pid, char *err, size_t errlen);
 /* The summary above, for `steps` steps (>= 1). */
 void timeline_summary(const Timeline *tl, FILE *out, int steps);
+/* The same into the file `path` (written whole or not at all, as the trace
+ * is), after the line first_line. */
+int timeline_write_summary(const Timeline *tl, const char *path, const char *first_line,
+                           int steps, char *err, size_t errlen);
 
 #endif
