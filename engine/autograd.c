@@ -90,6 +90,14 @@ Tensor *ad_grad_dst(Ctx *c, Tensor *x, int *accum)
     return x->grad;
 }
 
+int ad_grad_pass(Tensor *x, Tensor *dy)
+{
+    if (!x || !x->requires_grad || x->is_param || x->grad) return 0;
+    if (dy->dtype != x->dtype || dy->numel != x->numel) return 0;
+    x->grad = tensor_reshape_view(dy, x->ndim, x->shape);
+    return 1;
+}
+
 static void tensor_fill(Ctx *c, Tensor *t, float v)
 {
     CT_ASSERT(t->dtype == DT_F32, "fill expects f32");

@@ -90,6 +90,14 @@ void ad_save(Node *n, Tensor *t);
  * buffer was just created (write into it), 1 when it already holds a
  * gradient (add into it). Parameters: always accumulate into their view. */
 Tensor *ad_grad_dst(Ctx *c, Tensor *x, int *accum);
+/* A backward whose gradient for x is dy itself (reshape; one input of add)
+ * passes it on without a copy when it can: x needs a gradient, has none
+ * yet, is not a parameter (those live in the gradient buffer), and dy has
+ * x's dtype and size. x's gradient then becomes a view of dy (the walk
+ * releases dy after the node, so the view holds the only reference, and a
+ * later contribution adds into it as into any gradient). Returns 1 when it
+ * did; 0: add dy into ad_grad_dst as usual. */
+int ad_grad_pass(Tensor *x, Tensor *dy);
 
 /* Backpropagate from a scalar loss with d(loss) = seed (1, or the grad
  * scaler's scale). Empties the tape. */

@@ -93,7 +93,13 @@ void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed)
         ct_fatal_hint("list devices with: ctrain info", "cuda:%d does not exist (%d device%s)",
                       device_id, n, n == 1 ? "" : "s");
     CUDA_CHECK(cudaSetDevice(device_id));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    /* one level above the lowest priority when the device has three or more:
+     * the overlapped update's stream takes the lowest (train/overlap.h), the
+     * all-reduces' the highest (train/dist.c) */
+    int least = 0, greatest = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    int prio = least - 1 > greatest ? least - 1 : least;
+    CUDA_CHECK(cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, prio));
     CUBLAS_CHECK(cublasLtCreate(&c->lt));
     CUDNN_CHECK(cudnnCreate(&c->cudnn));
     CUDNN_CHECK(cudnnSetStream(c->cudnn, c->stream));

@@ -112,24 +112,19 @@ static Tensor *layernorm(Ctx *c, Model *m, const LN *l, Tensor *x, float eps)
     return op_layernorm(c, x, P(l->g), P(l->b), eps);
 }
 
-/* x [B, T, D] -> [B, H, T, Dh] */
+/* x [B, T, D] -> [B, T, H, Dh]: a view, the layout op_attention_bthd takes
+ * (no transpose into [B, H, T, Dh]) */
 static Tensor *split_heads(Ctx *c, Tensor *x, int H)
 {
     int64_t B = x->shape[0], T = x->shape[1], D = x->shape[2];
-    Tensor *r = op_reshape(c, x, 4, (int64_t[]){B, T, H, D / H});
-    Tensor *t = op_transpose12(c, r);
-    tensor_release(r);
-    return t;
+    return op_reshape(c, x, 4, (int64_t[]){B, T, H, D / H});
 }
 
-/* [B, H, T, Dh] -> [B, T, D] */
+/* [B, T, H, Dh] -> [B, T, D] */
 static Tensor *merge_heads(Ctx *c, Tensor *x)
 {
-    int64_t B = x->shape[0], H = x->shape[1], T = x->shape[2], Dh = x->shape[3];
-    Tensor *t = op_transpose12(c, x);
-    Tensor *r = op_reshape(c, t, 3, (int64_t[]){B, T, H * Dh});
-    tensor_release(t);
-    return r;
+    int64_t B = x->shape[0], T = x->shape[1], H = x->shape[2], Dh = x->shape[3];
+    return op_reshape(c, x, 3, (int64_t[]){B, T, H * Dh});
 }
 
 /* y = LayerNorm(x + dropout(z)); consumes z */
@@ -156,7 +151,7 @@ static Tensor *layer_forward(Ctx *c, void *argp, Tensor *x)
     Tensor *q = split_heads(c, q0, cfg->heads), *k = split_heads(c, k0, cfg->heads);
     Tensor *v = split_heads(c, v0, cfg->heads);
     tensor_release(q0); tensor_release(k0); tensor_release(v0);
-    Tensor *ctxh = op_attention(c, q, k, v, a->mask, m->training ? cfg->attn_dropout : 0.0f);
+    Tensor *ctxh = op_attention_bthd(c, q, k, v, a->mask, m->training ? cfg->attn_dropout : 0.0f);
     tensor_release(q); tensor_release(k); tensor_release(v);
     Tensor *ctx = merge_heads(c, ctxh);
     tensor_release(ctxh);

@@ -99,6 +99,17 @@ void attention_softmax_backward_cuda(void *dS, const void *dPd, const void *prob
 Tensor *op_attention(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask, float dropout_p);
 Tensor *op_attention_at(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask,
                         float dropout_p, uint64_t seed, uint64_t offset);
+/* The same with q, k, v and out [B, T, H, Dh]: what a projection [B, T,
+ * H*Dh] gives after a reshape, so BERT splits and merges its heads with no
+ * transpose. The fused tensor-core kernels read and write that layout
+ * (attention_fused_bthd_supports, 16-byte aligned data); elsewhere (CPU,
+ * f32, CTRAIN_ATTN=cublas) the op transposes in and out around
+ * op_attention_at. Same dropout draw and the same values as op_attention on
+ * the transposed tensors, bit for bit. */
+Tensor *op_attention_bthd(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask,
+                          float dropout_p);
+Tensor *op_attention_bthd_at(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask,
+                             float dropout_p, uint64_t seed, uint64_t offset);
 
 #ifdef __cplusplus
 }

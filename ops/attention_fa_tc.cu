@@ -132,7 +132,7 @@ template <typename E, int DH>
 __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     tc_fwd_kernel(E *out, float *lse, uint64_t *keep_out, const E *q, const E *k, const E *v,
                   const float *mask, float scale_log2, float sd, uint32_t thr, uint64_t seed,
-                  uint64_t offset, const uint64_t *rng_base, int H, int T)
+                  uint64_t offset, const uint64_t *rng_base, int H, int T, int bthd)
 {
     using C = TcCfg<DH>;
     extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -146,13 +146,14 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     if (rng_base) offset += *rng_base; /* inside a CUDA graph (dropout.h) */
     const int bh = blockIdx.y, b = bh / H, i0 = blockIdx.x * TC_ROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const size_t hoff = (size_t)bh * T * DH;
+    const size_t hoff = tc_head_offset<DH>(bh, H, T, bthd);
+    const int ld = bthd ? H * DH : DH;
     q += hoff; k += hoff; v += hoff; out += hoff;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
     const float mmax = tc_mask_max(mb, T, red);
     const int ntiles = (T + TC_ROWS - 1) / TC_ROWS; /* = W, words per row of keep_out */
     if (mmax == -INFINITY) { /* every key masked: no distribution, out 0 */
-        tc_zero_rows<E, DH>(out, i0, T);
+        tc_zero_rows<E, DH>(out, i0, T, ld);
         if (threadIdx.x < TC_ROWS && i0 + (int)threadIdx.x < T)
             lse[(size_t)bh * T + i0 + threadIdx.x] = -INFINITY;
         /* the saved mask stays whole (the backward skips these rows, a
@@ -170,9 +171,9 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
         if (thr) tc_keep_tile(keep + buf * 64, (uint64_t)bh * T, i0, j0, T, thr, seed, offset);
     };
 
-    tc_load_tile<E, DH>(qs, q, i0, T);
-    tc_load_tile<E, DH>(ks, k, 0, T);
-    tc_load_tile<E, DH>(vs, v, 0, T);
+    tc_load_tile<E, DH>(qs, q, i0, T, ld);
+    tc_load_tile<E, DH>(ks, k, 0, T, ld);
+    tc_load_tile<E, DH>(vs, v, 0, T, ld);
     cp_async_commit();
     aux(0, 0);
 
@@ -185,8 +186,8 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     for (int n = 0; n < ntiles; n++) {
         const int buf = n & 1;
         if (n + 1 < ntiles) { /* prefetch tile n+1 into the other buffer */
-            tc_load_tile<E, DH>(ks + (buf ^ 1) * C::TILE, k, (n + 1) * TC_ROWS, T);
-            tc_load_tile<E, DH>(vs + (buf ^ 1) * C::TILE, v, (n + 1) * TC_ROWS, T);
+            tc_load_tile<E, DH>(ks + (buf ^ 1) * C::TILE, k, (n + 1) * TC_ROWS, T, ld);
+            tc_load_tile<E, DH>(vs + (buf ^ 1) * C::TILE, v, (n + 1) * TC_ROWS, T, ld);
             cp_async_commit();
             aux((n + 1) * TC_ROWS, buf ^ 1);
             cp_async_wait<1>();
@@ -289,7 +290,7 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
         const float inv = lrow[r] > 0.0f ? sd / lrow[r] : 0.0f;
 #pragma unroll
         for (int nt = 0; nt < C::NT; nt++)
-            store2<E>(out + (size_t)i * DH + nt * 8 + 2 * t, acc[nt][2 * r] * inv,
+            store2<E>(out + (size_t)i * ld + nt * 8 + 2 * t, acc[nt][2 * r] * inv,
                       acc[nt][2 * r + 1] * inv, 0);
         if (t == 0)
             lse[(size_t)bh * T + i] =
@@ -334,7 +335,7 @@ extern "C" void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, uint
                                              const void *q, const void *k, const void *v,
                                              const float *mask, DType dt, float p, uint64_t seed,
                                              uint64_t offset, size_t B, size_t H, size_t T,
-                                             size_t Dh)
+                                             size_t Dh, int bthd)
 {
     const size_t BH = B * H;
     if (BH == 0 || T == 0) return;
@@ -353,7 +354,7 @@ extern "C" void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, uint
             const dim3 grid((unsigned)((T + TC_ROWS - 1) / TC_ROWS), (unsigned)BH);
             tc_fwd_kernel<E, DH><<<grid, TC_THREADS, smem, c->stream>>>(
                 (E *)out, lse, keep_out, (const E *)q, (const E *)k, (const E *)v, mask,
-                scale_log2, sd, thr, seed, offset, c->rng_base, (int)H, (int)T);
+                scale_log2, sd, thr, seed, offset, c->rng_base, (int)H, (int)T, bthd);
             CUDA_CHECK_LAUNCH();
         });
     });

@@ -195,10 +195,23 @@ __device__ float tc_mask_max(const float *mb, int T, float *red)
     return m;
 }
 
-/* Rows r0 .. r0+63 (< T) of a [T, DH] head: 64 x DH elements to shared
- * memory (row stride LDS) with cp.async; rows past T become zeros. */
+/* Layouts. [B, H, T, Dh] (bthd 0): head bh = b H + h is T rows of DH, row
+ * stride DH. [B, T, H, Dh] (bthd 1, BERT's projections split by a reshape
+ * alone): head (b, h) starts at (b T H + h) DH, row stride H DH. Everything
+ * indexed per row (lse, D, the dropout bits) keeps the [B, H, T] order, so
+ * both layouts draw and save the same mask. */
+template <int DH>
+__device__ __forceinline__ size_t tc_head_offset(int bh, int H, int T, int bthd)
+{
+    if (!bthd) return (size_t)bh * T * DH;
+    const int b = bh / H, h = bh - b * H;
+    return ((size_t)b * T * H + h) * DH;
+}
+
+/* Rows r0 .. r0+63 (< T) of a head (global row stride ld): 64 x DH elements
+ * to shared memory (row stride LDS) with cp.async; rows past T become zeros. */
 template <typename E, int DH>
-__device__ __forceinline__ void tc_load_tile(E *dst, const E *src, int r0, int T)
+__device__ __forceinline__ void tc_load_tile(E *dst, const E *src, int r0, int T, int ld)
 {
     using C = TcCfg<DH>;
     static_assert(TC_ROWS * C::CHUNKS % TC_THREADS == 0, "whole passes of the block");
@@ -207,7 +220,7 @@ __device__ __forceinline__ void tc_load_tile(E *dst, const E *src, int r0, int T
         const int x = threadIdx.x + it * TC_THREADS;
         const int r = x / C::CHUNKS, ch = x % C::CHUNKS;
         const bool ok = r0 + r < T;
-        const E *s = ok ? src + (size_t)(r0 + r) * DH + ch * 8 : src;
+        const E *s = ok ? src + (size_t)(r0 + r) * ld + ch * 8 : src;
         cp_async16(smem_u32(dst + r * C::LDS + ch * 8), s, ok);
     }
 }
@@ -260,14 +273,14 @@ __device__ void tc_keep_tile(uint64_t *keep, uint64_t bhT, int r0, int c0, int T
 }
 
 
-/* Rows r0 .. r0+63 (< T) of a [T, DH] head set to 0 (a block whose mask
- * row is all -inf; skipped when accumulating: adding 0). */
-template <typename E, int DH> __device__ void tc_zero_rows(E *dst, int r0, int T)
+/* Rows r0 .. r0+63 (< T) of a head (row stride ld) set to 0 (a block whose
+ * mask row is all -inf; skipped when accumulating: adding 0). */
+template <typename E, int DH> __device__ void tc_zero_rows(E *dst, int r0, int T, int ld)
 {
     if (!dst) return;
     for (int x = threadIdx.x; x < TC_ROWS * DH; x += TC_THREADS) {
         const int r = x / DH;
-        if (r0 + r < T) dst[(size_t)(r0 + r) * DH + x % DH] = from_f32<E>(0.0f);
+        if (r0 + r < T) dst[(size_t)(r0 + r) * ld + x % DH] = from_f32<E>(0.0f);
     }
 }
 

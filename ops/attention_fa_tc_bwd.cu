@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     tc_bwd_dq_kernel(E *dq, const E *q, const E *k, const E *v, const E *dout,
                      const float *lse, const float *D, const float *mask, float scale_log2,
                      float scale, float sd, const uint64_t *keepg, int W, int H, int T,
-                     int accum)
+                     int bthd, int accum)
 {
     using C = TcCfg<DH>;
     extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -55,12 +55,13 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
 
     const int bh = blockIdx.y, b = bh / H, i0 = blockIdx.x * TC_ROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const size_t hoff = (size_t)bh * T * DH;
+    const size_t hoff = tc_head_offset<DH>(bh, H, T, bthd);
+    const int ld = bthd ? H * DH : DH;
     q += hoff; k += hoff; v += hoff; dout += hoff; dq += hoff;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
     const float mmax = tc_mask_max(mb, T, red);
     if (mmax == -INFINITY) {
-        if (!accum) tc_zero_rows<E, DH>(dq, i0, T);
+        if (!accum) tc_zero_rows<E, DH>(dq, i0, T, ld);
         return;
     }
     auto aux = [&](int j0, int buf) {
@@ -78,10 +79,10 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     }
 
     const int ntiles = (T + TC_ROWS - 1) / TC_ROWS;
-    tc_load_tile<E, DH>(qs, q, i0, T);
-    tc_load_tile<E, DH>(dos, dout, i0, T);
-    tc_load_tile<E, DH>(ks, k, 0, T);
-    tc_load_tile<E, DH>(vs, v, 0, T);
+    tc_load_tile<E, DH>(qs, q, i0, T, ld);
+    tc_load_tile<E, DH>(dos, dout, i0, T, ld);
+    tc_load_tile<E, DH>(ks, k, 0, T, ld);
+    tc_load_tile<E, DH>(vs, v, 0, T, ld);
     cp_async_commit();
     aux(0, 0);
 
@@ -100,8 +101,8 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     for (int n = 0; n < ntiles; n++) {
         const int buf = n & 1;
         if (n + 1 < ntiles) {
-            tc_load_tile<E, DH>(ks + (buf ^ 1) * C::TILE, k, (n + 1) * TC_ROWS, T);
-            tc_load_tile<E, DH>(vs + (buf ^ 1) * C::TILE, v, (n + 1) * TC_ROWS, T);
+            tc_load_tile<E, DH>(ks + (buf ^ 1) * C::TILE, k, (n + 1) * TC_ROWS, T, ld);
+            tc_load_tile<E, DH>(vs + (buf ^ 1) * C::TILE, v, (n + 1) * TC_ROWS, T, ld);
             cp_async_commit();
             aux((n + 1) * TC_ROWS, buf ^ 1);
             cp_async_wait<1>();
@@ -176,7 +177,7 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
         if (i >= T) continue;
 #pragma unroll
         for (int nt = 0; nt < C::NT; nt++)
-            store2<E>(dq + (size_t)i * DH + nt * 8 + 2 * t, scale * acc[nt][2 * r],
+            store2<E>(dq + (size_t)i * ld + nt * 8 + 2 * t, scale * acc[nt][2 * r],
                       scale * acc[nt][2 * r + 1], accum);
     }
 }
@@ -189,7 +190,7 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     tc_bwd_dkdv_kernel(E *dk, E *dv, const E *q, const E *k, const E *v, const E *dout,
                        const float *lse, const float *D, const float *mask, float scale_log2,
                        float scale, float sd, const uint64_t *keepg, int W, int H, int T,
-                       int accum_k, int accum_v)
+                       int bthd, int accum_k, int accum_v)
 {
     using C = TcCfg<DH>;
     /* K and V A-fragments stay in registers up to Dh 64; at 128 they are
@@ -207,15 +208,16 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
 
     const int bh = blockIdx.y, b = bh / H, j0 = blockIdx.x * TC_ROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const size_t hoff = (size_t)bh * T * DH;
+    const size_t hoff = tc_head_offset<DH>(bh, H, T, bthd);
+    const int ld = bthd ? H * DH : DH;
     q += hoff; k += hoff; v += hoff; dout += hoff;
     if (dk) dk += hoff;
     if (dv) dv += hoff;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
     const float mmax = tc_mask_max(mb, T, red);
     if (mmax == -INFINITY) {
-        if (!accum_k) tc_zero_rows<E, DH>(dk, j0, T);
-        if (!accum_v) tc_zero_rows<E, DH>(dv, j0, T);
+        if (!accum_k) tc_zero_rows<E, DH>(dk, j0, T, ld);
+        if (!accum_v) tc_zero_rows<E, DH>(dv, j0, T, ld);
         return;
     }
     const float *lse_h = lse + (size_t)bh * T, *D_h = D + (size_t)bh * T;
@@ -240,10 +242,10 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     const bool want_k = dk != NULL, want_v = dv != NULL;
 
     const int ntiles = (T + TC_ROWS - 1) / TC_ROWS;
-    tc_load_tile<E, DH>(ks, k, j0, T);
-    tc_load_tile<E, DH>(vs, v, j0, T);
-    tc_load_tile<E, DH>(qs, q, 0, T);
-    tc_load_tile<E, DH>(dos, dout, 0, T);
+    tc_load_tile<E, DH>(ks, k, j0, T, ld);
+    tc_load_tile<E, DH>(vs, v, j0, T, ld);
+    tc_load_tile<E, DH>(qs, q, 0, T, ld);
+    tc_load_tile<E, DH>(dos, dout, 0, T, ld);
     cp_async_commit();
     aux(0, 0);
 
@@ -258,8 +260,8 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     for (int n = 0; n < ntiles; n++) {
         const int buf = n & 1;
         if (n + 1 < ntiles) {
-            tc_load_tile<E, DH>(qs + (buf ^ 1) * C::TILE, q, (n + 1) * TC_ROWS, T);
-            tc_load_tile<E, DH>(dos + (buf ^ 1) * C::TILE, dout, (n + 1) * TC_ROWS, T);
+            tc_load_tile<E, DH>(qs + (buf ^ 1) * C::TILE, q, (n + 1) * TC_ROWS, T, ld);
+            tc_load_tile<E, DH>(dos + (buf ^ 1) * C::TILE, dout, (n + 1) * TC_ROWS, T, ld);
             cp_async_commit();
             aux((n + 1) * TC_ROWS, buf ^ 1);
             cp_async_wait<1>();
@@ -361,7 +363,7 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
         if (j >= T) continue;
 #pragma unroll
         for (int nt = 0; nt < C::NT; nt++) {
-            const size_t at = (size_t)j * DH + nt * 8 + 2 * t;
+            const size_t at = (size_t)j * ld + nt * 8 + 2 * t;
             if (want_k)
                 store2<E>(dk + at, scale * dka[nt][2 * r], scale * dka[nt][2 * r + 1], accum_k);
             if (want_v)
@@ -378,7 +380,7 @@ extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *
                                               const float *mask, const uint64_t *keep_in,
                                               DType dt, float p, uint64_t seed, uint64_t offset,
                                               size_t B, size_t H, size_t T, size_t Dh,
-                                              int accum_q, int accum_k, int accum_v)
+                                              int accum_q, int accum_k, int accum_v, int bthd)
 {
     const size_t BH = B * H;
     if (BH == 0 || T == 0 || (!dq && !dk && !dv)) return;
@@ -407,7 +409,7 @@ extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *
                 tc_bwd_dkdv_kernel<E, DH><<<grid, TC_THREADS, smem, c->stream>>>(
                     (E *)dk, (E *)dv, (const E *)q, (const E *)k, (const E *)v,
                     (const E *)dout, lse, D, mask, scale_log2, scale, sd, keepg, W, (int)H,
-                    (int)T, accum_k, accum_v);
+                    (int)T, bthd, accum_k, accum_v);
                 CUDA_CHECK_LAUNCH();
             }
             if (dq) {
@@ -415,7 +417,7 @@ extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *
                 tc_smem_optin(tc_bwd_dq_kernel<E, DH>, smem);
                 tc_bwd_dq_kernel<E, DH><<<grid, TC_THREADS, smem, c->stream>>>(
                     (E *)dq, (const E *)q, (const E *)k, (const E *)v, (const E *)dout, lse, D,
-                    mask, scale_log2, scale, sd, keepg, W, (int)H, (int)T, accum_q);
+                    mask, scale_log2, scale, sd, keepg, W, (int)H, (int)T, bthd, accum_q);
                 CUDA_CHECK_LAUNCH();
             }
         });

@@ -173,17 +173,24 @@ __global__ void __launch_bounds__(FA_WARPS * 32)
 
 /* ---- backward ---- */
 
-/* D_i = rowsum(dout_i * out_i) (= rowsum_j dPd_ij Pd_ij), one warp per row */
+/* D_i = rowsum(dout_i * out_i) (= rowsum_j dPd_ij Pd_ij), one warp per row;
+ * D is [B, H, T]; dout and out [B, H, T, Dh], or [B, T, H, Dh] (bthd) */
 template <typename E>
 __global__ void __launch_bounds__(256)
-    fa_bwd_rowdot_kernel(float *D, const E *dout, const E *out, size_t R, int Dh)
+    fa_bwd_rowdot_kernel(float *D, const E *dout, const E *out, size_t R, int Dh, int H, int T,
+                         int bthd)
 {
     const size_t r = (size_t)blockIdx.x * 8 + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (r >= R) return;
+    size_t at = r * Dh;
+    if (bthd) {   /* r = (b H + h) T + i  ->  ((b T + i) H + h) Dh */
+        const size_t i = r % T, bh = r / T, h = bh % H, b = bh / H;
+        at = ((b * T + i) * H + h) * Dh;
+    }
     float s = 0.0f;
     for (int e = lane; e < Dh; e += 32)
-        s += to_f32(dout[r * Dh + e]) * to_f32(out[r * Dh + e]);
+        s += to_f32(dout[at + e]) * to_f32(out[at + e]);
     s = warp_sum(s);
     if (lane == 0) D[r] = s;
 }
@@ -393,6 +400,25 @@ extern "C" int attention_fused_save_mask(void)
 
 extern "C" void attention_fused_save_mask_reread(void) { fa_save_mask = -1; }
 
+extern "C" int attention_fused_bthd_supports(const Ctx *c, DType dt, size_t Dh)
+{
+    return attention_fa_tc_supports(c, dt, Dh);
+}
+
+extern "C" void attention_fused_forward_bthd_cuda(Ctx *c, void *out, float *lse,
+                                                  uint64_t *keep_out, const void *q, const void *k,
+                                                  const void *v, const float *mask, DType dt,
+                                                  float p, uint64_t seed, uint64_t offset,
+                                                  size_t B, size_t H, size_t T, size_t Dh)
+{
+    if (B * H == 0 || T == 0) return;
+    CT_ASSERT(attention_fa_tc_supports(c, dt, Dh) && fa_aligned16({out, q, k, v}),
+              "attention_fused_forward_bthd_cuda: needs the tensor-core kernels (%s, Dh %zu) and "
+              "16-byte aligned tensors", dtype_name(dt), Dh);
+    attention_fa_tc_forward_cuda(c, out, lse, keep_out, q, k, v, mask, dt, p, seed, offset, B, H,
+                                 T, Dh, 1);
+}
+
 extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, uint64_t *keep_out,
                                              const void *q, const void *k, const void *v,
                                              const float *mask, DType dt, float p, uint64_t seed,
@@ -403,7 +429,7 @@ extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, uint
     if (BH == 0 || T == 0) return;
     if (attention_fa_tc_supports(c, dt, Dh) && fa_aligned16({out, q, k, v})) {
         attention_fa_tc_forward_cuda(c, out, lse, keep_out, q, k, v, mask, dt, p, seed, offset,
-                                     B, H, T, Dh);
+                                     B, H, T, Dh, 0);
         return;
     }
     fa_check_sizes(B, H, T, Dh, "attention_fused_forward_cuda");
@@ -427,30 +453,31 @@ extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, uint
 /* forward: out = Pd v,  Pd = keep s_d softmax(scale q k^T + mask)
  *   so dv = Pd^T dout,  dS = P (dP - D),  D = rowsum(dout * out),
  *      dq = scale dS k,  dk = scale dS^T q */
-extern "C" void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *dv,
-                                              const void *dout, const void *q, const void *k,
-                                              const void *v, const void *out, const float *lse,
-                                              const float *mask, const uint64_t *keep_in,
-                                              DType dt, float p, uint64_t seed, uint64_t offset,
-                                              size_t B, size_t H, size_t T, size_t Dh,
-                                              int accum_q, int accum_k, int accum_v)
+/* Both layouts (bthd: [B, T, H, Dh], tensor-core kernels only). */
+static void fused_backward(Ctx *c, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                           const void *k, const void *v, const void *out, const float *lse,
+                           const float *mask, const uint64_t *keep_in, DType dt, float p,
+                           uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T, size_t Dh,
+                           int accum_q, int accum_k, int accum_v, int bthd)
 {
     const size_t BH = B * H, R = BH * T;
     if (BH == 0 || T == 0 || (!dq && !dk && !dv)) return;
     fa_check_sizes(B, H, T, Dh, "attention_fused_backward_cuda");
     const float scale = 1.0f / sqrtf((float)Dh), sd = dropout_scale(p);
     const bool tc = attention_fa_tc_supports(c, dt, Dh) && fa_aligned16({dq, dk, dv, dout, q, k, v});
+    CT_ASSERT(tc || !bthd, "attention_fused_backward_bthd_cuda: needs the tensor-core kernels "
+              "(%s, Dh %zu) and 16-byte aligned tensors", dtype_name(dt), Dh);
     float *D = (float *)mem_alloc(c, R * sizeof(float));
     dispatch_float(dt, "attention_fused_backward_cuda", [&](auto tag) {
         using E = decltype(tag);
         CT_ASSERT((R + 7) / 8 <= 0x7fffffffu, "attention_fused_backward_cuda: %zu rows", R);
         fa_bwd_rowdot_kernel<E><<<(unsigned)((R + 7) / 8), 256, 0, c->stream>>>(
-            D, (const E *)dout, (const E *)out, R, (int)Dh);
+            D, (const E *)dout, (const E *)out, R, (int)Dh, (int)H, (int)T, bthd);
         CUDA_CHECK_LAUNCH();
         if (tc) {
             attention_fa_tc_backward_cuda(c, dq, dk, dv, dout, q, k, v, lse, D, mask, keep_in,
                                           dt, p, seed, offset, B, H, T, Dh, accum_q, accum_k,
-                                          accum_v);
+                                          accum_v, bthd);
             return;
         }
         dispatch_head_dim(Dh, "attention_fused_backward_cuda", [&](auto dh) {
@@ -472,4 +499,29 @@ extern "C" void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *
         });
     });
     mem_free(c, D, R * sizeof(float));
+}
+
+extern "C" void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *dv,
+                                              const void *dout, const void *q, const void *k,
+                                              const void *v, const void *out, const float *lse,
+                                              const float *mask, const uint64_t *keep_in,
+                                              DType dt, float p, uint64_t seed, uint64_t offset,
+                                              size_t B, size_t H, size_t T, size_t Dh,
+                                              int accum_q, int accum_k, int accum_v)
+{
+    fused_backward(c, dq, dk, dv, dout, q, k, v, out, lse, mask, keep_in, dt, p, seed, offset, B,
+                   H, T, Dh, accum_q, accum_k, accum_v, 0);
+}
+
+extern "C" void attention_fused_backward_bthd_cuda(Ctx *c, void *dq, void *dk, void *dv,
+                                                   const void *dout, const void *q, const void *k,
+                                                   const void *v, const void *out,
+                                                   const float *lse, const float *mask,
+                                                   const uint64_t *keep_in, DType dt, float p,
+                                                   uint64_t seed, uint64_t offset, size_t B,
+                                                   size_t H, size_t T, size_t Dh, int accum_q,
+                                                   int accum_k, int accum_v)
+{
+    fused_backward(c, dq, dk, dv, dout, q, k, v, out, lse, mask, keep_in, dt, p, seed, offset, B,
+                   H, T, Dh, accum_q, accum_k, accum_v, 1);
 }

@@ -123,23 +123,44 @@ void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, const v
                                    size_t H, size_t T, size_t Dh, int accum_q, int accum_k,
                                    int accum_v);
 
+/* The same two calls on [B, T, H, Dh] tensors (q, k, v, out, dout, dq, dk,
+ * dv; lse, keep and the mask as above): what BERT's projections give after
+ * a reshape, with no transpose into [B, H, T, Dh] and back. Tensor-core
+ * kernels only: attention_fused_bthd_supports(c, dt, Dh) must hold and
+ * every pointer be 16-byte aligned (a fatal error otherwise; the op
+ * transposes instead). lse, the dropout bits and their indices keep the
+ * [B, H, T] order, so the results equal those of transposing in, the calls
+ * above, and transposing out, bit for bit. */
+int attention_fused_bthd_supports(const Ctx *c, DType dt, size_t Dh);
+void attention_fused_forward_bthd_cuda(Ctx *c, void *out, float *lse, uint64_t *keep_out,
+                                       const void *q, const void *k, const void *v,
+                                       const float *mask, DType dt, float p, uint64_t seed,
+                                       uint64_t offset, size_t B, size_t H, size_t T, size_t Dh);
+void attention_fused_backward_bthd_cuda(Ctx *c, void *dq, void *dk, void *dv, const void *dout,
+                                        const void *q, const void *k, const void *v,
+                                        const void *out, const float *lse, const float *mask,
+                                        const uint64_t *keep_in, DType dt, float p, uint64_t seed,
+                                        uint64_t offset, size_t B, size_t H, size_t T, size_t Dh,
+                                        int accum_q, int accum_k, int accum_v);
+
 /* ---- the tensor-core kernels (ops/attention_fa_tc.cu) ----
  * Called by the two functions above when they apply; declared here for the
  * test. Same arguments and meaning; the backward takes D = rowsum(dout *
- * out) f32 [B,H,T] from the caller. Every pointer must be 16-byte aligned. */
+ * out) f32 [B,H,T] from the caller. Every pointer must be 16-byte aligned.
+ * bthd: 0 for [B, H, T, Dh] tensors, 1 for [B, T, H, Dh] (above). */
 /* 1 when dt is f16 / bf16, Dh is 32, 64 or 128, and c's device is sm_80+
  * with enough shared memory per block (sm_86 / sm_89: not for Dh 128). */
 int attention_fa_tc_supports(const Ctx *c, DType dt, size_t Dh);
 void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, uint64_t *keep_out,
                                   const void *q, const void *k, const void *v, const float *mask,
                                   DType dt, float p, uint64_t seed, uint64_t offset, size_t B,
-                                  size_t H, size_t T, size_t Dh);
+                                  size_t H, size_t T, size_t Dh, int bthd);
 void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, const void *dout,
                                    const void *q, const void *k, const void *v,
                                    const float *lse, const float *D, const float *mask,
                                    const uint64_t *keep_in, DType dt, float p, uint64_t seed,
                                    uint64_t offset, size_t B, size_t H, size_t T, size_t Dh,
-                                   int accum_q, int accum_k, int accum_v);
+                                   int accum_q, int accum_k, int accum_v, int bthd);
 /* keep (attention_keep_words(B, H, T) words) = the dropout mask of p, seed,
  * offset (+ *c->rng_base when set), drawn by the backward's own kernel
  * (ops/attention_fa_tc_bwd.cu); nothing when p = 0. Any sm, any dtype: the

@@ -35,6 +35,7 @@
 #include "dropout.h"
 #include "op_util.h"
 #include "ops.h"
+#include "permute.h"
 
 typedef struct AttnDims {
     size_t B, H, T, Dh;
@@ -157,19 +158,18 @@ static void attention_fused_backward(Ctx *c, Node *n)
     Tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *out = n->saved[3];
     Tensor *lse = n->saved[4], *mask = n->i[6] ? n->saved[5] : NULL;
     AttnDims d = attn_node_dims(n);
-    const uint64_t *keep = n->i[7] ? (const uint64_t *)((const char *)lse->data + attn_keep_at(d))
+    const uint64_t *keep = n->i[7] & 1 ? (const uint64_t *)((const char *)lse->data + attn_keep_at(d))
                                    : NULL;
     int acc_q = 0, acc_k = 0, acc_v = 0;
     Tensor *dq = ad_grad_dst(c, n->in[0], &acc_q);
     Tensor *dk = ad_grad_dst(c, n->in[1], &acc_k);
     Tensor *dv = ad_grad_dst(c, n->in[2], &acc_v);
     if (!dq && !dk && !dv) return;
-    attention_fused_backward_cuda(c, dq ? dq->data : NULL, dk ? dk->data : NULL,
-                                  dv ? dv->data : NULL, dout->data, q->data, k->data, v->data,
-                                  out->data, (const float *)lse->data,
-                                  mask ? (const float *)mask->data : NULL, keep, q->dtype,
-                                  n->f[0], (uint64_t)n->i[0], (uint64_t)n->i[1], d.B, d.H, d.T,
-                                  d.Dh, acc_q, acc_k, acc_v);
+    (n->i[7] & 2 ? attention_fused_backward_bthd_cuda : attention_fused_backward_cuda)(
+        c, dq ? dq->data : NULL, dk ? dk->data : NULL, dv ? dv->data : NULL, dout->data, q->data,
+        k->data, v->data, out->data, (const float *)lse->data,
+        mask ? (const float *)mask->data : NULL, keep, q->dtype, n->f[0], (uint64_t)n->i[0],
+        (uint64_t)n->i[1], d.B, d.H, d.T, d.Dh, acc_q, acc_k, acc_v);
 }
 
 /* The fused forward and its node (saved: q, k, v, out, lse [+ the dropout
@@ -178,7 +178,7 @@ static void attention_fused_backward(Ctx *c, Node *n)
  * a recomputed segment, whose re-run draws the same bits from the same
  * offset) and p > 0. */
 static Tensor *attn_fused_run(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask, float p,
-                              uint64_t seed, uint64_t offset, AttnDims d)
+                              uint64_t seed, uint64_t offset, AttnDims d, int bthd)
 {
     Tensor *in[3] = {q, k, v};
     const int record = ad_needs_grad(c, in, 3);
@@ -188,14 +188,14 @@ static Tensor *attn_fused_run(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *m
     Tensor *out = tensor_new_like(c, q, q->dtype);
     Tensor *lse = save_keep ? tensor_new(c, DT_U8, 1, &lkbytes) : tensor_new(c, DT_F32, 3, lshape);
     uint64_t *keep = save_keep ? (uint64_t *)((char *)lse->data + attn_keep_at(d)) : NULL;
-    attention_fused_forward_cuda(c, out->data, (float *)lse->data, keep, q->data, k->data,
-                                 v->data, mask ? (const float *)mask->data : NULL, q->dtype, p,
-                                 seed, offset, d.B, d.H, d.T, d.Dh);
+    (bthd ? attention_fused_forward_bthd_cuda : attention_fused_forward_cuda)(
+        c, out->data, (float *)lse->data, keep, q->data, k->data, v->data,
+        mask ? (const float *)mask->data : NULL, q->dtype, p, seed, offset, d.B, d.H, d.T, d.Dh);
     if (record) {
         Node *n = ad_record(c, "attention", attention_fused_backward, out, in, 3);
         attn_node_set(n, p, seed, offset, d);
         n->i[6] = mask != NULL;
-        n->i[7] = save_keep;
+        n->i[7] = save_keep | bthd << 1;   /* bit 0: the mask saved; bit 1: [B, T, H, Dh] */
         ad_save(n, q);
         ad_save(n, k);
         ad_save(n, v);
@@ -217,8 +217,9 @@ static Tensor *attn_autocast_in(Ctx *c, Tensor *x)
     return x;
 }
 
-Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask,
-                        float dropout_p, uint64_t seed, uint64_t offset)
+/* The checks both layouts share; returns B, H, T, Dh (bthd: q is [B, T, H, Dh]). */
+static AttnDims attn_check(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask,
+                           float dropout_p, int bthd)
 {
     char dq[96], dk[96];
     Tensor *in0[3] = {q0, k0, v0};
@@ -227,12 +228,14 @@ Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask
         op_check_device("attention", c, in0[i]);
     }
     if (q0->ndim != 4)
-        ct_fatal_hint("split the heads first: [B, T, H*Dh] -> [B, H, T, Dh]",
-                      "attention: q %s must be [B, H, T, Dh]", tensor_desc(dq, sizeof dq, q0));
+        ct_fatal_hint(bthd ? "reshape the heads out first: [B, T, H*Dh] -> [B, T, H, Dh]"
+                           : "split the heads first: [B, T, H*Dh] -> [B, H, T, Dh]",
+                      "attention: q %s must be %s", tensor_desc(dq, sizeof dq, q0),
+                      bthd ? "[B, T, H, Dh]" : "[B, H, T, Dh]");
     op_check_same("attention", q0, k0);
     op_check_same("attention", q0, v0);
-    AttnDims d = {(size_t)q0->shape[0], (size_t)q0->shape[1], (size_t)q0->shape[2],
-                  (size_t)q0->shape[3]};
+    AttnDims d = {(size_t)q0->shape[0], (size_t)q0->shape[bthd ? 2 : 1],
+                  (size_t)q0->shape[bthd ? 1 : 2], (size_t)q0->shape[3]};
     if (d.Dh == 0) ct_fatal("attention: q %s has an empty head dim", tensor_desc(dq, sizeof dq, q0));
     if (mask) {
         op_check_device("attention", c, mask);
@@ -247,17 +250,46 @@ Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask
     if (!(dropout_p >= 0.0f && dropout_p <= 1.0f))
         ct_fatal_hint("pass an attention dropout probability such as 0.1 (BERT)",
                       "attention: dropout p = %g is outside [0, 1]", (double)dropout_p);
+    return d;
+}
 
-    Tensor *q = attn_autocast_in(c, q0), *k = attn_autocast_in(c, k0), *v = attn_autocast_in(c, v0);
 #ifdef CTRAIN_CUDA
-    if (attn_use_fused(c, q->dtype, d.Dh, d.B * d.H)) {
-        Tensor *out = attn_fused_run(c, q, k, v, mask, dropout_p, seed, offset, d);
-        tensor_release(q);
-        tensor_release(k);
-        tensor_release(v);
-        return out;
-    }
+/* The type the op computes in: the autocast type for f32 inputs under
+ * autocast, else the input's. */
+static DType attn_type(const Ctx *c, const Tensor *x)
+{
+    return c->autocast != DT_F32 && x->dtype == DT_F32 ? c->autocast : x->dtype;
+}
+
+/* The fused path from the op's inputs: autocast, run, drop the casts. */
+static Tensor *attn_fused_take(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask, float p,
+                               uint64_t seed, uint64_t offset, AttnDims d, int bthd)
+{
+    Tensor *q = attn_autocast_in(c, q0), *k = attn_autocast_in(c, k0), *v = attn_autocast_in(c, v0);
+    Tensor *out = attn_fused_run(c, q, k, v, mask, p, seed, offset, d, bthd);
+    tensor_release(q);
+    tensor_release(k);
+    tensor_release(v);
+    return out;
+}
+
+/* The strided kernels need 16-byte aligned data: x's own, unless autocast
+ * casts it into a fresh (aligned) tensor. */
+static int attn_bthd_aligned(const Ctx *c, const Tensor *x)
+{
+    return attn_type(c, x) != x->dtype || (uintptr_t)x->data % 16 == 0;
+}
 #endif
+
+Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask,
+                        float dropout_p, uint64_t seed, uint64_t offset)
+{
+    AttnDims d = attn_check(c, q0, k0, v0, mask, dropout_p, 0);
+#ifdef CTRAIN_CUDA
+    if (attn_use_fused(c, attn_type(c, q0), d.Dh, d.B * d.H))
+        return attn_fused_take(c, q0, k0, v0, mask, dropout_p, seed, offset, d, 0);
+#endif
+    Tensor *q = attn_autocast_in(c, q0), *k = attn_autocast_in(c, k0), *v = attn_autocast_in(c, v0);
     int64_t pshape[4] = {(int64_t)d.B, (int64_t)d.H, (int64_t)d.T, (int64_t)d.T};
     Tensor *out = tensor_new_like(c, q, q->dtype);
     Tensor *probs = tensor_new(c, q->dtype, 4, pshape);
@@ -278,14 +310,44 @@ Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask
     return out;
 }
 
+/* one Philox element per probability: B H T T of them (T = q's dim t) */
+static uint64_t attn_rng_take(Ctx *c, const Tensor *q, float dropout_p, int t)
+{
+    if (!(dropout_p > 0.0f) || q->ndim != 4) return c->rng_offset;
+    uint64_t n = (uint64_t)q->shape[0] * (uint64_t)q->shape[1] * (uint64_t)q->shape[2] *
+                 (uint64_t)q->shape[t];
+    return ctx_rng_take(c, philox_blocks(n));
+}
+
 Tensor *op_attention(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask, float dropout_p)
 {
-    /* one Philox element per probability: B H T T of them */
-    uint64_t offset = c->rng_offset;
-    if (dropout_p > 0.0f && q->ndim == 4) {
-        uint64_t n = (uint64_t)q->shape[0] * (uint64_t)q->shape[1] * (uint64_t)q->shape[2] *
-                     (uint64_t)q->shape[2];
-        offset = ctx_rng_take(c, philox_blocks(n));
-    }
+    uint64_t offset = attn_rng_take(c, q, dropout_p, 2);
     return op_attention_at(c, q, k, v, mask, dropout_p, c->seed, offset);
+}
+
+Tensor *op_attention_bthd_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask,
+                             float dropout_p, uint64_t seed, uint64_t offset)
+{
+    AttnDims d = attn_check(c, q0, k0, v0, mask, dropout_p, 1);
+#ifdef CTRAIN_CUDA
+    const DType dt = attn_type(c, q0);
+    if (attn_use_fused(c, dt, d.Dh, d.B * d.H) && attention_fused_bthd_supports(c, dt, d.Dh) &&
+        attn_bthd_aligned(c, q0) && attn_bthd_aligned(c, k0) && attn_bthd_aligned(c, v0))
+        return attn_fused_take(c, q0, k0, v0, mask, dropout_p, seed, offset, d, 1);
+#endif
+    /* elsewhere: into [B, H, T, Dh] and back (recorded ops: gradients flow) */
+    Tensor *q = op_transpose12(c, q0), *k = op_transpose12(c, k0), *v = op_transpose12(c, v0);
+    Tensor *o = op_attention_at(c, q, k, v, mask, dropout_p, seed, offset);
+    tensor_release(q);
+    tensor_release(k);
+    tensor_release(v);
+    Tensor *out = op_transpose12(c, o);
+    tensor_release(o);
+    return out;
+}
+
+Tensor *op_attention_bthd(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask, float dropout_p)
+{
+    uint64_t offset = attn_rng_take(c, q, dropout_p, 1);
+    return op_attention_bthd_at(c, q, k, v, mask, dropout_p, c->seed, offset);
 }

@@ -15,7 +15,14 @@
 static void add_backward(Ctx *c, Node *n)
 {
     Tensor *dy = n->out->grad;
+    /* the first input may take dy itself (ad_grad_pass); the second then
+     * gets a copy, never the same memory */
+    int passed = 0;
     for (int k = 0; k < 2; k++) {
+        if (!passed && n->in[k] != n->in[1 - k] && ad_grad_pass(n->in[k], dy)) {
+            passed = 1;
+            continue;
+        }
         int accum;
         Tensor *dx = ad_grad_dst(c, n->in[k], &accum);
         if (!dx) continue;

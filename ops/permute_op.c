@@ -44,9 +44,11 @@ Tensor *op_transpose12(Ctx *c, Tensor *x)
     return y;
 }
 
-/* forward: y = x viewed as another shape   so   dx += dy (viewed back) */
+/* forward: y = x viewed as another shape   so   dx += dy (viewed back; the
+ * first gradient x gets is dy itself, no copy: ad_grad_pass) */
 static void reshape_backward(Ctx *c, Node *n)
 {
+    if (ad_grad_pass(n->in[0], n->out->grad)) return;
     int accum;
     Tensor *dx = ad_grad_dst(c, n->in[0], &accum), *dy = n->out->grad;
     if (!dx) return;

@@ -6,7 +6,7 @@ the same way, written as the same JSON ("ctrain-bench/1"), so that
   torch_bench.py [--quick] [--models L] [--precision L] [--batch L] [--seq L]
                  [--steps N] [--warmup N] [--time-limit S] [--image-size S]
                  [--compile [--compile-mode M]] [--nchw] [--device cuda:N]
-                 [--json FILE]
+                 [--profile PREFIX] [--json FILE]
   torch_bench.py --dry-run [suite options] [--json FILE]   no torch needed
   torch_bench.py --self-test [--json FILE]                 no torch needed
 
@@ -166,7 +166,7 @@ def build_suite(a):
                         "warmup": warmup, "steps": steps, "min_steps": 5, "min_time_s": 2.0,
                         "time_limit_s": float(a.time_limit), "device_id": a.device_id,
                         "compile": a.compile, "compile_mode": a.compile_mode,
-                        "mlm_head": a.mlm_head,
+                        "mlm_head": a.mlm_head, "profile": a.profile,
                     })
     return out
 
@@ -1049,6 +1049,8 @@ def torch_config_child(out, c):
         emit(out, "progress", phase="timed", step=n, of=c["steps"])
     ev[n].synchronize()
     emit(out, "nvml", on=False)
+    if c.get("profile"):
+        profile_steps(torch, step, c)
     t = sorted(ev[i].elapsed_time(ev[i + 1]) * 1e-3 for i in range(n))
     med = statistics.median(t)
     notes.append(f"precision {prec}: " + {
@@ -1061,6 +1063,26 @@ def torch_config_child(out, c):
          peak_mem_bytes=float(torch.cuda.max_memory_allocated(dev)),
          peak_mem_reserved_bytes=float(torch.cuda.max_memory_reserved(dev)),
          final_loss=float(loss.detach().float().item()), notes=notes)
+
+
+def profile_steps(torch, step, c, steps=5):
+    """--profile PREFIX: 5 more steps under torch.profiler (after the timed
+    ones, so they change no figure); the GPU time of every kernel, summed
+    over those steps, goes to PREFIX-<config>.txt, the counterpart of
+    ctrain's CTRAIN_TIMELINE summary (train/timeline.h)."""
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    tag = config_label(c).replace(" ", "_").replace("/", "-")
+    path = f"{c['profile']}-{tag}.txt"
+    try:
+        table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=60, max_name_column_width=90)
+    except (AttributeError, KeyError):
+        table = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=60, max_name_column_width=90)
+    with open(path, "w") as f:
+        f.write(f"# {config_label(c)}: kernels over {steps} steps (torch.profiler)\n{table}\n")
 
 
 def guarded(child):
@@ -1698,6 +1720,8 @@ def parse_args(argv):
                          "ctrain, Google's and NVIDIA's BERT do: same loss and gradients) or "
                          "on every token (transformers' stock forward)")
     ap.add_argument("--device", default="cuda", help="cuda or cuda:N (default cuda = cuda:0)")
+    ap.add_argument("--profile", metavar="PREFIX", help="after each config's timed steps, 5 steps under "
+                    "torch.profiler; the kernel table goes to PREFIX-<config>.txt")
     ap.add_argument("--json", metavar="FILE", help="the results as JSON (schema ctrain-bench/1; ctrain report reads it)")
     ap.add_argument("--spawn", action="store_true", help="start every config in a fresh interpreter instead of a "
                     "fork (chosen by itself when importing initialized CUDA)")

@@ -254,6 +254,36 @@ static void equivalence(const char *what, const char *extra_one, const char *ext
     compare_files(what, one.save, two.save, 1e-7, 1e-5);
 }
 
+/* The overlapped update (train/overlap.h) on 2 GPUs, graphed, against the
+ * update after backward on 2 GPUs, eager: the same losses and weights bit
+ * for bit (2 ranks: a + b is exact in any order). AdamW, whose normalised
+ * step makes rounding-level gradient differences visible, so a comparison
+ * with 1 GPU would need a loose tolerance; this one needs none. */
+static void overlap_two_gpus(const char *what, const char *extra)
+{
+    RunFiles a, b;
+    char a1[4096], a2[4096], name[256];
+    run_files(&a, what, "after");
+    run_files(&b, what, "overlap");
+    snprintf(a1, sizeof a1, BERT " --steps 5 --batch 8 --gpus 2 --log %s --save %s %s", a.log,
+             a.save, extra);
+    snprintf(a2, sizeof a2, BERT " --steps 5 --batch 8 --gpus 2 --log %s --save %s %s --graph "
+             "--graph-warmup 2", b.log, b.save, extra);
+    setenv("CTRAIN_OVERLAP_UPDATE", "0", 1);
+    int r1 = run(a1, a.out, 300);
+    setenv("CTRAIN_OVERLAP_UPDATE", "1", 1);
+    int r2 = run(a2, b.out, 300);
+    unsetenv("CTRAIN_OVERLAP_UPDATE");
+    snprintf(name, sizeof name, "%s: both runs succeed", what);
+    if (!check_true(name, r1 == 0 && r2 == 0, "status %d and %d (see %s, %s)", r1, r2, a.out, b.out))
+        return;
+    snprintf(name, sizeof name, "%s: the log says the update overlapped", what);
+    check_true(name, file_has(b.out, "overlapped update") && !file_has(a.out, "overlapped update"),
+               "see %s and %s", a.out, b.out);
+    compare_losses_atol(what, a.log, b.log, 5, 0, 0);
+    compare_files(what, a.save, b.save, 1e-30, 0);
+}
+
 /* equivalence() with the gradients in NCCL-registered memory on the 2 GPUs
  * (CTRAIN_NCCL_REG=mode, train/dist_regbuf.h): the same numbers, and the
  * log names the buffers (a registration NCCL refused falls back to plain
@@ -622,6 +652,17 @@ int main(int argc, char **argv)
     if (want("bert-graph")) equivalence("bert-graph", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 1);
     if (want("bert-graph-accum2"))
         equivalence("bert-graph-accum2", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 2);
+    /* the overlapped update (train/overlap.h, CTRAIN_OVERLAP_UPDATE=1):
+     * SGD on 2 GPUs against 1, eager and graphed; AdamW overlapped and
+     * graphed against the update after backward, on 2 GPUs */
+    if (want("bert-overlap")) {
+        setenv("CTRAIN_OVERLAP_UPDATE", "1", 1);
+        equivalence("bert-overlap", "", "--bucket-mb 0.25", 1);
+        equivalence("bert-overlap-graph", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 1);
+        unsetenv("CTRAIN_OVERLAP_UPDATE");
+    }
+    if (want("bert-adamw-overlap-graph"))
+        overlap_two_gpus("bert-adamw-overlap-graph", "--optim adamw --lr 1e-3 --bucket-mb 0.25");
     /* --grad-reduce bf16: eager, then with 3 of the 5 steps replayed from
      * CUDA graphs (the casts on both streams must have been captured) */
     if (want("bert-bf16-reduce"))

@@ -894,6 +894,79 @@ static void flash_op_save_mask_case(Ctx *g, DType autocast, size_t B, size_t H, 
     opin_done(g, &in, y, t, 3, base, name);
 }
 
+/* [B, H, T, Dh] <-> [B, T, H, Dh] on the host (to: 1 from BHTD to BTHD) */
+static void host_bthd(float *dst, const float *src, size_t B, size_t H, size_t T, size_t Dh,
+                      int to)
+{
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < T; i++) {
+                const size_t bhtd = ((b * H + h) * T + i) * Dh, bthd = ((b * T + i) * H + h) * Dh;
+                memcpy(dst + (to ? bthd : bhtd), src + (to ? bhtd : bthd), Dh * sizeof(float));
+            }
+}
+
+/* op_attention_bthd on [B, T, H, Dh] tensors against op_attention on the
+ * same values in [B, H, T, Dh], same Philox offset: out and dq, dk, dv
+ * equal bit for bit once transposed (the tensor-core kernels read the
+ * strided layout; f32 goes through transposes). shared: q = k = v, one
+ * tensor, so its gradient accumulates three times (the accum stores). */
+static void flash_op_bthd_case(Ctx *g, DType autocast, size_t B, size_t H, size_t T, size_t Dh,
+                               float p, int shared)
+{
+    OpIn in = opin_make(B, H, T, Dh);
+    const size_t n = B * H * T * Dh, base = g->mem.current;
+    const int64_t bs[4] = {(int64_t)B, (int64_t)T, (int64_t)H, (int64_t)Dh};
+    float *hq[3] = {in.q, in.k, in.v}, *tq[3], *tw = falloc(n);
+    for (int i = 0; i < 3; i++) {
+        tq[i] = falloc(n);
+        host_bthd(tq[i], hq[i], B, H, T, Dh, 1);
+    }
+    host_bthd(tw, in.w, B, H, T, Dh, 1);
+    Tensor *t[2][4], *y[2];
+    g->autocast = autocast;
+    for (int f = 0; f < 2; f++) {
+        opin_tensors(g, &in, t[f]);
+        if (f == 1)
+            for (int i = 0; i < 3; i++) {
+                tensor_release(t[f][i]);
+                t[f][i] = tensor_from_f32(g, tq[shared ? 0 : i], DT_F32, 4, bs);
+                t[f][i]->requires_grad = 1;
+            }
+        if (shared)
+            for (int i = 1; i < 3; i++) {
+                tensor_release(t[f][i]);
+                tensor_retain(t[f][0]);
+                t[f][i] = t[f][0];
+            }
+        g->rng_offset = 4242;
+        y[f] = f ? op_attention_bthd(g, t[f][0], t[f][1], t[f][2], t[f][3], p)
+                 : op_attention(g, t[f][0], t[f][1], t[f][2], t[f][3], p);
+        backward_weighted(g, y[f], f ? tw : in.w);
+    }
+    g->autocast = DT_F32;
+    char name[192], sfx[128];
+    snprintf(sfx, sizeof sfx, " [%s] %s (%zu,%zu,%zu,%zu) p %g%s",
+             autocast == DT_F32 ? "transposed" : kernel_of(g, autocast, Dh, 0),
+             autocast == DT_F32 ? "f32" : dtype_name(autocast), B, H, T, Dh, (double)p,
+             shared ? " q = k = v" : "");
+    float *a = falloc(n), *b = falloc(n), *bt = falloc(n);
+    const char *gn[4] = {"out", "dq", "dk", "dv"};
+    for (int x = 0; x < (shared ? 2 : 4); x++) {
+        Tensor *ra = x ? t[0][x - 1]->grad : y[0], *rb = x ? t[1][x - 1]->grad : y[1];
+        snprintf(name, sizeof name, "gpu.flash.op.bthd %s = bhtd%s", x && shared ? "dx" : gn[x], sfx);
+        if (!ra || !rb) { check_true(name, 0, "no gradient"); continue; }
+        tensor_to_f32(a, ra);
+        tensor_to_f32(bt, rb);
+        host_bthd(b, bt, B, H, T, Dh, 0);
+        check_close(name, b, a, n, 0, 0);
+    }
+    free(a); free(b); free(bt); free(tw);
+    for (int i = 0; i < 3; i++) free(tq[i]);
+    snprintf(name, sizeof name, "gpu.flash.op.bthd all memory returned%s", sfx);
+    opin_done(g, &in, y, t, 2, base, name);
+}
+
 /* ---- optional timing (CTRAIN_FLASH_BENCH=1): fused vs cuBLASLt path ----
  * One JSON line per (path, save_mask, pass, dtype, p, shape): forward and
  * forward+backward, mask on (-10000 padding), 5 warm-up calls, median and
@@ -1042,6 +1115,13 @@ int main(void)
                 flash_save_mask_case(&gpu, dt, 2, 2, 17, 128, 0.1f, MASK_BIG, 2);
             }
         }
+        /* [B, T, H, Dh] in and out (BERT's heads by a reshape alone) */
+        flash_op_bthd_case(&gpu, DT_BF16, 2, 4, 128, 64, 0.1f, 0);
+        flash_op_bthd_case(&gpu, DT_F16, 2, 3, 130, 64, 0.1f, 0);
+        flash_op_bthd_case(&gpu, DT_BF16, 2, 2, 77, 128, 0.0f, 0);
+        flash_op_bthd_case(&gpu, DT_BF16, 2, 3, 20, 32, 0.1f, 1);
+        flash_op_bthd_case(&gpu, DT_F16, 3, 16, 64, 64, 0.1f, 1);
+        flash_op_bthd_case(&gpu, DT_F32, 2, 3, 20, 32, 0.1f, 0);
         flash_op_save_mask_case(&gpu, DT_BF16, 2, 4, 128, 64, 0.1f);
         flash_op_save_mask_case(&gpu, DT_F16, 2, 2, 130, 128, 0.1f);
         flash_op_save_mask_case(&gpu, DT_BF16, 2, 3, 20, 32, 0.0f);

@@ -9,7 +9,10 @@
  *      overflow; the replayed step must skip (weights and optimizer state
  *      bit-identical), halve the scale and count the skip, and the next
  *      steps must train again once the scale is back in range;
- *   3. bf16 and fp16 training curves of bert-small and resnet18 stay close
+ *   3. the overlapped update (train/overlap.h), eager and graphed, equals the
+ *      update after backward bit for bit (bert-tiny bf16 and f32 with
+ *      accumulation and recompute, resnet18);
+ *   4. bf16 and fp16 training curves of bert-small and resnet18 stay close
  *      to f32 over 300 steps (synthetic fixed batches, which the model
  *      learns; tolerance stated below).
  */
@@ -19,45 +22,9 @@
 #include "check.h"
 #include "gpu_util.h"
 #include "../engine/mem.h"
-#include "../models/model.h"
-#include "../train/feed.h"
-#include "../train/model_build.h"
-#include "../train/options.h"
-#include "../train/step.h"
+#include "train_run.h"
 
-typedef struct Run {
-    TrainOptions o;
-    Feed fd;
-    Model m;
-    Trainer tr;
-} Run;
-
-static void run_open(Run *r, Ctx *c, const char *args)
-{
-    char buf[512], *argv[64];
-    int argc = 0;
-    snprintf(buf, sizeof buf, "%s", args);
-    for (char *tok = strtok(buf, " "); tok && argc < 64; tok = strtok(NULL, " ")) argv[argc++] = tok;
-    train_options_default(&r->o);
-    r->o.device = DEV_CUDA;
-    train_options_parse(&r->o, argc, argv, "train");
-    c->allow_tf32 = !strcmp(r->o.precision, "tf32");
-    c->autocast = options_autocast(&r->o);
-    c->rng_offset = 0;   /* both runs of a pair start from the same Philox position */
-    FeedSpec fs = {r->o.data, r->o.model, r->o.batch, r->o.eval_batch, r->o.image_size,
-                   r->o.workers, r->o.classes, r->o.seed, r->o.seq, r->o.vocab, r->o.classes};
-    feed_open(&r->fd, c, &fs);
-    r->o.vocab_size = r->fd.vocab_size;
-    model_build(&r->m, c, &r->o, r->fd.classes);
-    trainer_init(&r->tr, c, &r->fd, &r->m, &r->o, r->o.steps);
-}
-
-static void run_close(Run *r, Ctx *c)
-{
-    trainer_free(&r->tr);
-    model_free(&r->m);
-    r->fd.free(&r->fd, c);
-}
+static void gpu_run_open(Run *r, Ctx *c, const char *args) { run_open(r, c, args, DEV_CUDA); }
 
 static float *weights(Run *r)
 {
@@ -71,7 +38,7 @@ static float *weights(Run *r)
 static float *train_losses(Ctx *c, const char *args, float *losses, int steps, GraphState *state)
 {
     Run r;
-    run_open(&r, c, args);
+    gpu_run_open(&r, c, args);
     for (int s = 0; s < steps; s++) {
         trainer_step(&r.tr);
         losses[s] = trainer_loss_value(&r.tr);
@@ -104,7 +71,7 @@ static void graph_equals_eager(Ctx *c, const char *name, const char *args)
              (double)le[STEPS - 1]);
     check_true(n1, isfinite(le[STEPS - 1]) && le[STEPS - 1] != le[0], "loss did not change");
     Run probe;
-    run_open(&probe, c, args);
+    gpu_run_open(&probe, c, args);
     size_t P = probe.m.params.total;
     run_close(&probe, c);
     snprintf(n1, sizeof n1, "%s: final weights, graph == eager bit for bit", name);
@@ -113,10 +80,59 @@ static void graph_equals_eager(Ctx *c, const char *name, const char *args)
     free(wg);
 }
 
+/* The overlapped update (train/overlap.h): the optimizer on each bucket as
+ * soon as backward has finished it, on a second stream, eager and graphed,
+ * gives the losses and weights of the update after backward, bit for bit.
+ * Small buckets (CTRAIN_OVERLAP_BUCKET_MB), so most run next to backward. */
+static void overlap_equals_after(Ctx *c, const char *name, const char *args)
+{
+    enum { STEPS = 20 };
+    float la[STEPS], lo[STEPS], lg[STEPS];
+    char ga[600];
+    snprintf(ga, sizeof ga, "%s --graph --graph-warmup 3", args);
+    setenv("CTRAIN_OVERLAP_BUCKET_MB", "0.05", 1);
+    setenv("CTRAIN_OVERLAP_UPDATE", "0", 1);
+    float *wa = train_losses(c, args, la, STEPS, NULL);
+    setenv("CTRAIN_OVERLAP_UPDATE", "1", 1);
+    float *wo = train_losses(c, args, lo, STEPS, NULL);
+    GraphState st;
+    float *wg = train_losses(c, ga, lg, STEPS, &st);
+    unsetenv("CTRAIN_OVERLAP_UPDATE");
+    unsetenv("CTRAIN_OVERLAP_BUCKET_MB");
+    Run probe;
+    gpu_run_open(&probe, c, args);
+    size_t P = probe.m.params.total;
+    int on = probe.tr.overlap;
+    run_close(&probe, c);
+    char n1[160];
+    snprintf(n1, sizeof n1, "%s: not overlapped by default", name);
+    check_true(n1, !on, "trainer_overlap_mode said yes with CTRAIN_OVERLAP_UPDATE unset");
+    snprintf(n1, sizeof n1, "%s overlapped: the step was captured", name);
+    check_true(n1, st == GRAPH_ON, "graph state %d", (int)st);
+    const float *runs[2] = {lo, lg};
+    const float *ws[2] = {wo, wg};
+    const char *what[2] = {"eager", "graph"};
+    for (int k = 0; k < 2; k++) {
+        int first = -1;
+        for (int s = 0; s < STEPS && first < 0; s++)
+            if (memcmp(&la[s], &runs[k][s], sizeof(float))) first = s;
+        snprintf(n1, sizeof n1, "%s: %d losses, overlapped (%s) == after backward bit for bit",
+                 name, STEPS, what[k]);
+        check_true(n1, first < 0, "first difference at step %d: %.9g vs %.9g", first + 1,
+                   first >= 0 ? (double)la[first] : 0.0, first >= 0 ? (double)runs[k][first] : 0.0);
+        snprintf(n1, sizeof n1, "%s: final weights, overlapped (%s) == after backward bit for bit",
+                 name, what[k]);
+        check_true(n1, !memcmp(wa, ws[k], P * sizeof(float)), "weights differ");
+    }
+    free(wa);
+    free(wo);
+    free(wg);
+}
+
 static void fp16_overflow_in_graph(Ctx *c)
 {
     Run r;
-    run_open(&r, c, "--model bert-tiny --data synthetic --batch 8 --seq 32 --steps 40 "
+    gpu_run_open(&r, c, "--model bert-tiny --data synthetic --batch 8 --seq 32 --steps 40 "
                     "--optim adamw --lr 1e-3 --precision fp16 --graph --graph-warmup 2");
     for (int s = 0; s < 3; s++) trainer_step(&r.tr);   /* 2 eager, then capture + 1 replay */
     check_true("fp16: the step was captured", r.tr.graph.state == GRAPH_ON, "state %d",
@@ -213,6 +229,15 @@ int main(void)
     graph_equals_eager(&c, "bert-tiny bf16",
                        "--model bert-tiny --data synthetic --batch 8 --seq 64 --steps 20 "
                        "--optim adamw --lr 1e-3 --warmup 5 --precision bf16");
+    overlap_equals_after(&c, "bert-tiny bf16 adamw",
+                         "--model bert-tiny --data synthetic --batch 8 --seq 64 --steps 20 "
+                         "--optim adamw --lr 1e-3 --warmup 5 --precision bf16");
+    overlap_equals_after(&c, "bert-tiny adamw accum 2 recompute",
+                         "--model bert-tiny --data synthetic --batch 8 --seq 64 --steps 20 "
+                         "--optim adamw --lr 1e-3 --warmup 5 --accum 2 --recompute all");
+    overlap_equals_after(&c, "resnet18 sgd",
+                         "--model resnet18 --data synthetic --image-size 64 --batch 16 --steps 20 "
+                         "--lr 0.05 --momentum 0.9 --nesterov --warmup 5 --schedule cosine");
     fp16_overflow_in_graph(&c);
     curves(&c, "bert-small", "--model bert-small --data synthetic --batch 16 --seq 128 "
                              "--steps 300 --optim adamw --lr 1e-4 --warmup 30");

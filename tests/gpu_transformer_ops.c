@@ -584,6 +584,10 @@ int main(void)
     gpu_embedding_case(&gpu, DT_F16, 30522, 768, 32, 512, IDS_TEXT, 1, 1);
     gpu_embedding_case(&gpu, DT_BF16, 512, 768, 32, 512, IDS_POSITIONS, 0, 1);
     gpu_embedding_case(&gpu, DT_F32, 2, 768, 32, 512, IDS_TOKEN_TYPES, 0, 1);
+    /* the few-rows path (V <= 16): bad ids, a last chunk of 7 positions, its edge */
+    gpu_embedding_case(&gpu, DT_BF16, 2, 1024, 3, 45, IDS_TOKEN_TYPES, 1, 1);
+    gpu_embedding_case(&gpu, DT_F16, 16, 100, 4, 77, IDS_TEXT, 0, 1);
+    gpu_embedding_case(&gpu, DT_F32, 17, 64, 4, 77, IDS_TEXT, 1, 1);
     gpu_dropout_case(&gpu, DT_F32, 1001, 0.5f, 7, 0);
     gpu_attention_case(&gpu, DT_F32, 3, 2, 77, 32, 0.2f, 1);
     gpu_attention_case(&gpu, DT_BF16, 3, 2, 77, 32, 0.2f, 1);

@@ -12,6 +12,7 @@
 #include "../engine/params.h"
 #include "../engine/mem.h"
 #include "../ops/ops.h"
+#include "../ops/permute.h"
 #include "fixture_graph.h"
 
 static void test_finite_differences(Ctx *c)
@@ -147,6 +148,75 @@ static void test_fatal_messages(void)
                "status %d, message: %s", st, buf);
 }
 
+static Tensor *leaf(Ctx *c, const float *v, int ndim, const int64_t *shape, int grad)
+{
+    Tensor *t = tensor_from_f32(c, v, DT_F32, ndim, shape);
+    t->requires_grad = grad;
+    return t;
+}
+
+/* sum(a * b) */
+static Tensor *dot(Ctx *c, Tensor *a, Tensor *b)
+{
+    Tensor *m = op_mul(c, a, b), *s = op_sum(c, m);
+    tensor_release(m);
+    return s;
+}
+
+/* ad_grad_pass: reshape and add hand their incoming gradient on without a
+ * copy (the input's gradient becomes a view of it), and later
+ * contributions still add up right, with no two gradients sharing memory. */
+static void test_grad_pass(Ctx *c)
+{
+    const size_t before = c->mem.current;
+    float xv[12], w1[12], w2[12], w3[12], ref[12], got[12];
+    check_fill(xv, 12, -1, 1); check_fill(w1, 12, -1, 1);
+    check_fill(w2, 12, -1, 1); check_fill(w3, 12, -1, 1);
+    const int64_t s26[2] = {2, 6}, s34[2] = {3, 4};
+    /* 1. x used twice: x * w2 (recorded first), then reshape(x) * w1: the
+     * reshape's backward runs first and passes dr on, then x * w2 adds in */
+    Tensor *x = leaf(c, xv, 2, s26, 1), *tw1 = leaf(c, w1, 2, s34, 0), *tw2 = leaf(c, w2, 2, s26, 0);
+    Tensor *l1 = dot(c, x, tw2), *r = op_reshape(c, x, 2, s34), *l2 = dot(c, r, tw1);
+    Tensor *loss = op_add(c, l1, l2);
+    ad_backward(c, loss, 1.0f);
+    for (int i = 0; i < 12; i++) ref[i] = w1[i] + w2[i];
+    check_true("autograd.grad_pass: reshape handed dr on as x's gradient (a view, no copy)",
+               x->grad && x->grad->base != NULL, "x's gradient is its own buffer");
+    memcpy(got, x->grad->data, sizeof got);
+    check_close("autograd.grad_pass: then x * w2 added into it", got, ref, 12, 0, 0);
+    tensor_release(loss); tensor_release(l1); tensor_release(l2); tensor_release(r);
+    tensor_release(x); tensor_release(tw1); tensor_release(tw2);
+    /* 2. s = u + v, loss = sum(s * w1) + sum(u * w3) (u * w3 recorded
+     * first): du = w1 (passed on) + w3 (added later), dv = w1 (a copy that
+     * the later add into du must not touch) */
+    Tensor *u = leaf(c, xv, 2, s34, 1), *v = leaf(c, w2, 2, s34, 1);
+    Tensor *t1 = leaf(c, w1, 2, s34, 0), *t3 = leaf(c, w3, 2, s34, 0);
+    Tensor *lu = dot(c, u, t3), *sum = op_add(c, u, v), *ls = dot(c, sum, t1);
+    loss = op_add(c, lu, ls);
+    ad_backward(c, loss, 1.0f);
+    for (int i = 0; i < 12; i++) ref[i] = w1[i] + w3[i];
+    memcpy(got, u->grad->data, sizeof got);
+    check_close("autograd.grad_pass: add, first input du = w1 + w3", got, ref, 12, 0, 0);
+    memcpy(got, v->grad->data, sizeof got);
+    check_close("autograd.grad_pass: add, second input dv = w1 untouched", got, w1, 12, 0, 0);
+    check_true("autograd.grad_pass: add's two gradients do not share memory",
+               u->grad->data != v->grad->data, "same buffer");
+    tensor_release(loss); tensor_release(lu); tensor_release(ls); tensor_release(sum);
+    tensor_release(t1); tensor_release(t3);
+    tensor_release(u); tensor_release(v);
+    /* 3. s = u + u: both halves land in one gradient, 2 w1 */
+    Tensor *u2 = leaf(c, xv, 2, s34, 1), *tw = leaf(c, w1, 2, s34, 0);
+    Tensor *dbl = op_add(c, u2, u2);
+    loss = dot(c, dbl, tw);
+    ad_backward(c, loss, 1.0f);
+    for (int i = 0; i < 12; i++) ref[i] = 2.0f * w1[i];
+    memcpy(got, u2->grad->data, sizeof got);
+    check_close("autograd.grad_pass: u + u gives 2 w1", got, ref, 12, 0, 0);
+    tensor_release(loss); tensor_release(dbl); tensor_release(u2); tensor_release(tw);
+    check_true("autograd.grad_pass: all memory returned", c->mem.current == before,
+               "%zu bytes held, %zu before", c->mem.current, before);
+}
+
 int main(void)
 {
     check_seed(7);
@@ -155,6 +225,7 @@ int main(void)
     test_finite_differences(&c);
     test_lifetimes(&c);
     test_lowp_cpu(&c);
+    test_grad_pass(&c);
     ctx_free(&c);
     test_fatal_messages();
     return check_summary();

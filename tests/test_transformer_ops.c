@@ -529,6 +529,60 @@ static void test_attention_replay(Ctx *c)
     tensor_release(tq); tensor_release(tk); tensor_release(tv);
 }
 
+/* op_attention_bthd on [B, T, H, Dh] = op_attention on the transposed
+ * tensors, same Philox offset: out and every gradient bit for bit. */
+static void test_attention_bthd(Ctx *c)
+{
+    const size_t B = 2, H = 3, T = 5, Dh = 4, n = B * H * T * Dh;
+    int64_t hs[4] = {2, 3, 5, 4}, ts[4] = {2, 5, 3, 4}, ms[2] = {2, 5};
+    float h[3][120], t[3][120], w[120], wt[120], mask[10] = {0, 0, 0, 0, 0, 0, 0, 0, -10000, -10000};
+    for (int x = 0; x < 3; x++) check_fill(h[x], n, -1, 1);
+    check_fill(w, n, -1, 1);
+    for (size_t b = 0; b < B; b++)
+        for (size_t hh = 0; hh < H; hh++)
+            for (size_t i = 0; i < T; i++)
+                for (size_t e = 0; e < Dh; e++) {
+                    const size_t a = ((b * H + hh) * T + i) * Dh + e, z = ((b * T + i) * H + hh) * Dh + e;
+                    for (int x = 0; x < 3; x++) t[x][z] = h[x][a];
+                    wt[z] = w[a];
+                }
+    Tensor *th[3], *tt[3], *tm = mk(c, mask, 2, ms, 0);
+    for (int x = 0; x < 3; x++) {
+        th[x] = mk(c, h[x], 4, hs, 1);
+        tt[x] = mk(c, t[x], 4, ts, 1);
+    }
+    Tensor *tw = mk(c, w, 4, hs, 0), *twt = mk(c, wt, 4, ts, 0);
+    c->rng_offset = 777;
+    Tensor *oh = op_attention(c, th[0], th[1], th[2], tm, 0.3f);
+    Tensor *lh = weighted_sum(c, oh, tw);
+    ad_backward(c, lh, 1.0f);   /* one tape at a time */
+    c->rng_offset = 777;
+    Tensor *ot = op_attention_bthd(c, tt[0], tt[1], tt[2], tm, 0.3f);
+    Tensor *lt = weighted_sum(c, ot, twt);
+    ad_backward(c, lt, 1.0f);
+    const float *src[4] = {(const float *)ot->data, NULL, NULL, NULL};
+    const float *ref[4] = {(const float *)oh->data, NULL, NULL, NULL};
+    for (int x = 0; x < 3; x++) {
+        src[x + 1] = (const float *)tt[x]->grad->data;
+        ref[x + 1] = (const float *)th[x]->grad->data;
+    }
+    const char *names[4] = {"out", "dq", "dk", "dv"};
+    for (int y = 0; y < 4; y++) {
+        float back[120];
+        for (size_t b = 0; b < B; b++)
+            for (size_t hh = 0; hh < H; hh++)
+                for (size_t i = 0; i < T; i++)
+                    for (size_t e = 0; e < Dh; e++)
+                        back[((b * H + hh) * T + i) * Dh + e] = src[y][((b * T + i) * H + hh) * Dh + e];
+        char name[96];
+        snprintf(name, sizeof name, "attention.bthd %s = transposed op_attention, bit for bit", names[y]);
+        check_true(name, memcmp(back, ref[y], n * sizeof(float)) == 0, "values differ");
+    }
+    tensor_release(lh); tensor_release(lt); tensor_release(oh); tensor_release(ot);
+    tensor_release(tw); tensor_release(twt); tensor_release(tm);
+    for (int x = 0; x < 3; x++) { tensor_release(th[x]); tensor_release(tt[x]); }
+}
+
 int main(void)
 {
     check_seed(42);
@@ -548,6 +602,7 @@ int main(void)
     test_attention(&c, 1, 0.2f);
     test_attention(&c, 2, 0.5f);
     test_attention_replay(&c);
+    test_attention_bthd(&c);
     ctx_free(&c);
     return check_summary();
 }

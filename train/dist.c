@@ -25,6 +25,7 @@
 #include "dist_regbuf.h"
 #include "dist_trace.h"
 #include "dist_watchdog.h"
+#include "overlap.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -58,6 +59,8 @@ struct Dist {
 };
 
 int dist_is_main(const Dist *d) { return !d || d->env.rank == 0; }
+
+int dist_buckets(const Dist *d) { return d ? d->plan.n : 0; }
 
 int dist_launch_if_asked(const TrainOptions *t, const char *cmd, int argc, char **argv, int *rc)
 {
@@ -262,6 +265,9 @@ static void issue_bucket(void *user, int b)
     }
     NCCL_CHECK(ncclAllReduce(buf, buf, n, type, ncclAvg, d->comm, d->comm_stream));
     if (d->shadow) cast_cuda(g, DT_F32, buf, DT_BF16, n, 0, d->comm_stream);
+    /* [overlap] the averaged bucket is final: its update goes on the update
+     * stream, next to backward and the next all-reduces (train/overlap.h) */
+    if (d->tr->overlap_step) overlap_bucket_final(d->tr->ov, b, k->begin, k->end, d->comm_stream);
 }
 
 /* dist_regbuf's agreement: every rank's ok, all-reduced (dist_all_ok). */

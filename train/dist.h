@@ -137,6 +137,8 @@ void dist_host_section_end(Dist *d);
 
 /* 1 on rank 0 or when alone (d NULL). */
 int dist_is_main(const Dist *d);
+/* The gradient buckets of the plan (0 before dist_attach or for NULL). */
+int dist_buckets(const Dist *d);
 
 /* Every rank, before freeing the trainer and the context: a barrier (so
  * rank 0's last save and evaluation are done), then NCCL and the watchdog

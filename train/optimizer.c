@@ -3,7 +3,12 @@
 #include "optimizer.h"
 
 #include <string.h>
+#include "../engine/error.h"
 #include "../engine/mem.h"
+#include "../ops/optim.h"
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#endif
 
 void optimizer_init(Optimizer *o, ParamSet *ps, const TrainOptions *opt)
 {
@@ -51,6 +56,60 @@ void optimizer_step_lr(Optimizer *o, ParamSet *ps, const int *skip)
                      ps->lowp ? ps->lowp_dt : DT_F32);
         break;
     }
+}
+
+int optimizer_can_split(const Optimizer *o) { return o->kind == OPT_SGD || o->kind == OPT_ADAMW; }
+
+void optimizer_split_begin(Optimizer *o, ParamSet *ps)
+{
+    CT_ASSERT(optimizer_can_split(o), "optimizer_split_begin: %s has no split step",
+              optim_name(o->kind));
+    if (o->kind != OPT_ADAMW) return;   /* SGD keeps no per-step state */
+    AdamW *a = &o->adamw;
+    if (ps->ctx->device == DEV_CPU) {
+        adam_begin_cpu(a->st, a->beta1, a->beta2, 1, NULL);
+        return;
+    }
+#ifdef CTRAIN_CUDA
+    adam_begin_cuda(a->st, a->beta1, a->beta2, 1, NULL, ps->ctx->stream);
+#endif
+}
+
+void optimizer_split_range(Optimizer *o, ParamSet *ps, size_t begin, size_t end, void *stream)
+{
+    CT_ASSERT(begin < end && end <= ps->total && (end <= ps->n_decay || begin >= ps->n_decay),
+              "optimizer_split_range: [%zu, %zu) is empty, past %zu or across the weight-decay "
+              "boundary %zu", begin, end, ps->total, ps->n_decay);
+    const size_t n = end - begin;
+    const int decay = end <= ps->n_decay;
+    float *p = ps->data + begin, *g = ps->grad + begin;
+    if (ps->ctx->device == DEV_CPU) {
+        (void)stream;
+        if (o->kind == OPT_SGD) {
+            Sgd *q = &o->sgd;
+            sgd_step_cpu(p, q->m + begin, g, n, *q->lr_dev, q->momentum, decay ? q->weight_decay : 0.0f,
+                         q->nesterov);
+        } else {
+            AdamW *a = &o->adamw;
+            adamw_step_cpu(p, a->m + begin, a->v + begin, g, n, *a->lr_dev, a->st, a->beta1, a->beta2,
+                           a->eps, decay ? a->weight_decay : 0.0, NULL);
+        }
+        return;
+    }
+#ifdef CTRAIN_CUDA
+    cudaStream_t s = (cudaStream_t)stream;
+    void *lowp = ps->lowp ? (char *)ps->lowp + begin * dtype_size(ps->lowp_dt) : NULL;
+    DType lt = ps->lowp ? ps->lowp_dt : DT_F32;
+    if (o->kind == OPT_SGD) {
+        Sgd *q = &o->sgd;
+        sgd_step_cuda(p, q->m + begin, lowp, lt, g, n, q->lr_dev, q->momentum,
+                      decay ? q->weight_decay : 0.0f, q->nesterov, NULL, s);
+    } else {
+        AdamW *a = &o->adamw;
+        adamw_step_cuda(p, a->m + begin, a->v + begin, lowp, lt, g, n, a->lr_dev, a->st, a->beta1,
+                        a->beta2, a->eps, decay ? a->weight_decay : 0.0, NULL, s);
+    }
+#endif
 }
 
 void optimizer_free(Optimizer *o, ParamSet *ps)

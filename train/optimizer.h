@@ -26,6 +26,19 @@ void optimizer_free(Optimizer *o, ParamSet *ps);
 float *optimizer_lr_dev(Optimizer *o);
 void optimizer_step_lr(Optimizer *o, ParamSet *ps, const int *skip);
 
+/* The overlapped update (train/overlap.h) splits a step into a once-per-step
+ * part, queued on the compute stream before backward (AdamW's step count and
+ * bias corrections; the learning rate must be in optimizer_lr_dev already),
+ * and updates of element ranges [begin, end), each inside one weight-decay
+ * group, queued on `stream` (a cudaStream_t; ignored on the CPU) once the
+ * range's gradients are final. No skip flag: the fp16 scaler's check needs
+ * every gradient first. The ranges of one step, together covering the
+ * buffer once, give the same values as optimizer_step_lr. SGD and AdamW
+ * only: LAMB's trust ratios need whole-tensor norms. */
+int optimizer_can_split(const Optimizer *o);
+void optimizer_split_begin(Optimizer *o, ParamSet *ps);
+void optimizer_split_range(Optimizer *o, ParamSet *ps, size_t begin, size_t end, void *stream);
+
 /* For checkpoints. The state blocks (ps->total f32 each, on the params'
  * device) in a fixed order: SGD momentum; AdamW / LAMB m, v. Returns how
  * many (at most OPTIM_MAX_BLOCKS). */

@@ -13,7 +13,11 @@
 #include "../engine/params.h"
 #include "checkpoint.h"
 #include "dist.h"
+#include "overlap.h"
 #include "timeline.h"
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#endif
 
 void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o, long total_steps)
 {
@@ -39,6 +43,32 @@ void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o,
     t->sched = s;
     t->graph.state = o->graph ? GRAPH_WARMUP : GRAPH_OFF;
     t->graph.warmup_steps = o->graph_warmup;
+    t->overlap = trainer_overlap_mode(t);
+}
+
+/* The overlapped update's once-per-step part, on the compute stream before
+ * backward: the learning rate (a capture has fetched it on the device
+ * already) and the optimizer's step count. */
+static void update_begin(Trainer *t)
+{
+    Ctx *c = t->ctx;
+    if (!c->capturing) mem_set_f32(c, optimizer_lr_dev(&t->opt), t->lr);
+    optimizer_split_begin(&t->opt, &t->model->params);
+    t->overlap_step = 1;
+}
+
+void trainer_update_range(Trainer *t, size_t begin, size_t end, void *stream)
+{
+    ParamSet *ps = &t->model->params;
+    optimizer_split_range(&t->opt, ps, begin, end, stream);
+    if (t->ctx->device == DEV_CPU) {
+        memset(ps->grad + begin, 0, (end - begin) * sizeof(float));
+        return;
+    }
+#ifdef CTRAIN_CUDA
+    CUDA_CHECK(cudaMemsetAsync(ps->grad + begin, 0, (end - begin) * sizeof(float),
+                               (cudaStream_t)stream));
+#endif
 }
 
 Tensor *trainer_micro_body(Trainer *t, int last)
@@ -47,13 +77,23 @@ Tensor *trainer_micro_body(Trainer *t, int last)
     params_lowp_refresh(&t->model->params);   /* no-op unless the f32 values were rewritten */
     GradScaler *sc = &t->scaler;
     Tensor *loss = model_loss(c, t->model, t->feed->in, t->label_smoothing, NULL);
+    /* [overlap] the last micro-batch's backward updates each bucket once it
+     * is final (after its all-reduce with several GPUs) */
+    if (last && t->overlap) {
+        if (!t->ov) t->ov = overlap_open(t);   /* an eager step comes first: no capture */
+        update_begin(t);
+    }
     dist_backward_begin(t->dist, last);   /* [dist] the last micro-batch all-reduces */
+    overlap_backward_begin(t->ov, last);
     if (sc->enabled) ad_backward_dev(c, loss, scaler_scale(sc), 1.0f / (float)t->accum);
     else ad_backward(c, loss, 1.0f / (float)t->accum);
     /* [dist] the remaining buckets, and the compute stream waits for the
      * all-reduces: before unscale, so an inf on any rank reaches all. Here,
      * not in the update, so a captured micro-batch joins its streams. */
-    if (last) dist_grads_ready(t->dist);
+    if (last) {
+        dist_grads_ready(t->dist);
+        overlap_grads_ready(t->ov);
+    }
     return loss;
 }
 
@@ -61,6 +101,10 @@ void trainer_update_body(Trainer *t, int lr_on_device)
 {
     Model *m = t->model;
     GradScaler *sc = &t->scaler;
+    if (t->overlap_step) {   /* done during backward (no scaler, no clip: trainer_overlap_mode) */
+        t->overlap_step = 0;
+        return;
+    }
     scaler_unscale(sc, m->params.grad, m->params.total);
     if (t->clip > 0) scaler_clip(sc, m->params.grad, m->params.total, t->clip);
     if (lr_on_device) optimizer_step_lr(&t->opt, &m->params, scaler_found_inf(sc));
@@ -115,6 +159,8 @@ long trainer_epoch(const Trainer *t)
 void trainer_free(Trainer *t)
 {
     trainer_graph_free(t);
+    overlap_close(t->ov);
+    t->ov = NULL;
     tensor_release(t->last_loss);
     t->last_loss = NULL;
     scaler_free(&t->scaler);

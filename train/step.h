@@ -49,6 +49,9 @@ typedef struct Trainer {
     StepGraph graph;         /* --graph: the captured step (train/step_graph.h) */
     long graph_start;        /* the step warm-up counts from (a resumed run's first) */
     struct Dist *dist;       /* multi-GPU: set by dist_attach (train/dist.h); NULL alone */
+    int overlap;             /* the update overlaps backward (train/overlap.h) */
+    int overlap_step;        /* this step's updates are queued already (by the hooks) */
+    struct Overlap *ov;      /* its machinery (train/overlap.h), made at the first step */
 } Trainer;
 
 /* Optimizer (o->optim, lr, momentum, ...), grad scaler (on exactly when the
@@ -69,9 +72,15 @@ void trainer_free(Trainer *t);
  * (train/step_graph.c). None of them moves the counters (step, micro). */
 void trainer_feed_next(Trainer *t);            /* the next micro-batch into feed->in */
 /* forward + backward; returns the loss. last: the step's last micro-batch
- * (with several GPUs, the one whose backward all-reduces the gradients) */
+ * (with several GPUs, the one whose backward all-reduces the gradients;
+ * with the overlapped update, the one whose backward updates). During a
+ * capture the learning rate must already be in optimizer_lr_dev. */
 Tensor *trainer_micro_body(Trainer *t, int last);
 void trainer_update_body(Trainer *t, int lr_on_device);   /* unscale ... zero grads */
+/* The overlapped update's range step (train/overlap.h): optimizer on
+ * [begin, end), then those gradients zeroed, queued on stream (a
+ * cudaStream_t; NULL on the CPU). */
+void trainer_update_range(Trainer *t, size_t begin, size_t end, void *stream);
 
 /* --graph (train/step_graph.c): capture after the warm-up steps (state
  * becomes GRAPH_ON, or GRAPH_FAILED with a logged reason); one replayed step;

@@ -73,6 +73,11 @@ static int capture_micro(Trainer *t, int last, cudaGraphExec_t *exec, char *why,
     c->rng_offset = 0;                 /* offsets relative to the micro-batch's start */
     c->rng_base = g->rng_base;
     CUDA_CHECK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+    /* the overlapped update runs inside the last micro-batch: its learning
+     * rate is fetched here (the optimizer graph fetches it again, the same) */
+    if (last && t->overlap)
+        step_graph_lr_fetch_cuda(optimizer_lr_dev(&t->opt), g->lr_table, g->n_table, g->step_dev,
+                                 c->stream);
     Tensor *loss = trainer_micro_body(t, last);
     CT_ASSERT(loss->dtype == DT_F32 && loss->numel == 1,
               "--graph: the loss must be one f32 value (got %zu of %s)", loss->numel,
@@ -147,7 +152,9 @@ void trainer_graph_capture(Trainer *t)
     ct_error_note(CAPTURE_HINT);
     char why[256] = "";
     int ok = capture_micro(t, 1, &g->micro, why, sizeof why);
-    if (ok && t->dist && t->accum > 1) ok = capture_micro(t, 0, &g->micro_first, why, sizeof why);
+    /* the step's other micro-batches neither all-reduce nor update */
+    if (ok && (t->dist || t->overlap) && t->accum > 1)
+        ok = capture_micro(t, 0, &g->micro_first, why, sizeof why);
     if (ok) ok = capture_update(t, why, sizeof why);
     ct_error_note(NULL);
     c->capturing = 0;

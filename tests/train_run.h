@@ -1,0 +1,52 @@
+/* train_run.h — a whole training run in a test: options parsed from a
+ * command line, the feed, the model and the Trainer, on a given device, as
+ * `ctrain train` builds them. Include after check.h. */
+#ifndef CTRAIN_TESTS_TRAIN_RUN_H
+#define CTRAIN_TESTS_TRAIN_RUN_H
+
+#include <stdio.h>
+#include <string.h>
+#include "../models/model.h"
+#include "../train/feed.h"
+#include "../train/model_build.h"
+#include "../train/options.h"
+#include "../train/step.h"
+
+typedef struct Run {
+    TrainOptions o;
+    Feed fd;
+    Model m;
+    Trainer tr;
+} Run;
+
+/* args: `ctrain train` options, space-separated. The context's TF32 and
+ * autocast follow --precision; its Philox position restarts at 0, so two
+ * runs of a pair draw the same dropout masks. */
+__attribute__((unused)) static void run_open(Run *r, Ctx *c, const char *args, Device dev)
+{
+    char buf[512], *argv[64];
+    int argc = 0;
+    snprintf(buf, sizeof buf, "%s", args);
+    for (char *tok = strtok(buf, " "); tok && argc < 64; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    train_options_default(&r->o);
+    r->o.device = dev;
+    train_options_parse(&r->o, argc, argv, "train");
+    c->allow_tf32 = !strcmp(r->o.precision, "tf32");
+    c->autocast = options_autocast(&r->o);
+    c->rng_offset = 0;
+    FeedSpec fs = {r->o.data, r->o.model, r->o.batch, r->o.eval_batch, r->o.image_size,
+                   r->o.workers, r->o.classes, r->o.seed, r->o.seq, r->o.vocab, r->o.classes};
+    feed_open(&r->fd, c, &fs);
+    r->o.vocab_size = r->fd.vocab_size;
+    model_build(&r->m, c, &r->o, r->fd.classes);
+    trainer_init(&r->tr, c, &r->fd, &r->m, &r->o, r->o.steps);
+}
+
+__attribute__((unused)) static void run_close(Run *r, Ctx *c)
+{
+    trainer_free(&r->tr);
+    model_free(&r->m);
+    r->fd.free(&r->fd, c);
+}
+
+#endif
