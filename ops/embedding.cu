@@ -215,13 +215,14 @@ __global__ void __launch_bounds__(SUM_COLS *SUM_SLICES)
 }
 
 /* ---- a few rows (V <= SMALL_V: token types): chunks of positions ----
- * The segment sums above give each used id one block per column tile, so
- * an id that every position uses (BERT's token type 0) is summed by
- * SUM_SLICES lanes per column over all N positions: 355 us of a 29 ms
- * BERT-large step (session 5, CUPTI timeline). Here block (tile, v, c) sums
- * v's positions in chunk c (CHUNK positions, in order, slices as above)
- * into part[c][v]; then one thread per (v, d) adds the chunks in order to
- * dtable. No sort needed; deterministic. */
+ * The path above sorts the positions and then gives each used id one block
+ * per column tile, so an id that every position uses (BERT's token type 0)
+ * is summed by SUM_SLICES lanes per column over all N positions; with the
+ * sort that took 73 us per BERT-large bs 32 seq 128 step, 13 us this way
+ * (session 5, CUPTI timeline). Block (tile, v, c) sums v's positions in
+ * chunk c (CHUNK positions, in order, slices as above) into part[c][v];
+ * then one thread per (v, d) adds the chunks in order to dtable. No sort
+ * needed; deterministic. */
 constexpr size_t SMALL_V = 16;
 constexpr int CHUNK = 128;
 

@@ -133,19 +133,38 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-/* dgamma[d] (+)= sum_g part[g][0][d],  dbeta[d] (+)= sum_g part[g][1][d], g in order */
-__global__ void ln_bwd_finish_kernel(float *dgamma, float *dbeta, const float *part, size_t G,
-                                     int D, int accum_gamma, int accum_beta)
+/* dgamma[d] (+)= sum_g part[g][0][d],  dbeta[d] (+)= sum_g part[g][1][d].
+ * A block per tile of FIN_COLS columns; slice y of FIN_SLICES adds chunks
+ * y, y + FIN_SLICES, ... in order, then the slice sums are added in slice
+ * order: a fixed order, so reruns agree bit for bit. (One thread per
+ * column walking all G chunks took 33 us at BERT-large's G 512, D 1024:
+ * 1.6 ms of a 28 ms step; session 5, ops/NOTES.md.) */
+constexpr int FIN_COLS = 32, FIN_SLICES = 16;
+
+__global__ void __launch_bounds__(FIN_COLS *FIN_SLICES)
+    ln_bwd_finish_kernel(float *dgamma, float *dbeta, const float *part, size_t G, int D,
+                         int accum_gamma, int accum_beta)
 {
-    const int d = blockIdx.x * blockDim.x + threadIdx.x;
-    if (d >= D) return;
-    float sg = 0.0f, sb = 0.0f;
-    for (size_t g = 0; g < G; g++) {
-        sg += part[g * 2 * D + d];
-        sb += part[g * 2 * D + D + d];
+    __shared__ float sg[FIN_SLICES][FIN_COLS + 1], sb[FIN_SLICES][FIN_COLS + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y, d = blockIdx.x * FIN_COLS + tx;
+    float a = 0.0f, b = 0.0f;
+    if (d < D)
+        for (size_t g = ty; g < G; g += FIN_SLICES) {
+            a += part[g * 2 * D + d];
+            b += part[g * 2 * D + D + d];
+        }
+    sg[ty][tx] = a;
+    sb[ty][tx] = b;
+    __syncthreads();
+    if (ty != 0 || d >= D) return;
+    a = 0.0f;
+    b = 0.0f;
+    for (int y = 0; y < FIN_SLICES; y++) {
+        a += sg[y][tx];
+        b += sb[y][tx];
     }
-    if (dgamma) dgamma[d] = accum_gamma ? dgamma[d] + sg : sg;
-    if (dbeta) dbeta[d] = accum_beta ? dbeta[d] + sb : sb;
+    if (dgamma) dgamma[d] = accum_gamma ? dgamma[d] + a : a;
+    if (dbeta) dbeta[d] = accum_beta ? dbeta[d] + b : b;
 }
 
 } // namespace
@@ -198,8 +217,10 @@ extern "C" void layernorm_backward_cuda(void *dx, float *dgamma, float *dbeta, c
         CUDA_CHECK_LAUNCH();
     });
     if (want_params) {
-        ln_bwd_finish_kernel<<<(unsigned)((D + 255) / 256), 256, 0, s>>>(
-            dgamma, dbeta, part, G, (int)D, accum_gamma, accum_beta);
+        ln_bwd_finish_kernel<<<(unsigned)((D + FIN_COLS - 1) / FIN_COLS),
+                               dim3(FIN_COLS, FIN_SLICES), 0, s>>>(dgamma, dbeta, part, G,
+                                                                    (int)D, accum_gamma,
+                                                                    accum_beta);
         CUDA_CHECK_LAUNCH();
         CUDA_CHECK(cudaFreeAsync(part, s));
     }

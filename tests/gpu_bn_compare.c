@@ -28,7 +28,9 @@
  * tests/gpu_batchnorm.c does), so both sides mask the same elements — up
  * to cuDNN keeping its mask in the reserve space: an f16 pre-activation in
  * (0, 3e-8) rounds to y = 0 while cuDNN's mask says "positive", a few
- * elements in 10^8, hence the allowance.
+ * elements in 10^8, hence the allowance; in f32 an element with y a hair
+ * above 0 may be masked (relu_mask_as_seen: the reference follows the
+ * implementation there).
  * Small shapes (M = 16 ... 392, C = 6 ... 64), cuDNN only: the running
  * variance is the UNBIASED one (M = 16 tells M/(M-1) apart), accumulation
  * (dx, dz, dgamma, dbeta with += in every mix) and outputs not wanted
@@ -296,6 +298,40 @@ static void *snap_channels(const Dev *d)
     return h;
 }
 
+/* f32 ReLU forms: an implementation may mask an element whose stored y is
+ * a hair above 0 (cuDNN takes its mask from its reserve space, rounded
+ * apart from y: 1 element of 2 x 10^8 at 256x56x56x256, session 5). For
+ * the elements with 0 < y <= 1e-5 the reference takes the mask the
+ * implementation's dx shows (closer to the masked or to the passed
+ * reference), and is recomputed with it, dgamma and dbeta included; every
+ * other element keeps y > 0 as its mask. r->got holds the implementation's
+ * dx. */
+static void relu_mask_as_seen(Ref *r, const Quant *q, const Host *h, const Form *f, const Dev *d)
+{
+    const size_t n = d->n, C = d->C, M = d->M;
+    size_t amb = 0;
+    for (size_t i = 0; i < n; i++) amb += r->yh[i] > 0.0f && r->yh[i] <= 1e-5f;
+    if (!amb) return;
+    float *ym = malloc(n * sizeof(float)), *dxm = malloc(n * sizeof(float));
+    float *dzm = f->hz ? malloc(n * sizeof(float)) : NULL, *dg = hbuf(C), *db = hbuf(C);
+    for (size_t i = 0; i < n; i++) ym[i] = r->yh[i] > 0.0f && r->yh[i] <= 1e-5f ? 0.0f : r->yh[i];
+    batchnorm_backward_cpu(dxm, dzm, dg, db, q->dy, q->x, ym, r->mean, r->invstd, h->g, 1, 1, M, C,
+                           0, 0, 0);
+    size_t masked = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(r->yh[i] > 0.0f && r->yh[i] <= 1e-5f)) { ym[i] = r->yh[i]; continue; }
+        const int as_masked = fabsf(r->got[i] - dxm[i]) < fabsf(r->got[i] - r->dxr[i]);
+        ym[i] = as_masked ? 0.0f : r->yh[i];
+        masked += as_masked;
+    }
+    if (masked)
+        batchnorm_backward_cpu(r->dxr, f->hz ? r->dzr : NULL, r->dgr, r->dbr, q->dy, q->x, ym,
+                               r->mean, r->invstd, h->g, 1, 1, M, C, 0, 0, 0);
+    printf("  note %s: %zu of %zu elements with 0 < y <= 1e-5, %zu of them masked by the "
+           "implementation\n", f->name, amb, n, masked);
+    free(ym); free(dxm); free(dzm); free(dg); free(db);
+}
+
 static void check_impl(Ctx *c, Dev *d, const Host *h, const Quant *q, Ref *r, Plan *pl, int impl,
                        const Form *f, const char *tag, int bwd_ref_ready)
 {
@@ -340,6 +376,7 @@ static void check_impl(Ctx *c, Dev *d, const Host *h, const Quant *q, Ref *r, Pl
     }
     size_t allow = f->relu && dt == DT_F16 ? 8 + n / 20000000 : 0;
     gpu_download(r->got, d->dx, n, dt);
+    if (f->relu && dt == DT_F32) relu_mask_as_seen(r, q, h, f, d);
     snprintf(name, sizeof name, "bn_cmp.%s.dx.%s.%s", in, tag, f->name);
     check_close_most(name, r->got, r->dxr, n, tol_atol(dt), tol_rtol(dt), allow);
     snprintf(name, sizeof name, "bn_cmp.%s.dx_norm.%s.%s", in, tag, f->name);
