@@ -335,6 +335,7 @@ Tensor *op_attention_bthd_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor 
         attn_bthd_aligned(c, q0) && attn_bthd_aligned(c, k0) && attn_bthd_aligned(c, v0))
         return attn_fused_take(c, q0, k0, v0, mask, dropout_p, seed, offset, d, 1);
 #endif
+    (void)d;   /* the checks' dims: the fused path's only */
     /* elsewhere: into [B, H, T, Dh] and back (recorded ops: gradients flow) */
     Tensor *q = op_transpose12(c, q0), *k = op_transpose12(c, k0), *v = op_transpose12(c, v0);
     Tensor *o = op_attention_at(c, q, k, v, mask, dropout_p, seed, offset);

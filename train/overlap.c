@@ -68,7 +68,11 @@ static void issue_bucket(void *user, int b)
 {
     Overlap *o = (Overlap *)user;
     const DistBucket *k = &o->plan.b[b];
-    overlap_bucket_final(o, b, k->begin, k->end, o->tr->ctx->stream);
+    void *producer = NULL;   /* the CPU: no streams */
+#ifdef CTRAIN_CUDA
+    producer = o->tr->ctx->stream;
+#endif
+    overlap_bucket_final(o, b, k->begin, k->end, producer);
 }
 
 Overlap *overlap_open(Trainer *t)

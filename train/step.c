@@ -52,7 +52,11 @@ void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o,
 static void update_begin(Trainer *t)
 {
     Ctx *c = t->ctx;
-    if (!c->capturing) mem_set_f32(c, optimizer_lr_dev(&t->opt), t->lr);
+    int capturing = 0;
+#ifdef CTRAIN_CUDA
+    capturing = c->capturing;
+#endif
+    if (!capturing) mem_set_f32(c, optimizer_lr_dev(&t->opt), t->lr);
     optimizer_split_begin(&t->opt, &t->model->params);
     t->overlap_step = 1;
 }
