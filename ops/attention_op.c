@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "../engine/autograd.h"
+#include "../engine/mem.h"
 #include "attention_fused.h"
 #include "cpu_f32.h"
 #include "dropout.h"
@@ -101,6 +102,24 @@ static void attn_backward_impl(Ctx *c, Tensor *dq, Tensor *dk, Tensor *dv, int a
     f32_done(&vdo, 0); f32_done(&vq, 0); f32_done(&vk, 0); f32_done(&vv, 0); f32_done(&vp, 0);
 }
 
+/* q, k, v may be one tensor (self-attention straight on its input): then
+ * ad_grad_dst hands back one buffer, freshly made for the first (write)
+ * and held for the others (add), but no path promises to write in q, k, v
+ * order (the fused kernels write dk and dv, then dq). So a shared buffer
+ * starts at zero and every output adds into it. */
+static void attn_grads_shared(Ctx *c, Tensor *dq, Tensor *dk, Tensor *dv, int *acc_q, int *acc_k,
+                              int *acc_v)
+{
+    Tensor *t[3] = {dq, dk, dv};
+    int *acc[3] = {acc_q, acc_k, acc_v};
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 3; j++) {
+            if (!t[i] || t[i] != t[j]) continue;
+            if (!*acc[i]) mem_zero(c, t[i]->data, t[i]->nbytes);
+            *acc[i] = *acc[j] = 1;
+        }
+}
+
 /* forward: out = dropout(softmax(q k^T / sqrt(Dh) + mask)) v
  *   so dv = Pd^T dout,  dS = P (dP - rowsum(dPd Pd)),  dq = scale dS k,  dk = scale dS^T q */
 static void attention_backward(Ctx *c, Node *n)
@@ -113,6 +132,7 @@ static void attention_backward(Ctx *c, Node *n)
     Tensor *dk = ad_grad_dst(c, n->in[1], &acc_k);
     Tensor *dv = ad_grad_dst(c, n->in[2], &acc_v);
     if (!dq && !dk && !dv) return;
+    attn_grads_shared(c, dq, dk, dv, &acc_q, &acc_k, &acc_v);
     attn_backward_impl(c, dq, dk, dv, acc_q, acc_k, acc_v, dout, q, k, v, probs, n->f[0],
                        (uint64_t)n->i[0], (uint64_t)n->i[1], d);
 }
@@ -165,6 +185,7 @@ static void attention_fused_backward(Ctx *c, Node *n)
     Tensor *dk = ad_grad_dst(c, n->in[1], &acc_k);
     Tensor *dv = ad_grad_dst(c, n->in[2], &acc_v);
     if (!dq && !dk && !dv) return;
+    attn_grads_shared(c, dq, dk, dv, &acc_q, &acc_k, &acc_v);
     (n->i[7] & 2 ? attention_fused_backward_bthd_cuda : attention_fused_backward_cuda)(
         c, dq ? dq->data : NULL, dk ? dk->data : NULL, dv ? dv->data : NULL, dout->data, q->data,
         k->data, v->data, out->data, (const float *)lse->data,

@@ -583,6 +583,41 @@ static void test_attention_bthd(Ctx *c)
     for (int x = 0; x < 3; x++) { tensor_release(th[x]); tensor_release(tt[x]); }
 }
 
+/* q = k = v one tensor: its gradient is dq + dk + dv of three separate
+ * tensors holding the same values (the shared buffer is zeroed and every
+ * output adds into it: attn_grads_shared), in both layouts. */
+static void test_attention_shared(Ctx *c)
+{
+    const size_t n = 2 * 3 * 5 * 4;
+    int64_t qs[4] = {2, 3, 5, 4};
+    float x[120], w[120], sum[120];
+    check_fill(x, n, -1, 1);
+    check_fill(w, n, -1, 1);
+    for (int bthd = 0; bthd < 2; bthd++) {
+        Tensor *tw = mk(c, w, 4, qs, 0), *t[3];
+        for (int i = 0; i < 3; i++) t[i] = mk(c, x, 4, qs, 1);
+        c->rng_offset = 99;
+        Tensor *o = bthd ? op_attention_bthd(c, t[0], t[1], t[2], NULL, 0.2f)
+                         : op_attention(c, t[0], t[1], t[2], NULL, 0.2f);
+        Tensor *l = weighted_sum(c, o, tw);
+        ad_backward(c, l, 1.0f);
+        for (size_t e = 0; e < n; e++)
+            sum[e] = ((float *)t[0]->grad->data)[e] + ((float *)t[1]->grad->data)[e] +
+                     ((float *)t[2]->grad->data)[e];
+        tensor_release(l); tensor_release(o);
+        for (int i = 0; i < 3; i++) tensor_release(t[i]);
+        Tensor *s1 = mk(c, x, 4, qs, 1);
+        c->rng_offset = 99;
+        o = bthd ? op_attention_bthd(c, s1, s1, s1, NULL, 0.2f) : op_attention(c, s1, s1, s1, NULL, 0.2f);
+        l = weighted_sum(c, o, tw);
+        ad_backward(c, l, 1.0f);
+        check_close(bthd ? "attention.bthd q = k = v: dx = dq + dk + dv"
+                         : "attention q = k = v: dx = dq + dk + dv",
+                    (float *)s1->grad->data, sum, n, 1e-6, 1e-5);
+        tensor_release(l); tensor_release(o); tensor_release(s1); tensor_release(tw);
+    }
+}
+
 int main(void)
 {
     check_seed(42);
@@ -603,6 +638,7 @@ int main(void)
     test_attention(&c, 2, 0.5f);
     test_attention_replay(&c);
     test_attention_bthd(&c);
+    test_attention_shared(&c);
     ctx_free(&c);
     return check_summary();
 }
