@@ -3,6 +3,7 @@
 kernels take longer in the second run, per step.
 
   timeline_diff.py A.txt B.txt [--top N]
+  timeline_diff.py A.txt [B.txt] --by-kind
   timeline_diff.py --self-test
 
 A and B are the FILE.txt summaries that CTRAIN_TIMELINE writes
@@ -18,11 +19,66 @@ difference first: ms/step in A and B, the difference, calls per step in
 both, and the change of the mean duration of one call (a kernel that runs
 as often but slower was slowed by something running beside it; one that
 runs more often is new work).
+
+--by-kind adds up the milliseconds per step by kind of work instead (GEMMs,
+attention, normalisation, elementwise, the optimizer, communication, ...:
+KINDS below, the first pattern that matches a kernel's name), for one
+summary or two side by side: where a step's time goes at a glance.
 """
 import argparse
 import os
+import re
 import sys
 import tempfile
+
+# (kind, pattern on the kernel name); the first match wins, so the narrow
+# patterns come before the broad ones (map_kernel<..., ActBwdF> is an activation)
+KINDS = [
+    ("communication (NCCL)", r"nccl"),
+    ("GEMM (cuBLASLt)", r"nvjet|gemm|cutlass|cublas|xmma_gemm"),
+    ("convolution (cuDNN)", r"conv|implicit_convolve|xmma|sm90_.*fprop|dgrad|wgrad"),
+    ("attention", r"^tc_|^fa_|attn|attention|softmax"),
+    ("layer norm", r"^ln_|layer_?norm"),
+    ("batch norm", r"bn_|batch_?norm|bnFwd|bnBwd|cudnn"),
+    ("activation", r"Act(Fwd|Bwd)F|gelu|relu|tanh"),
+    ("dropout", r"dropout"),
+    ("optimizer", r"sgd|adam|lamb|lr_fetch|advance_kernel|scaler|unscale"),
+    ("embedding", r"^emb_|embedding|gather"),
+    ("loss", r"^ce_|cross_entropy|nll"),
+    ("bias gradients and sums", r"bias|reduce|sum"),
+    ("copies, casts, fills", r"map_kernel|transpose|cast|Copy|memcpy|memset|fill"),
+]
+
+
+def kind_of(name):
+    for kind, pat in KINDS:
+        if re.search(pat, name):
+            return kind
+    return "other"
+
+
+def by_kind(table):
+    """{kind: ms per step} of one summary's per-name table."""
+    out = {}
+    for name, (_, ms, _) in table.items():
+        k = kind_of(name)
+        out[k] = out.get(k, 0.0) + ms
+    return out
+
+
+def report_kinds(paths, out=sys.stdout):
+    """ms per step by kind for one or two summaries; returns [{kind: ms}]."""
+    sums = [by_kind(read_summary(p)[1]) for p in paths]
+    kinds = sorted(set().union(*sums), key=lambda k: -max(s.get(k, 0.0) for s in sums))
+    for i, p in enumerate(paths):
+        print(f"{'AB'[i]}: {p}", file=out)
+    cols = "".join(f"{'ms ' + 'AB'[i]:>10}" for i in range(len(paths)))
+    print(f"{cols}{'B-A ms':>10}  kind" if len(paths) == 2 else f"{cols}  kind", file=out)
+    for k in kinds + ["all"]:
+        v = [sum(s.values()) if k == "all" else s.get(k, 0.0) for s in sums]
+        row = "".join(f"{x:10.3f}" for x in v)
+        print(f"{row}{v[1] - v[0]:+10.3f}  {k}" if len(v) == 2 else f"{row}  {k}", file=out)
+    return sums
 
 
 def read_summary(path):
@@ -115,6 +171,19 @@ def self_test():
         check("gemm slower by 2 ms, same calls", any(r[0] == "gemm" and abs(r[3] - 2.0) < 1e-9
                                                       and r[4] == r[5] for r in rows), str(rows))
         check("an unchanged kernel left out", all(r[0] != "ln" for r in rows), str(rows))
+        with open(os.devnull, "w") as null:
+            sums = report_kinds([pa, pb], null)
+        check("by kind: nccl is communication, ln_bwd layer norm",
+              kind_of("ncclDevKernel_AllReduce_Sum_f32_RING_LL") == "communication (NCCL)"
+              and kind_of("ln_bwd_finish_kernel") == "layer norm", "")
+        check("by kind: the GELU backward map is an activation, a plain map a copy",
+              kind_of("map_kernel<__nv_bfloat16, __nv_bfloat16, 8, 2, ActBwdF<(ActKind)1> >") == "activation"
+              and kind_of("map_kernel<__nv_bfloat16, __nv_bfloat16, 8, 1, ScaleF>") == "copies, casts, fills"
+              and kind_of("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT") == "GEMM (cuBLASLt)"
+              and kind_of("tc_bwd_dkdv_kernel<__nv_bfloat16, 64>") == "attention", "")
+        check("by kind: sums per kind", abs(sums[1].get("communication (NCCL)", 0) - 3.5) < 1e-9
+              and abs(sums[0].get("GEMM (cuBLASLt)", 0) - 20.0) < 1e-9
+              and abs(sums[0].get("other", 0) - 1.0) < 1e-9, str(sums))
         with open(pa, "w") as f:
             f.write("not a summary\n")
         try:
@@ -131,14 +200,19 @@ def main():
     ap.add_argument("a", nargs="?")
     ap.add_argument("b", nargs="?")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--by-kind", action="store_true", help="ms per step by kind of work")
     ap.add_argument("--self-test", action="store_true")
     args = ap.parse_args()
     if args.self_test:
         return self_test()
-    if not args.a or not args.b:
-        ap.error("give two summaries (FILE.txt of CTRAIN_TIMELINE), or --self-test")
+    if not args.a or (not args.b and not args.by_kind):
+        ap.error("give two summaries (FILE.txt of CTRAIN_TIMELINE), one or two with --by-kind, "
+                 "or --self-test")
     try:
-        report(args.a, args.b, args.top)
+        if args.by_kind:
+            report_kinds([p for p in (args.a, args.b) if p])
+        else:
+            report(args.a, args.b, args.top)
     except (OSError, ValueError) as e:
         sys.exit(f"timeline_diff: {e}")
     return 0
