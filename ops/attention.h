@@ -102,7 +102,7 @@ Tensor *op_attention_at(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask,
 /* The same with q, k, v and out [B, T, H, Dh]: what a projection [B, T,
  * H*Dh] gives after a reshape, so BERT splits and merges its heads with no
  * transpose. The fused tensor-core kernels read and write that layout
- * (attention_fused_bthd_supports, 16-byte aligned data); elsewhere (CPU,
+ * (attention_fa_tc_supports, 16-byte aligned data); elsewhere (CPU,
  * f32, CTRAIN_ATTN=cublas) the op transposes in and out around
  * op_attention_at. Same dropout draw and the same values as op_attention on
  * the transposed tensors, bit for bit. */

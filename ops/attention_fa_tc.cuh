@@ -207,6 +207,10 @@ __device__ __forceinline__ size_t tc_head_offset(int bh, int H, int T, int bthd)
     const int b = bh / H, h = bh - b * H;
     return ((size_t)b * T * H + h) * DH;
 }
+template <int DH> __device__ __forceinline__ int tc_row_stride(int H, int bthd)
+{
+    return bthd ? H * DH : DH;
+}
 
 /* Rows r0 .. r0+63 (< T) of a head (global row stride ld): 64 x DH elements
  * to shared memory (row stride LDS) with cp.async; rows past T become zeros. */

@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     const int bh = blockIdx.y, b = bh / H, i0 = blockIdx.x * TC_ROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const size_t hoff = tc_head_offset<DH>(bh, H, T, bthd);
-    const int ld = bthd ? H * DH : DH;
+    const int ld = tc_row_stride<DH>(H, bthd);
     q += hoff; k += hoff; v += hoff; dout += hoff; dq += hoff;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
     const float mmax = tc_mask_max(mb, T, red);
@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     const int bh = blockIdx.y, b = bh / H, j0 = blockIdx.x * TC_ROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const size_t hoff = tc_head_offset<DH>(bh, H, T, bthd);
-    const int ld = bthd ? H * DH : DH;
+    const int ld = tc_row_stride<DH>(H, bthd);
     q += hoff; k += hoff; v += hoff; dout += hoff;
     if (dk) dk += hoff;
     if (dv) dv += hoff;

@@ -400,36 +400,20 @@ extern "C" int attention_fused_save_mask(void)
 
 extern "C" void attention_fused_save_mask_reread(void) { fa_save_mask = -1; }
 
-extern "C" int attention_fused_bthd_supports(const Ctx *c, DType dt, size_t Dh)
-{
-    return attention_fa_tc_supports(c, dt, Dh);
-}
-
-extern "C" void attention_fused_forward_bthd_cuda(Ctx *c, void *out, float *lse,
-                                                  uint64_t *keep_out, const void *q, const void *k,
-                                                  const void *v, const float *mask, DType dt,
-                                                  float p, uint64_t seed, uint64_t offset,
-                                                  size_t B, size_t H, size_t T, size_t Dh)
-{
-    if (B * H == 0 || T == 0) return;
-    CT_ASSERT(attention_fa_tc_supports(c, dt, Dh) && fa_aligned16({out, q, k, v}),
-              "attention_fused_forward_bthd_cuda: needs the tensor-core kernels (%s, Dh %zu) and "
-              "16-byte aligned tensors", dtype_name(dt), Dh);
-    attention_fa_tc_forward_cuda(c, out, lse, keep_out, q, k, v, mask, dt, p, seed, offset, B, H,
-                                 T, Dh, 1);
-}
-
 extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, uint64_t *keep_out,
                                              const void *q, const void *k, const void *v,
                                              const float *mask, DType dt, float p, uint64_t seed,
                                              uint64_t offset, size_t B, size_t H, size_t T,
-                                             size_t Dh)
+                                             size_t Dh, int bthd)
 {
     const size_t BH = B * H;
     if (BH == 0 || T == 0) return;
-    if (attention_fa_tc_supports(c, dt, Dh) && fa_aligned16({out, q, k, v})) {
+    const bool tc = attention_fa_tc_supports(c, dt, Dh) && fa_aligned16({out, q, k, v});
+    CT_ASSERT(tc || !bthd, "attention_fused_forward_cuda: [B, T, H, Dh] needs the tensor-core "
+              "kernels (%s, Dh %zu) and 16-byte aligned tensors", dtype_name(dt), Dh);
+    if (tc) {
         attention_fa_tc_forward_cuda(c, out, lse, keep_out, q, k, v, mask, dt, p, seed, offset,
-                                     B, H, T, Dh, 0);
+                                     B, H, T, Dh, bthd);
         return;
     }
     fa_check_sizes(B, H, T, Dh, "attention_fused_forward_cuda");
@@ -453,20 +437,21 @@ extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, uint
 /* forward: out = Pd v,  Pd = keep s_d softmax(scale q k^T + mask)
  *   so dv = Pd^T dout,  dS = P (dP - D),  D = rowsum(dout * out),
  *      dq = scale dS k,  dk = scale dS^T q */
-/* Both layouts (bthd: [B, T, H, Dh], tensor-core kernels only). */
-static void fused_backward(Ctx *c, void *dq, void *dk, void *dv, const void *dout, const void *q,
-                           const void *k, const void *v, const void *out, const float *lse,
-                           const float *mask, const uint64_t *keep_in, DType dt, float p,
-                           uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T, size_t Dh,
-                           int accum_q, int accum_k, int accum_v, int bthd)
+extern "C" void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *dv,
+                                              const void *dout, const void *q, const void *k,
+                                              const void *v, const void *out, const float *lse,
+                                              const float *mask, const uint64_t *keep_in,
+                                              DType dt, float p, uint64_t seed, uint64_t offset,
+                                              size_t B, size_t H, size_t T, size_t Dh,
+                                              int accum_q, int accum_k, int accum_v, int bthd)
 {
     const size_t BH = B * H, R = BH * T;
     if (BH == 0 || T == 0 || (!dq && !dk && !dv)) return;
     fa_check_sizes(B, H, T, Dh, "attention_fused_backward_cuda");
     const float scale = 1.0f / sqrtf((float)Dh), sd = dropout_scale(p);
     const bool tc = attention_fa_tc_supports(c, dt, Dh) && fa_aligned16({dq, dk, dv, dout, q, k, v});
-    CT_ASSERT(tc || !bthd, "attention_fused_backward_bthd_cuda: needs the tensor-core kernels "
-              "(%s, Dh %zu) and 16-byte aligned tensors", dtype_name(dt), Dh);
+    CT_ASSERT(tc || !bthd, "attention_fused_backward_cuda: [B, T, H, Dh] needs the tensor-core "
+              "kernels (%s, Dh %zu) and 16-byte aligned tensors", dtype_name(dt), Dh);
     float *D = (float *)mem_alloc(c, R * sizeof(float));
     dispatch_float(dt, "attention_fused_backward_cuda", [&](auto tag) {
         using E = decltype(tag);
@@ -499,29 +484,4 @@ static void fused_backward(Ctx *c, void *dq, void *dk, void *dv, const void *dou
         });
     });
     mem_free(c, D, R * sizeof(float));
-}
-
-extern "C" void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *dv,
-                                              const void *dout, const void *q, const void *k,
-                                              const void *v, const void *out, const float *lse,
-                                              const float *mask, const uint64_t *keep_in,
-                                              DType dt, float p, uint64_t seed, uint64_t offset,
-                                              size_t B, size_t H, size_t T, size_t Dh,
-                                              int accum_q, int accum_k, int accum_v)
-{
-    fused_backward(c, dq, dk, dv, dout, q, k, v, out, lse, mask, keep_in, dt, p, seed, offset, B,
-                   H, T, Dh, accum_q, accum_k, accum_v, 0);
-}
-
-extern "C" void attention_fused_backward_bthd_cuda(Ctx *c, void *dq, void *dk, void *dv,
-                                                   const void *dout, const void *q, const void *k,
-                                                   const void *v, const void *out,
-                                                   const float *lse, const float *mask,
-                                                   const uint64_t *keep_in, DType dt, float p,
-                                                   uint64_t seed, uint64_t offset, size_t B,
-                                                   size_t H, size_t T, size_t Dh, int accum_q,
-                                                   int accum_k, int accum_v)
-{
-    fused_backward(c, dq, dk, dv, dout, q, k, v, out, lse, mask, keep_in, dt, p, seed, offset, B,
-                   H, T, Dh, accum_q, accum_k, accum_v, 1);
 }

@@ -105,43 +105,30 @@ void attention_fused_save_mask_reread(void);
  * shifted scores, above); keep_out NULL, or attention_keep_words(B, H, T)
  * words, 8-byte aligned, that receive the dropout mask the forward applied
  * (written when p > 0 whichever kernel runs; untouched when p = 0). Uses
- * c->stream and c->rng_base; allocates nothing. */
+ * c->stream and c->rng_base; allocates nothing.
+ * bthd 1: q, k, v, out (and in the backward dout, dq, dk, dv) are
+ * [B, T, H, Dh] instead: what BERT's projections give after a reshape, with
+ * no transpose into [B, H, T, Dh] and back. Tensor-core kernels only:
+ * attention_fa_tc_supports(c, dt, Dh) must hold and every pointer be
+ * 16-byte aligned (a fatal error otherwise; the op transposes instead).
+ * lse, keep and the mask keep their [B, H, T] order, so the results equal
+ * those of transposing in, a bthd 0 call, and transposing out, bit for bit. */
 void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, uint64_t *keep_out,
                                   const void *q, const void *k, const void *v, const float *mask,
                                   DType dt, float p, uint64_t seed, uint64_t offset, size_t B,
-                                  size_t H, size_t T, size_t Dh);
+                                  size_t H, size_t T, size_t Dh, int bthd);
 /* dq, dk, dv may be NULL; accum flags 0 write, 1 add. out and lse are the
  * forward's; keep_in NULL (the mask is drawn again from seed and offset),
  * or the forward's keep_out for the same call: the tensor-core kernels then
  * read it instead of drawing (the FMA kernels always draw: the same bits).
  * Temporary: D f32 [B,H,T] from mem_alloc, and the mask (as keep_out) when
- * the tensor-core kernels draw it. */
+ * the tensor-core kernels draw it. bthd as above. */
 void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, const void *dout,
                                    const void *q, const void *k, const void *v, const void *out,
                                    const float *lse, const float *mask, const uint64_t *keep_in,
                                    DType dt, float p, uint64_t seed, uint64_t offset, size_t B,
                                    size_t H, size_t T, size_t Dh, int accum_q, int accum_k,
-                                   int accum_v);
-
-/* The same two calls on [B, T, H, Dh] tensors (q, k, v, out, dout, dq, dk,
- * dv; lse, keep and the mask as above): what BERT's projections give after
- * a reshape, with no transpose into [B, H, T, Dh] and back. Tensor-core
- * kernels only: attention_fused_bthd_supports(c, dt, Dh) must hold and
- * every pointer be 16-byte aligned (a fatal error otherwise; the op
- * transposes instead). lse, the dropout bits and their indices keep the
- * [B, H, T] order, so the results equal those of transposing in, the calls
- * above, and transposing out, bit for bit. */
-int attention_fused_bthd_supports(const Ctx *c, DType dt, size_t Dh);
-void attention_fused_forward_bthd_cuda(Ctx *c, void *out, float *lse, uint64_t *keep_out,
-                                       const void *q, const void *k, const void *v,
-                                       const float *mask, DType dt, float p, uint64_t seed,
-                                       uint64_t offset, size_t B, size_t H, size_t T, size_t Dh);
-void attention_fused_backward_bthd_cuda(Ctx *c, void *dq, void *dk, void *dv, const void *dout,
-                                        const void *q, const void *k, const void *v,
-                                        const void *out, const float *lse, const float *mask,
-                                        const uint64_t *keep_in, DType dt, float p, uint64_t seed,
-                                        uint64_t offset, size_t B, size_t H, size_t T, size_t Dh,
-                                        int accum_q, int accum_k, int accum_v);
+                                   int accum_v, int bthd);
 
 /* ---- the tensor-core kernels (ops/attention_fa_tc.cu) ----
  * Called by the two functions above when they apply; declared here for the

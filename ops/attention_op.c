@@ -102,22 +102,27 @@ static void attn_backward_impl(Ctx *c, Tensor *dq, Tensor *dk, Tensor *dv, int a
     f32_done(&vdo, 0); f32_done(&vq, 0); f32_done(&vk, 0); f32_done(&vv, 0); f32_done(&vp, 0);
 }
 
-/* q, k, v may be one tensor (self-attention straight on its input): then
+/* Both paths' gradient destinations: g = dq, dk, dv (NULL where none is
+ * needed) and their accum flags; 0 when none is needed.
+ * q, k, v may be one tensor (self-attention straight on its input): then
  * ad_grad_dst hands back one buffer, freshly made for the first (write)
  * and held for the others (add), but no path promises to write in q, k, v
  * order (the fused kernels write dk and dv, then dq). So a shared buffer
  * starts at zero and every output adds into it. */
-static void attn_grads_shared(Ctx *c, Tensor *dq, Tensor *dk, Tensor *dv, int *acc_q, int *acc_k,
-                              int *acc_v)
+static int attn_grad_dsts(Ctx *c, Node *n, Tensor *g[3], int acc[3])
 {
-    Tensor *t[3] = {dq, dk, dv};
-    int *acc[3] = {acc_q, acc_k, acc_v};
+    for (int i = 0; i < 3; i++) {
+        acc[i] = 0;
+        g[i] = ad_grad_dst(c, n->in[i], &acc[i]);
+    }
+    if (!g[0] && !g[1] && !g[2]) return 0;
     for (int i = 0; i < 3; i++)
         for (int j = i + 1; j < 3; j++) {
-            if (!t[i] || t[i] != t[j]) continue;
-            if (!*acc[i]) mem_zero(c, t[i]->data, t[i]->nbytes);
-            *acc[i] = *acc[j] = 1;
+            if (!g[i] || g[i] != g[j]) continue;
+            if (!acc[i]) mem_zero(c, g[i]->data, g[i]->nbytes);
+            acc[i] = acc[j] = 1;
         }
+    return 1;
 }
 
 /* forward: out = dropout(softmax(q k^T / sqrt(Dh) + mask)) v
@@ -127,13 +132,10 @@ static void attention_backward(Ctx *c, Node *n)
     Tensor *dout = n->out->grad;
     Tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *probs = n->saved[3];
     AttnDims d = attn_node_dims(n);
-    int acc_q = 0, acc_k = 0, acc_v = 0;
-    Tensor *dq = ad_grad_dst(c, n->in[0], &acc_q);
-    Tensor *dk = ad_grad_dst(c, n->in[1], &acc_k);
-    Tensor *dv = ad_grad_dst(c, n->in[2], &acc_v);
-    if (!dq && !dk && !dv) return;
-    attn_grads_shared(c, dq, dk, dv, &acc_q, &acc_k, &acc_v);
-    attn_backward_impl(c, dq, dk, dv, acc_q, acc_k, acc_v, dout, q, k, v, probs, n->f[0],
+    Tensor *g[3];
+    int acc[3];
+    if (!attn_grad_dsts(c, n, g, acc)) return;
+    attn_backward_impl(c, g[0], g[1], g[2], acc[0], acc[1], acc[2], dout, q, k, v, probs, n->f[0],
                        (uint64_t)n->i[0], (uint64_t)n->i[1], d);
 }
 
@@ -180,17 +182,15 @@ static void attention_fused_backward(Ctx *c, Node *n)
     AttnDims d = attn_node_dims(n);
     const uint64_t *keep = n->i[7] & 1 ? (const uint64_t *)((const char *)lse->data + attn_keep_at(d))
                                    : NULL;
-    int acc_q = 0, acc_k = 0, acc_v = 0;
-    Tensor *dq = ad_grad_dst(c, n->in[0], &acc_q);
-    Tensor *dk = ad_grad_dst(c, n->in[1], &acc_k);
-    Tensor *dv = ad_grad_dst(c, n->in[2], &acc_v);
-    if (!dq && !dk && !dv) return;
-    attn_grads_shared(c, dq, dk, dv, &acc_q, &acc_k, &acc_v);
-    (n->i[7] & 2 ? attention_fused_backward_bthd_cuda : attention_fused_backward_cuda)(
-        c, dq ? dq->data : NULL, dk ? dk->data : NULL, dv ? dv->data : NULL, dout->data, q->data,
-        k->data, v->data, out->data, (const float *)lse->data,
-        mask ? (const float *)mask->data : NULL, keep, q->dtype, n->f[0], (uint64_t)n->i[0],
-        (uint64_t)n->i[1], d.B, d.H, d.T, d.Dh, acc_q, acc_k, acc_v);
+    Tensor *g[3];
+    int acc[3];
+    if (!attn_grad_dsts(c, n, g, acc)) return;
+    attention_fused_backward_cuda(c, g[0] ? g[0]->data : NULL, g[1] ? g[1]->data : NULL,
+                                  g[2] ? g[2]->data : NULL, dout->data, q->data, k->data, v->data,
+                                  out->data, (const float *)lse->data,
+                                  mask ? (const float *)mask->data : NULL, keep, q->dtype,
+                                  n->f[0], (uint64_t)n->i[0], (uint64_t)n->i[1], d.B, d.H, d.T,
+                                  d.Dh, acc[0], acc[1], acc[2], (int)(n->i[7] >> 1));
 }
 
 /* The fused forward and its node (saved: q, k, v, out, lse [+ the dropout
@@ -209,9 +209,9 @@ static Tensor *attn_fused_run(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *m
     Tensor *out = tensor_new_like(c, q, q->dtype);
     Tensor *lse = save_keep ? tensor_new(c, DT_U8, 1, &lkbytes) : tensor_new(c, DT_F32, 3, lshape);
     uint64_t *keep = save_keep ? (uint64_t *)((char *)lse->data + attn_keep_at(d)) : NULL;
-    (bthd ? attention_fused_forward_bthd_cuda : attention_fused_forward_cuda)(
-        c, out->data, (float *)lse->data, keep, q->data, k->data, v->data,
-        mask ? (const float *)mask->data : NULL, q->dtype, p, seed, offset, d.B, d.H, d.T, d.Dh);
+    attention_fused_forward_cuda(c, out->data, (float *)lse->data, keep, q->data, k->data,
+                                 v->data, mask ? (const float *)mask->data : NULL, q->dtype, p,
+                                 seed, offset, d.B, d.H, d.T, d.Dh, bthd);
     if (record) {
         Node *n = ad_record(c, "attention", attention_fused_backward, out, in, 3);
         attn_node_set(n, p, seed, offset, d);
@@ -352,7 +352,7 @@ Tensor *op_attention_bthd_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor 
     AttnDims d = attn_check(c, q0, k0, v0, mask, dropout_p, 1);
 #ifdef CTRAIN_CUDA
     const DType dt = attn_type(c, q0);
-    if (attn_use_fused(c, dt, d.Dh, d.B * d.H) && attention_fused_bthd_supports(c, dt, d.Dh) &&
+    if (attn_use_fused(c, dt, d.Dh, d.B * d.H) && attention_fa_tc_supports(c, dt, d.Dh) &&
         attn_bthd_aligned(c, q0) && attn_bthd_aligned(c, k0) && attn_bthd_aligned(c, v0))
         return attn_fused_take(c, q0, k0, v0, mask, dropout_p, seed, offset, d, 1);
 #endif

@@ -367,7 +367,7 @@ static void flash_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, size_t Dh
     const float *dm = m ? d_mask : NULL;
     sync_all();
     attention_fused_forward_cuda(g, d_out.p, d_lse, NULL, d_q.p, d_k.p, d_v.p, dm, dt, p, seed,
-                                 offset, B, H, T, Dh);
+                                 offset, B, H, T, Dh, 0);
     dbuf_down(out, d_out, n, dt);
     gpu_download(lse, d_lse, nr, DT_F32);
     snprintf(name, sizeof name, "gpu.flash.out (norm) %s", tag);
@@ -406,7 +406,7 @@ static void flash_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, size_t Dh
         sync_all();
         attention_fused_backward_cuda(g, d_g[0].p, d_g[1].p, d_g[2].p, d_do.p, d_q.p, d_k.p,
                                       d_v.p, d_out.p, d_lse, dm, NULL, dt, p, seed, offset, B, H,
-                                      T, Dh, accum, accum, accum);
+                                      T, Dh, accum, accum, accum, 0);
         for (int x = 0; x < 3; x++) {
             float *r = ref_accum(ref[x], g0, n, accum);
             dbuf_down(got, d_g[x], n, dt);
@@ -426,7 +426,7 @@ static void flash_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, size_t Dh
         sync_all();
         attention_fused_backward_cuda(g, ptr[0], ptr[1], ptr[2], d_do.p, d_q.p, d_k.p, d_v.p,
                                       d_out.p, d_lse, dm, NULL, dt, p, seed, offset, B, H, T, Dh,
-                                      0, 0, 0);
+                                      0, 0, 0, 0);
         dbuf_down(got, d_one, n, dt);
         snprintf(name, sizeof name, "gpu.flash.%s alone %s", gn[x], tag);
         check_elems(name, got, ref[x], mag[x], n, H, T, Dh, tol);
@@ -464,7 +464,7 @@ static void flash_dropout_bits_case(Ctx *g, DType dt, size_t B, size_t H, size_t
     float *d_lse = (float *)gpu_alloc_poison(B * H * T, DT_F32);
     sync_all();
     attention_fused_forward_cuda(g, d_out, d_lse, NULL, d_q, d_k, d_v, NULL, dt, p, seed, offset,
-                                 B, H, T, Dh);
+                                 B, H, T, Dh, 0);
     gpu_download(out, d_out, n, dt);
     size_t bad = 0, checked = 0, first = np;
     for (size_t bh = 0; bh < B * H; bh++)
@@ -490,7 +490,7 @@ static void flash_dropout_bits_case(Ctx *g, DType dt, size_t B, size_t H, size_t
     const uint64_t *saved = g->rng_base;
     g->rng_base = d_base;
     attention_fused_forward_cuda(g, d_out2, d_lse, NULL, d_q, d_k, d_v, NULL, dt, p, seed,
-                                 offset - base, B, H, T, Dh);
+                                 offset - base, B, H, T, Dh, 0);
     g->rng_base = saved;
     gpu_download(out2, d_out2, n, dt);
     snprintf(name, sizeof name, "gpu.flash.rng_base + offset = plain offset, same bits %s", tag);
@@ -512,10 +512,10 @@ static void fb_run(Ctx *g, FbBufs *b, DType dt, float p, uint64_t seed, uint64_t
                    size_t B, size_t H, size_t T, size_t Dh)
 {
     attention_fused_forward_cuda(g, b->out, b->lse, b->keep, b->q, b->k, b->v, b->mask, dt, p,
-                                 seed, offset, B, H, T, Dh);
+                                 seed, offset, B, H, T, Dh, 0);
     attention_fused_backward_cuda(g, b->dq, b->dk, b->dv, b->dout, b->q, b->k, b->v, b->out,
                                   b->lse, b->mask, b->keep, dt, p, seed, offset, B, H, T, Dh, 0,
-                                  0, 0);
+                                  0, 0, 0);
 }
 
 /* the raw bytes of out, lse, dq, dk, dv, concatenated */
@@ -1010,11 +1010,11 @@ static void flash_bench(Ctx *g, DType dt, float p, size_t B, size_t H, size_t T,
                 CUDA_CHECK(cudaEventRecord(e0, g->stream));
                 if (fused) {
                     attention_fused_forward_cuda(g, d_out, d_lse, keep, d_q, d_k, d_v, d_mask, dt,
-                                                 p, 1, 0, B, H, T, Dh);
+                                                 p, 1, 0, B, H, T, Dh, 0);
                     if (bwd)
                         attention_fused_backward_cuda(g, d_dq, d_dk, d_dv, d_do, d_q, d_k, d_v,
                                                       d_out, d_lse, d_mask, keep, dt, p, 1, 0, B,
-                                                      H, T, Dh, 0, 0, 0);
+                                                      H, T, Dh, 0, 0, 0, 0);
                 } else {
                     attention_forward_cuda(g, d_out, d_P, d_q, d_k, d_v, d_mask, dt, p, 1, 0,
                                            B, H, T, Dh);
