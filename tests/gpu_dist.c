@@ -254,6 +254,35 @@ static void equivalence(const char *what, const char *extra_one, const char *ext
     compare_files(what, one.save, two.save, 1e-7, 1e-5);
 }
 
+/* Two 2-GPU runs of BERT with `extra`, the second with env=1 (the first
+ * with env=0) and `extra_b` added: the same losses and --save file bit for
+ * bit, and only the second run's output says `log_text`. */
+static void same_on_two_gpus(const char *what, const char *env, const char *log_text,
+                             const char *extra, const char *extra_b)
+{
+    RunFiles a, b;
+    char a1[4096], a2[4096], name[256];
+    run_files(&a, what, "off");
+    run_files(&b, what, "on");
+    snprintf(a1, sizeof a1, BERT " --steps 5 --batch 8 --gpus 2 --log %s --save %s %s", a.log,
+             a.save, extra);
+    snprintf(a2, sizeof a2, BERT " --steps 5 --batch 8 --gpus 2 --log %s --save %s %s %s", b.log,
+             b.save, extra, extra_b);
+    setenv(env, "0", 1);
+    int r1 = run(a1, a.out, 300);
+    setenv(env, "1", 1);
+    int r2 = run(a2, b.out, 300);
+    unsetenv(env);
+    snprintf(name, sizeof name, "%s: both runs succeed", what);
+    if (!check_true(name, r1 == 0 && r2 == 0, "status %d and %d (see %s, %s)", r1, r2, a.out, b.out))
+        return;
+    snprintf(name, sizeof name, "%s: only the %s=1 run says \"%s\"", what, env, log_text);
+    check_true(name, file_has(b.out, log_text) && !file_has(a.out, log_text), "see %s and %s",
+               a.out, b.out);
+    compare_losses_atol(what, a.log, b.log, 5, 0, 0);
+    compare_files(what, a.save, b.save, 1e-30, 0);
+}
+
 /* The overlapped update (train/overlap.h) on 2 GPUs, graphed, against the
  * update after backward on 2 GPUs, eager: the same losses and weights bit
  * for bit (2 ranks: a + b is exact in any order). AdamW, whose normalised
@@ -261,27 +290,18 @@ static void equivalence(const char *what, const char *extra_one, const char *ext
  * with 1 GPU would need a loose tolerance; this one needs none. */
 static void overlap_two_gpus(const char *what, const char *extra)
 {
-    RunFiles a, b;
-    char a1[4096], a2[4096], name[256];
-    run_files(&a, what, "after");
-    run_files(&b, what, "overlap");
-    snprintf(a1, sizeof a1, BERT " --steps 5 --batch 8 --gpus 2 --log %s --save %s %s", a.log,
-             a.save, extra);
-    snprintf(a2, sizeof a2, BERT " --steps 5 --batch 8 --gpus 2 --log %s --save %s %s --graph "
-             "--graph-warmup 2", b.log, b.save, extra);
-    setenv("CTRAIN_OVERLAP_UPDATE", "0", 1);
-    int r1 = run(a1, a.out, 300);
-    setenv("CTRAIN_OVERLAP_UPDATE", "1", 1);
-    int r2 = run(a2, b.out, 300);
-    unsetenv("CTRAIN_OVERLAP_UPDATE");
-    snprintf(name, sizeof name, "%s: both runs succeed", what);
-    if (!check_true(name, r1 == 0 && r2 == 0, "status %d and %d (see %s, %s)", r1, r2, a.out, b.out))
-        return;
-    snprintf(name, sizeof name, "%s: the log says the update overlapped", what);
-    check_true(name, file_has(b.out, "overlapped update") && !file_has(a.out, "overlapped update"),
-               "see %s and %s", a.out, b.out);
-    compare_losses_atol(what, a.log, b.log, 5, 0, 0);
-    compare_files(what, a.save, b.save, 1e-30, 0);
+    same_on_two_gpus(what, "CTRAIN_OVERLAP_UPDATE", "overlapped update", extra,
+                     "--graph --graph-warmup 2");
+}
+
+/* The sharded update (train/dist.h, CTRAIN_DIST_SHARD=1) on 2 GPUs against
+ * the update after backward on 2 GPUs: the same losses, and the same
+ * training checkpoint bit for bit, the optimizer state included (written
+ * at step 5 by --save-every, so the state's shares must have been gathered
+ * from both ranks). */
+static void shard_two_gpus(const char *what, const char *extra)
+{
+    same_on_two_gpus(what, "CTRAIN_DIST_SHARD", "sharded update", extra, "");
 }
 
 /* equivalence() with the gradients in NCCL-registered memory on the 2 GPUs
@@ -663,6 +683,25 @@ int main(int argc, char **argv)
     }
     if (want("bert-adamw-overlap-graph"))
         overlap_two_gpus("bert-adamw-overlap-graph", "--optim adamw --lr 1e-3 --bucket-mb 0.25");
+    /* the sharded update: SGD against 1 GPU (eager), then SGD with momentum
+     * and AdamW against the unsharded update on 2 GPUs, graphed, checkpoints
+     * (optimizer state included) bit for bit */
+    if (want("bert-shard")) {
+        setenv("CTRAIN_DIST_SHARD", "1", 1);
+        equivalence("bert-shard", "", "--bucket-mb 0.25", 1);
+        unsetenv("CTRAIN_DIST_SHARD");
+    }
+    if (want("bert-sgd-shard-graph"))
+        shard_two_gpus("bert-sgd-shard-graph", "--momentum 0.9 --bucket-mb 0.25 --save-every 5 "
+                       "--graph --graph-warmup 2");
+    if (want("bert-adamw-shard-graph"))
+        shard_two_gpus("bert-adamw-shard-graph", "--optim adamw --lr 1e-3 --bucket-mb 0.25 "
+                       "--save-every 5 --graph --graph-warmup 2 --precision bf16");
+    if (want("bert-split")) {
+        setenv("CTRAIN_DIST_SPLIT", "1", 1);
+        equivalence("bert-split", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 1);
+        unsetenv("CTRAIN_DIST_SPLIT");
+    }
     /* --grad-reduce bf16: eager, then with 3 of the 5 steps replayed from
      * CUDA graphs (the casts on both streams must have been captured) */
     if (want("bert-bf16-reduce"))

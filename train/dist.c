@@ -19,12 +19,14 @@
 #include "../engine/mem.h"
 #include "../engine/params.h"
 #include "../ops/elementwise.h"
+#include "../ops/matmul.h"
 #include "dist_bucket.h"
 #include "dist_launch.h"
 #include "dist_rdzv.h"
 #include "dist_regbuf.h"
 #include "dist_trace.h"
 #include "dist_watchdog.h"
+#include "optimizer.h"
 #include "overlap.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
@@ -53,6 +55,15 @@ struct Dist {
     RegBuf grad_buf;           /* CTRAIN_NCCL_REG > 0: the gradients, in NCCL-registered memory */
     RegBuf shadow_buf;         /* the shadow's memory */
     float *scratch;            /* one device float for the barrier */
+    int split;                 /* CTRAIN_DIST_SPLIT=1: reduce-scatter + all-gather per bucket */
+    int shard;                 /* CTRAIN_DIST_SHARD=1: each rank updates its share (below) */
+    int sharded_steps;         /* steps whose update was sharded: the optimizer state is
+                                * current only in this rank's shares until gathered */
+    long save_every;           /* --save-every and --save as given (rank 0 alone keeps them): */
+    int saves;                 /* every rank joins the state gather before a save */
+    cudaEvent_t *upd_ev;       /* [plan.n] bucket k's share updated (update stream) */
+    int gemm_sms;              /* > 0: the SMs backward's GEMMs plan for while buckets are in
+                                * flight (CTRAIN_DIST_GEMM_CARVEOUT leaves the rest to NCCL) */
     DistWatchdog *wd;
     DistTrace *trace;          /* CTRAIN_DIST_TRACE=1: step phase timings; else NULL */
 #endif
@@ -116,6 +127,8 @@ Dist *dist_setup(TrainOptions *o)
     if (!d) ct_fatal("out of host memory");
     d->env = e;
     d->opt = o->dist;
+    d->save_every = o->save_every;
+    d->saves = o->save_path[0] != 0;
     if (e.rank != 0) {
         /* rank 0 writes the files and the progress; the others only report errors */
         o->log_path[0] = 0;
@@ -218,6 +231,20 @@ void dist_start(Dist *d, Ctx *c)
     CUDA_CHECK(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, prio));
     CUDA_CHECK(cudaEventCreateWithFlags(&d->done_ev, cudaEventDisableTiming));
     d->scratch = (float *)mem_alloc(c, sizeof(float));
+    const char *sp = getenv("CTRAIN_DIST_SPLIT");
+    d->split = sp && !strcmp(sp, "1");
+    d->shard = dist_shard_wanted();
+    const char *co = getenv("CTRAIN_DIST_GEMM_CARVEOUT");
+    if (co && *co) {
+        int sms = 0;
+        char *end = NULL;
+        long v = strtol(co, &end, 10);
+        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c->device_id));
+        if (*end || v < 0 || v >= sms)
+            ct_fatal_hint("set CTRAIN_DIST_GEMM_CARVEOUT to a number of SMs below the GPU's",
+                          "CTRAIN_DIST_GEMM_CARVEOUT=%s: this GPU has %d SMs", co, sms);
+        d->gemm_sms = v > 0 ? sms - (int)v : 0;
+    }
 
     c->dp_rank = e->rank;
     c->dp_world = e->world;
@@ -241,6 +268,42 @@ static ncclDataType_t nccl_type(DType dt)
     }
 }
 
+/* The sharded update of bucket b (n gradients at g, final on the compute
+ * stream; the communication stream waits for them already). Rank r owns the
+ * share [r n/N, (r+1) n/N) of the bucket:
+ *   comm stream:   g[share] = average over ranks of g[share]   (reduce-scatter)
+ *                  g outside the share = 0  (read by the reduce-scatter, no longer needed)
+ *   update stream: update the share's weights (f32 and AMP copy), zero g[share]
+ *   comm stream:   every rank's share of the weights to every rank (all-gather, in place)
+ * For 2 ranks the average is the all-reduce's, bit for bit (one addition),
+ * and the update is elementwise, so the weights equal the unsharded step's.
+ * The optimizer state (momentum, Adam's m and v) moves only in the share:
+ * dist_sync_state gathers it before a checkpoint is written. */
+static void issue_bucket_sharded(Dist *d, int b, float *g, size_t n)
+{
+    ParamSet *ps = &d->tr->model->params;
+    const DistBucket *k = &d->plan.b[b];
+    size_t share = n / (size_t)d->env.world, mine = (size_t)d->env.rank * share;
+    NCCL_CHECK(ncclReduceScatter(g, g + mine, share, ncclFloat, ncclAvg, d->comm, d->comm_stream));
+    if (mine > 0) CUDA_CHECK(cudaMemsetAsync(g, 0, mine * sizeof(float), d->comm_stream));
+    if (mine + share < n)
+        CUDA_CHECK(cudaMemsetAsync(g + mine + share, 0, (n - mine - share) * sizeof(float),
+                                   d->comm_stream));
+    overlap_bucket_final(d->tr->ov, b, k->begin + mine, k->begin + mine + share, d->comm_stream);
+    overlap_record(d->tr->ov, d->upd_ev[b]);
+    CUDA_CHECK(cudaStreamWaitEvent(d->comm_stream, d->upd_ev[b], 0));
+    float *w = ps->data + k->begin;
+    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclAllGather(w + mine, w, share, ncclFloat, d->comm, d->comm_stream));
+    if (ps->lowp) {
+        size_t es = dtype_size(ps->lowp_dt);
+        char *l = (char *)ps->lowp + k->begin * es;
+        NCCL_CHECK(ncclAllGather(l + mine * es, l, share, nccl_type(ps->lowp_dt), d->comm,
+                                 d->comm_stream));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+}
+
 /* GradReady's issue: bucket b's gradients are final on the compute stream.
  * f32: averaged in place. bf16: rounded into the shadow on the compute
  * stream, the shadow averaged, and the average written back over g. */
@@ -256,6 +319,15 @@ static void issue_bucket(void *user, int b)
     CUDA_CHECK(cudaEventRecord(d->bucket_ev[b], c->stream));
     CUDA_CHECK(cudaStreamWaitEvent(d->comm_stream, d->bucket_ev[b], 0));
     dist_trace_mark(d->trace, TRACE_COMM_FIRST, d->comm_stream);
+    /* from the first all-reduce on, NCCL holds some SMs: the rest of
+     * backward's GEMMs plan for the others */
+    if (d->gemm_sms > 0) matmul_plan_cache_set_sm_target(c->mm_cache, d->gemm_sms);
+    /* [shard] this rank's share of the bucket: reduce-scatter, update the
+     * share, all-gather the updated values (issue_bucket_sharded) */
+    if (d->shard && d->tr->overlap_step && !d->shadow && n % (size_t)d->env.world == 0) {
+        issue_bucket_sharded(d, b, g, n);
+        return;
+    }
     /* the casts run on the communication stream, off backward's path: the
      * compute stream writes g[k] no more before the update, which waits */
     if (d->shadow) {
@@ -263,7 +335,18 @@ static void issue_bucket(void *user, int b)
         type = ncclBfloat16;
         cast_cuda(buf, DT_BF16, g, DT_F32, n, 0, d->comm_stream);
     }
-    NCCL_CHECK(ncclAllReduce(buf, buf, n, type, ncclAvg, d->comm, d->comm_stream));
+    if (d->split && n % (size_t)d->env.world == 0) {
+        /* the same average in two halves: a reduce-scatter (each rank's
+         * share, in place), then an all-gather of the shares (in place),
+         * which NCCL can run on the copy engines (NCCL_CTA_POLICY=2 with a
+         * symmetric window, CTRAIN_NCCL_REG=2) */
+        size_t share = n / (size_t)d->env.world, esz = type == ncclFloat ? 4 : 2;
+        char *mine = (char *)buf + (size_t)d->env.rank * share * esz;
+        NCCL_CHECK(ncclReduceScatter(buf, mine, share, type, ncclAvg, d->comm, d->comm_stream));
+        NCCL_CHECK(ncclAllGather(mine, buf, share, type, d->comm, d->comm_stream));
+    } else {
+        NCCL_CHECK(ncclAllReduce(buf, buf, n, type, ncclAvg, d->comm, d->comm_stream));
+    }
     if (d->shadow) cast_cuda(g, DT_F32, buf, DT_BF16, n, 0, d->comm_stream);
     /* [overlap] the averaged bucket is final: its update goes on the update
      * stream, next to backward and the next all-reduces (train/overlap.h) */
@@ -299,8 +382,21 @@ void dist_attach(Dist *d, Trainer *t)
     grad_ready_init(&d->ready, ps, &d->plan, issue_bucket, d);
     d->bucket_ev = (cudaEvent_t *)calloc((size_t)d->plan.n, sizeof(cudaEvent_t));
     if (!d->bucket_ev) ct_fatal("out of host memory");
-    for (int b = 0; b < d->plan.n; b++)
+    d->upd_ev = (cudaEvent_t *)calloc((size_t)d->plan.n, sizeof(cudaEvent_t));
+    if (!d->upd_ev) ct_fatal("out of host memory");
+    for (int b = 0; b < d->plan.n; b++) {
         CUDA_CHECK(cudaEventCreateWithFlags(&d->bucket_ev[b], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&d->upd_ev[b], cudaEventDisableTiming));
+    }
+    if (d->shard && d->opt.grad_reduce != DT_F32)
+        LOG_W("CTRAIN_DIST_SHARD=1: not with --grad-reduce %s; every rank updates every weight",
+              dtype_name(d->opt.grad_reduce));
+    if (d->shard && !t->overlap)
+        LOG_W("CTRAIN_DIST_SHARD=1: the update is not overlapped (see the warning above); "
+              "every rank updates every weight");
+    if (d->shard && t->overlap && d->opt.grad_reduce == DT_F32)
+        LOG_I("sharded update: each bucket reduce-scattered, 1/%d of it updated here, the "
+              "weights all-gathered (CTRAIN_DIST_SHARD=1)", d->env.world);
     /* NCCL sends the gradients themselves (f32) or their bf16 shadow: that
      * buffer goes into NCCL-registered memory when asked (dist_regbuf.h) */
     int reg = regbuf_mode_wanted();
@@ -344,9 +440,11 @@ void dist_grads_ready(Dist *d)
     if (!d) return;
     Ctx *c = d->ctx;
     c->bwd_hook = NULL;
+    matmul_plan_cache_set_sm_target(c->mm_cache, 0);
     dist_trace_mark(d->trace, TRACE_BWD_END, c->stream);
     if (!d->hooked) grad_ready_reset(&d->ready);
     grad_ready_finish(&d->ready);
+    if (d->shard && d->tr->overlap_step) d->sharded_steps++;
     dist_trace_mark(d->trace, TRACE_COMM_DONE, d->comm_stream);
     CUDA_CHECK(cudaEventRecord(d->done_ev, d->comm_stream));
     CUDA_CHECK(cudaStreamWaitEvent(c->stream, d->done_ev, 0));
@@ -397,6 +495,48 @@ int dist_all_max(Dist *d, int v)
     return (int)all_reduce_scalar(d, (float)v, ncclMax);   /* exact below 2^24 */
 }
 
+int dist_shard_wanted(void)
+{
+    const char *e = getenv("CTRAIN_DIST_SHARD");
+    if (!e || !*e || !strcmp(e, "0")) return 0;
+    if (strcmp(e, "1"))
+        ct_fatal_hint("set CTRAIN_DIST_SHARD to 0 (every rank updates every weight, the "
+                      "default) or 1 (each rank its share)", "CTRAIN_DIST_SHARD=%s is not 0 or 1",
+                      e);
+    return 1;
+}
+
+void dist_sync_state(Dist *d)
+{
+    if (!d || !d->sharded_steps) return;
+    Ctx *c = d->ctx;
+    ParamSet *ps = &d->tr->model->params;
+    float *blocks[OPTIM_MAX_BLOCKS];
+    int nb = optimizer_state(&d->tr->opt, blocks);
+    NCCL_CHECK(ncclGroupStart());
+    for (int b = 0; b < d->plan.n; b++) {
+        const DistBucket *k = &d->plan.b[b];
+        size_t n = k->end - k->begin;
+        if (n % (size_t)d->env.world) continue;   /* all-reduced and updated on every rank */
+        size_t share = n / (size_t)d->env.world, mine = (size_t)d->env.rank * share;
+        for (int i = 0; i < nb; i++) {
+            float *st = blocks[i] + k->begin;
+            NCCL_CHECK(ncclAllGather(st + mine, st, share, ncclFloat, d->comm, c->stream));
+        }
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    watchdog_mark(d->wd, c->stream);
+    d->sharded_steps = 0;
+    (void)ps;
+}
+
+void dist_before_save(Dist *d, long step, int at_end)
+{
+    if (!d) return;
+    int due = at_end ? d->saves && d->save_every : d->save_every && step % d->save_every == 0;
+    if (due) dist_sync_state(d);
+}
+
 void dist_host_section_begin(Dist *d, const char *what)
 {
     if (d) watchdog_host_section(d->wd, what);
@@ -436,8 +576,12 @@ void dist_finish(Dist *d)
     NCCL_CHECK(ncclCommFinalize(d->comm));
     NCCL_CHECK(ncclCommDestroy(d->comm));
     mem_free(c, d->scratch, sizeof(float));
-    for (int b = 0; b < d->plan.n; b++) CUDA_CHECK(cudaEventDestroy(d->bucket_ev[b]));
+    for (int b = 0; b < d->plan.n; b++) {
+        CUDA_CHECK(cudaEventDestroy(d->bucket_ev[b]));
+        CUDA_CHECK(cudaEventDestroy(d->upd_ev[b]));
+    }
     free(d->bucket_ev);
+    free(d->upd_ev);
     CUDA_CHECK(cudaEventDestroy(d->done_ev));
     CUDA_CHECK(cudaStreamDestroy(d->comm_stream));
     if (d->attached) {
@@ -461,5 +605,8 @@ void dist_host_section_begin(Dist *d, const char *what) { (void)d; (void)what; }
 void dist_host_section_end(Dist *d) { (void)d; }
 float dist_loss_value(Dist *d, Trainer *t) { (void)d; return trainer_loss_value(t); }
 void dist_finish(Dist *d) { (void)d; }
+int dist_shard_wanted(void) { return 0; }
+void dist_sync_state(Dist *d) { (void)d; }
+void dist_before_save(Dist *d, long step, int at_end) { (void)d; (void)step; (void)at_end; }
 
 #endif

@@ -135,6 +135,25 @@ int dist_all_max(Dist *d, int v);
 void dist_host_section_begin(Dist *d, const char *what);
 void dist_host_section_end(Dist *d);
 
+/* CTRAIN_DIST_SHARD=1 (0 when unset; anything else is fatal): the sharded
+ * update. Each bucket is reduce-scattered instead of all-reduced, each rank
+ * updates its share of the bucket's weights on the overlapped update's
+ * stream (train/overlap.h) and the shares are all-gathered back, all next
+ * to backward: every rank does 1/N of the optimizer's work. Weights as
+ * without it (bit for bit with 2 ranks). Needs what the overlapped update
+ * needs (SGD or AdamW, no --clip, no fp16 scaler) and f32 gradient
+ * reduction; without them every rank updates every weight, with a warning.
+ * The optimizer state moves only in this rank's shares: dist_sync_state
+ * gathers it (every rank) before a checkpoint is written. */
+int dist_shard_wanted(void);
+/* Every rank: the optimizer state's shares to every rank, if any step was
+ * sharded since the last gather. No-op for NULL. */
+void dist_sync_state(Dist *d);
+/* Every rank, before the point where rank 0 may write a training
+ * checkpoint (after step `step`, or at the end of the run): the gather
+ * above when rank 0's --save / --save-every will write one there. */
+void dist_before_save(Dist *d, long step, int at_end);
+
 /* 1 on rank 0 or when alone (d NULL). */
 int dist_is_main(const Dist *d);
 /* The gradient buckets of the plan (0 before dist_attach or for NULL). */

@@ -35,7 +35,10 @@ int trainer_overlap_mode(const Trainer *t)
     /* off unless asked for: on 1 and 2 H200s it measured no faster (ops/NOTES.md,
      * "Overlapped update"): the update's memory traffic slows backward by
      * about what it hides */
-    if (!e || !*e || !strcmp(e, "0")) return 0;
+    /* the sharded update (train/dist.h, CTRAIN_DIST_SHARD=1) rides on it:
+     * asked for with several ranks, it turns the overlap on */
+    int shard = t->ctx->dp_world > 1 && dist_shard_wanted();
+    if (!shard && (!e || !*e || !strcmp(e, "0"))) return 0;
     const char *why = NULL;
     if (!optimizer_can_split(&t->opt)) why = "LAMB needs whole-tensor norms";
     else if (t->clip > 0) why = "--clip needs the global gradient norm first";
@@ -144,6 +147,16 @@ void overlap_grads_ready(Overlap *o)
         CUDA_CHECK(cudaEventRecord(o->done_ev, o->stream));
         CUDA_CHECK(cudaStreamWaitEvent(c->stream, o->done_ev, 0));
     }
+#endif
+}
+
+void overlap_record(Overlap *o, void *event)
+{
+#ifdef CTRAIN_CUDA
+    if (o->tr->ctx->device == DEV_CUDA)
+        CUDA_CHECK(cudaEventRecord((cudaEvent_t)event, o->stream));
+#else
+    (void)o; (void)event;
 #endif
 }
 

@@ -54,6 +54,9 @@ void overlap_backward_begin(Overlap *o, int last);
  * compute stream alone, the communication stream with several GPUs; NULL
  * on the CPU, where the update runs now). */
 void overlap_bucket_final(Overlap *o, int b, size_t begin, size_t end, void *producer);
+/* Record `event` (a cudaEvent_t) on the update stream: done once every
+ * update queued so far is (the sharded update's all-gather waits on it). */
+void overlap_record(Overlap *o, void *event);
 /* After backward: alone, the buckets the walk did not hand over; then the
  * compute stream waits for every update. */
 void overlap_grads_ready(Overlap *o);

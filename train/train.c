@@ -243,6 +243,7 @@ int cmd_train(int argc, char **argv)
         }
         tensor_release(tr.last_loss);   /* as soon as it has been read (or not) */
         tr.last_loss = NULL;
+        dist_before_save(tr.dist, step, 0);   /* [dist] the sharded optimizer state, gathered */
         if (o.save_every && step % o.save_every == 0) {
             trainer_save(&tr, &o, o.save_path);
             saved_step = step;
@@ -254,6 +255,7 @@ int cmd_train(int argc, char **argv)
     printf("trained %ld steps in %.1f s (%.0f samples/s), peak memory %.1f MiB\n", step - first_step,
            train_s, (double)(step - first_step) * o.batch * o.accum * c.dp_world / train_s, (double)c.mem.peak / (1024.0 * 1024.0));
 
+    dist_before_save(tr.dist, step, 1);
     if (o.save_path[0] && o.save_every) {
         if (saved_step != step) trainer_save(&tr, &o, o.save_path);
         printf("saved %s (training checkpoint at step %ld)\n", o.save_path, step);
