@@ -272,7 +272,7 @@ static void plan_pick_algo(Plan *p)
  * is the first caller's vector: the heuristic reads its alignment. */
 static void plan_create(Plan *p, const PlanKey *k, const void *bias)
 {
-    p->key = *k;
+    memcpy(&p->key, k, sizeof *k);   /* padding too: keys compare with memcmp */
     DType tab = (DType)k->tab, tc = (DType)k->tc;
     cublasComputeType_t compute = k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));

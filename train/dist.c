@@ -55,10 +55,11 @@ struct Dist {
     RegBuf grad_buf;           /* CTRAIN_NCCL_REG > 0: the gradients, in NCCL-registered memory */
     RegBuf shadow_buf;         /* the shadow's memory */
     float *scratch;            /* one device float for the barrier */
-    int split;                 /* CTRAIN_DIST_SPLIT=1: reduce-scatter + all-gather per bucket */
+    int split;                 /* reduce-scatter + all-gather per bucket (CTRAIN_DIST_SPLIT;
+                                * default: when the gradients are in a symmetric window) */
     int shard;                 /* CTRAIN_DIST_SHARD=1: each rank updates its share (below) */
-    int sharded_steps;         /* steps whose update was sharded: the optimizer state is
-                                * current only in this rank's shares until gathered */
+    int sharding;              /* shard asked and possible: the optimizer state is current
+                                * only in this rank's shares until dist_sync_state */
     long save_every;           /* --save-every and --save as given (rank 0 alone keeps them): */
     int saves;                 /* every rank joins the state gather before a save */
     cudaEvent_t *upd_ev;       /* [plan.n] bucket k's share updated (update stream) */
@@ -214,6 +215,14 @@ void dist_start(Dist *d, Ctx *c)
     ncclUniqueId id;
     rendezvous(d, &id);
     watchdog_setup_deadline(d->wd, (double)d->opt.timeout_s);
+    /* with the gradients in a symmetric window (the default, dist_regbuf.h)
+     * NCCL's zero-CTA policy, with each bucket split into a reduce-scatter
+     * and an all-gather (issue_bucket), scales best (ops/NOTES.md, session
+     * 6); NCCL_CTA_POLICY set by the user wins */
+    int nv = 0;
+    NCCL_CHECK(ncclGetVersion(&nv));
+    if (regbuf_mode_wanted() == 2 && nv >= NCCL_VERSION(2, 28, 0) && !getenv("NCCL_CTA_POLICY"))
+        setenv("NCCL_CTA_POLICY", "2", 0);
     NCCL_CHECK(ncclCommInitRank(&d->comm, e->world, id, e->rank));
     if (d->opt.sync_bn) NCCL_CHECK(ncclCommSplit(d->comm, 0, e->rank, &d->bn_comm, NULL));
     watchdog_run(d->wd, d->comm, d->bn_comm);
@@ -232,7 +241,10 @@ void dist_start(Dist *d, Ctx *c)
     CUDA_CHECK(cudaEventCreateWithFlags(&d->done_ev, cudaEventDisableTiming));
     d->scratch = (float *)mem_alloc(c, sizeof(float));
     const char *sp = getenv("CTRAIN_DIST_SPLIT");
-    d->split = sp && !strcmp(sp, "1");
+    if (sp && *sp && strcmp(sp, "0") && strcmp(sp, "1"))
+        ct_fatal_hint("set CTRAIN_DIST_SPLIT to 0 (one all-reduce a bucket, the default) or 1",
+                      "CTRAIN_DIST_SPLIT=%s is not 0 or 1", sp);
+    d->split = sp && *sp ? !strcmp(sp, "1") : -1;   /* -1: as the gradient buffer (dist_attach) */
     d->shard = dist_shard_wanted();
     const char *co = getenv("CTRAIN_DIST_GEMM_CARVEOUT");
     if (co && *co) {
@@ -244,6 +256,8 @@ void dist_start(Dist *d, Ctx *c)
             ct_fatal_hint("set CTRAIN_DIST_GEMM_CARVEOUT to a number of SMs below the GPU's",
                           "CTRAIN_DIST_GEMM_CARVEOUT=%s: this GPU has %d SMs", co, sms);
         d->gemm_sms = v > 0 ? sms - (int)v : 0;
+        if (d->gemm_sms) LOG_I("backward's GEMMs planned for %d of %d SMs while gradients are "
+                               "all-reduced (CTRAIN_DIST_GEMM_CARVEOUT)", d->gemm_sms, sms);
     }
 
     c->dp_rank = e->rank;
@@ -324,7 +338,7 @@ static void issue_bucket(void *user, int b)
     if (d->gemm_sms > 0) matmul_plan_cache_set_sm_target(c->mm_cache, d->gemm_sms);
     /* [shard] this rank's share of the bucket: reduce-scatter, update the
      * share, all-gather the updated values (issue_bucket_sharded) */
-    if (d->shard && d->tr->overlap_step && !d->shadow && n % (size_t)d->env.world == 0) {
+    if (d->sharding && d->tr->overlap_step && n % (size_t)d->env.world == 0) {
         issue_bucket_sharded(d, b, g, n);
         return;
     }
@@ -394,7 +408,8 @@ void dist_attach(Dist *d, Trainer *t)
     if (d->shard && !t->overlap)
         LOG_W("CTRAIN_DIST_SHARD=1: the update is not overlapped (see the warning above); "
               "every rank updates every weight");
-    if (d->shard && t->overlap && d->opt.grad_reduce == DT_F32)
+    d->sharding = d->shard && t->overlap && d->opt.grad_reduce == DT_F32;
+    if (d->sharding)
         LOG_I("sharded update: each bucket reduce-scattered, 1/%d of it updated here, the "
               "weights all-gathered (CTRAIN_DIST_SHARD=1)", d->env.world);
     /* NCCL sends the gradients themselves (f32) or their bf16 shadow: that
@@ -408,6 +423,9 @@ void dist_attach(Dist *d, Trainer *t)
         regbuf_alloc(&d->grad_buf, c, d->comm, ps->total * sizeof(float), reg, 0, regbuf_agree, d);
         if (d->grad_buf.ptr) params_grad_move(ps, (float *)d->grad_buf.ptr);
     }
+    /* the split all-reduce by default where the buffer NCCL sends is a
+     * symmetric window (measured: alone it is slower, in a window faster) */
+    if (d->split < 0) d->split = (d->shadow ? d->shadow_buf.mode : d->grad_buf.mode) == 2;
     d->hooked = d->opt.bucket_mb > 0;   /* 0: one all-reduce after backward, no overlap */
     d->attached = 1;
     int version = 0;
@@ -417,7 +435,8 @@ void dist_attach(Dist *d, Trainer *t)
           "all-reduced%s %s, %s buffers; batch norm %s; each rank a batch of %d", d->env.world,
           dist_env_source_name(d->env.source), nccl_version_str(vs, sizeof vs, version),
           d->plan.n, d->plan.n == 1 ? "" : "s", (double)d->opt.bucket_mb,
-          d->shadow ? " (bf16)" : "", d->hooked ? "during backward" : "after backward",
+          d->shadow ? " (bf16)" : "", d->hooked ? (d->split ? "during backward (reduce-scatter + "
+          "all-gather)" : "during backward") : "after backward",
           regbuf_mode_name(d->shadow ? d->shadow_buf.mode : d->grad_buf.mode),
           d->opt.sync_bn ? "synchronized (--sync-bn)" : "per GPU", t->feed->batch);
     watchdog_mark(d->wd, c->stream);
@@ -440,11 +459,10 @@ void dist_grads_ready(Dist *d)
     if (!d) return;
     Ctx *c = d->ctx;
     c->bwd_hook = NULL;
-    matmul_plan_cache_set_sm_target(c->mm_cache, 0);
     dist_trace_mark(d->trace, TRACE_BWD_END, c->stream);
     if (!d->hooked) grad_ready_reset(&d->ready);
     grad_ready_finish(&d->ready);
-    if (d->shard && d->tr->overlap_step) d->sharded_steps++;
+    matmul_plan_cache_set_sm_target(c->mm_cache, 0);   /* after the last issue, which sets it */
     dist_trace_mark(d->trace, TRACE_COMM_DONE, d->comm_stream);
     CUDA_CHECK(cudaEventRecord(d->done_ev, d->comm_stream));
     CUDA_CHECK(cudaStreamWaitEvent(c->stream, d->done_ev, 0));
@@ -508,9 +526,8 @@ int dist_shard_wanted(void)
 
 void dist_sync_state(Dist *d)
 {
-    if (!d || !d->sharded_steps) return;
+    if (!d || !d->sharding) return;   /* replayed steps shard too: gather whenever sharding */
     Ctx *c = d->ctx;
-    ParamSet *ps = &d->tr->model->params;
     float *blocks[OPTIM_MAX_BLOCKS];
     int nb = optimizer_state(&d->tr->opt, blocks);
     NCCL_CHECK(ncclGroupStart());
@@ -526,8 +543,6 @@ void dist_sync_state(Dist *d)
     }
     NCCL_CHECK(ncclGroupEnd());
     watchdog_mark(d->wd, c->stream);
-    d->sharded_steps = 0;
-    (void)ps;
 }
 
 void dist_before_save(Dist *d, long step, int at_end)

@@ -37,14 +37,15 @@ int trainer_overlap_mode(const Trainer *t)
      * about what it hides */
     /* the sharded update (train/dist.h, CTRAIN_DIST_SHARD=1) rides on it:
      * asked for with several ranks, it turns the overlap on */
-    int shard = t->ctx->dp_world > 1 && dist_shard_wanted();
+    int shard = t->ctx->dp_world > 1 && dist_shard_wanted() && t->grad_reduce == DT_F32;
     if (!shard && (!e || !*e || !strcmp(e, "0"))) return 0;
     const char *why = NULL;
     if (!optimizer_can_split(&t->opt)) why = "LAMB needs whole-tensor norms";
     else if (t->clip > 0) why = "--clip needs the global gradient norm first";
     else if (t->scaler.enabled) why = "fp16's grad scaler checks every gradient first";
     if (why)
-        LOG_W("CTRAIN_OVERLAP_UPDATE=1: the update stays after backward (%s)", why);
+        LOG_W("%s: the update stays after backward (%s)",
+              shard ? "CTRAIN_DIST_SHARD=1" : "CTRAIN_OVERLAP_UPDATE=1", why);
     return why == NULL;
 }
 

@@ -43,6 +43,7 @@ void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o,
     t->sched = s;
     t->graph.state = o->graph ? GRAPH_WARMUP : GRAPH_OFF;
     t->graph.warmup_steps = o->graph_warmup;
+    t->grad_reduce = o->dist.grad_reduce;
     t->overlap = trainer_overlap_mode(t);
 }
 

@@ -50,6 +50,7 @@ typedef struct Trainer {
     long graph_start;        /* the step warm-up counts from (a resumed run's first) */
     struct Dist *dist;       /* multi-GPU: set by dist_attach (train/dist.h); NULL alone */
     int overlap;             /* the update overlaps backward (train/overlap.h) */
+    DType grad_reduce;       /* --grad-reduce: the sharded update needs f32 (train/dist.h) */
     int overlap_step;        /* this step's updates are queued already (by the hooks) */
     struct Overlap *ov;      /* its machinery (train/overlap.h), made at the first step */
 } Trainer;
