@@ -223,12 +223,13 @@ void params_free(ParamSet *ps)
         tensor_release(ps->p[i].t->lowp);
         ps->p[i].t->lowp = NULL;
     }
-    if (ps->lowp) mem_free(ps->ctx, ps->lowp, ps->total * dtype_size(ps->lowp_dt));
+    if (ps->lowp && !ps->values_external)
+        mem_free(ps->ctx, ps->lowp, ps->total * dtype_size(ps->lowp_dt));
     for (int i = 0; i < ps->n; i++) tensor_release(ps->p[i].t);
     for (int i = 0; i < ps->nb; i++) tensor_release(ps->b[i].t);
     free(ps->b);
     if (ps->ctx) {
-        mem_free(ps->ctx, ps->data, ps->total * sizeof(float));
+        if (!ps->values_external) mem_free(ps->ctx, ps->data, ps->total * sizeof(float));
         if (!ps->grad_external) mem_free(ps->ctx, ps->grad, ps->total * sizeof(float));
     }
     free(ps->p);
@@ -249,6 +250,30 @@ void params_grad_move(ParamSet *ps, float *buf)
     ps->grad_external = buf != NULL;
     for (int i = 0; i < ps->n; i++)
         if (ps->p[i].t) ps->p[i].t->grad->data = to + ps->p[i].offset;
+}
+
+void params_values_move(ParamSet *ps, float *data, void *lowp)
+{
+    Ctx *c = ps->ctx;
+    CT_ASSERT(data ? (lowp != NULL) == (ps->lowp != NULL) : lowp == NULL,
+              "params_values_move: give both buffers (one without AMP's copy) or neither");
+    size_t bytes = ps->total * sizeof(float), lbytes = ps->lowp ? ps->total * dtype_size(ps->lowp_dt) : 0;
+    float *to = data ? data : (float *)mem_alloc(c, bytes);
+    void *lto = !ps->lowp ? NULL : lowp ? lowp : mem_alloc(c, lbytes);
+    mem_copy(c, to, ps->data, bytes);
+    if (ps->lowp) mem_copy(c, lto, ps->lowp, lbytes);
+    if (!ps->values_external) {
+        mem_free(c, ps->data, bytes);
+        if (ps->lowp) mem_free(c, ps->lowp, lbytes);
+    }
+    ps->data = to;
+    ps->lowp = lto;
+    ps->values_external = data != NULL;
+    for (int i = 0; i < ps->n; i++) {
+        Tensor *t = ps->p[i].t;
+        t->data = to + ps->p[i].offset;
+        if (t->lowp) t->lowp->data = (char *)lto + ps->p[i].offset * dtype_size(ps->lowp_dt);
+    }
 }
 
 Tensor *params_get(const ParamSet *ps, const char *name)

@@ -74,6 +74,7 @@ typedef struct ParamSet {
     float *data;         /* device (or host) f32 values */
     float *grad;         /* device (or host) f32 gradients */
     int grad_external;   /* grad is the caller's memory (params_grad_move), not freed here */
+    int values_external; /* data and lowp are the caller's (params_values_move) */
     Ctx *ctx;
     /* AMP (params_lowp_enable): the values again in f16 / bf16, same offsets */
     void *lowp;
@@ -119,6 +120,13 @@ void params_zero_grad(ParamSet *ps);
  * NULL: back into a buffer of its own (mem_alloc), after which the caller
  * may free its buffer. Not while a captured step holds the old address. */
 void params_grad_move(ParamSet *ps, float *buf);
+/* The same for the values: the f32 values into `data` (ps->total floats)
+ * and, when AMP's working copy exists, the copy into `lowp` (ps->total
+ * elements of lowp_dt), both the caller's device memory; every parameter's
+ * view (and its lowp view) points into them. data NULL (then lowp NULL too):
+ * back into buffers of their own. Not while a captured step holds the old
+ * addresses. */
+void params_values_move(ParamSet *ps, float *data, void *lowp);
 Tensor *params_get(const ParamSet *ps, const char *name);
 /* Copy all values to/from a host f32 array of ps->total elements, in layout order. */
 void params_to_host(const ParamSet *ps, float *host);

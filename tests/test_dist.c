@@ -414,6 +414,40 @@ static void test_grad_move(void)
     ctx_free(&c);
 }
 
+/* params_values_move (the sharded update's weights in a symmetric window):
+ * out into the caller's buffer and back, the views following each time. */
+static void test_values_move(void)
+{
+    Ctx c;
+    ctx_init(&c, DEV_CPU, 0, 2);
+    ParamSet ps;
+    params_init(&ps);
+    int64_t shape[2] = {4, 5};
+    params_add(&ps, "emb", 2, shape, INIT_NORMAL, 0.02f, 1);
+    params_add(&ps, "gain", 1, shape, INIT_ONE, 0.0f, 0);
+    params_alloc(&ps, &c, 7);
+    float *before = (float *)malloc(ps.total * sizeof(float));
+    float *win = (float *)malloc(ps.total * sizeof(float));
+    memcpy(before, ps.data, ps.total * sizeof(float));
+    size_t mem0 = c.mem.current;
+    for (int round = 0; round < 2; round++) {
+        params_values_move(&ps, round ? NULL : win, NULL);
+        float *at = round ? ps.data : win;
+        int ok = ps.data == at && ps.values_external == !round && ps.lowp == NULL &&
+                 memcmp(at, before, ps.total * sizeof(float)) == 0;
+        for (int i = 0; i < ps.n; i++) ok &= ps.p[i].t->data == (void *)(at + ps.p[i].offset);
+        check_true(round ? "values move: back, views and values follow"
+                         : "values move: out, views and values follow", ok, "");
+        check_true(round ? "values move: memory as before" : "values move: own buffer freed",
+                   c.mem.current == mem0 - (round ? 0 : ps.total * sizeof(float)), "%zu, %zu",
+                   c.mem.current, mem0);
+    }
+    params_free(&ps);
+    free(win);
+    free(before);
+    ctx_free(&c);
+}
+
 /* The default bucket size: a twelfth of the gradients within [25, 100] MB;
  * --bucket-mb's default asks for it (negative), and 0 stays "one bucket". */
 static void test_bucket_auto(void)
@@ -448,6 +482,7 @@ int main(void)
     test_bucket_plan();
     test_bucket_auto();
     test_grad_move();
+    test_values_move();
     ready_models();
     test_grad_reduce_option();
     return check_summary();

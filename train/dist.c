@@ -54,6 +54,8 @@ struct Dist {
     uint16_t *shadow;          /* --grad-reduce bf16: [total] the gradients as sent; else NULL */
     RegBuf grad_buf;           /* CTRAIN_NCCL_REG > 0: the gradients, in NCCL-registered memory */
     RegBuf shadow_buf;         /* the shadow's memory */
+    RegBuf data_buf, lowp_buf; /* sharded, in a symmetric window: the weights (and AMP copy),
+                                * which the shares' all-gathers write */
     float *scratch;            /* one device float for the barrier */
     int split;                 /* reduce-scatter + all-gather per bucket (CTRAIN_DIST_SPLIT;
                                 * default: when the gradients are in a symmetric window) */
@@ -423,6 +425,17 @@ void dist_attach(Dist *d, Trainer *t)
         regbuf_alloc(&d->grad_buf, c, d->comm, ps->total * sizeof(float), reg, 0, regbuf_agree, d);
         if (d->grad_buf.ptr) params_grad_move(ps, (float *)d->grad_buf.ptr);
     }
+    /* [shard] the weights' all-gathers in a window too (as the gradients';
+     * CTRAIN_DIST_SHARD_WINDOW=0 leaves them in plain memory) */
+    const char *sw = getenv("CTRAIN_DIST_SHARD_WINDOW");
+    if (d->sharding && reg == 2 && !(sw && !strcmp(sw, "0"))) {
+        regbuf_alloc(&d->data_buf, c, d->comm, ps->total * sizeof(float), reg, 0, regbuf_agree, d);
+        if (ps->lowp)
+            regbuf_alloc(&d->lowp_buf, c, d->comm, ps->total * dtype_size(ps->lowp_dt), reg, 0,
+                         regbuf_agree, d);
+        if (d->data_buf.ptr && (!ps->lowp || d->lowp_buf.ptr))
+            params_values_move(ps, (float *)d->data_buf.ptr, d->lowp_buf.ptr);
+    }
     /* the split all-reduce by default where the buffer NCCL sends is a
      * symmetric window (measured: alone it is slower, in a window faster) */
     if (d->split < 0) d->split = (d->shadow ? d->shadow_buf.mode : d->grad_buf.mode) == 2;
@@ -578,6 +591,9 @@ void dist_finish(Dist *d)
     if (d->attached) {
         trainer_graph_free(d->tr);
         if (d->grad_buf.ptr) params_grad_move(&d->tr->model->params, NULL);
+        if (d->tr->model->params.values_external) params_values_move(&d->tr->model->params, NULL, NULL);
+        regbuf_free(&d->data_buf, c, d->comm);
+        regbuf_free(&d->lowp_buf, c, d->comm);
         regbuf_free(&d->grad_buf, c, d->comm);
         regbuf_free(&d->shadow_buf, c, d->comm);
         d->shadow = NULL;
