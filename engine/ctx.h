@@ -61,6 +61,12 @@ struct Ctx {
     CtxAllReduceFn bn_allreduce;   /* non-NULL: batch norm syncs its statistics (--sync-bn) */
     void *bn_allreduce_user;
     AdHook *bwd_hook;      /* non-NULL: ad_backward_from reports its walk (engine/autograd.h) */
+    /* Non-NULL (data parallel's sparse lookup gradient, train/dist.c): the
+     * embedding backward asks it for each node (a Node *); 1 with rows and
+     * ids set: write the table's gradient there in compact form
+     * (ops/embedding.h) instead of adding it to the table's gradient. */
+    int (*emb_defer)(void *user, const void *node, float **rows, int32_t **ids);
+    void *emb_defer_user;
     int bwd_depth;         /* tapes being walked: 1 in the outer walk, 2 in a recompute sub-tape */
 #ifdef CTRAIN_CUDA
     cudaStream_t stream;

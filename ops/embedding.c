@@ -74,3 +74,35 @@ void embedding_backward_cpu(float *dtable, const float *dout, const int32_t *ids
     free(pos);
     free(acc);
 }
+
+/* The same sums, compact: the dense reference into a scratch table, then
+ * the used rows in increasing id order. */
+void embedding_backward_compact_cpu(float *rows, int32_t *ids_out, const float *dout,
+                                    const int32_t *ids, size_t N, size_t V, size_t D)
+{
+    float *table = (float *)malloc((V && D ? V * D : 1) * sizeof(float));
+    unsigned char *used = (unsigned char *)calloc(V ? V : 1, 1);
+    if (!table || !used) ct_fatal("embedding_backward_compact_cpu: out of host memory");
+    embedding_backward_cpu(table, dout, ids, N, V, D, 0);   /* checks the ids too */
+    for (size_t n = 0; n < N; n++) used[ids[n]] = 1;
+    size_t k = 0;
+    for (size_t v = 0; v < V; v++) {
+        if (!used[v]) continue;
+        memcpy(rows + k * D, table + v * D, D * sizeof(float));
+        ids_out[k++] = (int32_t)v;
+    }
+    for (; k < N; k++) ids_out[k] = -1;
+    free(used);
+    free(table);
+}
+
+void embedding_rows_add_cpu(float *dtable, const float *rows, const int32_t *ids, size_t K,
+                            size_t V, size_t D, float scale)
+{
+    for (size_t k = 0; k < K; k++) {
+        if (ids[k] < 0 || (size_t)ids[k] >= V) continue;
+        float *tr = dtable + (size_t)ids[k] * D;
+        for (size_t d = 0; d < D; d++) tr[d] += scale * rows[k * D + d];
+    }
+}
+

@@ -175,10 +175,13 @@ __global__ void emb_scatter_kernel(int32_t *pos, const int32_t *ids, const int32
 
 /* ---- step 5: one block per (column tile, used id), fixed summation order ---- */
 
+/* compact (rows != NULL): the k-th used id's sum goes to rows[k, :] and its
+ * id to ids_out[k] instead of being added to dtable[v, :] */
 template <typename T>
 __global__ void __launch_bounds__(SUM_COLS *SUM_SLICES)
     emb_sum_kernel(float *dtable, const T *dout, const int32_t *pos, const int32_t *start,
-                   const int32_t *used, const int32_t *n_used, int D)
+                   const int32_t *used, const int32_t *n_used, int D, float *rows,
+                   int32_t *ids_out)
 {
     __shared__ float part[SUM_SLICES][SUM_COLS + 1];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -208,7 +211,12 @@ __global__ void __launch_bounds__(SUM_COLS *SUM_SLICES)
         if (ty == 0 && d < D) {
             float tot = 0.0f;
             for (int s = 0; s < SUM_SLICES; s++) tot += part[s][tx];
-            dtable[(size_t)v * D + d] += tot;
+            if (rows) {
+                rows[(size_t)k * D + d] = tot;
+                if (d == 0) ids_out[k] = v;
+            } else {
+                dtable[(size_t)v * D + d] += tot;
+            }
         }
         __syncthreads();
     }
@@ -258,6 +266,20 @@ __global__ void emb_small_finish_kernel(float *dtable, const float *part, int C,
     }
 }
 
+/* dtable[ids[k], :] += scale * rows[k, :]: a block per k (grid-stride),
+ * threads over the columns; distinct ids, so no two blocks write a row */
+__global__ void emb_rows_add_kernel(float *dtable, const float *rows, const int32_t *ids,
+                                    size_t K, size_t V, int D, float scale)
+{
+    for (size_t k = blockIdx.x; k < K; k += gridDim.x) {
+        const int32_t id = ids[k];
+        if (!id_ok(id, V)) continue;
+        float *tr = dtable + (size_t)id * D;
+        const float *r = rows + k * D;
+        for (int d = threadIdx.x; d < D; d += blockDim.x) tr[d] += scale * r[d];
+    }
+}
+
 } // namespace
 
 extern "C" void embedding_forward_cuda(void *out, DType dt, const float *table,
@@ -274,6 +296,9 @@ extern "C" void embedding_forward_cuda(void *out, DType dt, const float *table,
         CUDA_CHECK_LAUNCH();
     });
 }
+
+static void grouped_sums(float *dtable, float *rows, int32_t *ids_out, const void *dout, DType dt,
+                         const int32_t *ids, size_t N, size_t V, size_t D, cudaStream_t s);
 
 extern "C" void embedding_backward_cuda(float *dtable, const void *dout, DType dt,
                                         const int32_t *ids, size_t N, size_t V, size_t D,
@@ -301,6 +326,35 @@ extern "C" void embedding_backward_cuda(float *dtable, const void *dout, DType d
         CUDA_CHECK(cudaFreeAsync(part, s));
         return;
     }
+    grouped_sums(dtable, NULL, NULL, dout, dt, ids, N, V, D, s);
+}
+
+extern "C" void embedding_backward_compact_cuda(float *rows, int32_t *ids_out, const void *dout,
+                                                DType dt, const int32_t *ids, size_t N, size_t V,
+                                                size_t D, cudaStream_t s)
+{
+    if (N == 0 || D == 0) return;
+    CT_ASSERT(V > SMALL_V && N <= 0x7fffffff && V <= 0x7ffffffe && D <= 0x7fffffff,
+              "embedding_backward_compact_cuda: N = %zu, V = %zu, D = %zu out of range", N, V, D);
+    CUDA_CHECK(cudaMemsetAsync(ids_out, 0xff, N * sizeof(int32_t), s));   /* -1: no id */
+    grouped_sums(NULL, rows, ids_out, dout, dt, ids, N, V, D, s);
+}
+
+extern "C" void embedding_rows_add_cuda(float *dtable, const float *rows, const int32_t *ids,
+                                        size_t K, size_t V, size_t D, float scale, cudaStream_t s)
+{
+    if (K == 0 || D == 0) return;
+    CT_ASSERT(D <= 0x7fffffff, "embedding_rows_add_cuda: D = %zu out of range", D);
+    emb_rows_add_kernel<<<grid_for(K, 1, MAX_GRID), threads_for(D, 256), 0, s>>>(
+        dtable, rows, ids, K, V, (int)D, scale);
+    CUDA_CHECK_LAUNCH();
+}
+
+/* Steps 1-5 of the top of the file: the per-id sums added to dtable, or
+ * written compact (rows, ids_out) */
+static void grouped_sums(float *dtable, float *rows, int32_t *ids_out, const void *dout, DType dt,
+                         const int32_t *ids, size_t N, size_t V, size_t D, cudaStream_t s)
+{
     const size_t NT = (N + TS - 1) / TS, NU = (N < V ? N : V) + 1;
     const size_t words = NT * V + (V + 1) + NU + 1 + 2 * N;
     int32_t *scratch = NULL;
@@ -325,7 +379,7 @@ extern "C" void embedding_backward_cuda(float *dtable, const void *dout, DType d
         using T = decltype(tag);
         dim3 grid((unsigned)col_tiles, (unsigned)gy), block(SUM_COLS, SUM_SLICES);
         emb_sum_kernel<T><<<grid, block, 0, s>>>(dtable, (const T *)dout, pos, start, used,
-                                                 n_used, (int)D);
+                                                 n_used, (int)D, rows, ids_out);
         CUDA_CHECK_LAUNCH();
     });
     CUDA_CHECK(cudaFreeAsync(scratch, s));

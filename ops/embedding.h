@@ -41,6 +41,18 @@ void embedding_forward_cpu(float *out, const float *table, const int32_t *ids, s
 void embedding_backward_cpu(float *dtable, const float *dout, const int32_t *ids, size_t N,
                             size_t V, size_t D, int accum);
 
+/* Compact backward (data parallel's sparse lookup gradient, train/dist.c):
+ * the same per-id sums, not added into a table but written as rows: for the
+ * k-th id used (in increasing order) ids_out[k] = v and rows[k, :] = the sum
+ * of v's positions; ids_out[k] = -1 for k from the number of ids used up to
+ * N (rows there: unspecified). rows holds N x D floats, ids_out N ints.
+ * rows_add: dtable[ids[k], :] += scale * rows[k, :] for each k < K with an id
+ * in [0, V) (-1 skipped); the ids must be distinct (one list of the above). */
+void embedding_backward_compact_cpu(float *rows, int32_t *ids_out, const float *dout,
+                                    const int32_t *ids, size_t N, size_t V, size_t D);
+void embedding_rows_add_cpu(float *dtable, const float *rows, const int32_t *ids, size_t K,
+                            size_t V, size_t D, float scale);
+
 #ifdef CTRAIN_CUDA
 /* ---- CUDA (dt = storage type of out / dout) ---- */
 /* nbad: device counter, incremented once per out-of-range id (may be NULL) */
@@ -50,6 +62,13 @@ void embedding_forward_cuda(void *out, DType dt, const float *table, const int32
  * pool, so the launch is capturable in a CUDA graph. */
 void embedding_backward_cuda(float *dtable, const void *dout, DType dt, const int32_t *ids,
                              size_t N, size_t V, size_t D, int accum, cudaStream_t s);
+/* The compact forms above (bit for bit the sums embedding_backward_cuda adds;
+ * V above the small-table limit of 16 rows). */
+void embedding_backward_compact_cuda(float *rows, int32_t *ids_out, const void *dout, DType dt,
+                                     const int32_t *ids, size_t N, size_t V, size_t D,
+                                     cudaStream_t s);
+void embedding_rows_add_cuda(float *dtable, const float *rows, const int32_t *ids, size_t K,
+                             size_t V, size_t D, float scale, cudaStream_t s);
 #endif
 
 /* ---- tensor op (ops/embedding_op.c) ----

@@ -7,7 +7,8 @@
  * copy of the table). Saved for the backward: the ids only (4 bytes a
  * position). Out-of-range ids: fatal on the CPU; on CUDA counted into
  * c->dev_flags[1] and reported when the host next checks the flags
- * (ctx_check_flags), so the step never syncs.
+ * (ctx_check_flags), so the step never syncs. Data parallel may take the
+ * table's gradient in compact form (ctx->emb_defer; train/dist.c).
  */
 #include "embedding.h"
 
@@ -18,6 +19,25 @@
 /* forward: out[n, :] = table[ids[n], :]   so   dtable[v, :] += sum_{ids[n] == v} dout[n, :] */
 static void embedding_backward(Ctx *c, Node *n)
 {
+    float *rows = NULL;
+    int32_t *ids_out = NULL;
+    if (c->emb_defer && c->emb_defer(c->emb_defer_user, n, &rows, &ids_out)) {
+        /* data parallel takes this table's lookup gradient in compact form */
+        Tensor *dy = n->out->grad, *ids = n->saved[0];
+        size_t V = (size_t)n->i[0], D = (size_t)n->i[1];
+        if (c->device == DEV_CUDA) {
+#ifdef CTRAIN_CUDA
+            embedding_backward_compact_cuda(rows, ids_out, dy->data, dy->dtype,
+                                            (const int32_t *)ids->data, ids->numel, V, D, c->stream);
+#endif
+        } else {
+            F32View vdy = f32_view(dy, 1);
+            embedding_backward_compact_cpu(rows, ids_out, vdy.p, (const int32_t *)ids->data,
+                                           ids->numel, V, D);
+            f32_done(&vdy, 0);
+        }
+        return;
+    }
     int accum;
     Tensor *dt = ad_grad_dst(c, n->in[0], &accum);
     if (!dt) return;

@@ -697,6 +697,19 @@ int main(int argc, char **argv)
     if (want("bert-adamw-shard-graph"))
         shard_two_gpus("bert-adamw-shard-graph", "--optim adamw --lr 1e-3 --bucket-mb 0.25 "
                        "--save-every 3 --graph --graph-warmup 2 --precision bf16");
+    /* the deferred lookup gradient (CTRAIN_DIST_SPARSE_EMB=1): 2 GPUs against
+     * 1, eager, graphed, with accumulation, and with the sharded update */
+    if (want("bert-sparse-emb")) {
+        setenv("CTRAIN_DIST_SPARSE_EMB", "1", 1);
+        equivalence("bert-sparse-emb", "", "--bucket-mb 0.25", 1);
+        equivalence("bert-sparse-emb-graph", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 1);
+        equivalence("bert-sparse-emb-accum2", "", "--bucket-mb 0.25", 2);
+        setenv("CTRAIN_DIST_SHARD", "1", 1);
+        equivalence("bert-sparse-emb-shard-graph", "",
+                    "--bucket-mb 0.25 --graph --graph-warmup 2", 1);
+        unsetenv("CTRAIN_DIST_SHARD");
+        unsetenv("CTRAIN_DIST_SPARSE_EMB");
+    }
     if (want("bert-split")) {
         setenv("CTRAIN_DIST_SPLIT", "1", 1);
         equivalence("bert-split", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 1);

@@ -259,6 +259,40 @@ static void gpu_embedding_case(Ctx *g, DType dt, size_t V, size_t D, size_t B, s
         free(second);
         CUDA_CHECK(cudaFree(d_dt));
     }
+    /* compact form (data parallel's deferred lookup, train/dist.c): the k-th
+     * used id and bit for bit the row the dense backward adds for it; then
+     * the rows added back into a table */
+    if (check_determinism && V > 16 && !with_bad) {
+        float *d_rows = (float *)gpu_alloc_poison(ND, DT_F32);
+        int32_t *d_ido = (int32_t *)gpu_upload_raw(ids, N * sizeof(int32_t));   /* overwritten */
+        sync_all();
+        embedding_backward_compact_cuda(d_rows, d_ido, d_dout, dt, d_ids, N, V, D, g->stream);
+        float *rows = falloc(ND), *rref = falloc(ND), *tab2 = falloc(VD), *tref = falloc(VD);
+        int32_t *ido = (int32_t *)malloc(N * sizeof(int32_t));
+        int32_t *idref = (int32_t *)malloc(N * sizeof(int32_t));
+        gpu_download(rows, d_rows, ND, DT_F32);
+        CUDA_CHECK(cudaMemcpy(ido, d_ido, N * sizeof(int32_t), cudaMemcpyDeviceToHost));
+        embedding_backward_compact_cpu(rref, idref, dout_ok, ids_ok, N, V, D);
+        int same_ids = !memcmp(ido, idref, N * sizeof(int32_t)), same_rows = 1;
+        const float *dense = (const float *)first;
+        for (size_t k = 0; k < N && ido[k] >= 0; k++)
+            same_rows &= !memcmp(rows + k * D, dense + (size_t)ido[k] * D, D * sizeof(float));
+        snprintf(name, sizeof name, "gpu.embedding.compact ids as the CPU's %s", tag);
+        check_true(name, same_ids, "the used-id lists differ");
+        snprintf(name, sizeof name, "gpu.embedding.compact rows = the dense backward's, bitwise %s",
+                 tag);
+        check_true(name, same_rows, "a row differs");
+        float *d_t2 = (float *)gpu_upload(dt0, VD, DT_F32);
+        sync_all();
+        embedding_rows_add_cuda(d_t2, d_rows, d_ido, N, V, D, 0.5f, g->stream);
+        gpu_download(tab2, d_t2, VD, DT_F32);
+        memcpy(tref, dt0, VD * sizeof(float));
+        embedding_rows_add_cpu(tref, rows, ido, N, V, D, 0.5f);
+        snprintf(name, sizeof name, "gpu.embedding.rows_add %s", tag);
+        check_close(name, tab2, tref, VD, 1e-6, 1e-6);
+        CUDA_CHECK(cudaFree(d_rows)); CUDA_CHECK(cudaFree(d_ido)); CUDA_CHECK(cudaFree(d_t2));
+        free(rows); free(rref); free(tab2); free(tref); free(ido); free(idref);
+    }
     free(first);
     CUDA_CHECK(cudaFree(d_table)); CUDA_CHECK(cudaFree(d_ids)); CUDA_CHECK(cudaFree(d_nbad));
     CUDA_CHECK(cudaFree(d_out)); CUDA_CHECK(cudaFree(d_dout));

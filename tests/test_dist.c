@@ -16,6 +16,7 @@
  *     (bad values: tests/test_cli.c), and a bench config carries it to its
  *     ranks' training options, its JSON mode ("dp-x2-bf16") and its label.
  */
+#include <math.h>
 #include <string.h>
 #include "check.h"
 #include "../data/image_source.h"
@@ -25,6 +26,7 @@
 #include "../engine/autograd.h"
 #include "../engine/mem.h"
 #include "../engine/params.h"
+#include "../ops/embedding.h"
 #include "../models/bert.h"
 #include "../models/mlp.h"
 #include "../models/resnet.h"
@@ -261,6 +263,123 @@ static void test_ready(const char *what, Model *m, Ctx *c, Feed *fd, size_t buck
     free(s.count);
 }
 
+/* ---- the deferred lookup gradient (train/dist.c, CTRAIN_DIST_SPARSE_EMB) ----
+ * The same rule as dist.c's: an "embedding" node whose table has at least 4x
+ * more rows than positions (and more than 16) is deferred; its backward
+ * writes compact rows (ops/embedding.h) into the test's buffers. */
+typedef struct Defer {
+    GradReady *g;
+    const Node *node;
+    int bucket;
+    size_t off, N, V, D;
+    float *rows;
+    int32_t *ids;
+    int issued_before;     /* the table's bucket was out before the lookup's backward ran */
+} Defer;
+
+static int defer_pred(void *user, const Node *n, int p)
+{
+    Defer *df = (Defer *)user;
+    if (df->node) return n == df->node;
+    if (strcmp(n->op, "embedding")) return 0;
+    size_t N = n->saved[0]->numel, V = (size_t)n->i[0];
+    if (V <= 16 || V < 4 * N) return 0;
+    df->node = n;
+    df->bucket = df->g->bp->param_bucket[p];
+    df->off = df->g->ps->p[p].offset;
+    return 1;
+}
+
+static int defer_take(void *user, const void *node, float **rows, int32_t **ids)
+{
+    Defer *df = (Defer *)user;
+    const Node *n = (const Node *)node;
+    if (n != df->node) return 0;
+    df->N = n->saved[0]->numel;
+    df->V = (size_t)n->i[0];
+    df->D = (size_t)n->i[1];
+    df->rows = (float *)malloc(df->N * df->D * sizeof(float));
+    df->ids = (int32_t *)malloc(df->N * sizeof(int32_t));
+    df->issued_before = df->g->issued[df->bucket];
+    *rows = df->rows;
+    *ids = df->ids;
+    return 1;
+}
+
+/* BERT-tiny: with the lookup deferred the word-embedding bucket goes out
+ * before the lookup's backward (after the decoder's), nothing adds to it
+ * afterwards, and its gradient plus the compact rows is the full gradient. */
+static void test_ready_deferred(void)
+{
+    Ctx c;
+    ctx_init(&c, DEV_CPU, 0, 5);
+    FeedSpec fs = {"synthetic", "bert-tiny", 2, 2, 0, 1, 0, 7, 16, NULL, 300};
+    Feed fd;
+    feed_open(&fd, &c, &fs);
+    BertConfig bc;
+    bert_config_named(&bc, "bert-tiny", fd.vocab_size);
+    Model m;
+    bert_create(&m, &c, &bc, 3);
+    ParamSet *ps = &m.params;
+    fd.next(&fd, &c, 0, 0);
+    /* the reference: every gradient added by backward itself */
+    uint64_t rng = c.rng_offset;   /* both runs draw the same dropout masks */
+    params_zero_grad(ps);
+    Tensor *loss = model_loss(&c, &m, fd.in, 0.0f, NULL);
+    ad_backward(&c, loss, 1.0f);
+    tensor_release(loss);
+    float *ref = (float *)malloc(ps->total * sizeof(float));
+    memcpy(ref, ps->grad, ps->total * sizeof(float));
+    /* deferred */
+    BucketPlan bp;
+    bucket_plan_build(&bp, ps, 20000);
+    Snap sn = {ps, &bp, calloc(ps->total, sizeof(float)), calloc((size_t)bp.n, sizeof(int)), 0, 0};
+    GradReady g;
+    grad_ready_init(&g, ps, &bp, snap_issue, &sn);
+    Defer df = {&g, NULL, -1, 0, 0, 0, 0, NULL, NULL, 0};
+    g.defer = defer_pred;
+    g.defer_user = &df;
+    params_zero_grad(ps);
+    c.rng_offset = rng;
+    loss = model_loss(&c, &m, fd.in, 0.0f, NULL);
+    grad_ready_reset(&g);
+    c.bwd_hook = &g.hook;
+    c.emb_defer = defer_take;
+    c.emb_defer_user = &df;
+    ad_backward(&c, loss, 1.0f);
+    c.bwd_hook = NULL;
+    c.emb_defer = NULL;
+    grad_ready_finish(&g);
+    tensor_release(loss);
+    check_true("deferred lookup: the word embeddings' lookup was deferred",
+               df.node && df.rows && df.V == (size_t)fd.vocab_size, "node %p rows %p V %zu",
+               (const void *)df.node, (void *)df.rows, df.V);
+    if (df.rows) {
+        check_true("deferred lookup: its bucket went out before the lookup's backward",
+                   df.issued_before, "bucket %d", df.bucket);
+        check_true("deferred lookup: no gradient changed after its bucket went out",
+                   !memcmp(sn.copy, ps->grad, ps->total * sizeof(float)), "");
+        embedding_rows_add_cpu(ps->grad + df.off, df.rows, df.ids, df.N, df.V, df.D, 1.0f);
+        double worst = 0.0;
+        for (size_t i = 0; i < ps->total; i++) {
+            double e = fabs((double)ps->grad[i] - ref[i]) / (fabs(ref[i]) + 1e-6);
+            if (e > worst) worst = e;
+        }
+        check_true("deferred lookup: dense part + rows = the full gradient", worst < 1e-5,
+                   "worst relative difference %g", worst);
+    }
+    free(df.rows);
+    free(df.ids);
+    free(ref);
+    free(sn.copy);
+    free(sn.count);
+    grad_ready_free(&g);
+    bucket_plan_free(&bp);
+    model_free(&m);
+    feed_close(&fd, &c);
+    ctx_free(&c);
+}
+
 static void same_batch(Feed *f, Ctx *c, uint64_t e, uint32_t b)
 {
     (void)f; (void)c; (void)e; (void)b;
@@ -483,6 +602,7 @@ int main(void)
     test_bucket_auto();
     test_grad_move();
     test_values_move();
+    test_ready_deferred();
     ready_models();
     test_grad_reduce_option();
     return check_summary();

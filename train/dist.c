@@ -19,6 +19,7 @@
 #include "../engine/mem.h"
 #include "../engine/params.h"
 #include "../ops/elementwise.h"
+#include "../ops/embedding.h"
 #include "../ops/matmul.h"
 #include "dist_bucket.h"
 #include "dist_launch.h"
@@ -65,6 +66,16 @@ struct Dist {
     long save_every;           /* --save-every and --save as given (rank 0 alone keeps them): */
     int saves;                 /* every rank joins the state gather before a save */
     cudaEvent_t *upd_ev;       /* [plan.n] bucket k's share updated (update stream) */
+    /* CTRAIN_DIST_SPARSE_EMB=1: a large embedding table's lookup gradient in
+     * compact form (dist_sparse_* below) */
+    int sparse;
+    const Node *defer_node;    /* this step's deferred lookup (NULL: none yet) */
+    int defer_bucket;          /* its table's bucket: all-reduced early, updated after */
+    size_t defer_off, sp_cap, sp_V, sp_D;
+    int sp_taken;              /* the lookup's backward wrote the compact rows this step */
+    float *sp_rows;            /* [(1 + world) sp_cap sp_D]: this rank's rows, then everyone's */
+    int32_t *sp_ids;           /* [(1 + world) sp_cap] */
+    cudaEvent_t sp_ev;
     int gemm_sms;              /* > 0: the SMs backward's GEMMs plan for while buckets are in
                                 * flight (CTRAIN_DIST_GEMM_CARVEOUT leaves the rest to NCCL) */
     DistWatchdog *wd;
@@ -248,6 +259,13 @@ void dist_start(Dist *d, Ctx *c)
                       "CTRAIN_DIST_SPLIT=%s is not 0 or 1", sp);
     d->split = sp && *sp ? !strcmp(sp, "1") : -1;   /* -1: as the gradient buffer (dist_attach) */
     d->shard = dist_shard_wanted();
+    const char *se = getenv("CTRAIN_DIST_SPARSE_EMB");
+    if (se && *se && strcmp(se, "0") && strcmp(se, "1"))
+        ct_fatal_hint("set CTRAIN_DIST_SPARSE_EMB to 0 (the default) or 1 (a large embedding "
+                      "table's lookup gradient sent as rows)", "CTRAIN_DIST_SPARSE_EMB=%s is not "
+                      "0 or 1", se);
+    d->sparse = se && !strcmp(se, "1");
+    CUDA_CHECK(cudaEventCreateWithFlags(&d->sp_ev, cudaEventDisableTiming));
     const char *co = getenv("CTRAIN_DIST_GEMM_CARVEOUT");
     if (co && *co) {
         int sms = 0;
@@ -338,9 +356,12 @@ static void issue_bucket(void *user, int b)
     /* from the first all-reduce on, NCCL holds some SMs: the rest of
      * backward's GEMMs plan for the others */
     if (d->gemm_sms > 0) matmul_plan_cache_set_sm_target(c->mm_cache, d->gemm_sms);
+    /* [sparse] the deferred lookup's table: its dense part is averaged now,
+     * the lookup rows are added (and the bucket updated) after backward */
+    int held = d->defer_node && b == d->defer_bucket;
     /* [shard] this rank's share of the bucket: reduce-scatter, update the
      * share, all-gather the updated values (issue_bucket_sharded) */
-    if (d->sharding && d->tr->overlap_step && n % (size_t)d->env.world == 0) {
+    if (!held && d->sharding && d->tr->overlap_step && n % (size_t)d->env.world == 0) {
         issue_bucket_sharded(d, b, g, n);
         return;
     }
@@ -366,7 +387,87 @@ static void issue_bucket(void *user, int b)
     if (d->shadow) cast_cuda(g, DT_F32, buf, DT_BF16, n, 0, d->comm_stream);
     /* [overlap] the averaged bucket is final: its update goes on the update
      * stream, next to backward and the next all-reduces (train/overlap.h) */
-    if (d->tr->overlap_step) overlap_bucket_final(d->tr->ov, b, k->begin, k->end, d->comm_stream);
+    if (d->tr->overlap_step && !held)
+        overlap_bucket_final(d->tr->ov, b, k->begin, k->end, d->comm_stream);
+}
+
+/* ---- [sparse] the lookup gradient of a large embedding table ----
+ * BERT's word embeddings (31M parameters) are used twice: by the MLM
+ * decoder (tied weights), whose gradient is dense and comes first in
+ * backward, and by the lookup, whose gradient comes last and touches only
+ * the rows of the batch's tokens (at most B x T of 30,522). Counted
+ * normally, the table's 125 MB bucket is final only at the very end and its
+ * all-reduce is exposed. With CTRAIN_DIST_SPARSE_EMB=1 the lookup's use is
+ * deferred (GradReady.defer): the bucket is all-reduced once the decoder is
+ * done, mid-backward; the lookup's backward writes its per-token-id sums in
+ * compact form (ids, rows: ops/embedding.h) instead of adding them; after
+ * backward every rank's rows are all-gathered (B x T rows, ~16 MB each for
+ * BERT-large) and added into the averaged gradient with 1/N, rank by rank
+ * (deterministic); then the bucket is updated. A lookup is deferred when its
+ * table has at least 4x more rows than the batch has positions (and more
+ * than 16); one a step. */
+static int sparse_defer(void *user, const Node *n, int p)
+{
+    Dist *d = (Dist *)user;
+    if (d->defer_node) return n == d->defer_node;
+    if (strcmp(n->op, "embedding") || n->n_saved < 1) return 0;
+    size_t N = n->saved[0]->numel, V = (size_t)n->i[0];
+    if (V <= 16 || V < 4 * N) return 0;
+    d->defer_node = n;
+    d->defer_bucket = d->plan.param_bucket[p];
+    d->defer_off = d->tr->model->params.p[p].offset;
+    return 1;
+}
+
+static int sparse_take(void *user, const void *node, float **rows, int32_t **ids)
+{
+    Dist *d = (Dist *)user;
+    const Node *n = (const Node *)node;
+    if (!d->defer_node || n != d->defer_node) return 0;
+    size_t N = n->saved[0]->numel, V = (size_t)n->i[0], D = (size_t)n->i[1];
+    if (d->sp_cap != N || d->sp_D != D) {   /* first step (eager), or the batch changed */
+        CT_ASSERT(!d->ctx->capturing, "data parallel: the sparse lookup buffers grew during "
+                  "graph capture (warm-up steps come first)");
+        size_t w = (size_t)d->env.world + 1;
+        if (d->sp_rows) mem_free(d->ctx, d->sp_rows, w * d->sp_cap * d->sp_D * sizeof(float));
+        if (d->sp_ids) mem_free(d->ctx, d->sp_ids, w * d->sp_cap * sizeof(int32_t));
+        d->sp_rows = (float *)mem_alloc(d->ctx, w * N * D * sizeof(float));
+        d->sp_ids = (int32_t *)mem_alloc(d->ctx, w * N * sizeof(int32_t));
+        d->sp_cap = N;
+        d->sp_D = D;
+    }
+    d->sp_V = V;
+    d->sp_taken = 1;
+    *rows = d->sp_rows;
+    *ids = d->sp_ids;
+    return 1;
+}
+
+/* After backward (the deferred table's bucket all-reduced already): every
+ * rank's compact rows to every rank, added with 1/N into the gradient; then
+ * the bucket's update when the update overlaps. */
+static void sparse_finish(Dist *d)
+{
+    Ctx *c = d->ctx;
+    size_t cap = d->sp_cap, D = d->sp_D, W = (size_t)d->env.world;
+    float *g = d->tr->model->params.grad + d->defer_off;
+    if (!d->sp_taken) goto update;   /* the lookup got no gradient (every rank alike) */
+    CUDA_CHECK(cudaEventRecord(d->sp_ev, c->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(d->comm_stream, d->sp_ev, 0));
+    float *rows_all = d->sp_rows + cap * D;
+    int32_t *ids_all = d->sp_ids + cap;
+    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclAllGather(d->sp_ids, ids_all, cap, ncclInt32, d->comm, d->comm_stream));
+    NCCL_CHECK(ncclAllGather(d->sp_rows, rows_all, cap * D, ncclFloat, d->comm, d->comm_stream));
+    NCCL_CHECK(ncclGroupEnd());
+    for (size_t r = 0; r < W; r++)
+        embedding_rows_add_cuda(g, rows_all + r * cap * D, ids_all + r * cap, cap, d->sp_V, D,
+                                1.0f / (float)W, d->comm_stream);
+update:
+    if (d->tr->overlap_step) {
+        const DistBucket *k = &d->plan.b[d->defer_bucket];
+        overlap_bucket_final(d->tr->ov, d->defer_bucket, k->begin, k->end, d->comm_stream);
+    }
 }
 
 /* dist_regbuf's agreement: every rank's ok, all-reduced (dist_all_ok). */
@@ -396,6 +497,13 @@ void dist_attach(Dist *d, Trainer *t)
     size_t elems = (size_t)((double)d->opt.bucket_mb * 1024.0 * 1024.0 / sizeof(float));
     bucket_plan_build(&d->plan, ps, elems);
     grad_ready_init(&d->ready, ps, &d->plan, issue_bucket, d);
+    if (d->sparse) {
+        d->ready.defer = sparse_defer;
+        d->ready.defer_user = d;
+        LOG_I("sparse lookup gradient: a large embedding table's bucket all-reduced after its "
+              "other uses, the lookup's rows all-gathered after backward "
+              "(CTRAIN_DIST_SPARSE_EMB=1)");
+    }
     d->bucket_ev = (cudaEvent_t *)calloc((size_t)d->plan.n, sizeof(cudaEvent_t));
     if (!d->bucket_ev) ct_fatal("out of host memory");
     d->upd_ev = (cudaEvent_t *)calloc((size_t)d->plan.n, sizeof(cudaEvent_t));
@@ -459,9 +567,16 @@ void dist_backward_begin(Dist *d, int last)
 {
     if (!d) return;
     if (last) dist_trace_mark(d->trace, TRACE_BWD_BEGIN, d->ctx->stream);
+    d->defer_node = NULL;
+    d->sp_taken = 0;
+    d->ctx->emb_defer = NULL;
     if (last && d->hooked) {
         grad_ready_reset(&d->ready);
         d->ctx->bwd_hook = &d->ready.hook;
+        if (d->sparse) {   /* [sparse] */
+            d->ctx->emb_defer = sparse_take;
+            d->ctx->emb_defer_user = d;
+        }
     } else {
         d->ctx->bwd_hook = NULL;
     }
@@ -475,6 +590,9 @@ void dist_grads_ready(Dist *d)
     dist_trace_mark(d->trace, TRACE_BWD_END, c->stream);
     if (!d->hooked) grad_ready_reset(&d->ready);
     grad_ready_finish(&d->ready);
+    c->emb_defer = NULL;
+    if (d->defer_node) sparse_finish(d);   /* [sparse] the lookup rows, then the held update */
+    d->defer_node = NULL;
     matmul_plan_cache_set_sm_target(c->mm_cache, 0);   /* after the last issue, which sets it */
     dist_trace_mark(d->trace, TRACE_COMM_DONE, d->comm_stream);
     CUDA_CHECK(cudaEventRecord(d->done_ev, d->comm_stream));
@@ -613,6 +731,10 @@ void dist_finish(Dist *d)
     }
     free(d->bucket_ev);
     free(d->upd_ev);
+    CUDA_CHECK(cudaEventDestroy(d->sp_ev));
+    size_t w = (size_t)d->env.world + 1;
+    if (d->sp_rows) mem_free(c, d->sp_rows, w * d->sp_cap * d->sp_D * sizeof(float));
+    if (d->sp_ids) mem_free(c, d->sp_ids, w * d->sp_cap * sizeof(int32_t));
     CUDA_CHECK(cudaEventDestroy(d->done_ev));
     CUDA_CHECK(cudaStreamDestroy(d->comm_stream));
     if (d->attached) {

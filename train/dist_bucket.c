@@ -94,7 +94,7 @@ static void on_begin(void *user, const Tape *t, int depth)
         const Node *n = &t->nodes[k];
         for (int i = 0; i < n->n_in; i++) {
             int p = bucket_param_of(g->bp, g->ps, n->in[i]);
-            if (p < 0) continue;
+            if (p < 0 || (g->defer && g->defer(g->defer_user, n, p))) continue;
             if (g->state[p] == GR_FINAL)
                 ct_fatal_hint("run with --recompute none (or keep the parameter's uses inside one "
                               "recomputed segment)",
@@ -114,6 +114,7 @@ static void on_node(void *user, const Node *n, int depth)
     for (int i = 0; i < n->n_in; i++) {
         int p = bucket_param_of(g->bp, g->ps, n->in[i]);
         if (p < 0 || g->state[p] != GR_PENDING) continue;
+        if (g->defer && g->defer(g->defer_user, n, p)) continue;
         if (--g->uses[p] > 0) continue;
         g->state[p] = GR_FINAL;
         int b = g->bp->param_bucket[p];

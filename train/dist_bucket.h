@@ -36,6 +36,11 @@
  *
  * Every rank walks the same tape, so every rank issues the buckets in the
  * same order, as NCCL requires.
+ *
+ * Deferred uses (GradReady.defer): a use the caller takes care of itself is
+ * not counted, so a parameter whose only other use came earlier in backward
+ * is final sooner (BERT's word embeddings after the MLM decoder, not after
+ * the lookup at the very end).
  */
 #ifndef CTRAIN_TRAIN_DIST_BUCKET_H
 #define CTRAIN_TRAIN_DIST_BUCKET_H
@@ -83,6 +88,13 @@ typedef struct GradReady {
     BucketIssueFn issue;
     void *user;
     AdHook hook;             /* set ctx->bwd_hook = &g->hook for the walk to report */
+    /* Optional (NULL: every use counts): defer(defer_user, n, p) = 1 says
+     * node n's use of parameter p does not count, because n's gradient for
+     * p arrives another way (data parallel's compact lookup gradient,
+     * train/dist.c). Asked at the walk's begin and after n ran, with the
+     * same answer both times. */
+    int (*defer)(void *user, const Node *n, int p);
+    void *defer_user;
 } GradReady;
 
 enum { GR_UNSEEN = 0, GR_PENDING = 1, GR_FINAL = 2 };
