@@ -1,0 +1,28 @@
+#!/bin/bash
+# h200x2_dist_matrix.sh — issue 7's 2-GPU check in one device call: the tests
+# of the data-parallel options (gpu_dist, every case; gpu_transformer_ops for
+# the compact embedding kernels), then `ctrain bench --gpus 2` BERT-large with
+# the default and each opt-in lever (CTRAIN_DIST_SHARD, CTRAIN_DIST_SPARSE_EMB,
+# both), each line with its own 1-GPU baseline, and ResNet50 with the best.
+# Run on nvidia-h200-x2 after `make ARCH=90 && sh scripts/stage_dev.sh`,
+# carrying ["out"]; logs under $OUT/logs (packed as $OUT/logs.tgz).
+: "${OUT:?set OUT to a folder for the logs}"
+L=$OUT/logs; mkdir -p $L; pack() { tar czf $OUT/logs.tgz -C $OUT logs; }
+mkdir -p .dev && tar xJf out/dev.tar.xz -C .dev
+B=$PWD/.dev/ctrain
+timeout 200 .dev/tests/gpu_transformer_ops > $L/gpu_transformer_ops.log 2>&1
+echo "gpu_transformer_ops rc=$? $(tail -1 $L/gpu_transformer_ops.log)"; grep -m4 FAIL $L/gpu_transformer_ops.log
+CTRAIN_DIST_TEST_DIR=/tmp/gd timeout 420 .dev/tests/gpu_dist > $L/gpu_dist.log 2>&1
+echo "gpu_dist rc=$? $(tail -1 $L/gpu_dist.log)"; grep -m8 FAIL $L/gpu_dist.log | cut -c1-200; pack
+k() { n=$1; m=$2; shift 2; env "$@" timeout 90 $B bench --gpus 2 --models $m --time-limit 4 \
+        --json $L/k_$n.json > $L/k_$n.log 2>&1
+      echo "$n: $(grep -E "^$m .*%" $L/k_$n.log) $(grep -m1 -iE 'error|fatal' $L/k_$n.log | cut -c1-150)"; }
+k default bert-large X=1
+k shard bert-large CTRAIN_DIST_SHARD=1
+k sparse bert-large CTRAIN_DIST_SPARSE_EMB=1
+k shard_sparse bert-large CTRAIN_DIST_SHARD=1 CTRAIN_DIST_SPARSE_EMB=1
+k default_b bert-large X=1
+k shard_sparse_b bert-large CTRAIN_DIST_SHARD=1 CTRAIN_DIST_SPARSE_EMB=1
+k r50_default resnet50 X=1
+k r50_shard resnet50 CTRAIN_DIST_SHARD=1
+pack
