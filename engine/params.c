@@ -257,6 +257,8 @@ void params_values_move(ParamSet *ps, float *data, void *lowp)
     Ctx *c = ps->ctx;
     CT_ASSERT(data ? (lowp != NULL) == (ps->lowp != NULL) : lowp == NULL,
               "params_values_move: give both buffers (one without AMP's copy) or neither");
+    if (data && data == ps->data) return;
+    if (!data && !ps->values_external) return;   /* in its own buffers already */
     size_t bytes = ps->total * sizeof(float), lbytes = ps->lowp ? ps->total * dtype_size(ps->lowp_dt) : 0;
     float *to = data ? data : (float *)mem_alloc(c, bytes);
     void *lto = !ps->lowp ? NULL : lowp ? lowp : mem_alloc(c, lbytes);

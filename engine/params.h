@@ -47,6 +47,8 @@ typedef struct ParamInfo {
     size_t numel;
     size_t offset;       /* elements from the start of each buffer */
     int decay;           /* weight decay applies */
+    int lookup;          /* a large lookup table (word embeddings): data parallel may send its
+                          * lookup gradient as rows and give it a bucket of its own */
     InitKind init;
     float init_a;
     Tensor *t;           /* view into the value buffer; t->grad views the gradient */

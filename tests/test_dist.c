@@ -175,7 +175,7 @@ static void test_bucket_plan(void)
     size_t targets[] = {0, 1, 256, 1000, 100000};
     for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
         BucketPlan bp;
-        bucket_plan_build(&bp, &ps, targets[t]);
+        bucket_plan_build(&bp, &ps, targets[t], 0);
         char name[96];
         int ok = bp.n >= 1 && bp.b[0].end == ps.total && bp.b[bp.n - 1].begin == 0;
         int params = 0;
@@ -197,6 +197,22 @@ static void test_bucket_plan(void)
         snprintf(name, sizeof name, "buckets of %zu elements: exact cover, aligned, grouped",
                  targets[t]);
         check_true(name, ok, "%d buckets violate the plan", bp.n);
+        bucket_plan_free(&bp);
+    }
+    /* a lookup table (engine/params.h) isolated: alone in its bucket, the
+     * plan still an exact, contiguous cover within the groups */
+    ps.p[5].lookup = 1;
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
+        BucketPlan bp;
+        bucket_plan_build(&bp, &ps, targets[t], 1);
+        int b5 = bp.param_bucket[5], ok = bp.b[b5].n_params == 1 &&
+                 bp.b[b5].begin == ps.p[5].offset && bp.b[b5].end == ps.p[5].offset + ps.p[5].numel;
+        ok &= bp.b[0].end == ps.total && bp.b[bp.n - 1].begin == 0;
+        for (int k = 1; k < bp.n; k++) ok &= bp.b[k].end == bp.b[k - 1].begin;
+        char name[96];
+        snprintf(name, sizeof name, "buckets of %zu elements, lookup isolated: alone, exact cover",
+                 targets[t]);
+        check_true(name, ok, "parameter 5 in bucket %d of %d", b5, bp.n);
         bucket_plan_free(&bp);
     }
     params_free(&ps);
@@ -227,7 +243,7 @@ static void test_ready(const char *what, Model *m, Ctx *c, Feed *fd, size_t buck
 {
     ParamSet *ps = &m->params;
     BucketPlan bp;
-    bucket_plan_build(&bp, ps, bucket_elems);
+    bucket_plan_build(&bp, ps, bucket_elems, 0);
     Snap s = {ps, &bp, calloc(ps->total, sizeof(float)), calloc((size_t)bp.n, sizeof(int)), 0, 0};
     GradReady g;
     grad_ready_init(&g, ps, &bp, snap_issue, &s);
@@ -274,14 +290,15 @@ typedef struct Defer {
     size_t off, N, V, D;
     float *rows;
     int32_t *ids;
-    int issued_before;     /* the table's bucket was out before the lookup's backward ran */
+    int asked;             /* lookups' backwards met so far */
+    int issued_before;     /* the table's bucket was out before the first lookup's backward */
 } Defer;
 
 static int defer_pred(void *user, const Node *n, int p)
 {
     Defer *df = (Defer *)user;
     if (df->node) return n == df->node;
-    if (strcmp(n->op, "embedding")) return 0;
+    if (strcmp(n->op, "embedding") || !df->g->ps->p[p].lookup) return 0;
     size_t N = n->saved[0]->numel, V = (size_t)n->i[0];
     if (V <= 16 || V < 4 * N) return 0;
     df->node = n;
@@ -294,21 +311,23 @@ static int defer_take(void *user, const void *node, float **rows, int32_t **ids)
 {
     Defer *df = (Defer *)user;
     const Node *n = (const Node *)node;
+    if (df->asked++ == 0) df->issued_before = df->g->issued[df->bucket];
     if (n != df->node) return 0;
     df->N = n->saved[0]->numel;
     df->V = (size_t)n->i[0];
     df->D = (size_t)n->i[1];
     df->rows = (float *)malloc(df->N * df->D * sizeof(float));
     df->ids = (int32_t *)malloc(df->N * sizeof(int32_t));
-    df->issued_before = df->g->issued[df->bucket];
     *rows = df->rows;
     *ids = df->ids;
     return 1;
 }
 
-/* BERT-tiny: with the lookup deferred the word-embedding bucket goes out
- * before the lookup's backward (after the decoder's), nothing adds to it
- * afterwards, and its gradient plus the compact rows is the full gradient. */
+/* BERT-tiny, buckets of the default size with the word embeddings alone in
+ * theirs: with the lookup deferred that bucket goes out before any lookup's
+ * backward (after the decoder's, not with the position and token-type
+ * tables at the very end), nothing adds to it afterwards, and its gradient
+ * plus the compact rows is the full gradient. */
 static void test_ready_deferred(void)
 {
     Ctx c;
@@ -332,11 +351,12 @@ static void test_ready_deferred(void)
     memcpy(ref, ps->grad, ps->total * sizeof(float));
     /* deferred */
     BucketPlan bp;
-    bucket_plan_build(&bp, ps, 20000);
+    bucket_plan_build(&bp, ps,
+                      (size_t)(dist_bucket_mb_auto(ps->total * sizeof(float)) * 1048576.0f / 4.0f), 1);
     Snap sn = {ps, &bp, calloc(ps->total, sizeof(float)), calloc((size_t)bp.n, sizeof(int)), 0, 0};
     GradReady g;
     grad_ready_init(&g, ps, &bp, snap_issue, &sn);
-    Defer df = {&g, NULL, -1, 0, 0, 0, 0, NULL, NULL, 0};
+    Defer df = {&g, NULL, -1, 0, 0, 0, 0, NULL, NULL, 0, 0};
     g.defer = defer_pred;
     g.defer_user = &df;
     params_zero_grad(ps);
@@ -355,8 +375,11 @@ static void test_ready_deferred(void)
                df.node && df.rows && df.V == (size_t)fd.vocab_size, "node %p rows %p V %zu",
                (const void *)df.node, (void *)df.rows, df.V);
     if (df.rows) {
-        check_true("deferred lookup: its bucket went out before the lookup's backward",
-                   df.issued_before, "bucket %d", df.bucket);
+        check_true("deferred lookup: the table alone in its bucket",
+                   bp.b[df.bucket].n_params == 1, "%d parameters", bp.b[df.bucket].n_params);
+        check_true("deferred lookup: its bucket went out before the first lookup's backward",
+                   df.issued_before && df.asked == 3, "bucket %d, %d lookups", df.bucket,
+                   df.asked);
         check_true("deferred lookup: no gradient changed after its bucket went out",
                    !memcmp(sn.copy, ps->grad, ps->total * sizeof(float)), "");
         embedding_rows_add_cpu(ps->grad + df.off, df.rows, df.ids, df.N, df.V, df.D, 1.0f);

@@ -73,6 +73,7 @@ struct Dist {
     int defer_bucket;          /* its table's bucket: all-reduced early, updated after */
     size_t defer_off, sp_cap, sp_V, sp_D;
     int sp_taken;              /* the lookup's backward wrote the compact rows this step */
+    int sp_logged;
     float *sp_rows;            /* [(1 + world) sp_cap sp_D]: this rank's rows, then everyone's */
     int32_t *sp_ids;           /* [(1 + world) sp_cap] */
     cudaEvent_t sp_ev;
@@ -410,12 +411,22 @@ static int sparse_defer(void *user, const Node *n, int p)
 {
     Dist *d = (Dist *)user;
     if (d->defer_node) return n == d->defer_node;
-    if (strcmp(n->op, "embedding") || n->n_saved < 1) return 0;
+    const ParamInfo *pi = &d->tr->model->params.p[p];
+    if (strcmp(n->op, "embedding") || n->n_saved < 1 || !pi->lookup) return 0;
+    /* the outer tape only, and before the table's bucket went out: a lookup
+     * inside a recomputed segment is met after its other uses may have
+     * finished the bucket (then GradReady's own check stops the run) */
+    if (d->ctx->bwd_depth != 1 || d->ready.issued[d->plan.param_bucket[p]]) return 0;
     size_t N = n->saved[0]->numel, V = (size_t)n->i[0];
     if (V <= 16 || V < 4 * N) return 0;
     d->defer_node = n;
     d->defer_bucket = d->plan.param_bucket[p];
-    d->defer_off = d->tr->model->params.p[p].offset;
+    d->defer_off = pi->offset;
+    if (!d->sp_logged) {
+        d->sp_logged = 1;
+        LOG_I("deferred lookup: %s (%zu of %zu rows at most a step) in bucket %d of its own; "
+              "its rows all-gathered after backward", pi->name, N, V, d->defer_bucket);
+    }
     return 1;
 }
 
@@ -495,14 +506,14 @@ void dist_attach(Dist *d, Trainer *t)
 
     if (d->opt.bucket_mb < 0) d->opt.bucket_mb = dist_bucket_mb_auto(ps->total * sizeof(float));
     size_t elems = (size_t)((double)d->opt.bucket_mb * 1024.0 * 1024.0 / sizeof(float));
-    bucket_plan_build(&d->plan, ps, elems);
+    bucket_plan_build(&d->plan, ps, elems, d->sparse);
     grad_ready_init(&d->ready, ps, &d->plan, issue_bucket, d);
     if (d->sparse) {
         d->ready.defer = sparse_defer;
         d->ready.defer_user = d;
-        LOG_I("sparse lookup gradient: a large embedding table's bucket all-reduced after its "
-              "other uses, the lookup's rows all-gathered after backward "
-              "(CTRAIN_DIST_SPARSE_EMB=1)");
+        if (d->opt.bucket_mb <= 0)
+            LOG_W("CTRAIN_DIST_SPARSE_EMB=1: not with --bucket-mb 0 (one all-reduce after "
+                  "backward); the lookup gradient goes dense");
     }
     d->bucket_ev = (cudaEvent_t *)calloc((size_t)d->plan.n, sizeof(cudaEvent_t));
     if (!d->bucket_ev) ct_fatal("out of host memory");
@@ -536,13 +547,20 @@ void dist_attach(Dist *d, Trainer *t)
     /* [shard] the weights' all-gathers in a window too (as the gradients';
      * CTRAIN_DIST_SHARD_WINDOW=0 leaves them in plain memory) */
     const char *sw = getenv("CTRAIN_DIST_SHARD_WINDOW");
+    if (sw && *sw && strcmp(sw, "0") && strcmp(sw, "1"))
+        ct_fatal_hint("set CTRAIN_DIST_SHARD_WINDOW to 1 (the weights in symmetric windows, the "
+                      "default) or 0", "CTRAIN_DIST_SHARD_WINDOW=%s is not 0 or 1", sw);
     if (d->sharding && reg == 2 && !(sw && !strcmp(sw, "0"))) {
         regbuf_alloc(&d->data_buf, c, d->comm, ps->total * sizeof(float), reg, 0, regbuf_agree, d);
         if (ps->lowp)
             regbuf_alloc(&d->lowp_buf, c, d->comm, ps->total * dtype_size(ps->lowp_dt), reg, 0,
                          regbuf_agree, d);
-        if (d->data_buf.ptr && (!ps->lowp || d->lowp_buf.ptr))
+        if (d->data_buf.ptr && (!ps->lowp || d->lowp_buf.ptr)) {
             params_values_move(ps, (float *)d->data_buf.ptr, d->lowp_buf.ptr);
+        } else {   /* a window could not be had (on some rank): plain weights */
+            regbuf_free(&d->data_buf, c, d->comm);
+            regbuf_free(&d->lowp_buf, c, d->comm);
+        }
     }
     /* the split all-reduce by default where the buffer NCCL sends is a
      * symmetric window (measured: alone it is slower, in a window faster) */

@@ -19,7 +19,8 @@ float dist_bucket_mb_auto(size_t grad_bytes)
     return (float)(mb < 25.0 ? 25.0 : mb > 100.0 ? 100.0 : mb);
 }
 
-void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems)
+void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems,
+                       int isolate_lookups)
 {
     memset(bp, 0, sizeof *bp);
     int n = ps->n;
@@ -37,10 +38,13 @@ void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems)
      * or where the weight-decay group begins below it */
     size_t end = ps->total;
     DistBucket *cur = NULL;
+    int prev_alone = 0;
     for (int k = n - 1; k >= 0; k--) {
         const ParamInfo *p = &ps->p[bp->by_offset[k]];
         int crosses = cur && end >= ps->n_decay && p->offset < ps->n_decay;
-        if (!cur || crosses || cur->end - p->offset - p->numel >= bucket_elems) {
+        int alone = isolate_lookups && p->lookup;   /* a bucket of its own */
+        if (!cur || crosses || alone || prev_alone ||
+            cur->end - p->offset - p->numel >= bucket_elems) {
             if (cur) cur->begin = end;
             cur = &bp->b[bp->n++];
             cur->end = end;
@@ -48,6 +52,7 @@ void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems)
         bp->param_bucket[bp->by_offset[k]] = bp->n - 1;
         cur->n_params++;
         end = p->offset;
+        prev_alone = alone;
     }
     if (cur) cur->begin = end;   /* 0: the lowest parameter starts the buffer */
 }

@@ -69,8 +69,12 @@ typedef struct BucketPlan {
  * (+2% over 25 MB: fewer, larger all-reduces, the same bytes). */
 float dist_bucket_mb_auto(size_t grad_bytes);
 
-/* Plan the buckets of ps (see above). */
-void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems);
+/* Plan the buckets of ps (see above). isolate_lookups: every parameter
+ * marked lookup (engine/params.h) gets a bucket of its own, so the deferred
+ * lookup gradient (train/dist.c, CTRAIN_DIST_SPARSE_EMB) lets it go out as
+ * soon as its other uses are done, not with its neighbours. */
+void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems,
+                       int isolate_lookups);
 void bucket_plan_free(BucketPlan *bp);
 /* The parameter whose value view is t (found by address), or -1. */
 int bucket_param_of(const BucketPlan *bp, const ParamSet *ps, const Tensor *t);

@@ -97,7 +97,7 @@ Overlap *overlap_open(Trainer *t)
                               "twelfth of the gradients, 25 to 100 MB)",
                               "CTRAIN_OVERLAP_BUCKET_MB=%s is not a size", e);
         }
-        bucket_plan_build(&o->plan, ps, (size_t)((double)mb * 1024.0 * 1024.0 / sizeof(float)));
+        bucket_plan_build(&o->plan, ps, (size_t)((double)mb * 1024.0 * 1024.0 / sizeof(float)), 0);
         grad_ready_init(&o->ready, ps, &o->plan, issue_bucket, o);
         o->n = o->plan.n;
     } else {
