@@ -122,6 +122,21 @@ int bench_scaling(BenchSession *s, const BenchConfig *cfgs, int n, int gpus)
         printf("%12.1f %14.1f %12.1f %10.1f%%\n", single, per, total,
                single > 0 ? 100.0 * total / (gpus * single) : NAN);
     }
+    /* what the ranks were told beyond the defaults (train/dist.h, README
+     * "Multi-GPU"), so a pasted table says how it was measured */
+    static const char *vars[] = {"CTRAIN_DIST_SHARD", "CTRAIN_DIST_SPARSE_EMB",
+                                 "CTRAIN_DIST_SPLIT", "CTRAIN_NCCL_REG", "CTRAIN_OVERLAP_UPDATE",
+                                 "CTRAIN_DIST_GEMM_CARVEOUT", "CTRAIN_DIST_SHARD_WINDOW",
+                                 "NCCL_CTA_POLICY", "NCCL_PROTO", "NCCL_ALGO", "NCCL_MAX_CTAS"};
+    int shown = 0;
+    printf("data-parallel settings:");
+    for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) {
+        const char *e = getenv(vars[v]);
+        if (!e || !*e) continue;
+        printf(" %s=%s", vars[v], e);
+        shown++;
+    }
+    printf("%s\n", shown ? "" : " the defaults (README, \"Multi-GPU\")");
     free(one);
     free(many);
     return 0;
