@@ -15,7 +15,10 @@
  * One step (train/step.c calls the two hooks):
  *   every rank: its own batch (the feeds take rank r's share, train/feed.h)
  *   backward of the last micro-batch: GradReady (dist_bucket.h) sees which
- *     gradient buckets are final; each is all-reduced (ncclAvg, in place)
+ *     gradient buckets are final; each is averaged (ncclAvg, in place: a
+ *     reduce-scatter then an all-gather when the gradients are in a
+ *     symmetric NCCL window, the default, else one all-reduce; see
+ *     dist_regbuf.h and CTRAIN_DIST_SPLIT in the README)
  *     on a separate high-priority stream as soon as it is, overlapping the
  *     rest of backward: an event recorded on the compute stream, waited on
  *     by the communication stream. Earlier micro-batches of --accum K only

@@ -2,7 +2,7 @@
  * the other GPUs of this machine: the gradient buffer (and the bf16 shadow
  * of --grad-reduce bf16) that the data-parallel all-reduces work on.
  *
- * By default memory comes from cudaMallocAsync, which NCCL cannot map into
+ * Plain memory comes from cudaMallocAsync, which NCCL cannot map into
  * another process: each all-reduce then copies every byte through NCCL's
  * own staging buffers, an extra pass over HBM and more SM time on the
  * communication kernels, taken from the backward they overlap. Memory from
@@ -13,7 +13,11 @@
  *   CTRAIN_NCCL_REG=1        ncclMemAlloc + ncclCommRegister (NVLink P2P, zero-copy)
  *   CTRAIN_NCCL_REG=2        ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC):
  *                            NCCL 2.27's symmetric kernels (every rank has the
- *                            buffer at the same offset in its window)
+ *                            buffer at the same offset in its window); the
+ *                            default where NCCL has windows (2.27+): with the
+ *                            split all-reduce and NCCL's zero-CTA policy that
+ *                            train/dist.c then uses, the fastest on 2 H200s
+ *                            (ops/NOTES.md, session 6)
  * Registration is collective (every rank, the same sizes, the same order),
  * and NCCL needs every rank to make the same choice, so the ranks agree
  * twice through `agree` (an all-reduce of "ok"): after ncclMemAlloc (a rank
