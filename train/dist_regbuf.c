@@ -66,10 +66,22 @@ void regbuf_alloc(RegBuf *rb, Ctx *c, void *comm, size_t bytes, int mode, int pl
                 r = ncclInvalidUsage;
 #endif
             }
-            if (!agree(agree_user, r == ncclSuccess))
-                ct_fatal_hint("unset CTRAIN_NCCL_REG (plain buffers; the same results)",
-                              "CTRAIN_NCCL_REG=%d: NCCL registered the %zu-byte buffer on some "
-                              "ranks only (here: %s)", mode, bytes, ncclGetErrorString(r));
+            if (!agree(agree_user, r == ncclSuccess)) {
+                /* refused everywhere (a machine or NCCL build without windows):
+                 * plain buffers, as if not asked; on some ranks only: NCCL
+                 * cannot undo it collectively */
+                if (!agree(agree_user, r != ncclSuccess))
+                    ct_fatal_hint("set CTRAIN_NCCL_REG=0 (plain buffers; the same results)",
+                                  "CTRAIN_NCCL_REG=%d: NCCL registered the %zu-byte buffer on "
+                                  "some ranks only (here: %s)", mode, bytes,
+                                  ncclGetErrorString(r));
+                LOG_W("NCCL could not register the %zu-byte buffer (%s, mode %d): plain buffers "
+                      "on every rank", bytes, ncclGetErrorString(r), mode);
+                ncclMemFree(rb->ptr);
+                rb->ptr = plain_fallback ? mem_alloc(c, bytes) : NULL;
+                rb->mode = 0;
+                return;
+            }
             rb->mode = mode;
             mem_note_external(c, bytes, 0);
             return;

@@ -22,10 +22,11 @@
  * and NCCL needs every rank to make the same choice, so the ranks agree
  * twice through `agree` (an all-reduce of "ok"): after ncclMemAlloc (a rank
  * that could not allocate makes every rank take the plain path, before any
- * collective registration) and after the registration (a registration that
- * failed on some ranks only cannot be undone collectively: fatal, with the
- * hint to unset CTRAIN_NCCL_REG). Results are identical either way, only
- * the time differs. */
+ * collective registration) and after the registration (refused on every
+ * rank, as where NCCL or the machine has no windows: plain buffers with a
+ * warning; refused on some ranks only, which cannot be undone collectively:
+ * fatal, with the hint to set CTRAIN_NCCL_REG=0). Results are identical
+ * either way, only the time differs. */
 #ifndef CTRAIN_TRAIN_DIST_REGBUF_H
 #define CTRAIN_TRAIN_DIST_REGBUF_H
 
