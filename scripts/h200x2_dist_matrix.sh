@@ -3,7 +3,9 @@
 # of the data-parallel options (gpu_dist, every case; gpu_transformer_ops for
 # the compact embedding kernels), then `ctrain bench --gpus 2` BERT-large with
 # the default and each opt-in lever (CTRAIN_DIST_SHARD, CTRAIN_DIST_SPARSE_EMB,
-# both), each line with its own 1-GPU baseline, and ResNet50 with the best.
+# both), each line with its own 1-GPU baseline, and ResNet50; then a CUPTI
+# timeline of the default and of both levers, split into phases
+# (scripts/timeline_phases.py: forward, backward, the tail after backward).
 # Run on nvidia-h200-x2 after `make ARCH=90 && sh scripts/stage_dev.sh`,
 # carrying ["out"]; logs under $OUT/logs (packed as $OUT/logs.tgz).
 : "${OUT:?set OUT to a folder for the logs}"
@@ -25,4 +27,13 @@ k default_b bert-large X=1
 k shard_sparse_b bert-large CTRAIN_DIST_SHARD=1 CTRAIN_DIST_SPARSE_EMB=1
 k r50_default resnet50 X=1
 k r50_shard resnet50 CTRAIN_DIST_SHARD=1
+pack
+# where the 2-GPU step goes, default and with both levers: forward, backward, the tail
+T="train --model bert-large --data synthetic --batch 32 --seq 128 --precision bf16 --steps 40 --graph"
+mkdir -p /tmp/tl
+for v in default:X=1 levers:CTRAIN_DIST_SHARD=1; do n=${v%%:*}
+  env ${v#*:} CTRAIN_DIST_SPARSE_EMB=$([ $n = levers ] && echo 1 || echo 0) \
+    CTRAIN_TIMELINE=/tmp/tl/$n.json:20:5 timeout 120 $B $T --gpus 2 > $L/tl_$n.log 2>&1
+  python3 scripts/timeline_phases.py /tmp/tl/$n.json.rank0 | tee $L/phases_$n.txt
+  cp /tmp/tl/$n.json.rank0.txt $L/tl_$n.summary.txt 2>/dev/null; done
 pack

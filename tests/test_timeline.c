@@ -143,22 +143,26 @@ static void test_summary(const char *dir)
     free(s);
 }
 
-/* scripts/timeline_diff.py's own checks (two made-up summaries), when
- * python3 is here: the tests run from the repository root. */
-static void test_diff_script(void)
+/* A script's own checks (`script --self-test`, made-up inputs), when
+ * python3 is here: the tests run from the repository root.
+ * timeline_diff.py: two summaries; timeline_phases.py: a two-step trace. */
+static void test_script(const char *script)
 {
     if (system("python3 -c pass > /dev/null 2>&1") != 0) {
-        printf("  (python3 not found: scripts/timeline_diff.py not tested)\n");
+        printf("  (python3 not found: %s not tested)\n", script);
         return;
     }
-    FILE *p = popen("python3 scripts/timeline_diff.py --self-test 2>&1", "r");
+    char cmd[256], name[256];
+    snprintf(cmd, sizeof cmd, "python3 %s --self-test 2>&1", script);
+    FILE *p = popen(cmd, "r");
     char line[512], last[512] = "";
     while (p && fgets(line, sizeof line, p)) snprintf(last, sizeof last, "%s", line);
     int rc = p ? pclose(p) : -1;
     int passed = 0, failed = -1;
     sscanf(last, "%d passed, %d failed", &passed, &failed);
-    check_true("scripts/timeline_diff.py --self-test", rc == 0 && passed > 0 && failed == 0,
-               "status %d, last line \"%s\"", rc, last);
+    snprintf(name, sizeof name, "%s --self-test", script);
+    check_true(name, rc == 0 && passed > 0 && failed == 0, "status %d, last line \"%s\"", rc,
+               last);
 }
 
 int main(void)
@@ -171,7 +175,8 @@ int main(void)
     test_names();
     test_chrome(dir);
     test_summary(dir);
-    test_diff_script();
+    test_script("scripts/timeline_diff.py");
+    test_script("scripts/timeline_phases.py");
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

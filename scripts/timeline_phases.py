@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""timeline_phases.py — where each step of a CTRAIN_TIMELINE trace goes, by
+phase: forward, backward, and the tail after backward (what a data-parallel
+step waits for once backward's compute is done: the last all-reduces, the
+update), with what runs in that tail.
+
+  timeline_phases.py TRACE [TRACE ...]
+  timeline_phases.py --self-test
+
+TRACE is the Chrome trace CTRAIN_TIMELINE writes (train/timeline.h): FILE,
+or FILE.rankR with several GPUs (not the FILE.txt summary), e.g.
+
+  CTRAIN_TIMELINE=/tmp/two.json:20:5 ctrain train --gpus 2 --model bert-large ... --graph
+  scripts/timeline_phases.py /tmp/two.json.rank0
+
+Phases of one step (the medians over the trace's steps are printed):
+  step       first kernel's start to last kernel's end
+  forward    step start to the first loss-backward kernel (a name with
+             "ce_bwd": the cross-entropy's backward starts backward)
+  backward   from there to the end of the last compute kernel: any kernel
+             that is not communication (NCCL), the optimizer, a copy, cast
+             or fill, the sparse lookup's row adds, or the step's
+             bookkeeping (RNG offset, learning rate, grad scaler)
+  tail       end of backward to the end of the step; within it, the time
+             NCCL runs, the time the optimizer runs (overlapping or not),
+             and the rest (other kernels, gaps)
+Steps are found by the trace's first kernel: each step starts where a run
+of kernels with that name begins (the forward's first kernel, such as the
+embedding lookup, repeats once a step). A FILE.txt summary beside the trace
+gives the expected number of steps; a mismatch is reported.
+"""
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+
+NCCL = re.compile(r"nccl", re.I)
+OPTIM = re.compile(r"sgd_|adam|lamb|optim", re.I)
+COPY = re.compile(r"^memset|^memcpy|CopyF|fill|rows_add", re.I)
+# a step's bookkeeping: the graph's RNG offset, the learning rate, the scaler
+BOOK = re.compile(r"advance_kernel|lr_fetch|scaler|found_inf|unscale", re.I)
+LOSS_BWD = re.compile(r"ce_bwd")
+
+
+def load(path):
+    with open(path) as f:
+        d = json.load(f)
+    ev = d["traceEvents"] if isinstance(d, dict) else d
+    ks = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)), e.get("name", ""))
+          for e in ev if e.get("ph") == "X"]
+    ks.sort()
+    return ks
+
+
+def split_steps(ks):
+    """Lists of kernels, one per step (see the top of the file)."""
+    if not ks:
+        return []
+    first = ks[0][2]
+    starts = [i for i, k in enumerate(ks) if k[2] == first and (i == 0 or ks[i - 1][2] != first)]
+    return [ks[a:b] for a, b in zip(starts, starts[1:] + [len(ks)])]
+
+
+def busy(intervals, lo, hi):
+    """Microseconds of [lo, hi] covered by the union of the intervals."""
+    iv = sorted((max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi)
+    total, cur_a, cur_b = 0.0, None, None
+    for a, b in iv:
+        if cur_b is None or a > cur_b:
+            if cur_b is not None:
+                total += cur_b - cur_a
+            cur_a, cur_b = a, b
+        else:
+            cur_b = max(cur_b, b)
+    if cur_b is not None:
+        total += cur_b - cur_a
+    return total
+
+
+def phases(step):
+    """Milliseconds of one step's phases (a dict)."""
+    t0 = step[0][0]
+    t_end = max(k[1] for k in step)
+    loss = [k[0] for k in step if LOSS_BWD.search(k[2])]
+    t_bwd = min(loss) if loss else t0
+    compute = [k[1] for k in step
+               if not (NCCL.search(k[2]) or OPTIM.search(k[2]) or COPY.search(k[2])
+                       or BOOK.search(k[2]))]
+    t_bwd_end = max(compute) if compute else t_end
+    nccl = [(a, b) for a, b, n in step if NCCL.search(n)]
+    opt = [(a, b) for a, b, n in step if OPTIM.search(n)]
+    tail = t_end - t_bwd_end
+    tn, to = busy(nccl, t_bwd_end, t_end), busy(opt, t_bwd_end, t_end)
+    both = busy(nccl + opt, t_bwd_end, t_end)
+    return {"step": (t_end - t0) / 1e3, "forward": (t_bwd - t0) / 1e3,
+            "backward": (t_bwd_end - t_bwd) / 1e3, "tail": tail / 1e3,
+            "tail NCCL": tn / 1e3, "tail optimizer": to / 1e3,
+            "tail other": (tail - both) / 1e3,
+            "NCCL in backward": busy(nccl, t_bwd, t_bwd_end) / 1e3}
+
+
+def expected_steps(path):
+    """The step count of the FILE.txt summary beside the trace, or None."""
+    txt = path + ".txt"
+    if not os.path.exists(txt):
+        return None
+    with open(txt) as f:
+        for line in f:
+            m = re.search(r"over (\d+) steps", line)
+            if m:
+                return int(m.group(1))
+    return None
+
+
+def report(path, out=sys.stdout):
+    steps = split_steps(load(path))
+    # the last step of the window may be cut off by the trace's end: keep whole ones
+    want = expected_steps(path)
+    if want is not None and len(steps) != want:
+        out.write("%s: found %d steps by the first kernel's name, the summary says %d: "
+                  "the phases may be wrong\n" % (path, len(steps), want))
+    rows = [phases(s) for s in steps]
+    if not rows:
+        out.write("%s: no kernels\n" % path)
+        return None
+    med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+    out.write("%s: %d steps, medians in ms\n" % (path, len(rows)))
+    for k, v in med.items():
+        out.write("  %-18s %8.3f\n" % (k, v))
+    return med
+
+
+def self_test():
+    """Two made-up steps with known phases."""
+    failed = passed = 0
+
+    def ev(name, ts, dur, tid=1):
+        return {"name": name, "ph": "X", "ts": ts, "dur": dur, "pid": 0, "tid": tid}
+
+    trace = []
+    for s in range(2):
+        b = s * 10000.0
+        trace += [ev("emb_fwd_kernel", b, 100), ev("emb_fwd_kernel", b + 100, 100),
+                  ev("nvjet_gemm_fwd", b + 300, 2700),          # forward to 3000
+                  ev("ce_bwd_kernel", b + 3000, 100),           # backward from 3000
+                  ev("nvjet_gemm_bwd", b + 3100, 4900),         # compute until 8000
+                  ev("ncclDevKernel_AllReduce", b + 5000, 2000, 2),   # 2000 inside backward
+                  ev("ncclDevKernel_AllReduce", b + 8000, 600, 2),    # 600 in the tail
+                  ev("sgd_kernel", b + 8400, 1000),             # 8400-9400: 200 with NCCL
+                  ev("advance_kernel", b + 9400, 50),           # bookkeeping, not compute
+                  ev("memset", b + 9450, 50)]                   # step ends at 9500
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "t.json")
+        with open(p, "w") as f:
+            json.dump({"traceEvents": trace}, f)
+        with open(p + ".txt", "w") as f:
+            f.write("timeline: 20 events over 2 steps\n")
+        with open(os.devnull, "w") as null:
+            med = report(p, null)
+    want = {"step": 9.5, "forward": 3.0, "backward": 5.0, "tail": 1.5, "tail NCCL": 0.6,
+            "tail optimizer": 1.0, "tail other": 0.1, "NCCL in backward": 2.0}
+    for k, v in want.items():
+        ok = med is not None and abs(med[k] - v) < 1e-9
+        print("  %s %s: %s (want %s)" % ("ok  " if ok else "FAIL", k,
+                                          None if med is None else med[k], v))
+        passed += ok
+        failed += not ok
+    print("%d passed, %d failed" % (passed, failed))
+    return failed == 0
+
+
+def main(argv):
+    if argv[1:] == ["--self-test"]:
+        return 0 if self_test() else 1
+    if len(argv) < 2 or argv[1].startswith("-"):
+        sys.stderr.write(__doc__)
+        return 2
+    for p in argv[1:]:
+        report(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
