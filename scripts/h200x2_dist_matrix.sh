@@ -3,6 +3,7 @@
 # of the data-parallel options (gpu_dist, every case; gpu_transformer_ops for
 # the compact embedding kernels), then `ctrain bench --gpus 2` BERT-large with
 # the default and each opt-in lever (CTRAIN_DIST_SHARD, CTRAIN_DIST_SPARSE_EMB,
+# CTRAIN_GRAPH_NODE_PRIORITY,
 # both), each line with its own 1-GPU baseline, and ResNet50; then a CUPTI
 # timeline of the default and of both levers, split into phases
 # (scripts/timeline_phases.py: forward, backward, the tail after backward).
@@ -23,6 +24,8 @@ k default bert-large X=1
 k shard bert-large CTRAIN_DIST_SHARD=1
 k sparse bert-large CTRAIN_DIST_SPARSE_EMB=1
 k shard_sparse bert-large CTRAIN_DIST_SHARD=1 CTRAIN_DIST_SPARSE_EMB=1
+k default_prio bert-large CTRAIN_GRAPH_NODE_PRIORITY=1
+k shard_sparse_prio bert-large CTRAIN_DIST_SHARD=1 CTRAIN_DIST_SPARSE_EMB=1 CTRAIN_GRAPH_NODE_PRIORITY=1
 k default_b bert-large X=1
 k shard_sparse_b bert-large CTRAIN_DIST_SHARD=1 CTRAIN_DIST_SPARSE_EMB=1
 k r50_default resnet50 X=1

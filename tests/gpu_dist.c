@@ -717,6 +717,18 @@ int main(int argc, char **argv)
         unsetenv("CTRAIN_DIST_SHARD");
         unsetenv("CTRAIN_DIST_SPARSE_EMB");
     }
+    /* graphs replayed with each kernel at its capture stream's priority
+     * (CTRAIN_GRAPH_NODE_PRIORITY=1, train/step_graph.c): the same numbers */
+    if (want("bert-graph-node-priority")) {
+        setenv("CTRAIN_GRAPH_NODE_PRIORITY", "1", 1);
+        equivalence("bert-graph-node-priority", "--graph --graph-warmup 2",
+                    "--bucket-mb 0.25 --graph --graph-warmup 2", 1);
+        setenv("CTRAIN_DIST_SHARD", "1", 1);
+        equivalence_says("bert-graph-node-priority-shard",
+                         "--bucket-mb 0.25 --graph --graph-warmup 2", 1, "sharded update");
+        unsetenv("CTRAIN_DIST_SHARD");
+        unsetenv("CTRAIN_GRAPH_NODE_PRIORITY");
+    }
     if (want("bert-split")) {
         setenv("CTRAIN_DIST_SPLIT", "1", 1);
         equivalence("bert-split", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 1);

@@ -127,7 +127,8 @@ int bench_scaling(BenchSession *s, const BenchConfig *cfgs, int n, int gpus)
     static const char *vars[] = {"CTRAIN_DIST_SHARD", "CTRAIN_DIST_SPARSE_EMB",
                                  "CTRAIN_DIST_SPLIT", "CTRAIN_NCCL_REG", "CTRAIN_OVERLAP_UPDATE",
                                  "CTRAIN_DIST_GEMM_CARVEOUT", "CTRAIN_DIST_SHARD_WINDOW",
-                                 "NCCL_CTA_POLICY", "NCCL_PROTO", "NCCL_ALGO", "NCCL_MAX_CTAS"};
+                                 "CTRAIN_GRAPH_NODE_PRIORITY", "NCCL_CTA_POLICY", "NCCL_PROTO",
+                                 "NCCL_ALGO", "NCCL_MAX_CTAS"};
     int shown = 0;
     printf("data-parallel settings:");
     for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) {

@@ -29,6 +29,23 @@ static void graph_refuse(StepGraph *g, const char *why)
     LOG_W("--graph: %s; the step runs eager", why);
 }
 
+/* CTRAIN_GRAPH_NODE_PRIORITY=1: replay each kernel at the priority of the
+ * stream it was captured on (cudaGraphInstantiateFlagUseNodePriority;
+ * capture copies stream priorities into kernel nodes). By default a graph
+ * runs every kernel at the priority of the stream it is launched into, so
+ * the data-parallel communication stream's high priority and the
+ * overlapped update's low one (train/dist.c, train/overlap.h) hold only in
+ * eager steps. Off until measured. */
+static unsigned long long instantiate_flags(void)
+{
+    const char *e = getenv("CTRAIN_GRAPH_NODE_PRIORITY");
+    if (!e || !*e || !strcmp(e, "0")) return 0;
+    if (strcmp(e, "1"))
+        ct_fatal_hint("set CTRAIN_GRAPH_NODE_PRIORITY to 0 (the default) or 1",
+                      "CTRAIN_GRAPH_NODE_PRIORITY=%s is not 0 or 1", e);
+    return cudaGraphInstantiateFlagUseNodePriority;
+}
+
 /* End the capture on c's stream and instantiate; on failure fill why. */
 static int graph_finish(Ctx *c, cudaGraphExec_t *exec, const char *what, char *why, size_t n)
 {
@@ -39,7 +56,7 @@ static int graph_finish(Ctx *c, cudaGraphExec_t *exec, const char *what, char *w
         snprintf(why, n, "capturing the %s graph failed: %s", what, cudaGetErrorString(e));
         return 0;
     }
-    e = cudaGraphInstantiateWithFlags(exec, graph, 0);
+    e = cudaGraphInstantiateWithFlags(exec, graph, instantiate_flags());
     cudaGraphDestroy(graph);
     if (e != cudaSuccess) {
         cudaGetLastError();
