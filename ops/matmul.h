@@ -41,12 +41,6 @@ void matmul_cpu(float *C, const float *A, const float *B, int M, int N, int K,
 typedef struct MatmulPlanCache MatmulPlanCache;
 MatmulPlanCache *matmul_plan_cache_new(void);
 void matmul_plan_cache_free(MatmulPlanCache *c);
-/* The SM count the heuristic plans the next calls' GEMMs for (0: every SM):
- * fewer while another stream keeps some SMs busy (ops/matmul_cuda.c). A
- * new target builds its own plans on first use, so set it for the same
- * calls in the warm-up as in a captured step. */
-void matmul_plan_cache_set_sm_target(MatmulPlanCache *c, int sms);
-int matmul_plan_cache_sm_target(const MatmulPlanCache *c);
 
 void matmul_cuda(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
                  size_t workspace_bytes, cudaStream_t s,

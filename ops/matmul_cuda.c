@@ -75,13 +75,6 @@
  *     the heuristic answered CUBLAS_STATUS_INVALID_VALUE (addmm's
  *     useLtInterface conditions, aten/src/ATen/native/cuda/Blas.cpp).
  *
- * SM target (matmul_plan_cache_set_sm_target): while another stream holds
- * some SMs for a long time (NCCL's all-reduce kernels beside backward), a
- * persistent GEMM sized for every SM waits for the few it cannot get and
- * runs a second, nearly empty wave. CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET
- * tells the heuristic how many SMs to plan for instead; the target is part
- * of the key, so plans for the whole GPU and for the reduced count coexist.
- *
  * A cache belongs to one cuBLASLt handle (one device) and one host thread at
  * a time: it has no lock.
  */
@@ -105,7 +98,6 @@ typedef struct {
     long long sA, sB, sC;
     size_t workspace_bytes;
     uint32_t align_a, align_b, align_c, align_bias;
-    int sm_target;       /* 0: every SM; else CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET */
 } PlanKey;
 
 typedef struct {
@@ -122,16 +114,7 @@ typedef struct {
 struct MatmulPlanCache {
     Plan *plans;
     int n, cap;
-    int sm_target;       /* for the plans of calls from now on (0: every SM) */
 };
-
-void matmul_plan_cache_set_sm_target(MatmulPlanCache *c, int sms)
-{
-    CT_ASSERT(c != NULL && sms >= 0, "matmul_plan_cache_set_sm_target: bad arguments");
-    c->sm_target = sms;
-}
-
-int matmul_plan_cache_sm_target(const MatmulPlanCache *c) { return c ? c->sm_target : 0; }
 
 MatmulPlanCache *matmul_plan_cache_new(void)
 {
@@ -287,11 +270,6 @@ static void plan_create(Plan *p, const PlanKey *k, const void *bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_POINTER_MODE,
                                                 &pointer_mode, sizeof pointer_mode));
     if (k->bias) desc_set_bias(p->desc, (DType)k->tbias, bias);
-    if (k->sm_target > 0) {
-        int32_t sms = k->sm_target;
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
-                                                    &sms, sizeof sms));
-    }
 
     /* Layouts describe the buffers as stored, before the op is applied. */
     p->lt_a = k->transB ? make_layout(tab, k->K, k->N, k->batch, k->sB)
@@ -343,8 +321,7 @@ static int matmul_args_ok(MatmulPlanCache *cache, cublasLtHandle_t lt, DType tc,
 
 /* The key of a plain (no epilogue) plan for this call, built from zeroed
  * bytes (padding included: keys compare with memcmp). */
-static void plan_key(PlanKey *key, const MatmulPlanCache *cache, cublasLtHandle_t lt,
-                     const void *workspace,
+static void plan_key(PlanKey *key, cublasLtHandle_t lt, const void *workspace,
                      size_t workspace_bytes, const void *C, DType tc, const void *A,
                      const void *B, DType tab, int M, int N, int K, int transA, int transB,
                      float beta, int batch, long long sA, long long sB, long long sC,
@@ -367,7 +344,6 @@ static void plan_key(PlanKey *key, const MatmulPlanCache *cache, cublasLtHandle_
     k.align_a = batch_alignment(A, k.sA, dtype_size(tab));
     k.align_b = batch_alignment(B, k.sB, dtype_size(tab));
     k.align_c = batch_alignment(C, k.sC, dtype_size(tc));
-    k.sm_target = cache->sm_target;
     memcpy(key, &k, sizeof k);
 }
 
@@ -386,7 +362,7 @@ void matmul_cuda(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
 {
     if (!matmul_args_ok(cache, lt, tc, tab, M, N, K, batch, sA, sB, sC)) return;
     PlanKey k;
-    plan_key(&k, cache, lt, workspace, workspace_bytes, C, tc, A, B, tab, M, N, K, transA, transB, beta,
+    plan_key(&k, lt, workspace, workspace_bytes, C, tc, A, B, tab, M, N, K, transA, transB, beta,
              batch, sA, sB, sC, allow_tf32);
     plan_run(lt, plan_get(cache, &k, NULL), workspace, s, C, A, B, alpha, beta);
 }
@@ -406,7 +382,7 @@ int matmul_cuda_bias(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspac
               "in C's type", dtype_name(tbias), dtype_name(tc));
     if (!matmul_args_ok(cache, lt, tc, tab, M, N, K, 1, 0, 0, 0)) return 1; /* nothing to add to */
     PlanKey k, kb;
-    plan_key(&k, cache, lt, workspace, workspace_bytes, C, tc, A, B, tab, M, N, K, transA, transB, 0.0f,
+    plan_key(&k, lt, workspace, workspace_bytes, C, tc, A, B, tab, M, N, K, transA, transB, 0.0f,
              1, 0, 0, 0, allow_tf32);
     memcpy(&kb, &k, sizeof kb);
     kb.bias = 1;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../engine/autograd.h"
+#include "../engine/env.h"
 #include "cpu_f32.h"
 #include "matmul.h"
 #include "op_util.h"
@@ -167,17 +168,9 @@ Tensor *op_matmul(Ctx *c, Tensor *a0, Tensor *b0, int ta, int tb)
 static int linear_epilogue_wanted(void)
 {
     static int wanted = -1;
-    if (wanted < 0) {
-        const char *s = getenv("CTRAIN_LINEAR_EPILOGUE");
-        if (!s || !*s)
-            wanted = LINEAR_EPILOGUE_DEFAULT;
-        else if (strcmp(s, "0") == 0 || strcmp(s, "1") == 0)
-            wanted = s[0] == '1';
-        else
-            ct_fatal_hint("set CTRAIN_LINEAR_EPILOGUE=1 (bias added in the GEMM's epilogue) or "
-                          "=0 (a separate bias add), or leave it unset",
-                          "CTRAIN_LINEAR_EPILOGUE=%s is not 0 or 1", s);
-    }
+    if (wanted < 0)
+        wanted = env_switch("CTRAIN_LINEAR_EPILOGUE", LINEAR_EPILOGUE_DEFAULT,
+                            "bias added in the GEMM's epilogue; 0: a separate bias add");
     return wanted;
 }
 

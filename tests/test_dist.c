@@ -280,11 +280,11 @@ static void test_ready(const char *what, Model *m, Ctx *c, Feed *fd, size_t buck
 }
 
 /* ---- the deferred lookup gradient (train/dist.c, CTRAIN_DIST_SPARSE_EMB) ----
- * The same rule as dist.c's: an "embedding" node whose table has at least 4x
- * more rows than positions (and more than 16) is deferred; its backward
+ * dist.c's rule (grad_ready_lookup_deferrable) picks the node; its backward
  * writes compact rows (ops/embedding.h) into the test's buffers. */
 typedef struct Defer {
     GradReady *g;
+    const Ctx *c;
     const Node *node;
     int bucket;
     size_t off, N, V, D;
@@ -298,9 +298,7 @@ static int defer_pred(void *user, const Node *n, int p)
 {
     Defer *df = (Defer *)user;
     if (df->node) return n == df->node;
-    if (strcmp(n->op, "embedding") || !df->g->ps->p[p].lookup) return 0;
-    size_t N = n->saved[0]->numel, V = (size_t)n->i[0];
-    if (V <= 16 || V < 4 * N) return 0;
+    if (!grad_ready_lookup_deferrable(df->g, n, p, df->c->bwd_depth)) return 0;
     df->node = n;
     df->bucket = df->g->bp->param_bucket[p];
     df->off = df->g->ps->p[p].offset;
@@ -356,7 +354,7 @@ static void test_ready_deferred(void)
     Snap sn = {ps, &bp, calloc(ps->total, sizeof(float)), calloc((size_t)bp.n, sizeof(int)), 0, 0};
     GradReady g;
     grad_ready_init(&g, ps, &bp, snap_issue, &sn);
-    Defer df = {&g, NULL, -1, 0, 0, 0, 0, NULL, NULL, 0, 0};
+    Defer df = {&g, &c, NULL, -1, 0, 0, 0, 0, NULL, NULL, 0, 0};
     g.defer = defer_pred;
     g.defer_user = &df;
     params_zero_grad(ps);

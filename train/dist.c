@@ -14,13 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "../engine/env.h"
 #include "../engine/error.h"
 #include "../engine/log.h"
 #include "../engine/mem.h"
 #include "../engine/params.h"
 #include "../ops/elementwise.h"
 #include "../ops/embedding.h"
-#include "../ops/matmul.h"
 #include "dist_bucket.h"
 #include "dist_launch.h"
 #include "dist_rdzv.h"
@@ -77,8 +77,6 @@ struct Dist {
     float *sp_rows;            /* [(1 + world) sp_cap sp_D]: this rank's rows, then everyone's */
     int32_t *sp_ids;           /* [(1 + world) sp_cap] */
     cudaEvent_t sp_ev;
-    int gemm_sms;              /* > 0: the SMs backward's GEMMs plan for while buckets are in
-                                * flight (CTRAIN_DIST_GEMM_CARVEOUT leaves the rest to NCCL) */
     DistWatchdog *wd;
     DistTrace *trace;          /* CTRAIN_DIST_TRACE=1: step phase timings; else NULL */
 #endif
@@ -254,32 +252,13 @@ void dist_start(Dist *d, Ctx *c)
     CUDA_CHECK(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, prio));
     CUDA_CHECK(cudaEventCreateWithFlags(&d->done_ev, cudaEventDisableTiming));
     d->scratch = (float *)mem_alloc(c, sizeof(float));
-    const char *sp = getenv("CTRAIN_DIST_SPLIT");
-    if (sp && *sp && strcmp(sp, "0") && strcmp(sp, "1"))
-        ct_fatal_hint("set CTRAIN_DIST_SPLIT to 0 (one all-reduce a bucket, the default) or 1",
-                      "CTRAIN_DIST_SPLIT=%s is not 0 or 1", sp);
-    d->split = sp && *sp ? !strcmp(sp, "1") : -1;   /* -1: as the gradient buffer (dist_attach) */
+    /* -1: as the gradient buffer (dist_attach) */
+    d->split = env_switch("CTRAIN_DIST_SPLIT", -1, "each bucket as a reduce-scatter and an "
+                          "all-gather; 0: one all-reduce");
     d->shard = dist_shard_wanted();
-    const char *se = getenv("CTRAIN_DIST_SPARSE_EMB");
-    if (se && *se && strcmp(se, "0") && strcmp(se, "1"))
-        ct_fatal_hint("set CTRAIN_DIST_SPARSE_EMB to 0 (the default) or 1 (a large embedding "
-                      "table's lookup gradient sent as rows)", "CTRAIN_DIST_SPARSE_EMB=%s is not "
-                      "0 or 1", se);
-    d->sparse = se && !strcmp(se, "1");
+    d->sparse = env_switch("CTRAIN_DIST_SPARSE_EMB", 0, "a large embedding table's lookup "
+                           "gradient sent as rows");
     CUDA_CHECK(cudaEventCreateWithFlags(&d->sp_ev, cudaEventDisableTiming));
-    const char *co = getenv("CTRAIN_DIST_GEMM_CARVEOUT");
-    if (co && *co) {
-        int sms = 0;
-        char *end = NULL;
-        long v = strtol(co, &end, 10);
-        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c->device_id));
-        if (*end || v < 0 || v >= sms)
-            ct_fatal_hint("set CTRAIN_DIST_GEMM_CARVEOUT to a number of SMs below the GPU's",
-                          "CTRAIN_DIST_GEMM_CARVEOUT=%s: this GPU has %d SMs", co, sms);
-        d->gemm_sms = v > 0 ? sms - (int)v : 0;
-        if (d->gemm_sms) LOG_I("backward's GEMMs planned for %d of %d SMs while gradients are "
-                               "all-reduced (CTRAIN_DIST_GEMM_CARVEOUT)", d->gemm_sms, sms);
-    }
 
     c->dp_rank = e->rank;
     c->dp_world = e->world;
@@ -303,6 +282,16 @@ static ncclDataType_t nccl_type(DType dt)
     }
 }
 
+/* This rank's share of a bucket of n elements, [*mine, *mine + share), for
+ * the in-place reduce-scatters and all-gathers; 0 when n does not divide by
+ * the ranks (that bucket is all-reduced and updated whole on every rank). */
+static size_t bucket_share(const Dist *d, size_t n, size_t *mine)
+{
+    size_t w = (size_t)d->env.world, share = n % w ? 0 : n / w;
+    *mine = (size_t)d->env.rank * share;
+    return share;
+}
+
 /* The sharded update of bucket b (n gradients at g, final on the compute
  * stream; the communication stream waits for them already). Rank r owns the
  * share [r n/N, (r+1) n/N) of the bucket:
@@ -314,11 +303,10 @@ static ncclDataType_t nccl_type(DType dt)
  * and the update is elementwise, so the weights equal the unsharded step's.
  * The optimizer state (momentum, Adam's m and v) moves only in the share:
  * dist_sync_state gathers it before a checkpoint is written. */
-static void issue_bucket_sharded(Dist *d, int b, float *g, size_t n)
+static void issue_bucket_sharded(Dist *d, int b, float *g, size_t n, size_t share, size_t mine)
 {
     ParamSet *ps = &d->tr->model->params;
     const DistBucket *k = &d->plan.b[b];
-    size_t share = n / (size_t)d->env.world, mine = (size_t)d->env.rank * share;
     NCCL_CHECK(ncclReduceScatter(g, g + mine, share, ncclFloat, ncclAvg, d->comm, d->comm_stream));
     if (mine > 0) CUDA_CHECK(cudaMemsetAsync(g, 0, mine * sizeof(float), d->comm_stream));
     if (mine + share < n)
@@ -354,16 +342,14 @@ static void issue_bucket(void *user, int b)
     CUDA_CHECK(cudaEventRecord(d->bucket_ev[b], c->stream));
     CUDA_CHECK(cudaStreamWaitEvent(d->comm_stream, d->bucket_ev[b], 0));
     dist_trace_mark(d->trace, TRACE_COMM_FIRST, d->comm_stream);
-    /* from the first all-reduce on, NCCL holds some SMs: the rest of
-     * backward's GEMMs plan for the others */
-    if (d->gemm_sms > 0) matmul_plan_cache_set_sm_target(c->mm_cache, d->gemm_sms);
     /* [sparse] the deferred lookup's table: its dense part is averaged now,
      * the lookup rows are added (and the bucket updated) after backward */
     int held = d->defer_node && b == d->defer_bucket;
     /* [shard] this rank's share of the bucket: reduce-scatter, update the
      * share, all-gather the updated values (issue_bucket_sharded) */
-    if (!held && d->sharding && d->tr->overlap_step && n % (size_t)d->env.world == 0) {
-        issue_bucket_sharded(d, b, g, n);
+    size_t mine, share = bucket_share(d, n, &mine);
+    if (!held && d->sharding && d->tr->overlap_step && share) {
+        issue_bucket_sharded(d, b, g, n, share, mine);
         return;
     }
     /* the casts run on the communication stream, off backward's path: the
@@ -373,15 +359,14 @@ static void issue_bucket(void *user, int b)
         type = ncclBfloat16;
         cast_cuda(buf, DT_BF16, g, DT_F32, n, 0, d->comm_stream);
     }
-    if (d->split && n % (size_t)d->env.world == 0) {
+    if (d->split && share) {
         /* the same average in two halves: a reduce-scatter (each rank's
-         * share, in place), then an all-gather of the shares (in place),
-         * which NCCL can run on the copy engines (NCCL_CTA_POLICY=2 with a
-         * symmetric window, CTRAIN_NCCL_REG=2) */
-        size_t share = n / (size_t)d->env.world, esz = type == ncclFloat ? 4 : 2;
-        char *mine = (char *)buf + (size_t)d->env.rank * share * esz;
-        NCCL_CHECK(ncclReduceScatter(buf, mine, share, type, ncclAvg, d->comm, d->comm_stream));
-        NCCL_CHECK(ncclAllGather(mine, buf, share, type, d->comm, d->comm_stream));
+         * share, in place), then an all-gather of the shares (in place);
+         * fastest with the gradients in a symmetric window and NCCL's
+         * zero-CTA policy (the defaults, dist_start / dist_regbuf.h) */
+        char *own = (char *)buf + mine * (type == ncclFloat ? 4 : 2);
+        NCCL_CHECK(ncclReduceScatter(buf, own, share, type, ncclAvg, d->comm, d->comm_stream));
+        NCCL_CHECK(ncclAllGather(own, buf, share, type, d->comm, d->comm_stream));
     } else {
         NCCL_CHECK(ncclAllReduce(buf, buf, n, type, ncclAvg, d->comm, d->comm_stream));
     }
@@ -404,21 +389,15 @@ static void issue_bucket(void *user, int b)
  * compact form (ids, rows: ops/embedding.h) instead of adding them; after
  * backward every rank's rows are all-gathered (B x T rows, ~16 MB each for
  * BERT-large) and added into the averaged gradient with 1/N, rank by rank
- * (deterministic); then the bucket is updated. A lookup is deferred when its
- * table has at least 4x more rows than the batch has positions (and more
- * than 16); one a step. */
+ * (deterministic); then the bucket is updated. Which lookup is deferred:
+ * grad_ready_lookup_deferrable (dist_bucket.h); one a step. */
 static int sparse_defer(void *user, const Node *n, int p)
 {
     Dist *d = (Dist *)user;
     if (d->defer_node) return n == d->defer_node;
+    if (!grad_ready_lookup_deferrable(&d->ready, n, p, d->ctx->bwd_depth)) return 0;
     const ParamInfo *pi = &d->tr->model->params.p[p];
-    if (strcmp(n->op, "embedding") || n->n_saved < 1 || !pi->lookup) return 0;
-    /* the outer tape only, and before the table's bucket went out: a lookup
-     * inside a recomputed segment is met after its other uses may have
-     * finished the bucket (then GradReady's own check stops the run) */
-    if (d->ctx->bwd_depth != 1 || d->ready.issued[d->plan.param_bucket[p]]) return 0;
     size_t N = n->saved[0]->numel, V = (size_t)n->i[0];
-    if (V <= 16 || V < 4 * N) return 0;
     d->defer_node = n;
     d->defer_bucket = d->plan.param_bucket[p];
     d->defer_off = pi->offset;
@@ -546,11 +525,8 @@ void dist_attach(Dist *d, Trainer *t)
     }
     /* [shard] the weights' all-gathers in a window too (as the gradients';
      * CTRAIN_DIST_SHARD_WINDOW=0 leaves them in plain memory) */
-    const char *sw = getenv("CTRAIN_DIST_SHARD_WINDOW");
-    if (sw && *sw && strcmp(sw, "0") && strcmp(sw, "1"))
-        ct_fatal_hint("set CTRAIN_DIST_SHARD_WINDOW to 1 (the weights in symmetric windows, the "
-                      "default) or 0", "CTRAIN_DIST_SHARD_WINDOW=%s is not 0 or 1", sw);
-    if (d->sharding && reg == 2 && !(sw && !strcmp(sw, "0"))) {
+    if (d->sharding && reg == 2 &&
+        env_switch("CTRAIN_DIST_SHARD_WINDOW", 1, "the weights in symmetric windows")) {
         regbuf_alloc(&d->data_buf, c, d->comm, ps->total * sizeof(float), reg, 0, regbuf_agree, d);
         if (ps->lowp)
             regbuf_alloc(&d->lowp_buf, c, d->comm, ps->total * dtype_size(ps->lowp_dt), reg, 0,
@@ -611,7 +587,6 @@ void dist_grads_ready(Dist *d)
     c->emb_defer = NULL;
     if (d->defer_node) sparse_finish(d);   /* [sparse] the lookup rows, then the held update */
     d->defer_node = NULL;
-    matmul_plan_cache_set_sm_target(c->mm_cache, 0);   /* after the last issue, which sets it */
     dist_trace_mark(d->trace, TRACE_COMM_DONE, d->comm_stream);
     CUDA_CHECK(cudaEventRecord(d->done_ev, d->comm_stream));
     CUDA_CHECK(cudaStreamWaitEvent(c->stream, d->done_ev, 0));
@@ -664,13 +639,7 @@ int dist_all_max(Dist *d, int v)
 
 int dist_shard_wanted(void)
 {
-    const char *e = getenv("CTRAIN_DIST_SHARD");
-    if (!e || !*e || !strcmp(e, "0")) return 0;
-    if (strcmp(e, "1"))
-        ct_fatal_hint("set CTRAIN_DIST_SHARD to 0 (every rank updates every weight, the "
-                      "default) or 1 (each rank its share)", "CTRAIN_DIST_SHARD=%s is not 0 or 1",
-                      e);
-    return 1;
+    return env_switch("CTRAIN_DIST_SHARD", 0, "each rank updates its share of the weights");
 }
 
 void dist_sync_state(Dist *d)
@@ -683,8 +652,8 @@ void dist_sync_state(Dist *d)
     for (int b = 0; b < d->plan.n; b++) {
         const DistBucket *k = &d->plan.b[b];
         size_t n = k->end - k->begin;
-        if (n % (size_t)d->env.world) continue;   /* all-reduced and updated on every rank */
-        size_t share = n / (size_t)d->env.world, mine = (size_t)d->env.rank * share;
+        size_t mine, share = bucket_share(d, n, &mine);
+        if (!share) continue;   /* all-reduced and updated on every rank */
         for (int i = 0; i < nb; i++) {
             float *st = blocks[i] + k->begin;
             NCCL_CHECK(ncclAllGather(st + mine, st, share, ncclFloat, d->comm, c->stream));

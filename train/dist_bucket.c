@@ -127,6 +127,16 @@ static void on_node(void *user, const Node *n, int depth)
     }
 }
 
+int grad_ready_lookup_deferrable(const GradReady *g, const Node *n, int p, int depth)
+{
+    if (strcmp(n->op, "embedding") || n->n_saved < 1 || !g->ps->p[p].lookup) return 0;
+    /* inside a recomputed segment the lookup is met after its other uses
+     * may have finished the bucket (then on_begin's own check stops the run) */
+    if (depth != 1 || g->issued[g->bp->param_bucket[p]]) return 0;
+    size_t N = n->saved[0]->numel, V = (size_t)n->i[0];
+    return V > 16 && V >= 4 * N;
+}
+
 void grad_ready_init(GradReady *g, const ParamSet *ps, const BucketPlan *bp, BucketIssueFn issue,
                      void *user)
 {

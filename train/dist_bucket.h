@@ -103,6 +103,13 @@ typedef struct GradReady {
 
 enum { GR_UNSEEN = 0, GR_PENDING = 1, GR_FINAL = 2 };
 
+/* The rule for a deferrable use (data parallel's sparse lookup gradient,
+ * train/dist.c): node n is an "embedding" lookup of parameter p, a table
+ * marked lookup (engine/params.h) with more than 16 rows and at least 4x
+ * more rows than the lookup has positions, met on the outer tape (depth 1:
+ * not inside a recomputed segment) before p's bucket went out. */
+int grad_ready_lookup_deferrable(const GradReady *g, const Node *n, int p, int depth);
+
 void grad_ready_init(GradReady *g, const ParamSet *ps, const BucketPlan *bp, BucketIssueFn issue,
                      void *user);
 /* Before a backward whose gradients are to be all-reduced: nothing counted,

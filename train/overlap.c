@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "../engine/env.h"
 #include "../engine/error.h"
 #include "../engine/log.h"
 #include "dist.h"
@@ -28,17 +29,15 @@ struct Overlap {
 
 int trainer_overlap_mode(const Trainer *t)
 {
-    const char *e = getenv("CTRAIN_OVERLAP_UPDATE");
-    if (e && *e && strcmp(e, "0") && strcmp(e, "1"))
-        ct_fatal_hint("set CTRAIN_OVERLAP_UPDATE to 0 (off, the default) or 1 (on where it applies)",
-                      "CTRAIN_OVERLAP_UPDATE=%s is not 0 or 1", e);
+    int asked = env_switch("CTRAIN_OVERLAP_UPDATE", 0, "the update overlaps backward where it "
+                           "applies");
     /* off unless asked for: on 1 and 2 H200s it measured no faster (ops/NOTES.md,
      * "Overlapped update"): the update's memory traffic slows backward by
      * about what it hides */
     /* the sharded update (train/dist.h, CTRAIN_DIST_SHARD=1) rides on it:
      * asked for with several ranks, it turns the overlap on */
     int shard = t->ctx->dp_world > 1 && dist_shard_wanted() && t->grad_reduce == DT_F32;
-    if (!shard && (!e || !*e || !strcmp(e, "0"))) return 0;
+    if (!shard && !asked) return 0;
     const char *why = NULL;
     if (!optimizer_can_split(&t->opt)) why = "LAMB needs whole-tensor norms";
     else if (t->clip > 0) why = "--clip needs the global gradient norm first";

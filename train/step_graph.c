@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../engine/env.h"
 #include "../engine/error.h"
 #include "../engine/log.h"
 #include "../engine/mem.h"
@@ -38,12 +39,8 @@ static void graph_refuse(StepGraph *g, const char *why)
  * eager steps. Off until measured. */
 static unsigned long long instantiate_flags(void)
 {
-    const char *e = getenv("CTRAIN_GRAPH_NODE_PRIORITY");
-    if (!e || !*e || !strcmp(e, "0")) return 0;
-    if (strcmp(e, "1"))
-        ct_fatal_hint("set CTRAIN_GRAPH_NODE_PRIORITY to 0 (the default) or 1",
-                      "CTRAIN_GRAPH_NODE_PRIORITY=%s is not 0 or 1", e);
-    return cudaGraphInstantiateFlagUseNodePriority;
+    return env_switch("CTRAIN_GRAPH_NODE_PRIORITY", 0, "kernels keep their capture stream's "
+                      "priority") ? cudaGraphInstantiateFlagUseNodePriority : 0;
 }
 
 /* End the capture on c's stream and instantiate; on failure fill why. */
