@@ -2,15 +2,17 @@
 # h200x2_dist_matrix.sh — issue 7's 2-GPU check: the tests of the
 # data-parallel options (gpu_dist, every case; gpu_transformer_ops for the
 # compact embedding kernels), then `ctrain bench --gpus 2` BERT-large with the
-# default and the opt-in levers (CTRAIN_DIST_SHARD, CTRAIN_DIST_SPARSE_EMB,
-# both, CTRAIN_GRAPH_NODE_PRIORITY), each line with its own 1-GPU baseline,
-# and ResNet50; then a CUPTI
-# timeline of the default and of both levers, split into phases
-# (scripts/timeline_phases.py: forward, backward, the tail after backward).
+# defaults and with each of session 7's defaults turned off in turn
+# (CTRAIN_DIST_SHARD, CTRAIN_DIST_SPARSE_EMB, CTRAIN_DIST_TAPER,
+# CTRAIN_GRAPH_NODE_PRIORITY), each line with its own 1-GPU baseline, and
+# ResNet50 (defaults, and with the sharded update forced on); then a CUPTI
+# timeline of the defaults and of session 6's defaults (all four off),
+# split into phases (scripts/timeline_phases.py: forward, backward, the
+# tail after backward).
 # Run on nvidia-h200-x2 after `make ARCH=90 && sh scripts/stage_dev.sh`,
 # carrying ["out"]; logs under $OUT/logs (packed as $OUT/logs.tgz).
 # Usage: OUT=dir bash scripts/h200x2_dist_matrix.sh [tests|bench|all]
-# (all, the default, takes ~9 minutes: near one device call's 10; the two
+# (all, the default, takes ~8 minutes: near one device call's 10; the two
 # halves fit one call each)
 : "${OUT:?set OUT to a folder for the logs}"
 PART=${1:-all}
@@ -28,21 +30,20 @@ k() { n=$1; m=$2; shift 2; env "$@" timeout 90 $B bench --gpus 2 --models $m --t
         --json $L/k_$n.json > $L/k_$n.log 2>&1
       echo "$n: $(grep -E "^$m .*%" $L/k_$n.log) $(grep -m1 -iE 'error|fatal' $L/k_$n.log | cut -c1-150)"; }
 k default bert-large X=1
-k shard bert-large CTRAIN_DIST_SHARD=1
-k sparse bert-large CTRAIN_DIST_SPARSE_EMB=1
-k shard_sparse bert-large CTRAIN_DIST_SHARD=1 CTRAIN_DIST_SPARSE_EMB=1
-k default_prio bert-large CTRAIN_GRAPH_NODE_PRIORITY=1
-k shard_sparse_prio bert-large CTRAIN_DIST_SHARD=1 CTRAIN_DIST_SPARSE_EMB=1 CTRAIN_GRAPH_NODE_PRIORITY=1
+k no_shard bert-large CTRAIN_DIST_SHARD=0
+k no_sparse bert-large CTRAIN_DIST_SPARSE_EMB=0
+k no_taper bert-large CTRAIN_DIST_TAPER=0
+k no_prio bert-large CTRAIN_GRAPH_NODE_PRIORITY=0
 k default_b bert-large X=1
-k shard_sparse_b bert-large CTRAIN_DIST_SHARD=1 CTRAIN_DIST_SPARSE_EMB=1
 k r50_default resnet50 X=1
 k r50_shard resnet50 CTRAIN_DIST_SHARD=1
 pack
-# where the 2-GPU step goes, default and with both levers: forward, backward, the tail
+# where the 2-GPU step goes, the defaults and session 6's: forward, backward, the tail
 T="train --model bert-large --data synthetic --batch 32 --seq 128 --precision bf16 --steps 40 --graph"
+S6="CTRAIN_DIST_SHARD=0 CTRAIN_DIST_SPARSE_EMB=0 CTRAIN_DIST_TAPER=0 CTRAIN_GRAPH_NODE_PRIORITY=0"
 mkdir -p /tmp/tl
-for v in default:X=1 levers:CTRAIN_DIST_SHARD=1; do n=${v%%:*}
-  env ${v#*:} CTRAIN_DIST_SPARSE_EMB=$([ $n = levers ] && echo 1 || echo 0) \
+for n in default session6; do
+  env $([ $n = session6 ] && echo $S6 || echo X=1) \
     CTRAIN_TIMELINE=/tmp/tl/$n.json:20:5 timeout 120 $B $T --gpus 2 > $L/tl_$n.log 2>&1
   python3 scripts/timeline_phases.py /tmp/tl/$n.json.rank0 | tee $L/phases_$n.txt
   cp /tmp/tl/$n.json.rank0.txt $L/tl_$n.summary.txt 2>/dev/null; done

@@ -729,6 +729,19 @@ int main(int argc, char **argv)
         unsetenv("CTRAIN_DIST_SHARD");
         unsetenv("CTRAIN_GRAPH_NODE_PRIORITY");
     }
+    /* tapered buckets (CTRAIN_DIST_TAPER=1, dist_bucket.h), with the
+     * sharded update and the deferred lookup: 2 GPUs against 1, graphed */
+    if (want("bert-taper")) {
+        setenv("CTRAIN_DIST_TAPER", "1", 1);
+        equivalence_says("bert-taper", "--bucket-mb 0.25", 1, "tapered buckets");
+        setenv("CTRAIN_DIST_SHARD", "1", 1);
+        setenv("CTRAIN_DIST_SPARSE_EMB", "1", 1);
+        equivalence_says("bert-taper-shard-sparse-graph",
+                         "--bucket-mb 0.25 --graph --graph-warmup 2", 1, "tapered buckets");
+        unsetenv("CTRAIN_DIST_SPARSE_EMB");
+        unsetenv("CTRAIN_DIST_SHARD");
+        unsetenv("CTRAIN_DIST_TAPER");
+    }
     if (want("bert-split")) {
         setenv("CTRAIN_DIST_SPLIT", "1", 1);
         equivalence("bert-split", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 1);

@@ -219,6 +219,77 @@ static void test_bucket_plan(void)
     ctx_free(&c);
 }
 
+/* The tapered plan (BUCKET_TAPER) on a scaled-down BERT layout: word
+ * embeddings (a lookup), positions, then 24 layers of four matrices, the
+ * biases in the no-decay group. Each bucket, seen from its top, must hold
+ * its cap (half of what its group still has below, lookups left out, within
+ * [bucket/16, bucket]) unless its group or a lookup's bucket stops it, and
+ * no more than the cap plus its lowest parameter; the last buckets shrink. */
+static void test_bucket_plan_taper(void)
+{
+    Ctx c;
+    ctx_init(&c, DEV_CPU, 0, 1);
+    ParamSet ps;
+    params_init(&ps);
+    int64_t word = 3000, pos = 50, mats[4] = {300, 100, 400, 400}, bias = 8;
+    int iw = params_add(&ps, "word", 1, &word, INIT_UNIFORM, 0.1f, 1);
+    params_add(&ps, "pos", 1, &pos, INIT_UNIFORM, 0.1f, 1);
+    char n[32];
+    for (int l = 0; l < 24; l++)
+        for (int m = 0; m < 4; m++) {
+            snprintf(n, sizeof n, "l%d.w%d", l, m);
+            params_add(&ps, n, 1, &mats[m], INIT_UNIFORM, 0.1f, 1);
+            snprintf(n, sizeof n, "l%d.b%d", l, m);
+            params_add(&ps, n, 1, &bias, INIT_UNIFORM, 0.1f, 0);
+        }
+    params_alloc(&ps, &c, 3);
+    ps.p[iw].lookup = 1;
+    const size_t bucket = 2500;
+    for (int iso = 0; iso < 2; iso++) {
+        BucketPlan bp;
+        bucket_plan_build(&bp, &ps, bucket, BUCKET_TAPER | (iso ? BUCKET_ISOLATE_LOOKUPS : 0));
+        int ok = bp.b[0].end == ps.total && bp.b[bp.n - 1].begin == 0, bad = -1;
+        for (int k = 0; k < bp.n && ok; k++) {
+            const DistBucket *b = &bp.b[k];
+            size_t g0 = b->begin < ps.n_decay ? 0 : ps.n_decay, rest = 0, lowest = 0;
+            int stop = b->begin == g0, lone = 0;
+            for (int i = 0; i < ps.n; i++) {
+                const ParamInfo *p = &ps.p[i];
+                int lookup = iso && p->lookup;
+                if (p->offset >= g0 && p->offset < b->end && !lookup) rest += p->numel;
+                if (p->offset == b->begin) lowest = p->numel, lone |= lookup;
+                if (lookup && p->offset + p->numel == b->begin) stop = 1;   /* a lookup below */
+            }
+            size_t cap = rest / 2;
+            cap = cap > bucket ? bucket : cap < bucket / 16 ? bucket / 16 : cap;
+            size_t size = b->end - b->begin;
+            if (k) ok &= b->end == bp.b[k - 1].begin;
+            ok &= !(b->begin < ps.n_decay && b->end > ps.n_decay);
+            if (!lone) ok &= (stop || size >= cap) && size - lowest < cap;
+            if (!ok) bad = k;
+        }
+        /* isolated lookup: the decay group's last other bucket, layer 0's
+         * last matrices, is small (without isolation the table itself is
+         * produced last: that bucket is the table's) */
+        int last = -1;
+        for (int k = 0; k < bp.n; k++)
+            if (bp.b[k].end <= ps.n_decay && !(iso && bp.b[k].begin == ps.p[iw].offset &&
+                                               bp.b[k].n_params == 1))
+                last = k;
+        if (iso)
+            ok &= last > 0 && bp.b[last].end - bp.b[last].begin <= bucket / 4 &&
+                  bp.b[last - 1].end - bp.b[last - 1].begin >= bp.b[last].end - bp.b[last].begin;
+        char name[96];
+        snprintf(name, sizeof name, "tapered buckets%s: caps kept, the last ones small",
+                 iso ? ", lookup isolated" : "");
+        check_true(name, ok, "bucket %d of %d breaks the taper (last %d: %zu elements)", bad,
+                   bp.n, last, last >= 0 ? bp.b[last].end - bp.b[last].begin : 0);
+        bucket_plan_free(&bp);
+    }
+    params_free(&ps);
+    ctx_free(&c);
+}
+
 /* ---- readiness on real models ---- */
 
 typedef struct Snap {
@@ -620,6 +691,7 @@ int main(void)
     test_loader_shards();
     test_mlm_rows();
     test_bucket_plan();
+    test_bucket_plan_taper();
     test_bucket_auto();
     test_grad_move();
     test_values_move();

@@ -19,35 +19,55 @@ float dist_bucket_mb_auto(size_t grad_bytes)
     return (float)(mb < 25.0 ? 25.0 : mb > 100.0 ? 100.0 : mb);
 }
 
-void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems,
-                       int isolate_lookups)
+/* The taper's cap for a bucket whose top is `top` (BUCKET_TAPER,
+ * dist_bucket.h): at most half of what backward still has to produce below
+ * it in its group (upto[]: the group's elements up to and including each
+ * offset-ordered parameter, isolated lookups left out), at least a
+ * sixteenth of a bucket. */
+static size_t taper_cap(size_t bucket_elems, size_t rest)
+{
+    size_t cap = rest / 2, least = bucket_elems / 16 ? bucket_elems / 16 : 1;
+    return cap > bucket_elems ? bucket_elems : cap < least ? least : cap;
+}
+
+void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems, int flags)
 {
     memset(bp, 0, sizeof *bp);
-    int n = ps->n;
+    int n = ps->n, isolate = flags & BUCKET_ISOLATE_LOOKUPS, taper = flags & BUCKET_TAPER;
     bp->n_params = n;
     bp->param_bucket = (int *)malloc((size_t)(n ? n : 1) * sizeof(int));
     bp->by_offset = (int *)malloc((size_t)(n ? n : 1) * sizeof(int));
     bp->b = (DistBucket *)calloc((size_t)(n ? n : 1), sizeof(DistBucket));
-    if (!bp->param_bucket || !bp->by_offset || !bp->b) ct_fatal("out of host memory");
+    size_t *upto = (size_t *)calloc((size_t)(n ? n : 1), sizeof(size_t));
+    if (!bp->param_bucket || !bp->by_offset || !bp->b || !upto) ct_fatal("out of host memory");
     for (int i = 0; i < n; i++) bp->by_offset[i] = i;
     sort_ps = ps;
     qsort(bp->by_offset, (size_t)n, sizeof(int), by_offset_cmp);
     sort_ps = NULL;
     if (!bucket_elems) bucket_elems = ps->total ? ps->total : 1;
-    /* from the last parameter down; a bucket closes once it holds bucket_elems,
-     * or where the weight-decay group begins below it */
-    size_t end = ps->total;
+    /* upto[k]: the elements of parameters 0..k (offset order) in k's
+     * group, lookups left out when isolated (they go out on their own) */
+    for (int k = 0; k < n; k++) {
+        const ParamInfo *p = &ps->p[bp->by_offset[k]];
+        int new_group = !k || (p->offset >= ps->n_decay &&
+                               ps->p[bp->by_offset[k - 1]].offset < ps->n_decay);
+        upto[k] = (new_group ? 0 : upto[k - 1]) + (isolate && p->lookup ? 0 : p->numel);
+    }
+    /* from the last parameter down; a bucket closes once it holds its cap
+     * (bucket_elems, or the taper's), or where the weight-decay group
+     * begins below it */
+    size_t end = ps->total, cap = bucket_elems;
     DistBucket *cur = NULL;
     int prev_alone = 0;
     for (int k = n - 1; k >= 0; k--) {
         const ParamInfo *p = &ps->p[bp->by_offset[k]];
         int crosses = cur && end >= ps->n_decay && p->offset < ps->n_decay;
-        int alone = isolate_lookups && p->lookup;   /* a bucket of its own */
-        if (!cur || crosses || alone || prev_alone ||
-            cur->end - p->offset - p->numel >= bucket_elems) {
+        int alone = isolate && p->lookup;   /* a bucket of its own */
+        if (!cur || crosses || alone || prev_alone || cur->end - p->offset - p->numel >= cap) {
             if (cur) cur->begin = end;
             cur = &bp->b[bp->n++];
             cur->end = end;
+            cap = taper ? taper_cap(bucket_elems, upto[k]) : bucket_elems;
         }
         bp->param_bucket[bp->by_offset[k]] = bp->n - 1;
         cur->n_params++;
@@ -55,6 +75,7 @@ void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems,
         prev_alone = alone;
     }
     if (cur) cur->begin = end;   /* 0: the lowest parameter starts the buffer */
+    free(upto);
 }
 
 void bucket_plan_free(BucketPlan *bp)

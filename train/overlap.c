@@ -34,17 +34,21 @@ int trainer_overlap_mode(const Trainer *t)
     /* off unless asked for: on 1 and 2 H200s it measured no faster (ops/NOTES.md,
      * "Overlapped update"): the update's memory traffic slows backward by
      * about what it hides */
-    /* the sharded update (train/dist.h, CTRAIN_DIST_SHARD=1) rides on it:
-     * asked for with several ranks, it turns the overlap on */
-    int shard = t->ctx->dp_world > 1 && dist_shard_wanted() && t->grad_reduce == DT_F32;
+    /* the sharded update (train/dist.h, CTRAIN_DIST_SHARD) rides on it:
+     * wanted with several ranks (asked for, or by default for a large
+     * model), it turns the overlap on; by default silently off where the
+     * update cannot be split */
+    int shard_asked = 0;
+    int shard = t->ctx->dp_world > 1 && t->grad_reduce == DT_F32 &&
+                dist_shard_wanted(t->model->params.total, &shard_asked);
     if (!shard && !asked) return 0;
     const char *why = NULL;
     if (!optimizer_can_split(&t->opt)) why = "LAMB needs whole-tensor norms";
     else if (t->clip > 0) why = "--clip needs the global gradient norm first";
     else if (t->scaler.enabled) why = "fp16's grad scaler checks every gradient first";
-    if (why)
+    if (why && (asked || shard_asked))
         LOG_W("%s: the update stays after backward (%s)",
-              shard ? "CTRAIN_DIST_SHARD=1" : "CTRAIN_OVERLAP_UPDATE=1", why);
+              shard_asked ? "CTRAIN_DIST_SHARD=1" : "CTRAIN_OVERLAP_UPDATE=1", why);
     return why == NULL;
 }
 

@@ -30,16 +30,18 @@ static void graph_refuse(StepGraph *g, const char *why)
     LOG_W("--graph: %s; the step runs eager", why);
 }
 
-/* CTRAIN_GRAPH_NODE_PRIORITY=1: replay each kernel at the priority of the
- * stream it was captured on (cudaGraphInstantiateFlagUseNodePriority;
- * capture copies stream priorities into kernel nodes). By default a graph
- * runs every kernel at the priority of the stream it is launched into, so
- * the data-parallel communication stream's high priority and the
- * overlapped update's low one (train/dist.c, train/overlap.h) hold only in
- * eager steps. Off until measured. */
+/* Each kernel replays at the priority of the stream it was captured on
+ * (cudaGraphInstantiateFlagUseNodePriority; capture copies stream
+ * priorities into kernel nodes). Without the flag a graph runs every kernel
+ * at the priority of the stream it is launched into, so the data-parallel
+ * communication stream's high priority and the overlapped update's low one
+ * (train/dist.c, train/overlap.h) would hold only in eager steps. Measured
+ * on 2 H200s (bench --gpus 2, bf16): BERT-large 91.3% -> 91.7% (94.4% ->
+ * 94.8% with the sharded update), ResNet-50 98.5% -> 98.6%.
+ * CTRAIN_GRAPH_NODE_PRIORITY=0 leaves the flag off. */
 static unsigned long long instantiate_flags(void)
 {
-    return env_switch("CTRAIN_GRAPH_NODE_PRIORITY", 0, "kernels keep their capture stream's "
+    return env_switch("CTRAIN_GRAPH_NODE_PRIORITY", 1, "kernels keep their capture stream's "
                       "priority") ? cudaGraphInstantiateFlagUseNodePriority : 0;
 }
 
