@@ -19,21 +19,36 @@
  *   2. column prefix (a thread per id): cnt[t][v] becomes the number of v's
  *      in tiles before t, and total[v] the count over all tiles;
  *   3. scan (one block): start[v] = exclusive prefix sum of total (CSR row
- *      pointers, start[V] = number of valid positions), and the list of used
- *      ids in increasing order with its length n_used;
+ *      pointers, start[V] = number of valid positions), the list of used
+ *      ids in increasing order with its length n_used, and the list of the
+ *      "heavy" ones (more than SUM_SLICES positions: their index in the
+ *      used list) with its length n_heavy;
  *   4. scatter: pos[start[v] + cnt[t][v] + rank[n]] = n, so each id's
  *      positions sit in increasing order;
- *   5. segment sums: blocks of 32 columns x SL slices walk the used ids
- *      (grid-stride on the device-side n_used: no host sync); slice s adds
- *      v's positions s, s + SL, s + 2 SL, ... in order in f32, then the SL
- *      slice sums are added in slice order and the result is added to
- *      dtable once. A very frequent id (padding, the token type, a
- *      position row) is thus spread over SL lanes per column instead of one.
+ *   5. segment sums, in two kernels that skip each other's ids (both
+ *      grid-stride on device-side counts: no host sync):
+ *      light ids (at most SL positions, most of a text batch's): a block
+ *      per id over all its columns, each thread a column at a time adding
+ *      v's positions in order in f32;
+ *      heavy ids: blocks of 32 columns x SL slices; slice s adds v's
+ *      positions s, s + SL, s + 2 SL, ... in order in f32, then the SL
+ *      slice sums are added in slice order. A very frequent id (padding,
+ *      [MASK], a position row) is thus spread over SL lanes per column and
+ *      over the column tiles' blocks instead of one thread.
+ *      Either way the result is added to dtable once. The light sum is the
+ *      slices' sum for <= SL positions to the bit (slice s then holds
+ *      position s alone, and adding the empty slices' +0 changes nothing),
+ *      so the split changed no result. Before it every id had a 512-thread
+ *      block per 32 columns, mostly idle: the BERT-large word embeddings'
+ *      sums (B x T = 4,096 positions, nearly as many ids) took 312 us, at
+ *      the very end of backward; split, the bf16 step is 0.27 ms shorter
+ *      (1,280 -> 1,294 seq/s on one H200; ops/NOTES.md).
  * A table of at most SMALL_V rows (token types) takes a shorter path,
  * described above its kernels: chunks of positions instead of the sort.
  * Ids outside [0, V) are skipped in every step. With accum 0 dtable is
  * zeroed first (step 5 always adds). Scratch, from the stream-ordered pool:
- * cnt NT*V, start V+1, used min(N,V)+1, rank N, pos N, all i32.
+ * cnt NT*V, start V+1, used min(N,V)+1, heavy N/(SL+1)+1, rank N, pos N,
+ * all i32.
  */
 #include <stdint.h>
 
@@ -135,28 +150,33 @@ __device__ __forceinline__ int32_t block_exclusive_scan(int32_t v, int32_t *sh, 
 }
 
 __global__ void __launch_bounds__(SCAN_THREADS)
-    emb_scan_kernel(int32_t *start, int32_t *used, int32_t *n_used, size_t V)
+    emb_scan_kernel(int32_t *start, int32_t *used, int32_t *n_used, int32_t *heavy,
+                    int32_t *n_heavy, size_t V)
 {
     __shared__ int32_t sh[32];
     const size_t chunk = (V + blockDim.x - 1) / blockDim.x;
     const size_t v0 = threadIdx.x * chunk, v1 = v0 + chunk < V ? v0 + chunk : V;
-    int32_t s = 0, u = 0;
+    int32_t s = 0, u = 0, h = 0;
     for (size_t v = v0; v < v1; v++) {
         s += start[v];
         u += start[v] > 0;
+        h += start[v] > SUM_SLICES;
     }
-    int32_t s_all, u_all;
+    int32_t s_all, u_all, h_all;
     int32_t s_run = block_exclusive_scan(s, sh, &s_all);
     int32_t u_run = block_exclusive_scan(u, sh, &u_all);
+    int32_t h_run = block_exclusive_scan(h, sh, &h_all);
     for (size_t v = v0; v < v1; v++) {
         const int32_t c = start[v];
         start[v] = s_run;
         s_run += c;
+        if (c > SUM_SLICES) heavy[h_run++] = u_run;   /* its index in the used list */
         if (c > 0) used[u_run++] = (int32_t)v;
     }
     if (threadIdx.x == 0) {
         start[V] = s_all;
         *n_used = u_all;
+        *n_heavy = h_all;
     }
 }
 
@@ -173,21 +193,57 @@ __global__ void emb_scatter_kernel(int32_t *pos, const int32_t *ids, const int32
     pos[(size_t)start[id] + cnt[t * V + (size_t)id] + rank[n]] = (int32_t)n;
 }
 
-/* ---- step 5: one block per (column tile, used id), fixed summation order ---- */
+/* ---- step 5: the sums of the used ids, fixed summation order ---- */
 
-/* compact (rows != NULL): the k-th used id's sum goes to rows[k, :] and its
- * id to ids_out[k] instead of being added to dtable[v, :] */
+/* v's sum (the k-th used id) in column d: to rows[k, d] (compact: rows !=
+ * NULL, with v in ids_out[k]) or added to dtable[v, d] */
+__device__ __forceinline__ void emb_sum_store(float *dtable, float *rows, int32_t *ids_out,
+                                              int k, int32_t v, int D, int d, float tot)
+{
+    if (rows) {
+        rows[(size_t)k * D + d] = tot;
+        if (d == 0) ids_out[k] = v;
+    } else {
+        dtable[(size_t)v * D + d] += tot;
+    }
+}
+
+constexpr int LIGHT_THREADS = 256;
+
+/* light ids (at most SUM_SLICES positions): a block per id, threads over
+ * the columns, the positions added in order */
+template <typename T>
+__global__ void __launch_bounds__(LIGHT_THREADS)
+    emb_sum_light_kernel(float *dtable, const T *dout, const int32_t *pos, const int32_t *start,
+                         const int32_t *used, const int32_t *n_used, int D, float *rows,
+                         int32_t *ids_out)
+{
+    const int nu = *n_used;
+    for (int k = blockIdx.x; k < nu; k += gridDim.x) {
+        const int32_t v = used[k];
+        const int32_t s0 = start[v], s1 = start[v + 1];
+        if (s1 - s0 > SUM_SLICES) continue;   /* heavy: emb_sum_heavy_kernel's */
+        for (int d = threadIdx.x; d < D; d += blockDim.x) {
+            float tot = 0.0f;
+            for (int p = s0; p < s1; p++) tot += to_f32(dout[(size_t)pos[p] * D + d]);
+            emb_sum_store(dtable, rows, ids_out, k, v, D, d, tot);
+        }
+    }
+}
+
+/* heavy ids: one block per (column tile, heavy id), SUM_SLICES slices */
 template <typename T>
 __global__ void __launch_bounds__(SUM_COLS *SUM_SLICES)
-    emb_sum_kernel(float *dtable, const T *dout, const int32_t *pos, const int32_t *start,
-                   const int32_t *used, const int32_t *n_used, int D, float *rows,
-                   int32_t *ids_out)
+    emb_sum_heavy_kernel(float *dtable, const T *dout, const int32_t *pos, const int32_t *start,
+                         const int32_t *used, const int32_t *heavy, const int32_t *n_heavy, int D,
+                         float *rows, int32_t *ids_out)
 {
     __shared__ float part[SUM_SLICES][SUM_COLS + 1];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int d = blockIdx.x * SUM_COLS + tx;
-    const int nu = *n_used;
-    for (int k = blockIdx.y; k < nu; k += gridDim.y) {
+    const int nh = *n_heavy;
+    for (int h = blockIdx.y; h < nh; h += gridDim.y) {
+        const int k = heavy[h];
         const int32_t v = used[k];
         const int32_t s0 = start[v], s1 = start[v + 1];
         float acc = 0.0f;
@@ -211,12 +267,7 @@ __global__ void __launch_bounds__(SUM_COLS *SUM_SLICES)
         if (ty == 0 && d < D) {
             float tot = 0.0f;
             for (int s = 0; s < SUM_SLICES; s++) tot += part[s][tx];
-            if (rows) {
-                rows[(size_t)k * D + d] = tot;
-                if (d == 0) ids_out[k] = v;
-            } else {
-                dtable[(size_t)v * D + d] += tot;
-            }
+            emb_sum_store(dtable, rows, ids_out, k, v, D, d, tot);
         }
         __syncthreads();
     }
@@ -356,30 +407,36 @@ static void grouped_sums(float *dtable, float *rows, int32_t *ids_out, const voi
                          const int32_t *ids, size_t N, size_t V, size_t D, cudaStream_t s)
 {
     const size_t NT = (N + TS - 1) / TS, NU = (N < V ? N : V) + 1;
-    const size_t words = NT * V + (V + 1) + NU + 1 + 2 * N;
+    const size_t NH = N / (SUM_SLICES + 1) + 1;   /* heavy ids at most, + 1 */
+    const size_t words = NT * V + (V + 1) + NU + 1 + NH + 1 + 2 * N;
     int32_t *scratch = NULL;
     CUDA_CHECK(cudaMallocAsync((void **)&scratch, words * sizeof(int32_t), s));
     int32_t *cnt = scratch, *start = cnt + NT * V, *used = start + V + 1;
-    int32_t *n_used = used + NU, *rank = n_used + 1, *pos = rank + N;
+    int32_t *n_used = used + NU, *heavy = n_used + 1, *n_heavy = heavy + NH;
+    int32_t *rank = n_heavy + 1, *pos = rank + N;
     CUDA_CHECK(cudaMemsetAsync(cnt, 0, NT * V * sizeof(int32_t), s));
 
     emb_tile_rank_kernel<<<(unsigned)NT, TS, 0, s>>>(rank, cnt, ids, N, V);
     CUDA_CHECK_LAUNCH();
     emb_col_prefix_kernel<<<(unsigned)((V + 255) / 256), 256, 0, s>>>(cnt, start, NT, V);
     CUDA_CHECK_LAUNCH();
-    emb_scan_kernel<<<1, SCAN_THREADS, 0, s>>>(start, used, n_used, V);
+    emb_scan_kernel<<<1, SCAN_THREADS, 0, s>>>(start, used, n_used, heavy, n_heavy, V);
     CUDA_CHECK_LAUNCH();
     emb_scatter_kernel<<<(unsigned)((N + 255) / 256), 256, 0, s>>>(pos, ids, rank, cnt, start,
                                                                     N, V);
     CUDA_CHECK_LAUNCH();
     const size_t col_tiles = (D + SUM_COLS - 1) / SUM_COLS;
-    const size_t gy = NU - 1 < MAX_GRID ? NU - 1 : MAX_GRID;
+    const unsigned gl = (unsigned)(NU - 1 < MAX_GRID ? NU - 1 : MAX_GRID);
+    const unsigned gh = (unsigned)(NH - 1 < MAX_GRID ? (NH > 1 ? NH - 1 : 1) : MAX_GRID);
     CT_ASSERT(col_tiles <= 0x7fffffffu, "embedding_backward_cuda: D = %zu too wide", D);
     dispatch_float(dt, "embedding_backward_cuda", [&](auto tag) {
         using T = decltype(tag);
-        dim3 grid((unsigned)col_tiles, (unsigned)gy), block(SUM_COLS, SUM_SLICES);
-        emb_sum_kernel<T><<<grid, block, 0, s>>>(dtable, (const T *)dout, pos, start, used,
-                                                 n_used, (int)D, rows, ids_out);
+        emb_sum_light_kernel<T><<<gl, LIGHT_THREADS, 0, s>>>(dtable, (const T *)dout, pos, start,
+                                                             used, n_used, (int)D, rows, ids_out);
+        CUDA_CHECK_LAUNCH();
+        dim3 grid((unsigned)col_tiles, gh), block(SUM_COLS, SUM_SLICES);
+        emb_sum_heavy_kernel<T><<<grid, block, 0, s>>>(dtable, (const T *)dout, pos, start, used,
+                                                       heavy, n_heavy, (int)D, rows, ids_out);
         CUDA_CHECK_LAUNCH();
     });
     CUDA_CHECK(cudaFreeAsync(scratch, s));

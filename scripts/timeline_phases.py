@@ -27,7 +27,12 @@ Phases of one step (the medians over the trace's steps are printed):
 Steps are found by the trace's first kernel: each step starts where a run
 of kernels with that name begins (the forward's first kernel, such as the
 embedding lookup, repeats once a step). A FILE.txt summary beside the trace
-gives the expected number of steps; a mismatch is reported.
+gives the expected number of steps; when the first kernel's runs do not
+match it (a copy or an NCCL kernel of the step before the window opens the
+trace, or a name that runs twice a step), the first compute kernel among
+the trace's first hundred whose runs do match marks the steps instead (a
+heuristic: check that the phases add up to the step); a mismatch left is
+reported.
 """
 import json
 import os

@@ -26,7 +26,8 @@
  *   dist_grads_ready: the buckets not issued yet, then the compute stream
  *     waits for the communication stream; unscale, clip and the optimizer
  *     follow on every rank with identical gradients, so the weights stay
- *     identical without ever being sent again.
+ *     identical without being sent again (except with the sharded update
+ *     below, where each rank updates a share and the shares are sent).
  * --grad-reduce bf16 (opt-in; default f32): each bucket's f32 gradients
  * are rounded to bf16 into a shadow buffer, the shadow is averaged over
  * the ranks (ncclBfloat16, ncclAvg), and the average is cast back over the

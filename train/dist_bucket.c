@@ -19,11 +19,10 @@ float dist_bucket_mb_auto(size_t grad_bytes)
     return (float)(mb < 25.0 ? 25.0 : mb > 100.0 ? 100.0 : mb);
 }
 
-/* The taper's cap for a bucket whose top is `top` (BUCKET_TAPER,
- * dist_bucket.h): at most half of what backward still has to produce below
- * it in its group (upto[]: the group's elements up to and including each
- * offset-ordered parameter, isolated lookups left out), at least a
- * sixteenth of a bucket. */
+/* The taper's cap for a bucket (BUCKET_TAPER, dist_bucket.h) with `rest`
+ * elements of its group at or below its top (upto[] below: the group's
+ * elements up to and including each offset-ordered parameter, isolated
+ * lookups left out): half of that, within [bucket_elems / 16, bucket_elems]. */
 static size_t taper_cap(size_t bucket_elems, size_t rest)
 {
     size_t cap = rest / 2, least = bucket_elems / 16 ? bucket_elems / 16 : 1;
@@ -44,7 +43,10 @@ void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems, 
     sort_ps = ps;
     qsort(bp->by_offset, (size_t)n, sizeof(int), by_offset_cmp);
     sort_ps = NULL;
-    if (!bucket_elems) bucket_elems = ps->total ? ps->total : 1;
+    if (!bucket_elems) {   /* one bucket (--bucket-mb 0): nothing to taper */
+        bucket_elems = ps->total ? ps->total : 1;
+        taper = 0;
+    }
     /* upto[k]: the elements of parameters 0..k (offset order) in k's
      * group, lookups left out when isolated (they go out on their own) */
     for (int k = 0; k < n; k++) {

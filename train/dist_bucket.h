@@ -80,8 +80,11 @@ float dist_bucket_mb_auto(size_t grad_bytes);
  *       bucket_elems. Backward produces the start of the buffer last, so the
  *       last buckets are small and what is left to send after backward (a
  *       reduce-scatter, an update share, an all-gather) is short: for
- *       BERT-large at 100 MB, the last buckets are ~67, 21, 8 and 6 MB
- *       instead of one of ~100 MB. */
+ *       BERT-large at 100 MB with the word table isolated, the last buckets
+ *       before the table's own are 56, 36, 12 and 6 MB instead of 100 and
+ *       10. A table that is not isolated counts as still to come, so the
+ *       caps stay whole there (BERT without the sparse lookup: no taper).
+ *       No taper with bucket_elems 0 (one bucket). */
 /* train/dist.c tapers by default from buckets of this size up: on 2 H200s
  * BERT-large (100 MB buckets) 94.8% -> 95.2%, ResNet-50 (25 MB, where the
  * last bucket is short anyway) 98.5% -> 97.8% */

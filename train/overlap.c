@@ -48,7 +48,7 @@ int trainer_overlap_mode(const Trainer *t)
     else if (t->scaler.enabled) why = "fp16's grad scaler checks every gradient first";
     if (why && (asked || shard_asked))
         LOG_W("%s: the update stays after backward (%s)",
-              shard_asked ? "CTRAIN_DIST_SHARD=1" : "CTRAIN_OVERLAP_UPDATE=1", why);
+              shard && shard_asked ? "CTRAIN_DIST_SHARD=1" : "CTRAIN_OVERLAP_UPDATE=1", why);
     return why == NULL;
 }
 
@@ -118,12 +118,14 @@ Overlap *overlap_open(Trainer *t)
         CUDA_CHECK(cudaEventCreateWithFlags(&o->done_ev, cudaEventDisableTiming));
     }
 #endif
+    const char *asked = getenv("CTRAIN_OVERLAP_UPDATE");
     if (o->own)
         LOG_I("overlapped update: %d buckets of ~%g MB, each updated once backward has finished "
               "its gradients (CTRAIN_OVERLAP_UPDATE=1)", o->n, (double)mb);
     else
         LOG_I("overlapped update: each of the %d buckets updated once its all-reduce is done "
-              "(CTRAIN_OVERLAP_UPDATE=1)", o->n);
+              "(%s)", o->n, asked && *asked && strcmp(asked, "0") ? "CTRAIN_OVERLAP_UPDATE=1"
+                                                                  : "for the sharded update");
     return o;
 }
 

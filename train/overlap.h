@@ -20,14 +20,17 @@
  * take SMs that backward leaves idle and do not queue ahead of it; the
  * all-reduces' stream is the highest.
  *
- * When (trainer_overlap_mode): CTRAIN_OVERLAP_UPDATE=1, with SGD or AdamW,
- * no gradient clipping, no fp16 grad scaler (both need every gradient
- * before any update; a warning names what prevents it); the step's last
- * micro-batch only. The values are the whole-buffer step's, bit for bit:
+ * When (trainer_overlap_mode): CTRAIN_OVERLAP_UPDATE=1, or the sharded
+ * update with several GPUs (train/dist.h: by default for models of 100M
+ * parameters or more), with SGD or AdamW, no gradient clipping, no fp16
+ * grad scaler (both need every gradient before any update; when one of the
+ * variables asked for it a warning names what prevents it, the default
+ * falls back quietly); the step's last micro-batch only. The values are the whole-buffer step's, bit for bit:
  * the same elementwise math, split by ranges.
  *
- * Off by default: on one H200 it made BERT-large bf16 2% and ResNet-50 1.4%
- * slower, and on two it gained 0.2% (ops/NOTES.md, "Overlapped update"):
+ * Alone, off by default: on one H200 it made BERT-large bf16 2% and
+ * ResNet-50 1.4% slower, and on two it gained 0.2% (ops/NOTES.md,
+ * "Overlapped update"):
  * the update's memory traffic slows the backward next to it by about what
  * it hides. It stays as an option (a slower link, a bigger optimizer state,
  * or a GPU with bandwidth to spare may tip it) and as a worked example.
@@ -40,8 +43,9 @@
 struct Trainer;
 typedef struct Overlap Overlap;
 
-/* 1 when this run overlaps its updates (CTRAIN_OVERLAP_UPDATE=1 and nothing
- * prevents it; warns what does). */
+/* 1 when this run overlaps its updates (CTRAIN_OVERLAP_UPDATE=1 or the
+ * sharded update wanted, and nothing prevents it; warns what does when a
+ * variable asked for it). */
 int trainer_overlap_mode(const struct Trainer *t);
 
 /* The machinery for t: alone, its own bucket plan and readiness tracker
