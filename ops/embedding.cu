@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(SUM_COLS *SUM_SLICES)
  * chunk c (CHUNK positions, in order, slices as above) into part[c][v];
  * then one thread per (v, d) adds the chunks in order to dtable. No sort
  * needed; deterministic. */
-constexpr size_t SMALL_V = 16;
+constexpr size_t SMALL_V = EMBEDDING_SMALL_V;
 constexpr int CHUNK = 128;
 
 template <typename T>
@@ -427,13 +427,14 @@ static void grouped_sums(float *dtable, float *rows, int32_t *ids_out, const voi
     CUDA_CHECK_LAUNCH();
     const size_t col_tiles = (D + SUM_COLS - 1) / SUM_COLS;
     const unsigned gl = (unsigned)(NU - 1 < MAX_GRID ? NU - 1 : MAX_GRID);
-    const unsigned gh = (unsigned)(NH - 1 < MAX_GRID ? (NH > 1 ? NH - 1 : 1) : MAX_GRID);
+    const unsigned gh = (unsigned)(NH - 1 < MAX_GRID ? NH - 1 : MAX_GRID);   /* 0: N <= SL */
     CT_ASSERT(col_tiles <= 0x7fffffffu, "embedding_backward_cuda: D = %zu too wide", D);
     dispatch_float(dt, "embedding_backward_cuda", [&](auto tag) {
         using T = decltype(tag);
         emb_sum_light_kernel<T><<<gl, LIGHT_THREADS, 0, s>>>(dtable, (const T *)dout, pos, start,
                                                              used, n_used, (int)D, rows, ids_out);
         CUDA_CHECK_LAUNCH();
+        if (!gh) return;   /* no id can have more than SUM_SLICES positions */
         dim3 grid((unsigned)col_tiles, gh), block(SUM_COLS, SUM_SLICES);
         emb_sum_heavy_kernel<T><<<grid, block, 0, s>>>(dtable, (const T *)dout, pos, start, used,
                                                        heavy, n_heavy, (int)D, rows, ids_out);

@@ -41,6 +41,10 @@ void embedding_forward_cpu(float *out, const float *table, const int32_t *ids, s
 void embedding_backward_cpu(float *dtable, const float *dout, const int32_t *ids, size_t N,
                             size_t V, size_t D, int accum);
 
+/* Tables of at most this many rows (token types) take the CUDA backward's
+ * short path (ops/embedding.cu), which has no compact form. */
+#define EMBEDDING_SMALL_V 16
+
 /* Compact backward (data parallel's sparse lookup gradient, train/dist.c):
  * the same per-id sums, not added into a table but written as rows: for the
  * k-th id used (in increasing order) ids_out[k] = v and rows[k, :] = the sum
@@ -63,7 +67,7 @@ void embedding_forward_cuda(void *out, DType dt, const float *table, const int32
 void embedding_backward_cuda(float *dtable, const void *dout, DType dt, const int32_t *ids,
                              size_t N, size_t V, size_t D, int accum, cudaStream_t s);
 /* The compact forms above (bit for bit the sums embedding_backward_cuda adds;
- * V above the small-table limit of 16 rows). */
+ * V above EMBEDDING_SMALL_V). */
 void embedding_backward_compact_cuda(float *rows, int32_t *ids_out, const void *dout, DType dt,
                                      const int32_t *ids, size_t N, size_t V, size_t D,
                                      cudaStream_t s);

@@ -60,8 +60,8 @@ struct Dist {
     float *scratch;            /* one device float for the barrier */
     int split;                 /* reduce-scatter + all-gather per bucket (CTRAIN_DIST_SPLIT;
                                 * default: when the gradients are in a symmetric window) */
-    int shard;                 /* the sharded update wanted (dist_shard_wanted, dist.h) */
-    int sharding;              /* shard wanted and possible: the optimizer state is current
+    int sharding;              /* the sharded update wanted (dist_shard_wanted, dist.h) and
+                                * possible: the optimizer state is current
                                 * only in this rank's shares until dist_sync_state */
     long save_every;           /* --save-every and --save as given (rank 0 alone keeps them): */
     int saves;                 /* every rank joins the state gather before a save */
@@ -516,17 +516,20 @@ void dist_attach(Dist *d, Trainer *t)
     /* the defaults (dist.h): the sparse lookup with f32 reduction in buckets,
      * the taper from 50 MB buckets up */
     int sparse_asked = d->sparse >= 0;
-    if (d->sparse < 0) d->sparse = d->opt.grad_reduce == DT_F32 && d->opt.bucket_mb > 0;
+    if (d->sparse < 0) d->sparse = d->opt.grad_reduce == DT_F32;
     if (d->taper < 0) d->taper = d->opt.bucket_mb >= DIST_TAPER_AUTO_MB;
+    if (d->sparse && d->opt.bucket_mb <= 0) {   /* nothing goes out before the lookup */
+        if (sparse_asked)
+            LOG_W("CTRAIN_DIST_SPARSE_EMB=1: not with --bucket-mb 0 (one all-reduce after "
+                  "backward); the lookup gradient goes dense");
+        d->sparse = 0;
+    }
     bucket_plan_build(&d->plan, ps, elems, (d->sparse ? BUCKET_ISOLATE_LOOKUPS : 0) |
                                                (d->taper ? BUCKET_TAPER : 0));
     grad_ready_init(&d->ready, ps, &d->plan, issue_bucket, d);
     if (d->sparse) {
         d->ready.defer = sparse_defer;
         d->ready.defer_user = d;
-        if (d->opt.bucket_mb <= 0 && sparse_asked)
-            LOG_W("CTRAIN_DIST_SPARSE_EMB=1: not with --bucket-mb 0 (one all-reduce after "
-                  "backward); the lookup gradient goes dense");
     }
     d->bucket_ev = (cudaEvent_t *)calloc((size_t)d->plan.n, sizeof(cudaEvent_t));
     if (!d->bucket_ev) ct_fatal("out of host memory");
@@ -536,15 +539,14 @@ void dist_attach(Dist *d, Trainer *t)
         CUDA_CHECK(cudaEventCreateWithFlags(&d->bucket_ev[b], cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreateWithFlags(&d->upd_ev[b], cudaEventDisableTiming));
     }
-    int shard_asked = 0;
-    d->shard = dist_shard_wanted(ps->total, &shard_asked);
-    if (d->shard && shard_asked && d->opt.grad_reduce != DT_F32)
+    int shard_asked = 0, shard = dist_shard_wanted(ps->total, &shard_asked);
+    if (shard && shard_asked && d->opt.grad_reduce != DT_F32)
         LOG_W("CTRAIN_DIST_SHARD=1: not with --grad-reduce %s; every rank updates every weight",
               dtype_name(d->opt.grad_reduce));
-    if (d->shard && shard_asked && !t->overlap)
+    if (shard && shard_asked && !t->overlap)
         LOG_W("CTRAIN_DIST_SHARD=1: the update is not overlapped (see the warning above); "
               "every rank updates every weight");
-    d->sharding = d->shard && t->overlap && d->opt.grad_reduce == DT_F32;
+    d->sharding = shard && t->overlap && d->opt.grad_reduce == DT_F32;
     if (d->sharding)
         LOG_I("sharded update: each bucket reduce-scattered, 1/%d of it updated here, the "
               "weights all-gathered (CTRAIN_DIST_SHARD%s)", d->env.world,
@@ -745,7 +747,8 @@ void dist_finish(Dist *d)
     if (d->attached) {
         trainer_graph_free(d->tr);
         if (d->grad_buf.ptr) params_grad_move(&d->tr->model->params, NULL);
-        if (d->tr->model->params.values_external) params_values_move(&d->tr->model->params, NULL, NULL);
+        if (d->tr->model->params.values_external)
+            params_values_move(&d->tr->model->params, NULL, NULL);
         regbuf_free(&d->data_buf, c, d->comm);
         regbuf_free(&d->lowp_buf, c, d->comm);
         regbuf_free(&d->grad_buf, c, d->comm);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../engine/error.h"
+#include "../ops/embedding.h"
 
 static const ParamSet *sort_ps;
 static int by_offset_cmp(const void *a, const void *b)
@@ -157,7 +158,7 @@ int grad_ready_lookup_deferrable(const GradReady *g, const Node *n, int p, int d
      * may have finished the bucket (then on_begin's own check stops the run) */
     if (depth != 1 || g->issued[g->bp->param_bucket[p]]) return 0;
     size_t N = n->saved[0]->numel, V = (size_t)n->i[0];
-    return V > 16 && V >= 4 * N;
+    return V > EMBEDDING_SMALL_V && V >= 4 * N;   /* the compact form, worth it */
 }
 
 void grad_ready_init(GradReady *g, const ParamSet *ps, const BucketPlan *bp, BucketIssueFn issue,

@@ -27,10 +27,15 @@ struct Overlap {
 #endif
 };
 
+/* CTRAIN_OVERLAP_UPDATE=1 */
+static int overlap_asked(void)
+{
+    return env_switch("CTRAIN_OVERLAP_UPDATE", 0, "the update overlaps backward where it applies");
+}
+
 int trainer_overlap_mode(const Trainer *t)
 {
-    int asked = env_switch("CTRAIN_OVERLAP_UPDATE", 0, "the update overlaps backward where it "
-                           "applies");
+    int asked = overlap_asked();
     /* off unless asked for: on 1 and 2 H200s it measured no faster (ops/NOTES.md,
      * "Overlapped update"): the update's memory traffic slows backward by
      * about what it hides */
@@ -118,14 +123,12 @@ Overlap *overlap_open(Trainer *t)
         CUDA_CHECK(cudaEventCreateWithFlags(&o->done_ev, cudaEventDisableTiming));
     }
 #endif
-    const char *asked = getenv("CTRAIN_OVERLAP_UPDATE");
     if (o->own)
         LOG_I("overlapped update: %d buckets of ~%g MB, each updated once backward has finished "
               "its gradients (CTRAIN_OVERLAP_UPDATE=1)", o->n, (double)mb);
     else
         LOG_I("overlapped update: each of the %d buckets updated once its all-reduce is done "
-              "(%s)", o->n, asked && *asked && strcmp(asked, "0") ? "CTRAIN_OVERLAP_UPDATE=1"
-                                                                  : "for the sharded update");
+              "(%s)", o->n, overlap_asked() ? "CTRAIN_OVERLAP_UPDATE=1" : "for the sharded update");
     return o;
 }
 
