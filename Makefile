@@ -6,7 +6,7 @@
 #   make CUDA=0     CPU-only build, even where nvcc, cuDNN and cuBLAS exist
 #   make ARCH=90    build GPU code for one architecture only (faster dev builds)
 # The CUDA backend is built when nvcc, cuDNN, cuBLAS and NCCL are found (NCCL:
-# multi-GPU data parallel, train/dist.h; the CPU-only build needs none of them).
+# multi-GPU data parallel, train/dist/dist.h; the CPU-only build needs none of them).
 
 CC        ?= cc
 CUDA_HOME ?= /usr/local/cuda
@@ -26,12 +26,12 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD -MP -I.
 LDLIBS   := -l:libstb.a -lz -lm -lpthread -ldl -fopenmp
 
-C_SRCS   := $(wildcard engine/*.c ops/*.c models/*.c data/*.c train/*.c)
-MAIN_SRC := train/main.c
+C_SRCS   := $(wildcard engine/*.c ops/*.c models/*.c data/*.c train/*/*.c)
+MAIN_SRC := train/cli/main.c
 LIB_C    := $(filter-out $(MAIN_SRC),$(C_SRCS))
 CU_SRCS  :=
 ifeq ($(CUDA),1)
-  CU_SRCS  := $(wildcard engine/*.cu ops/*.cu train/*.cu)
+  CU_SRCS  := $(wildcard engine/*.cu ops/*.cu train/*/*.cu)
   CFLAGS   += -DCTRAIN_CUDA -I$(CUDA_HOME)/include
   NVFLAGS  := -O3 -std=c++17 -DCTRAIN_CUDA -I. -MMD -MP -lineinfo \
               -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-fPIC \
@@ -63,11 +63,11 @@ $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-# The git revision goes into the bench's JSON (train/bench_json.c); its object
+# The git revision goes into the bench's JSON (train/bench/bench_json.c); its object
 # is rebuilt whenever the revision changes, so a binary never reports another.
 GIT_REV := $(shell git describe --always --dirty 2>/dev/null)
-$(BUILD)/obj/train/bench_json.o: CFLAGS += -DCTRAIN_GIT_REVISION='"$(GIT_REV)"'
-$(BUILD)/obj/train/bench_json.o: $(BUILD)/revision.stamp
+$(BUILD)/obj/train/bench/bench_json.o: CFLAGS += -DCTRAIN_GIT_REVISION='"$(GIT_REV)"'
+$(BUILD)/obj/train/bench/bench_json.o: $(BUILD)/revision.stamp
 $(BUILD)/revision.stamp: FORCE
 	@mkdir -p $(BUILD); echo '$(GIT_REV)' | cmp -s - $@ || echo '$(GIT_REV)' > $@
 .PHONY: FORCE

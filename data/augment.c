@@ -17,7 +17,7 @@
  * Shape letters: H W input pixels, C input channels (1: replicated to 3),
  * S output side.
  */
-#include "data/augment.h"
+#include "augment.h"
 
 #include <math.h>
 #include <stddef.h>

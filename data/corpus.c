@@ -1,5 +1,5 @@
 /* corpus.c — list a corpus's files and read them (rules in corpus.h). */
-#include "data/corpus.h"
+#include "corpus.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/utf8.h"
-#include "data/data_util.h"
+#include "utf8.h"
+#include "data_util.h"
 
 typedef struct {
     char **v;

@@ -3,17 +3,17 @@
  *
  * Shape letters: N images in a split, B batch.
  */
-#include "data/fashion_mnist.h"
+#include "fashion_mnist.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/idx.h"
+#include "idx.h"
 #include "engine/error.h"
 #include "engine/log.h"
-#include "data/data_util.h"
+#include "data_util.h"
 
 const char *const fmnist_class_names[FMNIST_CLASSES] = {
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",

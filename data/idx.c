@@ -9,7 +9,7 @@
  * more byte is requested: that drives inflate through the trailer and tells
  * a file with extra data from a complete one.
  */
-#include "data/idx.h"
+#include "idx.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-#include "data/data_util.h"
+#include "data_util.h"
 
 const char *idx_type_name(uint8_t type)
 {

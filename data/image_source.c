@@ -4,7 +4,7 @@
  *
  * Shape letters: N samples, S output side.
  */
-#include "data/image_source.h"
+#include "image_source.h"
 
 #include <stdlib.h>
 #include <string.h>

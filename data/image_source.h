@@ -39,9 +39,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/augment.h"
-#include "data/fashion_mnist.h"
-#include "data/imagefolder.h"
+#include "augment.h"
+#include "fashion_mnist.h"
+#include "imagefolder.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -12,7 +12,7 @@
  * built with STBI_THREAD_LOCAL), so loader workers decoding in parallel each
  * read their own reason.
  */
-#include "data/imagefolder.h"
+#include "imagefolder.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,7 +26,7 @@
 
 #include "engine/error.h"
 #include "engine/log.h"
-#include "data/data_util.h"
+#include "data_util.h"
 
 /* Folders deeper than this under a class are not entered (guards against a
  * symlink loop, which os.walk(followlinks=True) would also loop on). */

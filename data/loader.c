@@ -18,7 +18,7 @@
  * no new rows are claimed, then the caller waits until no chunk is in
  * flight (inflight == 0) before the slots are reset.
  */
-#include "data/loader.h"
+#include "loader.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -27,8 +27,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "data/imagefolder.h"
-#include "data/shuffle.h"
+#include "imagefolder.h"
+#include "shuffle.h"
 #include "engine/error.h"
 
 enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };

@@ -54,7 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/image_source.h"
+#include "image_source.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -13,16 +13,16 @@
  * (mask / random / keep), T + 2j + 1 picks its random token. The synthetic
  * generator uses SYN_TAG for the tokens themselves. Shape letters: B, T.
  */
-#include "data/mlm.h"
+#include "mlm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/shuffle.h"
+#include "shuffle.h"
 #include "engine/error.h"
 #include "engine/philox.h"
-#include "data/data_util.h"
+#include "data_util.h"
 
 #define MLM_TAG 0x4D4C4D00u /* "MLM" */
 #define SYN_TAG 0x53594E00u /* "SYN" */

@@ -57,8 +57,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/text_shards.h"
-#include "data/wordpiece.h"
+#include "text_shards.h"
+#include "wordpiece.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,7 +2,7 @@
  * counter-based splitmix64 stream of (seed, epoch, i). The algorithm is
  * written out in shuffle.h; this file must match it bit for bit.
  */
-#include "data/shuffle.h"
+#include "shuffle.h"
 
 #define SHUFFLE_GOLDEN 0x9E3779B97F4A7C15ull
 

@@ -4,7 +4,7 @@
  * Two passes over the directory: the first counts each topic's entries (to
  * pick the largest), the second keeps the chosen topics' entries.
  */
-#include "data/text_cls.h"
+#include "text_cls.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,9 +13,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/corpus.h"
-#include "data/text_shards.h"
-#include "data/data_util.h"
+#include "corpus.h"
+#include "text_shards.h"
+#include "data_util.h"
 
 static uint64_t splitmix64(uint64_t z)
 {

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/wordpiece.h"
+#include "wordpiece.h"
 
 #ifdef __cplusplus
 extern "C" {

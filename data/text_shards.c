@@ -6,7 +6,7 @@
  * reader loads the whole file and checks it before handing out pointers
  * into it. Shape letters: D documents, N tokens, V vocab size.
  */
-#include "data/text_shards.h"
+#include "text_shards.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "data/corpus.h"
-#include "data/data_util.h"
+#include "corpus.h"
+#include "data_util.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "text_shards.c maps the little-endian arrays of a shard directly: little-endian hosts only"

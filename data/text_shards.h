@@ -32,8 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/corpus.h"
-#include "data/wordpiece.h"
+#include "corpus.h"
+#include "wordpiece.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -21,12 +21,12 @@
  * categories as Unicode defines it (checked against Python for every code
  * point when the tables were generated).
  */
-#include "data/utf8.h"
+#include "utf8.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "data/utf8_tables.h"
+#include "utf8_tables.h"
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -16,7 +16,7 @@
  * merge: the words of the pair (plus, for the likelihood score, the pairs
  * of its symbols); a few MB of text trains in about a second.
  */
-#include "data/vocab_build.h"
+#include "vocab_build.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -24,11 +24,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/corpus.h"
-#include "data/text_shards.h"
-#include "data/utf8.h"
-#include "data/wordpiece.h"
-#include "data/data_util.h"
+#include "corpus.h"
+#include "text_shards.h"
+#include "utf8.h"
+#include "wordpiece.h"
+#include "data_util.h"
 
 /* ---- string -> index hash ------------------------------------------------ */
 

@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/corpus.h"
+#include "corpus.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -16,15 +16,15 @@
  * table bounds the first candidate, which changes nothing in the result (a
  * longer candidate cannot match).
  */
-#include "data/wordpiece.h"
+#include "wordpiece.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/utf8.h"
-#include "data/data_util.h"
+#include "utf8.h"
+#include "data_util.h"
 
 int wpids_push(WpIds *v, int32_t id)
 {

@@ -9,8 +9,8 @@
 #include "log.h"
 #include "mem.h"
 #ifdef CTRAIN_CUDA
-#include "../ops/batchnorm_cudnn.h"
-#include "../ops/conv2d.h"
+#include "ops/batchnorm_cudnn.h"
+#include "ops/conv2d.h"
 #endif
 
 /* 32 MiB serves cuBLASLt on Hopper (NVIDIA recommends 32 MiB there) and the
@@ -94,8 +94,8 @@ void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed)
                       device_id, n, n == 1 ? "" : "s");
     CUDA_CHECK(cudaSetDevice(device_id));
     /* one level above the lowest priority when the device has three or more:
-     * the overlapped update's stream takes the lowest (train/overlap.h), the
-     * all-reduces' the highest (train/dist.c) */
+     * the overlapped update's stream takes the lowest (train/loop/overlap.h), the
+     * all-reduces' the highest (train/dist/dist.c) */
     int least = 0, greatest = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     int prio = least - 1 > greatest ? least - 1 : least;

@@ -8,15 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../engine/error.h"
-#include "../engine/mem.h"
-#include "../ops/attention.h"
-#include "../ops/dropout.h"
-#include "../ops/embedding.h"
-#include "../ops/gather.h"
-#include "../ops/layernorm.h"
-#include "../ops/ops.h"
-#include "../ops/permute.h"
+#include "engine/error.h"
+#include "engine/mem.h"
+#include "ops/attention.h"
+#include "ops/dropout.h"
+#include "ops/embedding.h"
+#include "ops/gather.h"
+#include "ops/layernorm.h"
+#include "ops/ops.h"
+#include "ops/permute.h"
 
 typedef struct Linear { int w, b; } Linear;
 typedef struct LN { int g, b; } LN;
@@ -309,7 +309,7 @@ void bert_create(Model *m, Ctx *c, const BertConfig *cfg, uint64_t seed)
     int D = cfg->hidden;
     b->word = params_add(ps, "bert.embeddings.word_embeddings.weight", 2,
                          (int64_t[]){cfg->vocab, D}, INIT_NORMAL, 0.02f, 1);
-    ps->p[b->word].lookup = 1;   /* train/dist.c: CTRAIN_DIST_SPARSE_EMB */
+    ps->p[b->word].lookup = 1;   /* train/dist/dist.c: CTRAIN_DIST_SPARSE_EMB */
     b->pos = params_add(ps, "bert.embeddings.position_embeddings.weight", 2,
                         (int64_t[]){cfg->max_pos, D}, INIT_NORMAL, 0.02f, 1);
     b->type = params_add(ps, "bert.embeddings.token_type_embeddings.weight", 2,

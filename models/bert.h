@@ -28,7 +28,7 @@
 #ifndef CTRAIN_MODELS_BERT_H
 #define CTRAIN_MODELS_BERT_H
 
-#include "../engine/recompute.h"
+#include "engine/recompute.h"
 #include "model.h"
 
 typedef enum { BERT_MLM = 0, BERT_CLASSIFIER } BertHead;

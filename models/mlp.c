@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../engine/error.h"
-#include "../ops/ops.h"
+#include "engine/error.h"
+#include "ops/ops.h"
 
 typedef struct Mlp {
     int n_layers;

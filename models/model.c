@@ -2,7 +2,7 @@
 #include "model.h"
 
 #include <string.h>
-#include "../ops/ops.h"
+#include "ops/ops.h"
 
 void model_free(Model *m)
 {

@@ -4,9 +4,9 @@
 #ifndef CTRAIN_MODELS_MODEL_H
 #define CTRAIN_MODELS_MODEL_H
 
-#include "../engine/ctx.h"
-#include "../engine/params.h"
-#include "../engine/tensor.h"
+#include "engine/ctx.h"
+#include "engine/params.h"
+#include "engine/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,11 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../engine/error.h"
-#include "../ops/batchnorm.h"
-#include "../ops/conv2d.h"
-#include "../ops/ops.h"
-#include "../ops/pool.h"
+#include "engine/error.h"
+#include "ops/batchnorm.h"
+#include "ops/conv2d.h"
+#include "ops/ops.h"
+#include "ops/pool.h"
 
 typedef struct BNRef { int gamma, beta, rm, rv, nbt; } BNRef;  /* param / buffer indices */
 

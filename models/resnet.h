@@ -19,7 +19,7 @@
 #ifndef CTRAIN_MODELS_RESNET_H
 #define CTRAIN_MODELS_RESNET_H
 
-#include "../engine/recompute.h"
+#include "engine/recompute.h"
 #include "model.h"
 
 typedef struct ResNetConfig {

@@ -21,7 +21,7 @@
 
 #include <math.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 
 /* beta^t by binary powering: multiplications only, so CPU and GPU (which
  * does the same loop with __dmul_rn) agree bit for bit. */

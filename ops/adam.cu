@@ -35,7 +35,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 #include "cuda_util.cuh"
 
 namespace {

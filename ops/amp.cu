@@ -30,7 +30,7 @@
 #include <math_constants.h>
 #include <stdint.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 #include "cuda_util.cuh"
 
 namespace {

@@ -7,7 +7,7 @@
  *   inv = (float)(1 / (double)scale)
  *   g = (inv == 1 ? g : g * inv);   found_inf = 1 if any unscaled g is inf/nan
  * One pass. found_inf is only ever set (a plain store of 1, order
- * independent): the caller clears it before the step (train/grad_scaler.c
+ * independent): the caller clears it before the step (train/loop/grad_scaler.c
  * does, with a memset that a CUDA graph captures). Checking after the
  * unscale also catches a finite g that overflows when scale < 1; torch checks
  * before, which differs only in that case.

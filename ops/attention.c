@@ -18,7 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 #include "dropout.h"
 
 /* Pd[i, j] for a head, from its stored P: the same expression as dropout_forward_cpu. */

@@ -30,8 +30,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "../engine/error.h"
-#include "../engine/mem.h"
+#include "engine/error.h"
+#include "engine/mem.h"
 #include "attention.h"
 #include "cuda_util.cuh"
 #include "dropout.h"

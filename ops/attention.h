@@ -33,9 +33,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "../engine/ctx.h"
-#include "../engine/dtype.h"
-#include "../engine/tensor.h"
+#include "engine/ctx.h"
+#include "engine/dtype.h"
+#include "engine/tensor.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif

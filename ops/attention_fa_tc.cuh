@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <type_traits>
-#include "../engine/error.h"
-#include "../engine/mem.h"
+#include "engine/error.h"
+#include "engine/mem.h"
 #include "attention_fused.h"
 #include "cuda_util.cuh"
 #include "dropout.h"

@@ -35,8 +35,8 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "../engine/error.h"
-#include "../engine/mem.h"
+#include "engine/error.h"
+#include "engine/mem.h"
 #include "attention_fused.h"
 #include "cuda_util.cuh"
 #include "dropout.h"

@@ -72,8 +72,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "../engine/ctx.h"
-#include "../engine/dtype.h"
+#include "engine/ctx.h"
+#include "engine/dtype.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/autograd.h"
-#include "../engine/mem.h"
+#include "engine/autograd.h"
+#include "engine/mem.h"
 #include "attention_fused.h"
 #include "cpu_f32.h"
 #include "dropout.h"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 
 /* ---- CUDA reduction layout (host arithmetic, also built without CUDA) ---- */
 

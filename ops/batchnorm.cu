@@ -30,7 +30,7 @@
  */
 #include <stdint.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 #include "batchnorm.h"
 #include "cuda_util.cuh"
 

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 
 int batchnorm_cudnn_wanted(void)
 {
@@ -40,8 +40,8 @@ int batchnorm_cudnn_wanted(void)
 /* Legacy descriptor API: deprecated in cuDNN 9, still shipped (see above). */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
-#include "../engine/log.h"
-#include "../engine/mem.h"
+#include "engine/log.h"
+#include "engine/mem.h"
 #include "elementwise.h"
 
 #define BN_MODE CUDNN_BATCHNORM_SPATIAL_PERSISTENT

@@ -101,8 +101,8 @@
 #define CTRAIN_OPS_BATCHNORM_CUDNN_H
 
 #include <stddef.h>
-#include "../engine/ctx.h"
-#include "../engine/dtype.h"
+#include "engine/ctx.h"
+#include "engine/dtype.h"
 
 #ifdef __cplusplus
 extern "C" {

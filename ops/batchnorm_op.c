@@ -43,9 +43,9 @@
 #include "batchnorm.h"
 #include "batchnorm_sync.h"
 
-#include "../engine/autograd.h"
-#include "../engine/log.h"
-#include "../engine/mem.h"
+#include "engine/autograd.h"
+#include "engine/log.h"
+#include "engine/mem.h"
 #include "batchnorm_cudnn.h"
 #include "cpu_f32.h"
 #include "op_util.h"

@@ -5,8 +5,8 @@
  * step stays capturable in a CUDA graph), then the global values. */
 #include "batchnorm_sync.h"
 
-#include "../engine/error.h"
-#include "../engine/mem.h"
+#include "engine/error.h"
+#include "engine/mem.h"
 #include "batchnorm.h"
 #include "cpu_f32.h"
 

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 #include "matmul.h"
 
 /* Below this many elements the OpenMP fork costs more than the loop. */

@@ -27,9 +27,9 @@
 #ifndef CTRAIN_OPS_CONV2D_H
 #define CTRAIN_OPS_CONV2D_H
 
-#include "../engine/ctx.h"
-#include "../engine/dtype.h"
-#include "../engine/tensor.h"
+#include "engine/ctx.h"
+#include "engine/dtype.h"
+#include "engine/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -90,9 +90,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/error.h"
-#include "../engine/log.h"
-#include "../engine/mem.h"
+#include "engine/error.h"
+#include "engine/log.h"
+#include "engine/mem.h"
 #include "elementwise.h"
 
 #define CONV_SEARCH_WS_BYTES ((size_t)4096 << 20)

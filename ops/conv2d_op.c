@@ -15,7 +15,7 @@
 
 #include <limits.h>
 
-#include "../engine/autograd.h"
+#include "engine/autograd.h"
 #include "cpu_f32.h"
 #include "op_util.h"
 #include "ops.h"

@@ -8,8 +8,8 @@
 #define CTRAIN_OPS_CPU_F32_H
 
 #include <stdlib.h>
-#include "../engine/error.h"
-#include "../engine/tensor.h"
+#include "engine/error.h"
+#include "engine/tensor.h"
 
 typedef struct F32View {
     float *p;

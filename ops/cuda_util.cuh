@@ -35,8 +35,8 @@
 #include <stdint.h>
 #include <type_traits>
 
-#include "../engine/dtype.h"
-#include "../engine/error.h"
+#include "engine/dtype.h"
+#include "engine/error.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
  */
 #include <stdint.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 #include "cuda_util.cuh"
 #include "dropout.h"
 

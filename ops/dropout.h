@@ -18,10 +18,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "../engine/ctx.h"
-#include "../engine/dtype.h"
-#include "../engine/philox.h"
-#include "../engine/tensor.h"
+#include "engine/ctx.h"
+#include "engine/dtype.h"
+#include "engine/philox.h"
+#include "engine/tensor.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif

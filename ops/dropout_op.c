@@ -7,7 +7,7 @@
  */
 #include "dropout.h"
 
-#include "../engine/autograd.h"
+#include "engine/autograd.h"
 #include "cpu_f32.h"
 #include "op_util.h"
 

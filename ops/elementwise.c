@@ -18,7 +18,7 @@
 #include "elementwise.h"
 
 #include <math.h>
-#include "../engine/error.h"
+#include "engine/error.h"
 
 /* Below this many elements a parallel region costs more than the loop. */
 #define EW_OMP_MIN 32768

@@ -15,7 +15,7 @@
  */
 #include <stdint.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 #include "cuda_util.cuh"
 #include "elementwise.h"
 

@@ -3,7 +3,7 @@
  * under its forward. */
 #include "ops.h"
 
-#include "../engine/autograd.h"
+#include "engine/autograd.h"
 #include "cpu_f32.h"
 #include "op_util.h"
 

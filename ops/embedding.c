@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 
 /* Fatal error for an id the table does not have. */
 static void bad_id(size_t n, int32_t id, size_t V)

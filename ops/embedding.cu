@@ -52,7 +52,7 @@
  */
 #include <stdint.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 #include "cuda_util.cuh"
 #include "embedding.h"
 

@@ -2,7 +2,7 @@
  * gathered row, threads along D (coalesced). Distinct indices mean each
  * destination row has one writer, so the backward needs no atomics. */
 #include "gather.h"
-#include "../engine/error.h"
+#include "engine/error.h"
 #include "cuda_util.cuh"
 
 template <typename T>

@@ -2,8 +2,8 @@
 #include "gather.h"
 
 #include <stdlib.h>
-#include "../engine/autograd.h"
-#include "../engine/mem.h"
+#include "engine/autograd.h"
+#include "engine/mem.h"
 #include "cpu_f32.h"
 #include "op_util.h"
 

@@ -17,7 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 
 /* Below this many elements a parallel region costs more than the loop. */
 #define LN_OMP_MIN 32768

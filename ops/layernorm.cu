@@ -22,7 +22,7 @@
  */
 #include <stdint.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 #include "cuda_util.cuh"
 #include "layernorm.h"
 

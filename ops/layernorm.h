@@ -24,9 +24,9 @@
 #define CTRAIN_OPS_LAYERNORM_H
 
 #include <stddef.h>
-#include "../engine/ctx.h"
-#include "../engine/dtype.h"
-#include "../engine/tensor.h"
+#include "engine/ctx.h"
+#include "engine/dtype.h"
+#include "engine/tensor.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif

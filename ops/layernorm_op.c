@@ -8,7 +8,7 @@
  */
 #include "layernorm.h"
 
-#include "../engine/autograd.h"
+#include "engine/autograd.h"
 #include "cpu_f32.h"
 #include "op_util.h"
 

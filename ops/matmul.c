@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 
 /* Register block: MR x NR accumulators = 12 SSE registers of 4 floats, plus
  * two for the B row and one for the broadcast A value: 15 of the 16. */

@@ -21,7 +21,7 @@
 #define CTRAIN_OPS_MATMUL_H
 
 #include <stddef.h>
-#include "../engine/dtype.h"
+#include "engine/dtype.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #include <cublasLt.h>

@@ -85,8 +85,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/error.h"
-#include "../engine/log.h"
+#include "engine/error.h"
+#include "engine/log.h"
 
 /* Everything the descriptors and the chosen algorithm depend on. Built with
  * memset first so padding bytes are zero and keys compare with memcmp. */

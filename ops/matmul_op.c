@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/autograd.h"
-#include "../engine/env.h"
+#include "engine/autograd.h"
+#include "engine/env.h"
 #include "cpu_f32.h"
 #include "matmul.h"
 #include "op_util.h"

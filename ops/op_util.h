@@ -4,8 +4,8 @@
 #ifndef CTRAIN_OPS_OP_UTIL_H
 #define CTRAIN_OPS_OP_UTIL_H
 
-#include "../engine/error.h"
-#include "../engine/tensor.h"
+#include "engine/error.h"
+#include "engine/tensor.h"
 
 static inline void op_check_float(const char *op, const Tensor *t)
 {

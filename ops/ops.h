@@ -22,8 +22,8 @@
 #ifndef CTRAIN_OPS_OPS_H
 #define CTRAIN_OPS_OPS_H
 
-#include "../engine/ctx.h"
-#include "../engine/tensor.h"
+#include "engine/ctx.h"
+#include "engine/tensor.h"
 #include "elementwise.h"
 
 #ifdef __cplusplus

@@ -18,7 +18,7 @@
 #define CTRAIN_OPS_OPTIM_H
 
 #include <stddef.h>
-#include "../engine/dtype.h"
+#include "engine/dtype.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif

@@ -8,7 +8,7 @@
  * Session 5 measured the one-element, 64-bit-index version at 0.6 TB/s
  * (ops/NOTES.md, "transpose12"). */
 #include "permute.h"
-#include "../engine/error.h"
+#include "engine/error.h"
 #include "cuda_util.cuh"
 
 /* Runs of V elements: x [A, B, C, Dv] -> y [A, C, B, Dv], Dv = D / V. */

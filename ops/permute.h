@@ -13,8 +13,8 @@
 #define CTRAIN_OPS_PERMUTE_H
 
 #include <stddef.h>
-#include "../engine/ctx.h"
-#include "../engine/tensor.h"
+#include "engine/ctx.h"
+#include "engine/tensor.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif

@@ -2,7 +2,7 @@
 #include "permute.h"
 
 #include <string.h>
-#include "../engine/autograd.h"
+#include "engine/autograd.h"
 #include "cpu_f32.h"
 #include "elementwise.h"
 #include "op_util.h"

@@ -14,7 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 
 int pool_out_size(int H, int k, int s, int pad)
 {

@@ -11,7 +11,7 @@
  */
 #include "pool.h"
 
-#include "../engine/autograd.h"
+#include "engine/autograd.h"
 #include "cpu_f32.h"
 #include "op_util.h"
 #include "ops.h"

@@ -9,7 +9,7 @@
 #define CTRAIN_OPS_REDUCE_H
 
 #include <stddef.h>
-#include "../engine/dtype.h"
+#include "engine/dtype.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif

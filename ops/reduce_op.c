@@ -2,7 +2,7 @@
  * and their backward. Outputs are f32 whatever the input type. */
 #include "ops.h"
 
-#include "../engine/autograd.h"
+#include "engine/autograd.h"
 #include "cpu_f32.h"
 #include "op_util.h"
 #include "reduce.h"

@@ -23,7 +23,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 
 /* m_r and log sum_j exp(x[r,j] - m_r) of one row, in double. A row of all
  * -inf gives NaN, as PyTorch does. */

@@ -43,7 +43,7 @@
 #include <limits.h>
 #include <math.h>
 
-#include "../engine/error.h"
+#include "engine/error.h"
 #include "cuda_util.cuh"
 
 namespace {

@@ -24,7 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "../engine/dtype.h"
+#include "engine/dtype.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif

@@ -2,7 +2,7 @@
  * cross-entropy loss, with their backward. */
 #include "ops.h"
 
-#include "../engine/autograd.h"
+#include "engine/autograd.h"
 #include "cpu_f32.h"
 #include "op_util.h"
 #include "softmax.h"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The 2-GPU BERT-large gap, kernel by kernel (issue 7; ops/NOTES.md "Data
 # parallel"): the same bf16 bs 32 seq 128 step on GPU 0 alone and on 2 GPUs,
-# each with a CUPTI timeline of steps 20-24 (CTRAIN_TIMELINE, train/timeline.h),
+# each with a CUPTI timeline of steps 20-24 (CTRAIN_TIMELINE, train/bench/timeline.h),
 # then scripts/timeline_diff.py on the two summaries. Run on nvidia-h200-x2.
 # Usage: OUT=dir sh scripts/h200x2_timeline.sh [ctrain binary]   (default .dev/ctrain)
 : "${OUT:?set OUT to a folder for the logs}"

@@ -7,7 +7,7 @@ kernels take longer in the second run, per step.
   timeline_diff.py --self-test
 
 A and B are the FILE.txt summaries that CTRAIN_TIMELINE writes
-(train/timeline.h), e.g. one GPU against rank 0 of two:
+(train/bench/timeline.h), e.g. one GPU against rank 0 of two:
 
   CTRAIN_TIMELINE=/tmp/one.json ctrain train --model bert-large ... --graph
   CTRAIN_TIMELINE=/tmp/two.json ctrain train --gpus 2 --model bert-large ... --graph

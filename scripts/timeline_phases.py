@@ -7,7 +7,7 @@ update), with what runs in that tail.
   timeline_phases.py TRACE [TRACE ...]
   timeline_phases.py --self-test
 
-TRACE is the Chrome trace CTRAIN_TIMELINE writes (train/timeline.h): FILE,
+TRACE is the Chrome trace CTRAIN_TIMELINE writes (train/bench/timeline.h): FILE,
 or FILE.rankR with several GPUs (not the FILE.txt summary), e.g.
 
   CTRAIN_TIMELINE=/tmp/two.json:20:5 ctrain train --gpus 2 --model bert-large ... --graph

@@ -10,7 +10,7 @@ the same way, written as the same JSON ("ctrain-bench/1"), so that
   torch_bench.py --dry-run [suite options] [--json FILE]   no torch needed
   torch_bench.py --self-test [--json FILE]                 no torch needed
 
-Suite (train/bench.c, mirrored here; every flag narrows it):
+Suite (train/bench/bench.c, mirrored here; every flag narrows it):
   ResNet50 224x224  batch 32, 64, 256             fp32, tf32, fp16, bf16
   BERT-base         batch 32, seq 128             fp32, tf32, fp16, bf16
   BERT-large        batch 24, 32 x seq 128, 512   fp32, tf32, fp16, bf16
@@ -19,7 +19,7 @@ tf32, 3 warm-up and 10 timed steps. Otherwise 5 warm-up and 20 timed steps;
 timing goes on until 2 s have passed (NVML's power is a ~1 s running
 average) and stops after --time-limit (15 s) once 5 steps are done.
 
-How it measures (as ctrain does, train/bench_run.c):
+How it measures (as ctrain does, train/bench/bench_run.c):
   - Every config runs in its own forked process (the parent never touches
     CUDA; a first "probe" child reads the machine and measures the matmul
     ceilings), so an out-of-memory config becomes a row with error "out of
@@ -39,7 +39,7 @@ How it measures (as ctrain does, train/bench_run.c):
     holds from cudaMalloc).
   - Power, temperature, SM clock and throttle reasons: NVML read through
     ctypes (libnvidia-ml.so.1; pynvml is not needed) every 50 ms over the
-    timed steps, summarised as ctrain's sampler does (train/nvml.c): power
+    timed steps, summarised as ctrain's sampler does (train/bench/nvml.c): power
     average and peak, energy (trapezoid), temperature average and max, SM
     clock average and min, slowdown reasons seen. The readings are taken by
     the parent process (it holds no CUDA context), so no sampling thread
@@ -50,7 +50,7 @@ How it measures (as ctrain does, train/bench_run.c):
     mirrored below; `ctrain bench --list` writes ctrain's values and the CPU
     test suite checks that --dry-run writes the same ones. MFU = FLOPs per
     sample x samples/s over the datasheet dense peak (read from
-    train/peaks.c) and over the matmul ceiling measured in this run
+    train/bench/peaks.c) and over the matmul ceiling measured in this run
     (torch.mm: fp16 and bf16 8192^3, fp32 and tf32 4096^3, 3 warm-up runs,
     median of 10).
 Precision: fp32 = TF32 off for matmul and cuDNN; tf32 = both on; fp16 =
@@ -99,12 +99,12 @@ import warnings
 SCHEMA = "ctrain-bench/1"
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-CONFIG_LIMIT_S = 900.0       # a config's child is killed after this long (train/bench_session.c)
+CONFIG_LIMIT_S = 900.0       # a config's child is killed after this long (train/bench/bench_session.c)
 PROBE_LIMIT_S = 300.0
 NVML_PERIOD_S = 0.05         # ctrain samples every 50 ms
 GIB = 1024.0 ** 3
 
-# ---- The suite (train/bench.c) ----------------------------------------------
+# ---- The suite (train/bench/bench.c) ----------------------------------------------
 
 GPU_MODELS = ["resnet50", "bert-base", "bert-large"]
 QUICK_MODELS = ["resnet50", "bert-large"]
@@ -255,13 +255,13 @@ def config_flops(c):
     return None
 
 
-# ---- Datasheet peaks: read from train/peaks.c (one table for both engines) --
+# ---- Datasheet peaks: read from train/bench/peaks.c (one table for both engines) --
 
 PEAK_PRECS = ["fp32", "tf32", "fp16", "bf16"]
 _peaks = None
 
 
-def load_peaks(path=os.path.join(ROOT, "train", "peaks.c")):
+def load_peaks(path=os.path.join(ROOT, "train", "bench", "peaks.c")):
     """[(card, words, unless, {prec: tflops or nan})] in the C table's order;
     [] when the file is missing or its table cannot be read."""
     try:
@@ -314,7 +314,7 @@ def peak_tflops(device_name, precision):
     return None if math.isnan(t) else t
 
 
-# ---- NVML through ctypes (train/nvml.c) -------------------------------------
+# ---- NVML through ctypes (train/bench/nvml.c) -------------------------------------
 
 THROTTLE_NAMES = [(0x1, "gpu_idle"), (0x2, "app_clocks_setting"), (0x4, "sw_power_cap"),
                   (0x8, "hw_slowdown"), (0x10, "sync_boost"), (0x20, "sw_thermal"),
@@ -506,7 +506,7 @@ class NvmlSampler:
         return out
 
 
-# ---- JSON (the schema of train/bench_json.h) --------------------------------
+# ---- JSON (the schema of train/bench/bench_json.h) --------------------------------
 
 RESULT_KEYS = [  # ctrain's order; peak_mem_reserved_bytes is this script's own
     "engine", "mode", "model", "precision", "batch", "seq", "image_size", "layout", "steps",
@@ -1069,7 +1069,7 @@ def profile_steps(torch, step, c, steps=5):
     """--profile PREFIX: 5 more steps under torch.profiler (after the timed
     ones, so they change no figure); the GPU time of every kernel, summed
     over those steps, goes to PREFIX-<config>.txt, the counterpart of
-    ctrain's CTRAIN_TIMELINE summary (train/timeline.h)."""
+    ctrain's CTRAIN_TIMELINE summary (train/bench/timeline.h)."""
     from torch.profiler import profile, ProfilerActivity
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
@@ -1371,10 +1371,10 @@ class Session:
             print(f"NVML: not available ({self.nvml_reason or 'unknown reason'}): power, temperature and "
                   "clocks not measured")
         if not load_peaks():
-            print(f"peaks: no table at {os.path.join(ROOT, 'train', 'peaks.c')} (run the script from its "
+            print(f"peaks: no table at {os.path.join(ROOT, 'train', 'bench', 'peaks.c')} (run the script from its "
                   "ctrain checkout): MFU% is absent, ceil% (over the measured matmul) remains")
         elif peak_tflops(m.get("gpu_name"), "bf16") is None:
-            print(f"peaks: '{m.get('gpu_name')}' is not in the peak table (train/peaks.c): MFU% is absent, "
+            print(f"peaks: '{m.get('gpu_name')}' is not in the peak table (train/bench/peaks.c): MFU% is absent, "
                   "ceil% (over the measured matmul) remains")
         if cfgs:
             c = cfgs[0]
@@ -1488,7 +1488,7 @@ def session_notes(s, backend):
            "peak_mem_reserved_bytes: max_memory_reserved()")
     s.note("power, temperature, SM clock: NVML (ctypes) every 50 ms over the timed steps, read by the parent "
            "process" if s.nvml else f"power, temperature, SM clock: not measured ({s.nvml_reason})")
-    s.note("flops_per_sample: ctrain's formulas (models/resnet.c x 3, models/bert.c); peaks: train/peaks.c; "
+    s.note("flops_per_sample: ctrain's formulas (models/resnet.c x 3, models/bert.c); peaks: train/bench/peaks.c; "
            "ceilings: torch.mm, C in the input type, median of 10")
     if backend.name == "self-test":
         s.note("SELF-TEST: fake children and fake NVML readings; every figure in this file is made up")
@@ -1574,7 +1574,7 @@ def self_test(a, command):
     check("flops.resnet50", 3 * resnet_flops_per_image(50, 224) == 24535105536, "ResNet50 FLOPs changed")
     check("flops.bert", bert_train_flops_per_seq("bert-base", 128) == 69781257216,
           f"{bert_train_flops_per_seq('bert-base', 128)}")
-    check("peaks.table", len(load_peaks()) >= 20, f"{len(load_peaks())} entries read from train/peaks.c")
+    check("peaks.table", len(load_peaks()) >= 20, f"{len(load_peaks())} entries read from train/bench/peaks.c")
     check("peaks.h200", peak_tflops("NVIDIA H200", "bf16") == 989.4, str(peak_tflops("NVIDIA H200", "bf16")))
     check("peaks.gh200", peak_entry("NVIDIA GH200 480GB")[0] == "GH200", "GH200 matched another rule")
     check("peaks.a100_tf32", peak_tflops("NVIDIA A100-SXM4-80GB", "tf32") == 156.0, "")

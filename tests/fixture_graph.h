@@ -4,8 +4,8 @@
 #ifndef CTRAIN_TESTS_FIXTURE_GRAPH_H
 #define CTRAIN_TESTS_FIXTURE_GRAPH_H
 
-#include "../engine/autograd.h"
-#include "../engine/params.h"
+#include "engine/autograd.h"
+#include "engine/params.h"
 
 /* The test graph. x [4, 6] input (requires grad), params:
  *   w1 [5, 6], b1 [5], w2 [3, 5], b2 [3], m [2, 5, 5] (batched weight)

@@ -29,10 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/autograd.h"
-#include "../engine/mem.h"
-#include "../ops/batchnorm.h"
-#include "../ops/ops.h"
+#include "engine/autograd.h"
+#include "engine/mem.h"
+#include "ops/batchnorm.h"
+#include "ops/ops.h"
 #include "check.h"
 #include "gpu_util.h"
 

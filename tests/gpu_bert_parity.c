@@ -12,11 +12,11 @@
 #include <string.h>
 #include "check.h"
 #include "gpu_util.h"
-#include "../data/mlm.h"
-#include "../engine/autograd.h"
-#include "../models/bert.h"
-#include "../train/checkpoint.h"
-#include "../train/safetensors.h"
+#include "data/mlm.h"
+#include "engine/autograd.h"
+#include "models/bert.h"
+#include "train/io/checkpoint.h"
+#include "train/io/safetensors.h"
 #include "parity_util.h"
 
 int main(int argc, char **argv)

@@ -58,10 +58,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/ctx.h"
-#include "../engine/mem.h"
-#include "../ops/batchnorm.h"
-#include "../ops/batchnorm_cudnn.h"
+#include "engine/ctx.h"
+#include "engine/mem.h"
+#include "ops/batchnorm.h"
+#include "ops/batchnorm_cudnn.h"
 #include "check.h"
 #include "gpu_util.h"
 

@@ -37,9 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/autograd.h"
-#include "../ops/conv2d.h"
-#include "../ops/ops.h"
+#include "engine/autograd.h"
+#include "ops/conv2d.h"
+#include "ops/ops.h"
 #include "check.h"
 #include "gpu_util.h"
 

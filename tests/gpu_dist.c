@@ -46,8 +46,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include "check.h"
-#include "../train/bench.h"
-#include "../train/safetensors.h"
+#include "train/bench/bench.h"
+#include "train/io/safetensors.h"
 
 static char bin[1024], dir[1024];
 
@@ -283,7 +283,7 @@ static void same_on_two_gpus(const char *what, const char *env, const char *log_
     compare_files(what, a.save, b.save, 1e-30, 0);
 }
 
-/* The overlapped update (train/overlap.h) on 2 GPUs, graphed, against the
+/* The overlapped update (train/loop/overlap.h) on 2 GPUs, graphed, against the
  * update after backward on 2 GPUs, eager: the same losses and weights bit
  * for bit (2 ranks: a + b is exact in any order). AdamW, whose normalised
  * step makes rounding-level gradient differences visible, so a comparison
@@ -294,7 +294,7 @@ static void overlap_two_gpus(const char *what, const char *extra)
                      "--graph --graph-warmup 2");
 }
 
-/* The sharded update (train/dist.h, CTRAIN_DIST_SHARD=1) on 2 GPUs against
+/* The sharded update (train/dist/dist.h, CTRAIN_DIST_SHARD=1) on 2 GPUs against
  * the update after backward on 2 GPUs: the same losses, and the same
  * training checkpoint bit for bit, the optimizer state included: written at
  * steps 3 and 6 by --save-every 3, the second time after replayed steps, so
@@ -305,7 +305,7 @@ static void shard_two_gpus(const char *what, const char *extra)
 }
 
 /* equivalence() with the gradients in NCCL-registered memory on the 2 GPUs
- * (CTRAIN_NCCL_REG=mode, train/dist_regbuf.h): the same numbers, and the
+ * (CTRAIN_NCCL_REG=mode, train/dist/dist_regbuf.h): the same numbers, and the
  * log names the buffers (a registration NCCL refused falls back to plain
  * buffers, which would prove nothing). The bf16 shadow in a window is
  * checked by bert-nccl-window-bf16 (equivalence_bf16's tolerance). */
@@ -677,7 +677,7 @@ int main(int argc, char **argv)
     if (want("bert-graph")) equivalence("bert-graph", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 1);
     if (want("bert-graph-accum2"))
         equivalence("bert-graph-accum2", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 2);
-    /* the overlapped update (train/overlap.h, CTRAIN_OVERLAP_UPDATE=1):
+    /* the overlapped update (train/loop/overlap.h, CTRAIN_OVERLAP_UPDATE=1):
      * SGD on 2 GPUs against 1, eager and graphed; AdamW overlapped and
      * graphed against the update after backward, on 2 GPUs */
     if (want("bert-overlap")) {
@@ -726,7 +726,7 @@ int main(int argc, char **argv)
         unsetenv("CTRAIN_DIST_SPARSE_EMB");
     }
     /* graphs replayed with each kernel at its capture stream's priority
-     * (CTRAIN_GRAPH_NODE_PRIORITY=1, train/step_graph.c): the same numbers */
+     * (CTRAIN_GRAPH_NODE_PRIORITY=1, train/loop/step_graph.c): the same numbers */
     if (want("bert-graph-node-priority")) {
         setenv("CTRAIN_GRAPH_NODE_PRIORITY", "1", 1);
         equivalence("bert-graph-node-priority", "--graph --graph-warmup 2",

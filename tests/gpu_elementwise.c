@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/elementwise.h"
-#include "../ops/reduce.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 #include "check.h"
 #include "gpu_util.h"
 

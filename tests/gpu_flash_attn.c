@@ -76,14 +76,14 @@
 #include "check.h"
 #include "gpu_util.h"
 #include "tensor_check.h"
-#include "../engine/autograd.h"
-#include "../engine/mem.h"
-#include "../engine/philox.h"
-#include "../engine/recompute.h"
-#include "../ops/attention.h"
-#include "../ops/attention_fused.h"
-#include "../ops/dropout.h"
-#include "../ops/ops.h"
+#include "engine/autograd.h"
+#include "engine/mem.h"
+#include "engine/philox.h"
+#include "engine/recompute.h"
+#include "ops/attention.h"
+#include "ops/attention_fused.h"
+#include "ops/dropout.h"
+#include "ops/ops.h"
 
 enum { MASK_NONE, MASK_BIG, MASK_INF, MASK_INF_FRONT };
 static const char *mask_name[4] = {"", " padded", " padded -inf", " front -inf"};

@@ -1,4 +1,4 @@
-/* gpu_graph.c — the CUDA-graph step (train/step_graph.h) and mixed precision
+/* gpu_graph.c — the CUDA-graph step (train/loop/step_graph.h) and mixed precision
  * on the GPU:
  *   1. graph replay gives the same losses and final weights as eager steps,
  *      bit for bit: resnet18 (batch norm, SGD + Nesterov) and bert-tiny
@@ -9,7 +9,7 @@
  *      overflow; the replayed step must skip (weights and optimizer state
  *      bit-identical), halve the scale and count the skip, and the next
  *      steps must train again once the scale is back in range;
- *   3. the overlapped update (train/overlap.h), eager and graphed, equals the
+ *   3. the overlapped update (train/loop/overlap.h), eager and graphed, equals the
  *      update after backward bit for bit (bert-tiny bf16 and f32 with
  *      accumulation and recompute, resnet18);
  *   4. bf16 and fp16 training curves of bert-small and resnet18 stay close
@@ -21,7 +21,7 @@
 #include <string.h>
 #include "check.h"
 #include "gpu_util.h"
-#include "../engine/mem.h"
+#include "engine/mem.h"
 #include "train_run.h"
 
 static void gpu_run_open(Run *r, Ctx *c, const char *args) { run_open(r, c, args, DEV_CUDA); }
@@ -80,7 +80,7 @@ static void graph_equals_eager(Ctx *c, const char *name, const char *args)
     free(wg);
 }
 
-/* The overlapped update (train/overlap.h): the optimizer on each bucket as
+/* The overlapped update (train/loop/overlap.h): the optimizer on each bucket as
  * soon as backward has finished it, on a second stream, eager and graphed,
  * gives the losses and weights of the update after backward, bit for bit.
  * Small buckets (CTRAIN_OVERLAP_BUCKET_MB), so most run next to backward. */

@@ -41,9 +41,9 @@
 
 #include "check.h"
 #include "gpu_util.h"
-#include "../engine/autograd.h"
-#include "../engine/mem.h"
-#include "../ops/ops.h"
+#include "engine/autograd.h"
+#include "engine/mem.h"
+#include "ops/ops.h"
 
 
 /* fuse: 1 the epilogue must be taken, -1 it must not (one row or column),

@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/matmul.h"
+#include "ops/matmul.h"
 #include "check.h"
 #include "gpu_util.h"
 

@@ -9,10 +9,10 @@
 #include <string.h>
 #include "check.h"
 #include "gpu_util.h"
-#include "../engine/mem.h"
-#include "../models/mlp.h"
-#include "../ops/ops.h"
-#include "../train/sgd.h"
+#include "engine/mem.h"
+#include "models/mlp.h"
+#include "ops/ops.h"
+#include "train/optim/sgd.h"
 #include "fixture_graph.h"
 
 /* The all-ops graph in one precision mode against the CPU in f32. f32 is

@@ -18,14 +18,14 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../engine/ctx.h"
-#include "../engine/mem.h"
-#include "../engine/params.h"
-#include "../ops/adam.h"
-#include "../ops/amp.h"
-#include "../train/adamw.h"
-#include "../train/grad_scaler.h"
-#include "../train/lamb.h"
+#include "engine/ctx.h"
+#include "engine/mem.h"
+#include "engine/params.h"
+#include "ops/adam.h"
+#include "ops/amp.h"
+#include "train/optim/adamw.h"
+#include "train/loop/grad_scaler.h"
+#include "train/optim/lamb.h"
 #include "check.h"
 #include "gpu_util.h"
 

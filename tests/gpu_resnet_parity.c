@@ -13,10 +13,10 @@
 #include <string.h>
 #include "check.h"
 #include "gpu_util.h"
-#include "../engine/autograd.h"
-#include "../models/resnet.h"
-#include "../train/checkpoint.h"
-#include "../train/safetensors.h"
+#include "engine/autograd.h"
+#include "models/resnet.h"
+#include "train/io/checkpoint.h"
+#include "train/io/safetensors.h"
 #include "parity_util.h"
 
 int main(int argc, char **argv)

@@ -2,8 +2,8 @@
  * reference, each dtype (exact moves: bit-identical), BERT's shapes. */
 #include "check.h"
 #include "gpu_util.h"
-#include "../ops/permute.h"
-#include "../ops/gather.h"
+#include "ops/permute.h"
+#include "ops/gather.h"
 
 int main(void)
 {

@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../ops/optim.h"
-#include "../ops/softmax.h"
+#include "ops/optim.h"
+#include "ops/softmax.h"
 #include "check.h"
 #include "gpu_util.h"
 

@@ -22,14 +22,14 @@
 #include "check.h"
 #include "gpu_util.h"
 #include "tensor_check.h"
-#include "../engine/autograd.h"
-#include "../engine/mem.h"
-#include "../engine/philox.h"
-#include "../ops/attention.h"
-#include "../ops/dropout.h"
-#include "../ops/embedding.h"
-#include "../ops/layernorm.h"
-#include "../ops/ops.h"
+#include "engine/autograd.h"
+#include "engine/mem.h"
+#include "engine/philox.h"
+#include "ops/attention.h"
+#include "ops/dropout.h"
+#include "ops/embedding.h"
+#include "ops/layernorm.h"
+#include "ops/ops.h"
 
 
 static int same_bits(const void *a, const void *b, size_t n, DType dt)
@@ -259,7 +259,7 @@ static void gpu_embedding_case(Ctx *g, DType dt, size_t V, size_t D, size_t B, s
         free(second);
         CUDA_CHECK(cudaFree(d_dt));
     }
-    /* compact form (data parallel's deferred lookup, train/dist.c): the k-th
+    /* compact form (data parallel's deferred lookup, train/dist/dist.c): the k-th
      * used id and bit for bit the row the dense backward adds for it; then
      * the rows added back into a table */
     if (check_determinism && V > 16 && !with_bad) {

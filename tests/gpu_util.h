@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../engine/dtype.h"
-#include "../engine/error.h"
+#include "engine/dtype.h"
+#include "engine/error.h"
 
 /* Exit with a clear message when no CUDA device is usable. */
 static inline void gpu_require(void)

@@ -5,7 +5,7 @@
 #define CTRAIN_TESTS_PARITY_UTIL_H
 
 #include <math.h>
-#include "../train/safetensors.h"
+#include "train/io/safetensors.h"
 
 /* The entry, or a failing summary and exit when the reference lacks it. */
 static inline const StEntry *parity_need(const StFile *f, const char *name)

@@ -5,9 +5,9 @@
 #define CTRAIN_TESTS_TENSOR_CHECK_H
 
 #include <stdlib.h>
-#include "../engine/autograd.h"
-#include "../engine/tensor.h"
-#include "../ops/ops.h"
+#include "engine/autograd.h"
+#include "engine/tensor.h"
+#include "ops/ops.h"
 
 /* loss = sum(y * w) on y's context, then backward: every gradient of y's
  * inputs is then w pulled back through the op. */

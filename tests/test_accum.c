@@ -6,9 +6,9 @@
  */
 #include <string.h>
 #include "check.h"
-#include "../engine/autograd.h"
-#include "../models/mlp.h"
-#include "../ops/ops.h"
+#include "engine/autograd.h"
+#include "models/mlp.h"
+#include "ops/ops.h"
 
 static void grads_for(Ctx *c, Model *m, const float *x, const int32_t *y, int B, int K, float *out)
 {

@@ -8,11 +8,11 @@
  */
 #include <string.h>
 #include "check.h"
-#include "../engine/autograd.h"
-#include "../engine/params.h"
-#include "../engine/mem.h"
-#include "../ops/ops.h"
-#include "../ops/permute.h"
+#include "engine/autograd.h"
+#include "engine/params.h"
+#include "engine/mem.h"
+#include "ops/ops.h"
+#include "ops/permute.h"
 #include "fixture_graph.h"
 
 static void test_finite_differences(Ctx *c)

@@ -21,10 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/autograd.h"
-#include "../engine/mem.h"
-#include "../ops/batchnorm.h"
-#include "../ops/ops.h"
+#include "engine/autograd.h"
+#include "engine/mem.h"
+#include "ops/batchnorm.h"
+#include "ops/ops.h"
 #include "check.h"
 
 #define EPS 1e-5f

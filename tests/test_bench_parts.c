@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 #include "check.h"
-#include "../train/bench_json.h"
-#include "../train/nvml.h"
-#include "../train/peaks.h"
-#include "../train/soak.h"
+#include "train/bench/bench_json.h"
+#include "train/bench/nvml.h"
+#include "train/bench/peaks.h"
+#include "train/bench/soak.h"
 
 /* ---- A minimal JSON validator: returns the end of one value, NULL if bad. */
 static const char *ws(const char *p)

@@ -17,14 +17,14 @@
  */
 #include <string.h>
 #include "check.h"
-#include "../data/mlm.h"
-#include "../data/text_shards.h"
-#include "../data/vocab_build.h"
-#include "../data/wordpiece.h"
-#include "../engine/autograd.h"
-#include "../models/bert.h"
-#include "../ops/ops.h"
-#include "../train/adamw.h"
+#include "data/mlm.h"
+#include "data/text_shards.h"
+#include "data/vocab_build.h"
+#include "data/wordpiece.h"
+#include "engine/autograd.h"
+#include "models/bert.h"
+#include "ops/ops.h"
+#include "train/optim/adamw.h"
 
 enum { V = 512, T = 16 };
 

@@ -21,10 +21,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "train/checkpoint.h"
+#include "train/io/checkpoint.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
-#include "tests/check.h"
+#include "check.h"
 #pragma GCC diagnostic pop
 
 static char dir[64], out[1 << 16];

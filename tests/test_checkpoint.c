@@ -19,9 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "check.h"
-#include "../engine/mem.h"
-#include "../engine/params.h"
-#include "../train/checkpoint.h"
+#include "engine/mem.h"
+#include "engine/params.h"
+#include "train/io/checkpoint.h"
 
 /* conv1.weight: PyTorch [O, I, H, W] = [4, 3, 3, 2], memory [O, H, W, I] */
 enum { O_ = 4, I_ = 3, H_ = 3, W_ = 2 };

@@ -31,10 +31,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../engine/autograd.h"
-#include "../engine/params.h"
-#include "../ops/conv2d.h"
-#include "../ops/ops.h"
+#include "engine/autograd.h"
+#include "engine/params.h"
+#include "ops/conv2d.h"
+#include "ops/ops.h"
 #include "check.h"
 
 /* ---- the definition, in double ---- */

@@ -19,21 +19,21 @@
 #include <math.h>
 #include <string.h>
 #include "check.h"
-#include "../data/image_source.h"
-#include "../data/loader.h"
-#include "../data/mlm.h"
-#include "../data/shuffle.h"
-#include "../engine/autograd.h"
-#include "../engine/mem.h"
-#include "../engine/params.h"
-#include "../ops/embedding.h"
-#include "../models/bert.h"
-#include "../models/mlp.h"
-#include "../models/resnet.h"
-#include "../train/bench.h"
-#include "../train/dist_bucket.h"
-#include "../train/feed.h"
-#include "../train/options.h"
+#include "data/image_source.h"
+#include "data/loader.h"
+#include "data/mlm.h"
+#include "data/shuffle.h"
+#include "engine/autograd.h"
+#include "engine/mem.h"
+#include "engine/params.h"
+#include "ops/embedding.h"
+#include "models/bert.h"
+#include "models/mlp.h"
+#include "models/resnet.h"
+#include "train/bench/bench.h"
+#include "train/dist/dist_bucket.h"
+#include "train/feed/feed.h"
+#include "train/cli/options.h"
 
 /* ---- sharding ---- */
 
@@ -358,7 +358,7 @@ static void test_ready(const char *what, Model *m, Ctx *c, Feed *fd, size_t buck
     free(s.count);
 }
 
-/* ---- the deferred lookup gradient (train/dist.c, CTRAIN_DIST_SPARSE_EMB) ----
+/* ---- the deferred lookup gradient (train/dist/dist.c, CTRAIN_DIST_SPARSE_EMB) ----
  * dist.c's rule (grad_ready_lookup_deferrable) picks the node; its backward
  * writes compact rows (ops/embedding.h) into the test's buffers. */
 typedef struct Defer {

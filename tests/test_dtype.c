@@ -2,8 +2,8 @@
  * and the Philox 4x32-10 generator against its published known answers. */
 #include <string.h>
 #include "check.h"
-#include "../engine/dtype.h"
-#include "../engine/philox.h"
+#include "engine/dtype.h"
+#include "engine/philox.h"
 
 static float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/elementwise.h"
-#include "../ops/reduce.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 #include "check.h"
 
 /* finite-difference step (in double) and tolerances against it */

@@ -1,4 +1,4 @@
-/* test_eval.c — the held-out evaluation (train/eval.h) against hand-computed
+/* test_eval.c — the held-out evaluation (train/loop/eval.h) against hand-computed
  * values:
  *   - a hand-made split of 8 rows, 3 classes, eval batches of 3 (so 3, 3 and
  *     a partial 2): top-1 4/7, top-5 7/7, majority 3/7, per-class counts and
@@ -17,13 +17,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "check.h"
-#include "../data/vocab_build.h"
-#include "../data/wordpiece.h"
-#include "../engine/autograd.h"
-#include "../models/bert.h"
-#include "../ops/ops.h"
-#include "../train/eval.h"
-#include "../train/feed.h"
+#include "data/vocab_build.h"
+#include "data/wordpiece.h"
+#include "engine/autograd.h"
+#include "models/bert.h"
+#include "ops/ops.h"
+#include "train/loop/eval.h"
+#include "train/feed/feed.h"
 
 /* ---- a feed of fixed logits, and a model that returns them ---------------- */
 

@@ -37,7 +37,7 @@
 #include "engine/log.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
-#include "tests/check.h"
+#include "check.h"
 #pragma GCC diagnostic pop
 
 static char tmp[256];

@@ -38,7 +38,7 @@
 #include "data/shuffle.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
-#include "tests/check.h"
+#include "check.h"
 #pragma GCC diagnostic pop
 
 static char tmp[256];

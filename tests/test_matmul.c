@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../ops/matmul.h"
+#include "ops/matmul.h"
 #include "check.h"
 
 /* The definition, read straight off the header, in double: R = alpha * op(A)

@@ -39,7 +39,7 @@
 /* check.h's helpers are static; this program does not use all of them. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
-#include "tests/check.h"
+#include "check.h"
 #pragma GCC diagnostic pop
 
 enum { V = 1000, PAD = 0, UNK = 1, CLS = 2, SEP = 3, MASK = 4, T = 64 };

@@ -1,4 +1,4 @@
-/* test_overlap.c — the overlapped update (train/overlap.h) on the CPU:
+/* test_overlap.c — the overlapped update (train/loop/overlap.h) on the CPU:
  *   1. training with the update split into buckets and run during backward
  *      gives the same losses and final weights as the update after
  *      backward, bit for bit: bert-tiny (AdamW with warm-up, dropout,
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "../train/overlap.h"
+#include "train/loop/overlap.h"
 #include "train_run.h"
 
 /* run_open with CTRAIN_OVERLAP_UPDATE=overlap while the Trainer is made */

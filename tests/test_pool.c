@@ -21,10 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/autograd.h"
-#include "../engine/mem.h"
-#include "../ops/ops.h"
-#include "../ops/pool.h"
+#include "engine/autograd.h"
+#include "engine/mem.h"
+#include "ops/ops.h"
+#include "ops/pool.h"
 #include "check.h"
 
 #define FD_H 1e-6

@@ -4,11 +4,11 @@
  */
 #include <string.h>
 #include "check.h"
-#include "../engine/autograd.h"
-#include "../engine/mem.h"
-#include "../engine/params.h"
-#include "../engine/recompute.h"
-#include "../ops/ops.h"
+#include "engine/autograd.h"
+#include "engine/mem.h"
+#include "engine/params.h"
+#include "engine/recompute.h"
+#include "ops/ops.h"
 
 #define NSEG 6
 #define WIDTH 64

@@ -9,13 +9,13 @@
  */
 #include <string.h>
 #include "check.h"
-#include "../data/fashion_mnist.h"
-#include "../data/image_source.h"
-#include "../engine/autograd.h"
-#include "../engine/mem.h"
-#include "../models/resnet.h"
-#include "../ops/ops.h"
-#include "../train/sgd.h"
+#include "data/fashion_mnist.h"
+#include "data/image_source.h"
+#include "engine/autograd.h"
+#include "engine/mem.h"
+#include "models/resnet.h"
+#include "ops/ops.h"
+#include "train/optim/sgd.h"
 
 static void test_names(Ctx *c)
 {

@@ -1,10 +1,10 @@
 /* test_shape_ops.c — transpose12, reshape and gather_rows on the CPU: exact
  * element moves, and gradients through autograd. */
 #include "check.h"
-#include "../engine/autograd.h"
-#include "../ops/ops.h"
-#include "../ops/permute.h"
-#include "../ops/gather.h"
+#include "engine/autograd.h"
+#include "ops/ops.h"
+#include "ops/permute.h"
+#include "ops/gather.h"
 
 int main(void)
 {

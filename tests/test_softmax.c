@@ -11,8 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../ops/optim.h"
-#include "../ops/softmax.h"
+#include "ops/optim.h"
+#include "ops/softmax.h"
 #include "check.h"
 
 static float *falloc(size_t n)

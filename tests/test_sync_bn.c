@@ -11,10 +11,10 @@
 #include <pthread.h>
 #include <string.h>
 #include "check.h"
-#include "../engine/autograd.h"
-#include "../engine/error.h"
-#include "../ops/batchnorm.h"
-#include "../ops/ops.h"
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "ops/batchnorm.h"
+#include "ops/ops.h"
 
 enum { M = 24, C = 6, RANKS = 2 };
 

@@ -1,17 +1,17 @@
-/* test_timeline.c — the timeline's formats (train/timeline_fmt.h) on events
+/* test_timeline.c — the timeline's formats (train/bench/timeline_fmt.h) on events
  * made up here: kernel names shortened, the Chrome trace (one complete
  * event per record, names escaped, microseconds from the first event,
  * written atomically), and the summary's arithmetic (per-stream busy time
  * as the union of overlapping events, the time two streams ran at once,
  * per-name totals and the tab-separated table), per step; and
  * scripts/timeline_diff.py's self-test. The CUPTI half
- * (train/timeline.c) needs a GPU and is run there. */
+ * (train/bench/timeline.c) needs a GPU and is run there. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "check.h"
-#include "../train/timeline_fmt.h"
+#include "train/bench/timeline_fmt.h"
 
 extern char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status)
     __attribute__((weak));

@@ -21,13 +21,13 @@
 #include <string.h>
 
 #include "check.h"
-#include "../engine/autograd.h"
-#include "../engine/philox.h"
-#include "../ops/attention.h"
-#include "../ops/dropout.h"
-#include "../ops/embedding.h"
-#include "../ops/layernorm.h"
-#include "../ops/ops.h"
+#include "engine/autograd.h"
+#include "engine/philox.h"
+#include "ops/attention.h"
+#include "ops/dropout.h"
+#include "ops/embedding.h"
+#include "ops/layernorm.h"
+#include "ops/ops.h"
 
 static const double FD_H = 1e-4;
 

@@ -29,7 +29,7 @@
 /* check.h's helpers are static; this program does not use all of them. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
-#include "tests/check.h"
+#include "check.h"
 #pragma GCC diagnostic pop
 
 static char tmp[256];

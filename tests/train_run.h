@@ -6,11 +6,11 @@
 
 #include <stdio.h>
 #include <string.h>
-#include "../models/model.h"
-#include "../train/feed.h"
-#include "../train/model_build.h"
-#include "../train/options.h"
-#include "../train/step.h"
+#include "models/model.h"
+#include "train/feed/feed.h"
+#include "train/loop/model_build.h"
+#include "train/cli/options.h"
+#include "train/loop/step.h"
 
 typedef struct Run {
     TrainOptions o;

@@ -1,0 +1,605 @@
+/* bench_run.c — what the benchmark's child processes run (see bench.h).
+ *
+ * One config: fresh context -> synthetic feed on the device -> model ->
+ * trainer (ResNet and the MLP: SGD momentum 0.9, wd 1e-4, as
+ * scripts/torch_bench.py; BERT: AdamW, wd 0.01) -> `warmup` untimed steps
+ * (cuDNN algorithm search, workspace growth, first allocations) -> timed
+ * steps. On the GPU each timed step lies between two CUDA events recorded on
+ * the stream (N steps, N + 1 events, one host sync after the last), so a
+ * step's time includes any gap where the GPU waited for the host; on the CPU
+ * the steps are synchronous and the host clock times them. The figure is the
+ * median step (min and max kept). Peak memory is the pool's high-water mark
+ * over the timed steps (reset after warm-up); NVML is sampled every 50 ms
+ * over the same window.
+ *
+ * The probe: machine facts, whether a GPU is there, NVML's availability, and
+ * the matmul ceilings: cuBLASLt 8192^3 in fp16 and bf16, 4096^3 in fp32 and
+ * tf32 (random inputs, 3 warm-up runs, median of 10 event-timed runs); on the
+ * CPU, 1024^3 f32 through the reference matmul (median of 3).
+ */
+#include "bench.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine/error.h"
+#include "engine/mem.h"
+#include "models/resnet.h"
+#include "ops/matmul.h"
+#include "train/io/jsonlog.h"
+#include "train/dist/dist.h"
+#include "train/loop/model_build.h"
+#include "train/cli/progress.h"
+#include "train/loop/step.h"
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#endif
+
+/* ---- Options and FLOPs for a config (parent and child agree on both). */
+
+void bench_train_options(const BenchConfig *cfg, TrainOptions *o)
+{
+    train_options_default(o);
+    snprintf(o->model, sizeof o->model, "%s", cfg->model);
+    snprintf(o->data, sizeof o->data, "synthetic");
+    snprintf(o->precision, sizeof o->precision, "%s", cfg->precision);
+    o->batch = cfg->batch;
+    o->seq = cfg->seq > 0 ? cfg->seq : 128;
+    o->image_size = cfg->image_size;
+    o->classes = cfg->classes;
+    o->recompute = cfg->recompute;
+    o->device = cfg->device;
+    o->device_id = cfg->device_id;
+    o->steps = cfg->warmup + cfg->steps;
+    o->workers = 1;
+    o->dist.grad_reduce = cfg->grad_reduce;
+    /* the capture happens at the start of the last warm-up step, so every
+     * timed step is a replay */
+    o->graph = cfg->graph && cfg->warmup >= 2;
+    o->graph_warmup = cfg->warmup - 1;
+    if (!strncmp(cfg->model, "bert", 4)) {
+        o->optim = OPT_ADAMW;
+        o->lr = 1e-4f;
+        o->weight_decay = 0.01f;
+    } else {
+        o->optim = OPT_SGD;
+        o->lr = 0.1f;
+        o->momentum = 0.9f;
+        o->weight_decay = 1e-4f;
+    }
+}
+
+double bench_config_flops(const BenchConfig *cfg)
+{
+    TrainOptions o;
+    bench_train_options(cfg, &o);
+    int depth = resnet_depth_from_name(cfg->model);
+    if (depth && cfg->width) {
+        ResNetConfig rc;
+        resnet_config_default(&rc, depth);
+        rc.width = cfg->width;
+        if (cfg->classes) rc.classes = cfg->classes;
+        return 3.0 * resnet_flops_per_image(&rc, cfg->image_size ? cfg->image_size : 224);
+    }
+    return model_train_flops_per_sample(&o, cfg->classes);
+}
+
+/* ---- The job: context, feed, model, trainer. */
+
+typedef struct BenchJob {
+    TrainOptions o;
+    Ctx c;
+    Feed fd;
+    Model m;
+    Trainer tr;
+    Dist *dist;              /* a rank of `ctrain bench --gpus N` (bench_dist.c); else NULL */
+} BenchJob;
+
+/* One optimizer step, and the multi-GPU watchdog's progress marker. */
+static void job_step(BenchJob *j)
+{
+    trainer_step(&j->tr);
+    dist_step_done(j->dist);
+}
+
+/* The MLP reads [B, 784]: random features and labels made once on the device. */
+static void flat_next(Feed *f, Ctx *c, uint64_t e, uint32_t b) { (void)f; (void)c; (void)e; (void)b; }
+static double flat_rate(Feed *f) { (void)f; return NAN; }
+static void flat_free(Feed *f, Ctx *c) { (void)f; (void)c; }
+
+static void feed_flat_synthetic(Feed *f, Ctx *c, int batch, int features, int classes)
+{
+    memset(f, 0, sizeof *f);
+    f->batch = batch;
+    f->n_in = 2;
+    f->in[0] = tensor_new(c, DT_F32, 2, (int64_t[]){batch, features});   /* OOM is reported here */
+    f->in[1] = tensor_new(c, DT_I32, 1, (int64_t[]){batch});
+    size_t n = (size_t)batch * features;
+    float *x = (float *)malloc(n * sizeof(float));
+    int32_t *y = (int32_t *)malloc((size_t)batch * sizeof(int32_t));
+    if (!x || !y) ct_fatal("out of host memory for a batch of %d", batch);
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(s >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+    }
+    for (int i = 0; i < batch; i++) y[i] = i % classes;
+    mem_to_device(c, f->in[0]->data, x, n * sizeof(float));
+    mem_to_device(c, f->in[1]->data, y, (size_t)batch * sizeof(int32_t));
+    free(x);
+    free(y);
+    f->batches_per_epoch = 1000000000L;
+    f->classes = classes;
+    f->next = flat_next;
+    f->data_rate = flat_rate;
+    f->free = flat_free;
+    snprintf(f->desc, sizeof f->desc, "synthetic features on the device (%d, %d classes)", features,
+             classes);
+}
+
+static void job_open(BenchJob *j, const BenchConfig *cfg)
+{
+    memset(j, 0, sizeof *j);
+    bench_train_options(cfg, &j->o);
+    TrainOptions *o = &j->o;
+    if (cfg->gpus > 1) j->dist = dist_setup(o);   /* this rank's GPU */
+    ctx_init(&j->c, o->device, o->device_id, o->seed);
+    dist_start(j->dist, &j->c);
+    j->c.allow_tf32 = !strcmp(o->precision, "tf32");
+    j->c.autocast = options_autocast(o);
+    if (!strcmp(o->model, "mlp")) {
+        feed_flat_synthetic(&j->fd, &j->c, o->batch, 784, cfg->classes ? cfg->classes : 10);
+    } else {
+        FeedSpec fs = {o->data, o->model, o->batch, o->eval_batch, o->image_size, o->workers,
+                       o->classes, o->seed, o->seq, o->vocab, o->classes};
+        feed_open(&j->fd, &j->c, &fs);
+    }
+    int depth = resnet_depth_from_name(o->model);
+    if (depth && cfg->width) {
+        ResNetConfig rc;
+        resnet_config_default(&rc, depth);
+        rc.width = cfg->width;
+        rc.classes = j->fd.classes;
+        rc.recompute = o->recompute;
+        resnet_create(&j->m, &j->c, &rc, o->seed);
+    } else {
+        model_build(&j->m, &j->c, o, j->fd.classes);
+    }
+    trainer_init(&j->tr, &j->c, &j->fd, &j->m, o, o->steps);
+    dist_attach(j->dist, &j->tr);
+}
+
+static void job_close(BenchJob *j)
+{
+    dist_finish(j->dist);
+    trainer_free(&j->tr);
+    model_free(&j->m);
+    feed_close(&j->fd, &j->c);
+    ctx_free(&j->c);
+}
+
+static void emit_progress(FILE *out, const char *phase, int step, int of)
+{
+    JsonLine j;
+    json_begin(&j, "progress");
+    json_str(&j, "phase", phase);
+    json_int(&j, "step", step);
+    json_int(&j, "of", of);
+    json_end(&j, out);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of n values (sorted in place): the mean of the middle two when n is even. */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* NVML for the context's device, opened by PCI bus id; 0 when unavailable. */
+static int nvml_open_for(NvmlDevice *d, const Ctx *c)
+{
+    memset(d, 0, sizeof *d);
+#ifdef CTRAIN_CUDA
+    if (c->device == DEV_CUDA && nvml_init()) {
+        char bus[32];
+        const char *b = cudaDeviceGetPCIBusId(bus, sizeof bus, c->device_id) == cudaSuccess ? bus : NULL;
+        return nvml_device_open(d, c->device_id, b);
+    }
+#else
+    (void)c;
+#endif
+    return 0;
+}
+
+static void pool_reset_high(Ctx *c)
+{
+    mem_reset_peak(c);
+#ifdef CTRAIN_CUDA
+    if (c->device == DEV_CUDA) {
+        unsigned long long zero = 0;   /* cuuint64_t */
+        CUDA_CHECK(cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrUsedMemHigh, &zero));
+        CUDA_CHECK(cudaDeviceSetGraphMemAttribute(c->device_id, cudaGraphMemAttrUsedMemHigh,
+                                                  &zero));
+    }
+#endif
+}
+
+/* Bytes of the pool in use at its high-water mark since pool_reset_high,
+ * plus the same for the CUDA graphs' own memory (a replayed step allocates
+ * its activations there, not in the pool); the engine's own peak on the CPU. */
+static double pool_high(Ctx *c)
+{
+#ifdef CTRAIN_CUDA
+    if (c->device == DEV_CUDA) {
+        unsigned long long high = 0, graph_high = 0;
+        CUDA_CHECK(cudaMemPoolGetAttribute(c->pool, cudaMemPoolAttrUsedMemHigh, &high));
+        CUDA_CHECK(cudaDeviceGetGraphMemAttribute(c->device_id, cudaGraphMemAttrUsedMemHigh,
+                                                  &graph_high));
+        return (double)high + (double)graph_high;
+    }
+#endif
+    return (double)c->mem.peak;
+}
+
+/* ---- One config. */
+
+/* Build the job and run its untimed warm-up steps (the cuDNN search, the
+ * graph capture); then the memory high-water marks start from here. */
+static void job_open_warm(BenchJob *j, const BenchConfig *cfg, FILE *out)
+{
+    emit_progress(out, "build", 0, 0);
+    job_open(j, cfg);
+    for (int i = 0; i < cfg->warmup; i++) {
+        job_step(j);
+        emit_progress(out, "warmup", i + 1, cfg->warmup);
+    }
+    ctx_sync(&j->c);
+    pool_reset_high(&j->c);
+}
+
+/* Most timed steps a config runs (steps, or more to fill min_time_s). */
+static int timed_cap(const BenchConfig *cfg)
+{
+    return cfg->min_time_s > 0 && cfg->steps < 2000 ? 2000 : cfg->steps;
+}
+
+/* Another timed step after n? */
+static int timed_more(const BenchConfig *cfg, int n, double elapsed)
+{
+    int min_steps = cfg->min_steps < cfg->steps ? cfg->min_steps : cfg->steps;
+    if (n >= min_steps && cfg->time_limit_s > 0 && elapsed > cfg->time_limit_s) return 0;
+    return n < cfg->steps || (n < timed_cap(cfg) && elapsed < cfg->min_time_s);
+}
+
+/* Data parallel: every rank must run the same number of steps, or one
+ * waits in an all-reduce that the other never starts (seen on 2 H200s: the
+ * ranks' own clocks ended the timing at different steps). The count that
+ * timed_more() would give is worked out once from one synced step, and the
+ * ranks take the largest. -1 when not data parallel (the clock decides). */
+static int timed_count_agreed(BenchJob *j, const BenchConfig *cfg)
+{
+    if (!j->dist) return -1;
+    ctx_sync(&j->c);
+    double a = progress_now();
+    job_step(j);   /* one more warm-up step, timed on the host */
+    ctx_sync(&j->c);
+    double step_s = progress_now() - a;
+    int n = cfg->steps, cap = timed_cap(cfg);
+    if (cfg->min_time_s > 0 && step_s > 0 && cfg->min_time_s / step_s > n)
+        n = (int)ceil(cfg->min_time_s / step_s);
+    if (cfg->time_limit_s > 0 && step_s > 0 && n * step_s > cfg->time_limit_s) {
+        int min_steps = cfg->min_steps < cfg->steps ? cfg->min_steps : cfg->steps;
+        n = (int)(cfg->time_limit_s / step_s);
+        if (n < min_steps) n = min_steps;
+    }
+    if (n > cap) n = cap;
+    if (n < 1) n = 1;
+    return dist_all_max(j->dist, n);
+}
+
+/* Run the timed steps; step seconds into t[], returns how many ran. */
+static int timed_steps(BenchJob *j, const BenchConfig *cfg, FILE *out, double *t)
+{
+    int n = 0, cap = timed_cap(cfg), fixed = timed_count_agreed(j, cfg);
+    double t0 = progress_now();
+#define MORE() (fixed >= 0 ? n < fixed : timed_more(cfg, n, progress_now() - t0))
+#ifdef CTRAIN_CUDA
+    if (j->c.device == DEV_CUDA) {
+        cudaEvent_t *ev = (cudaEvent_t *)calloc((size_t)cap + 1, sizeof *ev);
+        if (!ev) ct_fatal("out of host memory");
+        for (int i = 0; i <= cap; i++) CUDA_CHECK(cudaEventCreate(&ev[i]));
+        CUDA_CHECK(cudaEventRecord(ev[0], j->c.stream));
+        while (MORE()) {
+            job_step(j);
+            CUDA_CHECK(cudaEventRecord(ev[++n], j->c.stream));
+            emit_progress(out, "timed", n, cfg->steps);
+        }
+        CUDA_CHECK(cudaEventSynchronize(ev[n]));
+        for (int i = 0; i < n; i++) {
+            float ms = 0;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+            t[i] = ms * 1e-3;
+        }
+        for (int i = 0; i <= cap; i++) CUDA_CHECK(cudaEventDestroy(ev[i]));
+        free(ev);
+        return n;
+    }
+#endif
+    (void)cap;
+    while (MORE()) {
+        double a = progress_now();
+        job_step(j);
+        ctx_sync(&j->c);
+        t[n++] = progress_now() - a;
+        emit_progress(out, "timed", n, cfg->steps);
+    }
+    return n;
+#undef MORE
+}
+
+void bench_child_config(FILE *out, const void *arg)
+{
+    const BenchConfig *cfg = (const BenchConfig *)arg;
+    BenchRow row;
+    bench_row_init(&row, cfg);
+    BenchJob *j = (BenchJob *)calloc(1, sizeof *j);
+    if (!j) ct_fatal("out of host memory");
+    job_open_warm(j, cfg, out);
+    ctx_check_flags(&j->c);
+    double state_bytes = (double)j->c.mem.current;   /* between steps: no activations live */
+
+    NvmlDevice nd;
+    NvmlSampler smp;
+    memset(&smp, 0, sizeof smp);
+    int nvml = nvml_open_for(&nd, &j->c) && nvml_sampler_start(&smp, &nd, 50);
+    double *t = (double *)calloc((size_t)timed_cap(cfg) + 1, sizeof *t);
+    if (!t) ct_fatal("out of host memory");
+    int n = timed_steps(j, cfg, out, t);
+    NvmlSummary sum;
+    if (nvml) {
+        nvml_sampler_stop(&smp);
+        nvml_sampler_summary(&smp, &sum);
+        nvml_sampler_free(&smp);
+    }
+
+    if (cfg->graph && j->tr.graph.state != GRAPH_ON && !strncmp(row.mode, "graph", 5)) {
+        memcpy(row.mode, "eager", 5);   /* measured eager: say so (same length) */
+    }
+    BenchResult *r = &row.r;
+    double med = median(t, n);
+    double per_step = (double)cfg->batch * j->o.accum;
+    r->steps = n;
+    r->samples_per_s = per_step / med;
+    r->samples_per_s_min = per_step / t[n - 1];   /* t is sorted now */
+    r->samples_per_s_max = per_step / t[0];
+    r->ms_per_step = med * 1e3;
+    r->peak_mem_bytes = pool_high(&j->c);
+    r->state_mem_bytes = state_bytes;
+    row.engine_peak_mem_bytes = (double)j->c.mem.peak;
+    r->final_loss = trainer_loss_value(&j->tr);
+    if (nvml && sum.samples > 0) {
+        r->power_avg_w = sum.power_avg_w;
+        r->power_peak_w = sum.power_peak_w;
+        r->energy_j = sum.energy_j;
+        r->temp_avg_c = sum.temp_avg_c;
+        r->temp_max_c = sum.temp_max_c;
+        r->sm_clock_avg_mhz = sum.sm_clock_avg_mhz;
+        r->sm_clock_min_mhz = sum.sm_clock_min_mhz;
+        if (sum.throttle_seen >= 0) snprintf(row.throttle, sizeof row.throttle, "%s", sum.throttle_names);
+    }
+    bench_row_write(out, &row);
+    free(t);
+    job_close(j);
+    free(j);
+}
+
+/* ---- The soak: one config for a duration, a row now and then. */
+
+static volatile sig_atomic_t soak_stop;
+static void soak_on_signal(int sig) { (void)sig; soak_stop = 1; }
+
+void bench_child_soak(FILE *out, const void *arg)
+{
+    const BenchConfig *cfg = (const BenchConfig *)arg;
+    BenchJob *j = (BenchJob *)calloc(1, sizeof *j);
+    if (!j) ct_fatal("out of host memory");
+    signal(SIGINT, soak_on_signal);   /* Ctrl-C ends the soak with a last row */
+    signal(SIGTERM, soak_on_signal);
+    job_open_warm(j, cfg, out);
+    NvmlDevice nd;
+    int nvml = nvml_open_for(&nd, &j->c);
+    double t0 = progress_now(), t_last = t0;
+    long last_step = j->tr.step, n = 0;
+    for (;;) {
+        job_step(j);
+        n++;
+        double now = progress_now();
+        int end = now - t0 >= cfg->soak_s || soak_stop;
+        int due = cfg->soak_every > 0 ? n % cfg->soak_every == 0 : now - t_last >= cfg->soak_interval_s;
+        if (!due && !end) continue;
+        float loss = trainer_loss_value(&j->tr);   /* waits: the interval's time is honest */
+        now = progress_now();
+        NvmlSample s = {0, NAN, NAN, NAN, NAN, NAN, -1};
+        if (nvml) nvml_device_sample(&nd, &s);
+        JsonLine jl;
+        json_begin(&jl, "row");
+        json_num(&jl, "time_s", now - t0);
+        json_int(&jl, "step", j->tr.step);
+        json_num(&jl, "samples_per_s", (double)(j->tr.step - last_step) * cfg->batch / (now - t_last));
+        json_num(&jl, "loss", loss);
+        json_str(&jl, "loss_text", isnan(loss) ? "nan" : isinf(loss) ? (loss > 0 ? "inf" : "-inf") : "");
+        json_num(&jl, "mem_bytes", (double)j->c.mem.current);
+        json_num(&jl, "power_w", s.power_w);
+        json_num(&jl, "temp_c", s.temp_c);
+        json_num(&jl, "sm_clock_mhz", s.sm_clock_mhz);
+        json_int(&jl, "throttle", s.throttle);
+        json_end(&jl, out);
+        t_last = now;
+        last_step = j->tr.step;
+        if (end) break;
+    }
+    if (soak_stop) emit_progress(out, "interrupted", (int)(n < 2147483647L ? n : 2147483647L), 0);
+    BenchRow row;
+    bench_row_init(&row, cfg);
+    row.r.steps = (int)(n < 2147483647L ? n : 2147483647L);
+    row.r.peak_mem_bytes = pool_high(&j->c);
+    row.engine_peak_mem_bytes = (double)j->c.mem.peak;
+    row.r.final_loss = trainer_loss_value(&j->tr);
+    bench_row_write(out, &row);
+    job_close(j);
+    free(j);
+}
+
+/* ---- The probe. */
+
+static void fill_random(float *x, size_t n, uint64_t seed)
+{
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(s >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+    }
+}
+
+static void emit_ceiling(FILE *out, const char *prec, int n, double ms, int reps)
+{
+    char name[40];
+    snprintf(name, sizeof name, "matmul %s %d^3", prec, n);
+    JsonLine j;
+    json_begin(&j, "ceiling");
+    json_str(&j, "name", name);
+    json_str(&j, "precision", prec);
+    json_num(&j, "tflops", 2.0 * n * n * (double)n / (ms * 1e-3) / 1e12);
+    json_num(&j, "ms", ms);
+    json_int(&j, "reps", reps);
+    json_end(&j, out);
+}
+
+#ifdef CTRAIN_CUDA
+static void gpu_ceilings(FILE *out, int dev)
+{
+    enum { BIG = 8192, SMALL = 4096, WARM = 3, REPS = 10 };
+    Ctx c;
+    ctx_init(&c, DEV_CUDA, dev, 1);
+    c.grad_enabled = 0;
+    size_t n = (size_t)BIG * BIG;
+    float *h = (float *)malloc(n * sizeof(float));
+    if (!h) ct_fatal("out of host memory for the matmul inputs");
+    int64_t shape[2] = {BIG, BIG};
+    Tensor *in[2][3];   /* [a|b][f32, f16, bf16] */
+    for (int k = 0; k < 2; k++) {
+        fill_random(h, n, (uint64_t)k + 1);
+        in[k][0] = tensor_from_f32(&c, h, DT_F32, 2, shape);
+        in[k][1] = tensor_from_f32(&c, h, DT_F16, 2, shape);
+        in[k][2] = tensor_from_f32(&c, h, DT_BF16, 2, shape);
+    }
+    free(h);
+    Tensor *out_t = tensor_new(&c, DT_F32, 2, shape);
+    static const struct { const char *prec; int which, size, tf32; DType dt; } CASES[] = {
+        {"fp16", 1, BIG, 0, DT_F16}, {"bf16", 2, BIG, 0, DT_BF16},
+        {"fp32", 0, SMALL, 0, DT_F32}, {"tf32", 0, SMALL, 1, DT_F32},
+    };
+    cudaEvent_t ev[REPS + 1];
+    for (int i = 0; i <= REPS; i++) CUDA_CHECK(cudaEventCreate(&ev[i]));
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        int N = CASES[k].size;
+        const void *A = in[0][CASES[k].which]->data, *B = in[1][CASES[k].which]->data;
+        /* C in the input type, as torch.mm; the 4096 cases use the first
+         * 4096 x 4096 elements of the 8192 x 8192 buffers */
+        for (int r = -WARM; r < REPS; r++) {
+            if (r == 0) CUDA_CHECK(cudaEventRecord(ev[0], c.stream));
+            matmul_cuda(c.lt, c.mm_cache, c.workspace, c.workspace_bytes, c.stream, out_t->data,
+                        CASES[k].dt, A, B, CASES[k].dt, N, N, N, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0,
+                        CASES[k].tf32);
+            if (r >= 0) CUDA_CHECK(cudaEventRecord(ev[r + 1], c.stream));
+        }
+        CUDA_CHECK(cudaEventSynchronize(ev[REPS]));
+        double t[REPS];
+        for (int r = 0; r < REPS; r++) {
+            float ms = 0;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, ev[r], ev[r + 1]));
+            t[r] = ms;
+        }
+        emit_ceiling(out, CASES[k].prec, N, median(t, REPS), REPS);
+    }
+    for (int i = 0; i <= REPS; i++) CUDA_CHECK(cudaEventDestroy(ev[i]));
+    for (int k = 0; k < 2; k++)
+        for (int d = 0; d < 3; d++) tensor_release(in[k][d]);
+    tensor_release(out_t);
+    ctx_free(&c);
+}
+#endif
+
+static void cpu_ceiling(FILE *out)
+{
+    enum { N = 1024, REPS = 3 };
+    float *a = (float *)malloc((size_t)N * N * sizeof(float));
+    float *b = (float *)malloc((size_t)N * N * sizeof(float));
+    float *cm = (float *)malloc((size_t)N * N * sizeof(float));
+    if (!a || !b || !cm) ct_fatal("out of host memory for the matmul inputs");
+    fill_random(a, (size_t)N * N, 1);
+    fill_random(b, (size_t)N * N, 2);
+    double t[REPS];
+    for (int r = -1; r < REPS; r++) {
+        double s = progress_now();
+        matmul_cpu(cm, a, b, N, N, N, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0);
+        if (r >= 0) t[r] = (progress_now() - s) * 1e3;
+    }
+    emit_ceiling(out, "fp32", N, median(t, REPS), REPS);
+    free(a);
+    free(b);
+    free(cm);
+}
+
+void bench_child_probe(FILE *out, const void *arg)
+{
+    const BenchProbeArgs *a = (const BenchProbeArgs *)arg;
+    BenchMachine m;
+    bench_machine_collect(&m, a->device_id);
+    int ndev = -1;
+    char why[160] = "";
+#ifdef CTRAIN_CUDA
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess) {
+        snprintf(why, sizeof why, "%s", cudaGetErrorString(e));
+        cudaGetLastError();
+        ndev = 0;
+    } else if (ndev == 0) {
+        snprintf(why, sizeof why, "0 CUDA devices");
+    }
+#else
+    snprintf(why, sizeof why, "this ctrain was built without the CUDA backend");
+#endif
+    int nvml = nvml_init();
+    JsonLine j;
+    json_begin(&j, "machine");
+    json_str(&j, "gpu_name", m.gpu_name);
+    json_int(&j, "gpu_memory_bytes", m.gpu_memory_bytes);
+    json_int(&j, "gpu_count", m.gpu_count);
+    json_str(&j, "driver", m.driver);
+    json_str(&j, "cuda_runtime", m.cuda_runtime);
+    json_str(&j, "cudnn", m.cudnn);
+    json_str(&j, "cublas", m.cublas);
+    json_str(&j, "cpu", m.cpu);
+    json_str(&j, "host", m.host);
+    json_str(&j, "ctrain_revision", m.ctrain_revision);
+    json_str(&j, "date", m.date);
+    json_int(&j, "cuda_devices", ndev);
+    json_str(&j, "no_gpu_reason", why);
+    json_int(&j, "nvml", nvml);
+    json_str(&j, "nvml_reason", nvml ? "" : nvml_reason());
+    json_end(&j, out);
+    if (!a->ceilings) return;
+    int gpu = a->auto_device ? ndev > 0 : a->device == DEV_CUDA;
+#ifdef CTRAIN_CUDA
+    if (gpu && ndev > a->device_id) { gpu_ceilings(out, a->device_id); return; }
+#endif
+    if (!gpu) cpu_ceiling(out);
+}

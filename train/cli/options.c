@@ -1,0 +1,275 @@
+/* options.c — strict parsing of the train/eval flags, with a usage text. */
+#include "options.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine/error.h"
+
+static const char *optim_names[] = {"sgd", "adamw", "lamb"};
+const char *optim_name(OptimKind k) { return optim_names[k]; }
+
+void train_options_default(TrainOptions *o)
+{
+    memset(o, 0, sizeof *o);
+    snprintf(o->model, sizeof o->model, "mlp");
+    snprintf(o->data, sizeof o->data, "fashion-mnist");
+    o->epochs = 1;
+    o->batch = 64;
+    o->accum = 1;
+    o->lr = 0.05f;
+    o->momentum = 0.9f;
+    o->seed = 42;
+    o->device = DEV_CPU;
+    snprintf(o->precision, sizeof o->precision, "fp32");
+    o->log_every = 50;
+    o->graph_warmup = 3;
+    o->hidden[0] = 512;
+    o->hidden[1] = 256;
+    o->n_hidden = 2;
+    o->workers = 4;
+    o->seq = 128;
+    o->schedule = SCHED_CONSTANT;
+    o->eval_batch = 256;
+    o->dropout = -1.0f;
+    dist_options_default(&o->dist);
+}
+
+DType options_autocast(const TrainOptions *o)
+{
+    if (!strcmp(o->precision, "fp16")) return DT_F16;
+    if (!strcmp(o->precision, "bf16")) return DT_BF16;
+    return DT_F32;
+}
+
+void train_options_usage(const char *cmd)
+{
+    printf("usage: ctrain %s [options]\n\n"
+           "model and data\n"
+           "  --model NAME         mlp | resnet18 | resnet34 | resnet50 | resnet101 | resnet152 |\n"
+           "                       bert-tiny | bert-mini | bert-small | bert-medium | bert-base | bert-large\n"
+           "                       (default mlp)\n"
+           "  --data SPEC          fashion-mnist | fashion-mnist:DIR | synthetic | imagefolder:DIR | DIR\n"
+           "                       | mlm:SHARD (BERT masked LM on a token shard; see ctrain shard)\n"
+           "                       | fortunes-cls[:DIR] (BERT topic classification of the fortunes\n"
+           "                       package; --classes N largest topics, default 4; needs --vocab)\n"
+           "                       (an ImageFolder root: DIR/CLASS/*.jpg|png; with train/ and val/\n"
+           "                       subfolders those are used) (default fashion-mnist)\n"
+           "  --image-size S       input side for ResNets (default 32 for fashion-mnist, 224 otherwise)\n"
+           "  --classes N          classes for synthetic data (default 1000)\n"
+           "  --workers N          data loader threads (default 4)\n"
+           "  --hidden W1,W2,...   MLP hidden widths (default 512,256)\n"
+           "  --seq T              BERT tokens per sequence (default 128)\n"
+           "  --vocab FILE         BERT vocabulary (vocab.txt) for mlm:SHARD and fortunes-cls data\n"
+           "  --head H             BERT head: mlm | cls (default cls on fortunes-cls, else mlm);\n"
+           "                       --load of an MLM file into cls keeps the encoder, new pooler\n"
+           "                       and classifier\n"
+           "  --zero-init-residual start each residual block's last BN gamma at 0\n"
+           "  --dropout P          BERT dropout (hidden and attention; default 0.1; 0 for exact\n"
+           "                       comparisons between runs)\n"
+           "steps\n"
+           "  --epochs N           passes over the training set (default 1)\n"
+           "  --steps N            stop after N optimizer steps instead of whole epochs\n"
+           "  --batch N            samples per micro-batch (default 64)\n"
+           "  --accum K            micro-batches per optimizer step (default 1)\n"
+           "optimizer\n"
+           "  --optim NAME         sgd | adamw | lamb (default sgd)\n"
+           "  --lr X               peak learning rate (default 0.05)\n"
+           "  --momentum X         SGD momentum (default 0.9)\n"
+           "  --nesterov           Nesterov momentum\n"
+           "  --wd X               weight decay (default 0)\n"
+           "  --no-wd-bn-bias      no weight decay on batch-norm parameters and biases\n"
+           "  --schedule S         constant | cosine | linear | poly | step (default constant)\n"
+           "  --warmup N           linear warm-up steps (default 0)\n"
+           "  --final-lr X         learning rate at the end of a decay (default 0)\n"
+           "  --clip X             clip gradients to global norm X (default off)\n"
+           "  --label-smoothing X  label smoothing in the loss (default 0)\n"
+           "precision and memory\n"
+           "  --precision P        fp32 | tf32 | fp16 | bf16 (default fp32)\n"
+           "  --recompute R        none | all | every:N (default none)\n"
+           "  --graph              capture the step as CUDA graphs after warm-up and replay it\n"
+           "                       (one launch per micro-batch instead of thousands)\n"
+           "  --graph-warmup N     eager steps before the capture (default 3)\n"
+           "files\n"
+           "  --save FILE          write the weights (safetensors, PyTorch names) at the end\n"
+           "  --save-every N       make --save a training checkpoint (weights, optimizer, scaler,\n"
+           "                       data position), written every N steps and at the end\n"
+           "  --resume FILE        continue from a --save-every checkpoint: the remaining steps\n"
+           "                       repeat an uninterrupted run (same flags, same --steps)\n"
+           "  --load FILE          start from these weights (a ctrain or PyTorch safetensors file)\n"
+           "  --log FILE           one JSON object per line: steps and the final evaluation\n"
+           "  --log-every N        progress/log interval in steps (default 50)\n"
+           "multi-GPU (data parallel over NCCL; README \"Multi-GPU\")\n"
+           "  --gpus N             one process per GPU on this machine, each with --batch samples\n"
+           "                       (several machines: mpirun or the CTRAIN_* variables)\n"
+           "  --bucket-mb X        gradient all-reduce bucket size in MB (default: 1/12 of the\n"
+           "                       gradients, 25 to 100 MB; 0: one all-reduce after backward)\n"
+           "  --sync-bn            batch norm statistics over all GPUs' batches (default: per GPU)\n"
+           "  --grad-reduce T      f32 | bf16: the gradient all-reduce's type (default f32; bf16\n"
+           "                       sends half the bytes, each rank's gradient rounded to bf16\n"
+           "                       before the average; the optimizer still sees f32)\n"
+           "  --dist-timeout S     a rank stops when the GPUs make no progress for S seconds (60)\n"
+           "other\n"
+           "  --seed N             initialisation, shuffling and augmentation seed (default 42)\n"
+           "  --device D           cpu | cuda | cuda:N (default cuda when a GPU is present)\n"
+           "  --eval-batch N       batch size for evaluation (default 256)\n"
+           "  --trace              print what AMP, accumulation and recompute did at every step\n"
+           "                       (loss scale, skipped steps, recomputed segments, memory;\n"
+           "                       waits for the device each step: for learning, not timing)\n"
+           "  --help               this text\n", cmd);
+}
+
+static void opt_fail(const char *cmd, const char *msg)
+{
+    char hint[128];
+    snprintf(hint, sizeof hint, "run 'ctrain %s --help' for the options", cmd);
+    ct_fatal_hint(hint, "%s", msg);
+}
+
+static long parse_long(const char *cmd, const char *flag, const char *v, long lo, long hi)
+{
+    char *end, msg[600];
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi) {
+        snprintf(msg, sizeof msg, "%s: '%s' is not a whole number in %ld..%ld", flag, v, lo, hi);
+        opt_fail(cmd, msg);
+    }
+    return x;
+}
+
+static float parse_float(const char *cmd, const char *flag, const char *v, float lo, float hi)
+{
+    char *end, msg[600];
+    errno = 0;
+    float x = strtof(v, &end);
+    if (errno || *end || end == v || !(x >= lo && x <= hi)) {
+        snprintf(msg, sizeof msg, "%s: '%s' is not a number in [%g, %g]", flag, v, (double)lo, (double)hi);
+        opt_fail(cmd, msg);
+    }
+    return x;
+}
+
+static void copy_str(const char *cmd, const char *flag, char *dst, size_t n, const char *v)
+{
+    char msg[256];
+    if (strlen(v) >= n) {
+        snprintf(msg, sizeof msg, "%s: value too long (at most %zu characters)", flag, n - 1);
+        opt_fail(cmd, msg);
+    }
+    snprintf(dst, n, "%s", v);
+}
+
+void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd)
+{
+    char msg[700];
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { train_options_usage(cmd); exit(0); }
+        if (!strcmp(a, "--nesterov")) { o->nesterov = 1; continue; }
+        if (!strcmp(a, "--no-wd-bn-bias")) { o->no_wd_bn_bias = 1; continue; }
+        if (!strcmp(a, "--zero-init-residual")) { o->zero_init_residual = 1; continue; }
+        if (!strcmp(a, "--graph")) { o->graph = 1; continue; }
+        if (!strcmp(a, "--trace")) { o->trace = 1; continue; }
+        if (!strcmp(a, "--sync-bn")) { o->dist.sync_bn = 1; continue; }
+        if (strncmp(a, "--", 2) != 0) {
+            snprintf(msg, sizeof msg, "unexpected argument '%s'", a);
+            opt_fail(cmd, msg);
+        }
+        if (i + 1 >= argc) {
+            snprintf(msg, sizeof msg, "%s needs a value", a);
+            opt_fail(cmd, msg);
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--model")) copy_str(cmd, a, o->model, sizeof o->model, v);
+        else if (!strcmp(a, "--data")) copy_str(cmd, a, o->data, sizeof o->data, v);
+        else if (!strcmp(a, "--epochs")) o->epochs = (int)parse_long(cmd, a, v, 1, 100000);
+        else if (!strcmp(a, "--steps")) o->steps = parse_long(cmd, a, v, 1, LONG_MAX / 2);
+        else if (!strcmp(a, "--batch")) o->batch = (int)parse_long(cmd, a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--accum")) o->accum = (int)parse_long(cmd, a, v, 1, 1 << 16);
+        else if (!strcmp(a, "--lr")) o->lr = parse_float(cmd, a, v, 0.0f, 100.0f);
+        else if (!strcmp(a, "--final-lr")) o->final_lr = parse_float(cmd, a, v, 0.0f, 100.0f);
+        else if (!strcmp(a, "--momentum")) o->momentum = parse_float(cmd, a, v, 0.0f, 0.9999f);
+        else if (!strcmp(a, "--wd")) o->weight_decay = parse_float(cmd, a, v, 0.0f, 1.0f);
+        else if (!strcmp(a, "--clip")) o->clip = parse_float(cmd, a, v, 0.0f, 1e9f);
+        else if (!strcmp(a, "--label-smoothing")) o->label_smoothing = parse_float(cmd, a, v, 0.0f, 1.0f);
+        else if (!strcmp(a, "--warmup")) o->warmup = parse_long(cmd, a, v, 0, LONG_MAX / 2);
+        else if (!strcmp(a, "--seed")) o->seed = (uint64_t)parse_long(cmd, a, v, 0, LONG_MAX);
+        else if (!strcmp(a, "--graph-warmup")) o->graph_warmup = parse_long(cmd, a, v, 1, 1000);
+        else if (!strcmp(a, "--log-every")) o->log_every = (int)parse_long(cmd, a, v, 1, 1 << 30);
+        else if (!strcmp(a, "--log")) copy_str(cmd, a, o->log_path, sizeof o->log_path, v);
+        else if (!strcmp(a, "--vocab")) copy_str(cmd, a, o->vocab, sizeof o->vocab, v);
+        else if (!strcmp(a, "--save")) copy_str(cmd, a, o->save_path, sizeof o->save_path, v);
+        else if (!strcmp(a, "--load")) copy_str(cmd, a, o->load_path, sizeof o->load_path, v);
+        else if (!strcmp(a, "--resume")) copy_str(cmd, a, o->resume_path, sizeof o->resume_path, v);
+        else if (!strcmp(a, "--save-every")) o->save_every = parse_long(cmd, a, v, 1, LONG_MAX / 2);
+        else if (!strcmp(a, "--image-size")) o->image_size = (int)parse_long(cmd, a, v, 8, 4096);
+        else if (!strcmp(a, "--classes")) o->classes = (int)parse_long(cmd, a, v, 2, 1 << 20);
+        else if (!strcmp(a, "--workers")) o->workers = (int)parse_long(cmd, a, v, 1, 256);
+        else if (!strcmp(a, "--seq")) o->seq = (int)parse_long(cmd, a, v, 2, 512);
+        else if (!strcmp(a, "--eval-batch")) o->eval_batch = (int)parse_long(cmd, a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--dropout")) o->dropout = parse_float(cmd, a, v, 0.0f, 0.99f);
+        else if (!strcmp(a, "--gpus")) o->dist.gpus = (int)parse_long(cmd, a, v, 1, 1024);
+        else if (!strcmp(a, "--bucket-mb")) o->dist.bucket_mb = parse_float(cmd, a, v, 0.0f, 65536.0f);
+        else if (!strcmp(a, "--dist-timeout")) o->dist.timeout_s = (int)parse_long(cmd, a, v, 1, 86400);
+        else if (!strcmp(a, "--device")) {
+            if (ctx_parse_device(v, &o->device, &o->device_id) != 0) {
+                snprintf(msg, sizeof msg, "--device: '%s' is not cpu, cuda or cuda:N", v);
+                opt_fail(cmd, msg);
+            }
+        } else if (!strcmp(a, "--head")) {
+            if (!strcmp(v, "mlm")) o->head = HEAD_MLM;
+            else if (!strcmp(v, "cls")) o->head = HEAD_CLS;
+            else {
+                snprintf(msg, sizeof msg, "--head: '%s' is not mlm or cls", v);
+                opt_fail(cmd, msg);
+            }
+        } else if (!strcmp(a, "--grad-reduce")) {
+            int t = dist_grad_reduce_parse(v);
+            if (t < 0) {
+                snprintf(msg, sizeof msg, "--grad-reduce: '%s' is not f32 or bf16", v);
+                opt_fail(cmd, msg);
+            }
+            o->dist.grad_reduce = (DType)t;
+        } else if (!strcmp(a, "--precision")) {
+            if (strcmp(v, "fp32") && strcmp(v, "tf32") && strcmp(v, "fp16") && strcmp(v, "bf16")) {
+                snprintf(msg, sizeof msg, "--precision: '%s' is not fp32, tf32, fp16 or bf16", v);
+                opt_fail(cmd, msg);
+            }
+            snprintf(o->precision, sizeof o->precision, "%s", v);
+        } else if (!strcmp(a, "--optim")) {
+            int k = -1;
+            for (int j = 0; j < 3; j++) if (!strcmp(v, optim_names[j])) k = j;
+            if (k < 0) {
+                snprintf(msg, sizeof msg, "--optim: '%s' is not sgd, adamw or lamb", v);
+                opt_fail(cmd, msg);
+            }
+            o->optim = (OptimKind)k;
+        } else if (!strcmp(a, "--schedule")) {
+            int k = sched_parse(v);
+            if (k < 0) {
+                snprintf(msg, sizeof msg, "--schedule: '%s' is not constant, cosine, linear, poly or step", v);
+                opt_fail(cmd, msg);
+            }
+            o->schedule = (SchedKind)k;
+        } else if (!strcmp(a, "--recompute")) {
+            if (recompute_parse(v, &o->recompute) != 0) {
+                snprintf(msg, sizeof msg, "--recompute: '%s' is not none, all or every:N", v);
+                opt_fail(cmd, msg);
+            }
+        } else if (!strcmp(a, "--hidden")) {
+            char buf[256];
+            copy_str(cmd, a, buf, sizeof buf, v);
+            o->n_hidden = 0;
+            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+                if (o->n_hidden == 7) opt_fail(cmd, "--hidden: at most 7 hidden layers");
+                o->hidden[o->n_hidden++] = (int)parse_long(cmd, a, tok, 1, 1 << 16);
+            }
+        } else {
+            snprintf(msg, sizeof msg, "unknown option '%s'", a);
+            opt_fail(cmd, msg);
+        }
+    }
+}

@@ -1,0 +1,192 @@
+/* feed_text.c — BERT's feeds: synthetic token batches generated once and
+ * kept on the device, or masked-LM batches from a token shard, made on the
+ * host (packing + 15% masking, data/mlm.h) and copied asynchronously from
+ * pinned memory, double-buffered against the GPU.
+ *
+ * Both hand the model the same five tensors: ids, token types, additive
+ * mask [B, T], then the masked rows and their labels [M], M = B S with S =
+ * mlm_max_masked(T) slots a sequence (data/mlm.h: static, so a captured
+ * step keeps its shapes; unused slots are padding labelled -100). */
+#include "feed.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "data/mlm.h"
+#include "data/text_shards.h"
+#include "data/wordpiece.h"
+#include "engine/error.h"
+#include "engine/mem.h"
+
+/* Pinned host copy of one batch, in the layout of the five input tensors. */
+typedef struct HostBatch {
+    int32_t *ids, *tt, *rows, *labels;
+    float *mask_add;
+} HostBatch;
+
+typedef struct Text {
+    TextShard shard;
+    Wordpiece wp;
+    MlmBatcher mb;
+    MlmBatch batch;          /* the batcher's output (pageable) */
+    HostBatch host[2];       /* pinned staging */
+#ifdef CTRAIN_CUDA
+    cudaEvent_t done[2];
+#endif
+    int k, cuda, have_shard;
+    int slots;               /* S: masked-row slots a sequence */
+} Text;
+
+/* 1 = real token -> additive 0; 0 = padding -> -10000 (HF's large negative);
+ * the labels [B, T] become the masked rows and their labels [B S] */
+static void fill_host(HostBatch *h, const MlmBatch *b, int slots)
+{
+    size_t n = (size_t)b->B * b->T;
+    memcpy(h->ids, b->input_ids, n * sizeof(int32_t));
+    memcpy(h->tt, b->token_type_ids, n * sizeof(int32_t));
+    for (size_t i = 0; i < n; i++) h->mask_add[i] = b->attention_mask[i] ? 0.0f : -10000.0f;
+    if (mlm_select_rows(h->rows, h->labels, b->labels, b->B, b->T, slots) < 0)
+        ct_fatal("MLM batch: a sequence has more than %d masked positions (%d slots a "
+                 "sequence of %d tokens)", mlm_labelled_max(b->labels, b->B, b->T), slots, b->T);
+}
+
+static void upload(Feed *f, Ctx *c, const HostBatch *h)
+{
+    mem_to_device_async(c, f->in[0]->data, h->ids, f->in[0]->numel * sizeof(int32_t));
+    mem_to_device_async(c, f->in[1]->data, h->tt, f->in[1]->numel * sizeof(int32_t));
+    mem_to_device_async(c, f->in[2]->data, h->mask_add, f->in[2]->numel * sizeof(float));
+    mem_to_device_async(c, f->in[3]->data, h->rows, f->in[3]->numel * sizeof(int32_t));
+    mem_to_device_async(c, f->in[4]->data, h->labels, f->in[4]->numel * sizeof(int32_t));
+}
+
+static void text_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
+{
+    Text *T = (Text *)f->impl;
+    int k = T->k ^= 1;
+#ifdef CTRAIN_CUDA
+    if (T->cuda) CUDA_CHECK(cudaEventSynchronize(T->done[k]));
+#endif
+    mlm_batch(&T->mb, &T->batch, epoch, b);
+    fill_host(&T->host[k], &T->batch, T->slots);
+    upload(f, c, &T->host[k]);
+#ifdef CTRAIN_CUDA
+    if (T->cuda) CUDA_CHECK(cudaEventRecord(T->done[k], c->stream));
+#endif
+}
+
+static void synthetic_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
+{
+    (void)f; (void)c; (void)epoch; (void)b;
+}
+
+static double no_rate(Feed *f) { (void)f; return NAN; }
+
+static void text_free(Feed *f, Ctx *c)
+{
+    Text *T = (Text *)f->impl;
+    ctx_sync(c);
+    for (int k = 0; k < 2; k++) {
+        mem_host_pinned_free(c, T->host[k].ids);
+        mem_host_pinned_free(c, T->host[k].tt);
+        mem_host_pinned_free(c, T->host[k].rows);
+        mem_host_pinned_free(c, T->host[k].labels);
+        mem_host_pinned_free(c, T->host[k].mask_add);
+#ifdef CTRAIN_CUDA
+        if (T->cuda) CUDA_CHECK(cudaEventDestroy(T->done[k]));
+#endif
+    }
+    mlm_batch_free(&T->batch);
+    if (T->have_shard) {
+        mlm_free(&T->mb);
+        shard_close(&T->shard);
+        wordpiece_free(&T->wp);
+    }
+    free(T);
+}
+
+void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
+{
+    if (feed_is_cls(s->data)) { feed_cls_open(f, c, s); return; }
+    Text *T = (Text *)calloc(1, sizeof *T);
+    int B = s->batch, S = s->seq;
+    size_t n = (size_t)B * S;
+    char err[512];
+    T->cuda = c->device == DEV_CUDA;
+    T->slots = mlm_max_masked(S, MLM_MASK_PROB);
+    size_t M = (size_t)B * T->slots;
+    for (int k = 0; k < 2; k++) {
+        T->host[k].ids = (int32_t *)mem_host_pinned(c, n * sizeof(int32_t));
+        T->host[k].tt = (int32_t *)mem_host_pinned(c, n * sizeof(int32_t));
+        T->host[k].rows = (int32_t *)mem_host_pinned(c, M * sizeof(int32_t));
+        T->host[k].labels = (int32_t *)mem_host_pinned(c, M * sizeof(int32_t));
+        T->host[k].mask_add = (float *)mem_host_pinned(c, n * sizeof(float));
+#ifdef CTRAIN_CUDA
+        if (T->cuda) CUDA_CHECK(cudaEventCreateWithFlags(&T->done[k], cudaEventDisableTiming));
+#endif
+    }
+    if (mlm_batch_alloc(&T->batch, B, S, 0) != 0) ct_fatal("out of host memory for a batch");
+    f->impl = T;
+    f->n_in = 5;
+    f->in[0] = tensor_new(c, DT_I32, 2, (int64_t[]){B, S});
+    f->in[1] = tensor_new(c, DT_I32, 2, (int64_t[]){B, S});
+    f->in[2] = tensor_new(c, DT_F32, 2, (int64_t[]){B, S});
+    f->in[3] = tensor_new(c, DT_I32, 1, (int64_t[]){(int64_t)M});
+    f->in[4] = tensor_new(c, DT_I32, 1, (int64_t[]){(int64_t)M});
+    f->data_rate = no_rate;
+    f->free = text_free;
+    f->has_eval = 0;
+
+    if (!strcmp(s->data, "synthetic")) {
+        /* random ids over the vocabulary, 15% of positions labelled: made
+         * once, kept on the device */
+        MlmConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.T = S;
+        cfg.B = B;
+        cfg.seed = s->seed;
+        cfg.mask_prob = MLM_MASK_PROB;
+        cfg.mask_token_frac = 0.8f;
+        cfg.random_token_frac = 0.1f;
+        cfg.pad_id = 0; cfg.unk_id = 100; cfg.cls_id = 101; cfg.sep_id = 102; cfg.mask_id = 103;
+        cfg.vocab_size = (uint32_t)(s->vocab_size ? s->vocab_size : 30522);
+        /* rank r: rows r B .. r B + B - 1 of one world x B batch (train/feed/feed.h) */
+        mlm_synthetic_rows(&T->batch, &cfg, 0, (uint32_t)c->dp_rank * (uint32_t)B);
+        fill_host(&T->host[0], &T->batch, T->slots);
+        upload(f, c, &T->host[0]);
+        ctx_sync(c);
+        f->next = synthetic_next;
+        f->batches_per_epoch = 1000000000L;
+        f->classes = (int)cfg.vocab_size;
+        f->vocab_size = (int)cfg.vocab_size;
+        snprintf(f->desc, sizeof f->desc, "synthetic tokens on the device (vocab %u, %d tokens)",
+                 cfg.vocab_size, S);
+        return;
+    }
+    if (strncmp(s->data, "mlm:", 4) != 0)
+        ct_fatal_hint("pass --data synthetic, or --data mlm:SHARD with --vocab vocab.txt (make a "
+                      "shard with: ctrain shard --corpus DIR --vocab vocab.txt --out FILE)",
+                      "--data %s: BERT trains on masked-LM shards, synthetic tokens or fortunes-cls", s->data);
+    if (!s->vocab || !s->vocab[0])
+        ct_fatal_hint("pass --vocab vocab.txt (the one the shard was made with)",
+                      "--data %s needs the vocabulary", s->data);
+    int st = wordpiece_load(&T->wp, s->vocab, WP_UNCASED, err, sizeof err);
+    if (st != 0) ct_fatal_hint("check the --vocab path (one token per line)", "%s", err);
+    st = shard_open(&T->shard, s->data + 4, err, sizeof err);
+    if (st != 0) ct_fatal_hint(shard_hint(st), "%s", err);
+    if (T->shard.vocab_size != T->wp.V)
+        ct_fatal_hint("use the vocab.txt the shard was made with",
+                      "shard %s was made with a %u-token vocabulary, --vocab has %u", s->data + 4,
+                      T->shard.vocab_size, T->wp.V);
+    MlmConfig cfg = mlm_config_default(&T->wp, S, B, s->seed);
+    st = mlm_init(&T->mb, &T->shard, &cfg, &T->wp, err, sizeof err);
+    if (st != 0) ct_fatal_hint("use a longer corpus or a smaller --batch / --seq", "%s", err);
+    T->have_shard = 1;
+    mlm_set_shard(&T->mb, (uint32_t)c->dp_rank, (uint32_t)feed_world(c));
+    f->next = text_next;
+    f->batches_per_epoch = (long)mlm_batches_per_epoch(&T->mb);
+    f->classes = (int)T->wp.V;
+    f->vocab_size = (int)T->wp.V;
+    snprintf(f->desc, sizeof f->desc, "masked LM on %s (%llu tokens, %u docs, vocab %u, %d tokens/seq)",
+             s->data + 4, (unsigned long long)T->shard.n_tokens, T->shard.n_docs, T->wp.V, S);
+}

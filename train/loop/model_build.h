@@ -1,0 +1,14 @@
+/* model_build.h — a model from --model and the training options. */
+#ifndef CTRAIN_TRAIN_MODEL_BUILD_H
+#define CTRAIN_TRAIN_MODEL_BUILD_H
+
+#include "models/model.h"
+#include "train/cli/options.h"
+
+/* classes: from the data (0 lets the model choose its default). */
+void model_build(Model *m, Ctx *c, const TrainOptions *o, int classes);
+/* Training FLOPs per sample (forward + backward = 3 x forward) for MFU and
+ * the benchmark; 0 when unknown. */
+double model_train_flops_per_sample(const TrainOptions *o, int classes);
+
+#endif

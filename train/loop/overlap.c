@@ -1,0 +1,192 @@
+/* overlap.c — the overlapped update (design in overlap.h). */
+#include "overlap.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include "engine/env.h"
+#include "engine/error.h"
+#include "engine/log.h"
+#include "train/dist/dist.h"
+#include "train/dist/dist_bucket.h"
+#include "step.h"
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#endif
+
+struct Overlap {
+    Trainer *tr;
+    int own;                   /* alone: the plan and tracker below are used */
+    int n;                     /* buckets */
+    int early;                 /* buckets updated during backward's walk, all steps */
+    BucketPlan plan;
+    GradReady ready;
+#ifdef CTRAIN_CUDA
+    cudaStream_t stream;       /* the updates, lowest priority */
+    cudaEvent_t *bucket_ev;    /* [n] bucket k final on its producer stream */
+    cudaEvent_t done_ev;       /* every update queued so far done (update stream) */
+#endif
+};
+
+/* CTRAIN_OVERLAP_UPDATE=1 */
+static int overlap_asked(void)
+{
+    return env_switch("CTRAIN_OVERLAP_UPDATE", 0, "the update overlaps backward where it applies");
+}
+
+int trainer_overlap_mode(const Trainer *t)
+{
+    int asked = overlap_asked();
+    /* off unless asked for: on 1 and 2 H200s it measured no faster (ops/NOTES.md,
+     * "Overlapped update"): the update's memory traffic slows backward by
+     * about what it hides */
+    /* the sharded update (train/dist/dist.h, CTRAIN_DIST_SHARD) rides on it:
+     * wanted with several ranks (asked for, or by default for a large
+     * model), it turns the overlap on; by default silently off where the
+     * update cannot be split */
+    int shard_asked = 0;
+    int shard = t->ctx->dp_world > 1 && t->grad_reduce == DT_F32 &&
+                dist_shard_wanted(t->model->params.total, &shard_asked);
+    if (!shard && !asked) return 0;
+    const char *why = NULL;
+    if (!optimizer_can_split(&t->opt)) why = "LAMB needs whole-tensor norms";
+    else if (t->clip > 0) why = "--clip needs the global gradient norm first";
+    else if (t->scaler.enabled) why = "fp16's grad scaler checks every gradient first";
+    if (why && (asked || shard_asked))
+        LOG_W("%s: the update stays after backward (%s)",
+              shard && shard_asked ? "CTRAIN_DIST_SHARD=1" : "CTRAIN_OVERLAP_UPDATE=1", why);
+    return why == NULL;
+}
+
+void overlap_bucket_final(Overlap *o, int b, size_t begin, size_t end, void *producer)
+{
+    Trainer *t = o->tr;
+    CT_ASSERT(b >= 0 && b < o->n, "overlap_bucket_final: bucket %d of %d", b, o->n);
+    if (t->ctx->bwd_hook) o->early++;
+    if (t->ctx->device == DEV_CPU) {   /* the gradients are final now: update in place */
+        trainer_update_range(t, begin, end, NULL);
+        return;
+    }
+#ifdef CTRAIN_CUDA
+    CUDA_CHECK(cudaEventRecord(o->bucket_ev[b], (cudaStream_t)producer));
+    CUDA_CHECK(cudaStreamWaitEvent(o->stream, o->bucket_ev[b], 0));
+    trainer_update_range(t, begin, end, o->stream);
+#else
+    (void)producer;
+#endif
+}
+
+/* GradReady's issue (alone): bucket b's gradients are final on the compute stream. */
+static void issue_bucket(void *user, int b)
+{
+    Overlap *o = (Overlap *)user;
+    const DistBucket *k = &o->plan.b[b];
+    void *producer = NULL;   /* the CPU: no streams */
+#ifdef CTRAIN_CUDA
+    producer = o->tr->ctx->stream;
+#endif
+    overlap_bucket_final(o, b, k->begin, k->end, producer);
+}
+
+Overlap *overlap_open(Trainer *t)
+{
+    Overlap *o = (Overlap *)calloc(1, sizeof *o);
+    if (!o) ct_fatal("out of host memory");
+    o->tr = t;
+    o->own = t->dist == NULL;
+    ParamSet *ps = &t->model->params;
+    float mb = dist_bucket_mb_auto(ps->total * sizeof(float));
+    if (o->own) {
+        const char *e = getenv("CTRAIN_OVERLAP_BUCKET_MB");
+        if (e && *e) {
+            char *end;
+            mb = strtof(e, &end);
+            if (*end || !(mb > 0.0f))
+                ct_fatal_hint("set CTRAIN_OVERLAP_BUCKET_MB to a size in MB above 0 (unset: a "
+                              "twelfth of the gradients, 25 to 100 MB)",
+                              "CTRAIN_OVERLAP_BUCKET_MB=%s is not a size", e);
+        }
+        bucket_plan_build(&o->plan, ps, (size_t)((double)mb * 1024.0 * 1024.0 / sizeof(float)), 0);
+        grad_ready_init(&o->ready, ps, &o->plan, issue_bucket, o);
+        o->n = o->plan.n;
+    } else {
+        o->n = dist_buckets(t->dist);
+    }
+#ifdef CTRAIN_CUDA
+    if (t->ctx->device == DEV_CUDA) {
+        int least = 0, greatest = 0;
+        CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        CUDA_CHECK(cudaStreamCreateWithPriority(&o->stream, cudaStreamNonBlocking, least));
+        o->bucket_ev = (cudaEvent_t *)calloc((size_t)o->n, sizeof(cudaEvent_t));
+        if (!o->bucket_ev) ct_fatal("out of host memory");
+        for (int b = 0; b < o->n; b++)
+            CUDA_CHECK(cudaEventCreateWithFlags(&o->bucket_ev[b], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&o->done_ev, cudaEventDisableTiming));
+    }
+#endif
+    if (o->own)
+        LOG_I("overlapped update: %d buckets of ~%g MB, each updated once backward has finished "
+              "its gradients (CTRAIN_OVERLAP_UPDATE=1)", o->n, (double)mb);
+    else
+        LOG_I("overlapped update: each of the %d buckets updated once its all-reduce is done "
+              "(%s)", o->n, overlap_asked() ? "CTRAIN_OVERLAP_UPDATE=1" : "for the sharded update");
+    return o;
+}
+
+void overlap_backward_begin(Overlap *o, int last)
+{
+    if (!o || !o->own) return;
+    if (last) {
+        grad_ready_reset(&o->ready);
+        o->tr->ctx->bwd_hook = &o->ready.hook;
+    } else {
+        o->tr->ctx->bwd_hook = NULL;
+    }
+}
+
+void overlap_grads_ready(Overlap *o)
+{
+    if (!o) return;
+    Ctx *c = o->tr->ctx;
+    if (o->own) {
+        c->bwd_hook = NULL;
+        grad_ready_finish(&o->ready);
+    }
+#ifdef CTRAIN_CUDA
+    if (c->device == DEV_CUDA) {
+        CUDA_CHECK(cudaEventRecord(o->done_ev, o->stream));
+        CUDA_CHECK(cudaStreamWaitEvent(c->stream, o->done_ev, 0));
+    }
+#endif
+}
+
+void overlap_record(Overlap *o, void *event)
+{
+#ifdef CTRAIN_CUDA
+    if (o->tr->ctx->device == DEV_CUDA)
+        CUDA_CHECK(cudaEventRecord((cudaEvent_t)event, o->stream));
+#else
+    (void)o; (void)event;
+#endif
+}
+
+int overlap_early_buckets(const Overlap *o) { return o ? o->early : 0; }
+int overlap_buckets(const Overlap *o) { return o ? o->n : 0; }
+
+void overlap_close(Overlap *o)
+{
+    if (!o) return;
+#ifdef CTRAIN_CUDA
+    if (o->tr->ctx->device == DEV_CUDA) {
+        CUDA_CHECK(cudaStreamSynchronize(o->stream));
+        for (int b = 0; b < o->n; b++) CUDA_CHECK(cudaEventDestroy(o->bucket_ev[b]));
+        free(o->bucket_ev);
+        CUDA_CHECK(cudaEventDestroy(o->done_ev));
+        CUDA_CHECK(cudaStreamDestroy(o->stream));
+    }
+#endif
+    if (o->own) {
+        grad_ready_free(&o->ready);
+        bucket_plan_free(&o->plan);
+    }
+    free(o);
+}

@@ -1,0 +1,73 @@
+/* overlap.h — the overlapped update: the optimizer updates each bucket of
+ * parameters as soon as backward has finished its gradients, on a stream of
+ * the lowest priority, while backward goes on with the layers before it.
+ *
+ *   compute stream:  lr -> optimizer_split_begin -> backward ........... wait(done) -> next step
+ *                                                      | bucket k final
+ *   update stream:                                     +-> update [begin_k, end_k), zero its grads
+ *
+ * With several GPUs a bucket is final once its all-reduce is done (the
+ * update stream waits on the communication stream, train/dist/dist.c), so the
+ * last all-reduces are hidden behind the first buckets' updates instead of
+ * the whole optimizer pass coming after them. Buckets and readiness are the
+ * data-parallel ones (train/dist/dist_bucket.h): a bucket is final once no later
+ * backward node adds into its gradients, and no later node reads its weights
+ * either (a node that reads a weight is the one that adds into its
+ * gradient), so an update never changes what backward still uses.
+ *
+ * Priorities: the compute stream sits one level above the lowest
+ * (engine/ctx.c), the update stream at the lowest, so the update's blocks
+ * take SMs that backward leaves idle and do not queue ahead of it; the
+ * all-reduces' stream is the highest.
+ *
+ * When (trainer_overlap_mode): CTRAIN_OVERLAP_UPDATE=1, or the sharded
+ * update with several GPUs (train/dist/dist.h: by default for models of 100M
+ * parameters or more), with SGD or AdamW, no gradient clipping, no fp16
+ * grad scaler (both need every gradient before any update; when one of the
+ * variables asked for it a warning names what prevents it, the default
+ * falls back quietly); the step's last micro-batch only. The values are the whole-buffer step's, bit for bit:
+ * the same elementwise math, split by ranges.
+ *
+ * Alone, off by default: on one H200 it made BERT-large bf16 2% and
+ * ResNet-50 1.4% slower, and on two it gained 0.2% (ops/NOTES.md,
+ * "Overlapped update"):
+ * the update's memory traffic slows the backward next to it by about what
+ * it hides. It stays as an option (a slower link, a bigger optimizer state,
+ * or a GPU with bandwidth to spare may tip it) and as a worked example.
+ */
+#ifndef CTRAIN_TRAIN_OVERLAP_H
+#define CTRAIN_TRAIN_OVERLAP_H
+
+#include <stddef.h>
+
+struct Trainer;
+typedef struct Overlap Overlap;
+
+/* 1 when this run overlaps its updates (CTRAIN_OVERLAP_UPDATE=1 or the
+ * sharded update wanted, and nothing prevents it; warns what does when a
+ * variable asked for it). */
+int trainer_overlap_mode(const struct Trainer *t);
+
+/* The machinery for t: alone, its own bucket plan and readiness tracker
+ * (bucket size CTRAIN_OVERLAP_BUCKET_MB, default dist_bucket_mb_auto);
+ * with t->dist, the data-parallel buckets. */
+Overlap *overlap_open(struct Trainer *t);
+/* Before the backward of a micro-batch (alone): the last one hooks the walk. */
+void overlap_backward_begin(Overlap *o, int last);
+/* Bucket b = [begin, end) is final on `producer` (a cudaStream_t; the
+ * compute stream alone, the communication stream with several GPUs; NULL
+ * on the CPU, where the update runs now). */
+void overlap_bucket_final(Overlap *o, int b, size_t begin, size_t end, void *producer);
+/* Record `event` (a cudaEvent_t) on the update stream: done once every
+ * update queued so far is (the sharded update's all-gather waits on it). */
+void overlap_record(Overlap *o, void *event);
+/* After backward: alone, the buckets the walk did not hand over; then the
+ * compute stream waits for every update. */
+void overlap_grads_ready(Overlap *o);
+void overlap_close(Overlap *o);
+/* For tests: buckets updated during backward's walk (not after it), summed
+ * over the steps; buckets in the plan. */
+int overlap_early_buckets(const Overlap *o);
+int overlap_buckets(const Overlap *o);
+
+#endif

@@ -1,0 +1,72 @@
+/* step_graph.h — the training step captured once as CUDA graphs, then replayed.
+ *
+ * Why: an eager step launches hundreds to thousands of kernels (ResNet50:
+ * ~1500; BERT-large: ~2500), each costing the host a few microseconds to
+ * queue. For small batches the GPU finishes a kernel faster than the host can
+ * queue the next one, and the step becomes launch-bound. A CUDA graph records
+ * the whole sequence once; a replay is one launch, and the GPU runs the
+ * kernels back to back.
+ *
+ * What a graph cannot do is look at the host: every value a captured kernel
+ * reads is frozen at capture time unless it lives in device memory. So
+ * before capture the trainer moves the three things that change per step
+ * onto the device:
+ *   - the learning rate: the whole schedule is tabulated (lr_table[s], the
+ *     same floats the eager step computes) and a kernel at the start of the
+ *     update graph copies lr_table[*step] into the optimizer's lr word;
+ *   - the step counter (*step), incremented by the update graph's last
+ *     kernel (AdamW's bias corrections already live on the device);
+ *   - the Philox offset for dropout: ops take offsets relative to the
+ *     micro-batch's start and add the device word *rng_base (ctx.h), which
+ *     the micro graph advances by what one micro-batch draws.
+ * The host mirrors the counters (Trainer.step, Ctx.rng_offset) so progress
+ * lines, --trace and checkpoints see the same numbers as in eager mode.
+ *
+ * Two graphs, because gradient accumulation feeds K micro-batches per step
+ * through the same static input tensors:
+ *   micro:  forward, backward (gradients += into the one buffer), the loss
+ *           copied into a static tensor, rng_base += draws
+ *   update: lr fetch, unscale + inf check, clip, optimizer (skips itself on
+ *           the device flag), scaler update, zero gradients, step += 1
+ * A step is: K x (feed copies the batch into the static inputs; replay
+ * micro), then replay update. With K = 1 that is two launches per step.
+ *
+ * Memory: tensors allocated inside the captured step come from the graph's
+ * own memory (stream-ordered allocation nodes). Before capture the pool's
+ * cached blocks are trimmed so the graph can take them; the step's
+ * footprint is the same as eager. Warm-up steps run eager first, so the
+ * cuDNN algorithm search, workspace growth and first allocations happen
+ * outside the graph.
+ *
+ * When the step cannot be captured (CPU device, capture or instantiation
+ * refused), graph_begin / the capture says why and the trainer stays eager.
+ */
+#ifndef CTRAIN_TRAIN_STEP_GRAPH_H
+#define CTRAIN_TRAIN_STEP_GRAPH_H
+
+#include <stdint.h>
+#include "engine/ctx.h"
+#include "engine/tensor.h"
+
+typedef enum { GRAPH_OFF = 0, GRAPH_WARMUP, GRAPH_ON, GRAPH_FAILED } GraphState;
+
+typedef struct StepGraph {
+    GraphState state;
+    long warmup_steps;       /* eager steps before capture */
+    long replays;            /* update-graph replays so far (--trace) */
+#ifdef CTRAIN_CUDA
+    cudaGraphExec_t micro, update;
+    cudaGraphExec_t micro_first;   /* several GPUs with --accum K: micro-batches 1..K-1,
+                                      which do not all-reduce (NULL otherwise) */
+    float *lr_table;         /* [n_table] learning rate per step (device) */
+    int64_t n_table;
+    int64_t *step_dev;       /* optimizer steps done (device) */
+    uint64_t *rng_base;      /* Philox offset at the next micro-batch's start (device) */
+    uint64_t rng_per_micro;  /* counter blocks one micro-batch draws */
+    Tensor *loss;            /* the last micro-batch's loss, copied by the micro graph */
+    size_t graph_mem;        /* bytes the graphs' allocation nodes hold */
+#endif
+    char why[256];           /* GRAPH_FAILED: the reason */
+} StepGraph;
+
+#endif

@@ -1,0 +1,157 @@
+/* optimizer.c — dispatch to SGD, AdamW or LAMB. AdamW and LAMB use BERT's
+ * usual betas (0.9, 0.999) and eps 1e-6; weight decay as --wd. */
+#include "optimizer.h"
+
+#include <string.h>
+#include "engine/error.h"
+#include "engine/mem.h"
+#include "ops/optim.h"
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#endif
+
+void optimizer_init(Optimizer *o, ParamSet *ps, const TrainOptions *opt)
+{
+    memset(o, 0, sizeof *o);
+    o->kind = opt->optim;
+    switch (o->kind) {
+    case OPT_SGD: sgd_init(&o->sgd, ps, opt->momentum, opt->weight_decay, opt->nesterov); break;
+    case OPT_ADAMW: adamw_init(&o->adamw, ps, 0.9, 0.999, 1e-6, opt->weight_decay); break;
+    case OPT_LAMB: lamb_init(&o->lamb, ps, 0.9, 0.999, 1e-6, opt->weight_decay, 1, 0); break;
+    }
+}
+
+/* The optimizer kernels also write AMP's working copy when there is one
+ * (engine/params.h: params_lowp_enable). */
+void optimizer_step(Optimizer *o, ParamSet *ps, float lr, const int *skip)
+{
+    DType lt = ps->lowp ? ps->lowp_dt : DT_F32;
+    switch (o->kind) {
+    case OPT_SGD: sgd_step(&o->sgd, ps, lr, skip); break;
+    case OPT_ADAMW: adamw_step(&o->adamw, ps, lr, skip, ps->lowp, lt); break;
+    case OPT_LAMB: lamb_step(&o->lamb, ps, lr, skip, ps->lowp, lt); break;
+    }
+}
+
+float *optimizer_lr_dev(Optimizer *o)
+{
+    switch (o->kind) {
+    case OPT_SGD: return o->sgd.lr_dev;
+    case OPT_ADAMW: return o->adamw.lr_dev;
+    case OPT_LAMB: return o->lamb.lr_dev;
+    }
+    return NULL;
+}
+
+void optimizer_step_lr(Optimizer *o, ParamSet *ps, const int *skip)
+{
+    switch (o->kind) {
+    case OPT_SGD: sgd_step_lr(&o->sgd, ps, skip); break;
+    case OPT_ADAMW:
+        adamw_step_lr(&o->adamw, ps, o->adamw.lr_dev, skip, ps->lowp,
+                      ps->lowp ? ps->lowp_dt : DT_F32);
+        break;
+    case OPT_LAMB:
+        lamb_step_lr(&o->lamb, ps, o->lamb.lr_dev, skip, ps->lowp,
+                     ps->lowp ? ps->lowp_dt : DT_F32);
+        break;
+    }
+}
+
+int optimizer_can_split(const Optimizer *o) { return o->kind == OPT_SGD || o->kind == OPT_ADAMW; }
+
+void optimizer_split_begin(Optimizer *o, ParamSet *ps)
+{
+    CT_ASSERT(optimizer_can_split(o), "optimizer_split_begin: %s has no split step",
+              optim_name(o->kind));
+    if (o->kind != OPT_ADAMW) return;   /* SGD keeps no per-step state */
+    AdamW *a = &o->adamw;
+    if (ps->ctx->device == DEV_CPU) {
+        adam_begin_cpu(a->st, a->beta1, a->beta2, 1, NULL);
+        return;
+    }
+#ifdef CTRAIN_CUDA
+    adam_begin_cuda(a->st, a->beta1, a->beta2, 1, NULL, ps->ctx->stream);
+#endif
+}
+
+void optimizer_split_range(Optimizer *o, ParamSet *ps, size_t begin, size_t end, void *stream)
+{
+    CT_ASSERT(begin < end && end <= ps->total && (end <= ps->n_decay || begin >= ps->n_decay),
+              "optimizer_split_range: [%zu, %zu) is empty, past %zu or across the weight-decay "
+              "boundary %zu", begin, end, ps->total, ps->n_decay);
+    const size_t n = end - begin;
+    const int decay = end <= ps->n_decay;
+    float *p = ps->data + begin, *g = ps->grad + begin;
+    if (ps->ctx->device == DEV_CPU) {
+        (void)stream;
+        if (o->kind == OPT_SGD) {
+            Sgd *q = &o->sgd;
+            sgd_step_cpu(p, q->m + begin, g, n, *q->lr_dev, q->momentum, decay ? q->weight_decay : 0.0f,
+                         q->nesterov);
+        } else {
+            AdamW *a = &o->adamw;
+            adamw_step_cpu(p, a->m + begin, a->v + begin, g, n, *a->lr_dev, a->st, a->beta1, a->beta2,
+                           a->eps, decay ? a->weight_decay : 0.0, NULL);
+        }
+        return;
+    }
+#ifdef CTRAIN_CUDA
+    cudaStream_t s = (cudaStream_t)stream;
+    void *lowp = ps->lowp ? (char *)ps->lowp + begin * dtype_size(ps->lowp_dt) : NULL;
+    DType lt = ps->lowp ? ps->lowp_dt : DT_F32;
+    if (o->kind == OPT_SGD) {
+        Sgd *q = &o->sgd;
+        sgd_step_cuda(p, q->m + begin, lowp, lt, g, n, q->lr_dev, q->momentum,
+                      decay ? q->weight_decay : 0.0f, q->nesterov, NULL, s);
+    } else {
+        AdamW *a = &o->adamw;
+        adamw_step_cuda(p, a->m + begin, a->v + begin, lowp, lt, g, n, a->lr_dev, a->st, a->beta1,
+                        a->beta2, a->eps, decay ? a->weight_decay : 0.0, NULL, s);
+    }
+#endif
+}
+
+void optimizer_free(Optimizer *o, ParamSet *ps)
+{
+    switch (o->kind) {
+    case OPT_SGD: sgd_free(&o->sgd, ps); break;
+    case OPT_ADAMW: adamw_free(&o->adamw, ps); break;
+    case OPT_LAMB: lamb_free(&o->lamb, ps); break;
+    }
+}
+
+int optimizer_state(const Optimizer *o, float **blocks)
+{
+    switch (o->kind) {
+    case OPT_SGD: blocks[0] = o->sgd.m; return 1;
+    case OPT_ADAMW: blocks[0] = o->adamw.m; blocks[1] = o->adamw.v; return 2;
+    case OPT_LAMB: blocks[0] = o->lamb.m; blocks[1] = o->lamb.v; return 2;
+    }
+    return 0;
+}
+
+int64_t optimizer_steps(const Optimizer *o, ParamSet *ps)
+{
+    switch (o->kind) {
+    case OPT_ADAMW: return adamw_steps(&o->adamw, ps);
+    case OPT_LAMB: return lamb_steps(&o->lamb, ps);
+    default: return -1;
+    }
+}
+
+void optimizer_set_steps(Optimizer *o, ParamSet *ps, int64_t step)
+{
+    AdamStepState s = {step, 1.0, 1.0};
+    AdamStepState *dst = NULL;
+    if (o->kind == OPT_ADAMW) dst = o->adamw.st;
+    if (o->kind == OPT_LAMB) dst = o->lamb.st;
+    if (!dst) return;
+    double b1 = o->kind == OPT_ADAMW ? o->adamw.beta1 : o->lamb.beta1;
+    double b2 = o->kind == OPT_ADAMW ? o->adamw.beta2 : o->lamb.beta2;
+    if (o->kind == OPT_ADAMW || o->lamb.bias_correction) {
+        s.bc1 = 1.0 - adam_beta_pow(b1, step);
+        s.bc2 = 1.0 - adam_beta_pow(b2, step);
+    }
+    mem_to_device(ps->ctx, dst, &s, sizeof s);
+}
