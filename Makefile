@@ -6,7 +6,7 @@
 #   make CUDA=0     CPU-only build, even where nvcc, cuDNN and cuBLAS exist
 #   make ARCH=90    build GPU code for one architecture only (faster dev builds)
 # The CUDA backend is built when nvcc, cuDNN, cuBLAS and NCCL are found (NCCL:
-# multi-GPU data parallel, train/dist/dist.h; the CPU-only build needs none of them).
+# multi-GPU data parallel, train/parallel/dist.h; the CPU-only build needs none of them).
 
 CC        ?= cc
 CUDA_HOME ?= /usr/local/cuda

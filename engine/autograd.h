@@ -20,7 +20,7 @@
  * and the recompute forward.
  *
  * Walk hook (ctx->bwd_hook, NULL: none): the walk tells an observer what it
- * does, so data-parallel training (train/dist/dist.h) can start all-reducing the
+ * does, so data-parallel training (train/parallel/dist.h) can start all-reducing the
  * parameter gradients that are final while the rest of backward runs.
  *   begin(t, depth)  before walking tape t: depth 1 is the outer tape, 2+ a
  *                    recompute segment's sub-tape (walked inside the

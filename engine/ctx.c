@@ -95,7 +95,7 @@ void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed)
     CUDA_CHECK(cudaSetDevice(device_id));
     /* one level above the lowest priority when the device has three or more:
      * the overlapped update's stream takes the lowest (train/loop/overlap.h), the
-     * all-reduces' the highest (train/dist/dist.c) */
+     * all-reduces' the highest (train/parallel/dist.c) */
     int least = 0, greatest = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     int prio = least - 1 > greatest ? least - 1 : least;

@@ -56,12 +56,12 @@ struct Ctx {
     DType autocast;        /* DT_F32: off; DT_F16 / DT_BF16: matmuls run in it */
     uint64_t seed;         /* Philox key for dropout and init */
     uint64_t rng_offset;   /* next unused Philox counter block */
-    /* data parallel (train/dist/dist.h sets these; one process: rank 0 of 1) */
+    /* data parallel (train/parallel/dist.h sets these; one process: rank 0 of 1) */
     int dp_rank, dp_world; /* this process's rank and the number of processes */
     CtxAllReduceFn bn_allreduce;   /* non-NULL: batch norm syncs its statistics (--sync-bn) */
     void *bn_allreduce_user;
     AdHook *bwd_hook;      /* non-NULL: ad_backward_from reports its walk (engine/autograd.h) */
-    /* Non-NULL (data parallel's sparse lookup gradient, train/dist/dist.c): the
+    /* Non-NULL (data parallel's sparse lookup gradient, train/parallel/dist.c): the
      * embedding backward asks it for each node (a Node *); 1 with rows and
      * ids set: write the table's gradient there in compact form
      * (ops/embedding.h) instead of adding it to the table's gradient. */

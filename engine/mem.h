@@ -34,7 +34,7 @@ void mem_copy(Ctx *c, void *dst, const void *src, size_t bytes);
 void mem_to_device_async(Ctx *c, void *dst, const void *src_pinned, size_t bytes);
 void mem_reset_peak(Ctx *c);
 /* Device memory this process holds that mem_alloc did not allocate (the
- * NCCL-registered gradient buffer of train/dist/dist_regbuf.c): counted in the
+ * NCCL-registered gradient buffer of train/parallel/dist_regbuf.c): counted in the
  * current and peak figures like mem_alloc's; freed: 0 when it is taken,
  * 1 when it is given back. */
 void mem_note_external(Ctx *c, size_t bytes, int freed);

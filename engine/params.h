@@ -116,7 +116,7 @@ void params_lowp_enable(ParamSet *ps, DType dt);
 void params_lowp_refresh(ParamSet *ps);
 void params_zero_grad(ParamSet *ps);
 /* Moves the gradient buffer into `buf` (ps->total floats of device memory
- * the caller owns: train/dist/dist_regbuf.c's NCCL-registered buffer): the
+ * the caller owns: train/parallel/dist_regbuf.c's NCCL-registered buffer): the
  * gradients are copied, ps->grad and every parameter's grad view point into
  * buf, and the previous buffer is freed if it was the ParamSet's own. buf
  * NULL: back into a buffer of its own (mem_alloc), after which the caller

@@ -309,7 +309,7 @@ void bert_create(Model *m, Ctx *c, const BertConfig *cfg, uint64_t seed)
     int D = cfg->hidden;
     b->word = params_add(ps, "bert.embeddings.word_embeddings.weight", 2,
                          (int64_t[]){cfg->vocab, D}, INIT_NORMAL, 0.02f, 1);
-    ps->p[b->word].lookup = 1;   /* train/dist/dist.c: CTRAIN_DIST_SPARSE_EMB */
+    ps->p[b->word].lookup = 1;   /* train/parallel/dist.c: CTRAIN_DIST_SPARSE_EMB */
     b->pos = params_add(ps, "bert.embeddings.position_embeddings.weight", 2,
                         (int64_t[]){cfg->max_pos, D}, INIT_NORMAL, 0.02f, 1);
     b->type = params_add(ps, "bert.embeddings.token_type_embeddings.weight", 2,

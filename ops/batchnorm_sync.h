@@ -3,7 +3,7 @@
  * over the whole data-parallel batch instead of this GPU's share
  * (PyTorch's SyncBatchNorm). The batch-norm op (ops/batchnorm_op.c) takes
  * this path when the context has an all-reduce (ctx->bn_allreduce, set by
- * train/dist/dist.c); it reuses the ordinary kernels for the local work and adds
+ * train/parallel/dist.c); it reuses the ordinary kernels for the local work and adds
  * three small all-reduces of per-channel vectors.
  *
  * Shape letters: M rows on this rank (the same on every rank: equal

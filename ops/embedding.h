@@ -45,7 +45,7 @@ void embedding_backward_cpu(float *dtable, const float *dout, const int32_t *ids
  * short path (ops/embedding.cu), which has no compact form. */
 #define EMBEDDING_SMALL_V 16
 
-/* Compact backward (data parallel's sparse lookup gradient, train/dist/dist.c):
+/* Compact backward (data parallel's sparse lookup gradient, train/parallel/dist.c):
  * the same per-id sums, not added into a table but written as rows: for the
  * k-th id used (in increasing order) ids_out[k] = v and rows[k, :] = the sum
  * of v's positions; ids_out[k] = -1 for k from the number of ids used up to

@@ -8,7 +8,7 @@
  * position). Out-of-range ids: fatal on the CPU; on CUDA counted into
  * c->dev_flags[1] and reported when the host next checks the flags
  * (ctx_check_flags), so the step never syncs. Data parallel may take the
- * table's gradient in compact form (ctx->emb_defer; train/dist/dist.c).
+ * table's gradient in compact form (ctx->emb_defer; train/parallel/dist.c).
  */
 #include "embedding.h"
 

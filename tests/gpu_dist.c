@@ -294,7 +294,7 @@ static void overlap_two_gpus(const char *what, const char *extra)
                      "--graph --graph-warmup 2");
 }
 
-/* The sharded update (train/dist/dist.h, CTRAIN_DIST_SHARD=1) on 2 GPUs against
+/* The sharded update (train/parallel/dist.h, CTRAIN_DIST_SHARD=1) on 2 GPUs against
  * the update after backward on 2 GPUs: the same losses, and the same
  * training checkpoint bit for bit, the optimizer state included: written at
  * steps 3 and 6 by --save-every 3, the second time after replayed steps, so
@@ -305,7 +305,7 @@ static void shard_two_gpus(const char *what, const char *extra)
 }
 
 /* equivalence() with the gradients in NCCL-registered memory on the 2 GPUs
- * (CTRAIN_NCCL_REG=mode, train/dist/dist_regbuf.h): the same numbers, and the
+ * (CTRAIN_NCCL_REG=mode, train/parallel/dist_regbuf.h): the same numbers, and the
  * log names the buffers (a registration NCCL refused falls back to plain
  * buffers, which would prove nothing). The bf16 shadow in a window is
  * checked by bert-nccl-window-bf16 (equivalence_bf16's tolerance). */

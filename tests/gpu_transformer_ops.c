@@ -259,7 +259,7 @@ static void gpu_embedding_case(Ctx *g, DType dt, size_t V, size_t D, size_t B, s
         free(second);
         CUDA_CHECK(cudaFree(d_dt));
     }
-    /* compact form (data parallel's deferred lookup, train/dist/dist.c): the k-th
+    /* compact form (data parallel's deferred lookup, train/parallel/dist.c): the k-th
      * used id and bit for bit the row the dense backward adds for it; then
      * the rows added back into a table */
     if (check_determinism && V > 16 && !with_bad) {

@@ -31,7 +31,7 @@
 #include "models/mlp.h"
 #include "models/resnet.h"
 #include "train/bench/bench.h"
-#include "train/dist/dist_bucket.h"
+#include "train/parallel/dist_bucket.h"
 #include "train/feed/feed.h"
 #include "train/cli/options.h"
 
@@ -358,7 +358,7 @@ static void test_ready(const char *what, Model *m, Ctx *c, Feed *fd, size_t buck
     free(s.count);
 }
 
-/* ---- the deferred lookup gradient (train/dist/dist.c, CTRAIN_DIST_SPARSE_EMB) ----
+/* ---- the deferred lookup gradient (train/parallel/dist.c, CTRAIN_DIST_SPARSE_EMB) ----
  * dist.c's rule (grad_ready_lookup_deferrable) picks the node; its backward
  * writes compact rows (ops/embedding.h) into the test's buffers. */
 typedef struct Defer {

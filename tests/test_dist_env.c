@@ -11,9 +11,9 @@
 #include <string.h>
 #include <time.h>
 #include "check.h"
-#include "train/dist/dist_env.h"
-#include "train/dist/dist_launch.h"
-#include "train/dist/dist_rdzv.h"
+#include "train/parallel/dist_env.h"
+#include "train/parallel/dist_launch.h"
+#include "train/parallel/dist_rdzv.h"
 
 /* ---- the environment ---- */
 

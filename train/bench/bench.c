@@ -31,7 +31,7 @@
 #include "engine/error.h"
 #include "models/bert.h"
 #include "models/resnet.h"
-#include "train/dist/dist_env.h"
+#include "train/parallel/dist_env.h"
 #include "peaks.h"
 #include "train/cli/progress.h"
 

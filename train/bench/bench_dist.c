@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
-#include "train/dist/dist_env.h"
-#include "train/dist/dist_launch.h"
+#include "train/parallel/dist_env.h"
+#include "train/parallel/dist_launch.h"
 
 static void hex_encode(char *out, const void *p, size_t n)
 {
@@ -122,7 +122,7 @@ int bench_scaling(BenchSession *s, const BenchConfig *cfgs, int n, int gpus)
         printf("%12.1f %14.1f %12.1f %10.1f%%\n", single, per, total,
                single > 0 ? 100.0 * total / (gpus * single) : NAN);
     }
-    /* what the ranks were told beyond the defaults (train/dist/dist.h, README
+    /* what the ranks were told beyond the defaults (train/parallel/dist.h, README
      * "Multi-GPU"), so a pasted table says how it was measured */
     static const char *vars[] = {"CTRAIN_DIST_SHARD", "CTRAIN_DIST_SPARSE_EMB", "CTRAIN_DIST_TAPER",
                                  "CTRAIN_DIST_SPLIT", "CTRAIN_NCCL_REG", "CTRAIN_OVERLAP_UPDATE",

@@ -28,7 +28,7 @@
 #include "models/resnet.h"
 #include "ops/matmul.h"
 #include "train/io/jsonlog.h"
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 #include "train/loop/model_build.h"
 #include "train/cli/progress.h"
 #include "train/loop/step.h"

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include "engine/ctx.h"
 #include "engine/recompute.h"
-#include "train/dist/dist_env.h"
+#include "train/parallel/dist_env.h"
 #include "train/loop/schedule.h"
 
 typedef enum { OPT_SGD = 0, OPT_ADAMW, OPT_LAMB } OptimKind;
@@ -54,7 +54,7 @@ typedef struct TrainOptions {
     int vocab_size;          /* BERT: not a flag; the feed's vocabulary, set before model_build */
     float dropout;           /* --dropout: BERT hidden + attention dropout; < 0: the model's 0.1 */
     DistOptions dist;        /* --gpus, --bucket-mb, --sync-bn, --dist-timeout, --grad-reduce
-                                (train/dist/dist.h) */
+                                (train/parallel/dist.h) */
 } TrainOptions;
 
 void train_options_default(TrainOptions *o);

@@ -17,7 +17,7 @@
 #include "engine/mem.h"
 #include "ops/ops.h"
 #include "train/io/checkpoint.h"
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 #include "train/loop/eval.h"
 #include "train/feed/feed.h"
 #include "train/loop/grad_scaler.h"

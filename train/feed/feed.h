@@ -12,7 +12,7 @@
  * Evaluation goes through feed_eval_* over the held-out split, with a
  * partial last batch.
  *
- * Data parallel (ctx->dp_world > 1, train/dist/dist.h): every training feed
+ * Data parallel (ctx->dp_world > 1, train/parallel/dist.h): every training feed
  * gives this rank its share. Shuffled data: each epoch's permutation is the
  * same on every rank and rank r takes positions r, r + world, ...
  * (shuffle_shard in data/shuffle.h; the remainder is dropped so all ranks

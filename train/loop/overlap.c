@@ -6,8 +6,8 @@
 #include "engine/env.h"
 #include "engine/error.h"
 #include "engine/log.h"
-#include "train/dist/dist.h"
-#include "train/dist/dist_bucket.h"
+#include "train/parallel/dist.h"
+#include "train/parallel/dist_bucket.h"
 #include "step.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
@@ -39,7 +39,7 @@ int trainer_overlap_mode(const Trainer *t)
     /* off unless asked for: on 1 and 2 H200s it measured no faster (ops/NOTES.md,
      * "Overlapped update"): the update's memory traffic slows backward by
      * about what it hides */
-    /* the sharded update (train/dist/dist.h, CTRAIN_DIST_SHARD) rides on it:
+    /* the sharded update (train/parallel/dist.h, CTRAIN_DIST_SHARD) rides on it:
      * wanted with several ranks (asked for, or by default for a large
      * model), it turns the overlap on; by default silently off where the
      * update cannot be split */

@@ -7,10 +7,10 @@
  *   update stream:                                     +-> update [begin_k, end_k), zero its grads
  *
  * With several GPUs a bucket is final once its all-reduce is done (the
- * update stream waits on the communication stream, train/dist/dist.c), so the
+ * update stream waits on the communication stream, train/parallel/dist.c), so the
  * last all-reduces are hidden behind the first buckets' updates instead of
  * the whole optimizer pass coming after them. Buckets and readiness are the
- * data-parallel ones (train/dist/dist_bucket.h): a bucket is final once no later
+ * data-parallel ones (train/parallel/dist_bucket.h): a bucket is final once no later
  * backward node adds into its gradients, and no later node reads its weights
  * either (a node that reads a weight is the one that adds into its
  * gradient), so an update never changes what backward still uses.
@@ -21,7 +21,7 @@
  * all-reduces' stream is the highest.
  *
  * When (trainer_overlap_mode): CTRAIN_OVERLAP_UPDATE=1, or the sharded
- * update with several GPUs (train/dist/dist.h: by default for models of 100M
+ * update with several GPUs (train/parallel/dist.h: by default for models of 100M
  * parameters or more), with SGD or AdamW, no gradient clipping, no fp16
  * grad scaler (both need every gradient before any update; when one of the
  * variables asked for it a warning names what prevents it, the default

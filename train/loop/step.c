@@ -12,7 +12,7 @@
 #include "engine/mem.h"
 #include "engine/params.h"
 #include "train/io/checkpoint.h"
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 #include "overlap.h"
 #include "train/bench/timeline.h"
 #ifdef CTRAIN_CUDA

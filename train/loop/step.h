@@ -6,7 +6,7 @@
  *       backward from d(loss) = scale / K (scale: the fp16 grad scaler's, on
  *       the device; 1 otherwise) -> gradients += into the one buffer
  *       (multi-GPU: the last micro-batch's backward all-reduces the gradient
- *       buckets as they complete; dist_grads_ready waits for them, train/dist/dist.h)
+ *       buckets as they complete; dist_grads_ready waits for them, train/parallel/dist.h)
  *   unscale + inf/nan check (fp16) -> clip (optional) -> optimizer (skips
  *   itself on the device flag) -> scaler update -> zero gradients
  *
@@ -48,9 +48,9 @@ typedef struct Trainer {
     Tensor *last_loss;       /* the last micro-batch's loss (device), kept until the next step */
     StepGraph graph;         /* --graph: the captured step (train/loop/step_graph.h) */
     long graph_start;        /* the step warm-up counts from (a resumed run's first) */
-    struct Dist *dist;       /* multi-GPU: set by dist_attach (train/dist/dist.h); NULL alone */
+    struct Dist *dist;       /* multi-GPU: set by dist_attach (train/parallel/dist.h); NULL alone */
     int overlap;             /* the update overlaps backward (train/loop/overlap.h) */
-    DType grad_reduce;       /* --grad-reduce: the sharded update needs f32 (train/dist/dist.h) */
+    DType grad_reduce;       /* --grad-reduce: the sharded update needs f32 (train/parallel/dist.h) */
     int overlap_step;        /* this step's updates are queued already (by the hooks) */
     struct Overlap *ov;      /* its machinery (train/loop/overlap.h), made at the first step */
 } Trainer;

@@ -10,7 +10,7 @@
 #include "engine/error.h"
 #include "engine/log.h"
 #include "engine/mem.h"
-#include "train/dist/dist.h"
+#include "train/parallel/dist.h"
 
 #ifdef CTRAIN_CUDA
 void step_graph_lr_fetch_cuda(float *lr, const float *table, int64_t n, const int64_t *step,
@@ -35,7 +35,7 @@ static void graph_refuse(StepGraph *g, const char *why)
  * priorities into kernel nodes). Without the flag a graph runs every kernel
  * at the priority of the stream it is launched into, so the data-parallel
  * communication stream's high priority and the overlapped update's low one
- * (train/dist/dist.c, train/loop/overlap.h) would hold only in eager steps. Measured
+ * (train/parallel/dist.c, train/loop/overlap.h) would hold only in eager steps. Measured
  * on 2 H200s (bench --gpus 2, bf16): BERT-large 91.3% -> 91.7% (94.4% ->
  * 94.8% with the sharded update), ResNet-50 98.5% -> 98.6%.
  * CTRAIN_GRAPH_NODE_PRIORITY=0 leaves the flag off. */

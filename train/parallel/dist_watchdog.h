@@ -1,5 +1,5 @@
 /* dist_watchdog.h — the thread that ends a stuck rank of a multi-GPU run
- * within a bounded time (train/dist/dist.h says when it fires and why).
+ * within a bounded time (train/parallel/dist.h says when it fires and why).
  *
  * Set-up phase: if the rendezvous and NCCL's initialisation have not
  * finished by the deadline, the rank prints why and exits.

@@ -12,7 +12,7 @@
 #endif
 
 /* default: a symmetric window where NCCL has them (2.27+). With the split
- * all-reduce and NCCL's zero-CTA policy that train/dist/dist.c then turns on,
+ * all-reduce and NCCL's zero-CTA policy that train/parallel/dist.c then turns on,
  * BERT-large bf16 on 2 H200s scales 91.8% instead of 89.3%, ResNet-50 97.8%
  * instead of 97.0% (results/h200-2026-11-30/session6/call4, call6, call7) */
 #if defined(CTRAIN_CUDA) && REGBUF_HAS_WINDOW

@@ -1,6 +1,6 @@
 /* dist_env.h — where this process sits in a data-parallel run: the
  * multi-GPU options, and the rank, world size and rendezvous address read
- * from the environment (the launchers set them; train/dist/dist.h uses them).
+ * from the environment (the launchers set them; train/parallel/dist.h uses them).
  *
  * Three ways to start ranks, all reading the same variables in the end:
  *   ctrain train --gpus N ...   this machine: the launcher (dist_launch.h)
@@ -37,7 +37,7 @@ typedef struct DistOptions {
     int sync_bn;         /* --sync-bn: batch norm statistics over all GPUs */
     int timeout_s;       /* --dist-timeout: a rank stops when no progress for this long */
     DType grad_reduce;   /* --grad-reduce: the gradient all-reduce's type, DT_F32 or DT_BF16
-                            (bf16: a shadow copy goes over NCCL, train/dist/dist.h) */
+                            (bf16: a shadow copy goes over NCCL, train/parallel/dist.h) */
 } DistOptions;
 
 void dist_options_default(DistOptions *o);

@@ -72,7 +72,7 @@ float dist_bucket_mb_auto(size_t grad_bytes);
 /* Plan the buckets of ps (see above). flags:
  *   BUCKET_ISOLATE_LOOKUPS  every parameter marked lookup (engine/params.h)
  *       gets a bucket of its own, so the deferred lookup gradient
- *       (train/dist/dist.c, CTRAIN_DIST_SPARSE_EMB) lets it go out as soon as its
+ *       (train/parallel/dist.c, CTRAIN_DIST_SPARSE_EMB) lets it go out as soon as its
  *       other uses are done, not with its neighbours;
  *   BUCKET_TAPER  the buckets shrink towards the start of each group: a
  *       bucket holds at most half of what its group still has below it
@@ -85,7 +85,7 @@ float dist_bucket_mb_auto(size_t grad_bytes);
  *       10. A table that is not isolated counts as still to come, so the
  *       caps stay whole there (BERT without the sparse lookup: no taper).
  *       No taper with bucket_elems 0 (one bucket). */
-/* train/dist/dist.c tapers by default from buckets of this size up: on 2 H200s
+/* train/parallel/dist.c tapers by default from buckets of this size up: on 2 H200s
  * BERT-large (100 MB buckets) 94.8% -> 95.2%, ResNet-50 (25 MB, where the
  * last bucket is short anyway) 98.5% -> 97.8% */
 #define DIST_TAPER_AUTO_MB 50.0f
@@ -112,7 +112,7 @@ typedef struct GradReady {
     /* Optional (NULL: every use counts): defer(defer_user, n, p) = 1 says
      * node n's use of parameter p does not count, because n's gradient for
      * p arrives another way (data parallel's compact lookup gradient,
-     * train/dist/dist.c). Asked at the walk's begin and after n ran, with the
+     * train/parallel/dist.c). Asked at the walk's begin and after n ran, with the
      * same answer both times. */
     int (*defer)(void *user, const Node *n, int p);
     void *defer_user;
@@ -121,7 +121,7 @@ typedef struct GradReady {
 enum { GR_UNSEEN = 0, GR_PENDING = 1, GR_FINAL = 2 };
 
 /* The rule for a deferrable use (data parallel's sparse lookup gradient,
- * train/dist/dist.c): node n is an "embedding" lookup of parameter p, a table
+ * train/parallel/dist.c): node n is an "embedding" lookup of parameter p, a table
  * marked lookup (engine/params.h) with more than 16 rows and at least 4x
  * more rows than the lookup has positions, met on the outer tape (depth 1:
  * not inside a recomputed segment) before p's bucket went out. */

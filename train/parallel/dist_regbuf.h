@@ -16,7 +16,7 @@
  *                            buffer at the same offset in its window); the
  *                            default where NCCL has windows (2.27+): with the
  *                            split all-reduce and NCCL's zero-CTA policy that
- *                            train/dist/dist.c then uses, the fastest on 2 H200s
+ *                            train/parallel/dist.c then uses, the fastest on 2 H200s
  *                            (ops/NOTES.md, session 6)
  * Registration is collective (every rank, the same sizes, the same order),
  * and NCCL needs every rank to make the same choice, so the ranks agree
