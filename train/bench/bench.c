@@ -33,7 +33,7 @@
 #include "models/resnet.h"
 #include "train/parallel/dist_env.h"
 #include "peaks.h"
-#include "train/cli/progress.h"
+#include "train/loop/progress.h"
 
 #define MAX_LIST 16
 

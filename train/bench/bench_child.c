@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include "engine/error.h"
 #include "train/io/jsonlog.h"
-#include "train/cli/progress.h"
+#include "train/loop/progress.h"
 
 /* ---- Running a child. */
 

@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
-#include "train/cli/progress.h"
+#include "train/loop/progress.h"
 
 #define GiB (1024.0 * 1024 * 1024)
 #define MAX_BATCH_LIMIT (1 << 20)

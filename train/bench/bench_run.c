@@ -30,7 +30,7 @@
 #include "train/io/jsonlog.h"
 #include "train/parallel/dist.h"
 #include "train/loop/model_build.h"
-#include "train/cli/progress.h"
+#include "train/loop/progress.h"
 #include "train/loop/step.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>

@@ -12,7 +12,7 @@
 #include <string.h>
 #include "engine/error.h"
 #include "peaks.h"
-#include "train/cli/progress.h"
+#include "train/loop/progress.h"
 
 #define CONFIG_LIMIT_S 900.0   /* a config's child is killed after this long */
 

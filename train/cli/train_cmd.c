@@ -25,7 +25,7 @@
 #include "train/loop/model_build.h"
 #include "train/optim/optimizer.h"
 #include "options.h"
-#include "progress.h"
+#include "train/loop/progress.h"
 #include "train/loop/schedule.h"
 #include "train/loop/step.h"
 
