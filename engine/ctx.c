@@ -8,6 +8,7 @@
 #include "error.h"
 #include "log.h"
 #include "mem.h"
+#include "settings.h"
 #ifdef CTRAIN_CUDA
 #include "ops/batchnorm_cudnn.h"
 #include "ops/conv2d.h"
@@ -50,25 +51,7 @@ const char *ctx_device_name(const Ctx *c) { return c->device == DEV_CUDA ? "cuda
  * that much memory for what ctrain allocates, e.g. to find on a big card
  * the batch that fits a smaller one (ctrain bench --max-batch). The CUDA
  * context and the libraries' own memory are not counted. */
-size_t ctx_mem_limit_from_env(void)
-{
-    const char *v = getenv("CTRAIN_MEM_LIMIT");
-    if (!v || !*v) return 0;
-    char *end;
-    double x = strtod(v, &end);
-    double unit = 1;
-    switch (*end) {
-    case 'K': case 'k': unit = 1024.0; end++; break;
-    case 'M': case 'm': unit = 1024.0 * 1024; end++; break;
-    case 'G': case 'g': unit = 1024.0 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (*end == 'B' || *end == 'b') end++;
-    if (end == v || *end || !(x > 0) || x * unit > 1e18)
-        ct_fatal_hint("set it to a size such as 24G, 512M or a number of bytes, or unset it",
-                      "CTRAIN_MEM_LIMIT='%s' is not a memory size", v);
-    return (size_t)(x * unit);
-}
+size_t ctx_mem_limit_from_env(void) { return setting_size(SET_MEM_LIMIT); }
 
 void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed)
 {

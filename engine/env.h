@@ -1,4 +1,8 @@
-/* env.h — on/off switches read from the environment (CTRAIN_* variables).
+/* env.h — env_switch, the on/off reader of the variables not yet read
+ * through the settings table (engine/settings.h). Transitional: the call
+ * sites left (train/parallel/dist.c, train/loop/overlap.c,
+ * train/loop/step_graph.c) move to setting_switch(SET_...), then this
+ * header goes. Implemented in engine/settings.c with the table's parser.
  *
  * env_switch(name, dflt, meaning_of_1): unset or empty gives dflt; "0" and
  * "1" give 0 and 1; anything else is fatal, naming the variable and what 1

@@ -1,7 +1,9 @@
-/* log.c — leveled logging; the level starts from $CTRAIN_LOG (default info). */
+/* log.c — leveled logging; the level starts from $CTRAIN_LOG (default info;
+ * the settings table lists the levels in LogLevel order). */
 #include "log.h"
 
 #include "error.h"
+#include "settings.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,11 +22,7 @@ int log_parse_level(const char *s)
 
 LogLevel log_get_level(void)
 {
-    if (current_level < 0) {
-        const char *e = getenv("CTRAIN_LOG");
-        int l = e ? log_parse_level(e) : -1;
-        current_level = l < 0 ? LOG_INFO : l;
-    }
+    if (current_level < 0) current_level = setting_choice(SET_LOG);
     return (LogLevel)current_level;
 }
 

@@ -18,21 +18,12 @@
 #include <string.h>
 
 #include "engine/error.h"
+#include "engine/settings.h"
 
 int batchnorm_cudnn_wanted(void)
 {
     static int wanted = -1;
-    if (wanted < 0) {
-        const char *s = getenv("CTRAIN_BN");
-        if (!s || !*s || strcmp(s, "cudnn") == 0)
-            wanted = 1;
-        else if (strcmp(s, "own") == 0)
-            wanted = 0;
-        else
-            ct_fatal_hint("set CTRAIN_BN=cudnn (cuDNN's fused batch norm, the default) or "
-                          "CTRAIN_BN=own (our kernels)",
-                          "CTRAIN_BN=%s is not a batch norm implementation", s);
-    }
+    if (wanted < 0) wanted = setting_choice(SET_BN) == 0;   /* "cudnn|own" */
     return wanted;
 }
 

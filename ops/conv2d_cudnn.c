@@ -93,9 +93,9 @@
 #include "engine/error.h"
 #include "engine/log.h"
 #include "engine/mem.h"
+#include "engine/settings.h"
 #include "elementwise.h"
 
-#define CONV_SEARCH_WS_BYTES ((size_t)4096 << 20)
 #define CONV_MAX_ALGOS 16
 #define CONV_MAX_ELEMS ((size_t)INT32_MAX) /* cuDNN's limit for one tensor */
 #define CONV_SEARCH_MAX_N 256               /* images the algorithm search runs on */
@@ -297,18 +297,14 @@ static int pick_result(const cudnnStatus_t *status, const cudnnDeterminism_t *de
     return -1;
 }
 
-/* The workspace a search may use: CONV_SEARCH_WS_BYTES, or
- * CTRAIN_CONV_SEARCH_WS_MB MiB (at most half the free memory, and half of
+/* The workspace a search may use: CTRAIN_CONV_SEARCH_WS_MB (4096 MiB by
+ * default, engine/settings.c; at most half the free memory, and half of
  * what CTRAIN_MEM_LIMIT leaves), or the shared workspace when that is
  * larger already. */
 static size_t search_ws_bytes(Ctx *c)
 {
     static size_t limit = 0;
-    if (!limit) {
-        const char *e = getenv("CTRAIN_CONV_SEARCH_WS_MB");
-        long mb = e ? atol(e) : 0;
-        limit = mb > 0 ? (size_t)mb << 20 : CONV_SEARCH_WS_BYTES;
-    }
+    if (!limit) limit = setting_size(SET_CONV_SEARCH_WS_MB);
     size_t ws_bytes = limit, free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && ws_bytes > free_b / 2)
         ws_bytes = free_b / 2;
@@ -373,9 +369,10 @@ static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, 
     if (own_ws) mem_free(c, ws, ws_bytes);
     if (st != CUDNN_STATUS_SUCCESS) return st;
     /* CTRAIN_CONV_NONDETERMINISTIC=1 lets the backward passes take the
-     * fastest algorithm even when it is not bit-reproducible */
+     * fastest algorithm even when it is not bit-reproducible (0 or unset:
+     * deterministic ones only) */
     static int any = -1;
-    if (any < 0) any = getenv("CTRAIN_CONV_NONDETERMINISTIC") != NULL;
+    if (any < 0) any = setting_switch(SET_CONV_NONDETERMINISTIC);
     int i = pick_result(status, det, n, p->key.dir != DIR_FWD && !any);
     if (i < 0) return CUDNN_STATUS_NOT_SUPPORTED;
     p->algo = algo[i];

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "engine/autograd.h"
-#include "engine/env.h"
+#include "engine/settings.h"
 #include "cpu_f32.h"
 #include "matmul.h"
 #include "op_util.h"
@@ -161,16 +161,13 @@ Tensor *op_matmul(Ctx *c, Tensor *a0, Tensor *b0, int ta, int tb)
 
 /* ---- linear ---- */
 
-/* The epilogue's default: on, measured faster on the H200 (ops/NOTES.md). */
-#define LINEAR_EPILOGUE_DEFAULT 1
-
-/* CTRAIN_LINEAR_EPILOGUE, read once: 1 adds Linear's bias in the GEMM. */
+/* CTRAIN_LINEAR_EPILOGUE, read once: 1 adds Linear's bias in the GEMM. The
+ * default (engine/settings.c) is on, measured faster on the H200
+ * (ops/NOTES.md). */
 static int linear_epilogue_wanted(void)
 {
     static int wanted = -1;
-    if (wanted < 0)
-        wanted = env_switch("CTRAIN_LINEAR_EPILOGUE", LINEAR_EPILOGUE_DEFAULT,
-                            "bias added in the GEMM's epilogue; 0: a separate bias add");
+    if (wanted < 0) wanted = setting_switch(SET_LINEAR_EPILOGUE);
     return wanted;
 }
 

@@ -8,7 +8,7 @@
  *     data byte (checksum), wrong shape, missing / extra tensor, wrong dtype,
  *     garbage, empty, nonexistent, JSON syntax, unknown dtype, overlapping
  *     offsets; a refused load changes nothing; the fatal wrappers give hints;
- *   - atomic save: a write failing part way (CTRAIN_TEST_FAIL_WRITE_AFTER)
+ *   - atomic save: a write failing part way (st_test_fail_writes_after)
  *     leaves the old file intact and no temp file behind;
  *   - a file in the exact bytes PyTorch's safetensors writer produces (no
  *     ctrain CRC) loads; F16 files load into f32; generic named tensors.
@@ -22,6 +22,7 @@
 #include "engine/mem.h"
 #include "engine/params.h"
 #include "train/io/checkpoint.h"
+#include "train/io/safetensors.h"
 
 /* conv1.weight: PyTorch [O, I, H, W] = [4, 3, 3, 2], memory [O, H, W, I] */
 enum { O_ = 4, I_ = 3, H_ = 3, W_ = 2 };
@@ -391,11 +392,10 @@ static void test_atomic_save(Ctx *c)
     free(read_all(p, &len));
     const long fail_at[3] = {0, 100, (long)len - 10};   /* length field, header, data */
     for (int k = 0; k < 3; k++) {
-        char v[32], name[64];
-        snprintf(v, sizeof v, "%ld", fail_at[k]);
-        setenv("CTRAIN_TEST_FAIL_WRITE_AFTER", v, 1);
+        char name[64];
+        st_test_fail_writes_after(fail_at[k]);
         code = ckpt_save_params(&b, p, NULL, 0, g_err, sizeof g_err);
-        unsetenv("CTRAIN_TEST_FAIL_WRITE_AFTER");
+        st_test_fail_writes_after(-1);
         snprintf(name, sizeof name, "atomic.fails_after_%ld", fail_at[k]);
         check_err(name, code, CKPT_ERR_IO, "No space left on device", "atomic.safetensors was left as "
                   "it was", NULL);

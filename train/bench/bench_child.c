@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "engine/error.h"
+#include "engine/settings.h"
 #include "train/io/jsonlog.h"
 #include "train/loop/progress.h"
 
@@ -31,13 +32,13 @@
 
 static int temp_file(void)
 {
-    const char *dir = getenv("TMPDIR");
+    const char *dir = setting_str(SET_TMPDIR);   /* default /tmp */
     char path[512];
-    snprintf(path, sizeof path, "%s/ctrain-bench-XXXXXX", dir && *dir ? dir : "/tmp");
+    snprintf(path, sizeof path, "%s/ctrain-bench-XXXXXX", dir);
     int fd = mkstemp(path);
     if (fd < 0)
         ct_fatal_hint("set TMPDIR to a writable folder", "cannot create a temporary file in %s: %s",
-                      dir && *dir ? dir : "/tmp", strerror(errno));
+                      dir, strerror(errno));
     unlink(path);
     return fd;
 }

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
+#include "engine/settings.h"
 #include "train/parallel/dist_env.h"
 #include "train/parallel/dist_launch.h"
 
@@ -71,12 +72,12 @@ int cmd_bench_rank(int argc, char **argv)
     (void)argv;
     BenchConfig cfg;
     DistEnv e;
-    const char *fd = getenv("CTRAIN_BENCH_FD");
-    if (argc != 0 || hex_decode(&cfg, sizeof cfg, getenv("CTRAIN_BENCH_CONFIG")) != 0 || !fd ||
+    long long fd = setting_int(SET_BENCH_FD);
+    if (argc != 0 || hex_decode(&cfg, sizeof cfg, setting_str(SET_BENCH_CONFIG)) != 0 || fd < 0 ||
         !dist_env_read(&e))
         ct_fatal_hint("run ctrain bench --gpus N", "bench-rank is started by ctrain bench --gpus "
                       "N, with its configuration in the environment");
-    FILE *out = e.rank == 0 ? fdopen(atoi(fd), "w") : fopen("/dev/null", "w");
+    FILE *out = e.rank == 0 ? fdopen((int)fd, "w") : fopen("/dev/null", "w");
     if (!out) ct_fatal("bench-rank: cannot open the report stream");
     cfg.gpus = e.world;
     bench_child_config(out, &cfg);
@@ -124,17 +125,16 @@ int bench_scaling(BenchSession *s, const BenchConfig *cfgs, int n, int gpus)
     }
     /* what the ranks were told beyond the defaults (train/parallel/dist.h, README
      * "Multi-GPU"), so a pasted table says how it was measured */
-    static const char *vars[] = {"CTRAIN_DIST_SHARD", "CTRAIN_DIST_SPARSE_EMB", "CTRAIN_DIST_TAPER",
-                                 "CTRAIN_DIST_SPLIT", "CTRAIN_NCCL_REG", "CTRAIN_OVERLAP_UPDATE",
-                                 "CTRAIN_DIST_SHARD_WINDOW",
-                                 "CTRAIN_GRAPH_NODE_PRIORITY", "NCCL_CTA_POLICY", "NCCL_PROTO",
-                                 "NCCL_ALGO", "NCCL_MAX_CTAS"};
+    static const SettingId vars[] = {SET_DIST_SHARD, SET_DIST_SPARSE_EMB, SET_DIST_TAPER,
+                                     SET_OVERLAP_UPDATE, SET_DIST_SHARD_WINDOW,
+                                     SET_GRAPH_NODE_PRIORITY, SET_NCCL_CTA_POLICY, SET_NCCL_PROTO,
+                                     SET_NCCL_ALGO, SET_NCCL_MAX_CTAS};
     int shown = 0;
     printf("data-parallel settings:");
     for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) {
-        const char *e = getenv(vars[v]);
-        if (!e || !*e) continue;
-        printf(" %s=%s", vars[v], e);
+        const char *e = setting_text(vars[v]);
+        if (!e) continue;
+        printf(" %s=%s", setting_name(vars[v]), e);
         shown++;
     }
     printf("%s\n", shown ? "" : " the defaults (README, \"Multi-GPU\")");

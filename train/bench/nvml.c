@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "engine/settings.h"
 
 /* ---- The few NVML types used, declared here to mirror NVML's ABI
  * (nvml.h, stable since NVML 5): return codes are a C enum (int), a device
@@ -84,8 +85,7 @@ static int nvml_fail(const char *fmt, ...)
 int nvml_init(void)
 {
     if (g_nvml.state) return g_nvml.state > 0;
-    const char *path = getenv("CTRAIN_NVML_LIB");
-    if (!path || !*path) path = "libnvidia-ml.so.1";
+    const char *path = setting_str(SET_NVML_LIB);   /* default libnvidia-ml.so.1 */
     g_nvml.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!g_nvml.lib) {
         const char *e = dlerror();

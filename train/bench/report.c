@@ -10,13 +10,14 @@
 #include <string.h>
 #include <unistd.h>
 #include "engine/error.h"
+#include "engine/settings.h"
 
 /* Fill path with the first candidate that exists; 0 when none does (path
  * then lists what was tried). */
 static int find_script(char *path, size_t len)
 {
     char tried[1500] = "", cand[1100];
-    const char *env = getenv("CTRAIN_SCRIPTS");
+    const char *env = setting_str(SET_SCRIPTS);
     char exe[1024];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     char dir[1024] = "";

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "engine/error.h"
 #include "engine/log.h"
+#include "engine/settings.h"
 
 #if defined(CTRAIN_CUDA) && defined(__has_include)
 #if __has_include(<cupti_activity.h>)
@@ -152,7 +153,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 
 static int load_cupti(void)
 {
-    const char *env = getenv("CTRAIN_CUPTI_LIB");
+    const char *env = setting_str(SET_CUPTI_LIB);
     const char *names[] = {env, "libcupti.so", "libcupti.so.13", "libcupti.so.12",
                            "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
                            "/usr/local/cuda/lib64/libcupti.so", "/usr/local/cuda/lib/libcupti.so"};
@@ -193,8 +194,8 @@ static void expand_path(char *out, size_t len, const char *pat, int rank, int ra
 static void open_env(void)
 {
     T.state = 0;
-    const char *e = getenv("CTRAIN_TIMELINE");
-    if (!e || !*e) return;
+    const char *e = setting_str(SET_TIMELINE);
+    if (!e) return;
     char pat[4096];
     snprintf(pat, sizeof pat, "%s", e);
     T.start = 10;
@@ -215,9 +216,9 @@ static void open_env(void)
             ct_fatal_hint("set CTRAIN_TIMELINE=FILE, FILE:START or FILE:START:STEPS (steps from 0)",
                           "CTRAIN_TIMELINE=%s is not FILE[:START[:STEPS]]", e);
     }
-    const char *r = getenv("CTRAIN_RANK"), *w = getenv("CTRAIN_WORLD_SIZE");
-    T.rank = r ? atoi(r) : 0;
-    expand_path(T.path, sizeof T.path, pat, T.rank, w ? atoi(w) : 1);
+    long long r = setting_int(SET_RANK), w = setting_int(SET_WORLD_SIZE);   /* -1: unset */
+    T.rank = r < 0 ? 0 : (int)r;
+    expand_path(T.path, sizeof T.path, pat, T.rank, w < 0 ? 1 : (int)w);
     if (!load_cupti()) {
         LOG_W("CTRAIN_TIMELINE: CUPTI not found (libcupti.so of the CUDA toolkit; "
               "CTRAIN_CUPTI_LIB=path names it); no timeline");
@@ -314,8 +315,7 @@ void timeline_on_step(long step)
     (void)step;
     if (read) return;
     read = 1;
-    const char *e = getenv("CTRAIN_TIMELINE");
-    if (e && *e)
+    if (setting_text(SET_TIMELINE))
         LOG_W("CTRAIN_TIMELINE: this ctrain was built without CUDA's CUPTI header; no timeline");
 }
 

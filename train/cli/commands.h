@@ -8,5 +8,6 @@ int cmd_info(int argc, char **argv);
 int cmd_vocab(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_env(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static void usage(void)
            "  shard   tokenize a corpus into a token shard for BERT pre-training\n"
            "  tokenize print the WordPiece ids of each input line (ctrain tokenize --help)\n"
            "  info    the device, CUDA, cuDNN and cuBLAS versions\n"
+           "  env     the environment variables ctrain reads (ctrain env --help)\n"
            "  help    this text\n");
 }
 
@@ -37,5 +38,6 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "shard")) return cmd_shard(argc - 2, argv + 2);
     if (!strcmp(argv[1], "tokenize")) return cmd_tokenize(argc - 2, argv + 2);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "env")) return cmd_env(argc - 2, argv + 2);
     ct_fatal_hint("run 'ctrain help' for the list of commands", "unknown command '%s'", argv[1]);
 }

@@ -199,7 +199,7 @@ void st_writer_free(StWriter *w)
     memset(w, 0, sizeof *w);
 }
 
-/* Output with a byte budget: the CTRAIN_TEST_FAIL_WRITE_AFTER test hook. */
+/* Output with a byte budget: the st_test_fail_writes_after hook. */
 typedef struct { FILE *f; uint64_t written; int64_t fail_after; } Out;
 
 static int out_write(Out *o, const void *p, size_t n)
@@ -219,14 +219,9 @@ static int out_write(Out *o, const void *p, size_t n)
     return 0;
 }
 
-static int64_t fail_after_from_env(void)
-{
-    const char *s = getenv("CTRAIN_TEST_FAIL_WRITE_AFTER");
-    if (!s || !*s) return -1;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    return (*end || v < 0) ? -1 : (int64_t)v;
-}
+static int64_t fail_writes_after = -1;   /* bytes; -1: writes do not fail on purpose */
+
+void st_test_fail_writes_after(int64_t bytes) { fail_writes_after = bytes < 0 ? -1 : bytes; }
 
 /* fsync the directory holding path, so the rename itself is durable. */
 static int sync_dir_of(const char *path)
@@ -311,7 +306,7 @@ int st_writer_write(const StWriter *w, const char *path, char *err, size_t errle
     snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
     uint64_t total = 8 + h.len + off;
     int code = ST_OK;
-    Out o = {NULL, 0, fail_after_from_env()};
+    Out o = {NULL, 0, fail_writes_after};
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) {
         code = st_fail(err, errlen, ST_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));

@@ -21,9 +21,9 @@
  *     it when present (files written elsewhere have none and load fine);
  *   - the write is atomic: PATH.tmp.<pid> in the same directory, fsync,
  *     rename over PATH, fsync of the directory. On any failure the temp file
- *     is removed and an existing PATH is left as it was. Test hook: with
- *     CTRAIN_TEST_FAIL_WRITE_AFTER=N in the environment the write fails with
- *     ENOSPC after N bytes, as a full disk would.
+ *     is removed and an existing PATH is left as it was. Test hook:
+ *     st_test_fail_writes_after(N) makes writes fail with ENOSPC after N
+ *     bytes, as a full disk would.
  *
  * Errors are returned, never fatal: a status (ST_ERR_*) and one line of text
  * in the caller's buffer that names the file and says what is wrong (JSON
@@ -85,6 +85,9 @@ int st_writer_add(StWriter *w, const char *name, DType dt, int ndim, const int64
 int st_writer_meta(StWriter *w, const char *key, const char *value, char *err, size_t errlen);
 /* Write the file atomically (see the top of this file). */
 int st_writer_write(const StWriter *w, const char *path, char *err, size_t errlen);
+/* Tests only: from now on every write fails with ENOSPC once it has written
+ * `bytes` bytes, as on a full disk (bytes < 0: back to normal). */
+void st_test_fail_writes_after(int64_t bytes);
 void st_writer_free(StWriter *w);
 
 /* ---- reader ---- */

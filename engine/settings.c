@@ -1,0 +1,392 @@
+/* settings.c — the settings table and its one parser (contract in
+ * settings.h). The only file under engine ops models data train that calls
+ * getenv(), apart from the data-parallel parser's lookup callback
+ * (train/parallel/dist_env.c, which tests feed a table instead).
+ *
+ * To add a variable: an id in settings.h, a line in the table below (the
+ * doc is one line; for a switch it says what 1 does), then
+ * `build/ctrain env --markdown > docs/env.md`.
+ */
+#include "settings.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include "env.h"
+#include "error.h"
+
+#define MIB ((size_t)1 << 20)
+#define SIZE_MAX_BYTES 1e18   /* a larger size is a typo, not a card */
+
+/* name, audience, default (NULL: none), what unset means when there is no
+ * default, then the kind's own fields, then the doc */
+#define V_SWITCH(n, a, d, u, doc)         {n, SK_SWITCH, a, d, u, 0, 1, 0, NULL, NULL, doc}
+#define V_INT(n, a, d, u, lo, hi, doc)    {n, SK_INT, a, d, u, lo, hi, 0, NULL, NULL, doc}
+#define V_SIZE(n, a, d, u, unit, doc)     {n, SK_SIZE, a, d, u, 0, 0, unit, NULL, NULL, doc}
+#define V_CHOICE(n, a, d, u, words, doc)  {n, SK_CHOICE, a, d, u, 0, 0, 0, words, NULL, doc}
+#define V_STRING(n, a, d, u, form, doc)   {n, SK_STRING, a, d, u, 0, 0, 0, NULL, form, doc}
+#define V_PATH(n, a, d, u, form, doc)     {n, SK_PATH, a, d, u, 0, 0, 0, NULL, form, doc}
+
+static const Setting table[SET_COUNT] = {
+    /* ---- users ---- */
+    [SET_LOG] = V_CHOICE("CTRAIN_LOG", SA_USER, "info", NULL, "error|warn|info|debug|trace",
+        "the level of the messages on stderr; ranks other than 0 of a multi-GPU run log "
+        "errors only unless it is set"),
+    [SET_MEM_LIMIT] = V_SIZE("CTRAIN_MEM_LIMIT", SA_USER, NULL, "no limit", 1,
+        "behave as a card with this much memory for what ctrain allocates (the CUDA context "
+        "and the libraries' own memory not counted), e.g. to find with `ctrain bench "
+        "--max-batch` the batch that fits a smaller card"),
+    [SET_TIMELINE] = V_STRING("CTRAIN_TIMELINE", SA_USER, NULL, "off", "FILE[:START[:STEPS]]",
+        "record every kernel and copy of steps START .. START+STEPS-1 (default 10 and 5) with "
+        "CUPTI: FILE a Chrome trace, FILE.txt a summary; %r in FILE is the rank, %p the "
+        "process id"),
+    [SET_RANK] = V_INT("CTRAIN_RANK", SA_USER, NULL, "one process", 0, 65535,
+        "this process's rank in a multi-GPU run, below CTRAIN_WORLD_SIZE (`ctrain train --gpus "
+        "N` sets the rank variables; set them by hand or from a job scheduler across machines)"),
+    [SET_WORLD_SIZE] = V_INT("CTRAIN_WORLD_SIZE", SA_USER, NULL, "one process", 1, 65536,
+        "the number of processes in the run, on all machines"),
+    [SET_LOCAL_RANK] = V_INT("CTRAIN_LOCAL_RANK", SA_USER, NULL, "CTRAIN_RANK", 0, 1023,
+        "the GPU this process uses on its machine"),
+    [SET_MASTER_ADDR] = V_STRING("CTRAIN_MASTER_ADDR", SA_USER, "127.0.0.1", NULL, "host",
+        "the host of rank 0, where the ranks meet (the rendezvous)"),
+    [SET_MASTER_PORT] = V_INT("CTRAIN_MASTER_PORT", SA_USER, "29500", NULL, 1, 65535,
+        "the TCP port rank 0 listens on for the rendezvous"),
+    [SET_NVML_LIB] = V_PATH("CTRAIN_NVML_LIB", SA_USER, "libnvidia-ml.so.1", NULL, NULL,
+        "the NVML library `ctrain bench` reads power, temperature and clocks from"),
+    [SET_CUPTI_LIB] = V_PATH("CTRAIN_CUPTI_LIB", SA_USER, NULL,
+        "libcupti.so, then the CUDA toolkit's folders", NULL,
+        "the CUPTI library CTRAIN_TIMELINE records with"),
+    [SET_SCRIPTS] = V_PATH("CTRAIN_SCRIPTS", SA_USER, NULL,
+        "scripts/ beside the binary's folder, then ./scripts", "folder",
+        "where `ctrain report` finds report.py"),
+
+    /* ---- developers' A/B switches ---- */
+    [SET_LINEAR_EPILOGUE] = V_SWITCH("CTRAIN_LINEAR_EPILOGUE", SA_DEV, "1", NULL,
+        "Linear's bias added in the cuBLASLt GEMM's epilogue (0: a separate bias add)"),
+    [SET_BN] = V_CHOICE("CTRAIN_BN", SA_DEV, "cudnn", NULL, "cudnn|own",
+        "the training batch norm: cuDNN's fused NHWC kernels, or ours"),
+    [SET_ATTN] = V_CHOICE("CTRAIN_ATTN", SA_DEV, NULL,
+        "the fused tensor-core kernels where they run (f16/bf16, head size 32, 64 or 128, "
+        "sm_80+), else cublas", "cublas",
+        "cublas: attention always as cuBLASLt GEMMs around the softmax kernel"),
+    [SET_ATTN_SAVE_MASK] = V_SWITCH("CTRAIN_ATTN_SAVE_MASK", SA_DEV, "1", NULL,
+        "the fused attention forward keeps its dropout mask for the backward, B H T^2/8 bytes a "
+        "layer (0: the backward draws it again)"),
+    [SET_CONV_SEARCH_WS_MB] = V_SIZE("CTRAIN_CONV_SEARCH_WS_MB", SA_DEV, "4096", NULL, MIB,
+        "the workspace cuDNN's algorithm search may use (at most half the free memory, and half "
+        "of what CTRAIN_MEM_LIMIT leaves)"),
+    [SET_CONV_NONDETERMINISTIC] = V_SWITCH("CTRAIN_CONV_NONDETERMINISTIC", SA_DEV, "0", NULL,
+        "the convolutions' backward passes may take the fastest algorithm even when it is not "
+        "bit-reproducible"),
+    [SET_GRAPH_NODE_PRIORITY] = V_SWITCH("CTRAIN_GRAPH_NODE_PRIORITY", SA_DEV, "1", NULL,
+        "kernels in a CUDA graph keep their capture stream's priority (communication high, "
+        "the overlapped update low)"),
+    [SET_OVERLAP_UPDATE] = V_SWITCH("CTRAIN_OVERLAP_UPDATE", SA_DEV, "0", NULL,
+        "the optimizer updates each bucket of weights as soon as backward has finished its "
+        "gradients, on a low-priority stream"),
+    [SET_OVERLAP_BUCKET_MB] = V_SIZE("CTRAIN_OVERLAP_BUCKET_MB", SA_DEV, NULL,
+        "a twelfth of the gradients, 25 to 100 MiB", MIB,
+        "the bucket size of the overlapped update on one GPU"),
+    [SET_DIST_GRAPH] = V_SWITCH("CTRAIN_DIST_GRAPH", SA_DEV, "1", NULL,
+        "with --graph, data-parallel steps are captured too, their all-reduces included (0: "
+        "they stay eager)"),
+    [SET_DIST_SHARD] = V_SWITCH("CTRAIN_DIST_SHARD", SA_DEV, NULL,
+        "on for models of 100M parameters or more",
+        "each rank updates its share of the weights: reduce-scatter, update, all-gather, next "
+        "to backward"),
+    [SET_DIST_SHARD_WINDOW] = V_SWITCH("CTRAIN_DIST_SHARD_WINDOW", SA_DEV, "1", NULL,
+        "the sharded update's weights in symmetric NCCL windows, as the gradients"),
+    [SET_DIST_SPARSE_EMB] = V_SWITCH("CTRAIN_DIST_SPARSE_EMB", SA_DEV, NULL,
+        "on with f32 gradient reduction in buckets",
+        "a large embedding table's lookup gradient is sent as rows, once its other uses are done"),
+    [SET_DIST_TAPER] = V_SWITCH("CTRAIN_DIST_TAPER", SA_DEV, NULL,
+        "on from buckets of 50 MB",
+        "the gradient buckets shrink towards the end of backward"),
+    [SET_DIST_TRACE] = V_SWITCH("CTRAIN_DIST_TRACE", SA_DEV, "0", NULL,
+        "each rank times forward, backward, communication and update of its eager steps and "
+        "logs the means at the end"),
+
+    /* ---- internal ---- */
+    [SET_RDZV_FD] = V_INT("CTRAIN_RDZV_FD", SA_INTERNAL, NULL, "none", 0, 1 << 20,
+        "the listening socket ctrain's launcher hands rank 0"),
+    [SET_BENCH_FD] = V_INT("CTRAIN_BENCH_FD", SA_INTERNAL, NULL, "none", 0, 1 << 20,
+        "the file descriptor rank 0 of `ctrain bench --gpus N` writes its result to"),
+    [SET_BENCH_CONFIG] = V_STRING("CTRAIN_BENCH_CONFIG", SA_INTERNAL, NULL, "none", "hex",
+        "the configuration a `ctrain bench-rank` process measures"),
+
+    /* ---- other software's ---- */
+    [SET_OMPI_COMM_WORLD_RANK] = V_INT("OMPI_COMM_WORLD_RANK", SA_FOREIGN, NULL, "not mpirun",
+        0, 65535, "Open MPI's rank, used when CTRAIN_RANK and CTRAIN_WORLD_SIZE are unset"),
+    [SET_OMPI_COMM_WORLD_SIZE] = V_INT("OMPI_COMM_WORLD_SIZE", SA_FOREIGN, NULL, "not mpirun",
+        1, 65536, "Open MPI's number of processes"),
+    [SET_OMPI_COMM_WORLD_LOCAL_RANK] = V_INT("OMPI_COMM_WORLD_LOCAL_RANK", SA_FOREIGN, NULL,
+        "the rank", 0, 1023, "Open MPI's rank on this machine: the GPU"),
+    [SET_OMPI_COMM_WORLD_LOCAL_SIZE] = V_INT("OMPI_COMM_WORLD_LOCAL_SIZE", SA_FOREIGN, NULL,
+        "the number of processes", 1, 65536,
+        "Open MPI's processes on this machine; all of them on one: CTRAIN_MASTER_ADDR may be "
+        "left unset"),
+    [SET_NCCL_CTA_POLICY] = V_STRING("NCCL_CTA_POLICY", SA_FOREIGN, NULL, "NCCL's", NULL,
+        "NCCL's CTA policy: ctrain sets 2 (zero-CTA) when it is unset and the gradients sit in "
+        "a symmetric window (NCCL 2.28+)"),
+    [SET_NCCL_PROTO] = V_STRING("NCCL_PROTO", SA_FOREIGN, NULL, "NCCL's", NULL,
+        "NCCL tuning; `ctrain bench --gpus N` prints it under its scaling table when set"),
+    [SET_NCCL_ALGO] = V_STRING("NCCL_ALGO", SA_FOREIGN, NULL, "NCCL's", NULL,
+        "NCCL tuning; printed as NCCL_PROTO is"),
+    [SET_NCCL_MAX_CTAS] = V_STRING("NCCL_MAX_CTAS", SA_FOREIGN, NULL, "NCCL's", NULL,
+        "NCCL tuning; printed as NCCL_PROTO is"),
+    [SET_TMPDIR] = V_PATH("TMPDIR", SA_FOREIGN, "/tmp", NULL, "folder",
+        "where `ctrain bench` keeps each child process's output while it runs"),
+};
+
+#undef V_SWITCH
+#undef V_INT
+#undef V_SIZE
+#undef V_CHOICE
+#undef V_STRING
+#undef V_PATH
+
+const Setting *setting_info(SettingId id)
+{
+    CT_ASSERT((int)id >= 0 && id < SET_COUNT && table[id].name, "settings: no setting %d",
+              (int)id);
+    return &table[id];
+}
+
+const char *setting_name(SettingId id) { return setting_info(id)->name; }
+
+const char *setting_text(SettingId id)
+{
+    const char *s = getenv(setting_info(id)->name);
+    return s && *s ? s : NULL;
+}
+
+/* ---- the parser ---- */
+
+typedef struct Msg { char *err, *hint; size_t errlen, hintlen; } Msg;
+
+static int fail(Msg *m, const char *hint, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(Msg *m, const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->err, m->errlen, fmt, ap);
+    va_end(ap);
+    snprintf(m->hint, m->hintlen, "%s", hint);
+    return -1;
+}
+
+/* "0" or "1"; meaning says what 1 does (the hint repeats it). */
+static int parse_switch(long long *v, const char *name, const char *meaning, const char *text,
+                        Msg *m)
+{
+    if (!strcmp(text, "0") || !strcmp(text, "1")) { *v = text[0] == '1'; return 0; }
+    char hint[640];
+    snprintf(hint, sizeof hint, "set %s to 1 (%s) or 0, or leave it unset for the default", name,
+             meaning);
+    return fail(m, hint, "%s=%.200s is not 0 or 1", name, text);
+}
+
+static int parse_int(long long *v, const Setting *s, const char *text, Msg *m)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(text, &end, 10);
+    if (errno || end == text || *end || x < s->lo || x > s->hi) {
+        char hint[640];
+        snprintf(hint, sizeof hint, "set %s to a whole number in %lld..%lld (%s), or unset it",
+                 s->name, s->lo, s->hi, s->doc);
+        return fail(m, hint, "%s='%.200s' is not a whole number in %lld..%lld", s->name, text,
+                    s->lo, s->hi);
+    }
+    *v = x;
+    return 0;
+}
+
+/* A number > 0, then K, M or G (powers of 1024) and an optional B; a bare
+ * number counts s->unit bytes, a lone B bytes. */
+static int parse_size(long long *v, const Setting *s, const char *text, Msg *m)
+{
+    char *end;
+    double x = strtod(text, &end);
+    double mult = (double)s->unit;
+    switch (*end) {
+    case 'K': case 'k': mult = 1024.0; end++; break;
+    case 'M': case 'm': mult = 1024.0 * 1024; end++; break;
+    case 'G': case 'g': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 'B': case 'b': mult = 1; break;
+    default: break;
+    }
+    if (*end == 'B' || *end == 'b') end++;
+    double bytes = x * mult;
+    if (end == text || *end || !(x > 0) || !(bytes >= 1) || bytes > SIZE_MAX_BYTES) {
+        char hint[640];
+        snprintf(hint, sizeof hint, "set %s to a size such as 24G or 512M (a bare number counts "
+                 "%s), or unset it", s->name, s->unit == 1 ? "bytes" : "MiB");
+        return fail(m, hint, "%s='%.200s' is not a memory size", s->name, text);
+    }
+    *v = (long long)bytes;
+    return 0;
+}
+
+/* The words of a choice as "a, b or c" (into out). */
+static void words_list(char *out, size_t len, const char *choices)
+{
+    size_t n = 0, k = 0, words = 1;
+    for (const char *p = choices; *p; p++) words += *p == '|';
+    out[0] = 0;
+    for (const char *p = choices; *p && n + 8 < len; p++) {
+        if (*p != '|') { out[n++] = *p; continue; }
+        k++;
+        const char *sep = k + 1 == words ? " or " : ", ";
+        n += (size_t)snprintf(out + n, len - n, "%s", sep);
+    }
+    out[n < len ? n : len - 1] = 0;
+}
+
+static int parse_choice(long long *v, const Setting *s, const char *text, Msg *m)
+{
+    size_t len = strlen(text);
+    int i = 0;
+    for (const char *w = s->choices;; i++) {
+        const char *bar = strchr(w, '|');
+        size_t wl = bar ? (size_t)(bar - w) : strlen(w);
+        if (wl == len && !strncmp(w, text, len)) { *v = i; return 0; }
+        if (!bar) break;
+        w = bar + 1;
+    }
+    char words[256], hint[640];
+    words_list(words, sizeof words, s->choices);
+    snprintf(hint, sizeof hint, "set %s to %s (%s), or leave it unset for the default", s->name,
+             words, s->doc);
+    return fail(m, hint, "%s=%.200s is not one of %s", s->name, text, words);
+}
+
+int setting_parse(long long *value, SettingId id, const char *text, char *err, size_t errlen,
+                  char *hint, size_t hintlen)
+{
+    const Setting *s = setting_info(id);
+    Msg m = {err, hint, errlen, hintlen};
+    if (errlen) err[0] = 0;
+    if (hintlen) hint[0] = 0;
+    if (!text || !*text) text = s->dflt;
+    if (!text) {
+        if (s->kind != SK_STRING && s->kind != SK_PATH) *value = s->kind == SK_SIZE ? 0 : -1;
+        return 0;
+    }
+    switch (s->kind) {
+    case SK_SWITCH: return parse_switch(value, s->name, s->doc, text, &m);
+    case SK_INT: return parse_int(value, s, text, &m);
+    case SK_SIZE: return parse_size(value, s, text, &m);
+    case SK_CHOICE: return parse_choice(value, s, text, &m);
+    case SK_STRING: case SK_PATH: return 0;
+    }
+    return 0;
+}
+
+static const char *kind_name(SettingKind k)
+{
+    static const char *names[] = {"a switch", "an integer", "a size", "a choice", "a string",
+                                  "a path"};
+    return names[k];
+}
+
+/* The environment's value of id, which must be of kind `want`; fatal when
+ * it does not parse. */
+static long long read_checked(SettingId id, SettingKind want)
+{
+    const Setting *s = setting_info(id);
+    CT_ASSERT(s->kind == want, "settings: %s is %s, read as %s", s->name, kind_name(s->kind),
+              kind_name(want));
+    long long v = 0;
+    char err[512], hint[1024];
+    if (setting_parse(&v, id, getenv(s->name), err, sizeof err, hint, sizeof hint) < 0)
+        ct_fatal_hint(hint, "%s", err);
+    return v;
+}
+
+int setting_switch(SettingId id) { return (int)read_checked(id, SK_SWITCH); }
+long long setting_int(SettingId id) { return read_checked(id, SK_INT); }
+size_t setting_size(SettingId id) { return (size_t)read_checked(id, SK_SIZE); }
+int setting_choice(SettingId id) { return (int)read_checked(id, SK_CHOICE); }
+
+const char *setting_str(SettingId id)
+{
+    const Setting *s = setting_info(id);
+    CT_ASSERT(s->kind == SK_STRING || s->kind == SK_PATH, "settings: %s is %s, read as a string",
+              s->name, kind_name(s->kind));
+    const char *t = setting_text(id);
+    return t ? t : s->dflt;
+}
+
+/* engine/env.h, for the call sites still to be converted: the same switch
+ * parser for a variable named by a string. */
+int env_switch(const char *name, int dflt, const char *meaning_of_1)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return dflt;
+    long long v = dflt;
+    char err[512], hint[1024];
+    Msg m = {err, hint, sizeof err, sizeof hint};
+    if (parse_switch(&v, name, meaning_of_1, s, &m) < 0) ct_fatal_hint(hint, "%s", err);
+    return (int)v;
+}
+
+/* ---- docs/env.md ---- */
+
+static void md_value(FILE *out, const Setting *s)
+{
+    char words[256];
+    switch (s->kind) {
+    case SK_SWITCH: fprintf(out, "0 or 1"); break;
+    case SK_INT: fprintf(out, "%lld .. %lld", s->lo, s->hi); break;
+    case SK_SIZE:
+        fprintf(out, "size: %s", s->unit == 1 ? "24G, 512M, bytes" : "MiB, or 512K, 2G");
+        break;
+    case SK_CHOICE:
+        words_list(words, sizeof words, s->choices);
+        fprintf(out, "%s", words);
+        break;
+    case SK_STRING: fprintf(out, "%s", s->form ? s->form : "text"); break;
+    case SK_PATH: fprintf(out, "%s", s->form ? s->form : "path"); break;
+    }
+}
+
+static void md_section(FILE *out, SettingAudience a, const char *title, const char *intro)
+{
+    fprintf(out, "## %s\n\n%s\n\n", title, intro);
+    fprintf(out, "| Variable | Value | Default | What it does |\n|---|---|---|---|\n");
+    for (int i = 0; i < SET_COUNT; i++) {
+        const Setting *s = &table[i];
+        if (s->audience != a) continue;
+        fprintf(out, "| `%s` | ", s->name);
+        md_value(out, s);
+        if (s->dflt) fprintf(out, " | `%s` | %s |\n", s->dflt, s->doc);
+        else fprintf(out, " | %s | %s |\n", s->unset, s->doc);
+    }
+    fprintf(out, "\n");
+}
+
+void settings_markdown(FILE *out)
+{
+    fprintf(out,
+        "# Environment variables\n\n"
+        "<!-- Generated from the table in engine/settings.c: "
+        "build/ctrain env --markdown > docs/env.md (tests/test_settings.c checks it). -->\n\n"
+        "What a run does is chosen with command-line flags (`ctrain train --help`, "
+        "`ctrain bench --help`); the environment holds what lies outside one command. "
+        "Every variable ctrain reads is declared once, in `engine/settings.c`, and read "
+        "through one parser: unset and empty mean the default, and a value that does not "
+        "parse stops ctrain with the variable's name and what to set. `ctrain env` shows "
+        "the values this shell gives them.\n\n");
+    md_section(out, SA_USER, "For users",
+               "Logging, a memory limit, a GPU timeline, where a process sits in a multi-GPU "
+               "run, and where libraries and scripts are.");
+    md_section(out, SA_DEV, "Developer A/B switches",
+               "Each keeps a measured alternative in reach for A/B runs; the default is what "
+               "measured best. Training and benchmarking need none of them.");
+    md_section(out, SA_INTERNAL, "Internal",
+               "Set by ctrain for its own child processes; not for setting by hand.");
+    md_section(out, SA_FOREIGN, "Other software's variables",
+               "Read, or set, by ctrain; their own documentation is the reference.");
+}
