@@ -27,8 +27,9 @@ PARTS=${*:-tests bench}
 set -u
 L=$OUT/logs; mkdir -p "$L"
 pack() { tar czf "$OUT/logs.tgz" -C "$OUT" logs; }
-for n in new old; do
-    if [ -f out/$n.tar.xz ]; then rm -rf .dev/$n; mkdir -p .dev/$n; tar xJf out/$n.tar.xz -C .dev/$n; fi
+for n in new old; do   # a folder left by an earlier call on the same machine is not reused
+    rm -rf .dev/$n
+    if [ -f out/$n.tar.xz ]; then mkdir -p .dev/$n; tar xJf out/$n.tar.xz -C .dev/$n; fi
 done
 [ -x .dev/new/ctrain ] || { echo "dist2.sh: no out/new.tar.xz (scripts/device/stage.sh first, carry out/)"; exit 2; }
 NEW=$PWD/.dev/new/ctrain

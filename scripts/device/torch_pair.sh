@@ -16,7 +16,8 @@
 [ $# -gt 0 ] || set -- --quick
 L=$OUT/logs; mkdir -p "$L"
 pack() { tar czf "$OUT/logs.tgz" -C "$OUT" logs; }
-if [ -f out/new.tar.xz ]; then rm -rf .dev/new; mkdir -p .dev/new; tar xJf out/new.tar.xz -C .dev/new; fi
+rm -rf .dev/new
+if [ -f out/new.tar.xz ]; then mkdir -p .dev/new; tar xJf out/new.tar.xz -C .dev/new; fi
 B=$PWD/.dev/new/ctrain
 [ -x "$B" ] || { echo "torch_pair.sh: no out/new.tar.xz (scripts/device/stage.sh first, carry out/)"; exit 2; }
 echo "suite: $*" | tee "$L/suite.txt"
