@@ -29,7 +29,7 @@ AdamW, fused optimizers, autocast):
     median step, samples/s = batch / median, per GPU; efficiency = the
     slowest rank's per-GPU samples/s / the 1-GPU samples/s.
   - The environment is passed through unchanged (NCCL_* settings apply).
-First run: session 4 on the 2xH200 (results/h200-2026-11-30/session4/torch_ddp/).
+First run: 2026-11-30 on a 2xH200 (results/h200-2026-11-30/torch-ddp/; docs/results.md).
 """
 import argparse
 import json
