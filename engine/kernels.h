@@ -8,10 +8,11 @@
  *   cast:   y[i] (+)= x[i], converted      the parameters' f16/bf16 working
  *                                         copy (params.c)
  *
- * Shape letter: n elements. The ops use them as well (scale is also the
- * backward of add; ops/elementwise.h includes this header, and its CPU
- * reference scale_forward_cpu stays there with the other ops'); the engine's
- * own CPU paths write their few values directly.
+ * Shape letter: n elements. The ops use them as well: scale is also the
+ * backward of add, and the elementwise ops' header (ops/elementwise.h) pulls
+ * this one in; scale's CPU reference, scale_forward_cpu, stays there with
+ * the other ops'. The engine's own CPU paths write their few values
+ * directly.
  *
  * Types: f32, f16 or bf16 (for cast, y and x independently). A value is
  * computed in f32 and rounded once, to nearest even, to y's type; with
