@@ -10,7 +10,7 @@
  * and one element per access otherwise; a grid-stride loop with size_t
  * indices covers any n.
  *
- * Used by the engine's fill and cast (engine/kernels.cu) and by the
+ * Used by the engine's fill, scale and cast (engine/kernels.cu) and by the
  * elementwise ops (ops/elementwise.cu), each with its own functors. CUDA
  * C++ only; the templates sit in an unnamed namespace like cuda_base.cuh's.
  */
