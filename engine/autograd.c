@@ -6,7 +6,7 @@
 #include "error.h"
 #include "log.h"
 #include "mem.h"
-#include "ops/elementwise.h"
+#include "kernels.h"
 
 Tape *tape_new(void)
 {

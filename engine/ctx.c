@@ -1,5 +1,6 @@
 /* ctx.c — creating and tearing down the device context (stream, handles,
- * workspace, memory pool). */
+ * workspace, memory pool), its registry of op caches and its device error
+ * counters. */
 #include "ctx.h"
 
 #include <stdlib.h>
@@ -9,10 +10,6 @@
 #include "log.h"
 #include "mem.h"
 #include "settings.h"
-#ifdef CTRAIN_CUDA
-#include "ops/batchnorm_cudnn.h"
-#include "ops/conv2d.h"
-#endif
 
 /* 32 MiB serves cuBLASLt on Hopper (NVIDIA recommends 32 MiB there) and the
  * cuDNN algorithms we allow; grown on demand by the ops that need more. */
@@ -92,9 +89,8 @@ void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed)
     CUDA_CHECK(cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &threshold));
     c->workspace_bytes = CTX_WORKSPACE_BYTES;
     c->workspace = mem_alloc(c, c->workspace_bytes);
-    c->mm_cache = matmul_plan_cache_new();
-    c->dev_flags = (int32_t *)mem_alloc(c, 16 * sizeof(int32_t));
-    mem_zero(c, c->dev_flags, 16 * sizeof(int32_t));
+    c->dev_flags = (int32_t *)mem_alloc(c, CTX_FLAGS * sizeof(int32_t));
+    mem_zero(c, c->dev_flags, CTX_FLAGS * sizeof(int32_t));
 #else
     ct_fatal_hint("rebuild with nvcc, cuDNN and cuBLAS installed, or pass --device cpu",
                   "this ctrain was built without the CUDA backend");
@@ -118,6 +114,17 @@ void *ctx_workspace(Ctx *c, size_t bytes)
     }
     return c->workspace;
 }
+
+int32_t *ctx_flag(Ctx *c, int slot, CtxFlagReport report)
+{
+    CT_ASSERT(c->dev_flags != NULL && slot >= 0 && slot < CTX_FLAGS && report != NULL,
+              "ctx_flag: slot %d (0 .. %d) with a report, on a CUDA context", slot,
+              CTX_FLAGS - 1);
+    CT_ASSERT(!c->flag_report[slot] || c->flag_report[slot] == report,
+              "ctx_flag: device error counter %d already means something else", slot);
+    c->flag_report[slot] = report;
+    return c->dev_flags + slot;
+}
 #endif
 
 void ctx_sync(Ctx *c)
@@ -133,32 +140,63 @@ void ctx_check_flags(Ctx *c)
 {
 #ifdef CTRAIN_CUDA
     if (c->device != DEV_CUDA) return;
-    int32_t f[16];
+    int32_t f[CTX_FLAGS];
     mem_to_host(c, f, c->dev_flags, sizeof f);
-    if (f[0] > 0)
-        ct_fatal_hint("labels must lie in [0, classes) or equal the ignore index",
-                      "%d target%s out of range in the cross-entropy loss", f[0],
-                      f[0] == 1 ? " was" : "s were");
-    if (f[1] > 0)
-        ct_fatal_hint("token ids must lie in [0, vocab): check that the tokenizer's vocabulary "
-                      "matches the model's vocab size",
-                      "%d token id%s out of range in an embedding lookup", f[1],
-                      f[1] == 1 ? " was" : "s were");
+    for (int i = 0; i < CTX_FLAGS; i++) {
+        if (f[i] <= 0) continue;
+        if (c->flag_report[i]) c->flag_report[i](f[i]);
+        ct_fatal("device error counter %d was set %d time%s by a kernel that registered no "
+                 "report (ctx_flag)", i, f[i], f[i] == 1 ? "" : "s");
+    }
 #else
     (void)c;
 #endif
+}
+
+void *ctx_cache_get(const Ctx *c, const CtxCacheKind *kind)
+{
+    for (int i = 0; i < c->n_caches; i++)
+        if (c->caches[i].kind == kind) return c->caches[i].obj;
+    return NULL;
+}
+
+void ctx_cache_set(Ctx *c, const CtxCacheKind *kind, void *obj)
+{
+    for (int i = 0; i < c->n_caches; i++)
+        if (c->caches[i].kind == kind) {
+            c->caches[i].obj = obj;
+            return;
+        }
+    if (!obj) return;
+    CT_ASSERT(c->n_caches < CTX_CACHES, "ctx_cache_set: more than %d cache kinds (adding %s)",
+              CTX_CACHES, kind->name);
+    c->caches[c->n_caches].kind = kind;
+    c->caches[c->n_caches].obj = obj;
+    c->n_caches++;
+}
+
+/* The registered caches, the last registered first (a cache made later may
+ * rest on one made earlier, never the other way round). Each release runs
+ * while the stream, the handles and the pool still exist. */
+static void ctx_release_caches(Ctx *c)
+{
+    for (int i = c->n_caches - 1; i >= 0; i--) {
+        CtxCache *e = &c->caches[i];
+        void *obj = e->obj;
+        e->obj = NULL;
+        if (obj) e->kind->release(c, obj);
+    }
+    c->n_caches = 0;
 }
 
 void ctx_free(Ctx *c)
 {
     tape_free(c->tape);
     c->tape = NULL;
+    ctx_release_caches(c);
 #ifdef CTRAIN_CUDA
     if (c->device != DEV_CUDA) return;
-    matmul_plan_cache_free(c->mm_cache);
-    conv2d_cuda_release(c);
-    batchnorm_cudnn_release(c);
-    mem_free(c, c->dev_flags, 16 * sizeof(int32_t));
+    mem_free(c, c->dev_flags, CTX_FLAGS * sizeof(int32_t));
     mem_free(c, c->workspace, c->workspace_bytes);
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
     CUDNN_CHECK(cudnnDestroy(c->cudnn));

@@ -2,10 +2,23 @@
  *
  * One Ctx per process and device. It holds what ops need and must not keep
  * in globals (STYLE.md rule 9): the device kind, the CUDA stream, the
- * cuBLASLt and cuDNN handles, the one shared workspace, the matmul plan
- * cache, the cuDNN convolution plans and batch-norm forms, memory
- * statistics, the autograd tape and grad mode, the autocast dtype and TF32
- * switch, and the Philox RNG position.
+ * cuBLASLt and cuDNN handles, the one shared workspace, the memory pool and
+ * its statistics, the autograd tape and grad mode, the autocast dtype and
+ * TF32 switch, the Philox RNG position, and the data-parallel hooks.
+ *
+ * Two mechanisms let the layers above keep per-context state without the
+ * engine knowing their types:
+ *   - caches: an op family (the matmul plans, the cuDNN convolution plans,
+ *     the cuDNN batch-norm forms) creates its cache on first use and
+ *     registers it under a CtxCacheKind (ctx_cache_set); ctx_cache_get finds
+ *     it again, and ctx_free releases every registered cache, the last
+ *     registered first, before the workspace and the stream go;
+ *   - device error counters (CUDA): CTX_FLAGS int32 counters in device
+ *     memory that kernels add to when they meet bad input (a label or token
+ *     id out of range), so a step never syncs to check; the op asks for its
+ *     slot with ctx_flag, registering the report a user sees, and
+ *     ctx_check_flags reads the counters at the next host sync and stops
+ *     with that report. Which slot means what is decided in ops/op_flags.h.
  *
  * CPU contexts have no stream or handles; ops run synchronously on the host.
  */
@@ -19,7 +32,6 @@
 #include <cuda_runtime.h>
 #include <cublasLt.h>
 #include <cudnn.h>
-#include "ops/matmul.h"
 #endif
 
 #ifdef __cplusplus
@@ -28,6 +40,12 @@ extern "C" {
 
 typedef enum { DEV_CPU = 0, DEV_CUDA = 1 } Device;
 
+/* Device error counters per context (see the top of the file). */
+#define CTX_FLAGS 16
+/* Called by ctx_check_flags with a set counter's value (> 0): prints what
+ * went wrong and what to do, and does not return (ct_fatal_hint). */
+typedef void (*CtxFlagReport)(int32_t count);
+
 typedef struct Tape Tape;
 typedef struct AdHook AdHook;
 typedef struct Ctx Ctx;
@@ -35,6 +53,23 @@ typedef struct Ctx Ctx;
 /* Average n floats in place over the data-parallel group (sync batch norm):
  * queued on the context's stream, no host sync. */
 typedef void (*CtxAllReduceFn)(Ctx *c, float *buf, size_t n, void *user);
+
+/* A kind of per-context cache. The op family that owns it defines one
+ * (static const) and keys its cache by the kind's address. release frees obj
+ * and everything in it (descriptors, plans, host memory); it may use the
+ * stream, the handles and the pool, which are still alive when it runs. */
+typedef struct CtxCacheKind {
+    const char *name;                        /* what it holds, for messages */
+    void (*release)(Ctx *c, void *obj);
+} CtxCacheKind;
+
+/* At most this many kinds register with one context (three exist today). */
+#define CTX_CACHES 8
+
+typedef struct CtxCache {
+    const CtxCacheKind *kind;
+    void *obj;             /* NULL: released (ctx_cache_set(c, kind, NULL)) */
+} CtxCache;
 
 typedef struct MemStats {
     size_t current;    /* bytes held by live allocations */
@@ -68,6 +103,8 @@ struct Ctx {
     int (*emb_defer)(void *user, const void *node, float **rows, int32_t **ids);
     void *emb_defer_user;
     int bwd_depth;         /* tapes being walked: 1 in the outer walk, 2 in a recompute sub-tape */
+    CtxCache caches[CTX_CACHES];   /* in registration order (ctx_cache_set) */
+    int n_caches;
 #ifdef CTRAIN_CUDA
     cudaStream_t stream;
     cublasLtHandle_t lt;
@@ -80,11 +117,9 @@ struct Ctx {
     const uint64_t *rng_base;
     int capturing;         /* > 0 during stream capture: no syncs, no growth */
     const char *capture_refused;   /* why this capture cannot be used (NULL: fine) */
-    MatmulPlanCache *mm_cache;
-    void *conv_cache;      /* cuDNN convolution plans (ops/conv2d_cudnn.c) */
-    void *bn_cache;        /* cuDNN batch-norm forms (ops/batchnorm_cudnn.c) */
     cudaMemPool_t pool;
-    int32_t *dev_flags;    /* device error counters, read when the host syncs */
+    int32_t *dev_flags;    /* CTX_FLAGS device error counters, read when the host syncs */
+    CtxFlagReport flag_report[CTX_FLAGS];   /* per slot: what a set counter means */
 #endif
 };
 
@@ -98,14 +133,27 @@ void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed);
 void ctx_free(Ctx *c);
 /* Wait for all queued device work (no-op on the CPU). */
 void ctx_sync(Ctx *c);
-/* Device error counters (out-of-range targets, ...): syncs; fatal when any is set. */
+/* Device error counters: syncs and reads them; a set counter is fatal with
+ * the report its slot registered (slots in order, so the lowest set slot
+ * speaks). No-op on the CPU. */
 void ctx_check_flags(Ctx *c);
+
+/* The cache registered under kind, NULL when there is none (yet). */
+void *ctx_cache_get(const Ctx *c, const CtxCacheKind *kind);
+/* Register obj under kind (a kind seen before keeps its place in the
+ * release order); obj NULL: the owner has released it itself, ctx_free
+ * skips it. */
+void ctx_cache_set(Ctx *c, const CtxCacheKind *kind, void *obj);
 const char *ctx_device_name(const Ctx *c);
 #ifdef CTRAIN_CUDA
 /* The shared workspace, grown to at least `bytes` (cuDNN algorithms ask
  * for more than the default). Growing frees and reallocates, so it must
  * happen during warm-up, never inside CUDA graph capture. */
 void *ctx_workspace(Ctx *c, size_t bytes);
+/* Device error counter `slot` (< CTX_FLAGS) for a kernel to add to, with
+ * the report ctx_check_flags gives when it is set. A slot has one report:
+ * registering another is a programming error (fatal). */
+int32_t *ctx_flag(Ctx *c, int slot, CtxFlagReport report);
 #endif
 
 /* Claim n Philox counter blocks; returns the offset to draw from. */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "error.h"
-#include "ops/elementwise.h"
+#include "kernels.h"
 
 const char *mem_fmt(char *buf, size_t len, size_t bytes)
 {

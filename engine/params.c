@@ -14,7 +14,7 @@
 #include "mem.h"
 #include "philox.h"
 #ifdef CTRAIN_CUDA
-#include "ops/elementwise.h"
+#include "kernels.h"
 #endif
 
 void params_init(ParamSet *ps) { memset(ps, 0, sizeof *ps); }

@@ -150,9 +150,9 @@ void attn_mm(Ctx *c, void *C, DType tc, const void *A, const void *Bm, DType tab
              size_t N, size_t K, int ta, int tb, float alpha, float beta, size_t BH,
              size_t sA, size_t sB, size_t sC)
 {
-    matmul_cuda(c->lt, c->mm_cache, c->workspace, c->workspace_bytes, c->stream, C, tc, A, Bm,
-                tab, (int)M, (int)N, (int)K, ta, tb, alpha, beta, (int)BH, (long long)sA,
-                (long long)sB, (long long)sC, c->allow_tf32);
+    matmul_cuda(c->lt, matmul_plan_cache_get(c), c->workspace, c->workspace_bytes, c->stream,
+                C, tc, A, Bm, tab, (int)M, (int)N, (int)K, ta, tb, alpha, beta, (int)BH,
+                (long long)sA, (long long)sB, (long long)sC, c->allow_tf32);
 }
 
 void attn_check_sizes(size_t B, size_t H, size_t T, size_t Dh, const char *what)

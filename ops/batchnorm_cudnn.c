@@ -9,8 +9,8 @@
  * fused NHWC BN + add + ReLU kernels; with -Werror the deprecation warnings
  * would stop the build, so they are silenced for this file only (the pragma
  * below). The CTRAIN_BN switch is also read here and exists in CPU-only
- * builds too. At the end: the context's table of forms (c->bn_cache) that
- * the op layer draws from.
+ * builds too. At the end: the context's table of forms (a cache registered
+ * with the context, engine/ctx.h) that the op layer draws from.
  */
 #include "batchnorm_cudnn.h"
 
@@ -311,24 +311,39 @@ int batchnorm_cudnn_forward_eval(Ctx *c, BnCudnn *p, void *y, const void *x, con
 
 /* ---- the context's forms ---- */
 
-/* c->bn_cache: every form asked for so far (a ResNet has a few dozen), each
- * allocated on its own so the pointers handed out stay put; use is the
- * context's CTRAIN_BN override (-1: none). */
+/* The context's forms: every form asked for so far (a ResNet has a few
+ * dozen), each allocated on its own so the pointers handed out stay put;
+ * use is the context's CTRAIN_BN override (-1: none). */
 typedef struct BnCache {
     BnCudnn **forms;
     int n, cap;
     int use;
 } BnCache;
 
+static void bn_cache_release(Ctx *c, void *obj)
+{
+    (void)c;
+    BnCache *bc = (BnCache *)obj;
+    for (int i = 0; i < bc->n; i++) {
+        batchnorm_cudnn_free(bc->forms[i]);
+        free(bc->forms[i]);
+    }
+    free(bc->forms);
+    free(bc);
+}
+
+static const CtxCacheKind bn_cache_kind = {"cuDNN batch-norm forms", bn_cache_release};
+
 static BnCache *bn_cache(Ctx *c)
 {
-    if (!c->bn_cache) {
-        BnCache *bc = calloc(1, sizeof *bc);
+    BnCache *bc = (BnCache *)ctx_cache_get(c, &bn_cache_kind);
+    if (!bc) {
+        bc = calloc(1, sizeof *bc);
         CT_ASSERT(bc != NULL, "batchnorm_cudnn: out of host memory for the form cache");
         bc->use = -1;
-        c->bn_cache = bc;
+        ctx_cache_set(c, &bn_cache_kind, bc);
     }
-    return (BnCache *)c->bn_cache;
+    return bc;
 }
 
 BnCudnn *batchnorm_cudnn_get(Ctx *c, DType dt, int N, int H, int W, int C, int has_z, int relu)
@@ -361,15 +376,10 @@ BnCudnn *batchnorm_cudnn_get(Ctx *c, DType dt, int N, int H, int W, int C, int h
 
 void batchnorm_cudnn_release(Ctx *c)
 {
-    BnCache *bc = (BnCache *)c->bn_cache;
+    BnCache *bc = (BnCache *)ctx_cache_get(c, &bn_cache_kind);
     if (!bc) return;
-    for (int i = 0; i < bc->n; i++) {
-        batchnorm_cudnn_free(bc->forms[i]);
-        free(bc->forms[i]);
-    }
-    free(bc->forms);
-    free(bc);
-    c->bn_cache = NULL;
+    ctx_cache_set(c, &bn_cache_kind, NULL);
+    bn_cache_release(c, bc);
 }
 
 int batchnorm_cudnn_enabled(Ctx *c)

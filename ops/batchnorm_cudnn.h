@@ -83,10 +83,10 @@
  * deprecation warnings are silenced in batchnorm_cudnn.c only, and this
  * header stays free of cuDNN types so no other file sees them.
  *
- * The op layer (batchnorm_op.c) keeps its forms in the context
- * (c->bn_cache): batchnorm_cudnn_get builds a form on its first use (a
- * warm-up step) and finds it by a table lookup afterwards; ctx_free calls
- * batchnorm_cudnn_release. Running statistics: the op passes NULL running
+ * The op layer (batchnorm_op.c) keeps its forms in the context (a cache
+ * registered with it, engine/ctx.h): batchnorm_cudnn_get builds a form on
+ * its first use (a warm-up step) and finds it by a table lookup afterwards;
+ * ctx_free releases them. Running statistics: the op passes NULL running
  * mean and variance (both, as cuDNN allows and PyTorch does for
  * track_running_stats = False) while a recompute segment re-runs its
  * forward, so the batch is counted once.
@@ -167,7 +167,7 @@ int batchnorm_cudnn_forward_eval(Ctx *c, BnCudnn *p, void *y, const void *x, con
                                  const float *beta, const float *running_mean,
                                  const float *running_var, float eps);
 
-/* ---- the context's forms (c->bn_cache), for the op layer ---- */
+/* ---- the context's forms, for the op layer ---- */
 
 /* The form for (dt, N, H, W, C, has_z, relu): made by batchnorm_cudnn_init
  * on first use (host calls; may grow the workspace: warm-up, not capture),
@@ -175,7 +175,7 @@ int batchnorm_cudnn_forward_eval(Ctx *c, BnCudnn *p, void *y, const void *x, con
  * logged once at debug level), so it is not asked again. The pointer stays
  * valid until batchnorm_cudnn_release. */
 BnCudnn *batchnorm_cudnn_get(Ctx *c, DType dt, int N, int H, int W, int C, int has_z, int relu);
-/* Frees every form of c (ctx_free calls it). */
+/* Frees every form of c now (ctx_free releases them too). */
 void batchnorm_cudnn_release(Ctx *c);
 /* Whether the op layer tries cuDNN on c: the context's choice when set by
  * batchnorm_cudnn_use, else batchnorm_cudnn_wanted(). */

@@ -100,7 +100,8 @@ void conv2d_cuda_set_limits(Ctx *c, size_t max_elems, int search_max_n);
 
 /* Number of cached plans of c (tests check that a repeated shape hits). */
 int conv2d_cuda_plan_count(Ctx *c);
-/* Free c's plans (descriptors); call before ctx_free. Safe when c has none. */
+/* Free c's plans (descriptors) now; ctx_free does it too (the plans are a
+ * cache registered with the context). Safe when c has none. */
 void conv2d_cuda_release(Ctx *c);
 #endif
 

@@ -61,8 +61,9 @@
  * When cuDNN refuses the algorithm there, or it would need more workspace
  * than the search allowed, the plan is searched again at full N.
  *
- * Where the plans live: in the context (c->conv_cache), next to the matmul
- * plan cache; ctx_free() calls conv2d_cuda_release() to free them.
+ * Where the plans live: in the context, registered as a cache
+ * (ctx_cache_set, engine/ctx.h) like the matmul plans; ctx_free() releases
+ * them, and conv2d_cuda_release() frees them earlier (tests).
  *
  * Channel padding: cuDNN's NHWC kernels want channel rows of 16 bytes (C a
  * multiple of 8 in f16/bf16, 4 in f32). For other C — the RGB stem has
@@ -170,13 +171,26 @@ static void cache_clear(ConvCache *cc)
     cc->n = 0;
 }
 
+static void cache_release(Ctx *c, void *obj)
+{
+    (void)c;
+    ConvCache *cc = (ConvCache *)obj;
+    cache_clear(cc);
+    free(cc->plans);
+    free(cc);
+}
+
+static const CtxCacheKind conv_cache_kind = {"cuDNN convolution plans", cache_release};
+
 static ConvCache *cache_for(Ctx *c)
 {
-    if (!c->conv_cache) {
-        c->conv_cache = calloc(1, sizeof(ConvCache));
-        CT_ASSERT(c->conv_cache != NULL, "conv2d_cuda: out of host memory for a plan cache");
+    ConvCache *cc = (ConvCache *)ctx_cache_get(c, &conv_cache_kind);
+    if (!cc) {
+        cc = calloc(1, sizeof(ConvCache));
+        CT_ASSERT(cc != NULL, "conv2d_cuda: out of host memory for a plan cache");
+        ctx_cache_set(c, &conv_cache_kind, cc);
     }
-    return (ConvCache *)c->conv_cache;
+    return cc;
 }
 
 void conv2d_cuda_set_pad_mode(Ctx *c, Conv2dPadMode mode) { cache_for(c)->pad_mode = mode; }
@@ -193,12 +207,10 @@ int conv2d_cuda_plan_count(Ctx *c) { return cache_for(c)->n; }
 
 void conv2d_cuda_release(Ctx *c)
 {
-    ConvCache *cc = (ConvCache *)c->conv_cache;
+    ConvCache *cc = (ConvCache *)ctx_cache_get(c, &conv_cache_kind);
     if (!cc) return;
-    cache_clear(cc);
-    free(cc->plans);
-    free(cc);
-    c->conv_cache = NULL;
+    ctx_cache_set(c, &conv_cache_kind, NULL);
+    cache_release(c, cc);
 }
 
 /* ---- device buffers ---- */

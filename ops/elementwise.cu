@@ -1,5 +1,6 @@
-/* elementwise.cu — CUDA kernels for add, scale, mul, bias-add, relu, gelu, tanh,
- * cast and fill (the contract and the math are in elementwise.h / elementwise.c).
+/* elementwise.cu — CUDA kernels for add, mul, bias-add, relu, gelu and tanh
+ * (the contract and the math are in elementwise.h / elementwise.c; scale,
+ * cast and fill, which the engine launches itself, are in engine/kernels.cu).
  *
  * Shape letters: n elements; R rows, C columns (the last dim).
  *
@@ -7,8 +8,9 @@
  * and stores with round-to-nearest-even (__float2half_rn / __float2bfloat16_rn).
  * With `accum` the old output is added in f32 before the one rounding.
  *
- * Most ops are one template, map_kernel: y (+)= f(x0, x1) with a small functor
- * f. It moves 16 bytes per access when every pointer allows it (V elements,
+ * Most ops are one template, map_kernel (engine/map_kernel.cuh, shared with
+ * the engine's own kernels): y (+)= f(x0, x1) with a small functor f. It
+ * moves 16 bytes per access when every pointer allows it (V elements,
  * V = 16 / sizeof(T)) and falls back to one element per access otherwise; a
  * grid-stride loop with size_t indices covers any n. bias_backward sums
  * columns in a fixed order (no atomics), so it is deterministic per (R, C).
@@ -16,85 +18,15 @@
 #include <stdint.h>
 
 #include "engine/error.h"
+#include "engine/map_kernel.cuh"
 #include "cuda_util.cuh"
 #include "elementwise.h"
-
-static const int EW_THREADS = 256;
-/* Enough blocks to fill any current GPU; the grid-stride loop does the rest. */
-static const unsigned EW_MAX_BLOCKS = 65535;
-
-/* ---- map: y (+)= f(x0, x1) ---- */
-
-/* y[i] = f(x0[i], x1[i]) (+ y[i] with accum). NIN inputs are read (0, 1 or 2);
- * the others are passed as 0. The first n / V * V elements go V at a time, the
- * tail one at a time. */
-template <typename To, typename Ti, int V, int NIN, typename F>
-__global__ void map_kernel(To *y, const Ti *x0, const Ti *x1, size_t n, int accum, F f)
-{
-    size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    size_t nv = n / V;
-    for (size_t i = tid; i < nv; i += stride) {
-        Vec<Ti, V> a, b;
-        Vec<To, V> o;
-        if constexpr (NIN > 0) a = reinterpret_cast<const Vec<Ti, V> *>(x0)[i];
-        if constexpr (NIN > 1) b = reinterpret_cast<const Vec<Ti, V> *>(x1)[i];
-        if (accum) o = reinterpret_cast<const Vec<To, V> *>(y)[i];
-#pragma unroll
-        for (int k = 0; k < V; k++) {
-            float va = 0.0f, vb = 0.0f;
-            if constexpr (NIN > 0) va = to_f32(a.v[k]);
-            if constexpr (NIN > 1) vb = to_f32(b.v[k]);
-            float r = f(va, vb);
-            if (accum) r += to_f32(o.v[k]);
-            o.v[k] = from_f32<To>(r);
-        }
-        reinterpret_cast<Vec<To, V> *>(y)[i] = o;
-    }
-    for (size_t i = nv * V + tid; i < n; i += stride) {
-        float va = 0.0f, vb = 0.0f;
-        if constexpr (NIN > 0) va = to_f32(x0[i]);
-        if constexpr (NIN > 1) vb = to_f32(x1[i]);
-        float r = f(va, vb);
-        if (accum) r += to_f32(y[i]);
-        y[i] = from_f32<To>(r);
-    }
-}
-
-template <typename To, typename Ti, int NIN, typename F>
-static void launch_map(void *y, const void *x0, const void *x1, size_t n, int accum, F f,
-                       cudaStream_t s)
-{
-    if (n == 0) return;
-    constexpr int V = 16 / (sizeof(To) > sizeof(Ti) ? sizeof(To) : sizeof(Ti));
-    bool vec = is_aligned(y, V * sizeof(To)) && is_aligned(x0, V * sizeof(Ti)) &&
-               is_aligned(x1, V * sizeof(Ti));
-    To *yt = (To *)y;
-    const Ti *a = (const Ti *)x0, *b = (const Ti *)x1;
-    const unsigned blocks = grid_for(vec ? (n + V - 1) / V : n, EW_THREADS, EW_MAX_BLOCKS);
-    if (vec)
-        map_kernel<To, Ti, V, NIN><<<blocks, EW_THREADS, 0, s>>>(yt, a, b, n, accum, f);
-    else
-        map_kernel<To, Ti, 1, NIN><<<blocks, EW_THREADS, 0, s>>>(yt, a, b, n, accum, f);
-    CUDA_CHECK_LAUNCH();
-}
 
 struct AddF {
     __device__ float operator()(float a, float b) const { return a + b; }
 };
 struct MulF {
     __device__ float operator()(float a, float b) const { return a * b; }
-};
-struct ScaleF {
-    float alpha;
-    __device__ float operator()(float x, float) const { return alpha * x; }
-};
-struct CopyF {
-    __device__ float operator()(float x, float) const { return x; }
-};
-struct ConstF {
-    float value;
-    __device__ float operator()(float, float) const { return value; }
 };
 
 /* Phi(x) = 0.5 erfc(-x / sqrt2): erfc keeps the left tail accurate where
@@ -130,16 +62,6 @@ extern "C" void add_forward_cuda(void *y, const void *a, const void *b, DType dt
     dispatch_float(dt, "add_forward_cuda", [&](auto tag) {
         using T = decltype(tag);
         launch_map<T, T, 2>(y, a, b, n, 0, AddF{}, s);
-    });
-}
-
-/* Also the backward of add and scale: dx (+)= alpha * dy. */
-extern "C" void scale_forward_cuda(void *y, const void *x, float alpha, DType dt, size_t n,
-                                   int accum, cudaStream_t s)
-{
-    dispatch_float(dt, "scale_forward_cuda", [&](auto tag) {
-        using T = decltype(tag);
-        launch_map<T, T, 1>(y, x, nullptr, n, accum, ScaleF{alpha}, s);
     });
 }
 
@@ -194,32 +116,6 @@ extern "C" void act_backward_cuda(ActKind k, void *dx, const void *dy, const voi
         case ACT_TANH: launch_map<T, T, 2>(dx, dy, y, n, accum, ActBwdF<ACT_TANH>{}, s); break;
         default: ct_fatal("act_backward_cuda: unknown activation kind %d", (int)k);
         }
-    });
-}
-
-extern "C" void cast_cuda(void *y, DType ty, const void *x, DType tx, size_t n, int accum,
-                          cudaStream_t s)
-{
-    if (n == 0) return;
-    if (ty == tx && !accum && dtype_is_float(ty)) {
-        if (y != x)
-            CUDA_CHECK(cudaMemcpyAsync(y, x, n * dtype_size(ty), cudaMemcpyDeviceToDevice, s));
-        return;
-    }
-    dispatch_float(ty, "cast_cuda (output)", [&](auto ytag) {
-        using To = decltype(ytag);
-        dispatch_float(tx, "cast_cuda (input)", [&](auto xtag) {
-            using Ti = decltype(xtag);
-            launch_map<To, Ti, 1>(y, x, nullptr, n, accum, CopyF{}, s);
-        });
-    });
-}
-
-extern "C" void fill_cuda(void *y, DType dt, float value, size_t n, cudaStream_t s)
-{
-    dispatch_float(dt, "fill_cuda", [&](auto tag) {
-        using T = decltype(tag);
-        launch_map<T, T, 0>(y, nullptr, nullptr, n, 0, ConstF{value}, s);
     });
 }
 

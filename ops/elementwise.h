@@ -1,4 +1,8 @@
-/* elementwise.h — add, mul, scale, bias-add, relu, gelu, tanh, cast.
+/* elementwise.h — add, mul, scale, bias-add, relu, gelu, tanh, cast, fill.
+ *
+ * The CUDA scale, cast and fill are declared in engine/kernels.h (the engine
+ * launches them itself, so they live there); it is included here so that
+ * op code keeps one header for elementwise work.
  *
  * Kernel-level contract (raw pointers; the tensor ops in ops/elementwise_op.c
  * dispatch here). Shape letters: n elements; R rows, C columns (last dim).
@@ -16,6 +20,7 @@
 
 #include <stddef.h>
 #include "engine/dtype.h"
+#include "engine/kernels.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -52,8 +57,6 @@ void act_backward_cpu(ActKind k, float *dx, const float *dy, const float *x,
 /* ---- CUDA (dt = storage type of every activation pointer) ---- */
 void add_forward_cuda(void *y, const void *a, const void *b, DType dt, size_t n,
                       cudaStream_t s);
-void scale_forward_cuda(void *y, const void *x, float alpha, DType dt, size_t n,
-                        int accum, cudaStream_t s);
 void mul_forward_cuda(void *y, const void *a, const void *b, DType dt, size_t n,
                       cudaStream_t s);
 void mul_backward_cuda(void *da, void *db, const void *dy, const void *a,
@@ -69,12 +72,6 @@ void act_forward_cuda(ActKind k, void *y, const void *x, DType dt, size_t n,
                       cudaStream_t s);
 void act_backward_cuda(ActKind k, void *dx, const void *dy, const void *x,
                        const void *y, DType dt, size_t n, int accum, cudaStream_t s);
-/* y (type ty) = x (type tx), round to nearest even; any pair of f32/f16/bf16.
- * With accum, y += x (converted). */
-void cast_cuda(void *y, DType ty, const void *x, DType tx, size_t n, int accum,
-               cudaStream_t s);
-/* y[i] = value (type dt) for i < n */
-void fill_cuda(void *y, DType dt, float value, size_t n, cudaStream_t s);
 #endif
 
 #ifdef __cplusplus

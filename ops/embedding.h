@@ -13,9 +13,9 @@
  * in a fixed order (ops/embedding.cu explains how), so it is bit-identical
  * run to run. Ids outside [0, V) are a caller error: the CPU reference exits
  * naming the id and its position; the CUDA forward counts them into *nbad
- * (device, i32; the op passes c->dev_flags[1]) and writes a zero row, and
- * the CUDA backward skips them, so a bad id never reads or writes out of
- * bounds and the step needs no host sync.
+ * (device, i32; the op passes its counter, ops/op_flags.h) and writes a zero
+ * row, and the CUDA backward skips them, so a bad id never reads or writes
+ * out of bounds and the step needs no host sync.
  *
  * `accum`: 0 writes dtable (rows no id hits become 0), 1 adds into it.
  */

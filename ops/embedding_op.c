@@ -5,15 +5,17 @@
  * The table is an f32 parameter [V, D]; the output is f32, or the autocast
  * type under autocast (the kernel rounds while it gathers: no cast op, no
  * copy of the table). Saved for the backward: the ids only (4 bytes a
- * position). Out-of-range ids: fatal on the CPU; on CUDA counted into
- * c->dev_flags[1] and reported when the host next checks the flags
- * (ctx_check_flags), so the step never syncs. Data parallel may take the
- * table's gradient in compact form (ctx->emb_defer; train/parallel/dist.c).
+ * position). Out-of-range ids: fatal on the CPU; on CUDA counted into the
+ * device counter OP_FLAG_EMBEDDING_ID (ops/op_flags.h) and reported when
+ * the host next checks the flags (ctx_check_flags), so the step never
+ * syncs. Data parallel may take the table's gradient in compact form
+ * (ctx->emb_defer; train/parallel/dist.c).
  */
 #include "embedding.h"
 
 #include "engine/autograd.h"
 #include "cpu_f32.h"
+#include "op_flags.h"
 #include "op_util.h"
 
 /* forward: out[n, :] = table[ids[n], :]   so   dtable[v, :] += sum_{ids[n] == v} dout[n, :] */
@@ -82,7 +84,8 @@ Tensor *op_embedding(Ctx *c, Tensor *table, Tensor *ids)
     if (c->device == DEV_CUDA) {
 #ifdef CTRAIN_CUDA
         embedding_forward_cuda(out->data, ot, (const float *)table->data,
-                               (const int32_t *)ids->data, &c->dev_flags[1], N, V, D, c->stream);
+                               (const int32_t *)ids->data, op_flag(c, OP_FLAG_EMBEDDING_ID), N, V,
+                               D, c->stream);
 #endif
     } else {
         F32View vo = f32_view(out, 0);

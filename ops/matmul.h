@@ -41,6 +41,11 @@ void matmul_cpu(float *C, const float *A, const float *B, int M, int N, int K,
 typedef struct MatmulPlanCache MatmulPlanCache;
 MatmulPlanCache *matmul_plan_cache_new(void);
 void matmul_plan_cache_free(MatmulPlanCache *c);
+/* The context's plan cache (engine/ctx.h's Ctx, named by its tag so this
+ * header needs nothing of the context): made on the context's first matmul
+ * and registered with it (ctx_cache_set), so ctx_free frees it. */
+struct Ctx;
+MatmulPlanCache *matmul_plan_cache_get(struct Ctx *c);
 
 void matmul_cuda(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
                  size_t workspace_bytes, cudaStream_t s,

@@ -76,7 +76,8 @@
  *     useLtInterface conditions, aten/src/ATen/native/cuda/Blas.cpp).
  *
  * A cache belongs to one cuBLASLt handle (one device) and one host thread at
- * a time: it has no lock.
+ * a time: it has no lock. The op layer uses the context's cache
+ * (matmul_plan_cache_get), which the context releases in ctx_free.
  */
 #ifdef CTRAIN_CUDA
 #include "matmul.h"
@@ -85,6 +86,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/ctx.h"
 #include "engine/error.h"
 #include "engine/log.h"
 
@@ -135,6 +137,24 @@ void matmul_plan_cache_free(MatmulPlanCache *c)
     }
     free(c->plans);
     free(c);
+}
+
+static void plan_cache_release(Ctx *ctx, void *obj)
+{
+    (void)ctx;
+    matmul_plan_cache_free((MatmulPlanCache *)obj);
+}
+
+static const CtxCacheKind plan_cache_kind = {"cuBLASLt matmul plans", plan_cache_release};
+
+MatmulPlanCache *matmul_plan_cache_get(struct Ctx *ctx)
+{
+    MatmulPlanCache *c = (MatmulPlanCache *)ctx_cache_get(ctx, &plan_cache_kind);
+    if (!c) {
+        c = matmul_plan_cache_new();
+        ctx_cache_set(ctx, &plan_cache_kind, c);
+    }
+    return c;
 }
 
 static cudaDataType_t cuda_type(DType t)

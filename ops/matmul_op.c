@@ -31,9 +31,9 @@ static void mm_run(Ctx *c, Tensor *C, Tensor *A, Tensor *B, int M, int N, int K,
 #ifdef CTRAIN_CUDA
         CT_ASSERT(A->dtype == B->dtype, "matmul operands must share a type (%s vs %s)",
                   dtype_name(A->dtype), dtype_name(B->dtype));
-        matmul_cuda(c->lt, c->mm_cache, c->workspace, c->workspace_bytes, c->stream, C->data,
-                    C->dtype, A->data, B->data, A->dtype, M, N, K, ta, tb, 1.0f, beta, batch,
-                    sA, sB, sC, c->allow_tf32);
+        matmul_cuda(c->lt, matmul_plan_cache_get(c), c->workspace, c->workspace_bytes,
+                    c->stream, C->data, C->dtype, A->data, B->data, A->dtype, M, N, K, ta, tb,
+                    1.0f, beta, batch, sA, sB, sC, c->allow_tf32);
 #endif
         return;
     }
@@ -183,9 +183,10 @@ static int linear_gemm(Ctx *c, Tensor *y, Tensor *x, Tensor *wl, Tensor *bias, i
     if (bias && c->device == DEV_CUDA && linear_epilogue_wanted()) {
 #ifdef CTRAIN_CUDA
         Tensor *bl = cast_unrecorded(c, bias, y->dtype);
-        int fused = matmul_cuda_bias(c->lt, c->mm_cache, c->workspace, c->workspace_bytes,
-                                     c->stream, y->data, y->dtype, x->data, wl->data, x->dtype,
-                                     bl->data, bl->dtype, R, Out, In, 0, 1, c->allow_tf32);
+        int fused = matmul_cuda_bias(c->lt, matmul_plan_cache_get(c), c->workspace,
+                                     c->workspace_bytes, c->stream, y->data, y->dtype, x->data,
+                                     wl->data, x->dtype, bl->data, bl->dtype, R, Out, In, 0, 1,
+                                     c->allow_tf32);
         tensor_release(bl);   /* stream-ordered free: after the GEMM has read it */
         return fused;
 #endif

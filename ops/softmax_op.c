@@ -4,6 +4,7 @@
 
 #include "engine/autograd.h"
 #include "cpu_f32.h"
+#include "op_flags.h"
 #include "op_util.h"
 #include "softmax.h"
 
@@ -91,9 +92,9 @@ Tensor *op_cross_entropy(Ctx *c, Tensor *x, Tensor *t, int ignore_index, float s
     if (c->device == DEV_CUDA) {
 #ifdef CTRAIN_CUDA
         cross_entropy_forward_cuda((float *)loss->data, (float *)lse->data,
-                                   (float *)nvalid->data, &c->dev_flags[0], x->data, x->dtype,
-                                   (const int32_t *)t->data, R, C, ignore_index, smoothing,
-                                   c->stream);
+                                   (float *)nvalid->data, op_flag(c, OP_FLAG_XENT_TARGET),
+                                   x->data, x->dtype, (const int32_t *)t->data, R, C,
+                                   ignore_index, smoothing, c->stream);
 #endif
     } else {
         F32View vx = f32_view(x, 1);

@@ -515,9 +515,9 @@ static void gpu_ceilings(FILE *out, int dev)
          * 4096 x 4096 elements of the 8192 x 8192 buffers */
         for (int r = -WARM; r < REPS; r++) {
             if (r == 0) CUDA_CHECK(cudaEventRecord(ev[0], c.stream));
-            matmul_cuda(c.lt, c.mm_cache, c.workspace, c.workspace_bytes, c.stream, out_t->data,
-                        CASES[k].dt, A, B, CASES[k].dt, N, N, N, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0,
-                        CASES[k].tf32);
+            matmul_cuda(c.lt, matmul_plan_cache_get(&c), c.workspace, c.workspace_bytes,
+                        c.stream, out_t->data, CASES[k].dt, A, B, CASES[k].dt, N, N, N, 0, 0,
+                        1.0f, 0.0f, 1, 0, 0, 0, CASES[k].tf32);
             if (r >= 0) CUDA_CHECK(cudaEventRecord(ev[r + 1], c.stream));
         }
         CUDA_CHECK(cudaEventSynchronize(ev[REPS]));
