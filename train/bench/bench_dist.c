@@ -125,7 +125,7 @@ int bench_scaling(BenchSession *s, const BenchConfig *cfgs, int n, int gpus)
     /* what the ranks were told beyond the defaults (train/parallel/dist.h, README
      * "Multi-GPU"), so a pasted table says how it was measured */
     static const char *vars[] = {"CTRAIN_DIST_SHARD", "CTRAIN_DIST_SPARSE_EMB", "CTRAIN_DIST_TAPER",
-                                 "CTRAIN_DIST_SPLIT", "CTRAIN_NCCL_REG", "CTRAIN_OVERLAP_UPDATE",
+                                 "CTRAIN_OVERLAP_UPDATE",
                                  "CTRAIN_DIST_SHARD_WINDOW",
                                  "CTRAIN_GRAPH_NODE_PRIORITY", "NCCL_CTA_POLICY", "NCCL_PROTO",
                                  "NCCL_ALGO", "NCCL_MAX_CTAS"};

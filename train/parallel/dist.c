@@ -53,13 +53,13 @@ struct Dist {
     cudaEvent_t *bucket_ev;    /* [plan.n] gradients of bucket k written (compute stream) */
     cudaEvent_t done_ev;       /* every all-reduce of the step issued so far done (comm stream) */
     uint16_t *shadow;          /* --grad-reduce bf16: [total] the gradients as sent; else NULL */
-    RegBuf grad_buf;           /* CTRAIN_NCCL_REG > 0: the gradients, in NCCL-registered memory */
+    RegBuf grad_buf;           /* the gradients, in a symmetric NCCL window (dist_regbuf.h) */
     RegBuf shadow_buf;         /* the shadow's memory */
     RegBuf data_buf, lowp_buf; /* sharded, in a symmetric window: the weights (and AMP copy),
                                 * which the shares' all-gathers write */
     float *scratch;            /* one device float for the barrier */
-    int split;                 /* reduce-scatter + all-gather per bucket (CTRAIN_DIST_SPLIT;
-                                * default: when the gradients are in a symmetric window) */
+    int split;                 /* reduce-scatter + all-gather per bucket: when the buffer
+                                * NCCL sends is in a symmetric window */
     int sharding;              /* the sharded update wanted (dist_shard_wanted, dist.h) and
                                 * possible: the optimizer state is current
                                 * only in this rank's shares until dist_sync_state */
@@ -233,32 +233,24 @@ void dist_start(Dist *d, Ctx *c)
     watchdog_setup_deadline(d->wd, (double)d->opt.timeout_s);
     /* with the gradients in a symmetric window (the default, dist_regbuf.h)
      * NCCL's zero-CTA policy, with each bucket split into a reduce-scatter
-     * and an all-gather (issue_bucket), scales best (ops/NOTES.md, session
-     * 6); NCCL_CTA_POLICY set by the user wins */
+     * and an all-gather (issue_bucket), scales best (docs/multi-gpu.md);
+     * NCCL_CTA_POLICY set by the user wins */
     int nv = 0;
     NCCL_CHECK(ncclGetVersion(&nv));
-    if (regbuf_mode_wanted() == 2 && nv >= NCCL_VERSION(2, 28, 0) && !getenv("NCCL_CTA_POLICY"))
+    if (regbuf_mode_default() == 2 && nv >= NCCL_VERSION(2, 28, 0) && !getenv("NCCL_CTA_POLICY"))
         setenv("NCCL_CTA_POLICY", "2", 0);
     NCCL_CHECK(ncclCommInitRank(&d->comm, e->world, id, e->rank));
     if (d->opt.sync_bn) NCCL_CHECK(ncclCommSplit(d->comm, 0, e->rank, &d->bn_comm, NULL));
     watchdog_run(d->wd, d->comm, d->bn_comm);
 
     /* the all-reduces' stream outranks the compute stream, so NCCL's kernels
-     * get SMs as soon as a bucket is final; CTRAIN_DIST_COMM_PRIORITY=normal
-     * gives it the compute stream's priority instead (a tuning knob) */
+     * get SMs as soon as a bucket is final (the compute stream's priority
+     * instead measured no different) */
     int least = 0, greatest = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    const char *pr = getenv("CTRAIN_DIST_COMM_PRIORITY");
-    if (pr && *pr && strcmp(pr, "high") && strcmp(pr, "normal"))
-        ct_fatal_hint("set CTRAIN_DIST_COMM_PRIORITY to high (the default) or normal",
-                      "CTRAIN_DIST_COMM_PRIORITY=%s is not a priority", pr);
-    int prio = pr && !strcmp(pr, "normal") ? least : greatest;
-    CUDA_CHECK(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, prio));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, greatest));
     CUDA_CHECK(cudaEventCreateWithFlags(&d->done_ev, cudaEventDisableTiming));
     d->scratch = (float *)mem_alloc(c, sizeof(float));
-    /* -1: as the gradient buffer (dist_attach) */
-    d->split = env_switch("CTRAIN_DIST_SPLIT", -1, "each bucket as a reduce-scatter and an "
-                          "all-gather; 0: one all-reduce");
     d->sparse = env_switch("CTRAIN_DIST_SPARSE_EMB", -1, "a large embedding table's lookup "
                            "gradient sent as rows");
     d->taper = env_switch("CTRAIN_DIST_TAPER", -1, "the buckets shrink towards the end of "
@@ -552,8 +544,9 @@ void dist_attach(Dist *d, Trainer *t)
               "weights all-gathered (CTRAIN_DIST_SHARD%s)", d->env.world,
               shard_asked ? "=1" : " unset: on from 100M parameters");
     /* NCCL sends the gradients themselves (f32) or their bf16 shadow: that
-     * buffer goes into NCCL-registered memory when asked (dist_regbuf.h) */
-    int reg = regbuf_mode_wanted();
+     * buffer goes into a symmetric NCCL window where NCCL has them
+     * (dist_regbuf.h) */
+    int reg = regbuf_mode_default();
     if (d->opt.grad_reduce == DT_BF16) {
         regbuf_alloc(&d->shadow_buf, c, d->comm, ps->total * sizeof(uint16_t), reg, 1,
                      regbuf_agree, d);
@@ -577,9 +570,9 @@ void dist_attach(Dist *d, Trainer *t)
             regbuf_free(&d->lowp_buf, c, d->comm);
         }
     }
-    /* the split all-reduce by default where the buffer NCCL sends is a
-     * symmetric window (measured: alone it is slower, in a window faster) */
-    if (d->split < 0) d->split = (d->shadow ? d->shadow_buf.mode : d->grad_buf.mode) == 2;
+    /* the split all-reduce where the buffer NCCL sends is a symmetric
+     * window (measured: alone it is slower, in a window faster) */
+    d->split = (d->shadow ? d->shadow_buf.mode : d->grad_buf.mode) == 2;
     d->hooked = d->opt.bucket_mb > 0;   /* 0: one all-reduce after backward, no overlap */
     d->attached = 1;
     int version = 0;

@@ -17,8 +17,8 @@
  *   backward of the last micro-batch: GradReady (dist_bucket.h) sees which
  *     gradient buckets are final; each is averaged (ncclAvg, in place: a
  *     reduce-scatter then an all-gather when the gradients are in a
- *     symmetric NCCL window, the default, else one all-reduce; see
- *     dist_regbuf.h and CTRAIN_DIST_SPLIT in the README)
+ *     symmetric NCCL window, where NCCL has them, else one all-reduce; see
+ *     dist_regbuf.h)
  *     on a separate high-priority stream as soon as it is, overlapping the
  *     rest of backward: an event recorded on the compute stream, waited on
  *     by the communication stream. Earlier micro-batches of --accum K only
