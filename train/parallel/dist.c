@@ -29,6 +29,7 @@
 #include "dist_watchdog.h"
 #include "train/optim/optimizer.h"
 #include "train/loop/overlap.h"
+#include "train/loop/step_graph.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #include <nccl.h>
