@@ -143,7 +143,10 @@ static void job_open(BenchJob *j, const BenchConfig *cfg)
     memset(j, 0, sizeof *j);
     bench_train_options(cfg, &j->o);
     TrainOptions *o = &j->o;
-    if (cfg->gpus > 1) j->dist = dist_setup(o);   /* this rank's GPU */
+    if (cfg->gpus > 1) {   /* this rank's GPU (the bench writes no --log or --save files) */
+        j->dist = dist_setup(&o->dist, o->device, o->save_every, o->save_path[0] != 0);
+        if (j->dist) o->device_id = dist_device_id(j->dist);
+    }
     ctx_init(&j->c, o->device, o->device_id, o->seed);
     dist_start(j->dist, &j->c);
     j->c.allow_tf32 = !strcmp(o->precision, "tf32");
@@ -167,7 +170,7 @@ static void job_open(BenchJob *j, const BenchConfig *cfg)
         model_build(&j->m, &j->c, o, j->fd.classes);
     }
     trainer_init(&j->tr, &j->c, &j->fd, &j->m, o, o->steps);
-    dist_attach(j->dist, &j->tr);
+    trainer_dist_attach(&j->tr, j->dist);
 }
 
 static void job_close(BenchJob *j)

@@ -91,6 +91,55 @@ void trainer_free(Trainer *t)
     optimizer_free(&t->opt, &t->model->params);
 }
 
+/* ---- data parallel: the callbacks train/parallel/dist.c makes (DistHooks) ---- */
+
+/* This step's last backward queues the overlapped update bucket by bucket. */
+static int hook_overlapped(void *user) { return ((Trainer *)user)->overlap_step; }
+
+/* An averaged bucket is final on the communication stream: its update. */
+static void hook_bucket_final(void *user, int b, size_t begin, size_t end, void *producer)
+{
+    overlap_bucket_final(((Trainer *)user)->ov, b, begin, end, producer);
+}
+
+static void hook_record_update(void *user, void *event)
+{
+    overlap_record(((Trainer *)user)->ov, event);
+}
+
+/* dist_finish: a captured step's all-reduces hold NCCL's persistent plans
+ * until its graph is destroyed, and finalizing the communicator waits for
+ * them: with the graph still alive that wait never ends (seen on 2 H200s). */
+static void hook_release(void *user)
+{
+    Trainer *t = (Trainer *)user;
+    trainer_graph_free(t);
+    t->dist = NULL;
+}
+
+_Static_assert(DIST_MAX_STATE >= OPTIM_MAX_BLOCKS, "DistModel holds every optimizer state block");
+
+void trainer_dist_attach(Trainer *t, Dist *d)
+{
+    if (!d) return;
+    DistModel m = {&t->model->params, {NULL}, 0, t->overlap, t->feed->batch};
+    m.n_state = optimizer_state(&t->opt, m.state);
+    DistHooks h = {t, hook_overlapped, hook_bucket_final, hook_record_update, hook_release};
+    t->dist = d;
+    dist_attach(d, &m, &h);
+}
+
+float trainer_loss_mean(Trainer *t)
+{
+#ifdef CTRAIN_CUDA
+    /* a replayed step leaves its loss in the graph's static tensor, not in
+     * last_loss: average that one, or --graph would log rank 0's loss */
+    Tensor *lt = t->graph.state == GRAPH_ON ? t->graph.loss : t->last_loss;
+    if (t->dist && lt) dist_loss_average(t->dist, (float *)lt->data);
+#endif
+    return trainer_loss_value(t);
+}
+
 /* ---- training checkpoints ---- */
 
 /* The extra tensors of a training checkpoint, pointing into host staging. */

@@ -23,6 +23,7 @@
 
 #include "trainer.h"
 #include "train/cli/options.h"
+#include "train/parallel/dist.h"
 
 /* Optimizer (o->optim, lr, momentum, ...), grad scaler (on exactly when the
  * context autocasts to f16) and schedule (o->schedule over total_steps; the
@@ -37,6 +38,16 @@ float trainer_loss_value(Trainer *t);
 /* The epoch (from 1) the last micro-batch belonged to. */
 long trainer_epoch(const Trainer *t);
 void trainer_free(Trainer *t);
+
+/* Multi-GPU (d from dist_setup; NULL: nothing happens). After trainer_init
+ * (and trainer_resume): rank 0's weights and buffers go to every rank, the
+ * gradient buckets are planned (dist_attach), t->dist = d, and data
+ * parallel gets the buffers and the loop's callbacks (train/parallel/dist.h:
+ * DistModel, DistHooks), not the Trainer. */
+void trainer_dist_attach(Trainer *t, Dist *d);
+/* trainer_loss_value averaged over the ranks (waits for the device). Every
+ * rank must call it at the same steps. Alone: trainer_loss_value. */
+float trainer_loss_mean(Trainer *t);
 
 /* Training checkpoints (--save FILE --save-every N, --resume FILE): one
  * safetensors file with the parameters and buffers under their PyTorch names

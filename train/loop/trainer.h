@@ -73,7 +73,7 @@ typedef struct Trainer {
     Tensor *last_loss;       /* the last micro-batch's loss (device), kept until the next step */
     StepGraph graph;         /* --graph: the captured step (train/loop/step_graph.h) */
     long graph_start;        /* the step warm-up counts from (a resumed run's first) */
-    struct Dist *dist;       /* multi-GPU: set by dist_attach (train/parallel/dist.h); NULL alone */
+    struct Dist *dist;       /* multi-GPU: set by trainer_dist_attach (step.h); NULL alone */
     int overlap;             /* the update overlaps backward (train/loop/overlap.h) */
     DType grad_reduce;       /* --grad-reduce: the sharded update needs f32 (train/parallel/dist.h) */
     int overlap_step;        /* this step's updates are queued already (by the hooks) */
