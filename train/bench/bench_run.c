@@ -32,6 +32,7 @@
 #include "train/loop/model_build.h"
 #include "train/loop/progress.h"
 #include "train/loop/step.h"
+#include "timeline.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -170,6 +171,7 @@ static void job_open(BenchJob *j, const BenchConfig *cfg)
         model_build(&j->m, &j->c, o, j->fd.classes);
     }
     trainer_init(&j->tr, &j->c, &j->fd, &j->m, o, o->steps);
+    if (j->c.device == DEV_CUDA) j->tr.on_step = timeline_on_step;   /* CTRAIN_TIMELINE's window */
     trainer_dist_attach(&j->tr, j->dist);
 }
 

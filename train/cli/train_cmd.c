@@ -28,6 +28,7 @@
 #include "train/loop/progress.h"
 #include "train/loop/schedule.h"
 #include "train/loop/step.h"
+#include "train/bench/timeline.h"
 
 static void setup_ctx(Ctx *c, TrainOptions *o)
 {
@@ -126,8 +127,8 @@ int cmd_train(int argc, char **argv)
         ct_fatal_hint("drop --load: --resume restores the weights too",
                       "--resume and --load both set the starting weights");
     int launched_rc;
-    if (dist_launch_if_asked(&o.dist, o.device, "train", argc, argv, &launched_rc))   /* [dist] --gpus N */
-        return launched_rc;
+    if (dist_launch_if_asked(&o.dist, o.device, "train", argc, argv, &launched_rc))
+        return launched_rc;        /* [dist] --gpus N: this process was the launcher */
     /* [dist] NULL alone; a rank: its GPU, rank 0 writes files */
     Dist *dist = dist_setup(&o.dist, o.device, o.save_every, o.save_path[0] != 0);
     if (dist) o.device_id = dist_device_id(dist);
@@ -158,6 +159,7 @@ int cmd_train(int argc, char **argv)
     int epochs = (int)((total + steps_per_epoch - 1) / steps_per_epoch);
     Trainer tr;
     trainer_init(&tr, &c, &fd, &m, &o, total);
+    if (c.device == DEV_CUDA) tr.on_step = timeline_on_step;   /* CTRAIN_TIMELINE's window */
     GradScaler *sc = &tr.scaler;
     if (o.resume_path[0]) {
         trainer_resume(&tr, &o, o.resume_path);

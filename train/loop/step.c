@@ -14,7 +14,6 @@
 #include "train/io/checkpoint.h"
 #include "overlap.h"
 #include "step_graph.h"
-#include "train/bench/timeline.h"
 
 void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o, long total_steps)
 {
@@ -46,7 +45,7 @@ void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o,
 
 void trainer_step(Trainer *t)
 {
-    if (t->ctx->device == DEV_CUDA) timeline_on_step(t->step);   /* CTRAIN_TIMELINE's window */
+    if (t->on_step) t->on_step(t->step);   /* e.g. CTRAIN_TIMELINE's window */
     tensor_release(t->last_loss);   /* the previous step's: it was read or skipped by now */
     t->last_loss = NULL;
     if (t->graph.state == GRAPH_WARMUP && t->step - t->graph_start >= t->graph.warmup_steps)

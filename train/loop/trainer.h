@@ -78,6 +78,10 @@ typedef struct Trainer {
     DType grad_reduce;       /* --grad-reduce: the sharded update needs f32 (train/parallel/dist.h) */
     int overlap_step;        /* this step's updates are queued already (by the hooks) */
     struct Overlap *ov;      /* its machinery (train/loop/overlap.h), made at the first step */
+    /* Called as each step starts, with the steps taken so far (NULL: none).
+     * `ctrain train` and the bench set it to the CUPTI timeline's
+     * (train/bench/timeline.h) on a CUDA device; the loop knows no profiler. */
+    void (*on_step)(long step);
 } Trainer;
 
 /* The pieces of a step, shared by the eager step (step.c) and the CUDA graph
