@@ -749,7 +749,7 @@ int main(int argc, char **argv)
         equivalence_bf16("bert-bf16-reduce-graph",
                          "--bucket-mb 0.25 --grad-reduce bf16 --graph --graph-warmup 2", 1);
     /* the gradients in a symmetric NCCL window, the default where NCCL has
-     * windows (the bf16 shadow's window: bert-bf16-reduce-graph above) */
+     * windows (bert-bf16-reduce-graph above runs the bf16 shadow in one) */
     int nccl_version = 0;
     ncclGetVersion(&nccl_version);
     if (nccl_version >= NCCL_VERSION(2, 27, 0)) {   /* symmetric windows are 2.27's */

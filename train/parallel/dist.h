@@ -59,6 +59,15 @@
  * event records and waits are capturable; the communication stream is
  * joined back before the step ends.
  *
+ * What it knows of the training: the buffers and a few facts (DistModel:
+ * the parameter set with its one gradient buffer, the optimizer's state
+ * blocks) and the loop's callbacks (DistHooks: hand a final bucket to the
+ * overlapped update, record its progress, free the captured graphs at the
+ * end), which the loop registers (trainer_dist_attach, train/loop/step.h).
+ * It never sees the Trainer or the command-line options: dist_setup and
+ * dist_launch_if_asked take DistOptions and plain values, and the caller
+ * applies what they tell it (this rank's GPU, whether it writes files).
+ *
  * Rank 0 alone writes --log and --save files and prints the progress; the
  * other ranks print only errors, prefixed "rank R: ". Every rank loads
  * --load / --resume files. Logged losses are averaged over the ranks.
