@@ -20,8 +20,8 @@
  *     --sync-bn equals 1 GPU x 2B: weights and running statistics after one
  *     step to 1e-5 (32x32 images), the losses of 5 steps within 0.5% of
  *     their fall (64x64 images; see sync_bn()).
- *   NCCL-registered buffers: the equivalence again with CTRAIN_NCCL_REG=1
- *     (eager) and =2 (symmetric window, graphs; and the bf16 shadow there).
+ *   symmetric NCCL window (the default with NCCL 2.27+): the equivalence
+ *     with graphs, and the log must say the gradients are in a window.
  *   Usage: gpu_dist [NAME]: only the cases whose name contains NAME
  *     (bert-buckets, ..., sync-bn, precision-fp16, kill-launcher, ...).
  *   mixed precision: fp16 (the grad scaler) and bf16 on 2 GPUs train 20
@@ -304,11 +304,10 @@ static void shard_two_gpus(const char *what, const char *extra)
     same_on_two_gpus(what, "CTRAIN_DIST_SHARD", "sharded update", 6, extra, "");
 }
 
-/* equivalence() with the gradients in NCCL-registered memory on the 2 GPUs
- * (CTRAIN_NCCL_REG=mode, train/parallel/dist_regbuf.h): the same numbers, and the
- * log names the buffers (a registration NCCL refused falls back to plain
- * buffers, which would prove nothing). The bf16 shadow in a window is
- * checked by bert-nccl-window-bf16 (equivalence_bf16's tolerance). */
+/* equivalence(), and the 2-GPU run's output says log_text (for a
+ * mechanism that could fall back quietly, such as a symmetric NCCL window
+ * refused for plain buffers, train/parallel/dist_regbuf.h: that would prove
+ * nothing). */
 static void equivalence_says(const char *what, const char *extra_two, int accum,
                              const char *log_text)
 {
@@ -319,14 +318,6 @@ static void equivalence_says(const char *what, const char *extra_two, int accum,
     check_true(name, file_has(two.out, log_text), "see %s", two.out);
     compare_losses(what, one.log, two.log, 5, 1e-5);
     compare_files(what, one.save, two.save, 1e-7, 1e-5);
-}
-
-static void equivalence_reg(const char *what, const char *mode, const char *extra_two,
-                            const char *log_text)
-{
-    setenv("CTRAIN_NCCL_REG", mode, 1);
-    equivalence_says(what, extra_two, 1, log_text);
-    unsetenv("CTRAIN_NCCL_REG");
 }
 
 /* The 2-norm of a - b over n floats (b NULL: of a). */
@@ -750,11 +741,6 @@ int main(int argc, char **argv)
         unsetenv("CTRAIN_DIST_SHARD");
         unsetenv("CTRAIN_DIST_TAPER");
     }
-    if (want("bert-split")) {
-        setenv("CTRAIN_DIST_SPLIT", "1", 1);
-        equivalence("bert-split", "", "--bucket-mb 0.25 --graph --graph-warmup 2", 1);
-        unsetenv("CTRAIN_DIST_SPLIT");
-    }
     /* --grad-reduce bf16: eager, then with 3 of the 5 steps replayed from
      * CUDA graphs (the casts on both streams must have been captured) */
     if (want("bert-bf16-reduce"))
@@ -762,22 +748,14 @@ int main(int argc, char **argv)
     if (want("bert-bf16-reduce-graph"))
         equivalence_bf16("bert-bf16-reduce-graph",
                          "--bucket-mb 0.25 --grad-reduce bf16 --graph --graph-warmup 2", 1);
-    if (want("bert-nccl-registered"))
-        equivalence_reg("bert-nccl-registered", "1", "--bucket-mb 0.25",
-                        "NCCL-registered buffers");
+    /* the gradients in a symmetric NCCL window, the default where NCCL has
+     * windows (bert-bf16-reduce-graph above runs the bf16 shadow in one) */
     int nccl_version = 0;
     ncclGetVersion(&nccl_version);
     if (nccl_version >= NCCL_VERSION(2, 27, 0)) {   /* symmetric windows are 2.27's */
         if (want("bert-nccl-window-graph"))
-            equivalence_reg("bert-nccl-window-graph", "2",
-                            "--bucket-mb 0.25 --graph --graph-warmup 2",
-                            "symmetric NCCL window buffers");
-        if (want("bert-nccl-window-bf16")) {
-            setenv("CTRAIN_NCCL_REG", "2", 1);
-            equivalence_bf16("bert-nccl-window-bf16",
-                             "--bucket-mb 0.25 --grad-reduce bf16 --graph --graph-warmup 2", 1);
-            unsetenv("CTRAIN_NCCL_REG");
-        }
+            equivalence_says("bert-nccl-window-graph", "--bucket-mb 0.25 --graph --graph-warmup 2",
+                             1, "symmetric NCCL window buffers");
     } else {
         printf("  (NCCL %d: no symmetric windows before 2.27, those cases skipped)\n",
                nccl_version);

@@ -106,7 +106,7 @@ static void overlap_equals_after(Ctx *c, const char *name, const char *args)
     run_close(&probe, c);
     char n1[160];
     snprintf(n1, sizeof n1, "%s: not overlapped by default", name);
-    check_true(n1, !on, "trainer_overlap_mode said yes with CTRAIN_OVERLAP_UPDATE unset");
+    check_true(n1, !on, "overlap_mode said yes with CTRAIN_OVERLAP_UPDATE unset");
     snprintf(n1, sizeof n1, "%s overlapped: the step was captured", name);
     check_true(n1, st == GRAPH_ON, "graph state %d", (int)st);
     const float *runs[2] = {lo, lg};

@@ -32,6 +32,7 @@
 #include "train/loop/model_build.h"
 #include "train/loop/progress.h"
 #include "train/loop/step.h"
+#include "timeline.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -143,7 +144,10 @@ static void job_open(BenchJob *j, const BenchConfig *cfg)
     memset(j, 0, sizeof *j);
     bench_train_options(cfg, &j->o);
     TrainOptions *o = &j->o;
-    if (cfg->gpus > 1) j->dist = dist_setup(o);   /* this rank's GPU */
+    if (cfg->gpus > 1) {   /* this rank's GPU (the bench writes no --log or --save files) */
+        j->dist = dist_setup(&o->dist, o->device, o->save_every, o->save_path[0] != 0);
+        if (j->dist) o->device_id = dist_device_id(j->dist);
+    }
     ctx_init(&j->c, o->device, o->device_id, o->seed);
     dist_start(j->dist, &j->c);
     j->c.allow_tf32 = !strcmp(o->precision, "tf32");
@@ -167,7 +171,8 @@ static void job_open(BenchJob *j, const BenchConfig *cfg)
         model_build(&j->m, &j->c, o, j->fd.classes);
     }
     trainer_init(&j->tr, &j->c, &j->fd, &j->m, o, o->steps);
-    dist_attach(j->dist, &j->tr);
+    if (j->c.device == DEV_CUDA) j->tr.on_step = timeline_on_step;   /* CTRAIN_TIMELINE's window */
+    trainer_dist_attach(&j->tr, j->dist);
 }
 
 static void job_close(BenchJob *j)

@@ -27,7 +27,9 @@
 #ifndef CTRAIN_TRAIN_TIMELINE_H
 #define CTRAIN_TRAIN_TIMELINE_H
 
-/* Called by the trainer at the start of every step (train/loop/step.c). */
+/* The trainer's per-step hook (Trainer.on_step, train/loop/trainer.h): set
+ * by `ctrain train` and the bench's runs on a CUDA device, called as each
+ * step starts. */
 void timeline_on_step(long step);
 
 #endif

@@ -28,6 +28,7 @@
 #include "train/loop/progress.h"
 #include "train/loop/schedule.h"
 #include "train/loop/step.h"
+#include "train/bench/timeline.h"
 
 static void setup_ctx(Ctx *c, TrainOptions *o)
 {
@@ -126,9 +127,15 @@ int cmd_train(int argc, char **argv)
         ct_fatal_hint("drop --load: --resume restores the weights too",
                       "--resume and --load both set the starting weights");
     int launched_rc;
-    if (dist_launch_if_asked(&o, "train", argc, argv, &launched_rc))   /* [dist] --gpus N */
-        return launched_rc;
-    Dist *dist = dist_setup(&o);   /* [dist] NULL alone; a rank: its GPU, rank 0 writes files */
+    if (dist_launch_if_asked(&o.dist, o.device, "train", argc, argv, &launched_rc))
+        return launched_rc;        /* [dist] --gpus N: this process was the launcher */
+    /* [dist] NULL alone; a rank: its GPU, rank 0 writes files */
+    Dist *dist = dist_setup(&o.dist, o.device, o.save_every, o.save_path[0] != 0);
+    if (dist) o.device_id = dist_device_id(dist);
+    if (!dist_is_main(dist)) {
+        o.log_path[0] = o.save_path[0] = 0;
+        o.save_every = 0;
+    }
     FILE *logf = NULL;
     if (o.log_path[0] && !(logf = fopen(o.log_path, "w")))
         ct_fatal_hint("check that the folder exists and is writable", "cannot open log file %s",
@@ -152,6 +159,7 @@ int cmd_train(int argc, char **argv)
     int epochs = (int)((total + steps_per_epoch - 1) / steps_per_epoch);
     Trainer tr;
     trainer_init(&tr, &c, &fd, &m, &o, total);
+    if (c.device == DEV_CUDA) tr.on_step = timeline_on_step;   /* CTRAIN_TIMELINE's window */
     GradScaler *sc = &tr.scaler;
     if (o.resume_path[0]) {
         trainer_resume(&tr, &o, o.resume_path);
@@ -160,7 +168,7 @@ int cmd_train(int argc, char **argv)
             LOG_W("%s is at step %ld, the run has %ld steps: nothing left to train",
                   o.resume_path, tr.step, total);
     }
-    dist_attach(dist, &tr);        /* [dist] rank 0's weights to all; gradient buckets */
+    trainer_dist_attach(&tr, dist);   /* [dist] rank 0's weights to all; gradient buckets */
     LOG_I("train %s (%zu parameters) on %s; batch %d x accum %d, %ld steps (%d epoch%s), %s, %s",
           m.name, m.params.total, fd.desc, o.batch, o.accum, total, epochs, epochs == 1 ? "" : "s",
           ctx_device_name(&c), o.precision);
@@ -198,7 +206,7 @@ int cmd_train(int argc, char **argv)
         }
 
         if (step % o.log_every == 0 || step == total) {
-            float lv = dist_loss_value(dist, &tr);   /* waits for the step; [dist] rank average */
+            float lv = trainer_loss_mean(&tr);   /* waits for the step; [dist] rank average */
             ctx_check_flags(&c);
             ScalerState ss;
             float gnorm = NAN;

@@ -6,15 +6,15 @@
 #include "engine/env.h"
 #include "engine/error.h"
 #include "engine/log.h"
-#include "train/parallel/dist.h"
 #include "train/parallel/dist_bucket.h"
-#include "step.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif
 
 struct Overlap {
-    Trainer *tr;
+    Ctx *ctx;
+    ParamSet *ps;
+    Optimizer *opt;
     int own;                   /* alone: the plan and tracker below are used */
     int n;                     /* buckets */
     int early;                 /* buckets updated during backward's walk, all steps */
@@ -33,7 +33,8 @@ static int overlap_asked(void)
     return env_switch("CTRAIN_OVERLAP_UPDATE", 0, "the update overlaps backward where it applies");
 }
 
-int trainer_overlap_mode(const Trainer *t)
+int overlap_mode(const Ctx *c, const ParamSet *ps, const Optimizer *opt, DType grad_reduce,
+                 float clip, int scaler_on)
 {
     int asked = overlap_asked();
     /* off unless asked for: on 1 and 2 H200s it measured no faster (ops/NOTES.md,
@@ -44,32 +45,47 @@ int trainer_overlap_mode(const Trainer *t)
      * model), it turns the overlap on; by default silently off where the
      * update cannot be split */
     int shard_asked = 0;
-    int shard = t->ctx->dp_world > 1 && t->grad_reduce == DT_F32 &&
-                dist_shard_wanted(t->model->params.total, &shard_asked);
+    int shard = c->dp_world > 1 && grad_reduce == DT_F32 &&
+                dist_shard_wanted(ps->total, &shard_asked);
     if (!shard && !asked) return 0;
     const char *why = NULL;
-    if (!optimizer_can_split(&t->opt)) why = "LAMB needs whole-tensor norms";
-    else if (t->clip > 0) why = "--clip needs the global gradient norm first";
-    else if (t->scaler.enabled) why = "fp16's grad scaler checks every gradient first";
+    if (!optimizer_can_split(opt)) why = "LAMB needs whole-tensor norms";
+    else if (clip > 0) why = "--clip needs the global gradient norm first";
+    else if (scaler_on) why = "fp16's grad scaler checks every gradient first";
     if (why && (asked || shard_asked))
         LOG_W("%s: the update stays after backward (%s)",
               shard && shard_asked ? "CTRAIN_DIST_SHARD=1" : "CTRAIN_OVERLAP_UPDATE=1", why);
     return why == NULL;
 }
 
+/* The range step: optimizer on [begin, end), then those gradients zeroed,
+ * queued on stream (a cudaStream_t; NULL on the CPU). */
+static void update_range(Overlap *o, size_t begin, size_t end, void *stream)
+{
+    ParamSet *ps = o->ps;
+    optimizer_split_range(o->opt, ps, begin, end, stream);
+    if (o->ctx->device == DEV_CPU) {
+        memset(ps->grad + begin, 0, (end - begin) * sizeof(float));
+        return;
+    }
+#ifdef CTRAIN_CUDA
+    CUDA_CHECK(cudaMemsetAsync(ps->grad + begin, 0, (end - begin) * sizeof(float),
+                               (cudaStream_t)stream));
+#endif
+}
+
 void overlap_bucket_final(Overlap *o, int b, size_t begin, size_t end, void *producer)
 {
-    Trainer *t = o->tr;
     CT_ASSERT(b >= 0 && b < o->n, "overlap_bucket_final: bucket %d of %d", b, o->n);
-    if (t->ctx->bwd_hook) o->early++;
-    if (t->ctx->device == DEV_CPU) {   /* the gradients are final now: update in place */
-        trainer_update_range(t, begin, end, NULL);
+    if (o->ctx->bwd_hook) o->early++;
+    if (o->ctx->device == DEV_CPU) {   /* the gradients are final now: update in place */
+        update_range(o, begin, end, NULL);
         return;
     }
 #ifdef CTRAIN_CUDA
     CUDA_CHECK(cudaEventRecord(o->bucket_ev[b], (cudaStream_t)producer));
     CUDA_CHECK(cudaStreamWaitEvent(o->stream, o->bucket_ev[b], 0));
-    trainer_update_range(t, begin, end, o->stream);
+    update_range(o, begin, end, o->stream);
 #else
     (void)producer;
 #endif
@@ -82,18 +98,19 @@ static void issue_bucket(void *user, int b)
     const DistBucket *k = &o->plan.b[b];
     void *producer = NULL;   /* the CPU: no streams */
 #ifdef CTRAIN_CUDA
-    producer = o->tr->ctx->stream;
+    producer = o->ctx->stream;
 #endif
     overlap_bucket_final(o, b, k->begin, k->end, producer);
 }
 
-Overlap *overlap_open(Trainer *t)
+Overlap *overlap_open(Ctx *c, ParamSet *ps, Optimizer *opt, const Dist *dist)
 {
     Overlap *o = (Overlap *)calloc(1, sizeof *o);
     if (!o) ct_fatal("out of host memory");
-    o->tr = t;
-    o->own = t->dist == NULL;
-    ParamSet *ps = &t->model->params;
+    o->ctx = c;
+    o->ps = ps;
+    o->opt = opt;
+    o->own = dist == NULL;
     float mb = dist_bucket_mb_auto(ps->total * sizeof(float));
     if (o->own) {
         const char *e = getenv("CTRAIN_OVERLAP_BUCKET_MB");
@@ -109,10 +126,10 @@ Overlap *overlap_open(Trainer *t)
         grad_ready_init(&o->ready, ps, &o->plan, issue_bucket, o);
         o->n = o->plan.n;
     } else {
-        o->n = dist_buckets(t->dist);
+        o->n = dist_buckets(dist);
     }
 #ifdef CTRAIN_CUDA
-    if (t->ctx->device == DEV_CUDA) {
+    if (c->device == DEV_CUDA) {
         int least = 0, greatest = 0;
         CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
         CUDA_CHECK(cudaStreamCreateWithPriority(&o->stream, cudaStreamNonBlocking, least));
@@ -137,16 +154,16 @@ void overlap_backward_begin(Overlap *o, int last)
     if (!o || !o->own) return;
     if (last) {
         grad_ready_reset(&o->ready);
-        o->tr->ctx->bwd_hook = &o->ready.hook;
+        o->ctx->bwd_hook = &o->ready.hook;
     } else {
-        o->tr->ctx->bwd_hook = NULL;
+        o->ctx->bwd_hook = NULL;
     }
 }
 
 void overlap_grads_ready(Overlap *o)
 {
     if (!o) return;
-    Ctx *c = o->tr->ctx;
+    Ctx *c = o->ctx;
     if (o->own) {
         c->bwd_hook = NULL;
         grad_ready_finish(&o->ready);
@@ -162,7 +179,7 @@ void overlap_grads_ready(Overlap *o)
 void overlap_record(Overlap *o, void *event)
 {
 #ifdef CTRAIN_CUDA
-    if (o->tr->ctx->device == DEV_CUDA)
+    if (o->ctx->device == DEV_CUDA)
         CUDA_CHECK(cudaEventRecord((cudaEvent_t)event, o->stream));
 #else
     (void)o; (void)event;
@@ -176,7 +193,7 @@ void overlap_close(Overlap *o)
 {
     if (!o) return;
 #ifdef CTRAIN_CUDA
-    if (o->tr->ctx->device == DEV_CUDA) {
+    if (o->ctx->device == DEV_CUDA) {
         CUDA_CHECK(cudaStreamSynchronize(o->stream));
         for (int b = 0; b < o->n; b++) CUDA_CHECK(cudaEventDestroy(o->bucket_ev[b]));
         free(o->bucket_ev);

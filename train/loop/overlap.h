@@ -20,7 +20,7 @@
  * take SMs that backward leaves idle and do not queue ahead of it; the
  * all-reduces' stream is the highest.
  *
- * When (trainer_overlap_mode): CTRAIN_OVERLAP_UPDATE=1, or the sharded
+ * When (overlap_mode): CTRAIN_OVERLAP_UPDATE=1, or the sharded
  * update with several GPUs (train/parallel/dist.h: by default for models of 100M
  * parameters or more), with SGD or AdamW, no gradient clipping, no fp16
  * grad scaler (both need every gradient before any update; when one of the
@@ -34,24 +34,35 @@
  * the update's memory traffic slows the backward next to it by about what
  * it hides. It stays as an option (a slower link, a bigger optimizer state,
  * or a GPU with bandwidth to spare may tip it) and as a worked example.
+ *
+ * It sees the buffers (parameters, gradients, the optimizer), not the
+ * Trainer: the step's pieces (trainer.c) open it and drive it, and data
+ * parallel hands it the buckets through the loop's callbacks (step.c).
  */
 #ifndef CTRAIN_TRAIN_OVERLAP_H
 #define CTRAIN_TRAIN_OVERLAP_H
 
 #include <stddef.h>
+#include "engine/ctx.h"
+#include "engine/params.h"
+#include "train/optim/optimizer.h"
+#include "train/parallel/dist.h"
 
-struct Trainer;
 typedef struct Overlap Overlap;
 
 /* 1 when this run overlaps its updates (CTRAIN_OVERLAP_UPDATE=1 or the
  * sharded update wanted, and nothing prevents it; warns what does when a
- * variable asked for it). */
-int trainer_overlap_mode(const struct Trainer *t);
+ * variable asked for it). The run: c (its data-parallel world), ps (its
+ * parameter count), opt, the gradient reduction's type, the clip norm (0:
+ * off) and whether the fp16 grad scaler is on. */
+int overlap_mode(const Ctx *c, const ParamSet *ps, const Optimizer *opt, DType grad_reduce,
+                 float clip, int scaler_on);
 
-/* The machinery for t: alone, its own bucket plan and readiness tracker
- * (bucket size CTRAIN_OVERLAP_BUCKET_MB, default dist_bucket_mb_auto);
- * with t->dist, the data-parallel buckets. */
-Overlap *overlap_open(struct Trainer *t);
+/* The machinery for the parameters ps updated by opt: alone (dist NULL),
+ * its own bucket plan and readiness tracker (bucket size
+ * CTRAIN_OVERLAP_BUCKET_MB, default dist_bucket_mb_auto); with dist, the
+ * data-parallel buckets. */
+Overlap *overlap_open(Ctx *c, ParamSet *ps, Optimizer *opt, const Dist *dist);
 /* Before the backward of a micro-batch (alone): the last one hooks the walk. */
 void overlap_backward_begin(Overlap *o, int last);
 /* Bucket b = [begin, end) is final on `producer` (a cudaStream_t; the

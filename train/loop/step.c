@@ -1,4 +1,5 @@
-/* step.c — the optimizer step (see step.h for the sequence it queues). */
+/* step.c — the optimizer step (see step.h for the sequence it queues):
+ * a Trainer's start and end, and each step eager or replayed. */
 #include "step.h"
 
 #include <inttypes.h>
@@ -6,18 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/log.h"
 #include "engine/mem.h"
 #include "engine/params.h"
 #include "train/io/checkpoint.h"
-#include "train/parallel/dist.h"
 #include "overlap.h"
-#include "train/bench/timeline.h"
-#ifdef CTRAIN_CUDA
-#include <cuda_runtime.h>
-#endif
+#include "step_graph.h"
 
 void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o, long total_steps)
 {
@@ -44,90 +40,12 @@ void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o,
     t->graph.state = o->graph ? GRAPH_WARMUP : GRAPH_OFF;
     t->graph.warmup_steps = o->graph_warmup;
     t->grad_reduce = o->dist.grad_reduce;
-    t->overlap = trainer_overlap_mode(t);
-}
-
-/* The overlapped update's once-per-step part, on the compute stream before
- * backward: the learning rate (a capture has fetched it on the device
- * already) and the optimizer's step count. */
-static void update_begin(Trainer *t)
-{
-    Ctx *c = t->ctx;
-    int capturing = 0;
-#ifdef CTRAIN_CUDA
-    capturing = c->capturing;
-#endif
-    if (!capturing) mem_set_f32(c, optimizer_lr_dev(&t->opt), t->lr);
-    optimizer_split_begin(&t->opt, &t->model->params);
-    t->overlap_step = 1;
-}
-
-void trainer_update_range(Trainer *t, size_t begin, size_t end, void *stream)
-{
-    ParamSet *ps = &t->model->params;
-    optimizer_split_range(&t->opt, ps, begin, end, stream);
-    if (t->ctx->device == DEV_CPU) {
-        memset(ps->grad + begin, 0, (end - begin) * sizeof(float));
-        return;
-    }
-#ifdef CTRAIN_CUDA
-    CUDA_CHECK(cudaMemsetAsync(ps->grad + begin, 0, (end - begin) * sizeof(float),
-                               (cudaStream_t)stream));
-#endif
-}
-
-Tensor *trainer_micro_body(Trainer *t, int last)
-{
-    Ctx *c = t->ctx;
-    params_lowp_refresh(&t->model->params);   /* no-op unless the f32 values were rewritten */
-    GradScaler *sc = &t->scaler;
-    Tensor *loss = model_loss(c, t->model, t->feed->in, t->label_smoothing, NULL);
-    /* [overlap] the last micro-batch's backward updates each bucket once it
-     * is final (after its all-reduce with several GPUs) */
-    if (last && t->overlap) {
-        if (!t->ov) t->ov = overlap_open(t);   /* an eager step comes first: no capture */
-        update_begin(t);
-    }
-    dist_backward_begin(t->dist, last);   /* [dist] the last micro-batch all-reduces */
-    overlap_backward_begin(t->ov, last);
-    if (sc->enabled) ad_backward_dev(c, loss, scaler_scale(sc), 1.0f / (float)t->accum);
-    else ad_backward(c, loss, 1.0f / (float)t->accum);
-    /* [dist] the remaining buckets, and the compute stream waits for the
-     * all-reduces: before unscale, so an inf on any rank reaches all. Here,
-     * not in the update, so a captured micro-batch joins its streams. */
-    if (last) {
-        dist_grads_ready(t->dist);
-        overlap_grads_ready(t->ov);
-    }
-    return loss;
-}
-
-void trainer_update_body(Trainer *t, int lr_on_device)
-{
-    Model *m = t->model;
-    GradScaler *sc = &t->scaler;
-    if (t->overlap_step) {   /* done during backward (no scaler, no clip: trainer_overlap_mode) */
-        t->overlap_step = 0;
-        return;
-    }
-    scaler_unscale(sc, m->params.grad, m->params.total);
-    if (t->clip > 0) scaler_clip(sc, m->params.grad, m->params.total, t->clip);
-    if (lr_on_device) optimizer_step_lr(&t->opt, &m->params, scaler_found_inf(sc));
-    else optimizer_step(&t->opt, &m->params, t->lr, scaler_found_inf(sc));
-    scaler_update(sc);
-    params_zero_grad(&m->params);
-}
-
-void trainer_feed_next(Trainer *t)
-{
-    long per_epoch = t->steps_per_epoch * t->accum;   /* micro-batches per epoch */
-    t->feed->next(t->feed, t->ctx, (uint64_t)(t->micro / per_epoch),
-                  (uint32_t)(t->micro % per_epoch));
+    t->overlap = overlap_mode(c, &m->params, &t->opt, t->grad_reduce, t->clip, t->scaler.enabled);
 }
 
 void trainer_step(Trainer *t)
 {
-    if (t->ctx->device == DEV_CUDA) timeline_on_step(t->step);   /* CTRAIN_TIMELINE's window */
+    if (t->on_step) t->on_step(t->step);   /* e.g. CTRAIN_TIMELINE's window */
     tensor_release(t->last_loss);   /* the previous step's: it was read or skipped by now */
     t->last_loss = NULL;
     if (t->graph.state == GRAPH_WARMUP && t->step - t->graph_start >= t->graph.warmup_steps)
@@ -170,6 +88,55 @@ void trainer_free(Trainer *t)
     t->last_loss = NULL;
     scaler_free(&t->scaler);
     optimizer_free(&t->opt, &t->model->params);
+}
+
+/* ---- data parallel: the callbacks train/parallel/dist.c makes (DistHooks) ---- */
+
+/* This step's last backward queues the overlapped update bucket by bucket. */
+static int hook_overlapped(void *user) { return ((Trainer *)user)->overlap_step; }
+
+/* An averaged bucket is final on the communication stream: its update. */
+static void hook_bucket_final(void *user, int b, size_t begin, size_t end, void *producer)
+{
+    overlap_bucket_final(((Trainer *)user)->ov, b, begin, end, producer);
+}
+
+static void hook_record_update(void *user, void *event)
+{
+    overlap_record(((Trainer *)user)->ov, event);
+}
+
+/* dist_finish: a captured step's all-reduces hold NCCL's persistent plans
+ * until its graph is destroyed, and finalizing the communicator waits for
+ * them: with the graph still alive that wait never ends (seen on 2 H200s). */
+static void hook_release(void *user)
+{
+    Trainer *t = (Trainer *)user;
+    trainer_graph_free(t);
+    t->dist = NULL;
+}
+
+_Static_assert(DIST_MAX_STATE >= OPTIM_MAX_BLOCKS, "DistModel holds every optimizer state block");
+
+void trainer_dist_attach(Trainer *t, Dist *d)
+{
+    if (!d) return;
+    DistModel m = {&t->model->params, {NULL}, 0, t->overlap, t->feed->batch};
+    m.n_state = optimizer_state(&t->opt, m.state);
+    DistHooks h = {t, hook_overlapped, hook_bucket_final, hook_record_update, hook_release};
+    t->dist = d;
+    dist_attach(d, &m, &h);
+}
+
+float trainer_loss_mean(Trainer *t)
+{
+#ifdef CTRAIN_CUDA
+    /* a replayed step leaves its loss in the graph's static tensor, not in
+     * last_loss: average that one, or --graph would log rank 0's loss */
+    Tensor *lt = t->graph.state == GRAPH_ON ? t->graph.loss : t->last_loss;
+    if (t->dist && lt) dist_loss_average(t->dist, (float *)lt->data);
+#endif
+    return trainer_loss_value(t);
 }
 
 /* ---- training checkpoints ---- */

@@ -14,46 +14,16 @@
  * device: the caller decides when to sync (trainer_loss_value, ctx_sync,
  * an event), so the next step's host work overlaps this step's GPU work.
  *
- * The Trainer borrows the context, the feed and the model (the caller builds
- * and frees them: the benchmark builds models the CLI cannot name) and owns
- * the optimizer state, the grad scaler and the schedule.
+ * The Trainer and the pieces a step is made of: trainer.h; the CUDA graph
+ * capture of those pieces: step_graph.h. This file is the top of the three:
+ * it starts, steps and frees a Trainer, and chooses eager or replayed.
  */
 #ifndef CTRAIN_TRAIN_STEP_H
 #define CTRAIN_TRAIN_STEP_H
 
-#include "engine/ctx.h"
-#include "engine/tensor.h"
-#include "models/model.h"
-#include "train/feed/feed.h"
-#include "grad_scaler.h"
-#include "train/optim/optimizer.h"
+#include "trainer.h"
 #include "train/cli/options.h"
-#include "schedule.h"
-#include "step_graph.h"
-
-typedef struct Trainer {
-    Ctx *ctx;
-    Feed *feed;
-    Model *model;
-    Optimizer opt;
-    GradScaler scaler;
-    Schedule sched;
-    int accum;               /* micro-batches per optimizer step */
-    float clip;              /* global-norm clip; 0: off */
-    float label_smoothing;
-    long steps_per_epoch;    /* optimizer steps per pass over the feed */
-    long step;               /* optimizer steps taken */
-    long micro;              /* micro-batches fed */
-    float lr;                /* the learning rate of the last step */
-    Tensor *last_loss;       /* the last micro-batch's loss (device), kept until the next step */
-    StepGraph graph;         /* --graph: the captured step (train/loop/step_graph.h) */
-    long graph_start;        /* the step warm-up counts from (a resumed run's first) */
-    struct Dist *dist;       /* multi-GPU: set by dist_attach (train/parallel/dist.h); NULL alone */
-    int overlap;             /* the update overlaps backward (train/loop/overlap.h) */
-    DType grad_reduce;       /* --grad-reduce: the sharded update needs f32 (train/parallel/dist.h) */
-    int overlap_step;        /* this step's updates are queued already (by the hooks) */
-    struct Overlap *ov;      /* its machinery (train/loop/overlap.h), made at the first step */
-} Trainer;
+#include "train/parallel/dist.h"
 
 /* Optimizer (o->optim, lr, momentum, ...), grad scaler (on exactly when the
  * context autocasts to f16) and schedule (o->schedule over total_steps; the
@@ -69,27 +39,15 @@ float trainer_loss_value(Trainer *t);
 long trainer_epoch(const Trainer *t);
 void trainer_free(Trainer *t);
 
-/* The pieces of a step, shared by the eager step and the CUDA graph capture
- * (train/loop/step_graph.c). None of them moves the counters (step, micro). */
-void trainer_feed_next(Trainer *t);            /* the next micro-batch into feed->in */
-/* forward + backward; returns the loss. last: the step's last micro-batch
- * (with several GPUs, the one whose backward all-reduces the gradients;
- * with the overlapped update, the one whose backward updates). During a
- * capture the learning rate must already be in optimizer_lr_dev. */
-Tensor *trainer_micro_body(Trainer *t, int last);
-void trainer_update_body(Trainer *t, int lr_on_device);   /* unscale ... zero grads */
-/* The overlapped update's range step (train/loop/overlap.h): optimizer on
- * [begin, end), then those gradients zeroed, queued on stream (a
- * cudaStream_t; NULL on the CPU). */
-void trainer_update_range(Trainer *t, size_t begin, size_t end, void *stream);
-
-/* --graph (train/loop/step_graph.c): capture after the warm-up steps (state
- * becomes GRAPH_ON, or GRAPH_FAILED with a logged reason); one replayed step;
- * the loss of the last replayed micro-batch; release. */
-void trainer_graph_capture(Trainer *t);
-void trainer_graph_step(Trainer *t);
-float trainer_graph_loss(Trainer *t);
-void trainer_graph_free(Trainer *t);
+/* Multi-GPU (d from dist_setup; NULL: nothing happens). After trainer_init
+ * (and trainer_resume): rank 0's weights and buffers go to every rank, the
+ * gradient buckets are planned (dist_attach), t->dist = d, and data
+ * parallel gets the buffers and the loop's callbacks (train/parallel/dist.h:
+ * DistModel, DistHooks), not the Trainer. */
+void trainer_dist_attach(Trainer *t, Dist *d);
+/* trainer_loss_value averaged over the ranks (waits for the device). Every
+ * rank must call it at the same steps. Alone: trainer_loss_value. */
+float trainer_loss_mean(Trainer *t);
 
 /* Training checkpoints (--save FILE --save-every N, --resume FILE): one
  * safetensors file with the parameters and buffers under their PyTorch names

@@ -1,6 +1,6 @@
 /* step_graph.c — capture the training step as two CUDA graphs and replay
  * them (the why and the how: step_graph.h). */
-#include "step.h"
+#include "step_graph.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -39,34 +39,21 @@
  * outside the graph.
  *
  * When the step cannot be captured (CPU device, capture or instantiation
- * refused), graph_begin / the capture says why and the trainer stays eager.
+ * refused), the capture says why and the trainer stays eager.
  */
 #ifndef CTRAIN_TRAIN_STEP_GRAPH_H
 #define CTRAIN_TRAIN_STEP_GRAPH_H
 
-#include <stdint.h>
-#include "engine/ctx.h"
-#include "engine/tensor.h"
+#include "trainer.h"
 
-typedef enum { GRAPH_OFF = 0, GRAPH_WARMUP, GRAPH_ON, GRAPH_FAILED } GraphState;
-
-typedef struct StepGraph {
-    GraphState state;
-    long warmup_steps;       /* eager steps before capture */
-    long replays;            /* update-graph replays so far (--trace) */
-#ifdef CTRAIN_CUDA
-    cudaGraphExec_t micro, update;
-    cudaGraphExec_t micro_first;   /* several GPUs with --accum K: micro-batches 1..K-1,
-                                      which do not all-reduce (NULL otherwise) */
-    float *lr_table;         /* [n_table] learning rate per step (device) */
-    int64_t n_table;
-    int64_t *step_dev;       /* optimizer steps done (device) */
-    uint64_t *rng_base;      /* Philox offset at the next micro-batch's start (device) */
-    uint64_t rng_per_micro;  /* counter blocks one micro-batch draws */
-    Tensor *loss;            /* the last micro-batch's loss, copied by the micro graph */
-    size_t graph_mem;        /* bytes the graphs' allocation nodes hold */
-#endif
-    char why[256];           /* GRAPH_FAILED: the reason */
-} StepGraph;
+/* Called by trainer_step / trainer_free (step.c): capture after the warm-up
+ * steps (t->graph.state becomes GRAPH_ON, or GRAPH_FAILED with a logged
+ * reason); one replayed step; the loss of the last replayed micro-batch;
+ * release. The graphs hold the pieces of trainer.h; the state they keep is
+ * t->graph (StepGraph, trainer.h). */
+void trainer_graph_capture(Trainer *t);
+void trainer_graph_step(Trainer *t);
+float trainer_graph_loss(Trainer *t);
+void trainer_graph_free(Trainer *t);
 
 #endif

@@ -27,8 +27,6 @@
 #include "dist_regbuf.h"
 #include "dist_trace.h"
 #include "dist_watchdog.h"
-#include "train/optim/optimizer.h"
-#include "train/loop/overlap.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -43,7 +41,10 @@ struct Dist {
     DistEnv env;
     DistOptions opt;
     Ctx *ctx;
-    Trainer *tr;
+    ParamSet *ps;              /* from dist_attach (DistModel): the buffers it sends */
+    float *state[DIST_MAX_STATE];   /* the optimizer's state blocks */
+    int n_state;
+    DistHooks hooks;           /* the training loop's callbacks */
     BucketPlan plan;
     GradReady ready;
     int attached, hooked;
@@ -53,13 +54,13 @@ struct Dist {
     cudaEvent_t *bucket_ev;    /* [plan.n] gradients of bucket k written (compute stream) */
     cudaEvent_t done_ev;       /* every all-reduce of the step issued so far done (comm stream) */
     uint16_t *shadow;          /* --grad-reduce bf16: [total] the gradients as sent; else NULL */
-    RegBuf grad_buf;           /* CTRAIN_NCCL_REG > 0: the gradients, in NCCL-registered memory */
+    RegBuf grad_buf;           /* the gradients, in a symmetric NCCL window (dist_regbuf.h) */
     RegBuf shadow_buf;         /* the shadow's memory */
     RegBuf data_buf, lowp_buf; /* sharded, in a symmetric window: the weights (and AMP copy),
                                 * which the shares' all-gathers write */
     float *scratch;            /* one device float for the barrier */
-    int split;                 /* reduce-scatter + all-gather per bucket (CTRAIN_DIST_SPLIT;
-                                * default: when the gradients are in a symmetric window) */
+    int split;                 /* reduce-scatter + all-gather per bucket: when the buffer
+                                * NCCL sends is in a symmetric window */
     int sharding;              /* the sharded update wanted (dist_shard_wanted, dist.h) and
                                 * possible: the optimizer state is current
                                 * only in this rank's shares until dist_sync_state */
@@ -89,9 +90,11 @@ int dist_is_main(const Dist *d) { return !d || d->env.rank == 0; }
 
 int dist_buckets(const Dist *d) { return d ? d->plan.n : 0; }
 
-int dist_launch_if_asked(const TrainOptions *t, const char *cmd, int argc, char **argv, int *rc)
+int dist_device_id(const Dist *d) { return d->env.local_rank; }
+
+int dist_launch_if_asked(const DistOptions *o, Device device, const char *cmd, int argc,
+                         char **argv, int *rc)
 {
-    const DistOptions *o = &t->dist;
     if (o->gpus <= 1) return 0;
     DistEnv e;
     if (dist_env_read(&e)) return 0;   /* already a rank: --gpus is the launcher's business */
@@ -99,7 +102,7 @@ int dist_launch_if_asked(const TrainOptions *t, const char *cmd, int argc, char 
     ct_fatal_hint("build ctrain with nvcc, cuDNN, cuBLAS and NCCL (make), or drop --gpus",
                   "--gpus %d: this ctrain is a CPU-only build", o->gpus);
 #endif
-    if (t->device != DEV_CUDA)
+    if (device != DEV_CUDA)
         ct_fatal_hint("drop --device cpu (each rank trains on its own GPU), or drop --gpus",
                       "--gpus %d needs CUDA devices%s", o->gpus,
                       ctx_cuda_available() ? "" : ", and none was found");
@@ -115,42 +118,40 @@ int dist_launch_if_asked(const TrainOptions *t, const char *cmd, int argc, char 
     return 1;
 }
 
-Dist *dist_setup(TrainOptions *o)
+Dist *dist_setup(const DistOptions *o, Device device, long save_every, int saves)
 {
     DistEnv e;
     if (!dist_env_read(&e) || e.world == 1) {
-        if (o->dist.sync_bn)
+        if (o->sync_bn)
             LOG_W("--sync-bn: this run has one process, so batch norm uses this GPU's batch "
                   "anyway");
-        if (o->dist.grad_reduce != DT_F32)
+        if (o->grad_reduce != DT_F32)
             LOG_W("--grad-reduce %s: this run has one process, so no gradient is all-reduced",
-                  dtype_name(o->dist.grad_reduce));
+                  dtype_name(o->grad_reduce));
         return NULL;
     }
     char pfx[32];
     snprintf(pfx, sizeof pfx, "rank %d: ", e.rank);
     ct_set_msg_prefix(pfx);
 #ifndef CTRAIN_CUDA
+    (void)device; (void)save_every; (void)saves;
     ct_fatal_hint("build ctrain with nvcc, cuDNN, cuBLAS and NCCL (make), or run one process",
                   "multi-GPU training (%d ranks from %s) needs the CUDA build; this one is "
                   "CPU-only", e.world, dist_env_source_name(e.source));
 #else
-    if (o->device != DEV_CUDA)
+    if (device != DEV_CUDA)
         ct_fatal_hint("drop --device cpu: each rank trains on GPU <local rank>",
                       "multi-GPU training needs CUDA devices (rank %d of %d)", e.rank, e.world);
-    o->device_id = e.local_rank;
     Dist *d = (Dist *)calloc(1, sizeof *d);
     if (!d) ct_fatal("out of host memory");
     d->env = e;
     d->held_ag = -1;
-    d->opt = o->dist;
-    d->save_every = o->save_every;
-    d->saves = o->save_path[0] != 0;
+    d->opt = *o;
+    d->save_every = save_every;
+    d->saves = saves;
     if (e.rank != 0) {
-        /* rank 0 writes the files and the progress; the others only report errors */
-        o->log_path[0] = 0;
-        o->save_path[0] = 0;
-        o->save_every = 0;
+        /* rank 0 writes the files and the progress (the caller drops this
+         * rank's --log and --save: dist_is_main); the others only report errors */
         if (!getenv("CTRAIN_LOG")) log_set_level(LOG_ERROR);
         if (!freopen("/dev/null", "w", stdout))
             LOG_W("cannot silence stdout on rank %d", e.rank);
@@ -233,32 +234,24 @@ void dist_start(Dist *d, Ctx *c)
     watchdog_setup_deadline(d->wd, (double)d->opt.timeout_s);
     /* with the gradients in a symmetric window (the default, dist_regbuf.h)
      * NCCL's zero-CTA policy, with each bucket split into a reduce-scatter
-     * and an all-gather (issue_bucket), scales best (ops/NOTES.md, session
-     * 6); NCCL_CTA_POLICY set by the user wins */
+     * and an all-gather (issue_bucket), scales best (docs/multi-gpu.md);
+     * NCCL_CTA_POLICY set by the user wins */
     int nv = 0;
     NCCL_CHECK(ncclGetVersion(&nv));
-    if (regbuf_mode_wanted() == 2 && nv >= NCCL_VERSION(2, 28, 0) && !getenv("NCCL_CTA_POLICY"))
+    if (regbuf_mode_default() == 2 && nv >= NCCL_VERSION(2, 28, 0) && !getenv("NCCL_CTA_POLICY"))
         setenv("NCCL_CTA_POLICY", "2", 0);
     NCCL_CHECK(ncclCommInitRank(&d->comm, e->world, id, e->rank));
     if (d->opt.sync_bn) NCCL_CHECK(ncclCommSplit(d->comm, 0, e->rank, &d->bn_comm, NULL));
     watchdog_run(d->wd, d->comm, d->bn_comm);
 
     /* the all-reduces' stream outranks the compute stream, so NCCL's kernels
-     * get SMs as soon as a bucket is final; CTRAIN_DIST_COMM_PRIORITY=normal
-     * gives it the compute stream's priority instead (a tuning knob) */
+     * get SMs as soon as a bucket is final (the compute stream's priority
+     * instead measured no different) */
     int least = 0, greatest = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    const char *pr = getenv("CTRAIN_DIST_COMM_PRIORITY");
-    if (pr && *pr && strcmp(pr, "high") && strcmp(pr, "normal"))
-        ct_fatal_hint("set CTRAIN_DIST_COMM_PRIORITY to high (the default) or normal",
-                      "CTRAIN_DIST_COMM_PRIORITY=%s is not a priority", pr);
-    int prio = pr && !strcmp(pr, "normal") ? least : greatest;
-    CUDA_CHECK(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, prio));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, greatest));
     CUDA_CHECK(cudaEventCreateWithFlags(&d->done_ev, cudaEventDisableTiming));
     d->scratch = (float *)mem_alloc(c, sizeof(float));
-    /* -1: as the gradient buffer (dist_attach) */
-    d->split = env_switch("CTRAIN_DIST_SPLIT", -1, "each bucket as a reduce-scatter and an "
-                          "all-gather; 0: one all-reduce");
     d->sparse = env_switch("CTRAIN_DIST_SPARSE_EMB", -1, "a large embedding table's lookup "
                            "gradient sent as rows");
     d->taper = env_switch("CTRAIN_DIST_TAPER", -1, "the buckets shrink towards the end of "
@@ -297,12 +290,15 @@ static size_t bucket_share(const Dist *d, size_t n, size_t *mine)
     return share;
 }
 
+/* The loop queues this step's update bucket by bucket (DistHooks.overlapped). */
+static int overlapped(const Dist *d) { return d->hooks.overlapped(d->hooks.user); }
+
 /* The all-gather half of issue_bucket_sharded: every rank's updated share
  * of bucket b's weights (f32 and the AMP copy) to every rank, once the
  * share's update is done. */
 static void gather_shares(Dist *d, int b)
 {
-    ParamSet *ps = &d->tr->model->params;
+    ParamSet *ps = d->ps;
     const DistBucket *k = &d->plan.b[b];
     size_t mine, share = bucket_share(d, k->end - k->begin, &mine);
     CUDA_CHECK(cudaStreamWaitEvent(d->comm_stream, d->upd_ev[b], 0));
@@ -337,8 +333,9 @@ static void issue_bucket_sharded(Dist *d, int b, float *g, size_t n, size_t shar
     if (mine + share < n)
         CUDA_CHECK(cudaMemsetAsync(g + mine + share, 0, (n - mine - share) * sizeof(float),
                                    d->comm_stream));
-    overlap_bucket_final(d->tr->ov, b, k->begin + mine, k->begin + mine + share, d->comm_stream);
-    overlap_record(d->tr->ov, d->upd_ev[b]);
+    d->hooks.bucket_final(d->hooks.user, b, k->begin + mine, k->begin + mine + share,
+                          d->comm_stream);
+    d->hooks.record_update(d->hooks.user, d->upd_ev[b]);
     /* [sparse] the last bucket of a step with a deferred lookup: its
      * all-gather waits until the lookup's rows have gone (sparse_finish),
      * which would otherwise queue behind it at the very end of backward */
@@ -358,7 +355,7 @@ static void issue_bucket(void *user, int b)
     Ctx *c = d->ctx;
     const DistBucket *k = &d->plan.b[b];
     size_t n = k->end - k->begin;
-    float *g = d->tr->model->params.grad + k->begin;
+    float *g = d->ps->grad + k->begin;
     void *buf = g;
     ncclDataType_t type = ncclFloat;
     CUDA_CHECK(cudaEventRecord(d->bucket_ev[b], c->stream));
@@ -370,7 +367,7 @@ static void issue_bucket(void *user, int b)
     /* [shard] this rank's share of the bucket: reduce-scatter, update the
      * share, all-gather the updated values (issue_bucket_sharded) */
     size_t mine, share = bucket_share(d, n, &mine);
-    if (!held && d->sharding && d->tr->overlap_step && share) {
+    if (!held && d->sharding && overlapped(d) && share) {
         issue_bucket_sharded(d, b, g, n, share, mine);
         return;
     }
@@ -395,8 +392,8 @@ static void issue_bucket(void *user, int b)
     if (d->shadow) cast_cuda(g, DT_F32, buf, DT_BF16, n, 0, d->comm_stream);
     /* [overlap] the averaged bucket is final: its update goes on the update
      * stream, next to backward and the next all-reduces (train/loop/overlap.h) */
-    if (d->tr->overlap_step && !held)
-        overlap_bucket_final(d->tr->ov, b, k->begin, k->end, d->comm_stream);
+    if (overlapped(d) && !held)
+        d->hooks.bucket_final(d->hooks.user, b, k->begin, k->end, d->comm_stream);
 }
 
 /* ---- [sparse] the lookup gradient of a large embedding table ----
@@ -422,7 +419,7 @@ static int sparse_defer(void *user, const Node *n, int p)
     Dist *d = (Dist *)user;
     if (d->defer_node) return n == d->defer_node;
     if (!grad_ready_lookup_deferrable(&d->ready, n, p, d->ctx->bwd_depth)) return 0;
-    const ParamInfo *pi = &d->tr->model->params.p[p];
+    const ParamInfo *pi = &d->ps->p[p];
     size_t N = n->saved[0]->numel, V = (size_t)n->i[0];
     d->defer_node = n;
     d->defer_bucket = d->plan.param_bucket[p];
@@ -466,7 +463,7 @@ static void sparse_finish(Dist *d)
 {
     Ctx *c = d->ctx;
     size_t cap = d->sp_cap, D = d->sp_D, W = (size_t)d->env.world;
-    float *g = d->tr->model->params.grad + d->defer_off;
+    float *g = d->ps->grad + d->defer_off;
     if (!d->sp_taken) goto update;   /* the lookup got no gradient (every rank alike) */
     CUDA_CHECK(cudaEventRecord(d->sp_ev, c->stream));
     CUDA_CHECK(cudaStreamWaitEvent(d->comm_stream, d->sp_ev, 0));
@@ -480,9 +477,9 @@ static void sparse_finish(Dist *d)
         embedding_rows_add_cuda(g, rows_all + r * cap * D, ids_all + r * cap, cap, d->sp_V, D,
                                 1.0f / (float)W, d->comm_stream);
 update:
-    if (d->tr->overlap_step) {
+    if (overlapped(d)) {
         const DistBucket *k = &d->plan.b[d->defer_bucket];
-        overlap_bucket_final(d->tr->ov, d->defer_bucket, k->begin, k->end, d->comm_stream);
+        d->hooks.bucket_final(d->hooks.user, d->defer_bucket, k->begin, k->end, d->comm_stream);
     }
     if (d->held_ag >= 0) gather_shares(d, d->held_ag);   /* [shard] after the rows */
     d->held_ag = -1;
@@ -491,13 +488,15 @@ update:
 /* dist_regbuf's agreement: every rank's ok, all-reduced (dist_all_ok). */
 static int regbuf_agree(void *user, int ok) { return dist_all_ok((Dist *)user, ok); }
 
-void dist_attach(Dist *d, Trainer *t)
+void dist_attach(Dist *d, const DistModel *m, const DistHooks *h)
 {
     if (!d) return;
     Ctx *c = d->ctx;
-    ParamSet *ps = &t->model->params;
-    d->tr = t;
-    t->dist = d;
+    ParamSet *ps = m->params;
+    d->ps = ps;
+    for (int i = 0; i < m->n_state; i++) d->state[i] = m->state[i];
+    d->n_state = m->n_state;
+    d->hooks = *h;
     /* the same starting point everywhere, whatever each rank initialised or loaded */
     NCCL_CHECK(ncclGroupStart());
     NCCL_CHECK(ncclBroadcast(ps->data, ps->data, ps->total, ncclFloat, 0, d->comm, c->stream));
@@ -543,17 +542,18 @@ void dist_attach(Dist *d, Trainer *t)
     if (shard && shard_asked && d->opt.grad_reduce != DT_F32)
         LOG_W("CTRAIN_DIST_SHARD=1: not with --grad-reduce %s; every rank updates every weight",
               dtype_name(d->opt.grad_reduce));
-    if (shard && shard_asked && !t->overlap)
+    if (shard && shard_asked && !m->overlap)
         LOG_W("CTRAIN_DIST_SHARD=1: the update is not overlapped (see the warning above); "
               "every rank updates every weight");
-    d->sharding = shard && t->overlap && d->opt.grad_reduce == DT_F32;
+    d->sharding = shard && m->overlap && d->opt.grad_reduce == DT_F32;
     if (d->sharding)
         LOG_I("sharded update: each bucket reduce-scattered, 1/%d of it updated here, the "
               "weights all-gathered (CTRAIN_DIST_SHARD%s)", d->env.world,
               shard_asked ? "=1" : " unset: on from 100M parameters");
     /* NCCL sends the gradients themselves (f32) or their bf16 shadow: that
-     * buffer goes into NCCL-registered memory when asked (dist_regbuf.h) */
-    int reg = regbuf_mode_wanted();
+     * buffer goes into a symmetric NCCL window where NCCL has them
+     * (dist_regbuf.h) */
+    int reg = regbuf_mode_default();
     if (d->opt.grad_reduce == DT_BF16) {
         regbuf_alloc(&d->shadow_buf, c, d->comm, ps->total * sizeof(uint16_t), reg, 1,
                      regbuf_agree, d);
@@ -577,9 +577,9 @@ void dist_attach(Dist *d, Trainer *t)
             regbuf_free(&d->lowp_buf, c, d->comm);
         }
     }
-    /* the split all-reduce by default where the buffer NCCL sends is a
-     * symmetric window (measured: alone it is slower, in a window faster) */
-    if (d->split < 0) d->split = (d->shadow ? d->shadow_buf.mode : d->grad_buf.mode) == 2;
+    /* the split all-reduce where the buffer NCCL sends is a symmetric
+     * window (measured: alone it is slower, in a window faster) */
+    d->split = (d->shadow ? d->shadow_buf.mode : d->grad_buf.mode) == 2;
     d->hooked = d->opt.bucket_mb > 0;   /* 0: one all-reduce after backward, no overlap */
     d->attached = 1;
     int version = 0;
@@ -592,7 +592,7 @@ void dist_attach(Dist *d, Trainer *t)
           d->shadow ? " (bf16)" : "", d->hooked ? (d->split ? "during backward (reduce-scatter + "
           "all-gather)" : "during backward") : "after backward",
           regbuf_mode_name(d->shadow ? d->shadow_buf.mode : d->grad_buf.mode),
-          d->opt.sync_bn ? "synchronized (--sync-bn)" : "per GPU", t->feed->batch);
+          d->opt.sync_bn ? "synchronized (--sync-bn)" : "per GPU", m->batch);
     if (d->taper) {   /* the sizes, in the order backward sends them */
         char sizes[512];
         size_t o = 0;
@@ -649,17 +649,11 @@ void dist_step_done(Dist *d)
     dist_trace_step(d->trace);
 }
 
-float dist_loss_value(Dist *d, Trainer *t)
+void dist_loss_average(Dist *d, float *loss)
 {
-    /* a replayed step leaves its loss in the graph's static tensor, not in
-     * last_loss: average that one, or --graph would log rank 0's loss */
-    Tensor *lt = t->graph.state == GRAPH_ON ? t->graph.loss : t->last_loss;
-    if (d && lt) {
-        float *l = (float *)lt->data;
-        NCCL_CHECK(ncclAllReduce(l, l, 1, ncclFloat, ncclAvg, d->comm, d->ctx->stream));
-        watchdog_mark(d->wd, d->ctx->stream);
-    }
-    return trainer_loss_value(t);
+    if (!d) return;
+    NCCL_CHECK(ncclAllReduce(loss, loss, 1, ncclFloat, ncclAvg, d->comm, d->ctx->stream));
+    watchdog_mark(d->wd, d->ctx->stream);
 }
 
 /* One float reduced over the ranks with op, on the compute stream; waits
@@ -697,8 +691,8 @@ void dist_sync_state(Dist *d)
 {
     if (!d || !d->sharding) return;   /* replayed steps shard too: gather whenever sharding */
     Ctx *c = d->ctx;
-    float *blocks[OPTIM_MAX_BLOCKS];
-    int nb = optimizer_state(&d->tr->opt, blocks);
+    float **blocks = d->state;
+    int nb = d->n_state;
     NCCL_CHECK(ncclGroupStart());
     for (int b = 0; b < d->plan.n; b++) {
         const DistBucket *k = &d->plan.b[b];
@@ -745,10 +739,9 @@ void dist_finish(Dist *d)
      * graph is destroyed, and finalizing the communicator waits for them:
      * with the graph still alive that wait never ends (seen on 2 H200s) */
     if (d->attached) {
-        trainer_graph_free(d->tr);
-        if (d->grad_buf.ptr) params_grad_move(&d->tr->model->params, NULL);
-        if (d->tr->model->params.values_external)
-            params_values_move(&d->tr->model->params, NULL, NULL);
+        d->hooks.release(d->hooks.user);   /* the loop frees its CUDA graphs */
+        if (d->grad_buf.ptr) params_grad_move(d->ps, NULL);
+        if (d->ps->values_external) params_values_move(d->ps, NULL, NULL);
         regbuf_free(&d->data_buf, c, d->comm);
         regbuf_free(&d->lowp_buf, c, d->comm);
         regbuf_free(&d->grad_buf, c, d->comm);
@@ -779,7 +772,6 @@ void dist_finish(Dist *d)
     if (d->attached) {
         grad_ready_free(&d->ready);
         bucket_plan_free(&d->plan);
-        d->tr->dist = NULL;
     }
     free(d);
 }
@@ -787,7 +779,7 @@ void dist_finish(Dist *d)
 #else  /* CPU-only build: dist_setup never returns a Dist */
 
 void dist_start(Dist *d, Ctx *c) { (void)d; (void)c; }
-void dist_attach(Dist *d, Trainer *t) { (void)d; (void)t; }
+void dist_attach(Dist *d, const DistModel *m, const DistHooks *h) { (void)d; (void)m; (void)h; }
 void dist_backward_begin(Dist *d, int last) { (void)d; (void)last; }
 void dist_grads_ready(Dist *d) { (void)d; }
 void dist_step_done(Dist *d) { (void)d; }
@@ -795,7 +787,7 @@ int dist_all_ok(Dist *d, int ok) { (void)d; return ok; }
 int dist_all_max(Dist *d, int v) { (void)d; return v; }
 void dist_host_section_begin(Dist *d, const char *what) { (void)d; (void)what; }
 void dist_host_section_end(Dist *d) { (void)d; }
-float dist_loss_value(Dist *d, Trainer *t) { (void)d; return trainer_loss_value(t); }
+void dist_loss_average(Dist *d, float *loss) { (void)d; (void)loss; }
 void dist_finish(Dist *d) { (void)d; }
 int dist_shard_wanted(size_t n_params, int *asked)
 {

@@ -12,13 +12,13 @@
  * batch norm, so its all-reduces on the compute stream never interleave
  * with the gradient buckets' on the communication stream).
  *
- * One step (train/loop/step.c calls the two hooks):
+ * One step (train/loop/trainer.c calls dist_backward_begin and dist_grads_ready):
  *   every rank: its own batch (the feeds take rank r's share, train/feed/feed.h)
  *   backward of the last micro-batch: GradReady (dist_bucket.h) sees which
  *     gradient buckets are final; each is averaged (ncclAvg, in place: a
  *     reduce-scatter then an all-gather when the gradients are in a
- *     symmetric NCCL window, the default, else one all-reduce; see
- *     dist_regbuf.h and CTRAIN_DIST_SPLIT in the README)
+ *     symmetric NCCL window, where NCCL has them, else one all-reduce; see
+ *     dist_regbuf.h)
  *     on a separate high-priority stream as soon as it is, overlapping the
  *     rest of backward: an event recorded on the compute stream, waited on
  *     by the communication stream. Earlier micro-batches of --accum K only
@@ -59,6 +59,15 @@
  * event records and waits are capturable; the communication stream is
  * joined back before the step ends.
  *
+ * What it knows of the training: the buffers and a few facts (DistModel:
+ * the parameter set with its one gradient buffer, the optimizer's state
+ * blocks) and the loop's callbacks (DistHooks: hand a final bucket to the
+ * overlapped update, record its progress, free the captured graphs at the
+ * end), which the loop registers (trainer_dist_attach, train/loop/step.h).
+ * It never sees the Trainer or the command-line options: dist_setup and
+ * dist_launch_if_asked take DistOptions and plain values, and the caller
+ * applies what they tell it (this rank's GPU, whether it writes files).
+ *
  * Rank 0 alone writes --log and --save files and prints the progress; the
  * other ranks print only errors, prefixed "rank R: ". Every rank loads
  * --load / --resume files. Logged losses are averaged over the ranks.
@@ -78,37 +87,79 @@
 #ifndef CTRAIN_TRAIN_DIST_H
 #define CTRAIN_TRAIN_DIST_H
 
+#include <stddef.h>
 #include "dist_env.h"
-#include "train/cli/options.h"
-#include "train/loop/step.h"
+#include "engine/ctx.h"
+#include "engine/params.h"
 
 typedef struct Dist Dist;
 
 /* --gpus N (N > 1) in a process that is not a rank already: become the
  * launcher of N ranks running this same command ("train" or "bench-rank"
- * with argv); returns 1 with the exit status in *rc. 0: go on. */
-int dist_launch_if_asked(const TrainOptions *o, const char *cmd, int argc, char **argv, int *rc);
+ * with argv); returns 1 with the exit status in *rc. 0: go on. device: the
+ * run's --device (the ranks need CUDA). */
+int dist_launch_if_asked(const DistOptions *o, Device device, const char *cmd, int argc,
+                         char **argv, int *rc);
 
 /* NULL when this process trains alone. Otherwise this is a rank: reads the
- * environment, points o at this rank's GPU, and quiets the non-main ranks
- * (stdout to /dev/null, errors only; no --log, --save or --save-every, which
- * rank 0 writes). Call before building the context. */
-Dist *dist_setup(TrainOptions *o);
+ * environment and quiets the non-main ranks (stdout to /dev/null, errors
+ * only). What the caller applies to its own options: train on GPU
+ * dist_device_id(d), and unless dist_is_main(d) write no --log, --save or
+ * --save-every files (rank 0 writes them). device: the run's --device;
+ * save_every (--save-every N, 0: off) and saves (1: a --save file): what
+ * rank 0 will write, which every rank must know (dist_before_save). Call
+ * before building the context. */
+Dist *dist_setup(const DistOptions *o, Device device, long save_every, int saves);
+/* The GPU this rank trains on: its local rank (d not NULL). */
+int dist_device_id(const Dist *d);
 
 /* After ctx_init: rendezvous, NCCL, the watchdog. The context learns its
  * rank (feeds take their share), a per-rank dropout seed, and with
  * --sync-bn the batch-norm all-reduce. */
 void dist_start(Dist *d, Ctx *c);
 
-/* After the trainer is built (and resumed): rank 0's weights and buffers go
- * to every rank, the gradient buckets are planned, t->dist = d. */
-void dist_attach(Dist *d, Trainer *t);
+/* What data parallel needs of the model being trained. It sees these
+ * buffers, never the training loop's structures. */
+#define DIST_MAX_STATE 2
+typedef struct DistModel {
+    ParamSet *params;     /* the weights, the buffers and the one gradient buffer, which
+                             may move into NCCL's memory (params_grad_move) */
+    float *state[DIST_MAX_STATE];   /* the optimizer's state blocks, each laid out like the
+                                       weights (the sharded update gathers them) */
+    int n_state;
+    int overlap;          /* the update overlaps backward (train/loop/overlap.h): the
+                             sharded update rides on it */
+    int batch;            /* this rank's batch (the log line) */
+} DistModel;
 
-/* step.c: before each micro-batch's backward; last = 1 for the step's last
+/* What data parallel calls back into the training loop, each with user. */
+typedef struct DistHooks {
+    void *user;
+    /* 1 while the step's last backward queues the overlapped update itself
+     * (each bucket, once averaged, goes to bucket_final); else 0 */
+    int (*overlapped)(void *user);
+    /* bucket b = [begin, end) of the gradients is final on producer (a
+     * cudaStream_t: the communication stream): queue its update */
+    void (*bucket_final)(void *user, int b, size_t begin, size_t end, void *producer);
+    /* record event (a cudaEvent_t) on the update stream: done once every
+     * update queued so far is (the sharded update's all-gather waits on it) */
+    void (*record_update)(void *user, void *event);
+    /* dist_finish, before NCCL is torn down: free the step's CUDA graphs (a
+     * captured step's all-reduces hold NCCL's plans until then) and forget d */
+    void (*release)(void *user);
+} DistHooks;
+
+/* After the trainer is built (and resumed): rank 0's weights and buffers go
+ * to every rank, the gradient buckets are planned; d keeps m's facts and
+ * the hooks. No-op when d is NULL. (The loop's side: trainer_dist_attach,
+ * train/loop/step.h.) */
+void dist_attach(Dist *d, const DistModel *m, const DistHooks *h);
+
+/* trainer.c: before each micro-batch's backward; last = 1 for the step's last
  * micro-batch, the one whose backward all-reduces. No-op when d is NULL. */
 void dist_backward_begin(Dist *d, int last);
 
-/* step.c: after the micro-batches, before unscale / clip / optimizer: the
+/* trainer.c: after the micro-batches, before unscale / clip / optimizer: the
  * remaining buckets, then the compute stream waits for the all-reduces.
  * No-op when d is NULL. */
 void dist_grads_ready(Dist *d);
@@ -117,10 +168,10 @@ void dist_grads_ready(Dist *d);
  * progress marker. No-op when d is NULL. */
 void dist_step_done(Dist *d);
 
-/* The last micro-batch's loss averaged over the ranks (waits for the
- * device). Every rank must call it at the same steps. NULL d:
- * trainer_loss_value. */
-float dist_loss_value(Dist *d, Trainer *t);
+/* The loss (one f32 on the device, at loss) averaged over the ranks, in
+ * place, on the compute stream (the caller reads it back). Every rank must
+ * call it at the same steps. No-op when d is NULL. */
+void dist_loss_average(Dist *d, float *loss);
 
 /* Every rank, at the same point: 1 when ok is nonzero on every rank, 0
  * when it is 0 on any (an eager all-reduce on the compute stream; waits for

@@ -1,7 +1,6 @@
 /* dist_regbuf.c — NCCL-registered device buffers (see dist_regbuf.h). */
 #include "dist_regbuf.h"
 
-#include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
 #include "engine/log.h"
@@ -11,29 +10,21 @@
 #define REGBUF_HAS_WINDOW (NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0))
 #endif
 
-/* default: a symmetric window where NCCL has them (2.27+). With the split
+/* a symmetric window where NCCL has them (2.27+). With the split
  * all-reduce and NCCL's zero-CTA policy that train/parallel/dist.c then turns on,
  * BERT-large bf16 on 2 H200s scales 91.8% instead of 89.3%, ResNet-50 97.8%
- * instead of 97.0% (results/h200-2026-11-30/session6/call4, call6, call7) */
+ * instead of 97.0% (measured 2026-11-30; docs/multi-gpu.md) */
 #if defined(CTRAIN_CUDA) && REGBUF_HAS_WINDOW
 #define REGBUF_DEFAULT 2
 #else
 #define REGBUF_DEFAULT 0
 #endif
 
-int regbuf_mode_wanted(void)
-{
-    const char *e = getenv("CTRAIN_NCCL_REG");
-    if (!e || !*e) return REGBUF_DEFAULT;
-    if (!strcmp(e, "0") || !strcmp(e, "1") || !strcmp(e, "2")) return e[0] - '0';
-    ct_fatal_hint("set CTRAIN_NCCL_REG to 0 (plain buffers), 1 (registered) or 2 (symmetric "
-                  "window)", "CTRAIN_NCCL_REG=%s is not a mode", e);
-    return 0;
-}
+int regbuf_mode_default(void) { return REGBUF_DEFAULT; }
 
 const char *regbuf_mode_name(int mode)
 {
-    return mode == 2 ? "symmetric NCCL window" : mode == 1 ? "NCCL-registered" : "plain";
+    return mode == 2 ? "symmetric NCCL window" : "plain";
 }
 
 #ifdef CTRAIN_CUDA
@@ -51,29 +42,27 @@ void regbuf_alloc(RegBuf *rb, Ctx *c, void *comm, size_t bytes, int mode, int pl
         if (!agree(agree_user, r == ncclSuccess)) {   /* before any collective registration */
             if (rb->ptr) ncclMemFree(rb->ptr);
             rb->ptr = NULL;
-            LOG_W("CTRAIN_NCCL_REG=%d: a rank could not allocate %zu bytes with ncclMemAlloc%s; "
-                  "plain buffers on every rank", mode, bytes,
+            LOG_W("%s buffers: a rank could not allocate %zu bytes with ncclMemAlloc%s; "
+                  "plain buffers on every rank", regbuf_mode_name(mode), bytes,
                   fits ? "" : " (over CTRAIN_MEM_LIMIT)");
         } else {
-            if (mode == 1) {
-                r = ncclCommRegister(cm, rb->ptr, bytes, &rb->handle);
-            } else {
 #if REGBUF_HAS_WINDOW
-                ncclWindow_t w = NULL;
-                r = ncclCommWindowRegister(cm, rb->ptr, bytes, &w, NCCL_WIN_COLL_SYMMETRIC);
-                rb->handle = (void *)w;
+            ncclWindow_t w = NULL;
+            r = ncclCommWindowRegister(cm, rb->ptr, bytes, &w, NCCL_WIN_COLL_SYMMETRIC);
+            rb->handle = (void *)w;
 #else
-                r = ncclInvalidUsage;
+            (void)cm;
+            r = ncclInvalidUsage;
 #endif
-            }
             if (!agree(agree_user, r == ncclSuccess)) {
-                /* refused everywhere (a machine or NCCL build without windows):
-                 * plain buffers, as if not asked; on some ranks only: NCCL
+                /* refused everywhere (a machine without windows): plain
+                 * buffers, as if not asked; on some ranks only: NCCL
                  * cannot undo it collectively */
                 if (!agree(agree_user, r != ncclSuccess))
-                    ct_fatal_hint("set CTRAIN_NCCL_REG=0 (plain buffers; the same results)",
-                                  "CTRAIN_NCCL_REG=%d: NCCL registered the %zu-byte buffer on "
-                                  "some ranks only (here: %s)", mode, bytes,
+                    ct_fatal_hint("start every rank with the same NCCL and driver "
+                                  "(LD_LIBRARY_PATH); NCCL_DEBUG=WARN says why a rank refused",
+                                  "%s buffers: NCCL registered the %zu-byte buffer on some ranks "
+                                  "only (here: %s)", regbuf_mode_name(mode), bytes,
                                   ncclGetErrorString(r));
                 LOG_W("NCCL could not register the %zu-byte buffer (%s, mode %d): plain buffers "
                       "on every rank", bytes, ncclGetErrorString(r), mode);
@@ -99,9 +88,10 @@ void regbuf_free(RegBuf *rb, Ctx *c, void *comm)
         mem_free(c, rb->ptr, rb->bytes);
     } else {
         CUDA_CHECK(cudaStreamSynchronize(c->stream));   /* nothing in flight reads it */
-        if (rb->mode == 1) NCCL_CHECK(ncclCommDeregister(cm, rb->handle));
 #if REGBUF_HAS_WINDOW
-        else NCCL_CHECK(ncclCommWindowDeregister(cm, (ncclWindow_t)rb->handle));
+        NCCL_CHECK(ncclCommWindowDeregister(cm, (ncclWindow_t)rb->handle));
+#else
+        (void)cm;
 #endif
         NCCL_CHECK(ncclMemFree(rb->ptr));
         mem_note_external(c, rb->bytes, 1);

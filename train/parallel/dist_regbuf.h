@@ -9,24 +9,21 @@
  * ncclMemAlloc (cuMem, exportable) can be registered with the communicator;
  * NCCL then reads and writes the user buffers over NVLink in place.
  *
- *   CTRAIN_NCCL_REG=0        cudaMallocAsync, no registration
- *   CTRAIN_NCCL_REG=1        ncclMemAlloc + ncclCommRegister (NVLink P2P, zero-copy)
- *   CTRAIN_NCCL_REG=2        ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC):
- *                            NCCL 2.27's symmetric kernels (every rank has the
- *                            buffer at the same offset in its window); the
- *                            default where NCCL has windows (2.27+): with the
- *                            split all-reduce and NCCL's zero-CTA policy that
- *                            train/parallel/dist.c then uses, the fastest on 2 H200s
- *                            (ops/NOTES.md, session 6)
+ * The mode (regbuf_mode_default):
+ *   2  ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC): NCCL
+ *      2.27's symmetric kernels (every rank has the buffer at the same offset
+ *      in its window), where NCCL has windows (2.27+): with the split
+ *      all-reduce and NCCL's zero-CTA policy that train/parallel/dist.c then
+ *      uses, the fastest on 2 H200s (docs/multi-gpu.md)
+ *   0  cudaMallocAsync, no registration: older NCCL and the CPU build
  * Registration is collective (every rank, the same sizes, the same order),
  * and NCCL needs every rank to make the same choice, so the ranks agree
  * twice through `agree` (an all-reduce of "ok"): after ncclMemAlloc (a rank
  * that could not allocate makes every rank take the plain path, before any
  * collective registration) and after the registration (refused on every
- * rank, as where NCCL or the machine has no windows: plain buffers with a
- * warning; refused on some ranks only, which cannot be undone collectively:
- * fatal, with the hint to set CTRAIN_NCCL_REG=0). Results are identical
- * either way, only the time differs. */
+ * rank, as where the machine has no windows: plain buffers with a warning;
+ * refused on some ranks only, which cannot be undone collectively: fatal).
+ * Results are identical either way, only the time differs. */
 #ifndef CTRAIN_TRAIN_DIST_REGBUF_H
 #define CTRAIN_TRAIN_DIST_REGBUF_H
 
@@ -36,12 +33,13 @@
 typedef struct RegBuf {
     void *ptr;
     size_t bytes;
-    int mode;            /* what it is: 0 mem_alloc, 1 registered, 2 symmetric window */
-    void *handle;        /* ncclCommRegister's handle, or the ncclWindow_t */
+    int mode;            /* what it is: 0 mem_alloc, 2 symmetric window */
+    void *handle;        /* the ncclWindow_t */
 } RegBuf;
 
-/* The CTRAIN_NCCL_REG mode asked for (default in dist_regbuf.c). */
-int regbuf_mode_wanted(void);
+/* The mode the data-parallel buffers get: 2 where NCCL has symmetric
+ * windows, else 0. */
+int regbuf_mode_default(void);
 /* All ranks' verdict on this rank's ok: 1 when every rank passed 1. */
 typedef int (*RegbufAgreeFn)(void *user, int ok);
 

@@ -1,0 +1,75 @@
+/* trainer.c — the pieces of one optimizer step (see trainer.h; the
+ * sequence they make: step.h). */
+#include "trainer.h"
+
+#include <stdint.h>
+#include "engine/autograd.h"
+#include "engine/mem.h"
+#include "engine/params.h"
+#include "train/parallel/dist.h"
+#include "overlap.h"
+
+/* The overlapped update's once-per-step part, on the compute stream before
+ * backward: the learning rate (a capture has fetched it on the device
+ * already) and the optimizer's step count. */
+static void update_begin(Trainer *t)
+{
+    Ctx *c = t->ctx;
+    int capturing = 0;
+#ifdef CTRAIN_CUDA
+    capturing = c->capturing;
+#endif
+    if (!capturing) mem_set_f32(c, optimizer_lr_dev(&t->opt), t->lr);
+    optimizer_split_begin(&t->opt, &t->model->params);
+    t->overlap_step = 1;
+}
+
+Tensor *trainer_micro_body(Trainer *t, int last)
+{
+    Ctx *c = t->ctx;
+    params_lowp_refresh(&t->model->params);   /* no-op unless the f32 values were rewritten */
+    GradScaler *sc = &t->scaler;
+    Tensor *loss = model_loss(c, t->model, t->feed->in, t->label_smoothing, NULL);
+    /* [overlap] the last micro-batch's backward updates each bucket once it
+     * is final (after its all-reduce with several GPUs) */
+    if (last && t->overlap) {
+        if (!t->ov)   /* an eager step comes first: no capture */
+            t->ov = overlap_open(c, &t->model->params, &t->opt, t->dist);
+        update_begin(t);
+    }
+    dist_backward_begin(t->dist, last);   /* [dist] the last micro-batch all-reduces */
+    overlap_backward_begin(t->ov, last);
+    if (sc->enabled) ad_backward_dev(c, loss, scaler_scale(sc), 1.0f / (float)t->accum);
+    else ad_backward(c, loss, 1.0f / (float)t->accum);
+    /* [dist] the remaining buckets, and the compute stream waits for the
+     * all-reduces: before unscale, so an inf on any rank reaches all. Here,
+     * not in the update, so a captured micro-batch joins its streams. */
+    if (last) {
+        dist_grads_ready(t->dist);
+        overlap_grads_ready(t->ov);
+    }
+    return loss;
+}
+
+void trainer_update_body(Trainer *t, int lr_on_device)
+{
+    Model *m = t->model;
+    GradScaler *sc = &t->scaler;
+    if (t->overlap_step) {   /* done during backward (no scaler, no clip: overlap_mode) */
+        t->overlap_step = 0;
+        return;
+    }
+    scaler_unscale(sc, m->params.grad, m->params.total);
+    if (t->clip > 0) scaler_clip(sc, m->params.grad, m->params.total, t->clip);
+    if (lr_on_device) optimizer_step_lr(&t->opt, &m->params, scaler_found_inf(sc));
+    else optimizer_step(&t->opt, &m->params, t->lr, scaler_found_inf(sc));
+    scaler_update(sc);
+    params_zero_grad(&m->params);
+}
+
+void trainer_feed_next(Trainer *t)
+{
+    long per_epoch = t->steps_per_epoch * t->accum;   /* micro-batches per epoch */
+    t->feed->next(t->feed, t->ctx, (uint64_t)(t->micro / per_epoch),
+                  (uint32_t)(t->micro % per_epoch));
+}
