@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include "engine/env.h"
+#include "engine/settings.h"
 #include "engine/error.h"
 #include "engine/log.h"
 #include "train/parallel/dist_bucket.h"
@@ -30,7 +30,7 @@ struct Overlap {
 /* CTRAIN_OVERLAP_UPDATE=1 */
 static int overlap_asked(void)
 {
-    return env_switch("CTRAIN_OVERLAP_UPDATE", 0, "the update overlaps backward where it applies");
+    return setting_switch(SET_OVERLAP_UPDATE);
 }
 
 int overlap_mode(const Ctx *c, const ParamSet *ps, const Optimizer *opt, DType grad_reduce,
@@ -113,16 +113,10 @@ Overlap *overlap_open(Ctx *c, ParamSet *ps, Optimizer *opt, const Dist *dist)
     o->own = dist == NULL;
     float mb = dist_bucket_mb_auto(ps->total * sizeof(float));
     if (o->own) {
-        const char *e = getenv("CTRAIN_OVERLAP_BUCKET_MB");
-        if (e && *e) {
-            char *end;
-            mb = strtof(e, &end);
-            if (*end || !(mb > 0.0f))
-                ct_fatal_hint("set CTRAIN_OVERLAP_BUCKET_MB to a size in MB above 0 (unset: a "
-                              "twelfth of the gradients, 25 to 100 MB)",
-                              "CTRAIN_OVERLAP_BUCKET_MB=%s is not a size", e);
-        }
-        bucket_plan_build(&o->plan, ps, (size_t)((double)mb * 1024.0 * 1024.0 / sizeof(float)), 0);
+        size_t asked = setting_size(SET_OVERLAP_BUCKET_MB);   /* bytes; 0: unset */
+        size_t elems = asked ? asked / sizeof(float)
+                             : (size_t)((double)mb * 1024.0 * 1024.0 / sizeof(float));
+        bucket_plan_build(&o->plan, ps, elems, 0);
         grad_ready_init(&o->ready, ps, &o->plan, issue_bucket, o);
         o->n = o->plan.n;
     } else {

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "engine/env.h"
+#include "engine/settings.h"
 #include "engine/error.h"
 #include "engine/log.h"
 #include "engine/mem.h"
@@ -41,8 +41,7 @@ static void graph_refuse(StepGraph *g, const char *why)
  * CTRAIN_GRAPH_NODE_PRIORITY=0 leaves the flag off. */
 static unsigned long long instantiate_flags(void)
 {
-    return env_switch("CTRAIN_GRAPH_NODE_PRIORITY", 1, "kernels keep their capture stream's "
-                      "priority") ? cudaGraphInstantiateFlagUseNodePriority : 0;
+    return setting_switch(SET_GRAPH_NODE_PRIORITY) ? cudaGraphInstantiateFlagUseNodePriority : 0;
 }
 
 /* End the capture on c's stream and instantiate; on failure fill why. */
@@ -134,8 +133,7 @@ void trainer_graph_capture(Trainer *t)
          * eager. Every rank reaches this at the same step and they agree, so
          * none captures alone (NCCL needs a collective captured on every
          * rank or on none). */
-        const char *e = getenv("CTRAIN_DIST_GRAPH");
-        int want = !(e && *e && atoi(e) == 0);
+        int want = setting_switch(SET_DIST_GRAPH);
         if (!dist_all_ok(t->dist, want)) {
             graph_refuse(g, "CTRAIN_DIST_GRAPH=0 on some rank: data-parallel steps stay eager");
             return;

@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "engine/env.h"
 #include "engine/error.h"
 #include "engine/log.h"
 #include "engine/mem.h"
 #include "engine/params.h"
+#include "engine/settings.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "dist_bucket.h"
@@ -152,7 +152,7 @@ Dist *dist_setup(const DistOptions *o, Device device, long save_every, int saves
     if (e.rank != 0) {
         /* rank 0 writes the files and the progress (the caller drops this
          * rank's --log and --save: dist_is_main); the others only report errors */
-        if (!getenv("CTRAIN_LOG")) log_set_level(LOG_ERROR);
+        if (!setting_text(SET_LOG)) log_set_level(LOG_ERROR);
         if (!freopen("/dev/null", "w", stdout))
             LOG_W("cannot silence stdout on rank %d", e.rank);
     }
@@ -238,7 +238,7 @@ void dist_start(Dist *d, Ctx *c)
      * NCCL_CTA_POLICY set by the user wins */
     int nv = 0;
     NCCL_CHECK(ncclGetVersion(&nv));
-    if (regbuf_mode_default() == 2 && nv >= NCCL_VERSION(2, 28, 0) && !getenv("NCCL_CTA_POLICY"))
+    if (regbuf_mode_default() == 2 && nv >= NCCL_VERSION(2, 28, 0) && !setting_text(SET_NCCL_CTA_POLICY))
         setenv("NCCL_CTA_POLICY", "2", 0);
     NCCL_CHECK(ncclCommInitRank(&d->comm, e->world, id, e->rank));
     if (d->opt.sync_bn) NCCL_CHECK(ncclCommSplit(d->comm, 0, e->rank, &d->bn_comm, NULL));
@@ -252,10 +252,8 @@ void dist_start(Dist *d, Ctx *c)
     CUDA_CHECK(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, greatest));
     CUDA_CHECK(cudaEventCreateWithFlags(&d->done_ev, cudaEventDisableTiming));
     d->scratch = (float *)mem_alloc(c, sizeof(float));
-    d->sparse = env_switch("CTRAIN_DIST_SPARSE_EMB", -1, "a large embedding table's lookup "
-                           "gradient sent as rows");
-    d->taper = env_switch("CTRAIN_DIST_TAPER", -1, "the buckets shrink towards the end of "
-                          "backward");
+    d->sparse = setting_switch(SET_DIST_SPARSE_EMB);
+    d->taper = setting_switch(SET_DIST_TAPER);
     CUDA_CHECK(cudaEventCreateWithFlags(&d->sp_ev, cudaEventDisableTiming));
 
     c->dp_rank = e->rank;
@@ -565,7 +563,7 @@ void dist_attach(Dist *d, const DistModel *m, const DistHooks *h)
     /* [shard] the weights' all-gathers in a window too (as the gradients';
      * CTRAIN_DIST_SHARD_WINDOW=0 leaves them in plain memory) */
     if (d->sharding && reg == 2 &&
-        env_switch("CTRAIN_DIST_SHARD_WINDOW", 1, "the weights in symmetric windows")) {
+        setting_switch(SET_DIST_SHARD_WINDOW)) {
         regbuf_alloc(&d->data_buf, c, d->comm, ps->total * sizeof(float), reg, 0, regbuf_agree, d);
         if (ps->lowp)
             regbuf_alloc(&d->lowp_buf, c, d->comm, ps->total * dtype_size(ps->lowp_dt), reg, 0,
@@ -682,7 +680,7 @@ int dist_all_max(Dist *d, int v)
 
 int dist_shard_wanted(size_t n_params, int *asked)
 {
-    int v = env_switch("CTRAIN_DIST_SHARD", -1, "each rank updates its share of the weights");
+    int v = setting_switch(SET_DIST_SHARD);
     if (asked) *asked = v >= 0;
     return v >= 0 ? v : n_params >= DIST_SHARD_AUTO_PARAMS;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "engine/error.h"
 #include "engine/log.h"
+#include "engine/settings.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 
@@ -22,8 +23,7 @@ struct DistTrace {
 
 DistTrace *dist_trace_open(int rank)
 {
-    const char *e = getenv("CTRAIN_DIST_TRACE");
-    if (!e || strcmp(e, "1")) return NULL;
+    if (setting_switch(SET_DIST_TRACE) != 1) return NULL;
     DistTrace *tr = (DistTrace *)calloc(1, sizeof *tr);
     if (!tr) ct_fatal("out of host memory");
     tr->rank = rank;
