@@ -52,11 +52,10 @@ static void cls_stage(Cls *C, Ctx *c, Tensor *const *dst, const uint32_t *idx, i
     void *const *h = C->st.buf[k];
     int32_t *attn = (int32_t *)h[CLS_ATTN];
     float *mask_add = (float *)h[CLS_MASK];
-    int T = C->T;
+    const size_t n = (size_t)b * C->T;
     textcls_batch((int32_t *)h[CLS_IDS], (int32_t *)h[CLS_TT], attn, (int32_t *)h[CLS_LABELS],
-                  &C->ds, idx, b, T, C->wp.cls_id, C->wp.sep_id, C->wp.pad_id);
-    for (size_t i = 0; i < (size_t)b * T; i++) mask_add[i] = attn[i] ? 0.0f : -10000.0f;
-    size_t n = (size_t)b * T;
+                  &C->ds, idx, b, C->T, C->wp.cls_id, C->wp.sep_id, C->wp.pad_id);
+    for (size_t i = 0; i < n; i++) mask_add[i] = attn[i] ? 0.0f : -10000.0f;
     const size_t bytes[4] = {[CLS_IDS] = n * sizeof(int32_t), [CLS_TT] = n * sizeof(int32_t),
                              [CLS_MASK] = n * sizeof(float), [CLS_LABELS] = (size_t)b * sizeof(int32_t)};
     feed_stage_send(&C->st, c, k, dst, bytes, 4);
