@@ -12,9 +12,10 @@
  *
  * One operation per statement, f32 (no compiler may fuse a multiply-add:
  * ISO C mode compiles with -ffp-contract=off), so the GPU, which rounds each
- * operation with __fmul_rn and friends, gives the same bits. The scalars
- * formed once per step (1 - lr wd, lr / bc1, sqrt(bc2)) are computed in
- * double and rounded once, on both sides. LAMB's sums of squares run in
+ * operation with __fmul_rn and friends, gives the same bits. The moment
+ * update is one function (adam_moments) for both loops, as on the GPU. The
+ * scalars formed once per step (1 - lr wd, lr / bc1, sqrt(bc2)) are computed
+ * in double and rounded once, on both sides. LAMB's sums of squares run in
  * double, sequentially.
  */
 #include "adam.h"
@@ -36,18 +37,46 @@ double adam_beta_pow(double beta, int64_t t)
     return r;
 }
 
+AdamStepState adam_step_state(int64_t step, double beta1, double beta2, int bias_correction)
+{
+    AdamStepState s = {step, 1.0, 1.0};
+    if (bias_correction) {
+        s.bc1 = 1.0 - adam_beta_pow(beta1, step);
+        s.bc2 = 1.0 - adam_beta_pow(beta2, step);
+    }
+    return s;
+}
+
 void adam_begin_cpu(AdamStepState *st, double beta1, double beta2, int bias_correction,
                     const int *skip)
 {
     if (skip && *skip) return; /* a skipped step is not counted */
-    st->step += 1;
-    if (bias_correction) {
-        st->bc1 = 1.0 - adam_beta_pow(beta1, st->step);
-        st->bc2 = 1.0 - adam_beta_pow(beta2, st->step);
-    } else {
-        st->bc1 = 1.0;
-        st->bc2 = 1.0;
-    }
+    *st = adam_step_state(st->step + 1, beta1, beta2, bias_correction);
+}
+
+/* the factors torch rounds from Python floats */
+AdamFactors adam_factors(double beta1, double beta2, double eps)
+{
+    AdamFactors f;
+    f.b1 = (float)beta1;
+    f.omb1 = (float)(1.0 - beta1);
+    f.b2 = (float)beta2;
+    f.omb2 = (float)(1.0 - beta2);
+    f.eps = (float)eps;
+    return f;
+}
+
+/* m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2, one rounding per
+ * operation: both loops' moments (adam_moments in ops/adam.cu). */
+static inline void adam_moments(float *m, float *v, float g, const AdamFactors *f)
+{
+    float ma = f->b1 * *m;
+    float mb = f->omb1 * g;
+    *m = ma + mb;
+    float gg = g * g;
+    float va = f->b2 * *v;
+    float vb = f->omb2 * gg;
+    *v = va + vb;
 }
 
 void adamw_step_cpu(float *p, float *m, float *v, const float *g, size_t n, float lr,
@@ -55,28 +84,19 @@ void adamw_step_cpu(float *p, float *m, float *v, const float *g, size_t n, floa
                     const int *skip)
 {
     if (skip && *skip) return;
-    /* the factors torch rounds from Python floats */
-    const float b1 = (float)beta1, omb1 = (float)(1.0 - beta1);
-    const float b2 = (float)beta2, omb2 = (float)(1.0 - beta2);
-    const float epsf = (float)eps;
+    const AdamFactors f = adam_factors(beta1, beta2, eps);
     const double lw = (double)lr * wd;
     const float keep = (float)(1.0 - lw);
     const float step_size = (float)((double)lr / st->bc1);
     const float bc2_sqrt = (float)sqrt(st->bc2);
 #pragma omp parallel for if (n >= 65536)
     for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
         float pd = p[i] * keep;            /* decoupled weight decay */
-        float ma = b1 * m[i];
-        float mb = omb1 * gi;
-        float mi = ma + mb;
-        float gg = gi * gi;
-        float va = b2 * v[i];
-        float vb = omb2 * gg;
-        float vi = va + vb;
+        float mi = m[i], vi = v[i];
+        adam_moments(&mi, &vi, g[i], &f);
         float sq = sqrtf(vi);
         float sc = sq / bc2_sqrt;
-        float den = sc + epsf;
+        float den = sc + f.eps;
         float q = mi / den;
         float up = step_size * q;
         m[i] = mi;
@@ -126,9 +146,7 @@ void lamb_step_cpu(float *p, float *m, float *v, float *ratio, const float *g,
                    double beta1, double beta2, double eps, const int *skip)
 {
     if (skip && *skip) return;
-    const float b1 = (float)beta1, omb1 = (float)(1.0 - beta1);
-    const float b2 = (float)beta2, omb2 = (float)(1.0 - beta2);
-    const float epsf = (float)eps;
+    const AdamFactors f = adam_factors(beta1, beta2, eps);
     const float bc1 = (float)st->bc1, bc2 = (float)st->bc2;
 #pragma omp parallel for schedule(dynamic, 1) if (nseg > 1)
     for (int s = 0; s < nseg; s++) {
@@ -136,17 +154,11 @@ void lamb_step_cpu(float *p, float *m, float *v, float *ratio, const float *g,
         const float wd = seg[s].wd;
         double sp = 0.0, su = 0.0;
         for (size_t i = o; i < o + n; i++) {
-            float gi = g[i];
-            float ma = b1 * m[i];
-            float mb = omb1 * gi;
-            float mi = ma + mb;
-            float gg = gi * gi;
-            float va = b2 * v[i];
-            float vb = omb2 * gg;
-            float vi = va + vb;
+            float mi = m[i], vi = v[i];
+            adam_moments(&mi, &vi, g[i], &f);
             m[i] = mi;
             v[i] = vi;
-            float u = lamb_u(mi, vi, p[i], bc1, bc2, epsf, wd);
+            float u = lamb_u(mi, vi, p[i], bc1, bc2, f.eps, wd);
             sp += (double)p[i] * (double)p[i];
             su += (double)u * (double)u;
         }
@@ -156,7 +168,7 @@ void lamb_step_cpu(float *p, float *m, float *v, float *ratio, const float *g,
         if (ratio) ratio[s] = r;
         const float lr_r = lr * r;
         for (size_t i = o; i < o + n; i++) {
-            float u = lamb_u(m[i], v[i], p[i], bc1, bc2, epsf, wd);
+            float u = lamb_u(m[i], v[i], p[i], bc1, bc2, f.eps, wd);
             float up = lr_r * u;
             p[i] = p[i] - up;
         }

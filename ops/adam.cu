@@ -45,7 +45,7 @@ const int ADAM_WARPS = ADAM_THREADS / 32;
 const unsigned ADAM_MAX_BLOCKS = 4096;   /* elementwise: grid-stride beyond this */
 const int64_t LAMB_MAX_BLOCKS = 1 << 20; /* chunk loop beyond this */
 
-/* beta^t by binary powering, as adam_pow in ops/adam.c. */
+/* beta^t by binary powering, as adam_beta_pow in ops/adam.c. */
 __device__ double adam_pow_dev(double beta, long long t)
 {
     double r = 1.0;
@@ -67,23 +67,9 @@ __global__ void adam_begin_kernel(AdamStepState *st, double beta1, double beta2,
     st->bc2 = bias_correction ? __dsub_rn(1.0, adam_pow_dev(beta2, t)) : 1.0;
 }
 
-/* The f32 factors rounded from the double hyperparameters (on the host, as
- * the CPU reference does) ... */
-struct AdamFactors {
-    float b1, omb1, b2, omb2, eps;
-};
-AdamFactors adam_factors(double beta1, double beta2, double eps)
-{
-    AdamFactors f;
-    f.b1 = (float)beta1;
-    f.omb1 = (float)(1.0 - beta1);
-    f.b2 = (float)beta2;
-    f.omb2 = (float)(1.0 - beta2);
-    f.eps = (float)eps;
-    return f;
-}
-
-/* ... and the per-step ones, formed on the device from lr and the step state. */
+/* The f32 factors are rounded on the host (adam_factors in ops/adam.c, the
+ * CPU reference's own); the per-step ones are formed on the device from lr
+ * and the step state. */
 struct AdamwStep {
     float keep, step_size, bc2_sqrt;
 };
@@ -97,7 +83,8 @@ __device__ __forceinline__ AdamwStep adamw_step_scalars(float lr, const AdamStep
     return k;
 }
 
-/* m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2 */
+/* m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2: the moments of both
+ * AdamW and LAMB (ops/adam.c's adam_moments, operation for operation). */
 __device__ __forceinline__ void adam_moments(float &m, float &v, float g, const AdamFactors &f)
 {
     m = __fadd_rn(__fmul_rn(f.b1, m), __fmul_rn(f.omb1, g));

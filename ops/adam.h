@@ -78,6 +78,14 @@ typedef struct AdamStepState {
     double bc2;       /* 1 - beta2^step   (1 without bias correction) */
 } AdamStepState;
 
+/* The f32 factors both backends multiply by, rounded once on the host from
+ * the double hyperparameters (as torch rounds a Python scalar). */
+typedef struct AdamFactors {
+    float b1, omb1;    /* beta1, 1 - beta1 */
+    float b2, omb2;    /* beta2, 1 - beta2 */
+    float eps;
+} AdamFactors;
+
 /* One parameter tensor of a multi-tensor (LAMB) launch. Elements
  * [offset, offset + numel) of the buffers; chunk0 / nchunk are filled by
  * lamb_chunks_build. */
@@ -104,10 +112,16 @@ typedef struct OptChunk {
  * Call once with chunk = NULL to size the table. */
 int64_t lamb_chunks_build(OptChunk *chunk, OptSeg *seg, int nseg, int64_t chunk_len);
 
+/* Shared by both backends (ops/adam.c). */
+AdamFactors adam_factors(double beta1, double beta2, double eps);
+
 /* ---- CPU reference ---- */
 /* beta^t by binary powering (multiplications only, as the GPU forms it), for
- * the bias corrections 1 - beta^t; also what a resumed run restores. */
+ * the bias corrections 1 - beta^t. */
 double adam_beta_pow(double beta, int64_t t);
+/* The step state after `step` steps: what adam_begin_cpu writes, and what a
+ * resumed run restores. */
+AdamStepState adam_step_state(int64_t step, double beta1, double beta2, int bias_correction);
 void adam_begin_cpu(AdamStepState *st, double beta1, double beta2, int bias_correction,
                     const int *skip);
 void adamw_step_cpu(float *p, float *m, float *v, const float *g, size_t n, float lr,

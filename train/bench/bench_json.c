@@ -1,11 +1,11 @@
-/* bench_json.c — the benchmark JSON builder and the run's machine record.
+/* bench_json.c — the benchmark JSON file (written with train/io/jsonw.h) and
+ * the run's machine record.
  * The schema is described in bench_json.h.
  */
 #include "bench_json.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,126 +17,21 @@
 #include <cudnn.h>
 #endif
 
-/* ---- Builder. */
+/* ---- A figure not measured is absent (bench_json.h). */
 
-void jsonw_init(JsonW *w) { memset(w, 0, sizeof *w); }
-
-void jsonw_free(JsonW *w)
+static void opt_num(JsonW *w, const char *key, double v)
 {
-    free(w->buf);
-    memset(w, 0, sizeof *w);
+    if (isfinite(v)) jsonw_num(w, key, v);
 }
 
-static void put(JsonW *w, const char *s, size_t n)
+static void opt_int(JsonW *w, const char *key, int64_t v)
 {
-    if (w->oom) return;
-    if (w->len + n + 1 > w->cap) {
-        size_t cap = w->cap ? w->cap : 4096;
-        while (w->len + n + 1 > cap) cap *= 2;
-        char *p = realloc(w->buf, cap);
-        if (!p) { w->oom = 1; return; }
-        w->buf = p;
-        w->cap = cap;
-    }
-    memcpy(w->buf + w->len, s, n);
-    w->len += n;
-    w->buf[w->len] = 0;
+    if (v >= 0) jsonw_int(w, key, v);
 }
 
-static void puts_(JsonW *w, const char *s) { put(w, s, strlen(s)); }
-
-static void putf(JsonW *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void putf(JsonW *w, const char *fmt, ...)
+static void opt_str(JsonW *w, const char *key, const char *v)
 {
-    char buf[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n > 0) put(w, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
-
-static void put_escaped(JsonW *w, const char *s)
-{
-    puts_(w, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { char e[2] = {'\\', (char)c}; put(w, e, 2); }
-        else if (c == '\n') puts_(w, "\\n");
-        else if (c == '\t') puts_(w, "\\t");
-        else if (c < 0x20) putf(w, "\\u%04x", c);
-        else put(w, (const char *)&c, 1);
-    }
-    puts_(w, "\"");
-}
-
-/* Comma, newline and indent before an item, then its key. */
-static void item(JsonW *w, const char *key)
-{
-    int d = w->depth < 31 ? w->depth : 31;
-    if (w->has_item[d]) puts_(w, ",");
-    if (d > 0 || w->has_item[d]) {
-        puts_(w, "\n");
-        for (int i = 0; i < d; i++) puts_(w, "  ");
-    }
-    w->has_item[d] = 1;
-    if (key) {
-        put_escaped(w, key);
-        puts_(w, ": ");
-    }
-}
-
-static void open_(JsonW *w, const char *key, const char *brace)
-{
-    item(w, key);
-    puts_(w, brace);
-    w->depth++;
-    if (w->depth < 32) w->has_item[w->depth] = 0;
-}
-
-static void close_(JsonW *w, const char *brace)
-{
-    int had = w->depth < 32 ? w->has_item[w->depth] : 1;
-    w->depth--;
-    if (had) {
-        puts_(w, "\n");
-        for (int i = 0; i < w->depth; i++) puts_(w, "  ");
-    }
-    puts_(w, brace);
-}
-
-void jsonw_obj_begin(JsonW *w, const char *key) { open_(w, key, "{"); }
-void jsonw_obj_end(JsonW *w) { close_(w, "}"); }
-void jsonw_arr_begin(JsonW *w, const char *key) { open_(w, key, "["); }
-void jsonw_arr_end(JsonW *w) { close_(w, "]"); }
-
-void jsonw_num(JsonW *w, const char *key, double v)
-{
-    if (!isfinite(v)) return;
-    item(w, key);
-    /* integers (bytes, counts) exactly; measurements to 10 significant digits */
-    if (v == floor(v) && fabs(v) < 9007199254740992.0) putf(w, "%.0f", v);
-    else putf(w, "%.10g", v);
-}
-
-void jsonw_int(JsonW *w, const char *key, int64_t v)
-{
-    if (v < 0) return;
-    item(w, key);
-    putf(w, "%lld", (long long)v);
-}
-
-void jsonw_str(JsonW *w, const char *key, const char *v)
-{
-    if (!v || !*v) return;
-    item(w, key);
-    put_escaped(w, v);
-}
-
-void jsonw_bool(JsonW *w, const char *key, int v)
-{
-    item(w, key);
-    puts_(w, v ? "true" : "false");
+    if (v && *v) jsonw_str(w, key, v);
 }
 
 /* ---- Schema. */
@@ -159,66 +54,66 @@ void bench_result_init(BenchResult *r)
 void bench_json_soak(JsonW *w, const char *key, const SoakSummary *s)
 {
     jsonw_obj_begin(w, key);
-    jsonw_int(w, "rows", s->rows);
-    jsonw_int(w, "rows_after_warmup", s->rows_after_warmup);
-    jsonw_num(w, "duration_s", s->duration_s);
-    jsonw_num(w, "samples_per_s_mean", s->samples_per_s_mean);
-    jsonw_num(w, "mem_min_bytes", s->mem_min_bytes);
-    jsonw_num(w, "mem_max_bytes", s->mem_max_bytes);
-    jsonw_num(w, "mem_fluctuation_pct", s->mem_fluctuation_pct);
-    jsonw_num(w, "throughput_first_mean", s->throughput_first_mean);
-    jsonw_num(w, "throughput_last_mean", s->throughput_last_mean);
-    jsonw_num(w, "throughput_drift_pct", s->throughput_drift_pct);
-    jsonw_num(w, "power_avg_w", s->power_avg_w);
-    jsonw_num(w, "power_peak_w", s->power_peak_w);
-    jsonw_num(w, "temp_max_c", s->temp_max_c);
-    jsonw_num(w, "sm_clock_min_mhz", s->sm_clock_min_mhz);
+    opt_int(w, "rows", s->rows);
+    opt_int(w, "rows_after_warmup", s->rows_after_warmup);
+    opt_num(w, "duration_s", s->duration_s);
+    opt_num(w, "samples_per_s_mean", s->samples_per_s_mean);
+    opt_num(w, "mem_min_bytes", s->mem_min_bytes);
+    opt_num(w, "mem_max_bytes", s->mem_max_bytes);
+    opt_num(w, "mem_fluctuation_pct", s->mem_fluctuation_pct);
+    opt_num(w, "throughput_first_mean", s->throughput_first_mean);
+    opt_num(w, "throughput_last_mean", s->throughput_last_mean);
+    opt_num(w, "throughput_drift_pct", s->throughput_drift_pct);
+    opt_num(w, "power_avg_w", s->power_avg_w);
+    opt_num(w, "power_peak_w", s->power_peak_w);
+    opt_num(w, "temp_max_c", s->temp_max_c);
+    opt_num(w, "sm_clock_min_mhz", s->sm_clock_min_mhz);
     if (s->throttle_seen >= 0) {   /* unmeasured: absent, not "false" */
         jsonw_bool(w, "throttling_seen", s->throttle_seen != 0);
-        jsonw_str(w, "throttle", s->throttle_names);
-        jsonw_int(w, "throttled_rows", s->throttled_rows);
+        opt_str(w, "throttle", s->throttle_names);
+        opt_int(w, "throttled_rows", s->throttled_rows);
     }
-    jsonw_int(w, "nonfinite_loss", s->nonfinite_loss);
-    jsonw_int(w, "first_nonfinite_step", s->first_nonfinite_step);
-    jsonw_str(w, "cuda_error", s->cuda_error);
+    opt_int(w, "nonfinite_loss", s->nonfinite_loss);
+    opt_int(w, "first_nonfinite_step", s->first_nonfinite_step);
+    opt_str(w, "cuda_error", s->cuda_error);
     jsonw_obj_end(w);
 }
 
 void bench_json_result(JsonW *w, const BenchResult *r)
 {
     jsonw_obj_begin(w, NULL);
-    jsonw_str(w, "engine", r->engine);
-    jsonw_str(w, "mode", r->mode);
-    jsonw_str(w, "model", r->model);
-    jsonw_str(w, "precision", r->precision);
-    jsonw_int(w, "batch", r->batch);
-    jsonw_int(w, "seq", r->seq);
-    jsonw_int(w, "image_size", r->image_size);
-    jsonw_str(w, "layout", r->layout);
-    jsonw_int(w, "steps", r->steps);
-    jsonw_int(w, "warmup", r->warmup);
-    jsonw_num(w, "samples_per_s", r->samples_per_s);
-    jsonw_num(w, "samples_per_s_min", r->samples_per_s_min);
-    jsonw_num(w, "samples_per_s_max", r->samples_per_s_max);
-    jsonw_num(w, "ms_per_step", r->ms_per_step);
-    jsonw_num(w, "peak_mem_bytes", r->peak_mem_bytes);
-    jsonw_num(w, "state_mem_bytes", r->state_mem_bytes);
-    jsonw_num(w, "flops_per_sample", r->flops_per_sample);
-    jsonw_num(w, "peak_tflops", r->peak_tflops);
-    jsonw_num(w, "mfu_peak", r->mfu_peak);
-    jsonw_num(w, "ceiling_tflops", r->ceiling_tflops);
-    jsonw_num(w, "mfu_measured_ceiling", r->mfu_measured_ceiling);
-    jsonw_num(w, "power_avg_w", r->power_avg_w);
-    jsonw_num(w, "power_peak_w", r->power_peak_w);
-    jsonw_num(w, "energy_j", r->energy_j);
-    jsonw_num(w, "temp_avg_c", r->temp_avg_c);
-    jsonw_num(w, "temp_max_c", r->temp_max_c);
-    jsonw_num(w, "sm_clock_avg_mhz", r->sm_clock_avg_mhz);
-    jsonw_num(w, "sm_clock_min_mhz", r->sm_clock_min_mhz);
-    jsonw_str(w, "throttle", r->throttle);
-    jsonw_num(w, "samples_per_s_per_w", r->samples_per_s_per_w);
-    jsonw_num(w, "final_loss", r->final_loss);
-    jsonw_str(w, "error", r->error);
+    opt_str(w, "engine", r->engine);
+    opt_str(w, "mode", r->mode);
+    opt_str(w, "model", r->model);
+    opt_str(w, "precision", r->precision);
+    opt_int(w, "batch", r->batch);
+    opt_int(w, "seq", r->seq);
+    opt_int(w, "image_size", r->image_size);
+    opt_str(w, "layout", r->layout);
+    opt_int(w, "steps", r->steps);
+    opt_int(w, "warmup", r->warmup);
+    opt_num(w, "samples_per_s", r->samples_per_s);
+    opt_num(w, "samples_per_s_min", r->samples_per_s_min);
+    opt_num(w, "samples_per_s_max", r->samples_per_s_max);
+    opt_num(w, "ms_per_step", r->ms_per_step);
+    opt_num(w, "peak_mem_bytes", r->peak_mem_bytes);
+    opt_num(w, "state_mem_bytes", r->state_mem_bytes);
+    opt_num(w, "flops_per_sample", r->flops_per_sample);
+    opt_num(w, "peak_tflops", r->peak_tflops);
+    opt_num(w, "mfu_peak", r->mfu_peak);
+    opt_num(w, "ceiling_tflops", r->ceiling_tflops);
+    opt_num(w, "mfu_measured_ceiling", r->mfu_measured_ceiling);
+    opt_num(w, "power_avg_w", r->power_avg_w);
+    opt_num(w, "power_peak_w", r->power_peak_w);
+    opt_num(w, "energy_j", r->energy_j);
+    opt_num(w, "temp_avg_c", r->temp_avg_c);
+    opt_num(w, "temp_max_c", r->temp_max_c);
+    opt_num(w, "sm_clock_avg_mhz", r->sm_clock_avg_mhz);
+    opt_num(w, "sm_clock_min_mhz", r->sm_clock_min_mhz);
+    opt_str(w, "throttle", r->throttle);
+    opt_num(w, "samples_per_s_per_w", r->samples_per_s_per_w);
+    opt_num(w, "final_loss", r->final_loss);
+    opt_str(w, "error", r->error);
     if (r->soak) bench_json_soak(w, "soak", r->soak);
     jsonw_obj_end(w);
 }
@@ -226,23 +121,23 @@ void bench_json_result(JsonW *w, const BenchResult *r)
 char *bench_json_string(const BenchRun *run)
 {
     JsonW w;
-    jsonw_init(&w);
+    jsonw_init(&w, BENCH_JSON_STYLE);
     const BenchMachine *m = &run->machine;
     jsonw_obj_begin(&w, NULL);
-    jsonw_str(&w, "schema", BENCH_SCHEMA);
-    jsonw_str(&w, "command", run->command);
+    opt_str(&w, "schema", BENCH_SCHEMA);
+    opt_str(&w, "command", run->command);
     jsonw_obj_begin(&w, "machine");
-    jsonw_str(&w, "gpu_name", m->gpu_name);
-    jsonw_int(&w, "gpu_memory_bytes", m->gpu_memory_bytes);
-    jsonw_int(&w, "gpu_count", m->gpu_count);
-    jsonw_str(&w, "driver", m->driver);
-    jsonw_str(&w, "cuda_runtime", m->cuda_runtime);
-    jsonw_str(&w, "cudnn", m->cudnn);
-    jsonw_str(&w, "cublas", m->cublas);
-    jsonw_str(&w, "cpu", m->cpu);
-    jsonw_str(&w, "host", m->host);
-    jsonw_str(&w, "ctrain_revision", m->ctrain_revision);
-    jsonw_str(&w, "date", m->date);
+    opt_str(&w, "gpu_name", m->gpu_name);
+    opt_int(&w, "gpu_memory_bytes", m->gpu_memory_bytes);
+    opt_int(&w, "gpu_count", m->gpu_count);
+    opt_str(&w, "driver", m->driver);
+    opt_str(&w, "cuda_runtime", m->cuda_runtime);
+    opt_str(&w, "cudnn", m->cudnn);
+    opt_str(&w, "cublas", m->cublas);
+    opt_str(&w, "cpu", m->cpu);
+    opt_str(&w, "host", m->host);
+    opt_str(&w, "ctrain_revision", m->ctrain_revision);
+    opt_str(&w, "date", m->date);
     jsonw_obj_end(&w);
     jsonw_arr_begin(&w, "results");
     for (int i = 0; i < run->n_results; i++) bench_json_result(&w, &run->results[i]);
@@ -251,14 +146,14 @@ char *bench_json_string(const BenchRun *run)
     for (int i = 0; i < run->n_ceilings; i++) {
         const BenchCeiling *c = &run->ceilings[i];
         jsonw_obj_begin(&w, NULL);
-        jsonw_str(&w, "name", c->name);
-        jsonw_str(&w, "precision", c->precision);
-        jsonw_num(&w, "tflops", c->tflops);
+        opt_str(&w, "name", c->name);
+        opt_str(&w, "precision", c->precision);
+        opt_num(&w, "tflops", c->tflops);
         jsonw_obj_end(&w);
     }
     jsonw_arr_end(&w);
     jsonw_obj_end(&w);
-    puts_(&w, "\n");
+    jsonw_raw(&w, "\n");
     if (w.oom) {
         jsonw_free(&w);
         return NULL;

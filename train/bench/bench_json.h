@@ -28,7 +28,9 @@
  * A figure that was not measured is ABSENT (the key is omitted), never 0 or
  * null: doubles that are NaN, integers < 0 and NULL or "" strings are left
  * out. Units: bytes, seconds, W, C, MHz, TFLOP/s (1e12); mfu_* are fractions
- * (0.42 = 42%) of peak_tflops / ceiling_tflops.
+ * (0.42 = 42%) of peak_tflops / ceiling_tflops. Written by the JSON writer
+ * (train/io/jsonw.h), pretty, with short escapes and exact integers
+ * (BENCH_JSON_STYLE).
  */
 #ifndef CTRAIN_TRAIN_BENCH_JSON_H
 #define CTRAIN_TRAIN_BENCH_JSON_H
@@ -37,31 +39,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "soak.h"
+#include "train/io/jsonw.h"
 
 #define BENCH_SCHEMA "ctrain-bench/1"
-
-/* ---- A small JSON builder into a growing buffer, pretty-printed.
- * key is NULL for array elements and the top-level value. */
-typedef struct JsonW {
-    char *buf;
-    size_t len, cap;
-    int depth;
-    unsigned char has_item[32];   /* per depth: an item was written (comma next) */
-    int oom;                      /* an allocation failed: the text is incomplete */
-} JsonW;
-
-void jsonw_init(JsonW *w);
-void jsonw_free(JsonW *w);
-void jsonw_obj_begin(JsonW *w, const char *key);
-void jsonw_obj_end(JsonW *w);
-void jsonw_arr_begin(JsonW *w, const char *key);
-void jsonw_arr_end(JsonW *w);
-/* Optional fields: NaN/inf, v < 0, NULL/"" are omitted. */
-void jsonw_num(JsonW *w, const char *key, double v);
-void jsonw_int(JsonW *w, const char *key, int64_t v);
-void jsonw_str(JsonW *w, const char *key, const char *v);
-/* Always written. */
-void jsonw_bool(JsonW *w, const char *key, int v);
+#define BENCH_JSON_STYLE (JSONW_PRETTY | JSONW_SHORT_ESCAPES | JSONW_EXACT_NUMBERS)
 
 /* ---- The run. Strings "" = unknown. */
 typedef struct BenchMachine {
@@ -127,7 +108,8 @@ char *bench_json_string(const BenchRun *run);
 /* Write it to path; 0, or -1 with errno set. */
 int bench_json_write_file(const char *path, const BenchRun *run);
 
-/* Append one result / a soak summary object (for other writers). */
+/* Append one result / a soak summary object (for other writers; a JsonW
+ * of BENCH_JSON_STYLE). */
 void bench_json_result(JsonW *w, const BenchResult *r);
 void bench_json_soak(JsonW *w, const char *key, const SoakSummary *s);
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "train/io/jsonw.h"
 
 /* libstdc++'s demangler when it is linked (CUDA builds link it); weak, so a
  * build without it keeps the mangled names. */
@@ -102,18 +103,6 @@ void timeline_short_name(char *out, size_t outlen, const char *raw)
     free(dem);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static uint64_t first_start(const Timeline *tl)
 {
     uint64_t t0 = UINT64_MAX;
@@ -149,16 +138,27 @@ int timeline_write_chrome(const Timeline *tl, const char *path, int pid, char *e
     if (!f) return -1;
     static const char *const cat[] = {"kernel", "memcpy", "memset"};
     uint64_t t0 = first_start(tl);
+    JsonW name;   /* each event's name as a JSON string (the writer's compact style) */
+    jsonw_init(&name, 0);
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
     for (size_t i = 0; i < tl->n; i++) {
         const TlEvent *e = &tl->ev[i];
-        fprintf(f, "{\"name\":");
-        json_str(f, tl->names[e->name]);
-        fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%u",
-                cat[e->kind], (double)(e->start - t0) * 1e-3, (double)(e->end - e->start) * 1e-3,
+        jsonw_reset(&name);
+        jsonw_string(&name, tl->names[e->name]);
+        if (name.oom) break;
+        fprintf(f, "{\"name\":%s,\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%u",
+                name.buf, cat[e->kind], (double)(e->start - t0) * 1e-3, (double)(e->end - e->start) * 1e-3,
                 pid, e->stream);
         if (e->kind != TL_KERNEL) fprintf(f, ",\"args\":{\"bytes\":%llu}", (unsigned long long)e->bytes);
         fprintf(f, "}%s\n", i + 1 < tl->n ? "," : "");
+    }
+    int oom = name.oom;
+    jsonw_free(&name);
+    if (oom) {
+        fclose(f);
+        remove(tmp);
+        snprintf(err, errlen, "cannot write %s: out of host memory", path);
+        return -1;
     }
     fprintf(f, "]}\n");
     return commit_tmp(f, tmp, path, err, errlen);

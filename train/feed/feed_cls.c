@@ -10,15 +10,14 @@
  * data parallel: this rank's share, shuffle_shard);
  * the last partial batch of an epoch is dropped. Evaluation walks the
  * held-out split in order, the last batch partial (views of the full-size
- * eval tensors, like feed.c's flat feed).
+ * eval tensors, like feed_image.c's flat feed).
  *
  * Inputs: ids i32 [B, T], token types i32 [B, T] (all 0), additive mask
  * f32 [B, T] (0 on [CLS] text [SEP], -10000 on padding), labels i32 [B].
  * Shape letters: B batch, T tokens (--seq).
  */
-#include "feed.h"
+#include "feed_cls.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,66 +25,40 @@
 #include "data/text_cls.h"
 #include "data/wordpiece.h"
 #include "engine/error.h"
-#include "engine/mem.h"
+#include "feed_stage.h"
 
 #define FEEDCLS_TOPICS 4
 
-/* Pinned host copy of one batch, in the layout of the four input tensors. */
-typedef struct ClsHost {
-    int32_t *ids, *tt, *labels, *attn;
-    float *mask_add;
-} ClsHost;
+/* A staged set: the four input tensors in order, then the 0/1 attention
+ * mask the additive one is made from (host only, not copied). */
+enum { CLS_IDS, CLS_TT, CLS_MASK, CLS_LABELS, CLS_ATTN, CLS_BUFS };
 
 typedef struct Cls {
     TextCls ds;
     Wordpiece wp;
     uint32_t *perm, *idx;
     uint64_t perm_epoch, seed;
-    ClsHost host[2];
-#ifdef CTRAIN_CUDA
-    cudaEvent_t done[2];
-#endif
-    int k, cuda, T;
+    FeedStage st;
+    int T;
     uint32_t eval_pos;
     Tensor *ex[4];             /* eval batch tensors (full size; views for the tail) */
 } Cls;
 
-/* Host batch k of the examples idx [b], rows laid out for b rows. */
-static void cls_fill(Cls *C, int k, const uint32_t *idx, int b)
+/* Stage the examples idx [b] (rows laid out for b rows) in a free set and
+ * queue their copies into dst. */
+static void cls_stage(Cls *C, Ctx *c, Tensor *const *dst, const uint32_t *idx, int b)
 {
-    ClsHost *h = &C->host[k];
-    int T = C->T;
-    textcls_batch(h->ids, h->tt, h->attn, h->labels, &C->ds, idx, b, T, C->wp.cls_id,
-                  C->wp.sep_id, C->wp.pad_id);
-    for (size_t i = 0; i < (size_t)b * T; i++) h->mask_add[i] = h->attn[i] ? 0.0f : -10000.0f;
-}
-
-static void cls_upload(Cls *C, Ctx *c, int k, Tensor *const *dst, int b)
-{
-    const ClsHost *h = &C->host[k];
-    size_t n = (size_t)b * C->T;
-    mem_to_device_async(c, dst[0]->data, h->ids, n * sizeof(int32_t));
-    mem_to_device_async(c, dst[1]->data, h->tt, n * sizeof(int32_t));
-    mem_to_device_async(c, dst[2]->data, h->mask_add, n * sizeof(float));
-    mem_to_device_async(c, dst[3]->data, h->labels, (size_t)b * sizeof(int32_t));
-}
-
-static void cls_wait(Cls *C, int k)
-{
-#ifdef CTRAIN_CUDA
-    if (C->cuda) CUDA_CHECK(cudaEventSynchronize(C->done[k]));
-#else
-    (void)C; (void)k;
-#endif
-}
-
-static void cls_mark(Cls *C, Ctx *c, int k)
-{
-#ifdef CTRAIN_CUDA
-    if (C->cuda) CUDA_CHECK(cudaEventRecord(C->done[k], c->stream));
-#else
-    (void)C; (void)c; (void)k;
-#endif
+    int k = feed_stage_next(&C->st);
+    void *const *h = C->st.buf[k];
+    int32_t *attn = (int32_t *)h[CLS_ATTN];
+    float *mask_add = (float *)h[CLS_MASK];
+    const size_t n = (size_t)b * C->T;
+    textcls_batch((int32_t *)h[CLS_IDS], (int32_t *)h[CLS_TT], attn, (int32_t *)h[CLS_LABELS],
+                  &C->ds, idx, b, C->T, C->wp.cls_id, C->wp.sep_id, C->wp.pad_id);
+    for (size_t i = 0; i < n; i++) mask_add[i] = attn[i] ? 0.0f : -10000.0f;
+    const size_t bytes[4] = {[CLS_IDS] = n * sizeof(int32_t), [CLS_TT] = n * sizeof(int32_t),
+                             [CLS_MASK] = n * sizeof(float), [CLS_LABELS] = (size_t)b * sizeof(int32_t)};
+    feed_stage_send(&C->st, c, k, dst, bytes, 4);
 }
 
 static void cls_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
@@ -97,11 +70,7 @@ static void cls_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
         C->perm_epoch = epoch + 1;
     }
     for (int i = 0; i < f->batch; i++) C->idx[i] = C->ds.train[C->perm[(size_t)b * f->batch + i]];
-    int k = C->k ^= 1;
-    cls_wait(C, k);
-    cls_fill(C, k, C->idx, f->batch);
-    cls_upload(C, c, k, f->in, f->batch);
-    cls_mark(C, c, k);
+    cls_stage(C, c, f->in, C->idx, f->batch);
 }
 
 static void cls_eval_start(Feed *f, Ctx *c) { (void)c; ((Cls *)f->impl)->eval_pos = 0; }
@@ -115,11 +84,7 @@ static int cls_eval_next(Feed *f, Ctx *c, Tensor **in, int *n)
     int b = left < (uint32_t)E ? (int)left : E;
     for (int i = 0; i < b; i++) C->idx[i] = C->ds.test[C->eval_pos + (uint32_t)i];
     C->eval_pos += (uint32_t)b;
-    int k = C->k ^= 1;
-    cls_wait(C, k);
-    cls_fill(C, k, C->idx, b);
-    cls_upload(C, c, k, C->ex, b);
-    cls_mark(C, c, k);
+    cls_stage(C, c, C->ex, C->idx, b);
     in[0] = tensor_view(c, C->ex[0]->data, DT_I32, 2, (int64_t[]){b, T});
     in[1] = tensor_view(c, C->ex[1]->data, DT_I32, 2, (int64_t[]){b, T});
     in[2] = tensor_view(c, C->ex[2]->data, DT_F32, 2, (int64_t[]){b, T});
@@ -128,33 +93,17 @@ static int cls_eval_next(Feed *f, Ctx *c, Tensor **in, int *n)
     return 1;
 }
 
-static double cls_rate(Feed *f) { (void)f; return NAN; }
-
 static void cls_free(Feed *f, Ctx *c)
 {
     Cls *C = (Cls *)f->impl;
     ctx_sync(c);
-    for (int k = 0; k < 2; k++) {
-        mem_host_pinned_free(c, C->host[k].ids);
-        mem_host_pinned_free(c, C->host[k].tt);
-        mem_host_pinned_free(c, C->host[k].labels);
-        mem_host_pinned_free(c, C->host[k].attn);
-        mem_host_pinned_free(c, C->host[k].mask_add);
-#ifdef CTRAIN_CUDA
-        if (C->cuda) CUDA_CHECK(cudaEventDestroy(C->done[k]));
-#endif
-    }
+    feed_stage_free(&C->st, c);
     for (int i = 0; i < 4; i++) tensor_release(C->ex[i]);
     free(C->perm);
     free(C->idx);
     textcls_free(&C->ds);
     wordpiece_free(&C->wp);
     free(C);
-}
-
-int feed_is_cls(const char *data)
-{
-    return !strcmp(data, "fortunes-cls") || !strncmp(data, "fortunes-cls:", 13);
 }
 
 void feed_cls_open(Feed *f, Ctx *c, const FeedSpec *s)
@@ -184,18 +133,12 @@ void feed_cls_open(Feed *f, Ctx *c, const FeedSpec *s)
                       B, C->ds.n_train);
     C->T = T;
     C->seed = s->seed;
-    C->cuda = c->device == DEV_CUDA;
     size_t maxb = (size_t)(B > E ? B : E), n = maxb * T;
-    for (int k = 0; k < 2; k++) {
-        C->host[k].ids = (int32_t *)mem_host_pinned(c, n * sizeof(int32_t));
-        C->host[k].tt = (int32_t *)mem_host_pinned(c, n * sizeof(int32_t));
-        C->host[k].attn = (int32_t *)mem_host_pinned(c, n * sizeof(int32_t));
-        C->host[k].mask_add = (float *)mem_host_pinned(c, n * sizeof(float));
-        C->host[k].labels = (int32_t *)mem_host_pinned(c, maxb * sizeof(int32_t));
-#ifdef CTRAIN_CUDA
-        if (C->cuda) CUDA_CHECK(cudaEventCreateWithFlags(&C->done[k], cudaEventDisableTiming));
-#endif
-    }
+    const size_t bytes[CLS_BUFS] = {[CLS_IDS] = n * sizeof(int32_t), [CLS_TT] = n * sizeof(int32_t),
+                                    [CLS_MASK] = n * sizeof(float),
+                                    [CLS_LABELS] = maxb * sizeof(int32_t),
+                                    [CLS_ATTN] = n * sizeof(int32_t)};
+    feed_stage_init(&C->st, c, CLS_BUFS, bytes);
     C->perm = (uint32_t *)malloc((C->ds.n_train ? C->ds.n_train : 1) * sizeof(uint32_t));
     C->idx = (uint32_t *)malloc(maxb * sizeof(uint32_t));
     if (!C->perm || !C->idx) ct_fatal("out of host memory");
@@ -220,7 +163,7 @@ void feed_cls_open(Feed *f, Ctx *c, const FeedSpec *s)
     f->has_eval = C->ds.n_test > 0;
     f->class_names = (const char *const *)C->ds.topics;
     f->next = cls_next;
-    f->data_rate = cls_rate;
+    f->data_rate = feed_no_rate;
     f->eval_start = cls_eval_start;
     f->eval_next = cls_eval_next;
     f->free = cls_free;

@@ -7,9 +7,8 @@
  * mask [B, T], then the masked rows and their labels [M], M = B S with S =
  * mlm_max_masked(T) slots a sequence (data/mlm.h: static, so a captured
  * step keeps its shapes; unused slots are padding labelled -100). */
-#include "feed.h"
+#include "feed_text.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,26 +16,31 @@
 #include "data/text_shards.h"
 #include "data/wordpiece.h"
 #include "engine/error.h"
-#include "engine/mem.h"
+#include "feed_stage.h"
 
-/* Pinned host copy of one batch, in the layout of the five input tensors. */
+/* One staged set, in the layout of the five input tensors. */
 typedef struct HostBatch {
     int32_t *ids, *tt, *rows, *labels;
     float *mask_add;
 } HostBatch;
+enum { TEXT_IDS, TEXT_TT, TEXT_MASK, TEXT_ROWS, TEXT_LABELS };   /* = the order of Feed.in */
 
 typedef struct Text {
     TextShard shard;
     Wordpiece wp;
     MlmBatcher mb;
     MlmBatch batch;          /* the batcher's output (pageable) */
-    HostBatch host[2];       /* pinned staging */
-#ifdef CTRAIN_CUDA
-    cudaEvent_t done[2];
-#endif
-    int k, cuda, have_shard;
+    FeedStage st;            /* pinned staging, a set = one HostBatch */
+    int have_shard;
     int slots;               /* S: masked-row slots a sequence */
 } Text;
+
+static HostBatch text_host(Text *T, int k)
+{
+    void *const *b = T->st.buf[k];
+    return (HostBatch){(int32_t *)b[TEXT_IDS], (int32_t *)b[TEXT_TT], (int32_t *)b[TEXT_ROWS],
+                       (int32_t *)b[TEXT_LABELS], (float *)b[TEXT_MASK]};
+}
 
 /* 1 = real token -> additive 0; 0 = padding -> -10000 (HF's large negative);
  * the labels [B, T] become the masked rows and their labels [B S] */
@@ -51,28 +55,14 @@ static void fill_host(HostBatch *h, const MlmBatch *b, int slots)
                  "sequence of %d tokens)", mlm_labelled_max(b->labels, b->B, b->T), slots, b->T);
 }
 
-static void upload(Feed *f, Ctx *c, const HostBatch *h)
-{
-    mem_to_device_async(c, f->in[0]->data, h->ids, f->in[0]->numel * sizeof(int32_t));
-    mem_to_device_async(c, f->in[1]->data, h->tt, f->in[1]->numel * sizeof(int32_t));
-    mem_to_device_async(c, f->in[2]->data, h->mask_add, f->in[2]->numel * sizeof(float));
-    mem_to_device_async(c, f->in[3]->data, h->rows, f->in[3]->numel * sizeof(int32_t));
-    mem_to_device_async(c, f->in[4]->data, h->labels, f->in[4]->numel * sizeof(int32_t));
-}
-
 static void text_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
 {
     Text *T = (Text *)f->impl;
-    int k = T->k ^= 1;
-#ifdef CTRAIN_CUDA
-    if (T->cuda) CUDA_CHECK(cudaEventSynchronize(T->done[k]));
-#endif
+    int k = feed_stage_next(&T->st);
     mlm_batch(&T->mb, &T->batch, epoch, b);
-    fill_host(&T->host[k], &T->batch, T->slots);
-    upload(f, c, &T->host[k]);
-#ifdef CTRAIN_CUDA
-    if (T->cuda) CUDA_CHECK(cudaEventRecord(T->done[k], c->stream));
-#endif
+    HostBatch h = text_host(T, k);
+    fill_host(&h, &T->batch, T->slots);
+    feed_stage_send(&T->st, c, k, f->in, NULL, 5);
 }
 
 static void synthetic_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
@@ -80,22 +70,11 @@ static void synthetic_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
     (void)f; (void)c; (void)epoch; (void)b;
 }
 
-static double no_rate(Feed *f) { (void)f; return NAN; }
-
 static void text_free(Feed *f, Ctx *c)
 {
     Text *T = (Text *)f->impl;
     ctx_sync(c);
-    for (int k = 0; k < 2; k++) {
-        mem_host_pinned_free(c, T->host[k].ids);
-        mem_host_pinned_free(c, T->host[k].tt);
-        mem_host_pinned_free(c, T->host[k].rows);
-        mem_host_pinned_free(c, T->host[k].labels);
-        mem_host_pinned_free(c, T->host[k].mask_add);
-#ifdef CTRAIN_CUDA
-        if (T->cuda) CUDA_CHECK(cudaEventDestroy(T->done[k]));
-#endif
-    }
+    feed_stage_free(&T->st, c);
     mlm_batch_free(&T->batch);
     if (T->have_shard) {
         mlm_free(&T->mb);
@@ -107,24 +86,16 @@ static void text_free(Feed *f, Ctx *c)
 
 void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
 {
-    if (feed_is_cls(s->data)) { feed_cls_open(f, c, s); return; }
     Text *T = (Text *)calloc(1, sizeof *T);
     int B = s->batch, S = s->seq;
     size_t n = (size_t)B * S;
     char err[512];
-    T->cuda = c->device == DEV_CUDA;
     T->slots = mlm_max_masked(S, MLM_MASK_PROB);
     size_t M = (size_t)B * T->slots;
-    for (int k = 0; k < 2; k++) {
-        T->host[k].ids = (int32_t *)mem_host_pinned(c, n * sizeof(int32_t));
-        T->host[k].tt = (int32_t *)mem_host_pinned(c, n * sizeof(int32_t));
-        T->host[k].rows = (int32_t *)mem_host_pinned(c, M * sizeof(int32_t));
-        T->host[k].labels = (int32_t *)mem_host_pinned(c, M * sizeof(int32_t));
-        T->host[k].mask_add = (float *)mem_host_pinned(c, n * sizeof(float));
-#ifdef CTRAIN_CUDA
-        if (T->cuda) CUDA_CHECK(cudaEventCreateWithFlags(&T->done[k], cudaEventDisableTiming));
-#endif
-    }
+    const size_t bytes[5] = {[TEXT_IDS] = n * sizeof(int32_t), [TEXT_TT] = n * sizeof(int32_t),
+                             [TEXT_MASK] = n * sizeof(float), [TEXT_ROWS] = M * sizeof(int32_t),
+                             [TEXT_LABELS] = M * sizeof(int32_t)};
+    feed_stage_init(&T->st, c, 5, bytes);
     if (mlm_batch_alloc(&T->batch, B, S, 0) != 0) ct_fatal("out of host memory for a batch");
     f->impl = T;
     f->n_in = 5;
@@ -133,7 +104,7 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
     f->in[2] = tensor_new(c, DT_F32, 2, (int64_t[]){B, S});
     f->in[3] = tensor_new(c, DT_I32, 1, (int64_t[]){(int64_t)M});
     f->in[4] = tensor_new(c, DT_I32, 1, (int64_t[]){(int64_t)M});
-    f->data_rate = no_rate;
+    f->data_rate = feed_no_rate;
     f->free = text_free;
     f->has_eval = 0;
 
@@ -152,9 +123,10 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
         cfg.vocab_size = (uint32_t)(s->vocab_size ? s->vocab_size : 30522);
         /* rank r: rows r B .. r B + B - 1 of one world x B batch (train/feed/feed.h) */
         mlm_synthetic_rows(&T->batch, &cfg, 0, (uint32_t)c->dp_rank * (uint32_t)B);
-        fill_host(&T->host[0], &T->batch, T->slots);
-        upload(f, c, &T->host[0]);
-        ctx_sync(c);
+        HostBatch h = text_host(T, 0);
+        fill_host(&h, &T->batch, T->slots);
+        feed_stage_copy(c, f->in, (const void *const *)T->st.buf[0], NULL, 5);
+        ctx_sync(c);   /* made once: no event, the copies are done before the first step */
         f->next = synthetic_next;
         f->batches_per_epoch = 1000000000L;
         f->classes = (int)cfg.vocab_size;

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "jsonw.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c assumes a little-endian host (the format's byte order)"
@@ -76,7 +77,7 @@ static char *st_strdup(const char *s)
     return d;
 }
 
-/* ---- a growable byte buffer for building the header ---- */
+/* ---- a growable byte buffer (the parser's decoded strings) ---- */
 
 typedef struct { char *p; size_t len, cap; int oom; } Buf;
 
@@ -94,32 +95,6 @@ static void buf_put(Buf *b, const char *s, size_t n)
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = 0;
-}
-
-static void buf_str(Buf *b, const char *s) { buf_put(b, s, strlen(s)); }
-
-static void buf_fmt(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void buf_fmt(Buf *b, const char *fmt, ...)
-{
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0) buf_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-/* A JSON string literal; bytes >= 0x80 pass through (names are UTF-8). */
-static void buf_json_str(Buf *b, const char *s)
-{
-    buf_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { char e[2] = {'\\', (char)c}; buf_put(b, e, 2); }
-        else if (c < 0x20) buf_fmt(b, "\\u%04x", c);
-        else buf_put(b, (const char *)&c, 1);
-    }
-    buf_put(b, "\"", 1);
 }
 
 /* ---- writer ---- */
@@ -271,36 +246,42 @@ int st_writer_write(const StWriter *w, const char *path, char *err, size_t errle
         if (e->nbytes) crc = crc32_z(crc, (const Bytef *)e->data, e->nbytes);
     }
 
-    Buf h = {0};
-    buf_str(&h, "{\"__metadata__\":{");
-    for (int i = 0; i < w->nmeta; i++) {
-        buf_json_str(&h, w->meta[2 * i]);
-        buf_str(&h, ":");
-        buf_json_str(&h, w->meta[2 * i + 1]);
-        buf_str(&h, ",");
-    }
-    buf_fmt(&h, "\"" CRC_KEY "\":\"%08lx\"}", (unsigned long)crc & 0xffffffffUL);
+    /* the header, compact: {"__metadata__":{...,"ctrain_crc32":"..."},
+     * "name":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},...} */
+    char crc_hex[16];
+    snprintf(crc_hex, sizeof crc_hex, "%08lx", (unsigned long)crc & 0xffffffffUL);
+    JsonW h;
+    jsonw_init(&h, 0);
+    jsonw_obj_begin(&h, NULL);
+    jsonw_obj_begin(&h, "__metadata__");
+    for (int i = 0; i < w->nmeta; i++) jsonw_str(&h, w->meta[2 * i], w->meta[2 * i + 1]);
+    jsonw_str(&h, CRC_KEY, crc_hex);
+    jsonw_obj_end(&h);
     for (int j = 0; j < k; j++) {
         const StWriteEntry *e = &w->e[order[j]];
-        buf_str(&h, ",");
-        buf_json_str(&h, e->name);
-        buf_fmt(&h, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_name(e->dtype));
-        for (int d = 0; d < e->ndim; d++) buf_fmt(&h, "%s%lld", d ? "," : "", (long long)e->shape[d]);
-        buf_fmt(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)begin[order[j]],
-                (unsigned long long)(begin[order[j]] + e->nbytes));
+        jsonw_obj_begin(&h, e->name);
+        jsonw_str(&h, "dtype", st_dtype_name(e->dtype));
+        jsonw_arr_begin(&h, "shape");
+        for (int d = 0; d < e->ndim; d++) jsonw_int(&h, NULL, e->shape[d]);
+        jsonw_arr_end(&h);
+        jsonw_arr_begin(&h, "data_offsets");
+        jsonw_uint(&h, NULL, begin[order[j]]);
+        jsonw_uint(&h, NULL, begin[order[j]] + e->nbytes);
+        jsonw_arr_end(&h);
+        jsonw_obj_end(&h);
     }
-    buf_str(&h, "}");
-    while (h.len % 8) buf_str(&h, " ");    /* data section 8-byte aligned */
+    jsonw_obj_end(&h);
+    while (h.len % 8) jsonw_raw(&h, " ");    /* data section 8-byte aligned */
     free(begin);
     if (h.oom) {
-        free(order); free(h.p);
+        free(order); jsonw_free(&h);
         return st_fail(err, errlen, ST_ERR_IO, "cannot write %s: out of host memory", path);
     }
 
     size_t tlen = strlen(path) + 32;
     char *tmp = (char *)malloc(tlen);
     if (!tmp) {
-        free(order); free(h.p);
+        free(order); jsonw_free(&h);
         return st_fail(err, errlen, ST_ERR_IO, "cannot write %s: out of host memory", path);
     }
     snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
@@ -320,7 +301,7 @@ int st_writer_write(const StWriter *w, const char *path, char *err, size_t errle
     }
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
-    int bad = out_write(&o, len8, 8) || out_write(&o, h.p, h.len);
+    int bad = out_write(&o, len8, 8) || out_write(&o, h.buf, h.len);
     for (int j = 0; j < k && !bad; j++) {
         const StWriteEntry *e = &w->e[order[j]];
         if (e->nbytes) bad = out_write(&o, e->data, e->nbytes);
@@ -358,7 +339,7 @@ fail:
 done:
     free(tmp);
     free(order);
-    free(h.p);
+    jsonw_free(&h);
     return code;
 }
 

@@ -36,8 +36,18 @@ void adamw_step(AdamW *o, ParamSet *ps, float lr, const int *skip, void *p_lowp,
  * on CPU contexts) when it runs. */
 void adamw_step_lr(AdamW *o, ParamSet *ps, const float *lr_dev, const int *skip, void *p_lowp,
                    DType lowp_t);
+/* The overlapped update (optimizer.h: optimizer_split_*): the step's begin
+ * alone (count and bias corrections, queued on the compute stream), then
+ * updates of element ranges [begin, end), each inside one weight-decay
+ * group, reading the learning rate from o->lr_dev and refreshing ps->lowp
+ * when AMP keeps one, queued on `stream` (a cudaStream_t; ignored on the
+ * CPU), with no skip flag. */
+void adamw_step_begin(AdamW *o, ParamSet *ps, const int *skip);
+void adamw_step_range(AdamW *o, ParamSet *ps, size_t begin, size_t end, void *stream);
 /* Steps taken so far (skipped ones do not count); synchronizes. */
 int64_t adamw_steps(const AdamW *o, ParamSet *ps);
+/* Set the step count (and the bias corrections it implies): a resumed run. */
+void adamw_set_steps(AdamW *o, ParamSet *ps, int64_t step);
 void adamw_free(AdamW *o, ParamSet *ps);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "adam_state.h"
 #include "engine/error.h"
 #include "engine/mem.h"
 
@@ -11,11 +12,7 @@ void lamb_init(Lamb *o, ParamSet *ps, double beta1, double beta2, double eps,
                double weight_decay, int bias_correction, int nvlamb)
 {
     memset(o, 0, sizeof *o);
-    if (!(beta1 >= 0.0 && beta1 < 1.0 && beta2 >= 0.0 && beta2 < 1.0))
-        ct_fatal_hint("the usual values are --beta1 0.9 --beta2 0.999",
-                      "LAMB betas must lie in [0, 1), got %g and %g", beta1, beta2);
-    if (!(eps >= 0.0) || !(weight_decay >= 0.0))
-        ct_fatal("LAMB eps and weight decay must be >= 0, got %g and %g", eps, weight_decay);
+    adam_state_check("LAMB", beta1, beta2, eps, weight_decay);
     o->beta1 = beta1;
     o->beta2 = beta2;
     o->eps = eps;
@@ -40,18 +37,11 @@ void lamb_init(Lamb *o, ParamSet *ps, double beta1, double beta2, double eps,
     if (!chunk) ct_fatal("out of host memory building the LAMB chunk table");
     lamb_chunks_build(chunk, seg, o->nseg, LAMB_CHUNK);
 
-    o->m = (float *)mem_alloc(c, ps->total * sizeof(float));
-    o->v = (float *)mem_alloc(c, ps->total * sizeof(float));
-    o->st = (AdamStepState *)mem_alloc(c, sizeof(AdamStepState));
-    o->lr_dev = (float *)mem_alloc(c, sizeof(float));
+    adam_state_alloc(ps, &o->m, &o->v, &o->st, &o->lr_dev);
     o->seg = (OptSeg *)mem_alloc(c, (size_t)o->nseg * sizeof(OptSeg));
     o->chunk = (OptChunk *)mem_alloc(c, (size_t)o->nchunk * sizeof(OptChunk));
     o->partial = (double *)mem_alloc(c, 2 * (size_t)o->nchunk * sizeof(double));
     o->ratio = (float *)mem_alloc(c, (size_t)o->nseg * sizeof(float));
-    mem_zero(c, o->m, ps->total * sizeof(float));
-    mem_zero(c, o->v, ps->total * sizeof(float));
-    mem_zero(c, o->st, sizeof(AdamStepState));
-    mem_zero(c, o->lr_dev, sizeof(float));
     mem_zero(c, o->ratio, (size_t)o->nseg * sizeof(float));
     mem_to_device(c, o->seg, seg, (size_t)o->nseg * sizeof(OptSeg));
     mem_to_device(c, o->chunk, chunk, (size_t)o->nchunk * sizeof(OptChunk));
@@ -85,11 +75,11 @@ void lamb_step(Lamb *o, ParamSet *ps, float lr, const int *skip, void *p_lowp, D
     lamb_step_lr(o, ps, o->lr_dev, skip, p_lowp, lowp_t);
 }
 
-int64_t lamb_steps(const Lamb *o, ParamSet *ps)
+int64_t lamb_steps(const Lamb *o, ParamSet *ps) { return adam_state_steps(ps, o->st); }
+
+void lamb_set_steps(Lamb *o, ParamSet *ps, int64_t step)
 {
-    AdamStepState s;
-    mem_to_host(ps->ctx, &s, o->st, sizeof s);
-    return s.step;
+    adam_state_set_steps(ps, o->st, step, o->beta1, o->beta2, o->bias_correction);
 }
 
 void lamb_read_ratios(const Lamb *o, ParamSet *ps, float *ratio)
@@ -100,10 +90,7 @@ void lamb_read_ratios(const Lamb *o, ParamSet *ps, float *ratio)
 void lamb_free(Lamb *o, ParamSet *ps)
 {
     Ctx *c = ps->ctx;
-    mem_free(c, o->m, ps->total * sizeof(float));
-    mem_free(c, o->v, ps->total * sizeof(float));
-    mem_free(c, o->st, sizeof(AdamStepState));
-    mem_free(c, o->lr_dev, sizeof(float));
+    adam_state_free(ps, o->m, o->v, o->st, o->lr_dev);
     mem_free(c, o->seg, (size_t)o->nseg * sizeof(OptSeg));
     mem_free(c, o->chunk, (size_t)o->nchunk * sizeof(OptChunk));
     mem_free(c, o->partial, 2 * (size_t)o->nchunk * sizeof(double));

@@ -49,6 +49,8 @@ void lamb_step_lr(Lamb *o, ParamSet *ps, const float *lr_dev, const int *skip, v
                   DType lowp_t);
 /* Steps taken so far (skipped ones do not count); synchronizes. */
 int64_t lamb_steps(const Lamb *o, ParamSet *ps);
+/* Set the step count (and the bias corrections it implies): a resumed run. */
+void lamb_set_steps(Lamb *o, ParamSet *ps, int64_t step);
 /* The last step's trust ratio of each parameter (nseg floats); synchronizes. */
 void lamb_read_ratios(const Lamb *o, ParamSet *ps, float *ratio);
 void lamb_free(Lamb *o, ParamSet *ps);

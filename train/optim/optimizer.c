@@ -4,11 +4,6 @@
 
 #include <string.h>
 #include "engine/error.h"
-#include "engine/mem.h"
-#include "ops/optim.h"
-#ifdef CTRAIN_CUDA
-#include <cuda_runtime.h>
-#endif
 
 void optimizer_init(Optimizer *o, ParamSet *ps, const TrainOptions *opt)
 {
@@ -65,14 +60,7 @@ void optimizer_split_begin(Optimizer *o, ParamSet *ps)
     CT_ASSERT(optimizer_can_split(o), "optimizer_split_begin: %s has no split step",
               optim_name(o->kind));
     if (o->kind != OPT_ADAMW) return;   /* SGD keeps no per-step state */
-    AdamW *a = &o->adamw;
-    if (ps->ctx->device == DEV_CPU) {
-        adam_begin_cpu(a->st, a->beta1, a->beta2, 1, NULL);
-        return;
-    }
-#ifdef CTRAIN_CUDA
-    adam_begin_cuda(a->st, a->beta1, a->beta2, 1, NULL, ps->ctx->stream);
-#endif
+    adamw_step_begin(&o->adamw, ps, NULL);
 }
 
 void optimizer_split_range(Optimizer *o, ParamSet *ps, size_t begin, size_t end, void *stream)
@@ -80,36 +68,8 @@ void optimizer_split_range(Optimizer *o, ParamSet *ps, size_t begin, size_t end,
     CT_ASSERT(begin < end && end <= ps->total && (end <= ps->n_decay || begin >= ps->n_decay),
               "optimizer_split_range: [%zu, %zu) is empty, past %zu or across the weight-decay "
               "boundary %zu", begin, end, ps->total, ps->n_decay);
-    const size_t n = end - begin;
-    const int decay = end <= ps->n_decay;
-    float *p = ps->data + begin, *g = ps->grad + begin;
-    if (ps->ctx->device == DEV_CPU) {
-        (void)stream;
-        if (o->kind == OPT_SGD) {
-            Sgd *q = &o->sgd;
-            sgd_step_cpu(p, q->m + begin, g, n, *q->lr_dev, q->momentum, decay ? q->weight_decay : 0.0f,
-                         q->nesterov);
-        } else {
-            AdamW *a = &o->adamw;
-            adamw_step_cpu(p, a->m + begin, a->v + begin, g, n, *a->lr_dev, a->st, a->beta1, a->beta2,
-                           a->eps, decay ? a->weight_decay : 0.0, NULL);
-        }
-        return;
-    }
-#ifdef CTRAIN_CUDA
-    cudaStream_t s = (cudaStream_t)stream;
-    void *lowp = ps->lowp ? (char *)ps->lowp + begin * dtype_size(ps->lowp_dt) : NULL;
-    DType lt = ps->lowp ? ps->lowp_dt : DT_F32;
-    if (o->kind == OPT_SGD) {
-        Sgd *q = &o->sgd;
-        sgd_step_cuda(p, q->m + begin, lowp, lt, g, n, q->lr_dev, q->momentum,
-                      decay ? q->weight_decay : 0.0f, q->nesterov, NULL, s);
-    } else {
-        AdamW *a = &o->adamw;
-        adamw_step_cuda(p, a->m + begin, a->v + begin, lowp, lt, g, n, a->lr_dev, a->st, a->beta1,
-                        a->beta2, a->eps, decay ? a->weight_decay : 0.0, NULL, s);
-    }
-#endif
+    if (o->kind == OPT_SGD) sgd_step_range(&o->sgd, ps, begin, end, stream);
+    else adamw_step_range(&o->adamw, ps, begin, end, stream);
 }
 
 void optimizer_free(Optimizer *o, ParamSet *ps)
@@ -142,16 +102,9 @@ int64_t optimizer_steps(const Optimizer *o, ParamSet *ps)
 
 void optimizer_set_steps(Optimizer *o, ParamSet *ps, int64_t step)
 {
-    AdamStepState s = {step, 1.0, 1.0};
-    AdamStepState *dst = NULL;
-    if (o->kind == OPT_ADAMW) dst = o->adamw.st;
-    if (o->kind == OPT_LAMB) dst = o->lamb.st;
-    if (!dst) return;
-    double b1 = o->kind == OPT_ADAMW ? o->adamw.beta1 : o->lamb.beta1;
-    double b2 = o->kind == OPT_ADAMW ? o->adamw.beta2 : o->lamb.beta2;
-    if (o->kind == OPT_ADAMW || o->lamb.bias_correction) {
-        s.bc1 = 1.0 - adam_beta_pow(b1, step);
-        s.bc2 = 1.0 - adam_beta_pow(b2, step);
+    switch (o->kind) {
+    case OPT_ADAMW: adamw_set_steps(&o->adamw, ps, step); break;
+    case OPT_LAMB: lamb_set_steps(&o->lamb, ps, step); break;
+    default: break;   /* SGD keeps no step count */
     }
-    mem_to_device(ps->ctx, dst, &s, sizeof s);
 }

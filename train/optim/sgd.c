@@ -1,4 +1,6 @@
-/* sgd.c — the SGD optimizer's host side: state allocation and one step. */
+/* sgd.c — the SGD optimizer's host side: state allocation, one step, and
+ * the overlapped update's ranges (sgd_step_range), both through one range
+ * function. */
 #include "sgd.h"
 
 #include <string.h>
@@ -26,28 +28,42 @@ void sgd_step(Sgd *o, ParamSet *ps, float lr, const int *skip)
     sgd_step_lr(o, ps, skip);
 }
 
-void sgd_step_lr(Sgd *o, ParamSet *ps, const int *skip)
+/* Elements [begin, end) with weight decay wd, the learning rate from
+ * o->lr_dev, refreshing ps->lowp when AMP keeps one; stream: a
+ * cudaStream_t (ignored on the CPU). */
+static void sgd_range(Sgd *o, ParamSet *ps, size_t begin, size_t end, float wd, const int *skip,
+                      void *stream)
 {
-    Ctx *c = ps->ctx;
-    const float lr = c->device == DEV_CPU ? *o->lr_dev : 0.0f;
-    /* group ranges: [0, n_decay) with weight decay, [n_decay, total) without */
-    size_t off[2] = {0, ps->n_decay}, len[2] = {ps->n_decay, ps->total - ps->n_decay};
-    float wd[2] = {o->weight_decay, 0.0f};
-    if (c->device == DEV_CPU) {
+    float *p = ps->data + begin, *g = ps->grad + begin;
+    if (ps->ctx->device == DEV_CPU) {
+        (void)stream;
         if (skip && *skip) return;   /* CPU "device" memory is host memory */
-        for (int g = 0; g < 2; g++)
-            sgd_step_cpu(ps->data + off[g], o->m + off[g], ps->grad + off[g], len[g], lr,
-                         o->momentum, wd[g], o->nesterov);
+        sgd_step_cpu(p, o->m + begin, g, end - begin, *o->lr_dev, o->momentum, wd, o->nesterov);
         return;
     }
 #ifdef CTRAIN_CUDA
-    (void)lr;
-    for (int g = 0; g < 2; g++)
-        sgd_step_cuda(ps->data + off[g], o->m + off[g],
-                      ps->lowp ? (char *)ps->lowp + off[g] * dtype_size(ps->lowp_dt) : NULL,
-                      ps->lowp ? ps->lowp_dt : DT_F32, ps->grad + off[g], len[g],
-                      o->lr_dev, o->momentum, wd[g], o->nesterov, skip, c->stream);
+    sgd_step_cuda(p, o->m + begin,
+                  ps->lowp ? (char *)ps->lowp + begin * dtype_size(ps->lowp_dt) : NULL,
+                  ps->lowp ? ps->lowp_dt : DT_F32, g, end - begin, o->lr_dev, o->momentum, wd,
+                  o->nesterov, skip, (cudaStream_t)stream);
 #endif
+}
+
+void sgd_step_lr(Sgd *o, ParamSet *ps, const int *skip)
+{
+#ifdef CTRAIN_CUDA
+    void *stream = (void *)ps->ctx->stream;
+#else
+    void *stream = NULL;
+#endif
+    /* group ranges: [0, n_decay) with weight decay, [n_decay, total) without */
+    sgd_range(o, ps, 0, ps->n_decay, o->weight_decay, skip, stream);
+    sgd_range(o, ps, ps->n_decay, ps->total, 0.0f, skip, stream);
+}
+
+void sgd_step_range(Sgd *o, ParamSet *ps, size_t begin, size_t end, void *stream)
+{
+    sgd_range(o, ps, begin, end, end <= ps->n_decay ? o->weight_decay : 0.0f, NULL, stream);
 }
 
 void sgd_free(Sgd *o, ParamSet *ps)

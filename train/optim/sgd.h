@@ -24,6 +24,10 @@ void sgd_step(Sgd *o, ParamSet *ps, float lr, const int *skip);
 /* The same with the learning rate already in o->lr_dev (a CUDA graph writes
  * it there from the device-side schedule). */
 void sgd_step_lr(Sgd *o, ParamSet *ps, const int *skip);
+/* The overlapped update (optimizer.h: optimizer_split_range): elements
+ * [begin, end), inside one weight-decay group, queued on `stream` (a
+ * cudaStream_t; ignored on the CPU), no skip flag. */
+void sgd_step_range(Sgd *o, ParamSet *ps, size_t begin, size_t end, void *stream);
 void sgd_free(Sgd *o, ParamSet *ps);
 
 #endif
