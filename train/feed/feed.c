@@ -14,6 +14,7 @@
 #include "engine/error.h"
 #include "engine/mem.h"
 #include "engine/philox.h"
+#include "models/model.h"
 
 /* ---- shared: double-buffered pinned staging with one event per buffer ---- */
 
@@ -394,8 +395,9 @@ void feed_open(Feed *f, Ctx *c, const FeedSpec *s)
     memset(f, 0, sizeof *f);
     f->batch = s->batch;
     const char *d = s->data;
-    int mlp = !strcmp(s->model, "mlp");
-    if (!strncmp(s->model, "bert", 4)) { feed_text_open(f, c, s); return; }
+    int kind = model_kind_parse(s->model);
+    int mlp = kind == MODEL_MLP;
+    if (kind >= 0 && model_kind_is_bert((ModelKind)kind)) { feed_text_open(f, c, s); return; }
     if (!strcmp(d, "fashion-mnist") || !strncmp(d, "fashion-mnist:", 14)) {
         const char *dir = d[13] == ':' ? d + 14 : NULL;
         if (mlp) flat_open(f, c, s, dir);

@@ -27,7 +27,7 @@
 #include "train/feed/feed.h"
 #include "grad_scaler.h"
 #include "train/optim/optimizer.h"
-#include "train/cli/options.h"
+#include "run_options.h"
 #include "schedule.h"
 #include "step_graph.h"
 
