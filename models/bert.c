@@ -48,32 +48,42 @@ struct Bert {
     int64_t cached_B, cached_T;
 };
 
-static const struct { const char *name; int L, D, H, I; } bert_sizes[] = {
-    {"tiny", 2, 128, 2, 512},   {"mini", 4, 256, 4, 1024},   {"small", 4, 512, 8, 2048},
-    {"medium", 8, 512, 8, 2048}, {"base", 12, 768, 12, 3072}, {"large", 24, 1024, 16, 4096},
+/* Layers, width, heads and intermediate width of each size, in ModelKind's
+ * order from MODEL_BERT_TINY (models/model.h). */
+static const struct { int L, D, H, I; } bert_sizes[] = {
+    {2, 128, 2, 512},   {4, 256, 4, 1024},   {4, 512, 8, 2048},
+    {8, 512, 8, 2048},  {12, 768, 12, 3072}, {24, 1024, 16, 4096},
 };
+
+int bert_config_kind(BertConfig *cfg, ModelKind kind, int vocab)
+{
+    if (!model_kind_is_bert(kind)) return -1;
+    int i = (int)kind - MODEL_BERT_TINY;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->vocab = vocab > 0 ? vocab : 30522;
+    cfg->layers = bert_sizes[i].L;
+    cfg->hidden = bert_sizes[i].D;
+    cfg->heads = bert_sizes[i].H;
+    cfg->intermediate = bert_sizes[i].I;
+    cfg->max_pos = 512;
+    cfg->type_vocab = 2;
+    cfg->ln_eps = 1e-12f;
+    cfg->hidden_dropout = 0.1f;
+    cfg->attn_dropout = 0.1f;
+    cfg->head = BERT_MLM;
+    cfg->classes = 2;
+    return 0;
+}
 
 int bert_config_named(BertConfig *cfg, const char *name, int vocab)
 {
-    if (!strncmp(name, "bert-", 5)) name += 5;
-    for (size_t i = 0; i < sizeof bert_sizes / sizeof bert_sizes[0]; i++)
-        if (!strcmp(name, bert_sizes[i].name)) {
-            memset(cfg, 0, sizeof *cfg);
-            cfg->vocab = vocab > 0 ? vocab : 30522;
-            cfg->layers = bert_sizes[i].L;
-            cfg->hidden = bert_sizes[i].D;
-            cfg->heads = bert_sizes[i].H;
-            cfg->intermediate = bert_sizes[i].I;
-            cfg->max_pos = 512;
-            cfg->type_vocab = 2;
-            cfg->ln_eps = 1e-12f;
-            cfg->hidden_dropout = 0.1f;
-            cfg->attn_dropout = 0.1f;
-            cfg->head = BERT_MLM;
-            cfg->classes = 2;
-            return 0;
-        }
-    return -1;
+    int k = model_kind_parse(name);
+    if (k < 0) {   /* the size alone: "tiny" */
+        char full[40];
+        snprintf(full, sizeof full, "bert-%s", name);
+        k = model_kind_parse(full);
+    }
+    return k < 0 ? -1 : bert_config_kind(cfg, (ModelKind)k, vocab);
 }
 
 /* ---- registry ---- */

@@ -41,7 +41,10 @@ typedef struct BertConfig {
     RecomputePolicy recompute;   /* per encoder layer */
 } BertConfig;
 
-/* tiny, mini, small, medium, base, large; returns -1 when the name is unknown. */
+/* The configuration of a BERT kind (MODEL_BERT_TINY ... MODEL_BERT_LARGE);
+ * -1 when kind is not a BERT. */
+int bert_config_kind(BertConfig *cfg, ModelKind kind, int vocab);
+/* The same by name: "bert-tiny" or "tiny", ... "large"; -1 when unknown. */
 int bert_config_named(BertConfig *cfg, const char *name, int vocab);
 void bert_create(Model *m, Ctx *c, const BertConfig *cfg, uint64_t seed);
 /* Training FLOPs per sequence of T tokens, for MFU: the model FLOPs of

@@ -1,6 +1,10 @@
 /* model.h — what the trainer sees of a model: its parameters and a forward
- * function from an input batch to logits. Each model file (mlp.c, later
- * resnet.c, bert.c) fills one of these. */
+ * function from an input batch to logits. Each model file (mlp.c, resnet.c,
+ * bert.c) fills one of these.
+ *
+ * The model kind: the names --model accepts, parsed once (model_kind_parse)
+ * into a ModelKind that the feeds, the builder and the bench switch on; the
+ * family predicates say which file builds it. */
 #ifndef CTRAIN_MODELS_MODEL_H
 #define CTRAIN_MODELS_MODEL_H
 
@@ -11,6 +15,26 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef enum {
+    MODEL_MLP = 0,
+    MODEL_RESNET18, MODEL_RESNET34, MODEL_RESNET50, MODEL_RESNET101, MODEL_RESNET152,
+    MODEL_BERT_TINY, MODEL_BERT_MINI, MODEL_BERT_SMALL, MODEL_BERT_MEDIUM, MODEL_BERT_BASE,
+    MODEL_BERT_LARGE,
+    MODEL_KIND_COUNT
+} ModelKind;
+
+/* "mlp", "resnet18" ... "resnet152", "bert-tiny" ... "bert-large" (exactly)
+ * -> ModelKind; -1 for any other name. */
+int model_kind_parse(const char *name);
+/* The name model_kind_parse reads ("?" out of range). */
+const char *model_kind_name(ModelKind k);
+/* "mlp, resnet18, ..., bert-large": every name, for a hint. */
+const char *model_kind_list(void);
+int model_kind_is_resnet(ModelKind k);
+int model_kind_is_bert(ModelKind k);
+/* 18, 34, 50, 101 or 152 for a ResNet; 0 for the others. */
+int model_kind_resnet_depth(ModelKind k);
 
 typedef struct Model Model;
 struct Model {

@@ -51,15 +51,6 @@ static const int *resnet_layers(int depth)
     }
 }
 
-int resnet_depth_from_name(const char *name)
-{
-    if (strncmp(name, "resnet", 6) != 0) return 0;
-    int d = atoi(name + 6);
-    char check[32];
-    snprintf(check, sizeof check, "resnet%d", d);
-    return (resnet_layers(d) && strcmp(check, name) == 0) ? d : 0;
-}
-
 void resnet_config_default(ResNetConfig *cfg, int depth)
 {
     memset(cfg, 0, sizeof *cfg);

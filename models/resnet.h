@@ -32,9 +32,8 @@ typedef struct ResNetConfig {
     RecomputePolicy recompute;  /* per residual block */
 } ResNetConfig;
 
+/* depth: 18, 34, 50, 101 or 152 (model_kind_resnet_depth in model.h). */
 void resnet_config_default(ResNetConfig *cfg, int depth);
-/* Depth from "resnet50" etc.; 0 when the name is not a ResNet. */
-int resnet_depth_from_name(const char *name);
 void resnet_create(Model *m, Ctx *c, const ResNetConfig *cfg, uint64_t seed);
 /* Forward FLOPs (multiply-adds x 2) per image at size x size, for MFU. */
 double resnet_flops_per_image(const ResNetConfig *cfg, int size);

@@ -569,8 +569,8 @@ static void test_grad_reduce_option(void)
 
     BenchConfig cfg;
     memset(&cfg, 0, sizeof cfg);
-    bench_config_model(&cfg, "bert-large", 224, 0);
-    snprintf(cfg.precision, sizeof cfg.precision, "bf16");
+    bench_config_model(&cfg, MODEL_BERT_LARGE, 224, 0);
+    cfg.precision = PREC_BF16;
     cfg.batch = 32;
     cfg.seq = 128;
     cfg.graph = 1;

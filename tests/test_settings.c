@@ -298,11 +298,6 @@ static void test_fatal(void)
 static const char *being_converted[] = {
     "ops/attention_op.c",       /* CTRAIN_ATTN                        -> setting_choice(SET_ATTN) */
     "ops/attention_fused.cu",   /* CTRAIN_ATTN_SAVE_MASK              -> setting_switch */
-    "train/loop/overlap.c",     /* CTRAIN_OVERLAP_UPDATE, _BUCKET_MB  -> setting_switch, setting_size */
-    "train/loop/step_graph.c",  /* CTRAIN_GRAPH_NODE_PRIORITY, CTRAIN_DIST_GRAPH -> setting_switch */
-    "train/parallel/dist.c",    /* CTRAIN_LOG, NCCL_CTA_POLICY, CTRAIN_DIST_*    -> setting_* */
-    "train/parallel/dist_regbuf.c",   /* CTRAIN_NCCL_REG: to be removed */
-    "train/parallel/dist_trace.c",    /* CTRAIN_DIST_TRACE  -> setting_switch */
     NULL,
 };
 

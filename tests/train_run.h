@@ -31,11 +31,9 @@ __attribute__((unused)) static void run_open(Run *r, Ctx *c, const char *args, D
     train_options_default(&r->o);
     r->o.device = dev;
     train_options_parse(&r->o, argc, argv, "train");
-    c->allow_tf32 = !strcmp(r->o.precision, "tf32");
-    c->autocast = options_autocast(&r->o);
+    precision_apply(c, r->o.precision);
     c->rng_offset = 0;
-    FeedSpec fs = {r->o.data, r->o.model, r->o.batch, r->o.eval_batch, r->o.image_size,
-                   r->o.workers, r->o.classes, r->o.seed, r->o.seq, r->o.vocab, r->o.classes};
+    FeedSpec fs = train_options_feed_spec(&r->o);
     feed_open(&r->fd, c, &fs);
     r->o.vocab_size = r->fd.vocab_size;
     model_build(&r->m, c, &r->o, r->fd.classes);

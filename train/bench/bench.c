@@ -29,18 +29,20 @@
 #include <string.h>
 #include <unistd.h>
 #include "engine/error.h"
-#include "models/bert.h"
-#include "models/resnet.h"
-#include "train/parallel/dist_env.h"
-#include "peaks.h"
 #include "train/loop/progress.h"
+#include "train/parallel/dist_env.h"
+#include "bench_dist.h"
+#include "bench_modes.h"
+#include "bench_probe.h"
+#include "bench_session.h"
+#include "peaks.h"
 
 #define MAX_LIST 16
 
 typedef struct BenchOptions {
-    char models[MAX_LIST][32];
+    ModelKind models[MAX_LIST];
     int n_models;
-    char precs[MAX_LIST][8];
+    Precision precs[MAX_LIST];
     int n_precs;
     int batches[MAX_LIST], n_batches;
     int seqs[MAX_LIST], n_seqs;
@@ -126,13 +128,6 @@ static long parse_int(const char *flag, const char *v, long lo, long hi)
     return x;
 }
 
-static int model_known(const char *m)
-{
-    BertConfig bc;
-    return !strcmp(m, "mlp") || resnet_depth_from_name(m) ||
-           (!strncmp(m, "bert-", 5) && bert_config_named(&bc, m, 0) == 0);
-}
-
 /* Split a comma list into items (each shorter than max_len). */
 static int split_list(const char *flag, const char *v, char items[][32], int max_len)
 {
@@ -147,6 +142,23 @@ static int split_list(const char *flag, const char *v, char items[][32], int max
     }
     if (!n) bench_fail("%s needs at least one value", flag, "");
     return n;
+}
+
+/* "30s", "10m", "72h", "1.5h", "90" (seconds) -> seconds; -1 when not a
+ * duration. */
+static double parse_duration(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v > 0)) return -1;
+    double unit = 1;
+    if (!strcmp(end, "") || !strcmp(end, "s")) unit = 1;
+    else if (!strcmp(end, "m") || !strcmp(end, "min")) unit = 60;
+    else if (!strcmp(end, "h")) unit = 3600;
+    else if (!strcmp(end, "d")) unit = 86400;
+    else return -1;
+    return v * unit;
 }
 
 static void parse_options(BenchOptions *o, int argc, char **argv)
@@ -168,19 +180,27 @@ static void parse_options(BenchOptions *o, int argc, char **argv)
         const char *v = argv[++i];
         char items[MAX_LIST][32];
         if (!strcmp(a, "--models")) {
-            o->n_models = split_list(a, v, o->models, 32);
-            for (int k = 0; k < o->n_models; k++)
-                if (!model_known(o->models[k]))
-                    ct_fatal_hint("known models: mlp, resnet18, resnet34, resnet50, resnet101, resnet152, "
-                                  "bert-tiny, bert-mini, bert-small, bert-medium, bert-base, bert-large",
-                                  "--models: unknown model '%s'", o->models[k]);
+            o->n_models = split_list(a, v, items, 32);
+            for (int k = 0; k < o->n_models; k++) {
+                int m = model_kind_parse(items[k]);
+                if (m < 0) {
+                    char hint[300];
+                    snprintf(hint, sizeof hint, "known models: %s", model_kind_list());
+                    ct_fatal_hint(hint, "--models: unknown model '%s'", items[k]);
+                }
+                o->models[k] = (ModelKind)m;
+            }
         } else if (!strcmp(a, "--precision")) {
             o->n_precs = split_list(a, v, items, 8);
             for (int k = 0; k < o->n_precs; k++) {
-                if (peaks_precision_parse(items[k]) < 0)
-                    bench_fail("--precision: '%s' is not fp32, tf32, fp16 or bf16", items[k], "");
-                for (char *c = items[k]; *c; c++) *c = (char)tolower((unsigned char)*c);
-                snprintf(o->precs[k], sizeof o->precs[k], "%.7s", items[k]);
+                char low[8];   /* the bench takes FP16 as fp16 */
+                int n = 0;
+                for (const char *c = items[k]; *c; c++) low[n++] = (char)tolower((unsigned char)*c);
+                low[n] = 0;
+                int p = precision_parse(low);
+                if (p < 0)
+                    bench_fail("--precision: '%s' is not " PRECISION_CHOICES, items[k], "");
+                o->precs[k] = (Precision)p;
             }
         } else if (!strcmp(a, "--batch") || !strcmp(a, "--seq")) {
             int seq = a[2] == 's';
@@ -215,7 +235,7 @@ static void parse_options(BenchOptions *o, int argc, char **argv)
                 bench_fail("--device: '%s' is not cpu, cuda or cuda:N", v, "");
             o->device_set = 1;
         } else if (!strcmp(a, "--soak")) {
-            o->soak_s = bench_parse_duration(v);
+            o->soak_s = parse_duration(v);
             if (!(o->soak_s > 0))
                 bench_fail("--soak: '%s' is not a duration like 30s, 10m or 72h", v, "");
         } else if (!strcmp(a, "--soak-csv") || !strcmp(a, "--json")) {
@@ -238,36 +258,22 @@ static void parse_options(BenchOptions *o, int argc, char **argv)
                    dtype_name(o->grad_reduce), "");
 }
 
-double bench_parse_duration(const char *s)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v > 0)) return -1;
-    double unit = 1;
-    if (!strcmp(end, "") || !strcmp(end, "s")) unit = 1;
-    else if (!strcmp(end, "m") || !strcmp(end, "min")) unit = 60;
-    else if (!strcmp(end, "h")) unit = 3600;
-    else if (!strcmp(end, "d")) unit = 86400;
-    else return -1;
-    return v * unit;
-}
-
 /* ---- The suite. */
 
 /* Default batches and sequence lengths of a model in the chosen suite. */
-static void model_defaults(const char *m, int cpu, int quick, int *b, int *nb, int *sq, int *ns)
+static void model_defaults(ModelKind m, int cpu, int quick, int *b, int *nb, int *sq, int *ns)
 {
     *nb = *ns = 0;
-    if (cpu && !strcmp(m, "mlp")) b[(*nb)++] = 64;
-    else if (cpu && !strncmp(m, "resnet", 6)) b[(*nb)++] = 8;
-    else if (cpu && !strncmp(m, "bert", 4)) { b[(*nb)++] = 4; sq[(*ns)++] = 32; }
-    else if (!strcmp(m, "resnet50") && !quick) { b[0] = 32; b[1] = 64; b[2] = 256; *nb = 3; }
-    else if (!strncmp(m, "resnet", 6)) { b[0] = 64; b[1] = 256; *nb = 2; }
-    else if (!strcmp(m, "bert-large") && !quick) {
+    int resnet = model_kind_is_resnet(m), bert = model_kind_is_bert(m);
+    if (cpu && m == MODEL_MLP) b[(*nb)++] = 64;
+    else if (cpu && resnet) b[(*nb)++] = 8;
+    else if (cpu && bert) { b[(*nb)++] = 4; sq[(*ns)++] = 32; }
+    else if (m == MODEL_RESNET50 && !quick) { b[0] = 32; b[1] = 64; b[2] = 256; *nb = 3; }
+    else if (resnet) { b[0] = 64; b[1] = 256; *nb = 2; }
+    else if (m == MODEL_BERT_LARGE && !quick) {
         b[0] = 24; b[1] = 32; *nb = 2;
         sq[0] = 128; sq[1] = 512; *ns = 2;
-    } else if (!strncmp(m, "bert", 4)) { b[(*nb)++] = 32; sq[(*ns)++] = 128; }
+    } else if (bert) { b[(*nb)++] = 32; sq[(*ns)++] = 128; }
     else b[(*nb)++] = 64;
 }
 
@@ -285,47 +291,30 @@ static void config_base(BenchConfig *c, const BenchOptions *o, int cpu)
     c->grad_reduce = o->grad_reduce;
 }
 
-void bench_config_model(BenchConfig *c, const char *model, int image_size, int cpu)
-{
-    snprintf(c->model, sizeof c->model, "%s", model);
-    c->seq = 0;
-    c->image_size = 0;
-    c->width = 0;
-    c->classes = 0;
-    if (!strncmp(model, "resnet", 6)) {
-        c->image_size = image_size;
-        if (cpu && !strcmp(model, "resnet18")) {
-            c->width = 16;
-            c->classes = 10;
-            c->image_size = image_size != 224 ? image_size : 32;
-        }
-    }
-}
-
 static int build_suite(const BenchOptions *o, int cpu, BenchConfig **out)
 {
-    static const char *gpu_models[] = {"resnet50", "bert-base", "bert-large"};
-    static const char *quick_models[] = {"resnet50", "bert-large"};
-    static const char *cpu_models[] = {"mlp", "resnet18", "bert-tiny"};
-    static const char *gpu_precs[] = {"fp32", "tf32", "fp16", "bf16"};
-    static const char *quick_precs[] = {"bf16", "tf32"};
-    char models[MAX_LIST][32], precs[MAX_LIST][8];
+    static const ModelKind gpu_models[] = {MODEL_RESNET50, MODEL_BERT_BASE, MODEL_BERT_LARGE};
+    static const ModelKind quick_models[] = {MODEL_RESNET50, MODEL_BERT_LARGE};
+    static const ModelKind cpu_models[] = {MODEL_MLP, MODEL_RESNET18, MODEL_BERT_TINY};
+    static const Precision quick_precs[] = {PREC_BF16, PREC_TF32};
+    ModelKind models[MAX_LIST];
+    Precision precs[MAX_LIST];
     int nm = 0, np = 0;
-    if (o->n_models) for (int i = 0; i < o->n_models; i++) snprintf(models[nm++], 32, "%s", o->models[i]);
-    else if (cpu) for (int i = 0; i < 3; i++) snprintf(models[nm++], 32, "%s", cpu_models[i]);
-    else if (o->quick) for (int i = 0; i < 2; i++) snprintf(models[nm++], 32, "%s", quick_models[i]);
-    else for (int i = 0; i < 3; i++) snprintf(models[nm++], 32, "%s", gpu_models[i]);
-    if (o->n_precs) for (int i = 0; i < o->n_precs; i++) snprintf(precs[np++], 8, "%s", o->precs[i]);
-    else if (cpu) snprintf(precs[np++], 8, "fp32");
-    else if (o->quick) for (int i = 0; i < 2; i++) snprintf(precs[np++], 8, "%s", quick_precs[i]);
-    else for (int i = 0; i < 4; i++) snprintf(precs[np++], 8, "%s", gpu_precs[i]);
+    if (o->n_models) for (int i = 0; i < o->n_models; i++) models[nm++] = o->models[i];
+    else if (cpu) for (int i = 0; i < 3; i++) models[nm++] = cpu_models[i];
+    else if (o->quick) for (int i = 0; i < 2; i++) models[nm++] = quick_models[i];
+    else for (int i = 0; i < 3; i++) models[nm++] = gpu_models[i];
+    if (o->n_precs) for (int i = 0; i < o->n_precs; i++) precs[np++] = o->precs[i];
+    else if (cpu) precs[np++] = PREC_FP32;
+    else if (o->quick) for (int i = 0; i < 2; i++) precs[np++] = quick_precs[i];
+    else for (int i = 0; i < PREC_COUNT; i++) precs[np++] = (Precision)i;   /* fp32, tf32, fp16, bf16 */
 
     int cap = 16, n = 0;
     BenchConfig *v = (BenchConfig *)malloc((size_t)cap * sizeof *v);
     for (int mi = 0; mi < nm; mi++) {
         int b[MAX_LIST], sq[MAX_LIST], nb, ns;
         model_defaults(models[mi], cpu, o->quick, b, &nb, sq, &ns);
-        int bert = !strncmp(models[mi], "bert", 4);
+        int bert = model_kind_is_bert(models[mi]);
         if (o->n_batches) { nb = o->n_batches; memcpy(b, o->batches, sizeof(int) * (size_t)nb); }
         if (bert && o->n_seqs) { ns = o->n_seqs; memcpy(sq, o->seqs, sizeof(int) * (size_t)ns); }
         if (!bert) { ns = 1; sq[0] = 0; }
@@ -340,7 +329,7 @@ static int build_suite(const BenchOptions *o, int cpu, BenchConfig **out)
                         BenchConfig *c = &v[n++];
                         config_base(c, o, cpu);
                         bench_config_model(c, models[mi], o->image_size, cpu);
-                        snprintf(c->precision, sizeof c->precision, "%.7s", precs[pi]);
+                        c->precision = precs[pi];
                         c->batch = b[bi];
                         c->seq = sq[si];
                         c->graph = g;
@@ -414,7 +403,7 @@ static void print_header(const BenchSession *s, const BenchOptions *o, int gpu, 
         if (p->nvml) printf("NVML: power, temperature and SM clock sampled every 50 ms over the timed steps\n");
         else printf("NVML: not available (%s): power, temperature and clocks not measured\n",
                     p->nvml_reason[0] ? p->nvml_reason : "unknown reason");
-        double peak = peaks_tflops(m->gpu_name, "bf16");
+        double peak = peaks_tflops(m->gpu_name, precision_name(PREC_BF16));
         if (!isfinite(peak))
             printf("peaks: '%s' is not in the peak table (train/bench/peaks.c): MFU%% is absent, ceil%% "
                    "(over the measured matmul) remains\n", m->gpu_name);
@@ -526,12 +515,12 @@ static int run_scaling(BenchSession *s, BenchOptions *o, int gpu)
                       "bench --gpus %d: this machine shows %d GPU%s", o->gpus,
                       s->probe.cuda_devices, s->probe.cuda_devices == 1 ? "" : "s");
     if (!o->n_models) {
-        snprintf(o->models[0], 32, "resnet50");
-        snprintf(o->models[1], 32, "bert-large");
+        o->models[0] = MODEL_RESNET50;
+        o->models[1] = MODEL_BERT_LARGE;
         o->n_models = 2;
     }
     if (!o->n_precs) {
-        snprintf(o->precs[0], 8, "bf16");
+        o->precs[0] = PREC_BF16;
         o->n_precs = 1;
     }
     int user_batches = o->n_batches > 0;
@@ -541,8 +530,8 @@ static int run_scaling(BenchSession *s, BenchOptions *o, int gpu)
     for (int i = 0; i < n; i++) {   /* without --batch: the largest default batch of each */
         int keep = 1;
         for (int j = 0; j < n && !user_batches; j++)
-            if (j != i && !strcmp(cfgs[j].model, cfgs[i].model) &&
-                !strcmp(cfgs[j].precision, cfgs[i].precision) && cfgs[j].seq == cfgs[i].seq &&
+            if (j != i && cfgs[j].model == cfgs[i].model &&
+                cfgs[j].precision == cfgs[i].precision && cfgs[j].seq == cfgs[i].seq &&
                 cfgs[j].batch > cfgs[i].batch)
                 keep = 0;
         if (keep) cfgs[k++] = cfgs[i];
@@ -585,21 +574,20 @@ int cmd_bench(int argc, char **argv)
          * the model's largest default batch */
         BenchConfig base;
         config_base(&base, &o, !gpu);
-        const char *model = o.n_models ? o.models[0] : gpu ? "resnet50" : "mlp";
+        ModelKind model = o.n_models ? o.models[0] : gpu ? MODEL_RESNET50 : MODEL_MLP;
         bench_config_model(&base, model, o.image_size, !gpu);
-        snprintf(base.precision, sizeof base.precision, "%s", o.n_precs ? o.precs[0] : gpu ? "bf16" : "fp32");
+        base.precision = o.n_precs ? o.precs[0] : gpu ? PREC_BF16 : PREC_FP32;
         int b[MAX_LIST], sq[MAX_LIST], nb, ns;
         model_defaults(model, !gpu, 0, b, &nb, sq, &ns);
         base.batch = o.n_batches ? o.batches[0] : b[nb - 1];
-        base.seq = strncmp(model, "bert", 4) ? 0 : o.n_seqs ? o.seqs[0] : ns ? sq[0] : 128;
+        base.seq = !model_kind_is_bert(model) ? 0 : o.n_seqs ? o.seqs[0] : ns ? sq[0] : 128;
         print_header(&s, &o, gpu, NULL);
         if (o.max_batch) {
-            char models[MAX_LIST * 33] = "", precs[MAX_LIST * 9] = "";
-            for (int i = 0; i < o.n_models; i++) { strcat(models, i ? "," : ""); strcat(models, o.models[i]); }
-            for (int i = 0; i < o.n_precs; i++) { strcat(precs, i ? "," : ""); strcat(precs, o.precs[i]); }
             base.batch = o.n_batches ? o.batches[0] : 0;
             base.image_size = o.image_size;
-            rc = bench_max_batch(&s, &base, models[0] ? models : model, precs[0] ? precs : base.precision);
+            /* every model and precision given, else the one config's */
+            rc = bench_max_batch(&s, &base, o.n_models ? o.models : &model, o.n_models ? o.n_models : 1,
+                                 o.n_precs ? o.precs : &base.precision, o.n_precs ? o.n_precs : 1);
         } else {
             base.soak_s = o.soak_s;
             base.soak_every = o.soak_every;

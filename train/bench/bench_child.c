@@ -9,7 +9,7 @@
  * error text; "out of memory" is recognised from ctrain's own message and the
  * libraries' allocation statuses.
  */
-#include "bench.h"
+#include "bench_child.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -254,44 +254,7 @@ int bench_line_is(const char *line, const char *event)
     return bench_line_str(line, "event", e, sizeof e) && !strcmp(e, event);
 }
 
-/* ---- Rows. */
-
-void bench_row_fix(BenchRow *row)
-{
-    BenchResult *r = &row->r;
-    r->model = row->model;
-    r->precision = row->precision;
-    r->layout = row->layout[0] ? row->layout : NULL;
-    r->mode = row->mode[0] ? row->mode : NULL;
-    r->throttle = row->throttle[0] ? row->throttle : NULL;
-    r->error = row->error[0] ? row->error : NULL;
-}
-
-void bench_row_init(BenchRow *row, const BenchConfig *cfg)
-{
-    memset(row, 0, sizeof *row);
-    bench_result_init(&row->r);
-    row->engine_peak_mem_bytes = NAN;
-    row->elapsed_s = NAN;
-    snprintf(row->model, sizeof row->model, "%s", cfg->model);
-    snprintf(row->precision, sizeof row->precision, "%s", cfg->precision);
-    /* the recompute policy has no field of its own in the schema: it names the mode */
-    char rec[40] = "";
-    if (cfg->recompute.every == 1) snprintf(rec, sizeof rec, " recompute-all");
-    else if (cfg->recompute.every > 1) snprintf(rec, sizeof rec, " recompute-every:%d", cfg->recompute.every);
-    char dp[24] = "";   /* data parallel: "graph dp-x2", "graph dp-x2-bf16" (--grad-reduce) */
-    if (cfg->gpus > 1)
-        snprintf(dp, sizeof dp, " dp-x%d%s", cfg->gpus, cfg->grad_reduce == DT_BF16 ? "-bf16" : "");
-    snprintf(row->mode, sizeof row->mode, "%s%s%s",
-             cfg->device == DEV_CPU ? "cpu" : cfg->graph ? "graph" : "eager", dp, rec);
-    if (!strncmp(cfg->model, "resnet", 6)) snprintf(row->layout, sizeof row->layout, "nhwc");
-    row->r.batch = cfg->batch;
-    row->r.seq = cfg->seq > 0 ? cfg->seq : -1;
-    row->r.image_size = cfg->image_size > 0 ? cfg->image_size : -1;
-    row->r.warmup = cfg->warmup;
-    row->recompute_every = cfg->recompute.every;
-    bench_row_fix(row);
-}
+/* ---- Rows over the protocol. */
 
 /* The measured fields a child sends; the rest the parent knows or derives. */
 #define NUM(f) {#f, offsetof(BenchResult, f)}
@@ -328,40 +291,4 @@ void bench_row_read(BenchRow *row, const char *line)
     bench_line_str(line, "throttle", row->throttle, sizeof row->throttle);
     bench_line_str(line, "mode", row->mode, sizeof row->mode);
     bench_row_fix(row);
-}
-
-/* ---- The probe's lines. */
-
-void bench_probe_read(BenchProbe *p, const char *line)
-{
-    double v;
-    if (bench_line_is(line, "machine")) {
-        BenchMachine *m = &p->machine;
-        bench_line_str(line, "gpu_name", m->gpu_name, sizeof m->gpu_name);
-        if (bench_line_num(line, "gpu_memory_bytes", &v)) m->gpu_memory_bytes = (int64_t)v;
-        if (bench_line_num(line, "gpu_count", &v)) m->gpu_count = (int)v;
-        bench_line_str(line, "driver", m->driver, sizeof m->driver);
-        bench_line_str(line, "cuda_runtime", m->cuda_runtime, sizeof m->cuda_runtime);
-        bench_line_str(line, "cudnn", m->cudnn, sizeof m->cudnn);
-        bench_line_str(line, "cublas", m->cublas, sizeof m->cublas);
-        bench_line_str(line, "cpu", m->cpu, sizeof m->cpu);
-        bench_line_str(line, "host", m->host, sizeof m->host);
-        bench_line_str(line, "ctrain_revision", m->ctrain_revision, sizeof m->ctrain_revision);
-        bench_line_str(line, "date", m->date, sizeof m->date);
-        if (bench_line_num(line, "cuda_devices", &v)) p->cuda_devices = (int)v;
-        bench_line_str(line, "no_gpu_reason", p->no_gpu_reason, sizeof p->no_gpu_reason);
-        if (bench_line_num(line, "nvml", &v)) p->nvml = v != 0;
-        bench_line_str(line, "nvml_reason", p->nvml_reason, sizeof p->nvml_reason);
-    } else if (bench_line_is(line, "ceiling") && p->n_ceilings < BENCH_MAX_CEILINGS) {
-        int i = p->n_ceilings;
-        if (!bench_line_num(line, "tflops", &v)) return;
-        p->ceilings[i].tflops = v;
-        bench_line_str(line, "name", p->ceiling_names[i], sizeof p->ceiling_names[i]);
-        bench_line_str(line, "precision", p->ceiling_precs[i], sizeof p->ceiling_precs[i]);
-        p->ceilings[i].name = p->ceiling_names[i];
-        p->ceilings[i].precision = p->ceiling_precs[i];
-        p->ceiling_ms[i] = bench_line_num(line, "ms", &v) ? v : NAN;
-        if (bench_line_num(line, "reps", &v)) p->ceiling_reps = (int)v;
-        p->n_ceilings++;
-    }
 }

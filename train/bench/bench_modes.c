@@ -23,7 +23,7 @@
  * losses, the error if one ended it) and puts it into the JSON. Ctrl-C ends
  * the soak early with a last row and the summary.
  */
-#include "bench.h"
+#include "bench_modes.h"
 
 #include <errno.h>
 #include <math.h>
@@ -32,6 +32,9 @@
 #include <string.h>
 #include "engine/error.h"
 #include "train/loop/progress.h"
+#include "bench_child.h"
+#include "bench_run.h"
+#include "soak.h"
 
 #define GiB (1024.0 * 1024 * 1024)
 #define MAX_BATCH_LIMIT (1 << 20)
@@ -137,10 +140,9 @@ static void search_batch(BenchSession *s, BenchConfig *cfg, int start, double ca
     }
 }
 
-int bench_max_batch(BenchSession *s, const BenchConfig *base, const char *models, const char *precisions)
+int bench_max_batch(BenchSession *s, const BenchConfig *base, const ModelKind *models,
+                    int n_models, const Precision *precisions, int n_precisions)
 {
-    char mbuf[600], pbuf[100];
-    snprintf(mbuf, sizeof mbuf, "%s", models);
     typedef struct Answer { char label[96]; int every; Search se; } Answer;
     Answer *ans = NULL;
     int n = 0;
@@ -153,17 +155,17 @@ int bench_max_batch(BenchSession *s, const BenchConfig *base, const char *models
            "memory of two fits predicts), then narrowing to 1 below batch 64, 8 below 1024 and "
            "about 1%% above;\neach try is one warm-up and one measured step in its own process\n",
            base->batch > 0 ? base->batch : 16);
-    char *msave = NULL;
-    for (char *m = strtok_r(mbuf, ",", &msave); m; m = strtok_r(NULL, ",", &msave)) {
-        snprintf(pbuf, sizeof pbuf, "%s", precisions);
-        char *psave = NULL;
-        for (char *p = strtok_r(pbuf, ",", &psave); p; p = strtok_r(NULL, ",", &psave))
+    for (int mi = 0; mi < n_models; mi++) {
+        ModelKind mk = models[mi];
+        const char *m = model_kind_name(mk);
+        for (int pi = 0; pi < n_precisions; pi++) {
+            const char *p = precision_name(precisions[pi]);
             for (int rec = 0; rec < 2; rec++) {
                 BenchConfig cfg = *base;
-                bench_config_model(&cfg, m, base->image_size > 0 ? base->image_size : 224,
+                bench_config_model(&cfg, mk, base->image_size > 0 ? base->image_size : 224,
                                    base->device == DEV_CPU);
-                snprintf(cfg.precision, sizeof cfg.precision, "%s", p);
-                cfg.seq = !strncmp(m, "bert", 4) ? (base->seq > 0 ? base->seq : 128) : 0;
+                cfg.precision = precisions[pi];
+                cfg.seq = model_kind_is_bert(mk) ? (base->seq > 0 ? base->seq : 128) : 0;
                 cfg.recompute.every = rec;
                 cfg.warmup = 1;
                 cfg.steps = 1;
@@ -196,6 +198,7 @@ int bench_max_batch(BenchSession *s, const BenchConfig *base, const char *models
                 bench_session_add(s, &row);
                 bench_session_write_json(s);
             }
+        }
     }
     printf("\n%-24s %-9s %13s %9s  %s\n", "model", "recompute", "largest batch", "peak GiB", "smallest batch that failed");
     for (int i = 0; i < n; i++) {

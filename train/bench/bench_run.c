@@ -1,8 +1,9 @@
-/* bench_run.c — what the benchmark's child processes run (see bench.h).
+/* bench_run.c — what the benchmark's measuring children run (bench_run.h).
  *
- * One config: fresh context -> synthetic feed on the device -> model ->
- * trainer (ResNet and the MLP: SGD momentum 0.9, wd 1e-4, as
- * scripts/torch_bench.py; BERT: AdamW, wd 0.01) -> `warmup` untimed steps
+ * One config: the run (train/loop/run.h: fresh context -> synthetic feed on
+ * the device -> model -> trainer, with the options of bench_train_options:
+ * ResNet and the MLP SGD momentum 0.9, wd 1e-4, as scripts/torch_bench.py;
+ * BERT AdamW, wd 0.01) -> `warmup` untimed steps
  * (cuDNN algorithm search, workspace growth, first allocations) -> timed
  * steps. On the GPU each timed step lies between two CUDA events recorded on
  * the stream (N steps, N + 1 events, one host sync after the last), so a
@@ -11,13 +12,8 @@
  * median step (min and max kept). Peak memory is the pool's high-water mark
  * over the timed steps (reset after warm-up); NVML is sampled every 50 ms
  * over the same window.
- *
- * The probe: machine facts, whether a GPU is there, NVML's availability, and
- * the matmul ceilings: cuBLASLt 8192^3 in fp16 and bf16, 4096^3 in fp32 and
- * tf32 (random inputs, 3 warm-up runs, median of 10 event-timed runs); on the
- * CPU, 1024^3 f32 through the reference matmul (median of 3).
  */
-#include "bench.h"
+#include "bench_run.h"
 
 #include <math.h>
 #include <signal.h>
@@ -25,80 +21,21 @@
 #include <string.h>
 #include "engine/error.h"
 #include "engine/mem.h"
-#include "models/resnet.h"
-#include "ops/matmul.h"
 #include "train/io/jsonlog.h"
-#include "train/parallel/dist.h"
-#include "train/loop/model_build.h"
 #include "train/loop/progress.h"
-#include "train/loop/step.h"
+#include "train/loop/run.h"
+#include "train/parallel/dist.h"
 #include "timeline.h"
+#include "bench_child.h"
+#include "nvml.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif
 
-/* ---- Options and FLOPs for a config (parent and child agree on both). */
-
-void bench_train_options(const BenchConfig *cfg, TrainOptions *o)
-{
-    train_options_default(o);
-    snprintf(o->model, sizeof o->model, "%s", cfg->model);
-    snprintf(o->data, sizeof o->data, "synthetic");
-    snprintf(o->precision, sizeof o->precision, "%s", cfg->precision);
-    o->batch = cfg->batch;
-    o->seq = cfg->seq > 0 ? cfg->seq : 128;
-    o->image_size = cfg->image_size;
-    o->classes = cfg->classes;
-    o->recompute = cfg->recompute;
-    o->device = cfg->device;
-    o->device_id = cfg->device_id;
-    o->steps = cfg->warmup + cfg->steps;
-    o->workers = 1;
-    o->dist.grad_reduce = cfg->grad_reduce;
-    /* the capture happens at the start of the last warm-up step, so every
-     * timed step is a replay */
-    o->graph = cfg->graph && cfg->warmup >= 2;
-    o->graph_warmup = cfg->warmup - 1;
-    if (!strncmp(cfg->model, "bert", 4)) {
-        o->optim = OPT_ADAMW;
-        o->lr = 1e-4f;
-        o->weight_decay = 0.01f;
-    } else {
-        o->optim = OPT_SGD;
-        o->lr = 0.1f;
-        o->momentum = 0.9f;
-        o->weight_decay = 1e-4f;
-    }
-}
-
-double bench_config_flops(const BenchConfig *cfg)
-{
-    TrainOptions o;
-    bench_train_options(cfg, &o);
-    int depth = resnet_depth_from_name(cfg->model);
-    if (depth && cfg->width) {
-        ResNetConfig rc;
-        resnet_config_default(&rc, depth);
-        rc.width = cfg->width;
-        if (cfg->classes) rc.classes = cfg->classes;
-        return 3.0 * resnet_flops_per_image(&rc, cfg->image_size ? cfg->image_size : 224);
-    }
-    return model_train_flops_per_sample(&o, cfg->classes);
-}
-
-/* ---- The job: context, feed, model, trainer. */
-
-typedef struct BenchJob {
-    TrainOptions o;
-    Ctx c;
-    Feed fd;
-    Model m;
-    Trainer tr;
-    Dist *dist;              /* a rank of `ctrain bench --gpus N` (bench_dist.c); else NULL */
-} BenchJob;
+/* ---- The job: the run (train/loop/run.h), and the MLP's own feed. */
 
 /* One optimizer step, and the multi-GPU watchdog's progress marker. */
-static void job_step(BenchJob *j)
+static void job_step(Run *j)
 {
     trainer_step(&j->tr);
     dist_step_done(j->dist);
@@ -139,49 +76,19 @@ static void feed_flat_synthetic(Feed *f, Ctx *c, int batch, int features, int cl
              classes);
 }
 
-static void job_open(BenchJob *j, const BenchConfig *cfg)
+/* The run's feed for the MLP: synthetic features (feed_open has none). */
+static void open_flat(Feed *f, Ctx *c, const TrainOptions *o)
 {
-    memset(j, 0, sizeof *j);
-    bench_train_options(cfg, &j->o);
-    TrainOptions *o = &j->o;
-    if (cfg->gpus > 1) {   /* this rank's GPU (the bench writes no --log or --save files) */
-        j->dist = dist_setup(&o->dist, o->device, o->save_every, o->save_path[0] != 0);
-        if (j->dist) o->device_id = dist_device_id(j->dist);
-    }
-    ctx_init(&j->c, o->device, o->device_id, o->seed);
-    dist_start(j->dist, &j->c);
-    j->c.allow_tf32 = !strcmp(o->precision, "tf32");
-    j->c.autocast = options_autocast(o);
-    if (!strcmp(o->model, "mlp")) {
-        feed_flat_synthetic(&j->fd, &j->c, o->batch, 784, cfg->classes ? cfg->classes : 10);
-    } else {
-        FeedSpec fs = {o->data, o->model, o->batch, o->eval_batch, o->image_size, o->workers,
-                       o->classes, o->seed, o->seq, o->vocab, o->classes};
-        feed_open(&j->fd, &j->c, &fs);
-    }
-    int depth = resnet_depth_from_name(o->model);
-    if (depth && cfg->width) {
-        ResNetConfig rc;
-        resnet_config_default(&rc, depth);
-        rc.width = cfg->width;
-        rc.classes = j->fd.classes;
-        rc.recompute = o->recompute;
-        resnet_create(&j->m, &j->c, &rc, o->seed);
-    } else {
-        model_build(&j->m, &j->c, o, j->fd.classes);
-    }
-    trainer_init(&j->tr, &j->c, &j->fd, &j->m, o, o->steps);
-    if (j->c.device == DEV_CUDA) j->tr.on_step = timeline_on_step;   /* CTRAIN_TIMELINE's window */
-    trainer_dist_attach(&j->tr, j->dist);
+    feed_flat_synthetic(f, c, o->batch, 784, o->classes ? o->classes : 10);
 }
 
-static void job_close(BenchJob *j)
+static void job_open(Run *j, const BenchConfig *cfg)
 {
-    dist_finish(j->dist);
-    trainer_free(&j->tr);
-    model_free(&j->m);
-    feed_close(&j->fd, &j->c);
-    ctx_free(&j->c);
+    TrainOptions o;
+    bench_train_options(cfg, &o);
+    RunSpec spec = {RUN_TRAIN, cfg->gpus > 1, cfg->model == MODEL_MLP ? open_flat : NULL};
+    run_open(j, &o, &spec);   /* with several GPUs: this rank's GPU */
+    if (j->c.device == DEV_CUDA) j->tr.on_step = timeline_on_step;   /* CTRAIN_TIMELINE's window */
 }
 
 static void emit_progress(FILE *out, const char *phase, int step, int of)
@@ -200,8 +107,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The median of n values (sorted in place): the mean of the middle two when n is even. */
-static double median(double *v, int n)
+double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -257,7 +163,7 @@ static double pool_high(Ctx *c)
 
 /* Build the job and run its untimed warm-up steps (the cuDNN search, the
  * graph capture); then the memory high-water marks start from here. */
-static void job_open_warm(BenchJob *j, const BenchConfig *cfg, FILE *out)
+static void job_open_warm(Run *j, const BenchConfig *cfg, FILE *out)
 {
     emit_progress(out, "build", 0, 0);
     job_open(j, cfg);
@@ -288,7 +194,7 @@ static int timed_more(const BenchConfig *cfg, int n, double elapsed)
  * ranks' own clocks ended the timing at different steps). The count that
  * timed_more() would give is worked out once from one synced step, and the
  * ranks take the largest. -1 when not data parallel (the clock decides). */
-static int timed_count_agreed(BenchJob *j, const BenchConfig *cfg)
+static int timed_count_agreed(Run *j, const BenchConfig *cfg)
 {
     if (!j->dist) return -1;
     ctx_sync(&j->c);
@@ -310,7 +216,7 @@ static int timed_count_agreed(BenchJob *j, const BenchConfig *cfg)
 }
 
 /* Run the timed steps; step seconds into t[], returns how many ran. */
-static int timed_steps(BenchJob *j, const BenchConfig *cfg, FILE *out, double *t)
+static int timed_steps(Run *j, const BenchConfig *cfg, FILE *out, double *t)
 {
     int n = 0, cap = timed_cap(cfg), fixed = timed_count_agreed(j, cfg);
     double t0 = progress_now();
@@ -354,7 +260,7 @@ void bench_child_config(FILE *out, const void *arg)
     const BenchConfig *cfg = (const BenchConfig *)arg;
     BenchRow row;
     bench_row_init(&row, cfg);
-    BenchJob *j = (BenchJob *)calloc(1, sizeof *j);
+    Run *j = (Run *)calloc(1, sizeof *j);
     if (!j) ct_fatal("out of host memory");
     job_open_warm(j, cfg, out);
     ctx_check_flags(&j->c);
@@ -378,7 +284,7 @@ void bench_child_config(FILE *out, const void *arg)
         memcpy(row.mode, "eager", 5);   /* measured eager: say so (same length) */
     }
     BenchResult *r = &row.r;
-    double med = median(t, n);
+    double med = bench_median(t, n);
     double per_step = (double)cfg->batch * j->o.accum;
     r->steps = n;
     r->samples_per_s = per_step / med;
@@ -401,7 +307,7 @@ void bench_child_config(FILE *out, const void *arg)
     }
     bench_row_write(out, &row);
     free(t);
-    job_close(j);
+    run_close(j);
     free(j);
 }
 
@@ -413,7 +319,7 @@ static void soak_on_signal(int sig) { (void)sig; soak_stop = 1; }
 void bench_child_soak(FILE *out, const void *arg)
 {
     const BenchConfig *cfg = (const BenchConfig *)arg;
-    BenchJob *j = (BenchJob *)calloc(1, sizeof *j);
+    Run *j = (Run *)calloc(1, sizeof *j);
     if (!j) ct_fatal("out of host memory");
     signal(SIGINT, soak_on_signal);   /* Ctrl-C ends the soak with a last row */
     signal(SIGTERM, soak_on_signal);
@@ -458,153 +364,6 @@ void bench_child_soak(FILE *out, const void *arg)
     row.engine_peak_mem_bytes = (double)j->c.mem.peak;
     row.r.final_loss = trainer_loss_value(&j->tr);
     bench_row_write(out, &row);
-    job_close(j);
+    run_close(j);
     free(j);
-}
-
-/* ---- The probe. */
-
-static void fill_random(float *x, size_t n, uint64_t seed)
-{
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((double)(s >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
-    }
-}
-
-static void emit_ceiling(FILE *out, const char *prec, int n, double ms, int reps)
-{
-    char name[40];
-    snprintf(name, sizeof name, "matmul %s %d^3", prec, n);
-    JsonLine j;
-    json_begin(&j, "ceiling");
-    json_str(&j, "name", name);
-    json_str(&j, "precision", prec);
-    json_num(&j, "tflops", 2.0 * n * n * (double)n / (ms * 1e-3) / 1e12);
-    json_num(&j, "ms", ms);
-    json_int(&j, "reps", reps);
-    json_end(&j, out);
-}
-
-#ifdef CTRAIN_CUDA
-static void gpu_ceilings(FILE *out, int dev)
-{
-    enum { BIG = 8192, SMALL = 4096, WARM = 3, REPS = 10 };
-    Ctx c;
-    ctx_init(&c, DEV_CUDA, dev, 1);
-    c.grad_enabled = 0;
-    size_t n = (size_t)BIG * BIG;
-    float *h = (float *)malloc(n * sizeof(float));
-    if (!h) ct_fatal("out of host memory for the matmul inputs");
-    int64_t shape[2] = {BIG, BIG};
-    Tensor *in[2][3];   /* [a|b][f32, f16, bf16] */
-    for (int k = 0; k < 2; k++) {
-        fill_random(h, n, (uint64_t)k + 1);
-        in[k][0] = tensor_from_f32(&c, h, DT_F32, 2, shape);
-        in[k][1] = tensor_from_f32(&c, h, DT_F16, 2, shape);
-        in[k][2] = tensor_from_f32(&c, h, DT_BF16, 2, shape);
-    }
-    free(h);
-    Tensor *out_t = tensor_new(&c, DT_F32, 2, shape);
-    static const struct { const char *prec; int which, size, tf32; DType dt; } CASES[] = {
-        {"fp16", 1, BIG, 0, DT_F16}, {"bf16", 2, BIG, 0, DT_BF16},
-        {"fp32", 0, SMALL, 0, DT_F32}, {"tf32", 0, SMALL, 1, DT_F32},
-    };
-    cudaEvent_t ev[REPS + 1];
-    for (int i = 0; i <= REPS; i++) CUDA_CHECK(cudaEventCreate(&ev[i]));
-    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
-        int N = CASES[k].size;
-        const void *A = in[0][CASES[k].which]->data, *B = in[1][CASES[k].which]->data;
-        /* C in the input type, as torch.mm; the 4096 cases use the first
-         * 4096 x 4096 elements of the 8192 x 8192 buffers */
-        for (int r = -WARM; r < REPS; r++) {
-            if (r == 0) CUDA_CHECK(cudaEventRecord(ev[0], c.stream));
-            matmul_cuda(c.lt, matmul_plan_cache_get(&c), c.workspace, c.workspace_bytes,
-                        c.stream, out_t->data, CASES[k].dt, A, B, CASES[k].dt, N, N, N, 0, 0,
-                        1.0f, 0.0f, 1, 0, 0, 0, CASES[k].tf32);
-            if (r >= 0) CUDA_CHECK(cudaEventRecord(ev[r + 1], c.stream));
-        }
-        CUDA_CHECK(cudaEventSynchronize(ev[REPS]));
-        double t[REPS];
-        for (int r = 0; r < REPS; r++) {
-            float ms = 0;
-            CUDA_CHECK(cudaEventElapsedTime(&ms, ev[r], ev[r + 1]));
-            t[r] = ms;
-        }
-        emit_ceiling(out, CASES[k].prec, N, median(t, REPS), REPS);
-    }
-    for (int i = 0; i <= REPS; i++) CUDA_CHECK(cudaEventDestroy(ev[i]));
-    for (int k = 0; k < 2; k++)
-        for (int d = 0; d < 3; d++) tensor_release(in[k][d]);
-    tensor_release(out_t);
-    ctx_free(&c);
-}
-#endif
-
-static void cpu_ceiling(FILE *out)
-{
-    enum { N = 1024, REPS = 3 };
-    float *a = (float *)malloc((size_t)N * N * sizeof(float));
-    float *b = (float *)malloc((size_t)N * N * sizeof(float));
-    float *cm = (float *)malloc((size_t)N * N * sizeof(float));
-    if (!a || !b || !cm) ct_fatal("out of host memory for the matmul inputs");
-    fill_random(a, (size_t)N * N, 1);
-    fill_random(b, (size_t)N * N, 2);
-    double t[REPS];
-    for (int r = -1; r < REPS; r++) {
-        double s = progress_now();
-        matmul_cpu(cm, a, b, N, N, N, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0);
-        if (r >= 0) t[r] = (progress_now() - s) * 1e3;
-    }
-    emit_ceiling(out, "fp32", N, median(t, REPS), REPS);
-    free(a);
-    free(b);
-    free(cm);
-}
-
-void bench_child_probe(FILE *out, const void *arg)
-{
-    const BenchProbeArgs *a = (const BenchProbeArgs *)arg;
-    BenchMachine m;
-    bench_machine_collect(&m, a->device_id);
-    int ndev = -1;
-    char why[160] = "";
-#ifdef CTRAIN_CUDA
-    cudaError_t e = cudaGetDeviceCount(&ndev);
-    if (e != cudaSuccess) {
-        snprintf(why, sizeof why, "%s", cudaGetErrorString(e));
-        cudaGetLastError();
-        ndev = 0;
-    } else if (ndev == 0) {
-        snprintf(why, sizeof why, "0 CUDA devices");
-    }
-#else
-    snprintf(why, sizeof why, "this ctrain was built without the CUDA backend");
-#endif
-    int nvml = nvml_init();
-    JsonLine j;
-    json_begin(&j, "machine");
-    json_str(&j, "gpu_name", m.gpu_name);
-    json_int(&j, "gpu_memory_bytes", m.gpu_memory_bytes);
-    json_int(&j, "gpu_count", m.gpu_count);
-    json_str(&j, "driver", m.driver);
-    json_str(&j, "cuda_runtime", m.cuda_runtime);
-    json_str(&j, "cudnn", m.cudnn);
-    json_str(&j, "cublas", m.cublas);
-    json_str(&j, "cpu", m.cpu);
-    json_str(&j, "host", m.host);
-    json_str(&j, "ctrain_revision", m.ctrain_revision);
-    json_str(&j, "date", m.date);
-    json_int(&j, "cuda_devices", ndev);
-    json_str(&j, "no_gpu_reason", why);
-    json_int(&j, "nvml", nvml);
-    json_str(&j, "nvml_reason", nvml ? "" : nvml_reason());
-    json_end(&j, out);
-    if (!a->ceilings) return;
-    int gpu = a->auto_device ? ndev > 0 : a->device == DEV_CUDA;
-#ifdef CTRAIN_CUDA
-    if (gpu && ndev > a->device_id) { gpu_ceilings(out, a->device_id); return; }
-#endif
-    if (!gpu) cpu_ceiling(out);
 }

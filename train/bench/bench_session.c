@@ -1,18 +1,22 @@
-/* bench_session.c — the parent's side of `ctrain bench`: running one config
- * in a child with a progress line (on a terminal: redrawn in place every
- * 250 ms and at each step the child reports), the figures derived from what
- * it measured (MFU over the datasheet peak and over this run's matmul
- * ceiling, samples/s per watt), the terminal table, and the JSON file.
+/* bench_session.c — the parent's side of `ctrain bench` (bench_session.h):
+ * running one config in a child with a progress line (on a terminal:
+ * redrawn in place every 250 ms and at each step the child reports), the
+ * figures derived from what it measured (MFU over the datasheet peak and
+ * over this run's matmul ceiling, samples/s per watt), the terminal table,
+ * and the JSON file.
  */
-#include "bench.h"
+#include "bench_session.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
-#include "peaks.h"
 #include "train/loop/progress.h"
+#include "bench_child.h"
+#include "bench_rank.h"
+#include "bench_run.h"
+#include "peaks.h"
 
 #define CONFIG_LIMIT_S 900.0   /* a config's child is killed after this long */
 
@@ -113,21 +117,6 @@ static void run_on_line(const char *line, void *user)
 }
 
 static void run_on_tick(void *user) { draw((RunState *)user); }
-
-const char *bench_config_label(const BenchConfig *c, char *buf, size_t len)
-{
-    char extra[64] = "", rec[32] = "";
-    if (c->seq) snprintf(extra, sizeof extra, " seq %d", c->seq);
-    else if (c->image_size && c->image_size != 224) snprintf(extra, sizeof extra, " %dpx", c->image_size);
-    if (c->recompute.every == 1) snprintf(rec, sizeof rec, " recompute all");
-    else if (c->recompute.every > 1) snprintf(rec, sizeof rec, " recompute every:%d", c->recompute.every);
-    char gpus[48] = "";
-    if (c->gpus > 1)
-        snprintf(gpus, sizeof gpus, " on %d GPUs%s", c->gpus,
-                 c->grad_reduce == DT_BF16 ? " (bf16 all-reduce)" : "");
-    snprintf(buf, len, "%s %s bs %d%s%s%s", c->model, c->precision, c->batch, extra, rec, gpus);
-    return buf;
-}
 
 void bench_run_config(BenchSession *s, const BenchConfig *cfg, BenchRow *row, const char *prefix)
 {

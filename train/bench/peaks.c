@@ -105,19 +105,15 @@ const PeakEntry *peaks_lookup(const char *device_name)
     return NULL;
 }
 
-static const char *PREC_NAMES[PEAK_COUNT] = {"fp32", "tf32", "fp16", "bf16"};
-
 int peaks_precision_parse(const char *s)
 {
     if (!s) return -1;
-    for (int i = 0; i < PEAK_COUNT; i++)
-        if (!strcasecmp(s, PREC_NAMES[i])) return i;
-    return -1;
-}
-
-const char *peaks_precision_name(PeakPrecision p)
-{
-    return (unsigned)p < PEAK_COUNT ? PREC_NAMES[p] : "?";
+    char low[8];   /* card names match in any case; so do the precisions */
+    size_t n = 0;
+    for (; s[n] && n < sizeof low - 1; n++) low[n] = (char)tolower((unsigned char)s[n]);
+    if (s[n]) return -1;   /* longer than any name */
+    low[n] = 0;
+    return precision_parse(low);
 }
 
 double peaks_tflops(const char *device_name, const char *precision)

@@ -30,7 +30,13 @@
 #ifndef CTRAIN_TRAIN_PEAKS_H
 #define CTRAIN_TRAIN_PEAKS_H
 
-typedef enum { PEAK_FP32 = 0, PEAK_TF32, PEAK_FP16, PEAK_BF16, PEAK_COUNT } PeakPrecision;
+#include "train/loop/precision.h"
+
+/* The table's columns: one per precision (train/loop/precision.h), in its order. */
+enum {
+    PEAK_FP32 = PREC_FP32, PEAK_TF32 = PREC_TF32, PEAK_FP16 = PREC_FP16, PEAK_BF16 = PREC_BF16,
+    PEAK_COUNT = PREC_COUNT
+};
 
 typedef struct PeakEntry {
     const char *card;              /* a readable name: "H100 SXM5" */
@@ -40,9 +46,9 @@ typedef struct PeakEntry {
     const char *source;            /* the datasheet or whitepaper figures are from */
 } PeakEntry;
 
-/* "fp32", "tf32", "fp16", "bf16" (case-insensitive) -> PeakPrecision; -1. */
+/* A precision name in any case ("BF16" as "bf16", through precision_parse)
+ * -> the column; -1 when it names none. */
 int peaks_precision_parse(const char *s);
-const char *peaks_precision_name(PeakPrecision p);
 
 /* The entry for a CUDA device name; NULL when the card is unknown. */
 const PeakEntry *peaks_lookup(const char *device_name);

@@ -3,7 +3,7 @@
  * arguments. The script is looked for in $CTRAIN_SCRIPTS, next to the binary
  * (build/ctrain -> scripts/ in the checkout), and in ./scripts.
  */
-#include "bench.h"
+#include "report.h"
 
 #include <errno.h>
 #include <stdlib.h>

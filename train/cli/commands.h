@@ -1,4 +1,4 @@
-/* train.h — the subcommands: train, eval, info. */
+/* commands.h — the subcommands main.c dispatches to (besides the bench's, train/bench/bench.h). */
 #ifndef CTRAIN_TRAIN_TRAIN_H
 #define CTRAIN_TRAIN_TRAIN_H
 

@@ -1,4 +1,4 @@
-/* options.c — strict parsing of the train/eval flags, with a usage text. */
+/* options.c — strict parsing of the train/eval flags into TrainOptions, with a usage text. */
 #include "options.h"
 
 #include <errno.h>
@@ -7,42 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
-
-static const char *optim_names[] = {"sgd", "adamw", "lamb"};
-const char *optim_name(OptimKind k) { return optim_names[k]; }
-
-void train_options_default(TrainOptions *o)
-{
-    memset(o, 0, sizeof *o);
-    snprintf(o->model, sizeof o->model, "mlp");
-    snprintf(o->data, sizeof o->data, "fashion-mnist");
-    o->epochs = 1;
-    o->batch = 64;
-    o->accum = 1;
-    o->lr = 0.05f;
-    o->momentum = 0.9f;
-    o->seed = 42;
-    o->device = DEV_CPU;
-    snprintf(o->precision, sizeof o->precision, "fp32");
-    o->log_every = 50;
-    o->graph_warmup = 3;
-    o->hidden[0] = 512;
-    o->hidden[1] = 256;
-    o->n_hidden = 2;
-    o->workers = 4;
-    o->seq = 128;
-    o->schedule = SCHED_CONSTANT;
-    o->eval_batch = 256;
-    o->dropout = -1.0f;
-    dist_options_default(&o->dist);
-}
-
-DType options_autocast(const TrainOptions *o)
-{
-    if (!strcmp(o->precision, "fp16")) return DT_F16;
-    if (!strcmp(o->precision, "bf16")) return DT_BF16;
-    return DT_F32;
-}
 
 void train_options_usage(const char *cmd)
 {
@@ -121,6 +85,14 @@ void train_options_usage(const char *cmd)
            "  --help               this text\n", cmd);
 }
 
+/* "known models: mlp, resnet18, ...": the hint of an unknown --model. */
+static const char *hint_models(void)
+{
+    static char hint[300];
+    snprintf(hint, sizeof hint, "known models: %s", model_kind_list());
+    return hint;
+}
+
 static void opt_fail(const char *cmd, const char *msg)
 {
     char hint[128];
@@ -168,7 +140,7 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { train_options_usage(cmd); exit(0); }
-        if (!strcmp(a, "--nesterov")) { o->nesterov = 1; continue; }
+        if (!strcmp(a, "--nesterov")) { o->optim.nesterov = 1; continue; }
         if (!strcmp(a, "--no-wd-bn-bias")) { o->no_wd_bn_bias = 1; continue; }
         if (!strcmp(a, "--zero-init-residual")) { o->zero_init_residual = 1; continue; }
         if (!strcmp(a, "--graph")) { o->graph = 1; continue; }
@@ -183,16 +155,22 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
             opt_fail(cmd, msg);
         }
         const char *v = argv[++i];
-        if (!strcmp(a, "--model")) copy_str(cmd, a, o->model, sizeof o->model, v);
-        else if (!strcmp(a, "--data")) copy_str(cmd, a, o->data, sizeof o->data, v);
+        if (!strcmp(a, "--model")) {
+            char name[32];
+            copy_str(cmd, a, name, sizeof name, v);
+            int k = model_kind_parse(name);
+            if (k < 0)
+                ct_fatal_hint(hint_models(), "--model: unknown model '%s'", name);
+            o->model = (ModelKind)k;
+        } else if (!strcmp(a, "--data")) copy_str(cmd, a, o->data, sizeof o->data, v);
         else if (!strcmp(a, "--epochs")) o->epochs = (int)parse_long(cmd, a, v, 1, 100000);
         else if (!strcmp(a, "--steps")) o->steps = parse_long(cmd, a, v, 1, LONG_MAX / 2);
         else if (!strcmp(a, "--batch")) o->batch = (int)parse_long(cmd, a, v, 1, 1 << 20);
         else if (!strcmp(a, "--accum")) o->accum = (int)parse_long(cmd, a, v, 1, 1 << 16);
         else if (!strcmp(a, "--lr")) o->lr = parse_float(cmd, a, v, 0.0f, 100.0f);
         else if (!strcmp(a, "--final-lr")) o->final_lr = parse_float(cmd, a, v, 0.0f, 100.0f);
-        else if (!strcmp(a, "--momentum")) o->momentum = parse_float(cmd, a, v, 0.0f, 0.9999f);
-        else if (!strcmp(a, "--wd")) o->weight_decay = parse_float(cmd, a, v, 0.0f, 1.0f);
+        else if (!strcmp(a, "--momentum")) o->optim.momentum = parse_float(cmd, a, v, 0.0f, 0.9999f);
+        else if (!strcmp(a, "--wd")) o->optim.weight_decay = parse_float(cmd, a, v, 0.0f, 1.0f);
         else if (!strcmp(a, "--clip")) o->clip = parse_float(cmd, a, v, 0.0f, 1e9f);
         else if (!strcmp(a, "--label-smoothing")) o->label_smoothing = parse_float(cmd, a, v, 0.0f, 1.0f);
         else if (!strcmp(a, "--warmup")) o->warmup = parse_long(cmd, a, v, 0, LONG_MAX / 2);
@@ -234,19 +212,19 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
             }
             o->dist.grad_reduce = (DType)t;
         } else if (!strcmp(a, "--precision")) {
-            if (strcmp(v, "fp32") && strcmp(v, "tf32") && strcmp(v, "fp16") && strcmp(v, "bf16")) {
-                snprintf(msg, sizeof msg, "--precision: '%s' is not fp32, tf32, fp16 or bf16", v);
+            int p = precision_parse(v);
+            if (p < 0) {
+                snprintf(msg, sizeof msg, "--precision: '%s' is not " PRECISION_CHOICES, v);
                 opt_fail(cmd, msg);
             }
-            snprintf(o->precision, sizeof o->precision, "%s", v);
+            o->precision = (Precision)p;
         } else if (!strcmp(a, "--optim")) {
-            int k = -1;
-            for (int j = 0; j < 3; j++) if (!strcmp(v, optim_names[j])) k = j;
+            int k = optim_parse(v);
             if (k < 0) {
                 snprintf(msg, sizeof msg, "--optim: '%s' is not sgd, adamw or lamb", v);
                 opt_fail(cmd, msg);
             }
-            o->optim = (OptimKind)k;
+            o->optim.kind = (OptimKind)k;
         } else if (!strcmp(a, "--schedule")) {
             int k = sched_parse(v);
             if (k < 0) {

@@ -1,7 +1,9 @@
-/* train.c — `ctrain train` and `ctrain eval`: the training loop.
+/* train_cmd.c — `ctrain train` and `ctrain eval`: the training loop.
  *
- * Each optimizer step is trainer_step (train/loop/step.h: accumulation, backward,
- * unscale, clip, optimizer, scaler update, zero grads).
+ * The run (context, feed, model, trainer, data parallel) is built by
+ * run_open (train/loop/run.h). Each optimizer step is trainer_step
+ * (train/loop/step.h: accumulation, backward, unscale, clip, optimizer,
+ * scaler update, zero grads).
  * The host waits for the device only when it reports (--log-every), so the
  * data for the next step is prepared while the GPU runs this one.
  */
@@ -11,83 +13,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/log.h"
 #include "engine/mem.h"
-#include "ops/ops.h"
 #include "train/io/checkpoint.h"
-#include "train/parallel/dist.h"
-#include "train/loop/eval.h"
-#include "train/feed/feed.h"
-#include "train/loop/grad_scaler.h"
 #include "train/io/jsonlog.h"
-#include "train/loop/model_build.h"
-#include "train/optim/optimizer.h"
-#include "options.h"
+#include "train/loop/eval.h"
+#include "train/loop/grad_scaler.h"
 #include "train/loop/progress.h"
+#include "train/loop/run.h"
 #include "train/loop/schedule.h"
 #include "train/loop/step.h"
+#include "train/parallel/dist.h"
 #include "train/bench/timeline.h"
-
-static void setup_ctx(Ctx *c, TrainOptions *o)
-{
-    ctx_init(c, o->device, o->device_id, o->seed);
-    c->allow_tf32 = !strcmp(o->precision, "tf32");
-    c->autocast = options_autocast(o);
-    if (c->device == DEV_CPU && c->autocast != DT_F32)
-        LOG_W("--precision %s on the CPU backend: computed in f32 and rounded, as a reference "
-              "(slow; the GPU is where reduced precision pays)", o->precision);
-}
-
-/* --load FILE: weights from a ctrain or PyTorch file; a training checkpoint's
- * __ctrain.* entries (optimizer state, position) are not weights: skip them. */
-static void load_weights(ParamSet *ps, const char *path, const char *model)
-{
-    ckpt_load_params_or_die(ps, path, model, ckpt_is_training(path) ? CKPT_ALLOW_EXTRA : 0);
-}
-
-/* Fine-tuning: a BERT classifier loading a file without the classifier
- * (a pre-trained MLM) takes the encoder, ignores the MLM head
- * (cls.predictions.*) and keeps its new bert.pooler.* and classifier.* at
- * their init. A file with classifier.weight (a fine-tuned model) loads
- * strictly, as everywhere else. */
-static void load_start_weights(ParamSet *ps, const TrainOptions *o, const char *path,
-                               const char *model)
-{
-    int cls = !strncmp(o->model, "bert-", 5) &&
-              (o->head == HEAD_CLS || (o->head == HEAD_AUTO && feed_is_cls(o->data)));
-    StFile f;
-    char err[256];
-    int pretrained = 0;
-    if (cls && st_open(path, &f, err, sizeof err) == ST_OK) {
-        pretrained = !st_find(&f, "classifier.weight");
-        st_close(&f);
-    }
-    if (!pretrained) { load_weights(ps, path, model); return; }
-    LOG_I("%s has no classifier: loading its encoder for fine-tuning (new pooler and "
-          "classifier)", path);
-    ckpt_load_params_or_die(ps, path, model, CKPT_ALLOW_EXTRA | CKPT_ALLOW_MISSING);
-}
-
-static FeedSpec feed_spec(const TrainOptions *o)
-{
-    FeedSpec s = {o->data, o->model, o->batch, o->eval_batch, o->image_size, o->workers,
-                  o->classes, o->seed, o->seq, o->vocab, o->classes};
-    return s;
-}
+#include "options.h"
 
 static void log_config(FILE *f, const TrainOptions *o, const Model *m, const Feed *fd,
                        long total_steps, const Ctx *c)
 {
     JsonLine j;
     json_begin(&j, "config");
-    json_str(&j, "model", o->model);
+    json_str(&j, "model", model_kind_name(o->model));
     json_str(&j, "data", o->data);
     json_str(&j, "data_desc", fd->desc);
     json_str(&j, "device", ctx_device_name(c));
-    json_str(&j, "precision", o->precision);
-    json_str(&j, "optimizer", optim_name(o->optim));
+    json_str(&j, "precision", precision_name(o->precision));
+    json_str(&j, "optimizer", optim_name(o->optim.kind));
     json_str(&j, "schedule", sched_name(o->schedule));
     json_int(&j, "batch", o->batch);
     json_int(&j, "accum", o->accum);
@@ -95,7 +46,7 @@ static void log_config(FILE *f, const TrainOptions *o, const Model *m, const Fee
     json_int(&j, "params", (int64_t)m->params.total);
     json_num(&j, "lr", o->lr);
     json_int(&j, "warmup", o->warmup);
-    json_num(&j, "weight_decay", o->weight_decay);
+    json_num(&j, "weight_decay", o->optim.weight_decay);
     json_num(&j, "label_smoothing", o->label_smoothing);
     json_int(&j, "recompute_every", o->recompute.every);
     json_int(&j, "seed", (int64_t)o->seed);
@@ -116,172 +67,147 @@ static const char *graph_what(const Trainer *t, char *buf, size_t n)
 
 int cmd_train(int argc, char **argv)
 {
-    TrainOptions o;
-    train_options_default(&o);
-    if (ctx_cuda_available()) o.device = DEV_CUDA;
-    train_options_parse(&o, argc, argv, "train");
+    TrainOptions opts;
+    train_options_default(&opts);
+    if (ctx_cuda_available()) opts.device = DEV_CUDA;
+    train_options_parse(&opts, argc, argv, "train");
 
-    if (o.save_every && !o.save_path[0])
+    if (opts.save_every && !opts.save_path[0])
         ct_fatal_hint("pass --save FILE with --save-every N", "--save-every needs a file to write");
-    if (o.resume_path[0] && o.load_path[0])
+    if (opts.resume_path[0] && opts.load_path[0])
         ct_fatal_hint("drop --load: --resume restores the weights too",
                       "--resume and --load both set the starting weights");
     int launched_rc;
-    if (dist_launch_if_asked(&o.dist, o.device, "train", argc, argv, &launched_rc))
-        return launched_rc;        /* [dist] --gpus N: this process was the launcher */
-    /* [dist] NULL alone; a rank: its GPU, rank 0 writes files */
-    Dist *dist = dist_setup(&o.dist, o.device, o.save_every, o.save_path[0] != 0);
-    if (dist) o.device_id = dist_device_id(dist);
-    if (!dist_is_main(dist)) {
-        o.log_path[0] = o.save_path[0] = 0;
-        o.save_every = 0;
-    }
-    FILE *logf = NULL;
-    if (o.log_path[0] && !(logf = fopen(o.log_path, "w")))
-        ct_fatal_hint("check that the folder exists and is writable", "cannot open log file %s",
-                      o.log_path);
-    Ctx c;
-    setup_ctx(&c, &o);
-    dist_start(dist, &c);          /* [dist] NCCL; the feed then takes this rank's share */
-    Feed fd;
-    FeedSpec fs = feed_spec(&o);
-    feed_open(&fd, &c, &fs);
-    o.vocab_size = fd.vocab_size;
-    Model m;
-    model_build(&m, &c, &o, fd.classes);
-    if (o.load_path[0]) load_start_weights(&m.params, &o, o.load_path, m.name);
-    long bpe = fd.batches_per_epoch;
-    long steps_per_epoch = bpe / o.accum;
-    if (steps_per_epoch < 1)
-        ct_fatal_hint("lower --accum or --batch", "an epoch has %ld batches, fewer than --accum %d",
-                      bpe, o.accum);
-    long total = o.steps ? o.steps : steps_per_epoch * o.epochs;
-    int epochs = (int)((total + steps_per_epoch - 1) / steps_per_epoch);
-    Trainer tr;
-    trainer_init(&tr, &c, &fd, &m, &o, total);
-    if (c.device == DEV_CUDA) tr.on_step = timeline_on_step;   /* CTRAIN_TIMELINE's window */
-    GradScaler *sc = &tr.scaler;
-    if (o.resume_path[0]) {
-        trainer_resume(&tr, &o, o.resume_path);
-        LOG_I("resumed %s at step %ld (micro-batch %ld)", o.resume_path, tr.step, tr.micro);
-        if (tr.step >= total)
-            LOG_W("%s is at step %ld, the run has %ld steps: nothing left to train",
-                  o.resume_path, tr.step, total);
-    }
-    trainer_dist_attach(&tr, dist);   /* [dist] rank 0's weights to all; gradient buckets */
+    if (dist_launch_if_asked(&opts.dist, opts.device, "train", argc, argv, &launched_rc))   /* [dist] --gpus N */
+        return launched_rc;
+    Run r;
+    RunSpec spec = {RUN_TRAIN, 1, NULL};   /* [dist] a rank: its GPU, rank 0 writes files */
+    run_open(&r, &opts, &spec);
+    const TrainOptions *o = &r.o;   /* as dist_setup left them */
+    if (r.c.device == DEV_CUDA) r.tr.on_step = timeline_on_step;   /* CTRAIN_TIMELINE's window */
+    Ctx *c = &r.c;
+    Feed *fd = &r.fd;
+    Model *m = &r.m;
+    Trainer *tr = &r.tr;
+    Dist *dist = r.dist;
+    FILE *logf = r.log;
+    long total = r.total_steps;
+    int epochs = r.epochs;
+    GradScaler *sc = &tr->scaler;
     LOG_I("train %s (%zu parameters) on %s; batch %d x accum %d, %ld steps (%d epoch%s), %s, %s",
-          m.name, m.params.total, fd.desc, o.batch, o.accum, total, epochs, epochs == 1 ? "" : "s",
-          ctx_device_name(&c), o.precision);
-    if (logf) log_config(logf, &o, &m, &fd, total, &c);
+          m->name, m->params.total, fd->desc, o->batch, o->accum, total, epochs, epochs == 1 ? "" : "s",
+          ctx_device_name(c), precision_name(o->precision));
+    if (logf) log_config(logf, o, m, fd, total, c);
 
     Progress pg;
     progress_init(&pg);
     double t0 = progress_now(), t_last = t0;
-    long step = tr.step, last_step = tr.step, first_step = tr.step, saved_step = -1;
-    mem_reset_peak(&c);
-    long recomputed_before = c.recomputed;
+    long step = tr->step, last_step = tr->step, first_step = tr->step, saved_step = -1;
+    mem_reset_peak(c);
+    long recomputed_before = c->recomputed;
     while (step < total) {
-        trainer_step(&tr);
+        trainer_step(tr);
         dist_step_done(dist);      /* [dist] the watchdog's progress marker */
-        step = tr.step;
-        float lr = tr.lr;
-        if (o.trace) {
+        step = tr->step;
+        float lr = tr->lr;
+        if (o->trace) {
             /* what the mechanisms did this step; waits for the device, so
              * it is for watching, not for timing */
-            float lv = trainer_loss_value(&tr);
+            float lv = trainer_loss_value(tr);
             ScalerState ss;
-            scaler_read(&tr.scaler, &ss, NULL);
+            scaler_read(&tr->scaler, &ss, NULL);
             char mb[32], pb[32], gb[64];
             printf("trace step %ld: loss %.6f lr %.6g | accum %d micro-batches | %s | "
                    "recomputed %ld segments | %s | mem %s peak %s\n", step, (double)lv, (double)lr,
-                   o.accum,
-                   tr.scaler.enabled ? (ss.found_inf ? "fp16 overflow: step SKIPPED, scale halved"
+                   o->accum,
+                   tr->scaler.enabled ? (ss.found_inf ? "fp16 overflow: step SKIPPED, scale halved"
                                                      : "fp16 scale ok") : "no loss scaling",
-                   c.recomputed - recomputed_before, graph_what(&tr, gb, sizeof gb),
-                   mem_fmt(mb, sizeof mb, c.mem.current),
-                   mem_fmt(pb, sizeof pb, c.mem.peak));
-            if (tr.scaler.enabled) printf("      scale %g, skipped so far %lld\n", (double)ss.scale,
+                   c->recomputed - recomputed_before, graph_what(tr, gb, sizeof gb),
+                   mem_fmt(mb, sizeof mb, c->mem.current),
+                   mem_fmt(pb, sizeof pb, c->mem.peak));
+            if (tr->scaler.enabled) printf("      scale %g, skipped so far %lld\n", (double)ss.scale,
                                           (long long)ss.skipped);
-            recomputed_before = c.recomputed;
+            recomputed_before = c->recomputed;
         }
 
-        if (step % o.log_every == 0 || step == total) {
-            float lv = trainer_loss_mean(&tr);   /* waits for the step; [dist] rank average */
-            ctx_check_flags(&c);
+        if (step % o->log_every == 0 || step == total) {
+            float lv = trainer_loss_mean(tr);   /* waits for the step; [dist] rank average */
+            ctx_check_flags(c);
             ScalerState ss;
             float gnorm = NAN;
-            scaler_read(sc, &ss, o.clip > 0 ? &gnorm : NULL);
+            scaler_read(sc, &ss, o->clip > 0 ? &gnorm : NULL);
             if (!isfinite(lv) && !sc->enabled)
                 ct_fatal_hint("lower --lr, add --warmup or --clip", "the loss became %g at step %ld",
                               (double)lv, step);
             double now = progress_now();
-            double sps = (double)(step - last_step) * o.batch * o.accum * c.dp_world / (now - t_last);
+            double sps = (double)(step - last_step) * o->batch * o->accum * c->dp_world / (now - t_last);
             double eta = (now - t0) / (double)(step - first_step) * (double)(total - step);
-            double drate = fd.data_rate(&fd);
+            double drate = fd->data_rate(fd);
             char eb[32], mb[32], pb[32], db[48] = "", sb[64] = "";
             if (isfinite(drate)) snprintf(db, sizeof db, "  data %.0f img/s", drate);
             if (sc->enabled) snprintf(sb, sizeof sb, "  scale %g skipped %lld", (double)ss.scale,
                                       (long long)ss.skipped);
             progress_update(&pg, "epoch %ld/%d  step %ld/%ld  loss %.4f  lr %.4g  %.0f samples/s%s%s  ETA %s  mem %s (peak %s)",
-                            trainer_epoch(&tr), epochs, step,
+                            trainer_epoch(tr), epochs, step,
                             total, (double)lv, (double)lr, sps, db, sb,
                             progress_fmt_time(eb, sizeof eb, eta),
-                            mem_fmt(mb, sizeof mb, c.mem.current), mem_fmt(pb, sizeof pb, c.mem.peak));
+                            mem_fmt(mb, sizeof mb, c->mem.current), mem_fmt(pb, sizeof pb, c->mem.peak));
             if (logf) {
                 JsonLine j;
                 json_begin(&j, "step");
                 json_int(&j, "step", step);
-                json_int(&j, "epoch", trainer_epoch(&tr));
+                json_int(&j, "epoch", trainer_epoch(tr));
                 json_num(&j, "loss", lv);
                 json_num(&j, "lr", lr);
                 json_num(&j, "samples_per_s", sps);
                 json_num(&j, "data_images_per_s", drate);
-                json_int(&j, "mem_bytes", (int64_t)c.mem.current);
-                json_int(&j, "peak_mem_bytes", (int64_t)c.mem.peak);
+                json_int(&j, "mem_bytes", (int64_t)c->mem.current);
+                json_int(&j, "peak_mem_bytes", (int64_t)c->mem.peak);
                 if (sc->enabled) {
                     json_num(&j, "loss_scale", ss.scale);
                     json_int(&j, "skipped_steps", (int64_t)ss.skipped);
                 }
-                if (o.clip > 0) json_num(&j, "grad_norm", gnorm);
+                if (o->clip > 0) json_num(&j, "grad_norm", gnorm);
                 json_num(&j, "time_s", now - t0);
                 json_end(&j, logf);
             }
             t_last = now;
             last_step = step;
         }
-        tensor_release(tr.last_loss);   /* as soon as it has been read (or not) */
-        tr.last_loss = NULL;
-        dist_before_save(tr.dist, step, 0);   /* [dist] the sharded optimizer state, gathered */
-        if (o.save_every && step % o.save_every == 0) {
-            trainer_save(&tr, &o, o.save_path);
+        tensor_release(tr->last_loss);   /* as soon as it has been read (or not) */
+        tr->last_loss = NULL;
+        dist_before_save(tr->dist, step, 0);   /* [dist] the sharded optimizer state, gathered */
+        if (o->save_every && step % o->save_every == 0) {
+            trainer_save(tr, o, o->save_path);
             saved_step = step;
         }
     }
     progress_done(&pg);
-    ctx_sync(&c);
+    ctx_sync(c);
     double train_s = progress_now() - t0;
     printf("trained %ld steps in %.1f s (%.0f samples/s), peak memory %.1f MiB\n", step - first_step,
-           train_s, (double)(step - first_step) * o.batch * o.accum * c.dp_world / train_s, (double)c.mem.peak / (1024.0 * 1024.0));
+           train_s, (double)(step - first_step) * o->batch * o->accum * c->dp_world / train_s, (double)c->mem.peak / (1024.0 * 1024.0));
 
-    dist_before_save(tr.dist, step, 1);
-    if (o.save_path[0] && o.save_every) {
-        if (saved_step != step) trainer_save(&tr, &o, o.save_path);
-        printf("saved %s (training checkpoint at step %ld)\n", o.save_path, step);
-    } else if (o.save_path[0]) {
+    dist_before_save(tr->dist, step, 1);
+    if (o->save_path[0] && o->save_every) {
+        if (saved_step != step) trainer_save(tr, o, o->save_path);
+        printf("saved %s (training checkpoint at step %ld)\n", o->save_path, step);
+    } else if (o->save_path[0]) {
         char steps_s[32];
         snprintf(steps_s, sizeof steps_s, "%ld", step);
-        const char *meta[] = {"model", o.model, "steps", steps_s, "precision", o.precision};
-        ckpt_save_params_or_die(&m.params, o.save_path, meta, 3);
-        printf("saved %s\n", o.save_path);
+        const char *meta[] = {"model", model_kind_name(o->model), "steps", steps_s, "precision",
+                              precision_name(o->precision)};
+        ckpt_save_params_or_die(&m->params, o->save_path, meta, 3);
+        printf("saved %s\n", o->save_path);
     }
-    if (fd.has_eval) {
-        EvalResult ev = evaluate(&c, &m, &fd);
+    if (fd->has_eval) {
+        EvalResult ev = evaluate(c, m, fd);
         printf("test accuracy %.2f%% (top-5 %.2f%%)  test loss %.4f  (%ld %s)\n",
                100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n,
-               fd.vocab_size ? "examples" : "images");
+               fd->vocab_size ? "examples" : "images");
         printf("majority-class baseline %.2f%% (always the held-out split's most common label)\n",
                100.0 * ev.majority);
-        if (fd.class_names) eval_print_classes(&ev, fd.class_names);
+        if (fd->class_names) eval_print_classes(&ev, fd->class_names);
         if (logf) {
             JsonLine j;
             json_begin(&j, "eval");
@@ -293,51 +219,35 @@ int cmd_train(int argc, char **argv)
             json_num(&j, "majority_acc", ev.majority);
             json_int(&j, "test_n", ev.n);
             json_num(&j, "train_time_s", train_s);
-            json_int(&j, "peak_mem_bytes", (int64_t)c.mem.peak);
+            json_int(&j, "peak_mem_bytes", (int64_t)c->mem.peak);
             json_end(&j, logf);
         }
         eval_result_free(&ev);
     }
-    dist_finish(dist);             /* [dist] barrier, then NCCL teardown */
-    if (logf) fclose(logf);
-    trainer_free(&tr);
-    model_free(&m);
-    feed_close(&fd, &c);
-    ctx_free(&c);
+    run_close(&r);                 /* [dist] barrier, then NCCL teardown; the log; the rest */
     return 0;
 }
 
 int cmd_eval(int argc, char **argv)
 {
-    TrainOptions o;
-    train_options_default(&o);
-    if (ctx_cuda_available()) o.device = DEV_CUDA;
-    train_options_parse(&o, argc, argv, "eval");
-    if (!o.load_path[0])
+    TrainOptions opts;
+    train_options_default(&opts);
+    if (ctx_cuda_available()) opts.device = DEV_CUDA;
+    train_options_parse(&opts, argc, argv, "eval");
+    if (!opts.load_path[0])
         ct_fatal_hint("pass --load FILE (a checkpoint written with --save, or a PyTorch state_dict "
                       "saved as safetensors)", "eval needs weights");
-    Ctx c;
-    setup_ctx(&c, &o);
-    Feed fd;
-    FeedSpec fs = feed_spec(&o);
-    fs.batch = 1;   /* the training side of the feed is not used */
-    feed_open(&fd, &c, &fs);
-    o.vocab_size = fd.vocab_size;
-    if (!fd.has_eval)
-        ct_fatal_hint("pass an ImageFolder root with a val/ folder, or --data fashion-mnist",
-                      "--data %s has no held-out split to evaluate", o.data);
-    Model m;
-    model_build(&m, &c, &o, fd.classes);
-    load_weights(&m.params, o.load_path, m.name);
-    EvalResult ev = evaluate(&c, &m, &fd);
-    printf("%s on %s: top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld %s)\n", m.name, fd.desc,
-           100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n, fd.vocab_size ? "examples" : "images");
+    Run r;
+    RunSpec spec = {RUN_EVAL, 0, NULL};
+    run_open(&r, &opts, &spec);
+    const Feed *fd = &r.fd;
+    EvalResult ev = evaluate(&r.c, &r.m, &r.fd);
+    printf("%s on %s: top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld %s)\n", r.m.name, fd->desc,
+           100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n, fd->vocab_size ? "examples" : "images");
     printf("majority-class baseline %.2f%% (always the held-out split's most common label)\n",
            100.0 * ev.majority);
-    if (fd.class_names) eval_print_classes(&ev, fd.class_names);
+    if (fd->class_names) eval_print_classes(&ev, fd->class_names);
     eval_result_free(&ev);
-    model_free(&m);
-    feed_close(&fd, &c);
-    ctx_free(&c);
+    run_close(&r);
     return 0;
 }

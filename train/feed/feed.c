@@ -8,6 +8,7 @@
 #include "feed_cls.h"
 #include "feed_image.h"
 #include "feed_text.h"
+#include "models/model.h"
 
 int feed_is_cls(const char *data)
 {
@@ -19,8 +20,9 @@ void feed_open(Feed *f, Ctx *c, const FeedSpec *s)
     memset(f, 0, sizeof *f);
     f->batch = s->batch;
     const char *d = s->data;
-    int mlp = !strcmp(s->model, "mlp");
-    if (!strncmp(s->model, "bert", 4)) {
+    int kind = model_kind_parse(s->model);
+    int mlp = kind == MODEL_MLP;
+    if (kind >= 0 && model_kind_is_bert((ModelKind)kind)) {
         if (feed_is_cls(d)) feed_cls_open(f, c, s);
         else feed_text_open(f, c, s);
         return;

@@ -24,10 +24,10 @@ void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o,
     t->accum = o->accum;
     t->clip = o->clip;
     t->label_smoothing = o->label_smoothing;
-    t->steps_per_epoch = fd->batches_per_epoch / o->accum;
+    t->steps_per_epoch = train_steps_per_epoch(fd->batches_per_epoch, o->accum);
     CT_ASSERT(t->steps_per_epoch >= 1, "the feed has %ld batches per epoch, fewer than accum %d",
               fd->batches_per_epoch, o->accum);
-    optimizer_init(&t->opt, &m->params, o);
+    optimizer_init(&t->opt, &m->params, &o->optim);
     if (c->autocast != DT_F32) params_lowp_enable(&m->params, c->autocast);   /* GPU only */
     scaler_init_for(&t->scaler, c, c->autocast);
     Schedule s = {o->schedule, o->lr, o->final_lr, o->warmup, total_steps, 1.0f, 0.1f, {0}, 0};
@@ -208,8 +208,8 @@ void trainer_save(Trainer *t, const TrainOptions *o, const char *path)
     snprintf(accum, sizeof accum, "%d", o->accum);
     snprintf(seed, sizeof seed, "%" PRIu64, o->seed);
     snprintf(steps, sizeof steps, "%ld", t->step);
-    const char *meta[] = {"ctrain_checkpoint", "training", "model", o->model,
-                          "optimizer", optim_name(o->optim), "precision", o->precision,
+    const char *meta[] = {"ctrain_checkpoint", "training", "model", model_kind_name(o->model),
+                          "optimizer", optim_name(o->optim.kind), "precision", precision_name(o->precision),
                           "batch", batch, "accum", accum, "seed", seed, "steps", steps};
     int code = ckpt_save(path, ps, s.t, s.n, meta, 8, err, sizeof err);
     free(s.blocks);
@@ -261,15 +261,15 @@ void trainer_resume(Trainer *t, const TrainOptions *o, const char *path)
     snprintf(batch, sizeof batch, "%d", o->batch);
     snprintf(accum, sizeof accum, "%d", o->accum);
     snprintf(seed, sizeof seed, "%" PRIu64, o->seed);
-    resume_check(&f, path, "model", "--model", o->model);
-    resume_check(&f, path, "optimizer", "--optim", optim_name(o->optim));
+    resume_check(&f, path, "model", "--model", model_kind_name(o->model));
+    resume_check(&f, path, "optimizer", "--optim", optim_name(o->optim.kind));
     resume_check(&f, path, "batch", "--batch", batch);
     resume_check(&f, path, "accum", "--accum", accum);
     resume_check(&f, path, "seed", "--seed", seed);
     const char *prec = st_meta(&f, "precision");
-    if (prec && strcmp(prec, o->precision))
+    if (prec && strcmp(prec, precision_name(o->precision)))
         LOG_W("%s was saved with --precision %s, this run has %s: the loss will not repeat "
-              "bit for bit", path, prec, o->precision);
+              "bit for bit", path, prec, precision_name(o->precision));
     st_close(&f);
 
     TrainState s;

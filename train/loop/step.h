@@ -22,7 +22,7 @@
 #define CTRAIN_TRAIN_STEP_H
 
 #include "trainer.h"
-#include "train/cli/options.h"
+#include "run_options.h"
 #include "train/parallel/dist.h"
 
 /* Optimizer (o->optim, lr, momentum, ...), grad scaler (on exactly when the

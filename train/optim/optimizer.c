@@ -5,14 +5,25 @@
 #include <string.h>
 #include "engine/error.h"
 
-void optimizer_init(Optimizer *o, ParamSet *ps, const TrainOptions *opt)
+static const char *const NAMES[] = {"sgd", "adamw", "lamb"};
+
+int optim_parse(const char *s)
+{
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(s, NAMES[k])) return k;
+    return -1;
+}
+
+const char *optim_name(OptimKind k) { return NAMES[k]; }
+
+void optimizer_init(Optimizer *o, ParamSet *ps, const OptimConfig *cfg)
 {
     memset(o, 0, sizeof *o);
-    o->kind = opt->optim;
+    o->kind = cfg->kind;
     switch (o->kind) {
-    case OPT_SGD: sgd_init(&o->sgd, ps, opt->momentum, opt->weight_decay, opt->nesterov); break;
-    case OPT_ADAMW: adamw_init(&o->adamw, ps, 0.9, 0.999, 1e-6, opt->weight_decay); break;
-    case OPT_LAMB: lamb_init(&o->lamb, ps, 0.9, 0.999, 1e-6, opt->weight_decay, 1, 0); break;
+    case OPT_SGD: sgd_init(&o->sgd, ps, cfg->momentum, cfg->weight_decay, cfg->nesterov); break;
+    case OPT_ADAMW: adamw_init(&o->adamw, ps, 0.9, 0.999, 1e-6, cfg->weight_decay); break;
+    case OPT_LAMB: lamb_init(&o->lamb, ps, 0.9, 0.999, 1e-6, cfg->weight_decay, 1, 0); break;
     }
 }
 

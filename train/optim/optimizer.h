@@ -7,8 +7,22 @@
 #include "engine/params.h"
 #include "adamw.h"
 #include "lamb.h"
-#include "train/cli/options.h"
 #include "sgd.h"
+
+typedef enum { OPT_SGD = 0, OPT_ADAMW, OPT_LAMB } OptimKind;
+
+/* What the run decides about the optimizer (--optim, --momentum, --wd,
+ * --nesterov); the learning rate comes from the schedule at each step. */
+typedef struct OptimConfig {
+    OptimKind kind;
+    float momentum;          /* SGD */
+    float weight_decay;
+    int nesterov;            /* SGD */
+} OptimConfig;
+
+/* "sgd", "adamw", "lamb" -> OptimKind; -1 otherwise. */
+int optim_parse(const char *s);
+const char *optim_name(OptimKind k);
 
 typedef struct Optimizer {
     OptimKind kind;
@@ -17,7 +31,7 @@ typedef struct Optimizer {
     Lamb lamb;
 } Optimizer;
 
-void optimizer_init(Optimizer *o, ParamSet *ps, const TrainOptions *opt);
+void optimizer_init(Optimizer *o, ParamSet *ps, const OptimConfig *cfg);
 void optimizer_step(Optimizer *o, ParamSet *ps, float lr, const int *skip);
 void optimizer_free(Optimizer *o, ParamSet *ps);
 /* The optimizer's learning-rate word (device memory on CUDA) and a step that

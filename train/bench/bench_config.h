@@ -1,0 +1,70 @@
+/* bench_config.h — one benchmark measurement as the parent describes it to
+ * a child (BenchConfig: model kind, precision, batch, steps, ...), what
+ * comes back for it (BenchRow), and what both sides derive from a config:
+ * its label, the model's shape fields, the training options it runs with
+ * and its FLOPs per sample. The lowest file of the bench (train/bench/bench.h
+ * says how the files stack); nothing here touches CUDA.
+ */
+#ifndef CTRAIN_TRAIN_BENCH_CONFIG_H
+#define CTRAIN_TRAIN_BENCH_CONFIG_H
+
+#include <stddef.h>
+#include "engine/ctx.h"
+#include "engine/recompute.h"
+#include "models/model.h"
+#include "train/loop/precision.h"
+#include "train/loop/run_options.h"
+#include "bench_json.h"
+
+typedef struct BenchConfig {
+    ModelKind model;
+    Precision precision;
+    int batch;
+    int seq;                 /* BERT tokens per sequence; 0 for images */
+    int image_size;          /* ResNet input side; 0 for text and the MLP */
+    int width;               /* ResNet stem width; 0: the model's own (64) */
+    int classes;             /* images: classes of the synthetic labels; 0: 1000 */
+    RecomputePolicy recompute;
+    int graph;               /* capture the step as CUDA graphs during the warm-up */
+    int warmup;              /* untimed steps (cuDNN algorithm search happens here) */
+    int steps;               /* timed steps (more while min_time_s has not passed) */
+    int min_steps;           /* timed steps always run before time_limit_s may stop them */
+    double min_time_s;       /* keep timing until this long has passed (NVML's power reading
+                                is a ~1 s running average: a shorter window misreads it) */
+    double time_limit_s;     /* stop timing after this long (0: no limit) */
+    Device device;
+    int device_id;
+    int gpus;                /* > 1: data parallel on this many GPUs, one rank each (bench_rank.c) */
+    DType grad_reduce;       /* with gpus > 1: the gradient all-reduce's type (--grad-reduce) */
+    /* --soak */
+    double soak_s;           /* run this long after warm-up */
+    int soak_every;          /* a row every N steps; 0: every soak_interval_s */
+    double soak_interval_s;
+} BenchConfig;
+
+/* What came back for one config. r's strings point into the buffers. */
+typedef struct BenchRow {
+    BenchResult r;
+    char model[32], precision[8], layout[8], mode[48], throttle[160], error[256];
+    double engine_peak_mem_bytes;   /* ctx->mem.peak (what ctrain asked for) */
+    double elapsed_s;               /* wall time of the child */
+    int recompute_every;            /* the config's recompute policy */
+} BenchRow;
+
+void bench_row_init(BenchRow *row, const BenchConfig *cfg);
+/* Point r's string fields at the row's own buffers (after copying a row). */
+void bench_row_fix(BenchRow *row);
+
+/* A model's shape fields (seq aside): image size for ResNets, and the CPU
+ * suite's narrow ResNet18 (width 16, 10 classes, 32x32). */
+void bench_config_model(BenchConfig *c, ModelKind model, int image_size, int cpu);
+/* "bert-large bf16 bs 32 seq 128" style label. */
+const char *bench_config_label(const BenchConfig *cfg, char *buf, size_t len);
+/* The training options a config runs with: synthetic data; ResNets and the
+ * MLP with SGD momentum 0.9, wd 1e-4 (as scripts/torch_bench.py), BERT with
+ * AdamW, wd 0.01; the graph captured at the last warm-up step. */
+void bench_train_options(const BenchConfig *cfg, TrainOptions *o);
+/* Training FLOPs per sample for a config (0 when unknown). */
+double bench_config_flops(const BenchConfig *cfg);
+
+#endif

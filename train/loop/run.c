@@ -1,0 +1,117 @@
+/* run.c — the run builder (run.h gives the order and why). */
+#include "run.h"
+
+#include <stdio.h>
+#include <string.h>
+#include "engine/error.h"
+#include "engine/log.h"
+#include "train/io/checkpoint.h"
+#include "train/io/safetensors.h"
+#include "train/parallel/dist.h"
+#include "model_build.h"
+
+/* --load FILE: weights from a ctrain or PyTorch file; a training checkpoint's
+ * __ctrain.* entries (optimizer state, position) are not weights: skip them. */
+static void load_weights(ParamSet *ps, const char *path, const char *model)
+{
+    ckpt_load_params_or_die(ps, path, model, ckpt_is_training(path) ? CKPT_ALLOW_EXTRA : 0);
+}
+
+/* Fine-tuning: a BERT classifier loading a file without the classifier
+ * (a pre-trained MLM) takes the encoder, ignores the MLM head
+ * (cls.predictions.*) and keeps its new bert.pooler.* and classifier.* at
+ * their init. A file with classifier.weight (a fine-tuned model) loads
+ * strictly, as everywhere else. */
+static void load_start_weights(ParamSet *ps, const TrainOptions *o, const char *path,
+                               const char *model)
+{
+    int cls = model_kind_is_bert(o->model) && train_options_head(o) == HEAD_CLS;
+    StFile f;
+    char err[256];
+    int pretrained = 0;
+    if (cls && st_open(path, &f, err, sizeof err) == ST_OK) {
+        pretrained = !st_find(&f, "classifier.weight");
+        st_close(&f);
+    }
+    if (!pretrained) { load_weights(ps, path, model); return; }
+    LOG_I("%s has no classifier: loading its encoder for fine-tuning (new pooler and "
+          "classifier)", path);
+    ckpt_load_params_or_die(ps, path, model, CKPT_ALLOW_EXTRA | CKPT_ALLOW_MISSING);
+}
+
+/* Steps per epoch, the run's total and the epochs it spans. */
+static void plan_steps(Run *r)
+{
+    const TrainOptions *o = &r->o;
+    long bpe = r->fd.batches_per_epoch;
+    r->steps_per_epoch = train_steps_per_epoch(bpe, o->accum);
+    if (r->steps_per_epoch < 1)
+        ct_fatal_hint("lower --accum or --batch", "an epoch has %ld batches, fewer than --accum %d",
+                      bpe, o->accum);
+    r->total_steps = o->steps ? o->steps : r->steps_per_epoch * o->epochs;
+    r->epochs = (int)((r->total_steps + r->steps_per_epoch - 1) / r->steps_per_epoch);
+}
+
+void run_open(Run *r, const TrainOptions *opts, const RunSpec *spec)
+{
+    memset(r, 0, sizeof *r);
+    r->o = *opts;
+    r->goal = spec->goal;
+    TrainOptions *o = &r->o;
+    int train = spec->goal == RUN_TRAIN;
+    if (train && spec->dist) {     /* NULL alone; a rank: its GPU, and rank 0 writes the files */
+        r->dist = dist_setup(&o->dist, o->device, o->save_every, o->save_path[0] != 0);
+        if (r->dist) o->device_id = dist_device_id(r->dist);
+        if (!dist_is_main(r->dist)) {
+            o->log_path[0] = o->save_path[0] = 0;
+            o->save_every = 0;
+        }
+    }
+    if (train && o->log_path[0] && !(r->log = fopen(o->log_path, "w")))
+        ct_fatal_hint("check that the folder exists and is writable", "cannot open log file %s",
+                      o->log_path);
+    Ctx *c = &r->c;
+    ctx_init(c, o->device, o->device_id, o->seed);
+    precision_apply(c, o->precision);
+    if (c->device == DEV_CPU && c->autocast != DT_F32)
+        LOG_W("--precision %s on the CPU backend: computed in f32 and rounded, as a reference "
+              "(slow; the GPU is where reduced precision pays)", precision_name(o->precision));
+    dist_start(r->dist, c);        /* the feed then takes this rank's share */
+
+    FeedSpec fs = train_options_feed_spec(o);
+    if (!train) fs.batch = 1;      /* the training side of the feed is not used */
+    if (spec->open_feed) spec->open_feed(&r->fd, c, o);
+    else feed_open(&r->fd, c, &fs);
+    o->vocab_size = r->fd.vocab_size;
+    if (!train && !r->fd.has_eval)
+        ct_fatal_hint("pass an ImageFolder root with a val/ folder, or --data fashion-mnist",
+                      "--data %s has no held-out split to evaluate", o->data);
+    model_build(&r->m, c, o, r->fd.classes);
+    if (!train) {
+        load_weights(&r->m.params, o->load_path, r->m.name);
+        return;
+    }
+    if (o->load_path[0]) load_start_weights(&r->m.params, o, o->load_path, r->m.name);
+
+    plan_steps(r);
+    Trainer *tr = &r->tr;
+    trainer_init(tr, c, &r->fd, &r->m, o, r->total_steps);
+    if (o->resume_path[0]) {
+        trainer_resume(tr, o, o->resume_path);
+        LOG_I("resumed %s at step %ld (micro-batch %ld)", o->resume_path, tr->step, tr->micro);
+        if (tr->step >= r->total_steps)
+            LOG_W("%s is at step %ld, the run has %ld steps: nothing left to train",
+                  o->resume_path, tr->step, r->total_steps);
+    }
+    trainer_dist_attach(tr, r->dist);   /* rank 0's weights to all; gradient buckets */
+}
+
+void run_close(Run *r)
+{
+    dist_finish(r->dist);          /* barrier, then NCCL teardown */
+    if (r->log) fclose(r->log);
+    if (r->goal == RUN_TRAIN) trainer_free(&r->tr);
+    model_free(&r->m);
+    feed_close(&r->fd, &r->c);
+    ctx_free(&r->c);
+}
