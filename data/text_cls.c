@@ -17,14 +17,6 @@
 #include "text_shards.h"
 #include "data_util.h"
 
-static uint64_t splitmix64(uint64_t z)
-{
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t fnv1a64(const char *s)
 {
     uint64_t h = 1469598103934665603ull;
@@ -35,7 +27,7 @@ static uint64_t fnv1a64(const char *s)
 /* The split rule of text_cls.h. */
 static int held_out(uint64_t topic_hash, uint32_t entry, double frac)
 {
-    uint64_t h = splitmix64(topic_hash ^ entry) % 1000000u;
+    uint64_t h = data_mix64((topic_hash ^ entry) + DATA_MIX64_GOLDEN) % 1000000u; /* splitmix64 */
     return (double)h < frac * 1e6;
 }
 
