@@ -1,8 +1,9 @@
-/* data_util.h — the helpers the loaders in data/ share: writing a one-line
- * error into the caller's buffer (the data APIs report errors as text plus a
- * status instead of exiting, so tests and callers can check the message),
- * growing a dynamic array, and the one 64-bit mixing function of data/
- * (the epoch shuffle, the synthetic images, the text-classification split).
+/* data_util.h — the helpers the loaders in data/ share: growing a dynamic
+ * array, and the one 64-bit mixing function of data/ (the epoch shuffle,
+ * the synthetic images, the text-classification split). The data APIs
+ * report errors as text plus a status instead of exiting, so tests and
+ * callers can check the message: that text is written by engine/error.h's
+ * ct_fail, the formatter every such API shares.
  */
 #ifndef CTRAIN_DATA_UTIL_H
 #define CTRAIN_DATA_UTIL_H
@@ -29,10 +30,6 @@ static inline uint64_t data_mix64(uint64_t z)
     z ^= z >> 31;
     return z;
 }
-
-/* printf into err (when err is non-NULL and errlen > 0); returns status. */
-int data_fail(char *err, size_t errlen, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /* Grow *p (elements of size elem, capacity *cap) to hold at least need,
  * doubling from 16; returns 0, or -1 when out of memory (*p unchanged). */
