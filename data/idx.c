@@ -162,8 +162,8 @@ static int short_fail(IdxSrc *s, const char *what, size_t want, long long got, c
                       size_t errlen)
 {
     return ct_fail(err, errlen, IDX_ERR_TRUNCATED,
-                    "%s is truncated: expected %zu %s bytes, got %lld%s", s->path, want,
-                    what, got, s->cut ? " (gzip stream: unexpected end of file)" : "");
+                   "%s is truncated: expected %zu %s bytes, got %lld%s", s->path, want,
+                   what, got, s->cut ? " (gzip stream: unexpected end of file)" : "");
 }
 
 static int load_stream(IdxArray *out, IdxSrc *s, char *err, size_t errlen)
@@ -176,18 +176,18 @@ static int load_stream(IdxArray *out, IdxSrc *s, char *err, size_t errlen)
 
     if (hdr[0] != 0 || hdr[1] != 0 || !strcmp(idx_type_name(hdr[2]), "unknown"))
         return ct_fail(err, errlen, IDX_ERR_FORMAT,
-                        "%s is not an IDX file: it starts with bytes %02x %02x %02x %02x, "
-                        "an IDX file starts with 00 00 <type> <ndim>",
-                        path, hdr[0], hdr[1], hdr[2], hdr[3]);
+                       "%s is not an IDX file: it starts with bytes %02x %02x %02x %02x, "
+                       "an IDX file starts with 00 00 <type> <ndim>",
+                       path, hdr[0], hdr[1], hdr[2], hdr[3]);
     if (hdr[2] != 0x08)
         return ct_fail(err, errlen, IDX_ERR_FORMAT,
-                        "%s: unsupported element type 0x%02X (%s); only 0x08 (u8) "
-                        "is supported", path, hdr[2], idx_type_name(hdr[2]));
+                       "%s: unsupported element type 0x%02X (%s); only 0x08 (u8) "
+                       "is supported", path, hdr[2], idx_type_name(hdr[2]));
     int ndim = hdr[3];
     if (ndim < 1 || ndim > IDX_MAX_DIMS)
         return ct_fail(err, errlen, IDX_ERR_FORMAT,
-                        "%s: header gives %d dimensions; expected 1 to %d", path, ndim,
-                        IDX_MAX_DIMS);
+                       "%s: header gives %d dimensions; expected 1 to %d", path, ndim,
+                       IDX_MAX_DIMS);
 
     size_t dbytes = 4 * (size_t)ndim;
     got = src_read(s, hdr + 4, dbytes);
@@ -204,16 +204,16 @@ static int load_stream(IdxArray *out, IdxSrc *s, char *err, size_t errlen)
             char ds[160];
             dims_str(ds, sizeof ds, dims, i + 1);
             return ct_fail(err, errlen, IDX_ERR_FORMAT,
-                            "%s: header dims %s%s exceed %llu elements; the header is "
-                            "damaged", path, ds, i + 1 < ndim ? " x ..." : "",
-                            (unsigned long long)IDX_MAX_ELEMS);
+                           "%s: header dims %s%s exceed %llu elements; the header is "
+                           "damaged", path, ds, i + 1 < ndim ? " x ..." : "",
+                           (unsigned long long)IDX_MAX_ELEMS);
         }
     }
 
     uint8_t *data = malloc(n ? (size_t)n : 1);
     if (!data)
         return ct_fail(err, errlen, IDX_ERR_NOMEM, "out of memory: %s needs %llu bytes",
-                        path, (unsigned long long)n);
+                       path, (unsigned long long)n);
     got = src_read(s, data, (size_t)n);
     int st = IDX_OK;
     if (got < 0) {
@@ -231,13 +231,13 @@ static int load_stream(IdxArray *out, IdxSrc *s, char *err, size_t errlen)
             char ds[160];
             dims_str(ds, sizeof ds, dims, ndim);
             st = ct_fail(err, errlen, IDX_ERR_FORMAT,
-                          "%s holds more data than its header promises (dims %s = %llu "
-                          "bytes)", path, ds, (unsigned long long)n);
+                         "%s holds more data than its header promises (dims %s = %llu "
+                         "bytes)", path, ds, (unsigned long long)n);
         } else if (s->cut) {  /* data complete, trailer cut off */
             st = ct_fail(err, errlen, IDX_ERR_TRUNCATED,
-                          "%s is truncated: all %llu data bytes read but the gzip stream "
-                          "ends early (unexpected end of file)", path,
-                          (unsigned long long)n);
+                         "%s is truncated: all %llu data bytes read but the gzip stream "
+                         "ends early (unexpected end of file)", path,
+                         (unsigned long long)n);
         }
     }
     if (st != IDX_OK) {
@@ -264,12 +264,12 @@ int idx_load(IdxArray *out, const char *path, char *err, size_t errlen)
     s.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (s.fd < 0)
         return ct_fail(err, errlen, IDX_ERR_OPEN, "cannot open %s: %s", path,
-                        strerror(errno));
+                       strerror(errno));
     struct stat sb;
     int st = IDX_OK;
     if (fstat(s.fd, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         st = ct_fail(err, errlen, IDX_ERR_OPEN, "cannot read %s: %s", path,
-                      strerror(EISDIR));
+                     strerror(EISDIR));
     } else if (!(s.in = malloc(IDX_INBUF))) {
         st = ct_fail(err, errlen, IDX_ERR_NOMEM, "out of memory opening %s", path);
     } else if (src_fill(&s, 2)) {
