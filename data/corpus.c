@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "utf8.h"
+#include "engine/error.h"
 #include "data_util.h"
 
 typedef struct {
@@ -30,11 +31,11 @@ static int path_push(PathList *l, const char *p)
 static int walk(PathList *l, const char *dir, int depth, char *err, size_t errlen)
 {
     if (depth > 64)
-        return data_fail(err, errlen, CORPUS_ERR_OPEN, "%s: directories nested over 64 deep",
+        return ct_fail(err, errlen, CORPUS_ERR_OPEN, "%s: directories nested over 64 deep",
                        dir);
     DIR *d = opendir(dir);
     if (!d)
-        return data_fail(err, errlen, CORPUS_ERR_OPEN, "cannot open directory %s: %s", dir,
+        return ct_fail(err, errlen, CORPUS_ERR_OPEN, "cannot open directory %s: %s", dir,
                        strerror(errno));
     int st = 0;
     struct dirent *e;
@@ -43,7 +44,7 @@ static int walk(PathList *l, const char *dir, int depth, char *err, size_t errle
         size_t len = strlen(dir) + strlen(e->d_name) + 2;
         char *p = malloc(len);
         if (!p) {
-            st = data_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory listing %s", dir);
+            st = ct_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory listing %s", dir);
             break;
         }
         snprintf(p, len, "%s/%s", dir, e->d_name);
@@ -51,7 +52,7 @@ static int walk(PathList *l, const char *dir, int depth, char *err, size_t errle
         if (lstat(p, &sb) == 0) {
             if (S_ISDIR(sb.st_mode)) st = walk(l, p, depth + 1, err, errlen);
             else if (S_ISREG(sb.st_mode) && path_push(l, p))
-                st = data_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory listing %s", dir);
+                st = ct_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory listing %s", dir);
         }
         free(p);
     }
@@ -69,7 +70,7 @@ int corpus_list(CorpusFiles *cf, const char *path, char *err, size_t errlen)
     memset(cf, 0, sizeof *cf);
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return data_fail(err, errlen, CORPUS_ERR_OPEN, "cannot open corpus %s: %s", path,
+        return ct_fail(err, errlen, CORPUS_ERR_OPEN, "cannot open corpus %s: %s", path,
                        strerror(errno));
     PathList l = {0};
     int st = 0;
@@ -79,14 +80,14 @@ int corpus_list(CorpusFiles *cf, const char *path, char *err, size_t errlen)
         while (n > 1 && path[n - 1] == '/') n--; /* "dir/" lists as dir/x, not dir//x */
         char *dir = strndup(path, n);
         st = dir ? walk(&l, dir, 0, err, errlen)
-                 : data_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory");
+                 : ct_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory");
         free(dir);
         if (!st && l.n == 0)
-            st = data_fail(err, errlen, CORPUS_ERR_OPEN,
+            st = ct_fail(err, errlen, CORPUS_ERR_OPEN,
                          "corpus directory %s holds no files (names starting with '.' and "
                          "symbolic links are skipped)", path);
     } else if (path_push(&l, path)) {
-        st = data_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory");
+        st = ct_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory");
     }
     if (st) {
         for (size_t i = 0; i < l.n; i++) free(l.v[i]);
@@ -113,25 +114,25 @@ int corpus_read(const char *path, int skip_binary, char **buf, size_t *n, char *
     *n = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return data_fail(err, errlen, CORPUS_ERR_OPEN, "cannot open %s: %s", path,
+        return ct_fail(err, errlen, CORPUS_ERR_OPEN, "cannot open %s: %s", path,
                        strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || S_ISDIR(sb.st_mode)) {
         close(fd);
-        return data_fail(err, errlen, CORPUS_ERR_OPEN, "cannot read %s: %s", path,
+        return ct_fail(err, errlen, CORPUS_ERR_OPEN, "cannot read %s: %s", path,
                        strerror(S_ISDIR(sb.st_mode) ? EISDIR : errno));
     }
     size_t cap = sb.st_size > 0 ? (size_t)sb.st_size + 1 : 4096, len = 0;
     char *b = malloc(cap);
     if (!b) {
         close(fd);
-        return data_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory reading %s", path);
+        return ct_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory reading %s", path);
     }
     for (;;) {
         if (len + 1 >= cap && data_grow((void **)&b, &cap, len + 4096, 1)) {
             free(b);
             close(fd);
-            return data_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory reading %s", path);
+            return ct_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory reading %s", path);
         }
         ssize_t r = read(fd, b + len, cap - len - 1);
         if (r < 0 && errno == EINTR) continue;
@@ -139,7 +140,7 @@ int corpus_read(const char *path, int skip_binary, char **buf, size_t *n, char *
             int e = errno;
             free(b);
             close(fd);
-            return data_fail(err, errlen, CORPUS_ERR_OPEN, "cannot read %s: %s", path,
+            return ct_fail(err, errlen, CORPUS_ERR_OPEN, "cannot read %s: %s", path,
                            strerror(e));
         }
         if (r == 0) break;
@@ -155,7 +156,7 @@ int corpus_read(const char *path, int skip_binary, char **buf, size_t *n, char *
     char msg[200];
     if (utf8_validate(b, len, &bad, msg, sizeof msg)) {
         free(b);
-        return data_fail(err, errlen, CORPUS_ERR_UTF8,
+        return ct_fail(err, errlen, CORPUS_ERR_UTF8,
                        "%s: %s\nhint: convert the file to UTF-8 (iconv -f LATIN1 -t UTF-8) or "
                        "remove it from the corpus", path, msg);
     }

@@ -1,20 +1,7 @@
-/* data_util.c — error text into a caller's buffer; array growth. */
+/* data_util.c — array growth for the loaders in data/. */
 #include "data_util.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
-
-int data_fail(char *err, size_t errlen, int status, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 
 int data_grow(void **p, size_t *cap, size_t need, size_t elem)
 {

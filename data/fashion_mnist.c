@@ -13,7 +13,6 @@
 #include "idx.h"
 #include "engine/error.h"
 #include "engine/log.h"
-#include "data_util.h"
 
 const char *const fmnist_class_names[FMNIST_CLASSES] = {
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -71,7 +70,7 @@ static int load_split(FmnistSplit *sp, const char *dir, int s, char *err, size_t
     char ipath[4096], lpath[4096], shape[128];
     if (file_path(ipath, sizeof ipath, dir, split_files[s][0]) ||
         file_path(lpath, sizeof lpath, dir, split_files[s][1]))
-        return data_fail(err, errlen, IDX_ERR_OPEN, "data directory path is too long: %s", dir);
+        return ct_fail(err, errlen, IDX_ERR_OPEN, "data directory path is too long: %s", dir);
 
     IdxArray im, lb;
     int st = idx_load(&im, ipath, err, errlen);
@@ -84,24 +83,24 @@ static int load_split(FmnistSplit *sp, const char *dir, int s, char *err, size_t
 
     if (im.ndim != 3 || im.dims[1] != FMNIST_H || im.dims[2] != FMNIST_W) {
         shape_str(shape, sizeof shape, &im);
-        st = data_fail(err, errlen, IDX_ERR_FORMAT,
+        st = ct_fail(err, errlen, IDX_ERR_FORMAT,
                      "%s: expected images of shape [N,%d,%d], the file holds %s", ipath,
                      FMNIST_H, FMNIST_W, shape);
     } else if (lb.ndim != 1) {
         shape_str(shape, sizeof shape, &lb);
-        st = data_fail(err, errlen, IDX_ERR_FORMAT,
+        st = ct_fail(err, errlen, IDX_ERR_FORMAT,
                      "%s: expected labels of shape [N], the file holds %s", lpath, shape);
     } else if (im.dims[0] != lb.dims[0]) {
-        st = data_fail(err, errlen, IDX_ERR_FORMAT,
+        st = ct_fail(err, errlen, IDX_ERR_FORMAT,
                      "%s split: %s holds %u images but %s holds %u labels", split_names[s],
                      ipath, im.dims[0], lpath, lb.dims[0]);
     } else if (im.dims[0] == 0) {
-        st = data_fail(err, errlen, IDX_ERR_FORMAT, "%s split: %s holds no images",
+        st = ct_fail(err, errlen, IDX_ERR_FORMAT, "%s split: %s holds no images",
                      split_names[s], ipath);
     } else {
         for (size_t i = 0; i < lb.n; i++)
             if (lb.data[i] >= FMNIST_CLASSES) {
-                st = data_fail(err, errlen, IDX_ERR_FORMAT,
+                st = ct_fail(err, errlen, IDX_ERR_FORMAT,
                              "%s: label %u at index %zu is out of range (Fashion-MNIST "
                              "has %d classes, 0..%d)", lpath, lb.data[i], i,
                              FMNIST_CLASSES, FMNIST_CLASSES - 1);

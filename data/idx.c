@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-#include "data_util.h"
+#include "engine/error.h"
 
 const char *idx_type_name(uint8_t type)
 {
@@ -153,7 +153,7 @@ static long long src_read(IdxSrc *s, uint8_t *buf, size_t len)
 
 static int src_fail(IdxSrc *s, char *err, size_t errlen)
 {
-    return data_fail(err, errlen, s->status, "%s", s->msg);
+    return ct_fail(err, errlen, s->status, "%s", s->msg);
 }
 
 /* A short read: name the bytes promised and got, and say so when the gzip
@@ -161,9 +161,9 @@ static int src_fail(IdxSrc *s, char *err, size_t errlen)
 static int short_fail(IdxSrc *s, const char *what, size_t want, long long got, char *err,
                       size_t errlen)
 {
-    return data_fail(err, errlen, IDX_ERR_TRUNCATED,
-                    "%s is truncated: expected %zu %s bytes, got %lld%s", s->path, want,
-                    what, got, s->cut ? " (gzip stream: unexpected end of file)" : "");
+    return ct_fail(err, errlen, IDX_ERR_TRUNCATED,
+                   "%s is truncated: expected %zu %s bytes, got %lld%s", s->path, want,
+                   what, got, s->cut ? " (gzip stream: unexpected end of file)" : "");
 }
 
 static int load_stream(IdxArray *out, IdxSrc *s, char *err, size_t errlen)
@@ -175,19 +175,19 @@ static int load_stream(IdxArray *out, IdxSrc *s, char *err, size_t errlen)
     if (got < 4) return short_fail(s, "header", 4, got, err, errlen);
 
     if (hdr[0] != 0 || hdr[1] != 0 || !strcmp(idx_type_name(hdr[2]), "unknown"))
-        return data_fail(err, errlen, IDX_ERR_FORMAT,
-                        "%s is not an IDX file: it starts with bytes %02x %02x %02x %02x, "
-                        "an IDX file starts with 00 00 <type> <ndim>",
-                        path, hdr[0], hdr[1], hdr[2], hdr[3]);
+        return ct_fail(err, errlen, IDX_ERR_FORMAT,
+                       "%s is not an IDX file: it starts with bytes %02x %02x %02x %02x, "
+                       "an IDX file starts with 00 00 <type> <ndim>",
+                       path, hdr[0], hdr[1], hdr[2], hdr[3]);
     if (hdr[2] != 0x08)
-        return data_fail(err, errlen, IDX_ERR_FORMAT,
-                        "%s: unsupported element type 0x%02X (%s); only 0x08 (u8) "
-                        "is supported", path, hdr[2], idx_type_name(hdr[2]));
+        return ct_fail(err, errlen, IDX_ERR_FORMAT,
+                       "%s: unsupported element type 0x%02X (%s); only 0x08 (u8) "
+                       "is supported", path, hdr[2], idx_type_name(hdr[2]));
     int ndim = hdr[3];
     if (ndim < 1 || ndim > IDX_MAX_DIMS)
-        return data_fail(err, errlen, IDX_ERR_FORMAT,
-                        "%s: header gives %d dimensions; expected 1 to %d", path, ndim,
-                        IDX_MAX_DIMS);
+        return ct_fail(err, errlen, IDX_ERR_FORMAT,
+                       "%s: header gives %d dimensions; expected 1 to %d", path, ndim,
+                       IDX_MAX_DIMS);
 
     size_t dbytes = 4 * (size_t)ndim;
     got = src_read(s, hdr + 4, dbytes);
@@ -203,17 +203,17 @@ static int load_stream(IdxArray *out, IdxSrc *s, char *err, size_t errlen)
         if (n > IDX_MAX_ELEMS) {
             char ds[160];
             dims_str(ds, sizeof ds, dims, i + 1);
-            return data_fail(err, errlen, IDX_ERR_FORMAT,
-                            "%s: header dims %s%s exceed %llu elements; the header is "
-                            "damaged", path, ds, i + 1 < ndim ? " x ..." : "",
-                            (unsigned long long)IDX_MAX_ELEMS);
+            return ct_fail(err, errlen, IDX_ERR_FORMAT,
+                           "%s: header dims %s%s exceed %llu elements; the header is "
+                           "damaged", path, ds, i + 1 < ndim ? " x ..." : "",
+                           (unsigned long long)IDX_MAX_ELEMS);
         }
     }
 
     uint8_t *data = malloc(n ? (size_t)n : 1);
     if (!data)
-        return data_fail(err, errlen, IDX_ERR_NOMEM, "out of memory: %s needs %llu bytes",
-                        path, (unsigned long long)n);
+        return ct_fail(err, errlen, IDX_ERR_NOMEM, "out of memory: %s needs %llu bytes",
+                       path, (unsigned long long)n);
     got = src_read(s, data, (size_t)n);
     int st = IDX_OK;
     if (got < 0) {
@@ -230,14 +230,14 @@ static int load_stream(IdxArray *out, IdxSrc *s, char *err, size_t errlen)
         } else if (got > 0) {
             char ds[160];
             dims_str(ds, sizeof ds, dims, ndim);
-            st = data_fail(err, errlen, IDX_ERR_FORMAT,
-                          "%s holds more data than its header promises (dims %s = %llu "
-                          "bytes)", path, ds, (unsigned long long)n);
+            st = ct_fail(err, errlen, IDX_ERR_FORMAT,
+                         "%s holds more data than its header promises (dims %s = %llu "
+                         "bytes)", path, ds, (unsigned long long)n);
         } else if (s->cut) {  /* data complete, trailer cut off */
-            st = data_fail(err, errlen, IDX_ERR_TRUNCATED,
-                          "%s is truncated: all %llu data bytes read but the gzip stream "
-                          "ends early (unexpected end of file)", path,
-                          (unsigned long long)n);
+            st = ct_fail(err, errlen, IDX_ERR_TRUNCATED,
+                         "%s is truncated: all %llu data bytes read but the gzip stream "
+                         "ends early (unexpected end of file)", path,
+                         (unsigned long long)n);
         }
     }
     if (st != IDX_OK) {
@@ -263,22 +263,22 @@ int idx_load(IdxArray *out, const char *path, char *err, size_t errlen)
     s.path = path;
     s.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (s.fd < 0)
-        return data_fail(err, errlen, IDX_ERR_OPEN, "cannot open %s: %s", path,
-                        strerror(errno));
+        return ct_fail(err, errlen, IDX_ERR_OPEN, "cannot open %s: %s", path,
+                       strerror(errno));
     struct stat sb;
     int st = IDX_OK;
     if (fstat(s.fd, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        st = data_fail(err, errlen, IDX_ERR_OPEN, "cannot read %s: %s", path,
-                      strerror(EISDIR));
+        st = ct_fail(err, errlen, IDX_ERR_OPEN, "cannot read %s: %s", path,
+                     strerror(EISDIR));
     } else if (!(s.in = malloc(IDX_INBUF))) {
-        st = data_fail(err, errlen, IDX_ERR_NOMEM, "out of memory opening %s", path);
+        st = ct_fail(err, errlen, IDX_ERR_NOMEM, "out of memory opening %s", path);
     } else if (src_fill(&s, 2)) {
         st = src_fail(&s, err, errlen);
     } else {
         s.gzip = s.zs.avail_in >= 2 && s.in[0] == 0x1f && s.in[1] == 0x8b;
         /* 16 + MAX_WBITS: a gzip wrapper, whose CRC-32 and length inflate checks. */
         if (s.gzip && inflateInit2(&s.zs, 16 + MAX_WBITS) != Z_OK)
-            st = data_fail(err, errlen, IDX_ERR_NOMEM, "out of memory opening %s", path);
+            st = ct_fail(err, errlen, IDX_ERR_NOMEM, "out of memory opening %s", path);
         else
             s.zinit = s.gzip;
     }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/error.h"
+#include "data_util.h"
 
 /* ------------------------------------------------------------ ImageFolder */
 
@@ -139,35 +140,23 @@ typedef struct {
     uint64_t seed;
 } SynthImpl;
 
-static uint64_t mix64(uint64_t z)
-{
-    z ^= z >> 30;
-    z *= 0xBF58476D1CE4E5B9ull;
-    z ^= z >> 27;
-    z *= 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return z;
-}
-
-#define SYNTH_G 0x9E3779B97F4A7C15ull
-
 static int synth_get(const ImageSource *s, uint32_t index, int train, uint64_t seed,
                      uint64_t epoch, float *out, int32_t *label, char *err, size_t errlen)
 {
     (void)train, (void)seed, (void)epoch, (void)err, (void)errlen;
     CT_ASSERT(index < s->n, "src_get: index %u, synthetic source has %u samples", index, s->n);
     const uint64_t ds = ((const SynthImpl *)s->impl)->seed;
-    const uint64_t key = mix64(ds ^ mix64(index + SYNTH_G));
+    const uint64_t key = data_mix64(ds ^ data_mix64(index + DATA_MIX64_GOLDEN));
     const int32_t y = (int32_t)(key % (uint64_t)s->classes);
     float mu[3];
     for (int c = 0; c < 3; c++)  /* class mean per channel, in [-0.5, 0.5) */
-        mu[c] = (float)(mix64(ds + (uint64_t)y * 3 + (uint64_t)c + 1) >> 40) *
+        mu[c] = (float)(data_mix64(ds + (uint64_t)y * 3 + (uint64_t)c + 1) >> 40) *
                     (1.0f / 16777216.0f) - 0.5f;
     /* uniform [-sqrt(3), sqrt(3)): variance 1; two draws per 64-bit hash */
     const float scale = 3.4641016f / 16777216.0f, shift = 1.7320508f;
     const size_t n = (size_t)s->size * s->size * 3;
     for (size_t i = 0; i < n; i += 2) {
-        uint64_t h = mix64(key + (i / 2 + 1) * SYNTH_G);
+        uint64_t h = data_mix64(key + (i / 2 + 1) * DATA_MIX64_GOLDEN);
         out[i] = (float)(h >> 40) * scale - shift + mu[i % 3];
         if (i + 1 < n) out[i + 1] = (float)((h >> 8) & 0xFFFFFF) * scale - shift + mu[(i + 1) % 3];
     }

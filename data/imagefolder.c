@@ -26,7 +26,6 @@
 
 #include "engine/error.h"
 #include "engine/log.h"
-#include "data_util.h"
 
 /* Folders deeper than this under a class are not entered (guards against a
  * symlink loop, which os.walk(followlinks=True) would also loop on). */
@@ -156,7 +155,7 @@ static int scan_class(Vec *recs, Arena *ar, const char *cdir, uint32_t *skipped,
     size_t off = arena_put(ar, cdir, strlen(cdir));
     int st = IMGF_OK;
     if (!d0 || !z0 || off == SIZE_MAX) {
-        st = data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory scanning %s", cdir);
+        st = ct_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory scanning %s", cdir);
         goto done;
     }
     *d0 = off;
@@ -168,8 +167,8 @@ static int scan_class(Vec *recs, Arena *ar, const char *cdir, uint32_t *skipped,
         snprintf(dpath, sizeof dpath, "%s", ar->p + doff);  /* arena may move below */
         DIR *d = opendir(dpath);
         if (!d) {
-            st = data_fail(err, errlen, IMGF_ERR_OPEN, "cannot open folder %s: %s", dpath,
-                           strerror(errno));
+            st = ct_fail(err, errlen, IMGF_ERR_OPEN, "cannot open folder %s: %s", dpath,
+                         strerror(errno));
             goto done;
         }
         struct dirent *e;
@@ -189,8 +188,8 @@ static int scan_class(Vec *recs, Arena *ar, const char *cdir, uint32_t *skipped,
                 size_t so = len < (int)sizeof sub ? arena_put(ar, sub, (size_t)len) : SIZE_MAX;
                 if (!dp || !zp || so == SIZE_MAX) {
                     closedir(d);
-                    st = data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory (or path "
-                                   "too long) at %s", sub);
+                    st = ct_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory (or path "
+                                 "too long) at %s", sub);
                     goto done;
                 }
                 *dp = so;
@@ -206,8 +205,8 @@ static int scan_class(Vec *recs, Arena *ar, const char *cdir, uint32_t *skipped,
                 size_t no = arena_put(ar, e->d_name, strlen(e->d_name));
                 if (!r || no == SIZE_MAX) {
                     closedir(d);
-                    st = data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory scanning %s",
-                                   dpath);
+                    st = ct_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory scanning %s",
+                                 dpath);
                     goto done;
                 }
                 r->dir = doff;
@@ -227,8 +226,8 @@ static int scan_root(ImageFolder *f, const char *root, char *err, size_t errlen)
 {
     DIR *d = opendir(root);
     if (!d)
-        return data_fail(err, errlen, IMGF_ERR_OPEN, "cannot open ImageFolder root %s: %s",
-                         root, strerror(errno));
+        return ct_fail(err, errlen, IMGF_ERR_OPEN, "cannot open ImageFolder root %s: %s",
+                       root, strerror(errno));
     Vec names = {.elem = sizeof(char *)};
     struct dirent *e;
     int st = IMGF_OK;
@@ -239,7 +238,7 @@ static int scan_root(ImageFolder *f, const char *root, char *err, size_t errlen)
         if (!slot || !s) {
             free(s);
             if (slot) names.n--;
-            st = data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory listing %s", root);
+            st = ct_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory listing %s", root);
             break;
         }
         *slot = s;
@@ -249,8 +248,8 @@ static int scan_root(ImageFolder *f, const char *root, char *err, size_t errlen)
     f->nclasses = (int)names.n;
     if (st) return st;
     if (names.n == 0)
-        return data_fail(err, errlen, IMGF_ERR_EMPTY, "ImageFolder root %s has no class "
-                         "folders (expected %s/CLASS/IMAGE.jpg)", root, root);
+        return ct_fail(err, errlen, IMGF_ERR_EMPTY, "ImageFolder root %s has no class "
+                       "folders (expected %s/CLASS/IMAGE.jpg)", root, root);
     qsort(f->classes, names.n, sizeof(char *), str_cmp);
     return IMGF_OK;
 }
@@ -262,12 +261,12 @@ int imagefolder_open(ImageFolder *f, const char *root, char *err, size_t errlen)
     size_t rlen = strlen(root);
     while (rlen > 1 && root[rlen - 1] == '/') rlen--;  /* "data/train/" -> "data/train" */
     f->root = strndup(root, rlen);
-    if (!f->root) return data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory");
+    if (!f->root) return ct_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory");
     int st = scan_root(f, f->root, err, errlen);
     if (st) goto fail;
     f->class_count = calloc((size_t)f->nclasses, sizeof(uint32_t));
     if (!f->class_count) {
-        st = data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory");
+        st = ct_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory");
         goto fail;
     }
 
@@ -276,8 +275,8 @@ int imagefolder_open(ImageFolder *f, const char *root, char *err, size_t errlen)
     for (int c = 0; c < f->nclasses && !st; c++) {
         char cdir[4096];
         if (snprintf(cdir, sizeof cdir, "%s/%s", f->root, f->classes[c]) >= (int)sizeof cdir) {
-            st = data_fail(err, errlen, IMGF_ERR_OPEN, "path too long: %s/%s", f->root,
-                           f->classes[c]);
+            st = ct_fail(err, errlen, IMGF_ERR_OPEN, "path too long: %s/%s", f->root,
+                         f->classes[c]);
             break;
         }
         Vec recs = {.elem = sizeof(Rec)};
@@ -286,14 +285,14 @@ int imagefolder_open(ImageFolder *f, const char *root, char *err, size_t errlen)
         st = scan_class(&recs, &ar, cdir, &skipped, err, errlen);
         f->skipped += skipped;
         if (!st && recs.n == 0) {
-            st = data_fail(err, errlen, IMGF_ERR_EMPTY, "class folder %s has no images "
-                           "(extensions " EXT_LIST ")%s", cdir,
-                           skipped ? "; it holds .tif/.tiff/.webp files, which stb_image "
+            st = ct_fail(err, errlen, IMGF_ERR_EMPTY, "class folder %s has no images "
+                         "(extensions " EXT_LIST ")%s", cdir,
+                         skipped ? "; it holds .tif/.tiff/.webp files, which stb_image "
                                      "cannot decode" : "");
         }
         if (!st && (uint64_t)f->n + recs.n > INT32_MAX)
-            st = data_fail(err, errlen, IMGF_ERR_LIMIT, "%s holds more than %d images",
-                           f->root, INT32_MAX);
+            st = ct_fail(err, errlen, IMGF_ERR_LIMIT, "%s holds more than %d images",
+                         f->root, INT32_MAX);
         if (!st) {
             qsort_r(recs.p, recs.n, sizeof(Rec), rec_cmp, ar.p);
             for (size_t i = 0; i < recs.n && !st; i++) {
@@ -305,8 +304,8 @@ int imagefolder_open(ImageFolder *f, const char *root, char *err, size_t errlen)
                 size_t po = len < (int)sizeof full ? arena_put(&paths, full, (size_t)len)
                                                    : SIZE_MAX;
                 if (!lp || !op || po == SIZE_MAX) {
-                    st = data_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory indexing %s",
-                                   cdir);
+                    st = ct_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory indexing %s",
+                                 cdir);
                     break;
                 }
                 *lp = c;
@@ -356,7 +355,7 @@ uint8_t *image_decode(const char *path, int *H, int *W, char *err, size_t errlen
 {
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        data_fail(err, errlen, IMGF_ERR_OPEN, "cannot open %s: %s", path, strerror(errno));
+        ct_fail(err, errlen, IMGF_ERR_OPEN, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
     int w = 0, h = 0, comp = 0;
@@ -364,8 +363,8 @@ uint8_t *image_decode(const char *path, int *H, int *W, char *err, size_t errlen
     fclose(fp);
     if (!img) {
         const char *why = stbi_failure_reason();
-        data_fail(err, errlen, IMGF_ERR_DECODE, "cannot decode %s: %s", path,
-                  why && *why ? why : "unknown stb_image error");
+        ct_fail(err, errlen, IMGF_ERR_DECODE, "cannot decode %s: %s", path,
+                why && *why ? why : "unknown stb_image error");
         return NULL;
     }
     *H = h;

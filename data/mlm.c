@@ -22,7 +22,6 @@
 #include "shuffle.h"
 #include "engine/error.h"
 #include "engine/philox.h"
-#include "data_util.h"
 
 #define MLM_TAG 0x4D4C4D00u /* "MLM" */
 #define SYN_TAG 0x53594E00u /* "SYN" */
@@ -258,29 +257,29 @@ int mlm_init(MlmBatcher *mb, const TextShard *shard, const MlmConfig *cfg, const
     memset(mb, 0, sizeof *mb);
     const MlmConfig *c = cfg;
     if (c->T < 3 || c->B < 1)
-        return data_fail(err, errlen, -1, "MLM batches need T >= 3 and B >= 1 (got T=%d, B=%d)",
-                        c->T, c->B);
+        return ct_fail(err, errlen, -1, "MLM batches need T >= 3 and B >= 1 (got T=%d, B=%d)",
+                       c->T, c->B);
     if (c->vocab_size != shard->vocab_size)
-        return data_fail(err, errlen, -1, "the shard was tokenized with a vocab of %u tokens, the "
-                        "MLM config has %u; hint: use the vocab.txt the shard was written "
-                        "with", shard->vocab_size, c->vocab_size);
+        return ct_fail(err, errlen, -1, "the shard was tokenized with a vocab of %u tokens, the "
+                       "MLM config has %u; hint: use the vocab.txt the shard was written "
+                       "with", shard->vocab_size, c->vocab_size);
     int32_t sp[5] = {c->pad_id, c->unk_id, c->cls_id, c->sep_id, c->mask_id};
     static const char *const names[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
     for (int i = 0; i < 5; i++)
         if (sp[i] < 0 || (uint32_t)sp[i] >= c->vocab_size)
-            return data_fail(err, errlen, -1, "MLM needs the special token %s (id %d): the vocab "
-                            "lacks it; hint: a BERT vocab.txt has [PAD] [UNK] [CLS] [SEP] "
-                            "[MASK]", names[i], sp[i]);
+            return ct_fail(err, errlen, -1, "MLM needs the special token %s (id %d): the vocab "
+                           "lacks it; hint: a BERT vocab.txt has [PAD] [UNK] [CLS] [SEP] "
+                           "[MASK]", names[i], sp[i]);
     if (!(c->mask_prob > 0 && c->mask_prob <= 1) || c->mask_token_frac < 0 ||
         c->random_token_frac < 0 || c->mask_token_frac + c->random_token_frac > 1.0001f)
-        return data_fail(err, errlen, -1, "MLM masking rates out of range: mask_prob %g, "
-                        "[MASK] %g, random %g", (double)c->mask_prob,
-                        (double)c->mask_token_frac, (double)c->random_token_frac);
+        return ct_fail(err, errlen, -1, "MLM masking rates out of range: mask_prob %g, "
+                       "[MASK] %g, random %g", (double)c->mask_prob,
+                       (double)c->mask_token_frac, (double)c->random_token_frac);
     if (!shard->n_docs)
-        return data_fail(err, errlen, -1, "the shard holds no documents");
+        return ct_fail(err, errlen, -1, "the shard holds no documents");
     if (wp && wp->V != c->vocab_size)
-        return data_fail(err, errlen, -1, "the vocab has %u tokens, the MLM config %u", wp->V,
-                        c->vocab_size);
+        return ct_fail(err, errlen, -1, "the vocab has %u tokens, the MLM config %u", wp->V,
+                       c->vocab_size);
     mb->shard = shard;
     mb->cfg = *c;
     mb->rank = 0;
@@ -288,14 +287,14 @@ int mlm_init(MlmBatcher *mb, const TextShard *shard, const MlmConfig *cfg, const
     mb->stream_len = shard->n_tokens + shard->n_docs;
     mb->n_seq = (mb->stream_len + (uint64_t)(c->T - 2)) / (uint64_t)(c->T - 1);
     if (mb->n_seq > UINT32_MAX)
-        return data_fail(err, errlen, -1, "%llu sequences: more than an epoch permutation holds; "
-                        "split the shard", (unsigned long long)mb->n_seq);
+        return ct_fail(err, errlen, -1, "%llu sequences: more than an epoch permutation holds; "
+                       "split the shard", (unsigned long long)mb->n_seq);
     mb->n_local = mb->n_seq;
     mb->rand_ids = malloc(c->vocab_size * sizeof *mb->rand_ids);
     mb->perm = malloc(mb->n_seq * sizeof *mb->perm);
     if (!mb->rand_ids || !mb->perm) {
         mlm_free(mb);
-        return data_fail(err, errlen, -1, "out of memory");
+        return ct_fail(err, errlen, -1, "out of memory");
     }
     for (uint32_t id = 0; id < c->vocab_size; id++) {
         if (is_special(c, (int32_t)id)) continue;

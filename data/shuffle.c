@@ -4,17 +4,7 @@
  */
 #include "shuffle.h"
 
-#define SHUFFLE_GOLDEN 0x9E3779B97F4A7C15ull
-
-static uint64_t mix64(uint64_t z)
-{
-    z ^= z >> 30;
-    z *= 0xBF58476D1CE4E5B9ull;
-    z ^= z >> 27;
-    z *= 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return z;
-}
+#include "data_util.h"
 
 /* High 64 bits of a * b, in 32-bit pieces so it needs no 128-bit type. */
 static uint64_t mulhi64(uint64_t a, uint64_t b)
@@ -27,10 +17,10 @@ static uint64_t mulhi64(uint64_t a, uint64_t b)
 
 void shuffle_perm(uint32_t *perm, uint32_t n, uint64_t seed, uint64_t epoch)
 {
-    uint64_t key = mix64(seed ^ mix64(epoch + SHUFFLE_GOLDEN));
+    uint64_t key = data_mix64(seed ^ data_mix64(epoch + DATA_MIX64_GOLDEN));
     for (uint32_t i = 0; i < n; i++) perm[i] = i;
     for (uint32_t i = n ? n - 1 : 0; i > 0; i--) {
-        uint64_t r = mix64(key + ((uint64_t)i + 1) * SHUFFLE_GOLDEN);
+        uint64_t r = data_mix64(key + ((uint64_t)i + 1) * DATA_MIX64_GOLDEN);
         uint32_t j = (uint32_t)mulhi64(r, (uint64_t)i + 1);
         uint32_t t = perm[i];
         perm[i] = perm[j];

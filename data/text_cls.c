@@ -15,15 +15,8 @@
 
 #include "corpus.h"
 #include "text_shards.h"
+#include "engine/error.h"
 #include "data_util.h"
-
-static uint64_t splitmix64(uint64_t z)
-{
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 static uint64_t fnv1a64(const char *s)
 {
@@ -35,7 +28,7 @@ static uint64_t fnv1a64(const char *s)
 /* The split rule of text_cls.h. */
 static int held_out(uint64_t topic_hash, uint32_t entry, double frac)
 {
-    uint64_t h = splitmix64(topic_hash ^ entry) % 1000000u;
+    uint64_t h = data_mix64((topic_hash ^ entry) + DATA_MIX64_GOLDEN) % 1000000u; /* splitmix64 */
     return (double)h < frac * 1e6;
 }
 
@@ -107,7 +100,7 @@ static int read_topic(Collect *c, const char *dir, const char *name, char *err, 
 {
     size_t l = strlen(dir) + strlen(name) + 2;
     char *path = malloc(l);
-    if (!path) return data_fail(err, errlen, -1, "out of memory");
+    if (!path) return ct_fail(err, errlen, -1, "out of memory");
     snprintf(path, l, "%s/%s", dir, name);
     char *text;
     size_t n;
@@ -119,7 +112,7 @@ static int read_topic(Collect *c, const char *dir, const char *name, char *err, 
         shard_split_docs(text, n, SHARD_DOC_PERCENT, NULL, collect_entry, c);
         free(text);
     }
-    if (c->nomem) return data_fail(err, errlen, -1, "out of memory reading %s/%s", dir, name);
+    if (c->nomem) return ct_fail(err, errlen, -1, "out of memory reading %s/%s", dir, name);
     return 0;
 }
 
@@ -148,7 +141,7 @@ static int list_topics(Topic **out, size_t *nout, const char *dir, char *err, si
     *nout = 0;
     DIR *d = opendir(dir);
     if (!d)
-        return data_fail(err, errlen, -1, "cannot open fortunes directory %s: %s\nhint: install the "
+        return ct_fail(err, errlen, -1, "cannot open fortunes directory %s: %s\nhint: install the "
                        "Debian package fortunes (apt-get install fortunes)", dir,
                        strerror(errno));
     Topic *t = NULL;
@@ -160,7 +153,7 @@ static int list_topics(Topic **out, size_t *nout, const char *dir, char *err, si
         if (e->d_name[0] == '.' || strchr(e->d_name, '.')) continue;
         size_t l = strlen(dir) + strlen(e->d_name) + 2;
         char *path = malloc(l);
-        if (!path) { st = data_fail(err, errlen, -1, "out of memory"); break; }
+        if (!path) { st = ct_fail(err, errlen, -1, "out of memory"); break; }
         snprintf(path, l, "%s/%s", dir, e->d_name);
         struct stat sb;
         int regular = lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
@@ -171,10 +164,10 @@ static int list_topics(Topic **out, size_t *nout, const char *dir, char *err, si
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             Topic *q = realloc(t, cap * sizeof *q);
-            if (!q) { st = data_fail(err, errlen, -1, "out of memory"); break; }
+            if (!q) { st = ct_fail(err, errlen, -1, "out of memory"); break; }
             t = q;
         }
-        if (!(t[n].name = strdup(e->d_name))) { st = data_fail(err, errlen, -1, "out of memory"); break; }
+        if (!(t[n].name = strdup(e->d_name))) { st = ct_fail(err, errlen, -1, "out of memory"); break; }
         t[n++].count = c.count;
     }
     closedir(d);
@@ -193,26 +186,26 @@ int textcls_load_fortunes(TextCls *ds, const char *dir, const char *const *topic
 {
     memset(ds, 0, sizeof *ds);
     if (!dir) dir = FORTUNES_DEFAULT_DIR;
-    if (n_topics < 1) return data_fail(err, errlen, -1, "need at least 1 topic (got %d)", n_topics);
+    if (n_topics < 1) return ct_fail(err, errlen, -1, "need at least 1 topic (got %d)", n_topics);
     Topic *all;
     size_t nall;
     if (list_topics(&all, &nall, dir, err, errlen)) return -1;
     int st = 0;
-    if (!nall) st = data_fail(err, errlen, -1, "%s holds no fortune files", dir);
+    if (!nall) st = ct_fail(err, errlen, -1, "%s holds no fortune files", dir);
     Topic *chosen = calloc((size_t)n_topics, sizeof *chosen);
-    if (!st && !chosen) st = data_fail(err, errlen, -1, "out of memory");
+    if (!st && !chosen) st = ct_fail(err, errlen, -1, "out of memory");
     if (!st && topics) {
         for (int i = 0; i < n_topics && !st; i++) {
             size_t k = 0;
             while (k < nall && strcmp(all[k].name, topics[i])) k++;
             if (k == nall)
-                st = data_fail(err, errlen, -1, "no fortune topic \"%s\" in %s", topics[i], dir);
+                st = ct_fail(err, errlen, -1, "no fortune topic \"%s\" in %s", topics[i], dir);
             else
                 chosen[i] = all[k];
         }
     } else if (!st) {
         if ((size_t)n_topics > nall)
-            st = data_fail(err, errlen, -1, "%s has %zu fortune topics, %d were asked for", dir, nall,
+            st = ct_fail(err, errlen, -1, "%s has %zu fortune topics, %d were asked for", dir, nall,
                          n_topics);
         else {
             qsort(all, nall, sizeof *all, by_count);
@@ -223,18 +216,18 @@ int textcls_load_fortunes(TextCls *ds, const char *dir, const char *const *topic
         qsort(chosen, (size_t)n_topics, sizeof *chosen, by_name);
         for (int i = 1; i < n_topics && !st; i++)
             if (!strcmp(chosen[i].name, chosen[i - 1].name))
-                st = data_fail(err, errlen, -1, "topic \"%s\" listed twice", chosen[i].name);
+                st = ct_fail(err, errlen, -1, "topic \"%s\" listed twice", chosen[i].name);
     }
     if (!st) {
         ds->n_topics = (uint32_t)n_topics;
         ds->topics = calloc((size_t)n_topics, sizeof *ds->topics);
         ds->topic_size = calloc((size_t)n_topics, sizeof *ds->topic_size);
-        if (!ds->topics || !ds->topic_size) st = data_fail(err, errlen, -1, "out of memory");
+        if (!ds->topics || !ds->topic_size) st = ct_fail(err, errlen, -1, "out of memory");
     }
     Collect c = {.ds = ds, .keep = 1, .frac = held_out_frac};
     for (int i = 0; i < n_topics && !st; i++) {
         if (!(ds->topics[i] = strdup(chosen[i].name))) {
-            st = data_fail(err, errlen, -1, "out of memory");
+            st = ct_fail(err, errlen, -1, "out of memory");
             break;
         }
         c.label = i;
@@ -248,7 +241,7 @@ int textcls_load_fortunes(TextCls *ds, const char *dir, const char *const *topic
     if (!st) {
         ds->train = malloc((ds->n ? ds->n : 1) * sizeof *ds->train);
         ds->test = malloc((ds->n ? ds->n : 1) * sizeof *ds->test);
-        if (!ds->train || !ds->test) st = data_fail(err, errlen, -1, "out of memory");
+        if (!ds->train || !ds->test) st = ct_fail(err, errlen, -1, "out of memory");
         for (uint32_t i = 0; !st && i < ds->n; i++) {
             if (ds->held_out[i]) ds->test[ds->n_test++] = i;
             else ds->train[ds->n_train++] = i;
@@ -287,14 +280,14 @@ int textcls_tokenize(TextCls *ds, Wordpiece *wp, char *err, size_t errlen)
     WpIds ids = {0};
     free(ds->ids_off);
     ds->ids_off = malloc(((size_t)ds->n + 1) * sizeof *ds->ids_off);
-    if (!ds->ids_off) return data_fail(err, errlen, -1, "out of memory");
+    if (!ds->ids_off) return ct_fail(err, errlen, -1, "out of memory");
     ds->ids_off[0] = 0;
     for (uint32_t i = 0; i < ds->n; i++) {
         const char *t = textcls_text(ds, i);
         char msg[256];
         if (wordpiece_encode(wp, &ids, t, strlen(t), msg, sizeof msg)) {
             wpids_free(&ids);
-            return data_fail(err, errlen, -1, "fortune topic %s: %s", ds->topics[ds->label[i]], msg);
+            return ct_fail(err, errlen, -1, "fortune topic %s: %s", ds->topics[ds->label[i]], msg);
         }
         ds->ids_off[i + 1] = ids.n;
     }

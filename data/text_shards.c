@@ -16,7 +16,7 @@
 #include <zlib.h>
 
 #include "corpus.h"
-#include "data_util.h"
+#include "engine/error.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "text_shards.c maps the little-endian arrays of a shard directly: little-endian hosts only"
@@ -124,14 +124,14 @@ static int add_doc(void *ctx, const char *doc, size_t len)
     char msg[256];
     int st = wordpiece_encode(b->wp, &b->ids, doc, len, msg, sizeof msg);
     if (st == WP_ERR_UTF8) /* the file was validated; cannot happen */
-        return data_fail(b->err, b->errlen, SHARD_ERR_TEXT, "%s: %s", b->path, msg);
-    if (st) return data_fail(b->err, b->errlen, SHARD_ERR_NOMEM, "out of memory tokenizing %s",
+        return ct_fail(b->err, b->errlen, SHARD_ERR_TEXT, "%s: %s", b->path, msg);
+    if (st) return ct_fail(b->err, b->errlen, SHARD_ERR_NOMEM, "out of memory tokenizing %s",
                            b->path);
     if (b->ids.n == before) return 0; /* an empty document */
     if (b->noff == b->offcap) {
         size_t c = b->offcap ? 2 * b->offcap : 1024;
         uint64_t *o = realloc(b->off, c * sizeof *o);
-        if (!o) return data_fail(b->err, b->errlen, SHARD_ERR_NOMEM, "out of memory");
+        if (!o) return ct_fail(b->err, b->errlen, SHARD_ERR_NOMEM, "out of memory");
         b->off = o;
         b->offcap = c;
     }
@@ -173,10 +173,10 @@ static int write_body(FILE *f, uint32_t V, const uint32_t *tokens, const uint64_
 int shard_write_tokens(const char *out_path, uint32_t V, const uint32_t *tokens,
                        const uint64_t *off, uint32_t D, char *err, size_t errlen)
 {
-    if (!V) return data_fail(err, errlen, SHARD_ERR_FORMAT, "shard %s: vocab size 0", out_path);
+    if (!V) return ct_fail(err, errlen, SHARD_ERR_FORMAT, "shard %s: vocab size 0", out_path);
     size_t l = strlen(out_path) + 8;
     char *tmp = malloc(l);
-    if (!tmp) return data_fail(err, errlen, SHARD_ERR_NOMEM, "out of memory");
+    if (!tmp) return ct_fail(err, errlen, SHARD_ERR_NOMEM, "out of memory");
     snprintf(tmp, l, "%s.tmp", out_path);
     FILE *f = fopen(tmp, "wb");
     int bad = !f || write_body(f, V, tokens, off, D);
@@ -186,7 +186,7 @@ int shard_write_tokens(const char *out_path, uint32_t V, const uint32_t *tokens,
         if (!bad) e = errno;
         unlink(tmp);
         free(tmp);
-        return data_fail(err, errlen, SHARD_ERR_WRITE, "cannot write %s: %s", out_path,
+        return ct_fail(err, errlen, SHARD_ERR_WRITE, "cannot write %s: %s", out_path,
                        strerror(e));
     }
     free(tmp);
@@ -208,14 +208,14 @@ int shard_write_filtered(const char *corpus_path, Wordpiece *wp, const char *out
     if (!stats) stats = &dummy;
     memset(stats, 0, sizeof *stats);
     if (doc_mode < SHARD_DOC_AUTO || doc_mode > SHARD_DOC_PERCENT)
-        return data_fail(err, errlen, SHARD_ERR_FORMAT, "unknown document mode %d", doc_mode);
+        return ct_fail(err, errlen, SHARD_ERR_FORMAT, "unknown document mode %d", doc_mode);
     CorpusFiles cf;
     int st = corpus_list(&cf, corpus_path, err, errlen);
     if (st) return st == CORPUS_ERR_NOMEM ? SHARD_ERR_NOMEM : SHARD_ERR_OPEN;
     ShardBuild b = {.wp = wp, .err = err, .errlen = errlen, .keep = keep, .keep_ctx = keep_ctx};
     b.off = malloc(1024 * sizeof *b.off);
     b.offcap = 1024;
-    if (!b.off) st = data_fail(err, errlen, SHARD_ERR_NOMEM, "out of memory");
+    if (!b.off) st = ct_fail(err, errlen, SHARD_ERR_NOMEM, "out of memory");
     else b.off[b.noff++] = 0;
     for (size_t i = 0; i < cf.n && !st; i++) {
         char *text;
@@ -237,7 +237,7 @@ int shard_write_filtered(const char *corpus_path, Wordpiece *wp, const char *out
         free(text);
     }
     if (!st && b.noff - 1 > UINT32_MAX)
-        st = data_fail(err, errlen, SHARD_ERR_FORMAT, "%s has %zu documents; a shard holds at "
+        st = ct_fail(err, errlen, SHARD_ERR_FORMAT, "%s has %zu documents; a shard holds at "
                      "most %u: split the corpus", corpus_path, b.noff - 1, UINT32_MAX);
     stats->dropped = b.dropped;
     if (!st) {
@@ -261,7 +261,7 @@ int shard_open(TextShard *s, const char *path, char *err, size_t errlen)
     memset(s, 0, sizeof *s);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return data_fail(err, errlen, SHARD_ERR_OPEN, "cannot open shard %s: %s", path,
+        return ct_fail(err, errlen, SHARD_ERR_OPEN, "cannot open shard %s: %s", path,
                        strerror(errno));
     size_t cap = 1 << 16, n = 0;
     uint8_t *buf = malloc(cap);
@@ -278,21 +278,21 @@ int shard_open(TextShard *s, const char *path, char *err, size_t errlen)
     }
     int rerr = ferror(f);
     fclose(f);
-    if (!buf) return data_fail(err, errlen, SHARD_ERR_NOMEM, "out of memory reading %s", path);
+    if (!buf) return ct_fail(err, errlen, SHARD_ERR_NOMEM, "out of memory reading %s", path);
     if (rerr) {
         free(buf);
-        return data_fail(err, errlen, SHARD_ERR_OPEN, "cannot read shard %s", path);
+        return ct_fail(err, errlen, SHARD_ERR_OPEN, "cannot read shard %s", path);
     }
     int st = SHARD_OK;
     uint32_t V = 0, D = 0;
     uint64_t N = 0, want = 0;
     int w = 2;
     if (n >= 8 && memcmp(buf, SHARD_MAGIC, 8)) {
-        st = data_fail(err, errlen, SHARD_ERR_FORMAT, "%s is not a token shard: it starts with "
+        st = ct_fail(err, errlen, SHARD_ERR_FORMAT, "%s is not a token shard: it starts with "
                      "%02x %02x %02x %02x %02x %02x, a shard with \"CTTOK1\"", path, buf[0],
                      buf[1], buf[2], buf[3], buf[4], buf[5]);
     } else if (n < SHARD_HEADER_BYTES + 8 + 4) {
-        st = data_fail(err, errlen, SHARD_ERR_TRUNCATED, "%s is truncated: %zu bytes, fewer than "
+        st = ct_fail(err, errlen, SHARD_ERR_TRUNCATED, "%s is truncated: %zu bytes, fewer than "
                      "the %d of an empty shard", path, n, SHARD_HEADER_BYTES + 8 + 4);
     } else {
         memcpy(&V, buf + 8, 4);
@@ -301,16 +301,16 @@ int shard_open(TextShard *s, const char *path, char *err, size_t errlen)
         w = V > 65535 ? 4 : 2;
         /* 24 + 8(D+1) + wN + 4, refusing headers whose sizes overflow */
         if (V == 0 || N > (UINT64_MAX / 8))
-            st = data_fail(err, errlen, SHARD_ERR_FORMAT, "%s: damaged header (vocab size %u, "
+            st = ct_fail(err, errlen, SHARD_ERR_FORMAT, "%s: damaged header (vocab size %u, "
                          "%llu tokens)", path, V, (unsigned long long)N);
         else
             want = SHARD_HEADER_BYTES + 8 * ((uint64_t)D + 1) + (uint64_t)w * N + 4;
         if (!st && n < want)
-            st = data_fail(err, errlen, SHARD_ERR_TRUNCATED, "%s is truncated: its header "
+            st = ct_fail(err, errlen, SHARD_ERR_TRUNCATED, "%s is truncated: its header "
                          "promises %llu bytes (%u documents, %llu tokens), the file has %zu",
                          path, (unsigned long long)want, D, (unsigned long long)N, n);
         else if (!st && n > want)
-            st = data_fail(err, errlen, SHARD_ERR_FORMAT, "%s has %llu bytes after the end its "
+            st = ct_fail(err, errlen, SHARD_ERR_FORMAT, "%s has %llu bytes after the end its "
                          "header promises (%llu bytes)", path,
                          (unsigned long long)(n - want), (unsigned long long)want);
     }
@@ -318,17 +318,17 @@ int shard_open(TextShard *s, const char *path, char *err, size_t errlen)
         uint32_t stored, crc = crc_update((uint32_t)crc32(0, Z_NULL, 0), buf + 8, n - 12);
         memcpy(&stored, buf + n - 4, 4);
         if (crc != stored)
-            st = data_fail(err, errlen, SHARD_ERR_CORRUPT, "%s is damaged: its contents have "
+            st = ct_fail(err, errlen, SHARD_ERR_CORRUPT, "%s is damaged: its contents have "
                          "CRC-32 %08x, the file records %08x", path, crc, stored);
     }
     uint64_t *off = (uint64_t *)(buf + SHARD_HEADER_BYTES);
     if (!st && (off[0] != 0 || off[D] != N))
-        st = data_fail(err, errlen, SHARD_ERR_FORMAT, "%s: document offsets run from %llu to "
+        st = ct_fail(err, errlen, SHARD_ERR_FORMAT, "%s: document offsets run from %llu to "
                      "%llu, not 0 to %llu tokens", path, (unsigned long long)off[0],
                      (unsigned long long)off[D], (unsigned long long)N);
     for (uint32_t d = 0; !st && d < D; d++)
         if (off[d + 1] < off[d])
-            st = data_fail(err, errlen, SHARD_ERR_FORMAT, "%s: document %u ends (%llu) before "
+            st = ct_fail(err, errlen, SHARD_ERR_FORMAT, "%s: document %u ends (%llu) before "
                          "it starts (%llu)", path, d, (unsigned long long)off[d + 1],
                          (unsigned long long)off[d]);
     if (!st) {
@@ -343,7 +343,7 @@ int shard_open(TextShard *s, const char *path, char *err, size_t errlen)
         for (uint64_t k = 0; k < N; k++) {
             uint32_t t = shard_token(s, k);
             if (t >= V) {
-                st = data_fail(err, errlen, SHARD_ERR_FORMAT, "%s: token %llu is id %u, outside "
+                st = ct_fail(err, errlen, SHARD_ERR_FORMAT, "%s: token %llu is id %u, outside "
                              "the vocab of %u", path, (unsigned long long)k, t, V);
                 break;
             }

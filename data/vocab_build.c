@@ -28,6 +28,7 @@
 #include "text_shards.h"
 #include "utf8.h"
 #include "wordpiece.h"
+#include "engine/error.h"
 #include "data_util.h"
 
 /* ---- string -> index hash ------------------------------------------------ */
@@ -585,13 +586,13 @@ static int write_vocab(const VB *vb, const char *out_path, uint32_t A, const uin
 {
     size_t l = strlen(out_path) + 16;
     char *tmp = malloc(l);
-    if (!tmp) return data_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory");
+    if (!tmp) return ct_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory");
     snprintf(tmp, l, "%s.tmp", out_path);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         int e = errno;
         free(tmp);
-        return data_fail(err, errlen, CORPUS_ERR_WRITE, "cannot write %s: %s", out_path,
+        return ct_fail(err, errlen, CORPUS_ERR_WRITE, "cannot write %s: %s", out_path,
                        strerror(e));
     }
     fputs("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", f);
@@ -604,7 +605,7 @@ static int write_vocab(const VB *vb, const char *out_path, uint32_t A, const uin
         int e = errno;
         unlink(tmp);
         free(tmp);
-        return data_fail(err, errlen, CORPUS_ERR_WRITE, "cannot write %s: %s", out_path,
+        return ct_fail(err, errlen, CORPUS_ERR_WRITE, "cannot write %s: %s", out_path,
                        strerror(e));
     }
     free(tmp);
@@ -619,9 +620,9 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
     memset(stats, 0, sizeof *stats);
     int size = opts->size, mode = opts->mode;
     if (opts->score != VOCAB_SCORE_FREQ && opts->score != VOCAB_SCORE_LIKELIHOOD)
-        return data_fail(err, errlen, CORPUS_ERR_ARG, "unknown vocab score %d", opts->score);
+        return ct_fail(err, errlen, CORPUS_ERR_ARG, "unknown vocab score %d", opts->score);
     if (size < 6)
-        return data_fail(err, errlen, CORPUS_ERR_ARG, "vocab size %d is too small: the 5 "
+        return ct_fail(err, errlen, CORPUS_ERR_ARG, "vocab size %d is too small: the 5 "
                        "special tokens alone take 5 lines; hint: BERT uses --size 30522", size);
     CorpusFiles cf;
     int st = corpus_list(&cf, corpus_path, err, errlen);
@@ -652,12 +653,12 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
         } else {
             st = basictok_run(&bt, buf, n, count_word, &vb, msg, sizeof msg);
         }
-        if (st) st = data_fail(err, errlen, CORPUS_ERR_NOMEM, "%s: %s", cf.files[i], msg);
+        if (st) st = ct_fail(err, errlen, CORPUS_ERR_NOMEM, "%s: %s", cf.files[i], msg);
         free(buf);
     }
     basictok_free(&bt);
     if (!st && !stats->files)
-        st = data_fail(err, errlen, CORPUS_ERR_OPEN, "corpus %s holds no text files (%llu "
+        st = ct_fail(err, errlen, CORPUS_ERR_OPEN, "corpus %s holds no text files (%llu "
                      "binary files skipped)", corpus_path,
                      (unsigned long long)stats->binary_skipped);
     uint32_t A = 0, *made = NULL, nmade = 0, merges = 0;
@@ -666,18 +667,18 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
         stats->distinct_words = vb.words.n;
         stats->long_words = vb.long_words;
         if (vb_init_symbols(&vb, &A))
-            st = data_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory counting symbols");
+            st = ct_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory counting symbols");
     }
     stats->alphabet = A;
     if (!st && (uint64_t)5 + 2ull * A > (uint64_t)size)
-        st = data_fail(err, errlen, CORPUS_ERR_ARG,
+        st = ct_fail(err, errlen, CORPUS_ERR_ARG,
                      "vocab size %d is too small for %s: its %u distinct characters, with "
                      "and without \"##\", and the 5 special tokens need %llu lines; hint: "
                      "pass --size %llu or more", size, corpus_path, A,
                      5 + 2ull * A, 5 + 2ull * A);
     uint32_t lines = 5 + 2 * A;
     if (!st && vb_train(&vb, &lines, (uint32_t)size, &made, &nmade, &merges))
-        st = data_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory merging pieces");
+        st = ct_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory merging pieces");
     if (!st) st = write_vocab(&vb, out_path, A, made, nmade, err, errlen);
     stats->merges = merges;
     stats->lines = st ? 0 : lines;

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "utf8.h"
+#include "engine/error.h"
 #include "data_util.h"
 
 int wpids_push(WpIds *v, int32_t id)
@@ -167,7 +168,7 @@ int basictok_run(BasicTok *bt, const char *text, size_t len, BasicWordFn fn, voi
         while (j < len && bclass[s[j]] <= BC_PUNCT) j++;
         if (bt->wn + (j - i) + 4 > bt->wcap &&
             data_grow((void **)&bt->w, &bt->wcap, bt->wn + (j - i) + 4, 1))
-            return data_fail(err, errlen, WP_ERR_NOMEM, "out of memory tokenizing");
+            return ct_fail(err, errlen, WP_ERR_NOMEM, "out of memory tokenizing");
         memcpy(bt->w + bt->wn, s + i, j - i);
         bt->wn += j - i;
         i = j;
@@ -206,7 +207,7 @@ int basictok_run(BasicTok *bt, const char *text, size_t len, BasicWordFn fn, voi
     return 0;
 fail:
     bt->wn = 0;
-    if (r == WP_ERR_NOMEM) data_fail(err, errlen, r, "out of memory tokenizing");
+    if (r == WP_ERR_NOMEM) ct_fail(err, errlen, r, "out of memory tokenizing");
     return r;
 }
 
@@ -246,7 +247,7 @@ static int vocab_index(Wordpiece *wp, const char *name, char *err, size_t errlen
     wp->slot_word = calloc(slots, sizeof(uint32_t));
     wp->slot_cont = calloc(slots, sizeof(uint32_t));
     if (!wp->slot_word || !wp->slot_cont)
-        return data_fail(err, errlen, WP_ERR_NOMEM, "out of memory indexing %s", name);
+        return ct_fail(err, errlen, WP_ERR_NOMEM, "out of memory indexing %s", name);
     for (uint32_t id = 0; id < wp->V; id++) {
         const char *t = wp->tok[id];
         size_t n = wp->len[id];
@@ -264,7 +265,7 @@ static int vocab_index(Wordpiece *wp, const char *name, char *err, size_t errlen
     wp->sep_id = wordpiece_id(wp, "[SEP]");
     wp->mask_id = wordpiece_id(wp, "[MASK]");
     if (wp->unk_id < 0)
-        return data_fail(err, errlen, WP_ERR_FORMAT,
+        return ct_fail(err, errlen, WP_ERR_FORMAT,
                        "%s has no [UNK] token, so it is not a BERT vocab.txt (one token a "
                        "line: [PAD] [UNK] [CLS] [SEP] [MASK] ...); hint: build one with "
                        "ctrain vocab --corpus DIR --size N --out vocab.txt", name);
@@ -279,21 +280,21 @@ static int vocab_parse(Wordpiece *wp, char *blob, size_t n, const char *name, ch
     size_t bad;
     char msg[200];
     if (utf8_validate(blob, n, &bad, msg, sizeof msg))
-        return data_fail(err, errlen, WP_ERR_UTF8, "%s: %s", name, msg);
+        return ct_fail(err, errlen, WP_ERR_UTF8, "%s: %s", name, msg);
     uint64_t lines = 0;
     for (size_t i = 0; i < n; i++) lines += blob[i] == '\n';
     if (n && blob[n - 1] != '\n') lines++;
     if (!lines)
-        return data_fail(err, errlen, WP_ERR_FORMAT, "%s is empty; a vocab.txt has one token a "
+        return ct_fail(err, errlen, WP_ERR_FORMAT, "%s is empty; a vocab.txt has one token a "
                        "line", name);
     if (lines > INT32_MAX)
-        return data_fail(err, errlen, WP_ERR_FORMAT, "%s has %llu lines; at most %d tokens "
+        return ct_fail(err, errlen, WP_ERR_FORMAT, "%s has %llu lines; at most %d tokens "
                        "are supported", name, (unsigned long long)lines, INT32_MAX);
     wp->V = (uint32_t)lines;
     wp->tok = malloc(lines * sizeof *wp->tok);
     wp->len = malloc(lines * sizeof *wp->len);
     if (!wp->tok || !wp->len)
-        return data_fail(err, errlen, WP_ERR_NOMEM, "out of memory loading %s", name);
+        return ct_fail(err, errlen, WP_ERR_NOMEM, "out of memory loading %s", name);
     size_t start = 0;
     uint32_t id = 0;
     for (size_t i = 0; i <= n && id < wp->V; i++) {
@@ -316,7 +317,7 @@ int wordpiece_load(Wordpiece *wp, const char *path, int mode, char *err, size_t 
     wp->lowercase = mode == WP_UNCASED;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return data_fail(err, errlen, WP_ERR_OPEN, "cannot open vocab %s: %s", path,
+        return ct_fail(err, errlen, WP_ERR_OPEN, "cannot open vocab %s: %s", path,
                        strerror(errno));
     size_t cap = 0, n = 0;
     char *blob = NULL;
@@ -324,7 +325,7 @@ int wordpiece_load(Wordpiece *wp, const char *path, int mode, char *err, size_t 
         if (data_grow((void **)&blob, &cap, n + 65537, 1)) {
             fclose(f);
             free(blob);
-            return data_fail(err, errlen, WP_ERR_NOMEM, "out of memory reading %s", path);
+            return ct_fail(err, errlen, WP_ERR_NOMEM, "out of memory reading %s", path);
         }
         size_t got = fread(blob + n, 1, cap - n - 1, f);
         n += got;
@@ -334,7 +335,7 @@ int wordpiece_load(Wordpiece *wp, const char *path, int mode, char *err, size_t 
     fclose(f);
     if (rerr) {
         free(blob);
-        return data_fail(err, errlen, WP_ERR_OPEN, "cannot read vocab %s", path);
+        return ct_fail(err, errlen, WP_ERR_OPEN, "cannot read vocab %s", path);
     }
     int st = vocab_parse(wp, blob, n, path, err, errlen);
     if (st) wordpiece_free(wp);
@@ -350,7 +351,7 @@ int wordpiece_init_tokens(Wordpiece *wp, const char *const *tokens, uint32_t n, 
     size_t bytes = 1;
     for (uint32_t i = 0; i < n; i++) bytes += strlen(tokens[i]) + 1;
     char *blob = malloc(bytes);
-    if (!blob) return data_fail(err, errlen, WP_ERR_NOMEM, "out of memory building a vocab");
+    if (!blob) return ct_fail(err, errlen, WP_ERR_NOMEM, "out of memory building a vocab");
     size_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
         size_t l = strlen(tokens[i]);

@@ -1,4 +1,5 @@
-/* error.c — fatal errors with a hint, and failed-library-call reports. */
+/* error.c — fatal errors with a hint, the same without the exit, errors as
+ * text for a caller, and failed-library-call reports. */
 #include "error.h"
 
 #include <stdarg.h>
@@ -24,6 +25,36 @@ void ct_fatal_hint(const char *hint, const char *fmt, ...)
     fputc('\n', stderr);
     if (hint) fprintf(stderr, "hint: %s\n", hint);
     exit(1);
+}
+
+/* "ctrain: <prefix><msg>" and "hint: <hint>", after what stdout holds. */
+static void error_vprint(const char *hint, const char *fmt, va_list ap)
+{
+    fflush(stdout);
+    fprintf(stderr, "ctrain: %s", msg_prefix);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    if (hint) fprintf(stderr, "hint: %s\n", hint);
+    fflush(stderr);
+}
+
+void ct_error_hint(const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_vprint(hint, fmt, ap);
+    va_end(ap);
+}
+
+int ct_fail(char *err, size_t errlen, int status, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return status;
 }
 
 /* Diagnostics only: the one piece of process state the error path keeps. */

@@ -1,9 +1,11 @@
 /* error.h — the one error header: fatal errors, library checks, asserts.
  *
  * Every failure a user can hit ends in ct_fatal(): one line naming what went
- * wrong, optionally a "hint:" line saying what to do, then exit(1). Library
- * checks (CUDA_CHECK, CUBLAS_CHECK, CUDNN_CHECK, NCCL_CHECK) are built on one
- * macro that prints file:line, the call, and the library's own message.
+ * wrong, optionally a "hint:" line saying what to do, then exit(1). The same
+ * two lines without the exit: ct_error(); the message as text for a caller
+ * to report: ct_fail(). Library checks (CUDA_CHECK, CUBLAS_CHECK,
+ * CUDNN_CHECK, NCCL_CHECK) are built on one macro that prints file:line,
+ * the call, and the library's own message.
  * Shape and dtype asserts (CT_ASSERT) stay on in release builds.
  *
  * Usable from C11 and from CUDA C++ (.cu) files.
@@ -27,6 +29,23 @@ const char *ct_msg_prefix(void);
 void ct_fatal_hint(const char *hint, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 #define ct_fatal(...) ct_fatal_hint(NULL, __VA_ARGS__)
+
+/* The same two lines as ct_fatal_hint ("ctrain: <prefix><msg>", then
+ * "hint: <hint>" when hint is non-NULL), without exiting: for an error the
+ * process survives (a result file it could not write) or must act on
+ * before it stops (a watchdog that aborts its communicators, then _exit). */
+void ct_error_hint(const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#define ct_error(...) ct_error_hint(NULL, __VA_ARGS__)
+
+/* An error as text, for an API that returns it instead of exiting (the
+ * data loaders, file readers and parsers: tests read the message, callers
+ * add the hint and report it with ct_fatal_hint(hint, "%s", err)): the
+ * message into err (when err is non-NULL and errlen > 0, truncated to
+ * fit); returns status, so `return ct_fail(err, errlen, -1, ...)` is one
+ * line. */
+int ct_fail(char *err, size_t errlen, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* While set (NULL clears), a library-check failure adds this as its hint:
  * what the program was doing, e.g. capturing a CUDA graph. */

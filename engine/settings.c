@@ -13,7 +13,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include "env.h"
 #include "error.h"
 
 #define MIB ((size_t)1 << 20)
@@ -317,19 +316,6 @@ const char *setting_str(SettingId id)
               s->name, kind_name(s->kind));
     const char *t = setting_text(id);
     return t ? t : s->dflt;
-}
-
-/* engine/env.h, for the call sites still to be converted: the same switch
- * parser for a variable named by a string. */
-int env_switch(const char *name, int dflt, const char *meaning_of_1)
-{
-    const char *s = getenv(name);
-    if (!s || !*s) return dflt;
-    long long v = dflt;
-    char err[512], hint[1024];
-    Msg m = {err, hint, sizeof err, sizeof hint};
-    if (parse_switch(&v, name, meaning_of_1, s, &m) < 0) ct_fatal_hint(hint, "%s", err);
-    return (int)v;
 }
 
 /* ---- docs/env.md ---- */

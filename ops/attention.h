@@ -90,6 +90,39 @@ void attention_softmax_backward_cuda(void *dS, const void *dPd, const void *prob
                                      cudaStream_t s);
 #endif
 
+/* ---- the kernel choice (ops/attention_op.c) ----
+ * Which kernels run an attention op: decided in one place,
+ * attention_kernel_choose, that both ops below call once per call. */
+typedef enum AttnKernel {
+    ATTN_KERNEL_CPU,        /* the CPU reference above (ops/attention.c) */
+    ATTN_KERNEL_CUBLAS,     /* cuBLASLt around the row kernels (ops/attention.cu); keeps P */
+    ATTN_KERNEL_FLASH,      /* the fused kernels (ops/attention_fused.h) on [B, H, T, Dh];
+                             * keeps the row log-sum-exp instead of P */
+    ATTN_KERNEL_FLASH_BTHD, /* the fused tensor-core kernels reading [B, T, H, Dh] in place */
+} AttnKernel;
+
+/* The kernel for q, k, v of compute type dt (after autocast), head width
+ * Dh and BH = B H heads on c's device. bthd: q, k, v come as [B, T, H, Dh];
+ * aligned: each is 16-byte aligned in dt (read only with bthd). Anything
+ * but ATTN_KERNEL_FLASH_BTHD runs on [B, H, T, Dh], so the bthd op
+ * transposes into that layout first. CPU: ATTN_KERNEL_CPU. CUDA: the flash
+ * kernels wherever the tensor-core ones run (attention_fa_tc_supports, BH
+ * <= 65535), else ATTN_KERNEL_CUBLAS; CTRAIN_ATTN=cublas forces the
+ * latter (a developer's A/B switch; any other value is a fatal error). */
+AttnKernel attention_kernel_choose(const Ctx *c, DType dt, size_t Dh, size_t BH, int bthd,
+                                   int aligned);
+
+#ifdef CTRAIN_CUDA
+/* 1 unless CTRAIN_ATTN_SAVE_MASK=0: the op has the flash forward save the
+ * dropout mask for the backward (keep_out / keep_in of
+ * ops/attention_fused.h; B H T^2 / 8 bytes a layer held from forward to
+ * backward, in return for the backward's draw of the mask). Default 1
+ * (unset, empty or 1). Read once and cached; attention_fused_save_mask_reread
+ * drops the cache (tests). */
+int attention_fused_save_mask(void);
+void attention_fused_save_mask_reread(void);
+#endif
+
 /* ---- tensor ops (ops/attention_op.c) ----
  * q, k, v [B, H, T, Dh] of one float type (f32 inputs are cast to the
  * autocast type when autocast is on); mask f32 [B, T] or NULL; out has the
@@ -102,10 +135,10 @@ Tensor *op_attention_at(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask,
 /* The same with q, k, v and out [B, T, H, Dh]: what a projection [B, T,
  * H*Dh] gives after a reshape, so BERT splits and merges its heads with no
  * transpose. The fused tensor-core kernels read and write that layout
- * (attention_fa_tc_supports, 16-byte aligned data); elsewhere (CPU,
- * f32, CTRAIN_ATTN=cublas) the op transposes in and out around
- * op_attention_at. Same dropout draw and the same values as op_attention on
- * the transposed tensors, bit for bit. */
+ * (ATTN_KERNEL_FLASH_BTHD: attention_fa_tc_supports, 16-byte aligned data);
+ * elsewhere (CPU, f32, CTRAIN_ATTN=cublas, unaligned data) the op transposes
+ * in and out around the [B, H, T, Dh] path. Same dropout draw and the same
+ * values as op_attention on the transposed tensors, bit for bit. */
 Tensor *op_attention_bthd(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask,
                           float dropout_p);
 Tensor *op_attention_bthd_at(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask,

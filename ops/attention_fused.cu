@@ -21,7 +21,10 @@
  * scores stay -inf and the -inf row rules below apply).
  * Dispatch: attention_fused_forward_cuda / _backward_cuda send f16 / bf16
  * with 16-byte aligned pointers to the tensor-core kernels
- * (ops/attention_fa_tc.cu) when the device has them; the rest runs here.
+ * (ops/attention_fa_tc.cu) when the device has them; the rest (f16 / bf16
+ * off 16-byte alignment, or a device without them) runs here, in f32 math.
+ * f32 storage has no kernel here: the op sends it to the cuBLASLt path,
+ * which is faster for it (ops/attention_op.c, attention_kernel_choose).
  * Dropout: element idx = ((b H + h) T + i) T + j keeps iff
  * dropout_u01(philox(seed, offset + idx / 4)[idx % 4]) >= p, as
  * keep_bits() in ops/attention.cu and ops/dropout.cu; here one Philox call
@@ -30,8 +33,6 @@
  */
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 #include <initializer_list>
 #include <type_traits>
 
@@ -364,6 +365,20 @@ bool fa_aligned16(std::initializer_list<const void *> ps)
     return true;
 }
 
+/* Calls f with a value of the C++ type that stores dt, f16 or bf16: the
+ * types the fused path runs (ops/attention_op.c sends f32 to the cuBLASLt
+ * path; no f32 kernel is compiled here). */
+template <typename F> void fa_dispatch_half(DType dt, const char *what, F f)
+{
+    switch (dt) {
+    case DT_F16: f(__half()); break;
+    case DT_BF16: f(__nv_bfloat16()); break;
+    default:
+        ct_fatal("%s: dtype %s has no fused kernel (f16 or bf16; the op runs f32 attention "
+                 "on the cuBLASLt path)", what, dtype_name(dt));
+    }
+}
+
 void fa_check_sizes(size_t B, size_t H, size_t T, size_t Dh, const char *what)
 {
     CT_ASSERT(T <= 0x7fffffff && Dh <= 0x7fffffff && B * H <= 65535 && H > 0,
@@ -372,33 +387,6 @@ void fa_check_sizes(size_t B, size_t H, size_t T, size_t Dh, const char *what)
 }
 
 } // namespace
-
-extern "C" int attention_fused_supports(DType dt, size_t Dh)
-{
-    return (dt == DT_F32 || dt == DT_F16 || dt == DT_BF16) &&
-           (Dh == 32 || Dh == 64 || Dh == 128);
-}
-
-static int fa_save_mask = -1; /* CTRAIN_ATTN_SAVE_MASK, -1: not read yet */
-
-extern "C" int attention_fused_save_mask(void)
-{
-    if (fa_save_mask < 0) {
-        const char *e = getenv("CTRAIN_ATTN_SAVE_MASK");
-        if (!e || !*e || strcmp(e, "1") == 0)
-            fa_save_mask = 1;   /* default: measured faster (ops/NOTES.md, v2c) */
-        else if (strcmp(e, "0") == 0)
-            fa_save_mask = 0;
-        else
-            ct_fatal_hint("set CTRAIN_ATTN_SAVE_MASK=1 (the forward keeps the dropout mask for "
-                          "the backward: B H T^2 / 8 bytes a layer; the default) or 0 (the "
-                          "backward draws it again)",
-                          "attention: CTRAIN_ATTN_SAVE_MASK=%s is not 0 or 1", e);
-    }
-    return fa_save_mask;
-}
-
-extern "C" void attention_fused_save_mask_reread(void) { fa_save_mask = -1; }
 
 extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, uint64_t *keep_out,
                                              const void *q, const void *k, const void *v,
@@ -421,7 +409,7 @@ extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, uint
      * tensor-core backward) comes from the backward's own draw: same bits */
     if (keep_out) attention_fa_tc_keep_bits_cuda(c, keep_out, p, seed, offset, B, H, T);
     const float scale = 1.0f / sqrtf((float)Dh), sd = dropout_scale(p);
-    dispatch_float(dt, "attention_fused_forward_cuda", [&](auto tag) {
+    fa_dispatch_half(dt, "attention_fused_forward_cuda", [&](auto tag) {
         using E = decltype(tag);
         dispatch_head_dim(Dh, "attention_fused_forward_cuda", [&](auto dh) {
             constexpr int DH = decltype(dh)::value;
@@ -453,7 +441,7 @@ extern "C" void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *
     CT_ASSERT(tc || !bthd, "attention_fused_backward_cuda: [B, T, H, Dh] needs the tensor-core "
               "kernels (%s, Dh %zu) and 16-byte aligned tensors", dtype_name(dt), Dh);
     float *D = (float *)mem_alloc(c, R * sizeof(float));
-    dispatch_float(dt, "attention_fused_backward_cuda", [&](auto tag) {
+    fa_dispatch_half(dt, "attention_fused_backward_cuda", [&](auto tag) {
         using E = decltype(tag);
         CT_ASSERT((R + 7) / 8 <= 0x7fffffffu, "attention_fused_backward_cuda: %zu rows", R);
         fa_bwd_rowdot_kernel<E><<<(unsigned)((R + 7) / 8), 256, 0, c->stream>>>(

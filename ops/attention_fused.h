@@ -6,8 +6,10 @@
  *     sm_80+, every pointer 16-byte aligned. mma.sync m16n8k16 with f32
  *     accumulation, 64-row tiles, cp.async double buffering. The path for
  *     AMP training.
- *   - plain f32 FMA (ops/attention_fused.cu): every dtype and head width
- *     above, any alignment. The path for f32, and the fallback.
+ *   - plain FMA in f32 math (ops/attention_fused.cu): f16 / bf16, the head
+ *     widths above, any alignment, any sm. The fallback. (f32 storage has
+ *     no fused kernel: the op runs it on the cuBLASLt path, which measured
+ *     faster than these kernels did in f32; ops/attention_op.c.)
  * attention_fused_forward_cuda / _backward_cuda pick the first that applies
  * (attention_fa_tc_supports + alignment); both define lse identically, so a
  * forward of one and a backward of the other agree.
@@ -18,9 +20,9 @@
  *   the test's tolerance). BERT-large s512 bf16 fwd+bwd with dropout: 1.27
  *   ms against the cuBLASLt path's 2.14 ms; a whole BERT-large bf16 step at
  *   seq 512: 211.8 -> 248.1 seq/s (ops/NOTES.md). Not run: sm_80 / sm_86 /
- *   sm_89. Selection (ops/attention_op.c): by default the tensor-core
- *   kernels wherever they apply, the cuBLASLt path elsewhere;
- *   CTRAIN_ATTN=fused forces these kernels (f32 FMA too), =cublas the other.
+ *   sm_89. Selection (ops/attention_op.c, attention_kernel_choose): the
+ *   tensor-core kernels wherever they apply, the cuBLASLt path elsewhere;
+ *   CTRAIN_ATTN=cublas forces the latter.
  *   The saved dropout mask (keep_out / keep_in, CTRAIN_ATTN_SAVE_MASK, on
  *   by default): tested on the H200, +4.5% at BERT-large seq 512 (ops/NOTES.md v2c).
  *
@@ -89,20 +91,8 @@ static inline size_t attention_keep_words(size_t B, size_t H, size_t T)
 }
 
 #ifdef CTRAIN_CUDA
-/* 1 when the fused kernels handle this head width and dtype (Dh 32, 64, 128;
- * f32, f16, bf16); the op falls back to the cuBLASLt path otherwise. */
-int attention_fused_supports(DType dt, size_t Dh);
-
-/* 1 unless CTRAIN_ATTN_SAVE_MASK=0: the op has the forward save the dropout
- * mask for the backward (keep_out / keep_in; B H T^2 / 8 bytes a layer
- * held from forward to backward, in return for the backward's draw of the
- * mask). Default 1 (unset, empty or 1). Read once and cached;
- * attention_fused_save_mask_reread drops the cache (tests). */
-int attention_fused_save_mask(void);
-void attention_fused_save_mask_reread(void);
-
-/* out [B,H,T,Dh] in dt; lse f32 [B,H,T] (kept for the backward; of the
- * shifted scores, above); keep_out NULL, or attention_keep_words(B, H, T)
+/* out [B,H,T,Dh] in dt (f16 or bf16); lse f32 [B,H,T] (kept for the
+ * backward; of the shifted scores, above); keep_out NULL, or attention_keep_words(B, H, T)
  * words, 8-byte aligned, that receive the dropout mask the forward applied
  * (written when p > 0 whichever kernel runs; untouched when p = 0). Uses
  * c->stream and c->rng_base; allocates nothing.

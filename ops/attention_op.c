@@ -13,9 +13,9 @@
  *
  * The math sits behind attn_forward_impl / attn_backward_impl. On CUDA the
  * flash-style kernels of ops/attention_fused.h run instead where they apply
- * (attn_use_fused below: by default wherever the tensor-core kernels of
- * ops/attention_fa_tc.cu run, f16 / bf16; CTRAIN_ATTN=fused also for f32 on
- * the FMA kernels): the node then saves q, k, v, out, the row log-sum-exp f32
+ * (attention_kernel_choose below, the one place the kernel is chosen:
+ * wherever the tensor-core kernels of ops/attention_fa_tc.cu run, f16 /
+ * bf16): the node then saves q, k, v, out, the row log-sum-exp f32
  * [B, H, T] and the mask (the backward recomputes P from them), i.e.
  * B H T * 4 bytes in place of B H T^2 * 2. CTRAIN_ATTN=cublas keeps the
  * path above. With dropout and CTRAIN_ATTN_SAVE_MASK=1 the fused node also
@@ -31,7 +31,9 @@
 
 #include "engine/autograd.h"
 #include "engine/mem.h"
+#include "engine/settings.h"
 #include "attention_fused.h"
+#include "autocast.h"
 #include "cpu_f32.h"
 #include "dropout.h"
 #include "op_util.h"
@@ -139,28 +141,56 @@ static void attention_backward(Ctx *c, Node *n)
                        (uint64_t)n->i[0], (uint64_t)n->i[1], d);
 }
 
-#ifdef CTRAIN_CUDA
-/* Which CUDA path. Default: the fused tensor-core kernels where they run
- * (f16/bf16, Dh 32/64/128, sm_80+: ops/attention_fa_tc.cu; on the H200
- * BERT-large bf16 seq 512 trains 17% faster with them and holds no T x T
- * probabilities), else cuBLASLt around the softmax kernel (f32: the fused
- * f32 kernel uses plain FMA and is slower than cuBLAS). CTRAIN_ATTN=fused
- * takes the fused kernels wherever they handle (dt, Dh), f32 included;
- * CTRAIN_ATTN=cublas always the cuBLASLt path. The fused kernels put the
- * B H heads on the grid's y dimension (at most 65535): more heads than that
- * (BERT-large from batch 4096) take the cuBLASLt path. Read on every call:
- * cheap next to the op. */
-static int attn_use_fused(const Ctx *c, DType dt, size_t Dh, size_t BH)
+/* ---- the kernel choice: the one place it is made ----
+ * Default on CUDA: the fused tensor-core kernels where they run (f16/bf16,
+ * Dh 32/64/128, sm_80+: ops/attention_fa_tc.cu; on the H200 BERT-large bf16
+ * seq 512 trains 17% faster with them and holds no T x T probabilities),
+ * else cuBLASLt around the softmax kernel (f32, other head widths, older
+ * devices). The fused kernels put the B H heads on the grid's y dimension
+ * (at most 65535): more heads than that (BERT-large from batch 4096) take
+ * the cuBLASLt path. [B, T, H, Dh] inputs are read in place when every one
+ * is 16-byte aligned in the compute type; otherwise the op transposes them
+ * into [B, H, T, Dh] and runs the kernel chosen here.
+ * CTRAIN_ATTN=cublas, a developer's A/B switch, always takes the cuBLASLt
+ * path. It stays because it is the other side of the measurement that made
+ * the flash kernels the default (the 17% above: this path and the flash
+ * kernels side by side, ops/NOTES.md), which still has to be made on the devices
+ * not measured yet (sm_80 / sm_86 / sm_89), and because tests/gpu_flash_attn
+ * checks the op's flash path through autograd against it. (CTRAIN_ATTN=fused,
+ * which also forced the FMA kernels onto f32, where their own note found
+ * them slower than cuBLAS, was removed.) Read on every call: cheap next to
+ * the op, and the test flips it between calls. */
+AttnKernel attention_kernel_choose(const Ctx *c, DType dt, size_t Dh, size_t BH, int bthd,
+                                   int aligned)
 {
-    if (c->device != DEV_CUDA || BH > 65535) return 0;
-    const char *e = getenv("CTRAIN_ATTN");
-    if (!e || !*e) return attention_fa_tc_supports(c, dt, Dh);
-    if (strcmp(e, "cublas") == 0) return 0;
-    if (strcmp(e, "fused") != 0)
-        ct_fatal_hint("set CTRAIN_ATTN=fused or CTRAIN_ATTN=cublas, or leave it unset",
-                      "attention: CTRAIN_ATTN=%s is not a known attention path", e);
-    return attention_fused_supports(dt, Dh);
+    if (c->device != DEV_CUDA) return ATTN_KERNEL_CPU;
+#ifdef CTRAIN_CUDA
+    if (BH > 65535) return ATTN_KERNEL_CUBLAS;
+    if (setting_choice(SET_ATTN) == 0) return ATTN_KERNEL_CUBLAS;   /* CTRAIN_ATTN=cublas */
+    if (!attention_fa_tc_supports(c, dt, Dh)) return ATTN_KERNEL_CUBLAS;
+    return bthd && aligned ? ATTN_KERNEL_FLASH_BTHD : ATTN_KERNEL_FLASH;
+#else
+    (void)dt; (void)Dh; (void)BH; (void)bthd; (void)aligned;
+    return ATTN_KERNEL_CPU;   /* a CPU-only build has no other device */
+#endif
 }
+
+#ifdef CTRAIN_CUDA
+/* CTRAIN_ATTN_SAVE_MASK, the flash path's other developer setting, read
+ * here beside the kernel choice: -1 not read yet. It stays because it
+ * measured a gain and is its own A/B: the default (1) keeps the forward's
+ * dropout mask for the backward, +4.5% at BERT-large bf16 seq 512 for
+ * 0.68 GiB more peak (ops/NOTES.md v2c); =0 draws it again, the reference
+ * tests/gpu_flash_attn compares the saved mask against bit for bit. */
+static int attn_save_mask = -1;
+
+int attention_fused_save_mask(void)
+{
+    if (attn_save_mask < 0) attn_save_mask = setting_switch(SET_ATTN_SAVE_MASK);
+    return attn_save_mask;
+}
+
+void attention_fused_save_mask_reread(void) { attn_save_mask = -1; }
 
 /* forward (fused): out = dropout(softmax(q k^T / sqrt(Dh) + mask)) v, lse kept
  *   so P = exp(S - lse) per tile, dv = Pd^T dout, dS = P (dP - rowsum(dout out)),
@@ -229,15 +259,6 @@ static Tensor *attn_fused_run(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *m
 }
 #endif
 
-/* Autocast: f32 inputs go to the autocast type through a recorded cast
- * (gradients flow back in f32); anything else gets a new reference. */
-static Tensor *attn_autocast_in(Ctx *c, Tensor *x)
-{
-    if (c->autocast != DT_F32 && x->dtype == DT_F32) return op_cast(c, x, c->autocast);
-    tensor_retain(x);
-    return x;
-}
-
 /* The checks both layouts share; returns B, H, T, Dh (bthd: q is [B, T, H, Dh]). */
 static AttnDims attn_check(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask,
                            float dropout_p, int bthd)
@@ -275,42 +296,42 @@ static AttnDims attn_check(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *m
 }
 
 #ifdef CTRAIN_CUDA
-/* The type the op computes in: the autocast type for f32 inputs under
- * autocast, else the input's. */
-static DType attn_type(const Ctx *c, const Tensor *x)
-{
-    return c->autocast != DT_F32 && x->dtype == DT_F32 ? c->autocast : x->dtype;
-}
-
 /* The fused path from the op's inputs: autocast, run, drop the casts. */
 static Tensor *attn_fused_take(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask, float p,
                                uint64_t seed, uint64_t offset, AttnDims d, int bthd)
 {
-    Tensor *q = attn_autocast_in(c, q0), *k = attn_autocast_in(c, k0), *v = attn_autocast_in(c, v0);
+    Tensor *q = autocast_cast_input(c, q0), *k = autocast_cast_input(c, k0);
+    Tensor *v = autocast_cast_input(c, v0);
     Tensor *out = attn_fused_run(c, q, k, v, mask, p, seed, offset, d, bthd);
     tensor_release(q);
     tensor_release(k);
     tensor_release(v);
     return out;
 }
+#endif
 
 /* The strided kernels need 16-byte aligned data: x's own, unless autocast
  * casts it into a fresh (aligned) tensor. */
 static int attn_bthd_aligned(const Ctx *c, const Tensor *x)
 {
-    return attn_type(c, x) != x->dtype || (uintptr_t)x->data % 16 == 0;
+    return autocast_dtype(c, x->dtype) != x->dtype || (uintptr_t)x->data % 16 == 0;
 }
-#endif
 
-Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask,
-                        float dropout_p, uint64_t seed, uint64_t offset)
+/* q, k, v [B, H, T, Dh] through kernel `kern` (any but ATTN_KERNEL_FLASH_BTHD):
+ * autocast, run, record. */
+static Tensor *attn_bhtd_run(Ctx *c, AttnKernel kern, Tensor *q0, Tensor *k0, Tensor *v0,
+                             Tensor *mask, float dropout_p, uint64_t seed, uint64_t offset,
+                             AttnDims d)
 {
-    AttnDims d = attn_check(c, q0, k0, v0, mask, dropout_p, 0);
 #ifdef CTRAIN_CUDA
-    if (attn_use_fused(c, attn_type(c, q0), d.Dh, d.B * d.H))
+    if (kern == ATTN_KERNEL_FLASH)
         return attn_fused_take(c, q0, k0, v0, mask, dropout_p, seed, offset, d, 0);
 #endif
-    Tensor *q = attn_autocast_in(c, q0), *k = attn_autocast_in(c, k0), *v = attn_autocast_in(c, v0);
+    CT_ASSERT(kern == ATTN_KERNEL_CPU || kern == ATTN_KERNEL_CUBLAS,
+              "attention: kernel %d has no [B, H, T, Dh] path", (int)kern);
+    /* the reference on the CPU, cuBLASLt around the softmax kernel on CUDA */
+    Tensor *q = autocast_cast_input(c, q0), *k = autocast_cast_input(c, k0);
+    Tensor *v = autocast_cast_input(c, v0);
     int64_t pshape[4] = {(int64_t)d.B, (int64_t)d.H, (int64_t)d.T, (int64_t)d.T};
     Tensor *out = tensor_new_like(c, q, q->dtype);
     Tensor *probs = tensor_new(c, q->dtype, 4, pshape);
@@ -329,6 +350,15 @@ Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask
     tensor_release(k);
     tensor_release(v);
     return out;
+}
+
+Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask,
+                        float dropout_p, uint64_t seed, uint64_t offset)
+{
+    AttnDims d = attn_check(c, q0, k0, v0, mask, dropout_p, 0);
+    AttnKernel kern =
+        attention_kernel_choose(c, autocast_dtype(c, q0->dtype), d.Dh, d.B * d.H, 0, 0);
+    return attn_bhtd_run(c, kern, q0, k0, v0, mask, dropout_p, seed, offset, d);
 }
 
 /* one Philox element per probability: B H T T of them (T = q's dim t) */
@@ -350,16 +380,17 @@ Tensor *op_attention_bthd_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor 
                              float dropout_p, uint64_t seed, uint64_t offset)
 {
     AttnDims d = attn_check(c, q0, k0, v0, mask, dropout_p, 1);
+    const int aligned = attn_bthd_aligned(c, q0) && attn_bthd_aligned(c, k0) &&
+                        attn_bthd_aligned(c, v0);
+    AttnKernel kern =
+        attention_kernel_choose(c, autocast_dtype(c, q0->dtype), d.Dh, d.B * d.H, 1, aligned);
 #ifdef CTRAIN_CUDA
-    const DType dt = attn_type(c, q0);
-    if (attn_use_fused(c, dt, d.Dh, d.B * d.H) && attention_fa_tc_supports(c, dt, d.Dh) &&
-        attn_bthd_aligned(c, q0) && attn_bthd_aligned(c, k0) && attn_bthd_aligned(c, v0))
+    if (kern == ATTN_KERNEL_FLASH_BTHD)
         return attn_fused_take(c, q0, k0, v0, mask, dropout_p, seed, offset, d, 1);
 #endif
-    (void)d;   /* the checks' dims: the fused path's only */
     /* elsewhere: into [B, H, T, Dh] and back (recorded ops: gradients flow) */
     Tensor *q = op_transpose12(c, q0), *k = op_transpose12(c, k0), *v = op_transpose12(c, v0);
-    Tensor *o = op_attention_at(c, q, k, v, mask, dropout_p, seed, offset);
+    Tensor *o = attn_bhtd_run(c, kern, q, k, v, mask, dropout_p, seed, offset, d);
     tensor_release(q);
     tensor_release(k);
     tensor_release(v);

@@ -6,16 +6,18 @@
  *   dx (+)= conv_backward_data(dy, w)     in the activation type
  *   dw  += conv_backward_filter(dy, x)    into w's gradient (f32 for parameters)
  *
- * Autocast (c->autocast = f16/bf16) as op_linear does it: an f32 x is cast
- * with a recorded op_cast, so its gradient flows back in f32; the weight is
- * cast unrecorded to the compute type (the low-precision working copy the
- * kernels read), and its gradient still lands in the f32 parameter.
+ * Autocast (c->autocast = f16/bf16; the policy: ops/autocast.h) as op_linear
+ * does it: an f32 x is cast with a recorded op_cast, so its gradient flows
+ * back in f32; the weight is cast unrecorded to the compute type (the
+ * low-precision working copy the kernels read), and its gradient still
+ * lands in the f32 parameter.
  */
 #include "conv2d.h"
 
 #include <limits.h>
 
 #include "engine/autograd.h"
+#include "autocast.h"
 #include "cpu_f32.h"
 #include "op_util.h"
 #include "ops.h"
@@ -97,15 +99,8 @@ Tensor *op_conv2d_ex(Ctx *c, Tensor *x0, Tensor *w0, int stride_h, int stride_w,
     Conv2dShape s = conv_op_shape(x0, w0, prm);
 
     /* autocast: x to the compute type (recorded), w read in it (unrecorded) */
-    Tensor *x;
-    if (c->autocast != DT_F32 && x0->dtype == DT_F32) x = op_cast(c, x0, c->autocast);
-    else { tensor_retain(x0); x = x0; }
-    Tensor *wl;
-    {
-        int g = ad_set_grad(c, 0);
-        wl = op_cast(c, w0, x->dtype);
-        ad_set_grad(c, g);
-    }
+    Tensor *x = autocast_cast_input(c, x0);
+    Tensor *wl = autocast_cast_weight(c, w0, x->dtype);
 
     int64_t yshape[4] = {s.N, s.P, s.Q, s.K};
     Tensor *y = tensor_new(c, x->dtype, 4, yshape);

@@ -3,7 +3,7 @@
  *
  * Shape letters: N ids (any shape, flattened), V vocabulary rows, D width.
  * The table is an f32 parameter [V, D]; the output is f32, or the autocast
- * type under autocast (the kernel rounds while it gathers: no cast op, no
+ * type under autocast (ops/autocast.h; the kernel rounds while it gathers: no cast op, no
  * copy of the table). Saved for the backward: the ids only (4 bytes a
  * position). Out-of-range ids: fatal on the CPU; on CUDA counted into the
  * device counter OP_FLAG_EMBEDDING_ID (ops/op_flags.h) and reported when
@@ -14,6 +14,7 @@
 #include "embedding.h"
 
 #include "engine/autograd.h"
+#include "autocast.h"
 #include "cpu_f32.h"
 #include "op_flags.h"
 #include "op_util.h"
@@ -76,7 +77,7 @@ Tensor *op_embedding(Ctx *c, Tensor *table, Tensor *ids)
     if (!table->data || !ids->data)
         ct_fatal("embedding: an input has been freed (used after release)");
     size_t V = (size_t)table->shape[0], D = (size_t)table->shape[1], N = ids->numel;
-    DType ot = c->autocast != DT_F32 ? c->autocast : DT_F32;
+    DType ot = autocast_dtype(c, table->dtype);   /* f32, or the autocast type */
     int64_t shape[CT_MAX_DIMS];
     for (int i = 0; i < ids->ndim; i++) shape[i] = ids->shape[i];
     shape[ids->ndim] = (int64_t)D;

@@ -1,5 +1,5 @@
 /* matmul_op.c — tensor ops matmul (2-D / batched 3-D) and linear, with
- * backward, autocast to f16/bf16, and TF32.
+ * backward, autocast to f16/bf16 (the policy: ops/autocast.h), and TF32.
  *
  * For Y = op_a(A) op_b(B) (op = optional transpose):
  *   dA = dY op_b(B)^T      (A stored K x M when transposed: dA = op_b(B) dY^T)
@@ -19,6 +19,7 @@
 
 #include "engine/autograd.h"
 #include "engine/settings.h"
+#include "autocast.h"
 #include "cpu_f32.h"
 #include "matmul.h"
 #include "op_util.h"
@@ -40,25 +41,6 @@ static void mm_run(Ctx *c, Tensor *C, Tensor *A, Tensor *B, int M, int N, int K,
     F32View va = f32_view(A, 1), vb = f32_view(B, 1), vc = f32_view(C, beta != 0.0f);
     matmul_cpu(vc.p, va.p, vb.p, M, N, K, ta, tb, 1.0f, beta, batch, sA, sB, sC);
     f32_done(&va, 0); f32_done(&vb, 0); f32_done(&vc, 1);
-}
-
-/* Cast for autocast: f32 -> the autocast type (recorded, so the gradient
- * flows back in f32); anything else is returned with a new reference. */
-static Tensor *autocast_in(Ctx *c, Tensor *x)
-{
-    if (c->autocast != DT_F32 && x->dtype == DT_F32) return op_cast(c, x, c->autocast);
-    tensor_retain(x);
-    return x;
-}
-
-/* t in type dt, unrecorded: the gradient reaches t's f32 buffer through the
- * op that reads the result; a parameter's AMP working copy is returned as is. */
-static Tensor *cast_unrecorded(Ctx *c, Tensor *t, DType dt)
-{
-    int g = ad_set_grad(c, 0);
-    Tensor *r = op_cast(c, t, dt);
-    ad_set_grad(c, g);
-    return r;
 }
 
 typedef struct MMShape {
@@ -137,7 +119,7 @@ Tensor *op_matmul(Ctx *c, Tensor *a0, Tensor *b0, int ta, int tb)
     op_check_float("matmul", b0);
     op_check_device("matmul", c, a0);
     op_check_device("matmul", c, b0);
-    Tensor *a = autocast_in(c, a0), *b = autocast_in(c, b0);
+    Tensor *a = autocast_cast_input(c, a0), *b = autocast_cast_input(c, b0);
     if (a->dtype != b->dtype)
         ct_fatal("matmul: operand types differ (%s vs %s); cast one first",
                  dtype_name(a->dtype), dtype_name(b->dtype));
@@ -175,14 +157,14 @@ static int linear_epilogue_wanted(void)
  * and cuBLASLt has an algorithm for it. Returns 1 when y holds the bias, 0
  * when the caller must still add it. The epilogue takes a bias of y's type
  * (ops/matmul_cuda.c): under autocast that is the parameter's AMP working
- * copy when there is one (op_cast returns it), else a cast of Out elements,
- * the same values the separate add would read. */
+ * copy when there is one (autocast_cast_weight returns it), else a cast of
+ * Out elements, the same values the separate add would read. */
 static int linear_gemm(Ctx *c, Tensor *y, Tensor *x, Tensor *wl, Tensor *bias, int R, int Out,
                        int In)
 {
     if (bias && c->device == DEV_CUDA && linear_epilogue_wanted()) {
 #ifdef CTRAIN_CUDA
-        Tensor *bl = cast_unrecorded(c, bias, y->dtype);
+        Tensor *bl = autocast_cast_weight(c, bias, y->dtype);
         int fused = matmul_cuda_bias(c->lt, matmul_plan_cache_get(c), c->workspace,
                                      c->workspace_bytes, c->stream, y->data, y->dtype, x->data,
                                      wl->data, x->dtype, bl->data, bl->dtype, R, Out, In, 0, 1,
@@ -237,9 +219,9 @@ Tensor *op_linear(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias)
     if (bias && (bias->ndim != 1 || bias->shape[0] != w0->shape[0]))
         ct_fatal("linear: bias %s does not match weight %s", tensor_desc(dx, 96, bias),
                  tensor_desc(dw, 96, w0));
-    Tensor *x = autocast_in(c, x0);
+    Tensor *x = autocast_cast_input(c, x0);
     /* the weight is read in x's type; its gradient lands in f32 in the buffer */
-    Tensor *wl = cast_unrecorded(c, w0, x->dtype);
+    Tensor *wl = autocast_cast_weight(c, w0, x->dtype);
     int R = (int)tensor_rows(x), In = (int)w0->shape[1], Out = (int)w0->shape[0];
     int64_t shape[CT_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];

@@ -1,10 +1,11 @@
 /* gpu_flash_attn.c — the fused (flash-style) attention of
  * ops/attention_fused.h against the CPU reference (ops/attention.h) and the
- * cuBLASLt path, for f32, f16 and bf16 storage, on both implementations:
- * the tensor-core kernels (ops/attention_fa_tc.cu: f16 / bf16, aligned
- * pointers) and the f32 FMA kernels (ops/attention_fused.cu: f32, and the
- * f16 / bf16 fallback, reached here by passing pointers 1 element off a
- * 16-byte boundary). Every check's name says which kernel ran ("tc" / "fma").
+ * cuBLASLt path, for f16 and bf16 storage (f32 attention has no fused
+ * kernel: the op runs it on the cuBLASLt path), on both implementations:
+ * the tensor-core kernels (ops/attention_fa_tc.cu: aligned pointers) and
+ * the FMA kernels (ops/attention_fused.cu: the fallback, reached here by
+ * passing pointers 1 element off a 16-byte boundary). Every check's name
+ * says which kernel ran ("tc" / "fma").
  *
  *   run:  make -j2 ARCH=90 build/tests/gpu_flash_attn && build/tests/gpu_flash_attn
  *         (CHECK_VERBOSE=1 prints every check and each relative error)
@@ -33,8 +34,8 @@
  *   - determinism (two eager runs bit-identical) and CUDA graphs: forward +
  *     backward captured once with rng_base, replayed with two base values,
  *     equal bit for bit to eager runs at the matching offsets;
- *   - the tensor op with CTRAIN_ATTN=fused against CTRAIN_ATTN=cublas
- *     through autograd (f32, bf16 and f16 autocast), and all memory returned;
+ *   - the tensor op on its default (flash) path against CTRAIN_ATTN=cublas
+ *     through autograd (bf16 and f16 autocast), and all memory returned;
  *   - the saved dropout mask (keep_out / keep_in): forward + backward with
  *     it = without it, bit for bit (out, lse, dq, dk, dv; T 17, 64, 130,
  *     512, Dh 64 / 128, p 0.1 and 0, padded masks, the FMA forward before
@@ -84,6 +85,9 @@
 #include "ops/attention_fused.h"
 #include "ops/dropout.h"
 #include "ops/ops.h"
+
+/* the storage types the fused kernels run (f32 attention: the cuBLASLt path) */
+static const DType half_types[2] = {DT_F16, DT_BF16};
 
 enum { MASK_NONE, MASK_BIG, MASK_INF, MASK_INF_FRONT };
 static const char *mask_name[4] = {"", " padded", " padded -inf", " front -inf"};
@@ -710,7 +714,7 @@ static void flash_save_mask_case(Ctx *g, DType dt, size_t B, size_t H, size_t T,
     free(q); free(k); free(v); free(dout); free(mask); free(drawn); free(saved); free(hk);
 }
 
-/* ---- the op: CTRAIN_ATTN=fused against CTRAIN_ATTN=cublas through autograd ---- */
+/* ---- the op: its flash path against CTRAIN_ATTN=cublas through autograd ---- */
 
 /* A recomputed segment: y = attention(x, k, v, mask) */
 typedef struct AttnSeg {
@@ -724,13 +728,15 @@ static Tensor *attn_segment(Ctx *c, void *arg, Tensor *x)
     return op_attention(c, x, s->k, s->v, s->mask, s->p);
 }
 
-/* y = attention(q, k, v, mask) under `path` (as a recomputed segment when
- * `recompute`), then loss = sum(y * w) backward. *held (when not NULL): the
- * bytes the forward left allocated (out, the node's saved tensors). */
+/* y = attention(q, k, v, mask) under CTRAIN_ATTN=`path` (NULL: unset, the
+ * default kernel choice; as a recomputed segment when `recompute`), then
+ * loss = sum(y * w) backward. *held (when not NULL): the bytes the forward
+ * left allocated (out, the node's saved tensors). */
 static Tensor *op_run(Ctx *g, const char *path, Tensor *q, Tensor *k, Tensor *v, Tensor *m,
                       const float *w, float p, int recompute, size_t *held)
 {
-    setenv("CTRAIN_ATTN", path, 1);
+    if (path) setenv("CTRAIN_ATTN", path, 1);
+    else unsetenv("CTRAIN_ATTN");
     g->rng_offset = 4242;
     const size_t before = g->mem.current;
     AttnSeg seg = {k, v, m, p};
@@ -789,13 +795,13 @@ static void opin_done(Ctx *g, OpIn *in, Tensor **y, Tensor *(*t)[4], int runs, s
     free(in->q); free(in->k); free(in->v); free(in->w); free(in->mask);
 }
 
-/* autocast: DT_F32 (off), DT_BF16 or DT_F16 */
+/* autocast: DT_BF16 or DT_F16 (the flash path's types) */
 static void flash_op_case(Ctx *g, DType autocast, size_t B, size_t H, size_t T, size_t Dh)
 {
     OpIn in = opin_make(B, H, T, Dh);
     const size_t base = g->mem.current;
     Tensor *t[2][4], *y[2];
-    const char *path[2] = {"cublas", "fused"};
+    const char *path[2] = {"cublas", NULL};   /* NULL: the default, the flash kernels */
     g->autocast = autocast;
     for (int f = 0; f < 2; f++) {
         opin_tensors(g, &in, t[f]);
@@ -804,11 +810,10 @@ static void flash_op_case(Ctx *g, DType autocast, size_t B, size_t H, size_t T, 
     g->autocast = DT_F32;
     /* both paths round to the compute type: their difference is within twice
      * each one's distance to the exact result */
-    const double nt = autocast == DT_F32 ? 1e-5 : 2.0 * tol_norm(autocast);
+    const double nt = 2.0 * tol_norm(autocast);
     char name[192], sfx[96];
-    snprintf(sfx, sizeof sfx, " [%s] %s (%zu,%zu,%zu,%zu)",
-             autocast == DT_F32 ? "fma" : kernel_of(g, autocast, Dh, 0),
-             autocast == DT_F32 ? "f32" : dtype_name(autocast), B, H, T, Dh);
+    snprintf(sfx, sizeof sfx, " [%s] %s (%zu,%zu,%zu,%zu)", kernel_of(g, autocast, Dh, 0),
+             dtype_name(autocast), B, H, T, Dh);
     snprintf(name, sizeof name, "gpu.flash.op.out fused = cublas%s", sfx);
     cmp_tensors(name, y[1], y[0], 0, 0, nt);
     const char *gn[3] = {"dq", "dk", "dv"};
@@ -858,15 +863,14 @@ static void flash_op_save_mask_case(Ctx *g, DType autocast, size_t B, size_t H, 
         setenv("CTRAIN_ATTN_SAVE_MASK", f ? "1" : "0", 1);
         attention_fused_save_mask_reread();
         opin_tensors(g, &in, t[f]);
-        y[f] = op_run(g, "fused", t[f][0], t[f][1], t[f][2], t[f][3], in.w, p, f == 2, &held[f]);
+        y[f] = op_run(g, NULL, t[f][0], t[f][1], t[f][2], t[f][3], in.w, p, f == 2, &held[f]);
     }
     unsetenv("CTRAIN_ATTN_SAVE_MASK");
     attention_fused_save_mask_reread();
     g->autocast = DT_F32;
     char name[192], sfx[128];
-    snprintf(sfx, sizeof sfx, " [%s] %s (%zu,%zu,%zu,%zu) p %g",
-             autocast == DT_F32 ? "fma" : kernel_of(g, autocast, Dh, 0),
-             autocast == DT_F32 ? "f32" : dtype_name(autocast), B, H, T, Dh, (double)p);
+    snprintf(sfx, sizeof sfx, " [%s] %s (%zu,%zu,%zu,%zu) p %g", kernel_of(g, autocast, Dh, 0),
+             dtype_name(autocast), B, H, T, Dh, (double)p);
     const char *gn[3] = {"dq", "dk", "dv"};
     for (int f = 1; f < 3; f++) {
         snprintf(name, sizeof name, "gpu.flash.op.out CTRAIN_ATTN_SAVE_MASK%s = =0%s", runs[f],
@@ -1055,8 +1059,8 @@ int main(void)
            ctx_device_name(&gpu), attention_fa_tc_supports(&gpu, DT_BF16, 64) ? "on" : "OFF");
     if (!getenv("CTRAIN_FLASH_BENCH_ONLY")) { /* CTRAIN_FLASH_BENCH_ONLY=1: timings alone */
         const size_t Ts[6] = {1, 17, 64, 128, 130, 512};
-        for (int t = 0; t < 3; t++) {
-            const DType dt = gpu_float_types[t];
+        for (int t = 0; t < 2; t++) {
+            const DType dt = half_types[t];
             for (int ti = 0; ti < 6; ti++) {
                 const size_t T = Ts[ti], H = T >= 512 ? 2 : 2 + (size_t)ti % 3;
                 flash_case(&gpu, dt, 2, H, T, 64, 0.0f, MASK_NONE, 0);
@@ -1071,37 +1075,32 @@ int main(void)
             flash_case(&gpu, dt, 2, 2, 77, 128, 0.1f, MASK_BIG, 0);
             flash_case(&gpu, dt, 2, 2, 130, 64, 0.1f, MASK_INF_FRONT, 0);
             flash_case(&gpu, dt, 2, 2, 200, 128, 0.0f, MASK_INF_FRONT, 0);
-            if (dt != DT_F32) { /* the FMA fallback for f16 / bf16 */
-                flash_case(&gpu, dt, 2, 2, 17, 64, 0.1f, MASK_BIG, 1);
-                flash_case(&gpu, dt, 2, 2, 130, 128, 0.0f, MASK_INF, 1);
-                flash_case(&gpu, dt, 2, 3, 64, 32, 0.1f, MASK_NONE, 1);
-            }
+            /* the FMA fallback */
+            flash_case(&gpu, dt, 2, 2, 17, 64, 0.1f, MASK_BIG, 1);
+            flash_case(&gpu, dt, 2, 2, 130, 128, 0.0f, MASK_INF, 1);
+            flash_case(&gpu, dt, 2, 3, 64, 32, 0.1f, MASK_NONE, 1);
             flash_dropout_bits_case(&gpu, dt, 2, 3, 61, 64, 0.1f);  /* T % 4 != 0 */
             flash_dropout_bits_case(&gpu, dt, 2, 3, 64, 64, 0.1f);  /* T % 4 == 0 */
             flash_dropout_bits_case(&gpu, dt, 1, 2, 128, 128, 0.3f); /* two key tiles */
         }
-        flash_dropout_bits_case(&gpu, DT_F32, 2, 2, 32, 32, 0.5f);
         /* BERT-base's shape */
         flash_case(&gpu, DT_BF16, 2, 12, 128, 64, 0.1f, MASK_BIG, 0);
         flash_case(&gpu, DT_F16, 2, 12, 128, 64, 0.1f, MASK_BIG, 0);
         /* determinism and CUDA graphs */
         flash_graph_case(&gpu, DT_BF16, 2, 3, 130, 64, 0.1f);
         flash_graph_case(&gpu, DT_F16, 2, 2, 200, 128, 0.1f);
-        flash_graph_case(&gpu, DT_F32, 2, 3, 130, 64, 0.1f);
         /* the op through autograd */
-        flash_op_case(&gpu, DT_F32, 2, 3, 20, 32);
         flash_op_case(&gpu, DT_BF16, 2, 3, 20, 32);
         flash_op_case(&gpu, DT_BF16, 2, 4, 128, 64);
         flash_op_case(&gpu, DT_F16, 2, 4, 128, 64);
         flash_op_case(&gpu, DT_BF16, 2, 2, 130, 128);
         /* the saved dropout mask: kernels, then the op */
         const size_t Tm[4] = {17, 64, 130, 512};
-        for (int t = 0; t < 3; t++) {
-            const DType dt = gpu_float_types[t];
+        for (int t = 0; t < 2; t++) {
+            const DType dt = half_types[t];
             for (int ti = 0; ti < 4; ti++)
                 for (int dh = 64; dh <= 128; dh *= 2) {
                     const size_t T = Tm[ti], H = T >= 512 ? 2 : 3;
-                    if (dt == DT_F32 && T > 130) continue; /* the FMA kernels: slow, same code */
                     flash_save_mask_case(&gpu, dt, 2, H, T, (size_t)dh, 0.1f, MASK_BIG, 0);
                     flash_save_mask_case(&gpu, dt, 2, H, T, (size_t)dh, 0.0f, MASK_BIG, 0);
                     if (T <= 130)
@@ -1109,11 +1108,10 @@ int main(void)
                 }
             flash_save_mask_case(&gpu, dt, 2, 2, 130, 64, 0.1f, MASK_INF_FRONT, 0);
             flash_save_mask_case(&gpu, dt, 2, 2, 17, 64, 0.1f, MASK_NONE, 0);
-            if (dt != DT_F32) { /* FMA forward, then FMA or tensor-core backward */
-                flash_save_mask_case(&gpu, dt, 2, 2, 130, 64, 0.1f, MASK_BIG, 1);
-                flash_save_mask_case(&gpu, dt, 2, 2, 130, 64, 0.1f, MASK_INF, 2);
-                flash_save_mask_case(&gpu, dt, 2, 2, 17, 128, 0.1f, MASK_BIG, 2);
-            }
+            /* FMA forward, then FMA or tensor-core backward */
+            flash_save_mask_case(&gpu, dt, 2, 2, 130, 64, 0.1f, MASK_BIG, 1);
+            flash_save_mask_case(&gpu, dt, 2, 2, 130, 64, 0.1f, MASK_INF, 2);
+            flash_save_mask_case(&gpu, dt, 2, 2, 17, 128, 0.1f, MASK_BIG, 2);
         }
         /* [B, T, H, Dh] in and out (BERT's heads by a reshape alone) */
         flash_op_bthd_case(&gpu, DT_BF16, 2, 4, 128, 64, 0.1f, 0);
@@ -1125,7 +1123,6 @@ int main(void)
         flash_op_save_mask_case(&gpu, DT_BF16, 2, 4, 128, 64, 0.1f);
         flash_op_save_mask_case(&gpu, DT_F16, 2, 2, 130, 128, 0.1f);
         flash_op_save_mask_case(&gpu, DT_BF16, 2, 3, 20, 32, 0.0f);
-        flash_op_save_mask_case(&gpu, DT_F32, 2, 3, 20, 32, 0.1f);
     }
     if (getenv("CTRAIN_FLASH_BENCH") || getenv("CTRAIN_FLASH_BENCH_ONLY")) {
         const DType dts[2] = {DT_BF16, DT_F16};

@@ -9,8 +9,7 @@
  *       CTRAIN_CONV_NONDETERMINISTIC=0 reads as off;
  *   (d) no source file under engine ops models data train calls getenv()
  *       but engine/settings.c and the data-parallel parser's lookup
- *       (train/parallel/dist_env.c), apart from the files in
- *       being_converted below.
+ *       (train/parallel/dist_env.c).
  * Runs from the repository root (as `make test` runs it).
  */
 #include <dirent.h>
@@ -291,21 +290,9 @@ static void test_fatal(void)
 
 /* ---- (d) getenv() only here ---- */
 
-/* Files that still read the environment themselves (getenv or engine/env.h's
- * env_switch) while their owners convert them to the settings accessors;
- * each variable is declared in the table already. Being converted: this
- * list is to end up holding only its NULL. */
-static const char *being_converted[] = {
-    "ops/attention_op.c",       /* CTRAIN_ATTN                        -> setting_choice(SET_ATTN) */
-    "ops/attention_fused.cu",   /* CTRAIN_ATTN_SAVE_MASK              -> setting_switch */
-    NULL,
-};
-
 /* For good: the table's parser, and the data-parallel parser's lookup
  * callback (tests pass a table instead of the environment). */
 static const char *allowed[] = {"engine/settings.c", "train/parallel/dist_env.c"};
-
-static int converting_seen[sizeof being_converted / sizeof being_converted[0]];
 
 /* src with its comments and string literals blanked, so only calls count. */
 static void blank_comments(char *s)
@@ -386,21 +373,14 @@ static int scan_dir(const char *dir)
         blank_comments(src);
         int line = calls(src, "getenv");
         if (!line) line = calls(src, "secure_getenv");
-        int sw = calls(src, "env_switch");
         free(src);
         int ok = 0;
         for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++) ok |= !strcmp(path, allowed[i]);
-        for (size_t i = 0; being_converted[i]; i++)
-            if (!strcmp(path, being_converted[i])) {
-                ok = 1;
-                converting_seen[i] |= line || sw;
-            }
-        if (!strcmp(path, "engine/env.h")) sw = 0;   /* the declaration */
-        if (ok || (!line && !sw)) continue;
+        if (ok || !line) continue;
         char name[1100];
         snprintf(name, sizeof name, "no_getenv.%s", path);
         check_true(name, 0, "%s:%d reads the environment itself: declare the variable in "
-                   "engine/settings.c and read it with setting_*(SET_...)", path, line ? line : sw);
+                   "engine/settings.c and read it with setting_*(SET_...)", path, line);
     }
     closedir(d);
     return files;
@@ -422,12 +402,6 @@ static void test_no_getenv(void)
     check_true("no_getenv.sources_found", files > 50, "only %d source files seen", files);
     if (check_failed_ == failed_before)
         check_true("no_getenv.only_settings_c", 1, NULL);
-    for (size_t i = 0; being_converted[i]; i++) {
-        char name[160];
-        snprintf(name, sizeof name, "no_getenv.still_converting.%s", being_converted[i]);
-        check_true(name, converting_seen[i], "%s no longer reads the environment: take it off "
-                   "being_converted in tests/test_settings.c", being_converted[i]);
-    }
 }
 
 int main(void)
