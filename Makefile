@@ -1,6 +1,7 @@
 # ctrain — one Makefile.
 #   make            build build/ctrain and the test programs
-#   make test       build, then run the CPU tests (ends with "N passed, N failed")
+#   make test       build, then run the CPU tests and the layering check
+#                   (scripts/check_layers.py); ends with "N passed, N failed"
 #   make test-gpu   build, then run the GPU tests (needs a CUDA device) and the
 #                   tokenizer parity with transformers (scripts/tokenizer_parity.py)
 #   make CUDA=0     CPU-only build, even where nvcc, cuDNN and cuBLAS exist
@@ -85,7 +86,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDLIBS)
 
 test: $(BIN) $(TEST_CPU_BINS)
-	@sh tests/run.sh $(TEST_CPU_BINS)
+	@sh tests/run.sh $(TEST_CPU_BINS) scripts/check_layers.py
 
 test-gpu: $(BIN) $(TEST_GPU_BINS)
 	@if [ "$(CUDA)" != 1 ]; then echo "make test-gpu: this build has no CUDA backend (nvcc, cuDNN, cuBLAS or NCCL missing, or CUDA=0)"; exit 1; fi

@@ -1,7 +1,7 @@
 /* ctx.h — the device context every op receives.
  *
  * One Ctx per process and device. It holds what ops need and must not keep
- * in globals (STYLE.md rule 9): the device kind, the CUDA stream, the
+ * in globals (no op keeps hidden state: the context is passed in): the device kind, the CUDA stream, the
  * cuBLASLt and cuDNN handles, the one shared workspace, the memory pool and
  * its statistics, the autograd tape and grad mode, the autocast dtype and
  * TF32 switch, the Philox RNG position, and the data-parallel hooks.
@@ -21,6 +21,11 @@
  *     with that report. Which slot means what is decided in ops/op_flags.h.
  *
  * CPU contexts have no stream or handles; ops run synchronously on the host.
+ *
+ * This header is the bottom of the engine: memory (mem.h), tensors and the
+ * tape include it for the struct. The functions declared here live in
+ * engine/context.c, which sits above memory and autograd (it allocates the
+ * workspace and makes the tape), so no circle runs through the context.
  */
 #ifndef CTRAIN_CTX_H
 #define CTRAIN_CTX_H
@@ -144,7 +149,10 @@ void *ctx_cache_get(const Ctx *c, const CtxCacheKind *kind);
  * release order); obj NULL: the owner has released it itself, ctx_free
  * skips it. */
 void ctx_cache_set(Ctx *c, const CtxCacheKind *kind, void *obj);
-const char *ctx_device_name(const Ctx *c);
+static inline const char *ctx_device_name(const Ctx *c)
+{
+    return c->device == DEV_CUDA ? "cuda" : "cpu";
+}
 #ifdef CTRAIN_CUDA
 /* The shared workspace, grown to at least `bytes` (cuDNN algorithms ask
  * for more than the default). Growing frees and reallocates, so it must

@@ -71,7 +71,7 @@ void ct_check_failed(const char *file, int line, const char *call,
     } while (0)
 
 /* All four libraries report success as status 0; the message function turns
- * the status into the library's own words (engine/error.c, engine/cuda_ctx.c). */
+ * the status into the library's own words (engine/error.c, engine/cuda_errors.c). */
 #define CT_LIB_CHECK(lib, call, msgfn)                                         \
     do {                                                                       \
         int ct_status_ = (int)(call);                                          \

@@ -17,7 +17,7 @@ its header are one node ("ops/gelu" = gelu.c + gelu.cu + gelu.h), so a
 module's CPU and CUDA halves are one room.
 
 Usage:
-    scripts/check_layers.py            check the tree (ends "N passed, N failed")
+    scripts/check_layers.py            self-test, then check the tree (ends "N passed, N failed")
     scripts/check_layers.py --graph    also print every arrow between folders
     scripts/check_layers.py --self-test
 Exit status 0 when every rule holds.
@@ -194,8 +194,8 @@ def circles(edges):
     return out
 
 
-def check(files, show_graph=False):
-    """Returns (passed, failed) and prints each failure."""
+def check(files, show_graph=False, say=print):
+    """Returns (passed, failed); says each rule's outcome (say=print)."""
     edges = arrows(files)
     passed = failed = 0
     upward = []
@@ -210,31 +210,31 @@ def check(files, show_graph=False):
     for fa, fb in sorted(between):
         ok = LAYERS[fa] > LAYERS[fb]
         if show_graph:
-            print(f"  {'ok ' if ok else 'UP '} {fa} -> {fb} ({len(between[(fa, fb)])} arrows)")
+            say(f"  {'ok ' if ok else 'UP '} {fa} -> {fb} ({len(between[(fa, fb)])} arrows)")
     if upward:
         failed += 1
-        print(f"FAIL layers: {len(upward)} arrow(s) run back up or sideways:")
+        say(f"FAIL layers: {len(upward)} arrow(s) run back up or sideways:")
         for a, b, why in upward:
-            print(f"  {a} -> {b}: {', '.join(why[:4])}")
+            say(f"  {a} -> {b}: {', '.join(why[:4])}")
     else:
         passed += 1
-        print(f"ok   layers: {sum(len(v) for v in between.values())} arrows between folders, all downward")
+        say(f"ok   layers: {sum(len(v) for v in between.values())} arrows between folders, all downward")
     circ = circles(edges)
     if circ:
         failed += 1
-        print(f"FAIL circles: {len(circ)} circle(s) of files:")
+        say(f"FAIL circles: {len(circ)} circle(s) of files:")
         for c in circ:
-            print("  " + " <-> ".join(c))
+            say("  " + " <-> ".join(c))
     else:
         passed += 1
-        print(f"ok   circles: none among {len({n for e in edges for n in e})} files")
+        say(f"ok   circles: none among {len({n for e in edges for n in e})} files")
     eng = [(a, b) for (a, b) in edges if folder_of(a) == "engine" and folder_of(b) != "engine"]
     if eng:
         failed += 1
-        print("FAIL engine: engine/ uses " + ", ".join(sorted({b for _, b in eng})))
+        say("FAIL engine: engine/ uses " + ", ".join(sorted({b for _, b in eng})))
     else:
         passed += 1
-        print("ok   engine: uses nothing outside engine/")
+        say("ok   engine: uses nothing outside engine/")
     return passed, failed
 
 
@@ -262,27 +262,31 @@ def self_test():
     expect("call arrow", ("models/mlp", "ops/gelu") in e)
     expect("comment is no call", all("gelu_cuda" not in w for ws in e.values() for w in ws))
     expect("module is one node", ("ops/gelu", "ops/gelu") not in e)
-    p, f = check(tree)
+    quiet = lambda *a: None
+    p, f = check(tree, say=quiet)
     expect("clean tree passes", f == 0 and p == 3)
     bad = dict(tree)
     bad["engine/ctx.c"] = '#include "ctx.h"\n#include "ops/gelu.h"\nint ctx_init(void)\n{\n    return 0;\n}\n'
-    p, f = check(bad)
+    p, f = check(bad, say=quiet)
     expect("upward include fails", f == 3)  # layers, the circle it makes, engine
     loop = dict(tree)
     loop["models/a.c"] = "int a_f(void)\n{\n    return b_f();\n}\n"
     loop["models/b.c"] = "int b_f(void)\n{\n    return a_f();\n}\n"
     expect("circle found", circles(arrows(loop)) == [["models/a", "models/b"]])
     expect("strip keeps lines", strip_comments_and_strings("a /* x\ny */ b").count("\n") == 1)
-    print(f"{passed} passed, {failed} failed")
-    return failed == 0
+    return passed, failed
 
 
 def main():
+    """The self-test (on a small made-up tree), then the real tree."""
+    sp, sf = self_test()
     if "--self-test" in sys.argv:
-        sys.exit(0 if self_test() else 1)
+        print(f"{sp} passed, {sf} failed")
+        sys.exit(0 if sf == 0 else 1)
+    print(f"ok   self-test: {sp} checks of the checker" if sf == 0 else f"FAIL self-test: {sf} of {sp + sf}")
     p, f = check(read_tree(ROOT), show_graph="--graph" in sys.argv)
-    print(f"{p} passed, {f} failed")
-    sys.exit(0 if f == 0 else 1)
+    print(f"{p + sp} passed, {f + sf} failed")
+    sys.exit(0 if f + sf == 0 else 1)
 
 
 if __name__ == "__main__":

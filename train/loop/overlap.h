@@ -16,7 +16,7 @@
  * gradient), so an update never changes what backward still uses.
  *
  * Priorities: the compute stream sits one level above the lowest
- * (engine/ctx.c), the update stream at the lowest, so the update's blocks
+ * (engine/context.c), the update stream at the lowest, so the update's blocks
  * take SMs that backward leaves idle and do not queue ahead of it; the
  * all-reduces' stream is the highest.
  *

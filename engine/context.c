@@ -1,6 +1,11 @@
-/* ctx.c — creating and tearing down the device context (stream, handles,
- * workspace, memory pool), its registry of op caches and its device error
- * counters. */
+/* context.c — the life of the device context (engine/ctx.h): creating and
+ * tearing it down (stream, handles, workspace, memory pool, the autograd
+ * tape), its registry of op caches and its device error counters.
+ *
+ * Why not ctx.c: ctx.h is the bottom of the engine (the struct every file
+ * receives, memory and autograd included), while the context's life uses
+ * memory (mem.c: the workspace, the counters) and autograd (the tape). Its
+ * own file keeps the arrows one way: ctx.h <- mem.c, autograd.c <- context.c. */
 #include "ctx.h"
 
 #include <stdlib.h>
@@ -41,8 +46,6 @@ int ctx_cuda_available(void)
     return 0;
 #endif
 }
-
-const char *ctx_device_name(const Ctx *c) { return c->device == DEV_CUDA ? "cuda" : "cpu"; }
 
 /* CTRAIN_MEM_LIMIT=24G (or 512M, 1.5G, plain bytes): behave as a card with
  * that much memory for what ctrain allocates, e.g. to find on a big card
