@@ -14,19 +14,6 @@ void ct_set_msg_prefix(const char *prefix)
 
 const char *ct_msg_prefix(void) { return msg_prefix; }
 
-void ct_fatal_hint(const char *hint, const char *fmt, ...)
-{
-    va_list ap;
-    fflush(stdout);
-    fprintf(stderr, "ctrain: %s", msg_prefix);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    if (hint) fprintf(stderr, "hint: %s\n", hint);
-    exit(1);
-}
-
 /* "ctrain: <prefix><msg>" and "hint: <hint>", after what stdout holds. */
 static void error_vprint(const char *hint, const char *fmt, va_list ap)
 {
@@ -36,6 +23,15 @@ static void error_vprint(const char *hint, const char *fmt, va_list ap)
     fputc('\n', stderr);
     if (hint) fprintf(stderr, "hint: %s\n", hint);
     fflush(stderr);
+}
+
+void ct_fatal_hint(const char *hint, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_vprint(hint, fmt, ap);
+    va_end(ap);
+    exit(1);
 }
 
 void ct_error_hint(const char *hint, const char *fmt, ...)

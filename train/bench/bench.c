@@ -370,7 +370,7 @@ static int session_probe(BenchSession *s, const BenchOptions *o, int want_ceilin
     if (rc != 0) {
         char why[256];
         bench_exit_reason(&ex, why, sizeof why);
-        fprintf(stderr, "ctrain: the machine probe failed (%s); continuing with what it reported\n", why);
+        ct_error("the machine probe failed (%s); continuing with what it reported", why);
     }
     int gpu = p->cuda_devices > 0;
     if (o->device_set && o->device == DEV_CUDA) {

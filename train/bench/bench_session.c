@@ -68,8 +68,8 @@ void bench_session_write_json(BenchSession *s)
     run.ceilings = s->probe.ceilings;
     run.n_ceilings = s->probe.n_ceilings;
     if (bench_json_write_file(s->json_path, &run) != 0)
-        fprintf(stderr, "ctrain: cannot write %s: %s\nhint: check that the folder exists and is writable\n",
-                s->json_path, strerror(errno));
+        ct_error_hint("check that the folder exists and is writable", "cannot write %s: %s",
+                      s->json_path, strerror(errno));
     free(res);
 }
 

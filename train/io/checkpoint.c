@@ -12,26 +12,12 @@
  */
 #include "checkpoint.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
 #include "engine/log.h"
 #include "engine/mem.h"
-
-static int ck_fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int ck_fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 const char *ckpt_hint(int status, int saving)
 {
@@ -84,7 +70,7 @@ int ckpt_save(const char *path, const ParamSet *ps, const CkptTensor *t, int n,
         scratch = (float *)malloc((maxn ? maxn : 1) * sizeof(float));
         bufs = (void **)calloc((size_t)ps->nb + 1, sizeof *bufs);
         if (!host || !scratch || !bufs) {
-            code = ck_fail(err, errlen, CKPT_ERR_IO, "cannot save %s: out of host memory", path);
+            code = ct_fail(err, errlen, CKPT_ERR_IO, "cannot save %s: out of host memory", path);
             goto done;
         }
         mem_to_host(ps->ctx, host, ps->data, ps->total * sizeof(float));
@@ -102,7 +88,7 @@ int ckpt_save(const char *path, const ParamSet *ps, const CkptTensor *t, int n,
             size_t bytes = bi->numel * dtype_size(bi->dtype);
             bufs[i] = malloc(bytes ? bytes : 1);
             if (!bufs[i]) {
-                code = ck_fail(err, errlen, CKPT_ERR_IO, "cannot save %s: out of host memory", path);
+                code = ct_fail(err, errlen, CKPT_ERR_IO, "cannot save %s: out of host memory", path);
                 break;
             }
             mem_to_host(ps->ctx, bufs[i], bi->t->data, bytes);
@@ -164,17 +150,17 @@ static int check_one(const StFile *f, Want *w, const char *who, char *err, size_
     char a[160], b[160];
     w->e = st_find(f, w->name);
     if (!w->e)
-        return ck_fail(err, errlen, CKPT_ERR_MISMATCH, "checkpoint %s has no tensor '%s' that %s "
+        return ct_fail(err, errlen, CKPT_ERR_MISMATCH, "checkpoint %s has no tensor '%s' that %s "
                        "needs", f->path, w->name, who);
     int same = w->e->ndim == w->ndim;
     for (int d = 0; d < w->ndim && same; d++) same = w->e->shape[d] == w->shape[d];
     if (!same)
-        return ck_fail(err, errlen, CKPT_ERR_MISMATCH, "checkpoint %s: tensor '%s' has shape %s in "
+        return ct_fail(err, errlen, CKPT_ERR_MISMATCH, "checkpoint %s: tensor '%s' has shape %s in "
                        "the file but %s needs %s", f->path, w->name,
                        st_shape_str(a, sizeof a, w->e->ndim, w->e->shape), who,
                        st_shape_str(b, sizeof b, w->ndim, w->shape));
     if (!dtype_fits(w->dtype, w->e->dtype))
-        return ck_fail(err, errlen, CKPT_ERR_MISMATCH, "checkpoint %s: tensor '%s' is %s in the "
+        return ct_fail(err, errlen, CKPT_ERR_MISMATCH, "checkpoint %s: tensor '%s' is %s in the "
                        "file but %s needs %s", f->path, w->name, w->e->dtype_name, who,
                        w->dtype == DT_F32 ? "F32 (or F16 / BF16)" : st_dtype_name(w->dtype));
     return CKPT_OK;
@@ -213,7 +199,7 @@ int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, 
     float *host = NULL, *tmp = NULL;
     void *scratch = NULL;
     size_t scap = 0;
-    if (!w) { code = ck_fail(err, errlen, CKPT_ERR_IO, "cannot load %s: out of host memory", path); goto done; }
+    if (!w) { code = ct_fail(err, errlen, CKPT_ERR_IO, "cannot load %s: out of host memory", path); goto done; }
     if (ps) {
         for (int i = 0; i < ps->n; i++)
             w[k++] = (Want){ps->p[i].name, DT_F32, ps->p[i].ndim, ps->p[i].shape, NULL};
@@ -230,7 +216,7 @@ int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, 
     if (code) goto done;
     present = nw - missing;
     if (missing && !present) {
-        code = ck_fail(err, errlen, CKPT_ERR_MISMATCH, "checkpoint %s holds none of the %d tensors "
+        code = ct_fail(err, errlen, CKPT_ERR_MISMATCH, "checkpoint %s holds none of the %d tensors "
                        "%s has (first: '%s')", path, nw, who, nw ? w[0].name : "");
         goto done;
     }
@@ -243,7 +229,7 @@ int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, 
             int found = 0;
             for (int q = 0; q < nw && !found; q++) found = strcmp(w[q].name, f.e[i].name) == 0;
             if (!found)
-                code = ck_fail(err, errlen, CKPT_ERR_EXTRA, "checkpoint %s holds tensor '%s' that "
+                code = ct_fail(err, errlen, CKPT_ERR_EXTRA, "checkpoint %s holds tensor '%s' that "
                                "%s does not have (%d tensors in the file, %d expected)", path,
                                f.e[i].name, who, f.n, nw);
         }
@@ -259,7 +245,7 @@ int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, 
         host = (float *)malloc((ps->total ? ps->total : 1) * sizeof(float));
         tmp = (float *)malloc(maxn * sizeof(float));
         if (!host || !tmp) {
-            code = ck_fail(err, errlen, CKPT_ERR_IO, "cannot load %s: out of host memory", path);
+            code = ct_fail(err, errlen, CKPT_ERR_IO, "cannot load %s: out of host memory", path);
             goto done;
         }
         /* the block goes back whole: parameters the file lacks keep their values */
@@ -290,7 +276,7 @@ int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, 
         if (w[k].e && fill(t[i].data, t[i].dtype, w[k].e, &scratch, &scap)) goto oom;
     goto done;
 oom:
-    code = ck_fail(err, errlen, CKPT_ERR_IO, "cannot load %s: out of host memory", path);
+    code = ct_fail(err, errlen, CKPT_ERR_IO, "cannot load %s: out of host memory", path);
 done:
     free(w);
     free(host);

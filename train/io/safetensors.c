@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "engine/error.h"
 #include "jsonw.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -54,19 +54,6 @@ const char *st_shape_str(char *buf, size_t len, int ndim, const int64_t *shape)
         o += (size_t)snprintf(buf + o, len - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
     if (o < len) snprintf(buf + o, len - o, "]");
     return buf;
-}
-
-static int st_fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int st_fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
 }
 
 static char *st_strdup(const char *s)
@@ -105,32 +92,32 @@ int st_writer_add(StWriter *w, const char *name, DType dt, int ndim, const int64
                   const void *data, char *err, size_t errlen)
 {
     if (!name[0] || strcmp(name, "__metadata__") == 0)
-        return st_fail(err, errlen, ST_ERR_ARG, "safetensors: invalid tensor name '%s'", name);
+        return ct_fail(err, errlen, ST_ERR_ARG, "safetensors: invalid tensor name '%s'", name);
     if (ndim < 0 || ndim > ST_MAX_DIMS)
-        return st_fail(err, errlen, ST_ERR_ARG, "safetensors: tensor '%s' has %d dims (at most %d)",
+        return ct_fail(err, errlen, ST_ERR_ARG, "safetensors: tensor '%s' has %d dims (at most %d)",
                        name, ndim, ST_MAX_DIMS);
     if (!st_dtype_name(dt))
-        return st_fail(err, errlen, ST_ERR_ARG, "safetensors: tensor '%s': dtype %s has no name "
+        return ct_fail(err, errlen, ST_ERR_ARG, "safetensors: tensor '%s': dtype %s has no name "
                        "in the format", name, dtype_name(dt));
     for (int i = 0; i < w->n; i++)
         if (strcmp(w->e[i].name, name) == 0)
-            return st_fail(err, errlen, ST_ERR_ARG, "safetensors: tensor '%s' added twice", name);
+            return ct_fail(err, errlen, ST_ERR_ARG, "safetensors: tensor '%s' added twice", name);
     size_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0 || __builtin_mul_overflow(numel, (size_t)shape[i], &numel))
-            return st_fail(err, errlen, ST_ERR_ARG, "safetensors: tensor '%s' has a bad shape", name);
+            return ct_fail(err, errlen, ST_ERR_ARG, "safetensors: tensor '%s' has a bad shape", name);
     }
     if (w->n == w->cap) {
         int cap = w->cap ? 2 * w->cap : 64;
         StWriteEntry *e = (StWriteEntry *)realloc(w->e, (size_t)cap * sizeof *e);
-        if (!e) return st_fail(err, errlen, ST_ERR_IO, "safetensors: out of host memory");
+        if (!e) return ct_fail(err, errlen, ST_ERR_IO, "safetensors: out of host memory");
         w->e = e;
         w->cap = cap;
     }
     StWriteEntry *e = &w->e[w->n];
     memset(e, 0, sizeof *e);
     e->name = st_strdup(name);
-    if (!e->name) return st_fail(err, errlen, ST_ERR_IO, "safetensors: out of host memory");
+    if (!e->name) return ct_fail(err, errlen, ST_ERR_IO, "safetensors: out of host memory");
     e->dtype = dt;
     e->ndim = ndim;
     for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
@@ -143,21 +130,21 @@ int st_writer_add(StWriter *w, const char *name, DType dt, int ndim, const int64
 int st_writer_meta(StWriter *w, const char *key, const char *value, char *err, size_t errlen)
 {
     if (strcmp(key, CRC_KEY) == 0)
-        return st_fail(err, errlen, ST_ERR_ARG, "safetensors: metadata key '%s' is reserved", key);
+        return ct_fail(err, errlen, ST_ERR_ARG, "safetensors: metadata key '%s' is reserved", key);
     for (int i = 0; i < w->nmeta; i++)
         if (strcmp(w->meta[2 * i], key) == 0)
-            return st_fail(err, errlen, ST_ERR_ARG, "safetensors: metadata key '%s' set twice", key);
+            return ct_fail(err, errlen, ST_ERR_ARG, "safetensors: metadata key '%s' set twice", key);
     if (w->nmeta == w->metacap) {
         int cap = w->metacap ? 2 * w->metacap : 8;
         char **m = (char **)realloc(w->meta, (size_t)cap * 2 * sizeof *m);
-        if (!m) return st_fail(err, errlen, ST_ERR_IO, "safetensors: out of host memory");
+        if (!m) return ct_fail(err, errlen, ST_ERR_IO, "safetensors: out of host memory");
         w->meta = m;
         w->metacap = cap;
     }
     char *k = st_strdup(key), *v = st_strdup(value);
     if (!k || !v) {
         free(k); free(v);
-        return st_fail(err, errlen, ST_ERR_IO, "safetensors: out of host memory");
+        return ct_fail(err, errlen, ST_ERR_IO, "safetensors: out of host memory");
     }
     w->meta[2 * w->nmeta] = k;
     w->meta[2 * w->nmeta + 1] = v;
@@ -229,7 +216,7 @@ int st_writer_write(const StWriter *w, const char *path, char *err, size_t errle
     uint64_t *begin = (uint64_t *)malloc(((size_t)w->n + 1) * sizeof *begin);
     if (!order || !begin) {
         free(order); free(begin);
-        return st_fail(err, errlen, ST_ERR_IO, "cannot write %s: out of host memory", path);
+        return ct_fail(err, errlen, ST_ERR_IO, "cannot write %s: out of host memory", path);
     }
     int k = 0;
     uint64_t off = 0;
@@ -275,14 +262,14 @@ int st_writer_write(const StWriter *w, const char *path, char *err, size_t errle
     free(begin);
     if (h.oom) {
         free(order); jsonw_free(&h);
-        return st_fail(err, errlen, ST_ERR_IO, "cannot write %s: out of host memory", path);
+        return ct_fail(err, errlen, ST_ERR_IO, "cannot write %s: out of host memory", path);
     }
 
     size_t tlen = strlen(path) + 32;
     char *tmp = (char *)malloc(tlen);
     if (!tmp) {
         free(order); jsonw_free(&h);
-        return st_fail(err, errlen, ST_ERR_IO, "cannot write %s: out of host memory", path);
+        return ct_fail(err, errlen, ST_ERR_IO, "cannot write %s: out of host memory", path);
     }
     snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
     uint64_t total = 8 + h.len + off;
@@ -290,12 +277,12 @@ int st_writer_write(const StWriter *w, const char *path, char *err, size_t errle
     Out o = {NULL, 0, fail_writes_after};
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) {
-        code = st_fail(err, errlen, ST_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+        code = ct_fail(err, errlen, ST_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
         goto done;
     }
     o.f = fdopen(fd, "wb");
     if (!o.f) {
-        code = st_fail(err, errlen, ST_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+        code = ct_fail(err, errlen, ST_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
         close(fd);
         goto fail;
     }
@@ -308,30 +295,30 @@ int st_writer_write(const StWriter *w, const char *path, char *err, size_t errle
     }
     if (!bad && fflush(o.f) != 0) bad = 1;
     if (bad) {
-        code = st_fail(err, errlen, ST_ERR_IO, "cannot write %s: %s (after %llu of %llu bytes); "
+        code = ct_fail(err, errlen, ST_ERR_IO, "cannot write %s: %s (after %llu of %llu bytes); "
                        "%s was left as it was", tmp, strerror(errno),
                        (unsigned long long)o.written, (unsigned long long)total, path);
         fclose(o.f);
         goto fail;
     }
     if (fsync(fileno(o.f)) != 0) {
-        code = st_fail(err, errlen, ST_ERR_IO, "cannot sync %s to disk: %s; %s was left as it was",
+        code = ct_fail(err, errlen, ST_ERR_IO, "cannot sync %s to disk: %s; %s was left as it was",
                        tmp, strerror(errno), path);
         fclose(o.f);
         goto fail;
     }
     if (fclose(o.f) != 0) {
-        code = st_fail(err, errlen, ST_ERR_IO, "cannot close %s: %s; %s was left as it was", tmp,
+        code = ct_fail(err, errlen, ST_ERR_IO, "cannot close %s: %s; %s was left as it was", tmp,
                        strerror(errno), path);
         goto fail;
     }
     if (rename(tmp, path) != 0) {
-        code = st_fail(err, errlen, ST_ERR_IO, "cannot rename %s to %s: %s; %s was left as it was",
+        code = ct_fail(err, errlen, ST_ERR_IO, "cannot rename %s to %s: %s; %s was left as it was",
                        tmp, path, strerror(errno), path);
         goto fail;
     }
     if (sync_dir_of(path) != 0)
-        code = st_fail(err, errlen, ST_ERR_IO, "wrote %s but could not sync its directory: %s "
+        code = ct_fail(err, errlen, ST_ERR_IO, "wrote %s but could not sync its directory: %s "
                        "(the new file may not survive a crash)", path, strerror(errno));
     goto done;
 fail:
@@ -356,7 +343,7 @@ typedef struct Json {
 
 static int json_err(Json *j, const char *what)
 {
-    return st_fail(j->err, j->errlen, ST_ERR_FORMAT,
+    return ct_fail(j->err, j->errlen, ST_ERR_FORMAT,
                    "%s: JSON syntax error at byte %zu of the header (file offset %zu): %s",
                    j->path, j->pos, j->pos + 8, what);
 }
@@ -606,7 +593,7 @@ static int parse_entry(Json *j, StEntry *e)
                     for (size_t i = 0; i < N_ST_DTYPES; i++)
                         if (strcmp(st_dtypes[i].name, dt) == 0) d = &st_dtypes[i];
                     if (!d) {
-                        r = st_fail(j->err, j->errlen, ST_ERR_FORMAT,
+                        r = ct_fail(j->err, j->errlen, ST_ERR_FORMAT,
                                     "%s: tensor '%s' has unknown dtype \"%s\" (known: F32 F16 BF16 "
                                     "I64 I32 U8 F64 I16 I8 U16 U32 U64 BOOL F8_*)", j->path,
                                     e->name, dt);
@@ -647,7 +634,7 @@ static int parse_entry(Json *j, StEntry *e)
     }
     j->pos++;
     if (!have_dtype || !have_shape || !have_off)
-        return st_fail(j->err, j->errlen, ST_ERR_FORMAT,
+        return ct_fail(j->err, j->errlen, ST_ERR_FORMAT,
                        "%s: tensor '%s' (byte %zu of the header) has no \"%s\"", j->path, e->name,
                        at, !have_dtype ? "dtype" : !have_shape ? "shape" : "data_offsets");
     return ST_OK;
@@ -751,14 +738,14 @@ static int validate_offsets(StFile *f, char *err, size_t errlen)
         size_t numel = 1, bytes;
         for (int d = 0; d < e->ndim; d++)
             if (__builtin_mul_overflow(numel, (size_t)e->shape[d], &numel))
-                return st_fail(err, errlen, ST_ERR_FORMAT, "%s: tensor '%s' has an impossible shape %s",
+                return ct_fail(err, errlen, ST_ERR_FORMAT, "%s: tensor '%s' has an impossible shape %s",
                                f->path, e->name, st_shape_str(sh, sizeof sh, e->ndim, e->shape));
         if (__builtin_mul_overflow(numel, e->elem_size, &bytes))
-            return st_fail(err, errlen, ST_ERR_FORMAT, "%s: tensor '%s' has an impossible shape %s",
+            return ct_fail(err, errlen, ST_ERR_FORMAT, "%s: tensor '%s' has an impossible shape %s",
                            f->path, e->name, st_shape_str(sh, sizeof sh, e->ndim, e->shape));
         e->numel = numel;
         if (e->end < e->begin || e->end - e->begin != bytes)
-            return st_fail(err, errlen, ST_ERR_FORMAT, "%s: tensor '%s' is %s %s (%zu bytes) but its "
+            return ct_fail(err, errlen, ST_ERR_FORMAT, "%s: tensor '%s' is %s %s (%zu bytes) but its "
                            "data_offsets [%llu, %llu] hold %lld bytes", f->path, e->name,
                            e->dtype_name, st_shape_str(sh, sizeof sh, e->ndim, e->shape), bytes,
                            (unsigned long long)e->begin, (unsigned long long)e->end,
@@ -766,12 +753,12 @@ static int validate_offsets(StFile *f, char *err, size_t errlen)
         if (!last || e->end > last->end) last = e;
     }
     if (last && last->end > f->data_size)
-        return st_fail(err, errlen, ST_ERR_TRUNCATED, "%s is truncated: tensor '%s' ends at byte %llu "
+        return ct_fail(err, errlen, ST_ERR_TRUNCATED, "%s is truncated: tensor '%s' ends at byte %llu "
                        "of the data section but the file has only %zu bytes of data (file size "
                        "%zu, expected %llu)", f->path, last->name, (unsigned long long)last->end,
                        f->data_size, f->size, (unsigned long long)(8 + f->header_len + last->end));
     const StEntry **by_off = (const StEntry **)malloc(((size_t)f->n + 1) * sizeof *by_off);
-    if (!by_off) return st_fail(err, errlen, ST_ERR_IO, "%s: out of host memory", f->path);
+    if (!by_off) return ct_fail(err, errlen, ST_ERR_IO, "%s: out of host memory", f->path);
     for (int i = 0; i < f->n; i++) by_off[i] = &f->e[i];
     qsort(by_off, (size_t)f->n, sizeof *by_off, cmp_entry_off);
     uint64_t expect = 0;
@@ -779,17 +766,17 @@ static int validate_offsets(StFile *f, char *err, size_t errlen)
     for (int i = 0; i < f->n && !code; i++) {
         const StEntry *e = by_off[i];
         if (e->begin < expect)
-            code = st_fail(err, errlen, ST_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap in the "
+            code = ct_fail(err, errlen, ST_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap in the "
                            "data section", f->path, by_off[i - 1]->name, e->name);
         else if (e->begin > expect)
-            code = st_fail(err, errlen, ST_ERR_FORMAT, "%s: a gap of %llu bytes before tensor '%s' "
+            code = ct_fail(err, errlen, ST_ERR_FORMAT, "%s: a gap of %llu bytes before tensor '%s' "
                            "in the data section", f->path, (unsigned long long)(e->begin - expect),
                            e->name);
         expect = e->end;
     }
     free(by_off);
     if (!code && expect != f->data_size)
-        code = st_fail(err, errlen, ST_ERR_FORMAT, "%s: %llu bytes after the last tensor (the header "
+        code = ct_fail(err, errlen, ST_ERR_FORMAT, "%s: %llu bytes after the last tensor (the header "
                        "does not describe the whole file)", f->path,
                        (unsigned long long)(f->data_size - expect));
     return code;
@@ -802,12 +789,12 @@ static int verify_crc(const StFile *f, char *err, size_t errlen)
     char *end;
     unsigned long want = strtoul(s, &end, 16);
     if (strlen(s) != 8 || *end)
-        return st_fail(err, errlen, ST_ERR_FORMAT, "%s: metadata " CRC_KEY " is \"%s\", not 8 hex "
+        return ct_fail(err, errlen, ST_ERR_FORMAT, "%s: metadata " CRC_KEY " is \"%s\", not 8 hex "
                        "digits", f->path, s);
     uLong got = crc32_z(0L, Z_NULL, 0);
     if (f->data_size) got = crc32_z(got, f->data, f->data_size);
     if ((got & 0xffffffffUL) != want)
-        return st_fail(err, errlen, ST_ERR_CHECKSUM, "%s: checksum mismatch: the file is corrupt "
+        return ct_fail(err, errlen, ST_ERR_CHECKSUM, "%s: checksum mismatch: the file is corrupt "
                        "(stored crc32 %s, data section has %08lx)", f->path, s,
                        (unsigned long)got & 0xffffffffUL);
     return ST_OK;
@@ -817,23 +804,23 @@ int st_open(const char *path, StFile *f, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return st_fail(err, errlen, ST_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) return ct_fail(err, errlen, ST_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return st_fail(err, errlen, ST_ERR_IO, "cannot read %s: %s", path, strerror(e));
+        return ct_fail(err, errlen, ST_ERR_IO, "cannot read %s: %s", path, strerror(e));
     }
     if (S_ISDIR(st.st_mode)) {
         close(fd);
-        return st_fail(err, errlen, ST_ERR_IO, "cannot read %s: it is a directory", path);
+        return ct_fail(err, errlen, ST_ERR_IO, "cannot read %s: it is a directory", path);
     }
     f->path = st_strdup(path);
     f->size = (size_t)st.st_size;
     int code = ST_OK;
     if (f->size == 0) {
         close(fd);
-        code = st_fail(err, errlen, ST_ERR_FORMAT, "%s is empty (0 bytes), not a safetensors file", path);
+        code = ct_fail(err, errlen, ST_ERR_FORMAT, "%s is empty (0 bytes), not a safetensors file", path);
         goto fail;
     }
     void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -851,14 +838,14 @@ int st_open(const char *path, StFile *f, char *err, size_t errlen)
         if (!f->base || got != f->size) {
             int e = errno;
             close(fd);
-            code = st_fail(err, errlen, ST_ERR_IO, "cannot read %s: %s", path,
+            code = ct_fail(err, errlen, ST_ERR_IO, "cannot read %s: %s", path,
                            f->base ? strerror(e) : "out of host memory");
             goto fail;
         }
     }
     close(fd);
     if (f->size < 8) {
-        code = st_fail(err, errlen, ST_ERR_FORMAT, "%s is %zu bytes, too short for a safetensors file "
+        code = ct_fail(err, errlen, ST_ERR_FORMAT, "%s is %zu bytes, too short for a safetensors file "
                        "(not a safetensors file, or truncated)", path, f->size);
         goto fail;
     }
@@ -866,18 +853,18 @@ int st_open(const char *path, StFile *f, char *err, size_t errlen)
     for (int i = 0; i < 8; i++) n |= (uint64_t)f->base[i] << (8 * i);
     f->header_len = n;
     if (n > ST_MAX_HEADER || n < 2) {
-        code = st_fail(err, errlen, ST_ERR_FORMAT, "%s is not a safetensors file: its first 8 bytes "
+        code = ct_fail(err, errlen, ST_ERR_FORMAT, "%s is not a safetensors file: its first 8 bytes "
                        "give a header length of %llu (expected 2 to %llu)", path,
                        (unsigned long long)n, (unsigned long long)ST_MAX_HEADER);
         goto fail;
     }
     if (f->size > 8 && f->base[8] != '{') {
-        code = st_fail(err, errlen, ST_ERR_FORMAT, "%s is not a safetensors file: the header does "
+        code = ct_fail(err, errlen, ST_ERR_FORMAT, "%s is not a safetensors file: the header does "
                        "not start with '{'", path);
         goto fail;
     }
     if (n > f->size - 8) {
-        code = st_fail(err, errlen, ST_ERR_TRUNCATED, "%s is truncated: the header is %llu bytes but "
+        code = ct_fail(err, errlen, ST_ERR_TRUNCATED, "%s is truncated: the header is %llu bytes but "
                        "the file ends after %zu", path, (unsigned long long)n, f->size - 8);
         goto fail;
     }
@@ -889,12 +876,12 @@ int st_open(const char *path, StFile *f, char *err, size_t errlen)
     code = validate_offsets(f, err, errlen);
     if (code) goto fail;
     f->by_name = (const StEntry **)malloc(((size_t)f->n + 1) * sizeof *f->by_name);
-    if (!f->by_name) { code = st_fail(err, errlen, ST_ERR_IO, "%s: out of host memory", path); goto fail; }
+    if (!f->by_name) { code = ct_fail(err, errlen, ST_ERR_IO, "%s: out of host memory", path); goto fail; }
     for (int i = 0; i < f->n; i++) f->by_name[i] = &f->e[i];
     qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_entry_name);
     for (int i = 1; i < f->n; i++)
         if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0) {
-            code = st_fail(err, errlen, ST_ERR_FORMAT, "%s: tensor '%s' appears twice in the header",
+            code = ct_fail(err, errlen, ST_ERR_FORMAT, "%s: tensor '%s' appears twice in the header",
                            path, f->by_name[i]->name);
             goto fail;
         }
