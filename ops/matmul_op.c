@@ -10,7 +10,7 @@
  * Linear on CUDA can add its bias in the GEMM's epilogue (matmul_cuda_bias)
  * instead of a bias-add pass that reads and writes all of y again.
  * CTRAIN_LINEAR_EPILOGUE=0 turns that off, =1 on; unset: on
- * (LINEAR_EPILOGUE_DEFAULT, docs/kernels.md: measured faster on the H200).
+ * (the default in engine/settings.c; docs/kernels.md: measured faster on the H200).
  */
 #include "ops.h"
 
