@@ -127,7 +127,7 @@ __device__ void tc_keep_rows_store(uint64_t *keep_out, uint64_t bhT, int i0, int
  * out = s_d (sum_j keep 2^(t - m) v_j) / l,  lse = ln2 (m + log2 l) */
 /* Launch bounds: 3 blocks per SM up to Dh 64 (<= 168 registers; the
  * backward kernels then spill 12-24 bytes but ran 11% faster on fwd+bwd
- * than at 2 blocks with no spills, ops/NOTES.md), 2 at Dh 128. */
+ * than at 2 blocks with no spills, docs/kernels.md), 2 at Dh 128. */
 template <typename E, int DH>
 __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     tc_fwd_kernel(E *out, float *lse, uint64_t *keep_out, const E *q, const E *k, const E *v,

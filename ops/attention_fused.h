@@ -14,17 +14,8 @@
  * (attention_fa_tc_supports + alignment); both define lse identically, so a
  * forward of one and a backward of the other agree.
  *
- * STATUS (H200, sm_90 build): tests/gpu_flash_attn 2678 passed, 0 failed
- *   for both implementations (the first run of the FMA kernels had 24
- *   failures: fixed by the mask-max shift below, and for f16/bf16 T = 1 by
- *   the test's tolerance). BERT-large s512 bf16 fwd+bwd with dropout: 1.27
- *   ms against the cuBLASLt path's 2.14 ms; a whole BERT-large bf16 step at
- *   seq 512: 211.8 -> 248.1 seq/s (ops/NOTES.md). Not run: sm_80 / sm_86 /
- *   sm_89. Selection (ops/attention_op.c, attention_kernel_choose): the
- *   tensor-core kernels wherever they apply, the cuBLASLt path elsewhere;
- *   CTRAIN_ATTN=cublas forces the latter.
- *   The saved dropout mask (keep_out / keep_in, CTRAIN_ATTN_SAVE_MASK, on
- *   by default): tested on the H200, +4.5% at BERT-large seq 512 (ops/NOTES.md v2c).
+ * Tests and timings (H200): docs/kernels.md, "attention, fused flash-style
+ * kernels"; the kernel choice: attention_kernel_choose (ops/attention.h).
  *
  * Same contract and math as ops/attention.h (read it first). Shape letters:
  * B batch, H heads, T tokens, Dh head width; q, k, v, out, dq, dk, dv

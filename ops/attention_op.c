@@ -21,7 +21,7 @@
  * path above. With dropout and CTRAIN_ATTN_SAVE_MASK=1 the fused node also
  * keeps the forward's 1-bit dropout mask (B H T^2 / 8 bytes: 16 MiB a layer
  * at BERT-large, B 32, T 512) and the backward reads it instead of drawing
- * it again from (seed, offset); default on, =0 draws it again (ops/NOTES.md).
+ * it again from (seed, offset); default on, =0 draws it again (docs/kernels.md).
  */
 #include "attention.h"
 
@@ -154,7 +154,7 @@ static void attention_backward(Ctx *c, Node *n)
  * CTRAIN_ATTN=cublas, a developer's A/B switch, always takes the cuBLASLt
  * path. It stays because it is the other side of the measurement that made
  * the flash kernels the default (the 17% above: this path and the flash
- * kernels side by side, ops/NOTES.md), which still has to be made on the devices
+ * kernels side by side, docs/kernels.md), which still has to be made on the devices
  * not measured yet (sm_80 / sm_86 / sm_89), and because tests/gpu_flash_attn
  * checks the op's flash path through autograd against it. (CTRAIN_ATTN=fused,
  * which also forced the FMA kernels onto f32, where their own note found
@@ -180,7 +180,7 @@ AttnKernel attention_kernel_choose(const Ctx *c, DType dt, size_t Dh, size_t BH,
  * here beside the kernel choice: -1 not read yet. It stays because it
  * measured a gain and is its own A/B: the default (1) keeps the forward's
  * dropout mask for the backward, +4.5% at BERT-large bf16 seq 512 for
- * 0.68 GiB more peak (ops/NOTES.md v2c); =0 draws it again, the reference
+ * 0.68 GiB more peak (docs/kernels.md, v2c); =0 draws it again, the reference
  * tests/gpu_flash_attn compares the saved mask against bit for bit. */
 static int attn_save_mask = -1;
 

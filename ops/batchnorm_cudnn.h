@@ -79,7 +79,7 @@
  * batchnorm_cudnn_init (host-only calls, plus growing the shared workspace:
  * do it during warm-up, never inside CUDA graph capture); calls after that
  * only launch on c->stream, so they can be captured. cuDNN's legacy BN API
- * is deprecated in cuDNN 9 but shipped (DESIGN.md, library notes); the
+ * is deprecated in cuDNN 9 but shipped (docs/design.md, "Libraries"); the
  * deprecation warnings are silenced in batchnorm_cudnn.c only, and this
  * header stays free of cuDNN types so no other file sees them.
  *

@@ -6,12 +6,12 @@
  * Shape letters: x [N, H, W, C] (any leading dims): M = numel / C rows.
  *
  * Autocast needs nothing here: x keeps its type (f16/bf16 from a conv under
- * AMP), statistics and gamma/beta stay f32 (DESIGN.md), and the gradients of
+ * AMP), statistics and gamma/beta stay f32 (ops/autocast.h), and the gradients of
  * gamma and beta land in the f32 gradient buffer.
  *
  * Which implementation (CUDA): a forward with batch statistics (training,
  * or no running statistics) first asks cuDNN's fused NHWC batch norm, with
- * z and ReLU fused (ops/NOTES.md measured it 1.3-7x faster than ours); when
+ * z and ReLU fused (docs/kernels.md measured it 1.3-7x faster than ours); when
  * cuDNN declines the form (affine = False, z without ReLU, z with C % 4 != 0,
  * a pointer not 16-byte aligned, a status cuDNN refuses) or CTRAIN_BN=own,
  * our kernels run. Eval with

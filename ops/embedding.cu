@@ -42,7 +42,8 @@
  *      block per 32 columns, mostly idle: the BERT-large word embeddings'
  *      sums (B x T = 4,096 positions, nearly as many ids) took 312 us, at
  *      the very end of backward; split, the bf16 step is 0.27 ms shorter
- *      (1,280 -> 1,294 seq/s on one H200; ops/NOTES.md).
+ *      (1,280 -> 1,294 seq/s on one H200; docs/multi-gpu.md, the end of
+ *      its tuning history).
  * A table of at most SMALL_V rows (token types) takes a shorter path,
  * described above its kernels: chunks of positions instead of the sort.
  * Ids outside [0, V) are skipped in every step. With accum 0 dtable is
@@ -278,10 +279,10 @@ __global__ void __launch_bounds__(SUM_COLS *SUM_SLICES)
  * per column tile, so an id that every position uses (BERT's token type 0)
  * is summed by SUM_SLICES lanes per column over all N positions; with the
  * sort that took 73 us per BERT-large bs 32 seq 128 step, 13 us this way
- * (session 5, CUPTI timeline). Block (tile, v, c) sums v's positions in
- * chunk c (CHUNK positions, in order, slices as above) into part[c][v];
- * then one thread per (v, d) adds the chunks in order to dtable. No sort
- * needed; deterministic. */
+ * (CUPTI timeline, 2026-11-30; docs/kernels.md). Block (tile, v, c) sums
+ * v's positions in chunk c (CHUNK positions, in order, slices as above)
+ * into part[c][v]; then one thread per (v, d) adds the chunks in order to
+ * dtable. No sort needed; deterministic. */
 constexpr size_t SMALL_V = EMBEDDING_SMALL_V;
 constexpr int CHUNK = 128;
 

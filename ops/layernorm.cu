@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(256)
  * y, y + FIN_SLICES, ... in order, then the slice sums are added in slice
  * order: a fixed order, so reruns agree bit for bit. (One thread per
  * column walking all G chunks took 33 us at BERT-large's G 512, D 1024:
- * 1.6 ms of a 28 ms step; session 5, ops/NOTES.md.) */
+ * 1.6 ms of a 28 ms step; docs/kernels.md, "BERT-large, one GPU".) */
 constexpr int FIN_COLS = 32, FIN_SLICES = 16;
 
 __global__ void __launch_bounds__(FIN_COLS *FIN_SLICES)

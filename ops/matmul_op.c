@@ -10,7 +10,7 @@
  * Linear on CUDA can add its bias in the GEMM's epilogue (matmul_cuda_bias)
  * instead of a bias-add pass that reads and writes all of y again.
  * CTRAIN_LINEAR_EPILOGUE=0 turns that off, =1 on; unset: on
- * (LINEAR_EPILOGUE_DEFAULT, ops/NOTES.md: measured faster on the H200).
+ * (the default in engine/settings.c; docs/kernels.md: measured faster on the H200).
  */
 #include "ops.h"
 
@@ -145,7 +145,7 @@ Tensor *op_matmul(Ctx *c, Tensor *a0, Tensor *b0, int ta, int tb)
 
 /* CTRAIN_LINEAR_EPILOGUE, read once: 1 adds Linear's bias in the GEMM. The
  * default (engine/settings.c) is on, measured faster on the H200
- * (ops/NOTES.md). */
+ * (docs/kernels.md). */
 static int linear_epilogue_wanted(void)
 {
     static int wanted = -1;

@@ -1570,7 +1570,7 @@ def self_test(a, command):
             print(f"  FAIL {name}: {detail}")
 
     # pure functions first
-    # ctrain's own figures (`ctrain bench --list`); tests/test_torch_bench.c compares every config
+    # ctrain's own figures (`ctrain bench --list`); tests/test_bench.c compares every config
     check("flops.resnet50", 3 * resnet_flops_per_image(50, 224) == 24535105536, "ResNet50 FLOPs changed")
     check("flops.bert", bert_train_flops_per_seq("bert-base", 128) == 69781257216,
           f"{bert_train_flops_per_seq('bert-base', 128)}")

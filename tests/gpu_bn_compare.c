@@ -1,7 +1,7 @@
 /* gpu_bn_compare.c — batch norm two ways: cuDNN's fused NHWC batch norm
  * (ops/batchnorm_cudnn.h) and our own kernels (ops/batchnorm.h), both
  * against the CPU reference, on ResNet-50's shapes; then a timing table of
- * the two for ops/NOTES.md ("batch norm: own kernels vs cuDNN").
+ * the two for docs/kernels.md ("batch norm: own kernels vs cuDNN").
  *
  *   gpu_bn_compare [--quick] [--no-check] [--no-time]
  *     --quick     batch 16 instead of 256 on the ResNet shapes (smoke run)
@@ -49,7 +49,7 @@
  * backward, writing (not accumulating) every gradient. GB/s count the
  * minimum bytes: forward reads x (+ z), writes y; backward reads dy, x
  * (+ y for the ReLU mask), writes dx (+ dz). floor = bytes / 4.3 TB/s (the
- * H200's device copy rate, ops/NOTES.md). The table is printed as it goes,
+ * H200's device copy rate, docs/kernels.md). The table is printed as it goes,
  * then once more as JSON lines ({"bench":"bn_compare",...}). Timing is a
  * measurement, never a pass/fail; check_summary() counts correctness only.
  */
@@ -300,7 +300,7 @@ static void *snap_channels(const Dev *d)
 
 /* f32 ReLU forms: an implementation may mask an element whose stored y is
  * a hair above 0 (cuDNN takes its mask from its reserve space, rounded
- * apart from y: 1 element of 2 x 10^8 at 256x56x56x256, session 5). For
+ * apart from y: 1 element of 2 x 10^8 at 256x56x56x256, H200, 2026-11-30). For
  * the elements with 0 < y <= 1e-5 the reference takes the mask the
  * implementation's dx shows (closer to the masked or to the passed
  * reference), and is recomputed with it, dgamma and dbeta included; every

@@ -980,7 +980,7 @@ static void flash_op_bthd_case(Ctx *g, DType autocast, size_t B, size_t H, size_
  * not timed). tflops counts the
  * FlashAttention convention (forward 4 B H T^2 Dh, backward 10 B H T^2 Dh:
  * 2 and 5 matrix products; the fused backward actually runs 7). Not a
- * check: numbers for ops/NOTES.md. */
+ * check: numbers for docs/kernels.md. */
 static int cmp_float(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;

@@ -37,8 +37,8 @@ int overlap_mode(const Ctx *c, const ParamSet *ps, const Optimizer *opt, DType g
                  float clip, int scaler_on)
 {
     int asked = overlap_asked();
-    /* off unless asked for: on 1 and 2 H200s it measured no faster (ops/NOTES.md,
-     * "Overlapped update"): the update's memory traffic slows backward by
+    /* off unless asked for: on 1 and 2 H200s it measured no faster (docs/multi-gpu.md,
+     * "Tried and removed"): the update's memory traffic slows backward by
      * about what it hides */
     /* the sharded update (train/parallel/dist.h, CTRAIN_DIST_SHARD) rides on it:
      * wanted with several ranks (asked for, or by default for a large

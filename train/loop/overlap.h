@@ -29,8 +29,8 @@
  * the same elementwise math, split by ranges.
  *
  * Alone, off by default: on one H200 it made BERT-large bf16 2% and
- * ResNet-50 1.4% slower, and on two it gained 0.2% (ops/NOTES.md,
- * "Overlapped update"):
+ * ResNet-50 1.4% slower, and on two it gained 0.2% (docs/multi-gpu.md,
+ * "Tried and removed"):
  * the update's memory traffic slows the backward next to it by about what
  * it hides. It stays as an option (a slower link, a bigger optimizer state,
  * or a GPU with bandwidth to spare may tip it) and as a worked example.
