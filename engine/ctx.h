@@ -116,7 +116,7 @@ struct Ctx {
     cudnnHandle_t cudnn;
     void *workspace;       /* shared by cuBLASLt and cuDNN; one stream, so no overlap */
     size_t workspace_bytes;
-    /* While a step is captured into a CUDA graph (train/graph.c): a device
+    /* While a step is captured into a CUDA graph (train/loop/step_graph.c): a device
      * word that Philox-drawing kernels add to their offset (NULL: eager).
      * The graph advances it, so each replay draws the next step's masks. */
     const uint64_t *rng_base;
