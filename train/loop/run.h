@@ -23,7 +23,7 @@
  *                     --epochs whole passes) and the epochs it spans
  *   trainer           trainer_init over the total (train/loop/step.h)
  *   --resume FILE     the training state, before the ranks synchronize
- *   dist_attach       [a rank] rank 0's weights to all, the gradient buckets
+ *   trainer_dist_attach  [a rank] rank 0's weights to all, the gradient buckets
  * run_close frees in reverse: data parallel, the log, trainer, model, feed,
  * context.
  *
@@ -54,7 +54,7 @@ typedef struct RunSpec {
 } RunSpec;
 
 typedef struct Run {
-    TrainOptions o;          /* the decisions, as dist_setup left them (a rank's GPU, ...) */
+    TrainOptions o;          /* the decisions, with dist_setup's answer applied (a rank's GPU) */
     struct Dist *dist;       /* a data-parallel rank (train/parallel/dist.h); NULL alone */
     FILE *log;               /* --log FILE; NULL when not asked (or not rank 0) */
     Ctx c;
