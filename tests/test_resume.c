@@ -5,7 +5,10 @@
  *     Three variants: AdamW; SGD with Nesterov momentum; AdamW with --accum 2;
  *   - resuming with another --batch is refused with a message naming batch;
  *   - a corrupted checkpoint is refused;
- *   - `ctrain eval --load` reads the weights of a training checkpoint.
+ *   - `ctrain eval --load` reads the weights of a training checkpoint;
+ *   - resuming with the same --log appends: steps 1..10 of the first run stay,
+ *     a "resume" record says where the second took over, 11..20 follow;
+ *   - a --save into a folder that does not exist stops before the first step.
  * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
  */
 #include <stdlib.h>
@@ -134,6 +137,51 @@ static void check_refusals(const char *dir)
                "exit %d, top-1 %.2f: %s", st, top1, out);
 }
 
+/* Resumed with the same --log (as the docs say): nothing before the resume is lost. */
+static void check_log_append(const char *dir)
+{
+    char cmd[4096], out[8192], log[600], ck[600];
+    snprintf(log, sizeof log, "%s/append.jsonl", dir);
+    snprintf(ck, sizeof ck, "%s/append.ckpt", dir);
+    const char *base = "train --model mlp --device cpu --log-every 1 --hidden 64 --optim adamw";
+    snprintf(cmd, sizeof cmd, "%s %s --steps 10 --save-every 10 --save %s --log %s 2>&1", bin(),
+             base, ck, log);
+    int st = run(cmd, out, sizeof out);
+    check_true("resume.append.first_half", st == 0, "exit %d: %s", st, out);
+    snprintf(cmd, sizeof cmd, "%s %s --steps 20 --resume %s --log %s 2>&1", bin(), base, ck, log);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.append.second_half", st == 0, "exit %d: %s", st, out);
+    static char l[21][32];
+    memset(l, 0, sizeof l);
+    int n = read_losses(log, l, 20);
+    check_true("resume.append.steps_1_20_kept", n == 20 && l[1][0] && l[10][0] && l[20][0],
+               "%d step records in %s (step 1 '%s', 10 '%s', 20 '%s')", n, log, l[1], l[10], l[20]);
+    FILE *f = fopen(log, "r");
+    char line[4096];
+    int resume_at = -1, configs = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        configs += strstr(line, "\"event\":\"config\"") != NULL;
+        const char *s = strstr(line, "\"step\":");
+        if (strstr(line, "\"event\":\"resume\"") && s) resume_at = atoi(s + 7);
+    }
+    if (f) fclose(f);
+    check_true("resume.append.resume_record", resume_at == 10 && configs == 2,
+               "resume record at step %d, %d config records (want 10 and 2)", resume_at, configs);
+}
+
+/* A --save path that cannot be written is found before training. */
+static void check_save_probe(void)
+{
+    char cmd[1024], out[8192];
+    snprintf(cmd, sizeof cmd, "%s train --model mlp --device cpu --hidden 64 --steps 300 "
+             "--save /nonexistent_ctrain_dir/d/w.safetensors 2>&1", bin());
+    int st = run(cmd, out, sizeof out);
+    check_true("save.bad_path_refused_first",
+               st == 1 && strstr(out, "/nonexistent_ctrain_dir/d/w.safetensors") &&
+                   strstr(out, "hint:") && !strstr(out, "train mlp"),
+               "exit %d: %s", st, out);
+}
+
 int main(void)
 {
     if (access(bin(), X_OK) != 0) {
@@ -150,6 +198,8 @@ int main(void)
     check_resume("sgd_nesterov", dir, "--optim sgd --nesterov --lr 0.05");
     check_resume("adamw_accum2", dir, "--optim adamw --lr 1e-3 --accum 2");
     check_refusals(dir);
+    check_log_append(dir);
+    check_save_probe();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     run(cmd, out, sizeof out);
     return check_summary();

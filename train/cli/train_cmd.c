@@ -18,6 +18,7 @@
 #include "engine/mem.h"
 #include "train/io/checkpoint.h"
 #include "train/io/jsonlog.h"
+#include "train/io/safetensors.h"
 #include "train/loop/eval.h"
 #include "train/loop/grad_scaler.h"
 #include "train/loop/progress.h"
@@ -77,6 +78,12 @@ int cmd_train(int argc, char **argv)
     if (opts.resume_path[0] && opts.load_path[0])
         ct_fatal_hint("drop --load: --resume restores the weights too",
                       "--resume and --load both set the starting weights");
+    if (opts.save_path[0]) {   /* a bad --save path is found now, not after the last step */
+        char err[1400];
+        if (st_probe_writable(opts.save_path, err, sizeof err) != ST_OK)
+            ct_fatal_hint("check that the folder exists and is writable, or pass --save elsewhere",
+                          "--save: %s", err);
+    }
     int launched_rc;
     if (dist_launch_if_asked(&opts.dist, opts.device, "train", argc, argv, &launched_rc))   /* [dist] --gpus N */
         return launched_rc;
@@ -98,6 +105,14 @@ int cmd_train(int argc, char **argv)
           m->name, m->params.total, fd->desc, o->batch, o->accum, total, epochs, epochs == 1 ? "" : "s",
           ctx_device_name(c), precision_name(o->precision));
     if (logf) log_config(logf, o, m, fd, total, c);
+    if (logf && o->resume_path[0]) {   /* the log was appended to: say where this run took over */
+        JsonLine j;
+        json_begin(&j, "resume");
+        json_str(&j, "from", o->resume_path);
+        json_int(&j, "step", tr->step);
+        json_int(&j, "micro", tr->micro);
+        json_end(&j, logf);
+    }
 
     Progress pg;
     progress_init(&pg);

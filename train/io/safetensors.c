@@ -208,6 +208,23 @@ static int sync_dir_of(const char *path)
     return rc;
 }
 
+/* The temporary a save writes before it renames it over path. */
+static void tmp_name(char *tmp, size_t tlen, const char *path)
+{
+    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+}
+
+int st_probe_writable(const char *path, char *err, size_t errlen)
+{
+    char tmp[1100];
+    tmp_name(tmp, sizeof tmp, path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) return ct_fail(err, errlen, ST_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    return ST_OK;
+}
+
 int st_writer_write(const StWriter *w, const char *path, char *err, size_t errlen)
 {
     /* place tensors by descending element size (stable): every tensor
@@ -271,7 +288,7 @@ int st_writer_write(const StWriter *w, const char *path, char *err, size_t errle
         free(order); jsonw_free(&h);
         return ct_fail(err, errlen, ST_ERR_IO, "cannot write %s: out of host memory", path);
     }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+    tmp_name(tmp, tlen, path);
     uint64_t total = 8 + h.len + off;
     int code = ST_OK;
     Out o = {NULL, 0, fail_writes_after};

@@ -85,6 +85,10 @@ int st_writer_add(StWriter *w, const char *name, DType dt, int ndim, const int64
 int st_writer_meta(StWriter *w, const char *key, const char *value, char *err, size_t errlen);
 /* Write the file atomically (see the top of this file). */
 int st_writer_write(const StWriter *w, const char *path, char *err, size_t errlen);
+/* Can st_writer_write write path? Creates and removes the temporary it would
+ * write first (PATH.tmp.PID, in path's folder): ST_OK, or ST_ERR_IO with the
+ * cause in err. For a run to find a bad --save before it trains, not after. */
+int st_probe_writable(const char *path, char *err, size_t errlen);
 /* Tests only: from now on every write fails with ENOSPC once it has written
  * `bytes` bytes, as on a full disk (bytes < 0: back to normal). */
 void st_test_fail_writes_after(int64_t bytes);

@@ -67,7 +67,8 @@ void run_open(Run *r, const TrainOptions *opts, const RunSpec *spec)
             o->save_every = 0;
         }
     }
-    if (train && o->log_path[0] && !(r->log = fopen(o->log_path, "w")))
+    /* a resumed run appends: the steps before the resume stay in the log */
+    if (train && o->log_path[0] && !(r->log = fopen(o->log_path, o->resume_path[0] ? "a" : "w")))
         ct_fatal_hint("check that the folder exists and is writable", "cannot open log file %s",
                       o->log_path);
     Ctx *c = &r->c;
