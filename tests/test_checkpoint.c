@@ -410,6 +410,22 @@ static void test_atomic_save(Ctx *c)
                ckpt_load_params(&r, p, "test", 0, g_err, sizeof g_err) == CKPT_OK &&
                model_equal(&r, &b), "%s", g_err);
     check_true("atomic.no_temp_after_success", count_tmp_files() == 0, "temp file left");
+    /* a save killed before its rename left PATH.tmp.PID: the next save removes
+     * it when that process is gone, and leaves a live process's alone */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    char stale[700], live[700];
+    snprintf(stale, sizeof stale, "%s.tmp.%ld", p, (long)dead);
+    snprintf(live, sizeof live, "%s.tmp.%ld", p, (long)getppid());
+    FILE *sf = fopen(stale, "w"), *lf = fopen(live, "w");
+    if (sf) { fputs("half a file", sf); fclose(sf); }
+    if (lf) fclose(lf);
+    code = ckpt_save_params(&a, p, NULL, 0, g_err, sizeof g_err);
+    check_true("atomic.stale_temp_removed", code == CKPT_OK && access(stale, F_OK) != 0,
+               "%s still there after the next save (%s)", stale, code ? g_err : "saved");
+    check_true("atomic.live_temp_kept", access(live, F_OK) == 0, "%s was removed", live);
+    unlink(live);
     params_free(&a);
     params_free(&b);
     params_free(&r);

@@ -10,7 +10,9 @@
  */
 #include "safetensors.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "engine/error.h"
+#include "engine/log.h"
 #include "jsonw.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -214,6 +217,43 @@ static void tmp_name(char *tmp, size_t tlen, const char *path)
     snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
 }
 
+/* A save killed between writing its temporary and the rename (SIGKILL, a
+ * power cut) leaves PATH.tmp.PID behind. The next save of PATH removes
+ * those of processes that are gone, and says so; a live process's
+ * temporary (another run saving the same file right now) is left alone. */
+int st_remove_stale_temps(const char *path)
+{
+    char dir[1024];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, "%s.tmp.", base);
+    size_t np = strlen(prefix);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, np) != 0) continue;
+        char *end;
+        long pid = strtol(e->d_name + np, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;   /* alive, or not ours to know */
+        char full[1600];
+        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+        if (unlink(full) == 0) {
+            LOG_W("removed %s: the temporary of an interrupted save (process %ld is gone)", full,
+                  pid);
+            removed++;
+        }
+    }
+    closedir(d);
+    return removed;
+}
+
 int st_probe_writable(const char *path, char *err, size_t errlen)
 {
     char tmp[1100];
@@ -289,6 +329,7 @@ int st_writer_write(const StWriter *w, const char *path, char *err, size_t errle
         return ct_fail(err, errlen, ST_ERR_IO, "cannot write %s: out of host memory", path);
     }
     tmp_name(tmp, tlen, path);
+    st_remove_stale_temps(path);
     uint64_t total = 8 + h.len + off;
     int code = ST_OK;
     Out o = {NULL, 0, fail_writes_after};

@@ -89,6 +89,9 @@ int st_writer_write(const StWriter *w, const char *path, char *err, size_t errle
  * write first (PATH.tmp.PID, in path's folder): ST_OK, or ST_ERR_IO with the
  * cause in err. For a run to find a bad --save before it trains, not after. */
 int st_probe_writable(const char *path, char *err, size_t errlen);
+/* Remove path's temporaries (PATH.tmp.PID) left by saves of processes that
+ * are gone, with a warning each; st_writer_write calls it. Returns how many. */
+int st_remove_stale_temps(const char *path);
 /* Tests only: from now on every write fails with ENOSPC once it has written
  * `bytes` bytes, as on a full disk (bytes < 0: back to normal). */
 void st_test_fail_writes_after(int64_t bytes);
