@@ -84,6 +84,11 @@ static void test_bad_input(void)
     expect_error("cli.missing_data", "train --device cpu --data fashion-mnist:/nonexistent/fm",
                  "/nonexistent/fm", "hint:");
     expect_error("cli.bad_device", "train --device tpu", "--device: 'tpu'", NULL);
+    expect_error("cli.hidden_empty", "train --device cpu --hidden ''", "--hidden '': a width is missing",
+                 "hint:");
+    expect_error("cli.hidden_commas", "train --device cpu --hidden ,,,", "--hidden ',,,': a width is missing",
+                 "hint:");
+    expect_error("cli.hidden_gap", "train --device cpu --hidden 64,,32", "a width is missing", NULL);
     expect_error("cli.bad_grad_reduce", "train --device cpu --grad-reduce fp8",
                  "--grad-reduce: 'fp8' is not f32 or bf16", "hint:");
 

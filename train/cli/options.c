@@ -241,9 +241,19 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
             char buf[256];
             copy_str(cmd, a, buf, sizeof buf, v);
             o->n_hidden = 0;
-            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            /* every width given: "" or ",," would silently build fewer layers */
+            for (char *tok = buf;;) {
+                char *comma = strchr(tok, ',');
+                if (comma) *comma = 0;
+                if (!*tok) {
+                    snprintf(msg, sizeof msg, "--hidden '%s': a width is missing (W1,W2,...: "
+                             "one number per hidden layer)", v);
+                    opt_fail(cmd, msg);
+                }
                 if (o->n_hidden == 7) opt_fail(cmd, "--hidden: at most 7 hidden layers");
                 o->hidden[o->n_hidden++] = (int)parse_long(cmd, a, tok, 1, 1 << 16);
+                if (!comma) break;
+                tok = comma + 1;
             }
         } else {
             snprintf(msg, sizeof msg, "unknown option '%s'", a);
