@@ -3,15 +3,19 @@
  *     and test accuracy is >= 80% (the issue's bar), read from --log JSONL;
  *   - bad input ends with one clear message and exit status 1: unknown flag,
  *     bad number, missing data folder, corrupt data file, unknown command,
- *     a --grad-reduce that is not f32 or bf16.
+ *     a --grad-reduce that is not f32 or bf16;
+ *   - a --log write that fails (to /dev/full: every write is ENOSPC) stops
+ *     the run at once, naming the file and the cause; json_end reports it.
  * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <errno.h>
 #include "check.h"
 #include "cli_util.h"
+#include "train/io/jsonlog.h"
 
 static double json_field(const char *line, const char *key)
 {
@@ -107,6 +111,36 @@ static void test_bad_input(void)
     run(cmd, out, sizeof out);
 }
 
+/* A full disk under --log: /dev/full fails every write with ENOSPC, so no
+ * hook in the program is needed. The run stops with status 1 at the first
+ * record, naming the file, the cause and what to do. */
+static void test_log_full_disk(void)
+{
+    FILE *f = fopen("/dev/full", "w");
+    if (!f) { printf("  skip log.full_disk: no /dev/full\n"); return; }
+    JsonLine j;
+    json_begin(&j, "step");
+    json_int(&j, "step", 1);
+    errno = 0;
+    int rc = json_end(&j, f);
+    int err = errno;
+    check_true("log.json_end_reports", rc == -1 && err == ENOSPC, "json_end returned %d, errno %d",
+               rc, err);
+    fclose(f);
+    json_begin(&j, "step");
+    check_true("log.json_end_null_file", json_end(&j, NULL) == 0, "json_end(NULL) failed");
+
+    char cmd[1024], out[8192];
+    snprintf(cmd, sizeof cmd, "%s train --model mlp --hidden 16 "
+             "--device cpu --steps 2 --log-every 1 --log /dev/full 2>&1", bin());
+    int st = run(cmd, out, sizeof out);
+    check_true("log.full_disk_stops", st == 1 && strstr(out, "cannot write log file /dev/full") &&
+               strstr(out, "No space left") && strstr(out, "hint: free space on the disk of /dev/full"),
+               "exit %d: %s", st, out);
+    check_true("log.full_disk_at_once", !strstr(out, "trained 2 steps"),
+               "the run went on after the failed write: %s", out);
+}
+
 /* --save writes a checkpoint; `ctrain eval --load` reads it back and
  * reports top-1 / top-5; a checkpoint of another model is refused by name. */
 static void test_save_eval(void)
@@ -193,6 +227,7 @@ int main(void)
         return 1;
     }
     test_bad_input();
+    test_log_full_disk();
     test_tokenize();
     test_save_eval();
     test_trace();

@@ -51,7 +51,7 @@ static void log_config(FILE *f, const TrainOptions *o, const Model *m, const Fee
     json_num(&j, "label_smoothing", o->label_smoothing);
     json_int(&j, "recompute_every", o->recompute.every);
     json_int(&j, "seed", (int64_t)o->seed);
-    json_end(&j, f);
+    json_log(&j, f, o->log_path);
 }
 
 /* --trace: what the graph machinery did for this step. */
@@ -111,7 +111,7 @@ int cmd_train(int argc, char **argv)
         json_str(&j, "from", o->resume_path);
         json_int(&j, "step", tr->step);
         json_int(&j, "micro", tr->micro);
-        json_end(&j, logf);
+        json_log(&j, logf, o->log_path);
     }
 
     Progress pg;
@@ -184,7 +184,7 @@ int cmd_train(int argc, char **argv)
                 }
                 if (o->clip > 0) json_num(&j, "grad_norm", gnorm);
                 json_num(&j, "time_s", now - t0);
-                json_end(&j, logf);
+                json_log(&j, logf, o->log_path);
             }
             t_last = now;
             last_step = step;
@@ -235,7 +235,7 @@ int cmd_train(int argc, char **argv)
             json_int(&j, "test_n", ev.n);
             json_num(&j, "train_time_s", train_s);
             json_int(&j, "peak_mem_bytes", (int64_t)c->mem.peak);
-            json_end(&j, logf);
+            json_log(&j, logf, o->log_path);
         }
         eval_result_free(&ev);
     }

@@ -6,6 +6,7 @@
 #include "engine/error.h"
 #include "engine/log.h"
 #include "train/io/checkpoint.h"
+#include "train/io/jsonlog.h"
 #include "train/io/safetensors.h"
 #include "train/parallel/dist.h"
 #include "model_build.h"
@@ -110,7 +111,8 @@ void run_open(Run *r, const TrainOptions *opts, const RunSpec *spec)
 void run_close(Run *r)
 {
     dist_finish(r->dist);          /* barrier, then NCCL teardown */
-    if (r->log) fclose(r->log);
+    json_log_close(r->log, r->o.log_path);   /* a failed close is fatal too */
+    r->log = NULL;
     if (r->goal == RUN_TRAIN) trainer_free(&r->tr);
     model_free(&r->m);
     feed_close(&r->fd, &r->c);
