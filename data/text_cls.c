@@ -306,7 +306,8 @@ void textcls_batch(int32_t *input_ids, int32_t *token_type_ids, int32_t *attenti
         uint64_t n = ds->ids_off[i + 1] - ds->ids_off[i];
         int len = n > (uint64_t)(T - 2) ? T - 2 : (int)n, t = 0;
         x[t++] = cls_id;
-        memcpy(x + t, ds->ids + ds->ids_off[i], (size_t)len * sizeof *x);
+        /* ds->ids is NULL when every entry tokenized to nothing: NULL + 0 is UB */
+        if (len > 0) memcpy(x + t, ds->ids + ds->ids_off[i], (size_t)len * sizeof *x);
         t += len;
         x[t++] = sep_id;
         for (int k = 0; k < T; k++) m[k] = k < t;

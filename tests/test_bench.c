@@ -108,6 +108,19 @@ static J *jval(void)
     return v;
 }
 
+static void jfree(J *v)
+{
+    if (!v) return;
+    for (int i = 0; i < v->n; i++) {
+        jfree(v->items[i]);
+        if (v->keys) free(v->keys[i]);
+    }
+    free(v->items);
+    free(v->keys);
+    free(v->str);
+    free(v);
+}
+
 static J *jparse_file(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -120,7 +133,7 @@ static J *jparse_file(const char *path)
     jbad = 0;
     J *v = jval();
     jws();
-    if (jbad || *jp) return NULL;
+    if (jbad || *jp) { jfree(v); return NULL; }
     return v;
 }
 
@@ -223,7 +236,7 @@ static void test_cpu_suite(const char *dir)
     check_true("bench.json.command", strstr(jtext(doc, "command"), "ctrain bench") != NULL, "command '%s'",
                jtext(doc, "command"));
     if (!check_true("bench.json.results", res && res->t == J_ARR && res->n == 3, "%d results (want 3)",
-                    res ? res->n : -1)) return;
+                    res ? res->n : -1)) { jfree(doc); return; }
     check_true("bench.json.ceilings", ceil && ceil->t == J_ARR && ceil->n == 1 &&
                jnum(ceil->items[0], "tflops") > 0, "want one positive CPU fp32 ceiling");
     const char *want[] = {"mlp", "resnet18", "bert-tiny"};
@@ -233,6 +246,7 @@ static void test_cpu_suite(const char *dir)
                "image_size %g layout '%s'", jnum(res->items[1], "image_size"), jtext(res->items[1], "layout"));
     check_true("bench.bert.seq", jnum(res->items[2], "seq") == 32 && !jget(res->items[2], "image_size"),
                "seq %g", jnum(res->items[2], "seq"));
+    jfree(doc);
 
     /* ctrain report runs scripts/report.py on the file */
     if (system("python3 -c 'import json' >/dev/null 2>&1") == 0) {
@@ -264,7 +278,7 @@ static void test_oom_row(const char *dir)
     check_true("oom.table", strstr(out, "out of memory") != NULL, "no 'out of memory' row");
     J *doc = jparse_file(json);
     J *res = jget(doc, "results");
-    if (!check_true("oom.rows", res && res->t == J_ARR && res->n == 2, "want 2 results")) return;
+    if (!check_true("oom.rows", res && res->t == J_ARR && res->n == 2, "want 2 results")) { jfree(doc); return; }
     J *bad = res->items[0], *good = res->items[1];
     check_true("oom.error", !strcmp(jtext(bad, "error"), "out of memory") && jnum(bad, "batch") == 1073741824,
                "error '%s' batch %g", jtext(bad, "error"), jnum(bad, "batch"));
@@ -272,6 +286,7 @@ static void test_oom_row(const char *dir)
                !jget(bad, "mfu_measured_ceiling"), "an error row carries figures");
     check_true("oom.suite_goes_on", jnum(good, "samples_per_s") > 0 && !jget(good, "error"),
                "the config after the failing one did not run");
+    jfree(doc);
 }
 
 static void test_soak(const char *dir)
@@ -296,6 +311,7 @@ static void test_soak(const char *dir)
     check_true("soak.json", sk && jnum(sk, "rows") >= 2 && jnum(sk, "samples_per_s_mean") > 0 &&
                jnum(sk, "nonfinite_loss") == 0 && !jget(sk, "power_avg_w"),
                "soak summary missing or wrong in %s", json);
+    jfree(doc);
 }
 
 /* --max-batch under CTRAIN_MEM_LIMIT (a card of 12 MiB, as far as ctrain's
@@ -321,6 +337,7 @@ static void test_max_batch(const char *dir)
         check_true(name, b >= 64 && peak > 0 && peak <= 12.0 * 1024 * 1024 && !jget(r, "error"),
                    "batch %g peak %g", b, peak);
     }
+    jfree(doc);
     /* the table's last column: the smallest batch that failed, one step (8) above */
     int ok = 0, best = 0, failed = 0;
     for (const char *p = strstr(out, "mlp fp32 "); p; p = strstr(p + 1, "mlp fp32 ")) {
@@ -367,7 +384,11 @@ static void torch_same_suite(const char *dir, const char *name, const char *args
     J *rb = jget(cb, "results");
     int nb = rb && rb->t == J_ARR ? rb->n : -1;
     snprintf(what, sizeof what, "torch.%s.count", name);
-    if (!check_true(what, na > 0 && na == nb, "ctrain lists %d configs, torch_bench %d", na, nb)) return;
+    if (!check_true(what, na > 0 && na == nb, "ctrain lists %d configs, torch_bench %d", na, nb)) {
+        jfree(ca);
+        jfree(cb);
+        return;
+    }
     snprintf(what, sizeof what, "torch.%s.schema", name);
     check_true(what, !strcmp(jtext(cb, "schema"), "ctrain-bench/1"), "schema '%s'", jtext(cb, "schema"));
     int bad = 0;
@@ -389,6 +410,8 @@ static void torch_same_suite(const char *dir, const char *name, const char *args
     }
     snprintf(what, sizeof what, "torch.%s.same_configs", name);
     check_true(what, bad == 0, "%d of %d configs differ", bad, na);
+    jfree(ca);
+    jfree(cb);
 }
 
 static void test_torch_bench(const char *dir)

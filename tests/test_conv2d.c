@@ -328,7 +328,7 @@ static void bad_weight(void)
 {
     Ctx c;
     ctx_init(&c, DEV_CPU, 0, 1);
-    float v[64] = {1};
+    float v[72] = {1}; /* w needs 2*3*3*4 = 72 floats, x 48 */
     Tensor *x = tensor_from_f32(&c, v, DT_F32, 4, (int64_t[]){1, 4, 4, 3});
     Tensor *w = tensor_from_f32(&c, v, DT_F32, 4, (int64_t[]){2, 3, 3, 4});
     op_conv2d(&c, x, w, 1, 1, 1);

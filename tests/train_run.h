@@ -44,7 +44,7 @@ __attribute__((unused)) static void run_close(Run *r, Ctx *c)
 {
     trainer_free(&r->tr);
     model_free(&r->m);
-    r->fd.free(&r->fd, c);
+    feed_close(&r->fd, c); /* its input tensors too, as `ctrain train` does */
 }
 
 #endif

@@ -27,12 +27,13 @@ void bench_row_init(BenchRow *row, const BenchConfig *cfg)
     snprintf(row->model, sizeof row->model, "%s", model_kind_name(cfg->model));
     snprintf(row->precision, sizeof row->precision, "%s", precision_name(cfg->precision));
     /* the recompute policy has no field of its own in the schema: it names the mode */
-    char rec[40] = "";
+    char rec[32] = "";  /* " recompute-every:" and an int: 29 at most */
     if (cfg->recompute.every == 1) snprintf(rec, sizeof rec, " recompute-all");
     else if (cfg->recompute.every > 1) snprintf(rec, sizeof rec, " recompute-every:%d", cfg->recompute.every);
     char dp[24] = "";   /* data parallel: "graph dp-x2", "graph dp-x2-bf16" (--grad-reduce) */
     if (cfg->gpus > 1)
         snprintf(dp, sizeof dp, " dp-x%d%s", cfg->gpus, cfg->grad_reduce == DT_BF16 ? "-bf16" : "");
+    /* mode[64] holds "graph", dp (23) and rec (31) whole */
     snprintf(row->mode, sizeof row->mode, "%s%s%s",
              cfg->device == DEV_CPU ? "cpu" : cfg->graph ? "graph" : "eager", dp, rec);
     if (model_kind_is_resnet(cfg->model)) snprintf(row->layout, sizeof row->layout, "nhwc");

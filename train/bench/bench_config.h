@@ -45,7 +45,7 @@ typedef struct BenchConfig {
 /* What came back for one config. r's strings point into the buffers. */
 typedef struct BenchRow {
     BenchResult r;
-    char model[32], precision[8], layout[8], mode[48], throttle[160], error[256];
+    char model[32], precision[8], layout[8], mode[64], throttle[160], error[256];
     double engine_peak_mem_bytes;   /* ctx->mem.peak (what ctrain asked for) */
     double elapsed_s;               /* wall time of the child */
     int recompute_every;            /* the config's recompute policy */
