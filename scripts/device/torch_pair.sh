@@ -14,12 +14,8 @@
 # configs then read low: docs/results.md says where that mattered).
 : "${OUT:?set OUT to a folder for the logs}"
 [ $# -gt 0 ] || set -- --quick
-L=$OUT/logs; mkdir -p "$L"
-pack() { tar czf "$OUT/logs.tgz" -C "$OUT" logs; }
-rm -rf .dev/new
-if [ -f out/new.tar.xz ]; then mkdir -p .dev/new; tar xJf out/new.tar.xz -C .dev/new; fi
-B=$PWD/.dev/new/ctrain
-[ -x "$B" ] || { echo "torch_pair.sh: no out/new.tar.xz (scripts/device/stage.sh first, carry out/)"; exit 2; }
+me=torch_pair.sh; . scripts/device/unpack.sh   # L, pack, NEW
+B=$NEW
 echo "suite: $*" | tee "$L/suite.txt"
 if [ -n "${TORCH_GPU:-}" ]; then
     CUDA_VISIBLE_DEVICES=0 timeout 560 "$B" bench "$@" --json "$L/ctrain.json" > "$L/ctrain.log" 2>&1 &

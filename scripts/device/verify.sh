@@ -20,15 +20,7 @@
 : "${OUT:?set OUT to a folder for the logs}"
 PART=${1:-all}
 set -u
-L=$OUT/logs; mkdir -p "$L"
-pack() { tar czf "$OUT/logs.tgz" -C "$OUT" logs; }
-for n in new old; do   # a folder left by an earlier call on the same machine is not reused
-    rm -rf .dev/$n
-    if [ -f out/$n.tar.xz ]; then mkdir -p .dev/$n; tar xJf out/$n.tar.xz -C .dev/$n; fi
-done
-[ -x .dev/new/ctrain ] || { echo "verify.sh: no out/new.tar.xz (scripts/device/stage.sh first, carry out/)"; exit 2; }
-NEW=$PWD/.dev/new/ctrain
-OLD=$PWD/.dev/old/ctrain
+me=verify.sh; . scripts/device/unpack.sh   # L, pack, NEW, OLD
 nvidia-smi -L > "$L/gpus.txt" 2>&1; cat "$L/gpus.txt"
 fail=0
 

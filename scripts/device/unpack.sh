@@ -1,0 +1,18 @@
+# unpack.sh — sourced by the device scripts (verify.sh, dist2.sh, torch_pair.sh):
+# the staged binaries (scripts/device/stage.sh) unpacked under .dev/, fresh
+# each call (a folder left by an earlier call on the same machine is not
+# reused), the log folder $L under $OUT, and pack, which tars $L into
+# $OUT/logs.tgz (only 8 files come back from a device call).
+#   me=NAME; . scripts/device/unpack.sh     NAME: the script, for its error message
+# Sets L, NEW (.dev/new/ctrain) and OLD (.dev/old/ctrain, present when
+# out/old.tar.xz was staged); exits 2 when out/new.tar.xz is missing.
+: "${OUT:?set OUT to a folder for the logs}"
+L=$OUT/logs; mkdir -p "$L"
+pack() { tar czf "$OUT/logs.tgz" -C "$OUT" logs; }
+for n in new old; do
+    rm -rf .dev/$n
+    if [ -f out/$n.tar.xz ]; then mkdir -p .dev/$n; tar xJf out/$n.tar.xz -C .dev/$n; fi
+done
+[ -x .dev/new/ctrain ] || { echo "${me:-device script}: no out/new.tar.xz (scripts/device/stage.sh first, carry out/)"; exit 2; }
+NEW=$PWD/.dev/new/ctrain
+OLD=$PWD/.dev/old/ctrain
