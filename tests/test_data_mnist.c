@@ -10,8 +10,10 @@
  * Damaged inputs, each refused with its message checked: missing directory,
  * truncated gzip, flipped bytes inside the deflate stream, a flipped CRC in
  * the gzip trailer (zlib only sees it at end of stream), wrong magic,
- * unsupported type, absurd dims, extra data, and image/label sets that do
- * not fit together. Temp files live in one mkdtemp directory, removed at the
+ * unsupported type, absurd dims, extra data, a 9-byte header promising 2^31
+ * bytes (refused from the file size, plain, or as the gzip data runs out,
+ * without allocating 2 GiB: checked under an address-space limit in a child
+ * process), and image/label sets that do not fit together. Temp files live in one mkdtemp directory, removed at the
  * end. Shape letters: N images, B batch.
  */
 #include <errno.h>
@@ -19,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>  /* gzopen/gzwrite: writes the synthetic gzip files */
@@ -385,7 +389,15 @@ static void test_idx(void)
     write_bytes(p, cut, sizeof cut);
     st = idx_load(&a, p, err, sizeof err);
     check_true("idx.short.status", st == IDX_ERR_TRUNCATED, "status %d", st);
-    check_msg("idx.short.msg", err, "text.idx is truncated: expected 12 data bytes, got 5");
+    check_msg("idx.short.msg", err, "text.idx is truncated: its header (dims 3 x 2 x 2) "
+              "promises 28 bytes, the file has 21");
+    snprintf(p, sizeof p, "%s/cut.idx.gz", tmp);
+    gzFile g = gzopen(p, "wb6");
+    if (g) { gzwrite(g, cut, sizeof cut); gzclose(g); }
+    st = idx_load(&a, p, err, sizeof err);
+    check_true("idx.short_gz.status", st == IDX_ERR_TRUNCATED, "status %d", st);
+    check_msg("idx.short_gz.msg", err, "cut.idx.gz is truncated: expected 12 data bytes, got 5");
+    snprintf(p, sizeof p, "%s/text.idx", tmp);
 
     write_bytes(p, cut, 9);
     st = idx_load(&a, p, err, sizeof err);
@@ -399,6 +411,67 @@ static void test_idx(void)
     check_true("idx.extra.status", st == IDX_ERR_FORMAT && a.data == NULL, "status %d", st);
     check_msg("idx.extra.msg", err, "long.idx holds more data than its header promises "
               "(dims 3 x 2 x 2 = 12 bytes)");
+}
+
+/* idx_load of path in a child whose address space is limited to 1 GiB more
+ * than it uses: a reader that allocates what a header promises (2 GiB)
+ * fails there with IDX_ERR_NOMEM. The status and message come back through
+ * a pipe. Under ASan (which reserves terabytes of shadow) no limit is set. */
+static int idx_load_limited(const char *path, char *err, size_t errlen)
+{
+    int pfd[2];
+    if (pipe(pfd)) return 99;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pfd[0]);
+#if !defined(__SANITIZE_ADDRESS__)
+        long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (f) { if (fscanf(f, "%ld", &pages) != 1) pages = 0; fclose(f); }
+        if (pages > 0) {
+            rlim_t lim = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (1ull << 30);
+            struct rlimit rl = {lim, lim};
+            setrlimit(RLIMIT_AS, &rl);
+        }
+#endif
+        IdxArray a;
+        char e[512] = "";
+        int st = idx_load(&a, path, e, sizeof e);
+        dprintf(pfd[1], "%d %s", st, e);
+        _exit(0);
+    }
+    close(pfd[1]);
+    char out[700] = {0};
+    size_t k = 0;
+    ssize_t r;
+    while (k < sizeof out - 1 && (r = read(pfd[0], out + k, sizeof out - 1 - k)) > 0)
+        k += (size_t)r;
+    close(pfd[0]);
+    waitpid(pid, NULL, 0);
+    const char *sp = strchr(out, ' ');
+    snprintf(err, errlen, "%s", sp ? sp + 1 : out);
+    return k ? atoi(out) : 99;
+}
+
+/* A 9-byte file whose header promises 2^31 elements (the most idx_load
+ * accepts): refused as truncated, from the size, before any allocation. */
+static void test_idx_promise(void)
+{
+    char p[512], err[700];
+    const uint8_t nine[9] = {0, 0, 0x08, 1, 0x80, 0, 0, 0, 0x55};
+    snprintf(p, sizeof p, "%s/promise.idx", tmp);
+    write_bytes(p, nine, sizeof nine);
+    int st = idx_load_limited(p, err, sizeof err);
+    check_true("idx.promise.status", st == IDX_ERR_TRUNCATED, "status %d: %s", st, err);
+    check_msg("idx.promise.msg", err, "promise.idx is truncated: its header (dims 2147483648) "
+              "promises 2147483656 bytes, the file has 9");
+    snprintf(p, sizeof p, "%s/promise.idx.gz", tmp);
+    gzFile g = gzopen(p, "wb6");
+    if (g) { gzwrite(g, nine, sizeof nine); gzclose(g); }
+    st = idx_load_limited(p, err, sizeof err);
+    check_true("idx.promise_gz.status", st == IDX_ERR_TRUNCATED, "status %d: %s", st, err);
+    check_msg("idx.promise_gz.msg", err, "expected 2147483648 data bytes, got 1");
 }
 
 /* ------------------------------------------------------ damaged Fashion-MNIST */
@@ -525,6 +598,7 @@ int main(void)
 
     test_shuffle();
     test_idx();
+    test_idx_promise();
 
     struct stat sb;
     char synth[512];
