@@ -9,8 +9,15 @@
  * binary file and a symlink that must be skipped): specials first, every
  * character in both forms, the size respected, byte-identical output on a
  * second run, and no [UNK] when the corpus is tokenized with the result.
- * Shards: write / read round trip (u16 and u32 ids), and damaged files
- * (cut, flipped byte, bad magic, extra bytes) refused with their message.
+ * Vocab files: a UTF-8 byte-order mark is dropped; the vocabulary hash is
+ * FNV-1a 64 of the tokens joined by '\n' (computed here from the file's
+ * bytes) and tells a reordered vocab of the same size apart; every failure
+ * has one hint, by status, none in the message.
+ * Shards: write / read round trip (u16 and u32 ids; CTTOK2 with the vocab's
+ * hash, and a CTTOK1 file written by hand, read without one), damaged files
+ * (cut, flipped byte, bad magic, extra bytes) refused with their message, a
+ * corpus with no token to mask refused, an --out in a missing folder refused
+ * before the corpus is read, with the hint of each cause.
  * Temp files live in one mkdtemp directory, removed at the end.
  */
 #include <errno.h>
@@ -21,11 +28,13 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "data/text_shards.h"
 #include "data/utf8.h"
 #include "data/vocab_build.h"
 #include "data/wordpiece.h"
+#include "engine/log.h"
 /* check.h's helpers are static; this program does not use all of them. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -210,11 +219,16 @@ static void test_tokenizer(void)
     write_file(p2, "[PAD]\nhello\n", 12);
     st = wordpiece_load(&w3, p2, WP_UNCASED, err, sizeof err);
     check_true("vocab.no_unk", st == WP_ERR_FORMAT, "status %d", st);
-    check_msg("vocab.no_unk_hint", err, "hint: build one with ctrain vocab");
+    check_true("vocab.no_unk_one_hint", !strstr(err, "hint") &&
+               strstr(wordpiece_hint(st), "build one with ctrain vocab") &&
+               !strstr(wordpiece_hint(st), "path"), "message \"%s\", hint \"%s\"", err,
+               wordpiece_hint(st));
+    check_msg("vocab.missing_hint", wordpiece_hint(WP_ERR_OPEN), "check the --vocab path");
     write_file(p2, "[UNK]\nh\xe9llo\n", 12);
     st = wordpiece_load(&w3, p2, WP_UNCASED, err, sizeof err);
     check_true("vocab.latin1", st == WP_ERR_UTF8 && strstr(err, "byte offset 7"),
                "status %d: %s", st, err);
+    check_msg("vocab.latin1_hint", wordpiece_hint(st), "iconv");
     /* CRLF lines, duplicates (the later id wins), no final newline */
     write_file(p2, "[UNK]\r\nab\r\n##c\r\nab", 18);
     st = wordpiece_load(&w3, p2, WP_UNCASED, err, sizeof err);
@@ -222,6 +236,48 @@ static void test_tokenizer(void)
                wordpiece_id(&w3, "##c") == 2, "status %d V %u id(ab) %d", st, w3.V,
                wordpiece_id(&w3, "ab"));
     if (!st) wordpiece_free(&w3);
+
+    /* a UTF-8 byte-order mark before [PAD]: dropped (with a warning), so
+     * [PAD] is id 0 and the hash is that of the file without it */
+    const char plain[] = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nab\n##c\n";
+    char bom[64];
+    snprintf(bom, sizeof bom, "\xEF\xBB\xBF%s", plain);
+    write_file(p2, bom, strlen(bom));
+    LogLevel level = log_get_level();
+    log_set_level(LOG_ERROR);   /* the warning is expected */
+    st = wordpiece_load(&w3, p2, WP_UNCASED, err, sizeof err);
+    log_set_level(level);
+    check_true("vocab.bom", st == 0 && w3.V == 7 && w3.pad_id == 0 && w3.mask_id == 4 &&
+               wordpiece_id(&w3, "[PAD]") == 0, "status %d: %s; [PAD] id %d", st, err,
+               st ? -2 : w3.pad_id);
+    /* the hash: FNV-1a 64 of the lines joined by '\n' (no final newline) */
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (size_t i = 0; i + 1 < sizeof plain - 1; i++)
+        h = (h ^ (uint8_t)plain[i]) * 0x100000001B3ull;
+    check_true("vocab.hash_fnv1a64", !st && w3.hash == h && wordpiece_vocab_hash(&w3) == h,
+               "hash %016llx, want %016llx", (unsigned long long)w3.hash,
+               (unsigned long long)h);
+    uint64_t h_bom = st ? 0 : w3.hash;
+    if (!st) wordpiece_free(&w3);
+    const char *const same[7] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "ab", "##c"};
+    const char *const swapped[7] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "##c", "ab"};
+    Wordpiece w4, w5;
+    wordpiece_init_tokens(&w4, same, 7, WP_UNCASED, err, sizeof err);
+    wordpiece_init_tokens(&w5, swapped, 7, WP_UNCASED, err, sizeof err);
+    check_true("vocab.hash_same", w4.hash == h_bom, "%016llx vs %016llx",
+               (unsigned long long)w4.hash, (unsigned long long)h_bom);
+    check_true("vocab.hash_order", w5.hash != w4.hash && w5.V == w4.V, "reordered vocab, same hash");
+    const char *const need[3] = {"[PAD]", "[CLS]", "[SEP]"};
+    char miss[64];
+    const char *const few[3] = {"[UNK]", "[CLS]", "x"};
+    Wordpiece w6;
+    wordpiece_init_tokens(&w6, few, 3, WP_UNCASED, err, sizeof err);
+    int nm = wordpiece_missing(miss, sizeof miss, &w6, need, 3);
+    check_true("vocab.missing_named", nm == 2 && !strcmp(miss, "[PAD], [SEP]"), "%d: %s", nm,
+               miss);
+    wordpiece_free(&w4);
+    wordpiece_free(&w5);
+    wordpiece_free(&w6);
     wordpiece_free(&un);
     wordpiece_free(&ca);
     wordpiece_free(&cn);
@@ -367,9 +423,13 @@ static void test_vocab_build(void)
     check_true("vocab_build.likelihood", st == 0 && vs.lines == 200, "status %d: %s", st, err);
 
     /* a size below the alphabet: refused with the size to use */
-    st = vocab_build(corpus, 20, WP_UNCASED, out2, err, sizeof err);
+    o.size = 20;
+    st = vocab_build_opts(corpus, &o, out2, &vs, err, sizeof err);
     check_true("vocab_build.too_small", st == CORPUS_ERR_ARG, "status %d", st);
-    check_msg("vocab_build.too_small_hint", err, "pass --size 49 or more");
+    char hint[128];
+    check_msg("vocab_build.too_small_hint", vocab_hint(hint, sizeof hint, st, &vs),
+              "pass --size 49 or more");
+    check_true("vocab_build.too_small_no_inline_hint", !strstr(err, "hint"), "%s", err);
     /* a file that is not UTF-8: its path and the offset */
     char badf[600];
     snprintf(badf, sizeof badf, "%s/sub/latin1.txt", corpus);
@@ -377,10 +437,27 @@ static void test_vocab_build(void)
     st = vocab_build(corpus, 200, WP_UNCASED, out2, err, sizeof err);
     check_true("vocab_build.bad_utf8", st == CORPUS_ERR_UTF8, "status %d", st);
     check_msg("vocab_build.bad_utf8_msg", err, "latin1.txt: invalid UTF-8 at byte offset 3");
+    check_true("vocab_build.bad_utf8_one_hint", !strstr(err, "hint") &&
+               strstr(vocab_hint(hint, sizeof hint, st, NULL), "iconv"), "message \"%s\", "
+               "hint \"%s\"", err, hint);
     unlink(badf);
     snprintf(badf, sizeof badf, "%s/nowhere", tmp);
     st = vocab_build(badf, 200, WP_UNCASED, out2, err, sizeof err);
     check_true("vocab_build.missing", st == CORPUS_ERR_OPEN, "status %d: %s", st, err);
+    check_msg("vocab_build.missing_hint", vocab_hint(hint, sizeof hint, st, NULL),
+              "check the --corpus path");
+    /* an --out whose folder does not exist: refused before the corpus is
+     * read (a missing corpus too gives this error), naming the output */
+    snprintf(out2, sizeof out2, "%s/nodir/v.txt", tmp);
+    st = vocab_build(badf, 200, WP_UNCASED, out2, err, sizeof err);
+    check_true("vocab_build.out_dir", st == CORPUS_ERR_WRITE, "status %d: %s", st, err);
+    char want[1400];
+    snprintf(want, sizeof want, "cannot write vocab %s: the folder %s/nodir does not exist",
+             out2, tmp);
+    check_msg("vocab_build.out_dir_msg", err, want);
+    vocab_hint(hint, sizeof hint, st, NULL);
+    check_true("vocab_build.out_dir_hint", strstr(hint, "--out") && !strstr(hint, "corpus"),
+               "hint: %s", hint);
 }
 
 /* ---- shards --------------------------------------------------------------- */
@@ -395,6 +472,26 @@ static int grab(void *ctx, const char *doc, size_t len)
     DocList *d = ctx;
     if (d->n < 8) snprintf(d->docs[d->n++], 64, "%.*s", (int)len, doc);
     return 0;
+}
+
+/* A CTTOK1 shard (the format before the vocab hash), written by hand: the
+ * 24-byte header, offsets, u16 tokens, CRC-32 of all after the magic. */
+static void write_v1(const char *path, uint32_t V, const uint16_t *tok, const uint64_t *off,
+                     uint32_t D)
+{
+    uint64_t N = off[D];
+    size_t n = 24 + 8 * ((size_t)D + 1) + 2 * N + 4;
+    uint8_t *b = calloc(1, n);
+    memcpy(b, "CTTOK1\0\0", 8);
+    memcpy(b + 8, &V, 4);
+    memcpy(b + 12, &D, 4);
+    memcpy(b + 16, &N, 8);
+    memcpy(b + 24, off, 8 * ((size_t)D + 1));
+    memcpy(b + 24 + 8 * ((size_t)D + 1), tok, 2 * N);
+    uint32_t crc = (uint32_t)crc32(crc32(0, Z_NULL, 0), b + 8, (uInt)(n - 12));
+    memcpy(b + n - 4, &crc, 4);
+    write_file(path, b, n);
+    free(b);
 }
 
 static void test_shards(void)
@@ -438,6 +535,9 @@ static void test_shards(void)
                s.vocab_size == wp.V && s.n_tokens == ss.tokens && ss.unk == 0,
                "%u docs, width %d, V %u, %llu tokens, %llu unk", s.n_docs, s.width,
                s.vocab_size, (unsigned long long)s.n_tokens, (unsigned long long)ss.unk);
+    check_true("shard.vocab_hash", s.version == 2 && s.has_hash && s.vocab_hash == wp.hash &&
+               wp.hash == wordpiece_vocab_hash(&wp), "version %d, hash %016llx, vocab %016llx",
+               s.version, (unsigned long long)s.vocab_hash, (unsigned long long)wp.hash);
     /* document 0 = the first paragraph of a.txt, tokenized again here */
     snprintf(p, sizeof p, "%s/a.txt", corpus);
     size_t n;
@@ -490,18 +590,68 @@ static void test_shards(void)
     snprintf(p, sizeof p, "%s/none.tok", tmp);
     st = shard_open(&s, p, err, sizeof err);
     check_true("shard.missing", st == SHARD_ERR_OPEN, "status %d: %s", st, err);
+    /* the hint speaks the user's words: a command, no internal function */
+    check_true("shard.missing_hint", strstr(shard_hint(st), "ctrain shard --corpus") &&
+               !strstr(shard_hint(st), "shard_write"), "hint: %s", shard_hint(st));
+
+    /* a CTTOK1 shard: read, with no vocab hash */
+    const uint16_t t1[5] = {7, 8, 9, 10, 11};
+    const uint64_t o1[3] = {0, 2, 5};
+    snprintf(p, sizeof p, "%s/v1.tok", tmp);
+    write_v1(p, wp.V, t1, o1, 2);
+    st = shard_open(&s, p, err, sizeof err);
+    int v1ok = st == 0 && s.version == 1 && !s.has_hash && s.n_docs == 2 && s.n_tokens == 5 &&
+               s.vocab_size == wp.V && s.offsets[1] == 2;
+    for (int k = 0; v1ok && k < 5; k++) v1ok = shard_token(&s, (uint64_t)k) == t1[k];
+    check_true("shard.v1_reads", v1ok, "status %d: %s", st, err);
+    if (!st) shard_close(&s);
+
+    /* corpora with nothing to mask: refused, with a count */
+    char c2[600];
+    snprintf(c2, sizeof c2, "%s/emptydocs", tmp);
+    mkdir(c2, 0700);
+    snprintf(p, sizeof p, "%s/a", c2);
+    write_file(p, "%\n%\n%\n", 6);
+    snprintf(p, sizeof p, "%s/b", c2);
+    write_file(p, "\n \n\n", 4);
+    snprintf(p, sizeof p, "%s/empty.tok", tmp);
+    st = shard_write(c2, &wp, p, SHARD_DOC_AUTO, &ss, err, sizeof err);
+    check_true("shard.empty_docs", st == SHARD_ERR_EMPTY && access(p, F_OK) != 0, "status %d: %s",
+               st, err);
+    check_msg("shard.empty_docs_msg", err, "gives 0 tokens: its 2 files hold no document with text");
+    check_msg("shard.empty_docs_hint", shard_hint(st), "ctrain vocab --corpus");
+    snprintf(p, sizeof p, "%s/unk.txt", c2);
+    write_file(p, "\xe5\x8c\x97\xe4\xba\xac\n", 7);   /* two CJK ideographs the vocab lacks */
+    snprintf(p, sizeof p, "%s/empty.tok", tmp);
+    st = shard_write(c2, &wp, p, SHARD_DOC_AUTO, &ss, err, sizeof err);
+    check_true("shard.all_unk", st == SHARD_ERR_EMPTY && ss.unk == 2, "status %d: %s", st, err);
+    check_msg("shard.all_unk_msg", err, "gives 2 tokens, all [UNK] (2) or special tokens");
+
+    /* outputs and corpora that are not there */
+    snprintf(p, sizeof p, "%s/nodir/x.tok", tmp);
+    st = shard_write(corpus, &wp, p, SHARD_DOC_AUTO, &ss, err, sizeof err);
+    check_true("shard.out_dir", st == SHARD_ERR_WRITE, "status %d: %s", st, err);
+    check_msg("shard.out_dir_msg", err, "cannot write shard ");
+    check_msg("shard.out_dir_msg2", err, "/nodir does not exist");
+    check_true("shard.out_dir_hint", strstr(shard_hint(st), "--out") &&
+               !strstr(shard_hint(st), "damaged"), "hint: %s", shard_hint(st));
+    snprintf(c2, sizeof c2, "%s/no_corpus", tmp);
+    snprintf(p, sizeof p, "%s/x.tok", tmp);
+    st = shard_write(c2, &wp, p, SHARD_DOC_AUTO, &ss, err, sizeof err);
+    check_true("shard.no_corpus", st == SHARD_ERR_CORPUS, "status %d: %s", st, err);
+    check_msg("shard.no_corpus_hint", shard_hint(st), "check the --corpus path");
 
     /* u32 ids for a vocab over 65535, and an empty document */
     uint32_t toks[6] = {70000, 5, 69999, 0, 65536, 12};
     uint64_t off[4] = {0, 2, 2, 6};
     snprintf(p, sizeof p, "%s/wide.tok", tmp);
-    st = shard_write_tokens(p, 70001, toks, off, 3, err, sizeof err);
+    st = shard_write_tokens(p, 70001, 0x1234, toks, off, 3, err, sizeof err);
     st = st ? st : shard_open(&s, p, err, sizeof err);
     int ok = st == 0 && s.width == 4 && s.n_docs == 3 && s.n_tokens == 6;
     for (int k = 0; ok && k < 6; k++) ok = shard_token(&s, (uint64_t)k) == toks[k];
-    check_true("shard.u32", ok, "status %d: %s", st, err);
+    check_true("shard.u32", ok && s.vocab_hash == 0x1234, "status %d: %s", st, err);
     if (!st) shard_close(&s);
-    st = shard_write_tokens(p, 70000, toks, off, 3, err, sizeof err);
+    st = shard_write_tokens(p, 70000, 0x1234, toks, off, 3, err, sizeof err);
     st = st ? st : shard_open(&s, p, err, sizeof err);
     check_true("shard.id_range", st == SHARD_ERR_FORMAT && strstr(err, "outside the vocab"),
                "status %d: %s", st, err);
