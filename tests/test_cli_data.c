@@ -9,7 +9,8 @@
  *     shard's vocab hash (both files named), a CTTOK1 shard trains with one
  *     warning, a vocab with a UTF-8 byte-order mark trains (with a warning),
  *     a vocab lacking [PAD] is refused naming it;
- *   - --data fortunes-cls:/nonexistent: "check the path", not "install";
+ *   - --data fortunes-cls:/nonexistent and fashion-mnist:/nonexistent/fm:
+ *     "check the path", not "install";
  *   - an ImageFolder whose val/ has a class train/ lacks, or other names, is
  *     refused when the feed opens (no step runs); a val/ with fewer classes
  *     trains, its labels matched by name.
@@ -240,6 +241,8 @@ static void test_mlm_feed(const char *corpus, const char *vocab)
              "--seq 16 --data fortunes-cls:/nonexistent --vocab %s", vocab);
     expect_refusal("cls.missing_dir", args, "cannot open fortunes directory /nonexistent",
                    "hint: check the path", "install");
+    expect_refusal("fmnist.missing_dir", "train --device cpu --data fashion-mnist:/nonexistent/fm",
+                   "/nonexistent/fm/train-images-idx3-ubyte", "hint: check the path", "install");
 }
 
 /* ROOT/SPLIT/C/i.png for each class in the comma list. */

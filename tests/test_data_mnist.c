@@ -487,6 +487,10 @@ static void test_fmnist_errors(const char *src)
               "train-images-idx3-ubyte.gz: No such file or directory");
     check_msg("fmnist.missing.hint", fmnist_hint(st),
               "apt-get install dataset-fashion-mnist) or pass --data fashion-mnist:DIR");
+    check_msg("fmnist.missing_default.hint", fmnist_hint_dir(st, NULL), "apt-get install");
+    check_true("fmnist.missing_dir.hint", strstr(fmnist_hint_dir(st, "/nonexistent/fmnist"),
+               "check the path") && !strstr(fmnist_hint_dir(st, "/nonexistent/fmnist"),
+               "install"), "%s", fmnist_hint_dir(st, "/nonexistent/fmnist"));
     check_true("fmnist.missing.empty", ds.split[0].images == NULL && ds.split[1].n == 0,
                "dataset not left empty");
     fmnist_free(&ds);
