@@ -25,6 +25,7 @@
 #include <stb/stb_image_write.h>
 #include "check.h"
 #include "cli_util.h"
+#include "file_util.h"
 
 static char tmp[256];
 
@@ -48,29 +49,6 @@ static void expect_refusal(const char *name, const char *args, const char *want,
                "exit %d, %d hints, wanted \"%s\"%s%s%s%s, got: %s", st, count(out, "hint:"),
                want, want2 ? " and " : "", want2 ? want2 : "", bad ? ", not " : "",
                bad ? bad : "", out);
-}
-
-static void write_text(const char *path, const char *text, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(text, 1, n, f) != n || fclose(f)) {
-        fprintf(stderr, "test: cannot write %s: %s\n", path, strerror(errno));
-        exit(1);
-    }
-}
-
-static char *read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)len + 1);
-    *n = fread(b, 1, (size_t)len, f);
-    b[*n] = 0;
-    fclose(f);
-    return b;
 }
 
 /* A corpus of paragraphs of made-up words. */
@@ -117,7 +95,7 @@ static void test_vocab_shard(const char *corpus, const char *vocab)
                    "folder /nonexistent does not exist", "hint: pass --out", "damaged");
 
     snprintf(p, sizeof p, "%s/latin1.txt", tmp);
-    write_text(p, "caf\xe9 au lait\n", 13);
+    file_write(p, "caf\xe9 au lait\n", 13);
     snprintf(args, sizeof args, "vocab --corpus %s --size 200 --out %s/v.txt", p, tmp);
     expect_refusal("vocab.latin1_one_hint", args, "invalid UTF-8 at byte offset 3", "iconv",
                    "check the corpus path");
@@ -126,7 +104,7 @@ static void test_vocab_shard(const char *corpus, const char *vocab)
                    "damaged");
 
     snprintf(p, sizeof p, "%s/nounk.txt", tmp);
-    write_text(p, "[PAD]\nhello\n", 12);
+    file_write(p, "[PAD]\nhello\n", 12);
     snprintf(args, sizeof args, "shard --corpus %s --vocab %s --out %s/x.tok", corpus, p, tmp);
     expect_refusal("shard.vocab_no_unk", args, "has no [UNK] token", "ctrain vocab --corpus",
                    "check the --vocab path");
@@ -135,12 +113,12 @@ static void test_vocab_shard(const char *corpus, const char *vocab)
     snprintf(dir, sizeof dir, "%s/emptydocs", tmp);
     mkdir(dir, 0700);
     snprintf(p, sizeof p, "%s/a", dir);
-    write_text(p, "%\n%\n%\n", 6);
+    file_write(p, "%\n%\n%\n", 6);
     snprintf(args, sizeof args, "shard --corpus %s --vocab %s --out %s/e.tok", dir, vocab, tmp);
     expect_refusal("shard.empty_docs", args, "gives 0 tokens", "one masked-LM sequence needs "
                    "at least 1 token", NULL);
     snprintf(p, sizeof p, "%s/b", dir);
-    write_text(p, "\xe5\x8c\x97\xe4\xba\xac\n", 7);   /* two ideographs the vocab lacks */
+    file_write(p, "\xe5\x8c\x97\xe4\xba\xac\n", 7);   /* two ideographs the vocab lacks */
     expect_refusal("shard.all_unk", args, "gives 2 tokens, all [UNK] (2)", NULL, NULL);
 }
 
@@ -149,14 +127,14 @@ static void test_vocab_shard(const char *corpus, const char *vocab)
 static int write_v1(const char *v2, const char *v1)
 {
     size_t n;
-    char *b = read_file(v2, &n);
+    char *b = file_read(v2, &n);
     if (!b || n < 44 || memcmp(b, "CTTOK2", 6)) { free(b); return -1; }
     memmove(b + 24, b + 32, n - 32);
     n -= 8;
     b[5] = '1';
     uint32_t crc = (uint32_t)crc32(crc32(0, Z_NULL, 0), (const Bytef *)b + 8, (uInt)(n - 12));
     memcpy(b + n - 4, &crc, 4);
-    write_text(v1, b, n);
+    file_write(v1, b, n);
     free(b);
     return 0;
 }
@@ -179,7 +157,7 @@ static void test_mlm_feed(const char *corpus, const char *vocab)
 
     /* the same tokens, two swapped: same size, another vocab */
     size_t n;
-    char *v = read_file(vocab, &n);
+    char *v = file_read(vocab, &n);
     char *l6 = v, *l7, *l8;
     for (int i = 0; i < 6 && l6; i++) l6 = strchr(l6, '\n') + 1;   /* lines 6 and 7 (0-based) */
     l7 = strchr(l6, '\n') + 1;

@@ -23,7 +23,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>  /* gzopen/gzwrite: writes the synthetic gzip files */
@@ -36,6 +35,8 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "check.h"
 #pragma GCC diagnostic pop
+#include "child_util.h"
+#include "file_util.h"
 
 static char tmp[256];
 static const char *const FILES[4] = {
@@ -57,28 +58,6 @@ static void check_msg(const char *name, const char *err, const char *want)
     check_true(name, strstr(err, want) != NULL, "message \"%s\" lacks \"%s\"", err, want);
 }
 
-static void write_bytes(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n || fclose(f)) {
-        fprintf(stderr, "test: cannot write %s: %s\n", path, strerror(errno));
-        exit(1);
-    }
-}
-
-static uint8_t *read_bytes(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "test: cannot read %s\n", path); exit(1); }
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(*n ? *n : 1);
-    if (fread(p, 1, *n, f) != *n) { fprintf(stderr, "test: short read %s\n", path); exit(1); }
-    fclose(f);
-    return p;
-}
-
 /* An IDX u8 file, gzip-compressed when gz is set. */
 static void write_idx(const char *path, int gz, int ndim, const uint32_t *dims,
                       const uint8_t *data)
@@ -96,7 +75,7 @@ static void write_idx(const char *path, int gz, int ndim, const uint32_t *dims,
         uint8_t *buf = malloc(hn + n);
         memcpy(buf, hdr, hn);
         memcpy(buf + hn, data, n);
-        write_bytes(path, buf, hn + n);
+        file_write(path, buf, hn + n);
         free(buf);
         return;
     }
@@ -144,7 +123,7 @@ static const char *make_case(const char *name, const char *src, const char *file
         char from[512], to[600];
         snprintf(from, sizeof from, "%s/%s.gz", src, FILES[k]);
         snprintf(to, sizeof to, "%s/%s.gz", dir, FILES[k]);
-        if (strncmp(FILES[k], file, strlen(file)) == 0) write_bytes(to, bytes, n);
+        if (strncmp(FILES[k], file, strlen(file)) == 0) file_write(to, bytes, n);
         else if (symlink(from, to) != 0) { perror("symlink"); exit(1); }
     }
     return dir;
@@ -351,42 +330,42 @@ static void test_idx(void)
     check_msg("idx.directory.msg", err, "Is a directory");
 
     snprintf(p, sizeof p, "%s/text.idx", tmp);
-    write_bytes(p, "hello, world\n", 13);
+    file_write(p, "hello, world\n", 13);
     st = idx_load(&a, p, err, sizeof err);
     check_true("idx.text.status", st == IDX_ERR_FORMAT && a.data == NULL, "status %d", st);
     check_msg("idx.text.msg", err, "is not an IDX file: it starts with bytes 68 65 6c 6c");
 
     const uint8_t badmagic[8] = {0x00, 0x01, 0x08, 0x01, 0, 0, 0, 0};
-    write_bytes(p, badmagic, 8);
+    file_write(p, badmagic, 8);
     st = idx_load(&a, p, err, sizeof err);
     check_msg("idx.magic.msg", err, "starts with bytes 00 01 08 01");
 
     const uint8_t f32[12] = {0, 0, 0x0D, 1, 0, 0, 0, 1, 0, 0, 0x80, 0x3f};
-    write_bytes(p, f32, 12);
+    file_write(p, f32, 12);
     st = idx_load(&a, p, err, sizeof err);
     check_true("idx.type.status", st == IDX_ERR_FORMAT, "status %d", st);
     check_msg("idx.type.msg", err, "unsupported element type 0x0D (f32)");
 
     const uint8_t nodim[4] = {0, 0, 0x08, 0};
-    write_bytes(p, nodim, 4);
+    file_write(p, nodim, 4);
     st = idx_load(&a, p, err, sizeof err);
     check_msg("idx.ndim0.msg", err, "header gives 0 dimensions");
 
     /* Headers alone: 65536 x 65536 = 2^32 elements, then 2^32-1 in one dim. */
     const uint8_t huge[12] = {0, 0, 0x08, 2, 0, 1, 0, 0, 0, 1, 0, 0};
-    write_bytes(p, huge, sizeof huge);
+    file_write(p, huge, sizeof huge);
     st = idx_load(&a, p, err, sizeof err);
     check_true("idx.absurd.status", st == IDX_ERR_FORMAT && a.data == NULL, "status %d", st);
     check_msg("idx.absurd.msg", err, "header dims 65536 x 65536 exceed 2147483648 elements");
 
     const uint8_t over[8] = {0, 0, 0x08, 1, 0xFF, 0xFF, 0xFF, 0xFF};
-    write_bytes(p, over, sizeof over);
+    file_write(p, over, sizeof over);
     st = idx_load(&a, p, err, sizeof err);
     check_msg("idx.absurd1.msg", err, "header dims 4294967295 exceed");
 
     /* Header promises 12 bytes, file holds 5. */
     uint8_t cut[4 + 12 + 5] = {0, 0, 0x08, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4, 5};
-    write_bytes(p, cut, sizeof cut);
+    file_write(p, cut, sizeof cut);
     st = idx_load(&a, p, err, sizeof err);
     check_true("idx.short.status", st == IDX_ERR_TRUNCATED, "status %d", st);
     check_msg("idx.short.msg", err, "text.idx is truncated: its header (dims 3 x 2 x 2) "
@@ -399,14 +378,14 @@ static void test_idx(void)
     check_msg("idx.short_gz.msg", err, "cut.idx.gz is truncated: expected 12 data bytes, got 5");
     snprintf(p, sizeof p, "%s/text.idx", tmp);
 
-    write_bytes(p, cut, 9);
+    file_write(p, cut, 9);
     st = idx_load(&a, p, err, sizeof err);
     check_msg("idx.short_header.msg", err, "expected 16 header bytes, got 9");
 
     /* Header promises 12 bytes, file holds 13. */
     snprintf(p, sizeof p, "%s/long.idx", tmp);
     uint8_t lng[4 + 12 + 13] = {0, 0, 0x08, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 2};
-    write_bytes(p, lng, sizeof lng);
+    file_write(p, lng, sizeof lng);
     st = idx_load(&a, p, err, sizeof err);
     check_true("idx.extra.status", st == IDX_ERR_FORMAT && a.data == NULL, "status %d", st);
     check_msg("idx.extra.msg", err, "long.idx holds more data than its header promises "
@@ -417,41 +396,31 @@ static void test_idx(void)
  * than it uses: a reader that allocates what a header promises (2 GiB)
  * fails there with IDX_ERR_NOMEM. The status and message come back through
  * a pipe. Under ASan (which reserves terabytes of shadow) no limit is set. */
+static void idx_load_child(void *ctx, int fd)
+{
+#if !defined(__SANITIZE_ADDRESS__)
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) { if (fscanf(f, "%ld", &pages) != 1) pages = 0; fclose(f); }
+    if (pages > 0) {
+        rlim_t lim = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (1ull << 30);
+        struct rlimit rl = {lim, lim};
+        setrlimit(RLIMIT_AS, &rl);
+    }
+#endif
+    IdxArray a;
+    char e[512] = "";
+    int st = idx_load(&a, ctx, e, sizeof e);
+    dprintf(fd, "%d %s", st, e);
+}
+
 static int idx_load_limited(const char *path, char *err, size_t errlen)
 {
-    int pfd[2];
-    if (pipe(pfd)) return 99;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(pfd[0]);
-#if !defined(__SANITIZE_ADDRESS__)
-        long pages = 0;
-        FILE *f = fopen("/proc/self/statm", "r");
-        if (f) { if (fscanf(f, "%ld", &pages) != 1) pages = 0; fclose(f); }
-        if (pages > 0) {
-            rlim_t lim = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (1ull << 30);
-            struct rlimit rl = {lim, lim};
-            setrlimit(RLIMIT_AS, &rl);
-        }
-#endif
-        IdxArray a;
-        char e[512] = "";
-        int st = idx_load(&a, path, e, sizeof e);
-        dprintf(pfd[1], "%d %s", st, e);
-        _exit(0);
-    }
-    close(pfd[1]);
-    char out[700] = {0};
-    size_t k = 0;
-    ssize_t r;
-    while (k < sizeof out - 1 && (r = read(pfd[0], out + k, sizeof out - 1 - k)) > 0)
-        k += (size_t)r;
-    close(pfd[0]);
-    waitpid(pid, NULL, 0);
+    char out[700];
+    int code = child_run(idx_load_child, (void *)path, out, sizeof out);
     const char *sp = strchr(out, ' ');
     snprintf(err, errlen, "%s", sp ? sp + 1 : out);
-    return k ? atoi(out) : 99;
+    return code == 0 && sp ? atoi(out) : 99;
 }
 
 /* A 9-byte file whose header promises 2^31 elements (the most idx_load
@@ -461,7 +430,7 @@ static void test_idx_promise(void)
     char p[512], err[700];
     const uint8_t nine[9] = {0, 0, 0x08, 1, 0x80, 0, 0, 0, 0x55};
     snprintf(p, sizeof p, "%s/promise.idx", tmp);
-    write_bytes(p, nine, sizeof nine);
+    file_write(p, nine, sizeof nine);
     int st = idx_load_limited(p, err, sizeof err);
     check_true("idx.promise.status", st == IDX_ERR_TRUNCATED, "status %d: %s", st, err);
     check_msg("idx.promise.msg", err, "promise.idx is truncated: its header (dims 2147483648) "
@@ -504,7 +473,7 @@ static void test_fmnist_errors(const char *src)
     idx_free(&ti);
 
     size_t n;
-    uint8_t *gz = read_bytes(p, &n);
+    uint8_t *gz = (uint8_t *)file_read(p, &n);
     const char *dir = make_case("trunc", src, "t10k-images", gz, n / 2);
     st = fmnist_load(&ds, dir, err, sizeof err);
     check_true("fmnist.truncated.status", st == IDX_ERR_TRUNCATED, "status %d: %s", st, err);
@@ -534,7 +503,7 @@ static void test_fmnist_errors(const char *src)
     /* Only the CRC-32 in the trailer flipped: the data decode cleanly and zlib
      * notices only at end of stream. */
     snprintf(p, sizeof p, "%s/t10k-labels-idx1-ubyte.gz", src);
-    gz = read_bytes(p, &n);
+    gz = (uint8_t *)file_read(p, &n);
     gz[n - 8] ^= 0x01;
     dir = make_case("crc", src, "t10k-labels", gz, n);
     st = fmnist_load(&ds, dir, err, sizeof err);

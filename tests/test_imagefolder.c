@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <stb/stb_image_write.h>
@@ -44,6 +43,7 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "check.h"
 #pragma GCC diagnostic pop
+#include "child_util.h"
 
 static char tmp[256];
 
@@ -465,6 +465,20 @@ static void test_errors(void)
  * permissions, not "damaged". Root reads a chmod-000 file, so the reading is
  * done in a child that has dropped to uid/gid 65534 (nobody); a process that
  * can do neither is told so and the check skipped. */
+/* In a child: drop root (exit 2 when that fails, 3 when the file is still
+ * readable), then report "STATUS MESSAGE" of image_decode_file. */
+static void decode_unprivileged(void *path, int fd)
+{
+    if (child_drop_root()) _exit(2);
+    FILE *probe = fopen(path, "rb");
+    if (probe) _exit(3);
+    char err[1024] = "";
+    int H, W;
+    uint8_t *img;
+    int st = image_decode_file(&img, path, &H, &W, err, sizeof err);
+    dprintf(fd, "%d %s", st, err);
+}
+
 static void test_permission(void)
 {
     mkdir_p("%s/%s", "perm");
@@ -486,32 +500,8 @@ static void test_permission(void)
     chmod(dir, 0755);
     path_of(dir, sizeof dir, "perm/c");
     chmod(dir, 0755);
-    int pfd[2];
-    if (pipe(pfd)) return;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(pfd[0]);
-        if (geteuid() == 0 && (setgid(65534) || setuid(65534))) _exit(2);
-        FILE *probe = fopen(p, "rb");
-        if (probe) _exit(3);                 /* this process reads mode-000 files */
-        char err[1024] = "";
-        int H, W;
-        uint8_t *img;
-        int st = image_decode_file(&img, p, &H, &W, err, sizeof err);
-        dprintf(pfd[1], "%d %s", st, err);
-        _exit(0);
-    }
-    close(pfd[1]);
-    char out[1200] = {0};
-    size_t k = 0;
-    ssize_t r;
-    while (k < sizeof out - 1 && (r = read(pfd[0], out + k, sizeof out - 1 - k)) > 0)
-        k += (size_t)r;
-    close(pfd[0]);
-    int ws = 0;
-    waitpid(pid, &ws, 0);
-    int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+    char out[1200];
+    int code = child_run(decode_unprivileged, p, out, sizeof out);
     if (code == 2 || code == 3) {
         printf("  skip perm.decode: %s\n", code == 2 ? "cannot drop root to uid 65534"
                                                      : "this user reads mode-000 files");

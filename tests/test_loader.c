@@ -41,6 +41,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "check.h"
+#include "child_util.h"
 #pragma GCC diagnostic pop
 
 static char tmp[256];
@@ -281,6 +282,18 @@ static void make_dir(const char *rel)
     if (mkdir(p, 0700) && errno != EEXIST) { perror(p); exit(1); }
 }
 
+/* In a child: one evaluation epoch of the source through loader_next,
+ * which ends the process at a sample that fails. */
+static void drain_epoch(void *src, int fd)
+{
+    (void)fd;
+    int allocs = 0;
+    Loader *L = make_loader(src, 2, 2, 3, 0, &allocs);
+    loader_start(L, 0, 0);
+    LoaderBatch *x;
+    while ((x = loader_next(L))) loader_release(L, x);
+}
+
 static void test_folder(void)
 {
     make_dir("f");
@@ -340,39 +353,30 @@ static void test_folder(void)
     loader_free(L);
 
     /* loader_next: fatal, with the path and a hint, in a child process */
-    int pfd[2];
-    if (pipe(pfd) == 0) {
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) {
-            dup2(pfd[1], 2);
-            close(pfd[0]);
-            Loader *Lc = make_loader(&src, 5, 2, 3, 0, &allocs);
-            loader_start(Lc, 0, 0);
-            LoaderBatch *x;
-            while ((x = loader_next(Lc))) loader_release(Lc, x);
-            _exit(0);  /* not reached: the bad image is in the epoch */
-        }
-        close(pfd[1]);
-        char out[2048] = {0};
-        size_t k = 0;
-        ssize_t r;
-        while (k < sizeof out - 1 && (r = read(pfd[0], out + k, sizeof out - 1 - k)) > 0)
-            k += (size_t)r;
-        close(pfd[0]);
-        int status = 0;
-        waitpid(pid, &status, 0);
-        check_true("error.next.fatal", WIFEXITED(status) && WEXITSTATUS(status) == 1,
-                   "child status %d", status);
-        check_msg("error.next.msg", out, want);
-        check_msg("error.next.hint", out, "hint: the file is damaged");
-    }
+    char out[2048];
+    int code = child_run(drain_epoch, &src, out, sizeof out);
+    check_true("error.next.fatal", code == 1, "child exit %d", code);
+    check_msg("error.next.msg", out, want);
+    check_msg("error.next.hint", out, "hint: the file is damaged");
     src_free(&src);
 }
 
 /* An image the process may not read: loader_next's hint is about
  * permissions, not damage. Root reads mode-000 files, so the loader runs in
  * a child that drops to uid/gid 65534 (skipped, saying so, where it cannot). */
+static void drain_unreadable(void *img, int fd)
+{
+    (void)fd;
+    if (child_drop_root()) _exit(2);
+    FILE *probe = fopen(img, "rb");
+    if (probe) _exit(3);
+    ImageSource src;
+    char err[1024], root[512];
+    snprintf(root, sizeof root, "%s/p", tmp);
+    if (src_imagefolder_open(&src, root, 8, NULL, err, sizeof err)) _exit(4);
+    drain_epoch(&src, fd);   /* fatal at 01.png */
+}
+
 static void test_folder_permission(void)
 {
     make_dir("p");
@@ -387,37 +391,8 @@ static void test_folder_permission(void)
         chmod(d, 0755);
     }
     if (chmod(img, 0)) { printf("  skip perm.*: chmod: %s\n", strerror(errno)); return; }
-    int pfd[2];
-    if (pipe(pfd)) return;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pfd[1], 2);
-        close(pfd[0]);
-        if (geteuid() == 0 && (setgid(65534) || setuid(65534))) _exit(2);
-        FILE *probe = fopen(img, "rb");
-        if (probe) _exit(3);
-        ImageSource src;
-        char err[1024], root[512];
-        snprintf(root, sizeof root, "%s/p", tmp);
-        if (src_imagefolder_open(&src, root, 8, NULL, err, sizeof err)) _exit(4);
-        int allocs = 0;
-        Loader *L = make_loader(&src, 2, 1, 2, 0, &allocs);
-        loader_start(L, 0, 0);
-        LoaderBatch *x;
-        while ((x = loader_next(L))) loader_release(L, x);
-        _exit(0);  /* not reached */
-    }
-    close(pfd[1]);
-    char out[2048] = {0};
-    size_t k = 0;
-    ssize_t r;
-    while (k < sizeof out - 1 && (r = read(pfd[0], out + k, sizeof out - 1 - k)) > 0)
-        k += (size_t)r;
-    close(pfd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    char out[2048];
+    int code = child_run(drain_unreadable, img, out, sizeof out);
     if (code == 2 || code == 3) {
         printf("  skip perm.loader: %s\n", code == 2 ? "cannot drop root to uid 65534"
                                                    : "this user reads mode-000 files");

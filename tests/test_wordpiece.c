@@ -40,6 +40,7 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "check.h"
 #pragma GCC diagnostic pop
+#include "file_util.h"
 
 static char tmp[256];
 
@@ -48,30 +49,6 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void write_file(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n || fclose(f)) {
-        fprintf(stderr, "test: cannot write %s: %s\n", path, strerror(errno));
-        exit(1);
-    }
-}
-
-static char *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)len + 1);
-    if (fread(b, 1, (size_t)len, f) != (size_t)len) len = 0;
-    fclose(f);
-    b[len] = 0;
-    *n = (size_t)len;
-    return b;
 }
 
 static void check_msg(const char *name, const char *err, const char *want)
@@ -216,7 +193,7 @@ static void test_tokenizer(void)
     check_true("vocab.missing", st == WP_ERR_OPEN, "status %d", st);
     check_msg("vocab.missing_msg", err, "No such file");
     snprintf(p2, sizeof p2, "%s/nounk.txt", tmp);
-    write_file(p2, "[PAD]\nhello\n", 12);
+    file_write(p2, "[PAD]\nhello\n", 12);
     st = wordpiece_load(&w3, p2, WP_UNCASED, err, sizeof err);
     check_true("vocab.no_unk", st == WP_ERR_FORMAT, "status %d", st);
     check_true("vocab.no_unk_one_hint", !strstr(err, "hint") &&
@@ -224,13 +201,13 @@ static void test_tokenizer(void)
                !strstr(wordpiece_hint(st), "path"), "message \"%s\", hint \"%s\"", err,
                wordpiece_hint(st));
     check_msg("vocab.missing_hint", wordpiece_hint(WP_ERR_OPEN), "check the --vocab path");
-    write_file(p2, "[UNK]\nh\xe9llo\n", 12);
+    file_write(p2, "[UNK]\nh\xe9llo\n", 12);
     st = wordpiece_load(&w3, p2, WP_UNCASED, err, sizeof err);
     check_true("vocab.latin1", st == WP_ERR_UTF8 && strstr(err, "byte offset 7"),
                "status %d: %s", st, err);
     check_msg("vocab.latin1_hint", wordpiece_hint(st), "iconv");
     /* CRLF lines, duplicates (the later id wins), no final newline */
-    write_file(p2, "[UNK]\r\nab\r\n##c\r\nab", 18);
+    file_write(p2, "[UNK]\r\nab\r\n##c\r\nab", 18);
     st = wordpiece_load(&w3, p2, WP_UNCASED, err, sizeof err);
     check_true("vocab.crlf_dup", st == 0 && w3.V == 4 && wordpiece_id(&w3, "ab") == 3 &&
                wordpiece_id(&w3, "##c") == 2, "status %d V %u id(ab) %d", st, w3.V,
@@ -242,7 +219,7 @@ static void test_tokenizer(void)
     const char plain[] = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nab\n##c\n";
     char bom[64];
     snprintf(bom, sizeof bom, "\xEF\xBB\xBF%s", plain);
-    write_file(p2, bom, strlen(bom));
+    file_write(p2, bom, strlen(bom));
     LogLevel level = log_get_level();
     log_set_level(LOG_ERROR);   /* the warning is expected */
     st = wordpiece_load(&w3, p2, WP_UNCASED, err, sizeof err);
@@ -315,9 +292,9 @@ static void make_corpus(const char *dir)
         fclose(f);
     }
     snprintf(p, sizeof p, "%s/.hidden", dir);
-    write_file(p, "zzzzhidden\n", 11);
+    file_write(p, "zzzzhidden\n", 11);
     snprintf(p, sizeof p, "%s/index.dat", dir);
-    write_file(p, "\0\0\0\2bin\xff\xfe", 9);
+    file_write(p, "\0\0\0\2bin\xff\xfe", 9);
     char target[600];
     snprintf(target, sizeof target, "%s/a.txt", dir);
     snprintf(p, sizeof p, "%s/a.u8", dir);
@@ -370,7 +347,7 @@ static void test_vocab_build(void)
                "files %llu, binary %llu", (unsigned long long)vs.files,
                (unsigned long long)vs.binary_skipped);
     size_t n1, n2;
-    char *v1 = read_all(out, &n1);
+    char *v1 = file_read(out, &n1);
     int lines = 0;
     for (size_t i = 0; i < n1; i++) lines += v1[i] == '\n';
     check_true("vocab_build.size", lines == 200 && vs.lines == 200, "%d lines", lines);
@@ -378,7 +355,7 @@ static void test_vocab_build(void)
                !strncmp(v1, "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", 31), "starts \"%.40s\"", v1);
     st = vocab_build(corpus, 200, WP_UNCASED, out2, err, sizeof err);
     v1 = v1 ? v1 : strdup("");
-    char *v2 = read_all(out2, &n2);
+    char *v2 = file_read(out2, &n2);
     check_true("vocab_build.deterministic", st == 0 && v2 && n1 == n2 && !memcmp(v1, v2, n1),
                "second build differs (%zu vs %zu bytes)", n1, n2);
     free(v2);
@@ -433,7 +410,7 @@ static void test_vocab_build(void)
     /* a file that is not UTF-8: its path and the offset */
     char badf[600];
     snprintf(badf, sizeof badf, "%s/sub/latin1.txt", corpus);
-    write_file(badf, "caf\xe9 au lait\n", 13);
+    file_write(badf, "caf\xe9 au lait\n", 13);
     st = vocab_build(corpus, 200, WP_UNCASED, out2, err, sizeof err);
     check_true("vocab_build.bad_utf8", st == CORPUS_ERR_UTF8, "status %d", st);
     check_msg("vocab_build.bad_utf8_msg", err, "latin1.txt: invalid UTF-8 at byte offset 3");
@@ -490,7 +467,7 @@ static void write_v1(const char *path, uint32_t V, const uint16_t *tok, const ui
     memcpy(b + 24 + 8 * ((size_t)D + 1), tok, 2 * N);
     uint32_t crc = (uint32_t)crc32(crc32(0, Z_NULL, 0), b + 8, (uInt)(n - 12));
     memcpy(b + n - 4, &crc, 4);
-    write_file(path, b, n);
+    file_write(path, b, n);
     free(b);
 }
 
@@ -541,7 +518,7 @@ static void test_shards(void)
     /* document 0 = the first paragraph of a.txt, tokenized again here */
     snprintf(p, sizeof p, "%s/a.txt", corpus);
     size_t n;
-    char *a = read_all(p, &n);
+    char *a = file_read(p, &n);
     char *end = strstr(a, "\n\n");
     WpIds ids = {0};
     wordpiece_encode(&wp, &ids, a, (size_t)(end - a) + 1, err, sizeof err);
@@ -556,23 +533,23 @@ static void test_shards(void)
     shard_close(&s);
 
     /* damaged copies */
-    char *good = read_all(shard, &n);
+    char *good = file_read(shard, &n);
     snprintf(p, sizeof p, "%s/bad.tok", tmp);
-    write_file(p, good, size - 10);
+    file_write(p, good, size - 10);
     st = shard_open(&s, p, err, sizeof err);
     check_true("shard.truncated", st == SHARD_ERR_TRUNCATED, "status %d: %s", st, err);
     check_msg("shard.truncated_msg", err, "is truncated: its header promises");
-    write_file(p, good, 20);
+    file_write(p, good, 20);
     st = shard_open(&s, p, err, sizeof err);
     check_true("shard.truncated_header", st == SHARD_ERR_TRUNCATED, "status %d: %s", st, err);
     good[tok_at + 7] ^= 0x10;
-    write_file(p, good, size);
+    file_write(p, good, size);
     st = shard_open(&s, p, err, sizeof err);
     check_true("shard.crc", st == SHARD_ERR_CORRUPT, "status %d: %s", st, err);
     check_msg("shard.crc_msg", err, "is damaged: its contents have CRC-32");
     good[tok_at + 7] ^= 0x10;
     good[0] = 'X';
-    write_file(p, good, size);
+    file_write(p, good, size);
     st = shard_open(&s, p, err, sizeof err);
     check_true("shard.magic", st == SHARD_ERR_FORMAT, "status %d: %s", st, err);
     check_msg("shard.magic_msg", err, "is not a token shard");
@@ -580,7 +557,7 @@ static void test_shards(void)
     char *longer = malloc(size + 3);
     memcpy(longer, good, size);
     memcpy(longer + size, "xyz", 3);
-    write_file(p, longer, size + 3);
+    file_write(p, longer, size + 3);
     st = shard_open(&s, p, err, sizeof err);
     check_true("shard.extra", st == SHARD_ERR_FORMAT, "status %d: %s", st, err);
     check_msg("shard.extra_msg", err, "3 bytes after the end");
@@ -611,9 +588,9 @@ static void test_shards(void)
     snprintf(c2, sizeof c2, "%s/emptydocs", tmp);
     mkdir(c2, 0700);
     snprintf(p, sizeof p, "%s/a", c2);
-    write_file(p, "%\n%\n%\n", 6);
+    file_write(p, "%\n%\n%\n", 6);
     snprintf(p, sizeof p, "%s/b", c2);
-    write_file(p, "\n \n\n", 4);
+    file_write(p, "\n \n\n", 4);
     snprintf(p, sizeof p, "%s/empty.tok", tmp);
     st = shard_write(c2, &wp, p, SHARD_DOC_AUTO, &ss, err, sizeof err);
     check_true("shard.empty_docs", st == SHARD_ERR_EMPTY && access(p, F_OK) != 0, "status %d: %s",
@@ -621,7 +598,7 @@ static void test_shards(void)
     check_msg("shard.empty_docs_msg", err, "gives 0 tokens: its 2 files hold no document with text");
     check_msg("shard.empty_docs_hint", shard_hint(st), "ctrain vocab --corpus");
     snprintf(p, sizeof p, "%s/unk.txt", c2);
-    write_file(p, "\xe5\x8c\x97\xe4\xba\xac\n", 7);   /* two CJK ideographs the vocab lacks */
+    file_write(p, "\xe5\x8c\x97\xe4\xba\xac\n", 7);   /* two CJK ideographs the vocab lacks */
     snprintf(p, sizeof p, "%s/empty.tok", tmp);
     st = shard_write(c2, &wp, p, SHARD_DOC_AUTO, &ss, err, sizeof err);
     check_true("shard.all_unk", st == SHARD_ERR_EMPTY && ss.unk == 2, "status %d: %s", st, err);
@@ -667,7 +644,7 @@ static void bench_tokenizer(void)
     Wordpiece wp;
     if (wordpiece_load(&wp, vocab, WP_UNCASED, err, sizeof err)) return;
     size_t n;
-    char *a = read_all(p, &n);
+    char *a = file_read(p, &n);
     size_t reps = (4u << 20) / (n ? n : 1) + 1, total = reps * n;
     char *big = malloc(total);
     for (size_t r = 0; r < reps; r++) memcpy(big + r * n, a, n);
