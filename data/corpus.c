@@ -14,6 +14,19 @@
 #include "engine/error.h"
 #include "data_util.h"
 
+const char *corpus_hint(int status)
+{
+    switch (status) {
+    case CORPUS_ERR_OPEN: return "check the --corpus path (a UTF-8 text file or a folder of them)";
+    case CORPUS_ERR_UTF8: return "convert the file to UTF-8 (iconv -f LATIN1 -t UTF-8) or remove "
+                                 "it from the corpus";
+    case CORPUS_ERR_NOMEM: return "free some memory, or use a smaller corpus";
+    case CORPUS_ERR_WRITE: return "pass --out a path in an existing folder you can write to "
+                                  "(with free space)";
+    default: return NULL;
+    }
+}
+
 typedef struct {
     char **v;
     size_t n, cap;
@@ -156,9 +169,7 @@ int corpus_read(const char *path, int skip_binary, char **buf, size_t *n, char *
     char msg[200];
     if (utf8_validate(b, len, &bad, msg, sizeof msg)) {
         free(b);
-        return ct_fail(err, errlen, CORPUS_ERR_UTF8,
-                       "%s: %s\nhint: convert the file to UTF-8 (iconv -f LATIN1 -t UTF-8) or "
-                       "remove it from the corpus", path, msg);
+        return ct_fail(err, errlen, CORPUS_ERR_UTF8, "%s: %s", path, msg);
     }
     *buf = b;
     *n = len;

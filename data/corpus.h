@@ -6,7 +6,8 @@
  * start with '.', symbolic links (the fortunes package links NAME.u8 to
  * NAME: one copy is read) and binary files (a NUL byte in the first 4 KiB,
  * like fortune's .dat indexes). A text file must be UTF-8: a bad byte is an
- * error naming the file and the byte offset, with a hint to convert it.
+ * error naming the file and the byte offset; corpus_hint(CORPUS_ERR_UTF8)
+ * says to convert it.
  */
 #ifndef CTRAIN_DATA_CORPUS_H
 #define CTRAIN_DATA_CORPUS_H
@@ -34,6 +35,11 @@ typedef struct {
 } CorpusFiles;
 
 int corpus_list(CorpusFiles *cf, const char *path, char *err, size_t errlen);
+
+/* What to do about a failed corpus_list / corpus_read (or a builder that
+ * reads a corpus and writes --out), by its status; NULL for CORPUS_OK and
+ * CORPUS_ERR_ARG (the caller knows which option was wrong). */
+const char *corpus_hint(int status);
 
 /* Which documents of a corpus to use (vocab building, shards): asked for
  * each document of each file in corpus order, with the file's path and

@@ -41,6 +41,14 @@ const char *fmnist_hint(int status)
     }
 }
 
+const char *fmnist_hint_dir(int status, const char *dir)
+{
+    if (status == IDX_ERR_OPEN && dir)
+        return "check the path: --data fashion-mnist:DIR takes the folder holding "
+               "train-images-idx3-ubyte.gz and the other three Fashion-MNIST files";
+    return fmnist_hint(status);
+}
+
 /* dir/NAME.gz, or dir/NAME when only the unpacked file is there. Returns 0,
  * or -1 when the path does not fit. */
 static int file_path(char *buf, size_t len, const char *dir, const char *name)
@@ -139,7 +147,7 @@ void fmnist_load_or_die(FashionMnist *ds, const char *dir)
 {
     char err[1024];
     int st = fmnist_load(ds, dir, err, sizeof err);
-    if (st) ct_fatal_hint(fmnist_hint(st), "%s", err);
+    if (st) ct_fatal_hint(fmnist_hint_dir(st, dir), "%s", err);
 }
 
 void fmnist_free(FashionMnist *ds)

@@ -56,6 +56,11 @@ int fmnist_load(FashionMnist *ds, const char *dir, char *err, size_t errlen);
 /* What to do about a failed fmnist_load, by its status. */
 const char *fmnist_hint(int status);
 
+/* The same for a load from dir (NULL: the default folder, which the package
+ * installs): a folder the user named that cannot be opened is a path to
+ * check, not a package to install. */
+const char *fmnist_hint_dir(int status, const char *dir);
+
 /* fmnist_load, or ct_fatal_hint with the message and hint. */
 void fmnist_load_or_die(FashionMnist *ds, const char *dir);
 

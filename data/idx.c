@@ -8,6 +8,11 @@
  * checking the trailer's CRC-32 and length. After the promised bytes one
  * more byte is requested: that drives inflate through the trailer and tells
  * a file with extra data from a complete one.
+ *
+ * Memory follows the data, never the header alone: a plain file shorter
+ * than its header promises is refused before the data is allocated (its
+ * size is known), and a gzip stream's buffer grows as bytes arrive, so a
+ * damaged 9-byte header promising 2^31 elements costs no 2 GiB.
  */
 #include "idx.h"
 
@@ -55,6 +60,7 @@ static void dims_str(char *buf, size_t len, const uint32_t *dims, int ndim)
 typedef struct {
     int fd;
     const char *path;
+    long long file_size; /* bytes of the file (fstat), -1 when unknown */
     int gzip;            /* stream starts with 1f 8b */
     int zinit;           /* inflateInit2 done */
     int member_end;      /* inflate returned Z_STREAM_END for the current member */
@@ -210,11 +216,32 @@ static int load_stream(IdxArray *out, IdxSrc *s, char *err, size_t errlen)
         }
     }
 
-    uint8_t *data = malloc(n ? (size_t)n : 1);
+    uint64_t hbytes = 4 + dbytes;
+    if (!s->gzip && s->file_size >= 0 && (uint64_t)s->file_size < hbytes + n) {
+        char ds[160];
+        dims_str(ds, sizeof ds, dims, ndim);
+        return ct_fail(err, errlen, IDX_ERR_TRUNCATED, "%s is truncated: its header (dims %s) "
+                       "promises %llu bytes, the file has %lld", path, ds,
+                       (unsigned long long)(hbytes + n), s->file_size);
+    }
+    /* gzip: no size to check up front; the buffer doubles as the data comes */
+    size_t cap = s->gzip && n > (1u << 24) ? (1u << 24) : (size_t)n;
+    uint8_t *data = malloc(cap ? cap : 1);
+    got = 0;
+    while (data && got >= 0) {
+        long long r = src_read(s, data + got, cap - (size_t)got);
+        if (r < 0) { got = r; break; }
+        got += r;
+        if ((size_t)got < cap || cap == n) break;
+        size_t c2 = cap > n / 2 ? (size_t)n : 2 * cap;
+        uint8_t *q = realloc(data, c2);
+        if (!q) { free(data); data = NULL; break; }
+        data = q;
+        cap = c2;
+    }
     if (!data)
         return ct_fail(err, errlen, IDX_ERR_NOMEM, "out of memory: %s needs %llu bytes",
                        path, (unsigned long long)n);
-    got = src_read(s, data, (size_t)n);
     int st = IDX_OK;
     if (got < 0) {
         st = src_fail(s, err, errlen);
@@ -261,13 +288,15 @@ int idx_load(IdxArray *out, const char *path, char *err, size_t errlen)
     IdxSrc s;
     memset(&s, 0, sizeof s);
     s.path = path;
+    s.file_size = -1;
     s.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (s.fd < 0)
         return ct_fail(err, errlen, IDX_ERR_OPEN, "cannot open %s: %s", path,
                        strerror(errno));
     struct stat sb;
-    int st = IDX_OK;
-    if (fstat(s.fd, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    int st = IDX_OK, have_stat = fstat(s.fd, &sb) == 0;
+    if (have_stat && S_ISREG(sb.st_mode)) s.file_size = (long long)sb.st_size;
+    if (have_stat && S_ISDIR(sb.st_mode)) {
         st = ct_fail(err, errlen, IDX_ERR_OPEN, "cannot read %s: %s", path,
                      strerror(EISDIR));
     } else if (!(s.in = malloc(IDX_INBUF))) {

@@ -21,8 +21,9 @@ static int folder_get(const ImageSource *s, uint32_t index, int train, uint64_t 
     CT_ASSERT(index < f->n, "src_get: index %u, ImageFolder %s has %u images", index, f->root,
               f->n);
     int H, W;
-    uint8_t *img = image_decode(imagefolder_path(f, index), &H, &W, err, errlen);
-    if (!img) return -1;
+    uint8_t *img;
+    int st = image_decode_file(&img, imagefolder_path(f, index), &H, &W, err, errlen);
+    if (st) return st;
     if (train)
         aug_train(out, img, H, W, 3, &s->aug, seed, epoch, index);
     else
@@ -71,6 +72,16 @@ int src_imagefolder_open(ImageSource *s, const char *root, int size, const AugCo
 const ImageFolder *src_imagefolder(const ImageSource *s)
 {
     return s && s->get == folder_get ? s->impl : NULL;
+}
+
+int src_imagefolder_match(ImageSource *val, const ImageSource *train, char *err,
+                          size_t errlen)
+{
+    CT_ASSERT(src_imagefolder(val) && src_imagefolder(train),
+              "src_imagefolder_match: %s and %s sources", val->kind, train->kind);
+    int st = imagefolder_match_classes(val->impl, train->impl, err, errlen);
+    if (!st) val->classes = train->classes;
+    return st;
 }
 
 /* ---------------------------------------------------------- Fashion-MNIST */

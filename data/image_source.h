@@ -6,9 +6,10 @@
  * writes sample `index` as f32 [S, S, 3] (NHWC row, normalised) into out and
  * its class into label. train selects the training transform (random, keyed
  * by (seed, epoch, index): data/augment.h) or the evaluation transform
- * (deterministic). Returns 0, or -1 with one line in err naming the file
- * and the reason (an image that does not decode). src_get is reentrant: the
- * loader's workers call it concurrently on one source.
+ * (deterministic). Returns 0, or a negative ImgfStatus (imagefolder.h) with
+ * one line in err naming the file and the reason (an image that does not
+ * decode, or may not be read). src_get is reentrant: the loader's workers
+ * call it concurrently on one source.
  *
  * Sources:
  *  (a) ImageFolder (data/imagefolder.h): decode (stb_image, RGB) + aug_train
@@ -76,6 +77,13 @@ int src_imagefolder_open(ImageSource *s, const char *root, int size, const AugCo
 /* The ImageFolder behind an imagefolder source (class names, paths), NULL
  * for other kinds. */
 const ImageFolder *src_imagefolder(const ImageSource *s);
+
+/* The val split's classes matched to train's by name
+ * (imagefolder_match_classes; both imagefolder sources): val's labels and
+ * class count become train's. Returns IMGF_OK or a negative ImgfStatus
+ * with err set. */
+int src_imagefolder_match(ImageSource *val, const ImageSource *train, char *err,
+                          size_t errlen);
 
 /* Fashion-MNIST split (FMNIST_TRAIN / FMNIST_TEST) of a loaded data set,
  * which must outlive the source. aug NULL: aug_config_default(size) with

@@ -67,9 +67,17 @@ const char *imagefolder_hint(int status)
                "arithmetic-coded JPEG, ...): re-encode it as JPEG/PNG or remove it; "
                "ctrain does not skip unreadable images, so every epoch sees the same set";
     case IMGF_ERR_NOMEM: return "free some memory and retry";
+    case IMGF_ERR_PERM: return "permission denied: check the file's permissions (ls -l; "
+                               "chmod a+r for files, a+rx for folders)";
+    case IMGF_ERR_CLASSES:
+        return "name the class folders of val/ as in train/ (val/ may lack some of train's "
+               "classes, not add others)";
     default: return "split the data set; ctrain indexes images with 31-bit numbers";
     }
 }
+
+/* A failed open(2)/opendir(3): permission, or anything else (missing). */
+static int open_status(int e) { return e == EACCES || e == EPERM ? IMGF_ERR_PERM : IMGF_ERR_OPEN; }
 
 /* ------------------------------------------------------------ string arena */
 
@@ -167,7 +175,7 @@ static int scan_class(Vec *recs, Arena *ar, const char *cdir, uint32_t *skipped,
         snprintf(dpath, sizeof dpath, "%s", ar->p + doff);  /* arena may move below */
         DIR *d = opendir(dpath);
         if (!d) {
-            st = ct_fail(err, errlen, IMGF_ERR_OPEN, "cannot open folder %s: %s", dpath,
+            st = ct_fail(err, errlen, open_status(errno), "cannot open folder %s: %s", dpath,
                          strerror(errno));
             goto done;
         }
@@ -226,7 +234,7 @@ static int scan_root(ImageFolder *f, const char *root, char *err, size_t errlen)
 {
     DIR *d = opendir(root);
     if (!d)
-        return ct_fail(err, errlen, IMGF_ERR_OPEN, "cannot open ImageFolder root %s: %s",
+        return ct_fail(err, errlen, open_status(errno), "cannot open ImageFolder root %s: %s",
                        root, strerror(errno));
     Vec names = {.elem = sizeof(char *)};
     struct dirent *e;
@@ -338,6 +346,71 @@ void imagefolder_open_or_die(ImageFolder *f, const char *root)
     if (st) ct_fatal_hint(imagefolder_hint(st), "%s", err);
 }
 
+/* The class names of f joined by ", " into buf, the first ones when they do
+ * not all fit ("..., and 990 more"). */
+static void class_list(char *buf, size_t len, const ImageFolder *f)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (int c = 0; c < f->nclasses; c++) {
+        size_t l = strlen(f->classes[c]);
+        if (k + l + 40 > len || c == 8) { /* room for the tail */
+            snprintf(buf + k, len - k, ", and %d more", f->nclasses - c);
+            return;
+        }
+        k += (size_t)snprintf(buf + k, len - k, "%s%s", c ? ", " : "", f->classes[c]);
+    }
+}
+
+static int name_cmp(const void *key, const void *elem)
+{
+    return strcmp((const char *)key, *(char *const *)elem);
+}
+
+int imagefolder_match_classes(ImageFolder *val, const ImageFolder *train, char *err,
+                              size_t errlen)
+{
+    int32_t *map = malloc(((size_t)val->nclasses + 1) * sizeof *map);
+    if (!map) return ct_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory");
+    for (int c = 0; c < val->nclasses; c++) {
+        char *const *hit = bsearch(val->classes[c], train->classes, (size_t)train->nclasses,
+                                   sizeof(char *), name_cmp);
+        if (!hit) {
+            char names[400];
+            class_list(names, sizeof names, train);
+            free(map);
+            return ct_fail(err, errlen, IMGF_ERR_CLASSES, "%s has the class folder \"%s\", "
+                           "which %s lacks (its %d classes: %s)", val->root, val->classes[c],
+                           train->root, train->nclasses, names);
+        }
+        map[c] = (int32_t)(hit - train->classes);
+    }
+    char **names = calloc((size_t)train->nclasses, sizeof *names);
+    uint32_t *count = calloc((size_t)train->nclasses, sizeof *count);
+    int ok = names && count;
+    for (int c = 0; ok && c < train->nclasses; c++) ok = (names[c] = strdup(train->classes[c])) != NULL;
+    if (!ok) {
+        for (int c = 0; names && c < train->nclasses; c++) free(names[c]);
+        free(names);
+        free(count);
+        free(map);
+        return ct_fail(err, errlen, IMGF_ERR_NOMEM, "out of memory");
+    }
+    for (int c = 0; c < val->nclasses; c++) count[map[c]] = val->class_count[c];
+    for (uint32_t i = 0; i < val->n; i++) val->labels[i] = map[val->labels[i]];
+    if (val->nclasses < train->nclasses)
+        LOG_I("ImageFolder %s: %d of the %d classes of %s (labels matched by name)", val->root,
+              val->nclasses, train->nclasses, train->root);
+    for (int c = 0; c < val->nclasses; c++) free(val->classes[c]);
+    free(val->classes);
+    free(val->class_count);
+    val->classes = names;
+    val->class_count = count;
+    val->nclasses = train->nclasses;
+    free(map);
+    return IMGF_OK;
+}
+
 void imagefolder_free(ImageFolder *f)
 {
     if (!f) return;
@@ -351,24 +424,31 @@ void imagefolder_free(ImageFolder *f)
     memset(f, 0, sizeof *f);
 }
 
-uint8_t *image_decode(const char *path, int *H, int *W, char *err, size_t errlen)
+int image_decode_file(uint8_t **out, const char *path, int *H, int *W, char *err,
+                      size_t errlen)
 {
+    *out = NULL;
     FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        ct_fail(err, errlen, IMGF_ERR_OPEN, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
+    if (!fp) return ct_fail(err, errlen, open_status(errno), "cannot open %s: %s", path,
+                            strerror(errno));
     int w = 0, h = 0, comp = 0;
     uint8_t *img = stbi_load_from_file(fp, &w, &h, &comp, 3);
     fclose(fp);
     if (!img) {
         const char *why = stbi_failure_reason();
-        ct_fail(err, errlen, IMGF_ERR_DECODE, "cannot decode %s: %s", path,
-                why && *why ? why : "unknown stb_image error");
-        return NULL;
+        return ct_fail(err, errlen, IMGF_ERR_DECODE, "cannot decode %s: %s", path,
+                       why && *why ? why : "unknown stb_image error");
     }
     *H = h;
     *W = w;
+    *out = img;
+    return IMGF_OK;
+}
+
+uint8_t *image_decode(const char *path, int *H, int *W, char *err, size_t errlen)
+{
+    uint8_t *img;
+    image_decode_file(&img, path, H, W, err, errlen);
     return img;
 }
 

@@ -20,7 +20,15 @@
  *
  * Errors are returned, not fatal (like idx_load): imagefolder_open writes one
  * line into err naming the folder and returns a negative ImgfStatus;
- * imagefolder_hint(status) says what the user can do.
+ * imagefolder_hint(status) says what the user can do. A folder or file the
+ * process may not read is IMGF_ERR_PERM (from errno), apart from a missing
+ * one (IMGF_ERR_OPEN).
+ *
+ * Splits (ROOT/train, ROOT/val): labels are indices into train's classes,
+ * so val's are matched to train's by NAME (imagefolder_match_classes), not
+ * by position: a val class folder train lacks is refused when the data set
+ * is opened (naming it and train's classes); a val that lacks some of
+ * train's classes is fine, its labels are train's indices all the same.
  *
  * Decoding: image_decode returns u8 [H, W, 3] (RGB, row-major), whatever the
  * file holds: grey-scale is replicated, alpha is dropped (stbi_load with
@@ -48,6 +56,8 @@ typedef enum {
     IMGF_ERR_DECODE = -3,  /* an image stb_image cannot read */
     IMGF_ERR_NOMEM = -4,
     IMGF_ERR_LIMIT = -5,   /* more than 2^31 - 1 images */
+    IMGF_ERR_PERM = -6,    /* a folder or image the process may not read (EACCES, EPERM) */
+    IMGF_ERR_CLASSES = -7, /* a val class that train lacks */
 } ImgfStatus;
 
 typedef struct {
@@ -79,11 +89,25 @@ static inline const char *imagefolder_path(const ImageFolder *f, uint32_t i)
 
 void imagefolder_free(ImageFolder *f);
 
+/* Relabel the split `val` with the classes of `train`, matched by name:
+ * afterwards val's classes, nclasses and class_count are train's (a class
+ * val lacks has count 0) and each label is train's index of the sample's
+ * class name. Returns IMGF_OK; IMGF_ERR_CLASSES (val unchanged) when val
+ * has a class train lacks, with err naming it and listing train's classes
+ * (the first few when there are many); IMGF_ERR_NOMEM. */
+int imagefolder_match_classes(ImageFolder *val, const ImageFolder *train, char *err,
+                              size_t errlen);
+
 /* 1 when name ends in an extension image_decode reads (case-insensitive). */
 int imagefolder_is_image(const char *name);
 
-/* Decode path to RGB u8 [H, W, 3] (free with image_free), or NULL with
- * "cannot open PATH: strerror" / "cannot decode PATH: stb's reason" in err. */
+/* Decode path to RGB u8 [H, W, 3] into *img (free with image_free).
+ * Returns IMGF_OK, or with *img NULL: IMGF_ERR_OPEN / IMGF_ERR_PERM with
+ * "cannot open PATH: strerror", IMGF_ERR_DECODE with "cannot decode PATH:
+ * stb's reason" in err. */
+int image_decode_file(uint8_t **img, const char *path, int *H, int *W, char *err,
+                      size_t errlen);
+/* The same, returning the image or NULL. */
 uint8_t *image_decode(const char *path, int *H, int *W, char *err, size_t errlen);
 void image_free(uint8_t *img);
 

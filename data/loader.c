@@ -68,7 +68,7 @@ struct Loader {
     uint32_t filled;      /* batches of this epoch completed */
     uint32_t start_batch;
 
-    int failed;
+    int failed;           /* the source's negative status (ImgfStatus for an ImageFolder) */
     char err[1024];
 
     /* statistics */
@@ -157,9 +157,10 @@ static void *worker_main(void *arg)
         double t0 = now_s();
         int r = r0, bad = 0;
         for (; r < r1; r++) {
-            if (src_get(L->src, s->b.index[r], L->cfg.train, L->cfg.seed, epoch,
-                        s->b.x + (size_t)r * L->img_floats, &s->b.y[r], err, sizeof err)) {
-                bad = 1;
+            bad = src_get(L->src, s->b.index[r], L->cfg.train, L->cfg.seed, epoch,
+                          s->b.x + (size_t)r * L->img_floats, &s->b.y[r], err, sizeof err);
+            if (bad) {
+                if (bad > 0) bad = -1;
                 break;
             }
         }
@@ -170,7 +171,7 @@ static void *worker_main(void *arg)
         L->images += (uint64_t)(r - r0);
         L->inflight--;
         if (bad && !L->failed) {
-            L->failed = 1;
+            L->failed = bad;
             snprintf(L->err, sizeof L->err, "%s", err);
             pthread_cond_broadcast(&L->ready_cv);
         }
@@ -301,7 +302,7 @@ int loader_try_next(Loader *L, LoaderBatch **out, char *err, size_t errlen)
     while (L->next_out < L->nb) {
         if (L->failed) {
             if (err && errlen) snprintf(err, errlen, "%s", L->err);
-            rc = -1;
+            rc = L->failed;
             break;
         }
         Slot *ready = NULL;
@@ -334,9 +335,10 @@ LoaderBatch *loader_next(Loader *L)
 {
     LoaderBatch *b;
     char err[1024];
-    if (loader_try_next(L, &b, err, sizeof err)) {
+    int st = loader_try_next(L, &b, err, sizeof err);
+    if (st) {
         loader_stop(L);
-        ct_fatal_hint(imagefolder_hint(IMGF_ERR_DECODE), "%s", err);
+        ct_fatal_hint(imagefolder_hint(st), "%s", err);
     }
     return b;
 }

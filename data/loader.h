@@ -115,8 +115,9 @@ void loader_start(Loader *L, uint64_t epoch, uint32_t start_batch);
  * epoch's end. A failed sample is fatal (see above). */
 LoaderBatch *loader_next(Loader *L);
 
-/* As loader_next, but a failed sample returns -1 with the message in err;
- * 0 with *out the batch or NULL at epoch end. */
+/* As loader_next, but a failed sample returns the source's negative status
+ * (an ImgfStatus for an ImageFolder: imagefolder_hint says what to do) with
+ * the message in err; 0 with *out the batch or NULL at epoch end. */
 int loader_try_next(Loader *L, LoaderBatch **out, char *err, size_t errlen);
 
 /* The batch's slot may be refilled (its memory is no longer read). */

@@ -82,6 +82,24 @@ static uint32_t n_nonspecial(const MlmConfig *c)
     return n;
 }
 
+const char *mlm_hint(int status)
+{
+    switch (status) {
+    case MLM_OK: return NULL;
+    case MLM_ERR_SHAPE: return "pass --seq 3 or more and --batch 1 or more";
+    case MLM_ERR_VOCAB: return "use the vocab.txt the shard was made with, or make the shard "
+                               "again with: ctrain shard --corpus DIR --vocab vocab.txt --out FILE";
+    case MLM_ERR_SPECIAL: return "use a BERT vocab.txt ([PAD] [UNK] [CLS] [SEP] [MASK] among "
+                                 "its lines): ctrain vocab --corpus DIR --size N --out vocab.txt "
+                                 "builds one";
+    case MLM_ERR_EMPTY: return "make the shard from a corpus with text, with a vocab.txt built "
+                               "from it: ctrain vocab, then ctrain shard";
+    case MLM_ERR_LIMIT: return "split the corpus into smaller shards, or pass a longer --seq";
+    case MLM_ERR_NOMEM: return "free some memory, or use a smaller shard";
+    default: return NULL;
+    }
+}
+
 MlmConfig mlm_config_default(const Wordpiece *wp, int T, int B, uint64_t seed)
 {
     MlmConfig c;
@@ -257,29 +275,40 @@ int mlm_init(MlmBatcher *mb, const TextShard *shard, const MlmConfig *cfg, const
     memset(mb, 0, sizeof *mb);
     const MlmConfig *c = cfg;
     if (c->T < 3 || c->B < 1)
-        return ct_fail(err, errlen, -1, "MLM batches need T >= 3 and B >= 1 (got T=%d, B=%d)",
-                       c->T, c->B);
+        return ct_fail(err, errlen, MLM_ERR_SHAPE, "MLM batches need T >= 3 and B >= 1 (got "
+                       "T=%d, B=%d)", c->T, c->B);
     if (c->vocab_size != shard->vocab_size)
-        return ct_fail(err, errlen, -1, "the shard was tokenized with a vocab of %u tokens, the "
-                       "MLM config has %u; hint: use the vocab.txt the shard was written "
-                       "with", shard->vocab_size, c->vocab_size);
+        return ct_fail(err, errlen, MLM_ERR_VOCAB, "the shard was tokenized with a vocab of %u "
+                       "tokens, the MLM config has %u", shard->vocab_size, c->vocab_size);
+    if (wp && wp->V != c->vocab_size)
+        return ct_fail(err, errlen, MLM_ERR_VOCAB, "the vocab has %u tokens, the MLM config %u",
+                       wp->V, c->vocab_size);
     int32_t sp[5] = {c->pad_id, c->unk_id, c->cls_id, c->sep_id, c->mask_id};
     static const char *const names[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    char missing[64] = "";
+    int nmiss = 0;
     for (int i = 0; i < 5; i++)
-        if (sp[i] < 0 || (uint32_t)sp[i] >= c->vocab_size)
-            return ct_fail(err, errlen, -1, "MLM needs the special token %s (id %d): the vocab "
-                           "lacks it; hint: a BERT vocab.txt has [PAD] [UNK] [CLS] [SEP] "
-                           "[MASK]", names[i], sp[i]);
+        if (sp[i] < 0 || (uint32_t)sp[i] >= c->vocab_size) {
+            size_t l = strlen(missing);
+            snprintf(missing + l, sizeof missing - l, "%s%s", nmiss++ ? ", " : "", names[i]);
+        }
+    if (nmiss)
+        return ct_fail(err, errlen, MLM_ERR_SPECIAL, "masked-LM training needs the special "
+                       "token%s %s, which the vocab lacks", nmiss > 1 ? "s" : "", missing);
     if (!(c->mask_prob > 0 && c->mask_prob <= 1) || c->mask_token_frac < 0 ||
         c->random_token_frac < 0 || c->mask_token_frac + c->random_token_frac > 1.0001f)
-        return ct_fail(err, errlen, -1, "MLM masking rates out of range: mask_prob %g, "
-                       "[MASK] %g, random %g", (double)c->mask_prob,
+        return ct_fail(err, errlen, MLM_ERR_CONFIG, "MLM masking rates out of range: mask_prob "
+                       "%g, [MASK] %g, random %g", (double)c->mask_prob,
                        (double)c->mask_token_frac, (double)c->random_token_frac);
-    if (!shard->n_docs)
-        return ct_fail(err, errlen, -1, "the shard holds no documents");
-    if (wp && wp->V != c->vocab_size)
-        return ct_fail(err, errlen, -1, "the vocab has %u tokens, the MLM config %u", wp->V,
-                       c->vocab_size);
+    if (!shard->n_docs || !shard->n_tokens)
+        return ct_fail(err, errlen, MLM_ERR_EMPTY, "the shard holds no tokens (%u documents): "
+                       "nothing to mask", shard->n_docs);
+    uint64_t k = 0;
+    while (k < shard->n_tokens && is_special(c, (int32_t)shard_token(shard, k))) k++;
+    if (k == shard->n_tokens)
+        return ct_fail(err, errlen, MLM_ERR_EMPTY, "the shard's %llu tokens are all [UNK] or "
+                       "special tokens: nothing to mask (training would report a loss of 0)",
+                       (unsigned long long)shard->n_tokens);
     mb->shard = shard;
     mb->cfg = *c;
     mb->rank = 0;
@@ -287,14 +316,15 @@ int mlm_init(MlmBatcher *mb, const TextShard *shard, const MlmConfig *cfg, const
     mb->stream_len = shard->n_tokens + shard->n_docs;
     mb->n_seq = (mb->stream_len + (uint64_t)(c->T - 2)) / (uint64_t)(c->T - 1);
     if (mb->n_seq > UINT32_MAX)
-        return ct_fail(err, errlen, -1, "%llu sequences: more than an epoch permutation holds; "
-                       "split the shard", (unsigned long long)mb->n_seq);
+        return ct_fail(err, errlen, MLM_ERR_LIMIT, "the shard packs into %llu sequences, more "
+                       "than an epoch permutation holds (%u)", (unsigned long long)mb->n_seq,
+                       UINT32_MAX);
     mb->n_local = mb->n_seq;
     mb->rand_ids = malloc(c->vocab_size * sizeof *mb->rand_ids);
     mb->perm = malloc(mb->n_seq * sizeof *mb->perm);
     if (!mb->rand_ids || !mb->perm) {
         mlm_free(mb);
-        return ct_fail(err, errlen, -1, "out of memory");
+        return ct_fail(err, errlen, MLM_ERR_NOMEM, "out of memory for the MLM batcher");
     }
     for (uint32_t id = 0; id < c->vocab_size; id++) {
         if (is_special(c, (int32_t)id)) continue;

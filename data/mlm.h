@@ -64,6 +64,21 @@
 extern "C" {
 #endif
 
+typedef enum {
+    MLM_OK = 0,
+    MLM_ERR_SHAPE = -1,    /* T < 3 or B < 1 */
+    MLM_ERR_VOCAB = -2,    /* the vocab size disagrees with the shard's */
+    MLM_ERR_SPECIAL = -3,  /* the vocab lacks [PAD] [UNK] [CLS] [SEP] or [MASK] */
+    MLM_ERR_EMPTY = -4,    /* no token to mask: no documents, or only [UNK] / specials */
+    MLM_ERR_LIMIT = -5,    /* more sequences than an epoch permutation holds */
+    MLM_ERR_NOMEM = -6,
+    MLM_ERR_CONFIG = -7,   /* masking rates out of range (a programming error) */
+} MlmStatus;
+
+/* What to do about a failed mlm_init, by its status (NULL: nothing a user
+ * can change). */
+const char *mlm_hint(int status);
+
 #define MLM_IGNORE_INDEX (-100)
 #define MLM_MASK_PROB 0.15f   /* BERT's: the share of candidate positions masked */
 
@@ -112,9 +127,10 @@ typedef struct {
 /* Set up over an open shard (kept by pointer: keep it open). A batcher
  * caches the current epoch's permutation: one per loader thread. wp (may be
  * NULL) lets random replacements skip every "[...]" token; without it only
- * the five specials are skipped. Returns 0, or -1 with a message in err
- * (missing special ids, T < 3, a vocab size that disagrees with the shard,
- * an empty shard). */
+ * the five specials are skipped. Returns 0, or a negative MlmStatus with a
+ * message in err (T < 3, a vocab size that disagrees with the shard, missing
+ * special ids, all named; a shard with no token to mask: no documents, or
+ * every token [UNK] or special, which would train with a loss of 0). */
 int mlm_init(MlmBatcher *mb, const TextShard *shard, const MlmConfig *cfg, const Wordpiece *wp,
              char *err, size_t errlen);
 void mlm_free(MlmBatcher *mb);

@@ -18,11 +18,24 @@
 #include "engine/error.h"
 #include "data_util.h"
 
-static uint64_t fnv1a64(const char *s)
+static uint64_t fnv1a64(const char *s) { return data_fnv1a64(DATA_FNV64_BASIS, s, strlen(s)); }
+
+const char *textcls_hint(int status, const char *dir)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
+    switch (status) {
+    case TEXTCLS_OK: return NULL;
+    case TEXTCLS_ERR_OPEN:
+        return dir ? "check the path: --data fortunes-cls:DIR takes a folder of fortune files"
+                   : "install the fortunes package (bash scripts/setup.sh, or apt-get install "
+                     "fortunes), or pass --data fortunes-cls:DIR with a folder of fortune files";
+    case TEXTCLS_ERR_READ: return "check the file's permissions, or remove it from the folder";
+    case TEXTCLS_ERR_UTF8: return "convert the file to UTF-8 (iconv -f LATIN1 -t UTF-8) or "
+                                  "remove it from the folder";
+    case TEXTCLS_ERR_EMPTY: return "--data fortunes-cls:DIR takes a folder of fortune files "
+                                   "(entries separated by lines holding a single '%')";
+    case TEXTCLS_ERR_TOPICS: return "pass a smaller --classes";
+    default: return "free some memory and retry";
+    }
 }
 
 /* The split rule of text_cls.h. */
@@ -95,24 +108,27 @@ static int collect_entry(void *ctx, const char *doc, size_t len)
     return 0;
 }
 
-/* Entries of dir/name into c; 0, or -1 with err. */
+/* Entries of dir/name into c; 0, or a negative TextClsStatus with err. */
 static int read_topic(Collect *c, const char *dir, const char *name, char *err, size_t errlen)
 {
     size_t l = strlen(dir) + strlen(name) + 2;
     char *path = malloc(l);
-    if (!path) return ct_fail(err, errlen, -1, "out of memory");
+    if (!path) return ct_fail(err, errlen, TEXTCLS_ERR_NOMEM, "out of memory");
     snprintf(path, l, "%s/%s", dir, name);
     char *text;
     size_t n;
     int st = corpus_read(path, 1, &text, &n, err, errlen);
     free(path);
-    if (st < 0) return -1;
+    if (st < 0)
+        return st == CORPUS_ERR_UTF8 ? TEXTCLS_ERR_UTF8
+               : st == CORPUS_ERR_NOMEM ? TEXTCLS_ERR_NOMEM : TEXTCLS_ERR_READ;
     c->count = 0;
     if (st == 0) {
         shard_split_docs(text, n, SHARD_DOC_PERCENT, NULL, collect_entry, c);
         free(text);
     }
-    if (c->nomem) return ct_fail(err, errlen, -1, "out of memory reading %s/%s", dir, name);
+    if (c->nomem)
+        return ct_fail(err, errlen, TEXTCLS_ERR_NOMEM, "out of memory reading %s/%s", dir, name);
     return 0;
 }
 
@@ -141,9 +157,8 @@ static int list_topics(Topic **out, size_t *nout, const char *dir, char *err, si
     *nout = 0;
     DIR *d = opendir(dir);
     if (!d)
-        return ct_fail(err, errlen, -1, "cannot open fortunes directory %s: %s\nhint: install the "
-                       "Debian package fortunes (apt-get install fortunes)", dir,
-                       strerror(errno));
+        return ct_fail(err, errlen, TEXTCLS_ERR_OPEN, "cannot open fortunes directory %s: %s",
+                       dir, strerror(errno));
     Topic *t = NULL;
     size_t n = 0, cap = 0;
     int st = 0;
@@ -153,7 +168,7 @@ static int list_topics(Topic **out, size_t *nout, const char *dir, char *err, si
         if (e->d_name[0] == '.' || strchr(e->d_name, '.')) continue;
         size_t l = strlen(dir) + strlen(e->d_name) + 2;
         char *path = malloc(l);
-        if (!path) { st = ct_fail(err, errlen, -1, "out of memory"); break; }
+        if (!path) { st = ct_fail(err, errlen, TEXTCLS_ERR_NOMEM, "out of memory"); break; }
         snprintf(path, l, "%s/%s", dir, e->d_name);
         struct stat sb;
         int regular = lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
@@ -164,10 +179,10 @@ static int list_topics(Topic **out, size_t *nout, const char *dir, char *err, si
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             Topic *q = realloc(t, cap * sizeof *q);
-            if (!q) { st = ct_fail(err, errlen, -1, "out of memory"); break; }
+            if (!q) { st = ct_fail(err, errlen, TEXTCLS_ERR_NOMEM, "out of memory"); break; }
             t = q;
         }
-        if (!(t[n].name = strdup(e->d_name))) { st = ct_fail(err, errlen, -1, "out of memory"); break; }
+        if (!(t[n].name = strdup(e->d_name))) { st = ct_fail(err, errlen, TEXTCLS_ERR_NOMEM, "out of memory"); break; }
         t[n++].count = c.count;
     }
     closedir(d);
@@ -186,27 +201,29 @@ int textcls_load_fortunes(TextCls *ds, const char *dir, const char *const *topic
 {
     memset(ds, 0, sizeof *ds);
     if (!dir) dir = FORTUNES_DEFAULT_DIR;
-    if (n_topics < 1) return ct_fail(err, errlen, -1, "need at least 1 topic (got %d)", n_topics);
+    if (n_topics < 1)
+        return ct_fail(err, errlen, TEXTCLS_ERR_TOPICS, "need at least 1 topic (got %d)", n_topics);
     Topic *all;
     size_t nall;
-    if (list_topics(&all, &nall, dir, err, errlen)) return -1;
-    int st = 0;
-    if (!nall) st = ct_fail(err, errlen, -1, "%s holds no fortune files", dir);
+    int st = list_topics(&all, &nall, dir, err, errlen);
+    if (st) return st;
+    if (!nall) st = ct_fail(err, errlen, TEXTCLS_ERR_EMPTY, "%s holds no fortune files", dir);
     Topic *chosen = calloc((size_t)n_topics, sizeof *chosen);
-    if (!st && !chosen) st = ct_fail(err, errlen, -1, "out of memory");
+    if (!st && !chosen) st = ct_fail(err, errlen, TEXTCLS_ERR_NOMEM, "out of memory");
     if (!st && topics) {
         for (int i = 0; i < n_topics && !st; i++) {
             size_t k = 0;
             while (k < nall && strcmp(all[k].name, topics[i])) k++;
             if (k == nall)
-                st = ct_fail(err, errlen, -1, "no fortune topic \"%s\" in %s", topics[i], dir);
+                st = ct_fail(err, errlen, TEXTCLS_ERR_TOPICS, "no fortune topic \"%s\" in %s",
+                             topics[i], dir);
             else
                 chosen[i] = all[k];
         }
     } else if (!st) {
         if ((size_t)n_topics > nall)
-            st = ct_fail(err, errlen, -1, "%s has %zu fortune topics, %d were asked for", dir, nall,
-                         n_topics);
+            st = ct_fail(err, errlen, TEXTCLS_ERR_TOPICS, "%s has %zu fortune topics, %d were "
+                         "asked for", dir, nall, n_topics);
         else {
             qsort(all, nall, sizeof *all, by_count);
             memcpy(chosen, all, (size_t)n_topics * sizeof *chosen);
@@ -216,18 +233,19 @@ int textcls_load_fortunes(TextCls *ds, const char *dir, const char *const *topic
         qsort(chosen, (size_t)n_topics, sizeof *chosen, by_name);
         for (int i = 1; i < n_topics && !st; i++)
             if (!strcmp(chosen[i].name, chosen[i - 1].name))
-                st = ct_fail(err, errlen, -1, "topic \"%s\" listed twice", chosen[i].name);
+                st = ct_fail(err, errlen, TEXTCLS_ERR_TOPICS, "topic \"%s\" listed twice",
+                             chosen[i].name);
     }
     if (!st) {
         ds->n_topics = (uint32_t)n_topics;
         ds->topics = calloc((size_t)n_topics, sizeof *ds->topics);
         ds->topic_size = calloc((size_t)n_topics, sizeof *ds->topic_size);
-        if (!ds->topics || !ds->topic_size) st = ct_fail(err, errlen, -1, "out of memory");
+        if (!ds->topics || !ds->topic_size) st = ct_fail(err, errlen, TEXTCLS_ERR_NOMEM, "out of memory");
     }
     Collect c = {.ds = ds, .keep = 1, .frac = held_out_frac};
     for (int i = 0; i < n_topics && !st; i++) {
         if (!(ds->topics[i] = strdup(chosen[i].name))) {
-            st = ct_fail(err, errlen, -1, "out of memory");
+            st = ct_fail(err, errlen, TEXTCLS_ERR_NOMEM, "out of memory");
             break;
         }
         c.label = i;
@@ -241,7 +259,7 @@ int textcls_load_fortunes(TextCls *ds, const char *dir, const char *const *topic
     if (!st) {
         ds->train = malloc((ds->n ? ds->n : 1) * sizeof *ds->train);
         ds->test = malloc((ds->n ? ds->n : 1) * sizeof *ds->test);
-        if (!ds->train || !ds->test) st = ct_fail(err, errlen, -1, "out of memory");
+        if (!ds->train || !ds->test) st = ct_fail(err, errlen, TEXTCLS_ERR_NOMEM, "out of memory");
         for (uint32_t i = 0; !st && i < ds->n; i++) {
             if (ds->held_out[i]) ds->test[ds->n_test++] = i;
             else ds->train[ds->n_train++] = i;
@@ -280,14 +298,17 @@ int textcls_tokenize(TextCls *ds, Wordpiece *wp, char *err, size_t errlen)
     WpIds ids = {0};
     free(ds->ids_off);
     ds->ids_off = malloc(((size_t)ds->n + 1) * sizeof *ds->ids_off);
-    if (!ds->ids_off) return ct_fail(err, errlen, -1, "out of memory");
+    if (!ds->ids_off) return ct_fail(err, errlen, TEXTCLS_ERR_NOMEM, "out of memory");
     ds->ids_off[0] = 0;
     for (uint32_t i = 0; i < ds->n; i++) {
         const char *t = textcls_text(ds, i);
         char msg[256];
-        if (wordpiece_encode(wp, &ids, t, strlen(t), msg, sizeof msg)) {
+        int r = wordpiece_encode(wp, &ids, t, strlen(t), msg, sizeof msg);
+        if (r) {
             wpids_free(&ids);
-            return ct_fail(err, errlen, -1, "fortune topic %s: %s", ds->topics[ds->label[i]], msg);
+            return ct_fail(err, errlen, r == WP_ERR_UTF8 ? TEXTCLS_ERR_UTF8 : TEXTCLS_ERR_NOMEM,
+                           "fortune topic %s: %s", ds->topics[ds->label[i]],
+                           r == WP_ERR_UTF8 ? msg : "out of memory tokenizing");
         }
         ds->ids_off[i + 1] = ids.n;
     }

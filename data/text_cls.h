@@ -33,6 +33,16 @@ extern "C" {
 #endif
 
 #define FORTUNES_DEFAULT_DIR "/usr/share/games/fortunes"
+
+typedef enum {
+    TEXTCLS_OK = 0,
+    TEXTCLS_ERR_OPEN = -1,    /* the folder cannot be opened */
+    TEXTCLS_ERR_READ = -2,    /* a fortune file cannot be read */
+    TEXTCLS_ERR_UTF8 = -3,    /* a fortune file is not UTF-8 */
+    TEXTCLS_ERR_EMPTY = -4,   /* the folder holds no fortune files */
+    TEXTCLS_ERR_TOPICS = -5,  /* fewer topics than asked, an unknown or repeated topic */
+    TEXTCLS_ERR_NOMEM = -6,
+} TextClsStatus;
 #define TEXTCLS_HELD_OUT 0.1   /* --data fortunes-cls holds out this share of each topic */
 
 typedef struct {
@@ -52,12 +62,18 @@ typedef struct {
 
 /* Load from dir (FORTUNES_DEFAULT_DIR when NULL): the listed topics when
  * topics != NULL (n_topics names), else the n_topics largest. Returns 0, or
- * -1 with a message in err (with a hint to install the package when dir is
- * missing). On failure ds is left empty. */
+ * a negative TextClsStatus with a message in err; textcls_hint says what to
+ * do. On failure ds is left empty. */
 int textcls_load_fortunes(TextCls *ds, const char *dir, const char *const *topics,
                           int n_topics, double held_out_frac, char *err, size_t errlen);
 
-/* Tokenize every example with wp (keeps the ids in ds). 0, or -1 with err. */
+/* What to do about a failed textcls_load_fortunes / textcls_tokenize, by
+ * its status and the dir it was given (NULL: the default folder, which the
+ * fortunes package installs). */
+const char *textcls_hint(int status, const char *dir);
+
+/* Tokenize every example with wp (keeps the ids in ds). 0, or a negative
+ * TextClsStatus with err. */
 int textcls_tokenize(TextCls *ds, Wordpiece *wp, char *err, size_t errlen);
 
 void textcls_free(TextCls *ds);

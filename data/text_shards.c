@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "corpus.h"
+#include "data_util.h"
 #include "engine/error.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -26,11 +27,20 @@ const char *shard_hint(int status)
 {
     switch (status) {
     case SHARD_OK: return NULL;
-    case SHARD_ERR_OPEN: return "check the path; a shard is made from a corpus and a vocab.txt "
-                                "by shard_write";
+    case SHARD_ERR_OPEN: return "check the shard path; make a shard with: ctrain shard "
+                                "--corpus DIR --vocab vocab.txt --out FILE";
     case SHARD_ERR_NOMEM: return "a shard is loaded whole: free memory or split the corpus";
-    default: return "the file is damaged or is not a token shard: write it again from its "
-                    "corpus with the same vocab.txt";
+    case SHARD_ERR_WRITE: return "pass --out a path in an existing folder you can write to "
+                                 "(with free space)";
+    case SHARD_ERR_TEXT: return "convert the file to UTF-8 (iconv -f LATIN1 -t UTF-8) or "
+                                "remove it from the corpus";
+    case SHARD_ERR_CORPUS: return "check the --corpus path (a UTF-8 text file or a folder of "
+                                  "them)";
+    case SHARD_ERR_EMPTY: return "use a corpus with text, and a vocab.txt built from it: ctrain "
+                                 "vocab --corpus DIR --size N --out vocab.txt";
+    case SHARD_ERR_LIMIT: return "split the corpus into several shards";
+    default: return "the file is damaged or is not a token shard: make it again with ctrain "
+                    "shard, from its corpus and the same vocab.txt";
     }
 }
 
@@ -140,8 +150,8 @@ static int add_doc(void *ctx, const char *doc, size_t len)
 }
 
 /* Write header, offsets, tokens and CRC to f; 0 or -1 (errno set). */
-static int write_body(FILE *f, uint32_t V, const uint32_t *tokens, const uint64_t *off,
-                      uint32_t D)
+static int write_body(FILE *f, uint32_t V, uint64_t vocab_hash, const uint32_t *tokens,
+                      const uint64_t *off, uint32_t D)
 {
     uint64_t N = off[D];
     uint8_t hdr[SHARD_HEADER_BYTES];
@@ -149,6 +159,7 @@ static int write_body(FILE *f, uint32_t V, const uint32_t *tokens, const uint64_
     memcpy(hdr + 8, &V, 4);
     memcpy(hdr + 12, &D, 4);
     memcpy(hdr + 16, &N, 8);
+    memcpy(hdr + 24, &vocab_hash, 8);
     uint32_t crc = crc_update((uint32_t)crc32(0, Z_NULL, 0), hdr + 8, SHARD_HEADER_BYTES - 8);
     if (fwrite(hdr, 1, sizeof hdr, f) != sizeof hdr) return -1;
     size_t ob = 8 * ((size_t)D + 1);
@@ -170,8 +181,9 @@ static int write_body(FILE *f, uint32_t V, const uint32_t *tokens, const uint64_
     return fwrite(&crc, 4, 1, f) == 1 ? 0 : -1;
 }
 
-int shard_write_tokens(const char *out_path, uint32_t V, const uint32_t *tokens,
-                       const uint64_t *off, uint32_t D, char *err, size_t errlen)
+int shard_write_tokens(const char *out_path, uint32_t V, uint64_t vocab_hash,
+                       const uint32_t *tokens, const uint64_t *off, uint32_t D, char *err,
+                       size_t errlen)
 {
     if (!V) return ct_fail(err, errlen, SHARD_ERR_FORMAT, "shard %s: vocab size 0", out_path);
     size_t l = strlen(out_path) + 8;
@@ -179,7 +191,7 @@ int shard_write_tokens(const char *out_path, uint32_t V, const uint32_t *tokens,
     if (!tmp) return ct_fail(err, errlen, SHARD_ERR_NOMEM, "out of memory");
     snprintf(tmp, l, "%s.tmp", out_path);
     FILE *f = fopen(tmp, "wb");
-    int bad = !f || write_body(f, V, tokens, off, D);
+    int bad = !f || write_body(f, V, vocab_hash, tokens, off, D);
     int e = errno;
     if (f && fclose(f)) bad = 1, e = errno;
     if (bad || rename(tmp, out_path)) {
@@ -209,9 +221,10 @@ int shard_write_filtered(const char *corpus_path, Wordpiece *wp, const char *out
     memset(stats, 0, sizeof *stats);
     if (doc_mode < SHARD_DOC_AUTO || doc_mode > SHARD_DOC_PERCENT)
         return ct_fail(err, errlen, SHARD_ERR_FORMAT, "unknown document mode %d", doc_mode);
+    if (data_check_output(out_path, "shard", err, errlen)) return SHARD_ERR_WRITE;
     CorpusFiles cf;
     int st = corpus_list(&cf, corpus_path, err, errlen);
-    if (st) return st == CORPUS_ERR_NOMEM ? SHARD_ERR_NOMEM : SHARD_ERR_OPEN;
+    if (st) return st == CORPUS_ERR_NOMEM ? SHARD_ERR_NOMEM : SHARD_ERR_CORPUS;
     ShardBuild b = {.wp = wp, .err = err, .errlen = errlen, .keep = keep, .keep_ctx = keep_ctx};
     b.off = malloc(1024 * sizeof *b.off);
     b.offcap = 1024;
@@ -227,7 +240,7 @@ int shard_write_filtered(const char *corpus_path, Wordpiece *wp, const char *out
         }
         if (r) {
             st = r == CORPUS_ERR_UTF8 ? SHARD_ERR_TEXT
-                 : r == CORPUS_ERR_NOMEM ? SHARD_ERR_NOMEM : SHARD_ERR_OPEN;
+                 : r == CORPUS_ERR_NOMEM ? SHARD_ERR_NOMEM : SHARD_ERR_CORPUS;
             break;
         }
         stats->files++;
@@ -237,17 +250,40 @@ int shard_write_filtered(const char *corpus_path, Wordpiece *wp, const char *out
         free(text);
     }
     if (!st && b.noff - 1 > UINT32_MAX)
-        st = ct_fail(err, errlen, SHARD_ERR_FORMAT, "%s has %zu documents; a shard holds at "
-                     "most %u: split the corpus", corpus_path, b.noff - 1, UINT32_MAX);
+        st = ct_fail(err, errlen, SHARD_ERR_LIMIT, "%s has %zu documents; a shard holds at "
+                     "most %u", corpus_path, b.noff - 1, UINT32_MAX);
     stats->dropped = b.dropped;
     if (!st) {
         stats->docs = b.noff - 1;
         stats->tokens = b.ids.n;
-        for (size_t k = 0; k < b.ids.n; k++) stats->unk += b.ids.ids[k] == wp->unk_id;
-        /* ids are int32 >= 0 from the tokenizer: the same bits as u32 */
-        st = shard_write_tokens(out_path, wp->V, (const uint32_t *)b.ids.ids, b.off,
-                                (uint32_t)(b.noff - 1), err, errlen);
+        uint64_t maskable = 0;
+        for (size_t k = 0; k < b.ids.n; k++) {
+            int32_t t = b.ids.ids[k];
+            stats->unk += t == wp->unk_id;
+            maskable += t != wp->unk_id && t != wp->pad_id && t != wp->cls_id &&
+                        t != wp->sep_id && t != wp->mask_id;
+        }
+        if (!stats->files)
+            st = ct_fail(err, errlen, SHARD_ERR_CORPUS, "corpus %s holds no text file (%llu "
+                         "binary files skipped)", corpus_path,
+                         (unsigned long long)stats->binary_skipped);
+        else if (!stats->tokens)
+            st = ct_fail(err, errlen, SHARD_ERR_EMPTY, "corpus %s gives 0 tokens: its %llu "
+                         "files hold no document with text%s; one masked-LM sequence needs "
+                         "at least 1 token to mask", corpus_path,
+                         (unsigned long long)stats->files,
+                         b.dropped ? " that the filter (--exclude-held-out) keeps" : "");
+        else if (!maskable)
+            st = ct_fail(err, errlen, SHARD_ERR_EMPTY, "corpus %s gives %llu tokens, all "
+                         "[UNK] (%llu) or special tokens: none that masked-LM training can "
+                         "mask; one sequence needs at least 1 token that is not [UNK] or a "
+                         "special token", corpus_path,
+                         (unsigned long long)stats->tokens, (unsigned long long)stats->unk);
     }
+    if (!st)  /* ids are int32 >= 0 from the tokenizer: the same bits as u32 */
+        st = shard_write_tokens(out_path, wp->V, wordpiece_vocab_hash(wp),
+                                (const uint32_t *)b.ids.ids, b.off, (uint32_t)(b.noff - 1), err,
+                                errlen);
     wpids_free(&b.ids);
     free(b.off);
     corpus_files_free(&cf);
@@ -285,26 +321,29 @@ int shard_open(TextShard *s, const char *path, char *err, size_t errlen)
     }
     int st = SHARD_OK;
     uint32_t V = 0, D = 0;
-    uint64_t N = 0, want = 0;
+    uint64_t N = 0, want = 0, hash = 0;
     int w = 2;
-    if (n >= 8 && memcmp(buf, SHARD_MAGIC, 8)) {
+    int version = n >= 8 && !memcmp(buf, SHARD_MAGIC_V1, 8) ? 1 : 2;
+    size_t hb = version == 1 ? SHARD_HEADER_BYTES_V1 : SHARD_HEADER_BYTES;
+    if (n >= 8 && version == 2 && memcmp(buf, SHARD_MAGIC, 8)) {
         st = ct_fail(err, errlen, SHARD_ERR_FORMAT, "%s is not a token shard: it starts with "
-                     "%02x %02x %02x %02x %02x %02x, a shard with \"CTTOK1\"", path, buf[0],
-                     buf[1], buf[2], buf[3], buf[4], buf[5]);
-    } else if (n < SHARD_HEADER_BYTES + 8 + 4) {
+                     "%02x %02x %02x %02x %02x %02x, a shard with \"CTTOK2\" (or \"CTTOK1\")",
+                     path, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5]);
+    } else if (n < hb + 8 + 4) {
         st = ct_fail(err, errlen, SHARD_ERR_TRUNCATED, "%s is truncated: %zu bytes, fewer than "
-                     "the %d of an empty shard", path, n, SHARD_HEADER_BYTES + 8 + 4);
+                     "the %zu of an empty shard", path, n, hb + 8 + 4);
     } else {
         memcpy(&V, buf + 8, 4);
         memcpy(&D, buf + 12, 4);
         memcpy(&N, buf + 16, 8);
+        if (version == 2) memcpy(&hash, buf + 24, 8);
         w = V > 65535 ? 4 : 2;
-        /* 24 + 8(D+1) + wN + 4, refusing headers whose sizes overflow */
+        /* hb + 8(D+1) + wN + 4, refusing headers whose sizes overflow */
         if (V == 0 || N > (UINT64_MAX / 8))
             st = ct_fail(err, errlen, SHARD_ERR_FORMAT, "%s: damaged header (vocab size %u, "
                          "%llu tokens)", path, V, (unsigned long long)N);
         else
-            want = SHARD_HEADER_BYTES + 8 * ((uint64_t)D + 1) + (uint64_t)w * N + 4;
+            want = hb + 8 * ((uint64_t)D + 1) + (uint64_t)w * N + 4;
         if (!st && n < want)
             st = ct_fail(err, errlen, SHARD_ERR_TRUNCATED, "%s is truncated: its header "
                          "promises %llu bytes (%u documents, %llu tokens), the file has %zu",
@@ -321,7 +360,7 @@ int shard_open(TextShard *s, const char *path, char *err, size_t errlen)
             st = ct_fail(err, errlen, SHARD_ERR_CORRUPT, "%s is damaged: its contents have "
                          "CRC-32 %08x, the file records %08x", path, crc, stored);
     }
-    uint64_t *off = (uint64_t *)(buf + SHARD_HEADER_BYTES);
+    uint64_t *off = (uint64_t *)(buf + hb);
     if (!st && (off[0] != 0 || off[D] != N))
         st = ct_fail(err, errlen, SHARD_ERR_FORMAT, "%s: document offsets run from %llu to "
                      "%llu, not 0 to %llu tokens", path, (unsigned long long)off[0],
@@ -332,12 +371,15 @@ int shard_open(TextShard *s, const char *path, char *err, size_t errlen)
                          "it starts (%llu)", path, d, (unsigned long long)off[d + 1],
                          (unsigned long long)off[d]);
     if (!st) {
+        s->version = version;
+        s->has_hash = version >= 2;
+        s->vocab_hash = hash;
         s->vocab_size = V;
         s->n_docs = D;
         s->n_tokens = N;
         s->offsets = off;
         s->width = w;
-        s->tokens = buf + SHARD_HEADER_BYTES + 8 * ((size_t)D + 1);
+        s->tokens = buf + hb + 8 * ((size_t)D + 1);
         s->buf = buf;
         s->size = n;
         for (uint64_t k = 0; k < N; k++) {

@@ -623,7 +623,8 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
         return ct_fail(err, errlen, CORPUS_ERR_ARG, "unknown vocab score %d", opts->score);
     if (size < 6)
         return ct_fail(err, errlen, CORPUS_ERR_ARG, "vocab size %d is too small: the 5 "
-                       "special tokens alone take 5 lines; hint: BERT uses --size 30522", size);
+                       "special tokens alone take 5 lines", size);
+    if (data_check_output(out_path, "vocab", err, errlen)) return CORPUS_ERR_WRITE;
     CorpusFiles cf;
     int st = corpus_list(&cf, corpus_path, err, errlen);
     if (st) return st;
@@ -673,9 +674,8 @@ int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char 
     if (!st && (uint64_t)5 + 2ull * A > (uint64_t)size)
         st = ct_fail(err, errlen, CORPUS_ERR_ARG,
                      "vocab size %d is too small for %s: its %u distinct characters, with "
-                     "and without \"##\", and the 5 special tokens need %llu lines; hint: "
-                     "pass --size %llu or more", size, corpus_path, A,
-                     5 + 2ull * A, 5 + 2ull * A);
+                     "and without \"##\", and the 5 special tokens need %llu lines", size,
+                     corpus_path, A, 5 + 2ull * A);
     uint32_t lines = 5 + 2 * A;
     if (!st && vb_train(&vb, &lines, (uint32_t)size, &made, &nmade, &merges))
         st = ct_fail(err, errlen, CORPUS_ERR_NOMEM, "out of memory merging pieces");
@@ -693,4 +693,16 @@ int vocab_build(const char *corpus_path, int size, int mode, const char *out_pat
 {
     VocabOpts o = {size, mode, VOCAB_SCORE_FREQ, NULL, NULL};
     return vocab_build_opts(corpus_path, &o, out_path, NULL, err, errlen);
+}
+
+const char *vocab_hint(char *buf, size_t buflen, int status, const VocabStats *stats)
+{
+    const char *h = corpus_hint(status);
+    if (status != CORPUS_ERR_ARG)
+        snprintf(buf, buflen, "%s", h ? h : "");
+    else if (stats && stats->alphabet)
+        snprintf(buf, buflen, "pass --size %llu or more", 5 + 2ull * stats->alphabet);
+    else
+        snprintf(buf, buflen, "pass a larger --size (BERT's is 30522)");
+    return buf;
 }

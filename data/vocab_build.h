@@ -63,10 +63,17 @@ typedef struct {
     void *keep_ctx;
 } VocabOpts;
 
-/* Build a vocab. Returns 0, or a negative CorpusStatus (data/corpus.h) with a one-line
- * message in err (with a hint where one helps). stats may be NULL. */
+/* Build a vocab. The folder of out_path is checked first (CORPUS_ERR_WRITE
+ * before the corpus is read). Returns 0, or a negative CorpusStatus
+ * (data/corpus.h) with a one-line message in err; vocab_hint then says what
+ * to do. stats may be NULL. */
 int vocab_build_opts(const char *corpus_path, const VocabOpts *opts, const char *out_path,
                      VocabStats *stats, char *err, size_t errlen);
+
+/* What to do about a failed vocab_build_opts, by its status and stats (a
+ * size too small for the corpus's characters names the least size that
+ * fits), written into buf; returns buf. */
+const char *vocab_hint(char *buf, size_t buflen, int status, const VocabStats *stats);
 
 /* The CLI's entry point: VOCAB_SCORE_FREQ, no statistics. */
 int vocab_build(const char *corpus_path, int size, int mode, const char *out_path,

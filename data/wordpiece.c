@@ -25,7 +25,23 @@
 
 #include "utf8.h"
 #include "engine/error.h"
+#include "engine/log.h"
 #include "data_util.h"
+
+const char *wordpiece_hint(int status)
+{
+    switch (status) {
+    case WP_OK: return NULL;
+    case WP_ERR_OPEN: return "check the --vocab path";
+    case WP_ERR_FORMAT:
+        return "a vocab.txt holds one token a line, [PAD] [UNK] [CLS] [SEP] [MASK] among "
+               "them: build one with ctrain vocab --corpus DIR --size N --out vocab.txt";
+    case WP_ERR_UTF8:
+        return "convert the vocab to UTF-8 (iconv -f LATIN1 -t UTF-8), or build one with "
+               "ctrain vocab --corpus DIR --size N --out vocab.txt";
+    default: return "free some memory and retry";
+    }
+}
 
 int wpids_push(WpIds *v, int32_t id)
 {
@@ -265,11 +281,35 @@ static int vocab_index(Wordpiece *wp, const char *name, char *err, size_t errlen
     wp->sep_id = wordpiece_id(wp, "[SEP]");
     wp->mask_id = wordpiece_id(wp, "[MASK]");
     if (wp->unk_id < 0)
-        return ct_fail(err, errlen, WP_ERR_FORMAT,
-                       "%s has no [UNK] token, so it is not a BERT vocab.txt (one token a "
-                       "line: [PAD] [UNK] [CLS] [SEP] [MASK] ...); hint: build one with "
-                       "ctrain vocab --corpus DIR --size N --out vocab.txt", name);
+        return ct_fail(err, errlen, WP_ERR_FORMAT, "%s has no [UNK] token, so it is not a BERT "
+                       "vocab.txt", name);
+    wp->hash = wordpiece_vocab_hash(wp);
     return 0;
+}
+
+uint64_t wordpiece_vocab_hash(const Wordpiece *wp)
+{
+    uint64_t h = DATA_FNV64_BASIS;
+    for (uint32_t id = 0; id < wp->V; id++) {
+        if (id) h = data_fnv1a64(h, "\n", 1);
+        h = data_fnv1a64(h, wp->tok[id], wp->len[id]);
+    }
+    return h;
+}
+
+int wordpiece_missing(char *buf, size_t buflen, const Wordpiece *wp, const char *const *names,
+                      int n)
+{
+    int missing = 0;
+    size_t k = 0;
+    if (buflen) buf[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (wordpiece_id(wp, names[i]) >= 0) continue;
+        if (k < buflen) k += (size_t)snprintf(buf + k, buflen - k, "%s%s", missing ? ", " : "",
+                                              names[i]);
+        missing++;
+    }
+    return missing;
 }
 
 /* Split blob (n bytes, owned by wp afterwards) into lines. */
@@ -277,6 +317,11 @@ static int vocab_parse(Wordpiece *wp, char *blob, size_t n, const char *name, ch
                        size_t errlen)
 {
     wp->blob = blob;
+    if (n >= 3 && !memcmp(blob, "\xEF\xBB\xBF", 3)) { /* a byte-order mark: not a token */
+        LOG_W("%s starts with a UTF-8 byte-order mark (EF BB BF); it is ignored", name);
+        blob += 3;
+        n -= 3;
+    }
     size_t bad;
     char msg[200];
     if (utf8_validate(blob, n, &bad, msg, sizeof msg))

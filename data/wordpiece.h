@@ -5,8 +5,15 @@
  * vocab.txt: one token per line, id = line number from 0 (a final newline
  * adds no line; a '\r' before the newline is dropped; an empty line is a
  * token that never matches; when a token appears twice the later line's id
- * wins, as in HF's load_vocab). The specials are looked up by name: [PAD]
- * [UNK] [CLS] [SEP] [MASK]; only [UNK] is required.
+ * wins, as in HF's load_vocab; a UTF-8 byte-order mark before the first
+ * line is dropped, with a warning). The specials are looked up by name:
+ * [PAD] [UNK] [CLS] [SEP] [MASK]; only [UNK] is required.
+ *
+ * Vocabulary hash (wordpiece_vocab_hash, kept in Wordpiece.hash): FNV-1a 64
+ * (data/data_util.h) over every token in id order joined by '\n', i.e. the
+ * bytes of vocab.txt with its '\r's, BOM and final newline removed. A token
+ * shard stores it (data/text_shards.h), so training can tell a reordered
+ * or edited vocab of the same size from the one the shard was made with.
  *
  * Text -> ids, in the order HF applies the steps:
  *   1. clean: drop U+0000, U+FFFD and control characters (utf8.h); map
@@ -109,16 +116,28 @@ typedef struct {
     uint32_t mask;               /* slots - 1 */
     uint32_t max_word, max_cont; /* longest key of each, bytes */
     int32_t pad_id, unk_id, cls_id, sep_id, mask_id; /* -1 when absent ([UNK] never) */
+    uint64_t hash;               /* wordpiece_vocab_hash of the tokens */
     int lowercase;
     BasicTok bt;
     WpIds *out;                  /* the list wordpiece_encode appends to */
 } Wordpiece;
 
 /* Load vocab_path; mode: WP_UNCASED, WP_CASED or WP_CASED_NFC. Returns 0, or a
- * negative WpStatus with a one-line message in err (and a hint for a file
- * that is not a vocab). */
+ * negative WpStatus with a one-line message in err; wordpiece_hint(status)
+ * then says what to do. */
 int wordpiece_load(Wordpiece *wp, const char *vocab_path, int mode, char *err,
                    size_t errlen);
+
+/* What to do about a failed wordpiece_load, by its status. */
+const char *wordpiece_hint(int status);
+
+/* The vocabulary hash of the header above, over wp's V tokens. */
+uint64_t wordpiece_vocab_hash(const Wordpiece *wp);
+
+/* Which of the n tokens names[] wp lacks: their names joined by ", " into
+ * buf (always terminated); returns how many are missing. */
+int wordpiece_missing(char *buf, size_t buflen, const Wordpiece *wp, const char *const *names,
+                      int n);
 
 /* The same from tokens in memory (id = index). */
 int wordpiece_init_tokens(Wordpiece *wp, const char *const *tokens, uint32_t n, int mode,

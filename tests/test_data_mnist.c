@@ -10,8 +10,10 @@
  * Damaged inputs, each refused with its message checked: missing directory,
  * truncated gzip, flipped bytes inside the deflate stream, a flipped CRC in
  * the gzip trailer (zlib only sees it at end of stream), wrong magic,
- * unsupported type, absurd dims, extra data, and image/label sets that do
- * not fit together. Temp files live in one mkdtemp directory, removed at the
+ * unsupported type, absurd dims, extra data, a 9-byte header promising 2^31
+ * bytes (refused from the file size, plain, or as the gzip data runs out,
+ * without allocating 2 GiB: checked under an address-space limit in a child
+ * process), and image/label sets that do not fit together. Temp files live in one mkdtemp directory, removed at the
  * end. Shape letters: N images, B batch.
  */
 #include <errno.h>
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +35,8 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "check.h"
 #pragma GCC diagnostic pop
+#include "child_util.h"
+#include "file_util.h"
 
 static char tmp[256];
 static const char *const FILES[4] = {
@@ -53,28 +58,6 @@ static void check_msg(const char *name, const char *err, const char *want)
     check_true(name, strstr(err, want) != NULL, "message \"%s\" lacks \"%s\"", err, want);
 }
 
-static void write_bytes(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n || fclose(f)) {
-        fprintf(stderr, "test: cannot write %s: %s\n", path, strerror(errno));
-        exit(1);
-    }
-}
-
-static uint8_t *read_bytes(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "test: cannot read %s\n", path); exit(1); }
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(*n ? *n : 1);
-    if (fread(p, 1, *n, f) != *n) { fprintf(stderr, "test: short read %s\n", path); exit(1); }
-    fclose(f);
-    return p;
-}
-
 /* An IDX u8 file, gzip-compressed when gz is set. */
 static void write_idx(const char *path, int gz, int ndim, const uint32_t *dims,
                       const uint8_t *data)
@@ -92,7 +75,7 @@ static void write_idx(const char *path, int gz, int ndim, const uint32_t *dims,
         uint8_t *buf = malloc(hn + n);
         memcpy(buf, hdr, hn);
         memcpy(buf + hn, data, n);
-        write_bytes(path, buf, hn + n);
+        file_write(path, buf, hn + n);
         free(buf);
         return;
     }
@@ -140,7 +123,7 @@ static const char *make_case(const char *name, const char *src, const char *file
         char from[512], to[600];
         snprintf(from, sizeof from, "%s/%s.gz", src, FILES[k]);
         snprintf(to, sizeof to, "%s/%s.gz", dir, FILES[k]);
-        if (strncmp(FILES[k], file, strlen(file)) == 0) write_bytes(to, bytes, n);
+        if (strncmp(FILES[k], file, strlen(file)) == 0) file_write(to, bytes, n);
         else if (symlink(from, to) != 0) { perror("symlink"); exit(1); }
     }
     return dir;
@@ -347,58 +330,117 @@ static void test_idx(void)
     check_msg("idx.directory.msg", err, "Is a directory");
 
     snprintf(p, sizeof p, "%s/text.idx", tmp);
-    write_bytes(p, "hello, world\n", 13);
+    file_write(p, "hello, world\n", 13);
     st = idx_load(&a, p, err, sizeof err);
     check_true("idx.text.status", st == IDX_ERR_FORMAT && a.data == NULL, "status %d", st);
     check_msg("idx.text.msg", err, "is not an IDX file: it starts with bytes 68 65 6c 6c");
 
     const uint8_t badmagic[8] = {0x00, 0x01, 0x08, 0x01, 0, 0, 0, 0};
-    write_bytes(p, badmagic, 8);
+    file_write(p, badmagic, 8);
     st = idx_load(&a, p, err, sizeof err);
     check_msg("idx.magic.msg", err, "starts with bytes 00 01 08 01");
 
     const uint8_t f32[12] = {0, 0, 0x0D, 1, 0, 0, 0, 1, 0, 0, 0x80, 0x3f};
-    write_bytes(p, f32, 12);
+    file_write(p, f32, 12);
     st = idx_load(&a, p, err, sizeof err);
     check_true("idx.type.status", st == IDX_ERR_FORMAT, "status %d", st);
     check_msg("idx.type.msg", err, "unsupported element type 0x0D (f32)");
 
     const uint8_t nodim[4] = {0, 0, 0x08, 0};
-    write_bytes(p, nodim, 4);
+    file_write(p, nodim, 4);
     st = idx_load(&a, p, err, sizeof err);
     check_msg("idx.ndim0.msg", err, "header gives 0 dimensions");
 
     /* Headers alone: 65536 x 65536 = 2^32 elements, then 2^32-1 in one dim. */
     const uint8_t huge[12] = {0, 0, 0x08, 2, 0, 1, 0, 0, 0, 1, 0, 0};
-    write_bytes(p, huge, sizeof huge);
+    file_write(p, huge, sizeof huge);
     st = idx_load(&a, p, err, sizeof err);
     check_true("idx.absurd.status", st == IDX_ERR_FORMAT && a.data == NULL, "status %d", st);
     check_msg("idx.absurd.msg", err, "header dims 65536 x 65536 exceed 2147483648 elements");
 
     const uint8_t over[8] = {0, 0, 0x08, 1, 0xFF, 0xFF, 0xFF, 0xFF};
-    write_bytes(p, over, sizeof over);
+    file_write(p, over, sizeof over);
     st = idx_load(&a, p, err, sizeof err);
     check_msg("idx.absurd1.msg", err, "header dims 4294967295 exceed");
 
     /* Header promises 12 bytes, file holds 5. */
     uint8_t cut[4 + 12 + 5] = {0, 0, 0x08, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4, 5};
-    write_bytes(p, cut, sizeof cut);
+    file_write(p, cut, sizeof cut);
     st = idx_load(&a, p, err, sizeof err);
     check_true("idx.short.status", st == IDX_ERR_TRUNCATED, "status %d", st);
-    check_msg("idx.short.msg", err, "text.idx is truncated: expected 12 data bytes, got 5");
+    check_msg("idx.short.msg", err, "text.idx is truncated: its header (dims 3 x 2 x 2) "
+              "promises 28 bytes, the file has 21");
+    snprintf(p, sizeof p, "%s/cut.idx.gz", tmp);
+    gzFile g = gzopen(p, "wb6");
+    if (g) { gzwrite(g, cut, sizeof cut); gzclose(g); }
+    st = idx_load(&a, p, err, sizeof err);
+    check_true("idx.short_gz.status", st == IDX_ERR_TRUNCATED, "status %d", st);
+    check_msg("idx.short_gz.msg", err, "cut.idx.gz is truncated: expected 12 data bytes, got 5");
+    snprintf(p, sizeof p, "%s/text.idx", tmp);
 
-    write_bytes(p, cut, 9);
+    file_write(p, cut, 9);
     st = idx_load(&a, p, err, sizeof err);
     check_msg("idx.short_header.msg", err, "expected 16 header bytes, got 9");
 
     /* Header promises 12 bytes, file holds 13. */
     snprintf(p, sizeof p, "%s/long.idx", tmp);
     uint8_t lng[4 + 12 + 13] = {0, 0, 0x08, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 2};
-    write_bytes(p, lng, sizeof lng);
+    file_write(p, lng, sizeof lng);
     st = idx_load(&a, p, err, sizeof err);
     check_true("idx.extra.status", st == IDX_ERR_FORMAT && a.data == NULL, "status %d", st);
     check_msg("idx.extra.msg", err, "long.idx holds more data than its header promises "
               "(dims 3 x 2 x 2 = 12 bytes)");
+}
+
+/* idx_load of path in a child whose address space is limited to 1 GiB more
+ * than it uses: a reader that allocates what a header promises (2 GiB)
+ * fails there with IDX_ERR_NOMEM. The status and message come back through
+ * a pipe. Under ASan (which reserves terabytes of shadow) no limit is set. */
+static void idx_load_child(void *ctx, int fd)
+{
+#if !defined(__SANITIZE_ADDRESS__)
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) { if (fscanf(f, "%ld", &pages) != 1) pages = 0; fclose(f); }
+    if (pages > 0) {
+        rlim_t lim = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (1ull << 30);
+        struct rlimit rl = {lim, lim};
+        setrlimit(RLIMIT_AS, &rl);
+    }
+#endif
+    IdxArray a;
+    char e[512] = "";
+    int st = idx_load(&a, ctx, e, sizeof e);
+    dprintf(fd, "%d %s", st, e);
+}
+
+static int idx_load_limited(const char *path, char *err, size_t errlen)
+{
+    char out[700];
+    int code = child_run(idx_load_child, (void *)path, out, sizeof out);
+    const char *sp = strchr(out, ' ');
+    snprintf(err, errlen, "%s", sp ? sp + 1 : out);
+    return code == 0 && sp ? atoi(out) : 99;
+}
+
+/* A 9-byte file whose header promises 2^31 elements (the most idx_load
+ * accepts): refused as truncated, from the size, before any allocation. */
+static void test_idx_promise(void)
+{
+    char p[512], err[700];
+    const uint8_t nine[9] = {0, 0, 0x08, 1, 0x80, 0, 0, 0, 0x55};
+    snprintf(p, sizeof p, "%s/promise.idx", tmp);
+    file_write(p, nine, sizeof nine);
+    int st = idx_load_limited(p, err, sizeof err);
+    check_true("idx.promise.status", st == IDX_ERR_TRUNCATED, "status %d: %s", st, err);
+    check_msg("idx.promise.msg", err, "promise.idx is truncated: its header (dims 2147483648) "
+              "promises 2147483656 bytes, the file has 9");
+    snprintf(p, sizeof p, "%s/promise.idx.gz", tmp);
+    gzFile g = gzopen(p, "wb6");
+    if (g) { gzwrite(g, nine, sizeof nine); gzclose(g); }
+    st = idx_load_limited(p, err, sizeof err);
+    check_true("idx.promise_gz.status", st == IDX_ERR_TRUNCATED, "status %d: %s", st, err);
+    check_msg("idx.promise_gz.msg", err, "expected 2147483648 data bytes, got 1");
 }
 
 /* ------------------------------------------------------ damaged Fashion-MNIST */
@@ -414,6 +456,10 @@ static void test_fmnist_errors(const char *src)
               "train-images-idx3-ubyte.gz: No such file or directory");
     check_msg("fmnist.missing.hint", fmnist_hint(st),
               "apt-get install dataset-fashion-mnist) or pass --data fashion-mnist:DIR");
+    check_msg("fmnist.missing_default.hint", fmnist_hint_dir(st, NULL), "apt-get install");
+    check_true("fmnist.missing_dir.hint", strstr(fmnist_hint_dir(st, "/nonexistent/fmnist"),
+               "check the path") && !strstr(fmnist_hint_dir(st, "/nonexistent/fmnist"),
+               "install"), "%s", fmnist_hint_dir(st, "/nonexistent/fmnist"));
     check_true("fmnist.missing.empty", ds.split[0].images == NULL && ds.split[1].n == 0,
                "dataset not left empty");
     fmnist_free(&ds);
@@ -427,7 +473,7 @@ static void test_fmnist_errors(const char *src)
     idx_free(&ti);
 
     size_t n;
-    uint8_t *gz = read_bytes(p, &n);
+    uint8_t *gz = (uint8_t *)file_read(p, &n);
     const char *dir = make_case("trunc", src, "t10k-images", gz, n / 2);
     st = fmnist_load(&ds, dir, err, sizeof err);
     check_true("fmnist.truncated.status", st == IDX_ERR_TRUNCATED, "status %d: %s", st, err);
@@ -457,7 +503,7 @@ static void test_fmnist_errors(const char *src)
     /* Only the CRC-32 in the trailer flipped: the data decode cleanly and zlib
      * notices only at end of stream. */
     snprintf(p, sizeof p, "%s/t10k-labels-idx1-ubyte.gz", src);
-    gz = read_bytes(p, &n);
+    gz = (uint8_t *)file_read(p, &n);
     gz[n - 8] ^= 0x01;
     dir = make_case("crc", src, "t10k-labels", gz, n);
     st = fmnist_load(&ds, dir, err, sizeof err);
@@ -525,6 +571,7 @@ int main(void)
 
     test_shuffle();
     test_idx();
+    test_idx_promise();
 
     struct stat sb;
     char synth[512];

@@ -16,7 +16,11 @@
  *     draws; fallback boxes of extreme aspect ratios computed by hand;
  *     determinism in (seed, epoch, index); flip mirrors exactly; p = 0.5.
  * Errors: missing root, root that is a file, no class folders, a class with
- * no images, a corrupt image (message names the path and stb's reason).
+ * no images, a corrupt image (message names the path and stb's reason), an
+ * image the process may not read (IMGF_ERR_PERM from errno: the check runs in
+ * a child that drops root, since root reads a chmod-000 file).
+ * Splits: val's classes matched to train's by name: a val lacking a class
+ * keeps train's labels, a val with a class train lacks is refused by name.
  *
  * Shape letters: H W pixels, C channels, S output side.
  */
@@ -39,6 +43,7 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "check.h"
 #pragma GCC diagnostic pop
+#include "child_util.h"
 
 static char tmp[256];
 
@@ -442,7 +447,7 @@ static void test_errors(void)
         char want[600];
         snprintf(want, sizeof want, "cannot decode %s: ", path);
         check_true(strstr(path, "short") ? "err.truncated.status" : "err.text.status",
-                   st == -1, "status %d", st);
+                   st == IMGF_ERR_DECODE, "status %d", st);
         check_msg(strstr(path, "short") ? "err.truncated.msg" : "err.text.msg", err, want);
         const char *why = strstr(err, ": ") ? strrchr(err, ':') + 2 : "";
         check_true("err.corrupt.reason", *why != 0, "no stb reason in \"%s\"", err);
@@ -454,6 +459,156 @@ static void test_errors(void)
     check_true("err.decode_missing", img == NULL, "decoded a missing file");
     check_msg("err.decode_missing.msg", err, "none.jpg: No such file or directory");
     src_free(&src);
+}
+
+/* An image that may not be read: status IMGF_ERR_PERM and a hint about
+ * permissions, not "damaged". Root reads a chmod-000 file, so the reading is
+ * done in a child that has dropped to uid/gid 65534 (nobody); a process that
+ * can do neither is told so and the check skipped. */
+/* In a child: drop root (exit 2 when that fails, 3 when the file is still
+ * readable), then report "STATUS MESSAGE" of image_decode_file. */
+static void decode_unprivileged(void *path, int fd)
+{
+    if (child_drop_root()) _exit(2);
+    FILE *probe = fopen(path, "rb");
+    if (probe) _exit(3);
+    char err[1024] = "";
+    int H, W;
+    uint8_t *img;
+    int st = image_decode_file(&img, path, &H, &W, err, sizeof err);
+    dprintf(fd, "%d %s", st, err);
+}
+
+static void test_permission(void)
+{
+    mkdir_p("%s/%s", "perm");
+    mkdir_p("%s/perm/%s", "c");
+    write_png("perm/c/locked.png", 8, 8, 3, 1);
+    char p[512], dir[512];
+    path_of(p, sizeof p, "perm/c/locked.png");
+    path_of(dir, sizeof dir, "perm/c");
+    check_true("perm.hint", strstr(imagefolder_hint(IMGF_ERR_PERM), "permission denied: check "
+               "the file's permissions") && !strstr(imagefolder_hint(IMGF_ERR_PERM), "damaged"),
+               "hint: %s", imagefolder_hint(IMGF_ERR_PERM));
+    if (chmod(p, 0) != 0) {
+        printf("  skip perm.*: chmod failed: %s\n", strerror(errno));
+        return;
+    }
+    /* the folders above must be passable for the child */
+    chmod(tmp, 0755);
+    path_of(dir, sizeof dir, "perm");
+    chmod(dir, 0755);
+    path_of(dir, sizeof dir, "perm/c");
+    chmod(dir, 0755);
+    char out[1200];
+    int code = child_run(decode_unprivileged, p, out, sizeof out);
+    if (code == 2 || code == 3) {
+        printf("  skip perm.decode: %s\n", code == 2 ? "cannot drop root to uid 65534"
+                                                     : "this user reads mode-000 files");
+    } else {
+        int st = atoi(out);
+        check_true("perm.decode.status", code == 0 && st == IMGF_ERR_PERM, "exit %d, status %d: "
+                   "%s", code, st, out);
+        check_msg("perm.decode.msg", out, "locked.png: Permission denied");
+    }
+    chmod(p, 0600);
+}
+
+/* Make ROOT/SPLIT/CLASS/i.png for each class of the comma list. */
+static void make_split(const char *root, const char *split, const char *classes, int per)
+{
+    char rel[256], list[600];
+    snprintf(rel, sizeof rel, "%s", root);
+    mkdir_p("%s/%s", rel);
+    snprintf(rel, sizeof rel, "%s/%s", root, split);
+    mkdir_p("%s/%s", rel);
+    snprintf(list, sizeof list, "%s", classes);
+    for (char *c = strtok(list, ","); c; c = strtok(NULL, ",")) {
+        snprintf(rel, sizeof rel, "%s/%s/%s", root, split, c);
+        mkdir_p("%s/%s", rel);
+        for (int i = 0; i < per; i++) {
+            char f[300];
+            snprintf(f, sizeof f, "%s/%d.png", rel, i);
+            write_png(f, 6, 6, 3, i);
+        }
+    }
+}
+
+static void test_splits(void)
+{
+    char err[1024], p[512];
+    make_split("sp", "train", "ant,bee,cat,dog,eel", 2);
+    make_split("sp", "val", "bee,dog", 1);      /* lacks ant, cat, eel */
+    make_split("sp", "val_extra", "bee,cat,zebra", 1);
+    make_split("sp", "val_renamed", "a1,b2,c3,d4,e5", 1);  /* same count, other names */
+    ImageSource tr, va;
+    path_of(p, sizeof p, "sp/train");
+    int st = src_imagefolder_open(&tr, p, 4, NULL, err, sizeof err);
+    check_true("split.train", st == 0 && tr.classes == 5, "%s", err);
+    if (st) return;
+    path_of(p, sizeof p, "sp/val");
+    st = src_imagefolder_open(&va, p, 4, NULL, err, sizeof err);
+    check_true("split.val_opens", st == 0 && va.classes == 2, "%s", err);
+    if (st) { src_free(&tr); return; }
+    st = src_imagefolder_match(&va, &tr, err, sizeof err);
+    check_true("split.subset_ok", st == IMGF_OK && va.classes == 5, "status %d: %s", st, err);
+    /* bee is train's 1, dog train's 3, whatever their positions in val/ */
+    const ImageFolder *vf = src_imagefolder(&va);
+    float out[4 * 4 * 3];
+    int labels_ok = vf->n == 2 && vf->nclasses == 5 && vf->class_count[1] == 1 &&
+                    vf->class_count[3] == 1 && vf->class_count[0] == 0;
+    for (uint32_t i = 0; labels_ok && i < vf->n; i++) {
+        int32_t y = -1;
+        src_get(&va, i, 0, 1, 0, out, &y, err, sizeof err);
+        int want = strstr(imagefolder_path(vf, i), "/bee/") ? 1 : 3;
+        labels_ok = y == want && !strcmp(vf->classes[y], strstr(imagefolder_path(vf, i), "/bee/")
+                                                                ? "bee" : "dog");
+    }
+    check_true("split.labels_by_name", labels_ok, "val labels are not train's indices by name");
+    src_free(&va);
+
+    path_of(p, sizeof p, "sp/val_extra");
+    st = src_imagefolder_open(&va, p, 4, NULL, err, sizeof err);
+    if (!st) {
+        st = src_imagefolder_match(&va, &tr, err, sizeof err);
+        check_true("split.extra_refused", st == IMGF_ERR_CLASSES && va.classes == 3, "status %d",
+                   st);
+        check_msg("split.extra_names_it", err, "has the class folder \"zebra\", which ");
+        check_msg("split.extra_lists_train", err, "(its 5 classes: ant, bee, cat, dog, eel)");
+        src_free(&va);
+    }
+    path_of(p, sizeof p, "sp/val_renamed");
+    st = src_imagefolder_open(&va, p, 4, NULL, err, sizeof err);
+    if (!st) {
+        st = src_imagefolder_match(&va, &tr, err, sizeof err);
+        check_true("split.renamed_refused", st == IMGF_ERR_CLASSES, "status %d", st);
+        check_msg("split.renamed_names_it", err, "\"a1\"");
+        src_free(&va);
+    }
+    check_msg("split.hint", imagefolder_hint(IMGF_ERR_CLASSES), "val/");
+    src_free(&tr);
+
+    /* a long class list is shortened */
+    char many[600] = "";
+    for (int i = 0; i < 40; i++) {
+        size_t l = strlen(many);
+        snprintf(many + l, sizeof many - l, "%sclass_%02d", i ? "," : "", i);
+    }
+    make_split("big", "train", many, 1);
+    make_split("big", "val", "class_03,zz", 1);
+    ImageFolder bt, bv;
+    path_of(p, sizeof p, "big/train");
+    st = imagefolder_open(&bt, p, err, sizeof err);
+    path_of(p, sizeof p, "big/val");
+    st = st ? st : imagefolder_open(&bv, p, err, sizeof err);
+    if (!st) {
+        st = imagefolder_match_classes(&bv, &bt, err, sizeof err);
+        check_true("split.long_list", st == IMGF_ERR_CLASSES && strstr(err, "\"zz\"") &&
+                   strstr(err, "class_00, class_01") && strstr(err, "and 32 more") &&
+                   !strstr(err, "class_39"), "status %d: %s", st, err);
+        imagefolder_free(&bv);
+        imagefolder_free(&bt);
+    }
 }
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
@@ -470,6 +625,11 @@ int main(void)
     test_val();
     test_rrc();
     test_errors();
+    test_permission();
+    LogLevel level = log_get_level();
+    log_set_level(LOG_WARN);  /* the subset's LOG_I line is expected */
+    test_splits();
+    log_set_level(level);
     nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     struct stat sb;
     check_true("cleanup", stat(tmp, &sb) != 0, "%s still exists", tmp);

@@ -9,8 +9,10 @@
  * next epoch gives that epoch's batches; several batches may be held; slot
  * memory comes from the allocator callback and goes back to it; no thread
  * outlives loader_free; a corrupt image is reported with its path
- * (loader_try_next) and is fatal through loader_next (run in a child
- * process); the statistics are positive. Fashion-MNIST as an RGB source:
+ * (loader_try_next, with its status) and is fatal through loader_next (run
+ * in a child process); an image the process may not read is fatal with the
+ * permissions hint, not "damaged" (a child that drops root to uid 65534,
+ * since root reads mode-000 files); the statistics are positive. Fashion-MNIST as an RGB source:
  * shape, channels equal, resize at S = 28 equals fmnist_batch_f32 exactly,
  * normalised statistics near 0 / 1 (skipped with a note when the data set
  * is not installed). Finally the decode throughput of 224 RandomResizedCrop
@@ -39,6 +41,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "check.h"
+#include "child_util.h"
 #pragma GCC diagnostic pop
 
 static char tmp[256];
@@ -279,6 +282,18 @@ static void make_dir(const char *rel)
     if (mkdir(p, 0700) && errno != EEXIST) { perror(p); exit(1); }
 }
 
+/* In a child: one evaluation epoch of the source through loader_next,
+ * which ends the process at a sample that fails. */
+static void drain_epoch(void *src, int fd)
+{
+    (void)fd;
+    int allocs = 0;
+    Loader *L = make_loader(src, 2, 2, 3, 0, &allocs);
+    loader_start(L, 0, 0);
+    LoaderBatch *x;
+    while ((x = loader_next(L))) loader_release(L, x);
+}
+
 static void test_folder(void)
 {
     make_dir("f");
@@ -331,41 +346,63 @@ static void test_folder(void)
     LoaderBatch *bt;
     int rc = 0;
     while (!(rc = loader_try_next(L, &bt, err, sizeof err)) && bt) loader_release(L, bt);
-    check_true("error.try_next", rc == -1, "rc %d", rc);
+    check_true("error.try_next", rc == IMGF_ERR_DECODE, "rc %d", rc);
     char want[600];
     snprintf(want, sizeof want, "cannot decode %s: ", bad);
     check_msg("error.try_next.path", err, want);
     loader_free(L);
 
     /* loader_next: fatal, with the path and a hint, in a child process */
-    int pfd[2];
-    if (pipe(pfd) == 0) {
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) {
-            dup2(pfd[1], 2);
-            close(pfd[0]);
-            Loader *Lc = make_loader(&src, 5, 2, 3, 0, &allocs);
-            loader_start(Lc, 0, 0);
-            LoaderBatch *x;
-            while ((x = loader_next(Lc))) loader_release(Lc, x);
-            _exit(0);  /* not reached: the bad image is in the epoch */
-        }
-        close(pfd[1]);
-        char out[2048] = {0};
-        size_t k = 0;
-        ssize_t r;
-        while (k < sizeof out - 1 && (r = read(pfd[0], out + k, sizeof out - 1 - k)) > 0)
-            k += (size_t)r;
-        close(pfd[0]);
-        int status = 0;
-        waitpid(pid, &status, 0);
-        check_true("error.next.fatal", WIFEXITED(status) && WEXITSTATUS(status) == 1,
-                   "child status %d", status);
-        check_msg("error.next.msg", out, want);
-        check_msg("error.next.hint", out, "hint: the file is damaged");
-    }
+    char out[2048];
+    int code = child_run(drain_epoch, &src, out, sizeof out);
+    check_true("error.next.fatal", code == 1, "child exit %d", code);
+    check_msg("error.next.msg", out, want);
+    check_msg("error.next.hint", out, "hint: the file is damaged");
     src_free(&src);
+}
+
+/* An image the process may not read: loader_next's hint is about
+ * permissions, not damage. Root reads mode-000 files, so the loader runs in
+ * a child that drops to uid/gid 65534 (skipped, saying so, where it cannot). */
+static void drain_unreadable(void *img, int fd)
+{
+    (void)fd;
+    if (child_drop_root()) _exit(2);
+    FILE *probe = fopen(img, "rb");
+    if (probe) _exit(3);
+    ImageSource src;
+    char err[1024], root[512];
+    snprintf(root, sizeof root, "%s/p", tmp);
+    if (src_imagefolder_open(&src, root, 8, NULL, err, sizeof err)) _exit(4);
+    drain_epoch(&src, fd);   /* fatal at 01.png */
+}
+
+static void test_folder_permission(void)
+{
+    make_dir("p");
+    make_dir("p/a");
+    write_img("p/a/00.png", 12, 12, 3, 1, 0, 0);
+    write_img("p/a/01.png", 12, 12, 3, 2, 0, 0);
+    char img[512], d[512];
+    snprintf(img, sizeof img, "%s/p/a/01.png", tmp);
+    const char *dirs[3] = {"", "/p", "/p/a"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(d, sizeof d, "%s%s", tmp, dirs[i]);
+        chmod(d, 0755);
+    }
+    if (chmod(img, 0)) { printf("  skip perm.*: chmod: %s\n", strerror(errno)); return; }
+    char out[2048];
+    int code = child_run(drain_unreadable, img, out, sizeof out);
+    if (code == 2 || code == 3) {
+        printf("  skip perm.loader: %s\n", code == 2 ? "cannot drop root to uid 65534"
+                                                   : "this user reads mode-000 files");
+    } else {
+        check_true("perm.loader.fatal", code == 1, "child exit %d: %s", code, out);
+        check_msg("perm.loader.msg", out, "01.png: Permission denied");
+        check_msg("perm.loader.hint", out, "hint: permission denied: check the file's permissions");
+        check_true("perm.loader.not_damaged", !strstr(out, "damaged"), "%s", out);
+    }
+    chmod(img, 0600);
 }
 
 /* --------------------------------------------------------- Fashion-MNIST */
@@ -495,6 +532,7 @@ int main(void)
     if (!mkdtemp(tmp)) { perror("mkdtemp"); return 1; }
     test_synthetic();
     test_folder();
+    test_folder_permission();
     test_fmnist();
     test_throughput();
     nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

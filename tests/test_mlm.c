@@ -16,6 +16,11 @@
  *   masked rows: mlm_max_masked(T) slots a sequence hold every count the
  *     masker makes; mlm_select_rows lists each sequence's labelled rows,
  *     then distinct unlabelled ones as padding
+ * Setup failures: each mlm_init failure has its own status and hint (none
+ * in the message): a T below 3, missing specials (all named), a shard with
+ * no token to mask (no documents, or only [UNK]), a vocab of another size;
+ * the fortunes set's errors likewise (a missing DIR: "check the path", the
+ * missing default folder: install the package).
  * The synthetic generator and the fortunes set (with the filter that leaves
  * the classification set's held-out entries out of a pre-training shard) (skipped, saying so, when
  * the Debian package fortunes is not installed) are checked last.
@@ -456,8 +461,8 @@ static void test_fortunes(void)
         MlmConfig c = test_config(2, 1);
         MlmBatcher mb;
         st = mlm_init(&mb, &s, &c, NULL, err, sizeof err);
-        check_true("fortunes.mlm_vocab_mismatch", st != 0 && strstr(err, "hint: use the vocab"),
-                   "%s", err);
+        check_true("fortunes.mlm_vocab_mismatch", st == MLM_ERR_VOCAB && !strstr(err, "hint") &&
+                   strstr(mlm_hint(st), "the vocab.txt the shard was made with"), "%s", err);
         shard_close(&s);
     }
     st = textcls_tokenize(&ds, &wp, err, sizeof err);
@@ -485,6 +490,101 @@ static void test_fortunes(void)
     textcls_free(&ds);
 }
 
+static void check_msg(const char *name, const char *msg, const char *want)
+{
+    check_true(name, msg && strstr(msg, want) != NULL, "\"%s\" lacks \"%s\"",
+               msg ? msg : "(null)", want);
+}
+
+/* mlm_init's failures, each with its status and its own hint. */
+static void test_init_errors(const TextShard *s)
+{
+    char err[512], path[600];
+    MlmBatcher mb;
+    MlmConfig c = test_config(8, 1);
+    c.T = 2;
+    int st = mlm_init(&mb, s, &c, NULL, err, sizeof err);
+    check_true("init.short_T", st == MLM_ERR_SHAPE && strstr(mlm_hint(st), "--seq 3"),
+               "status %d: %s", st, err);
+    c = test_config(8, 1);
+    c.pad_id = -1;
+    c.mask_id = -1;
+    st = mlm_init(&mb, s, &c, NULL, err, sizeof err);
+    check_true("init.specials_named", st == MLM_ERR_SPECIAL &&
+               strstr(err, "special tokens [PAD], [MASK], which the vocab lacks"),
+               "status %d: %s", st, err);
+    check_msg("init.specials_hint", mlm_hint(st), "[PAD] [UNK] [CLS] [SEP] [MASK]");
+    /* one hint per cause, none of them the old catch-all, none inside a message */
+    const int all[] = {MLM_ERR_SHAPE, MLM_ERR_VOCAB, MLM_ERR_SPECIAL, MLM_ERR_EMPTY,
+                       MLM_ERR_LIMIT, MLM_ERR_NOMEM};
+    int distinct = 1;
+    for (int i = 0; i < 6; i++) {
+        for (int j = 0; j < i; j++) distinct &= strcmp(mlm_hint(all[i]), mlm_hint(all[j])) != 0;
+        distinct &= !strstr(mlm_hint(all[i]), "longer corpus");
+    }
+    check_true("init.hints_distinct", distinct && !strstr(err, "hint"), "hints repeat");
+
+    /* shards with nothing to mask: no documents; only [UNK] and [SEP] */
+    uint64_t off0[1] = {0};
+    snprintf(path, sizeof path, "%s/nodocs.tok", tmp);
+    TextShard e;
+    st = shard_write_tokens(path, V, 0, NULL, off0, 0, err, sizeof err);
+    st = st ? st : shard_open(&e, path, err, sizeof err);
+    if (!st) {
+        c = test_config(8, 1);
+        st = mlm_init(&mb, &e, &c, NULL, err, sizeof err);
+        check_true("init.no_docs", st == MLM_ERR_EMPTY && strstr(err, "holds no tokens"),
+                   "status %d: %s", st, err);
+        check_msg("init.empty_hint", mlm_hint(st), "ctrain shard");
+        shard_close(&e);
+    }
+    uint32_t unk[5] = {UNK, UNK, SEP, UNK, UNK};
+    uint64_t off2[3] = {0, 2, 5};
+    snprintf(path, sizeof path, "%s/unk.tok", tmp);
+    st = shard_write_tokens(path, V, 0, unk, off2, 2, err, sizeof err);
+    st = st ? st : shard_open(&e, path, err, sizeof err);
+    if (!st) {
+        c = test_config(8, 1);
+        st = mlm_init(&mb, &e, &c, NULL, err, sizeof err);
+        check_true("init.all_unk", st == MLM_ERR_EMPTY && strstr(err, "5 tokens are all [UNK]"),
+                   "status %d: %s", st, err);
+        if (!st) mlm_free(&mb);
+        shard_close(&e);
+    }
+}
+
+/* The fortunes set's errors: one hint each, right for the cause. */
+static void test_textcls_errors(void)
+{
+    char err[512], dir[600];
+    TextCls ds;
+    int st = textcls_load_fortunes(&ds, "/nonexistent", NULL, 4, 0.1, err, sizeof err);
+    check_true("textcls.missing_dir", st == TEXTCLS_ERR_OPEN && !strstr(err, "hint") &&
+               strstr(err, "/nonexistent"), "status %d: %s", st, err);
+    check_true("textcls.missing_dir_hint", strstr(textcls_hint(st, "/nonexistent"),
+               "check the path") && !strstr(textcls_hint(st, "/nonexistent"), "install"),
+               "%s", textcls_hint(st, "/nonexistent"));
+    check_true("textcls.default_hint", strstr(textcls_hint(st, NULL), "install the fortunes "
+               "package (bash scripts/setup.sh, or apt-get install fortunes)") != NULL, "%s",
+               textcls_hint(st, NULL));
+    snprintf(dir, sizeof dir, "%s/nofortunes", tmp);
+    mkdir(dir, 0700);
+    st = textcls_load_fortunes(&ds, dir, NULL, 4, 0.1, err, sizeof err);
+    check_true("textcls.empty_dir", st == TEXTCLS_ERR_EMPTY, "status %d: %s", st, err);
+    char f[700];
+    snprintf(f, sizeof f, "%s/art", dir);
+    FILE *fp = fopen(f, "w");
+    if (fp) { fputs("one\n%\ntwo\n%\nthree\n", fp); fclose(fp); }
+    st = textcls_load_fortunes(&ds, dir, NULL, 4, 0.1, err, sizeof err);
+    check_true("textcls.few_topics", st == TEXTCLS_ERR_TOPICS &&
+               strstr(textcls_hint(st, dir), "--classes"), "status %d: %s", st, err);
+    fp = fopen(f, "w");
+    if (fp) { fputs("caf\xe9\n%\n", fp); fclose(fp); }
+    st = textcls_load_fortunes(&ds, dir, NULL, 1, 0.1, err, sizeof err);
+    check_true("textcls.latin1", st == TEXTCLS_ERR_UTF8 && !strstr(err, "hint") &&
+               strstr(textcls_hint(st, dir), "iconv"), "status %d: %s", st, err);
+}
+
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb; (void)flag; (void)ftw;
@@ -503,7 +603,7 @@ int main(void)
     uint32_t *tok = make_docs(off, D);
     char path[512], err[512];
     snprintf(path, sizeof path, "%s/synthetic.tok", tmp);
-    int st = shard_write_tokens(path, V, tok, off, D, err, sizeof err);
+    int st = shard_write_tokens(path, V, 0, tok, off, D, err, sizeof err);
     TextShard s;
     st = st ? st : shard_open(&s, path, err, sizeof err);
     check_true("shard.synthetic", st == 0, "%s", err);
@@ -522,12 +622,14 @@ int main(void)
         MlmConfig bad = test_config(8, 1);
         bad.mask_id = -1;
         st = mlm_init(&mb, &s, &bad, NULL, err, sizeof err);
-        check_true("mlm.init_no_mask", st != 0 && strstr(err, "[MASK]"), "%s", err);
+        check_true("mlm.init_no_mask", st == MLM_ERR_SPECIAL && strstr(err, "[MASK]"), "%s", err);
+        test_init_errors(&s);
         shard_close(&s);
     }
     free(tok);
     test_synthetic();
     test_fortunes();
+    test_textcls_errors();
     nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_summary();
 }

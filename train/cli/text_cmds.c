@@ -5,9 +5,11 @@
  * scripts/tokenizer_parity.py compares it with transformers' BertTokenizer). */
 #include "commands.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "data/corpus.h"
 #include "data/text_cls.h"
 #include "data/text_shards.h"
 #include "data/vocab_build.h"
@@ -22,6 +24,22 @@ static const char *arg_value(int argc, char **argv, int *i, const char *cmd)
         ct_fatal_hint(hint, "%s needs a value", argv[*i]);
     }
     return argv[++*i];
+}
+
+/* A whole number in [lo, hi] for flag, parsed with strtoll and range-checked
+ * before any narrowing: the message quotes what was typed. */
+static long long int_value(const char *flag, const char *s, long long lo, long long hi)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    char hint[96];
+    snprintf(hint, sizeof hint, "pass %s between %lld and %lld", flag, lo, hi);
+    if (end == s || *end)
+        ct_fatal_hint(hint, "%s: '%s' is not a whole number", flag, s);
+    if (errno == ERANGE || v < lo || v > hi)
+        ct_fatal_hint(hint, "%s %s is out of range", flag, s);
+    return v;
 }
 
 #define EXCLUDE_HELP \
@@ -50,7 +68,8 @@ int cmd_vocab(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--corpus")) corpus = arg_value(argc, argv, &i, "vocab");
         else if (!strcmp(argv[i], "--out")) out = arg_value(argc, argv, &i, "vocab");
-        else if (!strcmp(argv[i], "--size")) size = atoi(arg_value(argc, argv, &i, "vocab"));
+        else if (!strcmp(argv[i], "--size"))
+            size = (int)int_value("--size", arg_value(argc, argv, &i, "vocab"), 16, 1000000);
         else if (case_option(argv[i], &mode)) continue;
         else if (!strcmp(argv[i], "--exclude-held-out")) exclude = 1;
         else if (!strcmp(argv[i], "--help")) {
@@ -63,14 +82,12 @@ int cmd_vocab(int argc, char **argv)
         } else ct_fatal_hint("run 'ctrain vocab --help'", "unknown option '%s'", argv[i]);
     }
     if (!corpus || !out) ct_fatal_hint("run 'ctrain vocab --help'", "vocab needs --corpus and --out");
-    if (size < 16 || size > 1000000)
-        ct_fatal_hint("pass --size between 16 and 1000000", "--size %d is out of range", size);
-    char err[512];
+    char err[512], hint[128];
     TextClsExclude x = {TEXTCLS_HELD_OUT, NULL, 0};
     VocabOpts vo = {size, mode, VOCAB_SCORE_FREQ, exclude ? textcls_exclude_held_out : NULL, &x};
     VocabStats vs;
-    if (vocab_build_opts(corpus, &vo, out, &vs, err, sizeof err) != 0)
-        ct_fatal_hint("check the corpus path (a UTF-8 text file or a folder of them)", "%s", err);
+    int st = vocab_build_opts(corpus, &vo, out, &vs, err, sizeof err);
+    if (st != 0) ct_fatal_hint(vocab_hint(hint, sizeof hint, st, &vs), "%s", err);
     if (exclude)
         printf("wrote %s (%llu held-out fortunes-cls entries left out)\n", out,
                (unsigned long long)vs.dropped);
@@ -101,11 +118,11 @@ int cmd_shard(int argc, char **argv)
         ct_fatal_hint("run 'ctrain shard --help'", "shard needs --corpus, --vocab and --out");
     char err[512];
     Wordpiece wp;
-    if (wordpiece_load(&wp, vocab, mode, err, sizeof err) != 0)
-        ct_fatal_hint("check the --vocab path (one token per line)", "%s", err);
+    int rc = wordpiece_load(&wp, vocab, mode, err, sizeof err);
+    if (rc != 0) ct_fatal_hint(wordpiece_hint(rc), "%s", err);
     ShardStats st;
     TextClsExclude x = {TEXTCLS_HELD_OUT, NULL, 0};
-    int rc = shard_write_filtered(corpus, &wp, out, SHARD_DOC_AUTO,
+    rc = shard_write_filtered(corpus, &wp, out, SHARD_DOC_AUTO,
                                   exclude ? textcls_exclude_held_out : NULL, &x, &st, err,
                                   sizeof err);
     if (rc != 0) ct_fatal_hint(shard_hint(rc), "%s", err);
@@ -141,11 +158,11 @@ int cmd_tokenize(int argc, char **argv)
     }
     if (!vocab) ct_fatal_hint("run 'ctrain tokenize --help'", "tokenize needs --vocab");
     FILE *f = in ? fopen(in, "rb") : stdin;
-    if (!f) ct_fatal_hint("check the --in path", "cannot open %s", in);
+    if (!f) ct_fatal_hint("check the --in path", "cannot open %s: %s", in, strerror(errno));
     char err[512];
     Wordpiece wp;
-    if (wordpiece_load(&wp, vocab, mode, err, sizeof err) != 0)
-        ct_fatal_hint("check the --vocab path (one token per line)", "%s", err);
+    int rc = wordpiece_load(&wp, vocab, mode, err, sizeof err);
+    if (rc != 0) ct_fatal_hint(wordpiece_hint(rc), "%s", err);
     WpIds ids = {0};
     char *line = NULL;
     size_t cap = 0;

@@ -116,17 +116,19 @@ void feed_cls_open(Feed *f, Ctx *c, const FeedSpec *s)
                       "--data %s needs the vocabulary", s->data);
     Cls *C = (Cls *)calloc(1, sizeof *C);
     if (!C) ct_fatal("out of host memory");
-    if (wordpiece_load(&C->wp, s->vocab, WP_UNCASED, err, sizeof err) != 0)
-        ct_fatal_hint("check the --vocab path (one token per line)", "%s", err);
-    if (C->wp.cls_id < 0 || C->wp.sep_id < 0 || C->wp.pad_id < 0)
-        ct_fatal_hint("use a BERT vocabulary ([PAD], [CLS] and [SEP] among its tokens)",
-                      "--vocab %s lacks [PAD], [CLS] or [SEP]", s->vocab);
+    int st = wordpiece_load(&C->wp, s->vocab, WP_UNCASED, err, sizeof err);
+    if (st != 0) ct_fatal_hint(wordpiece_hint(st), "%s", err);
+    static const char *const specials[3] = {"[PAD]", "[CLS]", "[SEP]"};
+    char missing[64];
+    int nmiss = wordpiece_missing(missing, sizeof missing, &C->wp, specials, 3);
+    if (nmiss)
+        ct_fatal_hint(wordpiece_hint(WP_ERR_FORMAT), "--vocab %s lacks %s: fine-tuning a BERT "
+                      "classifier needs [PAD], [CLS] and [SEP]", s->vocab, missing);
     int topics = s->classes ? s->classes : FEEDCLS_TOPICS;
-    if (textcls_load_fortunes(&C->ds, dir, NULL, topics, TEXTCLS_HELD_OUT, err, sizeof err) != 0)
-        ct_fatal_hint("apt-get install fortunes, or pass --data fortunes-cls:DIR (a folder of "
-                      "fortune files); --classes N picks the N largest topics", "%s", err);
-    if (textcls_tokenize(&C->ds, &C->wp, err, sizeof err) != 0)
-        ct_fatal_hint("check that --vocab is a WordPiece vocabulary", "%s", err);
+    st = textcls_load_fortunes(&C->ds, dir, NULL, topics, TEXTCLS_HELD_OUT, err, sizeof err);
+    if (st != 0) ct_fatal_hint(textcls_hint(st, dir), "%s", err);
+    st = textcls_tokenize(&C->ds, &C->wp, err, sizeof err);
+    if (st != 0) ct_fatal_hint(textcls_hint(st, dir), "%s", err);
     int B = s->batch, E = s->eval_batch, T = s->seq;
     if ((uint32_t)B > C->ds.n_train)
         ct_fatal_hint("pass a smaller --batch", "--batch %d is larger than the %u training examples",

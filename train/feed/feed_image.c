@@ -247,6 +247,9 @@ static void img_open(Feed *f, Ctx *c, const FeedSpec *s, int kind, const char *a
         if (split && is_dir(va)) {
             st = src_imagefolder_open(&I->val, va, S, NULL, err, sizeof err);
             if (st != 0) ct_fatal_hint(imagefolder_hint(st), "%s", err);
+            /* labels are train's indices: val's classes matched by name, before any step */
+            st = src_imagefolder_match(&I->val, &I->train, err, sizeof err);
+            if (st != 0) ct_fatal_hint(imagefolder_hint(st), "%s", err);
             I->have_val = 1;
         }
     }

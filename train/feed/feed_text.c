@@ -16,6 +16,7 @@
 #include "data/text_shards.h"
 #include "data/wordpiece.h"
 #include "engine/error.h"
+#include "engine/log.h"
 #include "feed_stage.h"
 
 /* One staged set, in the layout of the five input tensors. */
@@ -84,6 +85,36 @@ static void text_free(Feed *f, Ctx *c)
     free(T);
 }
 
+/* The shard at path was made with the vocab at vocab_path, as far as its
+ * header can tell: the same size and, for a CTTOK2 shard, the same
+ * vocabulary hash (data/text_shards.h); fatal otherwise. A CTTOK1 shard
+ * records no hash: a warning, once. */
+static void feed_text_check_vocab(const TextShard *sh, const char *path, const Wordpiece *wp,
+                                  const char *vocab_path)
+{
+    static int warned_v1;
+    char hint[1024];
+    snprintf(hint, sizeof hint, "use the vocab.txt the shard was made with, or make the shard "
+             "again with this one: ctrain shard --corpus DIR --vocab %s --out %s", vocab_path,
+             path);
+    if (sh->vocab_size != wp->V)
+        ct_fatal_hint(hint, "shard %s was made with a %u-token vocabulary; --vocab %s has %u "
+                      "tokens", path, sh->vocab_size, vocab_path, wp->V);
+    if (!sh->has_hash) {
+        if (!warned_v1++)
+            LOG_W("shard %s is in the older CTTOK1 format, which records no vocabulary hash: "
+                  "only its vocab size (%u) can be checked against --vocab %s; run ctrain "
+                  "shard again to add the check", path, sh->vocab_size, vocab_path);
+        return;
+    }
+    if (sh->vocab_hash != wp->hash)
+        ct_fatal_hint(hint, "shard %s was made with another vocabulary than --vocab %s: both "
+                      "have %u tokens, but not the same ones in the same order (vocab hash "
+                      "%016llx in the shard, %016llx of %s)", path, vocab_path, wp->V,
+                      (unsigned long long)sh->vocab_hash, (unsigned long long)wp->hash,
+                      vocab_path);
+}
+
 void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
 {
     Text *T = (Text *)calloc(1, sizeof *T);
@@ -142,17 +173,15 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
     if (!s->vocab || !s->vocab[0])
         ct_fatal_hint("pass --vocab vocab.txt (the one the shard was made with)",
                       "--data %s needs the vocabulary", s->data);
+    const char *path = s->data + 4;
     int st = wordpiece_load(&T->wp, s->vocab, WP_UNCASED, err, sizeof err);
-    if (st != 0) ct_fatal_hint("check the --vocab path (one token per line)", "%s", err);
-    st = shard_open(&T->shard, s->data + 4, err, sizeof err);
+    if (st != 0) ct_fatal_hint(wordpiece_hint(st), "%s", err);
+    st = shard_open(&T->shard, path, err, sizeof err);
     if (st != 0) ct_fatal_hint(shard_hint(st), "%s", err);
-    if (T->shard.vocab_size != T->wp.V)
-        ct_fatal_hint("use the vocab.txt the shard was made with",
-                      "shard %s was made with a %u-token vocabulary, --vocab has %u", s->data + 4,
-                      T->shard.vocab_size, T->wp.V);
+    feed_text_check_vocab(&T->shard, path, &T->wp, s->vocab);
     MlmConfig cfg = mlm_config_default(&T->wp, S, B, s->seed);
     st = mlm_init(&T->mb, &T->shard, &cfg, &T->wp, err, sizeof err);
-    if (st != 0) ct_fatal_hint("use a longer corpus or a smaller --batch / --seq", "%s", err);
+    if (st != 0) ct_fatal_hint(mlm_hint(st), "%s", err);
     T->have_shard = 1;
     mlm_set_shard(&T->mb, (uint32_t)c->dp_rank, (uint32_t)feed_world(c));
     f->next = text_next;
@@ -160,5 +189,5 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
     f->classes = (int)T->wp.V;
     f->vocab_size = (int)T->wp.V;
     snprintf(f->desc, sizeof f->desc, "masked LM on %s (%llu tokens, %u docs, vocab %u, %d tokens/seq)",
-             s->data + 4, (unsigned long long)T->shard.n_tokens, T->shard.n_docs, T->wp.V, S);
+             path, (unsigned long long)T->shard.n_tokens, T->shard.n_docs, T->wp.V, S);
 }
