@@ -65,6 +65,10 @@ $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
+# The CPU image resampler's loops vectorise at -O3 only (gcc 12), its clamps
+# only without FP-trap semantics (nothing here traps on floating point)
+$(BUILD)/obj/data/resample.o: CFLAGS += -O3 -fno-trapping-math
+
 # The git revision goes into the bench's JSON (train/bench/bench_json.c); its object
 # is rebuilt whenever the revision changes, so a binary never reports another.
 GIT_REV := $(shell git describe --always --dirty 2>/dev/null)

@@ -26,16 +26,19 @@
  *   Resize(R) + CenterCrop(S), rows: the image scaled to H' (shorter side
  *     R), window top t = round((H' - S) / 2): start = t H / H', step = H / H',
  *     [lo, hi) = [0, H)
- *   A source decoded at reduced size H_d (JPEG DCT scaling, H_d =
- *     ceil(H / d)): every coordinate times H_d / H, lo rounded down and hi
- *     up, both clamped to [0, H_d) (rs_axis_scaled).
+ *   A source decoded at 1/d (JPEG DCT scaling, H_d = ceil(H / d) pixels,
+ *     decoded pixel j covering source pixels [j d, j d + d); the last block
+ *     is padded by the encoder): every coordinate times 1 / d (not H_d / H,
+ *     which drifts by up to half a decoded pixel at the far edge), lo
+ *     rounded down and hi up, both clamped to [0, H_d) (rs_axis_scaled).
  * A horizontal flip mirrors the output: column k takes the taps of S-1-k.
  * The result is rounded to u8 (as PIL's resize does), and normalisation,
  *   x = (v / 255 - mean[c]) / std[c],
  * happens after, on the device, for both paths.
  *
  * Everything here is static inline and usable from CUDA (RS_FN adds
- * __host__ __device__), so the kernel and the C code share one definition.
+ * __host__ __device__), so the kernel and the C code share one definition;
+ * the CPU resampler built from them, rs_resample_u8, is in resample.c.
  */
 #ifndef CTRAIN_DATA_RESAMPLE_H
 #define CTRAIN_DATA_RESAMPLE_H
@@ -77,10 +80,10 @@ RS_FN RsAxis rs_axis_resized(int n, int n2, int t)
     return a;
 }
 
-/* The same axis on a source of side n decoded at side nd (nd <= n). */
-RS_FN RsAxis rs_axis_scaled(RsAxis a, int n, int nd)
+/* The same axis on the source decoded at 1/d, nd = ceil(n / d) pixels. */
+RS_FN RsAxis rs_axis_scaled(RsAxis a, int d, int nd)
 {
-    float f = (float)nd / (float)n;
+    float f = 1.0f / (float)d;
     RsAxis s;
     s.start = a.start * f;
     s.step = a.step * f;
@@ -124,11 +127,43 @@ RS_FN float rs_weight(float c, float r, int j)
     return t < 1.0f ? 1.0f - t : 0.0f;
 }
 
+/* The source pixels [*j0, *j1) that the S output pixels of axis a read:
+ * the union of their spans (what a decoder must produce of that axis). */
+RS_FN void rs_window(int *j0, int *j1, RsAxis a, int S)
+{
+    float c;
+    int lo, hi, l, h;
+    rs_span(a, 0, &c, &lo, &hi);
+    for (int k = 1; k < S; k++) {  /* spans move monotonically; min/max anyway */
+        rs_span(a, k, &c, &l, &h);
+        lo = l < lo ? l : lo;
+        hi = h > hi ? h : hi;
+    }
+    *j0 = lo;
+    *j1 = hi;
+}
+
 /* A resampled value in [0, 255] rounded to u8 (half up). */
 RS_FN unsigned char rs_round_u8(float v)
 {
-    v = v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v);
-    return (unsigned char)(v + 0.5f);
+    v = v > 0.0f ? v : 0.0f;  /* two selects: maxss / minss, no branch */
+    v = v < 255.0f ? v : 255.0f;
+    return (unsigned char)(int)(v + 0.5f);  /* via int: vectorises */
 }
+
+#ifndef __CUDACC__
+#include <stdint.h>
+
+/* The CPU resampler (resample.c): out u8 [S, S, 3] from a window of an RGB
+ * u8 source through axes ay (rows) and ax (columns), mirrored when flip.
+ * win holds source rows [y0, y0 + h) and columns [x0, x0 + w) of the image
+ * the axes address (row stride 3 w; the whole image: y0 = x0 = 0), and must
+ * cover every tap (rs_window says which pixels those are). Separable:
+ * normalised taps per axis, a horizontal pass over the needed rows, then a
+ * vertical pass, in float; rs_round_u8 at the end. */
+void rs_resample_u8(uint8_t *out, const uint8_t *win, RsAxis ay, RsAxis ax, int flip, int S,
+                    int y0, int x0, int h, int w);
+
+#endif
 
 #endif

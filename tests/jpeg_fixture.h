@@ -11,6 +11,10 @@
  *       a PNG from raw filter-0 rows (any bit depth / colour type, palette):
  *       zlib deflate + CRC32 per chunk; also crafts bad headers (0 x 4).
  *   jfx_write_file(path, bytes, n)
+ *   jfx_bad_file(k, buf, &what, &type)      the stb crash cases and other
+ *       formats that must be refused (PIC, HDR, TGA, PPM, GIF, ...)
+ *   jfx_bad_huffman(jpeg, n), jfx_jpeg_resize_header(jpeg, n, W, H)
+ *       a JPEG with Huffman counts > 256 / a SOF claiming another size
  *
  * JPEG options (JfxOptions, zero = libjpeg's defaults):
  *   quality 1..100 (0: 90); progressive; subsample JFX_420 (default, what
@@ -25,7 +29,7 @@
  * error depends on content, so it must look like a photo, not a ramp):
  * per channel a smooth field of two sinusoids and a diagonal gradient, a
  * few hard-edged discs and rectangles of flat colour (seeded positions),
- * and uniform noise in [-6, 6] (a hash of seed, y, x); the same (H, W, C,
+ * and uniform noise in [-4, 4] (a hash of seed, y, x); the same (H, W, C,
  * seed) gives the same bytes on a given libm (tests compare a decode with
  * the pattern made in the same process).
  *
@@ -105,7 +109,7 @@ static inline void jfx_pattern(uint8_t *img, int H, int W, int C, uint64_t seed)
             }
             uint64_t h = jfx_hash_(seed ^ ((uint64_t)y << 32) ^ (uint64_t)x ^ 0x5bd1e995ull);
             for (int c = 0; c < C; c++) {
-                double noise = (double)((h >> (8 * c)) % 13) - 6.0;
+                double noise = (double)((h >> (8 * c)) % 9) - 4.0;
                 double val = (C == 1 ? 0.299 * base[0] + 0.587 * base[1] + 0.114 * base[2]
                                      : base[c]) + noise;
                 val = val < 0 ? 0 : val > 255 ? 255 : val;
@@ -266,6 +270,115 @@ static inline void jfx_png_encode(uint8_t **out, size_t *n, uint32_t W, uint32_t
     free(z);
     *out = buf;
     *n = at;
+}
+
+/* ------------------------------------------------ files no decoder may take
+ * Small files in formats stb_image would pick from the bytes, each named
+ * .jpg by the tests: the crash cases a fuzzing campaign found in
+ * stbi_load_from_file (issue 18), made again from their description, and
+ * the other formats an ImageFolder must refuse. jfx_bad_file(k, buf) writes
+ * case k (0 <= k < JFX_NBAD) into buf (>= 512 bytes) and returns its size;
+ * *what names it, *type is the detected type a message should name.
+ *   PIC      104 bytes, Softimage PIC magic + "PICT" (stb: segfault in
+ *            stbi__convert_format after the failed PIC load)
+ *   HDR      49 bytes, Radiance header + a truncated RLE scanline (stb:
+ *            stbi__hdr_load loops forever, no zero-run check)
+ *   TGA      173 bytes, header claiming 17770 x 24583 (stb: 3.1 GB, 20 s)
+ *   PPM      11 bytes, "P6 4 0\n255\n" (a zero side: aug_rrc_box assert)
+ *   GIF, BMP, PSD, WebP, TIFF: headers only
+ * (The fifth case, a JPEG whose Huffman counts exceed 256, is made by
+ * jfx_bad_huffman from a real JPEG.) */
+enum { JFX_NBAD = 9 };
+
+static inline size_t jfx_bad_file(int k, uint8_t *b, const char **what, const char **type)
+{
+    size_t n = 0;
+    memset(b, 0, 512);
+    switch (k) {
+    case 0:
+        *what = "PIC", *type = "Softimage PIC";
+        memcpy(b, "\x53\x80\xF6\x34", 4);
+        memcpy(b + 88, "PICT", 4);
+        b[92] = 0x00, b[93] = 0x10, b[94] = 0x00, b[95] = 0x10;  /* 16 x 16 */
+        for (n = 96; n < 104; n++) b[n] = 0xFF;                  /* bogus packets */
+        return 104;
+    case 1: {
+        *what = "HDR", *type = "Radiance HDR";
+        const char *h = "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 2 +X 8\n";
+        n = strlen(h);
+        memcpy(b, h, n);
+        const uint8_t rle[] = {2, 2, 0, 8, 0x80};  /* new-style RLE, then a zero-length run */
+        memcpy(b + n, rle, sizeof rle);
+        n += sizeof rle;
+        while (n < 49) b[n++] = 0x80;
+        return n;
+    }
+    case 2:
+        *what = "TGA", *type = "not a JPEG or PNG";
+        b[2] = 2;                                  /* uncompressed true colour */
+        b[12] = 17770 & 255, b[13] = 17770 >> 8;   /* width, little-endian */
+        b[14] = 24583 & 255, b[15] = 24583 >> 8;   /* height */
+        b[16] = 24;
+        for (n = 18; n < 173; n++) b[n] = (uint8_t)(n * 37);
+        return 173;
+    case 3:
+        *what = "PPM", *type = "PNM";
+        memcpy(b, "P6 4 0\n255\n", 11);
+        return 11;
+    case 4:
+        *what = "GIF", *type = "GIF";
+        memcpy(b, "GIF89a\x04\x00\x04\x00\x80\x00\x00", 13);
+        return 32;
+    case 5:
+        *what = "BMP", *type = "BMP";
+        memcpy(b, "BM", 2);
+        b[2] = 70, b[10] = 54, b[14] = 40, b[18] = 4, b[22] = 4, b[26] = 1, b[28] = 24;
+        return 70;
+    case 6:
+        *what = "PSD", *type = "PSD";
+        memcpy(b, "8BPS\x00\x01", 6);
+        return 40;
+    case 7:
+        *what = "WebP", *type = "WebP";
+        memcpy(b, "RIFF\x20\x00\x00\x00WEBPVP8 ", 16);
+        return 40;
+    default:
+        *what = "TIFF", *type = "TIFF";
+        memcpy(b, "II*\x00\x08\x00\x00\x00", 8);
+        return 40;
+    }
+}
+
+/* A copy of JPEG bytes j[0..n) whose first DHT table claims more than 256
+ * codes (the counts of lengths 15 and 16 set to 255; stb wrote out of bounds
+ * on such a file). NULL when the stream has no DHT. */
+static inline uint8_t *jfx_bad_huffman(const uint8_t *j, size_t n)
+{
+    for (size_t i = 2; i + 21 < n; i++)
+        if (j[i] == 0xFF && j[i + 1] == 0xC4) {
+            uint8_t *c = malloc(n);
+            if (!c) jfx_die_("out of memory");
+            memcpy(c, j, n);
+            c[i + 5 + 14] = 255;  /* FF C4, length (2), Tc/Th, counts[16] */
+            c[i + 5 + 15] = 255;
+            return c;
+        }
+    return NULL;
+}
+
+/* A copy of JPEG bytes whose SOF header claims W x H (e.g. 60000 x 60000). */
+static inline uint8_t *jfx_jpeg_resize_header(const uint8_t *j, size_t n, int W, int H)
+{
+    for (size_t i = 2; i + 9 < n; i++)
+        if (j[i] == 0xFF && (j[i + 1] == 0xC0 || j[i + 1] == 0xC1 || j[i + 1] == 0xC2)) {
+            uint8_t *c = malloc(n);
+            if (!c) jfx_die_("out of memory");
+            memcpy(c, j, n);
+            c[i + 5] = (uint8_t)(H >> 8), c[i + 6] = (uint8_t)H;  /* FF Cx, length, P, Y, X */
+            c[i + 7] = (uint8_t)(W >> 8), c[i + 8] = (uint8_t)W;
+            return c;
+        }
+    return NULL;
 }
 
 #endif
