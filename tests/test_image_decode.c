@@ -327,6 +327,47 @@ static void test_jpeg_variants(void)
     free(rgb), free(gray), free(dec), free(full);
 }
 
+/* Small and odd sizes (iMCU boundaries, 1-pixel sides, boxes at every
+ * edge): the cropped, skipped, stopped decode equals the full decode + the
+ * same resample exactly, for each subsampling, gray and CMYK, with and
+ * without progressive; DCT-scaled boxes decode without error. */
+static void test_jpeg_small(void)
+{
+    int exact = 1, cases = 0, scaled_ok = 1;
+    char err[512] = "";
+    for (int t = 0; t < 80; t++) {
+        int H = rnd_in(1, 70), W = rnd_in(1, 70), S = rnd_in(1, 24);
+        uint8_t *img = malloc((size_t)H * W * 3), *full = malloc((size_t)H * W * 3);
+        jfx_pattern(img, H, W, 3, (uint64_t)t);
+        JfxOptions o = {.quality = 85, .subsample = t % 3, .progressive = (t / 3) % 2,
+                        .gray = t % 7 == 5, .cmyk = t % 7 == 6};
+        unsigned char *j;
+        unsigned long n;
+        jfx_jpeg_encode(&j, &n, img, H, W, 3, &o);
+        ImgInfo info;
+        int st = img_header(&info, j, n, "small.jpg", err, sizeof err);
+        if (!st) st = img_decode_rgb(full, j, n, &info, "small.jpg", err, sizeof err);
+        for (int b = 0; !st && b < 6; b++) {
+            int h = rnd_in(1, H), w = rnd_in(1, W), top = rnd_in(0, H - h), left = rnd_in(0, W - w);
+            if (b == 0) top = 0, left = 0;
+            if (b == 1) top = H - h, left = W - w;
+            RsAxis ay = rs_axis_box(top, h, S), ax = rs_axis_box(left, w, S);
+            uint8_t o1[24 * 24 * 3], o2[24 * 24 * 3];
+            rs_resample_u8(o1, full, ay, ax, b & 1, S, 0, 0, H, W);
+            st = img_decode_box(o2, j, n, &info, ay, ax, b & 1, S, 1, "small.jpg", err, sizeof err);
+            exact &= !st && !memcmp(o1, o2, (size_t)S * S * 3);
+            if (!st) st = img_decode_box(o2, j, n, &info, ay, ax, b & 1, S, 8, "small.jpg", err,
+                                         sizeof err);
+            scaled_ok &= !st;
+            cases++;
+        }
+        if (st) exact = 0;
+        free(j), free(img), free(full);
+    }
+    check_true("jpeg.small_sizes.cropped_equals_full", exact, "%d boxes; %s", cases, err);
+    check_true("jpeg.small_sizes.scaled_decodes", scaled_ok, "%s", err);
+}
+
 /* ---------------------------------------------------------------------- PNG */
 
 static void test_png(void)
@@ -605,6 +646,7 @@ int main(void)
     test_sniff();
     test_resample();
     test_jpeg_variants();
+    test_jpeg_small();
     test_png();
     test_bad_files();
     bench(375, 460, 200);
