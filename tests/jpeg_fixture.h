@@ -10,7 +10,6 @@
  *   jfx_png_encode(&bytes, &n, W, H, depth, ctype, rows, plte, nplte)
  *       a PNG from raw filter-0 rows (any bit depth / colour type, palette):
  *       zlib deflate + CRC32 per chunk; also crafts bad headers (0 x 4).
- *   jfx_write_file(path, bytes, n)
  *   jfx_bad_file(k, buf, &what, &type)      the stb crash cases and other
  *       formats that must be refused (PIC, HDR, TGA, PPM, GIF, ...)
  *   jfx_bad_huffman(jpeg, n), jfx_jpeg_resize_header(jpeg, n, W, H)
@@ -35,7 +34,8 @@
  *
  * Failures exit(1) with a message (a fixture that cannot write is a broken
  * test, not a case to handle). Header-only; include once per test program
- * (needs -l:libjpeg.a, -l:libstb.a and -lz, which the Makefile links).
+ * (needs -l:libjpeg.a, -l:libstb.a and -lz, which the Makefile links;
+ * file_write from file_util.h writes the bytes).
  */
 #ifndef CTRAIN_TESTS_JPEG_FIXTURE_H
 #define CTRAIN_TESTS_JPEG_FIXTURE_H
@@ -49,6 +49,8 @@
 #include <jpeglib.h>
 #include <stb/stb_image_write.h>
 #include <zlib.h>
+
+#include "file_util.h"
 
 enum { JFX_420 = 0, JFX_422 = 1, JFX_444 = 2 };
 
@@ -196,22 +198,13 @@ static inline void jfx_jpeg_encode(unsigned char **out, unsigned long *n, const 
     free(conv);
 }
 
-static inline void jfx_write_file(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || (n && fwrite(p, 1, n, f) != n) || fclose(f)) {
-        fprintf(stderr, "jpeg_fixture: cannot write %s\n", path);
-        exit(1);
-    }
-}
-
 static inline void jfx_write_jpeg(const char *path, const uint8_t *img, int H, int W, int C,
                                   const JfxOptions *o)
 {
     unsigned char *bytes;
     unsigned long n;
     jfx_jpeg_encode(&bytes, &n, img, H, W, C, o);
-    jfx_write_file(path, bytes, n);
+    file_write(path, bytes, n);
     free(bytes);
 }
 
@@ -300,18 +293,15 @@ static inline size_t jfx_bad_file(int k, uint8_t *b, const char **what, const ch
         memcpy(b, "\x53\x80\xF6\x34", 4);
         memcpy(b + 88, "PICT", 4);
         b[92] = 0x00, b[93] = 0x10, b[94] = 0x00, b[95] = 0x10;  /* 16 x 16 */
-        for (n = 96; n < 104; n++) b[n] = 0xFF;                  /* bogus packets */
-        return 104;
+        return 104;  /* cut where its packet list starts */
     case 1: {
         *what = "HDR", *type = "Radiance HDR";
         const char *h = "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 2 +X 8\n";
         n = strlen(h);
         memcpy(b, h, n);
-        const uint8_t rle[] = {2, 2, 0, 8, 0x80};  /* new-style RLE, then a zero-length run */
+        const uint8_t rle[] = {2, 2, 0, 8};  /* an RLE scanline's header, then the end */
         memcpy(b + n, rle, sizeof rle);
-        n += sizeof rle;
-        while (n < 49) b[n++] = 0x80;
-        return n;
+        return n + sizeof rle;               /* 49 */
     }
     case 2:
         *what = "TGA", *type = "not a JPEG or PNG";
@@ -321,31 +311,22 @@ static inline size_t jfx_bad_file(int k, uint8_t *b, const char **what, const ch
         b[16] = 24;
         for (n = 18; n < 173; n++) b[n] = (uint8_t)(n * 37);
         return 173;
-    case 3:
-        *what = "PPM", *type = "PNM";
-        memcpy(b, "P6 4 0\n255\n", 11);
-        return 11;
-    case 4:
-        *what = "GIF", *type = "GIF";
-        memcpy(b, "GIF89a\x04\x00\x04\x00\x80\x00\x00", 13);
-        return 32;
-    case 5:
-        *what = "BMP", *type = "BMP";
-        memcpy(b, "BM", 2);
-        b[2] = 70, b[10] = 54, b[14] = 40, b[18] = 4, b[22] = 4, b[26] = 1, b[28] = 24;
-        return 70;
-    case 6:
-        *what = "PSD", *type = "PSD";
-        memcpy(b, "8BPS\x00\x01", 6);
-        return 40;
-    case 7:
-        *what = "WebP", *type = "WebP";
-        memcpy(b, "RIFF\x20\x00\x00\x00WEBPVP8 ", 16);
-        return 40;
-    default:
-        *what = "TIFF", *type = "TIFF";
-        memcpy(b, "II*\x00\x08\x00\x00\x00", 8);
-        return 40;
+    default: {
+        /* the rest: a signature and a little header, zero-padded */
+        static const struct { const char *what, *type, *bytes; size_t len, size; } t[] = {
+            {"PPM", "PNM", "P6 4 0\n255\n", 11, 11},
+            {"GIF", "GIF", "GIF89a\x04\x00\x04\x00\x80\x00\x00", 13, 32},
+            {"BMP", "BMP", "BM\x46\0\0\0\0\0\0\0\x36\0\0\0\x28\0\0\0\x04\0\0\0\x04\0\0\0"
+                           "\x01\0\x18\0", 30, 70},
+            {"PSD", "PSD", "8BPS\x00\x01", 6, 40},
+            {"WebP", "WebP", "RIFF\x20\x00\x00\x00WEBPVP8 ", 16, 40},
+            {"TIFF", "TIFF", "II*\x00\x08\x00\x00\x00", 8, 40},
+        };
+        const int i = k - 3 < 0 ? 0 : k - 3 > 5 ? 5 : k - 3;
+        *what = t[i].what, *type = t[i].type;
+        memcpy(b, t[i].bytes, t[i].len);
+        return t[i].size;
+    }
     }
 }
 
