@@ -25,7 +25,8 @@ endif
 
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD -MP -I.
-LDLIBS   := -l:libstb.a -lz -lm -lpthread -ldl -fopenmp
+# libjpeg statically: the GPU machine has libjpeg.so.8, not the .so.62 this build links against
+LDLIBS   := -l:libjpeg.a -l:libstb.a -lz -lm -lpthread -ldl -fopenmp
 
 C_SRCS   := $(wildcard engine/*.c ops/*.c models/*.c data/*.c train/*/*.c)
 MAIN_SRC := train/cli/main.c

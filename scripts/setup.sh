@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # setup.sh — install the Debian packages ctrain needs, when missing:
-# a C toolchain, zlib (gzip), stb_image, the Fashion-MNIST data set and
+# a C toolchain, zlib (gzip), stb_image, libjpeg-turbo (the libjpeg API:
+# DCT scaling and scanline cropping), the Fashion-MNIST data set and
 # the fortunes text corpus (BERT pre-training and the classification task).
 set -euo pipefail
 need=()
 for p in build-essential zlib1g-dev libstb-dev dataset-fashion-mnist fortunes; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
+# by its header: Ubuntu names the same library libjpeg-turbo8-dev
+[ -e /usr/include/jpeglib.h ] || need+=(libjpeg62-turbo-dev)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 echo "setup: installing ${need[*]}"
 SUDO=""
