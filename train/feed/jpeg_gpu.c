@@ -325,15 +325,19 @@ JpegGpu *jpeg_gpu_open(Ctx *c, int max_batch, int size, int max_side_hint, JpegG
     g->size = size;
     atomic_init(&g->lib_dev, 0);
     atomic_init(&g->lib_pinned, 0);
-    cudaSetDevice(c->device_id);
     if (pref != JPEG_GPU_UPLOAD) {
-        char why[400] = "", why_hw[400] = "";
+        /* before any CUDA call: a missing library is said without touching the device */
+        char why[400] = "";
         g->L = nvjpeg_lib(why, sizeof why);
         if (!g->L) {
             ct_fail(err, errlen, -1, "%s", why);
-            jpeg_gpu_close(g);
+            free(g);
             return NULL;
         }
+    }
+    cudaSetDevice(c->device_id);
+    if (pref != JPEG_GPU_UPLOAD) {
+        char why[400] = "", why_hw[400] = "";
         memcpy(g->stats.version, g->L->version, sizeof g->stats.version);
         int have = 0;
         if (pref == JPEG_GPU_AUTO || pref == JPEG_GPU_HARDWARE) {
@@ -404,6 +408,17 @@ static int jg_sampling_ok(int components, int css)
            css == NVJPEG_CSS_440;
 }
 
+/* An EOI marker (FF D9) near the end: a file cut short has none. nvJPEG
+ * decodes such a file without an error (both backends, on an H200), where
+ * the CPU decoder names it. */
+static int jg_has_eoi(const uint8_t *p, size_t len)
+{
+    size_t from = len > 64 ? len - 64 : 0;
+    for (size_t i = len; i-- > from + 1;)
+        if (p[i - 1] == 0xFF && p[i] == 0xD9) return 1;
+    return 0;
+}
+
 static void jg_probe_one(JpegGpu *g, JpegGpuInfo *f, const uint8_t *p, size_t len)
 {
     memset(f, 0, sizeof *f);
@@ -420,7 +435,7 @@ static void jg_probe_one(JpegGpu *g, JpegGpuInfo *f, const uint8_t *p, size_t le
     f->w = ws[0];
     f->h = hs[0];
     if (f->w <= 0 || f->h <= 0 || (size_t)f->w * (size_t)f->h > JG_MAX_PIXELS) return;
-    if (!jg_sampling_ok(nc, css)) return;
+    if (!jg_sampling_ok(nc, css) || !jg_has_eoi(p, len)) return;
     nvjpegStatus_t s = L->stream_parse_header ? L->stream_parse_header(g->h, p, len, g->js)
                                               : L->stream_parse(g->h, p, len, 0, 0, g->js);
     if (s != NVJPEG_STATUS_SUCCESS) return;

@@ -27,13 +27,15 @@
  *
  * Which images the GPU takes (info[i].gpu == JPEG_GPU_TAKEN): a JPEG whose
  * header nvJPEG reads, 1 component (gray: the decoder replicates Y) or 3
- * (4:4:4, 4:2:2, 4:2:0, 4:4:0), at most 2^28 pixels, and that
- * nvjpegDecodeBatchedSupported accepts on the backend in use (the hardware
- * engines take baseline Huffman JPEGs only: progressive files go to the
- * CPU there). Not taken (JPEG_GPU_FORMAT): CMYK / YCCK (4 components),
- * 4:1:1, 4:1:0 and unknown sampling, unreadable headers, other formats. The
- * CPU path decodes those, and reports a broken file by its name. EXIF
- * orientation is not applied by either path (as torchvision's PIL loader).
+ * (4:4:4, 4:2:2, 4:2:0, 4:4:0), at most 2^28 pixels, ending in an EOI
+ * marker (within its last 64 bytes), and that nvjpegDecodeBatchedSupported
+ * accepts on the backend in use (the hardware engines take baseline
+ * Huffman JPEGs only: progressive files go to the CPU there). Not taken
+ * (JPEG_GPU_FORMAT): CMYK / YCCK (4 components), 4:1:1, 4:1:0 and unknown
+ * sampling, unreadable headers, files cut short (nvJPEG decodes them
+ * without an error), other formats. The CPU path decodes
+ * those, and reports a broken file by its name. EXIF orientation is not
+ * applied by either path (as torchvision's PIL loader).
  *
  * Backends: JPEG_GPU_AUTO tries NVJPEG_BACKEND_HARDWARE (the JPEG engines of
  * A100 / H100 / H200: nvjpegGetHardwareDecoderInfo reports them) and falls
