@@ -26,10 +26,12 @@
  *     written exactly when its flag is 0;
  *   - an S x S window at step 1 (the decoded pixels themselves) against
  *     libjpeg's decode (ISLOW IDCT, fancy upsampling) of the same bytes.
- *     Tolerance: mean |diff| <= 1.5 levels for every image; 4:4:4 and gray
- *     (no chroma upsampling) max |diff| <= 8; subsampled images at most 1%
- *     of values beyond 16 levels (the decoders may upsample chroma
- *     differently at hard colour edges). The figures are printed;
+ *     Tolerance, when nvJPEG interpolates chroma (stats.chroma_interpolated):
+ *     max |diff| <= 4 levels, mean <= 0.25 (an H200 measured max 1 on the
+ *     hardware backend, 3 on GPU hybrid); without that flag: mean <= 1.5,
+ *     4:4:4 and gray max <= 8, subsampled files at most 1% of values beyond
+ *     16 levels (nearest-neighbour chroma: 35 at hard colour edges). The
+ *     figures are printed;
  *   - a RandomResizedCrop box + flip against the host reference applied to
  *     libjpeg's pixels: the same tolerance;
  *   - bf16 decode = f32 decode rounded; a buffer too small marks images
@@ -466,7 +468,8 @@ static void diff_stats(const int *u, const uint8_t *ref, size_t n, double *mean,
     *beyond16 = (double)far / (double)n;
 }
 
-static void check_tolerance(const char *tag, int img, const int *u, const uint8_t *ref, size_t n)
+static void check_tolerance(const char *tag, int img, const int *u, const uint8_t *ref, size_t n,
+                            int tight)
 {
     double mean, far;
     int mx;
@@ -474,6 +477,11 @@ static void check_tolerance(const char *tag, int img, const int *u, const uint8_
     printf("  %s.%s: |nvJPEG - libjpeg| mean %.3f max %d, beyond 16 levels %.3f%%\n", tag,
            img_name[img], mean, mx, 100 * far);
     char name[128];
+    if (tight) {
+        snprintf(name, sizeof name, "%s.%s.max_within_4", tag, img_name[img]);
+        check_true(name, mx <= 4 && mean <= 0.25, "max |diff| %d, mean %.3f levels", mx, mean);
+        return;
+    }
     snprintf(name, sizeof name, "%s.%s.mean_within_1.5", tag, img_name[img]);
     check_true(name, mean <= 1.5, "mean |diff| %.3f levels", mean);
     if (img == IMG_444 || img == IMG_GRAY) {
@@ -504,8 +512,10 @@ static void test_backend(Ctx *c, JpegGpuBackend be, const JpegSet *js)
     }
     JpegGpuStats st;
     jpeg_gpu_stats(g, &st);
-    printf("  %s: nvJPEG %d.%d.%d, %u engines x %u cores\n", tag, st.version[0], st.version[1],
-           st.version[2], st.hw_engines, st.hw_cores);
+    printf("  %s: nvJPEG %d.%d.%d, %u engines x %u cores, chroma %s\n", tag, st.version[0],
+           st.version[1], st.version[2], st.hw_engines, st.hw_cores,
+           st.chroma_interpolated ? "interpolated" : "nearest (no interpolation flag)");
+    const int tight = st.chroma_interpolated;
     snprintf(name, sizeof name, "%s.backend", tag);
     check_true(name, st.backend == be, "opened %s", jpeg_gpu_backend_name(st.backend));
 
@@ -567,7 +577,7 @@ static void test_backend(Ctx *c, JpegGpuBackend be, const JpegSet *js)
             window(ref, js->ref[i], top, left, S);
             char t2[96];
             snprintf(t2, sizeof t2, "%s.pixels", tag);
-            check_tolerance(t2, i, u, ref, per);
+            check_tolerance(t2, i, u, ref, per, tight);
         }
     }
     jpeg_gpu_stats(g, &st);
@@ -604,7 +614,7 @@ static void test_backend(Ctx *c, JpegGpuBackend be, const JpegSet *js)
         row_u8(u, got, i, S);
         char t2[96];
         snprintf(t2, sizeof t2, "%s.rrc", tag);
-        check_tolerance(t2, i, u, ref, per);
+        check_tolerance(t2, i, u, ref, per, tight);
     }
     snprintf(name, sizeof name, "%s.rrc.bf16_is_f32_rounded", tag);
     check_lowp_equal(name, o3, got);

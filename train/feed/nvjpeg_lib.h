@@ -67,6 +67,7 @@ enum { NVJPEG_CSS_444 = 0, NVJPEG_CSS_422 = 1, NVJPEG_CSS_420 = 2, NVJPEG_CSS_44
 enum { NVJPEG_OUTPUT_RGBI = 5 };                /* interleaved RGB, one plane */
 #define NVJPEG_MAX_COMPONENT 4
 #define NVJPEG_FLAGS_DEFAULT 0u
+#define NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION (1u << 5)   /* CUDA 12.x on */
 
 typedef struct {
     unsigned char *channel[NVJPEG_MAX_COMPONENT];
