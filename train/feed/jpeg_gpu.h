@@ -33,9 +33,10 @@
  * Huffman JPEGs only: progressive files go to the CPU there). Not taken
  * (JPEG_GPU_FORMAT): CMYK / YCCK (4 components), 4:1:1, 4:1:0 and unknown
  * sampling, unreadable headers, files cut short (nvJPEG decodes them
- * without an error), other formats. The CPU path decodes
- * those, and reports a broken file by its name. EXIF orientation is not
- * applied by either path (as torchvision's PIL loader).
+ * without an error), other formats. The CPU path decodes those, and
+ * reports a broken file by its name. EXIF orientation is not applied by
+ * either path (as torchvision's PIL loader).
+ * (Measured on an H200 with the test's images; tests/gpu_jpeg.c.)
  *
  * Pixels: nvJPEG is asked to upsample chroma by interpolation
  * (NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, libjpeg's default "fancy"
