@@ -50,9 +50,11 @@ TEST_CPU_SRCS := $(wildcard tests/test_*.c)
 TEST_GPU_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard tests/gpu_*.c),)
 TEST_CPU_BINS := $(TEST_CPU_SRCS:tests/%.c=$(BUILD)/tests/%)
 TEST_GPU_BINS := $(TEST_GPU_SRCS:tests/%.c=$(BUILD)/tests/%)
+# The GPU image path's throughput probe (scripts/jpeg_gpu_probe.c): a measurement, not a test.
+PROBE_BINS    := $(if $(filter 1,$(CUDA)),$(BUILD)/jpeg_gpu_probe,)
 
 .PHONY: all test test-gpu clean info-build run-mlp bench
-all: $(BIN) $(TEST_CPU_BINS) $(TEST_GPU_BINS)
+all: $(BIN) $(TEST_CPU_BINS) $(TEST_GPU_BINS) $(PROBE_BINS)
 
 info-build:
 	@echo "CUDA=$(CUDA) NVCC=$(NVCC) cuDNN=$(CUDNN_H) cuBLASLt=$(CUBLAS_H) NCCL=$(NCCL_H) ARCH=$(ARCH)"
@@ -90,6 +92,9 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDLIBS)
 
+$(BUILD)/jpeg_gpu_probe: scripts/jpeg_gpu_probe.c $(LIB)
+	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDLIBS)
+
 test: $(BIN) $(TEST_CPU_BINS)
 	@sh tests/run.sh $(TEST_CPU_BINS) scripts/check_layers.py
 
@@ -119,4 +124,4 @@ run-mlp:
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null) $(wildcard $(BUILD)/jpeg_gpu_probe.d)

@@ -1,0 +1,213 @@
+/* jpeg_gpu_probe.c — how fast the GPU image path decodes: N generated
+ * 460x375 JPEGs (4:2:0, quality Q, the photo-like pattern of
+ * tests/jpeg_fixture.h) in batches through train/feed/jpeg_gpu.h —
+ * probe, nvJPEG batched decode, RandomResizedCrop + flip + normalise into a
+ * bf16 [B, 224, 224, 3] tensor — once per backend (hardware engines, GPU
+ * hybrid), and the CPU path's device half (u8 upload + normalise) for
+ * comparison. Not a test: a measurement for the lead's notes.
+ *
+ *   make build/jpeg_gpu_probe   (CUDA builds; `make` builds it too)
+ *   build/jpeg_gpu_probe [N [BATCH [ROUNDS [Q]]]]      default 1024 256 8 90
+ * (the issue's ImageNet-like files are ~80 KB: Q 98 comes closer than 90)
+ *
+ * Each backend: two warm-up batches, then ROUNDS passes over the N images,
+ * batch after batch as a feed thread would issue them (decode returns once
+ * its host part is done; the next call waits for the previous decode), one
+ * stream sync at the end. Printed per backend, one JSON line:
+ *   img_per_s   images / wall time of the timed passes (probe + decode +
+ *               kernel, the whole device path of one feed thread)
+ *   host_s      time inside jpeg_gpu_decode (host part and waits), timed passes
+ *   device_s    stream time of the decodes (from each call's start on the
+ *               stream to its kernel's end), timed passes
+ *   probe_s     time in jpeg_gpu_probe (header parsing, on the host)
+ *   taken       images the GPU decoded; the rest would go to the CPU
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "data/augment.h"
+#include "engine/ctx.h"
+#include "engine/tensor.h"
+#include "train/feed/jpeg_gpu.h"
+#include "train/feed/nvjpeg_lib.h"
+#include "tests/jpeg_fixture.h"
+
+#define JH 375
+#define JW 460
+#define S 224
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static const float MEAN[3] = {0.485f, 0.456f, 0.406f}, STD[3] = {0.229f, 0.224f, 0.225f};
+
+static void run_backend(Ctx *c, JpegGpuBackend be, uint8_t **bytes, size_t *lens, int N,
+                        int batch, int rounds, Tensor *out, cudaStream_t st)
+{
+    char err[600];
+    JpegGpu *g = jpeg_gpu_open(c, batch, S, 512, be, err, sizeof err);
+    if (!g) {
+        printf("{\"probe\":\"jpeg_gpu\",\"backend\":\"%s\",\"error\":\"%s\"}\n",
+               jpeg_gpu_backend_name(be), err);
+        return;
+    }
+    AugConfig cfg;
+    aug_config_default(&cfg, S);
+    JpegGpuInfo *info = malloc(sizeof *info * (size_t)batch);
+    JpegGpuBox *box = malloc(sizeof *box * (size_t)batch);
+    uint8_t *fb = malloc((size_t)batch);
+    double probe_s = 0, t0 = 0;
+    JpegGpuStats s0;
+    memset(&s0, 0, sizeof s0);
+    long long images = 0, fallback = 0;
+    int warm = 2, nb = (N + batch - 1) / batch;
+    for (int it = -warm; it < rounds * nb; it++) {
+        if (it == 0) {
+            cudaStreamSynchronize(st);
+            jpeg_gpu_decode(g, out, fb, NULL, NULL, info, box, 0, MEAN, STD, st, err, sizeof err);
+            jpeg_gpu_stats(g, &s0);   /* the empty call above counted the warm-up's device time */
+            t0 = now_s();
+            probe_s = 0;
+        }
+        int b0 = ((it % nb) + nb) % nb * batch, n = N - b0 < batch ? N - b0 : batch;
+        double p0 = now_s();
+        jpeg_gpu_probe(g, info, (const uint8_t *const *)(bytes + b0), lens + b0, n);
+        for (int i = 0; i < n; i++) {
+            int h = info[i].h > 0 ? info[i].h : JH, w = info[i].w > 0 ? info[i].w : JW;
+            AugBox b = aug_rrc_box(h, w, &cfg, 1, (uint64_t)(it + warm), (uint32_t)(b0 + i));
+            box[i].ay = rs_axis_box(b.top, b.h, S);
+            box[i].ax = rs_axis_box(b.left, b.w, S);
+            box[i].flip = aug_flip(&cfg, 1, (uint64_t)(it + warm), (uint32_t)(b0 + i));
+        }
+        probe_s += now_s() - p0;
+        if (jpeg_gpu_decode(g, out, fb, (const uint8_t *const *)(bytes + b0), lens + b0, info, box,
+                            n, MEAN, STD, st, err, sizeof err)) {
+            printf("{\"probe\":\"jpeg_gpu\",\"backend\":\"%s\",\"error\":\"%s\"}\n",
+                   jpeg_gpu_backend_name(be), err);
+            break;
+        }
+        if (it >= 0) {
+            images += n;
+            for (int i = 0; i < n; i++) fallback += fb[i] != 0;
+        }
+    }
+    cudaStreamSynchronize(st);
+    double wall = now_s() - t0;
+    JpegGpuStats s;
+    jpeg_gpu_stats(g, &s);
+    printf("{\"probe\":\"jpeg_gpu\",\"backend\":\"%s\",\"nvjpeg\":\"%d.%d.%d\",\"engines\":%u,"
+           "\"images\":%lld,\"batch\":%d,\"size\":%d,\"out\":\"bf16\",\"img_per_s\":%.1f,"
+           "\"wall_s\":%.3f,\"host_s\":%.3f,\"device_s\":%.3f,\"probe_s\":%.3f,\"taken\":%lld,"
+           "\"not_taken\":%lld,\"failed_batches\":%lld,\"buffer_mib\":%.1f,\"lib_device_mib\":%.1f,"
+           "\"lib_pinned_mib\":%.1f}\n",
+           jpeg_gpu_backend_name(s.backend), s.version[0], s.version[1], s.version[2],
+           s.hw_engines, images, batch, S, images / wall, wall, s.host_s - s0.host_s,
+           s.device_s - s0.device_s, probe_s,
+           images - fallback, fallback, s.failed_batches, s.buffer_bytes / 1048576.0,
+           s.lib_device_bytes / 1048576.0, s.lib_pinned_bytes / 1048576.0);
+    fflush(stdout);
+    free(info);
+    free(box);
+    free(fb);
+    jpeg_gpu_close(g);
+}
+
+/* The CPU path's device half: u8 rows from pinned memory, normalised. */
+static void run_upload(Ctx *c, int batch, int rounds, Tensor *out, cudaStream_t st)
+{
+    char err[600];
+    JpegGpu *g = jpeg_gpu_open(c, batch, S, 0, JPEG_GPU_UPLOAD, err, sizeof err);
+    if (!g) {
+        printf("{\"probe\":\"jpeg_gpu\",\"backend\":\"upload\",\"error\":\"%s\"}\n", err);
+        return;
+    }
+    size_t bytes = (size_t)batch * S * S * 3;
+    uint8_t *px = NULL;
+    cudaMallocHost((void **)&px, bytes);
+    for (size_t e = 0; e < bytes; e++) px[e] = (uint8_t)(e * 2654435761u >> 24);
+    double t0 = 0;
+    for (int it = -2; it < rounds; it++) {
+        if (it == 0) {
+            cudaStreamSynchronize(st);
+            t0 = now_s();
+        }
+        if (jpeg_gpu_upload_u8(g, out, NULL, px, batch, MEAN, STD, st, err, sizeof err)) {
+            printf("{\"probe\":\"jpeg_gpu\",\"backend\":\"upload\",\"error\":\"%s\"}\n", err);
+            break;
+        }
+    }
+    cudaStreamSynchronize(st);
+    double wall = now_s() - t0;
+    printf("{\"probe\":\"jpeg_gpu\",\"backend\":\"upload\",\"images\":%lld,\"batch\":%d,\"size\":%d,"
+           "\"out\":\"bf16\",\"img_per_s\":%.1f,\"wall_s\":%.4f}\n",
+           (long long)rounds * batch, batch, S, (double)rounds * batch / wall, wall);
+    cudaFreeHost(px);
+    jpeg_gpu_close(g);
+}
+
+int main(int argc, char **argv)
+{
+    int N = argc > 1 ? atoi(argv[1]) : 1024, batch = argc > 2 ? atoi(argv[2]) : 256;
+    int rounds = argc > 3 ? atoi(argv[3]) : 8, quality = argc > 4 ? atoi(argv[4]) : 90;
+    if (N < 1 || batch < 1 || rounds < 1 || quality < 1 || quality > 100) {
+        fprintf(stderr, "usage: jpeg_gpu_probe [N [BATCH [ROUNDS [QUALITY]]]]\n");
+        return 2;
+    }
+    char reason[512];
+    if (!nvjpeg_available(reason, sizeof reason)) {
+        printf("{\"probe\":\"jpeg_gpu\",\"error\":\"%s\"}\n", reason);
+        return 1;
+    }
+    /* 64 distinct images, repeated: the decoders see each file's bytes afresh */
+    enum { DISTINCT = 64 };
+    uint8_t **bytes = malloc(sizeof *bytes * (size_t)N);
+    size_t *lens = malloc(sizeof *lens * (size_t)N);
+    uint8_t *pix = malloc((size_t)JH * JW * 3);
+    double kb = 0;
+    for (int i = 0; i < N; i++) {
+        if (i < DISTINCT) {
+            jfx_pattern(pix, JH, JW, 3, 7000 + (uint64_t)i);
+            JfxOptions o = {0};
+            o.quality = quality;
+            unsigned char *b;
+            unsigned long n;
+            jfx_jpeg_encode(&b, &n, pix, JH, JW, 3, &o);
+            bytes[i] = b;
+            lens[i] = n;
+        } else {
+            bytes[i] = malloc(lens[i % DISTINCT]);
+            memcpy(bytes[i], bytes[i % DISTINCT], lens[i % DISTINCT]);
+            lens[i] = lens[i % DISTINCT];
+        }
+        kb += lens[i] / 1024.0;
+    }
+    free(pix);
+    Ctx c;
+    ctx_init(&c, DEV_CUDA, 0, 1);
+    struct cudaDeviceProp p;
+    cudaGetDeviceProperties(&p, 0);
+    printf("{\"probe\":\"jpeg_gpu\",\"device\":\"%s\",\"images\":%d,\"jpeg\":\"%dx%d q%d 4:2:0\","
+           "\"mean_kb\":%.1f,\"rounds\":%d}\n", p.name, N, JW, JH, quality, kb / N, rounds);
+    int64_t shape[4] = {batch, S, S, 3};
+    Tensor *out = tensor_new(&c, DT_BF16, 4, shape);
+    cudaStream_t st;
+    cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+    cudaStreamSynchronize(c.stream);
+    run_backend(&c, JPEG_GPU_HARDWARE, bytes, lens, N, batch, rounds, out, st);
+    run_backend(&c, JPEG_GPU_HYBRID, bytes, lens, N, batch, rounds, out, st);
+    run_upload(&c, batch, rounds * ((N + batch - 1) / batch), out, st);
+    cudaStreamDestroy(st);
+    tensor_release(out);
+    for (int i = 0; i < N; i++) free(bytes[i]);
+    free(bytes);
+    free(lens);
+    ctx_free(&c);
+    return 0;
+}
