@@ -707,9 +707,11 @@ static int parse_metadata(Json *j, StFile *f)
     for (;;) {
         char *k, *v;
         json_ws(j);
-        size_t at = j->pos;
+        if (f->nmeta == ST_MAX_META)
+            return ct_fail(j->err, j->errlen, ST_ERR_FORMAT, "%s: __metadata__ has more than %d "
+                           "keys, the most ctrain reads (a damaged or hostile file)", j->path,
+                           ST_MAX_META);
         if (json_string(j, &k)) return ST_ERR_FORMAT;
-        if (st_meta(f, k)) { free(k); j->pos = at; return json_err(j, "__metadata__ key appears twice"); }
         if (json_expect(j, ':', "expected ':' after a key")) { free(k); return ST_ERR_FORMAT; }
         if (json_peek(j) != '"') { free(k); return json_err(j, "__metadata__ values must be strings"); }
         if (json_string(j, &v)) { free(k); return ST_ERR_FORMAT; }
@@ -747,6 +749,12 @@ static int parse_header(Json *j, StFile *f)
                 have_meta = 1;
                 r = parse_metadata(j, f);
             } else {
+                if (f->n == ST_MAX_TENSORS) {
+                    free(key);
+                    return ct_fail(j->err, j->errlen, ST_ERR_FORMAT, "%s: the header lists more "
+                                   "than %d tensors, the most ctrain reads (a damaged or hostile "
+                                   "file)", j->path, ST_MAX_TENSORS);
+                }
                 if (f->n == cap) {
                     cap = cap ? 2 * cap : 64;
                     StEntry *e = (StEntry *)realloc(f->e, (size_t)cap * sizeof *e);
@@ -783,6 +791,38 @@ static int cmp_entry_off(const void *a, const void *b)
     const StEntry *x = *(const StEntry *const *)a, *y = *(const StEntry *const *)b;
     if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
     return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* by_name, and a name listed twice refused by name (sorted: n log n). */
+static int index_names(StFile *f, char *err, size_t errlen)
+{
+    f->by_name = (const StEntry **)malloc(((size_t)f->n + 1) * sizeof *f->by_name);
+    if (!f->by_name) return ct_fail(err, errlen, ST_ERR_IO, "%s: out of host memory", f->path);
+    for (int i = 0; i < f->n; i++) f->by_name[i] = &f->e[i];
+    qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_entry_name);
+    for (int i = 1; i < f->n; i++)
+        if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0)
+            return ct_fail(err, errlen, ST_ERR_FORMAT, "%s: tensor name '%s' appears twice in the "
+                           "header", f->path, f->by_name[i]->name);
+    return ST_OK;
+}
+
+/* Two metadata pairs {key, value} by key. */
+static int cmp_meta_pair(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The metadata pairs sorted by key (for st_meta), and a key listed twice
+ * refused by name. */
+static int sort_meta(StFile *f, char *err, size_t errlen)
+{
+    qsort(f->meta, (size_t)f->nmeta, 2 * sizeof *f->meta, cmp_meta_pair);
+    for (int i = 1; i < f->nmeta; i++)
+        if (strcmp(f->meta[2 * i - 2], f->meta[2 * i]) == 0)
+            return ct_fail(err, errlen, ST_ERR_FORMAT, "%s: __metadata__ key '%s' appears twice "
+                           "in the header", f->path, f->meta[2 * i]);
+    return ST_OK;
 }
 
 /* Offsets: each tensor's size matches its shape, nothing past the end,
@@ -931,18 +971,11 @@ int st_open(const char *path, StFile *f, char *err, size_t errlen)
     if (code) goto fail;
     f->data = f->base + 8 + n;
     f->data_size = f->size - 8 - (size_t)n;
-    code = validate_offsets(f, err, errlen);
+    /* names first: a tensor listed twice would otherwise read as two that overlap */
+    code = index_names(f, err, errlen);
+    if (!code) code = sort_meta(f, err, errlen);
+    if (!code) code = validate_offsets(f, err, errlen);
     if (code) goto fail;
-    f->by_name = (const StEntry **)malloc(((size_t)f->n + 1) * sizeof *f->by_name);
-    if (!f->by_name) { code = ct_fail(err, errlen, ST_ERR_IO, "%s: out of host memory", path); goto fail; }
-    for (int i = 0; i < f->n; i++) f->by_name[i] = &f->e[i];
-    qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_entry_name);
-    for (int i = 1; i < f->n; i++)
-        if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0) {
-            code = ct_fail(err, errlen, ST_ERR_FORMAT, "%s: tensor '%s' appears twice in the header",
-                           path, f->by_name[i]->name);
-            goto fail;
-        }
     for (int i = 0; i < f->n; i++) f->e[i].data = f->data + f->e[i].begin;
     code = verify_crc(f, err, errlen);
     if (code) goto fail;
@@ -967,8 +1000,14 @@ const StEntry *st_find(const StFile *f, const char *name)
 
 const char *st_meta(const StFile *f, const char *key)
 {
-    for (int i = 0; i < f->nmeta; i++)
-        if (strcmp(f->meta[2 * i], key) == 0) return f->meta[2 * i + 1];
+    size_t lo = 0, hi = (size_t)f->nmeta;   /* sorted by key (sort_meta) */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(f->meta[2 * mid], key);
+        if (c == 0) return f->meta[2 * mid + 1];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
     return NULL;
 }
 
