@@ -4,6 +4,10 @@
  *   - bad input ends with one clear message and exit status 1: unknown flag,
  *     bad number, missing data folder, corrupt data file, unknown command,
  *     a --grad-reduce that is not f32 or bf16;
+ *   - number messages say what is wrong with the text typed: not a number,
+ *     out of range (with the range; overflowing 64 bits too), too small for
+ *     f32; --steps beyond 10^12 is refused and the largest prints its epochs
+ *     right;
  *   - a --log write that fails (to /dev/full: every write is ENOSPC) stops
  *     the run at once, naming the file and the cause; json_end reports it.
  * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
@@ -95,6 +99,33 @@ static void test_bad_input(void)
     expect_error("cli.hidden_gap", "train --device cpu --hidden 64,,32", "a width is missing", NULL);
     expect_error("cli.bad_grad_reduce", "train --device cpu --grad-reduce fp8",
                  "--grad-reduce: 'fp8' is not f32 or bf16", "hint:");
+
+    /* numbers: the message says what is wrong, quoting what was typed */
+    expect_error("cli.lr_rounds_to_zero", "train --device cpu --lr 1e-50",
+                 "--lr: '1e-50' is too small to hold in f32", "hint: pass 0 for none");
+    expect_error("cli.lr_subnormal", "train --device cpu --lr 1e-40", "'1e-40' is too small", NULL);
+    expect_error("cli.lr_not_a_number", "train --device cpu --lr abc", "--lr: 'abc' is not a number",
+                 "hint:");
+    expect_error("cli.lr_nan", "train --device cpu --lr nan", "--lr: 'nan' is not a number", NULL);
+    expect_error("cli.lr_out_of_range", "train --device cpu --lr 101",
+                 "--lr: '101' is out of range: it must be in [0, 100]", NULL);
+    expect_error("cli.wd_overflow", "train --device cpu --wd 1e999",
+                 "--wd: '1e999' is out of range: it must be in [0, 1]", NULL);
+    expect_error("cli.batch_out_of_range", "train --device cpu --batch 99999999999",
+                 "--batch: '99999999999' is out of range: it must be in 1..1048576", NULL);
+    expect_error("cli.seed_overflow", "train --device cpu --seed 99999999999999999999",
+                 "--seed: '99999999999999999999' is out of range", NULL);
+    expect_error("cli.steps_beyond_max", "train --device cpu --steps 4611686018427387903",
+                 "--steps: '4611686018427387903' is out of range: it must be in 1..1000000000000",
+                 "hint:");
+    expect_error("cli.device_id_range", "train --device cuda:4294967296",
+                 "--device: 'cuda:4294967296': the GPU number is out of range (0..1023)", NULL);
+    expect_error("cli.hidden_width_range", "train --device cpu --hidden 64,99999999999",
+                 "--hidden: '99999999999' is out of range", NULL);
+    /* the largest --steps: the epochs it spans are counted in 64 bits (an int
+     * once printed 1215752192); /dev/full stops the run at its first record */
+    expect_error("cli.steps_max_epochs", "train --device cpu --steps 1000000000000 --batch 6000 "
+                 "--log /dev/full", "1000000000000 steps (100000000000 epochs)", NULL);
 
     /* a corrupt copy of the data set: one flipped byte in the middle */
     char dir[] = "/tmp/ctrain_cli_bad_XXXXXX", cmd[1024], out[4096];
