@@ -7,7 +7,7 @@
  *   - number messages say what is wrong with the text typed: not a number,
  *     out of range (with the range; overflowing 64 bits too), too small for
  *     f32; --steps beyond 10^12 is refused and the largest prints its epochs
- *     right;
+ *     right; --resume-change names are checked;
  *   - a --log write that fails (to /dev/full: every write is ENOSPC) stops
  *     the run at once, naming the file and the cause; json_end reports it.
  * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
@@ -126,6 +126,13 @@ static void test_bad_input(void)
      * once printed 1215752192); /dev/full stops the run at its first record */
     expect_error("cli.steps_max_epochs", "train --device cpu --steps 1000000000000 --batch 6000 "
                  "--log /dev/full", "1000000000000 steps (100000000000 epochs)", NULL);
+    /* --resume-change: names checked, and only with --resume */
+    expect_error("cli.resume_change_unknown", "train --device cpu --resume-change steps,bogus",
+                 "'bogus' is not an option a resumed run may change", "lr, schedule, warmup");
+    expect_error("cli.resume_change_fixed", "train --device cpu --resume-change batch",
+                 "'batch' is not an option a resumed run may change", NULL);
+    expect_error("cli.resume_change_needs_resume", "train --device cpu --resume-change lr",
+                 "there is no --resume", "hint: pass --resume FILE");
 
     /* a corrupt copy of the data set: one flipped byte in the middle */
     char dir[] = "/tmp/ctrain_cli_bad_XXXXXX", cmd[1024], out[4096];

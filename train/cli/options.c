@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
+#include "train/loop/resume_check.h"
 
 void train_options_usage(const char *cmd)
 {
@@ -63,7 +64,11 @@ void train_options_usage(const char *cmd)
            "  --save-every N       make --save a training checkpoint (weights, optimizer, scaler,\n"
            "                       data position), written every N steps and at the end\n"
            "  --resume FILE        continue from a --save-every checkpoint: the remaining steps\n"
-           "                       repeat an uninterrupted run (same flags, same --steps)\n"
+           "                       repeat an uninterrupted run (same flags, same --steps); a flag\n"
+           "                       that defines the run (--lr, --steps, --data, ...) and differs\n"
+           "                       from the checkpoint's is refused\n"
+           "  --resume-change F,.. let these flags differ from the checkpoint's on purpose (e.g.\n"
+           "                       steps,lr; each said as a warning)\n"
            "  --load FILE          start from these weights (a ctrain or PyTorch safetensors file)\n"
            "  --log FILE           one JSON object per line: steps and the final evaluation\n"
            "  --log-every N        progress/log interval in steps (default 50)\n"
@@ -211,6 +216,11 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
         else if (!strcmp(a, "--save")) copy_str(cmd, a, o->save_path, sizeof o->save_path, v);
         else if (!strcmp(a, "--load")) copy_str(cmd, a, o->load_path, sizeof o->load_path, v);
         else if (!strcmp(a, "--resume")) copy_str(cmd, a, o->resume_path, sizeof o->resume_path, v);
+        else if (!strcmp(a, "--resume-change")) {
+            if (resume_change_parse(&o->resume_change, v, msg, sizeof msg) != 0)
+                ct_fatal_hint("name flags without their values, e.g. --resume-change steps,lr",
+                              "%s", msg);
+        }
         else if (!strcmp(a, "--save-every")) o->save_every = parse_long(cmd, a, v, 1, TRAIN_MAX_STEPS);
         else if (!strcmp(a, "--image-size")) o->image_size = (int)parse_long(cmd, a, v, 8, 4096);
         else if (!strcmp(a, "--classes")) o->classes = (int)parse_long(cmd, a, v, 2, 1 << 20);
