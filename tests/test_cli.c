@@ -8,6 +8,9 @@
  *     out of range (with the range; overflowing 64 bits too), too small for
  *     f32; --steps beyond 10^12 is refused and the largest prints its epochs
  *     right; --resume-change names are checked;
+ *   - `ctrain report` on a file that is not bench JSON (not UTF-8, empty,
+ *     an array, fields of the wrong type, nested too deeply, plain text)
+ *     names the file and the cause and exits 1, without a traceback;
  *   - a --log write that fails (to /dev/full: every write is ENOSPC) stops
  *     the run at once, naming the file and the cause; json_end reports it.
  * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
@@ -257,6 +260,73 @@ static void test_tokenize(void)
     rmdir(dir);
 }
 
+/* ctrain report on files that are not bench JSON: one line per file naming
+ * the cause and what to pass, exit status 1, never a Python traceback. */
+static void report_refuses(const char *name, const char *dir, const char *file, const void *bytes,
+                           size_t n, const char *cause)
+{
+    char path[600], cmd[1400], out[8192], want[900];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "wb");
+    if (n) fwrite(bytes, 1, n, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s report %s 2>&1", bin(), path);
+    int st = run(cmd, out, sizeof out);
+    snprintf(want, sizeof want, "report: %s: not a bench JSON (%s", path, cause);
+    check_true(name, st == 1 && strstr(out, want) && strstr(out, "): pass the JSON that ctrain "
+               "bench --json wrote") && !strstr(out, "Traceback"), "exit %d, wanted \"%s\", got: %s",
+               st, want, out);
+}
+
+static void test_report_bad_files(void)
+{
+    if (system("command -v python3 >/dev/null 2>&1") != 0) {
+        printf("  skip report.*: python3 is not installed (ctrain report runs scripts/report.py)\n");
+        return;
+    }
+    char dir[] = "/tmp/ctrain_report_XXXXXX", cmd[1400], out[8192];
+    if (!mkdtemp(dir)) { check_true("report.tmpdir", 0, "mkdtemp failed"); return; }
+    static const char latin1[] = "{\"results\": [{\"model\": \"caf\xe9\"}]}";
+    report_refuses("report.not_utf8", dir, "latin1.json", latin1, sizeof latin1 - 1,
+                   "not UTF-8 text: byte 0xe9 at offset 27");
+    report_refuses("report.empty", dir, "empty.json", "", 0, "the file is empty");
+    report_refuses("report.json_array", dir, "array.json", "[1, 2, 3]\n", 10,
+                   "JSON without results");
+    const char *mach = "{\"schema\": \"ctrain-bench/1\", \"machine\": \"h200\", \"results\": []}";
+    report_refuses("report.machine_not_object", dir, "machine.json", mach, strlen(mach),
+                   "\"machine\" is a string, not an object");
+    const char *mode = "{\"results\": [{\"model\": \"mlp\", \"mode\": [\"eager\"]}]}";
+    report_refuses("report.mode_not_string", dir, "mode.json", mode, strlen(mode),
+                   "result 1: \"mode\" is an array, not a string");
+    const char *res = "{\"results\": 5}";
+    report_refuses("report.results_not_array", dir, "results.json", res, strlen(res),
+                   "\"results\" is a number, not an array");
+    static char deep[200001];
+    memset(deep, '[', 100000);
+    memset(deep + 100000, ']', 100000);
+    report_refuses("report.deep_json", dir, "deep.json", deep, 200000, "JSON nested too deeply");
+    report_refuses("report.not_json", dir, "notes.txt", "samples/s: 1000\n", 16, "JSON error at line 1");
+
+    /* a good file beside a bad one: the bad one is named, the report stops */
+    char good[600], bad[600];
+    snprintf(good, sizeof good, "%s/good.json", dir);
+    snprintf(bad, sizeof bad, "%s/empty.json", dir);
+    FILE *f = fopen(good, "w");
+    fputs("{\"results\": [{\"model\": \"mlp\", \"precision\": \"fp32\", \"batch\": \"64\", "
+          "\"seq\": 1.5, \"samples_per_s\": 1000}]}\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s report %s 2>&1", bin(), good);
+    int st = run(cmd, out, sizeof out);
+    check_true("report.good_file_reads", st == 0 && strstr(out, "| mlp | fp32 | 64 |"),
+               "exit %d: %s", st, out);
+    snprintf(cmd, sizeof cmd, "%s report %s %s 2>&1", bin(), good, bad);
+    st = run(cmd, out, sizeof out);
+    check_true("report.one_bad_file_stops", st == 1 && strstr(out, "empty.json: not a bench JSON") &&
+               !strstr(out, "| mlp |"), "exit %d: %s", st, out);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    run(cmd, out, sizeof out);
+}
+
 int main(void)
 {
     if (access(bin(), X_OK) != 0) {
@@ -265,6 +335,7 @@ int main(void)
         return 1;
     }
     test_bad_input();
+    test_report_bad_files();
     test_log_full_disk();
     test_tokenize();
     test_save_eval();
