@@ -127,8 +127,11 @@ static void test_bad_input(void)
                  "--hidden: '99999999999' is out of range", NULL);
     /* the largest --steps: the epochs it spans are counted in 64 bits (an int
      * once printed 1215752192); /dev/full stops the run at its first record */
-    expect_error("cli.steps_max_epochs", "train --device cpu --steps 1000000000000 --batch 6000 "
-                 "--log /dev/full", "1000000000000 steps (100000000000 epochs)", NULL);
+    if (access("/dev/full", W_OK) == 0)
+        expect_error("cli.steps_max_epochs", "train --device cpu --steps 1000000000000 --batch 6000 "
+                     "--log /dev/full", "1000000000000 steps (100000000000 epochs)", NULL);
+    else
+        printf("  skip cli.steps_max_epochs: no /dev/full to stop the run at its first record\n");
     /* --resume-change: names checked, and only with --resume */
     expect_error("cli.resume_change_unknown", "train --device cpu --resume-change steps,bogus",
                  "'bogus' is not an option a resumed run may change", "lr, schedule, warmup");

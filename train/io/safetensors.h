@@ -45,6 +45,8 @@ extern "C" {
 #endif
 
 #define ST_MAX_DIMS 8
+/* The __metadata__ key of the writer's checksum (see above). */
+#define ST_CRC_KEY "ctrain_crc32"
 /* The reference implementation refuses headers over 100 MB; so do we. */
 #define ST_MAX_HEADER ((uint64_t)100000000)
 /* The most tensors and __metadata__ keys a header may list: far above any
