@@ -19,6 +19,10 @@ the baseline. The baseline is the first source unless --baseline names a file,
 a source label or an engine ("pytorch" picks its first source, whatever
 its version; an eager one first).
 
+A file that is none of these (not UTF-8, not JSON, no results, a field of
+the wrong type) is named with the cause, and the report stops with status 1
+after checking every file: no traceback, no half-merged table.
+
 A figure that was not measured is shown as "–", never as 0. MFU is the
 source's own `mfu_peak` when it has one; otherwise (PyTorch) it is computed
 from the config's FLOPs per sample and the peak TFLOP/s of the same card and
@@ -51,41 +55,118 @@ def _num(v):
     return f if f == f and f not in (float("inf"), float("-inf")) else None
 
 
-def read_file(path):
-    """-> list of (record, machine, ceilings, notes) from one input file."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    out = []
-    doc = None
+class NotBenchJSON(Exception):
+    """A file that is not what ctrain bench --json (or torch_bench.py) writes;
+    the message says why."""
+
+
+def _kind(v):
+    """The JSON name of a value's type, for messages."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true/false"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    return "an array" if isinstance(v, list) else "an object"
+
+
+# Fields the report uses as text (names, grouping keys); numbers go through _num.
+TEXT_FIELDS = ("engine", "mode", "device", "model", "precision", "layout", "torch", "throttle")
+
+
+def _check_record(r, where):
+    for k in TEXT_FIELDS:
+        v = r.get(k)
+        if v is not None and not isinstance(v, str):
+            raise NotBenchJSON(f'{where}: "{k}" is {_kind(v)}, not a string')
+    return r
+
+
+def _expect(doc, key, kind, default):
+    v = doc.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, kind):
+        raise NotBenchJSON(f'"{key}" is {_kind(v)}, not '
+                           + ("an object" if kind is dict else "an array"))
+    return v
+
+
+def _parse_json(text):
+    """-> (value, None) or (None, the reason it is not JSON)."""
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
-        pass
+        return json.loads(text), None
+    except json.JSONDecodeError as e:
+        return None, f"JSON error at line {e.lineno} column {e.colno}: {e.msg}"
+    except RecursionError:
+        return None, "JSON nested too deeply"
+    except ValueError as e:    # e.g. an integer of more than 4300 digits
+        return None, "JSON error: " + str(e).split(";")[0]
+
+
+def _whole(v):
+    """A whole number (batch, seq, image size), or None ("12", 12.0: 12; 1.5: None)."""
+    f = _num(v)
+    return int(f) if f is not None and f == int(f) else None
+
+
+def read_file(path):
+    """-> list of (record, machine, ceilings, notes) from one input file.
+    Raises NotBenchJSON when the file is not a bench result file, OSError
+    when it cannot be read."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise NotBenchJSON(f"not UTF-8 text: byte 0x{raw[e.start]:02x} at offset {e.start}")
+    if not text.strip():
+        raise NotBenchJSON("the file is empty")
+    out = []
+    doc, why = _parse_json(text)
     if isinstance(doc, dict) and "results" in doc:
-        machine = doc.get("machine") or {}
-        ceilings = doc.get("ceilings") or []
-        notes = [n for n in doc.get("notes") or [] if isinstance(n, str)]
-        for r in doc.get("results") or []:
+        machine = _expect(doc, "machine", dict, {})
+        ceilings = _expect(doc, "ceilings", list, [])
+        notes = [n for n in _expect(doc, "notes", list, []) if isinstance(n, str)]
+        gpu = machine.get("gpu_name")
+        if gpu is not None and not isinstance(gpu, str):
+            raise NotBenchJSON(f'"machine" "gpu_name" is {_kind(gpu)}, not a string')
+        for i, r in enumerate(_expect(doc, "results", list, [])):
             if isinstance(r, dict):
-                out.append((r, machine, ceilings, notes))
+                out.append((_check_record(r, f"result {i + 1}"), machine, ceilings, notes))
         return out
     if isinstance(doc, dict):
         doc = [doc]
     if isinstance(doc, list):
-        recs = [r for r in doc if isinstance(r, dict) and "model" in r]
-    else:
-        recs = []
+        recs = [_check_record(r, f"item {i + 1}") for i, r in enumerate(doc)
+                if isinstance(r, dict) and "model" in r]
+        if not recs:
+            raise NotBenchJSON("JSON without results: neither a \"results\" array nor objects with "
+                               "a \"model\"")
+    elif doc is not None:
+        raise NotBenchJSON(f"JSON {_kind(doc)}, not an object")
+    else:   # JSON lines (torch_bench.py's older files), or not JSON at all
+        recs, parsed, skipped = [], 0, []
         for n, line in enumerate(text.splitlines(), 1):
             line = line.strip()
             if not line:
                 continue
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError as e:
-                print(f"report: {path}:{n}: not JSON ({e.msg}); line skipped", file=sys.stderr)
+            r, line_why = _parse_json(line)
+            if line_why:
+                skipped.append(f"report: {path}:{n}: not JSON ({line_why}); line skipped")
                 continue
+            parsed += 1
             if isinstance(r, dict) and "model" in r:   # skip non-result events
-                recs.append(r)
+                recs.append(_check_record(r, f"line {n}"))
+        if not parsed:   # no line is JSON: the file is not JSON lines either
+            raise NotBenchJSON(why)
+        for msg in skipped:
+            print(msg, file=sys.stderr)
+        if not recs:
+            raise NotBenchJSON("JSON lines without results (no line has a \"model\")")
     return [(r, {}, [], []) for r in fill_in(recs)]
 
 
@@ -133,11 +214,8 @@ def config_key(r, ignore_layout):
     layout = (r.get("layout") or "").lower() or None
     if ignore_layout or layout == "nhwc":   # NHWC is ctrain's only layout: the default
         layout = None
-    seq = r.get("seq") if _num(r.get("seq")) else None
-    img = r.get("image_size") if _num(r.get("image_size")) else None
-    batch = int(r["batch"]) if _num(r.get("batch")) is not None else None
-    return (str(r.get("model", "?")), str(r.get("precision", "?")).lower(), batch,
-            int(seq) if seq else None, int(img) if img else None, layout)
+    return (str(r.get("model", "?")), str(r.get("precision", "?")).lower(), _whole(r.get("batch")),
+            _whole(r.get("seq")) or None, _whole(r.get("image_size")) or None, layout)
 
 
 def config_sort(k):
@@ -160,11 +238,17 @@ def config_label(k):
 def load(paths, labels, ignore_layout):
     sources = []
     index = {}
+    bad = 0
     for path in paths:
         try:
             rows = read_file(path)
         except OSError as e:
             sys.exit(f"report: cannot read {path}: {e.strerror}")
+        except NotBenchJSON as e:   # said for every such file, then the report stops
+            print(f"report: {path}: not a bench JSON ({e}): pass the JSON that ctrain bench "
+                  "--json wrote", file=sys.stderr)
+            bad += 1
+            continue
         if not rows:
             print(f"report: {path}: no results found", file=sys.stderr)
         for r, machine, ceilings, notes in rows:
@@ -200,6 +284,8 @@ def load(paths, labels, ignore_layout):
         elif s.mode and sum(1 for t in sources if t.file == s.file) > 1:
             base += f" {s.mode}"
         s.label = base
+    if bad:
+        sys.exit(1)
     seen = {}
     for s in sources:
         seen.setdefault(s.label, []).append(s)
@@ -555,15 +641,21 @@ def main(argv=None):
     out_dir = os.path.dirname(os.path.abspath(a.out)) if a.out else os.getcwd()
     note, plots = None, []
     if a.plots:
-        note, plots = make_plots(sources, configs, a.plots)
+        try:
+            note, plots = make_plots(sources, configs, a.plots)
+        except OSError as e:
+            sys.exit(f"report: cannot write the plots into {a.plots}: {e.strerror}")
         if note:
             print(f"report: {note}", file=sys.stderr)
     text = build_report(sources, base, configs, note, plots, out_dir, a.title)
     if a.out:
-        if os.path.dirname(a.out):
-            os.makedirs(os.path.dirname(a.out), exist_ok=True)
-        with open(a.out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+        try:
+            if os.path.dirname(a.out):
+                os.makedirs(os.path.dirname(a.out), exist_ok=True)
+            with open(a.out, "w", encoding="utf-8") as f:
+                f.write(text + "\n")
+        except OSError as e:
+            sys.exit(f"report: cannot write {a.out}: {e.strerror}")
         print(f"report: wrote {a.out} ({len(configs)} configs, {len(sources)} sources"
               + (f", {len(plots)} plots in {a.plots}" if plots else "") + ")", file=sys.stderr)
     else:

@@ -323,7 +323,7 @@ static void test_refusals(Ctx *c)
     write_st(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"a\":{\"dtype\":"
                 "\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", d, 16);
     code = st_open(p, &f, g_err, sizeof g_err);
-    check_err("refuse.duplicate_name", code, ST_ERR_FORMAT, "tensor 'a' appears twice", NULL);
+    check_err("refuse.duplicate_name", code, ST_ERR_FORMAT, "tensor name 'a' appears twice", NULL);
     params_free(&a);
 }
 

@@ -4,6 +4,13 @@
  *   - bad input ends with one clear message and exit status 1: unknown flag,
  *     bad number, missing data folder, corrupt data file, unknown command,
  *     a --grad-reduce that is not f32 or bf16;
+ *   - number messages say what is wrong with the text typed: not a number,
+ *     out of range (with the range; overflowing 64 bits too), too small for
+ *     f32; --steps beyond 10^12 is refused and the largest prints its epochs
+ *     right; --resume-change names are checked;
+ *   - `ctrain report` on a file that is not bench JSON (not UTF-8, empty,
+ *     an array, fields of the wrong type, nested too deeply, plain text)
+ *     names the file and the cause and exits 1, without a traceback;
  *   - a --log write that fails (to /dev/full: every write is ENOSPC) stops
  *     the run at once, naming the file and the cause; json_end reports it.
  * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
@@ -95,6 +102,43 @@ static void test_bad_input(void)
     expect_error("cli.hidden_gap", "train --device cpu --hidden 64,,32", "a width is missing", NULL);
     expect_error("cli.bad_grad_reduce", "train --device cpu --grad-reduce fp8",
                  "--grad-reduce: 'fp8' is not f32 or bf16", "hint:");
+
+    /* numbers: the message says what is wrong, quoting what was typed */
+    expect_error("cli.lr_rounds_to_zero", "train --device cpu --lr 1e-50",
+                 "--lr: '1e-50' is too small to hold in f32", "hint: pass 0 for none");
+    expect_error("cli.lr_subnormal", "train --device cpu --lr 1e-40", "'1e-40' is too small", NULL);
+    expect_error("cli.lr_not_a_number", "train --device cpu --lr abc", "--lr: 'abc' is not a number",
+                 "hint:");
+    expect_error("cli.lr_nan", "train --device cpu --lr nan", "--lr: 'nan' is not a number", NULL);
+    expect_error("cli.lr_out_of_range", "train --device cpu --lr 101",
+                 "--lr: '101' is out of range: it must be in [0, 100]", NULL);
+    expect_error("cli.wd_overflow", "train --device cpu --wd 1e999",
+                 "--wd: '1e999' is out of range: it must be in [0, 1]", NULL);
+    expect_error("cli.batch_out_of_range", "train --device cpu --batch 99999999999",
+                 "--batch: '99999999999' is out of range: it must be in 1..1048576", NULL);
+    expect_error("cli.seed_overflow", "train --device cpu --seed 99999999999999999999",
+                 "--seed: '99999999999999999999' is out of range", NULL);
+    expect_error("cli.steps_beyond_max", "train --device cpu --steps 4611686018427387903",
+                 "--steps: '4611686018427387903' is out of range: it must be in 1..1000000000000",
+                 "hint:");
+    expect_error("cli.device_id_range", "train --device cuda:4294967296",
+                 "--device: 'cuda:4294967296': the GPU number is out of range (0..1023)", NULL);
+    expect_error("cli.hidden_width_range", "train --device cpu --hidden 64,99999999999",
+                 "--hidden: '99999999999' is out of range", NULL);
+    /* the largest --steps: the epochs it spans are counted in 64 bits (an int
+     * once printed 1215752192); /dev/full stops the run at its first record */
+    if (access("/dev/full", W_OK) == 0)
+        expect_error("cli.steps_max_epochs", "train --device cpu --steps 1000000000000 --batch 6000 "
+                     "--log /dev/full", "1000000000000 steps (100000000000 epochs)", NULL);
+    else
+        printf("  skip cli.steps_max_epochs: no /dev/full to stop the run at its first record\n");
+    /* --resume-change: names checked, and only with --resume */
+    expect_error("cli.resume_change_unknown", "train --device cpu --resume-change steps,bogus",
+                 "'bogus' is not an option a resumed run may change", "lr, schedule, warmup");
+    expect_error("cli.resume_change_fixed", "train --device cpu --resume-change batch",
+                 "'batch' is not an option a resumed run may change", NULL);
+    expect_error("cli.resume_change_needs_resume", "train --device cpu --resume-change lr",
+                 "there is no --resume", "hint: pass --resume FILE");
 
     /* a corrupt copy of the data set: one flipped byte in the middle */
     char dir[] = "/tmp/ctrain_cli_bad_XXXXXX", cmd[1024], out[4096];
@@ -219,6 +263,73 @@ static void test_tokenize(void)
     rmdir(dir);
 }
 
+/* ctrain report on files that are not bench JSON: one line per file naming
+ * the cause and what to pass, exit status 1, never a Python traceback. */
+static void report_refuses(const char *name, const char *dir, const char *file, const void *bytes,
+                           size_t n, const char *cause)
+{
+    char path[600], cmd[1400], out[8192], want[900];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "wb");
+    if (n) fwrite(bytes, 1, n, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s report %s 2>&1", bin(), path);
+    int st = run(cmd, out, sizeof out);
+    snprintf(want, sizeof want, "report: %s: not a bench JSON (%s", path, cause);
+    check_true(name, st == 1 && strstr(out, want) && strstr(out, "): pass the JSON that ctrain "
+               "bench --json wrote") && !strstr(out, "Traceback"), "exit %d, wanted \"%s\", got: %s",
+               st, want, out);
+}
+
+static void test_report_bad_files(void)
+{
+    if (system("command -v python3 >/dev/null 2>&1") != 0) {
+        printf("  skip report.*: python3 is not installed (ctrain report runs scripts/report.py)\n");
+        return;
+    }
+    char dir[] = "/tmp/ctrain_report_XXXXXX", cmd[1400], out[8192];
+    if (!mkdtemp(dir)) { check_true("report.tmpdir", 0, "mkdtemp failed"); return; }
+    static const char latin1[] = "{\"results\": [{\"model\": \"caf\xe9\"}]}";
+    report_refuses("report.not_utf8", dir, "latin1.json", latin1, sizeof latin1 - 1,
+                   "not UTF-8 text: byte 0xe9 at offset 27");
+    report_refuses("report.empty", dir, "empty.json", "", 0, "the file is empty");
+    report_refuses("report.json_array", dir, "array.json", "[1, 2, 3]\n", 10,
+                   "JSON without results");
+    const char *mach = "{\"schema\": \"ctrain-bench/1\", \"machine\": \"h200\", \"results\": []}";
+    report_refuses("report.machine_not_object", dir, "machine.json", mach, strlen(mach),
+                   "\"machine\" is a string, not an object");
+    const char *mode = "{\"results\": [{\"model\": \"mlp\", \"mode\": [\"eager\"]}]}";
+    report_refuses("report.mode_not_string", dir, "mode.json", mode, strlen(mode),
+                   "result 1: \"mode\" is an array, not a string");
+    const char *res = "{\"results\": 5}";
+    report_refuses("report.results_not_array", dir, "results.json", res, strlen(res),
+                   "\"results\" is a number, not an array");
+    static char deep[200001];
+    memset(deep, '[', 100000);
+    memset(deep + 100000, ']', 100000);
+    report_refuses("report.deep_json", dir, "deep.json", deep, 200000, "JSON nested too deeply");
+    report_refuses("report.not_json", dir, "notes.txt", "samples/s: 1000\n", 16, "JSON error at line 1");
+
+    /* a good file beside a bad one: the bad one is named, the report stops */
+    char good[600], bad[600];
+    snprintf(good, sizeof good, "%s/good.json", dir);
+    snprintf(bad, sizeof bad, "%s/empty.json", dir);
+    FILE *f = fopen(good, "w");
+    fputs("{\"results\": [{\"model\": \"mlp\", \"precision\": \"fp32\", \"batch\": \"64\", "
+          "\"seq\": 1.5, \"samples_per_s\": 1000}]}\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s report %s 2>&1", bin(), good);
+    int st = run(cmd, out, sizeof out);
+    check_true("report.good_file_reads", st == 0 && strstr(out, "| mlp | fp32 | 64 |"),
+               "exit %d: %s", st, out);
+    snprintf(cmd, sizeof cmd, "%s report %s %s 2>&1", bin(), good, bad);
+    st = run(cmd, out, sizeof out);
+    check_true("report.one_bad_file_stops", st == 1 && strstr(out, "empty.json: not a bench JSON") &&
+               !strstr(out, "| mlp |"), "exit %d: %s", st, out);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    run(cmd, out, sizeof out);
+}
+
 int main(void)
 {
     if (access(bin(), X_OK) != 0) {
@@ -227,6 +338,7 @@ int main(void)
         return 1;
     }
     test_bad_input();
+    test_report_bad_files();
     test_log_full_disk();
     test_tokenize();
     test_save_eval();

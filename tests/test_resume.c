@@ -4,6 +4,12 @@
  *     bit-identical (the JSON prints them with %.9g, which round-trips f32).
  *     Three variants: AdamW; SGD with Nesterov momentum; AdamW with --accum 2;
  *   - resuming with another --batch is refused with a message naming batch;
+ *   - what else defines the run is checked too: another --steps (cosine:
+ *     the schedule spans it; --epochs sets it as well), --lr (the same value
+ *     typed otherwise passes), --data, --wd, a switch (--nesterov) are each
+ *     refused with the saved and this run's value and one hint;
+ *     --resume-change lets named ones differ with a warning each; a
+ *     checkpoint without those keys (older ctrain) resumes with one warning;
  *   - a corrupted checkpoint is refused;
  *   - `ctrain eval --load` reads the weights of a training checkpoint;
  *   - resuming with the same --log appends: steps 1..10 of the first run stay,
@@ -137,6 +143,115 @@ static void check_refusals(const char *dir)
                "exit %d, top-1 %.2f: %s", st, top1, out);
 }
 
+/* An older checkpoint: blank out (with spaces, so the header keeps its
+ * length and stays valid JSON) each ,"key":"value" of keys. 0 when done. */
+static int strip_meta(const char *path, const char *const *keys, int n)
+{
+    FILE *f = fopen(path, "r+b");
+    if (!f) return -1;
+    unsigned char len8[8];
+    if (fread(len8, 1, 8, f) != 8) { fclose(f); return -1; }
+    size_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (size_t)len8[i] << (8 * i);
+    char *h = calloc(hl + 1, 1);
+    int ok = h && fread(h, 1, hl, f) == hl;
+    for (int i = 0; i < n && ok; i++) {
+        char pat[64];
+        snprintf(pat, sizeof pat, ",\"%s\":\"", keys[i]);
+        char *at = strstr(h, pat), *end = at ? strchr(at + strlen(pat), '"') : NULL;
+        if (!end) ok = 0;
+        else memset(at, ' ', (size_t)(end + 1 - at));   /* the comma before it too */
+    }
+    ok = ok && fseek(f, 8, SEEK_SET) == 0 && fwrite(h, 1, hl, f) == hl;
+    free(h);
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* Resuming checks what defines the run: --lr, --schedule, --steps (when the
+ * schedule decays over it; --epochs sets it too), --data, --wd, --nesterov
+ * ...; --resume-change lets named ones differ; a checkpoint from before
+ * these keys were stored is resumed with one warning. */
+static void check_run_defining(const char *dir)
+{
+    char cmd[4096], out[8192], ck[600], old[600];
+    snprintf(ck, sizeof ck, "%s/cosine.ckpt", dir);
+    const char *base = "train --model mlp --device cpu --hidden 16 --optim adamw --lr 1e-3 "
+                       "--schedule cosine --log-every 5";
+    snprintf(cmd, sizeof cmd, "%s %s --steps 10 --save-every 10 --save %s 2>&1", bin(), base, ck);
+    int st = run(cmd, out, sizeof out);
+    check_true("resume.defining.saved", st == 0, "exit %d: %s", st, out);
+
+    snprintf(cmd, sizeof cmd, "%s %s --steps 20 --resume %s 2>&1", bin(), base, ck);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.defining.steps_refused",
+               st == 1 && strstr(out, "saved with --steps 10; this run has --steps 20") &&
+               strstr(out, "hint: run with the saved value (--steps 10), or add --resume-change "
+                      "steps to change it deliberately") && !strstr(out, "trained"),
+               "exit %d: %s", st, out);
+
+    snprintf(cmd, sizeof cmd, "%s %s --epochs 1 --resume %s 2>&1", bin(), base, ck);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.defining.epochs_refused", st == 1 && strstr(out, "--steps 10; this run has "
+               "--steps 937"), "exit %d: %s", st, out);
+
+    snprintf(cmd, sizeof cmd, "%s %s --steps 10 --lr 2e-3 --resume %s 2>&1", bin(), base, ck);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.defining.lr_refused", st == 1 && strstr(out, "saved with --lr 0.001; this "
+               "run has --lr 0.002") && strstr(out, "--resume-change lr "), "exit %d: %s", st, out);
+
+    /* the same value typed another way is the same value */
+    snprintf(cmd, sizeof cmd, "%s %s --steps 10 --lr 0.0010 --resume %s 2>&1", bin(), base, ck);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.defining.lr_same_value_accepted", st == 0 && strstr(out, "nothing left to "
+               "train"), "exit %d: %s", st, out);
+
+    snprintf(cmd, sizeof cmd, "%s %s --steps 10 --wd 0.01 --data fashion-mnist:/usr/share/datasets/"
+             "fashion-mnist --resume %s 2>&1", bin(), base, ck);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.defining.data_and_wd_refused", st == 1 &&
+               strstr(out, "saved with --data fashion-mnist, --wd 0; this run has --data "
+                      "fashion-mnist:/usr/share/datasets/fashion-mnist, --wd 0.01") &&
+               strstr(out, "--resume-change data,wd to change them"), "exit %d: %s", st, out);
+
+    snprintf(cmd, sizeof cmd, "%s %s --steps 20 --lr 2e-3 --resume-change steps,--lr --resume %s "
+             "2>&1", bin(), base, ck);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.defining.change_allowed", st == 0 &&
+               strstr(out, "[warn] --resume-change lr: ") && strstr(out, "was saved with --lr "
+               "0.001, this run has --lr 0.002") && strstr(out, "[warn] --resume-change steps: ") &&
+               strstr(out, "trained 10 steps"), "exit %d: %s", st, out);
+
+    /* a switch: saved with --nesterov, resumed without */
+    snprintf(ck, sizeof ck, "%s/nesterov.ckpt", dir);
+    snprintf(cmd, sizeof cmd, "%s train --model mlp --device cpu --hidden 16 --nesterov --steps 2 "
+             "--save-every 2 --save %s 2>&1", bin(), ck);
+    st = run(cmd, out, sizeof out);
+    snprintf(cmd, sizeof cmd, "%s train --model mlp --device cpu --hidden 16 --steps 2 --resume %s "
+             "2>&1", bin(), ck);
+    st = run(cmd, out, sizeof out);
+    check_true("resume.defining.switch_refused", st == 1 && strstr(out, "saved with --nesterov; "
+               "this run has no --nesterov") && strstr(out, "run with the saved value (--nesterov)"),
+               "exit %d: %s", st, out);
+
+    /* a checkpoint written before the keys were stored: resumed, said once */
+    snprintf(ck, sizeof ck, "%s/cosine.ckpt", dir);
+    snprintf(old, sizeof old, "%s/old.ckpt", dir);
+    snprintf(cmd, sizeof cmd, "cp %s %s", ck, old);
+    run(cmd, out, sizeof out);
+    static const char *const added[] = {"lr", "schedule", "warmup", "final_lr", "total_steps",
+                                        "data", "momentum", "nesterov", "weight_decay",
+                                        "no_wd_bn_bias", "clip", "label_smoothing", "dropout",
+                                        "seq", "image_size", "world_size"};
+    check_true("resume.defining.old_file_made", strip_meta(old, added, 16) == 0, "%s", old);
+    snprintf(cmd, sizeof cmd, "%s %s --steps 20 --lr 2e-3 --resume %s 2>&1", bin(), base, old);
+    st = run(cmd, out, sizeof out);
+    const char *w = strstr(out, "could not be checked");
+    check_true("resume.defining.old_file_warned_once", st == 0 && w &&
+               !strstr(w + 1, "could not be checked") && strstr(out, "--lr, --schedule, --warmup, "
+               "--final-lr, --steps, --data, --wd,") && !strstr(out, "--momentum") &&
+               strstr(out, "trained 10 steps"), "exit %d: %s", st, out);
+}
+
 /* Resumed with the same --log (as the docs say): nothing before the resume is lost. */
 static void check_log_append(const char *dir)
 {
@@ -198,6 +313,7 @@ int main(void)
     check_resume("sgd_nesterov", dir, "--optim sgd --nesterov --lr 0.05");
     check_resume("adamw_accum2", dir, "--optim adamw --lr 1e-3 --accum 2");
     check_refusals(dir);
+    check_run_defining(dir);
     check_log_append(dir);
     check_save_probe();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

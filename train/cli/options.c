@@ -2,11 +2,14 @@
 #include "options.h"
 
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
+#include "train/loop/resume_check.h"
 
 void train_options_usage(const char *cmd)
 {
@@ -61,7 +64,11 @@ void train_options_usage(const char *cmd)
            "  --save-every N       make --save a training checkpoint (weights, optimizer, scaler,\n"
            "                       data position), written every N steps and at the end\n"
            "  --resume FILE        continue from a --save-every checkpoint: the remaining steps\n"
-           "                       repeat an uninterrupted run (same flags, same --steps)\n"
+           "                       repeat an uninterrupted run (same flags, same --steps); a flag\n"
+           "                       that defines the run (--lr, --steps, --data, ...) and differs\n"
+           "                       from the checkpoint's is refused\n"
+           "  --resume-change F,.. let these flags differ from the checkpoint's on purpose (e.g.\n"
+           "                       steps,lr; each said as a warning)\n"
            "  --load FILE          start from these weights (a ctrain or PyTorch safetensors file)\n"
            "  --log FILE           one JSON object per line: steps and the final evaluation\n"
            "  --log-every N        progress/log interval in steps (default 50)\n"
@@ -100,28 +107,55 @@ static void opt_fail(const char *cmd, const char *msg)
     ct_fatal_hint(hint, "%s", msg);
 }
 
+/* A whole number in lo..hi. The 64-bit parse is range-checked before any
+ * caller narrows it to int, and every message quotes what was typed. */
 static long parse_long(const char *cmd, const char *flag, const char *v, long lo, long hi)
 {
-    char *end, msg[600];
+    char *end, msg[700];
     errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi) {
-        snprintf(msg, sizeof msg, "%s: '%s' is not a whole number in %ld..%ld", flag, v, lo, hi);
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end) {
+        snprintf(msg, sizeof msg, "%s: '%s' is not a whole number (expected %ld..%ld)", flag, v,
+                 lo, hi);
         opt_fail(cmd, msg);
     }
-    return x;
+    if (errno == ERANGE || x < lo || x > hi) {
+        snprintf(msg, sizeof msg, "%s: '%s' is out of range: it must be in %ld..%ld", flag, v, lo,
+                 hi);
+        opt_fail(cmd, msg);
+    }
+    return (long)x;
 }
 
+/* A number in [lo, hi], stored as f32: parsed as a double, range-checked,
+ * and refused when f32 cannot hold it (a nonzero value below the smallest
+ * normal f32 would silently become 0 or lose its digits). */
 static float parse_float(const char *cmd, const char *flag, const char *v, float lo, float hi)
 {
-    char *end, msg[600];
+    char *end, msg[700];
     errno = 0;
-    float x = strtof(v, &end);
-    if (errno || *end || end == v || !(x >= lo && x <= hi)) {
-        snprintf(msg, sizeof msg, "%s: '%s' is not a number in [%g, %g]", flag, v, (double)lo, (double)hi);
+    double x = strtod(v, &end);
+    if (end == v || *end) {
+        snprintf(msg, sizeof msg, "%s: '%s' is not a number", flag, v);
         opt_fail(cmd, msg);
     }
-    return x;
+    if (isnan(x)) {
+        snprintf(msg, sizeof msg, "%s: '%s' is not a number (NaN): it must be in [%g, %g]", flag, v,
+                 (double)lo, (double)hi);
+        opt_fail(cmd, msg);
+    }
+    int tiny = x != 0 ? fabs(x) < FLT_MIN : errno == ERANGE;   /* ERANGE at 0: underflow */
+    if (tiny && !(x < lo)) {
+        snprintf(msg, sizeof msg, "%s: '%s' is too small to hold in f32 (below %g, the smallest "
+                 "normal f32, it rounds to 0 or loses its digits)", flag, v, (double)FLT_MIN);
+        ct_fatal_hint("pass 0 for none, or a value of at least 1.2e-38", "%s", msg);
+    }
+    if ((errno == ERANGE && x != 0) || !(x >= lo && x <= hi)) {
+        snprintf(msg, sizeof msg, "%s: '%s' is out of range: it must be in [%g, %g]", flag, v,
+                 (double)lo, (double)hi);
+        opt_fail(cmd, msg);
+    }
+    return (float)x;
 }
 
 static void copy_str(const char *cmd, const char *flag, char *dst, size_t n, const char *v)
@@ -164,7 +198,7 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
             o->model = (ModelKind)k;
         } else if (!strcmp(a, "--data")) copy_str(cmd, a, o->data, sizeof o->data, v);
         else if (!strcmp(a, "--epochs")) o->epochs = (int)parse_long(cmd, a, v, 1, 100000);
-        else if (!strcmp(a, "--steps")) o->steps = parse_long(cmd, a, v, 1, LONG_MAX / 2);
+        else if (!strcmp(a, "--steps")) o->steps = parse_long(cmd, a, v, 1, TRAIN_MAX_STEPS);
         else if (!strcmp(a, "--batch")) o->batch = (int)parse_long(cmd, a, v, 1, 1 << 20);
         else if (!strcmp(a, "--accum")) o->accum = (int)parse_long(cmd, a, v, 1, 1 << 16);
         else if (!strcmp(a, "--lr")) o->lr = parse_float(cmd, a, v, 0.0f, 100.0f);
@@ -173,7 +207,7 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
         else if (!strcmp(a, "--wd")) o->optim.weight_decay = parse_float(cmd, a, v, 0.0f, 1.0f);
         else if (!strcmp(a, "--clip")) o->clip = parse_float(cmd, a, v, 0.0f, 1e9f);
         else if (!strcmp(a, "--label-smoothing")) o->label_smoothing = parse_float(cmd, a, v, 0.0f, 1.0f);
-        else if (!strcmp(a, "--warmup")) o->warmup = parse_long(cmd, a, v, 0, LONG_MAX / 2);
+        else if (!strcmp(a, "--warmup")) o->warmup = parse_long(cmd, a, v, 0, TRAIN_MAX_STEPS);
         else if (!strcmp(a, "--seed")) o->seed = (uint64_t)parse_long(cmd, a, v, 0, LONG_MAX);
         else if (!strcmp(a, "--graph-warmup")) o->graph_warmup = parse_long(cmd, a, v, 1, 1000);
         else if (!strcmp(a, "--log-every")) o->log_every = (int)parse_long(cmd, a, v, 1, 1 << 30);
@@ -182,7 +216,12 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
         else if (!strcmp(a, "--save")) copy_str(cmd, a, o->save_path, sizeof o->save_path, v);
         else if (!strcmp(a, "--load")) copy_str(cmd, a, o->load_path, sizeof o->load_path, v);
         else if (!strcmp(a, "--resume")) copy_str(cmd, a, o->resume_path, sizeof o->resume_path, v);
-        else if (!strcmp(a, "--save-every")) o->save_every = parse_long(cmd, a, v, 1, LONG_MAX / 2);
+        else if (!strcmp(a, "--resume-change")) {
+            if (resume_change_parse(&o->resume_change, v, msg, sizeof msg) != 0)
+                ct_fatal_hint("name flags without their values, e.g. --resume-change steps,lr",
+                              "%s", msg);
+        }
+        else if (!strcmp(a, "--save-every")) o->save_every = parse_long(cmd, a, v, 1, TRAIN_MAX_STEPS);
         else if (!strcmp(a, "--image-size")) o->image_size = (int)parse_long(cmd, a, v, 8, 4096);
         else if (!strcmp(a, "--classes")) o->classes = (int)parse_long(cmd, a, v, 2, 1 << 20);
         else if (!strcmp(a, "--workers")) o->workers = (int)parse_long(cmd, a, v, 1, 256);
@@ -193,6 +232,13 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
         else if (!strcmp(a, "--bucket-mb")) o->dist.bucket_mb = parse_float(cmd, a, v, 0.0f, 65536.0f);
         else if (!strcmp(a, "--dist-timeout")) o->dist.timeout_s = (int)parse_long(cmd, a, v, 1, 86400);
         else if (!strcmp(a, "--device")) {
+            char *end;
+            errno = 0;
+            long long id = strncmp(v, "cuda:", 5) ? 0 : strtoll(v + 5, &end, 10);
+            if (id && !*end && (errno || id < 0 || id > 1023)) {   /* before ctx_parse_device's int */
+                snprintf(msg, sizeof msg, "--device: '%s': the GPU number is out of range (0..1023)", v);
+                opt_fail(cmd, msg);
+            }
             if (ctx_parse_device(v, &o->device, &o->device_id) != 0) {
                 snprintf(msg, sizeof msg, "--device: '%s' is not cpu, cuda or cuda:N", v);
                 opt_fail(cmd, msg);

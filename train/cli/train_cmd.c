@@ -75,6 +75,10 @@ int cmd_train(int argc, char **argv)
 
     if (opts.save_every && !opts.save_path[0])
         ct_fatal_hint("pass --save FILE with --save-every N", "--save-every needs a file to write");
+    if (opts.resume_change && !opts.resume_path[0])
+        ct_fatal_hint("pass --resume FILE, or drop --resume-change",
+                      "--resume-change lets a resumed run differ from its checkpoint; there is "
+                      "no --resume");
     if (opts.resume_path[0] && opts.load_path[0])
         ct_fatal_hint("drop --load: --resume restores the weights too",
                       "--resume and --load both set the starting weights");
@@ -99,9 +103,9 @@ int cmd_train(int argc, char **argv)
     Dist *dist = r.dist;
     FILE *logf = r.log;
     long total = r.total_steps;
-    int epochs = r.epochs;
+    long epochs = r.epochs;
     GradScaler *sc = &tr->scaler;
-    LOG_I("train %s (%zu parameters) on %s; batch %d x accum %d, %ld steps (%d epoch%s), %s, %s",
+    LOG_I("train %s (%zu parameters) on %s; batch %d x accum %d, %ld steps (%ld epoch%s), %s, %s",
           m->name, m->params.total, fd->desc, o->batch, o->accum, total, epochs, epochs == 1 ? "" : "s",
           ctx_device_name(c), precision_name(o->precision));
     if (logf) log_config(logf, o, m, fd, total, c);
@@ -162,7 +166,7 @@ int cmd_train(int argc, char **argv)
             if (isfinite(drate)) snprintf(db, sizeof db, "  data %.0f img/s", drate);
             if (sc->enabled) snprintf(sb, sizeof sb, "  scale %g skipped %lld", (double)ss.scale,
                                       (long long)ss.skipped);
-            progress_update(&pg, "epoch %ld/%d  step %ld/%ld  loss %.4f  lr %.4g  %.0f samples/s%s%s  ETA %s  mem %s (peak %s)",
+            progress_update(&pg, "epoch %ld/%ld  step %ld/%ld  loss %.4f  lr %.4g  %.0f samples/s%s%s  ETA %s  mem %s (peak %s)",
                             trainer_epoch(tr), epochs, step,
                             total, (double)lv, (double)lr, sps, db, sb,
                             progress_fmt_time(eb, sizeof eb, eta),

@@ -45,8 +45,14 @@ extern "C" {
 #endif
 
 #define ST_MAX_DIMS 8
+/* The __metadata__ key of the writer's checksum (see above). */
+#define ST_CRC_KEY "ctrain_crc32"
 /* The reference implementation refuses headers over 100 MB; so do we. */
 #define ST_MAX_HEADER ((uint64_t)100000000)
+/* The most tensors and __metadata__ keys a header may list: far above any
+ * model (BERT-large has ~400 tensors), far below what 100 MB could hold. */
+#define ST_MAX_TENSORS 1000000
+#define ST_MAX_META 1000000
 
 enum {
     ST_OK = 0,
@@ -122,12 +128,15 @@ typedef struct StFile {
     StEntry *e;               /* in header order */
     int n;
     const StEntry **by_name;  /* e sorted by name, for st_find */
-    char **meta;              /* key, value, ... */
+    char **meta;              /* key, value, ... sorted by key (st_meta's binary search) */
     int nmeta;
 } StFile;
 
 /* Open, parse and validate a file; verifies ctrain_crc32 when present.
- * On failure f is left empty (st_close is still safe). */
+ * A name that appears twice (a tensor, a __metadata__ key) is refused by
+ * name; so are more than ST_MAX_TENSORS tensors or ST_MAX_META keys. Every
+ * check is O(n log n) in the header's size. On failure f is left empty
+ * (st_close is still safe). */
 int st_open(const char *path, StFile *f, char *err, size_t errlen);
 const StEntry *st_find(const StFile *f, const char *name);
 /* Metadata value for key, or NULL. */

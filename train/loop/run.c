@@ -49,8 +49,12 @@ static void plan_steps(Run *r)
     if (r->steps_per_epoch < 1)
         ct_fatal_hint("lower --accum or --batch", "an epoch has %ld batches, fewer than --accum %d",
                       bpe, o->accum);
+    if (!o->steps && r->steps_per_epoch > TRAIN_MAX_STEPS / o->epochs)
+        ct_fatal_hint("pass fewer --epochs, or --steps N", "--epochs %d of %ld steps each make "
+                      "more than %ld steps, the most a run may have", o->epochs,
+                      r->steps_per_epoch, TRAIN_MAX_STEPS);
     r->total_steps = o->steps ? o->steps : r->steps_per_epoch * o->epochs;
-    r->epochs = (int)((r->total_steps + r->steps_per_epoch - 1) / r->steps_per_epoch);
+    r->epochs = (r->total_steps + r->steps_per_epoch - 1) / r->steps_per_epoch;   /* long: --steps 10^12 */
 }
 
 void run_open(Run *r, const TrainOptions *opts, const RunSpec *spec)

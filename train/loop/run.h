@@ -63,7 +63,7 @@ typedef struct Run {
     Trainer tr;              /* RUN_TRAIN only */
     long steps_per_epoch;    /* RUN_TRAIN: optimizer steps per pass over the feed */
     long total_steps;        /* the run's optimizer steps */
-    int epochs;              /* passes those steps span (the last may be partial) */
+    long epochs;             /* passes those steps span (the last may be partial) */
     RunGoal goal;
 } Run;
 

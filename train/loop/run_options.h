@@ -25,6 +25,13 @@
 #include "precision.h"
 #include "schedule.h"
 
+/* The most optimizer steps a run may have (--steps, --warmup, --save-every,
+ * and --epochs times the steps per epoch): 10^12, 30 years at 1000 steps/s.
+ * The step counter is a long and the micro-batch counter (steps x --accum,
+ * at most 2^16) must fit in 64 bits with room to spare; a larger --steps is
+ * a typo, not a run. */
+#define TRAIN_MAX_STEPS 1000000000000L
+
 /* BERT's head: AUTO = classifier on a classification set (fortunes-cls), else MLM */
 typedef enum { HEAD_AUTO = 0, HEAD_MLM, HEAD_CLS } HeadKind;
 
@@ -56,6 +63,8 @@ typedef struct TrainOptions {
     char save_path[512], load_path[512];
     long save_every;         /* --save-every N: a training checkpoint every N steps; 0: off */
     char resume_path[512];   /* --resume FILE: continue a training checkpoint */
+    unsigned resume_change;  /* --resume-change FLAG,...: a bit per option that may differ
+                                from the checkpoint's (resume_check.h) */
     char log_path[512];
     int log_every;
     int trace;

@@ -13,6 +13,7 @@
 #include "engine/params.h"
 #include "train/io/checkpoint.h"
 #include "overlap.h"
+#include "resume_check.h"
 #include "step_graph.h"
 
 void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o, long total_steps)
@@ -203,15 +204,10 @@ void trainer_save(Trainer *t, const TrainOptions *o, const char *path)
     s.micro = t->micro;
     s.rng = (int64_t)t->ctx->rng_offset;
 
-    char batch[24], accum[24], seed[24], steps[24], err[512];
-    snprintf(batch, sizeof batch, "%d", o->batch);
-    snprintf(accum, sizeof accum, "%d", o->accum);
-    snprintf(seed, sizeof seed, "%" PRIu64, o->seed);
-    snprintf(steps, sizeof steps, "%ld", t->step);
-    const char *meta[] = {"ctrain_checkpoint", "training", "model", model_kind_name(o->model),
-                          "optimizer", optim_name(o->optim.kind), "precision", precision_name(o->precision),
-                          "batch", batch, "accum", accum, "seed", seed, "steps", steps};
-    int code = ckpt_save(path, ps, s.t, s.n, meta, 8, err, sizeof err);
+    ResumeMeta meta;   /* what defines the run, for --resume to compare */
+    resume_meta_fill(&meta, t, o);
+    char err[512];
+    int code = ckpt_save(path, ps, s.t, s.n, meta.kv, meta.n, err, sizeof err);
     free(s.blocks);
     if (code) ct_fatal_hint(ckpt_hint(code, 1), "%s", err);
 }
@@ -225,22 +221,6 @@ int ckpt_is_training(const char *path)
     int yes = k && !strcmp(k, "training");
     st_close(&f);
     return yes;
-}
-
-/* The file's metadata value for key must equal ours (flag: the option's name). */
-static void resume_check(const StFile *f, const char *path, const char *key, const char *flag,
-                         const char *ours)
-{
-    const char *saved = st_meta(f, key);
-    if (!saved) ct_fatal_hint("resume from a file written by ctrain train --save-every",
-                              "%s: training checkpoint without '%s' metadata", path, key);
-    if (strcmp(saved, ours)) {
-        char hint[256];
-        snprintf(hint, sizeof hint, "pass %s %s as when it was saved, or drop --resume to start "
-                 "a new run", flag, saved);
-        ct_fatal_hint(hint, "cannot resume %s: it was saved with %s %s, this run has %s %s",
-                      path, flag, saved, flag, ours);
-    }
 }
 
 void trainer_resume(Trainer *t, const TrainOptions *o, const char *path)
@@ -257,19 +237,7 @@ void trainer_resume(Trainer *t, const TrainOptions *o, const char *path)
                       "from weights only, pass --load FILE",
                       "%s holds weights only, not a training state", path);
     }
-    char batch[24], accum[24], seed[24];
-    snprintf(batch, sizeof batch, "%d", o->batch);
-    snprintf(accum, sizeof accum, "%d", o->accum);
-    snprintf(seed, sizeof seed, "%" PRIu64, o->seed);
-    resume_check(&f, path, "model", "--model", model_kind_name(o->model));
-    resume_check(&f, path, "optimizer", "--optim", optim_name(o->optim.kind));
-    resume_check(&f, path, "batch", "--batch", batch);
-    resume_check(&f, path, "accum", "--accum", accum);
-    resume_check(&f, path, "seed", "--seed", seed);
-    const char *prec = st_meta(&f, "precision");
-    if (prec && strcmp(prec, precision_name(o->precision)))
-        LOG_W("%s was saved with --precision %s, this run has %s: the loss will not repeat "
-              "bit for bit", path, prec, precision_name(o->precision));
+    resume_check(&f, path, t, o);   /* model, optimizer, batch, ..., lr, steps, data */
     st_close(&f);
 
     TrainState s;

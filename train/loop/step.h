@@ -59,15 +59,18 @@ float trainer_loss_mean(Trainer *t);
  *   __ctrain.step               I64 [1]  optimizer steps done
  *   __ctrain.micro              I64 [1]  micro-batches fed (the data position)
  *   __ctrain.rng_offset         I64 [1]  the context's Philox offset (u64 bits)
- * and metadata ctrain_checkpoint=training, model, optimizer, precision,
- * batch, accum, seed, steps. Parameter loaders (ctrain eval --load) skip the
- * __ctrain.* entries of such a file. Resuming restores all of it, so the
- * remaining steps are bit-identical to an uninterrupted run with the same
- * flags (the schedule is rebuilt from this run's --steps / --epochs).
+ * and metadata ctrain_checkpoint=training, steps (the position) and the
+ * options that define the run (resume_check.h: model, optimizer, batch,
+ * accum, seed, precision, lr, schedule, total_steps, data, ...). Parameter
+ * loaders (ctrain eval --load) skip the __ctrain.* entries of such a file.
+ * Resuming restores all of it, so the remaining steps are bit-identical to
+ * an uninterrupted run with the same flags (the schedule is rebuilt from
+ * this run's --steps / --epochs, which must give the saved total).
  * Both end the program with a message and a hint on failure; the save is
  * atomic (a failed save leaves the previous file). Both synchronize. */
 void trainer_save(Trainer *t, const TrainOptions *o, const char *path);
-/* Refuses a file whose model, optimizer, batch, accum or seed differ from o. */
+/* Refuses a file whose run-defining options differ from o (resume_check.h;
+ * o->resume_change lets the named ones differ). */
 void trainer_resume(Trainer *t, const TrainOptions *o, const char *path);
 /* 1 when path opens as a training checkpoint (metadata ctrain_checkpoint). */
 int ckpt_is_training(const char *path);
