@@ -15,6 +15,20 @@
 
 typedef struct Feed Feed;
 
+/* What a feed has done since it opened (cumulative: a caller takes the
+ * difference of two readings for an interval's rates). */
+typedef struct FeedStats {
+    uint64_t images;           /* training images (samples) handed to the model */
+    double wait_s;             /* time next() blocked waiting for a batch that was not ready:
+                                  the training loop stood still for the data */
+    double decode_s;           /* decoder busy time, summed over its threads / streams */
+    int decode_parallel;       /* threads (or engines) decode_s is summed over; capacity =
+                                  images / decode_s * decode_parallel */
+    uint64_t cpu_fallback;     /* images the GPU decoder gave to the CPU decoder */
+    char decode[64];           /* what decodes: "gpu (nvJPEG hardware)", "cpu (libjpeg-turbo,
+                                  16 threads)", "none" (synthetic, token shards) */
+} FeedStats;
+
 #define FEED_MAX_IN 5          /* BERT MLM: ids, token types, mask, masked rows, labels */
 
 struct Feed {
@@ -31,6 +45,8 @@ struct Feed {
     void (*next)(Feed *f, Ctx *c, uint64_t epoch, uint32_t batch_index);
     /* Loader images/s so far (NAN when not applicable). */
     double (*data_rate)(Feed *f);
+    /* Cumulative statistics (NULL: the feed makes no data on the host). */
+    void (*stats)(Feed *f, FeedStats *s);
     /* Evaluation: start, then next until it returns 0; n = rows in this batch
      * (the tensors in *in have n rows; labels in[n_in - 1]). */
     void (*eval_start)(Feed *f, Ctx *c);
@@ -45,6 +61,7 @@ typedef struct FeedSpec {
     int batch, eval_batch;
     int image_size;            /* 0: default for the data set */
     int workers;
+    const char *decode;        /* --decode: "auto", "gpu", "cpu" (images; NULL: auto) */
     int classes;               /* synthetic */
     uint64_t seed;
     int seq;                   /* BERT: tokens per sequence */
