@@ -61,12 +61,12 @@ typedef struct FeedSpec {
     int batch, eval_batch;
     int image_size;            /* 0: default for the data set */
     int workers;
-    const char *decode;        /* --decode: "auto", "gpu", "cpu" (images; NULL: auto) */
     int classes;               /* synthetic */
     uint64_t seed;
     int seq;                   /* BERT: tokens per sequence */
     const char *vocab;         /* BERT: vocab.txt for mlm:SHARD */
     int vocab_size;            /* BERT synthetic: ids drawn from [0, vocab_size) */
+    const char *decode;        /* --decode: "auto", "gpu", "cpu" (images; NULL: auto) */
 } FeedSpec;
 
 #endif

@@ -39,8 +39,10 @@ HeadKind train_options_head(const TrainOptions *o)
 
 FeedSpec train_options_feed_spec(const TrainOptions *o)
 {
-    FeedSpec s = {o->data, model_kind_name(o->model), o->batch, o->eval_batch, o->image_size,
-                  o->workers, o->classes, o->seed, o->seq, o->vocab, o->classes};
+    FeedSpec s = {.data = o->data, .model = model_kind_name(o->model), .batch = o->batch,
+                  .eval_batch = o->eval_batch, .image_size = o->image_size,
+                  .workers = o->workers, .decode = NULL, .classes = o->classes, .seed = o->seed,
+                  .seq = o->seq, .vocab = o->vocab, .vocab_size = o->classes};
     return s;
 }
 
