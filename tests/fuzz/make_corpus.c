@@ -6,9 +6,10 @@
  * Every file is a few hundred bytes and the same on every run, so the
  * committed corpus can be rewritten and compared.
  *
- * The 80,000-key metadata header of issue 17 (a quadratic duplicate-key
- * check: 50 s) is written as crashes/fuzz_safetensors/meta_80k_keys.st
- * (about 1 MB).
+ * The crash cases: the 80,000-key metadata header of issue 17 (a
+ * quadratic duplicate-key check: 50 s; about 1 MB), fortune entries that
+ * all tokenize to nothing (UBSan in textcls_batch), IDX headers that
+ * promise gigabytes (allocated before the data was read).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -194,6 +195,13 @@ static void idx_seeds(void)
     put(path_of(g_out, "fuzz_idx", "f32-ubyte"), f32, sizeof f32);
     put_gz(path_of(g_out, "fuzz_idx", "images-ubyte.gz"), img, sizeof img);
     put_gz(path_of(g_out, "fuzz_idx", "labels-ubyte.gz"), lab, sizeof lab);
+
+    /* issue 17 and fuzz_idx: a header promising 2^31 (1.8e9) elements made
+     * idx_load allocate them before finding the file holds none */
+    uint8_t big[9] = {0, 0, 0x08, 1, 0x80, 0, 0, 0, 0};
+    put(path_of(g_crash, "fuzz_idx", "header_promises_2g"), big, sizeof big);
+    uint8_t gz[9] = {0, 0, 0x08, 1, 0x70, 0, 0, 0x02, 0};
+    put_gz(path_of(g_crash, "fuzz_idx", "gz_header_promises_1.8g.gz"), gz, sizeof gz);
 }
 
 /* ---- vocab and shards ---- */
