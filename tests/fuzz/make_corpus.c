@@ -246,6 +246,21 @@ static void text_seeds(void)
     SEED("fuzz_vocab", "bom.txt", "\xef\xbb\xbf[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\n");
     SEED("fuzz_vocab", "dup.txt", "[UNK]\na\n\n##a\na\n[UNK]");
 
+    /* fuzz_vocab_build: byte 0 = mode (% 3), score (& 4), held-out filter (& 8);
+     * byte 1 = size (16 + 8 x byte 1) */
+    char vb[sizeof corpus_text + 2] = {1, 20};
+    memcpy(vb + 2, corpus_text, sizeof corpus_text - 1);
+    seed("fuzz_vocab_build", "fortunes_uncased", vb, sizeof vb - 1);
+    vb[0] = 5, vb[1] = 10;   /* cased NFC, likelihood */
+    seed("fuzz_vocab_build", "fortunes_nfc_likelihood", vb, sizeof vb - 1);
+    vb[0] = 8, vb[1] = 30;
+    seed("fuzz_vocab_build", "fortunes_held_out", vb, sizeof vb - 1);
+    char lw[128] = "\x01\x04short ";   /* a word of 101 characters: [UNK] whatever the vocab */
+    size_t at = strlen(lw);
+    memset(lw + at, 'a', 101);
+    memcpy(lw + at + 101, " b\n", 3);
+    seed("fuzz_vocab_build", "long_word", lw, at + 104);
+
     /* fuzz_wordpiece: byte 0 = vocab mode (% 3) and document rule (/ 3 % 4) */
     SEED("fuzz_wordpiece", "plain", "\x01The fortune cookie's café, naïve STRASSE: 中文 日本!");
     SEED("fuzz_wordpiece", "fortunes", "\x09" "a think\n%\ncafé\ncode\n%\n\n%\nx\n");
