@@ -6,6 +6,9 @@
 #                   tokenizer parity with transformers (scripts/tokenizer_parity.py)
 #   make CUDA=0     CPU-only build, even where nvcc, cuDNN and cuBLAS exist
 #   make ARCH=90    build GPU code for one architecture only (faster dev builds)
+#   make fuzz, make fuzz-replay, make asan
+#                   the sanitizer builds: libFuzzer harnesses of the parsers,
+#                   their corpus replayed, tests under ASan + UBSan (see below)
 # The CUDA backend is built when nvcc, cuDNN, cuBLAS and NCCL are found (NCCL:
 # multi-GPU data parallel, train/parallel/dist.h; the CPU-only build needs none of them).
 
