@@ -148,6 +148,8 @@ ASAN_TESTS := test_wordpiece test_mlm test_loader test_checkpoint test_imagefold
               test_data_mnist test_dist_env test_settings test_error
 .PHONY: fuzz fuzz-bins fuzz-replay fuzz-corpus asan
 fuzz:
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 || { echo "make fuzz: $(FUZZ_CC) not found;" \
+	    "libFuzzer comes with clang (apt-get install clang), or set FUZZ_CC"; exit 1; }
 	@CFLAGS='$(SAN_FLAGS) -fsanitize=fuzzer-no-link' $(MAKE) --no-print-directory \
 	    CC=$(FUZZ_CC) CUDA=0 BUILD=build-fuzz FUZZ_MAIN=fuzzer fuzz-bins
 

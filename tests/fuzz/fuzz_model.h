@@ -38,29 +38,22 @@ typedef struct FuzzTrainState {
     float scale;
 } FuzzTrainState;
 
-static inline CkptTensor fuzz_tensor(const char *name, DType dt, int64_t n, void *data)
-{
-    CkptTensor c;
-    memset(&c, 0, sizeof c);
-    c.name = name;
-    c.dtype = dt;
-    c.ndim = 1;
-    c.shape[0] = n;
-    c.data = data;
-    return c;
-}
-
 static inline void fuzz_state_init(FuzzTrainState *s)
 {
     memset(s, 0, sizeof *s);
-    s->t[s->n++] = fuzz_tensor("__ctrain.optimizer.0", DT_F32, FUZZ_MODEL_P, s->blocks[0]);
-    s->t[s->n++] = fuzz_tensor("__ctrain.optimizer.1", DT_F32, FUZZ_MODEL_P, s->blocks[1]);
-    s->t[s->n++] = fuzz_tensor("__ctrain.optimizer.step", DT_I64, 1, &s->opt_step);
-    s->t[s->n++] = fuzz_tensor("__ctrain.scaler", DT_F32, 1, &s->scale);
-    s->t[s->n++] = fuzz_tensor("__ctrain.scaler.counts", DT_I64, 2, s->counts);
-    s->t[s->n++] = fuzz_tensor("__ctrain.step", DT_I64, 1, &s->step);
-    s->t[s->n++] = fuzz_tensor("__ctrain.micro", DT_I64, 1, &s->micro);
-    s->t[s->n++] = fuzz_tensor("__ctrain.rng_offset", DT_I64, 1, &s->rng);
+    const struct { const char *name; DType dt; int64_t n; void *data; } t[8] = {
+        {"__ctrain.optimizer.0", DT_F32, FUZZ_MODEL_P, s->blocks[0]},
+        {"__ctrain.optimizer.1", DT_F32, FUZZ_MODEL_P, s->blocks[1]},
+        {"__ctrain.optimizer.step", DT_I64, 1, &s->opt_step},
+        {"__ctrain.scaler", DT_F32, 1, &s->scale},
+        {"__ctrain.scaler.counts", DT_I64, 2, s->counts},
+        {"__ctrain.step", DT_I64, 1, &s->step},
+        {"__ctrain.micro", DT_I64, 1, &s->micro},
+        {"__ctrain.rng_offset", DT_I64, 1, &s->rng},
+    };
+    for (int i = 0; i < 8; i++)
+        s->t[s->n++] = (CkptTensor){.name = t[i].name, .dtype = t[i].dt, .ndim = 1,
+                                    .shape = {t[i].n}, .data = t[i].data};
 }
 
 #endif

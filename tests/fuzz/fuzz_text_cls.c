@@ -53,13 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!g_dir[0]) {
         fuzz_quiet();
-        /* $TMPDIR, else memory (/dev/shm) where there is one: a file system
-         * round trip per input is most of this harness's time */
-        const char *tmp = getenv("TMPDIR");
-        if (!tmp || strlen(tmp) >= 30) tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-        snprintf(g_dir, sizeof g_dir, "%s/ctrain-fuzz-XXXXXX", tmp);
-        if (!mkdtemp(g_dir)) { perror("mkdtemp"); abort(); }
-        atexit(remove_dir);
+        fuzz_tmpdir(g_dir, remove_dir);
         fuzz_vocab_init(&g_wp, WP_UNCASED);
     }
     if (!size) return 0;

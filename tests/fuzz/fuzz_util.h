@@ -59,6 +59,19 @@ static inline int fuzz_file_open(char path[64], const void *data, size_t size)
     return fd;
 }
 
+/* A fresh directory for a harness whose parser reads a directory or
+ * writes a file, in dir[64]: in $TMPDIR, else in memory (/dev/shm: a file
+ * system round trip per input would be most of the time), else /tmp.
+ * at_exit (when not NULL) is registered to remove what is in it. */
+static inline void fuzz_tmpdir(char dir[64], void (*at_exit)(void))
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || strlen(tmp) >= 30) tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    snprintf(dir, 64, "%s/ctrain-fuzz-XXXXXX", tmp);
+    if (!mkdtemp(dir)) { perror("mkdtemp"); abort(); }
+    if (at_exit) atexit(at_exit);
+}
+
 /* The first NUL- or newline-separated piece of data[*pos..size) as a
  * malloc'd string, *pos moved past it; NULL at the end. */
 static inline char *fuzz_next_piece(const uint8_t *data, size_t size, size_t *pos)

@@ -37,13 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!g_dir[0]) {
         fuzz_quiet();
-        const char *tmp = getenv("TMPDIR");
-        if (!tmp || strlen(tmp) >= 30) tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-        snprintf(g_dir, sizeof g_dir, "%s/ctrain-fuzz-XXXXXX", tmp);
-        if (!mkdtemp(g_dir)) { perror("mkdtemp"); abort(); }
+        fuzz_tmpdir(g_dir, remove_dir);
         snprintf(g_corpus, sizeof g_corpus, "%s/corpus.txt", g_dir);
         snprintf(g_vocab, sizeof g_vocab, "%s/vocab.txt", g_dir);
-        atexit(remove_dir);
     }
     if (size < 2) return 0;
     int mode = data[0] % 3, filter = (data[0] >> 3) & 1;
