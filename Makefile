@@ -6,6 +6,9 @@
 #                   tokenizer parity with transformers (scripts/tokenizer_parity.py)
 #   make CUDA=0     CPU-only build, even where nvcc, cuDNN and cuBLAS exist
 #   make ARCH=90    build GPU code for one architecture only (faster dev builds)
+#   make fuzz, make fuzz-replay, make asan
+#                   the sanitizer builds: libFuzzer harnesses of the parsers,
+#                   their corpus replayed, tests under ASan + UBSan (see below)
 # The CUDA backend is built when nvcc, cuDNN, cuBLAS and NCCL are found (NCCL:
 # multi-GPU data parallel, train/parallel/dist.h; the CPU-only build needs none of them).
 
@@ -123,5 +126,80 @@ run-mlp:
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- sanitizer builds (tests/fuzz/README.md) --------------------------------
+#   make fuzz         the libFuzzer harnesses build-fuzz/fuzz_NAME (tests/fuzz/fuzz_NAME.c):
+#                     clang -fsanitize=fuzzer,address,undefined over a CPU-only library
+#                     built with clang -fsanitize=fuzzer-no-link,address,undefined
+#   make fuzz-replay  each harness once over tests/fuzz/corpus/fuzz_NAME/ and
+#                     tests/fuzz/crashes/fuzz_NAME/ without libFuzzer (tests/fuzz/replay.c):
+#                     clang with ASan + UBSan, else $(CC) with them, else plain $(CC);
+#                     ends with "N passed, N failed", one per harness
+#   make fuzz-corpus  write the seed corpus tests/fuzz/corpus/ again (tests/fuzz/make_corpus.c)
+#   make asan         the library, build-asan/ctrain and the ASAN_TESTS below under ASan +
+#                     UBSan (CPU-only, build-asan), then runs those tests
+# Each runs this Makefile again with its own CC, BUILD and CFLAGS; CFLAGS comes
+# from the environment so that the flags above are still added to it.
+SAN_FLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+              -fno-omit-frame-pointer
+FUZZ_CC    ?= clang
+FUZZ_NAMES := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+# the driver: libFuzzer (fuzzer) or tests/fuzz/replay.c (replay)
+FUZZ_MAIN  ?= fuzzer
+FUZZ_MAIN_OBJ := $(if $(filter replay,$(FUZZ_MAIN)),$(BUILD)/obj/tests/fuzz/replay.o)
+FUZZ_LINK  := $(if $(filter fuzzer,$(FUZZ_MAIN)),-fsanitize=fuzzer)
+# the CPU tests make asan runs: the parsers, loaders and checkpoints, and the
+# environment parsers (about 15 s under ASan on 2 cores). Left out as too slow
+# under ASan: test_resume (2 minutes: some 30 runs of build-asan/ctrain),
+# test_cli (over 15 minutes: some 200 runs), test_bench; and the op and model
+# tests, which read no file a user gives (test_autograd's out-of-memory case
+# also needs ASAN_OPTIONS=allocator_may_return_null=1).
+ASAN_TESTS := test_wordpiece test_mlm test_loader test_checkpoint test_imagefolder \
+              test_data_mnist test_dist_env test_settings test_error test_text_shards \
+              test_safetensors test_image_decode test_image_refuse
+.PHONY: fuzz fuzz-bins fuzz-replay fuzz-corpus asan
+fuzz:
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 || { echo "make fuzz: $(FUZZ_CC) not found;" \
+	    "libFuzzer comes with clang (apt-get install clang), or set FUZZ_CC"; exit 1; }
+	@CFLAGS='$(SAN_FLAGS) -fsanitize=fuzzer-no-link' $(MAKE) --no-print-directory \
+	    CC=$(FUZZ_CC) CUDA=0 BUILD=build-fuzz FUZZ_MAIN=fuzzer fuzz-bins
+
+fuzz-bins: $(FUZZ_NAMES:%=$(BUILD)/%)
+# the harnesses' objects are kept (make would delete them as intermediate)
+.SECONDARY: $(patsubst tests/fuzz/%.c,$(BUILD)/obj/tests/fuzz/%.o,$(wildcard tests/fuzz/*.c))
+
+$(BUILD)/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(FUZZ_MAIN_OBJ) $(LIB)
+	$(CC) $(CFLAGS) $(FUZZ_LINK) $(FUZZ_LDFLAGS) $^ -o $@ $(LDLIBS)
+
+# train_options_parse ends the process on a bad flag; the harness catches that
+# (tests/fuzz/fuzz_options.c)
+$(BUILD)/fuzz_options: FUZZ_LDFLAGS := -Wl,--wrap=ct_fatal_hint
+
+fuzz-replay:
+	@probe='int main(void) { return 0; }'; \
+	if command -v $(FUZZ_CC) >/dev/null 2>&1 && echo "$$probe" | \
+	        $(FUZZ_CC) -x c - -fopenmp $(SAN_FLAGS) -o /dev/null 2>/dev/null; then \
+	    cc=$(FUZZ_CC); flags='$(SAN_FLAGS)'; \
+	elif echo "$$probe" | $(CC) -x c - -fopenmp $(SAN_FLAGS) -o /dev/null 2>/dev/null; then \
+	    cc=$(CC); flags='$(SAN_FLAGS)'; \
+	else \
+	    cc=$(CC); flags='-O1 -g'; echo "fuzz-replay: no sanitizers with $(CC): a plain build"; \
+	fi; \
+	CFLAGS="$$flags" $(MAKE) --no-print-directory CC=$$cc CUDA=0 \
+	    BUILD=build-fuzz-replay/$$(basename $$cc) FUZZ_MAIN=replay fuzz-bins && \
+	sh tests/fuzz/replay.sh build-fuzz-replay/$$(basename $$cc) $(FUZZ_NAMES)
+
+fuzz-corpus:
+	@CFLAGS='-O1 -g' $(MAKE) --no-print-directory CUDA=0 BUILD=build-fuzz-replay/corpus \
+	    build-fuzz-replay/corpus/make_corpus
+	build-fuzz-replay/corpus/make_corpus tests/fuzz/corpus tests/fuzz/crashes
+
+$(BUILD)/make_corpus: $(BUILD)/obj/tests/fuzz/make_corpus.o $(LIB)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+asan:
+	@CFLAGS='$(SAN_FLAGS)' $(MAKE) --no-print-directory CUDA=0 BUILD=build-asan \
+	    build-asan/ctrain $(ASAN_TESTS:%=build-asan/tests/%)
+	@CTRAIN_BIN=build-asan/ctrain sh tests/run.sh $(ASAN_TESTS:%=build-asan/tests/%)
 
 -include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null) $(wildcard $(BUILD)/jpeg_gpu_probe.d)

@@ -503,7 +503,7 @@ static int cmp_meta_pair(const void *a, const void *b)
  * refused by name. */
 static int sort_meta(StFile *f, char *err, size_t errlen)
 {
-    qsort(f->meta, (size_t)f->nmeta, 2 * sizeof *f->meta, cmp_meta_pair);
+    if (f->nmeta > 1) qsort(f->meta, (size_t)f->nmeta, 2 * sizeof *f->meta, cmp_meta_pair);
     for (int i = 1; i < f->nmeta; i++)
         if (strcmp(f->meta[2 * i - 2], f->meta[2 * i]) == 0)
             return ct_fail(err, errlen, ST_ERR_FORMAT, "%s: __metadata__ key '%s' appears twice "
