@@ -90,16 +90,13 @@ static void make_folder(void)
     free(img);
 }
 
-/* The u8 value whose normalisation is exactly x in channel c, or -1. */
+/* The u8 value u with fmaf(u, A[c], B[c]) == x (the normalisation both paths
+ * apply), or -1 when x is none. */
 static int unnorm(float x, int c)
 {
-    int lo = 0, hi = 255;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (fmaf((float)mid, A[c], B[c]) < x) lo = mid + 1;
-        else hi = mid;
-    }
-    return fmaf((float)lo, A[c], B[c]) == x ? lo : -1;
+    long u = lrintf((x - B[c]) / A[c]);
+    if (u < 0 || u > 255) return -1;
+    return fmaf((float)u, A[c], B[c]) == x ? (int)u : -1;
 }
 
 typedef struct {
