@@ -212,21 +212,47 @@ void aug_train(float *out, const uint8_t *img, int H, int W, int C, const AugCon
     aug_crop_resize(out, img, H, W, C, box, aug_flip(c, seed, epoch, index), c);
 }
 
+AugValWindow aug_val_window(int H, int W, const AugConfig *c)
+{
+    const int S = c->size, R = c->resize;
+    CT_ASSERT(H > 0 && W > 0 && R >= S, "aug_val_window: image %d x %d, resize %d, crop %d", H,
+              W, R, S);
+    /* torchvision Resize(int): shorter side -> R, longer -> int(R * long / short) */
+    AugValWindow v;
+    if (H <= W) {
+        v.nh = R;
+        v.nw = (int)((int64_t)R * W / H);
+    } else {
+        v.nw = R;
+        v.nh = (int)((int64_t)R * H / W);
+    }
+    v.top = (int)rint((v.nh - S) / 2.0);  /* rint: half to even, like Python round */
+    v.left = (int)rint((v.nw - S) / 2.0);
+    return v;
+}
+
+void aug_val_axes(RsAxis *ay, RsAxis *ax, int H, int W, const AugConfig *c)
+{
+    AugValWindow v = aug_val_window(H, W, c);
+    *ay = rs_axis_resized(H, v.nh, v.top);
+    *ax = rs_axis_resized(W, v.nw, v.left);
+}
+
+void aug_train_axes(RsAxis *ay, RsAxis *ax, int *flip, int H, int W, const AugConfig *c,
+                    uint64_t seed, uint64_t epoch, uint32_t index)
+{
+    AugBox b = aug_rrc_box(H, W, c, seed, epoch, index);
+    *ay = rs_axis_box(b.top, b.h, c->size);
+    *ax = rs_axis_box(b.left, b.w, c->size);
+    *flip = aug_flip(c, seed, epoch, index);
+}
+
 void aug_val(float *out, const uint8_t *img, int H, int W, int C, const AugConfig *c)
 {
     check_args(img, H, W, C, c);
-    const int S = c->size, R = c->resize;
-    CT_ASSERT(R >= S, "aug_val: resize %d smaller than the crop %d", R, S);
-    /* torchvision Resize(int): shorter side -> R, longer -> int(R * long / short) */
-    int nh, nw;
-    if (H <= W) {
-        nh = R;
-        nw = (int)((int64_t)R * W / H);
-    } else {
-        nw = R;
-        nh = (int)((int64_t)R * H / W);
-    }
-    int top = (int)rint((nh - S) / 2.0), left = (int)rint((nw - S) / 2.0);
+    const int S = c->size;
+    AugValWindow v = aug_val_window(H, W, c);
+    const int nh = v.nh, nw = v.nw, top = v.top, left = v.left;
     Tap ty[AUG_MAX_SIZE], tx[AUG_MAX_SIZE];
     taps_make(ty, S, top, nh, 0.0, (double)H / nh, 0, H - 1);
     taps_make(tx, S, left, nw, 0.0, (double)W / nw, 0, W - 1);

@@ -1,5 +1,9 @@
-/* augment.h — image transforms for training and evaluation: decoded u8
- * images in, normalised NHWC f32 network input out.
+/* augment.h — image transforms for training and evaluation: the crop boxes
+ * and flips (pure functions of the sample), as resampling axes for the
+ * ImageFolder decoders, and bilinear f32 transforms of decoded u8 images
+ * (Fashion-MNIST's resize + pad-crop; aug_train / aug_val, which the
+ * ImageFolder feed no longer uses: it resamples with antialiasing through
+ * the axes below).
  *
  * Output: f32 [S, S, 3] (one image of an NHWC batch), each channel c
  *   x = (v / 255 - mean[c]) / std[c]
@@ -32,6 +36,16 @@
  * normalisation) on every side and take an S x S window at a random offset in
  * [0, 2*pad]^2; flip as above. Evaluation uses offset (pad, pad), no flip.
  *
+ * The same crops as resampling axes (data/resample.h), for the decoders of
+ * data/image_decode.h and train/feed/jpeg_gpu.h, which resample with
+ * antialiasing and round to u8 (normalisation follows on the device):
+ *   aug_train_axes  aug_rrc_box's box -> rs_axis_box per side, and aug_flip
+ *   aug_val_axes    aug_val_window (Resize(resize) + CenterCrop(S): the
+ *                   scaled size H' x W' and the window's top, left, the one
+ *                   computation aug_val uses too) -> rs_axis_resized
+ * Both are pure functions of (H, W, config, seed, epoch, index): the CPU and
+ * the GPU path of the image feed draw every sample's crop from them.
+ *
  * Randomness is addressed, not iterated (Philox 4x32-10, engine/philox.h):
  *   aug_rng(out, seed, epoch, index, stream) = Philox(counter = {stream,
  *   index, epoch lo, epoch hi}, key = seed)
@@ -45,6 +59,8 @@
 #define CTRAIN_DATA_AUGMENT_H
 
 #include <stdint.h>
+
+#include "resample.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -81,6 +97,22 @@ AugBox aug_rrc_box(int H, int W, const AugConfig *c, uint64_t seed, uint64_t epo
 
 /* 1 with probability c->hflip. */
 int aug_flip(const AugConfig *c, uint64_t seed, uint64_t epoch, uint32_t index);
+
+/* Resize(resize) + CenterCrop(S) of an H x W image: the image scaled to
+ * nh x nw (shorter side resize, the longer int(resize * long / short)) and
+ * the S x S window at (top, left) of it, top = round((nh - S) / 2). */
+typedef struct {
+    int nh, nw, top, left;
+} AugValWindow;
+AugValWindow aug_val_window(int H, int W, const AugConfig *c);
+
+/* The evaluation crop of an H x W image as axes: rows ay, columns ax. */
+void aug_val_axes(RsAxis *ay, RsAxis *ax, int H, int W, const AugConfig *c);
+
+/* The training crop of sample (seed, epoch, index) of an H x W image as
+ * axes (aug_rrc_box through rs_axis_box), and its flip (aug_flip). */
+void aug_train_axes(RsAxis *ay, RsAxis *ax, int *flip, int H, int W, const AugConfig *c,
+                    uint64_t seed, uint64_t epoch, uint32_t index);
 
 /* out f32 [S,S,3] = box of img u8 [H,W,C] bilinearly resampled to S x S,
  * mirrored left-right when flip, normalised. */

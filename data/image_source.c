@@ -1,6 +1,7 @@
-/* image_source.c — the three image sources behind src_get (image_source.h):
- * ImageFolder (decode + transform), Fashion-MNIST resized to S x S RGB, and
- * synthetic noise with class-dependent channel means.
+/* image_source.c — the three image sources behind src_get / src_get_u8
+ * (image_source.h): ImageFolder (read, header, crop axes, decode: u8 rows),
+ * Fashion-MNIST resized to S x S RGB, and synthetic noise with
+ * class-dependent channel means (f32 rows).
  *
  * Shape letters: N samples, S output side.
  */
@@ -14,23 +15,54 @@
 
 /* ------------------------------------------------------------ ImageFolder */
 
-static int folder_get(const ImageSource *s, uint32_t index, int train, uint64_t seed,
-                      uint64_t epoch, float *out, int32_t *label, char *err, size_t errlen)
+/* Decoded on the CPU at once on the GPU path: a kind in `kinds`, or one no
+ * GPU decoder reads (a JPEG of 2 or 4 components that is not CMYK). */
+static int cpu_takes(const ImgInfo *info, unsigned kinds)
+{
+    if (info->format == IMG_PNG) return (kinds & SRC_CPU_PNG) != 0;
+    if (info->cmyk) return (kinds & SRC_CPU_CMYK) != 0;
+    if (info->channels != 1 && info->channels != 3) return 1;
+    return info->progressive && (kinds & SRC_CPU_PROGRESSIVE);
+}
+
+int src_encoded_decode(uint8_t *out, const SrcEncoded *e, int S, char *err, size_t errlen)
+{
+    int st = img_decode_box(out, e->bytes, e->n, &e->info, e->ay, e->ax, e->flip, S, 8,
+                            e->path, err, errlen);
+    return imagefolder_image_status(st);
+}
+
+static int folder_get_u8(const ImageSource *s, uint32_t index, int train, uint64_t seed,
+                         uint64_t epoch, uint8_t *out, int32_t *label, SrcEncoded *enc,
+                         unsigned cpu_kinds, char *err, size_t errlen)
 {
     const ImageFolder *f = s->impl;
     CT_ASSERT(index < f->n, "src_get: index %u, ImageFolder %s has %u images", index, f->root,
               f->n);
-    int H, W;
-    uint8_t *img;
-    int st = image_decode_file(&img, imagefolder_path(f, index), &H, &W, err, errlen);
-    if (st) return st;
+    SrcEncoded e;
+    memset(&e, 0, sizeof e);
+    e.path = imagefolder_path(f, index);
+    int st = img_read_file(e.path, &e.bytes, &e.n, err, errlen);
+    if (!st) st = img_header(&e.info, e.bytes, e.n, e.path, err, errlen);
+    if (st) {
+        free(e.bytes);
+        return imagefolder_image_status(st);
+    }
     if (train)
-        aug_train(out, img, H, W, 3, &s->aug, seed, epoch, index);
+        aug_train_axes(&e.ay, &e.ax, &e.flip, e.info.height, e.info.width, &s->aug, seed,
+                       epoch, index);
     else
-        aug_val(out, img, H, W, 3, &s->aug);
-    image_free(img);
+        aug_val_axes(&e.ay, &e.ax, e.info.height, e.info.width, &s->aug);
     *label = f->labels[index];
-    return 0;
+    if (enc && !cpu_takes(&e.info, cpu_kinds)) {
+        *enc = e;   /* the GPU decodes it; the bytes go with it */
+        return 0;
+    }
+    st = src_encoded_decode(out, &e, s->size, err, errlen);
+    free(e.bytes);
+    e.bytes = NULL;
+    if (enc) *enc = e;
+    return st;
 }
 
 static void folder_free(ImageSource *s)
@@ -63,7 +95,8 @@ int src_imagefolder_open(ImageSource *s, const char *root, int size, const AugCo
         aug_config_default(&s->aug, size);
     CT_ASSERT(s->aug.size == size, "src_imagefolder_open: aug.size %d != size %d",
               s->aug.size, size);
-    s->get = folder_get;
+    s->pixels = SRC_U8;
+    s->get_u8 = folder_get_u8;
     s->free_impl = folder_free;
     s->impl = f;
     return IMGF_OK;
@@ -71,7 +104,7 @@ int src_imagefolder_open(ImageSource *s, const char *root, int size, const AugCo
 
 const ImageFolder *src_imagefolder(const ImageSource *s)
 {
-    return s && s->get == folder_get ? s->impl : NULL;
+    return s && s->get_u8 == folder_get_u8 ? s->impl : NULL;
 }
 
 int src_imagefolder_match(ImageSource *val, const ImageSource *train, char *err,

@@ -1,5 +1,5 @@
 /* imagefolder.c — scan an ImageFolder tree (layout and order in
- * imagefolder.h) and decode its images with stb_image.
+ * imagefolder.h), and what its statuses tell the user.
  *
  * Scanning a class: every folder under it is listed (breadth first, symlinks
  * followed, hidden names skipped), each image file becomes a record {folder,
@@ -7,10 +7,6 @@
  * `for root, _, fnames in sorted(os.walk(dir)): for f in sorted(fnames)`.
  * Strings live in one growing arena addressed by offsets, so a class of
  * 1300 ImageNet files costs a handful of allocations, not 1300.
- *
- * stb_image keeps its failure reason in a thread-local (Debian's libstb is
- * built with STBI_THREAD_LOCAL), so loader workers decoding in parallel each
- * read their own reason.
  */
 #include "imagefolder.h"
 
@@ -22,19 +18,17 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include <stb/stb_image.h>
-
 #include "engine/error.h"
 #include "engine/log.h"
+#include "image_decode.h"
 
 /* Folders deeper than this under a class are not entered (guards against a
  * symlink loop, which os.walk(followlinks=True) would also loop on). */
 #define IMGF_MAX_DEPTH 16
 
-static const char *const decodable[] = {".jpg", ".jpeg", ".png", ".bmp", ".ppm",
-                                        ".pgm", ".pnm", ".tga"};
-static const char *const undecodable[] = {".tif", ".tiff", ".webp"};
-#define EXT_LIST ".jpg .jpeg .png .bmp .ppm .pgm .pnm .tga"
+static const char *const listed[] = {".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm",
+                                     ".pnm", ".tga", ".tif", ".tiff", ".webp"};
+#define EXT_LIST ".jpg .jpeg .png .bmp .ppm .pgm .pnm .tga .tif .tiff .webp"
 
 static int ends_with_any(const char *name, const char *const *ext, size_t n)
 {
@@ -48,7 +42,21 @@ static int ends_with_any(const char *name, const char *const *ext, size_t n)
 
 int imagefolder_is_image(const char *name)
 {
-    return ends_with_any(name, decodable, sizeof decodable / sizeof *decodable);
+    return ends_with_any(name, listed, sizeof listed / sizeof *listed);
+}
+
+int imagefolder_image_status(int img_status)
+{
+    switch (img_status) {
+    case IMG_OK: return IMGF_OK;
+    case IMG_ERR_ACCESS: return IMGF_ERR_PERM;
+    case IMG_ERR_OPEN: return IMGF_ERR_FILE;
+    case IMG_ERR_EMPTY: return IMGF_ERR_EMPTY_FILE;
+    case IMG_ERR_FORMAT: return IMGF_ERR_FORMAT;
+    case IMG_ERR_SIZE: return IMGF_ERR_SIZE;
+    case IMG_ERR_NOMEM: return IMGF_ERR_NOMEM;
+    default: return IMGF_ERR_DECODE;
+    }
 }
 
 const char *imagefolder_hint(int status)
@@ -62,10 +70,11 @@ const char *imagefolder_hint(int status)
         return "an ImageFolder holds one subfolder per class with that class's images "
                "(ROOT/CLASS/IMAGE.jpg, torchvision layout); or pass --data synthetic to "
                "measure throughput without a dataset";
-    case IMGF_ERR_DECODE:
-        return "the file is damaged or in a form stb_image cannot read (12-bit or "
-               "arithmetic-coded JPEG, ...): re-encode it as JPEG/PNG or remove it; "
-               "ctrain does not skip unreadable images, so every epoch sees the same set";
+    case IMGF_ERR_DECODE: return img_hint(IMG_ERR_DAMAGED);
+    case IMGF_ERR_FILE: return img_hint(IMG_ERR_OPEN);
+    case IMGF_ERR_EMPTY_FILE: return img_hint(IMG_ERR_EMPTY);
+    case IMGF_ERR_FORMAT: return img_hint(IMG_ERR_FORMAT);
+    case IMGF_ERR_SIZE: return img_hint(IMG_ERR_SIZE);
     case IMGF_ERR_NOMEM: return "free some memory and retry";
     case IMGF_ERR_PERM: return "permission denied: check the file's permissions (ls -l; "
                                "chmod a+r for files, a+rx for folders)";
@@ -154,8 +163,7 @@ static int entry_kind(const char *dir, const struct dirent *e)
 }
 
 /* All image records under the class folder cdir, appended to recs. */
-static int scan_class(Vec *recs, Arena *ar, const char *cdir, uint32_t *skipped, char *err,
-                      size_t errlen)
+static int scan_class(Vec *recs, Arena *ar, const char *cdir, char *err, size_t errlen)
 {
     Vec dirs = {.elem = sizeof(size_t)}, depth = {.elem = sizeof(int)};
     size_t *d0 = vec_push(&dirs);
@@ -203,12 +211,7 @@ static int scan_class(Vec *recs, Arena *ar, const char *cdir, uint32_t *skipped,
                 *dp = so;
                 *zp = dz + 1;
             } else if (kind == 'f') {
-                if (!imagefolder_is_image(e->d_name)) {
-                    if (ends_with_any(e->d_name, undecodable,
-                                      sizeof undecodable / sizeof *undecodable))
-                        (*skipped)++;
-                    continue;
-                }
+                if (!imagefolder_is_image(e->d_name)) continue;
                 Rec *r = vec_push(recs);
                 size_t no = arena_put(ar, e->d_name, strlen(e->d_name));
                 if (!r || no == SIZE_MAX) {
@@ -289,15 +292,10 @@ int imagefolder_open(ImageFolder *f, const char *root, char *err, size_t errlen)
         }
         Vec recs = {.elem = sizeof(Rec)};
         Arena ar = {0};
-        uint32_t skipped = 0;
-        st = scan_class(&recs, &ar, cdir, &skipped, err, errlen);
-        f->skipped += skipped;
-        if (!st && recs.n == 0) {
+        st = scan_class(&recs, &ar, cdir, err, errlen);
+        if (!st && recs.n == 0)
             st = ct_fail(err, errlen, IMGF_ERR_EMPTY, "class folder %s has no images "
-                         "(extensions " EXT_LIST ")%s", cdir,
-                         skipped ? "; it holds .tif/.tiff/.webp files, which stb_image "
-                                     "cannot decode" : "");
-        }
+                         "(extensions " EXT_LIST ")", cdir);
         if (!st && (uint64_t)f->n + recs.n > INT32_MAX)
             st = ct_fail(err, errlen, IMGF_ERR_LIMIT, "%s holds more than %d images",
                          f->root, INT32_MAX);
@@ -329,9 +327,6 @@ int imagefolder_open(ImageFolder *f, const char *root, char *err, size_t errlen)
     f->path_off = offs.p;
     f->paths = paths.p;
     if (st) goto fail;
-    if (f->skipped)
-        LOG_W("ImageFolder %s: %u .tif/.tiff/.webp files left out (stb_image cannot decode "
-              "them; convert them to JPEG or PNG to use them)", f->root, f->skipped);
     LOG_D("ImageFolder %s: %u images in %d classes", f->root, f->n, f->nclasses);
     return IMGF_OK;
 fail:
@@ -423,33 +418,3 @@ void imagefolder_free(ImageFolder *f)
     free(f->root);
     memset(f, 0, sizeof *f);
 }
-
-int image_decode_file(uint8_t **out, const char *path, int *H, int *W, char *err,
-                      size_t errlen)
-{
-    *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return ct_fail(err, errlen, open_status(errno), "cannot open %s: %s", path,
-                            strerror(errno));
-    int w = 0, h = 0, comp = 0;
-    uint8_t *img = stbi_load_from_file(fp, &w, &h, &comp, 3);
-    fclose(fp);
-    if (!img) {
-        const char *why = stbi_failure_reason();
-        return ct_fail(err, errlen, IMGF_ERR_DECODE, "cannot decode %s: %s", path,
-                       why && *why ? why : "unknown stb_image error");
-    }
-    *H = h;
-    *W = w;
-    *out = img;
-    return IMGF_OK;
-}
-
-uint8_t *image_decode(const char *path, int *H, int *W, char *err, size_t errlen)
-{
-    uint8_t *img;
-    image_decode_file(&img, path, H, W, err, errlen);
-    return img;
-}
-
-void image_free(uint8_t *img) { stbi_image_free(img); }

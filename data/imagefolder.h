@@ -1,5 +1,5 @@
 /* imagefolder.h — an image-classification data set in torchvision's
- * ImageFolder layout, and the image decoder (stb_image) behind it.
+ * ImageFolder layout: the scan, the labels, and the statuses of its images.
  *
  * Layout (the one torchvision.datasets.ImageFolder reads, e.g. ImageNet's
  * train/ and val/ after the usual valprep script):
@@ -14,9 +14,12 @@
  * macOS "._x.jpg" forks) are skipped, files and folders alike.
  *
  * Extensions, case-insensitive: .jpg .jpeg .png .bmp .ppm .pgm .pnm .tga
- * (what stb_image decodes). torchvision also lists .tif .tiff .webp, which
- * stb_image cannot read: such files are left out and counted, with one
- * warning naming how many (convert them to JPEG or PNG to use them).
+ * .tif .tiff .webp (torchvision's list and the formats stb_image knows).
+ * Every such file is listed, whatever it holds: the decoder
+ * (data/image_decode.h) decides the format from the bytes and reads JPEG
+ * and PNG only, so a BMP, TIFF or WebP file stops the epoch with an error
+ * naming it and its detected type (a PNG named .JPEG decodes). Nothing is
+ * skipped: skipping would change the batches, and so the run, silently.
  *
  * Errors are returned, not fatal (like idx_load): imagefolder_open writes one
  * line into err naming the folder and returns a negative ImgfStatus;
@@ -30,12 +33,10 @@
  * is opened (naming it and train's classes); a val that lacks some of
  * train's classes is fine, its labels are train's indices all the same.
  *
- * Decoding: image_decode returns u8 [H, W, 3] (RGB, row-major), whatever the
- * file holds: grey-scale is replicated, alpha is dropped (stbi_load with
- * req_comp 3; 16-bit PNGs are reduced to 8 bits). The format comes from the
- * file's bytes, not its extension, so a PNG named .JPEG (ImageNet has one)
- * decodes; CMYK/YCCK JPEGs (ImageNet has 22) decode too. A file that fails
- * gives "cannot decode PATH: REASON" with stb's reason.
+ * An image that fails (image_decode.h's ImgStatus) becomes an ImgfStatus
+ * through imagefolder_image_status: permission denied is IMGF_ERR_PERM
+ * (the same hint as an unreadable folder), the rest one status each, whose
+ * hint is image_decode's (img_hint).
  *
  * Shape letters: N images, H W pixels, C channels.
  */
@@ -53,11 +54,15 @@ typedef enum {
     IMGF_OK = 0,
     IMGF_ERR_OPEN = -1,    /* root missing or unreadable */
     IMGF_ERR_EMPTY = -2,   /* no class folders, or a class with no images */
-    IMGF_ERR_DECODE = -3,  /* an image stb_image cannot read */
+    IMGF_ERR_DECODE = -3,  /* an image that is damaged or does not decode */
     IMGF_ERR_NOMEM = -4,
     IMGF_ERR_LIMIT = -5,   /* more than 2^31 - 1 images */
     IMGF_ERR_PERM = -6,    /* a folder or image the process may not read (EACCES, EPERM) */
     IMGF_ERR_CLASSES = -7, /* a val class that train lacks */
+    IMGF_ERR_FILE = -8,    /* an image file gone, a directory, or not a regular file */
+    IMGF_ERR_EMPTY_FILE = -9, /* a zero-byte image file */
+    IMGF_ERR_FORMAT = -10, /* an image file that is not JPEG or PNG */
+    IMGF_ERR_SIZE = -11,   /* an image above the pixel or file-size limit */
 } ImgfStatus;
 
 typedef struct {
@@ -69,14 +74,13 @@ typedef struct {
     int32_t *labels;       /* [N] */
     uint64_t *path_off;    /* [N] offsets into paths */
     char *paths;           /* N NUL-terminated full paths "ROOT/CLASS/.../NAME" */
-    uint32_t skipped;      /* files with an extension stb_image cannot decode */
 } ImageFolder;
 
 /* Scan root. Returns IMGF_OK, or a negative ImgfStatus with the reason in
  * err; on failure f is left empty (imagefolder_free is still safe). */
 int imagefolder_open(ImageFolder *f, const char *root, char *err, size_t errlen);
 
-/* What to do about a failed imagefolder_open / image_decode, by status. */
+/* What to do about a failed imagefolder_open or image, by status. */
 const char *imagefolder_hint(int status);
 
 /* imagefolder_open, or ct_fatal_hint with the message and hint. */
@@ -98,18 +102,11 @@ void imagefolder_free(ImageFolder *f);
 int imagefolder_match_classes(ImageFolder *val, const ImageFolder *train, char *err,
                               size_t errlen);
 
-/* 1 when name ends in an extension image_decode reads (case-insensitive). */
+/* 1 when name ends in a listed image extension (case-insensitive). */
 int imagefolder_is_image(const char *name);
 
-/* Decode path to RGB u8 [H, W, 3] into *img (free with image_free).
- * Returns IMGF_OK, or with *img NULL: IMGF_ERR_OPEN / IMGF_ERR_PERM with
- * "cannot open PATH: strerror", IMGF_ERR_DECODE with "cannot decode PATH:
- * stb's reason" in err. */
-int image_decode_file(uint8_t **img, const char *path, int *H, int *W, char *err,
-                      size_t errlen);
-/* The same, returning the image or NULL. */
-uint8_t *image_decode(const char *path, int *H, int *W, char *err, size_t errlen);
-void image_free(uint8_t *img);
+/* The ImgfStatus of an image_decode.h ImgStatus (IMG_OK: IMGF_OK). */
+int imagefolder_image_status(int img_status);
 
 #ifdef __cplusplus
 }

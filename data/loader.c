@@ -35,7 +35,7 @@ enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
 
 typedef struct {
     LoaderBatch b;
-    void *mem;     /* x and y, from cfg.alloc */
+    void *mem;     /* rows and y, from cfg.alloc */
     int state;
     int claimed;   /* rows handed to workers */
     int done;      /* rows finished */
@@ -44,7 +44,7 @@ typedef struct {
 struct Loader {
     const ImageSource *src;
     LoaderConfig cfg;
-    size_t img_floats;   /* S*S*3 */
+    size_t row_bytes;    /* one row: S*S*3 f32 or u8 */
     int chunk;
     uint32_t nb;         /* batches per epoch */
     uint32_t *perm;      /* [N] order of the current epoch (this rank's share first) */
@@ -136,6 +136,25 @@ static Slot *find_work(Loader *L)
     return NULL;
 }
 
+/* Row r of batch b: the source's sample b->index[r]. */
+static int sample_get(Loader *L, LoaderBatch *b, int r, uint64_t epoch, char *err,
+                      size_t errlen)
+{
+    const ImageSource *src = L->src;
+    const uint32_t i = b->index[r];
+    if (src->pixels == SRC_F32)
+        return src_get(src, i, L->cfg.train, L->cfg.seed, epoch,
+                       (float *)((char *)b->x + (size_t)r * L->row_bytes), &b->y[r], err,
+                       errlen);
+    SrcEncoded *e = b->enc ? &b->enc[r] : NULL;
+    if (e) {   /* a cancelled epoch may have left a file here */
+        free(e->bytes);
+        e->bytes = NULL;
+    }
+    return src_get_u8(src, i, L->cfg.train, L->cfg.seed, epoch, b->u8 + (size_t)r * L->row_bytes,
+                      &b->y[r], e, L->cfg.cpu_kinds, err, errlen);
+}
+
 static void *worker_main(void *arg)
 {
     Loader *L = arg;
@@ -157,8 +176,7 @@ static void *worker_main(void *arg)
         double t0 = now_s();
         int r = r0, bad = 0;
         for (; r < r1; r++) {
-            bad = src_get(L->src, s->b.index[r], L->cfg.train, L->cfg.seed, epoch,
-                          s->b.x + (size_t)r * L->img_floats, &s->b.y[r], err, sizeof err);
+            bad = sample_get(L, &s->b, r, epoch, err, sizeof err);
             if (bad) {
                 if (bad > 0) bad = -1;
                 break;
@@ -191,7 +209,10 @@ static void *worker_main(void *arg)
 
 Loader *loader_init(const ImageSource *src, const LoaderConfig *cfg)
 {
-    CT_ASSERT(src && src->n > 0 && src->get, "loader_init: empty or uninitialised source");
+    CT_ASSERT(src && src->n > 0 && (src->pixels == SRC_U8 ? src->get_u8 != NULL : src->get != NULL),
+              "loader_init: empty or uninitialised source");
+    CT_ASSERT(!cfg->encoded || src->pixels == SRC_U8, "loader_init: encoded batches need a u8 "
+              "source (an ImageFolder), not %s", src->kind);
     CT_ASSERT(cfg->batch > 0 && cfg->workers > 0 && (cfg->slots == 0 || cfg->slots >= 2),
               "loader_init: batch %d workers %d slots %d (need batch >= 1, workers >= 1, "
               "slots 0 or >= 2)", cfg->batch, cfg->workers, cfg->slots);
@@ -213,24 +234,26 @@ Loader *loader_init(const ImageSource *src, const LoaderConfig *cfg)
         ct_fatal_hint("use a smaller --batch, or more data", "the data set has %u samples, "
                       "fewer than one batch of %d (training drops incomplete batches)", n,
                       cfg->batch);
-    L->img_floats = (size_t)src->size * src->size * 3;
+    L->row_bytes = src_row_bytes(src);
     L->chunk = cfg->batch / (4 * cfg->workers);
     L->chunk = L->chunk < 1 ? 1 : L->chunk > 16 ? 16 : L->chunk;
 
     L->perm = malloc((size_t)n * sizeof(uint32_t));
     L->slots = calloc((size_t)L->cfg.slots, sizeof(Slot));
     if (!L->perm || !L->slots) ct_fatal("loader_init: out of memory");
-    const size_t xbytes = (B * L->img_floats * sizeof(float) + 255) & ~(size_t)255;
+    const size_t xbytes = (B * L->row_bytes + 255) & ~(size_t)255;
     const size_t bytes = xbytes + B * sizeof(int32_t);
     for (int k = 0; k < L->cfg.slots; k++) {
         Slot *s = &L->slots[k];
         s->mem = L->cfg.alloc(bytes, L->cfg.alloc_user);
         s->b.index = malloc(B * sizeof(uint32_t));
-        if (!s->mem || !s->b.index)
+        s->b.enc = cfg->encoded ? calloc(B, sizeof(SrcEncoded)) : NULL;
+        if (!s->mem || !s->b.index || (cfg->encoded && !s->b.enc))
             ct_fatal_hint("use a smaller --batch or fewer loader slots",
                           "loader_init: cannot allocate batch slot %d of %d (%.1f MiB)", k,
                           L->cfg.slots, (double)bytes / (1 << 20));
-        s->b.x = s->mem;
+        if (src->pixels == SRC_U8) s->b.u8 = s->mem;
+        else s->b.x = s->mem;
         s->b.y = (int32_t *)((char *)s->mem + xbytes);
     }
 
@@ -269,12 +292,8 @@ void loader_start(Loader *L, uint64_t epoch, uint32_t start_batch)
               "batches", start_batch, L->nb);
     pthread_mutex_lock(&L->mu);
     cancel_epoch(L);
-    for (int k = 0; k < L->cfg.slots; k++) {
-        CT_ASSERT(L->slots[k].state != SLOT_HELD, "loader_start: batch %u of epoch %llu is "
-                  "still held; loader_release every batch first", L->slots[k].b.batch,
-                  (unsigned long long)L->slots[k].b.epoch);
-        L->slots[k].state = SLOT_FREE;
-    }
+    for (int k = 0; k < L->cfg.slots; k++)   /* held batches stay the caller's */
+        if (L->slots[k].state != SLOT_HELD) L->slots[k].state = SLOT_FREE;
     const uint32_t n = L->src->n;
     if (L->cfg.train) {
         shuffle_perm(L->perm, n, L->cfg.seed, epoch);
@@ -343,6 +362,15 @@ LoaderBatch *loader_next(Loader *L)
     return b;
 }
 
+/* A batch's files (its slot held or idle: no worker touches them). */
+static void enc_free(SrcEncoded *enc, int n)
+{
+    for (int r = 0; enc && r < n; r++) {
+        free(enc[r].bytes);
+        enc[r].bytes = NULL;
+    }
+}
+
 void loader_release(Loader *L, LoaderBatch *b)
 {
     pthread_mutex_lock(&L->mu);
@@ -351,6 +379,7 @@ void loader_release(Loader *L, LoaderBatch *b)
         if (&L->slots[k].b == b) s = &L->slots[k];
     CT_ASSERT(s && s->state == SLOT_HELD, "loader_release: not a batch from loader_next, or "
               "released twice");
+    enc_free(b->enc, L->cfg.batch);
     s->state = SLOT_FREE;
     pthread_cond_broadcast(&L->work_cv);
     pthread_mutex_unlock(&L->mu);
@@ -391,6 +420,8 @@ void loader_free(Loader *L)
     for (int k = 0; k < L->cfg.slots; k++) {
         if (L->slots[k].mem) L->cfg.free(L->slots[k].mem, L->cfg.alloc_user);
         free(L->slots[k].b.index);
+        enc_free(L->slots[k].b.enc, L->cfg.batch);
+        free(L->slots[k].b.enc);
     }
     pthread_mutex_destroy(&L->mu);
     pthread_cond_destroy(&L->work_cv);

@@ -1,7 +1,12 @@
 /* loader.h — the batch loader: worker threads turn an ImageSource into
- * batches x f32 [B, S, S, 3] + y i32 [B], in a ring of K slots whose memory
- * the caller provides (the trainer: pinned host memory, so the host-to-
- * device copy is asynchronous; tests: malloc).
+ * batches of rows [B, S, S, 3] (f32 x, or u8 pixels for a SRC_U8 source:
+ * image_source.h) + y i32 [B], in a ring of K slots whose memory the
+ * caller provides (the trainer: pinned host memory, so the host-to-device
+ * copy is asynchronous; tests: malloc). With cfg.encoded (a SRC_U8 source,
+ * the GPU decoder's feed) the workers do the host's part of each sample
+ * (src_get_u8 with SrcEncoded: file bytes, header, crop) and decode at once
+ * only the kinds in cfg.cpu_kinds; the batch's enc[r] says which rows hold
+ * pixels (enc[r].bytes NULL) and which hold a file for the GPU.
  *
  * Order. Epoch e visits the samples in the order
  *   train:  perm = shuffle_perm(n, seed, e)  (data/shuffle.h), and with
@@ -27,14 +32,15 @@
  *   }
  *   loader_free(L);
  * The consumer may hold up to K - 1 batches at once. loader_start may be
- * called before the epoch is consumed (it cancels the rest); every held batch
- * must be released first. Resuming at (epoch, batch) — the position a
- * training checkpoint stores — gives the same batches as the uninterrupted
- * run from that point on.
+ * called before the epoch is consumed (it cancels the rest); batches held
+ * then stay valid until released (so the next epoch can start while the
+ * last batch of this one is still being copied). Resuming at (epoch,
+ * batch) — the position a training checkpoint stores — gives the same
+ * batches as the uninterrupted run from that point on.
  *
  * Errors. A sample that fails (an image that does not decode) stops the
- * epoch: loader_next exits through ct_fatal_hint with "cannot decode PATH:
- * REASON" and a hint. Unreadable images are not skipped: skipping would
+ * epoch: loader_next exits through ct_fatal_hint with the source's message
+ * (naming the file and the reason) and a hint. Unreadable images are not skipped: skipping would
  * change the batches, and so the run, silently; fix or remove the file.
  * loader_try_next returns the message instead, for callers that clean up.
  * A failed loader stays failed (every later loader_next reports it).
@@ -74,13 +80,21 @@ typedef struct {
     uint64_t seed;        /* shuffle and augmentation */
     uint32_t rank, world; /* data parallel, train only: this rank's share of each epoch's
                              permutation (shuffle_shard); world 0 or 1: all of it */
+    int encoded;          /* SRC_U8 sources: the GPU decoder's host part (src_get_u8 with
+                             SrcEncoded), decoding only cpu_kinds at once */
+    unsigned cpu_kinds;   /* SRC_CPU_* bits, with encoded */
     LoaderAllocFn alloc;  /* NULL: malloc */
     LoaderFreeFn free;    /* NULL: free */
     void *alloc_user;
 } LoaderConfig;
 
 typedef struct {
-    float *x;             /* f32 [B, S, S, 3], rows >= n undefined */
+    float *x;             /* f32 [B, S, S, 3] of a SRC_F32 source (else NULL), rows >= n
+                             undefined */
+    uint8_t *u8;          /* u8 [B, S, S, 3] of a SRC_U8 source (else NULL); with enc,
+                             row r is written only when enc[r].bytes is NULL */
+    SrcEncoded *enc;      /* [B] with cfg.encoded (else NULL); the bytes are the loader's
+                             (freed at loader_release) */
     int32_t *y;           /* i32 [B] */
     uint32_t *index;      /* [B] the samples' indices in the source */
     int n;                /* rows: B, or fewer in eval's last batch */

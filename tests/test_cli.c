@@ -12,7 +12,13 @@
  *     an array, fields of the wrong type, nested too deeply, plain text)
  *     names the file and the cause and exits 1, without a traceback;
  *   - a --log write that fails (to /dev/full: every write is ENOSPC) stops
- *     the run at once, naming the file and the cause; json_end reports it.
+ *     the run at once, naming the file and the cause; json_end reports it;
+ *   - ResNet18 trains on a small generated JPEG ImageFolder with --decode
+ *     cpu: the progress line shows the data rate, capacity and wait; the
+ *     log's config names the decoder and every step record has
+ *     data_images_per_s > 0, data_capacity_per_s > 0, data_wait_frac in
+ *     [0, 1] and cpu_fallback 0; --decode gpu on the CPU and on synthetic
+ *     data, and an unknown --decode, are refused with a message and a hint.
  * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
  */
 #include <stdlib.h>
@@ -20,8 +26,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include "check.h"
 #include "cli_util.h"
+#include "jpeg_fixture.h"
 #include "train/io/jsonlog.h"
 
 static double json_field(const char *line, const char *key)
@@ -330,6 +338,64 @@ static void test_report_bad_files(void)
     run(cmd, out, sizeof out);
 }
 
+/* --decode cpu on an ImageFolder of 12 JPEGs, and the --decode refusals. */
+static void test_decode_folder(void)
+{
+    char dir[] = "/tmp/ctrain_cli_jpg_XXXXXX", cmd[2048], out[8192], log[600], p[600];
+    if (!mkdtemp(dir)) { check_true("decode.tmpdir", 0, "mkdtemp failed"); return; }
+    uint8_t *img = malloc(64 * 80 * 3);
+    for (int c = 0; c < 2; c++) {
+        snprintf(p, sizeof p, "%s/%c", dir, 'a' + c);
+        mkdir(p, 0755);
+        for (int i = 0; i < 6; i++) {
+            jfx_pattern(img, 64, 80, 3, (uint64_t)(10 * c + i));
+            snprintf(p, sizeof p, "%s/%c/%d.jpg", dir, 'a' + c, i);
+            jfx_write_jpeg(p, img, 64, 80, 3, NULL);
+        }
+    }
+    free(img);
+    snprintf(log, sizeof log, "%s/log.jsonl", dir);
+    snprintf(cmd, sizeof cmd, "%s train --model resnet18 --data %s --decode cpu --device cpu "
+             "--image-size 32 --batch 4 --workers 2 --steps 4 --log-every 2 --log %s 2>&1", bin(),
+             dir, log);
+    int st = run(cmd, out, sizeof out);
+    check_true("decode.cpu.trains", st == 0 && strstr(out, "img/s (capacity ") &&
+               strstr(out, ", wait "), "exit %d: %s", st, out);
+    size_t n = 0;
+    char *text = file_read(log, &n);
+    int steps = 0, fields = 1;
+    if (text) {
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+            if (!strstr(line, "\"event\":\"step\"")) continue;
+            steps++;
+            double rate = json_field(line, "data_images_per_s");
+            double cap = json_field(line, "data_capacity_per_s");
+            double wait = json_field(line, "data_wait_frac");
+            double fb = json_field(line, "cpu_fallback");
+            if (!(rate > 0 && cap > 0 && wait >= 0 && wait <= 1 && fb == 0)) {
+                fields = 0;
+                printf("  %s\n", line);
+            }
+        }
+    }
+    check_true("decode.cpu.log_steps", steps == 2 && fields, "%d step records; data fields "
+               "missing or out of range (above)", steps);
+    text = file_read(log, &n);
+    check_true("decode.cpu.log_config", text && strstr(text, "\"decode\":\"cpu (libjpeg-turbo, "
+               "2 threads)\""), "the config record does not name the decoder");
+    free(text);
+    char args[800];
+    snprintf(args, sizeof args, "train --model resnet18 --device cpu --data %s --decode gpu "
+             "--steps 1", dir);
+    expect_error("decode.gpu_on_cpu_refused", args, "--decode gpu: ", "hint:");
+    expect_error("decode.gpu_synthetic_refused", "train --model resnet18 --device cpu --data "
+                 "synthetic --decode gpu --steps 1", "not an ImageFolder", "hint:");
+    expect_error("decode.unknown", "train --device cpu --decode fast",
+                 "--decode: 'fast' is not auto, gpu or cpu", "hint:");
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    run(cmd, out, sizeof out);
+}
+
 int main(void)
 {
     if (access(bin(), X_OK) != 0) {
@@ -343,6 +409,7 @@ int main(void)
     test_tokenize();
     test_save_eval();
     test_trace();
+    test_decode_folder();
     test_mlp_epoch();
     return check_summary();
 }

@@ -6,7 +6,9 @@
  * perm[0 .. nb*B) of shuffle_perm exactly once (drop_last); evaluation keeps
  * a partial last batch in sequential order; resuming at start_batch gives
  * the uninterrupted run's batches; cancelling mid-epoch and starting the
- * next epoch gives that epoch's batches; several batches may be held; slot
+ * next epoch gives that epoch's batches; several batches may be held, and a
+ * batch held across loader_start keeps its contents while the next epoch
+ * fills the other slots; ImageFolder batches are u8 rows; slot
  * memory comes from the allocator callback and goes back to it; no thread
  * outlives loader_free; a corrupt image is reported with its path
  * (loader_try_next, with its status) and is fatal through loader_next (run
@@ -78,12 +80,13 @@ static void count_free(void *p, void *user)
     free(p);
 }
 
-/* One epoch, every batch copied out: x [nb*B, img], y, index, n, batch. */
+/* One epoch, every batch copied out: x [nb*B, img bytes] (f32 or u8 rows),
+ * y, index, n, batch. */
 typedef struct {
     uint32_t nb;
     size_t img;
     int B;
-    float *x;
+    uint8_t *x;
     int32_t *y;
     uint32_t *index;
     int *n;
@@ -96,8 +99,8 @@ static void epoch_run(Epoch *E, Loader *L, const ImageSource *src, int B, uint64
     memset(E, 0, sizeof *E);
     E->nb = loader_batches(L);
     E->B = B;
-    E->img = (size_t)src->size * src->size * 3;
-    E->x = calloc((size_t)E->nb * B * E->img, sizeof(float));
+    E->img = src_row_bytes(src);
+    E->x = calloc((size_t)E->nb * B * E->img, 1);
     E->y = calloc((size_t)E->nb * B, sizeof(int32_t));
     E->index = calloc((size_t)E->nb * B, sizeof(uint32_t));
     E->n = calloc(E->nb, sizeof(int));
@@ -109,7 +112,8 @@ static void epoch_run(Epoch *E, Loader *L, const ImageSource *src, int B, uint64
         if (k < E->nb) {
             E->batch[k] = b->batch;
             E->n[k] = b->n;
-            memcpy(E->x + (size_t)k * B * E->img, b->x, (size_t)b->n * E->img * sizeof(float));
+            const void *rows = b->x ? (const void *)b->x : (const void *)b->u8;
+            memcpy(E->x + (size_t)k * B * E->img, rows, (size_t)b->n * E->img);
             memcpy(E->y + (size_t)k * B, b->y, (size_t)b->n * sizeof(int32_t));
             memcpy(E->index + (size_t)k * B, b->index, (size_t)b->n * sizeof(uint32_t));
         }
@@ -118,6 +122,9 @@ static void epoch_run(Epoch *E, Loader *L, const ImageSource *src, int B, uint64
     }
     E->nb = k;  /* batches seen, counted from 0 */
 }
+
+/* Row i of an epoch of f32 rows. */
+static const float *row_f32(const Epoch *E, size_t i) { return (const float *)(E->x + i * E->img); }
 
 static void epoch_free(Epoch *E)
 {
@@ -135,7 +142,7 @@ static int epoch_same(const Epoch *a, const Epoch *b, uint32_t from)
     for (uint32_t k = from; k < a->nb; k++) {
         if (a->n[k] != b->n[k] || a->batch[k] != b->batch[k]) return 0;
         size_t r = (size_t)k * a->B, n = (size_t)a->n[k];
-        if (memcmp(a->x + r * a->img, b->x + r * b->img, n * a->img * sizeof(float)) ||
+        if (memcmp(a->x + r * a->img, b->x + r * b->img, n * a->img) ||
             memcmp(a->y + r, b->y + r, n * sizeof(int32_t)) ||
             memcmp(a->index + r, b->index + r, n * sizeof(uint32_t)))
             return 0;
@@ -191,14 +198,16 @@ static void test_synthetic(void)
     for (uint32_t i = 0; i < a.nb * (uint32_t)B; i += 7) {
         int32_t y;
         src_get(&src, a.index[i], 1, 1234, 2, row, &y, NULL, 0);
-        rows_ok &= y == a.y[i] && memcmp(row, a.x + i * a.img, a.img * sizeof(float)) == 0;
+        rows_ok &= y == a.y[i] && memcmp(row, row_f32(&a, i), a.img) == 0;
     }
     check_true("train.rows_are_samples", rows_ok, "a row differs from src_get");
     double mean = 0, var = 0;
-    for (size_t i = 0; i < a.img * B; i++) mean += a.x[i];
-    mean /= (double)a.img * B;
-    for (size_t i = 0; i < a.img * B; i++) var += (a.x[i] - mean) * (a.x[i] - mean);
-    var /= (double)a.img * B;
+    const float *x0 = row_f32(&a, 0);
+    const size_t nv = a.img / sizeof(float) * B;
+    for (size_t i = 0; i < nv; i++) mean += x0[i];
+    mean /= (double)nv;
+    for (size_t i = 0; i < nv; i++) var += (x0[i] - mean) * (x0[i] - mean);
+    var /= (double)nv;
     check_true("synthetic.stats", fabs(mean) < 0.3 && var > 0.9 && var < 1.3,
                "mean %.3f var %.3f", mean, var);
     epoch_free(&b);
@@ -221,6 +230,25 @@ static void test_synthetic(void)
     check_true("cancel.then_next_epoch", epoch_same(&b, &c, 0), "epoch 3 after cancel differs");
     check_true("epochs.differ", memcmp(b.index, a.index, (size_t)B * 4) != 0,
                "epochs 2 and 3 start alike");
+
+    /* a batch held across loader_start stays valid; the new epoch is whole */
+    loader_start(L3, 2, 11);
+    LoaderBatch *last = loader_next(L3);
+    float *kept = malloc((size_t)B * a.img);
+    memcpy(kept, last->x, (size_t)B * a.img);
+    loader_start(L3, 3, 0);
+    int same = 1;
+    LoaderBatch *nb_;
+    for (uint32_t k = 0; (nb_ = loader_next(L3)); k++) {
+        same &= nb_->batch == k && nb_->epoch == 3 &&
+                !memcmp(nb_->x, row_f32(&c, (size_t)k * B), (size_t)nb_->n * a.img);
+        loader_release(L3, nb_);
+    }
+    check_true("hold.across_start", last->batch == 11 && last->epoch == 2 &&
+               !memcmp(kept, last->x, (size_t)B * a.img) && same, "the held batch changed, or epoch 3 "
+               "differs from a fresh run");
+    loader_release(L3, last);
+    free(kept);
     epoch_free(&a);
     epoch_free(&b);
     epoch_free(&c);
@@ -246,7 +274,7 @@ static void test_synthetic(void)
     check_true("val.partial_last", seq, "%u batches, last n %d", a.nb, a.nb ? a.n[a.nb - 1] : -1);
     int32_t y;
     src_get(&src, 102, 0, 0, 0, row, &y, NULL, 0);
-    check_true("val.last_row", y == a.y[102] && !memcmp(row, a.x + 102 * a.img, a.img * 4),
+    check_true("val.last_row", y == a.y[102] && !memcmp(row, row_f32(&a, 102), a.img),
                "row of sample 102 differs");
     epoch_free(&a);
     loader_free(V);
@@ -348,7 +376,7 @@ static void test_folder(void)
     while (!(rc = loader_try_next(L, &bt, err, sizeof err)) && bt) loader_release(L, bt);
     check_true("error.try_next", rc == IMGF_ERR_DECODE, "rc %d", rc);
     char want[600];
-    snprintf(want, sizeof want, "cannot decode %s: ", bad);
+    snprintf(want, sizeof want, "%s: damaged PNG", bad);
     check_msg("error.try_next.path", err, want);
     loader_free(L);
 
@@ -357,7 +385,7 @@ static void test_folder(void)
     int code = child_run(drain_epoch, &src, out, sizeof out);
     check_true("error.next.fatal", code == 1, "child exit %d", code);
     check_msg("error.next.msg", out, want);
-    check_msg("error.next.hint", out, "hint: the file is damaged");
+    check_msg("error.next.hint", out, "hint: replace it with a good copy");
     src_free(&src);
 }
 
@@ -398,7 +426,7 @@ static void test_folder_permission(void)
                                                    : "this user reads mode-000 files");
     } else {
         check_true("perm.loader.fatal", code == 1, "child exit %d: %s", code, out);
-        check_msg("perm.loader.msg", out, "01.png: Permission denied");
+        check_msg("perm.loader.msg", out, "01.png: permission denied");
         check_msg("perm.loader.hint", out, "hint: permission denied: check the file's permissions");
         check_true("perm.loader.not_damaged", !strstr(out, "damaged"), "%s", out);
     }

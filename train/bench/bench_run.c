@@ -70,7 +70,7 @@ static void feed_flat_synthetic(Feed *f, Ctx *c, int batch, int features, int cl
     f->batches_per_epoch = 1000000000L;
     f->classes = classes;
     f->next = flat_next;
-    f->data_rate = flat_rate;
+    f->stats = NULL; (void)flat_rate;   /* no host data (flat_rate: unused since Feed.stats) */
     f->free = flat_free;
     snprintf(f->desc, sizeof f->desc, "synthetic features on the device (%d, %d classes)", features,
              classes);

@@ -27,6 +27,9 @@ void train_options_usage(const char *cmd)
            "  --image-size S       input side for ResNets (default 32 for fashion-mnist, 224 otherwise)\n"
            "  --classes N          classes for synthetic data (default 1000)\n"
            "  --workers N          data loader threads (default 4)\n"
+           "  --decode D           auto | gpu | cpu: where an ImageFolder's JPEGs are decoded\n"
+           "                       (gpu: nvJPEG on the device; cpu: libjpeg-turbo in the loader\n"
+           "                       threads; auto: gpu on a CUDA device with nvJPEG, else cpu)\n"
            "  --hidden W1,W2,...   MLP hidden widths (default 512,256)\n"
            "  --seq T              BERT tokens per sequence (default 128)\n"
            "  --vocab FILE         BERT vocabulary (vocab.txt) for mlm:SHARD and fortunes-cls data\n"
@@ -225,6 +228,13 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
         else if (!strcmp(a, "--image-size")) o->image_size = (int)parse_long(cmd, a, v, 8, 4096);
         else if (!strcmp(a, "--classes")) o->classes = (int)parse_long(cmd, a, v, 2, 1 << 20);
         else if (!strcmp(a, "--workers")) o->workers = (int)parse_long(cmd, a, v, 1, 256);
+        else if (!strcmp(a, "--decode")) {
+            if (strcmp(v, "auto") && strcmp(v, "gpu") && strcmp(v, "cpu")) {
+                snprintf(msg, sizeof msg, "--decode: '%s' is not auto, gpu or cpu", v);
+                opt_fail(cmd, msg);
+            }
+            snprintf(o->decode, sizeof o->decode, "%s", v);
+        }
         else if (!strcmp(a, "--seq")) o->seq = (int)parse_long(cmd, a, v, 2, 512);
         else if (!strcmp(a, "--eval-batch")) o->eval_batch = (int)parse_long(cmd, a, v, 1, 1 << 20);
         else if (!strcmp(a, "--dropout")) o->dropout = parse_float(cmd, a, v, 0.0f, 0.99f);

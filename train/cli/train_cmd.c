@@ -6,6 +6,19 @@
  * scaler update, zero grads).
  * The host waits for the device only when it reports (--log-every), so the
  * data for the next step is prepared while the GPU runs this one.
+ *
+ * The data figures of a report cover the interval since the previous one
+ * (the difference of two FeedStats readings, train/feed/feed_types.h), so
+ * warm-up, algorithm search and graph capture do not hide in an average:
+ *   data N img/s     images the feed handed over / interval wall time
+ *   capacity M       images / decoder busy time x its parallelism: what the
+ *                    decoder could deliver if never held back
+ *   wait P%          time the step loop blocked for a batch / interval wall
+ *                    time (large: the data is the bottleneck)
+ * --log writes them as data_images_per_s, data_capacity_per_s and
+ * data_wait_frac, with cpu_fallback (images the GPU decoder left to the CPU,
+ * so far); the config record names the decoder (decode). This process's
+ * feed only (a data-parallel rank's share).
  */
 #include "commands.h"
 
@@ -29,7 +42,31 @@
 #include "train/bench/timeline.h"
 #include "options.h"
 
-static void log_config(FILE *f, const TrainOptions *o, const Model *m, const Feed *fd,
+/* The feed's statistics now; zeros and "none" for a feed without any. */
+static void feed_stats_read(Feed *fd, FeedStats *s)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->decode, sizeof s->decode, "none");
+    if (fd->stats) fd->stats(fd, s);
+}
+
+/* The interval between readings a and b, dt seconds of wall time. */
+typedef struct {
+    double images_per_s, capacity_per_s, wait_frac;
+} DataRates;
+
+static DataRates data_rates(const FeedStats *a, const FeedStats *b, double dt)
+{
+    DataRates r = {NAN, NAN, NAN};
+    double n = (double)(b->images - a->images), busy = b->decode_s - a->decode_s;
+    if (dt <= 0) return r;
+    r.images_per_s = n / dt;
+    r.wait_frac = fmin(1.0, fmax(0.0, (b->wait_s - a->wait_s) / dt));
+    if (busy > 0) r.capacity_per_s = n / busy * (b->decode_parallel > 0 ? b->decode_parallel : 1);
+    return r;
+}
+
+static void log_config(FILE *f, const TrainOptions *o, const Model *m, Feed *fd,
                        long total_steps, const Ctx *c)
 {
     JsonLine j;
@@ -37,6 +74,9 @@ static void log_config(FILE *f, const TrainOptions *o, const Model *m, const Fee
     json_str(&j, "model", model_kind_name(o->model));
     json_str(&j, "data", o->data);
     json_str(&j, "data_desc", fd->desc);
+    FeedStats fs;
+    feed_stats_read(fd, &fs);
+    json_str(&j, "decode", fs.decode);
     json_str(&j, "device", ctx_device_name(c));
     json_str(&j, "precision", precision_name(o->precision));
     json_str(&j, "optimizer", optim_name(o->optim.kind));
@@ -121,6 +161,8 @@ int cmd_train(int argc, char **argv)
     Progress pg;
     progress_init(&pg);
     double t0 = progress_now(), t_last = t0;
+    FeedStats ds_last, ds_now;
+    feed_stats_read(fd, &ds_last);
     long step = tr->step, last_step = tr->step, first_step = tr->step, saved_step = -1;
     mem_reset_peak(c);
     long recomputed_before = c->recomputed;
@@ -161,9 +203,15 @@ int cmd_train(int argc, char **argv)
             double now = progress_now();
             double sps = (double)(step - last_step) * o->batch * o->accum * c->dp_world / (now - t_last);
             double eta = (now - t0) / (double)(step - first_step) * (double)(total - step);
-            double drate = fd->data_rate(fd);
-            char eb[32], mb[32], pb[32], db[48] = "", sb[64] = "";
-            if (isfinite(drate)) snprintf(db, sizeof db, "  data %.0f img/s", drate);
+            feed_stats_read(fd, &ds_now);
+            DataRates dr = data_rates(&ds_last, &ds_now, now - t_last);
+            char eb[32], mb[32], pb[32], db[96] = "", cb[40] = "", sb[64] = "";
+            if (fd->stats) {
+                if (isfinite(dr.capacity_per_s))
+                    snprintf(cb, sizeof cb, " (capacity %.0f)", dr.capacity_per_s);
+                snprintf(db, sizeof db, "  data %.0f img/s%s, wait %.0f%%", dr.images_per_s, cb,
+                         100.0 * dr.wait_frac);
+            }
             if (sc->enabled) snprintf(sb, sizeof sb, "  scale %g skipped %lld", (double)ss.scale,
                                       (long long)ss.skipped);
             progress_update(&pg, "epoch %ld/%ld  step %ld/%ld  loss %.4f  lr %.4g  %.0f samples/s%s%s  ETA %s  mem %s (peak %s)",
@@ -179,7 +227,12 @@ int cmd_train(int argc, char **argv)
                 json_num(&j, "loss", lv);
                 json_num(&j, "lr", lr);
                 json_num(&j, "samples_per_s", sps);
-                json_num(&j, "data_images_per_s", drate);
+                if (fd->stats) {
+                    json_num(&j, "data_images_per_s", dr.images_per_s);
+                    json_num(&j, "data_capacity_per_s", dr.capacity_per_s);
+                    json_num(&j, "data_wait_frac", dr.wait_frac);
+                    json_int(&j, "cpu_fallback", (int64_t)ds_now.cpu_fallback);
+                }
                 json_int(&j, "mem_bytes", (int64_t)c->mem.current);
                 json_int(&j, "peak_mem_bytes", (int64_t)c->mem.peak);
                 if (sc->enabled) {
@@ -191,6 +244,7 @@ int cmd_train(int argc, char **argv)
                 json_log(&j, logf, o->log_path);
             }
             t_last = now;
+            ds_last = ds_now;
             last_step = step;
         }
         tensor_release(tr->last_loss);   /* as soon as it has been read (or not) */

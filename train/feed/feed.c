@@ -6,6 +6,7 @@
 #include <string.h>
 #include "engine/error.h"
 #include "feed_cls.h"
+#include "feed_decode.h"
 #include "feed_image.h"
 #include "feed_text.h"
 #include "models/model.h"
@@ -23,20 +24,29 @@ void feed_open(Feed *f, Ctx *c, const FeedSpec *s)
     int kind = model_kind_parse(s->model);
     int mlp = kind == MODEL_MLP;
     if (kind >= 0 && model_kind_is_bert((ModelKind)kind)) {
+        feed_decode_check_other(s->decode, d);   /* no image files: --decode gpu is refused */
         if (feed_is_cls(d)) feed_cls_open(f, c, s);
         else feed_text_open(f, c, s);
         return;
     }
     if (!strcmp(d, "fashion-mnist") || !strncmp(d, "fashion-mnist:", 14)) {
         const char *dir = d[13] == ':' ? d + 14 : NULL;
-        if (mlp) feed_flat_open(f, c, s, dir);
-        else feed_fmnist_images_open(f, c, s, dir);
+        if (mlp) {
+            feed_decode_check_other(s->decode, d);
+            feed_flat_open(f, c, s, dir);
+        } else {
+            feed_fmnist_images_open(f, c, s, dir);
+        }
         return;
     }
     if (mlp)
         ct_fatal_hint("pass --data fashion-mnist (the MLP reads 28x28 images as 784 features)",
                       "--data %s: the MLP trains on Fashion-MNIST only", d);
-    if (!strcmp(d, "synthetic")) { feed_synthetic_images_open(f, c, s); return; }
+    if (!strcmp(d, "synthetic")) {
+        feed_decode_check_other(s->decode, d);
+        feed_synthetic_images_open(f, c, s);
+        return;
+    }
     feed_imagefolder_open(f, c, s, !strncmp(d, "imagefolder:", 12) ? d + 12 : d);
 }
 

@@ -8,6 +8,8 @@
  *   flat      Fashion-MNIST as [B, 784] for the MLP (host-side batching);
  *   loader    an ImageSource (ImageFolder, Fashion-MNIST resized to RGB,
  *             host synthetic) through the threaded loader, NHWC [B, S, S, 3];
+ *             an ImageFolder's JPEGs decoded on the CPU or the GPU
+ *             (--decode, feed_decode.h);
  *   synthetic random images and labels generated once on the device: no
  *             host work and no copies per step, for throughput runs
  *             (these three: feed_image.h);

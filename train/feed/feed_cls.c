@@ -165,7 +165,6 @@ void feed_cls_open(Feed *f, Ctx *c, const FeedSpec *s)
     f->has_eval = C->ds.n_test > 0;
     f->class_names = (const char *const *)C->ds.topics;
     f->next = cls_next;
-    f->data_rate = feed_no_rate;
     f->eval_start = cls_eval_start;
     f->eval_next = cls_eval_next;
     f->free = cls_free;

@@ -1,7 +1,8 @@
 /* feed_image.c — the image feeds (feed_image.h): flat Fashion-MNIST for the
  * MLP, the threaded loader over an ImageSource, and synthetic images made
  * once on the device. The first two stage their batches through
- * feed_stage.h. */
+ * feed_stage.h; an ImageFolder's u8 rows are normalised on the device
+ * (feed_decode.h) or decoded there (--decode gpu: feed_jpeg.h). */
 #include "feed_image.h"
 
 #include <stdio.h>
@@ -13,8 +14,11 @@
 #include "data/loader.h"
 #include "data/shuffle.h"
 #include "engine/error.h"
+#include "engine/log.h"
 #include "engine/mem.h"
 #include "engine/philox.h"
+#include "feed_decode.h"
+#include "feed_jpeg.h"
 #include "feed_stage.h"
 
 /* ---- flat Fashion-MNIST (MLP) ---- */
@@ -110,7 +114,6 @@ void feed_flat_open(Feed *f, Ctx *c, const FeedSpec *s, const char *dir)
     f->classes = FMNIST_CLASSES;
     f->has_eval = 1;
     f->next = flat_next;
-    f->data_rate = feed_no_rate;
     f->eval_start = flat_eval_start;
     f->eval_next = flat_eval_next;
     f->free = flat_free;
@@ -134,14 +137,42 @@ typedef struct Img {
     FeedStage st;              /* events only: the batches are the loader's pinned slots */
     uint64_t started_epoch;    /* epoch + 1 the train loader was started for */
     uint32_t next_batch;
-    int S;
+    int S, workers;
     Tensor *ex, *ey;
     int eval_running;
+    /* u8 rows (an ImageFolder): normalised on the device, or decoded there */
+    FeedDecode decode;
+    JpegGpu *up;               /* --decode cpu on a CUDA context: the normalising upload */
+    JpegPipe *pipe;            /* --decode gpu */
+    uint64_t images;           /* handed to the model (the CPU path) */
+    char decode_desc[64];
 } Img;
+
+/* The rows of lb into x (n rows) and its labels into y, queued on c's
+ * stream; set k's event follows them. */
+static void img_send(Img *I, Ctx *c, int k, LoaderBatch *lb, Tensor *x, Tensor *y, int n)
+{
+    if (lb->u8) {
+        const AugConfig *a = &I->train.aug;
+        feed_u8_to_input(c, I->up, x, lb->u8, n, a->mean, a->std);
+        const void *const src[1] = {lb->y};
+        const size_t bytes[1] = {(size_t)n * sizeof(int32_t)};
+        feed_stage_send_from(&I->st, c, k, &y, src, bytes, 1);
+        return;
+    }
+    Tensor *const dst[2] = {x, y};
+    const void *const src[2] = {lb->x, lb->y};
+    const size_t bytes[2] = {(size_t)n * I->S * I->S * 3 * sizeof(float), (size_t)n * sizeof(int32_t)};
+    feed_stage_send_from(&I->st, c, k, dst, src, bytes, 2);
+}
 
 static void img_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
 {
     Img *I = (Img *)f->impl;
+    if (I->pipe) {
+        jpipe_next(I->pipe, c, epoch, b, f->in[0], f->in[1]);
+        return;
+    }
     if (I->started_epoch != epoch + 1 || I->next_batch != b) {
         /* a new epoch (or a jump): every held batch goes back first */
         for (int j = 0; j < 2; j++)
@@ -161,17 +192,45 @@ static void img_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
     }
     LoaderBatch *lb = loader_next(I->L);
     CT_ASSERT(lb != NULL, "loader: epoch %llu ended before batch %u", (unsigned long long)epoch, b);
-    const void *const src[2] = {lb->x, lb->y};
-    feed_stage_send_from(&I->st, c, k, f->in, src, NULL, 2);
+    img_send(I, c, k, lb, f->in[0], f->in[1], f->batch);
     I->held[k] = lb;
+    I->images += (uint64_t)f->batch;
     I->next_batch = b + 1;
+    if (I->next_batch == (uint32_t)f->batches_per_epoch) {
+        /* the next epoch's batches are made while this one's last step runs
+         * (held batches stay valid across loader_start) */
+        loader_start(I->L, epoch + 1, 0);
+        I->started_epoch = epoch + 2;
+        I->next_batch = 0;
+    }
 }
 
-static double img_rate(Feed *f)
+/* GPU path: decode_s is the busier stage's time, max(the loader workers'
+ * busy time / W, the decode thread's), so images / decode_s is what the
+ * pipeline could deliver; decode_parallel 1. CPU path: the workers' busy
+ * time over W workers. */
+static void img_stats(Feed *f, FeedStats *s)
 {
-    LoaderStats st;
-    loader_stats(((Img *)f->impl)->L, &st);
-    return st.images_per_s;
+    Img *I = (Img *)f->impl;
+    LoaderStats ls;
+    loader_stats(I->L, &ls);
+    memset(s, 0, sizeof *s);
+    snprintf(s->decode, sizeof s->decode, "%s", I->decode_desc);
+    if (I->pipe) {
+        JpegPipeStats ps;
+        jpipe_stats(I->pipe, &ps);
+        s->images = ps.images;
+        s->wait_s = ps.wait_s;
+        s->cpu_fallback = ps.cpu_fallback;
+        double w = ls.busy_s / (double)I->workers;
+        s->decode_s = w > ps.busy_s ? w : ps.busy_s;
+        s->decode_parallel = 1;
+        return;
+    }
+    s->images = I->images;
+    s->wait_s = ls.wait_s;
+    s->decode_s = ls.busy_s;
+    s->decode_parallel = I->workers;
 }
 
 static void img_eval_start(Feed *f, Ctx *c)
@@ -185,15 +244,29 @@ static void img_eval_start(Feed *f, Ctx *c)
 static int img_eval_next(Feed *f, Ctx *c, Tensor **in, int *n)
 {
     Img *I = (Img *)f->impl;
-    LoaderBatch *lb = loader_next(I->V);
-    if (!lb) return 0;
-    int b = lb->n, S = I->S;
-    Tensor *const dst[2] = {I->ex, I->ey};
-    const void *const src[2] = {lb->x, lb->y};
-    const size_t bytes[2] = {(size_t)b * S * S * 3 * sizeof(float), (size_t)b * sizeof(int32_t)};
-    feed_stage_copy(c, dst, src, bytes, 2);
-    ctx_sync(c);   /* evaluation is not timed: keep it simple */
-    loader_release(I->V, lb);
+    int b, S = I->S;
+    if (I->pipe) {
+        b = jpipe_eval_next(I->pipe, c, I->V, I->ex, I->ey);
+        if (!b) return 0;
+    } else {
+        LoaderBatch *lb = loader_next(I->V);
+        if (!lb) return 0;
+        b = lb->n;
+        Tensor *const dst[2] = {I->ex, I->ey};
+        if (lb->u8) {
+            const AugConfig *a = &I->val.aug;
+            feed_u8_to_input(c, I->up, I->ex, lb->u8, b, a->mean, a->std);
+            const void *const src[1] = {lb->y};
+            const size_t bytes[1] = {(size_t)b * sizeof(int32_t)};
+            feed_stage_copy(c, dst + 1, src, bytes, 1);
+        } else {
+            const void *const src[2] = {lb->x, lb->y};
+            const size_t bytes[2] = {(size_t)b * S * S * 3 * sizeof(float), (size_t)b * sizeof(int32_t)};
+            feed_stage_copy(c, dst, src, bytes, 2);
+        }
+        ctx_sync(c);   /* evaluation is not timed: keep it simple */
+        loader_release(I->V, lb);
+    }
     in[0] = tensor_view(c, I->ex->data, DT_F32, 4, (int64_t[]){b, S, S, 3});
     in[1] = tensor_view(c, I->ey->data, DT_I32, 1, (int64_t[]){b});
     *n = b;
@@ -204,11 +277,13 @@ static void img_free(Feed *f, Ctx *c)
 {
     Img *I = (Img *)f->impl;
     ctx_sync(c);
+    jpipe_close(I->pipe);          /* before the loaders stop: its thread reads from L */
     for (int k = 0; k < 2; k++)
         if (I->held[k]) loader_release(I->L, I->held[k]);
     loader_stop(I->L);
     loader_free(I->L);
     if (I->V) { loader_stop(I->V); loader_free(I->V); }
+    jpeg_gpu_close(I->up);
     feed_stage_free(&I->st, c);
     src_free(&I->train);
     if (I->have_val) src_free(&I->val);
@@ -224,11 +299,56 @@ static int is_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* --decode for an ImageFolder: the GPU pipeline, or the CPU path's upload
+ * decoder (CUDA contexts). */
+static void img_open_decoder(Img *I, Ctx *c, const FeedSpec *s)
+{
+    char err[600], note[700];
+    const char *hint;
+    if (feed_decode_pick(&I->decode, s->decode, 1, c->device == DEV_CUDA, note, sizeof note, err,
+                         sizeof err, &hint))
+        ct_fatal_hint(hint, "%s", err);
+    if (note[0]) LOG_W("%s", note);
+    AugConfig dflt;                /* the ImageFolder source's mean and std */
+    aug_config_default(&dflt, I->S);
+    const AugConfig *a = &dflt;
+    if (I->decode == FEED_DECODE_GPU) {
+        I->pipe = jpipe_open(c, s->batch, s->eval_batch, I->S, a->mean, a->std, err, sizeof err);
+        if (!I->pipe) {
+            if (s->decode && !strcmp(s->decode, "gpu"))
+                ct_fatal_hint("pass --decode cpu to decode the images on the CPU",
+                              "--decode gpu: %s", err);
+            LOG_W("decoding the images on the CPU: nvJPEG did not open: %s", err);
+            I->decode = FEED_DECODE_CPU;
+        }
+    }
+    if (I->pipe)
+        snprintf(I->decode_desc, sizeof I->decode_desc, "gpu (nvJPEG %s, %d loader threads)",
+                 jpipe_backend(I->pipe), s->workers);
+    else
+        snprintf(I->decode_desc, sizeof I->decode_desc, "cpu (libjpeg-turbo, %d threads)",
+                 s->workers);
+    if (!I->pipe && c->device == DEV_CUDA) {
+        int mb = s->batch > s->eval_batch ? s->batch : s->eval_batch;
+        I->up = jpeg_gpu_open(c, mb, I->S, 0, JPEG_GPU_UPLOAD, err, sizeof err);
+        if (!I->up) ct_fatal("the image feed's upload: %s", err);
+    }
+}
+
 static void img_open(Feed *f, Ctx *c, const FeedSpec *s, int kind, const char *arg)
 {
     Img *I = (Img *)calloc(1, sizeof *I);
     char err[512];
     int S = s->image_size;
+    I->S = S ? S : kind == 0 ? 32 : 224;
+    I->workers = s->workers;
+    if (kind == 0) {
+        feed_decode_check_other(s->decode, s->data);
+        snprintf(I->decode_desc, sizeof I->decode_desc, "cpu (Fashion-MNIST resize, %d threads)",
+                 s->workers);
+    } else {
+        img_open_decoder(I, c, s);   /* before the scan: a --decode that cannot be had */
+    }
     if (kind == 0) {                       /* fashion-mnist resized to RGB */
         if (!S) S = 32;
         fmnist_load_or_die(&I->ds, arg);
@@ -256,16 +376,17 @@ static void img_open(Feed *f, Ctx *c, const FeedSpec *s, int kind, const char *a
     if ((uint32_t)s->batch > I->train.n)
         ct_fatal_hint("pass a smaller --batch", "--batch %d is larger than the %u training images",
                       s->batch, I->train.n);
-    I->S = S;
     LoaderConfig lc;
     memset(&lc, 0, sizeof lc);
     lc.batch = s->batch;
     lc.workers = s->workers;
-    lc.slots = 4;
+    lc.slots = I->pipe ? 6 : 4;   /* the decode thread holds one more */
     lc.train = 1;
     lc.seed = s->seed;
     lc.rank = (uint32_t)c->dp_rank;
     lc.world = (uint32_t)feed_world(c);
+    lc.encoded = I->pipe != NULL;
+    lc.cpu_kinds = I->pipe ? jpipe_cpu_kinds(I->pipe) : 0;
     lc.alloc = pinned_alloc;
     lc.free = pinned_free;
     lc.alloc_user = c;
@@ -287,12 +408,14 @@ static void img_open(Feed *f, Ctx *c, const FeedSpec *s, int kind, const char *a
     f->classes = I->train.classes;
     f->has_eval = I->have_val;
     f->next = img_next;
-    f->data_rate = img_rate;
+    f->stats = img_stats;
     f->eval_start = img_eval_start;
     f->eval_next = img_eval_next;
     f->free = img_free;
-    snprintf(f->desc, sizeof f->desc, "%s (%u images, %d classes, %dx%d, %d workers)",
-             I->train.kind, I->train.n, I->train.classes, S, S, s->workers);
+    if (I->pipe) jpipe_start(I->pipe, I->L);
+    snprintf(f->desc, sizeof f->desc, "%s (%u images, %d classes, %dx%d, %d workers, decode %s)",
+             I->train.kind, I->train.n, I->train.classes, S, S, s->workers,
+             I->pipe ? "gpu" : "cpu");
 }
 
 /* ---- synthetic, generated once on the device ---- */
@@ -339,7 +462,6 @@ void feed_synthetic_images_open(Feed *f, Ctx *c, const FeedSpec *s)
     f->classes = K;
     f->has_eval = 0;
     f->next = syn_next;
-    f->data_rate = feed_no_rate;
     f->free = syn_free;
     snprintf(f->desc, sizeof f->desc, "synthetic on the device (%dx%dx3, %d classes)", S, S, K);
 }

@@ -2,7 +2,6 @@
  * (see feed_stage.h). */
 #include "feed_stage.h"
 
-#include <math.h>
 #include <string.h>
 #include "engine/error.h"
 #include "engine/mem.h"
@@ -80,5 +79,3 @@ void feed_stage_free(FeedStage *s, Ctx *c)
 }
 
 int feed_world(const Ctx *c) { return c->dp_world > 1 ? c->dp_world : 1; }
-
-double feed_no_rate(Feed *f) { (void)f; return NAN; }

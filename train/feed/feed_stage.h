@@ -59,7 +59,5 @@ void feed_stage_free(FeedStage *s, Ctx *c);
 
 /* The data-parallel world size the feeds split for (1 when alone). */
 int feed_world(const Ctx *c);
-/* Feed.data_rate of a feed without a loader: NAN. */
-double feed_no_rate(Feed *f);
 
 #endif

@@ -135,7 +135,6 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
     f->in[2] = tensor_new(c, DT_F32, 2, (int64_t[]){B, S});
     f->in[3] = tensor_new(c, DT_I32, 1, (int64_t[]){(int64_t)M});
     f->in[4] = tensor_new(c, DT_I32, 1, (int64_t[]){(int64_t)M});
-    f->data_rate = feed_no_rate;
     f->free = text_free;
     f->has_eval = 0;
 

@@ -43,8 +43,6 @@ struct Feed {
     const char *const *class_names; /* [classes] label -> name, or NULL */
     /* Fill in[] with batch `batch_index` of `epoch`. */
     void (*next)(Feed *f, Ctx *c, uint64_t epoch, uint32_t batch_index);
-    /* Loader images/s so far (NAN when not applicable). */
-    double (*data_rate)(Feed *f);
     /* Cumulative statistics (NULL: the feed makes no data on the host). */
     void (*stats)(Feed *f, FeedStats *s);
     /* Evaluation: start, then next until it returns 0; n = rows in this batch

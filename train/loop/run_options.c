@@ -24,6 +24,7 @@ void train_options_default(TrainOptions *o)
     o->hidden[1] = 256;
     o->n_hidden = 2;
     o->workers = 4;
+    snprintf(o->decode, sizeof o->decode, "auto");
     o->seq = 128;
     o->schedule = SCHED_CONSTANT;
     o->eval_batch = 256;
@@ -41,8 +42,9 @@ FeedSpec train_options_feed_spec(const TrainOptions *o)
 {
     FeedSpec s = {.data = o->data, .model = model_kind_name(o->model), .batch = o->batch,
                   .eval_batch = o->eval_batch, .image_size = o->image_size,
-                  .workers = o->workers, .decode = NULL, .classes = o->classes, .seed = o->seed,
-                  .seq = o->seq, .vocab = o->vocab, .vocab_size = o->classes};
+                  .workers = o->workers, .decode = o->decode[0] ? o->decode : NULL,
+                  .classes = o->classes, .seed = o->seed, .seq = o->seq, .vocab = o->vocab,
+                  .vocab_size = o->classes};
     return s;
 }
 

@@ -58,6 +58,7 @@ typedef struct TrainOptions {
     int width;               /* ResNet stem width; 0: the model's 64 (not a flag: the CPU
                                 bench's narrow ResNet18) */
     int workers;
+    char decode[8];          /* --decode: auto | gpu | cpu (train/feed/feed_decode.h) */
     int seq;                 /* BERT tokens per sequence */
     int classes;             /* 0: from the data */
     char save_path[512], load_path[512];
