@@ -409,7 +409,7 @@ static void test_ready_deferred(void)
 {
     Ctx c;
     ctx_init(&c, DEV_CPU, 0, 5);
-    FeedSpec fs = {"synthetic", "bert-tiny", 2, 2, 0, 1, 0, 7, 16, NULL, 300};
+    FeedSpec fs = {"synthetic", "bert-tiny", 2, 2, 0, 1, NULL, 0, 7, 16, NULL, 300};
     Feed fd;
     feed_open(&fd, &c, &fs);
     BertConfig bc;
@@ -513,7 +513,7 @@ static void ready_models(void)
     /* BERT-tiny (tied word embeddings: input embedding and MLM decoder), with
      * and without recompute */
     for (int rec = 0; rec < 2; rec++) {
-        FeedSpec fs = {"synthetic", "bert-tiny", 2, 2, 0, 1, 0, 7, 16, NULL, 300};
+        FeedSpec fs = {"synthetic", "bert-tiny", 2, 2, 0, 1, NULL, 0, 7, 16, NULL, 300};
         Feed fd;
         feed_open(&fd, &c, &fs);
         BertConfig bc;
@@ -528,7 +528,7 @@ static void ready_models(void)
     }
     /* ResNet18 at width 16 (batch norm, residuals), recompute every 2nd block */
     for (int rec = 0; rec < 3; rec += 2) {
-        FeedSpec fs = {"synthetic", "resnet18", 2, 2, 32, 1, 10, 7, 0, NULL, 0};
+        FeedSpec fs = {"synthetic", "resnet18", 2, 2, 32, 1, NULL, 10, 7, 0, NULL, 0};
         Feed fd;
         feed_open(&fd, &c, &fs);
         ResNetConfig rc;

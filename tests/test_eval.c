@@ -172,7 +172,7 @@ static void test_bert_fortunes(Ctx *c)
     EvalResult r[3];
     PerRow ref = {0, 0, 0};
     for (int e = 0; e < 3; e++) {
-        FeedSpec s = {"fortunes-cls", "bert-tiny", 8, ebs[e], 0, 1, 2, 7, 32, vocab, 0};
+        FeedSpec s = {"fortunes-cls", "bert-tiny", 8, ebs[e], 0, 1, NULL, 2, 7, 32, vocab, 0};
         Feed f;
         feed_open(&f, c, &s);
         BertConfig cfg;

@@ -40,7 +40,7 @@ HeadKind train_options_head(const TrainOptions *o)
 FeedSpec train_options_feed_spec(const TrainOptions *o)
 {
     FeedSpec s = {o->data, model_kind_name(o->model), o->batch, o->eval_batch, o->image_size,
-                  o->workers, o->classes, o->seed, o->seq, o->vocab, o->classes};
+                  o->workers, NULL, o->classes, o->seed, o->seq, o->vocab, o->classes};
     return s;
 }
 
