@@ -88,13 +88,21 @@ static void check_feed_figures(const J *r, double steps, double batch)
                jtext(r, "decoder"));
 }
 
+/* ctrain bench ARGS --json DIR/NAME.json; the output into out, the path into json. */
+static int bench_json(char *json, size_t jlen, char *out, size_t olen, const char *dir, const char *name,
+                      const char *args)
+{
+    char cmd[2048];
+    snprintf(json, jlen, "%s/%s.json", dir, name);
+    snprintf(cmd, sizeof cmd, "%s bench %s --json %s 2>&1", bin(), args, json);
+    return run(cmd, out, olen);
+}
+
 static void test_rows(const char *dir, const char *imf)
 {
     char cmd[2048], out[16384], json[512];
-    snprintf(json, sizeof json, "%s/data.json", dir);
-    snprintf(cmd, sizeof cmd, "%s bench --device cpu --quick --models resnet18,mlp --data %s --workers 2 "
-             "--json %s 2>&1", bin(), imf, json);
-    int st = run(cmd, out, sizeof out);
+    snprintf(cmd, sizeof cmd, "--device cpu --quick --models resnet18,mlp --data %s --workers 2", imf);
+    int st = bench_json(json, sizeof json, out, sizeof out, dir, "data", cmd);
     printf("%s", out);
     check_true("data.exit", st == 0, "exit %d", st);
     check_true("data.header", strstr(out, "real data: mlp takes no images: synthetic rows only") &&
@@ -154,11 +162,10 @@ static void test_rows(const char *dir, const char *imf)
 
 static void test_list(const char *dir, const char *imf)
 {
-    char cmd[2048], out[8192], json[512];
-    snprintf(json, sizeof json, "%s/list.json", dir);
-    snprintf(cmd, sizeof cmd, "%s bench --list --device cpu --models resnet18 --data imagefolder:%s "
-             "--decode cpu,auto --json %s 2>&1", bin(), imf, json);
-    int st = run(cmd, out, sizeof out);
+    char args[1024], out[8192], json[512];
+    snprintf(args, sizeof args, "--list --device cpu --models resnet18 --data imagefolder:%s --decode cpu,auto",
+             imf);
+    int st = bench_json(json, sizeof json, out, sizeof out, dir, "list", args);
     J *doc = jparse_file(json);
     J *res = jget(doc, "results");
     int ok = st == 0 && res && res->n == 3 && !strcmp(jtext(res->items[0], "data"), "synthetic") &&
