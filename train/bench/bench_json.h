@@ -39,11 +39,15 @@
  * ("auto", "cpu", "gpu"), "decoder" what decoded ("gpu (nvJPEG hardware)"),
  * "workers" loader threads, data_images handed to the model, data_wait_s the
  * time the step stood waiting for a batch and data_wait_fraction = data_wait_s
- * / timed_s, decode_s the decoder's busy seconds summed over its
- * decode_parallel threads or engines, decode_images_per_s = data_images /
- * timed_s (delivered), decode_capacity_images_per_s = data_images / decode_s
- * x decode_parallel (what the decoder could sustain), cpu_fallback images the
- * GPU decoder handed to the CPU. A feed without statistics leaves them absent.
+ * / timed_s (host time: on the GPU the device may still be running the step
+ * before, so this bounds its idle share from above), decode_s the decoder's
+ * busy seconds summed over its decode_parallel threads or engines,
+ * decode_images_per_s = data_images / timed_s (delivered),
+ * decode_capacity_images_per_s = data_images / decode_s x decode_parallel
+ * (what the decoder could sustain), cpu_fallback images the GPU decoder
+ * handed to the CPU. A feed without statistics leaves them absent. The
+ * real-data row's model has the folder's classes (the synthetic one 1000 on
+ * the GPU): its flops_per_sample and MFU are the synthetic config's.
  *
  * A figure that was not measured is ABSENT (the key is omitted), never 0 or
  * null: doubles that are NaN, integers < 0 and NULL or "" strings are left
