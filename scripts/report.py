@@ -28,6 +28,15 @@ source's own `mfu_peak` when it has one; otherwise (PyTorch) it is computed
 from the config's FLOPs per sample and the peak TFLOP/s of the same card and
 precision, both taken from a ctrain result, and marked with *.
 
+Real data (ctrain bench --data DIR): a result whose "data" is a folder rather
+than "synthetic" (or absent) is a real-data row. It stays out of the main
+table; a "Real data" section has one block per source (engine, mode, card),
+one row per config and decoder: the synthetic and the real samples/s of that
+config (each the mean over its timed window, samples_per_s_mean, so a stall
+counts; the median where a file has no mean), real / synthetic in %, the
+data-wait %, the decoder's delivered img/s and its capacity, the CPU
+fallbacks, and what decoded. Figures a feed did not report are "–".
+
 Plots (PNG and SVG, with --plots DIR): throughput per config, throughput per
 watt where power was measured, peak memory. matplotlib is imported only
 then; without it the report is written without plots and says so.
@@ -74,7 +83,8 @@ def _kind(v):
 
 
 # Fields the report uses as text (names, grouping keys); numbers go through _num.
-TEXT_FIELDS = ("engine", "mode", "device", "model", "precision", "layout", "torch", "throttle")
+TEXT_FIELDS = ("engine", "mode", "device", "model", "precision", "layout", "torch", "throttle",
+               "data", "decode", "decoder")
 
 
 def _check_record(r, where):
@@ -195,6 +205,12 @@ def fill_in(recs):
     return out
 
 
+def is_real(r):
+    """A real-data row: its "data" names a folder (absent: synthetic, older files)."""
+    d = r.get("data")
+    return bool(d) and d != "synthetic"
+
+
 def short_device(name):
     for p in ("NVIDIA GeForce ", "NVIDIA ", "Tesla "):
         if name.startswith(p):
@@ -206,7 +222,8 @@ class Source:
     def __init__(self, file, engine, mode, device, machine, ceilings, notes=()):
         self.file, self.engine, self.mode, self.device = file, engine, mode, device
         self.machine, self.ceilings, self.notes = machine, ceilings, list(notes)
-        self.results = {}          # config key -> record
+        self.results = {}          # config key -> record (synthetic data)
+        self.real = {}             # config key -> [records] (real-data rows, one per decoder)
         self.label = ""
 
 
@@ -263,6 +280,9 @@ def load(paths, labels, ignore_layout):
                 sources.append(index[key])
             src = index[key]
             ck = config_key(r, ignore_layout)
+            if is_real(r):
+                src.real.setdefault(ck, []).append(r)
+                continue
             old = src.results.get(ck)
             if old is not None:
                 ok_old, ok_new = _num(old.get("samples_per_s")), _num(r.get("samples_per_s"))
@@ -448,6 +468,8 @@ def build_report(sources, base, configs, plot_note, plot_files, out_dir, title):
     if notes:
         L.append("")
 
+    L += real_data_section(sources)
+
     # Details: everything else a result measured, one row per config and source.
     cols = [("ms/step", lambda s, k, r: fmt(_num(r.get("ms_per_step")), ".2f")),
             ("reserved GiB", lambda s, k, r: fmt_gib(_num(r.get("peak_mem_reserved_bytes")))),
@@ -541,6 +563,65 @@ def build_report(sources, base, configs, plot_note, plot_files, out_dir, title):
     for name, path in plot_files:
         L += [f"![{name}]({os.path.relpath(path, out_dir)})", ""]
     return "\n".join(L)
+
+
+def window_rate(r):
+    """samples/s over the timed window (stalls count); the median where absent."""
+    if r is None or (r.get("error") and _num(r.get("samples_per_s")) is None):
+        return None
+    v = _num(r.get("samples_per_s_mean"))
+    return v if v is not None else _num(r.get("samples_per_s"))
+
+
+def real_data_section(sources):
+    """Markdown lines: one block per source with real-data rows (one row per
+    config and decoder), then the errors they name; or nothing."""
+    L, notes = [], []
+    for s in sources:
+        if not s.real:
+            continue
+        if not L:
+            L += ["## Real data", "",
+                  "Each config's synthetic row beside its real-data rows (`ctrain bench --data DIR`), "
+                  "measured in the same run with the same warm-up and timed window. samples/s is the "
+                  "mean over the timed window (all samples over its time: a data stall counts); real % "
+                  "= real / synthetic; data wait = time the step waited for a batch over the window; "
+                  "decode = images delivered per second of the window, capacity = what the decoder "
+                  f"could sustain (images per busy second × its threads or engines). {DASH} = not "
+                  "reported.", ""]
+        where = short_device(s.device) if s.device else "CPU"
+        folders = sorted({str(r.get("data")) for rs in s.real.values() for r in rs})
+        L += [f"### {s.label}" + ("" if where in s.label else f" on {where}"), "",
+              "data: " + ", ".join(f"`{f}`" for f in folders), ""]
+        rows = []
+        for k in sorted(s.real, key=config_sort):
+            syn = window_rate(s.results.get(k))
+            for r in s.real[k]:
+                decode = str(r.get("decode") or DASH)
+                if r.get("decoder"):
+                    decode += f" → {r['decoder']}"
+                if r.get("error") and _num(r.get("samples_per_s")) is None:
+                    cell = error_cell(r, notes).replace("error [", "error [r")   # not the main table's [n]
+                    rows.append([config_label(k), decode, fmt_sps(syn), cell]
+                                + [DASH] * 5)
+                    continue
+                real = window_rate(r)
+                wait = _num(r.get("data_wait_fraction"))
+                rows.append([config_label(k), decode, fmt_sps(syn), fmt_sps(real),
+                             f"{100 * real / syn:.1f}%" if real and syn else DASH,
+                             DASH if wait is None else f"{100 * wait:.1f}%",
+                             fmt_sps(_num(r.get("decode_images_per_s"))),
+                             fmt_sps(_num(r.get("decode_capacity_images_per_s"))),
+                             fmt(_num(r.get("cpu_fallback")), ".0f")])
+        L.append(md_table(["config", "decode → decoder", "synthetic samples/s", "real samples/s",
+                           "real %", "data wait", "decode img/s", "capacity img/s", "CPU fallbacks"],
+                          rows, 2))
+        L.append("")
+    for i, e in enumerate(notes, 1):
+        L.append(f"[r{i}] {e}")
+    if notes:
+        L.append("")
+    return L
 
 
 # ---- Plots -----------------------------------------------------------------

@@ -16,7 +16,9 @@
  * versions) and the matmul ceilings come from a first "probe" child.
  *
  * Files, each using only those below it (no file calls one above it):
- *   bench.c          the command: options, the suite, the header
+ *   bench.c          the command: the suite, the header
+ *   bench_options.c  the options, their usage text and parser
+ *   bench_data.c     --data DIR: the real-data rows beside the synthetic ones
  *   bench_modes.c    --max-batch and --soak
  *   bench_dist.c     --gpus N: each config on 1 and N GPUs, the scaling table
  *   bench_session.c  a config run in a child with its progress line, derived

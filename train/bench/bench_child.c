@@ -262,6 +262,8 @@ static const struct { const char *key; size_t off; } ROW_NUMS[] = {
     NUM(samples_per_s), NUM(samples_per_s_min), NUM(samples_per_s_max), NUM(ms_per_step),
     NUM(peak_mem_bytes), NUM(state_mem_bytes), NUM(power_avg_w), NUM(power_peak_w), NUM(energy_j), NUM(temp_avg_c),
     NUM(temp_max_c), NUM(sm_clock_avg_mhz), NUM(sm_clock_min_mhz), NUM(final_loss),
+    NUM(samples_per_s_mean), NUM(timed_s), NUM(data_images), NUM(data_wait_s), NUM(data_wait_fraction),
+    NUM(decode_s), NUM(decode_images_per_s), NUM(decode_capacity_images_per_s), NUM(cpu_fallback),
 };
 #undef NUM
 
@@ -274,6 +276,8 @@ void bench_row_write(FILE *out, const BenchRow *row)
     json_num(&j, "engine_peak_mem_bytes", row->engine_peak_mem_bytes);
     json_int(&j, "steps", row->r.steps);
     json_int(&j, "warmup", row->r.warmup);
+    if (row->r.decode_parallel >= 0) json_int(&j, "decode_parallel", row->r.decode_parallel);
+    if (row->decoder[0]) json_str(&j, "decoder", row->decoder);
     if (row->throttle[0]) json_str(&j, "throttle", row->throttle);
     json_str(&j, "mode", row->mode);   /* "graph" becomes "eager" when the capture was refused */
     json_end(&j, out);
@@ -288,6 +292,8 @@ void bench_row_read(BenchRow *row, const char *line)
     if (bench_line_num(line, "engine_peak_mem_bytes", &v)) row->engine_peak_mem_bytes = v;
     if (bench_line_num(line, "steps", &v)) row->r.steps = (int)v;
     if (bench_line_num(line, "warmup", &v)) row->r.warmup = (int)v;
+    if (bench_line_num(line, "decode_parallel", &v)) row->r.decode_parallel = (int)v;
+    bench_line_str(line, "decoder", row->decoder, sizeof row->decoder);
     bench_line_str(line, "throttle", row->throttle, sizeof row->throttle);
     bench_line_str(line, "mode", row->mode, sizeof row->mode);
     bench_row_fix(row);

@@ -16,6 +16,9 @@ void bench_row_fix(BenchRow *row)
     r->mode = row->mode[0] ? row->mode : NULL;
     r->throttle = row->throttle[0] ? row->throttle : NULL;
     r->error = row->error[0] ? row->error : NULL;
+    r->data = row->data[0] ? row->data : NULL;
+    r->decode = row->decode[0] ? row->decode : NULL;
+    r->decoder = row->decoder[0] ? row->decoder : NULL;
 }
 
 void bench_row_init(BenchRow *row, const BenchConfig *cfg)
@@ -42,6 +45,11 @@ void bench_row_init(BenchRow *row, const BenchConfig *cfg)
     row->r.image_size = cfg->image_size > 0 ? cfg->image_size : -1;
     row->r.warmup = cfg->warmup;
     row->recompute_every = cfg->recompute.every;
+    snprintf(row->data, sizeof row->data, "%s", cfg->data[0] ? cfg->data : "synthetic");
+    if (cfg->data[0]) {
+        snprintf(row->decode, sizeof row->decode, "%s", cfg->decode);
+        row->r.workers = cfg->workers;
+    }
     bench_row_fix(row);
 }
 
@@ -73,8 +81,10 @@ const char *bench_config_label(const BenchConfig *c, char *buf, size_t len)
     if (c->gpus > 1)
         snprintf(gpus, sizeof gpus, " on %d GPUs%s", c->gpus,
                  c->grad_reduce == DT_BF16 ? " (bf16 all-reduce)" : "");
-    snprintf(buf, len, "%s %s bs %d%s%s%s", model_kind_name(c->model), precision_name(c->precision),
-             c->batch, extra, rec, gpus);
+    char data[32] = "";
+    if (c->data[0]) snprintf(data, sizeof data, ", real data (decode %s)", c->decode);
+    snprintf(buf, len, "%s %s bs %d%s%s%s%s", model_kind_name(c->model), precision_name(c->precision),
+             c->batch, extra, rec, gpus, data);
     return buf;
 }
 
@@ -82,7 +92,7 @@ void bench_train_options(const BenchConfig *cfg, TrainOptions *o)
 {
     train_options_default(o);
     o->model = cfg->model;
-    snprintf(o->data, sizeof o->data, "synthetic");
+    snprintf(o->data, sizeof o->data, "%s", cfg->data[0] ? cfg->data : "synthetic");
     o->precision = cfg->precision;
     o->batch = cfg->batch;
     o->seq = cfg->seq > 0 ? cfg->seq : 128;
@@ -93,7 +103,7 @@ void bench_train_options(const BenchConfig *cfg, TrainOptions *o)
     o->device = cfg->device;
     o->device_id = cfg->device_id;
     o->steps = cfg->warmup + cfg->steps;
-    o->workers = 1;
+    o->workers = cfg->data[0] && cfg->workers > 0 ? cfg->workers : 1;
     o->dist.grad_reduce = cfg->grad_reduce;
     /* the capture happens at the start of the last warm-up step, so every
      * timed step is a replay */

@@ -40,12 +40,17 @@ typedef struct BenchConfig {
     double soak_s;           /* run this long after warm-up */
     int soak_every;          /* a row every N steps; 0: every soak_interval_s */
     double soak_interval_s;
+    /* --data DIR (bench_data.c): a real-data row reads this ImageFolder; "" synthetic */
+    char data[512];
+    char decode[8];          /* the decoder it asks for: "auto", "cpu", "gpu" */
+    int workers;             /* its loader threads */
 } BenchConfig;
 
 /* What came back for one config. r's strings point into the buffers. */
 typedef struct BenchRow {
     BenchResult r;
     char model[32], precision[8], layout[8], mode[64], throttle[160], error[256];
+    char data[512], decode[8], decoder[64];       /* r.data, r.decode, r.decoder */
     double engine_peak_mem_bytes;   /* ctx->mem.peak (what ctrain asked for) */
     double elapsed_s;               /* wall time of the child */
     int recompute_every;            /* the config's recompute policy */
@@ -60,7 +65,8 @@ void bench_row_fix(BenchRow *row);
 void bench_config_model(BenchConfig *c, ModelKind model, int image_size, int cpu);
 /* "bert-large bf16 bs 32 seq 128" style label. */
 const char *bench_config_label(const BenchConfig *cfg, char *buf, size_t len);
-/* The training options a config runs with: synthetic data; ResNets and the
+/* The training options a config runs with: synthetic data (a real-data row:
+ * its folder and loader threads); ResNets and the
  * MLP with SGD momentum 0.9, wd 1e-4 (as scripts/torch_bench.py), BERT with
  * AdamW, wd 0.01; the graph captured at the last warm-up step. */
 void bench_train_options(const BenchConfig *cfg, TrainOptions *o);

@@ -41,13 +41,17 @@ void bench_result_init(BenchResult *r)
     memset(r, 0, sizeof *r);
     r->engine = "ctrain";
     r->batch = r->seq = r->image_size = r->steps = r->warmup = -1;
+    r->workers = r->decode_parallel = -1;
     double *nums[] = {&r->samples_per_s, &r->samples_per_s_min, &r->samples_per_s_max,
                       &r->ms_per_step, &r->peak_mem_bytes, &r->state_mem_bytes,
                       &r->flops_per_sample,
                       &r->peak_tflops, &r->mfu_peak, &r->ceiling_tflops,
                       &r->mfu_measured_ceiling, &r->power_avg_w, &r->power_peak_w,
                       &r->energy_j, &r->temp_avg_c, &r->temp_max_c, &r->sm_clock_avg_mhz,
-                      &r->sm_clock_min_mhz, &r->samples_per_s_per_w, &r->final_loss};
+                      &r->sm_clock_min_mhz, &r->samples_per_s_per_w, &r->final_loss,
+                      &r->samples_per_s_mean, &r->timed_s, &r->data_images, &r->data_wait_s,
+                      &r->data_wait_fraction, &r->decode_s, &r->decode_images_per_s,
+                      &r->decode_capacity_images_per_s, &r->cpu_fallback};
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) *nums[i] = NAN;
 }
 
@@ -114,6 +118,20 @@ void bench_json_result(JsonW *w, const BenchResult *r)
     opt_num(w, "samples_per_s_per_w", r->samples_per_s_per_w);
     opt_num(w, "final_loss", r->final_loss);
     opt_str(w, "error", r->error);
+    opt_str(w, "data", r->data);
+    opt_num(w, "samples_per_s_mean", r->samples_per_s_mean);
+    opt_num(w, "timed_s", r->timed_s);
+    opt_str(w, "decode", r->decode);
+    opt_str(w, "decoder", r->decoder);
+    opt_int(w, "workers", r->workers);
+    opt_num(w, "data_images", r->data_images);
+    opt_num(w, "data_wait_s", r->data_wait_s);
+    opt_num(w, "data_wait_fraction", r->data_wait_fraction);
+    opt_num(w, "decode_s", r->decode_s);
+    opt_int(w, "decode_parallel", r->decode_parallel);
+    opt_num(w, "decode_images_per_s", r->decode_images_per_s);
+    opt_num(w, "decode_capacity_images_per_s", r->decode_capacity_images_per_s);
+    opt_num(w, "cpu_fallback", r->cpu_fallback);
     if (r->soak) bench_json_soak(w, "soak", r->soak);
     jsonw_obj_end(w);
 }

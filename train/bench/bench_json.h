@@ -21,9 +21,33 @@
  *                 "mfu_measured_ceiling", "power_avg_w", "power_peak_w",
  *                 "energy_j", "temp_avg_c", "temp_max_c", "sm_clock_avg_mhz",
  *                 "sm_clock_min_mhz", "throttle", "samples_per_s_per_w",
- *                 "final_loss", "error", "soak": {...}}, ...],
+ *                 "final_loss", "error", "soak": {...},
+ *                 "data", "samples_per_s_mean", "timed_s", [real-data rows:] "decode",
+ *                 "decoder", "workers", "data_images", "data_wait_s",
+ *                 "data_wait_fraction", "decode_s", "decode_parallel",
+ *                 "decode_images_per_s", "decode_capacity_images_per_s",
+ *                 "cpu_fallback"}, ...],
  *    "ceilings": [{"name": "matmul fp16 8192^3", "precision": "fp16",
  *                  "tflops": 731.2}, ...]}
+ *
+ * The data a row trained on (ctrain bench --data DIR, train/bench/bench_data.c):
+ * "data" is "synthetic" or the ImageFolder root (a real-data row). Every
+ * measured row has samples_per_s_mean (samples over timed_s, the timed window's
+ * seconds: the steps' sum, so a stall in any step counts, which the median
+ * hides). A real-data row adds what its feed reported (train/feed/feed_types.h
+ * FeedStats), each over the timed window: "decode" the decoder asked for
+ * ("auto", "cpu", "gpu"), "decoder" what decoded ("gpu (nvJPEG hardware)"),
+ * "workers" loader threads, data_images handed to the model, data_wait_s the
+ * time the step stood waiting for a batch and data_wait_fraction = data_wait_s
+ * / timed_s (host time: on the GPU the device may still be running the step
+ * before, so this bounds its idle share from above), decode_s the decoder's
+ * busy seconds summed over its decode_parallel threads or engines,
+ * decode_images_per_s = data_images / timed_s (delivered),
+ * decode_capacity_images_per_s = data_images / decode_s x decode_parallel
+ * (what the decoder could sustain), cpu_fallback images the GPU decoder
+ * handed to the CPU. A feed without statistics leaves them absent. The
+ * real-data row's model has the folder's classes (the synthetic one 1000 on
+ * the GPU): its flops_per_sample and MFU are the synthetic config's.
  *
  * A figure that was not measured is ABSENT (the key is omitted), never 0 or
  * null: doubles that are NaN, integers < 0 and NULL or "" strings are left
@@ -80,6 +104,12 @@ typedef struct BenchResult {
     double final_loss;
     const char *error;            /* "out of memory", a CUDA error, ... */
     const SoakSummary *soak;      /* --soak only */
+    /* the data (bench_data.c): "synthetic" or the folder; the real-data row's feed figures */
+    const char *data, *decode, *decoder;
+    int workers, decode_parallel;                 /* -1 absent */
+    double samples_per_s_mean, timed_s;
+    double data_images, data_wait_s, data_wait_fraction;
+    double decode_s, decode_images_per_s, decode_capacity_images_per_s, cpu_fallback;
 } BenchResult;
 
 typedef struct BenchCeiling {

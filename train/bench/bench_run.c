@@ -11,7 +11,12 @@
  * the steps are synchronous and the host clock times them. The figure is the
  * median step (min and max kept). Peak memory is the pool's high-water mark
  * over the timed steps (reset after warm-up); NVML is sampled every 50 ms
- * over the same window.
+ * over the same window. samples_per_s_mean is the samples of all timed steps
+ * over their summed time (a stall counts in full, where the median hides it).
+ * A real-data row (--data DIR, bench_data.c) builds its run on the folder
+ * with the row's decoder and loader threads, and reads the feed's cumulative
+ * statistics (feed_types.h) just before and just after the timed window: the
+ * difference is the window's data wait, decode time and fallbacks.
  */
 #include "bench_run.h"
 
@@ -43,7 +48,6 @@ static void job_step(Run *j)
 
 /* The MLP reads [B, 784]: random features and labels made once on the device. */
 static void flat_next(Feed *f, Ctx *c, uint64_t e, uint32_t b) { (void)f; (void)c; (void)e; (void)b; }
-static double flat_rate(Feed *f) { (void)f; return NAN; }
 static void flat_free(Feed *f, Ctx *c) { (void)f; (void)c; }
 
 static void feed_flat_synthetic(Feed *f, Ctx *c, int batch, int features, int classes)
@@ -70,7 +74,7 @@ static void feed_flat_synthetic(Feed *f, Ctx *c, int batch, int features, int cl
     f->batches_per_epoch = 1000000000L;
     f->classes = classes;
     f->next = flat_next;
-    f->stats = NULL; (void)flat_rate;   /* no host data (flat_rate: unused since Feed.stats) */
+    f->stats = NULL;   /* no host data to count */
     f->free = flat_free;
     snprintf(f->desc, sizeof f->desc, "synthetic features on the device (%d, %d classes)", features,
              classes);
@@ -82,11 +86,25 @@ static void open_flat(Feed *f, Ctx *c, const TrainOptions *o)
     feed_flat_synthetic(f, c, o->batch, 784, o->classes ? o->classes : 10);
 }
 
+/* A real-data row's feed: feed_open of the run's options with the decoder
+ * the row asks for. TrainOptions carries no decoder choice and a RunFeedOpen
+ * no user pointer, so the choice waits here (a child runs one config). */
+static const char *real_decode;
+
+static void open_real(Feed *f, Ctx *c, const TrainOptions *o)
+{
+    FeedSpec s = train_options_feed_spec(o);
+    s.decode = real_decode;
+    feed_open(f, c, &s);
+}
+
 static void job_open(Run *j, const BenchConfig *cfg)
 {
     TrainOptions o;
     bench_train_options(cfg, &o);
-    RunSpec spec = {RUN_TRAIN, cfg->gpus > 1, cfg->model == MODEL_MLP ? open_flat : NULL};
+    real_decode = cfg->decode[0] ? cfg->decode : NULL;
+    RunSpec spec = {RUN_TRAIN, cfg->gpus > 1,
+                    cfg->model == MODEL_MLP ? open_flat : cfg->data[0] ? open_real : NULL};
     run_open(j, &o, &spec);   /* with several GPUs: this rank's GPU */
     if (j->c.device == DEV_CUDA) j->tr.on_step = timeline_on_step;   /* CTRAIN_TIMELINE's window */
 }
@@ -255,6 +273,33 @@ static int timed_steps(Run *j, const BenchConfig *cfg, FILE *out, double *t)
 #undef MORE
 }
 
+/* The feed's statistics now; 0 when the feed keeps none (FeedStats NULL). */
+static int feed_stats_read(Feed *f, FeedStats *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!f->stats) return 0;
+    f->stats(f, s);
+    return 1;
+}
+
+/* A real-data row's figures over the timed window: the difference of two
+ * readings of the feed's cumulative statistics, over timed_s. */
+static void data_figures(BenchRow *row, const FeedStats *a, const FeedStats *b, double timed_s)
+{
+    BenchResult *r = &row->r;
+    double images = (double)(b->images - a->images), decode_s = b->decode_s - a->decode_s;
+    r->data_images = images;
+    r->data_wait_s = b->wait_s - a->wait_s;
+    r->data_wait_fraction = timed_s > 0 ? r->data_wait_s / timed_s : NAN;
+    r->decode_s = decode_s;
+    r->decode_parallel = b->decode_parallel;
+    r->decode_images_per_s = timed_s > 0 ? images / timed_s : NAN;
+    r->decode_capacity_images_per_s =
+        decode_s > 0 && b->decode_parallel > 0 ? images / decode_s * b->decode_parallel : NAN;
+    r->cpu_fallback = (double)(b->cpu_fallback - a->cpu_fallback);
+    snprintf(row->decoder, sizeof row->decoder, "%s", b->decode);
+}
+
 void bench_child_config(FILE *out, const void *arg)
 {
     const BenchConfig *cfg = (const BenchConfig *)arg;
@@ -272,7 +317,12 @@ void bench_child_config(FILE *out, const void *arg)
     int nvml = nvml_open_for(&nd, &j->c) && nvml_sampler_start(&smp, &nd, 50);
     double *t = (double *)calloc((size_t)timed_cap(cfg) + 1, sizeof *t);
     if (!t) ct_fatal("out of host memory");
+    FeedStats st0, st1;
+    int stats = cfg->data[0] && feed_stats_read(&j->fd, &st0);
     int n = timed_steps(j, cfg, out, t);
+    if (stats) feed_stats_read(&j->fd, &st1);   /* timed_steps has synced: the window is over */
+    double timed_s = 0;
+    for (int i = 0; i < n; i++) timed_s += t[i];
     NvmlSummary sum;
     if (nvml) {
         nvml_sampler_stop(&smp);
@@ -291,6 +341,9 @@ void bench_child_config(FILE *out, const void *arg)
     r->samples_per_s_min = per_step / t[n - 1];   /* t is sorted now */
     r->samples_per_s_max = per_step / t[0];
     r->ms_per_step = med * 1e3;
+    r->timed_s = timed_s;
+    r->samples_per_s_mean = timed_s > 0 ? per_step * n / timed_s : NAN;
+    if (stats) data_figures(&row, &st0, &st1, timed_s);
     r->peak_mem_bytes = pool_high(&j->c);
     r->state_mem_bytes = state_bytes;
     row.engine_peak_mem_bytes = (double)j->c.mem.peak;

@@ -174,7 +174,10 @@ void bench_table_row(const BenchRow *row)
     const BenchResult *r = &row->r;
     char seq[16] = "-";
     if (r->seq > 0) snprintf(seq, sizeof seq, "%d", r->seq);
-    printf("%-11s %-4s %5d %4s ", row->model, row->precision, r->batch, seq);
+    char model[32];   /* a real-data row: under its synthetic row, named by its decoder */
+    if (r->data && strcmp(r->data, "synthetic")) snprintf(model, sizeof model, "  real:%s", row->decode);
+    else snprintf(model, sizeof model, "%s", row->model);
+    printf("%-11s %-4s %5d %4s ", model, row->precision, r->batch, seq);
     if (row->error[0]) {
         printf("%s", row->error);
         if (isfinite(row->elapsed_s)) printf("  (%.0f s)", row->elapsed_s);

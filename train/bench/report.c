@@ -51,7 +51,8 @@ int cmd_report(int argc, char **argv)
                "                    [--plots DIR] [--label FILE=NAME] [--ignore-layout] [--title T]\n\n"
                "Merges `ctrain bench --json` and scripts/torch_bench.py --json files (and older\n"
                "torch_bench.py JSON lines) into one markdown table (per config: samples/s, peak\n"
-               "memory, MFU, ratio to the baseline),\n"
+               "memory, MFU, ratio to the baseline), the real-data rows of `ctrain bench --data` in a\n"
+               "block per card (synthetic vs real samples/s, data wait, decode rate and capacity),\n"
                "with plots when matplotlib is installed. Runs python3 scripts/report.py.\n");
         return argc == 0 ? 1 : 0;
     }

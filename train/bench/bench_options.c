@@ -1,0 +1,223 @@
+/* bench_options.c — `ctrain bench`'s options, their usage text and their
+ * parser (bench_options.h).
+ */
+#include "bench_options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine/error.h"
+#include "train/parallel/dist_env.h"
+
+static void usage(void)
+{
+    printf("usage: ctrain bench [options]\n\n"
+           "Measures training throughput on synthetic data (and with --data beside it, on a folder of\n"
+           "JPEGs): samples/s (median of the timed steps, with min and max), ms per step, peak\n"
+           "memory, MFU, power, temperature and clocks.\n\n"
+           "suite (default: ResNet50 bs 32,64,256; BERT-base bs 32 seq 128; BERT-large bs 24,32\n"
+           "seq 128,512; each in fp32, tf32, fp16 and bf16; every flag narrows it)\n"
+           "  --models LIST        comma-separated: resnet50, bert-base, bert-large, any resnet*/bert-*, mlp\n"
+           "  --precision LIST     fp32, tf32, fp16, bf16\n"
+           "  --batch LIST         batch sizes (replace each model's defaults)\n"
+           "  --seq LIST           BERT sequence lengths (replace the defaults)\n"
+           "  --quick              ResNet50 bs 64,256 and BERT-large bs 32 seq 128 in bf16 and tf32,\n"
+           "                       3 warm-up and 10 timed steps (a few minutes at most)\n"
+           "  --steps N            timed steps per config (default 20; --quick 10)\n"
+           "  --warmup N           untimed steps first (default 5; --quick 3)\n"
+           "  --time-limit S       stop timing a config after S seconds, once 5 steps are done (default 15)\n"
+           "  --image-size S       ResNet input side (default 224)\n"
+           "  --recompute R        none | all | every:N (default none)\n"
+           "  --graph G            on | off | both: capture each step as CUDA graphs (default on;\n"
+           "                       'both' runs every config eager and with graphs)\n"
+           "  --device D           cpu | cuda | cuda:N (default: cuda when a GPU is found, else a CPU\n"
+           "                       bench of small configs)\n"
+           "  --list               print the configs the suite would run (steps, warm-up, FLOPs per\n"
+           "                       sample) and write them to --json, unmeasured; no device is touched\n"
+           "                       (the GPU suite unless --device cpu)\n"
+           "real data\n"
+           "  --data DIR           an ImageFolder (DIR/CLASS/*.jpg): after each ResNet config's synthetic\n"
+           "                       row a real-data row, same window (at least 8 timed steps for both):\n"
+           "                       samples/s, data-wait %%, decode img/s and capacity, CPU fallbacks\n"
+           "  --decode LIST        auto | cpu | gpu, or a list (cpu,gpu: a real-data row each;\n"
+           "                       default auto, the feed's own choice)\n"
+           "  --workers N          loader threads of the real-data rows (default: every logical CPU)\n"
+           "other modes\n"
+           "  --gpus N             multi-GPU scaling: each config on 1 GPU, then data parallel on N\n"
+           "                       (the same batch per GPU); per-GPU and total samples/s and the\n"
+           "                       efficiency. Default configs: resnet50 bs 256 and bert-large bs 32\n"
+           "                       seq 128, bf16 (the flags above narrow or replace them)\n"
+           "  --grad-reduce T      with --gpus: f32 | bf16, the gradient all-reduce's type (default\n"
+           "                       f32; bf16 sends half the bytes, see ctrain train --help)\n"
+           "  --max-batch          the largest batch that fits, for each model and precision given\n"
+           "                       (default resnet50 bf16), without and with --recompute all\n"
+           "  --soak DURATION      one config (resnet50 bf16 bs 256 unless narrowed) for DURATION\n"
+           "                       (30s, 10m, 72h): a CSV row every few seconds, then a summary\n"
+           "  --soak-csv FILE      the soak's rows (default ctrain_soak.csv)\n"
+           "  --soak-every N       a soak row every N steps (default: about every 1-10 s)\n"
+           "output\n"
+           "  --json FILE          the results as JSON (schema ctrain-bench/1; ctrain report reads it)\n"
+           "  --help               this text\n");
+}
+
+static void bench_fail(const char *fmt, const char *a, const char *b)
+{
+    char msg[700];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    ct_fatal_hint("run 'ctrain bench --help' for the options", "%s", msg);
+}
+
+static long parse_int(const char *flag, const char *v, long lo, long hi)
+{
+    char *end, range[64];
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi) {
+        snprintf(range, sizeof range, "%ld..%ld", lo, hi);
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s: '%s' is not a whole number in %s", flag, v, range);
+        ct_fatal_hint("run 'ctrain bench --help' for the options", "%s", msg);
+    }
+    return x;
+}
+
+/* Split a comma list into items (each shorter than max_len). */
+static int split_list(const char *flag, const char *v, char items[][32], int max_len)
+{
+    char buf[512];
+    if (strlen(v) >= sizeof buf) bench_fail("%s: list too long", flag, "");
+    snprintf(buf, sizeof buf, "%s", v);
+    int n = 0;
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        if (n == BENCH_MAX_LIST) bench_fail("%s: at most 16 values", flag, "");
+        if ((int)strlen(t) >= max_len) bench_fail("%s: '%s' is too long", flag, t);
+        snprintf(items[n++], (size_t)max_len, "%s", t);
+    }
+    if (!n) bench_fail("%s needs at least one value", flag, "");
+    return n;
+}
+
+/* "30s", "10m", "72h", "1.5h", "90" (seconds) -> seconds; -1 when not a
+ * duration. */
+static double parse_duration(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v > 0)) return -1;
+    double unit = 1;
+    if (!strcmp(end, "") || !strcmp(end, "s")) unit = 1;
+    else if (!strcmp(end, "m") || !strcmp(end, "min")) unit = 60;
+    else if (!strcmp(end, "h")) unit = 3600;
+    else if (!strcmp(end, "d")) unit = 86400;
+    else return -1;
+    return v * unit;
+}
+
+void bench_options_parse(BenchOptions *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    o->steps = o->warmup = -1;
+    o->time_limit_s = 15;
+    o->image_size = 224;
+    o->graph_modes = 2;
+    snprintf(o->soak_csv, sizeof o->soak_csv, "ctrain_soak.csv");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); exit(0); }
+        if (!strcmp(a, "--quick")) { o->quick = 1; continue; }
+        if (!strcmp(a, "--max-batch")) { o->max_batch = 1; continue; }
+        if (!strcmp(a, "--list")) { o->list = 1; continue; }
+        if (strncmp(a, "--", 2) != 0) bench_fail("unexpected argument '%s'", a, "");
+        if (i + 1 >= argc) bench_fail("%s needs a value", a, "");
+        const char *v = argv[++i];
+        char items[BENCH_MAX_LIST][32];
+        if (!strcmp(a, "--models")) {
+            o->n_models = split_list(a, v, items, 32);
+            for (int k = 0; k < o->n_models; k++) {
+                int m = model_kind_parse(items[k]);
+                if (m < 0) {
+                    char hint[300];
+                    snprintf(hint, sizeof hint, "known models: %s", model_kind_list());
+                    ct_fatal_hint(hint, "--models: unknown model '%s'", items[k]);
+                }
+                o->models[k] = (ModelKind)m;
+            }
+        } else if (!strcmp(a, "--precision")) {
+            o->n_precs = split_list(a, v, items, 8);
+            for (int k = 0; k < o->n_precs; k++) {
+                char low[8];   /* the bench takes FP16 as fp16 */
+                int n = 0;
+                for (const char *c = items[k]; *c; c++) low[n++] = (char)tolower((unsigned char)*c);
+                low[n] = 0;
+                int p = precision_parse(low);
+                if (p < 0)
+                    bench_fail("--precision: '%s' is not " PRECISION_CHOICES, items[k], "");
+                o->precs[k] = (Precision)p;
+            }
+        } else if (!strcmp(a, "--batch") || !strcmp(a, "--seq")) {
+            int seq = a[2] == 's';
+            int n = split_list(a, v, items, 32);
+            for (int k = 0; k < n; k++) {
+                if (seq) o->seqs[k] = (int)parse_int(a, items[k], 2, 512);
+                else o->batches[k] = (int)parse_int(a, items[k], 1, 1 << 30);
+            }
+            if (seq) o->n_seqs = n;
+            else o->n_batches = n;
+        } else if (!strcmp(a, "--steps")) o->steps = (int)parse_int(a, v, 1, 100000);
+        else if (!strcmp(a, "--warmup")) o->warmup = (int)parse_int(a, v, 0, 100000);
+        else if (!strcmp(a, "--time-limit")) o->time_limit_s = (double)parse_int(a, v, 0, 86400);
+        else if (!strcmp(a, "--image-size")) o->image_size = (int)parse_int(a, v, 8, 4096);
+        else if (!strcmp(a, "--gpus")) o->gpus = (int)parse_int(a, v, 1, 1024);
+        else if (!strcmp(a, "--data")) bench_data_parse_dir(&o->data, v);
+        else if (!strcmp(a, "--decode")) { bench_data_parse_decode(&o->data, v); o->decode_set = 1; }
+        else if (!strcmp(a, "--workers")) { o->data.workers = (int)parse_int(a, v, 1, 256); o->workers_set = 1; }
+        else if (!strcmp(a, "--grad-reduce")) {
+            int t = dist_grad_reduce_parse(v);
+            if (t < 0) bench_fail("--grad-reduce: '%s' is not f32 or bf16", v, "");
+            o->grad_reduce = (DType)t;
+        }
+        else if (!strcmp(a, "--soak-every")) o->soak_every = (int)parse_int(a, v, 1, INT_MAX);
+        else if (!strcmp(a, "--graph")) {
+            if (!strcmp(v, "on")) o->graph_modes = 2;
+            else if (!strcmp(v, "off")) o->graph_modes = 1;
+            else if (!strcmp(v, "both")) o->graph_modes = 3;
+            else bench_fail("--graph: '%s' is not on, off or both", v, "");
+        } else if (!strcmp(a, "--recompute")) {
+            if (recompute_parse(v, &o->recompute) != 0)
+                bench_fail("--recompute: '%s' is not none, all or every:N", v, "");
+        } else if (!strcmp(a, "--device")) {
+            if (ctx_parse_device(v, &o->device, &o->device_id) != 0)
+                bench_fail("--device: '%s' is not cpu, cuda or cuda:N", v, "");
+            o->device_set = 1;
+        } else if (!strcmp(a, "--soak")) {
+            o->soak_s = parse_duration(v);
+            if (!(o->soak_s > 0))
+                bench_fail("--soak: '%s' is not a duration like 30s, 10m or 72h", v, "");
+        } else if (!strcmp(a, "--soak-csv") || !strcmp(a, "--json")) {
+            char *dst = a[2] == 'j' ? o->json_path : o->soak_csv;
+            if (strlen(v) >= sizeof o->json_path) bench_fail("%s: path too long", a, "");
+            snprintf(dst, sizeof o->json_path, "%s", v);
+        } else {
+            bench_fail("unknown option '%s'", a, "");
+        }
+    }
+    if (o->max_batch && o->soak_s > 0) bench_fail("--max-batch and --soak: choose one", "", "");
+    if ((o->decode_set || o->workers_set) && !o->data.dir[0])
+        bench_fail("%s sets the real-data rows: add --data DIR", o->decode_set ? "--decode" : "--workers", "");
+    if (o->data.dir[0] && (o->max_batch || o->soak_s > 0 || o->gpus > 1))
+        bench_fail("--data adds real-data rows to the throughput suite: drop %s",
+                   o->max_batch ? "--max-batch" : o->soak_s > 0 ? "--soak" : "--gpus", "");
+    if (o->list && (o->max_batch || o->soak_s > 0))
+        bench_fail("--list shows the throughput suite: drop %s", o->max_batch ? "--max-batch" : "--soak", "");
+    if (o->gpus > 1 && (o->max_batch || o->soak_s > 0))
+        bench_fail("--gpus measures the suite's configs; drop --max-batch / --soak", "", "");
+    if (o->gpus > 1 && o->device_set && o->device == DEV_CPU)
+        bench_fail("--gpus needs CUDA devices; drop --device cpu", "", "");
+    if (o->grad_reduce != DT_F32 && o->gpus <= 1)
+        bench_fail("--grad-reduce %s is for the multi-GPU scaling: add --gpus N (N > 1)",
+                   dtype_name(o->grad_reduce), "");
+}
