@@ -11,7 +11,7 @@
 # ImageNet-like sizes, --mix: progressive, gray, 4:4:4, a CMYK JPEG and a PNG
 # per split), runs the decode tests (gpu_jpeg, gpu_jpeg_feed), then
 # `ctrain bench --data /tmp/imf --decode cpu,gpu` (a synthetic row and a
-# real-data row per decoder for each config) into $OUT/realdata.json and the
+# real-data row per decoder for each config) into $OUT/realdataN.json and the
 # report beside it, and one `ctrain train` on the folder with --log, whose
 # step records carry the interval data rates. Logs: $OUT/logs.tgz.
 me=realdata.sh; . scripts/device/unpack.sh
@@ -30,15 +30,22 @@ EOF
 } > "$L/folder.log" 2>&1
 cat "$L/folder.log"
 for t in gpu_jpeg gpu_jpeg_feed; do
-    [ -x "$T/$t" ] && { "$T/$t" > "$L/$t.log" 2>&1; echo "$t: $(tail -1 "$L/$t.log")"; }
+    [ -x "$T/$t" ] && { timeout 90 "$T/$t" > "$L/$t.log" 2>&1; echo "$t: $(tail -1 "$L/$t.log")"; }
 done
-if [ $# -gt 0 ]; then set -- "$@"; else
-    set -- --models resnet50 --batch 256,64 --precision bf16,fp16
+pack
+# one bench per selection (each its own JSON), so a slow one cannot take the others
+sel=1
+run_bench() {
+    timeout "$BT" "$NEW" bench "$@" --data /tmp/imf --decode cpu,gpu --workers "$(nproc)" \
+        --json "$OUT/realdata$sel.json" > "$L/bench$sel.log" 2>&1
+    echo "bench $sel ($*) rc $?"; grep -v '^ *$' "$L/bench$sel.log" | tail -14
+    sel=$((sel + 1)); pack
+}
+if [ $# -gt 0 ]; then BT=300 run_bench "$@"; else
+    BT=220 run_bench --models resnet50 --batch 256,64 --precision bf16
+    BT=120 run_bench --models resnet50 --batch 256 --precision fp16
 fi
-"$NEW" bench "$@" --data /tmp/imf --decode cpu,gpu --workers "$(nproc)" \
-    --json "$OUT/realdata.json" > "$L/bench.log" 2>&1
-echo "bench rc $?"; tail -40 "$L/bench.log"
-"$NEW" train --model resnet50 --data /tmp/imf --batch 256 --precision bf16 --graph \
+timeout 80 "$NEW" train --model resnet50 --data /tmp/imf --batch 256 --precision bf16 --graph \
     --workers "$(nproc)" --steps 60 --log-every 10 --log "$L/train_gpu.jsonl" > "$L/train_gpu.log" 2>&1
 echo "train --decode auto rc $?"; grep -E "decode|trained" "$L/train_gpu.log" | tail -4
 grep '"step"' "$L/train_gpu.jsonl" | tail -3
