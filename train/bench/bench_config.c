@@ -104,6 +104,7 @@ void bench_train_options(const BenchConfig *cfg, TrainOptions *o)
     o->device_id = cfg->device_id;
     o->steps = cfg->warmup + cfg->steps;
     o->workers = cfg->data[0] && cfg->workers > 0 ? cfg->workers : 1;
+    if (cfg->data[0]) snprintf(o->decode, sizeof o->decode, "%s", cfg->decode);
     o->dist.grad_reduce = cfg->grad_reduce;
     /* the capture happens at the start of the last warm-up step, so every
      * timed step is a replay */

@@ -66,7 +66,7 @@ void bench_config_model(BenchConfig *c, ModelKind model, int image_size, int cpu
 /* "bert-large bf16 bs 32 seq 128" style label. */
 const char *bench_config_label(const BenchConfig *cfg, char *buf, size_t len);
 /* The training options a config runs with: synthetic data (a real-data row:
- * its folder and loader threads); ResNets and the
+ * its folder, decoder and loader threads); ResNets and the
  * MLP with SGD momentum 0.9, wd 1e-4 (as scripts/torch_bench.py), BERT with
  * AdamW, wd 0.01; the graph captured at the last warm-up step. */
 void bench_train_options(const BenchConfig *cfg, TrainOptions *o);

@@ -86,25 +86,11 @@ static void open_flat(Feed *f, Ctx *c, const TrainOptions *o)
     feed_flat_synthetic(f, c, o->batch, 784, o->classes ? o->classes : 10);
 }
 
-/* A real-data row's feed: feed_open of the run's options with the decoder
- * the row asks for. TrainOptions carries no decoder choice and a RunFeedOpen
- * no user pointer, so the choice waits here (a child runs one config). */
-static const char *real_decode;
-
-static void open_real(Feed *f, Ctx *c, const TrainOptions *o)
-{
-    FeedSpec s = train_options_feed_spec(o);
-    s.decode = real_decode;
-    feed_open(f, c, &s);
-}
-
 static void job_open(Run *j, const BenchConfig *cfg)
 {
     TrainOptions o;
     bench_train_options(cfg, &o);
-    real_decode = cfg->decode[0] ? cfg->decode : NULL;
-    RunSpec spec = {RUN_TRAIN, cfg->gpus > 1,
-                    cfg->model == MODEL_MLP ? open_flat : cfg->data[0] ? open_real : NULL};
+    RunSpec spec = {RUN_TRAIN, cfg->gpus > 1, cfg->model == MODEL_MLP ? open_flat : NULL};
     run_open(j, &o, &spec);   /* with several GPUs: this rank's GPU */
     if (j->c.device == DEV_CUDA) j->tr.on_step = timeline_on_step;   /* CTRAIN_TIMELINE's window */
 }
