@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "check.h"
+#include "file_util.h"
 #include "engine/mem.h"
 #include "engine/params.h"
 #include "train/io/checkpoint.h"
@@ -92,26 +93,6 @@ static int model_equal(const ParamSet *a, const ParamSet *b)
     return nx == ny && memcmp(x, y, nx) == 0;
 }
 
-static unsigned char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)n + 1);
-    *len = fread(p, 1, (size_t)n, f);
-    fclose(f);
-    return p;
-}
-
-static void write_all(const char *path, const void *p, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    if (len) fwrite(p, 1, len, f);
-    fclose(f);
-}
-
 static uint64_t le64(const unsigned char *p)
 {
     uint64_t v = 0;
@@ -129,7 +110,7 @@ static void write_st(const char *path, const char *header, const void *data, siz
     memcpy(buf + 8, header, h);
     memset(buf + 8 + h, ' ', pad);
     if (dlen) memcpy(buf + 8 + h + pad, data, dlen);
-    write_all(path, buf, 8 + h + pad + dlen);
+    file_write(path, buf, 8 + h + pad + dlen);
     free(buf);
 }
 
@@ -175,7 +156,7 @@ static void test_roundtrip(Ctx *c)
 
     /* the raw file */
     size_t len;
-    unsigned char *raw = read_all(p, &len);
+    unsigned char *raw = (unsigned char *)file_read(p, &len);
     uint64_t n = le64(raw);
     check_true("file.data_8_aligned", (8 + n) % 8 == 0 && n + 8 <= len, "header length %llu",
                (unsigned long long)n);
@@ -225,22 +206,22 @@ static void test_refusals(Ctx *c)
     const char *good = path_in("good.safetensors");
     ckpt_save_params(&a, good, NULL, 0, g_err, sizeof g_err);
     size_t len;
-    unsigned char *raw = read_all(good, &len);
+    unsigned char *raw = (unsigned char *)file_read(good, &len);
     uint64_t n = le64(raw);
     int code;
 
     const char *p = path_in("cut_data.safetensors");
-    write_all(p, raw, len - 5);
+    file_write(p, raw, len - 5);
     code = ckpt_load_params(&a, p, "test", 0, g_err, sizeof g_err);
     check_err("refuse.truncated_data", code, CKPT_ERR_TRUNCATED, "cut_data.safetensors is truncated",
               "ends at byte", NULL);
     p = path_in("cut_header.safetensors");
-    write_all(p, raw, 8 + n / 2);
+    file_write(p, raw, 8 + n / 2);
     code = ckpt_load_params(&a, p, "test", 0, g_err, sizeof g_err);
     check_err("refuse.truncated_header", code, CKPT_ERR_TRUNCATED, "is truncated: the header is", NULL);
     p = path_in("flip.safetensors");
     raw[8 + n + 13] ^= 0x10;
-    write_all(p, raw, len);
+    file_write(p, raw, len);
     raw[8 + n + 13] ^= 0x10;
     code = ckpt_load_params(&a, p, "test", 0, g_err, sizeof g_err);
     check_err("refuse.checksum", code, CKPT_ERR_CHECKSUM, "checksum mismatch: the file is corrupt", NULL);
@@ -277,7 +258,7 @@ static void test_refusals(Ctx *c)
     /* not safetensors at all */
     p = path_in("garbage.safetensors");
     const char *text = "this is a text file, not a checkpoint\n";
-    write_all(p, text, strlen(text));
+    file_write(p, text, strlen(text));
     code = ckpt_load_params(&a, p, "test", 0, g_err, sizeof g_err);
     check_err("refuse.garbage", code, CKPT_ERR_FORMAT, "garbage.safetensors is not a safetensors file",
               "header length", NULL);
@@ -285,11 +266,11 @@ static void test_refusals(Ctx *c)
     code = ckpt_load_params(&a, p, "test", 0, g_err, sizeof g_err);
     check_err("refuse.not_object", code, CKPT_ERR_FORMAT, "does not start with '{'", NULL);
     p = path_in("empty.safetensors");
-    write_all(p, "", 0);
+    file_write(p, "", 0);
     code = ckpt_load_params(&a, p, "test", 0, g_err, sizeof g_err);
     check_err("refuse.empty", code, CKPT_ERR_FORMAT, "empty.safetensors is empty", NULL);
     p = path_in("short.safetensors");
-    write_all(p, "\x10\x00\x00", 3);
+    file_write(p, "\x10\x00\x00", 3);
     code = ckpt_load_params(&a, p, "test", 0, g_err, sizeof g_err);
     check_err("refuse.short", code, CKPT_ERR_FORMAT, "is 3 bytes, too short", NULL);
     code = ckpt_load_params(&a, path_in("nonexistent.safetensors"), "test", 0, g_err, sizeof g_err);
@@ -389,7 +370,7 @@ static void test_atomic_save(Ctx *c)
     int code = ckpt_save_params(&a, p, NULL, 0, g_err, sizeof g_err);
     check_true("atomic.first_save", code == CKPT_OK, "%s", g_err);
     size_t len;
-    free(read_all(p, &len));
+    free(file_read(p, &len));
     const long fail_at[3] = {0, 100, (long)len - 10};   /* length field, header, data */
     for (int k = 0; k < 3; k++) {
         char name[64];
@@ -506,13 +487,13 @@ static void test_reference_bytes(void)
         95, 34, 58, 123, 34, 102, 114, 97, 109, 101, 119, 111, 114, 107, 34, 58, 34, 112,
         116, 34, 125, 125, 32, 32, 32, 32, 32};
     const char *p = path_in("reference.safetensors");
-    write_all(p, one, sizeof one);
+    file_write(p, one, sizeof one);
     float v[6] = {0}, want[6] = {0, 1, 2, 3, 4, 5};
     CkptTensor t = {"attn.0", DT_F32, 3, {1, 2, 3}, v};
     int code = ckpt_load_tensors(p, &t, 1, 0, g_err, sizeof g_err);
     check_true("reference_bytes.tensor", code == CKPT_OK && !memcmp(v, want, sizeof v), "%s",
                code ? g_err : "values differ");
-    write_all(p, empty, sizeof empty);
+    file_write(p, empty, sizeof empty);
     StFile f;
     code = st_open(p, &f, g_err, sizeof g_err);
     check_true("reference_bytes.empty_with_metadata", code == ST_OK && f.n == 0 &&
