@@ -192,6 +192,26 @@ static void ctx_release_caches(Ctx *c)
     c->n_caches = 0;
 }
 
+void ctx_stream_lowest_priority(Ctx *c)
+{
+#ifdef CTRAIN_CUDA
+    if (c->device != DEV_CUDA) return;
+    CT_ASSERT(!c->capturing, "ctx_stream_lowest_priority during a CUDA graph capture");
+    int least = 0, greatest = 0, now = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CUDA_CHECK(cudaStreamGetPriority(c->stream, &now));
+    if (now == least) return;
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    CUDA_CHECK(cudaStreamDestroy(c->stream));
+    c->stream = s;
+    CUDNN_CHECK(cudnnSetStream(c->cudnn, c->stream));
+#else
+    (void)c;
+#endif
+}
+
 void ctx_free(Ctx *c)
 {
     tape_free(c->tape);

@@ -138,6 +138,16 @@ void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed);
 void ctx_free(Ctx *c);
 /* Wait for all queued device work (no-op on the CPU). */
 void ctx_sync(Ctx *c);
+/* Re-create the compute stream at the device's lowest priority, the one
+ * libraries' internal streams get (created with the default priority).
+ * ctx_init puts the compute stream one level above it (the overlapped
+ * update's stream sits below, train/loop/overlap.h); but a library that
+ * runs kernels on streams of its own (nvJPEG's hardware decoder converts
+ * each image on one of 14 internal streams) then waits for every step to
+ * end, since a higher-priority stream that always has blocks pending is
+ * served first. Call it before any work is captured or any stream or
+ * event was made to wait on the old stream; it syncs. No-op on the CPU. */
+void ctx_stream_lowest_priority(Ctx *c);
 /* Device error counters: syncs and reads them; a set counter is fatal with
  * the report its slot registered (slots in order, so the lowest set slot
  * speaks). No-op on the CPU. */

@@ -18,7 +18,9 @@
  * Priorities: the compute stream sits one level above the lowest
  * (engine/context.c), the update stream at the lowest, so the update's blocks
  * take SMs that backward leaves idle and do not queue ahead of it; the
- * all-reduces' stream is the highest.
+ * all-reduces' stream is the highest. (While the GPU image decoder runs,
+ * the compute stream is at the lowest too, engine/ctx.h: the update then
+ * shares it as an equal.)
  *
  * When (overlap_mode): CTRAIN_OVERLAP_UPDATE=1, or the sharded
  * update with several GPUs (train/parallel/dist.h: by default for models of 100M
