@@ -405,6 +405,10 @@ static int jpeg_header(JpegRun *J, ImgInfo *info, const uint8_t *b, size_t n,
     info->channels = ci->num_components;
     info->progressive = ci->progressive_mode ? 1 : 0;
     info->cmyk = is_cmyk(ci);
+    const jpeg_component_info *k = ci->comp_info;
+    info->chroma420 = ci->num_components == 3 && k[0].h_samp_factor == 2 &&
+                      k[0].v_samp_factor == 2 && k[1].h_samp_factor == 1 &&
+                      k[1].v_samp_factor == 1 && k[2].h_samp_factor == 1 && k[2].v_samp_factor == 1;
     return IMG_OK;
 }
 

@@ -110,6 +110,8 @@ typedef struct {
     int channels;          /* in the file: JPEG 1, 3 or 4 (CMYK/YCCK); PNG 1..4 */
     int progressive;       /* JPEG: progressive (SOF2) */
     int cmyk;              /* JPEG: CMYK or YCCK */
+    int chroma420;         /* JPEG: 3 components, Y sampled 2 x 2 over chroma 1 x 1 (4:2:0,
+                              what cameras and PIL write) */
 } ImgInfo;
 
 /* The format from the first bytes; *type (when non-NULL) names what was

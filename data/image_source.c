@@ -22,6 +22,7 @@ static int cpu_takes(const ImgInfo *info, unsigned kinds)
     if (info->format == IMG_PNG) return (kinds & SRC_CPU_PNG) != 0;
     if (info->cmyk) return (kinds & SRC_CPU_CMYK) != 0;
     if (info->channels != 1 && info->channels != 3) return 1;
+    if (!info->chroma420 && (kinds & SRC_CPU_NOT420)) return 1;
     return info->progressive && (kinds & SRC_CPU_PROGRESSIVE);
 }
 

@@ -17,7 +17,7 @@
  * For the GPU decoder, src_get_u8 with enc non-NULL does the host's part
  * only: read the file, read its header, draw the crop (SrcEncoded: the
  * bytes, header, axes and flip), and decode on the CPU at once only the
- * images of the kinds in cpu_kinds (SRC_CPU_*: PNG, CMYK, progressive),
+ * images of the kinds in cpu_kinds (SRC_CPU_*: PNG, CMYK, progressive, not 4:2:0),
  * which the GPU will not take; enc->bytes is then NULL and out holds the
  * pixels. src_encoded_decode decodes a kept one on the CPU later (an image
  * the GPU refused after all).
@@ -68,7 +68,8 @@ typedef struct ImageSource ImageSource;
 typedef enum { SRC_F32 = 0, SRC_U8 = 1 } SrcPixels;
 
 /* Kinds of image the CPU decodes at once on the GPU path (bits). */
-enum { SRC_CPU_PNG = 1u, SRC_CPU_CMYK = 2u, SRC_CPU_PROGRESSIVE = 4u };
+enum { SRC_CPU_PNG = 1u, SRC_CPU_CMYK = 2u, SRC_CPU_PROGRESSIVE = 4u,
+       SRC_CPU_NOT420 = 8u };   /* JPEGs other than 4:2:0 colour: gray, 4:4:4, 4:2:2, ... */
 
 /* One sample as the GPU decoder takes it (src_get_u8 with enc). */
 typedef struct {

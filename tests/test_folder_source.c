@@ -214,13 +214,17 @@ static void test_encoded(const ImageSource *src)
     const size_t row = (size_t)S * S * 3;
     uint8_t *got = malloc(row), *ref = malloc(row), *dec = malloc(row);
     char err[600];
-    /* expected: PNG (4, 6) and CMYK (5) on the CPU; progressive (2) only when asked */
-    const unsigned kinds[2] = {SRC_CPU_PNG | SRC_CPU_CMYK,
-                               SRC_CPU_PNG | SRC_CPU_CMYK | SRC_CPU_PROGRESSIVE};
-    for (int t = 0; t < 2; t++) {
+    /* expected: PNG (4, 6) and CMYK (5) on the CPU; progressive (2) only when
+     * asked; the gray file (3) when not-4:2:0 is asked */
+    const unsigned kinds[3] = {SRC_CPU_PNG | SRC_CPU_CMYK,
+                               SRC_CPU_PNG | SRC_CPU_CMYK | SRC_CPU_PROGRESSIVE,
+                               SRC_CPU_PNG | SRC_CPU_CMYK | SRC_CPU_NOT420};
+    static const char *split_name[3] = {"encoded.split", "encoded.split_progressive_to_cpu",
+                                        "encoded.split_not420_to_cpu"};
+    for (int t = 0; t < 3; t++) {
         int ok_split = 1, ok_rows = 1, ok_kept = 1;
         for (uint32_t i = 0; i < src->n; i++) {
-            int want_cpu = i == 4 || i == 6 || i == 5 || (i == 2 && t == 1);
+            int want_cpu = i == 4 || i == 6 || i == 5 || (i == 2 && t == 1) || (i == 3 && t == 2);
             SrcEncoded e;
             memset(&e, 0, sizeof e);
             memset(got, 0xA5, row);
@@ -244,12 +248,14 @@ static void test_encoded(const ImageSource *src)
                        !strcmp(e.path, imagefolder_path(src_imagefolder(src), i));
             free(e.bytes);
         }
-        check_true(t ? "encoded.split_progressive_to_cpu" : "encoded.split",
-                   ok_split, "which samples were decoded at once differs from the kinds asked");
-        check_true(t ? "encoded.cpu_rows.p" : "encoded.cpu_rows", ok_rows,
-                   "a row decoded at once differs from the plain decode");
-        check_true(t ? "encoded.kept.p" : "encoded.kept", ok_kept, "a kept sample's bytes, "
-                   "axes or later decode differ (or its row was written)");
+        char nm[64];
+        check_true(split_name[t], ok_split,
+                   "which samples were decoded at once differs from the kinds asked");
+        snprintf(nm, sizeof nm, "encoded.cpu_rows.%d", t);
+        check_true(nm, ok_rows, "a row decoded at once differs from the plain decode");
+        snprintf(nm, sizeof nm, "encoded.kept.%d", t);
+        check_true(nm, ok_kept, "a kept sample's bytes, axes or later decode differ (or its row "
+                   "was written)");
     }
 
     /* through the loader: rows with bytes NULL hold the pixels */

@@ -209,11 +209,13 @@ static void test_jpeg_variants(void)
         snprintf(name, sizeof name, "jpeg.%s.header", V->name);
         if (!check_true(name, st == IMG_OK, "%s", err)) continue;
         int want_c = V->o.cmyk ? 4 : V->o.gray ? 1 : 3;
+        int want_420 = want_c == 3 && V->o.subsample == JFX_420;
         check_true(name, info.format == IMG_JPEG && info.width == PW && info.height == PH &&
                    info.channels == want_c && info.progressive == V->o.progressive &&
-                   info.cmyk == V->o.cmyk, "format %d %d x %d x %d progressive %d cmyk %d",
+                   info.cmyk == V->o.cmyk && info.chroma420 == want_420,
+                   "format %d %d x %d x %d progressive %d cmyk %d chroma420 %d (want %d)",
                    info.format, info.width, info.height, info.channels, info.progressive,
-                   info.cmyk);
+                   info.cmyk, info.chroma420, want_420);
         st = img_decode_rgb(dec, b, n, &info, path, err, sizeof err);
         snprintf(name, sizeof name, "jpeg.%s.decode", V->name);
         if (!check_true(name, st == IMG_OK, "%s", err)) { free(b); continue; }
