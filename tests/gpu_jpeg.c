@@ -618,6 +618,31 @@ static void test_backend(Ctx *c, JpegGpuBackend be, const JpegSet *js)
     }
     snprintf(name, sizeof name, "%s.rrc.bf16_is_f32_rounded", tag);
     check_lowp_equal(name, o3, got);
+
+    /* 3. nvJPEG called with one chroma layout and one size a call
+     *    (nvjpeg_batch.h): a decoder per layout seen, the rest of each call
+     *    padded; calls cut to 2 images give the same rows bit for bit */
+    jpeg_gpu_stats(g, &st);
+    snprintf(name, sizeof name, "%s.layouts", tag);
+    check_true(name, st.layouts >= 4 && st.padded > 0, "%d decoders, %lld padded images "
+               "(420, 444, 422 and gray taken)", st.layouts, st.padded);
+    jpeg_gpu_set_call_size(g, 2);
+    Tensor *o5 = out_new(c, DT_F32, NIMG, S);
+    uint8_t fb5[NIMG];
+    float *got5 = falloc(NIMG * per);
+    sync_all();
+    rc = jpeg_gpu_decode(g, o5, fb5, bytes, js->lens, NULL, box, NIMG, MEAN, STD, c->stream, err,
+                         sizeof err);
+    out_download(got5, o5);
+    int differ = 0;
+    for (int i = 0; i < NIMG; i++)
+        if (!fb[i] && !fb5[i]) differ += memcmp(got + i * per, got5 + i * per, per * sizeof(float)) != 0;
+    snprintf(name, sizeof name, "%s.call_size_2.same_rows", tag);
+    check_true(name, rc == 0 && !memcmp(fb, fb5, sizeof fb) && differ == 0,
+               "rc %d (%s), flags %s, %d rows differ", rc, err,
+               memcmp(fb, fb5, sizeof fb) ? "differ" : "equal", differ);
+    free(got5);
+    out_free(o5);
     out_free(o);
     out_free(o2);
     out_free(o3);

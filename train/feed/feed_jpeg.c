@@ -127,7 +127,10 @@ static double now_s(void)
 
 unsigned jpipe_cpu_kinds(const JpegPipe *p)
 {
-    unsigned k = SRC_CPU_PNG | SRC_CPU_CMYK;
+    /* 4:2:0 colour only on the GPU: one nvJPEG call of one layout a batch
+     * (train/feed/nvjpeg_batch.h); a batch's few gray / 4:4:4 files are
+     * decoded by the loader threads beside it */
+    unsigned k = SRC_CPU_PNG | SRC_CPU_CMYK | SRC_CPU_NOT420;
     /* the engines take baseline Huffman JPEGs only (jpeg_gpu.h) */
     if (p->backend == JPEG_GPU_HARDWARE) k |= SRC_CPU_PROGRESSIVE;
     return k;
@@ -436,6 +439,11 @@ JpegPipe *jpipe_open(Ctx *c, int batch, int eval_batch, int S, const float mean[
     const int mb = batch > eval_batch ? batch : eval_batch;
     JpegGpu *g = jpeg_gpu_open(c, mb, S, 0, JPEG_GPU_AUTO, err, errlen);
     if (!g) return NULL;
+    /* nvJPEG converts each image on internal streams of the lowest priority:
+     * a compute stream above them starves those kernels until each step
+     * ends (engine/ctx.h) */
+    ctx_stream_lowest_priority(c);
+    jpeg_gpu_set_call_size(g, batch);   /* training calls unpadded to the evaluation batch */
     JpegPipe *P = calloc(1, sizeof *P);
     if (!P) ct_fatal("out of host memory");
     P->c = c;

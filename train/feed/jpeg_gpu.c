@@ -9,13 +9,15 @@
  *   2. the images the probe takes are packed into the decode buffer in
  *      call order, each H W 3 bytes at a 256-aligned offset; the rest of
  *      the room short, an image is left to the CPU (NO_ROOM);
- *   3. nvjpegDecodeBatchedInitialize when the count differs from the last
- *      call's (nvJPEG wants the batch size it was initialised for), then
- *      nvjpegDecodeBatched to interleaved RGB. A failed batch is split in
- *      halves and each retried, down to single images, so one corrupt file
- *      costs ~2 log2(n) small calls and only itself goes to the CPU
- *      (FAILED); three calls in a row in which every image fails make the
- *      call an error (the decoder, not a file, is broken);
+ *   3. the taken images, grouped by chroma layout, through nvJPEG's batched
+ *      decoder to interleaved RGB: one decoder per layout, every call of
+ *      one size (nvjpeg_batch.h: a batch that mixes layouts or changes size
+ *      makes nvJPEG free buffers, which waits for the whole device). A
+ *      failed call is split in halves and each retried, down to single
+ *      images, so one corrupt file costs ~2 log2(n) small calls and only
+ *      itself goes to the CPU (FAILED); three calls in a row in which every
+ *      image fails make the call an error (the decoder, not a file, is
+ *      broken);
  *   4. the per-image table (offset, size, row, flip, axes) is copied from
  *      pinned memory, and the resample kernel writes the rows;
  *   5. an event marks the end of g's work on s.
@@ -61,6 +63,7 @@ JpegGpu *jpeg_gpu_open(Ctx *c, int max_batch, int size, int max_side_hint, JpegG
 }
 
 void jpeg_gpu_close(JpegGpu *g) { (void)g; }
+void jpeg_gpu_set_call_size(JpegGpu *g, int n) { (void)g, (void)n; }
 
 int jpeg_gpu_probe(JpegGpu *g, JpegGpuInfo *info, const uint8_t *const *bytes,
                    const size_t *lens, int n)
@@ -113,6 +116,7 @@ void jpeg_gpu_stats(const JpegGpu *g, JpegGpuStats *s)
 #include <time.h>
 #include "engine/error.h"
 #include "engine/mem.h"
+#include "nvjpeg_batch.h"
 #include "nvjpeg_lib.h"
 
 #define JG_ALIGN ((size_t)256)
@@ -124,13 +128,12 @@ struct JpegGpu {
     JpegGpuBackend backend;
     int max_batch, size;
     const NvjpegLib *L;          /* NULL: upload only */
-    nvjpegHandle_t h;
-    nvjpegJpegState_t st;
+    NvjBatch *nb;                /* the decoders, one per chroma layout */
     nvjpegJpegStream_t js;       /* the probe's header parser */
-    int init_n;                  /* the batch size st is initialised for (0: none) */
     int all_failed;              /* consecutive calls in which every image failed */
     uint8_t *dec;                /* decoded images, device */
     size_t dec_cap;
+    uint8_t *pad;                /* the padding images' scratch (nvjpeg_batch.h), device */
     uint8_t *up;                 /* u8 upload staging [max_batch, size, size, 3], device */
     size_t up_cap;
     void *tab_dev;               /* JpegGpuImage[max_batch] then int32[max_batch], device */
@@ -148,6 +151,11 @@ struct JpegGpu {
     nvjpegImage_t *dst;
     int *idx;                    /* taken image k is the call's image idx[k] */
     uint8_t *failed;
+    int *order;                  /* taken images grouped by layout: indices into the above */
+    const unsigned char **cb;    /* one layout's call: bytes, lengths, outputs, failures */
+    size_t *cl;
+    nvjpegImage_t *cd;
+    uint8_t *cf;
     JpegGpuStats stats;
     _Atomic size_t lib_dev, lib_pinned;
 };
@@ -211,13 +219,13 @@ static int jg_pin_free(void *ctx, void *p, size_t n, cudaStream_t s)
 static void jg_nv_release(JpegGpu *g)
 {
     if (g->js) g->L->stream_destroy(g->js);
-    if (g->st) g->L->state_destroy(g->st);
-    if (g->h) g->L->destroy(g->h);
-    g->js = NULL, g->st = NULL, g->h = NULL;
-    g->init_n = 0;
+    nvjb_close(g->nb);
+    g->js = NULL;
+    g->nb = NULL;
 }
 
-/* A handle, state and header parser on backend b: 1, or 0 with why. */
+/* The decoders (nvjpeg_batch.h) and a header parser on backend b: 1, or 0
+ * with why. */
 static int jg_nv_start(JpegGpu *g, nvjpegBackend_t b, int hint, char *why, size_t len)
 {
     const NvjpegLib *L = g->L;
@@ -225,25 +233,19 @@ static int jg_nv_start(JpegGpu *g, nvjpegBackend_t b, int hint, char *why, size_
                                                   : "NVJPEG_BACKEND_GPU_HYBRID";
     nvjpegDevAllocatorV2_t da = {jg_dev_malloc, jg_dev_free, g};
     nvjpegPinnedAllocatorV2_t pa = {jg_pin_malloc, jg_pin_free, g};
-    /* Chroma upsampled by interpolation, as libjpeg's default "fancy"
-     * upsampling does: on an H200, 4:2:0 files then decode within 1 level
-     * of libjpeg (hardware) or 3 (GPU hybrid), against 35 levels at colour
-     * edges with nvJPEG's default. A library without the flag: without it. */
-    nvjpegStatus_t s = NVJPEG_STATUS_NOT_INITIALIZED;
-    for (int k = 0; k < 2 && s != NVJPEG_STATUS_SUCCESS; k++) {
-        unsigned flags = k ? NVJPEG_FLAGS_DEFAULT : NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
-        s = L->create_ex_v2 ? L->create_ex_v2(b, &da, &pa, flags, &g->h)
-                            : L->create_ex(b, NULL, NULL, flags, &g->h);
-        g->stats.chroma_interpolated = s == NVJPEG_STATUS_SUCCESS && k == 0;
-    }
-    if (s != NVJPEG_STATUS_SUCCESS) {
-        g->h = NULL;
-        snprintf(why, len, "nvjpegCreateEx(%s): %s", bn, nvjpeg_status_name(s));
+    char w[300];
+    g->nb = nvjb_open(L, b, g->max_batch, hint, &da, &pa, g->pad, w, sizeof w);
+    if (!g->nb) {
+        snprintf(why, len, "%s (%s)", w, bn);
         return 0;
     }
+    NvjbStats ns;
+    nvjb_stats(g->nb, &ns);
+    g->stats.chroma_interpolated = ns.chroma_interpolated;
+    nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
     if (b == NVJPEG_BACKEND_HARDWARE && L->hw_decoder_info) {
         unsigned e = 0, k = 0;
-        s = L->hw_decoder_info(g->h, &e, &k);
+        s = L->hw_decoder_info(nvjb_handle(g->nb), &e, &k);
         if (s != NVJPEG_STATUS_SUCCESS || e == 0) {
             snprintf(why, len, "no hardware JPEG engines on this card (nvjpegGetHardwareDecoderInfo: "
                      "%s, %u engines)", nvjpeg_status_name(s), e);
@@ -253,24 +255,9 @@ static int jg_nv_start(JpegGpu *g, nvjpegBackend_t b, int hint, char *why, size_
         g->stats.hw_engines = e;
         g->stats.hw_cores = k;
     }
-    const char *step = "nvjpegJpegStateCreate";
-    s = L->state_create(g->h, &g->st);
-    if (s == NVJPEG_STATUS_SUCCESS) {
-        step = "nvjpegJpegStreamCreate";
-        s = L->stream_create(g->h, &g->js);
-    }
-    /* The hardware decoder's memory pool, sized once: worth >20% in NVIDIA's
-     * own loaders; a failure here only costs that. */
-    if (s == NVJPEG_STATUS_SUCCESS && b == NVJPEG_BACKEND_HARDWARE && L->batched_preallocate)
-        (void)L->batched_preallocate(g->h, g->st, g->max_batch, hint, hint, NVJPEG_CSS_444,
-                                     NVJPEG_OUTPUT_RGBI);
-    if (s == NVJPEG_STATUS_SUCCESS) {
-        step = "nvjpegDecodeBatchedInitialize";
-        s = L->batched_initialize(g->h, g->st, g->max_batch, 1, NVJPEG_OUTPUT_RGBI);
-        g->init_n = g->max_batch;
-    }
+    s = L->stream_create(nvjb_handle(g->nb), &g->js);
     if (s != NVJPEG_STATUS_SUCCESS) {
-        snprintf(why, len, "%s (%s): %s", step, bn, nvjpeg_status_name(s));
+        snprintf(why, len, "nvjpegJpegStreamCreate (%s): %s", bn, nvjpeg_status_name(s));
         jg_nv_release(g);
         g->stats.hw_engines = g->stats.hw_cores = 0;
         return 0;
@@ -282,11 +269,12 @@ static void jg_free_buffers(JpegGpu *g)
 {
     Ctx *c = g->c;
     mem_free(c, g->dec, g->dec_cap);
+    mem_free(c, g->pad, NVJB_PAD_BYTES(g->max_batch));
     mem_free(c, g->up, g->up_cap);
     mem_free(c, g->tab_dev, g->tab_bytes);
     mem_host_pinned_free(c, g->meta_host);
     mem_host_pinned_free(c, g->rows_host);
-    g->dec = g->up = NULL;
+    g->dec = g->up = g->pad = NULL;
     g->tab_dev = NULL;
     g->meta_host = NULL;
     g->rows_host = NULL;
@@ -308,6 +296,11 @@ void jpeg_gpu_close(JpegGpu *g)
     free(g->dst);
     free(g->idx);
     free(g->failed);
+    free(g->order);
+    free(g->cb);
+    free(g->cl);
+    free(g->cd);
+    free(g->cf);
     free(g);
 }
 
@@ -348,6 +341,7 @@ JpegGpu *jpeg_gpu_open(Ctx *c, int max_batch, int size, int max_side_hint, JpegG
     if (pref != JPEG_GPU_UPLOAD) {
         char why[400] = "", why_hw[400] = "";
         memcpy(g->stats.version, g->L->version, sizeof g->stats.version);
+        g->pad = mem_alloc(c, NVJB_PAD_BYTES(max_batch));
         int have = 0;
         if (pref == JPEG_GPU_AUTO || pref == JPEG_GPU_HARDWARE) {
             have = jg_nv_start(g, NVJPEG_BACKEND_HARDWARE, hint, why_hw, sizeof why_hw);
@@ -376,7 +370,13 @@ JpegGpu *jpeg_gpu_open(Ctx *c, int max_batch, int size, int max_side_hint, JpegG
     g->dst = calloc(nb, sizeof *g->dst);
     g->idx = calloc(nb, sizeof *g->idx);
     g->failed = calloc(nb, sizeof *g->failed);
-    if (!g->info || !g->bytes || !g->lens || !g->dst || !g->idx || !g->failed) {
+    g->order = calloc(nb, sizeof *g->order);
+    g->cb = calloc(nb, sizeof *g->cb);
+    g->cl = calloc(nb, sizeof *g->cl);
+    g->cd = calloc(nb, sizeof *g->cd);
+    g->cf = calloc(nb, sizeof *g->cf);
+    if (!g->info || !g->bytes || !g->lens || !g->dst || !g->idx || !g->failed || !g->order ||
+        !g->cb || !g->cl || !g->cd || !g->cf) {
         ct_fail(err, errlen, -1, "out of host memory for the GPU image decoder");
         jpeg_gpu_close(g);
         return NULL;
@@ -391,7 +391,8 @@ JpegGpu *jpeg_gpu_open(Ctx *c, int max_batch, int size, int max_side_hint, JpegG
     g->tab_dev = mem_alloc(c, g->tab_bytes);
     g->meta_host = mem_host_pinned(c, nb * sizeof(JpegGpuImage));
     g->rows_host = mem_host_pinned(c, nb * sizeof(int32_t));
-    g->stats.buffer_bytes = g->dec_cap + g->up_cap + g->tab_bytes;
+    g->stats.buffer_bytes = g->dec_cap + g->up_cap + g->tab_bytes +
+                            (g->pad ? NVJB_PAD_BYTES(max_batch) : 0);
     cudaError_t e = cudaEventCreateWithFlags(&g->staged, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreate(&g->t0);
@@ -405,6 +406,11 @@ JpegGpu *jpeg_gpu_open(Ctx *c, int max_batch, int size, int max_side_hint, JpegG
         return NULL;
     }
     return g;
+}
+
+void jpeg_gpu_set_call_size(JpegGpu *g, int n)
+{
+    if (g && g->nb) nvjb_set_call_size(g->nb, n);
 }
 
 /* ---- probe ---- */
@@ -438,18 +444,19 @@ static void jg_probe_one(JpegGpu *g, JpegGpuInfo *f, const uint8_t *p, size_t le
     const NvjpegLib *L = g->L;
     int nc = 0, ws[NVJPEG_MAX_COMPONENT] = {0}, hs[NVJPEG_MAX_COMPONENT] = {0};
     nvjpegChromaSubsampling_t css = NVJPEG_CSS_UNKNOWN;
-    if (L->get_image_info(g->h, p, len, &nc, &css, ws, hs) != NVJPEG_STATUS_SUCCESS) return;
+    nvjpegHandle_t h = nvjb_handle(g->nb);
+    if (L->get_image_info(h, p, len, &nc, &css, ws, hs) != NVJPEG_STATUS_SUCCESS) return;
     f->components = nc;
     f->subsampling = css;
     f->w = ws[0];
     f->h = hs[0];
     if (f->w <= 0 || f->h <= 0 || (size_t)f->w * (size_t)f->h > JG_MAX_PIXELS) return;
     if (!jg_sampling_ok(nc, css) || !jg_has_eoi(p, len)) return;
-    nvjpegStatus_t s = L->stream_parse_header ? L->stream_parse_header(g->h, p, len, g->js)
-                                              : L->stream_parse(g->h, p, len, 0, 0, g->js);
+    nvjpegStatus_t s = L->stream_parse_header ? L->stream_parse_header(h, p, len, g->js)
+                                              : L->stream_parse(h, p, len, 0, 0, g->js);
     if (s != NVJPEG_STATUS_SUCCESS) return;
     int unsupported = 1;
-    s = L->batched_supported(g->h, g->js, &unsupported);
+    s = L->batched_supported(h, g->js, &unsupported);
     /* the hardware backend must be asked; the hybrid one decodes what it
      * parses, so an answer it cannot give is not a no */
     if (s == NVJPEG_STATUS_SUCCESS ? unsupported != 0 : g->backend == JPEG_GPU_HARDWARE) return;
@@ -509,31 +516,38 @@ static int jg_begin(JpegGpu *g, cudaStream_t s, const char *what, char *err, siz
     return 0;
 }
 
-/* nvjpegDecodeBatched of taken images [lo, hi); a failed batch is split and
- * retried, a single image that fails is marked in g->failed. */
-static void jg_decode_range(JpegGpu *g, int lo, int hi, cudaStream_t s)
+/* The m taken images through nvJPEG, grouped by chroma layout, one call per
+ * layout present (nvjpeg_batch.h: calls of one layout and one size); an
+ * image that fails alone is marked in g->failed. */
+static void jg_decode_taken(JpegGpu *g, const JpegGpuInfo *info, int m, cudaStream_t s)
 {
-    const NvjpegLib *L = g->L;
-    int m = hi - lo;
-    nvjpegStatus_t st = NVJPEG_STATUS_SUCCESS;
-    if (g->init_n != m) {
-        st = L->batched_initialize(g->h, g->st, m, 1, NVJPEG_OUTPUT_RGBI);
-        g->init_n = st == NVJPEG_STATUS_SUCCESS ? m : 0;
+    int counts[NVJB_LAYOUTS] = {0}, first[NVJB_LAYOUTS], fill[NVJB_LAYOUTS];
+    for (int k = 0; k < m; k++) {   /* taken: one of the layouts (jg_sampling_ok) */
+        const JpegGpuInfo *f = &info[g->idx[k]];
+        counts[nvjb_layout(f->components, f->subsampling)]++;
     }
-    if (st == NVJPEG_STATUS_SUCCESS)
-        st = L->batched_decode(g->h, g->st, g->bytes + lo, g->lens + lo, g->dst + lo, s);
-    if (st == NVJPEG_STATUS_SUCCESS) return;
-    (void)cudaGetLastError();          /* nvJPEG may leave a CUDA error of its own behind */
-    g->stats.failed_batches++;
-    snprintf(g->stats.last_error, sizeof g->stats.last_error, "nvjpegDecodeBatched of %d image%s: %s",
-             m, m == 1 ? "" : "s", nvjpeg_status_name(st));
-    g->init_n = 0;                     /* a failed batch must be initialised again */
-    if (m == 1) {
-        g->failed[lo] = 1;
-        return;
+    for (int l = 0, at = 0; l < NVJB_LAYOUTS; l++) {
+        first[l] = fill[l] = at;
+        at += counts[l];
     }
-    jg_decode_range(g, lo, lo + m / 2, s);
-    jg_decode_range(g, lo + m / 2, hi, s);
+    for (int k = 0; k < m; k++) {
+        const JpegGpuInfo *f = &info[g->idx[k]];
+        g->order[fill[nvjb_layout(f->components, f->subsampling)]++] = k;
+    }
+    const int call_n = nvjb_call_size(g->nb);
+    for (int l = 0; l < NVJB_LAYOUTS; l++) {
+        for (int j0 = 0; j0 < counts[l]; j0 += call_n) {   /* calls of at most call_n */
+            const int n = counts[l] - j0 < call_n ? counts[l] - j0 : call_n;
+            const int *ord = g->order + first[l] + j0;
+            for (int j = 0; j < n; j++) {
+                g->cb[j] = g->bytes[ord[j]];
+                g->cl[j] = g->lens[ord[j]];
+                g->cd[j] = g->dst[ord[j]];
+            }
+            nvjb_decode(g->nb, l, g->cb, g->cl, g->cd, n, g->cf, s);
+            for (int j = 0; j < n; j++) g->failed[ord[j]] = g->cf[j];
+        }
+    }
 }
 
 int jpeg_gpu_decode(JpegGpu *g, Tensor *out, uint8_t *fallback, const uint8_t *const *bytes,
@@ -606,7 +620,7 @@ int jpeg_gpu_decode(JpegGpu *g, Tensor *out, uint8_t *fallback, const uint8_t *c
     int kept = 0;
     if (m > 0) {
         JG_CUDA(cudaEventRecord(g->t0, s), what);
-        jg_decode_range(g, 0, m, s);
+        jg_decode_taken(g, info, m, s);
         JG_CUDA(cudaEventSynchronize(g->staged), what);
         for (int k = 0; k < m; k++) {
             int i = g->idx[k];
@@ -708,6 +722,14 @@ void jpeg_gpu_stats(const JpegGpu *g, JpegGpuStats *s)
     memset(s, 0, sizeof *s);
     if (!g) return;
     *s = g->stats;
+    if (g->nb) {
+        NvjbStats ns;
+        nvjb_stats(g->nb, &ns);
+        s->failed_batches = ns.failed_batches;
+        s->padded = ns.padded;
+        s->layouts = ns.layouts_open;
+        snprintf(s->last_error, sizeof s->last_error, "%s", ns.last_error);
+    }
     s->lib_device_bytes = atomic_load(&((JpegGpu *)g)->lib_dev);
     s->lib_pinned_bytes = atomic_load(&((JpegGpu *)g)->lib_pinned);
 }

@@ -58,9 +58,14 @@
  * (each image H W 3 bytes, 256-aligned); an image that finds no room is not
  * taken (JPEG_GPU_NO_ROOM: the CPU decodes it) and the room it needed is in
  * stats.want_bytes: jpeg_gpu_reserve grows the buffer, from the context's
- * thread. Plus the u8 upload staging (max_batch S S 3 bytes) and a small
- * table per image. nvJPEG's own buffers (device and pinned) come through
- * allocators that count them (stats.lib_*_bytes); they are not in ctx->mem.
+ * thread. Plus the u8 upload staging (max_batch S S 3 bytes), a small
+ * table per image and the padding images' scratch (768 bytes an image).
+ * nvJPEG's own buffers (device and pinned) come through allocators that
+ * count them (stats.lib_*_bytes; the hardware backend allocates through
+ * the driver instead: 0 there); they are not in ctx->mem. nvJPEG is
+ * called per chroma layout with one call size (train/feed/nvjpeg_batch.h,
+ * stats.layouts, stats.padded), so that it never re-sizes its buffers
+ * while a step runs.
  *
  * Threads and streams. A JpegGpu is used by one thread at a time. decode
  * and upload_u8 never allocate from the context (mem_alloc is not
@@ -135,6 +140,8 @@ typedef struct {
     long long calls, images, taken;  /* decode calls, images offered, decoded on the GPU */
     long long not_taken[JPEG_GPU_REASONS];   /* by reason (index 0 unused) */
     long long failed_batches;        /* nvjpegDecodeBatched errors (then split and retried) */
+    long long padded;                /* dummy images that kept nvJPEG's calls one size */
+    int layouts;                     /* nvJPEG decoders made: one per chroma layout seen */
     long long uploaded;              /* images through jpeg_gpu_upload_u8 */
     double host_s;                   /* wall time inside decode (host work and waits) */
     double device_s;                 /* device time of the decode calls finished so far */
@@ -154,6 +161,11 @@ JpegGpu *jpeg_gpu_open(Ctx *c, int max_batch, int size, int max_side_hint, JpegG
                        char *err, size_t errlen);
 /* Waits for the device work queued by g, frees everything (NULL is fine). */
 void jpeg_gpu_close(JpegGpu *g);
+/* nvJPEG's calls padded to n images (1..max_batch; default max_batch), a
+ * call of more split (train/feed/nvjpeg_batch.h: every call one size): the
+ * training batch, when max_batch is a larger evaluation batch. Between
+ * decode calls, from the thread that uses g. */
+void jpeg_gpu_set_call_size(JpegGpu *g, int n);
 
 /* Headers of n images: sizes, components, and what the GPU takes. Host
  * only (nvJPEG's header parser); no device work. Returns the number taken. */
