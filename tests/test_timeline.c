@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "check.h"
+#include "train/bench/timeline_api.h"
 #include "train/bench/timeline_fmt.h"
 
 extern char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status)
@@ -165,6 +166,43 @@ static void test_script(const char *script)
                last);
 }
 
+static const char *fake_name(int driver, uint32_t cbid)
+{
+    return driver && cbid == 7 ? "cuMemFree_v2" : NULL;
+}
+
+/* The host's table: rows per (thread, call), totals and maxima, longest
+ * total first, names or "cbid N", the top cut. */
+static void test_api(const char *dir)
+{
+    TlApi a;
+    tl_api_init(&a);
+    tl_api_add(&a, 1, 7, 11, 0, 36 * MS);          /* one long free on thread 11 */
+    for (int i = 0; i < 39; i++) tl_api_add(&a, 1, 7, 11, 40 * MS, 40 * MS + MS / 10);
+    tl_api_add(&a, 0, 200, 12, 0, 2 * MS);         /* a runtime call on thread 12, twice */
+    tl_api_add(&a, 0, 200, 12, 5 * MS, 8 * MS);
+    tl_api_add(&a, 1, 7, 12, 0, MS);               /* the same call on another thread: its own row */
+    check_true("api: one row per thread and call", a.n == 3, "%zu rows", a.n);
+    char path[600];
+    snprintf(path, sizeof path, "%s/api.txt", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    tl_api_write(&a, f, 2, fake_name);
+    fclose(f);
+    char *s = slurp(path);
+    const char *first = s ? strstr(s, "cuMemFree_v2 (driver)") : NULL;
+    const char *second = s ? strstr(s, "cbid 200 (runtime)") : NULL;
+    check_true("api: longest total first, named", first && second && first < second,
+               "table:\n%s", s ? s : "(none)");
+    check_true("api: total, calls and longest of the free",
+               s && strstr(s, "39.900") && strstr(s, "      40 ") && strstr(s, "36.000"),
+               "table:\n%s", s ? s : "(none)");
+    check_true("api: the top cut", s && strstr(s, "... 1 more") && count(s, "(driver)") == 1,
+               "table:\n%s", s ? s : "(none)");
+    free(s);
+    tl_api_free(&a);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/ctrain-timeline-XXXXXX";
@@ -175,6 +213,7 @@ int main(void)
     test_names();
     test_chrome(dir);
     test_summary(dir);
+    test_api(dir);
     test_script("scripts/timeline_diff.py");
     test_script("scripts/timeline_phases.py");
     char cmd[600];

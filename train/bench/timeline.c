@@ -3,6 +3,7 @@
  * (timeline_fmt.h), written when the window closes. */
 #include "timeline.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,7 +22,9 @@
 #include <pthread.h>
 #include <cuda_runtime.h>
 #include <cupti_activity.h>
+#include <cupti_callbacks.h>
 #include <cupti_version.h>
+#include "timeline_api.h"
 #include "timeline_fmt.h"
 
 #define TL_BUFFER_BYTES (8u << 20)
@@ -86,15 +89,18 @@ static struct {
     __typeof__(&cuptiActivityGetNextRecord) next;
     __typeof__(&cuptiGetTimestamp) now;
     __typeof__(&cuptiActivityGetNumDroppedRecords) dropped;   /* optional */
+    __typeof__(&cuptiGetCallbackName) cb_name;                 /* optional */
     pthread_mutex_t mu;        /* the records arrive on CUPTI's thread */
     uint64_t t_begin, t_end;   /* the window, CUPTI timestamps; 0: not yet */
     Timeline tl;
+    TlApi api;                 /* the host's CUDA calls (timeline_api.h) */
     int oom;
 } T = {.state = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
 
 static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                            CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2,
-                                           CUPTI_ACTIVITY_KIND_MEMSET};
+                                           CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
+                                           CUPTI_ACTIVITY_KIND_DRIVER};
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
@@ -138,6 +144,11 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
                                r->kind == CUPTI_ACTIVITY_KIND_MEMCPY2 ? "memcpy PtoP"
                                                                      : memcpy_name(m->copy_kind),
                                m->bytes);
+        } else if (r->kind == CUPTI_ACTIVITY_KIND_RUNTIME || r->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+            const CUpti_ActivityAPI *p = (const CUpti_ActivityAPI *)r;
+            if (p->start < a || p->start >= b) continue;
+            tl_api_add(&T.api, r->kind == CUPTI_ACTIVITY_KIND_DRIVER, p->cbid, p->threadId,
+                       p->start, p->end);
         } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
             const MemsetHead *m = (const MemsetHead *)r;
             if (m->start < a || m->start >= b) continue;
@@ -167,6 +178,7 @@ static int load_cupti(void)
     *(void **)&T.next = dlsym(T.lib, "cuptiActivityGetNextRecord");
     *(void **)&T.now = dlsym(T.lib, "cuptiGetTimestamp");
     *(void **)&T.dropped = dlsym(T.lib, "cuptiActivityGetNumDroppedRecords");
+    *(void **)&T.cb_name = dlsym(T.lib, "cuptiGetCallbackName");
     return T.reg && T.enable && T.disable && T.flush && T.next && T.now;
 }
 
@@ -225,6 +237,7 @@ static void open_env(void)
         return;
     }
     timeline_init(&T.tl);
+    tl_api_init(&T.api);
     if (T.reg(buffer_requested, buffer_completed) != CUPTI_SUCCESS) {
         LOG_W("CTRAIN_TIMELINE: CUPTI refused its buffer callbacks; no timeline");
         return;
@@ -237,6 +250,26 @@ static void open_env(void)
             return;
         }
     T.state = 1;
+}
+
+static const char *api_name(int driver, uint32_t cbid)
+{
+    const char *n = NULL;
+    if (!T.cb_name || T.cb_name(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API,
+                                cbid, &n) != CUPTI_SUCCESS)
+        return NULL;
+    return n;
+}
+
+/* The host's CUDA calls after the summary in txt. */
+static int append_api(const char *txt, char *err, size_t errlen)
+{
+    FILE *f = fopen(txt, "a");
+    if (!f) return ct_fail(err, errlen, -1, "cannot append to %s: %s", txt, strerror(errno));
+    fprintf(f, "\n");
+    tl_api_write(&T.api, f, 40, api_name);
+    if (fclose(f) != 0) return ct_fail(err, errlen, -1, "cannot write %s: %s", txt, strerror(errno));
+    return 0;
 }
 
 /* CUPTI's clock once the device has finished all it was given (a window
@@ -275,10 +308,13 @@ static void close_window(long steps, int from_exit)
     if (timeline_write_chrome(&T.tl, T.path, T.rank, err, sizeof err) != 0 ||
         timeline_write_summary(&T.tl, txt, head, (int)steps, err, sizeof err) != 0)
         LOG_W("CTRAIN_TIMELINE: %s", err);
+    else if (append_api(txt, err, sizeof err) != 0)
+        LOG_W("CTRAIN_TIMELINE: %s", err);
     else
         fprintf(stderr, "timeline: rank %d wrote %s and %s (%zu events, steps %ld to %ld)\n",
                 T.rank, T.path, txt, T.tl.n, first, last);
     timeline_free(&T.tl);
+    tl_api_free(&T.api);
     T.t_begin = 0;   /* a late buffer adds nothing */
     pthread_mutex_unlock(&T.mu);
 }

@@ -11,7 +11,9 @@
  *   FILE        a Chrome trace (open it in https://ui.perfetto.dev or
  *               chrome://tracing): one row per stream
  *   FILE.txt    the summary of train/bench/timeline_fmt.h: busy time per stream,
- *               overlap, and time per kernel name, per step
+ *               overlap, and time per kernel name, per step; then where the
+ *               host waited: the CUDA runtime and driver calls per thread,
+ *               longest total first (train/bench/timeline_api.h)
  * In FILE, "%r" becomes the rank (CTRAIN_RANK; 0 alone) and "%p" the
  * process id; with several ranks and no "%r" each rank appends ".rankR".
  * `ctrain bench` runs each config in its own process: use "%p" there.
