@@ -7,7 +7,13 @@
  * comparison. Not a test: a measurement for the lead's notes.
  *
  *   make build/jpeg_gpu_probe   (CUDA builds; `make` builds it too)
- *   build/jpeg_gpu_probe [N [BATCH [ROUNDS [Q]]]]      default 1024 256 8 90
+ *   build/jpeg_gpu_probe [N [BATCH [ROUNDS [Q [mix]]]]]   default 1024 256 8 90
+ * mix: every 32nd image gray and every 32nd (offset 2) 4:4:4, so each batch
+ * mixes chroma layouts as a real folder does. With
+ *   CTRAIN_TIMELINE=/tmp/probe.json:4:8 build/jpeg_gpu_probe 1024 256 4 90 mix
+ * the hardware backend's batches 4..11 are traced (train/bench/timeline.h):
+ * /tmp/probe.json.txt lists the host's CUDA calls, cuMemFree among them
+ * (train/feed/nvjpeg_batch.h: none when calls keep one layout and size).
  * (the issue's ImageNet-like files are ~80 KB: Q 98 comes closer than 90)
  *
  * Each backend: two warm-up batches, then ROUNDS passes over the N images,
@@ -33,6 +39,7 @@
 #include "engine/tensor.h"
 #include "train/feed/jpeg_gpu.h"
 #include "train/feed/nvjpeg_lib.h"
+#include "train/bench/timeline.h"
 #include "tests/jpeg_fixture.h"
 
 #define JH 375
@@ -49,7 +56,7 @@ static double now_s(void)
 static const float MEAN[3] = {0.485f, 0.456f, 0.406f}, STD[3] = {0.229f, 0.224f, 0.225f};
 
 static void run_backend(Ctx *c, JpegGpuBackend be, uint8_t **bytes, size_t *lens, int N,
-                        int batch, int rounds, Tensor *out, cudaStream_t st)
+                        int batch, int rounds, Tensor *out, cudaStream_t st, int traced)
 {
     char err[600];
     JpegGpu *g = jpeg_gpu_open(c, batch, S, 512, be, err, sizeof err);
@@ -76,6 +83,7 @@ static void run_backend(Ctx *c, JpegGpuBackend be, uint8_t **bytes, size_t *lens
             t0 = now_s();
             probe_s = 0;
         }
+        if (traced) timeline_on_step(it + warm);
         int b0 = ((it % nb) + nb) % nb * batch, n = N - b0 < batch ? N - b0 : batch;
         double p0 = now_s();
         jpeg_gpu_probe(g, info, (const uint8_t *const *)(bytes + b0), lens + b0, n);
@@ -105,12 +113,12 @@ static void run_backend(Ctx *c, JpegGpuBackend be, uint8_t **bytes, size_t *lens
     printf("{\"probe\":\"jpeg_gpu\",\"backend\":\"%s\",\"nvjpeg\":\"%d.%d.%d\",\"engines\":%u,"
            "\"images\":%lld,\"batch\":%d,\"size\":%d,\"out\":\"bf16\",\"img_per_s\":%.1f,"
            "\"wall_s\":%.3f,\"host_s\":%.3f,\"device_s\":%.3f,\"probe_s\":%.3f,\"taken\":%lld,"
-           "\"not_taken\":%lld,\"failed_batches\":%lld,\"buffer_mib\":%.1f,\"lib_device_mib\":%.1f,"
+           "\"not_taken\":%lld,\"failed_batches\":%lld,\"layouts\":%d,\"padded\":%lld,\"buffer_mib\":%.1f,\"lib_device_mib\":%.1f,"
            "\"lib_pinned_mib\":%.1f}\n",
            jpeg_gpu_backend_name(s.backend), s.version[0], s.version[1], s.version[2],
            s.hw_engines, images, batch, S, images / wall, wall, s.host_s - s0.host_s,
            s.device_s - s0.device_s, probe_s,
-           images - fallback, fallback, s.failed_batches, s.buffer_bytes / 1048576.0,
+           images - fallback, fallback, s.failed_batches, s.layouts, s.padded, s.buffer_bytes / 1048576.0,
            s.lib_device_bytes / 1048576.0, s.lib_pinned_bytes / 1048576.0);
     fflush(stdout);
     free(info);
@@ -156,8 +164,9 @@ int main(int argc, char **argv)
 {
     int N = argc > 1 ? atoi(argv[1]) : 1024, batch = argc > 2 ? atoi(argv[2]) : 256;
     int rounds = argc > 3 ? atoi(argv[3]) : 8, quality = argc > 4 ? atoi(argv[4]) : 90;
-    if (N < 1 || batch < 1 || rounds < 1 || quality < 1 || quality > 100) {
-        fprintf(stderr, "usage: jpeg_gpu_probe [N [BATCH [ROUNDS [QUALITY]]]]\n");
+    int mix = argc > 5 && !strcmp(argv[5], "mix");
+    if (N < 1 || batch < 1 || rounds < 1 || quality < 1 || quality > 100 || (argc > 5 && !mix)) {
+        fprintf(stderr, "usage: jpeg_gpu_probe [N [BATCH [ROUNDS [QUALITY [mix]]]]]\n");
         return 2;
     }
     char reason[512];
@@ -176,6 +185,8 @@ int main(int argc, char **argv)
             jfx_pattern(pix, JH, JW, 3, 7000 + (uint64_t)i);
             JfxOptions o = {0};
             o.quality = quality;
+            o.gray = mix && i % 32 == 1;
+            o.subsample = mix && i % 32 == 2 ? JFX_444 : JFX_420;
             unsigned char *b;
             unsigned long n;
             jfx_jpeg_encode(&b, &n, pix, JH, JW, 3, &o);
@@ -193,15 +204,16 @@ int main(int argc, char **argv)
     ctx_init(&c, DEV_CUDA, 0, 1);
     struct cudaDeviceProp p;
     cudaGetDeviceProperties(&p, 0);
-    printf("{\"probe\":\"jpeg_gpu\",\"device\":\"%s\",\"images\":%d,\"jpeg\":\"%dx%d q%d 4:2:0\","
-           "\"mean_kb\":%.1f,\"rounds\":%d}\n", p.name, N, JW, JH, quality, kb / N, rounds);
+    printf("{\"probe\":\"jpeg_gpu\",\"device\":\"%s\",\"images\":%d,\"jpeg\":\"%dx%d q%d %s\","
+           "\"mean_kb\":%.1f,\"rounds\":%d}\n", p.name, N, JW, JH, quality,
+           mix ? "4:2:0, 1/32 gray, 1/32 4:4:4" : "4:2:0", kb / N, rounds);
     int64_t shape[4] = {batch, S, S, 3};
     Tensor *out = tensor_new(&c, DT_BF16, 4, shape);
     cudaStream_t st;
     cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
     cudaStreamSynchronize(c.stream);
-    run_backend(&c, JPEG_GPU_HARDWARE, bytes, lens, N, batch, rounds, out, st);
-    run_backend(&c, JPEG_GPU_HYBRID, bytes, lens, N, batch, rounds, out, st);
+    run_backend(&c, JPEG_GPU_HARDWARE, bytes, lens, N, batch, rounds, out, st, 1);
+    run_backend(&c, JPEG_GPU_HYBRID, bytes, lens, N, batch, rounds, out, st, 0);
     run_upload(&c, batch, rounds * ((N + batch - 1) / batch), out, st);
     cudaStreamDestroy(st);
     tensor_release(out);
