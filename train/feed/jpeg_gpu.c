@@ -415,14 +415,6 @@ void jpeg_gpu_set_call_size(JpegGpu *g, int n)
 
 /* ---- probe ---- */
 
-static int jg_sampling_ok(int components, int css)
-{
-    if (components == 1) return 1;
-    if (components != 3) return 0;   /* 4: CMYK / YCCK, 2: not a JFIF layout */
-    return css == NVJPEG_CSS_444 || css == NVJPEG_CSS_422 || css == NVJPEG_CSS_420 ||
-           css == NVJPEG_CSS_440;
-}
-
 /* An EOI marker (FF D9) near the end: a file cut short has none. nvJPEG
  * decodes such a file without an error (both backends, on an H200), where
  * the CPU decoder names it. */
@@ -451,7 +443,9 @@ static void jg_probe_one(JpegGpu *g, JpegGpuInfo *f, const uint8_t *p, size_t le
     f->w = ws[0];
     f->h = hs[0];
     if (f->w <= 0 || f->h <= 0 || (size_t)f->w * (size_t)f->h > JG_MAX_PIXELS) return;
-    if (!jg_sampling_ok(nc, css) || !jg_has_eoi(p, len)) return;
+    /* a layout with a decoder (gray, 4:4:4, 4:2:2, 4:2:0, 4:4:0; not CMYK /
+     * YCCK, 4:1:1, 4:1:0), and an end marker */
+    if (nvjb_layout(nc, css) < 0 || !jg_has_eoi(p, len)) return;
     nvjpegStatus_t s = L->stream_parse_header ? L->stream_parse_header(h, p, len, g->js)
                                               : L->stream_parse(h, p, len, 0, 0, g->js);
     if (s != NVJPEG_STATUS_SUCCESS) return;
@@ -522,7 +516,7 @@ static int jg_begin(JpegGpu *g, cudaStream_t s, const char *what, char *err, siz
 static void jg_decode_taken(JpegGpu *g, const JpegGpuInfo *info, int m, cudaStream_t s)
 {
     int counts[NVJB_LAYOUTS] = {0}, first[NVJB_LAYOUTS], fill[NVJB_LAYOUTS];
-    for (int k = 0; k < m; k++) {   /* taken: one of the layouts (jg_sampling_ok) */
+    for (int k = 0; k < m; k++) {   /* taken: one of the layouts (jg_probe_one) */
         const JpegGpuInfo *f = &info[g->idx[k]];
         counts[nvjb_layout(f->components, f->subsampling)]++;
     }
