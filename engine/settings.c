@@ -81,6 +81,10 @@ static const Setting table[SET_COUNT] = {
     [SET_CONV_NONDETERMINISTIC] = V_SWITCH("CTRAIN_CONV_NONDETERMINISTIC", SA_DEV, "0", NULL,
         "the convolutions' backward passes may take the fastest algorithm even when it is not "
         "bit-reproducible"),
+    [SET_CONV_ENGINES] = V_CHOICE("CTRAIN_CONV_ENGINES", SA_DEV, "fastest", NULL,
+        "fastest|legacy|graph",
+        "which cuDNN API's engines the convolution search times: both, the faster kept "
+        "(fastest), the legacy algorithms only, or the graph API's engines only"),
     [SET_GRAPH_NODE_PRIORITY] = V_SWITCH("CTRAIN_GRAPH_NODE_PRIORITY", SA_DEV, "1", NULL,
         "kernels in a CUDA graph keep their capture stream's priority (communication high, "
         "the overlapped update low)"),

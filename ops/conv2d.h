@@ -93,6 +93,25 @@ void conv2d_backward_filter_cuda(Ctx *c, void *dw, DType tdw, const void *dy, co
 typedef enum { CONV2D_PAD_AUTO = 0, CONV2D_PAD_ALWAYS = 1 } Conv2dPadMode;
 void conv2d_cuda_set_pad_mode(Ctx *c, Conv2dPadMode mode);
 
+/* Which of cuDNN's two APIs may serve a plan. The legacy API's search
+ * (cudnnFind*AlgorithmEx) times its fixed list of algorithms; the graph
+ * API's (ops/cudnn_graph.h) times the engines cuDNN's heuristics propose
+ * for a one-convolution graph, under the same numerical rule (strict f32:
+ * no TF32; deterministic backward unless CTRAIN_CONV_NONDETERMINISTIC).
+ * CONV2D_ENGINES_FASTEST (default, CTRAIN_CONV_ENGINES=fastest) runs both
+ * and keeps the graph engine when it is at least 3% faster; _LEGACY and
+ * _GRAPH run one search only (_GRAPH falls back to the legacy search when
+ * the graph API has no engine for the shape). The mode is part of a plan's
+ * key: set it before the shapes run. */
+typedef enum {
+    CONV2D_ENGINES_FASTEST = 0,
+    CONV2D_ENGINES_LEGACY = 1,
+    CONV2D_ENGINES_GRAPH = 2
+} Conv2dEngines;
+void conv2d_cuda_set_engines(Ctx *c, Conv2dEngines e);
+/* Plans of c that run a graph-API engine. */
+int conv2d_cuda_graph_plan_count(Ctx *c);
+
 /* Test hook: the element limit of one cuDNN tensor (batch chunking) and
  * the images the algorithm search runs on; 0 restores the default
  * (INT32_MAX, 256). Lives with the plans: conv2d_cuda_release resets it. */

@@ -90,11 +90,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/error.h"
 #include "engine/log.h"
 #include "engine/mem.h"
 #include "engine/settings.h"
+#include "cudnn_graph.h"
 #include "elementwise.h"
 
 #define CONV_MAX_ALGOS 16
@@ -108,7 +110,8 @@ static const char *dir_names[] = {"forward", "backward-data", "backward-filter"}
  * are zero and keys compare with memcmp. */
 typedef struct {
     Conv2dShape s;
-    int dir, dt, tf32, pad_mode;
+    int dir, dt, tf32, pad_mode, engines;
+    int accum;             /* the graph API bakes beta into its plan */
     uint32_t align;        /* alignment all pointers of the call share (<= 256 bytes) */
 } PlanKey;
 
@@ -120,11 +123,13 @@ typedef struct {
     cudnnConvolutionDescriptor_t cd;
     int algo;                          /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
     size_t ws_bytes;                   /* workspace the algorithm needs */
+    CgPlan g;                          /* the graph API's plan when it won (g.plan) */
 } Plan;
 
 /* One context's plans: a linear table (a ResNet has a few dozen). */
 typedef struct {
     Conv2dPadMode pad_mode;
+    Conv2dEngines engines;
     size_t max_elems;     /* test hook (conv2d_cuda_set_limits); 0: CONV_MAX_ELEMS */
     int search_max_n;     /* test hook; 0: CONV_SEARCH_MAX_N */
     Plan *plans;
@@ -160,6 +165,7 @@ static void plan_destroy(Plan *p)
     if (p->yd) CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->yd));
     if (p->wd) CUDNN_CHECK(cudnnDestroyFilterDescriptor(p->wd));
     if (p->cd) CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->cd));
+    cg_plan_free(&p->g);
     p->xd = p->yd = NULL;
     p->wd = NULL;
     p->cd = NULL;
@@ -188,12 +194,15 @@ static ConvCache *cache_for(Ctx *c)
     if (!cc) {
         cc = calloc(1, sizeof(ConvCache));
         CT_ASSERT(cc != NULL, "conv2d_cuda: out of host memory for a plan cache");
+        cc->engines = (Conv2dEngines)setting_choice(SET_CONV_ENGINES);
         ctx_cache_set(c, &conv_cache_kind, cc);
     }
     return cc;
 }
 
 void conv2d_cuda_set_pad_mode(Ctx *c, Conv2dPadMode mode) { cache_for(c)->pad_mode = mode; }
+
+void conv2d_cuda_set_engines(Ctx *c, Conv2dEngines e) { cache_for(c)->engines = e; }
 
 void conv2d_cuda_set_limits(Ctx *c, size_t max_elems, int search_max_n)
 {
@@ -204,6 +213,14 @@ void conv2d_cuda_set_limits(Ctx *c, size_t max_elems, int search_max_n)
 }
 
 int conv2d_cuda_plan_count(Ctx *c) { return cache_for(c)->n; }
+
+int conv2d_cuda_graph_plan_count(Ctx *c)
+{
+    const ConvCache *cc = cache_for(c);
+    int n = 0;
+    for (int i = 0; i < cc->n; i++) n += cc->plans[i].g.plan != NULL;
+    return n;
+}
 
 void conv2d_cuda_release(Ctx *c)
 {
@@ -329,6 +346,77 @@ static size_t search_ws_bytes(Ctx *c)
     return ws_bytes > c->workspace_bytes ? ws_bytes : c->workspace_bytes;
 }
 
+/* ---- the graph API's engines ---- */
+
+enum { UID_X = 1, UID_W = 2, UID_Y = 3 }; /* x or dx, w or dw, y or dy */
+
+/* The variant pack of one call: a, b, out in the direction's order (as for
+ * plan_search) put under the uids of x, w, y. */
+static void graph_ptrs(int dir, const void *a, const void *b, void *out, void *ptrs[3])
+{
+    if (dir == DIR_FWD) { ptrs[0] = (void *)a; ptrs[1] = (void *)b; ptrs[2] = out; }
+    else if (dir == DIR_BWD_DATA) { ptrs[0] = out; ptrs[1] = (void *)a; ptrs[2] = (void *)b; }
+    else { ptrs[0] = (void *)a; ptrs[1] = out; ptrs[2] = (void *)b; }
+}
+
+static const int64_t graph_uids[3] = {UID_X, UID_W, UID_Y};
+
+/* The graph API's fastest engine for p (one convolution of p's direction,
+ * beta = the key's accum) timed on the buffers; g->plan NULL when cuDNN
+ * proposes none that the numerical rule allows: strict f32 takes no
+ * tensor-core (TF32) engine, f32 none that converts its inputs down, f16 and
+ * bf16 none that reduces in reduced precision, and a deterministic backward
+ * none marked non-deterministic. Tensors as cuDNN's NHWC convention wants
+ * them: dims (N, C, H, W) with strides (HWC, 1, WC, C), the filter (K, C, R,
+ * S) with strides (RSC, 1, SC, C), i.e. our OHWI weight. */
+static void graph_search(Ctx *c, Plan *p, const void *a, const void *b, void *out, int want_det,
+                         CgPlan *g)
+{
+    memset(g, 0, sizeof *g);
+    const Conv2dShape *s = &p->key.s;
+    const DType dt = (DType)p->key.dt;
+    const cudnnDataType_t t = conv_cudnn_type(dt);
+    const int64_t Cp = p->Cp, al = p->key.align < 16 ? p->key.align : 16;
+    const int64_t xd[4] = {s->N, Cp, s->H, s->W}, xs[4] = {(int64_t)s->H * s->W * Cp, 1,
+                                                          (int64_t)s->W * Cp, Cp};
+    const int64_t yd[4] = {s->N, s->K, s->P, s->Q}, ys[4] = {(int64_t)s->P * s->Q * s->K, 1,
+                                                            (int64_t)s->Q * s->K, s->K};
+    const int64_t wd[4] = {s->K, Cp, s->R, s->S}, ws[4] = {(int64_t)s->R * s->S * Cp, 1,
+                                                          (int64_t)s->S * Cp, Cp};
+    const int64_t pad[2] = {s->pad_h, s->pad_w}, str[2] = {s->stride_h, s->stride_w},
+                  dil[2] = {s->dil_h, s->dil_w};
+    CgDesc parts[6];
+    parts[0] = cg_tensor(UID_X, t, 4, xd, xs, al, 0);
+    parts[1] = cg_tensor(UID_W, t, 4, wd, ws, al, 0);
+    parts[2] = cg_tensor(UID_Y, t, 4, yd, ys, al, 0);
+    parts[3] = cg_conv_desc(2, pad, str, dil);
+    const int cdir = p->key.dir == DIR_FWD ? CG_FPROP : p->key.dir == DIR_BWD_DATA ? CG_DGRAD
+                                                                                   : CG_WGRAD;
+    parts[4] = cg_conv_op(cdir, parts[3], parts[0], parts[1], parts[2], 1.0f,
+                          p->key.accum ? 1.0f : 0.0f);
+    cudnnStatus_t st;
+    parts[5] = cg_graph(c->cudnn, &parts[4], 1, &st);
+    CgRule rule = {0};
+    if (dt == DT_F32) {
+        rule.forbid_notes = CG_NOTE(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS);
+        if (!p->key.tf32) rule.forbid_notes |= CG_NOTE(CUDNN_NUMERICAL_NOTE_TENSOR_CORE);
+    } else {
+        rule.forbid_notes = CG_NOTE(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION);
+    }
+    if (want_det) rule.forbid_notes |= CG_NOTE(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
+    rule.ws_limit = search_ws_bytes(c);
+    rule.all_engines = 1;
+    void *ptrs[3];
+    graph_ptrs(p->key.dir, a, b, out, ptrs);
+    if (parts[5] && cg_search(c, parts[5], &rule, graph_uids, ptrs, 3, g)) {
+        for (int i = 0; i < 6; i++) g->keep[g->nkeep++] = parts[i];
+        return;
+    }
+    if (!parts[5]) LOG_D("conv2d_cuda: the graph API declines the %s graph: %s",
+                         dir_names[p->key.dir], ct_cudnn_status_string(st));
+    for (int i = 5; i >= 0; i--) cg_destroy(parts[i]);
+}
+
 /* cuDNN's search for p's direction on the prepared buffers (a = x or w,
  * b = w or dy, out); on success sets the plan's algorithm, workspace and
  * math type. Returns the status: a failed search or "no algorithm" is not
@@ -339,19 +427,21 @@ static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, 
     int own_ws = ws_bytes > c->workspace_bytes;
     void *ws = own_ws ? mem_alloc(c, ws_bytes) : c->workspace;
 
-    cudnnStatus_t status[CONV_MAX_ALGOS], st;
+    cudnnStatus_t status[CONV_MAX_ALGOS], st = CUDNN_STATUS_NOT_SUPPORTED;
     cudnnDeterminism_t det[CONV_MAX_ALGOS];
     cudnnMathType_t math[CONV_MAX_ALGOS];
     size_t mem[CONV_MAX_ALGOS];
+    float tm[CONV_MAX_ALGOS];
     int algo[CONV_MAX_ALGOS], n = 0;
-    switch (p->key.dir) {
+    const int legacy = p->key.engines != CONV2D_ENGINES_GRAPH;
+    if (legacy) switch (p->key.dir) {
     case DIR_FWD: {
         cudnnConvolutionFwdAlgoPerf_t r[CONV_MAX_ALGOS];
         st = cudnnFindConvolutionForwardAlgorithmEx(c->cudnn, p->xd, a, p->wd, b, p->cd, p->yd,
                                                     out, CONV_MAX_ALGOS, &n, r, ws, ws_bytes);
         for (int i = 0; i < n; i++) {
             status[i] = r[i].status; det[i] = r[i].determinism; math[i] = r[i].mathType;
-            mem[i] = r[i].memory; algo[i] = (int)r[i].algo;
+            mem[i] = r[i].memory; algo[i] = (int)r[i].algo; tm[i] = r[i].time;
         }
         break;
     }
@@ -362,7 +452,7 @@ static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, 
                                                          ws_bytes);
         for (int i = 0; i < n; i++) {
             status[i] = r[i].status; det[i] = r[i].determinism; math[i] = r[i].mathType;
-            mem[i] = r[i].memory; algo[i] = (int)r[i].algo;
+            mem[i] = r[i].memory; algo[i] = (int)r[i].algo; tm[i] = r[i].time;
         }
         break;
     }
@@ -373,24 +463,46 @@ static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, 
                                                            ws, ws_bytes);
         for (int i = 0; i < n; i++) {
             status[i] = r[i].status; det[i] = r[i].determinism; math[i] = r[i].mathType;
-            mem[i] = r[i].memory; algo[i] = (int)r[i].algo;
+            mem[i] = r[i].memory; algo[i] = (int)r[i].algo; tm[i] = r[i].time;
         }
         break;
     }
     }
     if (own_ws) mem_free(c, ws, ws_bytes);
-    if (st != CUDNN_STATUS_SUCCESS) return st;
     /* CTRAIN_CONV_NONDETERMINISTIC=1 lets the backward passes take the
      * fastest algorithm even when it is not bit-reproducible (0 or unset:
      * deterministic ones only) */
     static int any = -1;
     if (any < 0) any = setting_switch(SET_CONV_NONDETERMINISTIC);
-    int i = pick_result(status, det, n, p->key.dir != DIR_FWD && !any);
-    if (i < 0) return CUDNN_STATUS_NOT_SUPPORTED;
-    p->algo = algo[i];
-    p->ws_bytes = mem[i];
-    if (!(p->key.dt == DT_F32 && !p->key.tf32))
+    const int want_det = p->key.dir != DIR_FWD && !any;
+    int i = st == CUDNN_STATUS_SUCCESS ? pick_result(status, det, n, want_det) : -1;
+    p->algo = i >= 0 ? algo[i] : -1;
+    p->ws_bytes = i >= 0 ? mem[i] : 0;
+    if (i >= 0 && !(p->key.dt == DT_F32 && !p->key.tf32))
         CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd, math[i]));
+    /* the graph API's engines against the legacy algorithm: the faster
+     * one (by 3%, else the legacy one) runs this plan */
+    if (p->key.engines != CONV2D_ENGINES_LEGACY) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        graph_search(c, p, a, b, out, want_det, &p->g);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double search_s =
+            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (p->g.plan)
+            LOG_D("conv2d_cuda: %s N%d %dx%dx%d -> K%d %dx%d s%d %s: legacy algo %d %.3f ms, "
+                  "graph engine %lld %.3f ms (%d tried in %.2f s)",
+                  dir_names[p->key.dir], p->key.s.N, p->key.s.H, p->key.s.W, p->key.s.C,
+                  p->key.s.K, p->key.s.R, p->key.s.S, p->key.s.stride_h,
+                  dtype_name((DType)p->key.dt), i >= 0 ? algo[i] : -1,
+                  i >= 0 ? (double)tm[i] : -1.0, (long long)p->g.engine, (double)p->g.ms,
+                  p->g.tried, search_s);
+        if (p->g.plan && i >= 0 && p->key.engines == CONV2D_ENGINES_FASTEST &&
+            !(p->g.ms < 0.97f * tm[i]))
+            cg_plan_free(&p->g);
+        if (p->g.plan) return CUDNN_STATUS_SUCCESS;
+    }
+    if (i < 0) return st == CUDNN_STATUS_SUCCESS ? CUDNN_STATUS_NOT_SUPPORTED : st;
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -400,6 +512,7 @@ static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, 
  * workspace than a full search could have given it. */
 static cudnnStatus_t plan_adopt(Ctx *c, Plan *p, const Plan *q)
 {
+    if (q->algo < 0) return CUDNN_STATUS_NOT_SUPPORTED; /* q has only a graph plan */
     cudnnMathType_t math;
     CUDNN_CHECK(cudnnGetConvolutionMathType(q->cd, &math));
     CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd, math));
@@ -462,6 +575,13 @@ static cudnnStatus_t conv_exec(Ctx *c, Plan *p, const ConvArgs *a, int search)
         if (a->dir == DIR_FWD) st = plan_search(c, p, x, w, out);
         else if (a->dir == DIR_BWD_DATA) st = plan_search(c, p, w, a->dy, out);
         else st = plan_search(c, p, x, a->dy, out);
+    } else if (p->g.plan) {
+        void *ptrs[3];
+        if (a->dir == DIR_FWD) graph_ptrs(a->dir, x, w, out, ptrs);
+        else if (a->dir == DIR_BWD_DATA) graph_ptrs(a->dir, w, a->dy, out, ptrs);
+        else graph_ptrs(a->dir, x, a->dy, out, ptrs);
+        cg_execute(c, &p->g, graph_uids, ptrs, 3);
+        if (padded && a->dir != DIR_FWD) unpad_channels(c, a->out, out, out_rows, C, Cp, es);
     } else {
         void *ws = ctx_workspace(c, p->ws_bytes);
         size_t ws_bytes = c->workspace_bytes;
@@ -529,6 +649,8 @@ static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
     key.dt = dt;
     key.tf32 = dt == DT_F32 && c->allow_tf32;
     key.pad_mode = cc->pad_mode;
+    key.engines = cc->engines;
+    key.accum = a->accum;
     uint32_t al = ptr_align(a->out);
     const void *ins[3] = {a->x, a->w, a->dy};
     for (int i = 0; i < 3; i++)

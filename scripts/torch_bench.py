@@ -167,6 +167,7 @@ def build_suite(a):
                         "time_limit_s": float(a.time_limit), "device_id": a.device_id,
                         "compile": a.compile, "compile_mode": a.compile_mode,
                         "mlm_head": a.mlm_head, "profile": a.profile,
+                        "deterministic": a.deterministic,
                     })
     return out
 
@@ -175,7 +176,8 @@ def config_label(c):
     extra = f" seq {c['seq']}" if c["seq"] else (
         f" {c['image_size']}px" if c["image_size"] and c["image_size"] != 224 else "")
     lay = " nchw" if c.get("layout") == "nchw" else ""
-    return f"{c['model']} {c['precision']} bs {c['batch']}{extra}{lay}"
+    det = " deterministic" if c.get("deterministic") else ""
+    return f"{c['model']} {c['precision']} bs {c['batch']}{extra}{lay}{det}"
 
 
 def timed_cap(c):
@@ -1023,6 +1025,9 @@ def torch_config_child(out, c):
     prec = c["precision"]
     api = set_tf32(torch, prec == "tf32")
     torch.backends.cudnn.benchmark = True
+    # --deterministic: cuDNN's deterministic algorithms only, the rule
+    # ctrain's convolution backward follows by default
+    torch.backends.cudnn.deterministic = bool(c.get("deterministic"))
     torch.manual_seed(42)
     build = build_resnet if resnet_depth(c["model"]) else build_bert
     mod, inputs, opt, notes = build(torch, c, dev)
@@ -1715,6 +1720,10 @@ def parse_args(argv):
     lay.add_argument("--channels-last", dest="nchw", action="store_false",
                      help="ResNets in channels_last / NHWC (the default: PyTorch's fast path, ctrain's layout)")
     lay.add_argument("--nchw", dest="nchw", action="store_true", help="ResNets in NCHW")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="cudnn.deterministic = True (ctrain's default rule for the convolution "
+                         "backward; PyTorch's default lets cuDNN pick non-deterministic "
+                         "algorithms)")
     ap.add_argument("--mlm-head", choices=["masked", "all"], default="masked",
                     help="BERT: the prediction head on the labelled rows only (default; what "
                          "ctrain, Google's and NVIDIA's BERT do: same loss and gradients) or "

@@ -22,7 +22,9 @@
  * and accumulation) against the plain path (relative norm, tol_norm) and
  * the CPU, then all plans freed and the memory back; and op_conv2d
  * through autograd on CUDA (f32, f16 and bf16 autocast) against op_conv2d
- * on the CPU in f32.
+ * on the CPU in f32; then every shape and setting again on the graph API's
+ * engines alone (CONV2D_ENGINES_GRAPH, ops/cudnn_graph.h), each plan a
+ * graph plan, and the plan cache there.
  *
  * Tolerances, for L products of values in [-1, 1) per output element
  * (forward R*S*C, backward data up to K*R*S, backward filter N*P*Q):
@@ -450,6 +452,19 @@ int main(void)
     test_cache(&c);
     test_chunked(&c);
     test_op(&c);
+    /* the graph API's engines (CONV2D_ENGINES_GRAPH): every shape, setting,
+     * direction and accumulation again, and the padded path; each plan must
+     * be a graph plan (none fell back to the legacy search) */
+    conv2d_cuda_release(&c);
+    conv2d_cuda_set_engines(&c, CONV2D_ENGINES_GRAPH);
+    for (size_t i = 0; i < NSHAPES; i++) run_shape(&c, &shapes[i], ".graph");
+    conv2d_cuda_set_pad_mode(&c, CONV2D_PAD_ALWAYS);
+    run_shape(&c, &shapes[4], ".graph.padded");
+    conv2d_cuda_set_pad_mode(&c, CONV2D_PAD_AUTO);
+    int np = conv2d_cuda_plan_count(&c), ng = conv2d_cuda_graph_plan_count(&c);
+    check_true("conv2d.graph.every_plan", np > 0 && ng == np, "%d of %d plans on graph engines",
+               ng, np);
+    test_cache(&c);
     conv2d_cuda_release(&c);
     ctx_free(&c);
     return check_summary();

@@ -13,13 +13,14 @@
  *     decode thread at the epoch's end) and a jump back to batch 1 of
  *     epoch 0 (a restart): labels equal; each input value is a normalised
  *     u8 (fmaf(u, a, b)); rows the CPU decodes on both paths (PNG, CMYK,
- *     and progressive on the hardware engines) are bit-equal; the other
- *     rows within the decoders' tolerance (jpeg_gpu.h: max 4 levels, mean
- *     0.25 when nvJPEG interpolates chroma; else max 40, mean 1.5);
+ *     gray, 4:4:4, and progressive on the hardware engines) are bit-equal;
+ *     the other rows within the decoders' tolerance (jpeg_gpu.h: max 4
+ *     levels, mean 0.25 when nvJPEG interpolates chroma; else max 40, mean
+ *     1.5);
  *   - the input tensor keeps its address (a --graph replay reads it);
- *   - Feed.stats: "gpu (nvJPEG ..." and the CMYK and PNG images counted as
- *     CPU fallbacks (exactly the CPU kinds on the hardware backend, at
- *     least PNG + CMYK elsewhere);
+ *   - Feed.stats: "gpu (nvJPEG ..." and the PNG, CMYK, gray and 4:4:4
+ *     images counted as CPU decodes (exactly the CPU kinds, progressive
+ *     included, on the hardware backend; at least those four elsewhere);
  *   - evaluation: the same rows, batch sizes and labels both ways.
  * Without nvJPEG: --decode auto gives the CPU path with a warning, and
  * --decode gpu is refused (a child) naming the reason.
@@ -55,6 +56,10 @@ static char tmp[256];
 /* Which file of a class (i = 0..7) is what: kinds the CPU decodes on both paths. */
 enum { K_BASE, K_444, K_GRAY, K_PROG, K_CMYK, K_PNG };
 static const int kind_of[PER_CLASS] = {K_BASE, K_444, K_PNG, K_GRAY, K_CMYK, K_BASE, K_PROG, K_BASE};
+/* Kinds the GPU feed leaves to the loader threads on every backend: PNG,
+ * CMYK, and the JPEGs that are not 4:2:0 colour (gray, 4:4:4: nvJPEG is
+ * called with one chroma layout, train/feed/nvjpeg_batch.h) */
+static int cpu_kind(int k) { return k == K_PNG || k == K_CMYK || k == K_GRAY || k == K_444; }
 
 static void make_dir(const char *rel)
 {
@@ -183,8 +188,8 @@ static void test_both_ways(Ctx *c, int interpolated)
         int cpu_row[BT];
         for (int r = 0; r < BT; r++) {
             int k = kind_of_index(perm[order_b[t] * BT + (uint32_t)r]);
-            cpu_row[r] = k == K_PNG || k == K_CMYK || (hardware && k == K_PROG);
-            expect_cpu += k == K_PNG || k == K_CMYK;
+            cpu_row[r] = cpu_kind(k) || (hardware && k == K_PROG);
+            expect_cpu += cpu_kind(k);
         }
         compare(&m, xg, xc, yg, yc, cpu_row, BT);
     }
@@ -210,7 +215,7 @@ static void test_both_ways(Ctx *c, int interpolated)
         shuffle_perm(perm, 2 * PER_CLASS, sg.seed, order_e[t]);
         for (int r = 0; r < BT; r++) prog += kind_of_index(perm[order_b[t] * BT + (uint32_t)r]) == K_PROG;
     }
-    printf("  gpu feed: %llu images, %llu decoded on the CPU (PNG + CMYK %d, progressive %d), "
+    printf("  gpu feed: %llu images, %llu decoded on the CPU (PNG, CMYK, gray, 4:4:4 %d; progressive %d), "
            "waited %.3f s, decode busy %.3f s\n", (unsigned long long)st.images,
            (unsigned long long)st.cpu_fallback, expect_cpu, prog, st.wait_s, st.decode_s);
     check_true("stats.images", st.images == 4 * BT, "%llu", (unsigned long long)st.images);
@@ -242,7 +247,7 @@ static void test_both_ways(Ctx *c, int interpolated)
         int cpu_row[BE];
         for (int r = 0; r < nc; r++) {
             int k = kind_of_index((uint32_t)(seen + r));
-            cpu_row[r] = k == K_PNG || k == K_CMYK || (hardware && k == K_PROG);
+            cpu_row[r] = cpu_kind(k) || (hardware && k == K_PROG);
         }
         compare(&ev, eg, ec, yg, yc, cpu_row, nc);
         seen += nc;

@@ -1,0 +1,393 @@
+/* cudnn_graph.c — cuDNN's graph (backend) API from C: tensors, operation
+ * graphs, the heuristics' candidates, plans timed on the real buffers
+ * (cudnn_graph.h says what and why).
+ *
+ * Every object is a cudnnBackendDescriptor_t: created, given attributes,
+ * finalized. The search:
+ *   1. heuristics: an ENGINEHEUR descriptor on the graph (mode A, then
+ *      FALLBACK) returns ENGINECFG descriptors, best guess first;
+ *   2. each config's ENGINE tells its global index and its notes; configs
+ *      with a forbidden note, or that compile at run time unless allowed,
+ *      and repeats of an engine already taken from mode A are dropped;
+ *   3. each kept config is finalized as an EXECUTION_PLAN (cuDNN may still
+ *      refuse it here: skipped) whose workspace must fit the rule's limit;
+ *   4. the plans run on the caller's buffers, one untimed run then three
+ *      between two CUDA events; the fastest is kept, the rest destroyed.
+ */
+#ifdef CTRAIN_CUDA
+/* CUDNN_ATTR_EXECUTION_PLAN_HANDLE and CUDNN_ATTR_OPERATIONGRAPH_HANDLE are
+ * marked deprecated in cuDNN 9 but still required by its 9.x releases. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+#include "cudnn_graph.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "engine/error.h"
+#include "engine/log.h"
+#include "engine/mem.h"
+
+#define CG_MAX_CFGS 64
+
+static CgDesc cg_create(cudnnBackendDescriptorType_t t)
+{
+    CgDesc d = NULL;
+    CUDNN_CHECK(cudnnBackendCreateDescriptor(t, &d));
+    return d;
+}
+
+static void cg_set(CgDesc d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t t,
+                   int64_t count, const void *v)
+{
+    CUDNN_CHECK(cudnnBackendSetAttribute(d, name, t, count, v));
+}
+
+void cg_destroy(CgDesc d)
+{
+    if (d) cudnnBackendDestroyDescriptor(d);
+}
+
+CgDesc cg_tensor(int64_t uid, cudnnDataType_t t, int nd, const int64_t *dims,
+                 const int64_t *strides, int64_t align, int is_virtual)
+{
+    CgDesc d = cg_create(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    bool virt = is_virtual != 0;
+    cg_set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t);
+    cg_set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, nd, dims);
+    cg_set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, nd, strides);
+    cg_set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    cg_set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    cg_set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt);
+    CUDNN_CHECK(cudnnBackendFinalize(d));
+    return d;
+}
+
+CgDesc cg_graph(cudnnHandle_t h, const CgDesc *ops, int n, cudnnStatus_t *st)
+{
+    CgDesc g = cg_create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    cg_set(g, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, ops);
+    cg_set(g, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    cudnnStatus_t s = cudnnBackendFinalize(g);
+    if (st) *st = s;
+    if (s != CUDNN_STATUS_SUCCESS) {
+        cg_destroy(g);
+        return NULL;
+    }
+    return g;
+}
+
+CgDesc cg_conv_desc(int nsp, const int64_t *pad, const int64_t *stride, const int64_t *dil)
+{
+    CgDesc d = cg_create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    int64_t dims = nsp;
+    cg_set(d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    cg_set(d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+    cg_set(d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
+    cg_set(d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, nsp, pad);
+    cg_set(d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, nsp, pad);
+    cg_set(d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, nsp, stride);
+    cg_set(d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, nsp, dil);
+    CUDNN_CHECK(cudnnBackendFinalize(d));
+    return d;
+}
+
+CgDesc cg_conv_op(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float alpha, float beta)
+{
+    static const struct {
+        cudnnBackendDescriptorType_t type;
+        cudnnBackendAttributeName_t a, b, c, conv, alpha, beta;
+    } k[3] = {
+        {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
+        {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
+        {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA},
+    };
+    CT_ASSERT(dir >= 0 && dir < 3, "cg_conv_op: direction %d", dir);
+    CgDesc op = cg_create(k[dir].type);
+    cg_set(op, k[dir].a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
+    cg_set(op, k[dir].b, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+    cg_set(op, k[dir].c, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
+    cg_set(op, k[dir].conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
+    cg_set(op, k[dir].alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
+    cg_set(op, k[dir].beta, CUDNN_TYPE_FLOAT, 1, &beta);
+    CUDNN_CHECK(cudnnBackendFinalize(op));
+    return op;
+}
+
+/* ---- candidates ---- */
+
+/* The configs heuristics mode `mode` proposes for g, appended to cfgs
+ * (finalized ENGINECFG descriptors); returns the new count. */
+static int heur_configs(CgDesc g, cudnnBackendHeurMode_t mode, CgDesc *cfgs, int have)
+{
+    CgDesc h = cg_create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    cg_set(h, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g);
+    cg_set(h, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    if (cudnnBackendFinalize(h) != CUDNN_STATUS_SUCCESS) {
+        cg_destroy(h);
+        return have;
+    }
+    int64_t count = 0;
+    if (cudnnBackendGetAttribute(h, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 0, &count, NULL) != CUDNN_STATUS_SUCCESS)
+        count = 0;
+    if (count > CG_MAX_CFGS - have) count = CG_MAX_CFGS - have;
+    if (count > 0) {
+        CgDesc got[CG_MAX_CFGS];
+        for (int64_t i = 0; i < count; i++) got[i] = cg_create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        int64_t n = 0;
+        if (cudnnBackendGetAttribute(h, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &n,
+                                     got) != CUDNN_STATUS_SUCCESS)
+            n = 0;
+        for (int64_t i = 0; i < count; i++) {
+            if (i < n) cfgs[have++] = got[i];
+            else cg_destroy(got[i]);
+        }
+    }
+    cg_destroy(h);
+    return have;
+}
+
+/* The engine of config cfg: its global index, notes and behaviour. */
+typedef struct {
+    int64_t index;
+    uint32_t notes;        /* CG_NOTE bits */
+    int runtime_compile;
+} EngineInfo;
+
+/* The notes an engine carries under attribute `name` (numerical or
+ * behaviour notes, both enums), as bits 1 << note. */
+static uint32_t note_bits(CgDesc eng, cudnnBackendAttributeName_t name,
+                          cudnnBackendAttributeType_t type)
+{
+    int v[32]; /* enum values are int-sized */
+    int64_t n = 0;
+    uint32_t bits = 0;
+    if (cudnnBackendGetAttribute(eng, name, type, 32, &n, v) == CUDNN_STATUS_SUCCESS)
+        for (int64_t i = 0; i < n; i++)
+            if (v[i] >= 0 && v[i] < 32) bits |= CG_NOTE(v[i]);
+    return bits;
+}
+
+static int engine_notes(CgDesc eng, EngineInfo *e)
+{
+    memset(e, 0, sizeof *e);
+    int64_t n = 0;
+    if (cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
+                                 &e->index) != CUDNN_STATUS_SUCCESS)
+        return 0;
+    e->notes = note_bits(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE);
+    e->runtime_compile = (note_bits(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
+                                    CUDNN_TYPE_BEHAVIOR_NOTE) >>
+                          CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) & 1u;
+    return 1;
+}
+
+static int engine_info(CgDesc cfg, EngineInfo *e)
+{
+    memset(e, 0, sizeof *e);
+    CgDesc eng = cg_create(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    int64_t n = 0;
+    int ok = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                                      &eng) == CUDNN_STATUS_SUCCESS && n == 1;
+    ok = ok && engine_notes(eng, e);
+    cg_destroy(eng);
+    return ok;
+}
+
+/* Configs (default knobs) of every engine of g that the heuristics did not
+ * propose and that cuDNN accepts for it, appended to cfgs. */
+static int other_engines(CgDesc g, const int64_t *taken, int ntaken, CgDesc *cfgs, int have)
+{
+    int64_t count = 0, n = 0;
+    if (cudnnBackendGetAttribute(g, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
+                                 CUDNN_TYPE_INT64, 1, &n, &count) != CUDNN_STATUS_SUCCESS)
+        return have;
+    for (int64_t idx = 0; idx < count && have < CG_MAX_CFGS; idx++) {
+        int seen = 0;
+        for (int j = 0; j < ntaken; j++) seen |= taken[j] == idx;
+        if (seen) continue;
+        CgDesc eng = cg_create(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+        cg_set(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g);
+        cg_set(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &idx);
+        if (cudnnBackendFinalize(eng) != CUDNN_STATUS_SUCCESS) {
+            cg_destroy(eng);
+            continue;
+        }
+        CgDesc cfg = cg_create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        cg_set(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &eng);
+        if (cudnnBackendFinalize(cfg) == CUDNN_STATUS_SUCCESS) cfgs[have++] = cfg;
+        else cg_destroy(cfg);
+        cg_destroy(eng);
+    }
+    return have;
+}
+
+/* A finalized plan for cfg, or NULL when cuDNN refuses it. */
+static CgDesc plan_for(cudnnHandle_t h, CgDesc cfg, size_t *ws)
+{
+    CgDesc p = cg_create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    cg_set(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    cg_set(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
+    int64_t bytes = 0, n = 0;
+    if (cudnnBackendFinalize(p) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                                 &n, &bytes) != CUDNN_STATUS_SUCCESS) {
+        cg_destroy(p);
+        return NULL;
+    }
+    *ws = (size_t)bytes;
+    return p;
+}
+
+/* ---- running ---- */
+
+static CgDesc variant_pack(const int64_t *uids, void *const *ptrs, int n, void *ws)
+{
+    CgDesc v = cg_create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    cg_set(v, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    cg_set(v, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+    cg_set(v, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+    CUDNN_CHECK(cudnnBackendFinalize(v));
+    return v;
+}
+
+void cg_execute(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs, int n)
+{
+    CT_ASSERT(p->plan != NULL, "cg_execute: no plan");
+    void *ws = p->ws_bytes ? ctx_workspace(c, p->ws_bytes) : NULL;
+    CgDesc v = variant_pack(uids, ptrs, n, ws);
+    CUDNN_CHECK(cudnnBackendExecute(c->cudnn, p->plan, v));
+    cg_destroy(v);
+}
+
+/* Milliseconds per run of plan on v (one untimed run first), or -1 when
+ * a run fails. */
+static float time_plan(Ctx *c, CgDesc plan, CgDesc v, cudaEvent_t e0, cudaEvent_t e1)
+{
+    if (cudnnBackendExecute(c->cudnn, plan, v) != CUDNN_STATUS_SUCCESS) return -1.0f;
+    CUDA_CHECK(cudaEventRecord(e0, c->stream));
+    for (int i = 0; i < 3; i++)
+        if (cudnnBackendExecute(c->cudnn, plan, v) != CUDNN_STATUS_SUCCESS) return -1.0f;
+    CUDA_CHECK(cudaEventRecord(e1, c->stream));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    return ms / 3.0f;
+}
+
+int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *const *ptrs,
+              int n, CgPlan *best)
+{
+    memset(best, 0, sizeof *best);
+    CgDesc cfgs[CG_MAX_CFGS];
+    int ncfg = heur_configs(g, CUDNN_HEUR_MODE_A, cfgs, 0);
+    const int from_a = ncfg;
+    ncfg = heur_configs(g, CUDNN_HEUR_MODE_FALLBACK, cfgs, ncfg);
+    const int max_cand = rule->max_candidates > 0 ? rule->max_candidates : 32;
+
+    /* the plans worth timing: the heuristics' proposals, then (rule->
+     * all_engines) every other engine with its default knobs */
+    CgDesc plans[CG_MAX_CFGS];
+    size_t ws[CG_MAX_CFGS];
+    int64_t idx[CG_MAX_CFGS];
+    int np = 0, first = 0;
+    size_t ws_max = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = first; i < ncfg && np < max_cand; i++) {
+            EngineInfo e;
+            if (!engine_info(cfgs[i], &e)) continue;
+            if (e.notes & rule->forbid_notes) continue;
+            if (e.runtime_compile && !rule->runtime_compile) continue;
+            int seen = 0; /* the fallback list repeats engines mode A proposed */
+            for (int j = 0; j < np && i >= from_a; j++) seen |= idx[j] == e.index;
+            if (seen) continue;
+            size_t w = 0;
+            CgDesc p = plan_for(c->cudnn, cfgs[i], &w);
+            if (!p) continue;
+            if (w > rule->ws_limit) {
+                cg_destroy(p);
+                continue;
+            }
+            plans[np] = p;
+            ws[np] = w;
+            idx[np] = e.index;
+            if (w > ws_max) ws_max = w;
+            np++;
+        }
+        if (pass == 1 || !rule->all_engines) break;
+        first = ncfg;
+        ncfg = other_engines(g, idx, np, cfgs, ncfg);
+    }
+    for (int i = 0; i < ncfg; i++) cg_destroy(cfgs[i]);
+
+    /* time them on the caller's buffers */
+    int win = -1;
+    if (np > 0) {
+        void *wbuf = ws_max ? mem_alloc(c, ws_max) : NULL;
+        CgDesc v = variant_pack(uids, ptrs, n, wbuf);
+        cudaEvent_t e0, e1;
+        CUDA_CHECK(cudaEventCreate(&e0));
+        CUDA_CHECK(cudaEventCreate(&e1));
+        float best_ms = 0.0f;
+        for (int i = 0; i < np; i++) {
+            float ms = time_plan(c, plans[i], v, e0, e1);
+            LOG_T("cg_search: engine %lld, workspace %zu bytes: %.3f ms", (long long)idx[i],
+                  ws[i], (double)ms);
+            if (ms >= 0.0f && (win < 0 || ms < best_ms)) {
+                win = i;
+                best_ms = ms;
+            }
+        }
+        /* a failed launch may leave an error: clear it before going on */
+        CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        (void)cudaGetLastError();
+        CUDA_CHECK(cudaEventDestroy(e0));
+        CUDA_CHECK(cudaEventDestroy(e1));
+        cg_destroy(v);
+        if (wbuf) mem_free(c, wbuf, ws_max);
+        if (win >= 0) {
+            best->plan = plans[win];
+            best->ws_bytes = ws[win];
+            best->engine = idx[win];
+            best->ms = best_ms;
+        }
+    }
+    best->tried = np;
+    for (int i = 0; i < np; i++)
+        if (i != win) cg_destroy(plans[i]);
+    return win >= 0;
+}
+
+void cg_plan_free(CgPlan *p)
+{
+    cg_destroy(p->plan);
+    for (int i = p->nkeep - 1; i >= 0; i--) cg_destroy(p->keep[i]);
+    memset(p, 0, sizeof *p);
+}
+#else
+typedef int ct_cudnn_graph_unused_; /* ISO C forbids an empty translation unit */
+#endif

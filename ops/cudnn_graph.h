@@ -1,0 +1,114 @@
+/* cudnn_graph.h — a small C layer over cuDNN's graph (backend) API: tensors
+ * and operation graphs built from C, engine configurations proposed by
+ * cuDNN's heuristics, each candidate finalized as an execution plan and
+ * timed on the real buffers, the fastest kept and run.
+ *
+ * The legacy API (cudnnConvolutionForward and its Find) offers a fixed list
+ * of about eight algorithms per direction. The graph API describes the work
+ * as a graph of operations on tensors named by unique ids (uids) and lets
+ * cuDNN propose engines for it: the same kernels the legacy algorithms map
+ * to, plus engines the legacy list does not reach, and — for graphs of
+ * several operations — fused kernels (a convolution with its epilogue, the
+ * statistics of its output). A plan is one engine with its knob settings
+ * for one graph; running it takes a "variant pack": the device pointer of
+ * every non-virtual tensor by uid, and the workspace.
+ *
+ *   graph = cg_graph(handle, ops)            operations -> finalized graph
+ *   cg_search(c, graph, rule, uids, ptrs)    heuristics (mode A, then the
+ *                                            fallback list; optionally every
+ *                                            other engine) -> candidates that
+ *                                            pass `rule` -> plans -> timed ->
+ *                                            the fastest
+ *   cg_execute(c, plan, uids, ptrs)          one run on c->stream (capturable)
+ *
+ * Numerical rule: an engine carries notes (tensor cores, down-converted
+ * inputs, reduced-precision reduction, non-deterministic, FFT, Winograd);
+ * a search drops engines with a forbidden note — strict f32 forbids tensor
+ * cores (TF32), a deterministic backward forbids non-determinism — and
+ * engines that compile kernels at run time unless asked for (seconds per
+ * candidate).
+ *
+ * A plain C file over cuDNN's C API, built with -DCTRAIN_CUDA only.
+ */
+#ifndef CTRAIN_OPS_CUDNN_GRAPH_H
+#define CTRAIN_OPS_CUDNN_GRAPH_H
+
+#ifdef CTRAIN_CUDA
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cudnn.h>
+
+#include "engine/ctx.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef cudnnBackendDescriptor_t CgDesc;
+
+/* A tensor: dims and strides in cuDNN's order (N, C, spatial...), the
+ * pointer alignment in bytes its buffers will have, virtual when it lives
+ * only inside a fused kernel. Fatal on a cuDNN error (a bug, not a shape
+ * cuDNN declines: that shows at the graph or plan). */
+CgDesc cg_tensor(int64_t uid, cudnnDataType_t t, int nd, const int64_t *dims,
+                 const int64_t *strides, int64_t align, int is_virtual);
+
+/* A convolution (cross-correlation, f32 accumulation) over nsp spatial
+ * dimensions: padding, stride and dilation per dimension. */
+CgDesc cg_conv_desc(int nsp, const int64_t *pad, const int64_t *stride, const int64_t *dil);
+
+/* One convolution operation of a direction:
+ *   CG_FPROP  y  = alpha conv(x, w)     + beta y
+ *   CG_DGRAD  dx = alpha conv^T(dy, w)  + beta dx     (a = dx, c = dy)
+ *   CG_WGRAD  dw = alpha corr(x, dy)    + beta dw     (b = dw, c = dy)
+ * a, b, c are the x, w, y tensors of that direction. */
+enum { CG_FPROP = 0, CG_DGRAD = 1, CG_WGRAD = 2 };
+CgDesc cg_conv_op(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float alpha, float beta);
+
+/* A finalized operation graph of ops[0..n-1], or NULL when cuDNN declines
+ * it (the status in *st when st is not NULL). */
+CgDesc cg_graph(cudnnHandle_t h, const CgDesc *ops, int n, cudnnStatus_t *st);
+
+/* Bits of (1u << cudnnBackendNumericalNote_t) that a search refuses. */
+#define CG_NOTE(n) (1u << (n))
+
+typedef struct {
+    uint32_t forbid_notes;   /* CG_NOTE(...) | ... */
+    int runtime_compile;     /* engines that compile at run time allowed */
+    int all_engines;         /* also every engine the heuristics did not propose */
+    int max_candidates;      /* plans timed at most (0: 32) */
+    size_t ws_limit;         /* the largest workspace a candidate may need */
+} CgRule;
+
+#define CG_KEEP 12
+
+typedef struct {
+    CgDesc plan;            /* NULL: none */
+    CgDesc keep[CG_KEEP];   /* the graph and its parts, alive as long as the plan */
+    int nkeep;
+    size_t ws_bytes;
+    int64_t engine;         /* cuDNN's global engine index */
+    float ms;               /* measured time of one run */
+    int tried;              /* candidates timed in the search */
+} CgPlan;
+
+/* The fastest plan for graph g under rule, timed on the variant pack
+ * (uids[i] -> ptrs[i], i < n) on c->stream: one untimed run and three timed
+ * ones per candidate. It synchronizes and allocates (warm-up, never
+ * capture). Returns 0 and best->plan NULL when no candidate passes. */
+int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *const *ptrs,
+              int n, CgPlan *best);
+
+/* One run of p on c->stream with the shared workspace (ctx_workspace). */
+void cg_execute(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs, int n);
+
+/* Frees the plan and what it keeps. */
+void cg_plan_free(CgPlan *p);
+void cg_destroy(CgDesc d);   /* NULL is fine */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
+#endif
