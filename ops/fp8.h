@@ -1,0 +1,101 @@
+/* fp8.h — the two 8-bit float formats of FP8 training, their scaled cast and
+ * the delayed-scaling recipe: the CPU reference (ops/fp8.c) and the CUDA
+ * version (ops/fp8.cu), one contract.
+ *
+ * Formats (OCP 8-bit floating point, what Hopper and Ada tensor cores read):
+ *   E4M3  sign, 4 exponent bits (bias 7), 3 mantissa bits. No infinities;
+ *         S.1111.111 is NaN; largest finite 448 (S.1111.110 = 1.75 * 2^8);
+ *         smallest subnormal 2^-9. Forward operands: weights, activations.
+ *   E5M2  sign, 5 exponent bits (bias 15), 2 mantissa bits, IEEE-like:
+ *         S.11111.00 infinity, S.11111.xx (xx != 0) NaN; largest finite
+ *         57344 (1.75 * 2^15); smallest subnormal 2^-16. Gradients: more
+ *         range, less precision.
+ *
+ * Cast f32 -> FP8 ("satfinite", as the hardware's cvt.rn.satfinite):
+ *   - round to nearest, ties to even, subnormals included;
+ *   - a finite value beyond the largest finite, or an infinity, becomes the
+ *     largest finite of its sign (no overflow to NaN or inf);
+ *   - NaN becomes 0x7F (positive NaN in both formats);
+ *   - +-0 keeps its sign; values below half the smallest subnormal -> +-0.
+ *
+ * Scaled cast (per-tensor scaling): FP8's range is narrow (E4M3 covers
+ * 2^-9 .. 448), so a tensor is multiplied by a scale s before the cast and
+ * the GEMM multiplies its result by 1/s ("scale_inv") of each operand:
+ *     q = fp8(x * s)                 amax = max |x|   (same pass)
+ *     x ~ q / s                      (dequantized)
+ *
+ * Delayed scaling (Transformer Engine's recipe): the scale used at step t
+ * comes from the amaxes of earlier steps, so the cast needs no second pass
+ * and no host sync. Per tensor, a history of the last L amaxes:
+ *     history[t mod L] = amax_t                       (after step t)
+ *     m   = max(history)
+ *     s   = fmt_max / m / 2^margin     when m > 0 and s is finite,
+ *           else s stays what it was
+ * A non-finite amax (an overflow in the tensor) is recorded as 0 and
+ * reported, so one bad step does not poison L steps of scales.
+ */
+#ifndef CTRAIN_OPS_FP8_H
+#define CTRAIN_OPS_FP8_H
+
+#include <stddef.h>
+#include <stdint.h>
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "engine/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { FP8_E4M3 = 0, FP8_E5M2 = 1 } Fp8Format;
+
+#define FP8_E4M3_MAX 448.0f
+#define FP8_E5M2_MAX 57344.0f
+#define FP8_NAN 0x7F
+
+float fp8_max(Fp8Format f);
+const char *fp8_name(Fp8Format f);
+
+/* ---- CPU reference ---- */
+
+/* One value each way. */
+uint8_t fp8_from_f32(float x, Fp8Format f);
+float fp8_to_f32(uint8_t q, Fp8Format f);
+
+/* q[i] = fp8(x[i] * scale); *amax = max |x[i]| over the n values (NaN
+ * ignored, as fmaxf does; an infinity counts). */
+void fp8_cast_cpu(uint8_t *q, float *amax, const float *x, size_t n, float scale, Fp8Format f);
+/* x[i] = fp8_to_f32(q[i]) * scale_inv */
+void fp8_dequant_cpu(float *x, const uint8_t *q, size_t n, float scale_inv, Fp8Format f);
+
+/* The delayed-scaling update after step `step` (0, 1, ...): history[step
+ * mod len] = amax (0 when amax is not finite), then the scale from the
+ * history's maximum with `margin` powers of two of headroom; scale_inv =
+ * 1 / scale. Returns 1 when amax was not finite (an overflow), else 0. */
+int fp8_scale_update_cpu(float *history, int len, long step, float amax, Fp8Format f,
+                         int margin, float *scale, float *scale_inv);
+
+#ifdef CTRAIN_CUDA
+/* ---- CUDA (ops/fp8.cu), bit-identical to the CPU reference ----
+ * On `stream`; scale and amax live on the device so a captured step reads
+ * this step's values. fp8_cast_cuda: q = fp8(x * *scale) and *amax =
+ * max(*amax, max |x|) (the caller zeroes *amax when a new step starts:
+ * fp8_amax_zero_cuda). x is f32, f16 or bf16 (xt). */
+void fp8_cast_cuda(uint8_t *q, float *amax, const void *x, DType xt, size_t n,
+                   const float *scale, Fp8Format f, cudaStream_t s);
+void fp8_amax_zero_cuda(float *amax, int n, cudaStream_t s);
+/* The update for `ntensors` tensors at once: history [ntensors, len],
+ * amax / scale / scale_inv [ntensors], *step the device step counter (read,
+ * not advanced: the caller advances it once per optimizer step), overflow
+ * [ntensors] set to 1 where amax was not finite (else left alone). */
+void fp8_scale_update_cuda(float *history, int len, const long long *step, const float *amax,
+                           int ntensors, Fp8Format f, int margin, float *scale,
+                           float *scale_inv, int *overflow, cudaStream_t s);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif
