@@ -1,6 +1,7 @@
 /* test_dist_env.c — how multi-GPU ranks find each other, on the CPU:
- *   the environment: CTRAIN_* and Open MPI variables with their defaults,
- *     and every bad value refused with a message naming the variable;
+ *   the environment: CTRAIN_*, torchrun's, Open MPI's and srun's variables
+ *     with their defaults and which one wins, SLURM's node lists, and every
+ *     bad value refused with a message naming the variable;
  *   the TCP rendezvous: rank 0 hands the blob to the others whatever the
  *     order they start in; a missing rank, a wrong world size, a duplicate
  *     rank and an unreachable rank 0 each end in time with a clear message;
@@ -102,6 +103,75 @@ static void test_env(void)
             (Env){{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=4",
                    "OMPI_COMM_WORLD_LOCAL_SIZE=2", NULL}},
             "CTRAIN_MASTER_ADDR");
+}
+
+/* torchrun's and SLURM's variables, which launcher wins, and SLURM's node
+ * lists. */
+static void test_launchers(void)
+{
+    DistEnv d;
+    char err[256], hint[256];
+    env_ok("env: torchrun, rendezvous on MASTER_PORT + 1",
+           (Env){{"RANK=3", "WORLD_SIZE=8", "LOCAL_RANK=3", "LOCAL_WORLD_SIZE=4",
+                  "MASTER_ADDR=host0", "MASTER_PORT=29400", NULL}},
+           3, 8, 3, "host0", 29401);
+    env_ok("env: torchrun with CTRAIN_MASTER_PORT and _ADDR",
+           (Env){{"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=host0", "MASTER_PORT=29400",
+                  "CTRAIN_MASTER_PORT=1234", "CTRAIN_MASTER_ADDR=10.1.1.1", NULL}},
+           1, 2, 1, "10.1.1.1", 1234);
+    env_ok("env: torchrun without MASTER_*",
+           (Env){{"RANK=0", "WORLD_SIZE=2", NULL}}, 0, 2, 0, "127.0.0.1", 29500);
+    env_ok("env: CTRAIN_* wins over torchrun",
+           (Env){{"RANK=5", "WORLD_SIZE=8", "CTRAIN_RANK=1", "CTRAIN_WORLD_SIZE=2", NULL}},
+           1, 2, 1, "127.0.0.1", 29500);
+    env_ok("env: torchrun wins over Open MPI and SLURM",
+           (Env){{"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4", "SLURM_PROCID=2",
+                  "SLURM_STEP_ID=0", "SLURM_NTASKS=4", "RANK=1", "WORLD_SIZE=2", NULL}},
+           1, 2, 1, "127.0.0.1", 29500);
+    check_true("env: RANK alone is not torchrun",
+               parse((Env){{"RANK=1", NULL}}, &d, err, hint) == 0, "expected one process");
+    env_bad("env: torchrun world size not a number",
+            (Env){{"RANK=0", "WORLD_SIZE=two", NULL}}, "WORLD_SIZE='two'");
+    env_bad("env: torchrun rank not below world", (Env){{"RANK=4", "WORLD_SIZE=4", NULL}},
+            "RANK=4 is not below WORLD_SIZE=4");
+
+    env_ok("env: srun over two nodes, task 0's host from the step's node list",
+           (Env){{"SLURM_PROCID=13", "SLURM_STEP_ID=0", "SLURM_STEP_NUM_TASKS=16",
+                  "SLURM_NTASKS=32", "SLURM_LOCALID=5", "SLURM_STEP_NUM_NODES=2",
+                  "SLURM_STEP_NODELIST=gpu[07-08]", "SLURM_JOB_NODELIST=gpu[01-09]", NULL}},
+           13, 16, 5, "gpu07", 29500);
+    env_ok("env: srun on one node, SLURM_NTASKS",
+           (Env){{"SLURM_PROCID=1", "SLURM_STEP_ID=3", "SLURM_NTASKS=4", "SLURM_LOCALID=1",
+                  "SLURM_NNODES=1", NULL}},
+           1, 4, 1, "127.0.0.1", 29500);
+    env_ok("env: srun, the job's node list and CTRAIN_MASTER_PORT",
+           (Env){{"SLURM_PROCID=0", "SLURM_STEP_ID=0", "SLURM_NTASKS=8", "SLURM_NNODES=2",
+                  "SLURM_JOB_NODELIST=a100-[3,5]-ib,spare", "CTRAIN_MASTER_PORT=4000", NULL}},
+           0, 8, 0, "a100-3-ib", 4000);
+    check_true("env: a batch script's SLURM_PROCID (no job step) is one process",
+               parse((Env){{"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_JOB_ID=77", NULL}}, &d,
+                     err, hint) == 0, "expected one process");
+    env_ok("env: Open MPI wins over SLURM (mpirun inside a job)",
+           (Env){{"SLURM_PROCID=0", "SLURM_STEP_ID=0", "SLURM_NTASKS=1",
+                  "OMPI_COMM_WORLD_RANK=2", "OMPI_COMM_WORLD_SIZE=4", NULL}},
+           2, 4, 2, "127.0.0.1", 29500);
+    env_bad("env: srun over two nodes, node list not understood",
+            (Env){{"SLURM_PROCID=0", "SLURM_STEP_ID=0", "SLURM_NTASKS=8", "SLURM_NNODES=2",
+                   "SLURM_JOB_NODELIST=[weird", NULL}},
+            "node list");
+
+    struct { const char *list, *want; } h[] = {
+        {"node[01-04,07],gpu2", "node01"}, {"a,b", "a"}, {"n[3-5]-ib", "n3-ib"},
+        {"gpu5", "gpu5"}, {"x[12]", "x12"}, {"", NULL}, {"x[abc]", NULL}, {"x[1-2", NULL},
+    };
+    int bad = -1;
+    for (int i = 0; i < (int)(sizeof h / sizeof h[0]); i++) {
+        char out[64];
+        const int ok = dist_first_host(h[i].list, out, sizeof out);
+        if (h[i].want ? !(ok && !strcmp(out, h[i].want)) : ok) { bad = i; break; }
+    }
+    check_true("env: SLURM node lists, first host", bad < 0, "case %d ('%s')", bad,
+               bad >= 0 ? h[bad].list : "");
 }
 
 /* ---- the rendezvous ---- */
@@ -260,6 +330,7 @@ static void test_launch(void)
 int main(void)
 {
     test_env();
+    test_launchers();
     test_rdzv();
     test_launch();
     return check_summary();

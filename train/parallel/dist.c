@@ -222,7 +222,8 @@ void dist_start(Dist *d, Ctx *c)
     CUDA_CHECK(cudaGetDeviceCount(&n_dev));
     if (e->local_rank >= n_dev)
         ct_fatal_hint("start at most as many ranks per machine as it has GPUs (or fix "
-                      "CTRAIN_LOCAL_RANK / CUDA_VISIBLE_DEVICES)",
+                      "CTRAIN_LOCAL_RANK / CUDA_VISIBLE_DEVICES; under srun give every task "
+                      "the node's GPUs: --gpus-per-node, not --gpus-per-task)",
                       "local rank %d needs GPU %d, this machine shows %d", e->local_rank,
                       e->local_rank, n_dev);
     check_nccl_for_options(&d->opt);
