@@ -396,6 +396,23 @@ static void test_decode_folder(void)
     run(cmd, out, sizeof out);
 }
 
+/* Every command's --help prints its usage and exits 0. */
+static void test_help(void)
+{
+    const char *cmds[] = {"help", "train", "eval", "bench", "report", "vocab", "shard",
+                          "tokenize", "info", "env"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char cmd[256], out[4096], name[64];
+        /* the first lines (the usage) and the command's own exit status */
+        snprintf(cmd, sizeof cmd,
+                 "o=$(%s %s --help 2>&1); s=$?; printf '%%s\\n' \"$o\" | head -n 3; exit $s",
+                 bin(), strcmp(cmds[i], "help") ? cmds[i] : "");
+        const int st = run(cmd, out, sizeof out);
+        snprintf(name, sizeof name, "help.%s", cmds[i]);
+        check_true(name, st == 0 && strstr(out, "usage") != NULL, "exit %d: %.200s", st, out);
+    }
+}
+
 int main(void)
 {
     if (access(bin(), X_OK) != 0) {
@@ -403,6 +420,7 @@ int main(void)
         printf("0 passed, 1 failed\n");
         return 1;
     }
+    test_help();
     test_bad_input();
     test_report_bad_files();
     test_log_full_disk();

@@ -41,7 +41,13 @@ static void print_cpu(void)
 
 int cmd_info(int argc, char **argv)
 {
-    (void)argv;
+    if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+        printf("usage: ctrain info\n\n"
+               "What this build and machine have: CPU-only or CUDA build, the CPU, the CUDA\n"
+               "runtime and driver, cuDNN and cuBLASLt (loaded and built against), each GPU\n"
+               "with its compute capability, SMs, memory and clocks.\n");
+        return 0;
+    }
     if (argc > 0) ct_fatal_hint("run 'ctrain info' with no arguments", "info takes no options");
     printf("ctrain %s build\n",
 #ifdef CTRAIN_CUDA
