@@ -98,6 +98,19 @@ static void test_bad_input(void)
     expect_error("cli.unknown_flag", "train --bogus 1 --device cpu", "unknown option '--bogus'", "hint:");
     expect_error("cli.bad_number", "train --batch 12x --device cpu", "--batch: '12x' is not a whole number", NULL);
     expect_error("cli.missing_value", "train --device cpu --lr", "--lr needs a value", NULL);
+    /* --flag=value: the same parser, the same messages */
+    expect_error("cli.equals.unknown_flag", "train --bogus=1 --device=cpu",
+                 "unknown option '--bogus'", "hint:");
+    expect_error("cli.equals.bad_number", "train --device=cpu --batch=12x",
+                 "--batch: '12x' is not a whole number", NULL);
+    {
+        char cmd[512], out[4096];
+        snprintf(cmd, sizeof cmd, "%s train --device=cpu --model=resnet18 --data=synthetic "
+                 "--image-size=16 --classes=10 --batch=2 --steps=1 --lr=0.25 2>&1", bin());
+        const int st = run(cmd, out, sizeof out);
+        check_true("cli.equals.train_runs", st == 0 && strstr(out, "lr 0.25") &&
+                   strstr(out, "trained 1 step"), "exit %d: %.300s", st, out);
+    }
     expect_error("cli.unknown_model", "train --model vgg --device cpu", "unknown model 'vgg'", NULL);
     expect_error("cli.unknown_command", "fly", "unknown command 'fly'", "ctrain help");
     expect_error("cli.missing_data", "train --device cpu --data fashion-mnist:/nonexistent/fm",

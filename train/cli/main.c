@@ -1,5 +1,6 @@
 /* main.c — the ctrain command: dispatch to a subcommand. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
 #include "train/bench/bench.h"
@@ -22,8 +23,34 @@ static void usage(void)
            "  help    this text\n");
 }
 
+/* GNU-style "--flag=value" becomes "--flag" "value" before any command
+ * parses its options, so every command takes both forms; the split is at
+ * the first '=' ("--label=a.json=H200" -> "--label" "a.json=H200"). Words
+ * after a bare "--" and values (which do not start with "--") are kept. */
+static char **split_flag_values(int *argc, char **argv)
+{
+    char **out = calloc((size_t)(2 * *argc + 1), sizeof *out);
+    if (!out) ct_fatal("out of host memory");
+    int n = 0, rest = 0;
+    for (int i = 0; i < *argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '=');
+        if (!rest && !strcmp(a, "--")) rest = 1;
+        if (rest || strncmp(a, "--", 2) || !eq || eq == a + 2) {
+            out[n++] = argv[i];
+            continue;
+        }
+        char *flag = strndup(a, (size_t)(eq - a));
+        if (!flag) ct_fatal("out of host memory");
+        out[n++] = flag;
+        out[n++] = (char *)eq + 1;
+    }
+    *argc = n;
+    return out;
+}
+
 int main(int argc, char **argv)
 {
+    argv = split_flag_values(&argc, argv);
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
         !strcmp(argv[1], "-h")) {
         usage();
