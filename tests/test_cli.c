@@ -111,6 +111,16 @@ static void test_bad_input(void)
         check_true("cli.equals.train_runs", st == 0 && strstr(out, "lr 0.25") &&
                    strstr(out, "trained 1 step"), "exit %d: %.300s", st, out);
     }
+    {   /* flags without effect in this run are said */
+        char cmd[512], out[4096];
+        snprintf(cmd, sizeof cmd, "%s train --device cpu --model mlp --graph --recompute all "
+                 "--batch 8 --steps 1 2>&1", bin());
+        const int st = run(cmd, out, sizeof out);
+        check_true("cli.no_effect_flags_warned", st == 0 &&
+                   strstr(out, "--graph has no effect on the CPU") &&
+                   strstr(out, "--recompute has no effect on the MLP"), "exit %d: %.400s", st,
+                   out);
+    }
     expect_error("cli.unknown_model", "train --model vgg --device cpu", "unknown model 'vgg'", NULL);
     expect_error("cli.unknown_command", "fly", "unknown command 'fly'", "ctrain help");
     expect_error("cli.missing_data", "train --device cpu --data fashion-mnist:/nonexistent/fm",
