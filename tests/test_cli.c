@@ -98,6 +98,11 @@ static void test_bad_input(void)
     expect_error("cli.unknown_flag", "train --bogus 1 --device cpu", "unknown option '--bogus'", "hint:");
     expect_error("cli.bad_number", "train --batch 12x --device cpu", "--batch: '12x' is not a whole number", NULL);
     expect_error("cli.missing_value", "train --device cpu --lr", "--lr needs a value", NULL);
+    expect_error("cli.eval_refuses_training_flags",
+                 "eval --model mlp --device cpu --load x.safetensors --optim lamb --lr 7",
+                 "--optim is a training flag: ctrain eval does not take it", "hint:");
+    expect_error("cli.eval_refuses_log", "eval --device cpu --log e.jsonl --load x",
+                 "--log is a training flag", NULL);
     /* --flag=value: the same parser, the same messages */
     expect_error("cli.equals.unknown_flag", "train --bogus=1 --device=cpu",
                  "unknown option '--bogus'", "hint:");
@@ -434,6 +439,11 @@ static void test_help(void)
         snprintf(name, sizeof name, "help.%s", cmds[i]);
         check_true(name, st == 0 && strstr(out, "usage") != NULL, "exit %d: %.200s", st, out);
     }
+    char cmd[256], out[4096];
+    snprintf(cmd, sizeof cmd, "%s eval --help 2>&1", bin());
+    const int st = run(cmd, out, sizeof out);
+    check_true("help.eval_is_its_own", st == 0 && strstr(out, "ctrain eval --load") &&
+               !strstr(out, "--momentum"), "exit %d: %.300s", st, out);
 }
 
 int main(void)

@@ -11,8 +11,42 @@
 #include "engine/error.h"
 #include "train/loop/resume_check.h"
 
+/* ctrain eval's own text: the flags that say which model, weights and data. */
+static void eval_options_usage(void)
+{
+    printf("usage: ctrain eval --load FILE [options]\n\n"
+           "Top-1 / top-5 accuracy and loss of saved weights on the held-out split.\n\n"
+           "  --load FILE          the weights (a ctrain --save file or a PyTorch safetensors)\n"
+           "  --model NAME         the model they belong to (default mlp); --hidden, --seq,\n"
+           "                       --head, --classes as when it was trained\n"
+           "  --data SPEC          fashion-mnist[:DIR] | imagefolder:DIR | DIR (with val/) |\n"
+           "                       fortunes-cls[:DIR] (with --vocab FILE)\n"
+           "  --image-size S       ResNet input side (default 32 for fashion-mnist, else 224)\n"
+           "  --workers N          data loader threads (default 4)\n"
+           "  --decode D           auto | gpu | cpu: where an ImageFolder's JPEGs are decoded\n"
+           "  --precision P        fp32 | tf32 | fp16 | bf16 (default fp32)\n"
+           "  --eval-batch N       batch size (default 256)\n"
+           "  --device D           cpu | cuda | cuda:N (default cuda when a GPU is present)\n"
+           "  --seed N             seed (default 42)\n"
+           "  --help               this text\n"
+           "Training flags (--lr, --optim, --steps, --log, --gpus, ...) are refused here.\n");
+}
+
+/* Flags that only shape training; ctrain eval refuses them rather than
+ * accept and ignore them. */
+static const char *const train_only_flags[] = {
+    "--epochs", "--steps", "--batch", "--accum", "--optim", "--lr", "--final-lr",
+    "--momentum", "--nesterov", "--wd", "--no-wd-bn-bias", "--schedule", "--warmup", "--clip",
+    "--label-smoothing", "--recompute", "--graph", "--graph-warmup", "--save", "--save-every",
+    "--resume", "--resume-change", "--log", "--log-every", "--gpus", "--bucket-mb", "--sync-bn",
+    "--grad-reduce", "--dist-timeout", "--zero-init-residual", "--trace", "--dropout", NULL};
+
 void train_options_usage(const char *cmd)
 {
+    if (!strcmp(cmd, "eval")) {
+        eval_options_usage();
+        return;
+    }
     printf("usage: ctrain %s [options]\n\n"
            "model and data\n"
            "  --model NAME         mlp | resnet18 | resnet34 | resnet50 | resnet101 | resnet152 |\n"
@@ -177,6 +211,13 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { train_options_usage(cmd); exit(0); }
+        if (!strcmp(cmd, "eval"))
+            for (int k = 0; train_only_flags[k]; k++)
+                if (!strcmp(a, train_only_flags[k])) {
+                    snprintf(msg, sizeof msg, "%s is a training flag: ctrain eval does not take "
+                             "it", a);
+                    opt_fail(cmd, msg);
+                }
         if (!strcmp(a, "--nesterov")) { o->optim.nesterov = 1; continue; }
         if (!strcmp(a, "--no-wd-bn-bias")) { o->no_wd_bn_bias = 1; continue; }
         if (!strcmp(a, "--zero-init-residual")) { o->zero_init_residual = 1; continue; }
