@@ -5,8 +5,16 @@
  *     CPU cannot measure (power, temperature, datasheet peak) instead of
  *     writing 0 or null, and whose MFU figures are the arithmetic they claim
  *     (mfu = flops_per_sample * samples_per_s / (tflops * 1e12));
- *   - a config that cannot allocate (an MLP batch of 2^30: 3.4 TB of input)
- *     becomes an "out of memory" row and the next config still runs;
+ *   - the machine record holds the run's conditions (GPU ones null without a
+ *     GPU, the load averages, the CPU count, the warnings); each row its
+ *     step-time p50 <= p99, and the CPU ResNet18 row says it is a width-16
+ *     model, in the JSON and under its table row;
+ *   - a config that cannot allocate (an MLP batch of 2^30: 3.4 TB of input;
+ *     where the kernel always overcommits, a batch over CTRAIN_MEM_LIMIT)
+ *     becomes an "out of memory" row, the next
+ *     config still runs, and the exit status stays 0; a config whose process
+ *     crashes (the test sends it SIGSEGV) becomes an error row, the next
+ *     config still runs, the end lists the failure and the exit status is 1;
  *   - a short --soak writes its CSV and a summary into the JSON;
  *   - bad options end with a message and a hint; `ctrain report` merges the
  *     file (when python3 is installed);
@@ -18,9 +26,13 @@
  *     `ctrain report` puts the self-test's rows beside ctrain's configs.
  * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
  */
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "check.h"
 #include "cli_util.h"
@@ -68,6 +80,10 @@ static void check_measured_row(const J *r, const J *ceilings, const char *want_m
                jnum(r, "samples_per_s_min"), sps, jnum(r, "samples_per_s_max"));
     check_true(NAME("ms_per_step"), rel_close(jnum(r, "ms_per_step"), 1e3 * b / sps, 1e-6),
                "ms_per_step %g, batch / samples_per_s = %g ms", jnum(r, "ms_per_step"), 1e3 * b / sps);
+    double p50 = jnum(r, "step_ms_p50"), p99 = jnum(r, "step_ms_p99");
+    check_true(NAME("step_percentiles"), p50 > 0 && p50 <= p99 && rel_close(p50, jnum(r, "ms_per_step"), 1e-6) &&
+               p99 <= 1e3 * b / jnum(r, "samples_per_s_min") * (1 + 1e-6),
+               "p50 %g p99 %g ms_per_step %g", p50, p99, jnum(r, "ms_per_step"));
     double fps = jnum(r, "flops_per_sample"), ceil = jnum(r, "ceiling_tflops");
     check_true(NAME("mfu_ceiling_arith"), rel_close(jnum(r, "mfu_measured_ceiling"), fps * sps / (ceil * 1e12), 1e-6),
                "mfu_measured_ceiling %.9g, flops*sps/ceiling %.9g", jnum(r, "mfu_measured_ceiling"),
@@ -81,6 +97,26 @@ static void check_measured_row(const J *r, const J *ceilings, const char *want_m
     check_true(NAME("ceiling_matches"), rel_close(ceil, from_table, 1e-9), "row ceiling %g, ceilings[] %g",
                ceil, from_table);
 #undef NAME
+}
+
+/* ---- The run's conditions in the machine record (bench_conditions.h). */
+static void check_conditions(const J *m)
+{
+    /* no GPU here: the twelve GPU conditions, and nothing else, are null */
+    int nulls = 0;
+    for (int i = 0; i < m->n; i++) nulls += m->items[i]->t == J_NULL;
+    J *ecc = jget(m, "ecc_enabled"), *procs = jget(m, "other_gpu_processes"), *busy = jget(m, "pcie_gen_under_load");
+    check_true("bench.conditions.gpu_null", nulls == 12 && ecc && ecc->t == J_NULL && procs && procs->t == J_NULL &&
+               busy && busy->t == J_NULL, "%d null keys (want the 12 GPU conditions)", nulls);
+    for (int k = 0; k < 2; k++) {
+        J *a = jget(m, k ? "load_avg_end" : "load_avg_start");
+        int ok = a && a->t == J_ARR && a->n == 3;
+        for (int i = 0; ok && i < 3; i++) ok = a->items[i]->t == J_NUM && a->items[i]->num >= 0;
+        check_true(k ? "bench.conditions.load_end" : "bench.conditions.load_start", ok, "not 3 numbers");
+    }
+    J *w = jget(m, "warnings"), *n = jget(m, "notes");
+    check_true("bench.conditions.cpu_count", jnum(m, "cpu_count") > 0, "cpu_count %g", jnum(m, "cpu_count"));
+    check_true("bench.conditions.warnings", w && w->t == J_ARR && n && n->t == J_ARR, "warnings or notes not arrays");
 }
 
 static void test_cpu_suite(const char *dir)
@@ -116,6 +152,12 @@ static void test_cpu_suite(const char *dir)
                "image_size %g layout '%s'", jnum(res->items[1], "image_size"), jtext(res->items[1], "layout"));
     check_true("bench.bert.seq", jnum(res->items[2], "seq") == 32 && !jget(res->items[2], "image_size"),
                "seq %g", jnum(res->items[2], "seq"));
+    const char *note = "resnet18 at width 16 (base width 64), 10 classes, CPU bench";
+    check_true("bench.resnet18.model_note", !strcmp(jtext(res->items[1], "model_note"), note) &&
+               !jget(res->items[0], "model_note") && !jget(res->items[2], "model_note"),
+               "resnet18 model_note '%s'", jtext(res->items[1], "model_note"));
+    check_true("bench.resnet18.note_in_table", strstr(out, note) != NULL, "the table does not show the note");
+    check_conditions(m);
     jfree(doc);
 
     /* ctrain report runs scripts/report.py on the file */
@@ -134,28 +176,111 @@ static void test_oom_row(const char *dir)
     FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
     int mode = f ? fgetc(f) - '0' : 0;
     if (f) fclose(f);
-    if (mode == 1) {   /* "always overcommit": the huge allocation would succeed and then thrash */
-        printf("  (vm.overcommit_memory = 1: the out-of-memory row is not tested)\n");
-        return;
-    }
+    /* "always overcommit": the huge allocation would succeed and then thrash;
+     * a memory limit gives the same row there */
+    const char *limit = mode == 1 ? "CTRAIN_MEM_LIMIT=12M " : "";
+    double big = mode == 1 ? 100000 : 1073741824;
     char cmd[1024], out[8192], json[512];
     snprintf(json, sizeof json, "%s/oom.json", dir);
-    snprintf(cmd, sizeof cmd, "%s bench --device cpu --quick --models mlp --batch 1073741824,64 --json %s 2>&1",
-             bin(), json);
+    snprintf(cmd, sizeof cmd, "%s%s bench --device cpu --quick --models mlp --batch %.0f,64 --json %s 2>&1",
+             limit, bin(), big, json);
     int st = run(cmd, out, sizeof out);
     printf("%s", out);
-    check_true("oom.exit", st == 0, "exit %d", st);
+    check_true("oom.exit_0", st == 0 && !strstr(out, "failed"), "exit %d (out of memory is an answer)", st);
     check_true("oom.table", strstr(out, "out of memory") != NULL, "no 'out of memory' row");
     J *doc = jparse_file(json);
     J *res = jget(doc, "results");
     if (!check_true("oom.rows", res && res->t == J_ARR && res->n == 2, "want 2 results")) { jfree(doc); return; }
     J *bad = res->items[0], *good = res->items[1];
-    check_true("oom.error", !strcmp(jtext(bad, "error"), "out of memory") && jnum(bad, "batch") == 1073741824,
+    check_true("oom.error", !strcmp(jtext(bad, "error"), "out of memory") && jnum(bad, "batch") == big,
                "error '%s' batch %g", jtext(bad, "error"), jnum(bad, "batch"));
     check_true("oom.nothing_measured", !jget(bad, "samples_per_s") && !jget(bad, "peak_mem_bytes") &&
                !jget(bad, "mfu_measured_ceiling"), "an error row carries figures");
     check_true("oom.suite_goes_on", jnum(good, "samples_per_s") > 0 && !jget(good, "error"),
                "the config after the failing one did not run");
+    jfree(doc);
+}
+
+/* The bench's one child process now (the probe has ended), by /proc; 0 none. */
+static pid_t child_of(pid_t parent)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t found = 0;
+    while (d && !found && (e = readdir(d))) {
+        char path[300], buf[512];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t k = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[k] = 0;
+        const char *p = strrchr(buf, ')');   /* after the command name: state, ppid */
+        int ppid = 0;
+        if (p && sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid == parent) found = (pid_t)atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A config whose process crashes: the first of two MLP configs (each timed
+ * for 2 s) is sent SIGSEGV while it runs. Its row says so, the second
+ * config runs, the end lists the failure, and the exit status is 1. */
+static void test_crash_row(const char *dir)
+{
+    char log[512], json[512], out[16384] = "";
+    snprintf(log, sizeof log, "%s/crash.out", dir);
+    snprintf(json, sizeof json, "%s/crash.json", dir);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0) _exit(127);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        execl(bin(), bin(), "bench", "--device", "cpu", "--models", "mlp", "--batch", "64,32", "--steps", "100000",
+              "--time-limit", "2", "--json", json, (char *)NULL);
+        _exit(127);
+    }
+    if (!check_true("crash.fork", pid > 0, "fork failed")) return;
+    /* the table's header is flushed just before the first config's child is forked */
+    pid_t child = 0;
+    for (int i = 0; i < 3000 && !child; i++) {
+        FILE *f = fopen(log, "r");
+        size_t k = f ? fread(out, 1, sizeof out - 1, f) : 0;
+        if (f) fclose(f);
+        out[k] = 0;
+        if (strstr(out, "CPU smp/s")) child = child_of(pid);
+        if (!child) sleep_ms(10);
+    }
+    check_true("crash.child_found", child > 0, "no config process appeared: %s", out);
+    if (child > 0) kill(child, SIGSEGV);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    FILE *f = fopen(log, "r");
+    size_t k = f ? fread(out, 1, sizeof out - 1, f) : 0;
+    if (f) fclose(f);
+    out[k] = 0;
+    printf("%s", out);
+    check_true("crash.exit_1", WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d", st);
+    check_true("crash.listed", strstr(out, "1 config failed") && strstr(out, ": crashed: signal 11"),
+               "the end does not list the crashed config");
+    J *doc = jparse_file(json);
+    J *res = jget(doc, "results");
+    int crashed = 0, measured = 0;
+    for (int i = 0; res && i < res->n; i++) {
+        crashed += strstr(jtext(res->items[i], "error"), "crashed: signal 11") != NULL;
+        measured += jnum(res->items[i], "samples_per_s") > 0 && !jget(res->items[i], "error");
+    }
+    check_true("crash.rows", res && res->n == 2 && crashed == 1 && measured == 1,
+               "%d rows, %d crashed, %d measured (want 2, 1, 1)", res ? res->n : -1, crashed, measured);
     jfree(doc);
 }
 
@@ -348,6 +473,7 @@ int main(void)
     if (!mkdtemp(dir)) { check_true("bench.tmpdir", 0, "mkdtemp failed"); return 1; }
     test_cpu_suite(dir);
     test_oom_row(dir);
+    test_crash_row(dir);
     test_soak(dir);
     test_max_batch(dir);
     test_mem_limit_bad();

@@ -19,7 +19,12 @@
  * Every config runs in its own child process (bench.h says why); its row is
  * printed as soon as it is done, under a progress line on a terminal, and the
  * --json file is rewritten after each config, so an interrupted run keeps
- * what it measured.
+ * what it measured. The header ends with the warnings and notes about the
+ * run's conditions (bench_conditions.h); those only the end can judge (the
+ * load average then, the PCIe link under load) follow the last row. The exit
+ * status is 1 when a config failed other than by running out of memory (a
+ * crash, a kill, a time-out, an error), and the end lists them; an
+ * out-of-memory row is an answer about the card and keeps the status 0.
  */
 #include "bench.h"
 
@@ -30,6 +35,7 @@
 #include <unistd.h>
 #include "engine/error.h"
 #include "train/loop/progress.h"
+#include "bench_conditions.h"
 #include "bench_data.h"
 #include "bench_dist.h"
 #include "bench_modes.h"
@@ -138,8 +144,9 @@ static int session_probe(BenchSession *s, const BenchOptions *o, int want_ceilin
     p->machine.gpu_memory_bytes = -1;
     p->machine.gpu_count = -1;
     p->cuda_devices = -1;
+    bench_conditions_init(&p->machine);   /* the CPUs and the load average, now */
     BenchProbeArgs a = {o->device_set ? o->device : DEV_CUDA, o->device_id, !o->device_set,
-                        want_ceilings};
+                        want_ceilings, o->gpus > 1 ? o->gpus : 1};
     if (s->tty) {
         printf("ctrain bench: probing the machine%s ...", want_ceilings ? " and measuring the matmul ceilings" : "");
         fflush(stdout);
@@ -161,7 +168,20 @@ static int session_probe(BenchSession *s, const BenchOptions *o, int want_ceilin
             ct_fatal_hint("list devices with: ctrain info", "cuda:%d does not exist (%d device%s)",
                           o->device_id, p->cuda_devices, p->cuda_devices == 1 ? "" : "s");
     }
-    return o->device_set ? o->device == DEV_CUDA : gpu;
+    gpu = o->device_set ? o->device == DEV_CUDA : gpu;
+    bench_conditions_start(&p->machine, gpu);
+    return gpu;
+}
+
+/* The threads the bench itself keeps busy, for the load average at the end:
+ * one per GPU process, every CPU for the CPU bench, and the real-data rows'
+ * loader threads. */
+static double own_threads(const BenchOptions *o, const BenchMachine *m, int gpu)
+{
+    double cpus = m->cpu_count > 0 ? m->cpu_count : 1;
+    double own = gpu ? (o->gpus > 1 ? o->gpus : 1) : cpus;
+    if (o->data.dir[0]) own += o->data.workers > 0 ? o->data.workers : cpus;
+    return own;
 }
 
 static void print_header(const BenchSession *s, const BenchOptions *o, int gpu, const BenchConfig *c)
@@ -222,6 +242,7 @@ static void print_header(const BenchSession *s, const BenchOptions *o, int gpu, 
     } else if (gpu) {
         printf("matmul ceilings: not measured (%s)\n", o->max_batch || o->soak_s > 0 ? "not used by this mode" : "the probe failed");
     }
+    bench_conditions_print(m, 0, 0, stdout);   /* the start's warnings and notes */
     fflush(stdout);
 }
 
@@ -389,6 +410,14 @@ int cmd_bench(int argc, char **argv)
     } else {
         rc = run_suite(&s, &o, gpu);
     }
+    BenchMachine *m = &s.probe.machine;
+    int w0 = m->n_warnings, n0 = m->n_notes;
+    bench_conditions_end(m, gpu, own_threads(&o, m, gpu));
+    bench_conditions_print(m, w0, n0, stdout);
+    bench_session_write_json(&s);   /* with the load average at the end */
+    /* a config that failed, not for lack of memory, fails the suite (--max-batch: every
+     * failed try is an answer; --soak has its own rule) */
+    if (!o.max_batch && o.soak_s <= 0 && bench_session_failures(&s)) rc = 1;
     free(s.rows);
     return rc;
 }

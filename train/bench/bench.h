@@ -26,10 +26,12 @@
  *   bench_rank.c     the N-GPU config's child and its ranks (`ctrain bench-rank`)
  *   bench_run.c      what the measuring children run (a config, the soak)
  *   bench_probe.c    the probe child (machine facts, matmul ceilings) and its lines
+ *   bench_conditions.c  the run's conditions (GPU state, other processes, host
+ *                    load) and the warnings they give
  *   bench_child.c    fork, pipe, the line protocol
  *   bench_config.c   a config, its row, label, training options and FLOPs
- * beside them: peaks.c (datasheet peaks), nvml.c, soak.c, bench_json.c, and
- * report.c (`ctrain report`).
+ * beside them: peaks.c (datasheet peaks), nvml.c and nvml_sampler.c, soak.c,
+ * bench_json.c, and report.c (`ctrain report`).
  */
 #ifndef CTRAIN_TRAIN_BENCH_H
 #define CTRAIN_TRAIN_BENCH_H

@@ -141,6 +141,11 @@ int bench_text_is_oom(const char *t)
            strstr(t, "cudaErrorMemoryAllocation") || strstr(t, "out of host memory");
 }
 
+int bench_error_is_oom(const char *error)
+{
+    return error && !strncmp(error, BENCH_OOM_REASON, strlen(BENCH_OOM_REASON));
+}
+
 void bench_exit_reason(const BenchExit *ex, char *buf, size_t len)
 {
     if (ex->timed_out) { snprintf(buf, len, "timed out after %.0f s", ex->elapsed_s); return; }
@@ -151,7 +156,7 @@ void bench_exit_reason(const BenchExit *ex, char *buf, size_t len)
             snprintf(buf, len, "crashed: signal %d (%s)", ex->sig, strsignal(ex->sig));
         return;
     }
-    if (bench_text_is_oom(ex->output)) { snprintf(buf, len, "out of memory"); return; }
+    if (bench_text_is_oom(ex->output)) { snprintf(buf, len, "%s", BENCH_OOM_REASON); return; }
     /* ctrain's own message: the first "ctrain: " line */
     const char *p = ex->output, *msg = NULL;
     while (p && *p) {
@@ -260,8 +265,9 @@ int bench_line_is(const char *line, const char *event)
 #define NUM(f) {#f, offsetof(BenchResult, f)}
 static const struct { const char *key; size_t off; } ROW_NUMS[] = {
     NUM(samples_per_s), NUM(samples_per_s_min), NUM(samples_per_s_max), NUM(ms_per_step),
-    NUM(peak_mem_bytes), NUM(state_mem_bytes), NUM(power_avg_w), NUM(power_peak_w), NUM(energy_j), NUM(temp_avg_c),
-    NUM(temp_max_c), NUM(sm_clock_avg_mhz), NUM(sm_clock_min_mhz), NUM(final_loss),
+    NUM(step_ms_p50), NUM(step_ms_p99), NUM(peak_mem_bytes), NUM(state_mem_bytes), NUM(power_avg_w),
+    NUM(power_peak_w), NUM(energy_j), NUM(temp_avg_c), NUM(temp_max_c), NUM(sm_clock_avg_mhz),
+    NUM(sm_clock_min_mhz), NUM(final_loss),
     NUM(samples_per_s_mean), NUM(timed_s), NUM(data_images), NUM(data_wait_s), NUM(data_wait_fraction),
     NUM(decode_s), NUM(decode_images_per_s), NUM(decode_capacity_images_per_s), NUM(cpu_fallback),
 };
@@ -277,6 +283,8 @@ void bench_row_write(FILE *out, const BenchRow *row)
     json_int(&j, "steps", row->r.steps);
     json_int(&j, "warmup", row->r.warmup);
     if (row->r.decode_parallel >= 0) json_int(&j, "decode_parallel", row->r.decode_parallel);
+    if (row->pcie_gen_busy >= 0) json_int(&j, "pcie_gen_busy", row->pcie_gen_busy);
+    if (row->pcie_width_busy >= 0) json_int(&j, "pcie_width_busy", row->pcie_width_busy);
     if (row->decoder[0]) json_str(&j, "decoder", row->decoder);
     if (row->throttle[0]) json_str(&j, "throttle", row->throttle);
     json_str(&j, "mode", row->mode);   /* "graph" becomes "eager" when the capture was refused */
@@ -293,6 +301,8 @@ void bench_row_read(BenchRow *row, const char *line)
     if (bench_line_num(line, "steps", &v)) row->r.steps = (int)v;
     if (bench_line_num(line, "warmup", &v)) row->r.warmup = (int)v;
     if (bench_line_num(line, "decode_parallel", &v)) row->r.decode_parallel = (int)v;
+    if (bench_line_num(line, "pcie_gen_busy", &v)) row->pcie_gen_busy = (int)v;
+    if (bench_line_num(line, "pcie_width_busy", &v)) row->pcie_width_busy = (int)v;
     bench_line_str(line, "decoder", row->decoder, sizeof row->decoder);
     bench_line_str(line, "throttle", row->throttle, sizeof row->throttle);
     bench_line_str(line, "mode", row->mode, sizeof row->mode);

@@ -32,6 +32,12 @@ void bench_exit_reason(const BenchExit *ex, char *buf, size_t len);
 /* 1 when a failure reads as running out of memory (ctrain's message, or a
  * library's allocation status). */
 int bench_text_is_oom(const char *text);
+/* A row's error when it ran out of memory: an answer about the card (the
+ * config does not fit), not a failure of the bench. Anything else (a crash,
+ * a kill, a time-out, an error message) is a failure: `ctrain bench` exits
+ * 1 when a config failed. */
+#define BENCH_OOM_REASON "out of memory"
+int bench_error_is_oom(const char *error);
 
 /* ---- The line protocol. */
 /* 1 when line is an object with "event": event. */

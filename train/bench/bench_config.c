@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "models/resnet.h"
 #include "train/loop/model_build.h"
 
 void bench_row_fix(BenchRow *row)
@@ -19,6 +20,7 @@ void bench_row_fix(BenchRow *row)
     r->data = row->data[0] ? row->data : NULL;
     r->decode = row->decode[0] ? row->decode : NULL;
     r->decoder = row->decoder[0] ? row->decoder : NULL;
+    r->model_note = row->model_note[0] ? row->model_note : NULL;
 }
 
 void bench_row_init(BenchRow *row, const BenchConfig *cfg)
@@ -27,6 +29,9 @@ void bench_row_init(BenchRow *row, const BenchConfig *cfg)
     bench_result_init(&row->r);
     row->engine_peak_mem_bytes = NAN;
     row->elapsed_s = NAN;
+    row->pcie_gen_busy = row->pcie_width_busy = -1;
+    bench_config_model_note(cfg, row->model_note, sizeof row->model_note);
+    bench_config_label(cfg, row->label, sizeof row->label);
     snprintf(row->model, sizeof row->model, "%s", model_kind_name(cfg->model));
     snprintf(row->precision, sizeof row->precision, "%s", precision_name(cfg->precision));
     /* the recompute policy has no field of its own in the schema: it names the mode */
@@ -68,6 +73,21 @@ void bench_config_model(BenchConfig *c, ModelKind model, int image_size, int cpu
             c->image_size = image_size != 224 ? image_size : 32;
         }
     }
+}
+
+const char *bench_config_model_note(const BenchConfig *c, char *buf, size_t len)
+{
+    buf[0] = 0;
+    int depth = model_kind_resnet_depth(c->model);
+    if (depth <= 0) return buf;   /* the MLP and BERT run as named */
+    ResNetConfig base;
+    resnet_config_default(&base, depth);
+    if (!c->width || c->width == base.width) return buf;
+    char classes[32] = "";
+    if (c->classes > 0 && c->classes != base.classes) snprintf(classes, sizeof classes, ", %d classes", c->classes);
+    snprintf(buf, len, "%s at width %d (base width %d)%s%s", model_kind_name(c->model), c->width,
+             base.width, classes, c->device == DEV_CPU ? ", CPU bench" : "");
+    return buf;
 }
 
 const char *bench_config_label(const BenchConfig *c, char *buf, size_t len)

@@ -51,7 +51,12 @@ typedef struct BenchRow {
     BenchResult r;
     char model[32], precision[8], layout[8], mode[64], throttle[160], error[256];
     char data[512], decode[8], decoder[64];       /* r.data, r.decode, r.decoder */
+    char model_note[128];           /* r.model_note (bench_config_model_note) */
+    char label[96];                 /* the config's label, for messages */
+    char failure[256];              /* why its child failed ("": it did not), also when it
+                                       failed after reporting its figures (they are kept) */
     double engine_peak_mem_bytes;   /* ctx->mem.peak (what ctrain asked for) */
+    int pcie_gen_busy, pcie_width_busy;   /* the PCIe link right after the timed steps; -1 unknown */
     double elapsed_s;               /* wall time of the child */
     int recompute_every;            /* the config's recompute policy */
 } BenchRow;
@@ -63,6 +68,9 @@ void bench_row_fix(BenchRow *row);
 /* A model's shape fields (seq aside): image size for ResNets, and the CPU
  * suite's narrow ResNet18 (width 16, 10 classes, 32x32). */
 void bench_config_model(BenchConfig *c, ModelKind model, int image_size, int cpu);
+/* What the model as run differs in from the named one ("resnet18 at width
+ * 16 (base width 64), 10 classes, CPU bench"), "" when it does not. */
+const char *bench_config_model_note(const BenchConfig *cfg, char *buf, size_t len);
 /* "bert-large bf16 bs 32 seq 128" style label. */
 const char *bench_config_label(const BenchConfig *cfg, char *buf, size_t len);
 /* The training options a config runs with: synthetic data (a real-data row:

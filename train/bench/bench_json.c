@@ -34,6 +34,73 @@ static void opt_str(JsonW *w, const char *key, const char *v)
     if (v && *v) jsonw_str(w, key, v);
 }
 
+/* ---- The machine's conditions: every key written, null when unknown. */
+
+static void null_int(JsonW *w, const char *key, int64_t v)
+{
+    if (v >= 0) jsonw_int(w, key, v);
+    else jsonw_str(w, key, NULL);
+}
+
+static void null_bool(JsonW *w, const char *key, int v)
+{
+    if (v >= 0) jsonw_bool(w, key, v);
+    else jsonw_str(w, key, NULL);
+}
+
+static void null_str(JsonW *w, const char *key, const char *v)
+{
+    jsonw_str(w, key, v && *v ? v : NULL);
+}
+
+static void load_avg(JsonW *w, const char *key, const double v[3])
+{
+    if (!isfinite(v[0])) { jsonw_str(w, key, NULL); return; }
+    jsonw_arr_begin(w, key);
+    for (int i = 0; i < 3; i++) jsonw_num(w, NULL, v[i]);
+    jsonw_arr_end(w);
+}
+
+static void conditions(JsonW *w, const BenchMachine *m)
+{
+    const NvmlState *g = &m->gpu;
+    null_bool(w, "ecc_enabled", g->ecc_enabled);
+    null_bool(w, "persistence_mode", g->persistence_mode);
+    jsonw_num(w, "power_limit_w", g->power_limit_w);   /* NaN: null */
+    jsonw_num(w, "power_limit_default_w", g->power_default_w);
+    null_int(w, "pcie_gen", g->pcie_gen);
+    null_int(w, "pcie_width", g->pcie_width);
+    null_int(w, "pcie_gen_max", g->pcie_gen_max);
+    null_int(w, "pcie_width_max", g->pcie_width_max);
+    null_int(w, "pcie_gen_under_load", m->pcie_gen_under_load);
+    null_int(w, "pcie_width_under_load", m->pcie_width_under_load);
+    null_int(w, "nvlink_active_links", g->nvlink_active);
+    if (m->n_gpu_processes < 0) {
+        jsonw_str(w, "other_gpu_processes", NULL);
+    } else {
+        jsonw_arr_begin(w, "other_gpu_processes");
+        for (int i = 0; i < m->n_gpu_processes && i < BENCH_MAX_GPU_PROCESSES; i++) {
+            const BenchGpuProcess *p = &m->gpu_processes[i];
+            jsonw_obj_begin(w, NULL);
+            jsonw_int(w, "gpu", p->gpu);
+            jsonw_int(w, "pid", p->pid);
+            null_str(w, "name", p->name);
+            jsonw_num(w, "used_bytes", p->used_bytes);
+            jsonw_obj_end(w);
+        }
+        jsonw_arr_end(w);
+    }
+    load_avg(w, "load_avg_start", m->load_avg_start);
+    load_avg(w, "load_avg_end", m->load_avg_end);
+    null_int(w, "cpu_count", m->cpu_count);
+    jsonw_arr_begin(w, "warnings");
+    for (int i = 0; i < m->n_warnings; i++) jsonw_str(w, NULL, m->warnings[i]);
+    jsonw_arr_end(w);
+    jsonw_arr_begin(w, "notes");
+    for (int i = 0; i < m->n_notes; i++) jsonw_str(w, NULL, m->notes[i]);
+    jsonw_arr_end(w);
+}
+
 /* ---- Schema. */
 
 void bench_result_init(BenchResult *r)
@@ -43,7 +110,7 @@ void bench_result_init(BenchResult *r)
     r->batch = r->seq = r->image_size = r->steps = r->warmup = -1;
     r->workers = r->decode_parallel = -1;
     double *nums[] = {&r->samples_per_s, &r->samples_per_s_min, &r->samples_per_s_max,
-                      &r->ms_per_step, &r->peak_mem_bytes, &r->state_mem_bytes,
+                      &r->ms_per_step, &r->step_ms_p50, &r->step_ms_p99, &r->peak_mem_bytes, &r->state_mem_bytes,
                       &r->flops_per_sample,
                       &r->peak_tflops, &r->mfu_peak, &r->ceiling_tflops,
                       &r->mfu_measured_ceiling, &r->power_avg_w, &r->power_peak_w,
@@ -94,12 +161,15 @@ void bench_json_result(JsonW *w, const BenchResult *r)
     opt_int(w, "seq", r->seq);
     opt_int(w, "image_size", r->image_size);
     opt_str(w, "layout", r->layout);
+    opt_str(w, "model_note", r->model_note);
     opt_int(w, "steps", r->steps);
     opt_int(w, "warmup", r->warmup);
     opt_num(w, "samples_per_s", r->samples_per_s);
     opt_num(w, "samples_per_s_min", r->samples_per_s_min);
     opt_num(w, "samples_per_s_max", r->samples_per_s_max);
     opt_num(w, "ms_per_step", r->ms_per_step);
+    opt_num(w, "step_ms_p50", r->step_ms_p50);
+    opt_num(w, "step_ms_p99", r->step_ms_p99);
     opt_num(w, "peak_mem_bytes", r->peak_mem_bytes);
     opt_num(w, "state_mem_bytes", r->state_mem_bytes);
     opt_num(w, "flops_per_sample", r->flops_per_sample);
@@ -156,6 +226,7 @@ char *bench_json_string(const BenchRun *run)
     opt_str(&w, "host", m->host);
     opt_str(&w, "ctrain_revision", m->ctrain_revision);
     opt_str(&w, "date", m->date);
+    if (m->conditions) conditions(&w, m);
     jsonw_obj_end(&w);
     jsonw_arr_begin(&w, "results");
     for (int i = 0; i < run->n_results; i++) bench_json_result(&w, &run->results[i]);

@@ -12,11 +12,20 @@
  *    "command": "ctrain bench ...",
  *    "machine": {"gpu_name", "gpu_memory_bytes", "gpu_count", "driver",
  *                "cuda_runtime", "cudnn", "cublas", "cpu", "host",
- *                "ctrain_revision", "date"},
+ *                "ctrain_revision", "date",
+ *                [the conditions:] "ecc_enabled", "persistence_mode",
+ *                "power_limit_w", "power_limit_default_w", "pcie_gen",
+ *                "pcie_width", "pcie_gen_max", "pcie_width_max",
+ *                "pcie_gen_under_load", "pcie_width_under_load",
+ *                "nvlink_active_links", "other_gpu_processes": [{"gpu",
+ *                "pid", "name", "used_bytes"}, ...], "load_avg_start",
+ *                "load_avg_end", "cpu_count", "warnings": [...],
+ *                "notes": [...]},
  *    "results": [{"engine": "ctrain", "mode", "model", "precision", "batch",
- *                 "seq", "image_size", "layout", "steps", "warmup",
+ *                 "seq", "image_size", "layout", "model_note", "steps", "warmup",
  *                 "samples_per_s", "samples_per_s_min", "samples_per_s_max",
- *                 "ms_per_step", "peak_mem_bytes", "flops_per_sample",
+ *                 "ms_per_step", "step_ms_p50", "step_ms_p99",
+ *                 "peak_mem_bytes", "flops_per_sample",
  *                 "peak_tflops", "mfu_peak", "ceiling_tflops",
  *                 "mfu_measured_ceiling", "power_avg_w", "power_peak_w",
  *                 "energy_j", "temp_avg_c", "temp_max_c", "sm_clock_avg_mhz",
@@ -49,9 +58,29 @@
  * real-data row's model has the folder's classes (the synthetic one 1000 on
  * the GPU): its flops_per_sample and MFU are the synthetic config's.
  *
- * A figure that was not measured is ABSENT (the key is omitted), never 0 or
- * null: doubles that are NaN, integers < 0 and NULL or "" strings are left
- * out. Units: bytes, seconds, W, C, MHz, TFLOP/s (1e12); mfu_* are fractions
+ * The step times: step_ms_p50 and step_ms_p99 are percentiles of the timed
+ * steps' times (linear between the nearest two, as numpy.percentile; p50 is
+ * the median, ms_per_step; with fewer than 100 steps p99 lies between the
+ * two slowest). model_note says what a row's model was when it is not the
+ * named model as its authors defined it: the CPU bench's "resnet18 at width
+ * 16 (base width 64), 10 classes, CPU bench".
+ *
+ * The conditions (bench_conditions.h says who reads each and when): the GPU
+ * card's ECC mode (current), persistence mode, enforced and default power
+ * limits (W), its PCIe link at the start (an idle card lowers the
+ * generation), the most its card and slot allow, and the highest read right
+ * after a config's timed steps (under load), the NVLinks up, the processes
+ * with a compute context on the bench's GPU(s) at the start (none of them
+ * the bench's: it has created no CUDA context yet; "name" from
+ * /proc/PID/comm), the host's 1-, 5- and 15-minute load averages at the
+ * start and the end (the end's includes the bench's own threads), its
+ * online CPUs, and the warnings and notes the bench printed. They are
+ * written for a measuring run (not --list), every key then present and null
+ * where the card, driver or host does not say (no NVML: every GPU one).
+ *
+ * Elsewhere a figure that was not measured is ABSENT (the key is omitted),
+ * never 0 or null: doubles that are NaN, integers < 0 and NULL or "" strings
+ * are left out. Units: bytes, seconds, W, C, MHz, TFLOP/s (1e12); mfu_* are fractions
  * (0.42 = 42%) of peak_tflops / ceiling_tflops. Written by the JSON writer
  * (train/io/jsonw.h), pretty, with short escapes and exact integers
  * (BENCH_JSON_STYLE).
@@ -62,6 +91,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "nvml.h"
 #include "soak.h"
 #include "train/io/jsonw.h"
 
@@ -69,6 +99,17 @@
 #define BENCH_JSON_STYLE (JSONW_PRETTY | JSONW_SHORT_ESCAPES | JSONW_EXACT_NUMBERS)
 
 /* ---- The run. Strings "" = unknown. */
+#define BENCH_MAX_GPU_PROCESSES 16
+#define BENCH_MAX_WARNINGS 12
+#define BENCH_WARNING_LEN 320
+
+typedef struct BenchGpuProcess {
+    int gpu;                      /* the CUDA device it was found on */
+    int64_t pid;
+    char name[64];                /* /proc/PID/comm; "" unknown */
+    double used_bytes;            /* its device memory; NaN unknown */
+} BenchGpuProcess;
+
 typedef struct BenchMachine {
     char gpu_name[256];           /* cudaDeviceProp.name */
     int64_t gpu_memory_bytes;     /* -1 unknown */
@@ -81,6 +122,17 @@ typedef struct BenchMachine {
     char host[128];
     char ctrain_revision[64];     /* git describe --always --dirty */
     char date[40];                /* UTC, ISO 8601 */
+    /* the conditions (bench_conditions.h); written only when `conditions` is set */
+    int conditions;
+    NvmlState gpu;                              /* the card at the start; -1 / NaN unknown */
+    int pcie_gen_under_load, pcie_width_under_load;   /* -1 unknown */
+    int n_gpu_processes;                        /* -1 unknown; may exceed the array */
+    BenchGpuProcess gpu_processes[BENCH_MAX_GPU_PROCESSES];
+    double load_avg_start[3], load_avg_end[3];  /* NaN unknown */
+    int cpu_count;
+    int n_warnings, n_notes;
+    char warnings[BENCH_MAX_WARNINGS][BENCH_WARNING_LEN];
+    char notes[BENCH_MAX_WARNINGS][BENCH_WARNING_LEN];
 } BenchMachine;
 
 /* One config and what was measured for it. Initialize with
@@ -89,8 +141,10 @@ typedef struct BenchResult {
     const char *engine;           /* "ctrain" */
     const char *mode;             /* "eager", "graph" */
     const char *model, *precision, *layout;
+    const char *model_note;       /* the model as run, when it is not the named one */
     int batch, seq, image_size, steps, warmup;  /* -1 absent */
     double samples_per_s, samples_per_s_min, samples_per_s_max, ms_per_step;
+    double step_ms_p50, step_ms_p99;
     double peak_mem_bytes;
     double state_mem_bytes;       /* held between steps: weights, gradients, optimizer
                                      state, inputs; peak - state = the activations' peak */

@@ -60,7 +60,17 @@ static void usage(void)
            "  --soak-every N       a soak row every N steps (default: about every 1-10 s)\n"
            "output\n"
            "  --json FILE          the results as JSON (schema ctrain-bench/1; ctrain report reads it)\n"
-           "  --help               this text\n");
+           "  --help               this text\n\n"
+           "Each row has the median step time (ms p50) and the 99th percentile (ms p99); a row whose\n"
+           "model is not the named one says so (the CPU bench's resnet18 is at width 16). The JSON's\n"
+           "machine record keeps what the figures were measured under: ECC, persistence mode, the\n"
+           "power limit and the card's default, the PCIe link (at the start, under load, its maximum),\n"
+           "NVLinks up, other processes on the GPU, the host's load average at the start and the end,\n"
+           "the CPUs. What can bias the figures is printed as 'bench: warning: ...' and kept in it:\n"
+           "other GPU processes, host load, a power limit below the default, a PCIe link below its\n"
+           "maximum under load; ECC on and persistence mode off are notes.\n\n"
+           "Exit status: 1 when a config failed other than by running out of memory (a crash, a kill,\n"
+           "a time-out, an error; the end lists them), else 0: an out-of-memory row is an answer.\n");
 }
 
 static void bench_fail(const char *fmt, const char *a, const char *b)

@@ -1,5 +1,6 @@
 /* bench_probe.c — the probe child (bench_probe.h) and the parent's reading
- * of what it reports. */
+ * of what it reports: the machine record, the GPU's conditions
+ * (bench_conditions.h) and the ceilings. */
 #include "bench_probe.h"
 
 #include <math.h>
@@ -11,6 +12,7 @@
 #include "train/loop/precision.h"
 #include "train/loop/progress.h"
 #include "bench_child.h"
+#include "bench_conditions.h"
 #include "bench_run.h"
 #include "nvml.h"
 #ifdef CTRAIN_CUDA
@@ -122,6 +124,10 @@ static void cpu_ceiling(FILE *out)
 void bench_child_probe(FILE *out, const void *arg)
 {
     const BenchProbeArgs *a = (const BenchProbeArgs *)arg;
+    /* the card first, before anything makes a CUDA context (bench_conditions.h) */
+    BenchMachine cond;
+    bench_conditions_init(&cond);
+    bench_conditions_read_gpu(&cond, a->device_id, a->gpus);
     BenchMachine m;
     bench_machine_collect(&m, a->device_id);
     int ndev = -1;
@@ -157,6 +163,7 @@ void bench_child_probe(FILE *out, const void *arg)
     json_int(&j, "nvml", nvml);
     json_str(&j, "nvml_reason", nvml ? "" : nvml_reason());
     json_end(&j, out);
+    bench_conditions_write(out, &cond);
     if (!a->ceilings) return;
     int gpu = a->auto_device ? ndev > 0 : a->device == DEV_CUDA;
 #ifdef CTRAIN_CUDA
@@ -187,6 +194,8 @@ void bench_probe_read(BenchProbe *p, const char *line)
         bench_line_str(line, "no_gpu_reason", p->no_gpu_reason, sizeof p->no_gpu_reason);
         if (bench_line_num(line, "nvml", &v)) p->nvml = v != 0;
         bench_line_str(line, "nvml_reason", p->nvml_reason, sizeof p->nvml_reason);
+    } else if (bench_line_is(line, "conditions") || bench_line_is(line, "gpu_process")) {
+        bench_conditions_read(&p->machine, line);
     } else if (bench_line_is(line, "ceiling") && p->n_ceilings < BENCH_MAX_CEILINGS) {
         int i = p->n_ceilings;
         if (!bench_line_num(line, "tflops", &v)) return;

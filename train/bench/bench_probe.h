@@ -1,9 +1,11 @@
 /* bench_probe.h — the bench's first child: machine facts (GPU, driver,
  * libraries, CPU; they need CUDA, which the parent must not initialize
- * before it forks), whether a GPU is there, NVML's availability, and the
- * matmul ceilings: cuBLASLt 8192^3 in fp16 and bf16, 4096^3 in fp32 and
- * tf32 (random inputs, 3 warm-up runs, median of 10 event-timed runs); on
- * the CPU, 1024^3 f32 through the reference matmul (median of 3).
+ * before it forks), the GPU's conditions (ECC, power limit, PCIe, other
+ * processes: bench_conditions.h), whether a GPU is there, NVML's
+ * availability, and the matmul ceilings: cuBLASLt 8192^3 in fp16 and bf16,
+ * 4096^3 in fp32 and tf32 (random inputs, 3 warm-up runs, median of 10
+ * event-timed runs); on the CPU, 1024^3 f32 through the reference matmul
+ * (median of 3).
  */
 #ifndef CTRAIN_TRAIN_BENCH_PROBE_H
 #define CTRAIN_TRAIN_BENCH_PROBE_H
@@ -31,6 +33,7 @@ typedef struct BenchProbeArgs {
     int device_id;
     int auto_device;               /* no --device: GPU if one is found, else CPU */
     int ceilings;                  /* measure them at all */
+    int gpus;                      /* the GPUs the bench will use from device_id (--gpus; 1) */
 } BenchProbeArgs;
 
 /* The child (BenchProbeArgs): "machine" and "ceiling" lines to out. */

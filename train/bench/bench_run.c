@@ -9,7 +9,9 @@
  * the stream (N steps, N + 1 events, one host sync after the last), so a
  * step's time includes any gap where the GPU waited for the host; on the CPU
  * the steps are synchronous and the host clock times them. The figure is the
- * median step (min and max kept). Peak memory is the pool's high-water mark
+ * median step (min and max kept, and the 50th and 99th percentiles of the
+ * step times). Right after the timed steps the GPU's PCIe link is read (the
+ * bench's warnings judge it under load: bench_conditions.h). Peak memory is the pool's high-water mark
  * over the timed steps (reset after warm-up); NVML is sampled every 50 ms
  * over the same window. samples_per_s_mean is the samples of all timed steps
  * over their summed time (a stall counts in full, where the median hides it).
@@ -115,6 +117,15 @@ double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double bench_percentile(const double *sorted, int n, double q)
+{
+    if (n <= 0) return NAN;
+    double pos = q * (n - 1);
+    int i = (int)floor(pos);
+    if (i >= n - 1) return sorted[n - 1];
+    return sorted[i] + (pos - i) * (sorted[i + 1] - sorted[i]);
 }
 
 /* NVML for the context's device, opened by PCI bus id; 0 when unavailable. */
@@ -307,6 +318,8 @@ void bench_child_config(FILE *out, const void *arg)
     int stats = cfg->data[0] && feed_stats_read(&j->fd, &st0);
     int n = timed_steps(j, cfg, out, t);
     if (stats) feed_stats_read(&j->fd, &st1);   /* timed_steps has synced: the window is over */
+    /* the link right away, before the idle card lowers its generation */
+    nvml_device_pcie(&nd, &row.pcie_gen_busy, &row.pcie_width_busy);
     double timed_s = 0;
     for (int i = 0; i < n; i++) timed_s += t[i];
     NvmlSummary sum;
@@ -327,6 +340,8 @@ void bench_child_config(FILE *out, const void *arg)
     r->samples_per_s_min = per_step / t[n - 1];   /* t is sorted now */
     r->samples_per_s_max = per_step / t[0];
     r->ms_per_step = med * 1e3;
+    r->step_ms_p50 = bench_percentile(t, n, 0.50) * 1e3;
+    r->step_ms_p99 = bench_percentile(t, n, 0.99) * 1e3;
     r->timed_s = timed_s;
     r->samples_per_s_mean = timed_s > 0 ? per_step * n / timed_s : NAN;
     if (stats) data_figures(&row, &st0, &st1, timed_s);

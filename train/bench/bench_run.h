@@ -15,5 +15,8 @@ void bench_child_soak(FILE *out, const void *cfg);       /* BenchConfig */
 /* The median of n values (sorted in place): the mean of the middle two
  * when n is even. */
 double bench_median(double *v, int n);
+/* The q-quantile (0..1) of n sorted values, linear between the nearest two
+ * (numpy.percentile's default); NaN when n is 0. */
+double bench_percentile(const double *sorted, int n, double q);
 
 #endif

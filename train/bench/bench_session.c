@@ -3,7 +3,8 @@
  * redrawn in place every 250 ms and at each step the child reports), the
  * figures derived from what it measured (MFU over the datasheet peak and
  * over this run's matmul ceiling, samples/s per watt), the terminal table,
- * and the JSON file.
+ * the JSON file, and which configs failed (other than by running out of
+ * memory: those decide the exit status).
  */
 #include "bench_session.h"
 
@@ -14,6 +15,7 @@
 #include "engine/error.h"
 #include "train/loop/progress.h"
 #include "bench_child.h"
+#include "bench_conditions.h"
 #include "bench_rank.h"
 #include "bench_run.h"
 #include "peaks.h"
@@ -47,7 +49,28 @@ BenchRow *bench_session_add(BenchSession *s, const BenchRow *row)
     BenchRow *r = &s->rows[s->n_rows++];
     *r = *row;
     bench_row_fix(r);
+    bench_conditions_busy_pcie(&s->probe.machine, r->pcie_gen_busy, r->pcie_width_busy);
     return r;
+}
+
+int bench_row_failed(const BenchRow *row)
+{
+    return row->failure[0] && !bench_error_is_oom(row->failure);
+}
+
+int bench_session_failures(const BenchSession *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->n_rows; i++) n += bench_row_failed(&s->rows[i]);
+    if (!n) return 0;
+    printf("%d config%s failed (other than running out of memory, which is an answer):\n", n,
+           n == 1 ? "" : "s");
+    for (int i = 0; i < s->n_rows; i++)
+        if (bench_row_failed(&s->rows[i]))
+            printf("  %s: %s%s\n", s->rows[i].label, s->rows[i].failure,
+                   s->rows[i].error[0] ? "" : " (after reporting its figures, which are kept)");
+    fflush(stdout);
+    return n;
 }
 
 void bench_session_write_json(BenchSession *s)
@@ -141,6 +164,7 @@ void bench_run_config(BenchSession *s, const BenchConfig *cfg, BenchRow *row, co
         bench_row_init(row, cfg);
         row->r.warmup = -1;
         snprintf(row->error, sizeof row->error, "%s", why);
+        snprintf(row->failure, sizeof row->failure, "%s", why);
         row->elapsed_s = ex.elapsed_s;
         bench_row_fix(row);
         return;
@@ -148,6 +172,7 @@ void bench_run_config(BenchSession *s, const BenchConfig *cfg, BenchRow *row, co
     if (rc != 0) {
         char why[256];
         bench_exit_reason(&ex, why, sizeof why);
+        snprintf(row->failure, sizeof row->failure, "%s", why);
         fprintf(stderr, "note: %s: the process failed after measuring (%s); its figures are kept\n",
                 st.label, why);
     }
@@ -164,9 +189,15 @@ static void cell(char *buf, size_t len, double v, const char *fmt)
 
 void bench_table_header(int gpu)
 {
-    printf("%-11s %-4s %5s %4s %9s %19s %8s %8s %5s %5s %7s %8s %5s %6s\n", "model", "prec", "batch",
-           "seq", gpu ? "samples/s" : "CPU smp/s", "(min .. max)", "ms/step", "peak GiB", "MFU%", "ceil%",
-           "power W", "samp/s/W", "temp", "wall s");
+    printf("%-11s %-4s %5s %4s %9s %19s %8s %8s %8s %5s %5s %7s %8s %5s %6s\n", "model", "prec", "batch",
+           "seq", gpu ? "samples/s" : "CPU smp/s", "(min .. max)", "ms p50", "ms p99", "peak GiB", "MFU%",
+           "ceil%", "power W", "samp/s/W", "temp", "wall s");
+}
+
+/* Under a row whose model is not the named one: what it was. */
+static void table_note(const BenchRow *row)
+{
+    if (row->model_note[0]) printf("%-11s model: %s\n", "", row->model_note);
 }
 
 void bench_table_row(const BenchRow *row)
@@ -182,16 +213,18 @@ void bench_table_row(const BenchRow *row)
         printf("%s", row->error);
         if (isfinite(row->elapsed_s)) printf("  (%.0f s)", row->elapsed_s);
         printf("\n");
+        table_note(row);
         fflush(stdout);
         return;
     }
-    char sps[32], mm[48], ms[32], mem[32], m1[16], m2[16], pw[16], eff[16], tc[16], wall[16];
+    char sps[32], mm[48], ms[32], p99[32], mem[32], m1[16], m2[16], pw[16], eff[16], tc[16], wall[16];
     cell(sps, sizeof sps, r->samples_per_s, r->samples_per_s < 100 ? "%.2f" : "%.1f");
     if (isfinite(r->samples_per_s_min))
         snprintf(mm, sizeof mm, r->samples_per_s < 100 ? "(%.2f .. %.2f)" : "(%.0f .. %.0f)",
                  r->samples_per_s_min, r->samples_per_s_max);
     else snprintf(mm, sizeof mm, "-");
     cell(ms, sizeof ms, r->ms_per_step, "%.2f");
+    cell(p99, sizeof p99, r->step_ms_p99, "%.2f");
     double gib = r->peak_mem_bytes / (1024.0 * 1024 * 1024);
     cell(mem, sizeof mem, gib, gib < 1 ? "%.3f" : "%.2f");
     cell(m1, sizeof m1, 100 * r->mfu_peak, "%.1f");
@@ -200,6 +233,8 @@ void bench_table_row(const BenchRow *row)
     cell(eff, sizeof eff, r->samples_per_s_per_w, r->samples_per_s_per_w < 1 ? "%.3f" : "%.2f");
     cell(tc, sizeof tc, r->temp_max_c, "%.0f");
     cell(wall, sizeof wall, row->elapsed_s, "%.0f");
-    printf("%9s %19s %8s %8s %5s %5s %7s %8s %5s %6s\n", sps, mm, ms, mem, m1, m2, pw, eff, tc, wall);
+    printf("%9s %19s %8s %8s %8s %5s %5s %7s %8s %5s %6s\n", sps, mm, ms, p99, mem, m1, m2, pw, eff, tc,
+           wall);
+    table_note(row);
     fflush(stdout);
 }

@@ -27,7 +27,15 @@ void bench_row_derive(BenchRow *row, const BenchProbe *probe, double flops_per_s
  * terminal a progress line starting with prefix is drawn meanwhile. */
 void bench_run_config(BenchSession *s, const BenchConfig *cfg, BenchRow *row, const char *prefix);
 
-/* The terminal table: column titles, and one row (or its error). */
+/* 1 when the row's config failed other than by running out of memory (a
+ * crash, a kill, a time-out, an error; bench_child.h BENCH_OOM_REASON). */
+int bench_row_failed(const BenchRow *row);
+/* Print the configs that failed so, with why; returns how many (the
+ * suite's and --gpus' exit status is 1 when any did). */
+int bench_session_failures(const BenchSession *s);
+
+/* The terminal table: column titles, and one row (or its error); a row
+ * whose model is not the named one gets a line under it saying what it was. */
 void bench_table_header(int gpu);
 void bench_table_row(const BenchRow *row);
 

@@ -1,4 +1,6 @@
-/* nvml.c — NVML through dlopen, and the background sampler thread.
+/* nvml.c — NVML through dlopen: the device readings, the standing state
+ * (ECC, power limits, PCIe, NVLink) and the process list. The background
+ * sampler thread is nvml_sampler.c.
  *
  * The library handle and its function pointers are process-wide state (NVML
  * itself is: nvmlInit is reference counted per process). Everything a caller
@@ -7,13 +9,11 @@
 #include "nvml.h"
 
 #include <dlfcn.h>
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "engine/settings.h"
 
 /* ---- The few NVML types used, declared here to mirror NVML's ABI
@@ -25,11 +25,27 @@ typedef struct nvmlDevice_st *nvmlDevice_t;
 typedef struct nvmlMemory_st {
     unsigned long long total, free, used;    /* bytes */
 } nvmlMemory_t;
-enum { NVML_SUCCESS = 0 };
+enum { NVML_SUCCESS = 0, NVML_ERROR_NOT_SUPPORTED = 3, NVML_ERROR_INSUFFICIENT_SIZE = 7 };
 enum { NVML_TEMPERATURE_GPU = 0 };                 /* nvmlTemperatureSensors_t */
 enum { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2 }; /* nvmlClockType_t */
+enum { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 };          /* nvmlEnableState_t */
 #define NVML_DEVICE_NAME_BUFFER 96                 /* NVML_DEVICE_NAME_V2_BUFFER_SIZE */
 #define NVML_DRIVER_VERSION_BUFFER 80              /* NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE */
+#define NVML_NVLINK_MAX_LINKS 18                   /* links 0..17 (fewer on older drivers) */
+#define NVML_VALUE_NOT_AVAILABLE_ULL (~0ull)       /* a process's memory, not reported */
+/* The running-process lists. Every version starts {unsigned pid; unsigned
+ * long long usedGpuMemory}; what follows, and so the stride, differs:
+ * nvmlDeviceGetComputeRunningProcesses (v1) 16 bytes; _v2 and _v3 add
+ * gpuInstanceId and computeInstanceId, 24 bytes; but the drivers whose
+ * header was CUDA 12.0's / 12.1's (they have nvmlDeviceGetConfComputeMemSizeInfo
+ * and not yet nvmlDeviceGetRunningProcessDetailList) write one more unsigned
+ * long long (usedGpuCcProtectedMemory) in _v3, 32 bytes. The buffer is
+ * always sized for the largest, so a wrong guess misreads, never overruns. */
+typedef struct nvmlProcessInfo_v1 {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1;
+#define NVML_PROCESS_INFO_MAX_BYTES 32
 
 static struct {
     int state;                /* 0 not tried, 1 usable, -1 unavailable */
@@ -48,6 +64,18 @@ static struct {
     nvmlReturn_t (*name)(nvmlDevice_t, char *, unsigned int);
     nvmlReturn_t (*driver)(char *, unsigned int);
     nvmlReturn_t (*power_limit)(nvmlDevice_t, unsigned int *);        /* mW */
+    /* the standing state (nvml_device_state) */
+    nvmlReturn_t (*enforced_limit)(nvmlDevice_t, unsigned int *);     /* mW */
+    nvmlReturn_t (*default_limit)(nvmlDevice_t, unsigned int *);      /* mW */
+    nvmlReturn_t (*ecc_mode)(nvmlDevice_t, int *, int *);             /* current, pending */
+    nvmlReturn_t (*persistence)(nvmlDevice_t, int *);
+    nvmlReturn_t (*pcie_gen)(nvmlDevice_t, unsigned int *);
+    nvmlReturn_t (*pcie_width)(nvmlDevice_t, unsigned int *);
+    nvmlReturn_t (*pcie_gen_max)(nvmlDevice_t, unsigned int *);
+    nvmlReturn_t (*pcie_width_max)(nvmlDevice_t, unsigned int *);
+    nvmlReturn_t (*nvlink_state)(nvmlDevice_t, unsigned int, int *);  /* link, is active */
+    nvmlReturn_t (*processes)(nvmlDevice_t, unsigned int *, void *);  /* count in/out, infos */
+    size_t process_stride;    /* bytes per entry of what `processes` writes */
 } g_nvml;
 
 static const char *nvml_err(nvmlReturn_t r)
@@ -111,6 +139,24 @@ int nvml_init(void)
     sym(&g_nvml.name, "nvmlDeviceGetName");
     sym(&g_nvml.driver, "nvmlSystemGetDriverVersion");
     sym(&g_nvml.power_limit, "nvmlDeviceGetPowerManagementLimit");
+    sym(&g_nvml.enforced_limit, "nvmlDeviceGetEnforcedPowerLimit");
+    sym(&g_nvml.default_limit, "nvmlDeviceGetPowerManagementDefaultLimit");
+    sym(&g_nvml.ecc_mode, "nvmlDeviceGetEccMode");
+    sym(&g_nvml.persistence, "nvmlDeviceGetPersistenceMode");
+    sym(&g_nvml.pcie_gen, "nvmlDeviceGetCurrPcieLinkGeneration");
+    sym(&g_nvml.pcie_width, "nvmlDeviceGetCurrPcieLinkWidth");
+    sym(&g_nvml.pcie_gen_max, "nvmlDeviceGetMaxPcieLinkGeneration");
+    sym(&g_nvml.pcie_width_max, "nvmlDeviceGetMaxPcieLinkWidth");
+    sym(&g_nvml.nvlink_state, "nvmlDeviceGetNvLinkState");
+    if (sym(&g_nvml.processes, "nvmlDeviceGetComputeRunningProcesses_v3")) {
+        void *cc = dlsym(g_nvml.lib, "nvmlDeviceGetConfComputeMemSizeInfo");
+        void *detail = dlsym(g_nvml.lib, "nvmlDeviceGetRunningProcessDetailList");
+        g_nvml.process_stride = cc && !detail ? 32 : 24;
+    } else if (sym(&g_nvml.processes, "nvmlDeviceGetComputeRunningProcesses_v2")) {
+        g_nvml.process_stride = 24;
+    } else if (sym(&g_nvml.processes, "nvmlDeviceGetComputeRunningProcesses")) {
+        g_nvml.process_stride = sizeof(nvmlProcessInfo_v1);
+    }
     nvmlReturn_t r = g_nvml.init();
     if (r != NVML_SUCCESS) {
         char code[160];
@@ -219,6 +265,94 @@ int nvml_device_sample(const NvmlDevice *d, NvmlSample *s)
     return n;
 }
 
+/* ---- The standing state and the process list. */
+
+/* An unsigned reading through fn into *out (-1 when unknown); 1 when read. */
+static int read_uint(nvmlReturn_t (*fn)(nvmlDevice_t, unsigned int *), nvmlDevice_t h, int *out)
+{
+    unsigned int u = 0;
+    *out = -1;
+    if (!fn || fn(h, &u) != NVML_SUCCESS) return 0;
+    *out = (int)u;
+    return 1;
+}
+
+void nvml_device_pcie(const NvmlDevice *d, int *gen, int *width)
+{
+    *gen = *width = -1;
+    if (!d || !d->handle || !nvml_available()) return;
+    read_uint(g_nvml.pcie_gen, (nvmlDevice_t)d->handle, gen);
+    read_uint(g_nvml.pcie_width, (nvmlDevice_t)d->handle, width);
+}
+
+int nvml_device_state(const NvmlDevice *d, NvmlState *st)
+{
+    st->ecc_enabled = st->persistence_mode = st->nvlink_active = -1;
+    st->pcie_gen = st->pcie_width = st->pcie_gen_max = st->pcie_width_max = -1;
+    st->power_limit_w = st->power_default_w = NAN;
+    if (!d || !d->handle || !nvml_available()) return 0;
+    nvmlDevice_t h = (nvmlDevice_t)d->handle;
+    int n = 0, on = 0, pending = 0, mw = -1;
+    if (g_nvml.ecc_mode && g_nvml.ecc_mode(h, &on, &pending) == NVML_SUCCESS) {
+        st->ecc_enabled = on == NVML_FEATURE_ENABLED;
+        n++;
+    }
+    if (g_nvml.persistence && g_nvml.persistence(h, &on) == NVML_SUCCESS) {
+        st->persistence_mode = on == NVML_FEATURE_ENABLED;
+        n++;
+    }
+    /* the enforced limit is the lowest of the set limits; older drivers lack it */
+    if (read_uint(g_nvml.enforced_limit, h, &mw) || read_uint(g_nvml.power_limit, h, &mw)) {
+        st->power_limit_w = mw / 1000.0;
+        n++;
+    }
+    if (read_uint(g_nvml.default_limit, h, &mw)) { st->power_default_w = mw / 1000.0; n++; }
+    n += read_uint(g_nvml.pcie_gen, h, &st->pcie_gen);
+    n += read_uint(g_nvml.pcie_width, h, &st->pcie_width);
+    n += read_uint(g_nvml.pcie_gen_max, h, &st->pcie_gen_max);
+    n += read_uint(g_nvml.pcie_width_max, h, &st->pcie_width_max);
+    /* A PCIe card answers NOT_SUPPORTED; links past the card's last answer an
+     * error too. Any link that answers means the card has NVLink. */
+    int answered = 0, active = 0;
+    for (unsigned int link = 0; g_nvml.nvlink_state && link < NVML_NVLINK_MAX_LINKS; link++) {
+        nvmlReturn_t r = g_nvml.nvlink_state(h, link, &on);
+        if (r == NVML_ERROR_NOT_SUPPORTED && !answered) break;
+        if (r != NVML_SUCCESS) continue;
+        answered = 1;
+        active += on == NVML_FEATURE_ENABLED;
+    }
+    if (answered) { st->nvlink_active = active; n++; }
+    return n;
+}
+
+int nvml_device_processes(const NvmlDevice *d, NvmlProcess *out, int max)
+{
+    if (!d || !d->handle || !nvml_available() || !g_nvml.processes) return -1;
+    unsigned int cap = 64;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        unsigned char *buf = (unsigned char *)calloc(cap, NVML_PROCESS_INFO_MAX_BYTES);
+        if (!buf) return -1;
+        unsigned int n = cap;
+        nvmlReturn_t r = g_nvml.processes((nvmlDevice_t)d->handle, &n, buf);
+        if (r == NVML_ERROR_INSUFFICIENT_SIZE) {   /* n: how many there are now */
+            free(buf);
+            cap = n + 16;
+            continue;
+        }
+        if (r != NVML_SUCCESS || n > cap) { free(buf); return -1; }
+        for (unsigned int i = 0; i < n && (int)i < max; i++) {
+            nvmlProcessInfo_v1 p;   /* the common head of every version */
+            memcpy(&p, buf + i * g_nvml.process_stride, sizeof p);
+            out[i].pid = p.pid;
+            out[i].used_bytes = p.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE_ULL ? NAN
+                                                                             : (double)p.usedGpuMemory;
+        }
+        free(buf);
+        return (int)n;
+    }
+    return -1;
+}
+
 const char *nvml_throttle_names(int64_t reasons, char *buf, size_t len)
 {
     static const struct { uint64_t bit; const char *name; } names[] = {
@@ -251,196 +385,4 @@ const char *nvml_throttle_names(int64_t reasons, char *buf, size_t len)
     }
     if (!used) snprintf(buf, len, "none");
     return buf;
-}
-
-/* ---- The sampler thread. */
-
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int read_device(void *ctx, NvmlSample *s) { return nvml_device_sample(ctx, s); }
-
-/* Fold one reading into the ring and the running aggregates (mu held). */
-static void sampler_record(NvmlSampler *s, const NvmlSample *x)
-{
-    if (!s->count) s->first_t = x->t_s;
-    s->ring[s->count % s->capacity] = *x;
-    s->count++;
-    if (isfinite(x->power_w)) {
-        if (s->n_power > 0 && x->t_s > s->last_power_t)
-            s->energy += 0.5 * (x->power_w + s->last_power) * (x->t_s - s->last_power_t);
-        s->sum_power += x->power_w;
-        s->max_power = s->n_power ? fmax(s->max_power, x->power_w) : x->power_w;
-        s->last_power = x->power_w;
-        s->last_power_t = x->t_s;
-        s->n_power++;
-    }
-    if (isfinite(x->temp_c)) {
-        s->sum_temp += x->temp_c;
-        s->max_temp = s->n_temp ? fmax(s->max_temp, x->temp_c) : x->temp_c;
-        s->n_temp++;
-    }
-    if (isfinite(x->sm_clock_mhz)) {
-        s->sum_clock += x->sm_clock_mhz;
-        s->min_clock = s->n_clock ? fmin(s->min_clock, x->sm_clock_mhz) : x->sm_clock_mhz;
-        s->max_clock = s->n_clock ? fmax(s->max_clock, x->sm_clock_mhz) : x->sm_clock_mhz;
-        s->n_clock++;
-    }
-    if (isfinite(x->mem_used_bytes))
-        s->max_mem = isfinite(s->max_mem) ? fmax(s->max_mem, x->mem_used_bytes) : x->mem_used_bytes;
-    if (x->throttle >= 0) {
-        s->throttle_or = (s->throttle_or < 0 ? 0 : s->throttle_or) | x->throttle;
-        if ((uint64_t)x->throttle & NVML_THROTTLE_SLOWDOWN_MASK) s->throttled++;
-    }
-}
-
-static void take_reading(NvmlSampler *s)
-{
-    NvmlSample x;
-    s->read(s->ctx, &x);
-    x.t_s = mono_now() - s->t0;
-    pthread_mutex_lock(&s->mu);
-    sampler_record(s, &x);
-    pthread_mutex_unlock(&s->mu);
-}
-
-static void *sampler_main(void *arg)
-{
-    NvmlSampler *s = arg;
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    for (;;) {
-        take_reading(s);
-        deadline.tv_nsec += (long)s->period_ms * 1000000L;
-        deadline.tv_sec += deadline.tv_nsec / 1000000000L;
-        deadline.tv_nsec %= 1000000000L;
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec > deadline.tv_sec ||
-            (now.tv_sec == deadline.tv_sec && now.tv_nsec > deadline.tv_nsec))
-            deadline = now;     /* a slow read: do not try to catch up */
-        pthread_mutex_lock(&s->mu);
-        int rc = 0;
-        while (!s->stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&s->cv, &s->mu, &deadline);
-        int stop = s->stop;
-        pthread_mutex_unlock(&s->mu);
-        if (stop) break;
-    }
-    take_reading(s);            /* the end of the region, however short it was */
-    return NULL;
-}
-
-int nvml_sampler_start_fn(NvmlSampler *s, NvmlReadFn read, void *ctx, int period_ms,
-                          size_t capacity)
-{
-    memset(s, 0, sizeof *s);
-    s->read = read;
-    s->ctx = ctx;
-    s->period_ms = period_ms > 0 ? period_ms : 100;
-    s->capacity = capacity ? capacity : 4096;
-    s->max_mem = NAN;
-    s->throttle_or = -1;
-    s->ring = calloc(s->capacity, sizeof *s->ring);
-    if (!s->ring) return 0;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&s->mu, NULL);
-    s->inited = 1;
-    if (!read) return 0;
-    s->t0 = mono_now();
-    if (pthread_create(&s->thread, NULL, sampler_main, s) != 0) return 0;
-    s->running = 1;
-    return 1;
-}
-
-int nvml_sampler_start(NvmlSampler *s, const NvmlDevice *d, int period_ms)
-{
-    int ok = d && d->handle && nvml_available();
-    /* Unavailable: set up an idle sampler so stop/summary/free still work. */
-    return nvml_sampler_start_fn(s, ok ? read_device : NULL, (void *)d, period_ms, ok ? 0 : 1);
-}
-
-void nvml_sampler_stop(NvmlSampler *s)
-{
-    if (!s->inited || !s->running) return;
-    pthread_mutex_lock(&s->mu);
-    s->stop = 1;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL);
-    s->running = 0;
-}
-
-int nvml_sampler_latest(NvmlSampler *s, NvmlSample *out)
-{
-    if (!s->inited) return 0;
-    pthread_mutex_lock(&s->mu);
-    int have = s->count > 0;
-    if (have) *out = s->ring[(s->count - 1) % s->capacity];
-    pthread_mutex_unlock(&s->mu);
-    return have;
-}
-
-size_t nvml_sampler_copy(NvmlSampler *s, NvmlSample *out, size_t max)
-{
-    if (!s->inited) return 0;
-    pthread_mutex_lock(&s->mu);
-    size_t held = s->count < s->capacity ? s->count : s->capacity;
-    size_t n = held < max ? held : max;
-    size_t first = s->count - n;    /* the newest n, oldest first */
-    for (size_t i = 0; i < n; i++) out[i] = s->ring[(first + i) % s->capacity];
-    pthread_mutex_unlock(&s->mu);
-    return n;
-}
-
-void nvml_sampler_summary(NvmlSampler *s, NvmlSummary *sum)
-{
-    memset(sum, 0, sizeof *sum);
-    sum->duration_s = sum->power_avg_w = sum->power_peak_w = sum->energy_j = NAN;
-    sum->temp_avg_c = sum->temp_max_c = NAN;
-    sum->sm_clock_avg_mhz = sum->sm_clock_min_mhz = sum->sm_clock_max_mhz = NAN;
-    sum->mem_used_max_bytes = NAN;
-    sum->throttle_seen = -1;
-    if (!s->inited) return;
-    pthread_mutex_lock(&s->mu);
-    sum->samples = (int)s->count;
-    if (s->count) sum->duration_s = s->ring[(s->count - 1) % s->capacity].t_s - s->first_t;
-    if (s->n_power) {
-        sum->power_avg_w = s->sum_power / s->n_power;
-        sum->power_peak_w = s->max_power;
-        if (s->n_power > 1) sum->energy_j = s->energy;
-    }
-    if (s->n_temp) {
-        sum->temp_avg_c = s->sum_temp / s->n_temp;
-        sum->temp_max_c = s->max_temp;
-    }
-    if (s->n_clock) {
-        sum->sm_clock_avg_mhz = s->sum_clock / s->n_clock;
-        sum->sm_clock_min_mhz = s->min_clock;
-        sum->sm_clock_max_mhz = s->max_clock;
-    }
-    sum->mem_used_max_bytes = s->max_mem;
-    sum->throttle_seen = s->throttle_or;
-    sum->throttled_samples = s->throttled;
-    pthread_mutex_unlock(&s->mu);
-    if (sum->throttle_seen >= 0)
-        nvml_throttle_names((int64_t)((uint64_t)sum->throttle_seen & NVML_THROTTLE_SLOWDOWN_MASK),
-                            sum->throttle_names, sizeof sum->throttle_names);
-}
-
-void nvml_sampler_free(NvmlSampler *s)
-{
-    if (!s->inited) return;
-    nvml_sampler_stop(s);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
-    free(s->ring);
-    memset(s, 0, sizeof *s);
 }

@@ -15,6 +15,12 @@
  *   NvmlSummary sum; nvml_sampler_summary(&s, &sum);  avg/peak power, temp, clocks
  *   nvml_sampler_free(&s); nvml_shutdown();
  *
+ * Beside the readings, what the card stands in (read once, nvml.c): ECC,
+ * persistence mode, the enforced and default power limits, the PCIe link
+ * (now and its maximum), the NVLinks up (NvmlState, nvml_device_state), and
+ * the processes with a compute context on it (nvml_device_processes). The
+ * sampler thread is nvml_sampler.c.
+ *
  * CUDA device -> NVML device: NVML numbers devices in PCI bus order, CUDA in
  * "fastest first" order unless CUDA_DEVICE_ORDER=PCI_BUS_ID, and
  * CUDA_VISIBLE_DEVICES renumbers CUDA's devices but not NVML's. The reliable
@@ -98,6 +104,33 @@ int nvml_device_open(NvmlDevice *d, int cuda_index, const char *pci_bus_id);
 /* Read every field once (t_s = 0). Returns the number of fields read
  * (0 when the device is not open). Safe to call from any thread. */
 int nvml_device_sample(const NvmlDevice *d, NvmlSample *s);
+
+/* ---- The card's standing state (the bench's machine record, bench_conditions.h).
+ * Read once; a field the card or driver does not report is -1 (ints) or NaN. */
+typedef struct NvmlState {
+    int ecc_enabled;         /* current ECC mode: 1 on, 0 off */
+    int persistence_mode;    /* 1 on, 0 off */
+    double power_limit_w;    /* the enforced power limit */
+    double power_default_w;  /* the card's default power limit */
+    int pcie_gen, pcie_width;          /* the link now (an idle card lowers its generation) */
+    int pcie_gen_max, pcie_width_max;  /* the most this card in this slot can run */
+    int nvlink_active;       /* NVLinks up; -1 when the card has none (or NVML cannot say) */
+} NvmlState;
+
+/* Fill st for an open device (d NULL or not open: every field unknown);
+ * returns the number of fields read. */
+int nvml_device_state(const NvmlDevice *d, NvmlState *st);
+/* The PCIe link now: generation and width, -1 each when unknown. */
+void nvml_device_pcie(const NvmlDevice *d, int *gen, int *width);
+
+/* A process with a compute context on the device. */
+typedef struct NvmlProcess {
+    unsigned int pid;        /* as NVML reports it (the host's PID namespace) */
+    double used_bytes;       /* its device memory; NaN when not reported */
+} NvmlProcess;
+/* The compute processes on the device, at most max into out. Returns how
+ * many there are (may be more than max), or -1 when NVML cannot list them. */
+int nvml_device_processes(const NvmlDevice *d, NvmlProcess *out, int max);
 
 /* Names of the reason bits set in `reasons`, joined by ",", e.g.
  * "sw_power_cap,hw_thermal"; "none" when no bit is set; "" for -1. */
