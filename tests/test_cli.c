@@ -440,6 +440,10 @@ static void test_help(void)
         check_true(name, st == 0 && strstr(out, "usage") != NULL, "exit %d: %.200s", st, out);
     }
     char cmd[256], out[4096];
+    snprintf(cmd, sizeof cmd, "%s --version 2>&1", bin());
+    int vs = run(cmd, out, sizeof out);
+    check_true("version", vs == 0 && !strncmp(out, "ctrain ", 7) && strstr(out, " build)"),
+               "exit %d: %.300s", vs, out);
     snprintf(cmd, sizeof cmd, "%s eval --help 2>&1", bin());
     const int st = run(cmd, out, sizeof out);
     check_true("help.eval_is_its_own", st == 0 && strstr(out, "ctrain eval --load") &&

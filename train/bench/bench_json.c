@@ -288,7 +288,7 @@ static void read_cpu(char *out, size_t len)
 /* The revision: baked in at build time when the Makefile passes
  * -DCTRAIN_GIT_REVISION="\"...\"", else `git describe` in the folder of the
  * running binary (a build inside the checkout). Absent when neither works. */
-static void read_revision(char *out, size_t len)
+void bench_revision(char *out, size_t len)
 {
 #ifdef CTRAIN_GIT_REVISION
     snprintf(out, len, "%s", CTRAIN_GIT_REVISION);
@@ -334,7 +334,7 @@ void bench_machine_collect(BenchMachine *m, int device)
     time_t now = time(NULL);
     struct tm tm;
     if (gmtime_r(&now, &tm)) strftime(m->date, sizeof m->date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    read_revision(m->ctrain_revision, sizeof m->ctrain_revision);
+    bench_revision(m->ctrain_revision, sizeof m->ctrain_revision);
     if (nvml_init()) nvml_driver_version(m->driver, sizeof m->driver);
 #ifdef CTRAIN_CUDA
     int rt = 0, n = 0;

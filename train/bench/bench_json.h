@@ -186,6 +186,9 @@ void bench_result_init(BenchResult *r);
  * GPU name, memory, count, CUDA/cuDNN/cuBLAS versions in CUDA builds (device
  * `device`); the driver version through NVML when it is available. */
 void bench_machine_collect(BenchMachine *m, int device);
+/* This binary's git revision ("git describe --always --dirty" at build
+ * time, else read beside the binary), "" when unknown. */
+void bench_revision(char *out, size_t len);
 
 /* The whole document, malloc'd and NUL-terminated (free it); NULL on OOM. */
 char *bench_json_string(const BenchRun *run);

@@ -5,6 +5,8 @@
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+/* ctrain --version: the revision and the libraries this build was compiled against. */
+int cmd_version(void);
 int cmd_vocab(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);

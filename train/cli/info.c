@@ -8,10 +8,12 @@
 #include <omp.h>
 #endif
 #include "engine/error.h"
+#include "train/bench/bench_json.h"
 #ifdef CTRAIN_CUDA
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <nccl.h>
 #endif
 
 static void print_cpu(void)
@@ -37,6 +39,28 @@ static void print_cpu(void)
 #endif
     printf("cpu: %s, %ld cores online, %d OpenMP threads\n", model, sysconf(_SC_NPROCESSORS_ONLN),
            threads);
+}
+
+int cmd_version(void)
+{
+    char rev[64] = "";
+    bench_revision(rev, sizeof rev);
+    printf("ctrain %s (%s build)\n", rev[0] ? rev : "(revision unknown)",
+#ifdef CTRAIN_CUDA
+           "CUDA"
+#else
+           "CPU-only"
+#endif
+    );
+#ifdef CTRAIN_CUDA
+    printf("built with CUDA %d.%d, cuDNN %d.%d.%d, cuBLAS %d.%d.%d, NCCL %d.%d.%d\n",
+           CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10, CUDNN_MAJOR, CUDNN_MINOR,
+           CUDNN_PATCHLEVEL, CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH, NCCL_MAJOR,
+           NCCL_MINOR, NCCL_PATCH);
+    printf("loaded at run time when present: NVML, CUPTI, nvJPEG; `ctrain info` shows the "
+           "versions on this machine\n");
+#endif
+    return 0;
 }
 
 int cmd_info(int argc, char **argv)

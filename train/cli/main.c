@@ -20,7 +20,7 @@ static void usage(void)
            "  tokenize print the WordPiece ids of each input line (ctrain tokenize --help)\n"
            "  info    the device, CUDA, cuDNN and cuBLAS versions\n"
            "  env     the environment variables ctrain reads (ctrain env --help)\n"
-           "  help    this text\n");
+           "  help    this text (ctrain --version: the revision and libraries)\n");
 }
 
 /* GNU-style "--flag=value" becomes "--flag" "value" before any command
@@ -56,6 +56,7 @@ int main(int argc, char **argv)
         usage();
         return argc < 2 ? 1 : 0;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) return cmd_version();
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 2, argv + 2);
     if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 2, argv + 2);
     if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 2, argv + 2);
