@@ -4,6 +4,7 @@
 #                   (scripts/check_layers.py); ends with "N passed, N failed"
 #   make test-gpu   build, then run the GPU tests (needs a CUDA device) and the
 #                   tokenizer parity with transformers (scripts/tokenizer_parity.py)
+#   make install PREFIX=DIR   build/ctrain to DIR/bin, scripts to DIR/share/ctrain
 #   make CUDA=0     CPU-only build, even where nvcc, cuDNN and cuBLAS exist
 #   make ARCH=90    build GPU code for one architecture only (faster dev builds)
 #   make fuzz, make fuzz-replay, make asan
@@ -56,7 +57,7 @@ TEST_GPU_BINS := $(TEST_GPU_SRCS:tests/%.c=$(BUILD)/tests/%)
 # The GPU image path's throughput probe (scripts/jpeg_gpu_probe.c): a measurement, not a test.
 PROBE_BINS    := $(if $(filter 1,$(CUDA)),$(BUILD)/jpeg_gpu_probe,)
 
-.PHONY: all test test-gpu clean info-build run-mlp bench
+.PHONY: all test test-gpu clean info-build run-mlp bench install uninstall
 all: $(BIN) $(TEST_CPU_BINS) $(TEST_GPU_BINS) $(PROBE_BINS)
 
 info-build:
@@ -99,7 +100,7 @@ $(BUILD)/jpeg_gpu_probe: scripts/jpeg_gpu_probe.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDLIBS)
 
 test: $(BIN) $(TEST_CPU_BINS)
-	@sh tests/run.sh $(TEST_CPU_BINS) scripts/check_layers.py
+	@sh tests/run.sh $(TEST_CPU_BINS) scripts/check_layers.py tests/install_check.sh
 
 test-gpu: $(BIN) $(TEST_GPU_BINS)
 	@if [ "$(CUDA)" != 1 ]; then echo "make test-gpu: this build has no CUDA backend (nvcc, cuDNN, cuBLAS or NCCL missing, or CUDA=0)"; exit 1; fi
@@ -109,6 +110,22 @@ test-gpu: $(BIN) $(TEST_GPU_BINS)
 	    echo "make test-gpu: could not write the transformers reference; the BERT parity test will fail"
 	@CTRAIN_PARITY_DIR=$(BUILD)/parity/resnet50 CTRAIN_BERT_PARITY_DIR=$(BUILD)/parity/bert-base \
 	    CTRAIN_BIN=$(BIN) sh tests/run.sh $(TEST_GPU_BINS) scripts/tokenizer_parity.py
+
+# make install PREFIX=DIR (default /usr/local; DESTDIR for packaging): the
+# binary in DIR/bin, the Python tools `ctrain report` and the PyTorch
+# comparisons use in DIR/share/ctrain/scripts (where an installed ctrain
+# looks for them). make uninstall PREFIX=DIR removes exactly those files.
+PREFIX ?= /usr/local
+SHARE_SCRIPTS := $(wildcard scripts/*.py)
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ctrain/scripts
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ctrain
+	install -m 644 $(SHARE_SCRIPTS) $(DESTDIR)$(PREFIX)/share/ctrain/scripts/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/ctrain
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/ctrain/scripts/,$(notdir $(SHARE_SCRIPTS)))
+	-rmdir $(DESTDIR)$(PREFIX)/share/ctrain/scripts $(DESTDIR)$(PREFIX)/share/ctrain 2>/dev/null
 
 # The quick start's main job: install what is missing, build, train.
 # The main job: the card's training throughput report (ctrain bench --help);

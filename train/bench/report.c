@@ -1,13 +1,25 @@
-/* report.c — `ctrain report A.json B.json ...`: merge benchmark runs into a
- * markdown table (and plots) by running scripts/report.py with the same
- * arguments. The script is looked for in $CTRAIN_SCRIPTS, next to the binary
- * (build/ctrain -> scripts/ in the checkout), and in ./scripts.
+/* report.c — `ctrain report A.json B.json ...`: merge benchmark runs of one
+ * or several cards into a markdown report (a table per question, the cards as
+ * columns) and charts, by running scripts/report.py with the same arguments.
+ * The script is looked for in $CTRAIN_SCRIPTS, next to the binary
+ * (build/ctrain -> scripts/ in the checkout; DIR/bin/ctrain ->
+ * DIR/share/ctrain/scripts when installed), and in ./scripts.
+ *
+ * With --plots the report needs matplotlib, which is often installed for one
+ * Python and not another (a pyenv or venv python3 first on PATH, the Debian
+ * package python3-matplotlib under /usr/bin/python3). So the Pythons are
+ * tried in order, python3 on PATH then /usr/bin/python3, and the first that
+ * imports matplotlib runs the report; when none does, python3 runs it and
+ * report.py says what to install, and writes the tables all the same.
  */
 #include "report.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "engine/error.h"
 #include "engine/settings.h"
@@ -26,10 +38,12 @@ static int find_script(char *path, size_t len)
         char *slash = strrchr(exe, '/');
         if (slash) { *slash = 0; snprintf(dir, sizeof dir, "%s", exe); }
     }
-    const char *fmts[3] = {env && *env ? "%s/report.py" : NULL, dir[0] ? "%s/../scripts/report.py" : NULL,
-                           "scripts/report.py"};
-    const char *args[3] = {env, dir, NULL};
-    for (int i = 0; i < 3; i++) {
+    /* $CTRAIN_SCRIPTS; the checkout (build/ctrain -> scripts/); an installed
+     * binary (DIR/bin/ctrain -> DIR/share/ctrain/scripts, `make install`); ./scripts */
+    const char *fmts[4] = {env && *env ? "%s/report.py" : NULL, dir[0] ? "%s/../scripts/report.py" : NULL,
+                           dir[0] ? "%s/../share/ctrain/scripts/report.py" : NULL, "scripts/report.py"};
+    const char *args[4] = {env, dir, dir, NULL};
+    for (int i = 0; i < 4; i++) {
         if (!fmts[i]) continue;
         snprintf(cand, sizeof cand, fmts[i], args[i]);
         if (access(cand, R_OK) == 0) {
@@ -43,17 +57,48 @@ static int find_script(char *path, size_t len)
     return 0;
 }
 
+/* 1 when `py -c "import matplotlib"` succeeds (its output silenced). */
+static int has_matplotlib(const char *py)
+{
+    extern char **environ;
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa) != 0) return 0;
+    for (int fd = 0; fd < 3; fd++)
+        posix_spawn_file_actions_addopen(&fa, fd, "/dev/null", fd ? O_WRONLY : O_RDONLY, 0);
+    char *av[] = {(char *)py, "-c", "import matplotlib", NULL};
+    pid_t pid;
+    int st = 0, ok = posix_spawnp(&pid, py, &fa, NULL, av, environ) == 0;
+    posix_spawn_file_actions_destroy(&fa);
+    if (!ok) return 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return 0;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static int wants_plots(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--plots") || !strncmp(argv[i], "--plots=", 8)) return 1;
+    return 0;
+}
+
 int cmd_report(int argc, char **argv)
 {
     char script[1500];
     if (argc == 0 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
-        printf("usage: ctrain report A.json [B.jsonl ...] [--baseline ENGINE|LABEL|FILE] [--out report.md]\n"
-               "                    [--plots DIR] [--label FILE=NAME] [--ignore-layout] [--title T]\n\n"
-               "Merges `ctrain bench --json` and scripts/torch_bench.py --json files (and older\n"
-               "torch_bench.py JSON lines) into one markdown table (per config: samples/s, peak\n"
-               "memory, MFU, ratio to the baseline), the real-data rows of `ctrain bench --data` in a\n"
-               "block per card (synthetic vs real samples/s, data wait, decode rate and capacity),\n"
-               "with plots when matplotlib is installed. Runs python3 scripts/report.py.\n");
+        printf("usage: ctrain report A.json [B.json ...] [--out report.md] [--plots DIR]\n"
+               "                    [--label FILE=NAME] [--price CARD=USD_PER_HOUR]\n"
+               "                    [--baseline FILE|LABEL|ENGINE] [--ignore-layout] [--title T]\n\n"
+               "Merges `ctrain bench --json` files of one or several cards and scripts/torch_bench.py\n"
+               "--json files into one markdown report: a caption per card (driver, CUDA, cuDNN,\n"
+               "power limit, ECC, date, warnings), then a table per question with the cards as\n"
+               "columns: samples/s (PyTorch beside ctrain, and their ratio per card), step time,\n"
+               "energy per sample, MFU, power, peak memory, recompute, the largest batch, eager vs\n"
+               "CUDA graphs, real data, multi-GPU scaling, soak, cost per million samples (--price),\n"
+               "matmul ceilings. --plots DIR writes a chart per model (DIR/MODEL.png and .svg),\n"
+               "samples/s against the batch (DIR/MODEL_batch.png) and recompute's trade-off\n"
+               "(DIR/recompute.png) with matplotlib, from the first of python3 and /usr/bin/python3\n"
+               "that has it. Runs scripts/report.py.\n");
         return argc == 0 ? 1 : 0;
     }
     if (!find_script(script, sizeof script))
@@ -62,11 +107,18 @@ int cmd_report(int argc, char **argv)
                       "report: scripts/report.py not found (looked at %s)", script);
     char **av = (char **)calloc((size_t)argc + 3, sizeof *av);
     if (!av) ct_fatal("out of host memory");
-    av[0] = "python3";
+    static const char *pythons[] = {"python3", "/usr/bin/python3"};
+    const char *py = pythons[0];
+    if (wants_plots(argc, argv))
+        for (size_t i = 0; i < sizeof pythons / sizeof pythons[0]; i++)
+            if (has_matplotlib(pythons[i])) { py = pythons[i]; break; }
     av[1] = script;
     for (int i = 0; i < argc; i++) av[i + 2] = argv[i];
     fflush(NULL);
-    execvp("python3", av);
+    av[0] = (char *)py;
+    execvp(py, av);
+    av[0] = "/usr/bin/python3";   /* no python3 on PATH: the system's, if there is one */
+    execv(av[0], av);
     ct_fatal_hint("install Python 3 (the report needs only its standard library; matplotlib for plots)",
-                  "report: cannot run python3: %s", strerror(errno));
+                  "report: cannot run %s: %s", py, strerror(errno));
 }
