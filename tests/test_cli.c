@@ -115,6 +115,9 @@ static void test_bad_input(void)
         const int st = run(cmd, out, sizeof out);
         check_true("cli.equals.train_runs", st == 0 && strstr(out, "lr 0.25") &&
                    strstr(out, "trained 1 step"), "exit %d: %.300s", st, out);
+        check_true("cli.no_heldout_split_said",
+                   strstr(out, "no evaluation: --data synthetic has no held-out split") != NULL,
+                   "%.300s", out);
     }
     {   /* flags without effect in this run are said */
         char cmd[512], out[4096];

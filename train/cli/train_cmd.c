@@ -296,6 +296,10 @@ int cmd_train(int argc, char **argv)
             json_log(&j, logf, o->log_path);
         }
         eval_result_free(&ev);
+    } else if (dist_is_main(r.dist)) {
+        printf("no evaluation: --data %s has no held-out split (an ImageFolder needs a val/ "
+               "folder beside train/; synthetic data has none; an mlm: shard none yet)\n",
+               o->data);
     }
     run_close(&r);                 /* [dist] barrier, then NCCL teardown; the log; the rest */
     return 0;
