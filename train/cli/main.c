@@ -50,6 +50,9 @@ static char **split_flag_values(int *argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* line by line even into a pipe or a file, so stdout's lines and the
+     * log's (stderr, unbuffered) keep the order they happened in */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     argv = split_flag_values(&argc, argv);
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
         !strcmp(argv[1], "-h")) {
