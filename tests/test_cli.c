@@ -119,6 +119,22 @@ static void test_bad_input(void)
                    strstr(out, "no evaluation: --data synthetic has no held-out split") != NULL,
                    "%.300s", out);
     }
+    {   /* the log's config record says how the run was started */
+        char log[] = "/tmp/ctrain_cfg_XXXXXX", cmd[512], out[4096];
+        const int fd = mkstemp(log);
+        if (fd >= 0) close(fd);
+        snprintf(cmd, sizeof cmd, "CTRAIN_LOG=info %s train --device cpu --model mlp --batch 8 "
+                 "--steps 1 --log %s > /dev/null 2>&1; head -n 1 %s", bin(), log, log);
+        const int st = run(cmd, out, sizeof out);
+        char want[300];
+        snprintf(want, sizeof want, "\"command\":\"ctrain train --device cpu --model mlp "
+                 "--batch 8 --steps 1 --log %s\"", log);
+        check_true("cli.log_config_command", st == 0 && strstr(out, "\"event\":\"config\"") &&
+                   strstr(out, want) && strstr(out, "\"revision\":\"") &&
+                   strstr(out, "\"env\":\"CTRAIN_LOG=info\"") && strstr(out, "\"gpu_name\""),
+                   "%.500s", out);
+        unlink(log);
+    }
     {   /* flags without effect in this run are said */
         char cmd[512], out[4096];
         snprintf(cmd, sizeof cmd, "%s train --device cpu --model mlp --graph --recompute all "

@@ -26,9 +26,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#endif
 #include "engine/error.h"
 #include "engine/log.h"
 #include "engine/mem.h"
+#include "engine/settings.h"
 #include "train/io/checkpoint.h"
 #include "train/io/jsonlog.h"
 #include "train/io/safetensors.h"
@@ -39,6 +43,8 @@
 #include "train/loop/schedule.h"
 #include "train/loop/step.h"
 #include "train/parallel/dist.h"
+#include "train/bench/bench_json.h"
+#include "train/bench/nvml.h"
 #include "train/bench/timeline.h"
 #include "options.h"
 
@@ -66,11 +72,46 @@ static DataRates data_rates(const FeedStats *a, const FeedStats *b, double dt)
     return r;
 }
 
+/* "ctrain train ARGS...", each argument as typed (after --flag=value split). */
+static void command_line(char *out, size_t len, int argc, char **argv)
+{
+    size_t n = (size_t)snprintf(out, len, "ctrain train");
+    for (int i = 0; i < argc && n < len; i++)
+        n += (size_t)snprintf(out + n, len - n, " %s", argv[i]);
+}
+
+/* The environment settings this run was given (set in the environment, as
+ * typed): "NAME=value NAME=value", "" when none. */
+static void settings_given(char *out, size_t len)
+{
+    size_t n = 0;
+    out[0] = 0;
+    for (int id = 0; id < SET_COUNT && n < len; id++) {
+        const char *t = setting_text((SettingId)id);
+        if (t) n += (size_t)snprintf(out + n, len - n, "%s%s=%s", n ? " " : "",
+                                     setting_name((SettingId)id), t);
+    }
+}
+
 static void log_config(FILE *f, const TrainOptions *o, const Model *m, Feed *fd,
-                       long total_steps, const Ctx *c)
+                       long total_steps, const Ctx *c, const char *cmdline)
 {
     JsonLine j;
     json_begin(&j, "config");
+    char rev[64] = "", drv[64] = "", gpu[256] = "", env[2048];
+    bench_revision(rev, sizeof rev);
+    json_str(&j, "command", cmdline);
+    json_str(&j, "revision", rev);
+#ifdef CTRAIN_CUDA
+    struct cudaDeviceProp p;
+    if (c->device == DEV_CUDA && cudaGetDeviceProperties(&p, c->device_id) == cudaSuccess)
+        snprintf(gpu, sizeof gpu, "%s", p.name);
+    if (c->device == DEV_CUDA && nvml_init()) nvml_driver_version(drv, sizeof drv);
+#endif
+    json_str(&j, "gpu_name", gpu);
+    json_str(&j, "driver", drv);
+    settings_given(env, sizeof env);
+    json_str(&j, "env", env);
     json_str(&j, "model", model_kind_name(o->model));
     json_str(&j, "data", o->data);
     json_str(&j, "data_desc", fd->desc);
@@ -148,7 +189,9 @@ int cmd_train(int argc, char **argv)
     LOG_I("train %s (%zu parameters) on %s; batch %d x accum %d, %ld steps (%ld epoch%s), %s, %s",
           m->name, m->params.total, fd->desc, o->batch, o->accum, total, epochs, epochs == 1 ? "" : "s",
           ctx_device_name(c), precision_name(o->precision));
-    if (logf) log_config(logf, o, m, fd, total, c);
+    char cmdline[4096];
+    command_line(cmdline, sizeof cmdline, argc, argv);
+    if (logf) log_config(logf, o, m, fd, total, c, cmdline);
     if (logf && o->resume_path[0]) {   /* the log was appended to: say where this run took over */
         JsonLine j;
         json_begin(&j, "resume");
