@@ -592,6 +592,42 @@ static void remove_dir(void)
     rmdir(g_dir);
 }
 
+/* ckpt_load_params_except: a head of another shape keeps its values, the
+ * rest comes from the file; without the skip the load is refused. */
+static void test_new_head(Ctx *c)
+{
+    ParamSet a, b;
+    model_build(&a, c, V_BASE, 1);       /* fc.weight [5, 4] */
+    model_build(&b, c, V_SHAPE, 2);      /* fc.weight [6, 4]: another class count */
+    const char *p = path_in("head.safetensors");
+    check_true("head.save", ckpt_save_params(&a, p, NULL, 0, g_err, sizeof g_err) == CKPT_OK, "%s",
+               g_err);
+    int code = ckpt_load_params(&b, p, "test", 0, g_err, sizeof g_err);
+    check_err("head.plain_load_refused", code, CKPT_ERR_MISMATCH, "fc.weight", "shape", NULL);
+    static float before[512], got[512], want[512];
+    params_to_host(&b, before);
+    params_to_host(&a, want);
+    const char *skip[] = {"fc.weight", "fc.bias"};
+    code = ckpt_load_params_except(&b, p, "test", skip, 2, g_err, sizeof g_err);
+    check_true("head.load_except_ok", code == CKPT_OK, "%s", g_err);
+    params_to_host(&b, got);
+    int bad = -1;
+    for (int i = 0; i < b.n && bad < 0; i++) {
+        const ParamInfo *pb = &b.p[i];
+        const int head = !strcmp(pb->name, "fc.weight") || !strcmp(pb->name, "fc.bias");
+        const float *ref = head ? before + pb->offset : want + a.p[i].offset;
+        if (memcmp(got + pb->offset, ref, pb->numel * sizeof(float))) bad = i;
+    }
+    check_true("head.rest_loaded_head_kept", bad < 0, "parameter %s", bad >= 0 ? b.p[bad].name : "");
+    unsigned char ba[4096], bb[4096];
+    size_t na = model_bytes(&a, ba), nb = model_bytes(&b, bb);
+    const size_t pa = a.total * sizeof(float), pb = b.total * sizeof(float);
+    check_true("head.buffers_loaded", na - pa == nb - pb && !memcmp(ba + pa, bb + pb, na - pa),
+               "buffers differ");
+    params_free(&a);
+    params_free(&b);
+}
+
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "/tmp/ctrain_ckpt_XXXXXX");
@@ -608,6 +644,7 @@ int main(void)
     test_reference_bytes();
     test_half_file(&c);
     test_tensors(&c);
+    test_new_head(&c);
     ctx_free(&c);
     remove_dir();
     return check_summary();

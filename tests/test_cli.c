@@ -135,6 +135,19 @@ static void test_bad_input(void)
                    "%.500s", out);
         unlink(log);
     }
+    {   /* --load into a ResNet with another class count: a new fc, said */
+        char ck[] = "/tmp/ctrain_head_XXXXXX", cmd[768], out[4096];
+        const int fd = mkstemp(ck);
+        if (fd >= 0) close(fd);
+        snprintf(cmd, sizeof cmd, "%s train --device cpu --model resnet18 --data synthetic "
+                 "--image-size 16 --classes 10 --batch 2 --steps 1 --save %s > /dev/null 2>&1 && "
+                 "%s train --device cpu --model resnet18 --data synthetic --image-size 16 "
+                 "--classes 5 --batch 2 --steps 1 --load %s 2>&1", bin(), ck, bin(), ck);
+        const int st = run(cmd, out, sizeof out);
+        check_true("cli.load_new_head", st == 0 && strstr(out, "fc.weight head of 10 classes, "
+                   "this model 5") && strstr(out, "trained 1 step"), "exit %d: %.400s", st, out);
+        unlink(ck);
+    }
     {   /* flags without effect in this run are said */
         char cmd[512], out[4096];
         snprintf(cmd, sizeof cmd, "%s train --device cpu --model mlp --graph --recompute all "

@@ -183,8 +183,16 @@ static int fill(void *dst, DType dt, const StEntry *e, void **scratch, size_t *c
     return 0;
 }
 
-int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, int n,
-              unsigned flags, StFile *keep, char *err, size_t errlen)
+static int skipped(const char *name, const char *const *skip, int nskip)
+{
+    for (int i = 0; i < nskip; i++)
+        if (!strcmp(name, skip[i])) return 1;
+    return 0;
+}
+
+static int load_impl(const char *path, ParamSet *ps, const char *model, CkptTensor *t, int n,
+                     unsigned flags, const char *const *skip, int nskip, StFile *keep, char *err,
+                     size_t errlen)
 {
     char who[128];
     if (model) snprintf(who, sizeof who, "model %s", model);
@@ -200,12 +208,15 @@ int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, 
     void *scratch = NULL;
     size_t scap = 0;
     if (!w) { code = ct_fail(err, errlen, CKPT_ERR_IO, "cannot load %s: out of host memory", path); goto done; }
-    if (ps) {
+    if (ps) {   /* skipped names keep their values: they are not wanted */
         for (int i = 0; i < ps->n; i++)
-            w[k++] = (Want){ps->p[i].name, DT_F32, ps->p[i].ndim, ps->p[i].shape, NULL};
+            if (!skipped(ps->p[i].name, skip, nskip))
+                w[k++] = (Want){ps->p[i].name, DT_F32, ps->p[i].ndim, ps->p[i].shape, NULL};
         for (int i = 0; i < ps->nb; i++)
-            w[k++] = (Want){ps->b[i].name, ps->b[i].dtype, ps->b[i].ndim, ps->b[i].shape, NULL};
+            if (!skipped(ps->b[i].name, skip, nskip))
+                w[k++] = (Want){ps->b[i].name, ps->b[i].dtype, ps->b[i].ndim, ps->b[i].shape, NULL};
     }
+    nw = k + n;
     for (int i = 0; i < n; i++) w[k++] = (Want){t[i].name, t[i].dtype, t[i].ndim, t[i].shape, NULL};
     int missing = 0, present;
     for (int i = 0; i < nw && !code; i++) {
@@ -249,25 +260,25 @@ int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, 
             goto done;
         }
         /* the block goes back whole: parameters the file lacks keep their values */
-        if (missing) mem_to_host(ps->ctx, host, ps->data, ps->total * sizeof(float));
-        for (int i = 0; i < ps->n; i++, k++) {
+        if (missing || nskip) mem_to_host(ps->ctx, host, ps->data, ps->total * sizeof(float));
+        for (int i = 0; i < ps->n; i++) {
             const ParamInfo *pi = &ps->p[i];
-            if (!w[k].e) continue;
+            if (skipped(pi->name, skip, nskip) || !w[k++].e) continue;
             if (pi->layout == LAYOUT_SAME) {
-                if (fill(host + pi->offset, DT_F32, w[k].e, &scratch, &scap)) goto oom;
+                if (fill(host + pi->offset, DT_F32, w[k - 1].e, &scratch, &scap)) goto oom;
             } else {                          /* file [O, I, H, W] -> memory [O, H, W, I] */
-                if (fill(tmp, DT_F32, w[k].e, &scratch, &scap)) goto oom;
+                if (fill(tmp, DT_F32, w[k - 1].e, &scratch, &scap)) goto oom;
                 params_layout_from_torch(pi, host + pi->offset, tmp);
             }
         }
         mem_to_device(ps->ctx, ps->data, host, ps->total * sizeof(float));
         ps->lowp_stale = 1;   /* AMP's working copy follows at the next refresh */
-        for (int i = 0; i < ps->nb; i++, k++) {
+        for (int i = 0; i < ps->nb; i++) {
             const BufferInfo *bi = &ps->b[i];
             size_t bytes = bi->numel * dtype_size(bi->dtype);
-            if (!w[k].e) continue;
+            if (skipped(bi->name, skip, nskip) || !w[k++].e) continue;
             void *h = malloc(bytes ? bytes : 1);
-            if (!h || fill(h, bi->dtype, w[k].e, &scratch, &scap)) { free(h); goto oom; }
+            if (!h || fill(h, bi->dtype, w[k - 1].e, &scratch, &scap)) { free(h); goto oom; }
             mem_to_device(ps->ctx, bi->t->data, h, bytes);
             free(h);
         }
@@ -285,6 +296,18 @@ done:
     if (!code && keep) *keep = f;
     else st_close(&f);
     return code;
+}
+
+int ckpt_load(const char *path, ParamSet *ps, const char *model, CkptTensor *t, int n,
+              unsigned flags, StFile *keep, char *err, size_t errlen)
+{
+    return load_impl(path, ps, model, t, n, flags, NULL, 0, keep, err, errlen);
+}
+
+int ckpt_load_params_except(ParamSet *ps, const char *path, const char *model,
+                            const char *const *skip, int nskip, char *err, size_t errlen)
+{
+    return load_impl(path, ps, model, NULL, 0, CKPT_ALLOW_EXTRA, skip, nskip, NULL, err, errlen);
 }
 
 int ckpt_load_params(ParamSet *ps, const char *path, const char *model, unsigned flags,

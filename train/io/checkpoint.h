@@ -91,6 +91,11 @@ int ckpt_load_tensors(const char *path, CkptTensor *t, int n, unsigned flags, ch
 void ckpt_save_params_or_die(const ParamSet *ps, const char *path, const char *const *meta_kv,
                              int n_meta);
 void ckpt_load_params_or_die(ParamSet *ps, const char *path, const char *model, unsigned flags);
+/* Every parameter and buffer but the `skip` names, which keep their values
+ * (a new head: fine-tuning on another number of classes); the file's own
+ * tensors of those names are not read (CKPT_ALLOW_EXTRA). */
+int ckpt_load_params_except(ParamSet *ps, const char *path, const char *model,
+                            const char *const *skip, int nskip, char *err, size_t errlen);
 
 /* What a user can do about a failed save (saving = 1) or load. */
 const char *ckpt_hint(int status, int saving);

@@ -23,16 +23,41 @@ static void load_weights(ParamSet *ps, const char *path, const char *model)
  * (cls.predictions.*) and keeps its new bert.pooler.* and classifier.* at
  * their init. A file with classifier.weight (a fine-tuned model) loads
  * strictly, as everywhere else. */
+/* Rows (classes) of parameter `name` in ps; -1 when it has none. */
+static int64_t param_rows(const ParamSet *ps, const char *name)
+{
+    for (int i = 0; i < ps->n; i++)
+        if (!strcmp(ps->p[i].name, name)) return ps->p[i].shape[0];
+    return -1;
+}
+
 static void load_start_weights(ParamSet *ps, const TrainOptions *o, const char *path,
                                const char *model)
 {
     int cls = model_kind_is_bert(o->model) && train_options_head(o) == HEAD_CLS;
+    /* the classification head: ResNet's fc, BERT's classifier */
+    const char *head[2] = {NULL, NULL};
+    if (model_kind_is_resnet(o->model)) { head[0] = "fc.weight"; head[1] = "fc.bias"; }
+    if (cls) { head[0] = "classifier.weight"; head[1] = "classifier.bias"; }
     StFile f;
     char err[256];
     int pretrained = 0;
-    if (cls && st_open(path, &f, err, sizeof err) == ST_OK) {
-        pretrained = !st_find(&f, "classifier.weight");
+    int64_t file_rows = -1;
+    if (head[0] && st_open(path, &f, err, sizeof err) == ST_OK) {
+        const StEntry *e = st_find(&f, head[0]);
+        pretrained = cls && !e;
+        if (e && e->ndim == 2) file_rows = e->shape[0];
         st_close(&f);
+    }
+    const int64_t rows = head[0] ? param_rows(ps, head[0]) : -1;
+    if (file_rows > 0 && rows > 0 && file_rows != rows) {
+        /* another class count: everything but the head, which starts anew */
+        LOG_W("%s has a %s head of %lld classes, this model %lld: loading all but %s and %s, "
+              "which start from their initialization (fine-tuning on the new classes)", path,
+              head[0], (long long)file_rows, (long long)rows, head[0], head[1]);
+        int code = ckpt_load_params_except(ps, path, model, head, 2, err, sizeof err);
+        if (code) ct_fatal_hint(ckpt_hint(code, 0), "%s", err);
+        return;
     }
     if (!pretrained) { load_weights(ps, path, model); return; }
     LOG_I("%s has no classifier: loading its encoder for fine-tuning (new pooler and "
