@@ -148,6 +148,40 @@ static void test_bad_input(void)
                    "this model 5") && strstr(out, "trained 1 step"), "exit %d: %.400s", st, out);
         unlink(ck);
     }
+    {   /* ctrain export: a training checkpoint's weights alone, loadable strictly */
+        static char exe[4096];
+        char dir[] = "/tmp/ctrain_export_XXXXXX", cmd[16384], out[4096];
+        if (mkdtemp(dir) && realpath(bin(), exe)) {
+            snprintf(cmd, sizeof cmd, "cd %s && %s train --device cpu --model mlp --hidden 32 "
+                     "--batch 8 --steps 2 --save ck.safetensors --save-every 1 > /dev/null 2>&1 "
+                     "&& %s export ck.safetensors w.safetensors 2>&1 && %s eval --device cpu "
+                     "--model mlp --hidden 32 --load w.safetensors 2>&1", dir, exe, exe,
+                     exe);
+            int st = run(cmd, out, sizeof out);
+            check_true("cli.export.runs", st == 0 && strstr(out, "exported 4 tensors") &&
+                       strstr(out, "left out") && strstr(out, "top-1"), "exit %d: %.400s", st,
+                       out);
+            snprintf(cmd, sizeof cmd, "%s/w.safetensors", dir);
+            size_t len = 0;
+            FILE *f = fopen(cmd, "rb");
+            char head[4096] = "";
+            if (f) { len = fread(head, 1, sizeof head - 1, f); fclose(f); }
+            head[len] = 0;
+            check_true("cli.export.no_training_state", len > 8 && strstr(head + 8, "fc1.weight") &&
+                       !strstr(head + 8, "__ctrain"), "%zu bytes read", len);
+            snprintf(cmd, sizeof cmd, "cd %s && %s export ck.safetensors 2>&1", dir, exe);
+            st = run(cmd, out, sizeof out);
+            check_true("cli.export.needs_two_files", st == 1 && strstr(out, "hint:"), "exit %d: %s",
+                       st, out);
+            snprintf(cmd, sizeof cmd, "cd %s && %s export nope.safetensors x.safetensors 2>&1; "
+                     "ls x.safetensors 2>&1", dir, exe);
+            st = run(cmd, out, sizeof out);
+            check_true("cli.export.missing_input", strstr(out, "nope.safetensors") &&
+                       strstr(out, "No such file"), "%s", out);
+            snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+            if (system(cmd) != 0) printf("  (could not remove %s)\n", dir);
+        }
+    }
     {   /* flags without effect in this run are said */
         char cmd[512], out[4096];
         snprintf(cmd, sizeof cmd, "%s train --device cpu --model mlp --graph --recompute all "
@@ -460,7 +494,7 @@ static void test_decode_folder(void)
 static void test_help(void)
 {
     const char *cmds[] = {"help", "train", "eval", "bench", "report", "vocab", "shard",
-                          "tokenize", "info", "env"};
+                          "tokenize", "info", "env", "export"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char cmd[256], out[4096], name[64];
         /* the first lines (the usage) and the command's own exit status */

@@ -11,5 +11,7 @@ int cmd_vocab(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_env(int argc, char **argv);
+/* ctrain export CKPT OUT: the weights alone, a strict-loadable PyTorch state_dict. */
+int cmd_export(int argc, char **argv);
 
 #endif

@@ -20,6 +20,7 @@ static void usage(void)
            "  tokenize print the WordPiece ids of each input line (ctrain tokenize --help)\n"
            "  info    the device, CUDA, cuDNN and cuBLAS versions\n"
            "  env     the environment variables ctrain reads (ctrain env --help)\n"
+           "  export  a checkpoint's weights alone, as a PyTorch state_dict (ctrain export --help)\n"
            "  help    this text (ctrain --version: the revision and libraries)\n");
 }
 
@@ -70,5 +71,6 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "tokenize")) return cmd_tokenize(argc - 2, argv + 2);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 2, argv + 2);
     if (!strcmp(argv[1], "env")) return cmd_env(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "export")) return cmd_export(argc - 2, argv + 2);
     ct_fatal_hint("run 'ctrain help' for the list of commands", "unknown command '%s'", argv[1]);
 }
