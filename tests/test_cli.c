@@ -182,6 +182,34 @@ static void test_bad_input(void)
             if (system(cmd) != 0) printf("  (could not remove %s)\n", dir);
         }
     }
+    {   /* scripts/plot_log.py on two logs: a PNG and an SVG, or the package to install */
+        char dir[] = "/tmp/ctrain_plot_XXXXXX", cmd[2048], out[4096];
+        if (mkdtemp(dir)) {
+            snprintf(cmd, sizeof cmd, "for lr in 0.05 0.1; do %s train --device cpu --model mlp "
+                     "--hidden 16 --batch 8 --steps 6 --log-every 2 --lr $lr --log %s/r$lr.jsonl "
+                     "> /dev/null 2>&1 || exit 9; done; printf '{\"event\":\"config\"}\\n' > "
+                     "%s/empty.jsonl; py=python3; /usr/bin/python3 -c 'import matplotlib' "
+                     "2>/dev/null && py=/usr/bin/python3; $py scripts/plot_log.py %s/r0.05.jsonl "
+                     "%s/r0.1.jsonl --out %s/c.png 2>&1; echo \"status $?\"; $py "
+                     "scripts/plot_log.py %s/empty.jsonl --out %s/e.png 2>&1; echo \"status $?\"",
+                     bin(), dir, dir, dir, dir, dir, dir, dir);
+            run(cmd, out, sizeof out);
+            char png[256], svg[256];
+            snprintf(png, sizeof png, "%s/c.png", dir);
+            snprintf(svg, sizeof svg, "%s/c.svg", dir);
+            unsigned char sig[8] = {0};
+            FILE *f = fopen(png, "rb");
+            if (f) { if (fread(sig, 1, 8, f) != 8) sig[0] = 0; fclose(f); }
+            const int drew = strstr(out, "wrote") && strstr(out, "status 0") &&
+                             !memcmp(sig, "\x89PNG\r\n\x1a\n", 8) && access(svg, R_OK) == 0;
+            const int said = strstr(out, "python3-matplotlib") && strstr(out, "status 2");
+            check_true("plot_log.curves_or_package_named", drew || said, "%.500s", out);
+            check_true("plot_log.no_steps_refused", strstr(out, "has no step records") &&
+                       strstr(out, "status 1"), "%.500s", out);
+            snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+            if (system(cmd) != 0) printf("  (could not remove %s)\n", dir);
+        }
+    }
     {   /* flags without effect in this run are said */
         char cmd[512], out[4096];
         snprintf(cmd, sizeof cmd, "%s train --device cpu --model mlp --graph --recompute all "
