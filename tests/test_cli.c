@@ -169,6 +169,15 @@ static void test_bad_input(void)
             head[len] = 0;
             check_true("cli.export.no_training_state", len > 8 && strstr(head + 8, "fc1.weight") &&
                        !strstr(head + 8, "__ctrain"), "%zu bytes read", len);
+            snprintf(cmd, sizeof cmd, "cd %s && %s eval --device cpu --model mlp --hidden 32 "
+                     "--load w.safetensors --json e.json > /dev/null 2>&1 && cat e.json && "
+                     "ls", dir, exe);
+            st = run(cmd, out, sizeof out);
+            check_true("cli.eval_json", st == 0 && strstr(out, "{\"event\":\"eval\"") &&
+                       strstr(out, "\"top1\":") && strstr(out, "\"n\":10000") &&
+                       !strstr(out, ".tmp."), "exit %d: %.400s", st, out);
+            expect_error("cli.train_refuses_json", "train --device cpu --json x.json",
+                         "--json is ctrain eval's", NULL);
             snprintf(cmd, sizeof cmd, "cd %s && %s export ck.safetensors 2>&1", dir, exe);
             st = run(cmd, out, sizeof out);
             check_true("cli.export.needs_two_files", st == 1 && strstr(out, "hint:"), "exit %d: %s",

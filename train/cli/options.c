@@ -26,6 +26,7 @@ static void eval_options_usage(void)
            "  --decode D           auto | gpu | cpu: where an ImageFolder's JPEGs are decoded\n"
            "  --precision P        fp32 | tf32 | fp16 | bf16 (default fp32)\n"
            "  --eval-batch N       batch size (default 256)\n"
+           "  --json FILE          also write the result as one JSON object (atomically)\n"
            "  --device D           cpu | cuda | cuda:N (default cuda when a GPU is present)\n"
            "  --seed N             seed (default 42)\n"
            "  --help               this text\n"
@@ -256,6 +257,12 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
         else if (!strcmp(a, "--graph-warmup")) o->graph_warmup = parse_long(cmd, a, v, 1, 1000);
         else if (!strcmp(a, "--log-every")) o->log_every = (int)parse_long(cmd, a, v, 1, 1 << 30);
         else if (!strcmp(a, "--log")) copy_str(cmd, a, o->log_path, sizeof o->log_path, v);
+        else if (!strcmp(a, "--json")) {
+            if (strcmp(cmd, "eval"))
+                opt_fail(cmd, "--json is ctrain eval's (a training run writes JSON lines with "
+                         "--log FILE)");
+            copy_str(cmd, a, o->json_path, sizeof o->json_path, v);
+        }
         else if (!strcmp(a, "--vocab")) copy_str(cmd, a, o->vocab, sizeof o->vocab, v);
         else if (!strcmp(a, "--save")) copy_str(cmd, a, o->save_path, sizeof o->save_path, v);
         else if (!strcmp(a, "--load")) copy_str(cmd, a, o->load_path, sizeof o->load_path, v);

@@ -22,10 +22,12 @@
  */
 #include "commands.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -348,6 +350,43 @@ int cmd_train(int argc, char **argv)
     return 0;
 }
 
+/* ctrain eval --json FILE: the result as one JSON object, written to a
+ * temporary beside FILE and renamed over it, so a failed write never
+ * replaces a good file. */
+static void eval_write_json(const char *path, const TrainOptions *o, const Run *r,
+                            const EvalResult *ev)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) ct_fatal_hint("check that the folder exists and is writable", "--json: cannot write "
+                          "%s: %s", tmp, strerror(errno));
+    char rev[64] = "";
+    bench_revision(rev, sizeof rev);
+    JsonLine j;
+    json_begin(&j, "eval");
+    json_str(&j, "model", model_kind_name(o->model));
+    json_str(&j, "weights", o->load_path);
+    json_str(&j, "data", r->fd.desc);
+    json_str(&j, "precision", precision_name(o->precision));
+    json_str(&j, "device", ctx_device_name(&r->c));
+    json_str(&j, "revision", rev);
+    json_num(&j, "top1", ev->top1);
+    json_num(&j, "top5", ev->top5);
+    json_num(&j, "loss", ev->loss);
+    json_num(&j, "majority", ev->majority);
+    json_int(&j, "n", ev->n);
+    const int bad = json_end(&j, f) != 0;
+    const int bad_close = fclose(f) != 0;
+    if (bad || bad_close || rename(tmp, path) != 0) {
+        const int e = errno;
+        remove(tmp);
+        ct_fatal_hint("check the disk space and the folder", "--json: cannot write %s: %s", path,
+                      strerror(e));
+    }
+    printf("wrote %s\n", path);
+}
+
 int cmd_eval(int argc, char **argv)
 {
     TrainOptions opts;
@@ -367,6 +406,7 @@ int cmd_eval(int argc, char **argv)
     printf("majority-class baseline %.2f%% (always the held-out split's most common label)\n",
            100.0 * ev.majority);
     if (fd->class_names) eval_print_classes(&ev, fd->class_names);
+    if (opts.json_path[0]) eval_write_json(opts.json_path, &opts, &r, &ev);
     eval_result_free(&ev);
     run_close(&r);
     return 0;

@@ -67,6 +67,7 @@ typedef struct TrainOptions {
     unsigned resume_change;  /* --resume-change FLAG,...: a bit per option that may differ
                                 from the checkpoint's (resume_check.h) */
     char log_path[512];
+    char json_path[512];     /* ctrain eval --json FILE: the result as one JSON object */
     int log_every;
     int trace;
     int hidden[8];
