@@ -219,6 +219,21 @@ static void test_bad_input(void)
             if (system(cmd) != 0) printf("  (could not remove %s)\n", dir);
         }
     }
+    {   /* on a 40-column terminal (script(1) gives one) the progress line fits 39 */
+        char cmd[512], out[4096];
+        snprintf(cmd, sizeof cmd, "command -v script > /dev/null || { echo no-script; exit 0; }; "
+                 "script -qc 'stty cols 40; %s train --device cpu --steps 2 --batch 8 "
+                 "--log-every 1' /dev/null 2>&1 | tr '\\r' '\\n' | grep 'step 2/2'", bin());
+        run(cmd, out, sizeof out);
+        if (strstr(out, "no-script")) {
+            printf("  skip cli.progress_fits_terminal: script(1) is not installed\n");
+        } else {
+            const char *l = strstr(out, "epoch 1/1");
+            size_t n = l ? strcspn(l, "\n") : 0;
+            check_true("cli.progress_fits_terminal", l && n > 10 && n <= 39, "%zu columns: %.200s",
+                       n, out);
+        }
+    }
     {   /* flags without effect in this run are said */
         char cmd[512], out[4096];
         snprintf(cmd, sizeof cmd, "%s train --device cpu --model mlp --graph --recompute all "

@@ -1,8 +1,11 @@
-/* progress.c — the progress line: in place on a terminal, a line per update otherwise. */
+/* progress.c — the progress line: in place on a terminal (clipped to its width, so
+ * the carriage return can overwrite it), a line per update otherwise. */
 #include "progress.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -12,13 +15,27 @@ void progress_init(Progress *p)
     p->drawn = 0;
 }
 
+/* Columns of the terminal on stdout; 0 when unknown. */
+static int term_width(void)
+{
+    struct winsize ws;
+    return ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+}
+
 void progress_update(Progress *p, const char *fmt, ...)
 {
+    char line[1024];
     va_list ap;
-    if (p->tty) fputs("\r\033[K", stdout);
     va_start(ap, fmt);
-    vprintf(fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    if (p->tty) {
+        /* one screen line: a wrapped line would not be overwritten by \r */
+        const int w = term_width();
+        if (w > 1 && strlen(line) >= (size_t)w) line[w - 1] = 0;
+        fputs("\r\033[K", stdout);
+    }
+    fputs(line, stdout);
     if (!p->tty) fputc('\n', stdout);
     p->drawn = p->tty;
     fflush(stdout);
