@@ -234,6 +234,17 @@ static void test_bad_input(void)
                        n, out);
         }
     }
+    {   /* --no-eval: no evaluation at the end, and nothing said about one */
+        char cmd[512], out[4096];
+        snprintf(cmd, sizeof cmd, "%s train --device cpu --model mlp --hidden 16 --batch 8 "
+                 "--steps 1 --no-eval 2>&1", bin());
+        const int st = run(cmd, out, sizeof out);
+        check_true("cli.no_eval", st == 0 && strstr(out, "trained 1 step") &&
+                   !strstr(out, "test accuracy") && !strstr(out, "no evaluation"),
+                   "exit %d: %.300s", st, out);
+        expect_error("cli.eval_refuses_no_eval", "eval --device cpu --no-eval --load x",
+                     "--no-eval is a training flag", NULL);
+    }
     {   /* flags without effect in this run are said */
         char cmd[512], out[4096];
         snprintf(cmd, sizeof cmd, "%s train --device cpu --model mlp --graph --recompute all "

@@ -40,7 +40,8 @@ static const char *const train_only_flags[] = {
     "--momentum", "--nesterov", "--wd", "--no-wd-bn-bias", "--schedule", "--warmup", "--clip",
     "--label-smoothing", "--recompute", "--graph", "--graph-warmup", "--save", "--save-every",
     "--resume", "--resume-change", "--log", "--log-every", "--gpus", "--bucket-mb", "--sync-bn",
-    "--grad-reduce", "--dist-timeout", "--zero-init-residual", "--trace", "--dropout", NULL};
+    "--grad-reduce", "--dist-timeout", "--zero-init-residual", "--trace", "--dropout",
+    "--no-eval", NULL};
 
 void train_options_usage(const char *cmd)
 {
@@ -124,6 +125,7 @@ void train_options_usage(const char *cmd)
            "  --seed N             initialisation, shuffling and augmentation seed (default 42)\n"
            "  --device D           cpu | cuda | cuda:N (default cuda when a GPU is present)\n"
            "  --eval-batch N       batch size for evaluation (default 256)\n"
+           "  --no-eval            no evaluation on the held-out split at the end\n"
            "  --trace              print what AMP, accumulation and recompute did at every step\n"
            "                       (loss scale, skipped steps, recomputed segments, memory;\n"
            "                       waits for the device each step: for learning, not timing)\n"
@@ -223,6 +225,7 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
         if (!strcmp(a, "--no-wd-bn-bias")) { o->no_wd_bn_bias = 1; continue; }
         if (!strcmp(a, "--zero-init-residual")) { o->zero_init_residual = 1; continue; }
         if (!strcmp(a, "--graph")) { o->graph = 1; continue; }
+        if (!strcmp(a, "--no-eval")) { o->no_eval = 1; continue; }
         if (!strcmp(a, "--trace")) { o->trace = 1; continue; }
         if (!strcmp(a, "--sync-bn")) { o->dist.sync_bn = 1; continue; }
         if (strncmp(a, "--", 2) != 0) {

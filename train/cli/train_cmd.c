@@ -318,7 +318,7 @@ int cmd_train(int argc, char **argv)
         ckpt_save_params_or_die(&m->params, o->save_path, meta, 3);
         printf("saved %s\n", o->save_path);
     }
-    if (fd->has_eval) {
+    if (fd->has_eval && !o->no_eval) {
         EvalResult ev = evaluate(c, m, fd);
         printf("test accuracy %.2f%% (top-5 %.2f%%)  test loss %.4f  (%ld %s)\n",
                100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n,
@@ -341,7 +341,7 @@ int cmd_train(int argc, char **argv)
             json_log(&j, logf, o->log_path);
         }
         eval_result_free(&ev);
-    } else if (dist_is_main(r.dist)) {
+    } else if (dist_is_main(r.dist) && !o->no_eval) {
         printf("no evaluation: --data %s has no held-out split (an ImageFolder needs a val/ "
                "folder beside train/; synthetic data has none; an mlm: shard none yet)\n",
                o->data);
