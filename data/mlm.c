@@ -319,6 +319,7 @@ int mlm_init(MlmBatcher *mb, const TextShard *shard, const MlmConfig *cfg, const
         return ct_fail(err, errlen, MLM_ERR_LIMIT, "the shard packs into %llu sequences, more "
                        "than an epoch permutation holds (%u)", (unsigned long long)mb->n_seq,
                        UINT32_MAX);
+    mb->n_train = mb->n_seq;
     mb->n_local = mb->n_seq;
     mb->rand_ids = malloc(c->vocab_size * sizeof *mb->rand_ids);
     mb->perm = malloc(mb->n_seq * sizeof *mb->perm);
@@ -349,11 +350,11 @@ void mlm_set_shard(MlmBatcher *mb, uint32_t rank, uint32_t world)
 {
     if (world < 1) world = 1;
     CT_ASSERT(rank < world, "mlm_set_shard: rank %u of %u", rank, world);
-    uint64_t k = shuffle_shard_count((uint32_t)mb->n_seq, world);
+    uint64_t k = shuffle_shard_count((uint32_t)mb->n_train, world);
     if (k == 0)
         ct_fatal_hint("use a longer corpus, a shorter --seq or fewer GPUs",
-                      "the shard packs into %llu sequences, fewer than the %u ranks",
-                      (unsigned long long)mb->n_seq, world);
+                      "the shard packs into %llu training sequences, fewer than the %u ranks",
+                      (unsigned long long)mb->n_train, world);
     mb->rank = rank;
     mb->world = world;
     mb->n_local = k;
@@ -365,25 +366,56 @@ uint64_t mlm_batches_per_epoch(const MlmBatcher *mb)
     return (mb->n_local + (uint64_t)mb->cfg.B - 1) / (uint64_t)mb->cfg.B;
 }
 
+/* Row b of out: sequence seq packed and masked as in `epoch`. */
+static void batch_row(const MlmBatcher *mb, MlmBatch *out, int b, uint64_t seq, uint64_t epoch)
+{
+    const MlmConfig *c = &mb->cfg;
+    const int T = c->T;
+    int32_t *ids = out->input_ids + (size_t)b * T, *attn = out->attention_mask + (size_t)b * T;
+    mlm_pack(mb, ids, attn, seq);
+    mlm_mask(ids, out->labels + (size_t)b * T, T, c, mb->rand_ids, mb->n_rand, epoch, seq);
+    memset(out->token_type_ids + (size_t)b * T, 0, (size_t)T * sizeof(int32_t));
+    if (out->attention_mask_f32)
+        for (int t = 0; t < T; t++) out->attention_mask_f32[(size_t)b * T + t] = (float)attn[t];
+}
+
 void mlm_batch(MlmBatcher *mb, MlmBatch *out, uint64_t epoch, uint64_t step)
 {
     const MlmConfig *c = &mb->cfg;
     if (!mb->perm_valid || mb->perm_epoch != epoch) {
-        shuffle_perm(mb->perm, (uint32_t)mb->n_seq, c->seed, epoch);
-        shuffle_shard(mb->perm, (uint32_t)mb->n_seq, mb->rank, mb->world);
+        shuffle_perm(mb->perm, (uint32_t)mb->n_train, c->seed, epoch);
+        shuffle_shard(mb->perm, (uint32_t)mb->n_train, mb->rank, mb->world);
         mb->perm_epoch = epoch;
         mb->perm_valid = 1;
     }
-    int T = c->T;
-    for (int b = 0; b < c->B; b++) {
-        uint64_t seq = mb->perm[(step * (uint64_t)c->B + (uint64_t)b) % mb->n_local];
-        int32_t *ids = out->input_ids + (size_t)b * T, *attn = out->attention_mask + (size_t)b * T;
-        mlm_pack(mb, ids, attn, seq);
-        mlm_mask(ids, out->labels + (size_t)b * T, T, c, mb->rand_ids, mb->n_rand, epoch, seq);
-        memset(out->token_type_ids + (size_t)b * T, 0, (size_t)T * sizeof(int32_t));
-        if (out->attention_mask_f32)
-            for (int t = 0; t < T; t++) out->attention_mask_f32[(size_t)b * T + t] = (float)attn[t];
-    }
+    for (int b = 0; b < c->B; b++)
+        batch_row(mb, out, b, mb->perm[(step * (uint64_t)c->B + (uint64_t)b) % mb->n_local], epoch);
+}
+
+void mlm_hold_out(MlmBatcher *mb, uint64_t n)
+{
+    CT_ASSERT(n < mb->n_seq && mb->world == 1, "mlm_hold_out: %llu of %llu sequences (world %u)",
+              (unsigned long long)n, (unsigned long long)mb->n_seq, mb->world);
+    mb->n_train = mb->n_seq - n;
+    mb->n_local = mb->n_train;
+    mb->perm_valid = 0;
+}
+
+uint64_t mlm_held_out_count(uint64_t n_seq)
+{
+    if (n_seq < 100) return 0;
+    const uint64_t n = (n_seq + 99) / 100;
+    return n > 10000 ? 10000 : n;
+}
+
+void mlm_eval_batch(const MlmBatcher *mb, MlmBatch *out, uint64_t first, int n)
+{
+    const MlmConfig *c = &mb->cfg;
+    CT_ASSERT(n >= 1 && n <= c->B && mb->n_train + first + (uint64_t)n <= mb->n_seq,
+              "mlm_eval_batch: held-out sequences %llu + %d past the %llu held out",
+              (unsigned long long)first, n, (unsigned long long)(mb->n_seq - mb->n_train));
+    for (int b = 0; b < n; b++)
+        batch_row(mb, out, b, mb->n_train + first + (uint64_t)b, MLM_EVAL_EPOCH);
 }
 
 void mlm_synthetic_batch(MlmBatch *out, const MlmConfig *cfg, uint64_t step)

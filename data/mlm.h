@@ -121,7 +121,8 @@ typedef struct {
     uint64_t perm_epoch;
     int perm_valid;
     uint32_t rank, world;        /* data parallel: this rank's share (world 1: all) */
-    uint64_t n_local;            /* sequences an epoch visits: n_seq / world */
+    uint64_t n_train;            /* sequences the epochs draw from: n_seq minus the held-out tail */
+    uint64_t n_local;            /* sequences an epoch visits: n_train / world */
 } MlmBatcher;
 
 /* Set up over an open shard (kept by pointer: keep it open). A batcher
@@ -140,6 +141,21 @@ void mlm_free(MlmBatcher *mb);
 void mlm_set_shard(MlmBatcher *mb, uint32_t rank, uint32_t world);
 
 uint64_t mlm_batches_per_epoch(const MlmBatcher *mb);
+
+/* Held-out evaluation: the last n sequences of the shard leave the epochs
+ * (call after mlm_init, before mlm_set_shard; n < n_seq) and are read in
+ * order by mlm_eval_batch, masked as in an epoch of their own
+ * (MLM_EVAL_EPOCH), so every evaluation scores the same positions. */
+#define MLM_EVAL_EPOCH 0xE7A10000u
+void mlm_hold_out(MlmBatcher *mb, uint64_t n);
+/* Held-out sequences first .. first + n - 1 (0 = the first held out; all
+ * must be held out; n <= cfg.B) into rows 0 .. n-1 of out. */
+void mlm_eval_batch(const MlmBatcher *mb, MlmBatch *out, uint64_t first, int n);
+/* How many of n_seq sequences a run holds out: 1% (Hugging Face's run_mlm
+ * holds out 5%; a shard is often small), at most 10,000, and none below 100
+ * sequences. A function of the shard alone, so `ctrain eval` holds out what
+ * the training run did, whatever the batch. */
+uint64_t mlm_held_out_count(uint64_t n_seq);
 
 /* Batch `step` (0-based, < mlm_batches_per_epoch) of `epoch` into out
  * (allocated for cfg.B x cfg.T). */

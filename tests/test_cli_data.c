@@ -5,7 +5,9 @@
  *     an --out in a missing folder (named, before the corpus is read), a
  *     corpus that is not UTF-8, a vocab without [UNK], a corpus whose
  *     documents give no token to mask;
- *   - --data mlm:SHARD: a reordered vocab of the same size is refused by the
+ *   - --data mlm:SHARD: training ends with the held-out tail's masked-token
+ *     accuracy, loss and perplexity, and ctrain eval of the saved weights
+ *     gives the same line; a reordered vocab of the same size is refused by the
  *     shard's vocab hash (both files named), a CTTOK1 shard trains with one
  *     warning, a vocab with a UTF-8 byte-order mark trains (with a warning),
  *     a vocab lacking [PAD] is refused naming it;
@@ -153,6 +155,18 @@ static void test_mlm_feed(const char *corpus, const char *vocab)
     snprintf(cmd, sizeof cmd, "%s %s --data mlm:%s --vocab %s 2>&1", bin(), train, shard, vocab);
     int st = run(cmd, out, sizeof out);
     check_true("mlm.trains", st == 0 && strstr(out, "trained 1 steps") && !strstr(out, "[warn]"),
+               "exit %d: %s", st, out);
+
+    /* the held-out tail: scored at the end of training, and by ctrain eval
+     * (another batch size) on exactly the same masked tokens */
+    snprintf(cmd, sizeof cmd, "%s %s --data mlm:%s --vocab %s --save %s/mlm.st 2>&1 | grep "
+             "'held-out masked LM' && %s eval --model bert-tiny --device cpu --seq 16 --data "
+             "mlm:%s --vocab %s --load %s/mlm.st 2>&1 | grep 'held-out masked LM'", bin(), train,
+             shard, vocab, tmp, bin(), shard, vocab, tmp);
+    st = run(cmd, out, sizeof out);
+    char *nl = strchr(out, '\n');
+    check_true("mlm.held_out_eval", st == 0 && nl && strstr(out, "perplexity") &&
+               strstr(out, "masked tokens") && !strncmp(out, nl + 1, (size_t)(nl - out)),
                "exit %d: %s", st, out);
 
     /* the same tokens, two swapped: same size, another vocab */

@@ -227,6 +227,61 @@ static void test_determinism(const TextShard *s)
     mlm_free(&m8);
 }
 
+/* The held-out tail: out of every epoch, read in order by mlm_eval_batch,
+ * masked the same way each time and independently of the batch size. */
+static void test_hold_out(const TextShard *s)
+{
+    check_true("hold_out.count", mlm_held_out_count(99) == 0 && mlm_held_out_count(100) == 1 &&
+               mlm_held_out_count(200) == 2 &&
+               mlm_held_out_count(13282) == 133 && mlm_held_out_count(5000000) == 10000,
+               "%llu %llu %llu %llu %llu", (unsigned long long)mlm_held_out_count(99),
+               (unsigned long long)mlm_held_out_count(100),
+               (unsigned long long)mlm_held_out_count(200),
+               (unsigned long long)mlm_held_out_count(13282),
+               (unsigned long long)mlm_held_out_count(5000000));
+    char err[256];
+    MlmConfig c4 = test_config(4, 42), c3 = test_config(3, 42);
+    MlmBatcher m, m3;
+    mlm_init(&m, s, &c4, NULL, err, sizeof err);
+    mlm_init(&m3, s, &c3, NULL, err, sizeof err);
+    const uint64_t n_seq = m.n_seq, held = 5;
+    mlm_hold_out(&m, held);
+    mlm_hold_out(&m3, held);
+    MlmBatch e, a, b;
+    mlm_batch_alloc(&e, 4, T, 0);
+    mlm_batch_alloc(&a, 4, T, 0);
+    mlm_batch_alloc(&b, 3, T, 0);
+    int leak = 0;
+    for (uint64_t st = 0; st < mlm_batches_per_epoch(&m); st++) {
+        mlm_batch(&m, &e, 2, st);
+        for (int r = 0; r < 4; r++) leak |= m.perm[(st * 4 + (uint64_t)r) % m.n_local] >= n_seq - held;
+    }
+    check_true("hold_out.not_trained_on", !leak && m.n_train == n_seq - held, "a held-out "
+               "sequence is in an epoch (n_train %llu of %llu)", (unsigned long long)m.n_train,
+               (unsigned long long)n_seq);
+    /* sequence n_seq - held + 3: row 3 of the first batch of 4, row 0 of the
+     * second batch of 3; packed as mlm_pack does, masked identically */
+    mlm_eval_batch(&m, &a, 0, 4);
+    mlm_eval_batch(&m3, &b, 3, 2);
+    int32_t ids[64], attn[64];
+    mlm_pack(&m, ids, attn, n_seq - held + 3);
+    int same_mask = !memcmp(a.input_ids + 3 * T, b.input_ids, T * sizeof(int32_t)) &&
+                    !memcmp(a.labels + 3 * T, b.labels, T * sizeof(int32_t));
+    int labelled = 0, packed = 1;
+    for (int t = 0; t < T; t++) {
+        const int32_t l = a.labels[3 * T + t];
+        labelled += l != MLM_IGNORE_INDEX;
+        packed &= (l != MLM_IGNORE_INDEX ? l : a.input_ids[3 * T + t]) == ids[t];
+    }
+    check_true("hold_out.eval_batch_fixed", same_mask && packed && labelled > 0,
+               "same masking %d, packed %d, %d labelled", same_mask, packed, labelled);
+    mlm_batch_free(&e);
+    mlm_batch_free(&a);
+    mlm_batch_free(&b);
+    mlm_free(&m);
+    mlm_free(&m3);
+}
+
 static void test_synthetic(void)
 {
     MlmConfig c = test_config(16, 7);
@@ -618,6 +673,7 @@ int main(void)
             test_masked_rows(&mb);
             mlm_free(&mb);
             test_determinism(&s);
+            test_hold_out(&s);
         }
         MlmConfig bad = test_config(8, 1);
         bad.mask_id = -1;

@@ -137,6 +137,17 @@ static void log_config(FILE *f, const TrainOptions *o, const Model *m, Feed *fd,
     json_log(&j, f, o->log_path);
 }
 
+/* --data mlm:SHARD: the evaluation scores masked tokens on the held-out tail */
+static int is_mlm(const TrainOptions *o) { return !strncmp(o->data, "mlm:", 4); }
+
+static void print_mlm_eval(const EvalResult *ev)
+{
+    printf("held-out masked LM: masked-token accuracy %.2f%% (top-5 %.2f%%)  loss %.4f  "
+           "perplexity %.2f  (%ld masked tokens)\n", 100.0 * ev->top1, 100.0 * ev->top5,
+           ev->loss, exp(ev->loss), ev->n);
+    printf("most-common-token baseline %.2f%%\n", 100.0 * ev->majority);
+}
+
 /* --trace: what the graph machinery did for this step. */
 static const char *graph_what(const Trainer *t, char *buf, size_t n)
 {
@@ -320,11 +331,15 @@ int cmd_train(int argc, char **argv)
     }
     if (fd->has_eval && !o->no_eval) {
         EvalResult ev = evaluate(c, m, fd);
-        printf("test accuracy %.2f%% (top-5 %.2f%%)  test loss %.4f  (%ld %s)\n",
-               100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n,
-               fd->vocab_size ? "examples" : "images");
-        printf("majority-class baseline %.2f%% (always the held-out split's most common label)\n",
-               100.0 * ev.majority);
+        if (is_mlm(o))
+            print_mlm_eval(&ev);
+        else {
+            printf("test accuracy %.2f%% (top-5 %.2f%%)  test loss %.4f  (%ld %s)\n",
+                   100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n,
+                   fd->vocab_size ? "examples" : "images");
+            printf("majority-class baseline %.2f%% (always the held-out split's most common "
+                   "label)\n", 100.0 * ev.majority);
+        }
         if (fd->class_names) eval_print_classes(&ev, fd->class_names);
         if (logf) {
             JsonLine j;
@@ -335,6 +350,7 @@ int cmd_train(int argc, char **argv)
             json_num(&j, "test_top5", ev.top5);
             json_num(&j, "test_loss", ev.loss);
             json_num(&j, "majority_acc", ev.majority);
+            if (is_mlm(o)) json_num(&j, "perplexity", exp(ev.loss));
             json_int(&j, "test_n", ev.n);
             json_num(&j, "train_time_s", train_s);
             json_int(&j, "peak_mem_bytes", (int64_t)c->mem.peak);
@@ -343,8 +359,8 @@ int cmd_train(int argc, char **argv)
         eval_result_free(&ev);
     } else if (dist_is_main(r.dist) && !o->no_eval) {
         printf("no evaluation: --data %s has no held-out split (an ImageFolder needs a val/ "
-               "folder beside train/; synthetic data has none; an mlm: shard none yet)\n",
-               o->data);
+               "folder beside train/; synthetic data has none; an mlm: shard holds out 1%% of "
+               "its sequences from 100 on)\n", o->data);
     }
     run_close(&r);                 /* [dist] barrier, then NCCL teardown; the log; the rest */
     return 0;
@@ -375,6 +391,7 @@ static void eval_write_json(const char *path, const TrainOptions *o, const Run *
     json_num(&j, "top5", ev->top5);
     json_num(&j, "loss", ev->loss);
     json_num(&j, "majority", ev->majority);
+    if (is_mlm(o)) json_num(&j, "perplexity", exp(ev->loss));
     json_int(&j, "n", ev->n);
     const int bad = json_end(&j, f) != 0;
     const int bad_close = fclose(f) != 0;
@@ -401,10 +418,15 @@ int cmd_eval(int argc, char **argv)
     run_open(&r, &opts, &spec);
     const Feed *fd = &r.fd;
     EvalResult ev = evaluate(&r.c, &r.m, &r.fd);
-    printf("%s on %s: top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld %s)\n", r.m.name, fd->desc,
-           100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n, fd->vocab_size ? "examples" : "images");
-    printf("majority-class baseline %.2f%% (always the held-out split's most common label)\n",
-           100.0 * ev.majority);
+    printf("%s on %s:\n", r.m.name, fd->desc);
+    if (is_mlm(&opts))
+        print_mlm_eval(&ev);
+    else {
+        printf("top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld %s)\n", 100.0 * ev.top1,
+               100.0 * ev.top5, ev.loss, ev.n, fd->vocab_size ? "examples" : "images");
+        printf("majority-class baseline %.2f%% (always the held-out split's most common "
+               "label)\n", 100.0 * ev.majority);
+    }
     if (fd->class_names) eval_print_classes(&ev, fd->class_names);
     if (opts.json_path[0]) eval_write_json(opts.json_path, &opts, &r, &ev);
     eval_result_free(&ev);

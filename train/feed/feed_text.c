@@ -34,6 +34,7 @@ typedef struct Text {
     FeedStage st;            /* pinned staging, a set = one HostBatch */
     int have_shard;
     int slots;               /* S: masked-row slots a sequence */
+    uint64_t n_eval, eval_pos; /* held-out sequences (mlm_held_out_count) and the next one */
 } Text;
 
 static HostBatch text_host(Text *T, int k)
@@ -64,6 +65,39 @@ static void text_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
     HostBatch h = text_host(T, k);
     fill_host(&h, &T->batch, T->slots);
     feed_stage_send(&T->st, c, k, f->in, NULL, 5);
+}
+
+/* Evaluation on the held-out tail (data/mlm.h mlm_hold_out): whole batches
+ * through the same staging into the training tensors (training is over, or
+ * paused, when the evaluation runs), handed out as views. */
+static void text_eval_start(Feed *f, Ctx *c)
+{
+    (void)c;
+    ((Text *)f->impl)->eval_pos = 0;
+}
+
+static int text_eval_next(Feed *f, Ctx *c, Tensor **in, int *n)
+{
+    Text *T = (Text *)f->impl;
+    if (T->eval_pos >= T->n_eval) return 0;
+    const uint64_t left = T->n_eval - T->eval_pos;
+    const int b = left < (uint64_t)T->batch.B ? (int)left : T->batch.B, S = T->batch.T;
+    int k = feed_stage_next(&T->st);
+    mlm_eval_batch(&T->mb, &T->batch, T->eval_pos, b);
+    T->eval_pos += (uint64_t)b;
+    MlmBatch part = T->batch;   /* the first b rows (row-major: a prefix) */
+    part.B = b;
+    HostBatch h = text_host(T, k);
+    fill_host(&h, &part, T->slots);
+    feed_stage_send(&T->st, c, k, f->in, NULL, 5);
+    const int64_t M = (int64_t)b * T->slots;
+    in[0] = tensor_view(c, f->in[0]->data, DT_I32, 2, (int64_t[]){b, S});
+    in[1] = tensor_view(c, f->in[1]->data, DT_I32, 2, (int64_t[]){b, S});
+    in[2] = tensor_view(c, f->in[2]->data, DT_F32, 2, (int64_t[]){b, S});
+    in[3] = tensor_view(c, f->in[3]->data, DT_I32, 1, (int64_t[]){M});
+    in[4] = tensor_view(c, f->in[4]->data, DT_I32, 1, (int64_t[]){M});
+    *n = b;
+    return 1;
 }
 
 static void synthetic_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
@@ -182,11 +216,20 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
     st = mlm_init(&T->mb, &T->shard, &cfg, &T->wp, err, sizeof err);
     if (st != 0) ct_fatal_hint(mlm_hint(st), "%s", err);
     T->have_shard = 1;
+    T->n_eval = mlm_held_out_count(T->mb.n_seq);
+    if (T->n_eval) {
+        mlm_hold_out(&T->mb, T->n_eval);
+        f->has_eval = 1;
+        f->eval_start = text_eval_start;
+        f->eval_next = text_eval_next;
+    }
     mlm_set_shard(&T->mb, (uint32_t)c->dp_rank, (uint32_t)feed_world(c));
     f->next = text_next;
     f->batches_per_epoch = (long)mlm_batches_per_epoch(&T->mb);
     f->classes = (int)T->wp.V;
     f->vocab_size = (int)T->wp.V;
-    snprintf(f->desc, sizeof f->desc, "masked LM on %s (%llu tokens, %u docs, vocab %u, %d tokens/seq)",
-             path, (unsigned long long)T->shard.n_tokens, T->shard.n_docs, T->wp.V, S);
+    snprintf(f->desc, sizeof f->desc, "masked LM on %s (%llu tokens, %u docs, vocab %u, %d "
+             "tokens/seq; %llu sequences, the last %llu held out)", path,
+             (unsigned long long)T->shard.n_tokens, T->shard.n_docs, T->wp.V, S,
+             (unsigned long long)T->mb.n_seq, (unsigned long long)T->n_eval);
 }
