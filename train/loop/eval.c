@@ -9,6 +9,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "ops/ops.h"
+#include "progress.h"
 
 #define EVAL_IGNORE (-100)   /* the loss's ignore index: such rows are not scored */
 
@@ -54,6 +55,13 @@ EvalResult evaluate(Ctx *c, Model *m, Feed *f)
     f->eval_start(f, c);
     Tensor *in[FEED_MAX_IN];
     int n;
+    /* a pass can take a minute: say how it goes (on a terminal every second,
+     * into a file or pipe every 10 s), only after the first 2 s */
+    Progress pg;
+    progress_init(&pg);
+    const double t0 = progress_now(), every = pg.tty ? 1.0 : 10.0;
+    double shown = t0 + 2.0 - every;
+    long rows_seen = 0;
     while (f->eval_next(f, c, in, &n)) {
         Tensor *logits = NULL;
         Tensor *loss = model_loss(c, m, in, 0.0f, &logits);
@@ -101,11 +109,19 @@ EvalResult evaluate(Ctx *c, Model *m, Feed *f)
         /* the loss is the mean over the batch's labelled rows: weight it by them */
         loss_sum += (double)lv * (double)scored;
         r.n += scored;
-        (void)n;
+        rows_seen += (long)n;
+        const double now = progress_now();
+        if (now - shown >= every && c->dp_rank == 0) {
+            progress_update(&pg, "evaluating: %ld examples in %.0f s (%.0f/s), top-1 so far "
+                            "%.2f%%", rows_seen, now - t0, (double)rows_seen / (now - t0),
+                            r.n ? 100.0 * (double)top1 / (double)r.n : 0.0);
+            shown = now;
+        }
         tensor_release(loss);
         tensor_release(logits);
         for (int i = 0; i < f->n_in; i++) tensor_release(in[i]);
     }
+    progress_done(&pg);
     ctx_check_flags(c);   /* labels or token ids the device kernels flagged */
     long most = 0;
     for (size_t k = 0; k < K; k++) if (r.class_n[k] > most) most = r.class_n[k];
