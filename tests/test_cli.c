@@ -245,6 +245,32 @@ static void test_bad_input(void)
         expect_error("cli.eval_refuses_no_eval", "eval --device cpu --no-eval --load x",
                      "--no-eval is a training flag", NULL);
     }
+    {   /* the logged loss is the mean of the interval's micro-batches: with
+         * --log-every 2, the mean of the two steps' losses that --trace
+         * prints one by one (accumulation 1: a step's loss is its one
+         * micro-batch's) */
+        char cmd[1024], out[8192];
+        snprintf(cmd, sizeof cmd, "%s train --device cpu --model mlp --hidden 16 --batch 8 "
+                 "--steps 4 --log-every 2 --trace 2>&1 | grep -E '^(trace step|epoch)'", bin());
+        run(cmd, out, sizeof out);
+        double tr[5] = {0}, logged[5] = {0};
+        for (const char *p = out; (p = strstr(p, "trace step ")); p++) {
+            int st;
+            double v;
+            if (sscanf(p, "trace step %d: loss %lf", &st, &v) == 2 && st >= 1 && st <= 4) tr[st] = v;
+        }
+        for (const char *p = out; (p = strstr(p, "step ")); p++) {
+            int st, of;
+            double v;
+            if (sscanf(p, "step %d/%d  loss %lf", &st, &of, &v) == 3 && st >= 1 && st <= 4)
+                logged[st] = v;
+        }
+        const double m12 = (tr[1] + tr[2]) / 2, m34 = (tr[3] + tr[4]) / 2;
+        check_true("cli.logged_loss_is_interval_mean", tr[4] != 0 &&
+                   fabs(logged[2] - m12) < 1e-4 && fabs(logged[4] - m34) < 1e-4 &&
+                   fabs(logged[4] - tr[4]) > 1e-6, "steps 1-4 %g %g %g %g, logged %g %g", tr[1],
+                   tr[2], tr[3], tr[4], logged[2], logged[4]);
+    }
     {   /* flags without effect in this run are said */
         char cmd[512], out[4096];
         snprintf(cmd, sizeof cmd, "%s train --device cpu --model mlp --graph --recompute all "

@@ -248,7 +248,8 @@ int cmd_train(int argc, char **argv)
         }
 
         if (step % o->log_every == 0 || step == total) {
-            float lv = trainer_loss_mean(tr);   /* waits for the step; [dist] rank average */
+            /* the mean over the interval's micro-batches; waits; [dist] rank average */
+            float lv = trainer_loss_interval(tr);
             ctx_check_flags(c);
             ScalerState ss;
             float gnorm = NAN;

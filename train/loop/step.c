@@ -42,6 +42,8 @@ void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o,
     t->graph.warmup_steps = o->graph_warmup;
     t->grad_reduce = o->dist.grad_reduce;
     t->overlap = overlap_mode(c, &m->params, &t->opt, t->grad_reduce, t->clip, t->scaler.enabled);
+    t->loss_acc = tensor_new(c, DT_F32, 1, (int64_t[]){1});
+    mem_set_f32(c, (float *)t->loss_acc->data, 0.0f);
 }
 
 void trainer_step(Trainer *t)
@@ -53,12 +55,15 @@ void trainer_step(Trainer *t)
         trainer_graph_capture(t);
     t->lr = sched_lr(&t->sched, t->step);
     if (t->graph.state == GRAPH_ON) {
-        trainer_graph_step(t);
+        trainer_graph_step(t);   /* each micro-batch graph adds its loss to loss_acc */
+        t->loss_acc_n += t->accum;
         return;
     }
     for (int k = 0; k < t->accum; k++, t->micro++) {
         trainer_feed_next(t);
         Tensor *loss = trainer_micro_body(t, k == t->accum - 1);
+        trainer_loss_accumulate(t, loss);
+        t->loss_acc_n++;
         tensor_release(t->last_loss);
         t->last_loss = loss;
     }
@@ -87,6 +92,8 @@ void trainer_free(Trainer *t)
     t->ov = NULL;
     tensor_release(t->last_loss);
     t->last_loss = NULL;
+    tensor_release(t->loss_acc);
+    t->loss_acc = NULL;
     scaler_free(&t->scaler);
     optimizer_free(&t->opt, &t->model->params);
 }
@@ -129,27 +136,29 @@ void trainer_dist_attach(Trainer *t, Dist *d)
     dist_attach(d, &m, &h);
 }
 
-float trainer_loss_mean(Trainer *t)
+float trainer_loss_interval(Trainer *t)
 {
 #ifdef CTRAIN_CUDA
-    /* a replayed step leaves its loss in the graph's static tensor, not in
-     * last_loss: average that one, or --graph would log rank 0's loss */
-    Tensor *lt = t->graph.state == GRAPH_ON ? t->graph.loss : t->last_loss;
-    if (t->dist && lt) dist_loss_average(t->dist, (float *)lt->data);
+    if (t->dist) dist_loss_average(t->dist, (float *)t->loss_acc->data);   /* the sums' mean */
 #endif
-    return trainer_loss_value(t);
+    float sum;
+    tensor_to_f32(&sum, t->loss_acc);   /* waits for the queued steps */
+    const long n = t->loss_acc_n;
+    mem_set_f32(t->ctx, (float *)t->loss_acc->data, 0.0f);
+    t->loss_acc_n = 0;
+    return n ? sum / (float)n : NAN;
 }
 
 /* ---- training checkpoints ---- */
 
 /* The extra tensors of a training checkpoint, pointing into host staging. */
 typedef struct TrainState {
-    CkptTensor t[8];
+    CkptTensor t[OPTIM_MAX_BLOCKS + 8];   /* the blocks and at most 8 scalars */
     int n, nblocks;
     char names[OPTIM_MAX_BLOCKS][32];
     float *blocks;                      /* nblocks * P host floats */
-    int64_t opt_step, step, micro, rng, counts[2];
-    float scale;
+    int64_t opt_step, step, micro, rng, counts[2], loss_n;
+    float scale, loss_sum;
 } TrainState;
 
 static CkptTensor one_tensor(const char *name, DType dt, int64_t n, void *data)
@@ -164,7 +173,10 @@ static CkptTensor one_tensor(const char *name, DType dt, int64_t n, void *data)
     return c;
 }
 
-static void train_state_init(TrainState *s, Trainer *t)
+/* with_loss: the logging interval's partial loss sum and count (files
+ * written before they were kept have neither: the resumed interval then
+ * starts empty) */
+static void train_state_init(TrainState *s, Trainer *t, int with_loss)
 {
     memset(s, 0, sizeof *s);
     size_t P = t->model->params.total;
@@ -183,15 +195,22 @@ static void train_state_init(TrainState *s, Trainer *t)
     s->t[s->n++] = one_tensor("__ctrain.step", DT_I64, 1, &s->step);
     s->t[s->n++] = one_tensor("__ctrain.micro", DT_I64, 1, &s->micro);
     s->t[s->n++] = one_tensor("__ctrain.rng_offset", DT_I64, 1, &s->rng);
+    if (with_loss) {
+        s->t[s->n++] = one_tensor("__ctrain.loss_sum", DT_F32, 1, &s->loss_sum);
+        s->t[s->n++] = one_tensor("__ctrain.loss_count", DT_I64, 1, &s->loss_n);
+    }
+    CT_ASSERT(s->n <= (int)(sizeof s->t / sizeof s->t[0]), "train_state_init: %d tensors", s->n);
 }
 
 void trainer_save(Trainer *t, const TrainOptions *o, const char *path)
 {
     ParamSet *ps = &t->model->params;
     TrainState s;
-    train_state_init(&s, t);
+    train_state_init(&s, t, 1);
     float *dev[OPTIM_MAX_BLOCKS];
     optimizer_state(&t->opt, dev);
+    mem_to_host(t->ctx, &s.loss_sum, t->loss_acc->data, sizeof(float));
+    s.loss_n = t->loss_acc_n;
     for (int i = 0; i < s.nblocks; i++)   /* stream-ordered: after the queued steps */
         mem_to_host(t->ctx, s.blocks + (size_t)i * ps->total, dev[i], ps->total * sizeof(float));
     s.opt_step = optimizer_steps(&t->opt, ps);
@@ -238,10 +257,11 @@ void trainer_resume(Trainer *t, const TrainOptions *o, const char *path)
                       "%s holds weights only, not a training state", path);
     }
     resume_check(&f, path, t, o);   /* model, optimizer, batch, ..., lr, steps, data */
+    const int with_loss = st_find(&f, "__ctrain.loss_sum") != NULL;
     st_close(&f);
 
     TrainState s;
-    train_state_init(&s, t);
+    train_state_init(&s, t, with_loss);
     code = ckpt_load(path, ps, t->model->name, s.t, s.n, 0, NULL, err, sizeof err);
     if (code) {
         free(s.blocks);
@@ -262,4 +282,8 @@ void trainer_resume(Trainer *t, const TrainOptions *o, const char *path)
     t->micro = (long)s.micro;
     t->graph_start = t->step;   /* --graph warms up again from here */
     t->ctx->rng_offset = (uint64_t)s.rng;
+    if (with_loss && s.loss_n >= 0) {
+        mem_to_device(t->ctx, t->loss_acc->data, &s.loss_sum, sizeof(float));
+        t->loss_acc_n = (long)s.loss_n;
+    }
 }

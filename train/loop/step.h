@@ -45,9 +45,11 @@ void trainer_free(Trainer *t);
  * parallel gets the buffers and the loop's callbacks (train/parallel/dist.h:
  * DistModel, DistHooks), not the Trainer. */
 void trainer_dist_attach(Trainer *t, Dist *d);
-/* trainer_loss_value averaged over the ranks (waits for the device). Every
- * rank must call it at the same steps. Alone: trainer_loss_value. */
-float trainer_loss_mean(Trainer *t);
+/* The mean loss of every micro-batch since the last call (or the start, or
+ * the resume), averaged over the ranks; waits for the device, and starts the
+ * next interval. Every rank must call it at the same steps. NaN when no
+ * micro-batch ran. What the progress line and --log report. */
+float trainer_loss_interval(Trainer *t);
 
 /* Training checkpoints (--save FILE --save-every N, --resume FILE): one
  * safetensors file with the parameters and buffers under their PyTorch names

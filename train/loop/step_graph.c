@@ -98,6 +98,7 @@ static int capture_micro(Trainer *t, int last, cudaGraphExec_t *exec, char *why,
               "--graph: the loss must be one f32 value (got %zu of %s)", loss->numel,
               dtype_name(loss->dtype));
     mem_copy(c, g->loss->data, loss->data, sizeof(float));
+    trainer_loss_accumulate(t, loss);   /* the interval's sum, in the graph */
     tensor_release(loss);
     g->rng_per_micro = c->rng_offset;
     if (g->rng_per_micro) step_graph_advance_cuda(NULL, 0, g->rng_base, g->rng_per_micro,

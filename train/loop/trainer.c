@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 #include "engine/autograd.h"
+#include "engine/kernels.h"
 #include "engine/mem.h"
 #include "engine/params.h"
 #include "train/parallel/dist.h"
@@ -72,4 +73,15 @@ void trainer_feed_next(Trainer *t)
     long per_epoch = t->steps_per_epoch * t->accum;   /* micro-batches per epoch */
     t->feed->next(t->feed, t->ctx, (uint64_t)(t->micro / per_epoch),
                   (uint32_t)(t->micro % per_epoch));
+}
+
+void trainer_loss_accumulate(Trainer *t, const Tensor *loss)
+{
+#ifdef CTRAIN_CUDA
+    if (t->ctx->device == DEV_CUDA) {
+        scale_forward_cuda(t->loss_acc->data, loss->data, 1.0f, DT_F32, 1, 1, t->ctx->stream);
+        return;
+    }
+#endif
+    *(float *)t->loss_acc->data += *(const float *)loss->data;
 }

@@ -71,6 +71,9 @@ typedef struct Trainer {
     long micro;              /* micro-batches fed */
     float lr;                /* the learning rate of the last step */
     Tensor *last_loss;       /* the last micro-batch's loss (device), kept until the next step */
+    Tensor *loss_acc;        /* f32 [1]: the sum of every micro-batch's loss since the last
+                                trainer_loss_interval (added on the device, in the graphs too) */
+    long loss_acc_n;         /* micro-batches in that sum (the host knows how many ran) */
     StepGraph graph;         /* --graph: the captured step (train/loop/step_graph.h) */
     long graph_start;        /* the step warm-up counts from (a resumed run's first) */
     struct Dist *dist;       /* multi-GPU: set by trainer_dist_attach (step.h); NULL alone */
@@ -86,6 +89,9 @@ typedef struct Trainer {
 
 /* The pieces of a step, shared by the eager step (step.c) and the CUDA graph
  * capture (step_graph.c). None of them moves the counters (step, micro). */
+/* t->loss_acc += loss (one f32), queued on the context's stream: the eager
+ * step and the captured micro-batch both call it. */
+void trainer_loss_accumulate(Trainer *t, const Tensor *loss);
 void trainer_feed_next(Trainer *t);            /* the next micro-batch into feed->in */
 /* forward + backward; returns the loss. last: the step's last micro-batch
  * (with several GPUs, the one whose backward all-reduces the gradients;
