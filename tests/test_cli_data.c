@@ -169,6 +169,22 @@ static void test_mlm_feed(const char *corpus, const char *vocab)
                strstr(out, "masked tokens") && !strncmp(out, nl + 1, (size_t)(nl - out)),
                "exit %d: %s", st, out);
 
+    /* export --hf: the folder transformers opens (checked with transformers
+     * on the GPU machine; here its files and config.json's figures) */
+    snprintf(cmd, sizeof cmd, "%s export --hf %s/hf %s/mlm.st --vocab %s 2>&1 && cat %s/hf/config.json "
+             "&& cmp %s %s/hf/vocab.txt && grep -c __ctrain %s/hf/model.safetensors; ls %s/hf",
+             bin(), tmp, tmp, vocab, tmp, vocab, tmp, tmp, tmp);
+    st = run(cmd, out, sizeof out);
+    check_true("mlm.export_hf", strstr(out, "\"architectures\": [\"BertForMaskedLM\"]") &&
+               strstr(out, "\"hidden_size\": 128") && strstr(out, "\"num_hidden_layers\": 2") &&
+               strstr(out, "\"max_position_embeddings\": 512") &&
+               strstr(out, "\n0\n") && strstr(out, "tokenizer_config.json") &&
+               strstr(out, "model.safetensors"), "exit %d: %s", st, out);
+    snprintf(cmd, sizeof cmd, "%s export --hf %s/hf2 %s 2>&1", bin(), tmp, vocab);
+    st = run(cmd, out, sizeof out);
+    check_true("mlm.export_hf_refuses_non_bert", st == 1 && strstr(out, "hint:"), "exit %d: %s",
+               st, out);
+
     /* the same tokens, two swapped: same size, another vocab */
     size_t n;
     char *v = file_read(vocab, &n);

@@ -8,12 +8,21 @@
  * those extra keys. Export copies every other tensor byte for byte, keeps
  * the descriptive metadata (model, steps, precision, format "pt") and writes
  * OUT atomically, so a failed export never leaves half a file.
+ *
+ * `ctrain export --hf DIR CKPT [--vocab FILE]` writes a BERT checkpoint as
+ * a Hugging Face folder: the same weights (ctrain's BERT names are
+ * transformers'), config.json from the model's size and the head the file
+ * has, and the tokenizer's vocab.txt and tokenizer_config.json.
  */
 #include "commands.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "engine/error.h"
+#include "models/bert.h"
 #include "train/io/safetensors.h"
 
 #define TRAINING_STATE_PREFIX "__ctrain."
@@ -24,7 +33,209 @@ static void export_usage(void)
            "Writes the model weights of CKPT (a --save file or a --save-every training\n"
            "checkpoint) to OUT as a PyTorch state_dict in safetensors form: every tensor but\n"
            "the training state (__ctrain.*: optimizer, step, grad scaler), so that\n"
-           "load_state_dict(..., strict=True) in PyTorch takes it. OUT is written atomically.\n");
+           "load_state_dict(..., strict=True) in PyTorch takes it. OUT is written atomically.\n\n"
+           "usage: ctrain export --hf DIR CKPT [--vocab vocab.txt]\n\n"
+           "A BERT checkpoint as a Hugging Face folder: config.json and model.safetensors (and\n"
+           "with --vocab, vocab.txt and tokenizer_config.json), which\n"
+           "transformers' BertForMaskedLM / BertForSequenceClassification.from_pretrained(DIR)\n"
+           "opens (the architecture follows the head the checkpoint has).\n");
+}
+
+/* Every tensor of f but the training state, with the descriptive metadata,
+ * written atomically to out. Returns ST_OK with *kept / *dropped set, or a
+ * status with err. */
+static int export_weights(const StFile *f, const char *out, int *kept, int *dropped, char *err,
+                          size_t errlen)
+{
+    StWriter w;
+    st_writer_init(&w);
+    int code = ST_OK;
+    *kept = *dropped = 0;
+    for (int i = 0; i < f->n && code == ST_OK; i++) {
+        const StEntry *e = &f->e[i];
+        if (!strncmp(e->name, TRAINING_STATE_PREFIX, strlen(TRAINING_STATE_PREFIX))) {
+            (*dropped)++;
+            continue;
+        }
+        if (e->dtype < 0) {
+            snprintf(err, errlen, "%s: tensor '%s' has dtype %s, which ctrain cannot copy",
+                     f->path, e->name, e->dtype_name);
+            code = ST_ERR_FORMAT;
+            break;
+        }
+        code = st_writer_add(&w, e->name, (DType)e->dtype, e->ndim, e->shape, e->data, err,
+                             errlen);
+        (*kept)++;
+    }
+    /* descriptive metadata; the writer's own keys (ctrain_crc32) are its to set */
+    const char *keys[] = {"format", "model", "steps", "precision", "ctrain_version"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0] && code == ST_OK; k++) {
+        const char *v = st_meta(f, keys[k]);
+        if (!v && !strcmp(keys[k], "format")) v = "pt";
+        if (v) code = st_writer_meta(&w, keys[k], v, err, errlen);
+    }
+    if (code == ST_OK && *kept == 0) {
+        snprintf(err, errlen, "%s holds no model tensors (only training state)", f->path);
+        code = ST_ERR_FORMAT;
+    }
+    if (code == ST_OK) code = st_writer_write(&w, out, err, errlen);
+    st_writer_free(&w);
+    return code;
+}
+
+static void export_fail(int code, const char *err)
+{
+    ct_fatal_hint(code == ST_ERR_IO ? "check that the folder exists, is writable and has room"
+                                    : "pass a checkpoint written by ctrain",
+                  "export: %s", err);
+}
+
+/* ---- --hf: a folder transformers' from_pretrained opens ---- */
+
+/* Rows of tensor name in f (its first dimension); -1 when absent. */
+static int64_t rows_of(const StFile *f, const char *name)
+{
+    const StEntry *e = st_find(f, name);
+    return e && e->ndim >= 1 ? e->shape[0] : -1;
+}
+
+/* config.json for cfg and the head found in the file, written atomically. */
+static void write_hf_config(const char *path, const BertConfig *cfg, const char *arch,
+                            int64_t num_labels)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) ct_fatal_hint("check that the folder is writable", "export --hf: cannot write %s: %s",
+                          tmp, strerror(errno));
+    fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"bert\",\n", arch);
+    fprintf(f, "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+            "  \"num_attention_heads\": %d,\n  \"intermediate_size\": %d,\n"
+            "  \"max_position_embeddings\": %d,\n  \"type_vocab_size\": %d,\n",
+            cfg->vocab, cfg->hidden, cfg->layers, cfg->heads, cfg->intermediate, cfg->max_pos,
+            cfg->type_vocab);
+    fprintf(f, "  \"hidden_act\": \"gelu\",\n  \"layer_norm_eps\": %g,\n"
+            "  \"hidden_dropout_prob\": %g,\n  \"attention_probs_dropout_prob\": %g,\n"
+            "  \"initializer_range\": 0.02,\n  \"pad_token_id\": 0,\n"
+            "  \"position_embedding_type\": \"absolute\",\n  \"tie_word_embeddings\": true",
+            (double)cfg->ln_eps, (double)cfg->hidden_dropout, (double)cfg->attn_dropout);
+    if (num_labels > 0) {
+        fprintf(f, ",\n  \"id2label\": {");
+        for (int64_t i = 0; i < num_labels; i++)
+            fprintf(f, "%s\"%lld\": \"LABEL_%lld\"", i ? ", " : "", (long long)i, (long long)i);
+        fprintf(f, "},\n  \"label2id\": {");
+        for (int64_t i = 0; i < num_labels; i++)
+            fprintf(f, "%s\"LABEL_%lld\": %lld", i ? ", " : "", (long long)i, (long long)i);
+        fprintf(f, "}");
+    }
+    fprintf(f, "\n}\n");
+    const int bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        const int e = errno;
+        remove(tmp);
+        ct_fatal_hint("check the disk space", "export --hf: cannot write %s: %s", path,
+                      strerror(e));
+    }
+}
+
+/* Copy src to dst byte for byte (through a temporary, renamed). */
+static void copy_file(const char *src, const char *dst)
+{
+    FILE *in = fopen(src, "rb");
+    if (!in) ct_fatal_hint("pass --vocab the vocab.txt the model was trained with",
+                           "export --hf: cannot read %s: %s", src, strerror(errno));
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dst, (long)getpid());
+    FILE *out = fopen(tmp, "wb");
+    if (!out) ct_fatal_hint("check that the folder is writable", "export --hf: cannot write %s: %s",
+                            tmp, strerror(errno));
+    char buf[65536];
+    size_t n;
+    int bad = 0;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) bad |= fwrite(buf, 1, n, out) != n;
+    bad |= ferror(in) != 0;
+    fclose(in);
+    if (fclose(out) != 0 || bad || rename(tmp, dst) != 0) {
+        const int e = errno;
+        remove(tmp);
+        ct_fatal_hint("check the disk space", "export --hf: cannot write %s: %s", dst,
+                      strerror(e));
+    }
+}
+
+/* ctrain export --hf DIR CKPT [--vocab FILE]: config.json, model.safetensors
+ * (ctrain's BERT names are Hugging Face's), and with --vocab the vocab.txt
+ * and a tokenizer_config.json (lower-cased WordPiece, as ctrain's), so that
+ * BertForMaskedLM / BertForSequenceClassification.from_pretrained(DIR) and
+ * BertTokenizer.from_pretrained(DIR) open it. The architecture follows the
+ * head in the file: classifier.weight -> sequence classification (its rows
+ * are the labels), cls.predictions.* -> masked LM, neither -> BertModel. */
+static int export_hf_cmd(int argc, char **argv)
+{
+    const char *dir = NULL, *ckpt = NULL, *vocab = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--vocab") && i + 1 < argc) vocab = argv[++i];
+        else if (!dir) dir = argv[i];
+        else if (!ckpt) ckpt = argv[i];
+        else ct_fatal_hint("ctrain export --hf DIR CKPT [--vocab vocab.txt]",
+                           "export --hf: unexpected argument '%s'", argv[i]);
+    }
+    if (!dir || !ckpt)
+        ct_fatal_hint("ctrain export --hf DIR CKPT [--vocab vocab.txt]",
+                      "export --hf takes a folder and a checkpoint");
+    StFile f;
+    char err[1024];
+    if (st_open(ckpt, &f, err, sizeof err) != ST_OK)
+        ct_fatal_hint("pass a file written by ctrain train --save or --save-every", "%s", err);
+    const char *model = st_meta(&f, "model");
+    const int64_t V = rows_of(&f, "bert.embeddings.word_embeddings.weight");
+    BertConfig cfg;
+    if (!model || V < 1 || bert_config_named(&cfg, model, (int)V) != 0) {
+        st_close(&f);
+        ct_fatal_hint("export --hf writes BERT models; ctrain export CKPT OUT writes any model's "
+                      "weights", "%s is not a ctrain BERT checkpoint (model '%s')", ckpt,
+                      model ? model : "unknown");
+    }
+    char name[128];
+    snprintf(name, sizeof name, "bert.encoder.layer.%d.output.dense.weight", cfg.layers - 1);
+    const int64_t D = rows_of(&f, "bert.embeddings.position_embeddings.weight") > 0
+                          ? st_find(&f, "bert.embeddings.word_embeddings.weight")->shape[1] : -1;
+    if (D != cfg.hidden || !st_find(&f, name)) {
+        st_close(&f);
+        ct_fatal_hint("the checkpoint and its \"model\" metadata disagree: re-save it with ctrain",
+                      "%s: the tensors are not those of a %s", ckpt, model);
+    }
+    cfg.max_pos = (int)rows_of(&f, "bert.embeddings.position_embeddings.weight");
+    cfg.type_vocab = (int)rows_of(&f, "bert.embeddings.token_type_embeddings.weight");
+    const int64_t labels = rows_of(&f, "classifier.weight");
+    const char *arch = labels > 0 ? "BertForSequenceClassification"
+                       : st_find(&f, "cls.predictions.bias") ? "BertForMaskedLM" : "BertModel";
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        st_close(&f);
+        ct_fatal_hint("pass a folder that can be created", "export --hf: cannot create %s: %s",
+                      dir, strerror(errno));
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    int kept, dropped;
+    const int code = export_weights(&f, path, &kept, &dropped, err, sizeof err);
+    st_close(&f);
+    if (code != ST_OK) export_fail(code, err);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_hf_config(path, &cfg, arch, labels);
+    if (vocab) {
+        snprintf(path, sizeof path, "%s/vocab.txt", dir);
+        copy_file(vocab, path);
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+        FILE *t = fopen(path, "w");
+        if (!t || fprintf(t, "{\n  \"tokenizer_class\": \"BertTokenizer\",\n  "
+                          "\"do_lower_case\": true,\n  \"model_max_length\": %d\n}\n",
+                          cfg.max_pos) < 0 || fclose(t) != 0)
+            ct_fatal_hint("check the disk space", "export --hf: cannot write %s", path);
+    }
+    printf("exported %s (%s, %d tensors) to %s: config.json, model.safetensors%s\n", ckpt, arch,
+           kept, dir, vocab ? ", vocab.txt, tokenizer_config.json" : "");
+    return 0;
 }
 
 int cmd_export(int argc, char **argv)
@@ -33,6 +244,7 @@ int cmd_export(int argc, char **argv)
         export_usage();
         return 0;
     }
+    if (argc > 0 && !strcmp(argv[0], "--hf")) return export_hf_cmd(argc - 1, argv + 1);
     if (argc != 2)
         ct_fatal_hint("ctrain export CKPT OUT (ctrain export --help)",
                       "export takes a checkpoint and an output file, got %d argument%s", argc,
@@ -44,43 +256,10 @@ int cmd_export(int argc, char **argv)
     char err[1024];
     if (st_open(in, &f, err, sizeof err) != ST_OK)
         ct_fatal_hint("pass a file written by ctrain train --save or --save-every", "%s", err);
-    StWriter w;
-    st_writer_init(&w);
-    int kept = 0, dropped = 0, code = ST_OK;
-    for (int i = 0; i < f.n && code == ST_OK; i++) {
-        const StEntry *e = &f.e[i];
-        if (!strncmp(e->name, TRAINING_STATE_PREFIX, strlen(TRAINING_STATE_PREFIX))) {
-            dropped++;
-            continue;
-        }
-        if (e->dtype < 0) {
-            snprintf(err, sizeof err, "%s: tensor '%s' has dtype %s, which ctrain cannot copy",
-                     in, e->name, e->dtype_name);
-            code = ST_ERR_FORMAT;
-            break;
-        }
-        code = st_writer_add(&w, e->name, (DType)e->dtype, e->ndim, e->shape, e->data, err,
-                             sizeof err);
-        kept++;
-    }
-    /* descriptive metadata; the writer's own keys (ctrain_crc32) are its to set */
-    const char *keys[] = {"format", "model", "steps", "precision", "ctrain_version"};
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0] && code == ST_OK; k++) {
-        const char *v = st_meta(&f, keys[k]);
-        if (!v && !strcmp(keys[k], "format")) v = "pt";
-        if (v) code = st_writer_meta(&w, keys[k], v, err, sizeof err);
-    }
-    if (code == ST_OK && kept == 0) {
-        snprintf(err, sizeof err, "%s holds no model tensors (only training state)", in);
-        code = ST_ERR_FORMAT;
-    }
-    if (code == ST_OK) code = st_writer_write(&w, out, err, sizeof err);
-    st_writer_free(&w);
+    int kept, dropped;
+    int code = export_weights(&f, out, &kept, &dropped, err, sizeof err);
     st_close(&f);
-    if (code != ST_OK)
-        ct_fatal_hint(code == ST_ERR_IO ? "check that the folder exists, is writable and has room"
-                                        : "pass a checkpoint written by ctrain",
-                      "export: %s", err);
+    if (code != ST_OK) export_fail(code, err);
     printf("exported %d tensors of %s to %s (left out %d training-state entries)\n", kept, in,
            out, dropped);
     return 0;
