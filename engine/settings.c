@@ -84,7 +84,8 @@ static const Setting table[SET_COUNT] = {
     [SET_CONV_ENGINES] = V_CHOICE("CTRAIN_CONV_ENGINES", SA_DEV, "fastest", NULL,
         "fastest|legacy|graph",
         "which cuDNN API's engines the convolution search times: both, the faster kept "
-        "(fastest), the legacy algorithms only, or the graph API's engines only"),
+        "(fastest), the legacy algorithms only, or the graph API's engines only (a shape "
+        "without one is an error)"),
     [SET_GRAPH_NODE_PRIORITY] = V_SWITCH("CTRAIN_GRAPH_NODE_PRIORITY", SA_DEV, "1", NULL,
         "kernels in a CUDA graph keep their capture stream's priority (communication high, "
         "the overlapped update low)"),

@@ -100,9 +100,9 @@ void conv2d_cuda_set_pad_mode(Ctx *c, Conv2dPadMode mode);
  * no TF32; deterministic backward unless CTRAIN_CONV_NONDETERMINISTIC).
  * CONV2D_ENGINES_FASTEST (default, CTRAIN_CONV_ENGINES=fastest) runs both
  * and keeps the graph engine when it is at least 3% faster; _LEGACY and
- * _GRAPH run one search only (_GRAPH falls back to the legacy search when
- * the graph API has no engine for the shape). The mode is part of a plan's
- * key: set it before the shapes run. */
+ * _GRAPH run one search only (with _GRAPH a shape the graph API has no
+ * engine for is an error: it is for tests and comparisons, not a run's
+ * default). The mode is part of a plan's key: set it before the shapes run. */
 typedef enum {
     CONV2D_ENGINES_FASTEST = 0,
     CONV2D_ENGINES_LEGACY = 1,
