@@ -20,9 +20,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include "engine/error.h"
 #include "models/bert.h"
+#include "train/io/atomic_file.h"
 #include "train/io/safetensors.h"
 
 #define TRAINING_STATE_PREFIX "__ctrain."
@@ -103,11 +103,9 @@ static int64_t rows_of(const StFile *f, const char *name)
 static void write_hf_config(const char *path, const BertConfig *cfg, const char *arch,
                             int64_t num_labels)
 {
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) ct_fatal_hint("check that the folder is writable", "export --hf: cannot write %s: %s",
-                          tmp, strerror(errno));
+    char tmp[1100], err[1300];
+    FILE *f = atomic_file_open(path, tmp, sizeof tmp, err, sizeof err);
+    if (!f) ct_fatal_hint("check that the folder is writable", "export --hf: %s", err);
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"bert\",\n", arch);
     fprintf(f, "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
             "  \"num_attention_heads\": %d,\n  \"intermediate_size\": %d,\n"
@@ -129,38 +127,8 @@ static void write_hf_config(const char *path, const BertConfig *cfg, const char 
         fprintf(f, "}");
     }
     fprintf(f, "\n}\n");
-    const int bad = ferror(f) != 0;
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-        const int e = errno;
-        remove(tmp);
-        ct_fatal_hint("check the disk space", "export --hf: cannot write %s: %s", path,
-                      strerror(e));
-    }
-}
-
-/* Copy src to dst byte for byte (through a temporary, renamed). */
-static void copy_file(const char *src, const char *dst)
-{
-    FILE *in = fopen(src, "rb");
-    if (!in) ct_fatal_hint("pass --vocab the vocab.txt the model was trained with",
-                           "export --hf: cannot read %s: %s", src, strerror(errno));
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dst, (long)getpid());
-    FILE *out = fopen(tmp, "wb");
-    if (!out) ct_fatal_hint("check that the folder is writable", "export --hf: cannot write %s: %s",
-                            tmp, strerror(errno));
-    char buf[65536];
-    size_t n;
-    int bad = 0;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0) bad |= fwrite(buf, 1, n, out) != n;
-    bad |= ferror(in) != 0;
-    fclose(in);
-    if (fclose(out) != 0 || bad || rename(tmp, dst) != 0) {
-        const int e = errno;
-        remove(tmp);
-        ct_fatal_hint("check the disk space", "export --hf: cannot write %s: %s", dst,
-                      strerror(e));
-    }
+    if (atomic_file_commit(f, tmp, path, err, sizeof err) != 0)
+        ct_fatal_hint("check the disk space", "export --hf: %s", err);
 }
 
 /* ctrain export --hf DIR CKPT [--vocab FILE]: config.json, model.safetensors
@@ -225,13 +193,16 @@ static int export_hf_cmd(int argc, char **argv)
     write_hf_config(path, &cfg, arch, labels);
     if (vocab) {
         snprintf(path, sizeof path, "%s/vocab.txt", dir);
-        copy_file(vocab, path);
+        if (atomic_file_copy(vocab, path, err, sizeof err) != 0)
+            ct_fatal_hint("pass --vocab the vocab.txt the model was trained with, to a writable "
+                          "folder", "export --hf: %s", err);
         snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-        FILE *t = fopen(path, "w");
-        if (!t || fprintf(t, "{\n  \"tokenizer_class\": \"BertTokenizer\",\n  "
-                          "\"do_lower_case\": true,\n  \"model_max_length\": %d\n}\n",
-                          cfg.max_pos) < 0 || fclose(t) != 0)
-            ct_fatal_hint("check the disk space", "export --hf: cannot write %s", path);
+        char tmp[1100];
+        FILE *t = atomic_file_open(path, tmp, sizeof tmp, err, sizeof err);
+        if (t) fprintf(t, "{\n  \"tokenizer_class\": \"BertTokenizer\",\n  \"do_lower_case\": "
+                       "true,\n  \"model_max_length\": %d\n}\n", cfg.max_pos);
+        if (!t || atomic_file_commit(t, tmp, path, err, sizeof err) != 0)
+            ct_fatal_hint("check the disk space", "export --hf: %s", err);
     }
     printf("exported %s (%s, %d tensors) to %s: config.json, model.safetensors%s\n", ckpt, arch,
            kept, dir, vocab ? ", vocab.txt, tokenizer_config.json" : "");

@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -35,6 +34,7 @@
 #include "engine/log.h"
 #include "engine/mem.h"
 #include "engine/settings.h"
+#include "train/io/atomic_file.h"
 #include "train/io/checkpoint.h"
 #include "train/io/jsonlog.h"
 #include "train/io/safetensors.h"
@@ -373,11 +373,9 @@ int cmd_train(int argc, char **argv)
 static void eval_write_json(const char *path, const TrainOptions *o, const Run *r,
                             const EvalResult *ev)
 {
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) ct_fatal_hint("check that the folder exists and is writable", "--json: cannot write "
-                          "%s: %s", tmp, strerror(errno));
+    char tmp[600], err[700];
+    FILE *f = atomic_file_open(path, tmp, sizeof tmp, err, sizeof err);
+    if (!f) ct_fatal_hint("check that the folder exists and is writable", "--json: %s", err);
     char rev[64] = "";
     bench_revision(rev, sizeof rev);
     JsonLine j;
@@ -395,13 +393,14 @@ static void eval_write_json(const char *path, const TrainOptions *o, const Run *
     if (is_mlm(o)) json_num(&j, "perplexity", exp(ev->loss));
     json_int(&j, "n", ev->n);
     const int bad = json_end(&j, f) != 0;
-    const int bad_close = fclose(f) != 0;
-    if (bad || bad_close || rename(tmp, path) != 0) {
-        const int e = errno;
+    if (bad) {
+        fclose(f);
         remove(tmp);
         ct_fatal_hint("check the disk space and the folder", "--json: cannot write %s: %s", path,
-                      strerror(e));
+                      strerror(errno));
     }
+    if (atomic_file_commit(f, tmp, path, err, sizeof err) != 0)
+        ct_fatal_hint("check the disk space and the folder", "--json: %s", err);
     printf("wrote %s\n", path);
 }
 
