@@ -7,8 +7,9 @@ an SVG beside it).
 
 A log is JSON lines (train/io/jsonlog.h): a "config" record (model, precision,
 batch, ...), "step" records (step, loss, lr, samples_per_s, ...), after a
---resume a "resume" record and the steps that follow, and a final "eval"
-record. Each run is labelled "model precision bs B" from its config (or the
+--resume a "resume" record and the steps that follow, "eval" records (one per
+--eval-every N steps, and the final one). Held-out losses are drawn as crosses
+on the loss panel. Each run is labelled "model precision bs B" from its config (or the
 file name; --label FILE=NAME overrides); the final evaluation, when there is
 one, goes into the legend. Lines that are not JSON objects are named and
 skipped, not fatal: a log cut short by a crash still plots.
@@ -23,8 +24,9 @@ import sys
 
 
 def read_log(path):
-    """(config dict, [step records], eval dict or None, [bad line numbers])."""
-    config, steps, ev, bad = {}, [], None, []
+    """(config dict, [step records], the last eval dict or None, [eval records],
+    [bad line numbers])."""
+    config, steps, ev, evals, bad = {}, [], None, [], []
     with open(path, encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
@@ -45,11 +47,12 @@ def read_log(path):
                 steps.append(rec)
             elif kind == "eval":
                 ev = rec
+                evals.append(rec)
     # a resumed run repeats no step, but keep the last record of a step if one does
     by_step = {}
     for r in steps:
         by_step[r["step"]] = r
-    return config, [by_step[k] for k in sorted(by_step)], ev, bad
+    return config, [by_step[k] for k in sorted(by_step)], ev, evals, bad
 
 
 def run_label(path, config, labels):
@@ -85,18 +88,23 @@ def plot(runs, out):
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     for ax, (key, title, scale) in zip(axes, panels):
         drawn = 0
-        for label, steps, ev in runs:
+        for label, steps, ev, evals in runs:
             xs, ys = series(steps, key)
             if not xs:
                 continue
             name = label
             if key == "loss" and ev and isinstance(ev.get("test_acc"), (int, float)):
                 name += f" (test {100 * ev['test_acc']:.2f}%)"
-            ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3, label=name)
+            line, = ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3, label=name)
+            ex, ey = series(evals, "test_loss")
+            if key == "loss" and ex:
+                ax.plot(ex, ey, "x--", color=line.get_color(), markersize=6, linewidth=0.8,
+                        label=f"{label}: held-out loss")
             drawn += 1
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
-        if scale == "log" and drawn and all(y > 0 for _, s, _ in runs for y in series(s, key)[1]):
+        if scale == "log" and drawn and all(y > 0 for _, s, _, e in runs
+                                           for y in series(s, key)[1] + series(e, "test_loss")[1]):
             ax.set_yscale("log")
             fmt = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
             ax.yaxis.set_major_formatter(fmt)
@@ -131,7 +139,7 @@ def main(argv=None):
     runs, status = [], 0
     for path in a.logs:
         try:
-            config, steps, ev, bad = read_log(path)
+            config, steps, ev, evals, bad = read_log(path)
         except OSError as e:
             print(f"plot_log.py: cannot read {path}: {e.strerror}", file=sys.stderr)
             status = 1
@@ -144,7 +152,7 @@ def main(argv=None):
                   file=sys.stderr)
             status = 1
             continue
-        runs.append((run_label(path, config, labels), steps, ev))
+        runs.append((run_label(path, config, labels), steps, ev, evals))
     if not runs:
         return status or 1
     try:

@@ -124,6 +124,41 @@ def parse_prices(items, columns, ap):
     return prices
 
 
+# The questions a report answers when its files hold the measurement, and how
+# to measure each: a table the files cannot fill is listed, not left out silently.
+MEASURE = (
+    ("Step time (ms, p50 / p99)", "`ctrain bench` (files written before p50/p99 were recorded lack it)"),
+    ("Energy (J/sample, samples/s per W)", "`ctrain bench` on a GPU whose driver reports power (NVML)"),
+    ("MFU (% of the card's peak / % of its measured matmul)", "`ctrain bench` on a GPU"),
+    ("Power, temperature, clock", "`ctrain bench` on a GPU whose driver reports them (NVML)"),
+    ("Peak memory (GiB)", "`ctrain bench`"),
+    ("Recompute: memory saved, time paid", "`ctrain bench --recompute all` on configs of a "
+     "`ctrain bench` file of the same card, both files given"),
+    ("Largest batch", "`ctrain bench --max-batch`"),
+    ("Eager vs CUDA graphs", "`ctrain bench --graph both`"),
+    ("Real data", "`ctrain bench --data DIR` (an ImageFolder of JPEGs)"),
+    ("Multi-GPU scaling", "`ctrain bench --gpus N` on a machine with N GPUs"),
+    ("Soak (long run)", "`ctrain bench --soak 10m`"),
+    ("Cost (US$ per million samples)", "`ctrain report ... --price CARD=USD_PER_HOUR`"),
+    ("Measured matmul ceilings (TFLOP/s)", "`ctrain bench` on a GPU"),
+)
+
+
+def not_measured(lines, columns):
+    """The questions no table answers, with the command that measures each,
+    and the ctrain/PyTorch ratio when no file is PyTorch's."""
+    have = {x[3:] for x in lines if x.startswith("## ")}
+    missing = [f"- {t}: {how}" for t, how in MEASURE if t not in have]
+    if not any(not c.is_ctrain for c in columns):
+        missing.append("- ctrain/PyTorch on the same card: `python3 scripts/torch_bench.py --json "
+                       "FILE` on that card, the file given with ctrain's")
+    if not missing:
+        return []
+    return ["## Not measured in these files", "",
+            "_How to read:_ what this report would show with more measurements, and the command "
+            "that makes each.", ""] + missing + [""]
+
+
 def build_report(columns, refs, base, prices, plot_note, plot_files, out_dir, title):
     L = [f"# {title}", "",
          "One table per question, one column per card (engine and file); a row per config. "
@@ -134,6 +169,7 @@ def build_report(columns, refs, base, prices, plot_note, plot_files, out_dir, ti
                  scaling(columns), soak(columns), cost(columns, prices), ceilings(columns),
                  engine_notes(columns)):
         L += part
+    L += not_measured(L, columns)
     if plot_note:
         L += [f"_{plot_note}_", ""]
     for name, path in plot_files:

@@ -60,7 +60,8 @@ def _head(c):
              f"power limit {DASH if watts is None else f'{watts:.0f} W'}"
              + (f" (default {default:.0f} W)" if watts and default and abs(watts - default) >= 1 else ""),
              f"ECC {_onoff(m, 'ecc_enabled') or DASH}", _date(_text(m, "date"))]
-    return f"- **{c.label}** (`{os.path.basename(c.file)}`): " + " · ".join(parts)
+    files = ", ".join(f"`{os.path.basename(f)}`" for f in [c.file] + c.also)
+    return f"- **{c.label}** ({files}): " + " · ".join(parts)
 
 
 def _state(m):

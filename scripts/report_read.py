@@ -282,6 +282,7 @@ class Column:
         self.soak = []       # (config, record)
         self.card = ""       # the card's short name
         self.label = ""      # the column's header
+        self.also = []       # files folded into this column (recompute-only runs)
 
     def result(self, k):
         """The record this column shows for config k: the CUDA-graph run when
@@ -373,7 +374,29 @@ def load(paths, labels, ignore_layout):
     if bad:
         sys.exit(1)
     _label(columns, labels)
+    columns = _fold_recompute(columns)
+    _label(columns, labels)
     return columns
+
+
+def _fold_recompute(columns):
+    """A ctrain file whose every run used a recompute policy (`ctrain bench
+    --recompute all`) joins the column of another ctrain file of the same card
+    and engine, so the recompute table and chart can set each run beside the
+    same config without recompute. Its runs keep their own keys (the policy is
+    part of a config), so nothing is overwritten."""
+    out = []
+    for c in columns:
+        only_rec = c.is_ctrain and c.runs and all(k[6] for k in c.runs) and not (c.real or c.dp or c.soak)
+        host = next((b for b in out if b.is_ctrain and b.card == c.card and b.engine == c.engine
+                     and any(not k[6] for k in b.runs)), None) if only_rec else None
+        if host is None:
+            out.append(c)
+            continue
+        for k, by in c.runs.items():
+            host.runs.setdefault(k, {}).update(by)
+        host.also.append(c.file)
+    return out
 
 
 def _is_cpu(col):

@@ -105,7 +105,7 @@ def step_time(columns):
 def energy(columns):
     def f(c, k, r):
         j, pw = joules_per_sample(r), per_watt(r)
-        return None if j is None else f"{j:.3g} ({fmt(pw, '.2f')})"
+        return None if j is None else f"{j:#.3g} ({fmt(pw, '.2f')})".replace('. (', ' (')
     return section("Energy (J/sample, samples/s per W)",
                    "joules per training sample = average board power / samples/s, lower is better; in "
                    "brackets samples/s per watt, higher is better (NVML's power over the timed steps).",

@@ -18,7 +18,12 @@
  *     log's config names the decoder and every step record has
  *     data_images_per_s > 0, data_capacity_per_s > 0, data_wait_frac in
  *     [0, 1] and cpu_fallback 0; --decode gpu on the CPU and on synthetic
- *     data, and an unknown --decode, are refused with a message and a hint.
+ *     data, and an unknown --decode, are refused with a message and a hint;
+ *   - option parsing (getopt_long): --flag value and --flag=value give the
+ *     same options; an abbreviation, a value on a switch, a stray word and
+ *     a clustered -h are refused naming what was typed, in every command;
+ *     --eval-every N is train's, refused by eval; report's --label=F=NAME
+ *     keeps NAME; every command's --help and -h print the usage, exit 0.
  * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
  */
 #include <stdlib.h>
@@ -30,6 +35,7 @@
 #include "check.h"
 #include "cli_util.h"
 #include "jpeg_fixture.h"
+#include "train/cli/options.h"
 #include "train/io/jsonlog.h"
 
 static double json_field(const char *line, const char *key)
@@ -513,6 +519,15 @@ static void test_report_bad_files(void)
     int st = run(cmd, out, sizeof out);
     check_true("report.good_file_reads", st == 0 && strstr(out, "| mlp | fp32 | 64 |"),
                "exit %d: %s", st, out);
+    /* --label=FILE=NAME splits at the first '=': the value is FILE=NAME, the
+     * same as --label FILE=NAME */
+    char spaced[8192];
+    snprintf(cmd, sizeof cmd, "%s report --label good.json=H200 %s 2>&1", bin(), good);
+    st = run(cmd, spaced, sizeof spaced);
+    snprintf(cmd, sizeof cmd, "%s report %s --label=good.json=H200 2>&1", bin(), good);
+    const int st2 = run(cmd, out, sizeof out);
+    check_true("report.label_equals", st == 0 && st2 == 0 && strstr(out, "**H200** (`good.json`)") &&
+               !strcmp(out, spaced), "exit %d and %d: %.400s", st, st2, out);
     snprintf(cmd, sizeof cmd, "%s report %s %s 2>&1", bin(), good, bad);
     st = run(cmd, out, sizeof out);
     check_true("report.one_bad_file_stops", st == 1 && strstr(out, "empty.json: not a bench JSON") &&
@@ -579,19 +594,73 @@ static void test_decode_folder(void)
     run(cmd, out, sizeof out);
 }
 
+/* --flag value and --flag=value, parsed in this process one after the
+ * other (getopt_long starts over each time), give the same options. */
+static void test_flag_forms(void)
+{
+    char *spaced[] = {"--lr", "0.25", "--data", "synthetic", "--eval-every", "5", "--graph"};
+    char *joined[] = {"--lr=0.25", "--data=synthetic", "--eval-every=5", "--graph"};
+    TrainOptions a, b, d;
+    train_options_default(&a);
+    train_options_default(&b);
+    train_options_default(&d);
+    train_options_parse(&a, 7, spaced, "train");
+    train_options_parse(&b, 4, joined, "train");
+    train_options_parse(&d, 0, joined, "train");
+    check_true("cli.forms.number", a.lr == 0.25f && b.lr == 0.25f, "lr %g and %g", (double)a.lr,
+               (double)b.lr);
+    check_true("cli.forms.string", !strcmp(a.data, "synthetic") && !strcmp(b.data, "synthetic"),
+               "data '%s' and '%s'", a.data, b.data);
+    check_true("cli.forms.switch", a.graph == 1 && b.graph == 1 && d.graph == 0,
+               "graph %d, %d, %d", a.graph, b.graph, d.graph);
+    check_true("cli.eval_every", a.eval_every == 5 && b.eval_every == 5 && d.eval_every == 0,
+               "eval_every %ld, %ld, default %ld", a.eval_every, b.eval_every, d.eval_every);
+
+    expect_error("cli.prefix_refused", "train --device cpu --ep 3",
+                 "unknown option '--ep' (did you mean --epochs?)", "hint:");
+    expect_error("cli.prefix_equals_refused", "train --device cpu --ep=3",
+                 "unknown option '--ep' (did you mean --epochs?)", NULL);
+    expect_error("cli.switch_value_refused", "train --device cpu --graph=1",
+                 "--graph takes no value", "'--graph=1'");
+    expect_error("cli.stray_word_refused", "train --device cpu 3", "unexpected argument '3'",
+                 "hint:");
+    expect_error("cli.after_dashes_refused", "train --device cpu -- --lr", "unexpected argument "
+                 "'--lr'", NULL);
+    expect_error("cli.short_cluster_refused", "train --device cpu -hx", "unknown option '-hx'",
+                 NULL);
+    expect_error("cli.eval_every_range", "train --device cpu --eval-every 0",
+                 "--eval-every: '0' is out of range", NULL);
+    expect_error("cli.eval_refuses_eval_every", "eval --device cpu --load x --eval-every 5",
+                 "--eval-every is a training flag: ctrain eval does not take it", "hint:");
+    expect_error("cli.eval_refuses_equals_form", "eval --device cpu --load x --lr=0.1",
+                 "--lr is a training flag: ctrain eval does not take it", NULL);
+    expect_error("cli.bench_prefix_refused", "bench --quic",
+                 "unknown option '--quic' (did you mean --quick?)", "ctrain bench --help");
+    expect_error("cli.vocab_prefix_refused", "vocab --cor x --out y",
+                 "unknown option '--cor' (did you mean --corpus?)", "ctrain vocab --help");
+    expect_error("cli.tokenize_needs_value", "tokenize --vocab", "--vocab needs a value", NULL);
+    expect_error("cli.export_prefix_refused", "export --hf d --voc v x",
+                 "unknown option '--voc' (did you mean --vocab?)", NULL);
+    expect_error("cli.export_vocab_needs_hf", "export --vocab v a b", "--vocab goes with --hf",
+                 NULL);
+    expect_error("cli.report_prefix_refused", "report --lab=a.json=H200 a.json",
+                 "unknown option '--lab' (did you mean --label?)", NULL);
+}
+
 /* Every command's --help prints its usage and exits 0. */
 static void test_help(void)
 {
     const char *cmds[] = {"help", "train", "eval", "bench", "report", "vocab", "shard",
                           "tokenize", "info", "env", "export"};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    for (size_t i = 0; i < 2 * sizeof cmds / sizeof cmds[0]; i++) {
+        const char *c = cmds[i / 2], *flag = i % 2 ? "-h" : "--help";
         char cmd[256], out[4096], name[64];
         /* the first lines (the usage) and the command's own exit status */
         snprintf(cmd, sizeof cmd,
-                 "o=$(%s %s --help 2>&1); s=$?; printf '%%s\\n' \"$o\" | head -n 3; exit $s",
-                 bin(), strcmp(cmds[i], "help") ? cmds[i] : "");
+                 "o=$(%s %s %s 2>&1); s=$?; printf '%%s\\n' \"$o\" | head -n 3; exit $s",
+                 bin(), strcmp(c, "help") ? c : "", flag);
         const int st = run(cmd, out, sizeof out);
-        snprintf(name, sizeof name, "help.%s", cmds[i]);
+        snprintf(name, sizeof name, "help.%s%s", c, i % 2 ? ".h" : "");
         check_true(name, st == 0 && strstr(out, "usage") != NULL, "exit %d: %.200s", st, out);
     }
     char cmd[256], out[4096];
@@ -613,6 +682,7 @@ int main(void)
         return 1;
     }
     test_help();
+    test_flag_forms();
     test_bad_input();
     test_report_bad_files();
     test_log_full_disk();

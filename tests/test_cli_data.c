@@ -7,7 +7,8 @@
  *     documents give no token to mask;
  *   - --data mlm:SHARD: training ends with the held-out tail's masked-token
  *     accuracy, loss and perplexity, and ctrain eval of the saved weights
- *     gives the same line; a reordered vocab of the same size is refused by the
+ *     gives the same line; --eval-every N adds passes during training that
+ *     change nothing (the final line is the same), logged with "final": 0; a reordered vocab of the same size is refused by the
  *     shard's vocab hash (both files named), a CTTOK1 shard trains with one
  *     warning, a vocab with a UTF-8 byte-order mark trains (with a warning),
  *     a vocab lacking [PAD] is refused naming it;
@@ -168,6 +169,29 @@ static void test_mlm_feed(const char *corpus, const char *vocab)
     check_true("mlm.held_out_eval", st == 0 && nl && strstr(out, "perplexity") &&
                strstr(out, "masked tokens") && !strncmp(out, nl + 1, (size_t)(nl - out)),
                "exit %d: %s", st, out);
+
+    /* --eval-every 2 over 4 steps: a pass at step 2 (printed, logged with
+     * final 0), the final one at step 4 only once, and the evaluation in
+     * between changes nothing: the final line is the one of a run without it */
+    const char *train4 = "train --model bert-tiny --device cpu --steps 4 --batch 2 --seq 16 "
+                         "--log-every 1";
+    snprintf(cmd, sizeof cmd, "%s %s --data mlm:%s --vocab %s 2>&1 | grep '^held-out masked LM' "
+             "&& %s %s --data mlm:%s --vocab %s --eval-every 2 --log %s/ee.jsonl 2>&1 | grep "
+             "'held-out masked LM' && grep -c '\"event\":\"eval\"' %s/ee.jsonl && grep "
+             "'\"event\":\"eval\"' %s/ee.jsonl", bin(), train4, shard, vocab, bin(), train4,
+             shard, vocab, tmp, tmp, tmp);
+    st = run(cmd, out, sizeof out);
+    char *l1 = strchr(out, '\n'), *l2 = l1 ? strchr(l1 + 1, '\n') : NULL;
+    char *l3 = l2 ? strchr(l2 + 1, '\n') : NULL;
+    check_true("mlm.eval_every", st == 0 && l3 && !strncmp(l1 + 1, "step 2: held-out masked LM", 26)
+               && !strncmp(out, l2 + 1, (size_t)(l1 - out)) && !strncmp(l3 + 1, "2\n", 2) &&
+               strstr(l3, "\"step\":2,\"final\":0") && strstr(l3, "\"step\":4,\"final\":1")
+               && !strstr(out, "step 4: "), "exit %d: %s", st, out);
+    snprintf(cmd, sizeof cmd, "%s %s --data mlm:%s --vocab %s --eval-every 2 --no-eval 2>&1",
+             bin(), train4, shard, vocab);
+    st = run(cmd, out, sizeof out);
+    check_true("mlm.eval_every_no_effect_said", st == 0 && strstr(out, "--eval-every has no effect")
+               && !strstr(out, "held-out masked LM"), "exit %d: %s", st, out);
 
     /* export --hf: the folder transformers opens (checked with transformers
      * on the GPU machine; here its files and config.json's figures) */

@@ -10,6 +10,9 @@
  *     (or "–"), the warning is shown; --price adds the cost table; every
  *     question's table appears when a file has its figures; two files of one
  *     card get distinguishable labels; --label and --baseline; bad --price;
+ *     a file of recompute-only runs joins its card's column (the recompute
+ *     table pairs them); the questions no file answers are listed with the
+ *     command that measures each, and none when every one is answered;
  *   - with matplotlib (for the python3 ctrain report picks), the per-model,
  *     batch-curve and recompute charts exist as PNG (the PNG signature, a
  *     readable width) and SVG; without it (always checked with python3 -S,
@@ -113,6 +116,10 @@ static void write_files(const char *dir)
     machine(&b, "NVIDIA H200", 1);
     result(&b, "ctrain", "graph", "resnet50", "bf16", 256, 6790, 12.1, 580, NULL);
     finish(&b, dir, "h200_b.json", NULL);
+    /* a recompute-only run of the H200 (ctrain bench --recompute all): folds into h200_b's column */
+    machine(&b, "NVIDIA H200", 1);
+    result(&b, "ctrain", "graph recompute-all", "resnet50", "bf16", 256, 5600, 7.0, 575, NULL);
+    finish(&b, dir, "h200_rec.json", NULL);
     /* PyTorch on the H200, with an out-of-memory config ctrain did not run */
     machine(&b, "NVIDIA H200", 0);
     result(&b, "pytorch 2.11.0+cu130", "eager", "resnet50", "bf16", 64, 3900, 3.1, 600, NULL);
@@ -255,6 +262,30 @@ static void test_two_cards(const char *dir)
     free(md);
 }
 
+/* A recompute-only file joins its card's column (the recompute table pairs
+ * it with the other file's run); what no file measured is listed with the
+ * command that measures it. */
+static void test_fold_and_unmeasured(const char *dir)
+{
+    char out[8192], *md;
+    int st = report(dir, "h200_b.json h200_rec.json", out, sizeof out, &md);
+    check_true("report.fold.one_column", st == 0 && md && strstr(md, "- **H200** (`h200_b.json`, "
+               "`h200_rec.json`):") && strstr(md, "| resnet50 bf16 bs256 recompute all | 12.1 → 7.0 GiB, "
+               "-18% samples/s |"), "exit %d: the recompute file did not join the H200 column: %s", st,
+               md ? md : out);
+    const char *nm = md ? strstr(md, "## Not measured in these files") : NULL;
+    check_true("report.unmeasured.listed", nm && strstr(nm, "- Largest batch: `ctrain bench --max-batch`") &&
+               strstr(nm, "- Multi-GPU scaling: `ctrain bench --gpus N`") && strstr(nm, "torch_bench.py") &&
+               strstr(nm, "- Cost (US$ per million samples): ") && !strstr(nm, "- Recompute"),
+               "the unmeasured questions are not listed as they should be: %s", nm ? nm : "(no section)");
+    free(md);
+    st = report(dir, "h200.json h200_torch.json --price H200=3", out, sizeof out, &md);
+    nm = md ? strstr(md, "## Not measured in these files") : NULL;
+    check_true("report.unmeasured.none", st == 0 && md && !nm, "exit %d: a file with every measurement "
+               "still lists: %s", st, nm ? nm : out);
+    free(md);
+}
+
 static void test_four_cards(const char *dir)
 {
     char out[8192], *md;
@@ -349,6 +380,7 @@ int main(void)
     write_files(dir);
     test_one_card(dir);
     test_two_cards(dir);
+    test_fold_and_unmeasured(dir);
     test_four_cards(dir);
     test_plots(dir);
     char cmd[600], out[256];

@@ -127,13 +127,6 @@ static int build_suite(const BenchOptions *o, int cpu, BenchConfig **out)
 
 /* ---- Session start: the probe, the header. */
 
-static void command_line(char *buf, size_t len, int argc, char **argv)
-{
-    size_t n = (size_t)snprintf(buf, len, "ctrain bench");
-    for (int i = 0; i < argc && n < len; i++)
-        n += (size_t)snprintf(buf + n, len - n, strchr(argv[i], ' ') ? " '%s'" : " %s", argv[i]);
-}
-
 static void probe_on_line(const char *line, void *user) { bench_probe_read((BenchProbe *)user, line); }
 
 /* Run the probe; returns 1 when the suite runs on the GPU. */
@@ -363,7 +356,7 @@ int cmd_bench(int argc, char **argv)
     s.tty = isatty(STDOUT_FILENO);
     s.t0 = progress_now();
     s.json_path = o.json_path;
-    command_line(s.command, sizeof s.command, argc, argv);
+    cli_command_line(s.command, sizeof s.command, "bench", argc, argv);
     if (o.json_path[0]) {   /* fail now, not after an hour of measuring */
         int existed = access(o.json_path, F_OK) == 0;
         FILE *f = fopen(o.json_path, "a");

@@ -1,11 +1,13 @@
 /* bench_options.c — `ctrain bench`'s options, their usage text and their
- * parser (bench_options.h).
+ * parser (bench_options.h), on the strict getopt_long loop (cli_opts.h).
  */
 #include "bench_options.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,24 +75,15 @@ static void usage(void)
            "a time-out, an error; the end lists them), else 0: an out-of-memory row is an answer.\n");
 }
 
-static void bench_fail(const char *fmt, const char *a, const char *b)
-{
-    char msg[700];
-    snprintf(msg, sizeof msg, fmt, a, b);
-    ct_fatal_hint("run 'ctrain bench --help' for the options", "%s", msg);
-}
+#define bench_fail(...) cli_fail("bench", __VA_ARGS__)
 
 static long parse_int(const char *flag, const char *v, long lo, long hi)
 {
-    char *end, range[64];
+    char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi) {
-        snprintf(range, sizeof range, "%ld..%ld", lo, hi);
-        char msg[600];
-        snprintf(msg, sizeof msg, "%s: '%s' is not a whole number in %s", flag, v, range);
-        ct_fatal_hint("run 'ctrain bench --help' for the options", "%s", msg);
-    }
+    if (errno || *end || end == v || x < lo || x > hi)
+        bench_fail("%s: '%s' is not a whole number in %ld..%ld", flag, v, lo, hi);
     return x;
 }
 
@@ -98,15 +91,15 @@ static long parse_int(const char *flag, const char *v, long lo, long hi)
 static int split_list(const char *flag, const char *v, char items[][32], int max_len)
 {
     char buf[512];
-    if (strlen(v) >= sizeof buf) bench_fail("%s: list too long", flag, "");
+    if (strlen(v) >= sizeof buf) bench_fail("%s: list too long", flag);
     snprintf(buf, sizeof buf, "%s", v);
     int n = 0;
     for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-        if (n == BENCH_MAX_LIST) bench_fail("%s: at most 16 values", flag, "");
+        if (n == BENCH_MAX_LIST) bench_fail("%s: at most 16 values", flag);
         if ((int)strlen(t) >= max_len) bench_fail("%s: '%s' is too long", flag, t);
         snprintf(items[n++], (size_t)max_len, "%s", t);
     }
-    if (!n) bench_fail("%s needs at least one value", flag, "");
+    if (!n) bench_fail("%s needs at least one value", flag);
     return n;
 }
 
@@ -127,6 +120,115 @@ static double parse_duration(const char *s)
     return v * unit;
 }
 
+enum {
+    B_MODELS = 256, B_PRECISION, B_BATCH, B_SEQ, B_QUICK, B_STEPS, B_WARMUP, B_TIME_LIMIT,
+    B_IMAGE_SIZE, B_RECOMPUTE, B_GRAPH, B_DEVICE, B_LIST, B_DATA, B_DECODE, B_WORKERS, B_GPUS,
+    B_GRAD_REDUCE, B_MAX_BATCH, B_SOAK, B_SOAK_CSV, B_SOAK_EVERY, B_JSON
+};
+
+/* The flags of usage() above, in its order. */
+static const struct option bench_table[] = {
+    CLI_VALUE("models", B_MODELS), CLI_VALUE("precision", B_PRECISION), CLI_VALUE("batch", B_BATCH),
+    CLI_VALUE("seq", B_SEQ), CLI_SWITCH("quick", B_QUICK), CLI_VALUE("steps", B_STEPS),
+    CLI_VALUE("warmup", B_WARMUP), CLI_VALUE("time-limit", B_TIME_LIMIT),
+    CLI_VALUE("image-size", B_IMAGE_SIZE), CLI_VALUE("recompute", B_RECOMPUTE),
+    CLI_VALUE("graph", B_GRAPH), CLI_VALUE("device", B_DEVICE), CLI_SWITCH("list", B_LIST),
+    CLI_VALUE("data", B_DATA), CLI_VALUE("decode", B_DECODE), CLI_VALUE("workers", B_WORKERS),
+    CLI_VALUE("gpus", B_GPUS), CLI_VALUE("grad-reduce", B_GRAD_REDUCE),
+    CLI_SWITCH("max-batch", B_MAX_BATCH), CLI_VALUE("soak", B_SOAK), CLI_VALUE("soak-csv", B_SOAK_CSV),
+    CLI_VALUE("soak-every", B_SOAK_EVERY), CLI_VALUE("json", B_JSON), CLI_HELP, {0}};
+
+/* --models and --precision: the lists, each name checked. */
+static void bench_lists(BenchOptions *o, int val, const char *a, const char *v)
+{
+    char items[BENCH_MAX_LIST][32];
+    if (val == B_MODELS) {
+        o->n_models = split_list(a, v, items, 32);
+        for (int k = 0; k < o->n_models; k++) {
+            int m = model_kind_parse(items[k]);
+            if (m < 0) {
+                char hint[300];
+                snprintf(hint, sizeof hint, "known models: %s", model_kind_list());
+                ct_fatal_hint(hint, "--models: unknown model '%s'", items[k]);
+            }
+            o->models[k] = (ModelKind)m;
+        }
+        return;
+    }
+    o->n_precs = split_list(a, v, items, 8);
+    for (int k = 0; k < o->n_precs; k++) {
+        char low[8];   /* the bench takes FP16 as fp16 */
+        int n = 0;
+        for (const char *c = items[k]; *c; c++) low[n++] = (char)tolower((unsigned char)*c);
+        low[n] = 0;
+        int p = precision_parse(low);
+        if (p < 0) bench_fail("--precision: '%s' is not " PRECISION_CHOICES, items[k]);
+        o->precs[k] = (Precision)p;
+    }
+}
+
+/* One flag a of bench_table (v: its value). */
+static void bench_option(BenchOptions *o, int val, const char *a, const char *v)
+{
+    char items[BENCH_MAX_LIST][32];
+    switch (val) {
+    case B_QUICK: o->quick = 1; break;
+    case B_MAX_BATCH: o->max_batch = 1; break;
+    case B_LIST: o->list = 1; break;
+    case B_MODELS: case B_PRECISION: bench_lists(o, val, a, v); break;
+    case B_BATCH: case B_SEQ: {
+        int n = split_list(a, v, items, 32);
+        for (int k = 0; k < n; k++) {
+            if (val == B_SEQ) o->seqs[k] = (int)parse_int(a, items[k], 2, 512);
+            else o->batches[k] = (int)parse_int(a, items[k], 1, 1 << 30);
+        }
+        if (val == B_SEQ) o->n_seqs = n;
+        else o->n_batches = n;
+        break;
+    }
+    case B_STEPS: o->steps = (int)parse_int(a, v, 1, 100000); break;
+    case B_WARMUP: o->warmup = (int)parse_int(a, v, 0, 100000); break;
+    case B_TIME_LIMIT: o->time_limit_s = (double)parse_int(a, v, 0, 86400); break;
+    case B_IMAGE_SIZE: o->image_size = (int)parse_int(a, v, 8, 4096); break;
+    case B_GPUS: o->gpus = (int)parse_int(a, v, 1, 1024); break;
+    case B_DATA: bench_data_parse_dir(&o->data, v); break;
+    case B_DECODE: bench_data_parse_decode(&o->data, v); o->decode_set = 1; break;
+    case B_WORKERS: o->data.workers = (int)parse_int(a, v, 1, 256); o->workers_set = 1; break;
+    case B_GRAD_REDUCE: {
+        int t = dist_grad_reduce_parse(v);
+        if (t < 0) bench_fail("--grad-reduce: '%s' is not f32 or bf16", v);
+        o->grad_reduce = (DType)t;
+        break;
+    }
+    case B_SOAK_EVERY: o->soak_every = (int)parse_int(a, v, 1, INT_MAX); break;
+    case B_GRAPH:
+        if (!strcmp(v, "on")) o->graph_modes = 2;
+        else if (!strcmp(v, "off")) o->graph_modes = 1;
+        else if (!strcmp(v, "both")) o->graph_modes = 3;
+        else bench_fail("--graph: '%s' is not on, off or both", v);
+        break;
+    case B_RECOMPUTE:
+        if (recompute_parse(v, &o->recompute) != 0)
+            bench_fail("--recompute: '%s' is not none, all or every:N", v);
+        break;
+    case B_DEVICE:
+        if (ctx_parse_device(v, &o->device, &o->device_id) != 0)
+            bench_fail("--device: '%s' is not cpu, cuda or cuda:N", v);
+        o->device_set = 1;
+        break;
+    case B_SOAK:
+        o->soak_s = parse_duration(v);
+        if (!(o->soak_s > 0)) bench_fail("--soak: '%s' is not a duration like 30s, 10m or 72h", v);
+        break;
+    case B_SOAK_CSV: case B_JSON: {
+        char *dst = val == B_JSON ? o->json_path : o->soak_csv;
+        if (strlen(v) >= sizeof o->json_path) bench_fail("%s: path too long", a);
+        snprintf(dst, sizeof o->json_path, "%s", v);
+        break;
+    }
+    }
+}
+
 void bench_options_parse(BenchOptions *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
@@ -135,99 +237,26 @@ void bench_options_parse(BenchOptions *o, int argc, char **argv)
     o->image_size = 224;
     o->graph_modes = 2;
     snprintf(o->soak_csv, sizeof o->soak_csv, "ctrain_soak.csv");
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); exit(0); }
-        if (!strcmp(a, "--quick")) { o->quick = 1; continue; }
-        if (!strcmp(a, "--max-batch")) { o->max_batch = 1; continue; }
-        if (!strcmp(a, "--list")) { o->list = 1; continue; }
-        if (strncmp(a, "--", 2) != 0) bench_fail("unexpected argument '%s'", a, "");
-        if (i + 1 >= argc) bench_fail("%s needs a value", a, "");
-        const char *v = argv[++i];
-        char items[BENCH_MAX_LIST][32];
-        if (!strcmp(a, "--models")) {
-            o->n_models = split_list(a, v, items, 32);
-            for (int k = 0; k < o->n_models; k++) {
-                int m = model_kind_parse(items[k]);
-                if (m < 0) {
-                    char hint[300];
-                    snprintf(hint, sizeof hint, "known models: %s", model_kind_list());
-                    ct_fatal_hint(hint, "--models: unknown model '%s'", items[k]);
-                }
-                o->models[k] = (ModelKind)m;
-            }
-        } else if (!strcmp(a, "--precision")) {
-            o->n_precs = split_list(a, v, items, 8);
-            for (int k = 0; k < o->n_precs; k++) {
-                char low[8];   /* the bench takes FP16 as fp16 */
-                int n = 0;
-                for (const char *c = items[k]; *c; c++) low[n++] = (char)tolower((unsigned char)*c);
-                low[n] = 0;
-                int p = precision_parse(low);
-                if (p < 0)
-                    bench_fail("--precision: '%s' is not " PRECISION_CHOICES, items[k], "");
-                o->precs[k] = (Precision)p;
-            }
-        } else if (!strcmp(a, "--batch") || !strcmp(a, "--seq")) {
-            int seq = a[2] == 's';
-            int n = split_list(a, v, items, 32);
-            for (int k = 0; k < n; k++) {
-                if (seq) o->seqs[k] = (int)parse_int(a, items[k], 2, 512);
-                else o->batches[k] = (int)parse_int(a, items[k], 1, 1 << 30);
-            }
-            if (seq) o->n_seqs = n;
-            else o->n_batches = n;
-        } else if (!strcmp(a, "--steps")) o->steps = (int)parse_int(a, v, 1, 100000);
-        else if (!strcmp(a, "--warmup")) o->warmup = (int)parse_int(a, v, 0, 100000);
-        else if (!strcmp(a, "--time-limit")) o->time_limit_s = (double)parse_int(a, v, 0, 86400);
-        else if (!strcmp(a, "--image-size")) o->image_size = (int)parse_int(a, v, 8, 4096);
-        else if (!strcmp(a, "--gpus")) o->gpus = (int)parse_int(a, v, 1, 1024);
-        else if (!strcmp(a, "--data")) bench_data_parse_dir(&o->data, v);
-        else if (!strcmp(a, "--decode")) { bench_data_parse_decode(&o->data, v); o->decode_set = 1; }
-        else if (!strcmp(a, "--workers")) { o->data.workers = (int)parse_int(a, v, 1, 256); o->workers_set = 1; }
-        else if (!strcmp(a, "--grad-reduce")) {
-            int t = dist_grad_reduce_parse(v);
-            if (t < 0) bench_fail("--grad-reduce: '%s' is not f32 or bf16", v, "");
-            o->grad_reduce = (DType)t;
-        }
-        else if (!strcmp(a, "--soak-every")) o->soak_every = (int)parse_int(a, v, 1, INT_MAX);
-        else if (!strcmp(a, "--graph")) {
-            if (!strcmp(v, "on")) o->graph_modes = 2;
-            else if (!strcmp(v, "off")) o->graph_modes = 1;
-            else if (!strcmp(v, "both")) o->graph_modes = 3;
-            else bench_fail("--graph: '%s' is not on, off or both", v, "");
-        } else if (!strcmp(a, "--recompute")) {
-            if (recompute_parse(v, &o->recompute) != 0)
-                bench_fail("--recompute: '%s' is not none, all or every:N", v, "");
-        } else if (!strcmp(a, "--device")) {
-            if (ctx_parse_device(v, &o->device, &o->device_id) != 0)
-                bench_fail("--device: '%s' is not cpu, cuda or cuda:N", v, "");
-            o->device_set = 1;
-        } else if (!strcmp(a, "--soak")) {
-            o->soak_s = parse_duration(v);
-            if (!(o->soak_s > 0))
-                bench_fail("--soak: '%s' is not a duration like 30s, 10m or 72h", v, "");
-        } else if (!strcmp(a, "--soak-csv") || !strcmp(a, "--json")) {
-            char *dst = a[2] == 'j' ? o->json_path : o->soak_csv;
-            if (strlen(v) >= sizeof o->json_path) bench_fail("%s: path too long", a, "");
-            snprintf(dst, sizeof o->json_path, "%s", v);
-        } else {
-            bench_fail("unknown option '%s'", a, "");
-        }
+    CliOpts p;
+    cli_begin(&p, "bench", bench_table, argc, argv);
+    for (int val; (val = cli_next(&p)) != -1;) {
+        if (val == 'h') { usage(); exit(0); }
+        if (val == '?' || val == CLI_WORD) cli_refuse(&p);
+        bench_option(o, val, p.flag, p.value);
     }
-    if (o->max_batch && o->soak_s > 0) bench_fail("--max-batch and --soak: choose one", "", "");
+    if (o->max_batch && o->soak_s > 0) bench_fail("--max-batch and --soak: choose one");
     if ((o->decode_set || o->workers_set) && !o->data.dir[0])
-        bench_fail("%s sets the real-data rows: add --data DIR", o->decode_set ? "--decode" : "--workers", "");
+        bench_fail("%s sets the real-data rows: add --data DIR", o->decode_set ? "--decode" : "--workers");
     if (o->data.dir[0] && (o->max_batch || o->soak_s > 0 || o->gpus > 1))
         bench_fail("--data adds real-data rows to the throughput suite: drop %s",
-                   o->max_batch ? "--max-batch" : o->soak_s > 0 ? "--soak" : "--gpus", "");
+                   o->max_batch ? "--max-batch" : o->soak_s > 0 ? "--soak" : "--gpus");
     if (o->list && (o->max_batch || o->soak_s > 0))
-        bench_fail("--list shows the throughput suite: drop %s", o->max_batch ? "--max-batch" : "--soak", "");
+        bench_fail("--list shows the throughput suite: drop %s", o->max_batch ? "--max-batch" : "--soak");
     if (o->gpus > 1 && (o->max_batch || o->soak_s > 0))
-        bench_fail("--gpus measures the suite's configs; drop --max-batch / --soak", "", "");
+        bench_fail("--gpus measures the suite's configs; drop --max-batch / --soak");
     if (o->gpus > 1 && o->device_set && o->device == DEV_CPU)
-        bench_fail("--gpus needs CUDA devices; drop --device cpu", "", "");
+        bench_fail("--gpus needs CUDA devices; drop --device cpu");
     if (o->grad_reduce != DT_F32 && o->gpus <= 1)
         bench_fail("--grad-reduce %s is for the multi-GPU scaling: add --gpus N (N > 1)",
-                   dtype_name(o->grad_reduce), "");
+                   dtype_name(o->grad_reduce));
 }

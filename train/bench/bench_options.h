@@ -1,10 +1,12 @@
 /* bench_options.h — `ctrain bench`'s options (BenchOptions) and their
  * parser, with the usage text: every mistake a user can make on the command
  * line ends here with a message and a hint, before anything is measured.
+ * The parsing loop is every command's (cli_opts.h).
  */
 #ifndef CTRAIN_TRAIN_BENCH_OPTIONS_H
 #define CTRAIN_TRAIN_BENCH_OPTIONS_H
 
+#include "cli_opts.h"
 #include "engine/ctx.h"
 #include "engine/recompute.h"
 #include "models/model.h"

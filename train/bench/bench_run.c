@@ -270,15 +270,6 @@ static int timed_steps(Run *j, const BenchConfig *cfg, FILE *out, double *t)
 #undef MORE
 }
 
-/* The feed's statistics now; 0 when the feed keeps none (FeedStats NULL). */
-static int feed_stats_read(Feed *f, FeedStats *s)
-{
-    memset(s, 0, sizeof *s);
-    if (!f->stats) return 0;
-    f->stats(f, s);
-    return 1;
-}
-
 /* A real-data row's figures over the timed window: the difference of two
  * readings of the feed's cumulative statistics, over timed_s. */
 static void data_figures(BenchRow *row, const FeedStats *a, const FeedStats *b, double timed_s)
@@ -315,9 +306,9 @@ void bench_child_config(FILE *out, const void *arg)
     double *t = (double *)calloc((size_t)timed_cap(cfg) + 1, sizeof *t);
     if (!t) ct_fatal("out of host memory");
     FeedStats st0, st1;
-    int stats = cfg->data[0] && feed_stats_read(&j->fd, &st0);
+    int stats = cfg->data[0] && feed_stats_now(&j->fd, &st0);
     int n = timed_steps(j, cfg, out, t);
-    if (stats) feed_stats_read(&j->fd, &st1);   /* timed_steps has synced: the window is over */
+    if (stats) feed_stats_now(&j->fd, &st1);   /* timed_steps has synced: the window is over */
     /* the link right away, before the idle card lowers its generation */
     nvml_device_pcie(&nd, &row.pcie_gen_busy, &row.pcie_width_busy);
     double timed_s = 0;

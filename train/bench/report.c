@@ -1,6 +1,7 @@
 /* report.c — `ctrain report A.json B.json ...`: merge benchmark runs of one
  * or several cards into a markdown report (a table per question, the cards as
- * columns) and charts, by running scripts/report.py with the same arguments.
+ * columns) and charts, by running scripts/report.py with the same arguments
+ * (checked here first, as every command checks its own: report_args).
  * The script is looked for in $CTRAIN_SCRIPTS, next to the binary
  * (build/ctrain -> scripts/ in the checkout; DIR/bin/ctrain ->
  * DIR/share/ctrain/scripts when installed), and in ./scripts.
@@ -16,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,7 @@
 #include <unistd.h>
 #include "engine/error.h"
 #include "engine/settings.h"
+#include "bench_options.h"
 
 /* Fill path with the first candidate that exists; 0 when none does (path
  * then lists what was tried). */
@@ -75,45 +78,81 @@ static int has_matplotlib(const char *py)
     return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-static int wants_plots(int argc, char **argv)
+static void report_usage(void)
 {
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--plots") || !strncmp(argv[i], "--plots=", 8)) return 1;
-    return 0;
+    printf("usage: ctrain report A.json [B.json ...] [--out report.md] [--plots DIR]\n"
+           "                    [--label FILE=NAME] [--price CARD=USD_PER_HOUR]\n"
+           "                    [--baseline FILE|LABEL|ENGINE] [--ignore-layout] [--title T]\n\n"
+           "Merges `ctrain bench --json` files of one or several cards and scripts/torch_bench.py\n"
+           "--json files into one markdown report: a caption per card (driver, CUDA, cuDNN,\n"
+           "power limit, ECC, date, warnings), then a table per question with the cards as\n"
+           "columns: samples/s (PyTorch beside ctrain, and their ratio per card), step time,\n"
+           "energy per sample, MFU, power, peak memory, recompute, the largest batch, eager vs\n"
+           "CUDA graphs, real data, multi-GPU scaling, soak, cost per million samples (--price),\n"
+           "matmul ceilings. --plots DIR writes a chart per model (DIR/MODEL.png and .svg),\n"
+           "samples/s against the batch (DIR/MODEL_batch.png) and recompute's trade-off\n"
+           "(DIR/recompute.png) with matplotlib, from the first of python3 and /usr/bin/python3\n"
+           "that has it. Runs scripts/report.py.\n");
+}
+
+enum { R_OUT = 256, R_PLOTS, R_LABEL, R_PRICE, R_BASELINE, R_IGNORE_LAYOUT, R_TITLE };
+
+/* scripts/report.py's flags (its argparse), checked here as every command
+ * checks its own. */
+static const struct option report_table[] = {
+    CLI_VALUE("out", R_OUT), CLI_VALUE("plots", R_PLOTS), CLI_VALUE("label", R_LABEL),
+    CLI_VALUE("price", R_PRICE), CLI_VALUE("baseline", R_BASELINE),
+    CLI_SWITCH("ignore-layout", R_IGNORE_LAYOUT), CLI_VALUE("title", R_TITLE), CLI_HELP, {0}};
+
+/* The script's command line from argv, checked: [0] and [1] left for the
+ * Python and the script, then each option as --NAME=VALUE (a value that
+ * starts with '-' stays a value for argparse), "--" and the files. *plots:
+ * --plots was given. --help prints the usage and exits 0. */
+static char **report_args(int argc, char **argv, int *plots)
+{
+    char **av = calloc((size_t)argc + 4, sizeof *av);
+    char **files = calloc((size_t)argc + 1, sizeof *files);
+    if (!av || !files) ct_fatal("out of host memory");
+    int n = 2, nf = 0;
+    CliOpts p;
+    cli_begin(&p, "report", report_table, argc, argv);
+    for (int val; (val = cli_next(&p)) != -1;) {
+        if (val == 'h') {
+            report_usage();
+            exit(0);
+        }
+        if (val == '?') cli_refuse(&p);
+        if (val == CLI_WORD) files[nf++] = (char *)p.value;
+        else if (val == R_IGNORE_LAYOUT) av[n++] = (char *)"--ignore-layout";
+        else if (asprintf(&av[n++], "%s=%s", p.flag, p.value) < 0) ct_fatal("out of host memory");
+        *plots |= val == R_PLOTS;
+    }
+    if (!nf) cli_fail("report", "report takes the bench JSON files to merge: ctrain report A.json ...");
+    av[n++] = (char *)"--";
+    memcpy(av + n, files, (size_t)nf * sizeof *files);
+    free(files);
+    return av;
 }
 
 int cmd_report(int argc, char **argv)
 {
-    char script[1500];
-    if (argc == 0 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
-        printf("usage: ctrain report A.json [B.json ...] [--out report.md] [--plots DIR]\n"
-               "                    [--label FILE=NAME] [--price CARD=USD_PER_HOUR]\n"
-               "                    [--baseline FILE|LABEL|ENGINE] [--ignore-layout] [--title T]\n\n"
-               "Merges `ctrain bench --json` files of one or several cards and scripts/torch_bench.py\n"
-               "--json files into one markdown report: a caption per card (driver, CUDA, cuDNN,\n"
-               "power limit, ECC, date, warnings), then a table per question with the cards as\n"
-               "columns: samples/s (PyTorch beside ctrain, and their ratio per card), step time,\n"
-               "energy per sample, MFU, power, peak memory, recompute, the largest batch, eager vs\n"
-               "CUDA graphs, real data, multi-GPU scaling, soak, cost per million samples (--price),\n"
-               "matmul ceilings. --plots DIR writes a chart per model (DIR/MODEL.png and .svg),\n"
-               "samples/s against the batch (DIR/MODEL_batch.png) and recompute's trade-off\n"
-               "(DIR/recompute.png) with matplotlib, from the first of python3 and /usr/bin/python3\n"
-               "that has it. Runs scripts/report.py.\n");
-        return argc == 0 ? 1 : 0;
+    if (argc == 0) {
+        report_usage();
+        return 1;
     }
+    int plots = 0;
+    char **av = report_args(argc, argv, &plots);
+    char script[1500];
     if (!find_script(script, sizeof script))
         ct_fatal_hint("run ctrain from its checkout (scripts/report.py next to build/), or set "
                       "CTRAIN_SCRIPTS to the folder holding report.py",
                       "report: scripts/report.py not found (looked at %s)", script);
-    char **av = (char **)calloc((size_t)argc + 3, sizeof *av);
-    if (!av) ct_fatal("out of host memory");
     static const char *pythons[] = {"python3", "/usr/bin/python3"};
     const char *py = pythons[0];
-    if (wants_plots(argc, argv))
+    if (plots)
         for (size_t i = 0; i < sizeof pythons / sizeof pythons[0]; i++)
             if (has_matplotlib(pythons[i])) { py = pythons[i]; break; }
     av[1] = script;
-    for (int i = 0; i < argc; i++) av[i + 2] = argv[i];
     fflush(NULL);
     av[0] = (char *)py;
     execvp(py, av);

@@ -17,11 +17,13 @@
 #include "commands.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "engine/error.h"
 #include "models/bert.h"
+#include "train/bench/bench_options.h"
 #include "train/io/atomic_file.h"
 #include "train/io/safetensors.h"
 
@@ -138,19 +140,8 @@ static void write_hf_config(const char *path, const BertConfig *cfg, const char 
  * BertTokenizer.from_pretrained(DIR) open it. The architecture follows the
  * head in the file: classifier.weight -> sequence classification (its rows
  * are the labels), cls.predictions.* -> masked LM, neither -> BertModel. */
-static int export_hf_cmd(int argc, char **argv)
+static int export_hf(const char *dir, const char *ckpt, const char *vocab)
 {
-    const char *dir = NULL, *ckpt = NULL, *vocab = NULL;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--vocab") && i + 1 < argc) vocab = argv[++i];
-        else if (!dir) dir = argv[i];
-        else if (!ckpt) ckpt = argv[i];
-        else ct_fatal_hint("ctrain export --hf DIR CKPT [--vocab vocab.txt]",
-                           "export --hf: unexpected argument '%s'", argv[i]);
-    }
-    if (!dir || !ckpt)
-        ct_fatal_hint("ctrain export --hf DIR CKPT [--vocab vocab.txt]",
-                      "export --hf takes a folder and a checkpoint");
     StFile f;
     char err[1024];
     if (st_open(ckpt, &f, err, sizeof err) != ST_OK)
@@ -209,18 +200,44 @@ static int export_hf_cmd(int argc, char **argv)
     return 0;
 }
 
+enum { EXPORT_HF = 256, EXPORT_VOCAB };
+
+static const struct option export_table[] = {
+    CLI_VALUE("hf", EXPORT_HF), CLI_VALUE("vocab", EXPORT_VOCAB), CLI_HELP, {0}};
+
 int cmd_export(int argc, char **argv)
 {
-    if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-        export_usage();
-        return 0;
+    const char *hf = NULL, *vocab = NULL, *file[2] = {NULL, NULL};
+    int n = 0;   /* the words that are not options (the first two kept) */
+    CliOpts p;
+    cli_begin(&p, "export", export_table, argc, argv);
+    for (int val; (val = cli_next(&p)) != -1;) {
+        if (val == 'h') {
+            export_usage();
+            return 0;
+        }
+        if (val == EXPORT_HF) hf = p.value;
+        else if (val == EXPORT_VOCAB) vocab = p.value;
+        else if (val == CLI_WORD) {
+            if (n < 2) file[n] = p.value;
+            n++;
+        } else cli_refuse(&p);
     }
-    if (argc > 0 && !strcmp(argv[0], "--hf")) return export_hf_cmd(argc - 1, argv + 1);
-    if (argc != 2)
+    if (hf) {
+        if (n > 1)
+            ct_fatal_hint("ctrain export --hf DIR CKPT [--vocab vocab.txt]",
+                          "export --hf: unexpected argument '%s'", file[1]);
+        if (n == 0)
+            ct_fatal_hint("ctrain export --hf DIR CKPT [--vocab vocab.txt]",
+                          "export --hf takes a folder and a checkpoint");
+        return export_hf(hf, file[0], vocab);
+    }
+    if (vocab) cli_fail("export", "--vocab goes with --hf DIR (a Hugging Face folder)");
+    if (n != 2)
         ct_fatal_hint("ctrain export CKPT OUT (ctrain export --help)",
-                      "export takes a checkpoint and an output file, got %d argument%s", argc,
-                      argc == 1 ? "" : "s");
-    const char *in = argv[0], *out = argv[1];
+                      "export takes a checkpoint and an output file, got %d argument%s", n,
+                      n == 1 ? "" : "s");
+    const char *in = file[0], *out = file[1];
     if (!strcmp(in, out))
         ct_fatal_hint("write the export to another file", "export would overwrite %s", in);
     StFile f;

@@ -1,6 +1,7 @@
-/* main.c — the ctrain command: dispatch to a subcommand. */
+/* main.c — the ctrain command: dispatch to a subcommand, which parses its
+ * own options (--flag value and --flag=value alike: cli_next,
+ * train/bench/bench_options.h). */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
 #include "train/bench/bench.h"
@@ -24,37 +25,11 @@ static void usage(void)
            "  help    this text (ctrain --version: the revision and libraries)\n");
 }
 
-/* GNU-style "--flag=value" becomes "--flag" "value" before any command
- * parses its options, so every command takes both forms; the split is at
- * the first '=' ("--label=a.json=H200" -> "--label" "a.json=H200"). Words
- * after a bare "--" and values (which do not start with "--") are kept. */
-static char **split_flag_values(int *argc, char **argv)
-{
-    char **out = calloc((size_t)(2 * *argc + 1), sizeof *out);
-    if (!out) ct_fatal("out of host memory");
-    int n = 0, rest = 0;
-    for (int i = 0; i < *argc; i++) {
-        const char *a = argv[i], *eq = strchr(a, '=');
-        if (!rest && !strcmp(a, "--")) rest = 1;
-        if (rest || strncmp(a, "--", 2) || !eq || eq == a + 2) {
-            out[n++] = argv[i];
-            continue;
-        }
-        char *flag = strndup(a, (size_t)(eq - a));
-        if (!flag) ct_fatal("out of host memory");
-        out[n++] = flag;
-        out[n++] = (char *)eq + 1;
-    }
-    *argc = n;
-    return out;
-}
-
 int main(int argc, char **argv)
 {
     /* line by line even into a pipe or a file, so stdout's lines and the
      * log's (stderr, unbuffered) keep the order they happened in */
     setvbuf(stdout, NULL, _IOLBF, 0);
-    argv = split_flag_values(&argc, argv);
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
         !strcmp(argv[1], "-h")) {
         usage();

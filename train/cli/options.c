@@ -1,14 +1,18 @@
-/* options.c — strict parsing of the train/eval flags into TrainOptions, with a usage text. */
+/* options.c — strict parsing of the train/eval flags into TrainOptions, with
+ * the usage texts: a getopt_long table per command (train_table, eval_table;
+ * the loop is train/bench/bench_options.h's cli_next), one handler for both. */
 #include "options.h"
 
 #include <errno.h>
 #include <float.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
+#include "train/bench/bench_options.h"
 #include "train/loop/resume_check.h"
 
 /* ctrain eval's own text: the flags that say which model, weights and data. */
@@ -32,16 +36,6 @@ static void eval_options_usage(void)
            "  --help               this text\n"
            "Training flags (--lr, --optim, --steps, --log, --gpus, ...) are refused here.\n");
 }
-
-/* Flags that only shape training; ctrain eval refuses them rather than
- * accept and ignore them. */
-static const char *const train_only_flags[] = {
-    "--epochs", "--steps", "--batch", "--accum", "--optim", "--lr", "--final-lr",
-    "--momentum", "--nesterov", "--wd", "--no-wd-bn-bias", "--schedule", "--warmup", "--clip",
-    "--label-smoothing", "--recompute", "--graph", "--graph-warmup", "--save", "--save-every",
-    "--resume", "--resume-change", "--log", "--log-every", "--gpus", "--bucket-mb", "--sync-bn",
-    "--grad-reduce", "--dist-timeout", "--zero-init-residual", "--trace", "--dropout",
-    "--no-eval", NULL};
 
 void train_options_usage(const char *cmd)
 {
@@ -126,6 +120,8 @@ void train_options_usage(const char *cmd)
            "  --device D           cpu | cuda | cuda:N (default cuda when a GPU is present)\n"
            "  --eval-batch N       batch size for evaluation (default 256)\n"
            "  --no-eval            no evaluation on the held-out split at the end\n"
+           "  --eval-every N       also evaluate on the held-out split every N steps (default: only\n"
+           "                       at the end)\n"
            "  --trace              print what AMP, accumulation and recompute did at every step\n"
            "                       (loss scale, skipped steps, recomputed segments, memory;\n"
            "                       waits for the device each step: for learning, not timing)\n"
@@ -140,30 +136,17 @@ static const char *hint_models(void)
     return hint;
 }
 
-static void opt_fail(const char *cmd, const char *msg)
-{
-    char hint[128];
-    snprintf(hint, sizeof hint, "run 'ctrain %s --help' for the options", cmd);
-    ct_fatal_hint(hint, "%s", msg);
-}
-
 /* A whole number in lo..hi. The 64-bit parse is range-checked before any
  * caller narrows it to int, and every message quotes what was typed. */
 static long parse_long(const char *cmd, const char *flag, const char *v, long lo, long hi)
 {
-    char *end, msg[700];
+    char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (end == v || *end) {
-        snprintf(msg, sizeof msg, "%s: '%s' is not a whole number (expected %ld..%ld)", flag, v,
-                 lo, hi);
-        opt_fail(cmd, msg);
-    }
-    if (errno == ERANGE || x < lo || x > hi) {
-        snprintf(msg, sizeof msg, "%s: '%s' is out of range: it must be in %ld..%ld", flag, v, lo,
-                 hi);
-        opt_fail(cmd, msg);
-    }
+    if (end == v || *end)
+        cli_fail(cmd, "%s: '%s' is not a whole number (expected %ld..%ld)", flag, v, lo, hi);
+    if (errno == ERANGE || x < lo || x > hi)
+        cli_fail(cmd, "%s: '%s' is out of range: it must be in %ld..%ld", flag, v, lo, hi);
     return (long)x;
 }
 
@@ -172,199 +155,238 @@ static long parse_long(const char *cmd, const char *flag, const char *v, long lo
  * normal f32 would silently become 0 or lose its digits). */
 static float parse_float(const char *cmd, const char *flag, const char *v, float lo, float hi)
 {
-    char *end, msg[700];
+    char *end;
     errno = 0;
     double x = strtod(v, &end);
-    if (end == v || *end) {
-        snprintf(msg, sizeof msg, "%s: '%s' is not a number", flag, v);
-        opt_fail(cmd, msg);
-    }
-    if (isnan(x)) {
-        snprintf(msg, sizeof msg, "%s: '%s' is not a number (NaN): it must be in [%g, %g]", flag, v,
-                 (double)lo, (double)hi);
-        opt_fail(cmd, msg);
-    }
+    if (end == v || *end) cli_fail(cmd, "%s: '%s' is not a number", flag, v);
+    if (isnan(x))
+        cli_fail(cmd, "%s: '%s' is not a number (NaN): it must be in [%g, %g]", flag, v, (double)lo,
+                 (double)hi);
     int tiny = x != 0 ? fabs(x) < FLT_MIN : errno == ERANGE;   /* ERANGE at 0: underflow */
-    if (tiny && !(x < lo)) {
-        snprintf(msg, sizeof msg, "%s: '%s' is too small to hold in f32 (below %g, the smallest "
-                 "normal f32, it rounds to 0 or loses its digits)", flag, v, (double)FLT_MIN);
-        ct_fatal_hint("pass 0 for none, or a value of at least 1.2e-38", "%s", msg);
-    }
-    if ((errno == ERANGE && x != 0) || !(x >= lo && x <= hi)) {
-        snprintf(msg, sizeof msg, "%s: '%s' is out of range: it must be in [%g, %g]", flag, v,
-                 (double)lo, (double)hi);
-        opt_fail(cmd, msg);
-    }
+    if (tiny && !(x < lo))
+        ct_fatal_hint("pass 0 for none, or a value of at least 1.2e-38", "%s: '%s' is too small to "
+                      "hold in f32 (below %g, the smallest normal f32, it rounds to 0 or loses its "
+                      "digits)", flag, v, (double)FLT_MIN);
+    if ((errno == ERANGE && x != 0) || !(x >= lo && x <= hi))
+        cli_fail(cmd, "%s: '%s' is out of range: it must be in [%g, %g]", flag, v, (double)lo,
+                 (double)hi);
     return (float)x;
 }
 
 static void copy_str(const char *cmd, const char *flag, char *dst, size_t n, const char *v)
 {
-    char msg[256];
-    if (strlen(v) >= n) {
-        snprintf(msg, sizeof msg, "%s: value too long (at most %zu characters)", flag, n - 1);
-        opt_fail(cmd, msg);
-    }
+    if (strlen(v) >= n) cli_fail(cmd, "%s: value too long (at most %zu characters)", flag, n - 1);
     snprintf(dst, n, "%s", v);
+}
+
+enum {
+    O_MODEL = 256, O_DATA, O_IMAGE_SIZE, O_CLASSES, O_WORKERS, O_DECODE, O_HIDDEN, O_SEQ, O_VOCAB,
+    O_HEAD, O_ZERO_INIT_RESIDUAL, O_DROPOUT, O_EPOCHS, O_STEPS, O_BATCH, O_ACCUM, O_OPTIM, O_LR,
+    O_MOMENTUM, O_NESTEROV, O_WD, O_NO_WD_BN_BIAS, O_SCHEDULE, O_WARMUP, O_FINAL_LR, O_CLIP,
+    O_LABEL_SMOOTHING, O_PRECISION, O_RECOMPUTE, O_GRAPH, O_GRAPH_WARMUP, O_SAVE, O_SAVE_EVERY,
+    O_RESUME, O_RESUME_CHANGE, O_LOAD, O_LOG, O_LOG_EVERY, O_GPUS, O_BUCKET_MB, O_SYNC_BN,
+    O_GRAD_REDUCE, O_DIST_TIMEOUT, O_SEED, O_DEVICE, O_EVAL_BATCH, O_NO_EVAL, O_EVAL_EVERY, O_TRACE,
+    O_JSON
+};
+
+/* ctrain train's flags, in the order of its usage text. */
+static const struct option train_table[] = {
+    CLI_VALUE("model", O_MODEL), CLI_VALUE("data", O_DATA), CLI_VALUE("image-size", O_IMAGE_SIZE),
+    CLI_VALUE("classes", O_CLASSES), CLI_VALUE("workers", O_WORKERS), CLI_VALUE("decode", O_DECODE),
+    CLI_VALUE("hidden", O_HIDDEN), CLI_VALUE("seq", O_SEQ), CLI_VALUE("vocab", O_VOCAB),
+    CLI_VALUE("head", O_HEAD), CLI_SWITCH("zero-init-residual", O_ZERO_INIT_RESIDUAL),
+    CLI_VALUE("dropout", O_DROPOUT),
+    CLI_VALUE("epochs", O_EPOCHS), CLI_VALUE("steps", O_STEPS), CLI_VALUE("batch", O_BATCH),
+    CLI_VALUE("accum", O_ACCUM),
+    CLI_VALUE("optim", O_OPTIM), CLI_VALUE("lr", O_LR), CLI_VALUE("momentum", O_MOMENTUM),
+    CLI_SWITCH("nesterov", O_NESTEROV), CLI_VALUE("wd", O_WD),
+    CLI_SWITCH("no-wd-bn-bias", O_NO_WD_BN_BIAS), CLI_VALUE("schedule", O_SCHEDULE),
+    CLI_VALUE("warmup", O_WARMUP), CLI_VALUE("final-lr", O_FINAL_LR), CLI_VALUE("clip", O_CLIP),
+    CLI_VALUE("label-smoothing", O_LABEL_SMOOTHING),
+    CLI_VALUE("precision", O_PRECISION), CLI_VALUE("recompute", O_RECOMPUTE),
+    CLI_SWITCH("graph", O_GRAPH), CLI_VALUE("graph-warmup", O_GRAPH_WARMUP),
+    CLI_VALUE("save", O_SAVE), CLI_VALUE("save-every", O_SAVE_EVERY), CLI_VALUE("resume", O_RESUME),
+    CLI_VALUE("resume-change", O_RESUME_CHANGE), CLI_VALUE("load", O_LOAD), CLI_VALUE("log", O_LOG),
+    CLI_VALUE("log-every", O_LOG_EVERY),
+    CLI_VALUE("gpus", O_GPUS), CLI_VALUE("bucket-mb", O_BUCKET_MB), CLI_SWITCH("sync-bn", O_SYNC_BN),
+    CLI_VALUE("grad-reduce", O_GRAD_REDUCE), CLI_VALUE("dist-timeout", O_DIST_TIMEOUT),
+    CLI_VALUE("seed", O_SEED), CLI_VALUE("device", O_DEVICE), CLI_VALUE("eval-batch", O_EVAL_BATCH),
+    CLI_SWITCH("no-eval", O_NO_EVAL), CLI_VALUE("eval-every", O_EVAL_EVERY),
+    CLI_SWITCH("trace", O_TRACE), CLI_HELP, {0}};
+
+/* ctrain eval's: the flags that say which model, weights and data
+ * (eval_options_usage). The others of train_table are refused by name. */
+static const struct option eval_table[] = {
+    CLI_VALUE("load", O_LOAD), CLI_VALUE("model", O_MODEL), CLI_VALUE("hidden", O_HIDDEN),
+    CLI_VALUE("seq", O_SEQ), CLI_VALUE("head", O_HEAD), CLI_VALUE("classes", O_CLASSES),
+    CLI_VALUE("data", O_DATA), CLI_VALUE("vocab", O_VOCAB), CLI_VALUE("image-size", O_IMAGE_SIZE),
+    CLI_VALUE("workers", O_WORKERS), CLI_VALUE("decode", O_DECODE),
+    CLI_VALUE("precision", O_PRECISION), CLI_VALUE("eval-batch", O_EVAL_BATCH),
+    CLI_VALUE("json", O_JSON), CLI_VALUE("device", O_DEVICE), CLI_VALUE("seed", O_SEED), CLI_HELP,
+    {0}};
+
+/* 1 when flag ("--lr") is one of train_table's. */
+static int train_flag(const char *flag)
+{
+    for (const struct option *t = train_table; t->name; t++)
+        if (!strcmp(t->name, flag + 2)) return 1;
+    return 0;
+}
+
+/* --hidden W1,W2,...: every width given ("" or ",," would silently build
+ * fewer layers), at most 7. */
+static void parse_hidden(TrainOptions *o, const char *cmd, const char *v)
+{
+    char buf[256];
+    copy_str(cmd, "--hidden", buf, sizeof buf, v);
+    o->n_hidden = 0;
+    for (char *tok = buf;;) {
+        char *comma = strchr(tok, ',');
+        if (comma) *comma = 0;
+        if (!*tok)
+            cli_fail(cmd, "--hidden '%s': a width is missing (W1,W2,...: one number per hidden "
+                     "layer)", v);
+        if (o->n_hidden == 7) cli_fail(cmd, "--hidden: at most 7 hidden layers");
+        o->hidden[o->n_hidden++] = (int)parse_long(cmd, "--hidden", tok, 1, 1 << 16);
+        if (!comma) break;
+        tok = comma + 1;
+    }
+}
+
+/* --device cpu | cuda | cuda:N, the GPU number range-checked before
+ * ctx_parse_device narrows it to int. */
+static void parse_device(TrainOptions *o, const char *cmd, const char *v)
+{
+    char *end;
+    errno = 0;
+    long long id = strncmp(v, "cuda:", 5) ? 0 : strtoll(v + 5, &end, 10);
+    if (id && !*end && (errno || id < 0 || id > 1023))
+        cli_fail(cmd, "--device: '%s': the GPU number is out of range (0..1023)", v);
+    if (ctx_parse_device(v, &o->device, &o->device_id) != 0)
+        cli_fail(cmd, "--device: '%s' is not cpu, cuda or cuda:N", v);
+}
+
+/* A flag whose value is a number or a path (a, as typed; v, its value).
+ * 0 when val is none of them. */
+static int set_plain(TrainOptions *o, const char *cmd, int val, const char *a, const char *v)
+{
+    switch (val) {
+    case O_DATA: copy_str(cmd, a, o->data, sizeof o->data, v); break;
+    case O_IMAGE_SIZE: o->image_size = (int)parse_long(cmd, a, v, 8, 4096); break;
+    case O_CLASSES: o->classes = (int)parse_long(cmd, a, v, 2, 1 << 20); break;
+    case O_WORKERS: o->workers = (int)parse_long(cmd, a, v, 1, 256); break;
+    case O_SEQ: o->seq = (int)parse_long(cmd, a, v, 2, 512); break;
+    case O_VOCAB: copy_str(cmd, a, o->vocab, sizeof o->vocab, v); break;
+    case O_DROPOUT: o->dropout = parse_float(cmd, a, v, 0.0f, 0.99f); break;
+    case O_EPOCHS: o->epochs = (int)parse_long(cmd, a, v, 1, 100000); break;
+    case O_STEPS: o->steps = parse_long(cmd, a, v, 1, TRAIN_MAX_STEPS); break;
+    case O_BATCH: o->batch = (int)parse_long(cmd, a, v, 1, 1 << 20); break;
+    case O_ACCUM: o->accum = (int)parse_long(cmd, a, v, 1, 1 << 16); break;
+    case O_LR: o->lr = parse_float(cmd, a, v, 0.0f, 100.0f); break;
+    case O_MOMENTUM: o->optim.momentum = parse_float(cmd, a, v, 0.0f, 0.9999f); break;
+    case O_WD: o->optim.weight_decay = parse_float(cmd, a, v, 0.0f, 1.0f); break;
+    case O_WARMUP: o->warmup = parse_long(cmd, a, v, 0, TRAIN_MAX_STEPS); break;
+    case O_FINAL_LR: o->final_lr = parse_float(cmd, a, v, 0.0f, 100.0f); break;
+    case O_CLIP: o->clip = parse_float(cmd, a, v, 0.0f, 1e9f); break;
+    case O_LABEL_SMOOTHING: o->label_smoothing = parse_float(cmd, a, v, 0.0f, 1.0f); break;
+    case O_GRAPH_WARMUP: o->graph_warmup = parse_long(cmd, a, v, 1, 1000); break;
+    case O_SAVE: copy_str(cmd, a, o->save_path, sizeof o->save_path, v); break;
+    case O_SAVE_EVERY: o->save_every = parse_long(cmd, a, v, 1, TRAIN_MAX_STEPS); break;
+    case O_RESUME: copy_str(cmd, a, o->resume_path, sizeof o->resume_path, v); break;
+    case O_LOAD: copy_str(cmd, a, o->load_path, sizeof o->load_path, v); break;
+    case O_LOG: copy_str(cmd, a, o->log_path, sizeof o->log_path, v); break;
+    case O_LOG_EVERY: o->log_every = (int)parse_long(cmd, a, v, 1, 1 << 30); break;
+    case O_GPUS: o->dist.gpus = (int)parse_long(cmd, a, v, 1, 1024); break;
+    case O_BUCKET_MB: o->dist.bucket_mb = parse_float(cmd, a, v, 0.0f, 65536.0f); break;
+    case O_DIST_TIMEOUT: o->dist.timeout_s = (int)parse_long(cmd, a, v, 1, 86400); break;
+    case O_SEED: o->seed = (uint64_t)parse_long(cmd, a, v, 0, LONG_MAX); break;
+    case O_EVAL_BATCH: o->eval_batch = (int)parse_long(cmd, a, v, 1, 1 << 20); break;
+    case O_EVAL_EVERY: o->eval_every = parse_long(cmd, a, v, 1, TRAIN_MAX_STEPS); break;
+    case O_JSON: copy_str(cmd, a, o->json_path, sizeof o->json_path, v); break;
+    default: return 0;
+    }
+    return 1;
+}
+
+/* A switch, or a flag whose value names something: a model, a device, a
+ * policy (v, its value). */
+static void set_named(TrainOptions *o, const char *cmd, int val, const char *v)
+{
+    char msg[700];
+    int k;
+    switch (val) {
+    case O_ZERO_INIT_RESIDUAL: o->zero_init_residual = 1; break;
+    case O_NESTEROV: o->optim.nesterov = 1; break;
+    case O_NO_WD_BN_BIAS: o->no_wd_bn_bias = 1; break;
+    case O_GRAPH: o->graph = 1; break;
+    case O_SYNC_BN: o->dist.sync_bn = 1; break;
+    case O_NO_EVAL: o->no_eval = 1; break;
+    case O_TRACE: o->trace = 1; break;
+    case O_MODEL: {
+        char name[32];
+        copy_str(cmd, "--model", name, sizeof name, v);
+        if ((k = model_kind_parse(name)) < 0)
+            ct_fatal_hint(hint_models(), "--model: unknown model '%s'", name);
+        o->model = (ModelKind)k;
+        break;
+    }
+    case O_DECODE:
+        if (strcmp(v, "auto") && strcmp(v, "gpu") && strcmp(v, "cpu"))
+            cli_fail(cmd, "--decode: '%s' is not auto, gpu or cpu", v);
+        snprintf(o->decode, sizeof o->decode, "%s", v);
+        break;
+    case O_HIDDEN: parse_hidden(o, cmd, v); break;
+    case O_DEVICE: parse_device(o, cmd, v); break;
+    case O_HEAD:
+        if (strcmp(v, "mlm") && strcmp(v, "cls")) cli_fail(cmd, "--head: '%s' is not mlm or cls", v);
+        o->head = v[0] == 'm' ? HEAD_MLM : HEAD_CLS;
+        break;
+    case O_GRAD_REDUCE:
+        if ((k = dist_grad_reduce_parse(v)) < 0)
+            cli_fail(cmd, "--grad-reduce: '%s' is not f32 or bf16", v);
+        o->dist.grad_reduce = (DType)k;
+        break;
+    case O_PRECISION:
+        if ((k = precision_parse(v)) < 0)
+            cli_fail(cmd, "--precision: '%s' is not " PRECISION_CHOICES, v);
+        o->precision = (Precision)k;
+        break;
+    case O_OPTIM:
+        if ((k = optim_parse(v)) < 0) cli_fail(cmd, "--optim: '%s' is not sgd, adamw or lamb", v);
+        o->optim.kind = (OptimKind)k;
+        break;
+    case O_SCHEDULE:
+        if ((k = sched_parse(v)) < 0)
+            cli_fail(cmd, "--schedule: '%s' is not constant, cosine, linear, poly or step", v);
+        o->schedule = (SchedKind)k;
+        break;
+    case O_RECOMPUTE:
+        if (recompute_parse(v, &o->recompute) != 0)
+            cli_fail(cmd, "--recompute: '%s' is not none, all or every:N", v);
+        break;
+    case O_RESUME_CHANGE:
+        if (resume_change_parse(&o->resume_change, v, msg, sizeof msg) != 0)
+            ct_fatal_hint("name flags without their values, e.g. --resume-change steps,lr", "%s",
+                          msg);
+        break;
+    }
 }
 
 void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd)
 {
-    char msg[700];
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { train_options_usage(cmd); exit(0); }
-        if (!strcmp(cmd, "eval"))
-            for (int k = 0; train_only_flags[k]; k++)
-                if (!strcmp(a, train_only_flags[k])) {
-                    snprintf(msg, sizeof msg, "%s is a training flag: ctrain eval does not take "
-                             "it", a);
-                    opt_fail(cmd, msg);
-                }
-        if (!strcmp(a, "--nesterov")) { o->optim.nesterov = 1; continue; }
-        if (!strcmp(a, "--no-wd-bn-bias")) { o->no_wd_bn_bias = 1; continue; }
-        if (!strcmp(a, "--zero-init-residual")) { o->zero_init_residual = 1; continue; }
-        if (!strcmp(a, "--graph")) { o->graph = 1; continue; }
-        if (!strcmp(a, "--no-eval")) { o->no_eval = 1; continue; }
-        if (!strcmp(a, "--trace")) { o->trace = 1; continue; }
-        if (!strcmp(a, "--sync-bn")) { o->dist.sync_bn = 1; continue; }
-        if (strncmp(a, "--", 2) != 0) {
-            snprintf(msg, sizeof msg, "unexpected argument '%s'", a);
-            opt_fail(cmd, msg);
+    const int eval = !strcmp(cmd, "eval");
+    CliOpts p;
+    cli_begin(&p, cmd, eval ? eval_table : train_table, argc, argv);
+    for (int val; (val = cli_next(&p)) != -1;) {
+        if (val == 'h') {
+            train_options_usage(cmd);
+            exit(0);
         }
-        if (i + 1 >= argc) {
-            snprintf(msg, sizeof msg, "%s needs a value", a);
-            opt_fail(cmd, msg);
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--model")) {
-            char name[32];
-            copy_str(cmd, a, name, sizeof name, v);
-            int k = model_kind_parse(name);
-            if (k < 0)
-                ct_fatal_hint(hint_models(), "--model: unknown model '%s'", name);
-            o->model = (ModelKind)k;
-        } else if (!strcmp(a, "--data")) copy_str(cmd, a, o->data, sizeof o->data, v);
-        else if (!strcmp(a, "--epochs")) o->epochs = (int)parse_long(cmd, a, v, 1, 100000);
-        else if (!strcmp(a, "--steps")) o->steps = parse_long(cmd, a, v, 1, TRAIN_MAX_STEPS);
-        else if (!strcmp(a, "--batch")) o->batch = (int)parse_long(cmd, a, v, 1, 1 << 20);
-        else if (!strcmp(a, "--accum")) o->accum = (int)parse_long(cmd, a, v, 1, 1 << 16);
-        else if (!strcmp(a, "--lr")) o->lr = parse_float(cmd, a, v, 0.0f, 100.0f);
-        else if (!strcmp(a, "--final-lr")) o->final_lr = parse_float(cmd, a, v, 0.0f, 100.0f);
-        else if (!strcmp(a, "--momentum")) o->optim.momentum = parse_float(cmd, a, v, 0.0f, 0.9999f);
-        else if (!strcmp(a, "--wd")) o->optim.weight_decay = parse_float(cmd, a, v, 0.0f, 1.0f);
-        else if (!strcmp(a, "--clip")) o->clip = parse_float(cmd, a, v, 0.0f, 1e9f);
-        else if (!strcmp(a, "--label-smoothing")) o->label_smoothing = parse_float(cmd, a, v, 0.0f, 1.0f);
-        else if (!strcmp(a, "--warmup")) o->warmup = parse_long(cmd, a, v, 0, TRAIN_MAX_STEPS);
-        else if (!strcmp(a, "--seed")) o->seed = (uint64_t)parse_long(cmd, a, v, 0, LONG_MAX);
-        else if (!strcmp(a, "--graph-warmup")) o->graph_warmup = parse_long(cmd, a, v, 1, 1000);
-        else if (!strcmp(a, "--log-every")) o->log_every = (int)parse_long(cmd, a, v, 1, 1 << 30);
-        else if (!strcmp(a, "--log")) copy_str(cmd, a, o->log_path, sizeof o->log_path, v);
-        else if (!strcmp(a, "--json")) {
-            if (strcmp(cmd, "eval"))
-                opt_fail(cmd, "--json is ctrain eval's (a training run writes JSON lines with "
-                         "--log FILE)");
-            copy_str(cmd, a, o->json_path, sizeof o->json_path, v);
-        }
-        else if (!strcmp(a, "--vocab")) copy_str(cmd, a, o->vocab, sizeof o->vocab, v);
-        else if (!strcmp(a, "--save")) copy_str(cmd, a, o->save_path, sizeof o->save_path, v);
-        else if (!strcmp(a, "--load")) copy_str(cmd, a, o->load_path, sizeof o->load_path, v);
-        else if (!strcmp(a, "--resume")) copy_str(cmd, a, o->resume_path, sizeof o->resume_path, v);
-        else if (!strcmp(a, "--resume-change")) {
-            if (resume_change_parse(&o->resume_change, v, msg, sizeof msg) != 0)
-                ct_fatal_hint("name flags without their values, e.g. --resume-change steps,lr",
-                              "%s", msg);
-        }
-        else if (!strcmp(a, "--save-every")) o->save_every = parse_long(cmd, a, v, 1, TRAIN_MAX_STEPS);
-        else if (!strcmp(a, "--image-size")) o->image_size = (int)parse_long(cmd, a, v, 8, 4096);
-        else if (!strcmp(a, "--classes")) o->classes = (int)parse_long(cmd, a, v, 2, 1 << 20);
-        else if (!strcmp(a, "--workers")) o->workers = (int)parse_long(cmd, a, v, 1, 256);
-        else if (!strcmp(a, "--decode")) {
-            if (strcmp(v, "auto") && strcmp(v, "gpu") && strcmp(v, "cpu")) {
-                snprintf(msg, sizeof msg, "--decode: '%s' is not auto, gpu or cpu", v);
-                opt_fail(cmd, msg);
-            }
-            snprintf(o->decode, sizeof o->decode, "%s", v);
-        }
-        else if (!strcmp(a, "--seq")) o->seq = (int)parse_long(cmd, a, v, 2, 512);
-        else if (!strcmp(a, "--eval-batch")) o->eval_batch = (int)parse_long(cmd, a, v, 1, 1 << 20);
-        else if (!strcmp(a, "--dropout")) o->dropout = parse_float(cmd, a, v, 0.0f, 0.99f);
-        else if (!strcmp(a, "--gpus")) o->dist.gpus = (int)parse_long(cmd, a, v, 1, 1024);
-        else if (!strcmp(a, "--bucket-mb")) o->dist.bucket_mb = parse_float(cmd, a, v, 0.0f, 65536.0f);
-        else if (!strcmp(a, "--dist-timeout")) o->dist.timeout_s = (int)parse_long(cmd, a, v, 1, 86400);
-        else if (!strcmp(a, "--device")) {
-            char *end;
-            errno = 0;
-            long long id = strncmp(v, "cuda:", 5) ? 0 : strtoll(v + 5, &end, 10);
-            if (id && !*end && (errno || id < 0 || id > 1023)) {   /* before ctx_parse_device's int */
-                snprintf(msg, sizeof msg, "--device: '%s': the GPU number is out of range (0..1023)", v);
-                opt_fail(cmd, msg);
-            }
-            if (ctx_parse_device(v, &o->device, &o->device_id) != 0) {
-                snprintf(msg, sizeof msg, "--device: '%s' is not cpu, cuda or cuda:N", v);
-                opt_fail(cmd, msg);
-            }
-        } else if (!strcmp(a, "--head")) {
-            if (!strcmp(v, "mlm")) o->head = HEAD_MLM;
-            else if (!strcmp(v, "cls")) o->head = HEAD_CLS;
-            else {
-                snprintf(msg, sizeof msg, "--head: '%s' is not mlm or cls", v);
-                opt_fail(cmd, msg);
-            }
-        } else if (!strcmp(a, "--grad-reduce")) {
-            int t = dist_grad_reduce_parse(v);
-            if (t < 0) {
-                snprintf(msg, sizeof msg, "--grad-reduce: '%s' is not f32 or bf16", v);
-                opt_fail(cmd, msg);
-            }
-            o->dist.grad_reduce = (DType)t;
-        } else if (!strcmp(a, "--precision")) {
-            int p = precision_parse(v);
-            if (p < 0) {
-                snprintf(msg, sizeof msg, "--precision: '%s' is not " PRECISION_CHOICES, v);
-                opt_fail(cmd, msg);
-            }
-            o->precision = (Precision)p;
-        } else if (!strcmp(a, "--optim")) {
-            int k = optim_parse(v);
-            if (k < 0) {
-                snprintf(msg, sizeof msg, "--optim: '%s' is not sgd, adamw or lamb", v);
-                opt_fail(cmd, msg);
-            }
-            o->optim.kind = (OptimKind)k;
-        } else if (!strcmp(a, "--schedule")) {
-            int k = sched_parse(v);
-            if (k < 0) {
-                snprintf(msg, sizeof msg, "--schedule: '%s' is not constant, cosine, linear, poly or step", v);
-                opt_fail(cmd, msg);
-            }
-            o->schedule = (SchedKind)k;
-        } else if (!strcmp(a, "--recompute")) {
-            if (recompute_parse(v, &o->recompute) != 0) {
-                snprintf(msg, sizeof msg, "--recompute: '%s' is not none, all or every:N", v);
-                opt_fail(cmd, msg);
-            }
-        } else if (!strcmp(a, "--hidden")) {
-            char buf[256];
-            copy_str(cmd, a, buf, sizeof buf, v);
-            o->n_hidden = 0;
-            /* every width given: "" or ",," would silently build fewer layers */
-            for (char *tok = buf;;) {
-                char *comma = strchr(tok, ',');
-                if (comma) *comma = 0;
-                if (!*tok) {
-                    snprintf(msg, sizeof msg, "--hidden '%s': a width is missing (W1,W2,...: "
-                             "one number per hidden layer)", v);
-                    opt_fail(cmd, msg);
-                }
-                if (o->n_hidden == 7) opt_fail(cmd, "--hidden: at most 7 hidden layers");
-                o->hidden[o->n_hidden++] = (int)parse_long(cmd, a, tok, 1, 1 << 16);
-                if (!comma) break;
-                tok = comma + 1;
-            }
-        } else {
-            snprintf(msg, sizeof msg, "unknown option '%s'", a);
-            opt_fail(cmd, msg);
-        }
+        if (val == '?' && eval && train_flag(p.flag))
+            cli_fail(cmd, "%s is a training flag: ctrain eval does not take it", p.flag);
+        if (val == '?' && !strcmp(p.flag, "--json"))
+            cli_fail(cmd, "--json is ctrain eval's (a training run writes JSON lines with --log FILE)");
+        if (val == '?' || val == CLI_WORD) cli_refuse(&p);
+        if (!set_plain(o, cmd, val, p.flag, p.value)) set_named(o, cmd, val, p.value);
     }
 }

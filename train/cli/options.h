@@ -1,9 +1,11 @@
 /* options.h — command-line options of `ctrain train` and `ctrain eval`, read
  * into the run's decisions (TrainOptions, train/loop/run_options.h).
  *
- * Parsing is strict: an unknown flag, a missing value, a number that does not
- * parse or is out of range each end with a message naming the flag and a
- * hint to run `ctrain train --help`.
+ * Parsing is strict (getopt_long through cli_next, train/bench/bench_options.h;
+ * --flag value and --flag=value alike): an unknown flag, an abbreviation, a
+ * missing value, a number that does not parse or is out of range each end
+ * with a message naming the flag and a hint to run `ctrain train --help`.
+ * ctrain eval takes its own flags and refuses the training ones by name.
  */
 #ifndef CTRAIN_TRAIN_OPTIONS_H
 #define CTRAIN_TRAIN_OPTIONS_H

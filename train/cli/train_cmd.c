@@ -4,37 +4,24 @@
  * run_open (train/loop/run.h). Each optimizer step is trainer_step
  * (train/loop/step.h: accumulation, backward, unscale, clip, optimizer,
  * scaler update, zero grads).
- * The host waits for the device only when it reports (--log-every), so the
- * data for the next step is prepared while the GPU runs this one.
- *
- * The data figures of a report cover the interval since the previous one
- * (the difference of two FeedStats readings, train/feed/feed_types.h), so
- * warm-up, algorithm search and graph capture do not hide in an average:
- *   data N img/s     images the feed handed over / interval wall time
- *   capacity M       images / decoder busy time x its parallelism: what the
- *                    decoder could deliver if never held back
- *   wait P%          time the step loop blocked for a batch / interval wall
- *                    time (large: the data is the bottleneck)
- * --log writes them as data_images_per_s, data_capacity_per_s and
- * data_wait_frac, with cpu_fallback (images the GPU decoder left to the CPU,
- * so far); the config record names the decoder (decode). This process's
- * feed only (a data-parallel rank's share).
+ * The host prepares the next step's data while the GPU runs this one; it
+ * waits for the device only when it reports: every --log-every
+ * steps (the interval's mean loss is read), and on a terminal when the
+ * progress line is redrawn between reports (at most twice a second, so the
+ * rate and ETA it shows are the device's, not the host's queue).
+ * --eval-every N evaluates on the held-out split every N steps; its time is
+ * left out of the throughput and the ETA. What is printed and logged:
+ * train_report.h.
  */
 #include "commands.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef CTRAIN_CUDA
-#include <cuda_runtime.h>
-#endif
 #include "engine/error.h"
 #include "engine/log.h"
 #include "engine/mem.h"
-#include "engine/settings.h"
-#include "train/io/atomic_file.h"
 #include "train/io/checkpoint.h"
 #include "train/io/jsonlog.h"
 #include "train/io/safetensors.h"
@@ -45,108 +32,10 @@
 #include "train/loop/schedule.h"
 #include "train/loop/step.h"
 #include "train/parallel/dist.h"
-#include "train/bench/bench_json.h"
-#include "train/bench/nvml.h"
+#include "train/bench/cli_opts.h"
 #include "train/bench/timeline.h"
 #include "options.h"
-
-/* The feed's statistics now; zeros and "none" for a feed without any. */
-static void feed_stats_read(Feed *fd, FeedStats *s)
-{
-    memset(s, 0, sizeof *s);
-    snprintf(s->decode, sizeof s->decode, "none");
-    if (fd->stats) fd->stats(fd, s);
-}
-
-/* The interval between readings a and b, dt seconds of wall time. */
-typedef struct {
-    double images_per_s, capacity_per_s, wait_frac;
-} DataRates;
-
-static DataRates data_rates(const FeedStats *a, const FeedStats *b, double dt)
-{
-    DataRates r = {NAN, NAN, NAN};
-    double n = (double)(b->images - a->images), busy = b->decode_s - a->decode_s;
-    if (dt <= 0) return r;
-    r.images_per_s = n / dt;
-    r.wait_frac = fmin(1.0, fmax(0.0, (b->wait_s - a->wait_s) / dt));
-    if (busy > 0) r.capacity_per_s = n / busy * (b->decode_parallel > 0 ? b->decode_parallel : 1);
-    return r;
-}
-
-/* "ctrain train ARGS...", each argument as typed (after --flag=value split). */
-static void command_line(char *out, size_t len, int argc, char **argv)
-{
-    size_t n = (size_t)snprintf(out, len, "ctrain train");
-    for (int i = 0; i < argc && n < len; i++)
-        n += (size_t)snprintf(out + n, len - n, " %s", argv[i]);
-}
-
-/* The environment settings this run was given (set in the environment, as
- * typed): "NAME=value NAME=value", "" when none. */
-static void settings_given(char *out, size_t len)
-{
-    size_t n = 0;
-    out[0] = 0;
-    for (int id = 0; id < SET_COUNT && n < len; id++) {
-        const char *t = setting_text((SettingId)id);
-        if (t) n += (size_t)snprintf(out + n, len - n, "%s%s=%s", n ? " " : "",
-                                     setting_name((SettingId)id), t);
-    }
-}
-
-static void log_config(FILE *f, const TrainOptions *o, const Model *m, Feed *fd,
-                       long total_steps, const Ctx *c, const char *cmdline)
-{
-    JsonLine j;
-    json_begin(&j, "config");
-    char rev[64] = "", drv[64] = "", gpu[256] = "", env[2048];
-    bench_revision(rev, sizeof rev);
-    json_str(&j, "command", cmdline);
-    json_str(&j, "revision", rev);
-#ifdef CTRAIN_CUDA
-    struct cudaDeviceProp p;
-    if (c->device == DEV_CUDA && cudaGetDeviceProperties(&p, c->device_id) == cudaSuccess)
-        snprintf(gpu, sizeof gpu, "%s", p.name);
-    if (c->device == DEV_CUDA && nvml_init()) nvml_driver_version(drv, sizeof drv);
-#endif
-    json_str(&j, "gpu_name", gpu);
-    json_str(&j, "driver", drv);
-    settings_given(env, sizeof env);
-    json_str(&j, "env", env);
-    json_str(&j, "model", model_kind_name(o->model));
-    json_str(&j, "data", o->data);
-    json_str(&j, "data_desc", fd->desc);
-    FeedStats fs;
-    feed_stats_read(fd, &fs);
-    json_str(&j, "decode", fs.decode);
-    json_str(&j, "device", ctx_device_name(c));
-    json_str(&j, "precision", precision_name(o->precision));
-    json_str(&j, "optimizer", optim_name(o->optim.kind));
-    json_str(&j, "schedule", sched_name(o->schedule));
-    json_int(&j, "batch", o->batch);
-    json_int(&j, "accum", o->accum);
-    json_int(&j, "steps", total_steps);
-    json_int(&j, "params", (int64_t)m->params.total);
-    json_num(&j, "lr", o->lr);
-    json_int(&j, "warmup", o->warmup);
-    json_num(&j, "weight_decay", o->optim.weight_decay);
-    json_num(&j, "label_smoothing", o->label_smoothing);
-    json_int(&j, "recompute_every", o->recompute.every);
-    json_int(&j, "seed", (int64_t)o->seed);
-    json_log(&j, f, o->log_path);
-}
-
-/* --data mlm:SHARD: the evaluation scores masked tokens on the held-out tail */
-static int is_mlm(const TrainOptions *o) { return !strncmp(o->data, "mlm:", 4); }
-
-static void print_mlm_eval(const EvalResult *ev)
-{
-    printf("held-out masked LM: masked-token accuracy %.2f%% (top-5 %.2f%%)  loss %.4f  "
-           "perplexity %.2f  (%ld masked tokens)\n", 100.0 * ev->top1, 100.0 * ev->top5,
-           ev->loss, exp(ev->loss), ev->n);
-    printf("most-common-token baseline %.2f%%\n", 100.0 * ev->majority);
-}
+#include "train_report.h"
 
 /* --trace: what the graph machinery did for this step. */
 static const char *graph_what(const Trainer *t, char *buf, size_t n)
@@ -203,7 +92,7 @@ int cmd_train(int argc, char **argv)
           m->name, m->params.total, fd->desc, o->batch, o->accum, total, epochs, epochs == 1 ? "" : "s",
           ctx_device_name(c), precision_name(o->precision));
     char cmdline[4096];
-    command_line(cmdline, sizeof cmdline, argc, argv);
+    cli_command_line(cmdline, sizeof cmdline, "train", argc, argv);
     if (logf) log_config(logf, o, m, fd, total, c, cmdline);
     if (logf && o->resume_path[0]) {   /* the log was appended to: say where this run took over */
         JsonLine j;
@@ -218,10 +107,16 @@ int cmd_train(int argc, char **argv)
     progress_init(&pg);
     double t0 = progress_now(), t_last = t0;
     FeedStats ds_last, ds_now;
-    feed_stats_read(fd, &ds_last);
+    feed_stats_now(fd, &ds_last);
     long step = tr->step, last_step = tr->step, first_step = tr->step, saved_step = -1;
     mem_reset_peak(c);
     long recomputed_before = c->recomputed;
+    float lv_shown = NAN;            /* the last interval's mean loss, for the redraws */
+    double drawn_at = t0;
+    const int eval_during = o->eval_every > 0 && fd->has_eval && !o->no_eval;
+    if (o->eval_every > 0 && !eval_during)
+        LOG_W("--eval-every has no effect: %s", o->no_eval ? "--no-eval is given"
+              : "the data has no held-out split");
     while (step < total) {
         trainer_step(tr);
         dist_step_done(dist);      /* [dist] the watchdog's progress marker */
@@ -260,7 +155,7 @@ int cmd_train(int argc, char **argv)
             double now = progress_now();
             double sps = (double)(step - last_step) * o->batch * o->accum * c->dp_world / (now - t_last);
             double eta = (now - t0) / (double)(step - first_step) * (double)(total - step);
-            feed_stats_read(fd, &ds_now);
+            feed_stats_now(fd, &ds_now);
             DataRates dr = data_rates(&ds_last, &ds_now, now - t_last);
             char eb[32], mb[32], pb[32], db[96] = "", cb[40] = "", sb[64] = "";
             if (fd->stats) {
@@ -303,6 +198,40 @@ int cmd_train(int argc, char **argv)
             t_last = now;
             ds_last = ds_now;
             last_step = step;
+            lv_shown = lv;
+            drawn_at = now;
+        } else if (pg.tty && progress_now() - drawn_at >= 0.5) {
+            /* between reports: the device's pace (one wait), the last interval's loss */
+            ctx_sync(c);
+            double now = progress_now(), eta = (now - t0) / (double)(step - first_step)
+                                                 * (double)(total - step);
+            double sps = (double)(step - last_step) * o->batch * o->accum * c->dp_world
+                         / (now - t_last);
+            char eb[32], lb[32] = "";
+            if (isfinite(lv_shown)) snprintf(lb, sizeof lb, "  loss %.4f", (double)lv_shown);
+            progress_update(&pg, "epoch %ld/%ld  step %ld/%ld%s  lr %.4g  %.0f samples/s  ETA %s",
+                            trainer_epoch(tr), epochs, step, total, lb, (double)lr, sps,
+                            progress_fmt_time(eb, sizeof eb, eta));
+            drawn_at = now;
+        }
+        if (eval_during && step % o->eval_every == 0 && step < total) {
+            /* its time is not training time: the rate and ETA skip it */
+            const double e0 = progress_now();
+            FeedStats pre, post;
+            feed_stats_now(fd, &pre);
+            progress_done(&pg);
+            EvalResult ev = evaluate(c, m, fd);
+            char at[48];
+            snprintf(at, sizeof at, "step %ld: ", step);
+            eval_print(&ev, o, fd, at);
+            if (logf) eval_log(logf, o, &ev, step, 0, 0.0, 0);
+            eval_result_free(&ev);
+            feed_stats_now(fd, &post);
+            feed_stats_skip(&ds_last, &pre, &post);
+            const double spent = progress_now() - e0;
+            t0 += spent;
+            t_last += spent;
+            drawn_at = progress_now();
         }
         tensor_release(tr->last_loss);   /* as soon as it has been read (or not) */
         tr->last_loss = NULL;
@@ -332,31 +261,8 @@ int cmd_train(int argc, char **argv)
     }
     if (fd->has_eval && !o->no_eval) {
         EvalResult ev = evaluate(c, m, fd);
-        if (is_mlm(o))
-            print_mlm_eval(&ev);
-        else {
-            printf("test accuracy %.2f%% (top-5 %.2f%%)  test loss %.4f  (%ld %s)\n",
-                   100.0 * ev.top1, 100.0 * ev.top5, ev.loss, ev.n,
-                   fd->vocab_size ? "examples" : "images");
-            printf("majority-class baseline %.2f%% (always the held-out split's most common "
-                   "label)\n", 100.0 * ev.majority);
-        }
-        if (fd->class_names) eval_print_classes(&ev, fd->class_names);
-        if (logf) {
-            JsonLine j;
-            json_begin(&j, "eval");
-            json_str(&j, "split", "test");
-            json_int(&j, "step", step);
-            json_num(&j, "test_acc", ev.top1);
-            json_num(&j, "test_top5", ev.top5);
-            json_num(&j, "test_loss", ev.loss);
-            json_num(&j, "majority_acc", ev.majority);
-            if (is_mlm(o)) json_num(&j, "perplexity", exp(ev.loss));
-            json_int(&j, "test_n", ev.n);
-            json_num(&j, "train_time_s", train_s);
-            json_int(&j, "peak_mem_bytes", (int64_t)c->mem.peak);
-            json_log(&j, logf, o->log_path);
-        }
+        eval_print(&ev, o, fd, "");
+        if (logf) eval_log(logf, o, &ev, step, 1, train_s, c->mem.peak);
         eval_result_free(&ev);
     } else if (dist_is_main(r.dist) && !o->no_eval) {
         printf("no evaluation: --data %s has no held-out split (an ImageFolder needs a val/ "
@@ -365,43 +271,6 @@ int cmd_train(int argc, char **argv)
     }
     run_close(&r);                 /* [dist] barrier, then NCCL teardown; the log; the rest */
     return 0;
-}
-
-/* ctrain eval --json FILE: the result as one JSON object, written to a
- * temporary beside FILE and renamed over it, so a failed write never
- * replaces a good file. */
-static void eval_write_json(const char *path, const TrainOptions *o, const Run *r,
-                            const EvalResult *ev)
-{
-    char tmp[600], err[700];
-    FILE *f = atomic_file_open(path, tmp, sizeof tmp, err, sizeof err);
-    if (!f) ct_fatal_hint("check that the folder exists and is writable", "--json: %s", err);
-    char rev[64] = "";
-    bench_revision(rev, sizeof rev);
-    JsonLine j;
-    json_begin(&j, "eval");
-    json_str(&j, "model", model_kind_name(o->model));
-    json_str(&j, "weights", o->load_path);
-    json_str(&j, "data", r->fd.desc);
-    json_str(&j, "precision", precision_name(o->precision));
-    json_str(&j, "device", ctx_device_name(&r->c));
-    json_str(&j, "revision", rev);
-    json_num(&j, "top1", ev->top1);
-    json_num(&j, "top5", ev->top5);
-    json_num(&j, "loss", ev->loss);
-    json_num(&j, "majority", ev->majority);
-    if (is_mlm(o)) json_num(&j, "perplexity", exp(ev->loss));
-    json_int(&j, "n", ev->n);
-    const int bad = json_end(&j, f) != 0;
-    if (bad) {
-        fclose(f);
-        remove(tmp);
-        ct_fatal_hint("check the disk space and the folder", "--json: cannot write %s: %s", path,
-                      strerror(errno));
-    }
-    if (atomic_file_commit(f, tmp, path, err, sizeof err) != 0)
-        ct_fatal_hint("check the disk space and the folder", "--json: %s", err);
-    printf("wrote %s\n", path);
 }
 
 int cmd_eval(int argc, char **argv)
@@ -419,16 +288,8 @@ int cmd_eval(int argc, char **argv)
     const Feed *fd = &r.fd;
     EvalResult ev = evaluate(&r.c, &r.m, &r.fd);
     printf("%s on %s:\n", r.m.name, fd->desc);
-    if (is_mlm(&opts))
-        print_mlm_eval(&ev);
-    else {
-        printf("top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld %s)\n", 100.0 * ev.top1,
-               100.0 * ev.top5, ev.loss, ev.n, fd->vocab_size ? "examples" : "images");
-        printf("majority-class baseline %.2f%% (always the held-out split's most common "
-               "label)\n", 100.0 * ev.majority);
-    }
-    if (fd->class_names) eval_print_classes(&ev, fd->class_names);
-    if (opts.json_path[0]) eval_write_json(opts.json_path, &opts, &r, &ev);
+    eval_print(&ev, &opts, fd, NULL);
+    if (opts.json_path[0]) eval_write_json(opts.json_path, &opts, r.fd.desc, ctx_device_name(&r.c), &ev);
     eval_result_free(&ev);
     run_close(&r);
     return 0;

@@ -3,6 +3,7 @@
  * feed_image.c, feed_text.c, feed_cls.c, all on feed_stage.c. */
 #include "feed.h"
 
+#include <stdio.h>
 #include <string.h>
 #include "engine/error.h"
 #include "feed_cls.h"
@@ -55,4 +56,13 @@ void feed_close(Feed *f, Ctx *c)
     for (int i = 0; i < f->n_in; i++) tensor_release(f->in[i]);
     if (f->free) f->free(f, c);
     memset(f, 0, sizeof *f);
+}
+
+int feed_stats_now(Feed *f, FeedStats *s)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->decode, sizeof s->decode, "none");
+    if (!f->stats) return 0;
+    f->stats(f, s);
+    return 1;
 }

@@ -41,4 +41,9 @@ int feed_is_cls(const char *data);
 void feed_open(Feed *f, Ctx *c, const FeedSpec *spec);
 void feed_close(Feed *f, Ctx *c);
 
+/* The feed's cumulative statistics now (FeedStats, feed_types.h): zeros and
+ * decode "none" for a feed that keeps none (synthetic data, token shards);
+ * returns whether it keeps them. */
+int feed_stats_now(Feed *f, FeedStats *s);
+
 #endif

@@ -163,6 +163,7 @@ void feed_cls_open(Feed *f, Ctx *c, const FeedSpec *s)
     f->classes = (int)C->ds.n_topics;
     f->vocab_size = (int)C->wp.V;
     f->has_eval = C->ds.n_test > 0;
+    f->eval_rows = (long)C->ds.n_test;
     f->class_names = (const char *const *)C->ds.topics;
     f->next = cls_next;
     f->eval_start = cls_eval_start;

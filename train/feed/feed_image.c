@@ -113,6 +113,7 @@ void feed_flat_open(Feed *f, Ctx *c, const FeedSpec *s, const char *dir)
                       s->batch, tr->n);
     f->classes = FMNIST_CLASSES;
     f->has_eval = 1;
+    f->eval_rows = (long)F->ds.split[FMNIST_TEST].n;
     f->next = flat_next;
     f->eval_start = flat_eval_start;
     f->eval_next = flat_eval_next;
@@ -407,6 +408,7 @@ static void img_open(Feed *f, Ctx *c, const FeedSpec *s, int kind, const char *a
     f->batches_per_epoch = (long)loader_batches(I->L);
     f->classes = I->train.classes;
     f->has_eval = I->have_val;
+    f->eval_rows = I->have_val ? (long)I->val.n : 0;
     f->next = img_next;
     f->stats = img_stats;
     f->eval_start = img_eval_start;

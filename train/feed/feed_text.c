@@ -220,6 +220,7 @@ void feed_text_open(Feed *f, Ctx *c, const FeedSpec *s)
     if (T->n_eval) {
         mlm_hold_out(&T->mb, T->n_eval);
         f->has_eval = 1;
+        f->eval_rows = (long)T->n_eval;
         f->eval_start = text_eval_start;
         f->eval_next = text_eval_next;
     }

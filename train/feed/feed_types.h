@@ -40,6 +40,7 @@ struct Feed {
     int classes;
     int vocab_size;            /* text feeds with a vocabulary: its size (0: none) */
     int has_eval;              /* a held-out split exists */
+    long eval_rows;            /* its rows (eval_next's n summed over a pass): the ETA */
     const char *const *class_names; /* [classes] label -> name, or NULL */
     /* Fill in[] with batch `batch_index` of `epoch`. */
     void (*next)(Feed *f, Ctx *c, uint64_t epoch, uint32_t batch_index);

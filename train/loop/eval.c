@@ -112,8 +112,14 @@ EvalResult evaluate(Ctx *c, Model *m, Feed *f)
         rows_seen += (long)n;
         const double now = progress_now();
         if (now - shown >= every && c->dp_rank == 0) {
-            progress_update(&pg, "evaluating: %ld examples in %.0f s (%.0f/s), top-1 so far "
-                            "%.2f%%", rows_seen, now - t0, (double)rows_seen / (now - t0),
+            char of[32] = "", eta[32] = "", eb[32];
+            if (f->eval_rows > rows_seen) {
+                snprintf(of, sizeof of, " of %ld", f->eval_rows);
+                snprintf(eta, sizeof eta, ", ETA %s", progress_fmt_time(eb, sizeof eb,
+                         (now - t0) / (double)rows_seen * (double)(f->eval_rows - rows_seen)));
+            }
+            progress_update(&pg, "evaluating: %ld%s examples in %.0f s (%.0f/s)%s, top-1 so far "
+                            "%.2f%%", rows_seen, of, now - t0, (double)rows_seen / (now - t0), eta,
                             r.n ? 100.0 * (double)top1 / (double)r.n : 0.0);
             shown = now;
         }
