@@ -94,6 +94,8 @@ struct Ctx {
     size_t mem_limit;      /* CTRAIN_MEM_LIMIT: allocations past it are out of memory (0: none) */
     int allow_tf32;        /* f32 matmuls may use TF32 tensor cores */
     DType autocast;        /* DT_F32: off; DT_F16 / DT_BF16: matmuls run in it */
+    int fp8;               /* models run their FP8-capable Linear layers in FP8
+                              (ops/linear_fp8.h; --precision fp8) */
     uint64_t seed;         /* Philox key for dropout and init */
     uint64_t rng_offset;   /* next unused Philox counter block */
     /* data parallel (train/parallel/dist.h sets these; one process: rank 0 of 1) */

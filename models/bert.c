@@ -15,10 +15,11 @@
 #include "ops/embedding.h"
 #include "ops/gather.h"
 #include "ops/layernorm.h"
+#include "ops/linear_fp8.h"
 #include "ops/ops.h"
 #include "ops/permute.h"
 
-typedef struct Linear { int w, b; } Linear;
+typedef struct Linear { int w, b, fp8; } Linear;   /* fp8: its recipe slot, -1: none */
 typedef struct LN { int g, b; } LN;
 
 typedef struct BertLayer {
@@ -96,6 +97,7 @@ static Linear add_linear(ParamSet *ps, const char *prefix, int out, int in)
     l.w = params_add(ps, n, 2, (int64_t[]){out, in}, INIT_NORMAL, 0.02f, 1);
     snprintf(n, sizeof n, "%s.bias", prefix);
     l.b = params_add(ps, n, 1, (int64_t[]){out}, INIT_ZERO, 0, 0);   /* no decay on biases */
+    l.fp8 = -1;
     return l;
 }
 
@@ -112,8 +114,17 @@ static LN add_ln(ParamSet *ps, const char *prefix, int d)
 
 #define P(i) (m->params.p[(i)].t)
 
+/* FP8 amax history length: a scale follows the largest amax of the last 16
+ * steps (Transformer Engine's recipe, ops/fp8.h), margin 0. */
+#define BERT_FP8_HISTORY 16
+
+/* --precision fp8: the encoder's six Linear layers a layer in FP8
+ * (ops/linear_fp8.h); the embeddings, attention, layer norms, the heads and
+ * the loss stay in bf16 / f32 (docs/how-it-works.md says why). */
 static Tensor *linear(Ctx *c, Model *m, const Linear *l, Tensor *x)
 {
+    if (l->fp8 >= 0 && c->fp8 && m->fp8)
+        return op_linear_fp8(c, x, P(l->w), P(l->b), m->fp8, l->fp8);
     return op_linear(c, x, P(l->w), P(l->b));
 }
 
@@ -340,6 +351,8 @@ void bert_create(Model *m, Ctx *c, const BertConfig *cfg, uint64_t seed)
         L->out = add_linear(ps, PFX("output.dense"), D, cfg->intermediate);
         L->ln_out = add_ln(ps, PFX("output.LayerNorm"), D);
 #undef PFX
+        Linear *fp8[6] = {&L->q, &L->k, &L->v, &L->o, &L->inter, &L->out};
+        for (int k = 0; k < 6; k++) fp8[k]->fp8 = 6 * l + k;
     }
     if (cfg->head == BERT_MLM) {
         b->transform = add_linear(ps, "cls.predictions.transform.dense", D, D);
@@ -359,6 +372,7 @@ void bert_create(Model *m, Ctx *c, const BertConfig *cfg, uint64_t seed)
     m->n_inputs = cfg->head == BERT_MLM ? 5 : 4;
     m->free_impl = bert_free_impl;
     params_alloc(ps, c, seed);
+    if (c->fp8) m->fp8 = fp8_recipe_new(c, 6 * cfg->layers, BERT_FP8_HISTORY, 0);
 }
 
 double bert_train_flops_per_seq(const BertConfig *cfg, int T, double head_rows)

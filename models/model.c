@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include "ops/linear_fp8.h"
 #include "ops/ops.h"
 
 static const struct { const char *name; int depth; } KINDS[MODEL_KIND_COUNT] = {
@@ -50,6 +51,7 @@ int model_kind_resnet_depth(ModelKind k)
 void model_free(Model *m)
 {
     if (m->free_impl) m->free_impl(m);
+    fp8_recipe_free(m->fp8);
     params_free(&m->params);
     memset(m, 0, sizeof *m);
 }

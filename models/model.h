@@ -54,6 +54,9 @@ struct Model {
      * when logits is non-NULL (the caller releases them). */
     Tensor *(*loss)(Ctx *c, Model *m, Tensor *const *in, float label_smoothing, Tensor **logits);
     int n_inputs;        /* how many tensors loss() takes */
+    struct Fp8Recipe *fp8;   /* --precision fp8: the FP8 Linear layers' scales
+                              * (ops/linear_fp8.h); NULL otherwise. The trainer
+                              * calls fp8_recipe_step after each optimizer step */
     void (*free_impl)(Model *m);
 };
 

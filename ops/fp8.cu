@@ -5,6 +5,8 @@
  * Shape letters: n elements; T tensors of one update, L history length.
  *
  *   cast:    q[i] = fp8(x[i] * *scale);  *amax = max(*amax, max_i |x[i]|)
+ *   cast-transpose (x row-major [R, C]):
+ *            qt[c * R + r] = fp8(x[r * C + c] * *scale)   (and q = the cast)
  *   update:  per tensor t (one thread each):
  *            history[t, step mod L] = finite(amax[t]) ? amax[t] : 0
  *            m = max over history[t, :]
@@ -18,6 +20,14 @@
  * The conversion itself is integer arithmetic (fp8_cvt.h), not the
  * hardware's cvt.rn.satfinite instruction: the same bits on every card and
  * on the CPU.
+ *
+ * The cast-transpose goes through shared memory a 64 x 64 tile at a time
+ * (a grid-stride loop over tiles): the block reads the tile's rows with
+ * consecutive threads on consecutive columns, converts, keeps the codes in
+ * shared memory (rows padded to 68 bytes, so a warp reading a column of
+ * the tile touches 32 different banks) and writes them out along the
+ * tile's columns, which are rows of qt; both global passes are coalesced.
+ * Its amax is the cast's: warp_max, then one atomicMax per block.
  */
 #include "fp8.h"
 
@@ -34,6 +44,21 @@ namespace {
 const int FP8_THREADS = 256;
 const unsigned FP8_MAX_BLOCKS = 4096;
 
+/* *amax = max(*amax, max of every thread's m): the warp's fmaxf butterfly,
+ * then warp 0 over the per-warp maxima and one atomicMax on the bits. */
+__device__ __forceinline__ void block_amax_atomic(float m, float *amax)
+{
+    m = warp_max(m);
+    __shared__ float part[FP8_THREADS / 32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) part[warp] = m;
+    __syncthreads();
+    if (warp == 0) {
+        m = warp_max(lane < FP8_THREADS / 32 ? part[lane] : 0.0f);
+        if (lane == 0) atomicMax((unsigned int *)amax, __float_as_uint(m));
+    }
+}
+
 template <typename T>
 __global__ void fp8_cast_kernel(uint8_t *__restrict__ q, float *amax, const T *__restrict__ x,
                                 size_t n, const float *scale, int fmt)
@@ -46,15 +71,51 @@ __global__ void fp8_cast_kernel(uint8_t *__restrict__ q, float *amax, const T *_
         q[i] = fp8_cvt_from_f32(v * s, fmt);
         m = fmaxf(m, fabsf(v));
     }
-    m = warp_max(m);
-    __shared__ float part[FP8_THREADS / 32];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    if (lane == 0) part[warp] = m;
-    __syncthreads();
-    if (warp == 0) {
-        m = warp_max(lane < FP8_THREADS / 32 ? part[lane] : 0.0f);
-        if (lane == 0) atomicMax((unsigned int *)amax, __float_as_uint(m));
+    block_amax_atomic(m, amax);
+}
+
+/* Cast-transpose tiles: TILE x TILE elements; the block's FP8_THREADS
+ * threads cover TILE columns x TILE_ROWS rows per pass. */
+const int TILE = 64;
+const int TILE_ROWS = FP8_THREADS / TILE;
+const int TILE_PITCH = TILE + 4;   /* 68 bytes = 17 words: a tile column hits 32 banks */
+
+
+template <typename T>
+__global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__restrict__ q,
+                                          float *amax, const T *__restrict__ x, size_t rows,
+                                          size_t cols, const float *scale, int fmt)
+{
+    __shared__ uint8_t tile[TILE][TILE_PITCH];
+    const float s = *scale;
+    const int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE;
+    const size_t tiles_c = (cols + TILE - 1) / TILE;
+    const size_t ntiles = tiles_c * ((rows + TILE - 1) / TILE);
+    float m = 0.0f;
+    for (size_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        const size_t r0 = t / tiles_c * TILE, c0 = t % tiles_c * TILE;
+        /* in: tile row i is x's row r0 + i; thread tx reads column c0 + tx */
+        const size_t c = c0 + tx;
+        for (int i = ty; i < TILE; i += TILE_ROWS) {
+            const size_t r = r0 + i;
+            if (r < rows && c < cols) {
+                const float v = to_f32(x[r * cols + c]);
+                const uint8_t code = fp8_cvt_from_f32(v * s, fmt);
+                tile[i][tx] = code;
+                if (q) q[r * cols + c] = code;
+                m = fmaxf(m, fabsf(v));
+            }
+        }
+        __syncthreads();
+        /* out: tile column i is qt's row c0 + i; thread tx writes its column r0 + tx */
+        const size_t r = r0 + tx;
+        for (int i = ty; i < TILE; i += TILE_ROWS) {
+            const size_t cq = c0 + i;
+            if (r < rows && cq < cols) qt[cq * rows + r] = tile[tx][i];
+        }
+        __syncthreads();   /* the next tile overwrites this one */
     }
+    block_amax_atomic(m, amax);
 }
 
 __global__ void fp8_amax_zero_kernel(float *amax, int n)
@@ -96,6 +157,21 @@ void fp8_cast_cuda(uint8_t *q, float *amax, const void *x, DType xt, size_t n,
         using T = decltype(tag);
         fp8_cast_kernel<T><<<blocks, FP8_THREADS, 0, s>>>(q, amax, (const T *)x, n, scale,
                                                           (int)f);
+    });
+    CUDA_CHECK_LAUNCH();
+}
+
+void fp8_cast_transpose_cuda(uint8_t *qt, uint8_t *q, float *amax, const void *x, DType xt,
+                             size_t rows, size_t cols, const float *scale, Fp8Format f,
+                             cudaStream_t s)
+{
+    if (rows == 0 || cols == 0) return;
+    const size_t tiles = ((rows + TILE - 1) / TILE) * ((cols + TILE - 1) / TILE);
+    const unsigned blocks = grid_for(tiles, 1, FP8_MAX_BLOCKS);
+    dispatch_float(xt, "fp8_cast_transpose_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        fp8_cast_transpose_kernel<T><<<blocks, FP8_THREADS, 0, s>>>(
+            qt, q, amax, (const T *)x, rows, cols, scale, (int)f);
     });
     CUDA_CHECK_LAUNCH();
 }

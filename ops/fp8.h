@@ -85,6 +85,15 @@ int fp8_scale_update_cpu(float *history, int len, long step, float amax, Fp8Form
  * fp8_amax_zero_cuda). x is f32, f16 or bf16 (xt). */
 void fp8_cast_cuda(uint8_t *q, float *amax, const void *x, DType xt, size_t n,
                    const float *scale, Fp8Format f, cudaStream_t s);
+/* The same cast of a row-major [rows, cols] x, written transposed: qt is
+ * row-major [cols, rows], qt[c * rows + r] = fp8(x[r * cols + c] * *scale);
+ * when q is not NULL the same codes also go to q untransposed (q[r * cols
+ * + c], fp8_cast_cuda's output) in the same pass. *amax as fp8_cast_cuda.
+ * The FP8 GEMM takes both operands with K contiguous (ops/fp8_gemm.h), so
+ * a Linear layer needs x_q for forward and x_q^T for its weight gradient. */
+void fp8_cast_transpose_cuda(uint8_t *qt, uint8_t *q, float *amax, const void *x, DType xt,
+                             size_t rows, size_t cols, const float *scale, Fp8Format f,
+                             cudaStream_t s);
 void fp8_amax_zero_cuda(float *amax, int n, cudaStream_t s);
 /* The update for `ntensors` tensors at once: history [ntensors, len],
  * amax / scale / scale_inv [ntensors], *step the device step counter (read,

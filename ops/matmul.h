@@ -47,6 +47,18 @@ void matmul_plan_cache_free(MatmulPlanCache *c);
 struct Ctx;
 MatmulPlanCache *matmul_plan_cache_get(struct Ctx *c);
 
+/* A matmul descriptor: compute type, f32 scale type, cuBLASLt's transposes
+ * (op_a applies to its A, which is our B), alpha and beta host pointers. */
+cublasLtMatmulDesc_t matmul_lt_desc(cublasComputeType_t compute, int32_t op_a, int32_t op_b);
+
+/* The heuristic query's preference for a row-major C = A B mapped onto
+ * cuBLASLt (its A is our B): the workspace, the reduction schemes (with an
+ * f16/bf16 C only the f32 one, so split-K keeps the f32 accumulation) and
+ * the operands' alignments in bytes. The caller destroys it. */
+cublasLtMatmulPreference_t matmul_lt_preference(uint64_t workspace_bytes, int c_is_f32,
+                                                uint32_t align_a, uint32_t align_b,
+                                                uint32_t align_c);
+
 void matmul_cuda(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
                  size_t workspace_bytes, cudaStream_t s,
                  void *C, DType tc, const void *A, const void *B, DType tab,

@@ -209,6 +209,46 @@ static void desc_set_bias(cublasLtMatmulDesc_t desc, DType tbias, const void *bi
                                                 sizeof bias));
 }
 
+cublasLtMatmulDesc_t matmul_lt_desc(cublasComputeType_t compute, int32_t op_a, int32_t op_b)
+{
+    cublasLtMatmulDesc_t d;
+    const int32_t pointer_mode = CUBLASLT_POINTER_MODE_HOST;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&d, compute, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_POINTER_MODE,
+                                                &pointer_mode, sizeof pointer_mode));
+    return d;
+}
+
+cublasLtMatmulPreference_t matmul_lt_preference(uint64_t workspace_bytes, int c_is_f32,
+                                                uint32_t align_a, uint32_t align_b,
+                                                uint32_t align_c)
+{
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof workspace_bytes));
+    /* Split-K algorithms add partial sums; two of their schemes (in place,
+     * output type) round those partials to C's type. With an f16/bf16 C that
+     * would break the f32 accumulation the header promises, so only the
+     * compute-type (f32) scheme, or no split, is allowed then. */
+    uint32_t reductions = c_is_f32 ? CUBLASLT_REDUCTION_SCHEME_MASK
+                                   : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof reductions));
+    /* cuBLASLt's A is our B (the row-major mapping) */
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_b, sizeof align_b));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof align_a));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
+    return pref;
+}
+
 /* Ask the heuristic for the best algorithm of p's descriptors within the
  * workspace and the alignments of the key. None is fatal for a plain plan;
  * a bias plan records it (has_algo 0) and its caller falls back. */
@@ -216,27 +256,8 @@ static void plan_pick_algo(Plan *p)
 {
     const PlanKey *k = &p->key;
     DType tab = (DType)k->tab, tc = (DType)k->tc;
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = k->workspace_bytes;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    /* Split-K algorithms add partial sums; two of their schemes (in place,
-     * output type) round those partials to C's type. With an f16/bf16 C that
-     * would break the f32 accumulation the header promises, so only the
-     * compute-type (f32) scheme, or no split, is allowed then. */
-    uint32_t reductions = tc == DT_F32 ? CUBLASLT_REDUCTION_SCHEME_MASK
-                                       : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions, sizeof reductions));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &k->align_b, sizeof k->align_b));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &k->align_a, sizeof k->align_a));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &k->align_c, sizeof k->align_c));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k->align_c, sizeof k->align_c));
+    cublasLtMatmulPreference_t pref = matmul_lt_preference(k->workspace_bytes, tc == DT_F32,
+                                                           k->align_a, k->align_b, k->align_c);
 
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
@@ -278,17 +299,9 @@ static void plan_create(Plan *p, const PlanKey *k, const void *bias)
     memcpy(&p->key, k, sizeof *k);   /* padding too: keys compare with memcmp */
     DType tab = (DType)k->tab, tc = (DType)k->tc;
     cublasComputeType_t compute = k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
     /* Swapped operands (see the top of the file): cuBLASLt's A is our B. */
-    int32_t op_a = k->transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-    int32_t op_b = k->transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-    int32_t pointer_mode = CUBLASLT_POINTER_MODE_HOST;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a,
-                                                sizeof op_a));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b,
-                                                sizeof op_b));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_POINTER_MODE,
-                                                &pointer_mode, sizeof pointer_mode));
+    p->desc = matmul_lt_desc(compute, k->transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                             k->transA ? CUBLAS_OP_T : CUBLAS_OP_N);
     if (k->bias) desc_set_bias(p->desc, (DType)k->tbias, bias);
 
     /* Layouts describe the buffers as stored, before the op is applied. */

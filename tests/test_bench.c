@@ -481,7 +481,7 @@ int main(void)
     expect_error("bench.list_and_max_batch", "bench --list --max-batch", "--list shows the throughput suite");
     expect_error("bench.bad_flag", "bench --bogus 1", "unknown option '--bogus'");
     expect_error("bench.bad_model", "bench --models vgg", "unknown model 'vgg'");
-    expect_error("bench.bad_precision", "bench --precision fp8", "--precision: 'fp8'");
+    expect_error("bench.bad_precision", "bench --precision fp4", "--precision: 'fp4'");
     expect_error("bench.bad_duration", "bench --soak 10x", "not a duration");
     expect_error("bench.bad_grad_reduce", "bench --gpus 2 --grad-reduce fp8",
                  "--grad-reduce: 'fp8' is not f32 or bf16");

@@ -93,7 +93,7 @@ static int build_suite(const BenchOptions *o, int cpu, BenchConfig **out)
     if (o->n_precs) for (int i = 0; i < o->n_precs; i++) precs[np++] = o->precs[i];
     else if (cpu) precs[np++] = PREC_FP32;
     else if (o->quick) for (int i = 0; i < 2; i++) precs[np++] = quick_precs[i];
-    else for (int i = 0; i < PREC_COUNT; i++) precs[np++] = (Precision)i;   /* fp32, tf32, fp16, bf16 */
+    else for (int i = 0; i <= PREC_BF16; i++) precs[np++] = (Precision)i;   /* fp32, tf32, fp16, bf16 */
 
     int cap = 16, n = 0;
     BenchConfig *v = (BenchConfig *)malloc((size_t)cap * sizeof *v);

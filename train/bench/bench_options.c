@@ -23,7 +23,7 @@ static void usage(void)
            "suite (default: ResNet50 bs 32,64,256; BERT-base bs 32 seq 128; BERT-large bs 24,32\n"
            "seq 128,512; each in fp32, tf32, fp16 and bf16; every flag narrows it)\n"
            "  --models LIST        comma-separated: resnet50, bert-base, bert-large, any resnet*/bert-*, mlp\n"
-           "  --precision LIST     fp32, tf32, fp16, bf16\n"
+           "  --precision LIST     fp32, tf32, fp16, bf16, fp8 (BERT only; not in the default suite)\n"
            "  --batch LIST         batch sizes (replace each model's defaults)\n"
            "  --seq LIST           BERT sequence lengths (replace the defaults)\n"
            "  --quick              ResNet50 bs 64,256 and BERT-large bs 32 seq 128 in bf16 and tf32,\n"

@@ -113,7 +113,8 @@ int peaks_precision_parse(const char *s)
     for (; s[n] && n < sizeof low - 1; n++) low[n] = (char)tolower((unsigned char)s[n]);
     if (s[n]) return -1;   /* longer than any name */
     low[n] = 0;
-    return precision_parse(low);
+    const int p = precision_parse(low);
+    return p < PEAK_COUNT ? p : -1;   /* fp8: no column yet */
 }
 
 double peaks_tflops(const char *device_name, const char *precision)

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-static const char *const NAMES[PREC_COUNT] = {"fp32", "tf32", "fp16", "bf16"};
+static const char *const NAMES[PREC_COUNT] = {"fp32", "tf32", "fp16", "bf16", "fp8"};
 
 int precision_parse(const char *s)
 {
@@ -20,11 +20,12 @@ const char *precision_name(Precision p)
 
 DType precision_autocast(Precision p)
 {
-    return p == PREC_FP16 ? DT_F16 : p == PREC_BF16 ? DT_BF16 : DT_F32;
+    return p == PREC_FP16 ? DT_F16 : p == PREC_BF16 || p == PREC_FP8 ? DT_BF16 : DT_F32;
 }
 
 void precision_apply(Ctx *c, Precision p)
 {
     c->allow_tf32 = p == PREC_TF32;
     c->autocast = precision_autocast(p);
+    c->fp8 = p == PREC_FP8;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "engine/error.h"
 #include "engine/log.h"
+#include "ops/linear_fp8.h"
 #include "train/io/checkpoint.h"
 #include "train/io/jsonlog.h"
 #include "train/io/safetensors.h"
@@ -104,6 +105,14 @@ void run_open(Run *r, const TrainOptions *opts, const RunSpec *spec)
     Ctx *c = &r->c;
     ctx_init(c, o->device, o->device_id, o->seed);
     precision_apply(c, o->precision);
+    if (o->precision == PREC_FP8 && !model_kind_is_bert(o->model))
+        ct_fatal_hint("use --precision bf16 for this model, or a BERT model",
+                      "--precision fp8: %s has no FP8 Linear layers (BERT's encoder has)",
+                      model_kind_name(o->model));
+    if (o->precision == PREC_FP8 && !fp8_supported(c))
+        ct_fatal_hint("use --precision bf16 on this card (FP8 tensor cores: Ada sm_89, Hopper "
+                      "sm_90 and later)", "--precision fp8: %s has no FP8 tensor cores",
+                      ctx_device_name(c));
     if (c->device == DEV_CPU && c->autocast != DT_F32)
         LOG_W("--precision %s on the CPU backend: computed in f32 and rounded, as a reference "
               "(slow; the GPU is where reduced precision pays)", precision_name(o->precision));

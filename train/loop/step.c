@@ -11,6 +11,7 @@
 #include "engine/log.h"
 #include "engine/mem.h"
 #include "engine/params.h"
+#include "ops/fp8_recipe.h"
 #include "train/io/checkpoint.h"
 #include "overlap.h"
 #include "resume_check.h"
@@ -153,12 +154,15 @@ float trainer_loss_interval(Trainer *t)
 
 /* The extra tensors of a training checkpoint, pointing into host staging. */
 typedef struct TrainState {
-    CkptTensor t[OPTIM_MAX_BLOCKS + 8];   /* the blocks and at most 8 scalars */
+    CkptTensor t[OPTIM_MAX_BLOCKS + 12];  /* the blocks, 8 scalars, 4 FP8 tensors */
     int n, nblocks;
     char names[OPTIM_MAX_BLOCKS][32];
     float *blocks;                      /* nblocks * P host floats */
     int64_t opt_step, step, micro, rng, counts[2], loss_n;
     float scale, loss_sum;
+    float *fp8[2];                      /* --precision fp8: the recipe's two blocks */
+    int64_t fp8_step;
+    int32_t *fp8_overflow;
 } TrainState;
 
 static CkptTensor one_tensor(const char *name, DType dt, int64_t n, void *data)
@@ -176,7 +180,7 @@ static CkptTensor one_tensor(const char *name, DType dt, int64_t n, void *data)
 /* with_loss: the logging interval's partial loss sum and count (files
  * written before they were kept have neither: the resumed interval then
  * starts empty) */
-static void train_state_init(TrainState *s, Trainer *t, int with_loss)
+static void train_state_init(TrainState *s, Trainer *t, int with_loss, int with_fp8)
 {
     memset(s, 0, sizeof *s);
     size_t P = t->model->params.total;
@@ -199,14 +203,42 @@ static void train_state_init(TrainState *s, Trainer *t, int with_loss)
         s->t[s->n++] = one_tensor("__ctrain.loss_sum", DT_F32, 1, &s->loss_sum);
         s->t[s->n++] = one_tensor("__ctrain.loss_count", DT_I64, 1, &s->loss_n);
     }
+    const Fp8Recipe *r = t->model->fp8;
+    if (with_fp8 && r) {   /* the scales and amax histories: a resumed fp8 run casts the same */
+        static const char *const names[2] = {"__ctrain.fp8.forward", "__ctrain.fp8.backward"};
+        for (int g = 0; g < 2; g++) {
+            s->fp8[g] = (float *)malloc(r->block[g]->numel * sizeof(float));
+            if (!s->fp8[g]) ct_fatal("out of host memory staging the FP8 scales");
+            s->t[s->n++] = one_tensor(names[g], DT_F32, (int64_t)r->block[g]->numel, s->fp8[g]);
+        }
+        s->fp8_overflow = (int32_t *)malloc(r->overflow->numel * sizeof(int32_t));
+        if (!s->fp8_overflow) ct_fatal("out of host memory staging the FP8 scales");
+        s->t[s->n++] = one_tensor("__ctrain.fp8.overflow", DT_I32, (int64_t)r->overflow->numel,
+                                  s->fp8_overflow);
+        s->t[s->n++] = one_tensor("__ctrain.fp8.step", DT_I64, 1, &s->fp8_step);
+    }
     CT_ASSERT(s->n <= (int)(sizeof s->t / sizeof s->t[0]), "train_state_init: %d tensors", s->n);
+}
+
+static void train_state_free(TrainState *s)
+{
+    free(s->blocks);
+    free(s->fp8[0]);
+    free(s->fp8[1]);
+    free(s->fp8_overflow);
 }
 
 void trainer_save(Trainer *t, const TrainOptions *o, const char *path)
 {
     ParamSet *ps = &t->model->params;
     TrainState s;
-    train_state_init(&s, t, 1);
+    train_state_init(&s, t, 1, 1);
+    const Fp8Recipe *r = t->model->fp8;
+    if (r) {
+        for (int g = 0; g < 2; g++) tensor_to_host(s.fp8[g], r->block[g]);
+        tensor_to_host(s.fp8_overflow, r->overflow);
+        tensor_to_host(&s.fp8_step, r->step);
+    }
     float *dev[OPTIM_MAX_BLOCKS];
     optimizer_state(&t->opt, dev);
     mem_to_host(t->ctx, &s.loss_sum, t->loss_acc->data, sizeof(float));
@@ -227,7 +259,7 @@ void trainer_save(Trainer *t, const TrainOptions *o, const char *path)
     resume_meta_fill(&meta, t, o);
     char err[512];
     int code = ckpt_save(path, ps, s.t, s.n, meta.kv, meta.n, err, sizeof err);
-    free(s.blocks);
+    train_state_free(&s);
     if (code) ct_fatal_hint(ckpt_hint(code, 1), "%s", err);
 }
 
@@ -258,13 +290,17 @@ void trainer_resume(Trainer *t, const TrainOptions *o, const char *path)
     }
     resume_check(&f, path, t, o);   /* model, optimizer, batch, ..., lr, steps, data */
     const int with_loss = st_find(&f, "__ctrain.loss_sum") != NULL;
+    const int with_fp8 = st_find(&f, "__ctrain.fp8.step") != NULL;
     st_close(&f);
+    if (t->model->fp8 && !with_fp8)
+        LOG_W("%s holds no FP8 scales (saved without --precision fp8): they start over at 1",
+              path);
 
     TrainState s;
-    train_state_init(&s, t, with_loss);
+    train_state_init(&s, t, with_loss, with_fp8);
     code = ckpt_load(path, ps, t->model->name, s.t, s.n, 0, NULL, err, sizeof err);
     if (code) {
-        free(s.blocks);
+        train_state_free(&s);
         ct_fatal_hint(ckpt_hint(code, 0), "%s", err);
     }
     if (s.step < 0 || s.micro < 0 || s.micro != s.step * t->accum)
@@ -275,7 +311,14 @@ void trainer_resume(Trainer *t, const TrainOptions *o, const char *path)
     optimizer_state(&t->opt, dev);
     for (int i = 0; i < s.nblocks; i++)
         mem_to_device(t->ctx, dev[i], s.blocks + (size_t)i * ps->total, ps->total * sizeof(float));
-    free(s.blocks);
+    const Fp8Recipe *r = t->model->fp8;
+    if (r && with_fp8) {
+        for (int g = 0; g < 2; g++)
+            mem_to_device(t->ctx, r->block[g]->data, s.fp8[g], r->block[g]->numel * sizeof(float));
+        mem_to_device(t->ctx, r->overflow->data, s.fp8_overflow, r->overflow->numel * sizeof(int32_t));
+        mem_to_device(t->ctx, r->step->data, &s.fp8_step, sizeof(int64_t));
+    }
+    train_state_free(&s);
     if (t->opt.kind != OPT_SGD) optimizer_set_steps(&t->opt, ps, s.opt_step);
     scaler_write(&t->scaler, s.scale, (int)s.counts[0], s.counts[1]);
     t->step = (long)s.step;

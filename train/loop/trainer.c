@@ -7,6 +7,7 @@
 #include "engine/kernels.h"
 #include "engine/mem.h"
 #include "engine/params.h"
+#include "ops/linear_fp8.h"
 #include "train/parallel/dist.h"
 #include "overlap.h"
 
@@ -56,6 +57,7 @@ void trainer_update_body(Trainer *t, int lr_on_device)
 {
     Model *m = t->model;
     GradScaler *sc = &t->scaler;
+    if (m->fp8) fp8_recipe_step(t->ctx, m->fp8);   /* the next step's FP8 scales (after backward) */
     if (t->overlap_step) {   /* done during backward (no scaler, no clip: overlap_mode) */
         t->overlap_step = 0;
         return;

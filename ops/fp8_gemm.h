@@ -1,0 +1,92 @@
+/* fp8_gemm.h — the FP8 matrix product through cuBLASLt (ops/fp8_gemm.c),
+ * and its CPU reference, in row-major terms:
+ *
+ *   D[M, N] = alpha * (A[M, K] · B[N, K]^T) + beta * D[M, N]
+ *   alpha   = a_scale_inv * b_scale_inv
+ *
+ * Shape letters: M rows of D, N columns of D, K the reduced length.
+ *
+ * Operands: A and B are FP8 codes (ops/fp8.h), row-major with K contiguous:
+ * each row of A and each row of B is K bytes. That is the one layout
+ * Hopper's and Ada's FP8 kernels read (cuBLASLt's "TN", see fp8_gemm.c), so
+ * a product with the reduced index running along columns needs the
+ * transposed operand first (fp8_cast_transpose_cuda). For a Linear layer
+ * y = x w^T with x [R, In], w [Out, In], dy [R, Out]:
+ *   forward  y  [R, Out]  = x_q    [R, In]   · w_q   [Out, In]^T
+ *   dgrad    dx [R, In]   = dy_q   [R, Out]  · w_q^T [In, Out]^T
+ *   wgrad    dw [Out, In] = dy_q^T [Out, R]  · x_q^T [In, R]^T
+ * Formats: E4M3 or E5M2 each, not both E5M2 (cuBLASLt has no E5M2 x E5M2
+ * kernel; refused with ct_fatal). Forward is E4M3 x E4M3, the gradient
+ * GEMMs E5M2 (dy) x E4M3.
+ *
+ * Sizes and alignment: M, N and K positive multiples of 16 (the caller
+ * pads), A, B and D on 16-byte boundaries: cuBLASLt's FP8 requirements.
+ * Anything else is a ct_fatal naming the call.
+ *
+ * Scales: a_scale_inv and b_scale_inv point to one f32 each in DEVICE
+ * memory (the scale_inv of each operand's scaled cast, ops/fp8.h), read by
+ * the kernel when it runs, so a captured CUDA graph uses each step's
+ * values. They must stay at those addresses while a graph replays.
+ *
+ * Output: D is bf16 or f32 (dt), row-major [M, N]; beta (a host value)
+ * scales D's previous content, and beta 0 does not read D (it may hold
+ * NaN). An f32 D with beta 1 accumulates into a gradient buffer.
+ * Accumulation is f32 (CUBLAS_COMPUTE_32F, scale type f32) with cuBLASLt's
+ * fast accumulation off (CUBLASLT_MATMUL_DESC_FAST_ACCUM = 0): the FP8
+ * tensor cores sum products with fewer bits than f32 (about 14 significant
+ * bits on Hopper), and with fast accumulation off the kernel moves the
+ * partial sums into f32 registers every few MMA steps, so the error does
+ * not grow with K; fast accumulation skips that, faster and less accurate.
+ *
+ * Plans: the descriptors, layouts and algorithm of each (handle, shape,
+ * formats, output type, beta != 0, alignments, workspace) are built on the
+ * first call and kept; later calls are one lookup, setting the two scale
+ * pointers on the cached descriptor and one cublasLtMatmul: no allocation,
+ * no sync, safe inside CUDA graph capture once each shape has run before
+ * capture. The cache is a process global (this function takes no Ctx),
+ * used by one host thread at a time, and lives until
+ * fp8_gemm_cache_clear; a caller with a context can tie the two together
+ * by registering a CtxCacheKind whose release calls fp8_gemm_cache_clear
+ * (engine/ctx.h), as matmul_plan_cache_get does for the matmul plans.
+ */
+#ifndef CTRAIN_OPS_FP8_GEMM_H
+#define CTRAIN_OPS_FP8_GEMM_H
+
+#include <stdint.h>
+
+#include "engine/dtype.h"
+#include "fp8.h"
+#ifdef CTRAIN_CUDA
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The CPU reference: D[m, n] = a_scale_inv * b_scale_inv * sum_k
+ * fp8_to_f32(A[m, k]) * fp8_to_f32(B[n, k]) + beta * D[m, n], summed and
+ * scaled in double, rounded to f32 once; beta 0 does not read D. */
+void fp8_gemm_ref(float *D, const uint8_t *A, Fp8Format af, float a_scale_inv, const uint8_t *B,
+                  Fp8Format bf, float b_scale_inv, int M, int N, int K, float beta);
+
+#ifdef CTRAIN_CUDA
+/* D = (*a_scale_inv) (*b_scale_inv) A B^T + beta D on `stream` (see the top
+ * of the file), with up to workspace_bytes of `workspace` (NULL: none).
+ * Returns 0 when D holds the product; 1 when cuBLASLt has no algorithm for
+ * this shape, these formats and alignments (said once, on stderr, when the
+ * plan is made), D untouched: the caller falls back or stops. */
+int fp8_gemm_cuda(cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
+                  cudaStream_t stream, void *D, DType dt, const uint8_t *A, Fp8Format af,
+                  const float *a_scale_inv, const uint8_t *B, Fp8Format bf,
+                  const float *b_scale_inv, int M, int N, int K, float beta);
+
+/* Destroy every cached plan (before the handles they were made for go). */
+void fp8_gemm_cache_clear(void);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

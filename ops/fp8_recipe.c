@@ -1,0 +1,138 @@
+/* fp8_recipe.c — the FP8 Linear layers' delayed scaling (fp8_recipe.h): the
+ * state's memory, its update after each optimizer step (CPU reference:
+ * ops/fp8.c; CUDA: ops/fp8.cu's update and amax reset, and the step counter
+ * of fp8_recipe.cu), reading it back, and whether a device has FP8 GEMMs.
+ */
+#include "fp8_recipe.h"
+
+#include <stdlib.h>
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "engine/error.h"
+#include "fp8.h"
+
+static const Fp8Format GROUP_FMT[2] = {FP8_E4M3, FP8_E5M2};
+
+Fp8Recipe *fp8_recipe_new(Ctx *c, int layers, int history_len, int margin)
+{
+    CT_ASSERT(layers > 0 && history_len > 0, "fp8 recipe: %d layers, history %d", layers,
+              history_len);
+    Fp8Recipe *r = (Fp8Recipe *)calloc(1, sizeof *r);
+    if (!r) ct_fatal("out of host memory");
+    r->layers = layers;
+    r->len = history_len;
+    r->margin = margin;
+    r->n[0] = 2 * layers;
+    r->n[1] = layers;
+    for (int g = 0; g < 2; g++) {
+        const int n = r->n[g];
+        const size_t words = (size_t)n * (size_t)(history_len + 3);
+        float *h = (float *)calloc(words, sizeof(float));   /* history and amax 0 */
+        if (!h) ct_fatal("out of host memory");
+        float *scale = fp8_scale_of(r, h, g);
+        for (int i = 0; i < 2 * n; i++) scale[i] = 1.0f;     /* scale and scale_inv */
+        r->block[g] = tensor_from_host(c, h, DT_F32, 1, (int64_t[]){(int64_t)words});
+        free(h);
+    }
+    r->overflow = tensor_new(c, DT_I32, 1, (int64_t[]){3 * (int64_t)layers});
+    tensor_zero(r->overflow);
+    r->step = tensor_new(c, DT_I64, 1, (int64_t[]){1});
+    tensor_zero(r->step);
+    r->discard = tensor_new(c, DT_F32, 1, (int64_t[]){1});
+    tensor_zero(r->discard);
+    return r;
+}
+
+void fp8_recipe_free(Fp8Recipe *r)
+{
+    if (!r) return;
+    tensor_release(r->block[0]);
+    tensor_release(r->block[1]);
+    tensor_release(r->overflow);
+    tensor_release(r->step);
+    tensor_release(r->discard);
+    free(r);
+}
+
+#ifdef CTRAIN_CUDA
+static void step_cuda(Ctx *c, Fp8Recipe *r)
+{
+    static const Fp8Format fmt[2] = {FP8_E4M3, FP8_E5M2};
+    for (int g = 0; g < 2; g++) {
+        float *h = (float *)r->block[g]->data, *amax = fp8_amax_of(r, h, g);
+        float *scale = fp8_scale_of(r, h, g);
+        fp8_scale_update_cuda(h, r->len, (const long long *)r->step->data, amax, r->n[g], fmt[g],
+                              r->margin, scale, scale + r->n[g],
+                              (int *)r->overflow->data + g * r->n[0], c->stream);
+        fp8_amax_zero_cuda(amax, r->n[g], c->stream);
+    }
+    fp8_step_advance_cuda((long long *)r->step->data, c->stream);
+}
+#endif
+
+void fp8_recipe_step(Ctx *c, Fp8Recipe *r)
+{
+    if (c->device == DEV_CUDA) {
+#ifdef CTRAIN_CUDA
+        step_cuda(c, r);
+#endif
+        return;
+    }
+    long long *step = (long long *)r->step->data;
+    int *overflow = (int *)r->overflow->data;
+    for (int g = 0; g < 2; g++) {
+        float *hist = (float *)r->block[g]->data, *amax = fp8_amax_of(r, hist, g);
+        float *scale = fp8_scale_of(r, hist, g), *scale_inv = scale + r->n[g];
+        for (int i = 0; i < r->n[g]; i++) {
+            if (fp8_scale_update_cpu(hist + (size_t)i * r->len, r->len, (long)*step, amax[i],
+                                     GROUP_FMT[g], r->margin, &scale[i], &scale_inv[i]))
+                overflow[g * r->n[0] + i] = 1;
+            amax[i] = 0.0f;
+        }
+    }
+    ++*step;
+}
+
+void fp8_recipe_read(const Fp8Recipe *r, int group, int slot, Fp8TensorState *s)
+{
+    CT_ASSERT(group == 0 || group == 1, "fp8 recipe: group %d", group);
+    CT_ASSERT(slot >= 0 && slot < r->n[group], "fp8 recipe: slot %d of %d", slot, r->n[group]);
+    const int n = r->n[group];
+    float v[3];
+    int ov;
+    const size_t at = (size_t)n * (size_t)r->len + (size_t)slot;   /* amax, then scale, scale_inv */
+    for (int k = 0; k < 3; k++) {
+        Tensor one = *r->block[group];
+        one.data = (float *)r->block[group]->data + at + (size_t)k * (size_t)n;
+        one.numel = 1;
+        one.ndim = 1;
+        one.shape[0] = 1;
+        tensor_to_host(&v[k], &one);
+    }
+    Tensor o = *r->overflow;
+    o.data = (int *)r->overflow->data + group * r->n[0] + slot;
+    o.numel = 1;
+    o.ndim = 1;
+    o.shape[0] = 1;
+    tensor_to_host(&ov, &o);
+    s->amax = v[0];
+    s->scale = v[1];
+    s->scale_inv = v[2];
+    s->overflow = ov;
+}
+
+int fp8_supported(const Ctx *c)
+{
+    if (c->device != DEV_CUDA) return 1;
+#ifdef CTRAIN_CUDA
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device_id) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->device_id) != cudaSuccess)
+        return 0;
+    return major * 10 + minor >= 89;
+#else
+    return 0;
+#endif
+}

@@ -1,0 +1,88 @@
+/* fp8_recipe.h — the delayed-scaling state of a model's FP8 Linear layers
+ * (ops/linear_fp8.h): per scaled tensor an amax history, this step's amax,
+ * the scale and its inverse, all in device memory so a captured step
+ * updates them without the host (the recipe's math: ops/fp8.h).
+ *
+ * Slots: layer k (0 .. layers-1) has x in forward slot 2k, w in forward slot
+ * 2k + 1 (group 0, E4M3), dy in backward slot k (group 1, E5M2). A group's
+ * block (n tensors, history length len), f32:
+ *   [0, n len)          the amax histories, tensor i at i len
+ *   [n len, n len + n)  this step's amaxes
+ *   then n scales, then n scale_invs
+ */
+#ifndef CTRAIN_OPS_FP8_RECIPE_H
+#define CTRAIN_OPS_FP8_RECIPE_H
+
+#include <stddef.h>
+#include "engine/ctx.h"
+#include "engine/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct Fp8Recipe {
+    int layers;            /* Linear layers with a slot */
+    int len;               /* amax history length */
+    int margin;            /* powers of two of headroom in the scale */
+    /* group 0: forward (2 x layers tensors, E4M3); group 1: backward (layers, E5M2).
+     * Each group one f32 tensor: [history (n x len) | amax (n) | scale (n) | scale_inv (n)] */
+    Tensor *block[2];
+    int n[2];
+    Tensor *overflow;      /* i32 [3 x layers]: 1 where a step's amax was not finite */
+    Tensor *step;          /* i64 [1]: steps recorded so far (the history slot) */
+    Tensor *discard;       /* f32 [1]: where a forward without autograd (evaluation)
+                              puts its amax, so it does not steer training's scales */
+} Fp8Recipe;
+
+/* A recipe for `layers` Linear layers on c's device: histories zero, scales 1. */
+Fp8Recipe *fp8_recipe_new(Ctx *c, int layers, int history_len, int margin);
+void fp8_recipe_free(Fp8Recipe *r);
+
+/* After each optimizer step (inside the captured update graph too): the next
+ * scales from the histories with this step's amaxes, amaxes zeroed,
+ * step += 1. */
+void fp8_recipe_step(Ctx *c, Fp8Recipe *r);
+
+/* One tensor's state, read to the host (tests, --trace): group 0 forward,
+ * 1 backward; slot as above. */
+typedef struct Fp8TensorState {
+    float amax, scale, scale_inv;
+    int overflow;
+} Fp8TensorState;
+void fp8_recipe_read(const Fp8Recipe *r, int group, int slot, Fp8TensorState *s);
+
+/* Whether this device can run FP8 GEMMs (sm_89 or later); the CPU always
+ * can (the reference). */
+int fp8_supported(const Ctx *c);
+
+/* ---- the block's layout, for the FP8 ops ---- */
+
+static inline float *fp8_amax_of(const Fp8Recipe *r, float *block, int g)
+{
+    return block + (size_t)r->n[g] * (size_t)r->len;
+}
+
+static inline float *fp8_scale_of(const Fp8Recipe *r, float *block, int g)
+{
+    return fp8_amax_of(r, block, g) + r->n[g];
+}
+
+/* Where a cast records its amax: the slot's, or the discard word when
+ * autograd is off (evaluation). */
+static inline float *fp8_amax_slot(const Ctx *c, const Fp8Recipe *r, int g, int slot)
+{
+    if (!c->grad_enabled) return (float *)r->discard->data;
+    return fp8_amax_of(r, (float *)r->block[g]->data, g) + slot;
+}
+
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+/* *step += 1 on the stream (fp8_recipe.cu). */
+void fp8_step_advance_cuda(long long *step, cudaStream_t s);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,158 @@
+/* linear_fp8.c — the FP8 Linear op (linear_fp8.h has the math): its CPU
+ * reference, the autograd record, and the dispatch to the CUDA path
+ * (linear_fp8_cuda.c). The scales it reads: fp8_recipe.h.
+ */
+#include "linear_fp8.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/autograd.h"
+#include "autocast.h"
+#include "cpu_f32.h"
+#include "elementwise.h"
+#include "fp8.h"
+#include "linear_fp8_cuda.h"
+#include "matmul.h"
+#include "op_util.h"
+#include "ops.h"
+
+/* ---- the CPU reference ---- */
+
+/* q = fp8(x * scale) over n values, the running amax raised to this tensor's. */
+static void cast_cpu(uint8_t *q, float *amax, const float *x, size_t n, float scale, Fp8Format f)
+{
+    float a;
+    fp8_cast_cpu(q, &a, x, n, scale, f);
+    *amax = fmaxf(*amax, a);
+}
+
+/* The dequantized values of q: a new host buffer (free it). */
+static float *dequant(const Tensor *q, float scale_inv, Fp8Format f)
+{
+    float *d = (float *)malloc((q->numel ? q->numel : 1) * sizeof(float));
+    if (!d) ct_fatal("out of host memory");
+    fp8_dequant_cpu(d, (const uint8_t *)q->data, q->numel, scale_inv, f);
+    return d;
+}
+
+static void forward_cpu(Ctx *c, Fp8Recipe *r, int layer, Tensor *y, Tensor *x, Tensor *w,
+                        Tensor *bias, Tensor *xq, Tensor *wq, int R, int In, int Out)
+{
+    float *h = (float *)r->block[0]->data;
+    float *scale = fp8_scale_of(r, h, 0), *scale_inv = scale + r->n[0];
+    const int sx = 2 * layer, sw = 2 * layer + 1;
+    F32View vx = f32_view(x, 1), vw = f32_view(w, 1), vy = f32_view(y, 0);
+    cast_cpu((uint8_t *)xq->data, fp8_amax_slot(c, r, 0, sx), vx.p, x->numel, scale[sx], FP8_E4M3);
+    cast_cpu((uint8_t *)wq->data, fp8_amax_slot(c, r, 0, sw), vw.p, w->numel, scale[sw], FP8_E4M3);
+    float *xd = dequant(xq, scale_inv[sx], FP8_E4M3), *wd = dequant(wq, scale_inv[sw], FP8_E4M3);
+    matmul_cpu(vy.p, xd, wd, R, Out, In, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0);
+    if (bias) {
+        const float *b = (const float *)bias->data;
+        for (int i = 0; i < R; i++)
+            for (int o = 0; o < Out; o++) vy.p[(size_t)i * Out + o] += b[o];
+    }
+    free(xd);
+    free(wd);
+    f32_done(&vx, 0);
+    f32_done(&vw, 0);
+    f32_done(&vy, 1);
+}
+
+static void backward_cpu(Ctx *c, Node *n, Fp8Recipe *r, int layer, int R, int In, int Out)
+{
+    Tensor *dy = n->out->grad, *xq = n->saved[0], *wq = n->saved[1];
+    float *h0 = (float *)r->block[0]->data, *h1 = (float *)r->block[1]->data;
+    const float *sinv0 = fp8_scale_of(r, h0, 0) + r->n[0];
+    float *amax1 = fp8_amax_of(r, h1, 1), *scale1 = fp8_scale_of(r, h1, 1);
+    const float *sinv1 = scale1 + r->n[1];
+    F32View vdy = f32_view(dy, 1);
+    uint8_t *gq = (uint8_t *)malloc((size_t)R * Out);
+    if (!gq) ct_fatal("out of host memory");
+    cast_cpu(gq, &amax1[layer], vdy.p, (size_t)R * Out, scale1[layer], FP8_E5M2);
+    float *gd = (float *)malloc((size_t)R * Out * sizeof(float));
+    if (!gd) ct_fatal("out of host memory");
+    fp8_dequant_cpu(gd, gq, (size_t)R * Out, sinv1[layer], FP8_E5M2);
+    free(gq);
+    int acc;
+    Tensor *dx = ad_grad_dst(c, n->in[0], &acc);
+    if (dx) {
+        float *wd = dequant(wq, sinv0[2 * layer + 1], FP8_E4M3);
+        F32View v = f32_view(dx, acc);
+        matmul_cpu(v.p, gd, wd, R, In, Out, 0, 0, 1.0f, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
+        f32_done(&v, 1);
+        free(wd);
+    }
+    Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
+    if (dw) {
+        float *xd = dequant(xq, sinv0[2 * layer], FP8_E4M3);
+        matmul_cpu((float *)dw->data, gd, xd, Out, In, R, 1, 0, 1.0f, acc ? 1.0f : 0.0f, 1, 0, 0,
+                   0);
+        free(xd);
+    }
+    Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc) : NULL;
+    if (db) bias_backward_cpu((float *)db->data, vdy.p, (size_t)R, (size_t)Out, acc);
+    free(gd);
+    f32_done(&vdy, 0);
+}
+
+/* ---- the op ---- */
+
+/* n->i: R, In, Out, layer; the recipe's address in i[4] (a node has no
+ * pointer field; the recipe outlives every node of the step). */
+static void linear_fp8_backward(Ctx *c, Node *n)
+{
+    Fp8Recipe *r = (Fp8Recipe *)(intptr_t)n->i[4];
+    const int R = (int)n->i[0], In = (int)n->i[1], Out = (int)n->i[2], layer = (int)n->i[3];
+    if (c->device == DEV_CUDA) {
+#ifdef CTRAIN_CUDA
+        linear_fp8_backward_cuda(c, n, r, layer, R, In, Out);
+#endif
+        return;
+    }
+    backward_cpu(c, n, r, layer, R, In, Out);
+}
+
+Tensor *op_linear_fp8(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, Fp8Recipe *r, int layer)
+{
+    char dx[96], dw[96];
+    op_check_float("linear_fp8", x0);
+    op_check_device("linear_fp8", c, x0);
+    op_check_device("linear_fp8", c, w);
+    if (w->dtype != DT_F32 || w->ndim != 2 || w->shape[1] != (int64_t)tensor_cols(x0))
+        ct_fatal("linear_fp8: weight %s does not fit input %s (an f32 [out, in] parameter)",
+                 tensor_desc(dw, 96, w), tensor_desc(dx, 96, x0));
+    if (bias && (bias->dtype != DT_F32 || bias->ndim != 1 || bias->shape[0] != w->shape[0]))
+        ct_fatal("linear_fp8: bias %s does not match weight %s", tensor_desc(dx, 96, bias),
+                 tensor_desc(dw, 96, w));
+    CT_ASSERT(r && layer >= 0 && layer < r->layers, "linear_fp8: layer %d of a recipe of %d",
+              layer, r ? r->layers : 0);
+    Tensor *x = autocast_cast_input(c, x0);
+    const int R = (int)tensor_rows(x), In = (int)w->shape[1], Out = (int)w->shape[0];
+    int64_t shape[CT_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = Out;
+    Tensor *y = tensor_new(c, x->dtype, x->ndim, shape);
+    Tensor *xq = tensor_new(c, DT_U8, 2, (int64_t[]){R, In});
+    Tensor *wq = tensor_new(c, DT_U8, 2, (int64_t[]){Out, In});
+    Tensor *saved[4] = {xq, wq, NULL, NULL};
+    if (c->device == DEV_CUDA) {
+#ifdef CTRAIN_CUDA
+        linear_fp8_forward_cuda(c, r, layer, &y, x, w, bias, saved, R, In, Out);
+#endif
+    } else {
+        forward_cpu(c, r, layer, y, x, w, bias, xq, wq, R, In, Out);
+    }
+    Tensor *in[3] = {x, w, bias};
+    if (ad_needs_grad(c, in, bias ? 3 : 2)) {
+        Node *n = ad_record(c, "linear_fp8", linear_fp8_backward, y, in, bias ? 3 : 2);
+        n->i[0] = R; n->i[1] = In; n->i[2] = Out; n->i[3] = layer;
+        n->i[4] = (int64_t)(intptr_t)r;
+        for (int k = 0; k < 4 && saved[k]; k++) ad_save(n, saved[k]);
+    }
+    for (int k = 0; k < 4; k++) tensor_release(saved[k]);
+    tensor_release(x);
+    return y;
+}

@@ -1,0 +1,52 @@
+/* linear_fp8.h — a Linear layer whose three GEMMs read FP8 operands, with
+ * per-tensor delayed scaling (ops/fp8.h has the formats and the recipe).
+ *
+ * Forward and backward side by side, for x [R, In], w [Out, In], bias [Out]:
+ *   forward   xq = e4m3(x * s_x)      wq = e4m3(w * s_w)
+ *             y  = (xq . wq^T) / (s_x s_w) + bias                  [R, Out]
+ *   backward  gq = e5m2(dy * s_g)
+ *             dx  = (gq . wq) / (s_g s_w)                          [R, In]
+ *             dw += (gq^T . xq) / (s_g s_x)       (f32, the gradient buffer)
+ *             db += sum_r dy[r]                   (dy itself: no rounding)
+ * i.e. the quantization is a straight-through estimator: the gradient of
+ * round(x) is taken to be 1, and the backward GEMMs read the same FP8 values
+ * the forward did. E4M3 (3 mantissa bits, range 2^-9..448) for weights and
+ * activations; E5M2 (2 mantissa bits, range 2^-16..57344) for gradients,
+ * whose magnitudes spread wider. Every product is accumulated in f32.
+ *
+ * The scales are delayed (Transformer Engine's recipe, ops/fp8.h): a step
+ * casts with the scales the previous steps' amaxes gave, and records its own
+ * amax (max |x| over every micro-batch of the step) in the same pass as the
+ * cast; after the optimizer step, fp8_recipe_step turns each tensor's amax
+ * history into its next scale, zeroes the amaxes and advances the history
+ * slot (ops/fp8_recipe.h: the slots of layer k, the state's layout). A
+ * forward with autograd off (evaluation) casts with the same scales but
+ * leaves the amaxes alone. All of it lives in device memory, so a captured
+ * CUDA graph replays it and no step waits for the host. The first step
+ * casts with scale 1.
+ *
+ * CPU: the reference, on the same FP8 values (ops/fp8.c's casts, f32 GEMMs of
+ * the dequantized operands): what the GPU's FP8 GEMM computes up to the
+ * order of its f32 sums. CUDA: the casts of ops/fp8.cu and cuBLASLt's FP8
+ * GEMM (ops/fp8_gemm.h), on sm_89 and later.
+ */
+#ifndef CTRAIN_OPS_LINEAR_FP8_H
+#define CTRAIN_OPS_LINEAR_FP8_H
+
+#include "engine/ctx.h"
+#include "engine/tensor.h"
+#include "fp8_recipe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y = x w^T + bias through FP8 GEMMs (the math above), recorded for
+ * backward; x f32, f16 or bf16 [.., In]; y in x's autocast type
+ * (ops/autocast.h), as op_linear's. */
+Tensor *op_linear_fp8(Ctx *c, Tensor *x, Tensor *w, Tensor *bias, Fp8Recipe *r, int layer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

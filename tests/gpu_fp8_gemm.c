@@ -1,0 +1,372 @@
+/* gpu_fp8_gemm.c — the transposed FP8 cast (ops/fp8.cu) and the FP8 GEMM
+ * through cuBLASLt (ops/fp8_gemm.c) against their CPU references.
+ *
+ * Cast-transpose, bit for bit: f32, f16 and bf16 inputs of shapes 1x1,
+ * 17x33, 33x17, 70x130, 256x768 and 1000x64 (tiles cut at both edges),
+ * E4M3 and E5M2, values log-uniform over 2^-24 .. 2^24 of both signs plus
+ * NaN and +-0 (f32; one shape also -inf): qt[c][r] and q[r][c] equal
+ * fp8_from_f32(x[r][c] * scale) (fp8_cast_cpu), the amax equals max |x|;
+ * a second call without q over a poisoned qt, its amax preloaded above
+ * max |x|, writes the same qt and leaves the larger amax.
+ *
+ * FP8 GEMM, D = sa sb A B^T + beta D: E4M3 x E4M3 (forward), E5M2 x E4M3
+ * and E4M3 x E5M2 (the gradient GEMMs), D bf16 and f32, beta 0 (D poisoned
+ * with NaN: it must not be read) and 1 (accumulation), scales 0.5, 3, 1/448
+ * and 2, through fresh scale addresses at every call (the cached plan must
+ * take each call's pointers), on 16^3, 128x256x64, 48x80x96, BERT-large's
+ * FFN shapes (forward 256x4096x1024, dgrad 256x1024x4096, wgrad
+ * 4096x1024x256 into f32 with beta 1), BERT-base's 512x768x3072, and
+ * operands 16 bytes off their allocation's alignment (another plan).
+ * The reference is fp8_gemm_ref (sums in double).
+ *
+ * Tolerances. The FP8 products are exact in f32 (at most 4 + 4 significant
+ * bits), so the differences are in how the GPU adds them. Hopper's FP8
+ * tensor cores keep about 14 significant bits while they add (DeepSeek-V3
+ * report, section 3.3.2); with fast accumulation off cuBLASLt moves the
+ * partial sums into f32 every few MMA steps. With
+ *   S = sa sb sum_k |a_k b_k|   and   u = 2^-7 for bf16 (one ulp of 8
+ *   significant bits: nearest rounding needs half), 2^-23 for f32 (the
+ *   reference's own rounding and one more),
+ * two kinds of values:
+ *   - exact: A = i 2^-2, B = j 2 with integers |i|, |j| <= 4. Each product
+ *     is a whole number of halves of magnitude <= 8, so a partial sum of n
+ *     products is a whole number of halves below 16 n: exact with 14
+ *     significant bits for n < 1024 (random signs keep it ~sqrt(n) times
+ *     smaller still), and exact in f32. What is left is f32 rounding outside
+ *     the tensor cores: the scaling by sa sb, the f32 adds of the promoted
+ *     partial sums (at most K/32, each <= 2^-24 of a sum bounded by S),
+ *     beta D0, and the output type:
+ *       |got - ref| <= (K/32 + 4) 2^-24 S + 2^-21 |beta D0| + u |ref|
+ *     A wrong layout, scale, beta or type is orders of magnitude outside;
+ *   - cast: codes fp8(v fmt_max), v uniform in [-1, 1): full mantissas,
+ *     subnormals now and then. Inside one MMA step of k = 32 each addend
+ *     may lose up to 2^-13 of the step's largest magnitude to alignment
+ *     (32 2^-13 = 2^-8 of S), and the accumulator's own truncation over the
+ *     steps between promotions as much again: 2^-7 S + the terms above.
+ *     Each such case prints the largest |got - ref| / S it saw, the tensor
+ *     cores' real precision, for docs/kernels.md.
+ * A CPU model of that accumulator (14 or 13 bits, truncating, promoted
+ * every 1, 4, 16 or no steps) stays within 0.5 of these tolerances on the
+ * exact cases (0.97 with u half a bf16 ulp) and 0.1 on the cast cases; a
+ * transposed operand misses them by ~10^4 (exact) and ~25 (cast).
+ *
+ * The refusals (E5M2 x E5M2; a size not a multiple of 16) are ct_fatal:
+ * checked in forked children before this process touches CUDA. The GEMMs
+ * need compute capability 8.9 or newer; on an older GPU they are skipped
+ * with a message and the cast checks still run.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/fp8.h"
+#include "ops/fp8_gemm.h"
+#include "check.h"
+#include "gpu_util.h"
+
+/* ---- the transposed cast ---- */
+
+static void test_cast_transpose(DType xt, Fp8Format f, int rows, int cols, int with_inf)
+{
+    const size_t n = (size_t)rows * cols;
+    float *x = falloc(n);
+    check_seed(1000u * (uint64_t)rows + (uint64_t)cols + 7u * (uint64_t)xt + (uint64_t)f);
+    for (size_t i = 0; i < n; i++)
+        x[i] = copysignf(exp2f(check_uniform(-24.0f, 24.0f)), check_uniform(-1.0f, 1.0f));
+    if (xt == DT_F32 && n >= 4) {
+        x[1] = NAN; x[2] = 0.0f; x[3] = -0.0f;
+        if (with_inf) x[n - 1] = -INFINITY;
+    }
+    quantize(x, n, xt);
+    const float scale = 0.75f;
+    uint8_t *qref = malloc(n), *q = malloc(n), *qt = malloc(n);
+    float amax_ref = 0.0f;
+    fp8_cast_cpu(qref, &amax_ref, x, n, scale, f);
+
+    void *dx = gpu_upload(x, n, xt);
+    void *dscale = gpu_upload(&scale, 1, DT_F32);
+    uint8_t *dq, *dqt;
+    float *damax;
+    CUDA_CHECK(cudaMalloc((void **)&dq, n));
+    CUDA_CHECK(cudaMalloc((void **)&dqt, n));
+    CUDA_CHECK(cudaMalloc((void **)&damax, sizeof(float)));
+    /* 0xFF is a NaN code in both formats, never a cast's result */
+    CUDA_CHECK(cudaMemset(dq, 0xFF, n));
+    CUDA_CHECK(cudaMemset(dqt, 0xFF, n));
+    sync_all();
+    fp8_amax_zero_cuda(damax, 1, 0);
+    fp8_cast_transpose_cuda(dqt, dq, damax, dx, xt, rows, cols, dscale, f, 0);
+    float amax = -1.0f;
+    sync_all();
+    CUDA_CHECK(cudaMemcpy(q, dq, n, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(qt, dqt, n, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&amax, damax, sizeof amax, cudaMemcpyDeviceToHost));
+
+    char name[128];
+    int bad_q = 0, bad_qt = 0, first = -1;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            const size_t i = (size_t)r * cols + c;
+            bad_q += q[i] != qref[i];
+            if (qt[(size_t)c * rows + r] != qref[i]) {
+                if (bad_qt++ == 0) first = (int)i;
+            }
+        }
+    snprintf(name, sizeof name, "fp8.cast_transpose.%s.%s.%dx%d.qt", dtype_name(xt), fp8_name(f),
+             rows, cols);
+    check_true(name, bad_qt == 0, "%d of %zu codes differ; first x[%d][%d] = %.9g -> 0x%02X, CPU "
+               "0x%02X", bad_qt, n, first >= 0 ? first / cols : 0, first >= 0 ? first % cols : 0,
+               first >= 0 ? (double)x[first] : 0.0,
+               first >= 0 ? qt[(size_t)(first % cols) * rows + first / cols] : 0,
+               first >= 0 ? qref[first] : 0);
+    snprintf(name, sizeof name, "fp8.cast_transpose.%s.%s.%dx%d.q", dtype_name(xt), fp8_name(f),
+             rows, cols);
+    check_true(name, bad_q == 0, "%d of %zu untransposed codes differ", bad_q, n);
+    snprintf(name, sizeof name, "fp8.cast_transpose.%s.%s.%dx%d.amax", dtype_name(xt),
+             fp8_name(f), rows, cols);
+    check_true(name, memcmp(&amax, &amax_ref, sizeof amax) == 0, "device %.9g, CPU %.9g",
+               (double)amax, (double)amax_ref);
+
+    /* again without q, into a poisoned qt, the amax already above max |x| */
+    const float big = 0x1p100f, amax_want = fmaxf(big, amax_ref);
+    CUDA_CHECK(cudaMemset(dqt, 0xFF, n));
+    CUDA_CHECK(cudaMemcpy(damax, &big, sizeof big, cudaMemcpyHostToDevice));
+    sync_all();
+    fp8_cast_transpose_cuda(dqt, NULL, damax, dx, xt, rows, cols, dscale, f, 0);
+    sync_all();
+    uint8_t *qt2 = malloc(n);
+    CUDA_CHECK(cudaMemcpy(qt2, dqt, n, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&amax, damax, sizeof amax, cudaMemcpyDeviceToHost));
+    snprintf(name, sizeof name, "fp8.cast_transpose.%s.%s.%dx%d.no_q_keeps_amax", dtype_name(xt),
+             fp8_name(f), rows, cols);
+    check_true(name, memcmp(qt2, qt, n) == 0 && memcmp(&amax, &amax_want, sizeof amax) == 0,
+               "qt %s, amax %.9g (expected %.9g)", memcmp(qt2, qt, n) ? "differs" : "same",
+               (double)amax, (double)amax_want);
+
+    dfree(dx); dfree(dscale); dfree(dq); dfree(dqt); dfree(damax);
+    free(x); free(qref); free(q); free(qt); free(qt2);
+}
+
+/* ---- the GEMM ---- */
+
+typedef enum { VALUES_EXACT, VALUES_CAST } Values;
+
+typedef struct {
+    int M, N, K;
+    Fp8Format af, bf;
+    DType dt;
+    float beta, sa, sb;   /* sa, sb: the operands' scale_inv */
+    Values values;
+    int offset;           /* bytes added to every operand's address (16: a sliced buffer) */
+} GemmCase;
+
+typedef struct {
+    cublasLtHandle_t lt;
+    void *workspace;
+    size_t workspace_bytes;
+    float *scales;        /* SCALE_SLOTS device floats, two new ones per case */
+    int next_slot;
+} Lt;
+
+enum { SCALE_SLOTS = 64 };
+
+/* Exact: integers -4 .. 4 times 2^e; cast: uniform over the format's range. */
+static void fill_codes(uint8_t *q, size_t n, Fp8Format f, Values v, int e)
+{
+    for (size_t i = 0; i < n; i++) {
+        const float u = v == VALUES_EXACT ? ldexpf(floorf(check_uniform(-4.0f, 5.0f)), e)
+                                          : check_uniform(-1.0f, 1.0f) * fp8_max(f);
+        q[i] = fp8_from_f32(u, f);
+    }
+}
+
+/* The codes with their sign bits cleared: |value| (no NaN codes here). */
+static uint8_t *abs_codes(const uint8_t *q, size_t n)
+{
+    uint8_t *a = malloc(n);
+    for (size_t i = 0; i < n; i++) a[i] = q[i] & 0x7Fu;
+    return a;
+}
+
+/* A device copy of n bytes at `offset` bytes into a fresh allocation. */
+static void *upload_at(const void *h, size_t n, int offset, void **base)
+{
+    CUDA_CHECK(cudaMalloc(base, n + (size_t)offset));
+    CUDA_CHECK(cudaMemcpy((char *)*base + offset, h, n, cudaMemcpyHostToDevice));
+    return (char *)*base + offset;
+}
+
+static void run_gemm(Lt *lt, GemmCase g)
+{
+    const size_t na = (size_t)g.M * g.K, nb = (size_t)g.N * g.K, nd = (size_t)g.M * g.N;
+    check_seed(31u * (uint64_t)g.M + 17u * (uint64_t)g.N + (uint64_t)g.K + 5u * g.af + 3u * g.bf);
+    uint8_t *A = malloc(na), *B = malloc(nb);
+    fill_codes(A, na, g.af, g.values, -2);
+    fill_codes(B, nb, g.bf, g.values, 1);
+    uint8_t *absA = abs_codes(A, na), *absB = abs_codes(B, nb);
+    float *S = hbuf(nd), *ref = hbuf(nd), *d0 = hbuf(nd), *got = falloc(nd);
+    fp8_gemm_ref(S, absA, g.af, fabsf(g.sa), absB, g.bf, fabsf(g.sb), g.M, g.N, g.K, 0.0f);
+    if (g.beta != 0.0f) {
+        /* a previous D about as large as the product */
+        for (size_t i = 0; i < nd; i++)
+            d0[i] = check_uniform(-1.0f, 1.0f) * (S[i] / sqrtf((float)g.K) + 1.0f);
+        quantize(d0, nd, g.dt);
+        memcpy(ref, d0, nd * sizeof(float));
+    }
+    fp8_gemm_ref(ref, A, g.af, g.sa, B, g.bf, g.sb, g.M, g.N, g.K, g.beta);
+
+    void *baseA, *baseB, *baseD;
+    const uint8_t *dA = upload_at(A, na, g.offset, &baseA);
+    const uint8_t *dB = upload_at(B, nb, g.offset, &baseB);
+    const size_t dbytes = nd * dtype_size(g.dt);
+    CUDA_CHECK(cudaMalloc(&baseD, dbytes + (size_t)g.offset));
+    CUDA_CHECK(cudaMemset(baseD, 0xFF, dbytes + (size_t)g.offset));   /* NaN in bf16 and f32 */
+    void *dD = (char *)baseD + g.offset;
+    if (g.beta != 0.0f) {
+        void *tmp = malloc(dbytes);
+        dtype_convert(tmp, g.dt, d0, DT_F32, nd);
+        CUDA_CHECK(cudaMemcpy(dD, tmp, dbytes, cudaMemcpyHostToDevice));
+        free(tmp);
+    }
+    float *dsa = lt->scales + lt->next_slot, *dsb = dsa + 1;
+    lt->next_slot = (lt->next_slot + 2) % SCALE_SLOTS;
+    CUDA_CHECK(cudaMemcpy(dsa, &g.sa, sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dsb, &g.sb, sizeof(float), cudaMemcpyHostToDevice));
+    sync_all();
+    const int rc = fp8_gemm_cuda(lt->lt, lt->workspace, lt->workspace_bytes, 0, dD, g.dt, dA,
+                                 g.af, dsa, dB, g.bf, dsb, g.M, g.N, g.K, g.beta);
+    gpu_download(got, dD, nd, g.dt);
+
+    const double acc = g.values == VALUES_EXACT ? (g.K / 32.0 + 4.0) * 0x1p-24 : 0x1p-7;
+    const double u = g.dt == DT_BF16 ? 0x1p-7 : 0x1p-23;
+    size_t worst = 0;
+    double worst_ratio = 0.0, worst_rel_s = 0.0;
+    for (size_t i = 0; i < nd; i++) {
+        const double err = fabs((double)got[i] - ref[i]);
+        const double tol = acc * S[i] + 0x1p-21 * fabs((double)g.beta * d0[i]) + u * fabs(ref[i]);
+        const double ratio = isnan(err) ? INFINITY : err == 0.0 ? 0.0 : err / tol;
+        if (ratio > worst_ratio) { worst_ratio = ratio; worst = i; }
+        if (S[i] > 0) worst_rel_s = fmax(worst_rel_s, err / S[i]);
+    }
+    char name[160];
+    snprintf(name, sizeof name, "fp8_gemm.%s.%dx%dx%d.%sx%s.%s.beta%g%s",
+             g.values == VALUES_EXACT ? "exact" : "cast", g.M, g.N, g.K, fp8_name(g.af),
+             fp8_name(g.bf), dtype_name(g.dt), (double)g.beta, g.offset ? ".offset" : "");
+    if (rc != 0) {
+        check_true(name, 0, "fp8_gemm_cuda returned %d (no cuBLASLt algorithm)", rc);
+    } else {
+        check_true(name, worst_ratio <= 1.0, "worst at [%zu][%zu]: got %.9g ref %.9g (|diff| "
+                   "%.3g = %.3g of the tolerance; S %.3g)", worst / g.N, worst % g.N,
+                   (double)got[worst], (double)ref[worst], fabs((double)got[worst] - ref[worst]),
+                   worst_ratio, (double)S[worst]);
+        if (g.values == VALUES_CAST)
+            printf("  %-48s worst |got - ref| / S = %.3g (2^%.1f), %.3f of the tolerance\n",
+                   name, worst_rel_s, log2(worst_rel_s), worst_ratio);
+    }
+    dfree(baseA); dfree(baseB); dfree(baseD);
+    free(A); free(B); free(absA); free(absB); free(S); free(ref); free(d0); free(got);
+}
+
+/* The refusals, each in a child before this process touches CUDA. */
+typedef struct {
+    const char *name, *says, *also;   /* the check, and two phrases its message must hold */
+    Fp8Format af, bf;
+    int M, N, K;
+} Refusal;
+
+static void child_gemm(void *arg)
+{
+    const Refusal *r = arg;
+    fp8_gemm_cuda(NULL, NULL, 0, NULL, NULL, DT_BF16, NULL, r->af, NULL, NULL, r->bf, NULL, r->M,
+                  r->N, r->K, 0.0f);
+}
+
+static void test_refusals(void)
+{
+    static const Refusal refusals[] = {
+        {"fp8_gemm.refuses_e5m2_x_e5m2", "A e5m2 x B e5m2", "no e5m2 x e5m2", FP8_E5M2,
+         FP8_E5M2, 16, 16, 16},
+        {"fp8_gemm.refuses_sizes_off_16", "M=16 N=24 K=32", "multiples of 16", FP8_E4M3,
+         FP8_E4M3, 16, 24, 32},
+    };
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+        const Refusal *r = &refusals[i];
+        char msg[2048];
+        const int st = check_run_child(child_gemm, (void *)r, msg, sizeof msg);
+        check_true(r->name, st == 1 && strstr(msg, r->says) && strstr(msg, r->also),
+                   "status %d, message: %s", st, msg);
+    }
+}
+
+static void test_gemms(void)
+{
+    Lt lt = {0};
+    CUBLAS_CHECK(cublasLtCreate(&lt.lt));
+    lt.workspace_bytes = (size_t)32 << 20;
+    CUDA_CHECK(cudaMalloc(&lt.workspace, lt.workspace_bytes));
+    CUDA_CHECK(cudaMalloc((void **)&lt.scales, SCALE_SLOTS * sizeof(float)));
+
+    static const int small[][3] = {{16, 16, 16}, {128, 256, 64}, {48, 80, 96}};   /* M, N, K */
+    static const Fp8Format pairs[][2] = {
+        {FP8_E4M3, FP8_E4M3}, {FP8_E5M2, FP8_E4M3}, {FP8_E4M3, FP8_E5M2}};
+    static const float scales[][2] = {{0.5f, 3.0f}, {1.0f / 448.0f, 3.0f}, {2.0f, 1.0f / 448.0f}};
+    static const DType outs[2] = {DT_BF16, DT_F32};
+    int i = 0;
+    for (int s = 0; s < 3; s++)
+        for (int p = 0; p < 3; p++)
+            for (int o = 0; o < 2; o++)
+                for (int beta = 0; beta < 2; beta++)
+                    for (int v = 0; v < 2; v++, i++)
+                        run_gemm(&lt, (GemmCase){small[s][0], small[s][1], small[s][2],
+                                                 pairs[p][0], pairs[p][1], outs[o], (float)beta,
+                                                 scales[i % 3][0], scales[i % 3][1], (Values)v,
+                                                 0});
+
+    /* BERT's FFN (x [R, In] w [Out, In]^T forward, dy [R, Out] (w^T)^T dgrad, dy^T x^T
+     * wgrad into f32), then operands 16 bytes off the allocation's 256 (plans of their own);
+     * each with both kinds of values */
+    static const GemmCase big[] = {
+        {256, 4096, 1024, FP8_E4M3, FP8_E4M3, DT_BF16, 0.0f, 1.0f / 448.0f, 0.5f, 0, 0},
+        {256, 1024, 4096, FP8_E5M2, FP8_E4M3, DT_BF16, 0.0f, 3.0f, 1.0f / 448.0f, 0, 0},
+        {4096, 1024, 256, FP8_E5M2, FP8_E4M3, DT_F32, 1.0f, 0.5f, 3.0f, 0, 0},
+        {512, 768, 3072, FP8_E4M3, FP8_E4M3, DT_BF16, 0.0f, 2.0f, 0.5f, 0, 0},
+        {1024, 1024, 512, FP8_E4M3, FP8_E5M2, DT_F32, 1.0f, 2.0f, 1.0f / 448.0f, 0, 0},
+        {128, 256, 64, FP8_E4M3, FP8_E4M3, DT_BF16, 1.0f, 0.5f, 3.0f, 0, 16},
+        {128, 256, 64, FP8_E5M2, FP8_E4M3, DT_F32, 0.0f, 3.0f, 0.5f, 0, 16},
+    };
+    for (size_t c = 0; c < sizeof big / sizeof big[0]; c++)
+        for (int v = 0; v < 2; v++) {
+            GemmCase g = big[c];
+            g.values = (Values)v;
+            run_gemm(&lt, g);
+        }
+
+    fp8_gemm_cache_clear();
+    dfree(lt.scales);
+    dfree(lt.workspace);
+    CUBLAS_CHECK(cublasLtDestroy(lt.lt));
+}
+
+int main(void)
+{
+    test_refusals();
+    gpu_require();
+    static const int shapes[][2] = {{1, 1}, {17, 33}, {33, 17}, {70, 130}, {256, 768}, {1000, 64}};
+    for (int t = 0; t < 3; t++)
+        for (int f = 0; f < 2; f++)
+            for (int s = 0; s < 6; s++)
+                test_cast_transpose(gpu_float_types[t], (Fp8Format)f, shapes[s][0], shapes[s][1],
+                                    s == 1);
+
+    int dev = 0, major = 0, minor = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    if (major * 10 + minor >= 89)
+        test_gemms();
+    else
+        printf("fp8_gemm: device %d is sm_%d%d; FP8 GEMMs need sm_89 or newer: GEMM checks "
+               "skipped\n", dev, major, minor);
+    return check_summary();
+}
