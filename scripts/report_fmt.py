@@ -53,6 +53,8 @@ class Notes:
 
 def error_cell(r, notes):
     err = str(r.get("error"))
+    if err.startswith("not supported"):   # the card or model cannot run it: an answer, not a failure
+        return "n/a " + notes.mark(err)
     return "OOM" if "out of memory" in err.lower() else "error " + notes.mark(err)
 
 

@@ -54,7 +54,12 @@ How it measures (as ctrain does, train/bench/bench_run.c):
     (torch.mm: fp16 and bf16 8192^3, fp32 and tf32 4096^3, 3 warm-up runs,
     median of 10).
 Precision: fp32 = TF32 off for matmul and cuDNN; tf32 = both on; fp16 =
-autocast fp16 + GradScaler; bf16 = autocast bf16 (TF32 off in both).
+autocast fp16 + GradScaler; bf16 = autocast bf16 (TF32 off in both); fp8 =
+bf16 with the BERT encoder's Linear layers as Transformer Engine te.Linear
+under te.fp8_autocast (delayed scaling, HYBRID: E4M3 forward, E5M2 backward,
+amax history 16, as ctrain's): where transformer_engine is not installed, or
+for a model without such layers, the row says "not supported: ..." and
+nothing runs.
 Models and optimizers (as ctrain bench trains them):
   - ResNets: torchvision resnetN(num_classes=1000), channels_last (NHWC,
     PyTorch's fast path and ctrain's layout) unless --nchw; cross-entropy;
@@ -926,6 +931,8 @@ def build_bert(torch, c, dev):
             model = BertForMaskedLM(cfg)
     model = model.to(dev).train()
     attn = getattr(model.config, "_attn_implementation", None) or "default"
+    if c["precision"] == "fp8":
+        te_swap_linears(torch, model.bert.encoder)
 
     class WithLoss(torch.nn.Module):
         """transformers' stock forward: the head on every token (--mlm-head all)."""
@@ -985,6 +992,45 @@ def build_bert(torch, c, dev):
     return wrapped, (ids, tt, labels), opt, notes
 
 
+def te_swap_linears(torch, module):
+    """--precision fp8: every nn.Linear under module (BERT's encoder: query,
+    key, value, attention output, the two FFN layers, as ctrain's fp8) becomes
+    a Transformer Engine te.Linear with the same weights."""
+    import transformer_engine.pytorch as te
+    for name, child in list(module.named_children()):
+        if isinstance(child, torch.nn.Linear):
+            new = te.Linear(child.in_features, child.out_features, bias=child.bias is not None,
+                            params_dtype=child.weight.dtype, device=child.weight.device)
+            with torch.no_grad():
+                new.weight.copy_(child.weight)
+                if child.bias is not None:
+                    new.bias.copy_(child.bias)
+            setattr(module, name, new)
+        else:
+            te_swap_linears(torch, child)
+
+
+def te_fp8_context():
+    """te.fp8_autocast with ctrain's recipe (ops/fp8.h): delayed scaling, E4M3
+    forward / E5M2 backward, amax history 16, the history's max, margin 0."""
+    import transformer_engine.pytorch as te
+    from transformer_engine.common.recipe import DelayedScaling, Format
+    recipe = DelayedScaling(fp8_format=Format.HYBRID, amax_history_len=16, amax_compute_algo="max",
+                            margin=0)
+    return te.fp8_autocast(enabled=True, fp8_recipe=recipe)
+
+
+def fp8_unsupported(model):
+    """Why this PyTorch cannot train model in FP8 here ("" when it can)."""
+    if not model.startswith("bert"):
+        return f"not supported: {model} has no FP8 Linear layers (BERT's encoder has)"
+    import importlib.util
+    if importlib.util.find_spec("transformer_engine") is None:
+        return ("not supported: Transformer Engine (transformer_engine) is not installed here; "
+                "PyTorch has no FP8 training path without it")
+    return ""
+
+
 def make_optimizer(torch, kind, groups, **kw):
     cls = torch.optim.SGD if kind == "sgd" else torch.optim.AdamW
     for impl in ("fused", "foreach"):
@@ -999,11 +1045,12 @@ def make_train_step(torch, fwd, inputs, opt, prec):
     """One training step as a closure returning the loss: autocast for fp16 /
     bf16, GradScaler for fp16, then the optimizer and zero_grad (also used by
     scripts/torch_ddp_bench.py, with fwd a DistributedDataParallel)."""
-    amp = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(prec)
+    amp = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.bfloat16}.get(prec)
     scaler = torch.amp.GradScaler("cuda") if prec == "fp16" else None
 
     def step():
-        with torch.autocast("cuda", dtype=amp) if amp is not None else contextlib.nullcontext():
+        with torch.autocast("cuda", dtype=amp) if amp is not None else contextlib.nullcontext(), \
+                te_fp8_context() if prec == "fp8" else contextlib.nullcontext():
             loss = fwd(*inputs)
         if scaler is not None:
             scaler.scale(loss).backward()
@@ -1061,7 +1108,10 @@ def torch_config_child(out, c):
     notes.append(f"precision {prec}: " + {
         "fp32": "TF32 off for matmul and cuDNN", "tf32": "TF32 on for matmul and cuDNN",
         "fp16": "torch.autocast float16 + torch.amp.GradScaler, TF32 off",
-        "bf16": "torch.autocast bfloat16, TF32 off"}[prec] + f" (set through {api}; read back: "
+        "bf16": "torch.autocast bfloat16, TF32 off",
+        "fp8": "torch.autocast bfloat16 and the encoder's Linear layers as Transformer Engine te.Linear "
+               "under te.fp8_autocast (DelayedScaling HYBRID, amax history 16, max, margin 0), TF32 off"
+        }[prec] + f" (set through {api}; read back: "
         + tf32_state(torch) + ")")
     emit(out, "result", steps=n, warmup=c["warmup"], samples_per_s=c["batch"] / med,
          samples_per_s_min=c["batch"] / t[-1], samples_per_s_max=c["batch"] / t[0], ms_per_step=med * 1e3,
@@ -1433,6 +1483,11 @@ class Session:
                 sampler.tick()
             draw()
 
+        why = fp8_unsupported(c["model"]) if c["precision"] == "fp8" else ""
+        if why:   # an answer about this engine here, like out of memory: nothing runs
+            row.pop("warmup")
+            row["error"] = why
+            return row, 0.0
         draw(True)
         ex = run_child(self.b.config, c, CONFIG_LIMIT_S, on_line, on_tick, sampler.timeout if sampler else None,
                        spawn=self.b.spawn)
@@ -1594,6 +1649,12 @@ def self_test(a, command):
     smp.start()
     smp.stop()
     check("sampler.nothing_read", smp.summary() == {}, str(smp.summary()))
+    import importlib.util
+    te = importlib.util.find_spec("transformer_engine") is not None
+    why = fp8_unsupported("bert-large")
+    check("fp8.resnet_refused", fp8_unsupported("resnet50").startswith("not supported: resnet50 has no FP8"),
+          fp8_unsupported("resnet50"))
+    check("fp8.bert_needs_te", why == "" if te else why.startswith("not supported: Transformer Engine"), why)
 
     # the suite: the quick one, with one OOM and one crashing config
     backend = SelfTestBackend(a)
@@ -1703,7 +1764,8 @@ def parse_args(argv):
         return parse
 
     ap.add_argument("--models", type=lst(str), help="comma list: resnet18..152, bert-tiny..bert-large")
-    ap.add_argument("--precision", type=lst("prec"), help="comma list of fp32, tf32, fp16, bf16")
+    ap.add_argument("--precision", type=lst("prec"), help="comma list of fp32, tf32, fp16, bf16, fp8 "
+                    "(fp8: BERT through Transformer Engine, where it is installed)")
     ap.add_argument("--batch", type=lst(int, 1, 1 << 30), help="batch sizes (replace each model's defaults)")
     ap.add_argument("--seq", type=lst(int, 2, 512), help="BERT sequence lengths (replace the defaults)")
     ap.add_argument("--quick", action="store_true",
@@ -1743,8 +1805,8 @@ def parse_args(argv):
             extra = " (mlp is ctrain's CPU-suite model)" if m == "mlp" else ""
             ap.error(f"--models: unknown model '{m}'{extra}; known: {KNOWN_MODELS}")
     for p in a.precision or []:
-        if p not in PEAK_PRECS:
-            ap.error(f"--precision: '{p}' is not fp32, tf32, fp16 or bf16")
+        if p not in PEAK_PRECS + ["fp8"]:
+            ap.error(f"--precision: '{p}' is not fp32, tf32, fp16, bf16 or fp8")
     m = re.fullmatch(r"cuda(?::(\d+))?", a.device)
     if not m:
         ap.error(f"--device: '{a.device}' is not cuda or cuda:N")

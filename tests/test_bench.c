@@ -201,6 +201,30 @@ static void test_oom_row(const char *dir)
     jfree(doc);
 }
 
+/* --precision fp8 on a model without FP8 layers: a row that says so, nothing
+ * run, the suite goes on, and the bench does not fail */
+static void test_unsupported_row(const char *dir)
+{
+    char cmd[1024], out[8192], json[512];
+    snprintf(json, sizeof json, "%s/fp8.json", dir);
+    snprintf(cmd, sizeof cmd, "%s bench --device cpu --quick --models mlp --precision fp8,fp32 --json %s "
+             "2>&1", bin(), json);
+    int st = run(cmd, out, sizeof out);
+    check_true("unsupported.exit_0", st == 0 && strstr(out, "not supported: mlp has no FP8 Linear layers"),
+               "exit %d (a config the model cannot run is an answer): %s", st, out);
+    J *doc = jparse_file(json);
+    J *res = jget(doc, "results");
+    if (!check_true("unsupported.rows", res && res->t == J_ARR && res->n == 2, "want 2 results")) {
+        jfree(doc);
+        return;
+    }
+    J *no = res->items[0], *yes = res->items[1];
+    check_true("unsupported.row", !strncmp(jtext(no, "error"), "not supported: ", 15) &&
+               !jget(no, "samples_per_s") && !strcmp(jtext(no, "precision"), "fp8") &&
+               jnum(yes, "samples_per_s") > 0, "error '%s'", jtext(no, "error"));
+    jfree(doc);
+}
+
 /* The bench's one child process now (the probe has ended), by /proc; 0 none. */
 static pid_t child_of(pid_t parent)
 {
@@ -476,6 +500,7 @@ int main(void)
     test_crash_row(dir);
     test_soak(dir);
     test_max_batch(dir);
+    test_unsupported_row(dir);
     test_mem_limit_bad();
     test_torch_bench(dir);
     expect_error("bench.list_and_max_batch", "bench --list --max-batch", "--list shows the throughput suite");

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "check.h"
+#include "train/bench/bench_config.h"
 #include "train/bench/bench_json.h"
 #include "train/bench/nvml.h"
 #include "train/bench/peaks.h"
@@ -303,6 +304,7 @@ static void test_peaks(void)
     check_peak("Tesla V100-SXM2-16GB", "bf16", NAN);
     check_peak("Some Future GPU 9000", "fp16", NAN);
     check_peak("NVIDIA H200", "int8", NAN);
+    check_peak("NVIDIA H200", "fp8", NAN);                   /* no FP8 column yet: no MFU */
 
     check_true("peaks.precision_parse",
                peaks_precision_parse("BF16") == PEAK_BF16 && peaks_precision_parse("fp32") == PEAK_FP32 &&
@@ -337,6 +339,31 @@ static void test_peaks(void)
 }
 
 /* ---- Soak. */
+/* --precision fp8 rows the card or model cannot run: said before running */
+static void test_unsupported(void)
+{
+    BenchConfig c;
+    memset(&c, 0, sizeof c);
+    c.model = MODEL_BERT_LARGE;
+    c.precision = PREC_FP8;
+    c.device = DEV_CUDA;
+    char why[256] = "";
+    int a100 = bench_config_unsupported(&c, 80, "NVIDIA A100-SXM4-80GB", why, sizeof why);
+    check_true("bench.fp8_refused_before_sm89", a100 && !strncmp(why, BENCH_UNSUPPORTED, 13) &&
+               strstr(why, "A100-SXM4-80GB (sm_80) has no FP8 tensor cores"), "%d: %s", a100, why);
+    check_true("bench.fp8_runs_on_sm89_sm90_unknown",
+               !bench_config_unsupported(&c, 89, "NVIDIA L4", why, sizeof why) &&
+               !bench_config_unsupported(&c, 90, "NVIDIA H200", why, sizeof why) &&
+               !bench_config_unsupported(&c, -1, "", why, sizeof why), "refused: %s", why);
+    c.model = MODEL_RESNET50;
+    int r50 = bench_config_unsupported(&c, 90, "NVIDIA H200", why, sizeof why);
+    check_true("bench.fp8_refused_without_fp8_layers", r50 && strstr(why, "resnet50 has no FP8 Linear"),
+               "%d: %s", r50, why);
+    c.precision = PREC_BF16;
+    check_true("bench.bf16_never_refused", !bench_config_unsupported(&c, 70, "V100", why, sizeof why),
+               "refused: %s", why);
+}
+
 static void test_soak(void)
 {
     char dir[] = "/tmp/ctrain_soak_XXXXXX", path[256];
@@ -570,6 +597,7 @@ int main(void)
 {
     test_json();
     test_peaks();
+    test_unsupported();
     test_soak();
     test_nvml();
     return check_summary();

@@ -131,6 +131,8 @@ static void write_files(const char *dir)
     result(&b, "ctrain", "graph", "resnet50", "bf16", 64, 2500, 3.4, 0, NULL);
     result(&b, "ctrain", "graph", "resnet50", "bf16", 256, 2950, 12.1, 0, NULL);
     result(&b, "ctrain", "graph", "mlp", "fp32", 128, 9000, 0.2, 0, NULL);
+    result(&b, "ctrain", "graph", "bert-tiny", "fp8", 32, 0, 0, 0, "\"error\": \"not supported: "
+           "NVIDIA A100-SXM4-80GB (sm_80) has no FP8 tensor cores (sm_89 and later)\"");
     finish(&b, dir, "a100.json", NULL);
     machine(&b, "NVIDIA GeForce RTX 4090", 0);
     result(&b, "ctrain", "graph", "resnet50", "bf16", 256, 1900, 12.1, 420, NULL);
@@ -245,6 +247,11 @@ static void test_two_cards(const char *dir)
               "bert-tiny|fp32|32|128|82.0 [n1]|–|–|–");
     check_row("report.two_cards.oom", st == 0, md, "| resnet50 | bf16 | 1024 |",
               "resnet50|bf16|1024|224|–|OOM|–|–");
+    /* a config the card cannot run is an answer too, with its reason as a note */
+    check_row("report.two_cards.unsupported", st == 0, md, "| bert-tiny | fp8 |",
+              "bert-tiny|fp8|32|128|–|–|–|n/a [1]");
+    check_true("report.two_cards.unsupported_note", md && strstr(md, "(sm_80) has no FP8 tensor cores"),
+               "the reason a card cannot run fp8 is not in the notes");
     check_true("report.two_cards.captions", md && strstr(md, "- **A100-SXM4-80GB** (`a100.json`): NVIDIA "
                "A100-SXM4-80GB 80 GiB · ctrain (graph) · driver 580.65.06 · CUDA 13.0 · cuDNN 9.14.0 · "
                "power limit – · ECC – · 2026-12-05 10:00 UTC") && strstr(md, "**warning:** another process"),

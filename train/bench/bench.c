@@ -136,6 +136,7 @@ static int session_probe(BenchSession *s, const BenchOptions *o, int want_ceilin
     memset(p, 0, sizeof *p);
     p->machine.gpu_memory_bytes = -1;
     p->machine.gpu_count = -1;
+    p->machine.compute_capability = -1;
     p->cuda_devices = -1;
     bench_conditions_init(&p->machine);   /* the CPUs and the load average, now */
     BenchProbeArgs a = {o->device_set ? o->device : DEV_CUDA, o->device_id, !o->device_set,
@@ -249,6 +250,7 @@ static int list_suite(BenchSession *s, const BenchOptions *o)
     int gpu = !(o->device_set && o->device == DEV_CPU);
     s->probe.machine.gpu_memory_bytes = -1;   /* unknown: absent from the JSON */
     s->probe.machine.gpu_count = -1;
+    s->probe.machine.compute_capability = -1;
     BenchConfig *cfgs;
     int n = build_suite(o, !gpu, &cfgs);
     n = bench_data_expand(&cfgs, n, &o->data);

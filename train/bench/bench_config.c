@@ -23,6 +23,23 @@ void bench_row_fix(BenchRow *row)
     r->model_note = row->model_note[0] ? row->model_note : NULL;
 }
 
+int bench_config_unsupported(const BenchConfig *cfg, int cc, const char *gpu_name, char *why,
+                             size_t len)
+{
+    if (cfg->precision != PREC_FP8) return 0;
+    if (!model_kind_is_bert(cfg->model)) {
+        snprintf(why, len, BENCH_UNSUPPORTED ": %s has no FP8 Linear layers (BERT's encoder has)",
+                 model_kind_name(cfg->model));
+        return 1;
+    }
+    if (cfg->device == DEV_CUDA && cc >= 0 && cc < 89) {
+        snprintf(why, len, BENCH_UNSUPPORTED ": %s (sm_%d) has no FP8 tensor cores (sm_89 and "
+                 "later)", gpu_name[0] ? gpu_name : "this GPU", cc);
+        return 1;
+    }
+    return 0;
+}
+
 void bench_row_init(BenchRow *row, const BenchConfig *cfg)
 {
     memset(row, 0, sizeof *row);

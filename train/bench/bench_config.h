@@ -62,6 +62,16 @@ typedef struct BenchRow {
 } BenchRow;
 
 void bench_row_init(BenchRow *row, const BenchConfig *cfg);
+
+/* A config the card or the model cannot run, known before running it: its
+ * row's error, starting with BENCH_UNSUPPORTED ("not supported: ..."), is an
+ * answer (like out of memory), not a failure. Today: --precision fp8 on a
+ * model without FP8 Linear layers, or on a GPU before sm_89 (cc: the
+ * probe's compute capability, major x 10 + minor; -1 unknown: let it run).
+ * Returns 1 and the reason in why. */
+#define BENCH_UNSUPPORTED "not supported"
+int bench_config_unsupported(const BenchConfig *cfg, int cc, const char *gpu_name, char *why,
+                             size_t len);
 /* Point r's string fields at the row's own buffers (after copying a row). */
 void bench_row_fix(BenchRow *row);
 

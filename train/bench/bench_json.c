@@ -218,6 +218,7 @@ char *bench_json_string(const BenchRun *run)
     opt_str(&w, "gpu_name", m->gpu_name);
     opt_int(&w, "gpu_memory_bytes", m->gpu_memory_bytes);
     opt_int(&w, "gpu_count", m->gpu_count);
+    if (m->compute_capability > 0) jsonw_int(&w, "compute_capability", m->compute_capability);
     opt_str(&w, "driver", m->driver);
     opt_str(&w, "cuda_runtime", m->cuda_runtime);
     opt_str(&w, "cudnn", m->cudnn);
@@ -328,6 +329,7 @@ void bench_machine_collect(BenchMachine *m, int device)
     memset(m, 0, sizeof *m);
     m->gpu_memory_bytes = -1;
     m->gpu_count = -1;
+    m->compute_capability = -1;
     read_cpu(m->cpu, sizeof m->cpu);
     if (gethostname(m->host, sizeof m->host) != 0) m->host[0] = 0;
     m->host[sizeof m->host - 1] = 0;
@@ -350,6 +352,7 @@ void bench_machine_collect(BenchMachine *m, int device)
         if (device >= 0 && device < n && cudaGetDeviceProperties(&p, device) == cudaSuccess) {
             snprintf(m->gpu_name, sizeof m->gpu_name, "%s", p.name);
             m->gpu_memory_bytes = (int64_t)p.totalGlobalMem;
+            m->compute_capability = p.major * 10 + p.minor;
         }
     } else {
         cudaGetLastError();   /* clear the sticky "no device" status */

@@ -114,6 +114,7 @@ typedef struct BenchMachine {
     char gpu_name[256];           /* cudaDeviceProp.name */
     int64_t gpu_memory_bytes;     /* -1 unknown */
     int gpu_count;                /* -1 unknown */
+    int compute_capability;       /* major x 10 + minor (90: Hopper); -1 unknown */
     char driver[64];              /* NVIDIA driver, "580.65.06" */
     char cuda_runtime[32];        /* "13.0" */
     char cudnn[32];               /* "9.14.0" */

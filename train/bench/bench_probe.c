@@ -150,6 +150,7 @@ void bench_child_probe(FILE *out, const void *arg)
     json_str(&j, "gpu_name", m.gpu_name);
     json_int(&j, "gpu_memory_bytes", m.gpu_memory_bytes);
     json_int(&j, "gpu_count", m.gpu_count);
+    json_int(&j, "compute_capability", m.compute_capability);
     json_str(&j, "driver", m.driver);
     json_str(&j, "cuda_runtime", m.cuda_runtime);
     json_str(&j, "cudnn", m.cudnn);
@@ -182,6 +183,7 @@ void bench_probe_read(BenchProbe *p, const char *line)
         bench_line_str(line, "gpu_name", m->gpu_name, sizeof m->gpu_name);
         if (bench_line_num(line, "gpu_memory_bytes", &v)) m->gpu_memory_bytes = (int64_t)v;
         if (bench_line_num(line, "gpu_count", &v)) m->gpu_count = (int)v;
+        if (bench_line_num(line, "compute_capability", &v)) m->compute_capability = (int)v;
         bench_line_str(line, "driver", m->driver, sizeof m->driver);
         bench_line_str(line, "cuda_runtime", m->cuda_runtime, sizeof m->cuda_runtime);
         bench_line_str(line, "cudnn", m->cudnn, sizeof m->cudnn);

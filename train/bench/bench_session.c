@@ -144,6 +144,13 @@ static void run_on_tick(void *user) { draw((RunState *)user); }
 void bench_run_config(BenchSession *s, const BenchConfig *cfg, BenchRow *row, const char *prefix)
 {
     bench_row_init(row, cfg);
+    const BenchMachine *m = &s->probe.machine;
+    if (bench_config_unsupported(cfg, m->compute_capability, m->gpu_name, row->error,
+                                 sizeof row->error)) {
+        row->r.warmup = -1;   /* a row that says why, and no figures: nothing ran */
+        bench_row_fix(row);
+        return;
+    }
     RunState st;
     memset(&st, 0, sizeof st);
     st.s = s;
