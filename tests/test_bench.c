@@ -201,15 +201,24 @@ static void test_oom_row(const char *dir)
     jfree(doc);
 }
 
+/* `ctrain bench --device cpu ARGS --json DIR/FILE` with env before it; the
+ * output into out, the JSON's path into json; the exit status. */
+static int bench_json(const char *dir, const char *file, const char *env, const char *args,
+                      char *json, size_t jlen, char *out, size_t olen)
+{
+    char cmd[2048];
+    snprintf(json, jlen, "%s/%s", dir, file);
+    snprintf(cmd, sizeof cmd, "%s%s bench --device cpu %s --json %s 2>&1", env, bin(), args, json);
+    return run(cmd, out, olen);
+}
+
 /* --precision fp8 on a model without FP8 layers: a row that says so, nothing
  * run, the suite goes on, and the bench does not fail */
 static void test_unsupported_row(const char *dir)
 {
-    char cmd[1024], out[8192], json[512];
-    snprintf(json, sizeof json, "%s/fp8.json", dir);
-    snprintf(cmd, sizeof cmd, "%s bench --device cpu --quick --models mlp --precision fp8,fp32 --json %s "
-             "2>&1", bin(), json);
-    int st = run(cmd, out, sizeof out);
+    char out[8192], json[512];
+    int st = bench_json(dir, "fp8.json", "", "--quick --models mlp --precision fp8,fp32", json,
+                        sizeof json, out, sizeof out);
     check_true("unsupported.exit_0", st == 0 && strstr(out, "not supported: mlp has no FP8 Linear layers"),
                "exit %d (a config the model cannot run is an answer): %s", st, out);
     J *doc = jparse_file(json);
@@ -338,11 +347,9 @@ static void test_soak(const char *dir)
  * not, for both recompute settings. */
 static void test_max_batch(const char *dir)
 {
-    char cmd[2048], out[16384], json[256];
-    snprintf(json, sizeof json, "%s/maxb.json", dir);
-    snprintf(cmd, sizeof cmd, "CTRAIN_MEM_LIMIT=12M %s bench --device cpu --max-batch --models mlp "
-             "--precision fp32 --batch 64 --json %s 2>&1", bin(), json);
-    int st = run(cmd, out, sizeof out);
+    char out[16384], json[512];
+    int st = bench_json(dir, "maxb.json", "CTRAIN_MEM_LIMIT=12M ", "--max-batch --models mlp "
+                        "--precision fp32 --batch 64", json, sizeof json, out, sizeof out);
     check_true("max_batch.exit", st == 0 && strstr(out, "largest batch"), "exit %d: %s", st, out);
     J *doc = jparse_file(json);
     J *res = jget(doc, "results");
