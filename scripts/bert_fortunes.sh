@@ -18,7 +18,7 @@
 # appear, under another topic, in the training split): left as they are.
 #
 # usage: scripts/bert_fortunes.sh [--model bert-small] [--mlm-steps N] [--ft-epochs N]
-#            [--device cuda|cpu] [--out DIR] [--precision fp32|tf32|bf16|fp16]
+#            [--device cuda|cpu] [--out DIR] [--precision fp32|tf32|bf16|fp16|fp8]
 #            [--seq T] [--classes K] [--vocab-size V] [--mlm-batch B] [--ft-batch B]
 #            [--mlm-lr X] [--ft-lr X] [--no-scratch]
 #   defaults: bert-tiny, 1000 MLM steps, 3 epochs, cuda when nvidia-smi finds a
@@ -104,7 +104,7 @@ run() {   # name, then the ctrain arguments; output in $out/name.log, timed
     t0=$(date +%s)
     "$CTRAIN" "$@" > "$out/$name.log" 2>&1 || { tail -5 "$out/$name.log"; exit 1; }
     t1=$(date +%s)
-    tr '\r' '\n' < "$out/$name.log" | grep -E "^(wrote|trained|saved|test accuracy|majority|per class|\[info\] (train|.*no classifier))" || true
+    tr '\r' '\n' < "$out/$name.log" | grep -E "^(wrote|trained|saved|test accuracy|held-out masked LM|majority|per class|\[info\] (train|.*no classifier))" || true
     echo "   ($((t1 - t0)) s)"
 }
 
@@ -140,6 +140,7 @@ fi
     echo "bert_fortunes.sh $model, $device $precision, seq $seq, $classes topics, vocab $vocab_size"
     echo "MLM: $mlm_steps steps x batch $mlm_batch, lr $mlm_lr; fine-tuning: $ft_epochs epochs x batch $ft_batch, lr $ft_lr"
     grep -h '"event":"step"' "$out/mlm.jsonl" | tail -1 | sed 's/.*"loss":\([0-9.e+-]*\).*/MLM final loss \1/'
+    tr '\r' '\n' < "$out/mlm.log" | grep -E "^held-out masked LM" || true
     for r in finetune scratch; do
         [ -f "$out/$r.log" ] || continue
         printf '%s: ' "$r"
