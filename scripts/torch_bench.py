@@ -264,7 +264,7 @@ def config_flops(c):
 
 # ---- Datasheet peaks: read from train/bench/peaks.c (one table for both engines) --
 
-PEAK_PRECS = ["fp32", "tf32", "fp16", "bf16"]
+PEAK_PRECS = ["fp32", "tf32", "fp16", "bf16", "fp8"]
 _peaks = None
 
 
@@ -287,7 +287,7 @@ def load_peaks(path=os.path.join(ROOT, "train", "bench", "peaks.c")):
         for v in nums.split(","):
             v = v.strip()
             vals.append(float("nan") if v == "NA" else float(v))
-        if len(vals) != 4:
+        if len(vals) != len(PEAK_PRECS):
             continue
         entries.append((card, re.findall(r'"([^"]*)"', words), re.findall(r'"([^"]*)"', unless),
                         dict(zip(PEAK_PRECS, vals))))
@@ -1805,7 +1805,7 @@ def parse_args(argv):
             extra = " (mlp is ctrain's CPU-suite model)" if m == "mlp" else ""
             ap.error(f"--models: unknown model '{m}'{extra}; known: {KNOWN_MODELS}")
     for p in a.precision or []:
-        if p not in PEAK_PRECS + ["fp8"]:
+        if p not in PEAK_PRECS:
             ap.error(f"--precision: '{p}' is not fp32, tf32, fp16, bf16 or fp8")
     m = re.fullmatch(r"cuda(?::(\d+))?", a.device)
     if not m:

@@ -304,7 +304,9 @@ static void test_peaks(void)
     check_peak("Tesla V100-SXM2-16GB", "bf16", NAN);
     check_peak("Some Future GPU 9000", "fp16", NAN);
     check_peak("NVIDIA H200", "int8", NAN);
-    check_peak("NVIDIA H200", "fp8", NAN);                   /* no FP8 column yet: no MFU */
+    check_peak("NVIDIA H200", "fp8", 1978.9);
+    check_peak("NVIDIA GeForce RTX 4090", "fp8", 330.3);      /* fp32 accumulate */
+    check_peak("NVIDIA A100-SXM4-80GB", "fp8", NAN);           /* no FP8 tensor cores */
 
     check_true("peaks.precision_parse",
                peaks_precision_parse("BF16") == PEAK_BF16 && peaks_precision_parse("fp32") == PEAK_FP32 &&

@@ -15,6 +15,10 @@
  *         the figure here is the halved one; data-centre and professional
  *         cards run both at the same rate.
  *   bf16  BF16 tensor-core rate (always FP32 accumulate)
+ *   fp8   FP8 tensor-core rate with FP32 accumulate (Hopper, Ada; the GeForce
+ *         RTX 4090 at half its FP16-accumulate figure, as for fp16). A
+ *         --precision fp8 run's MFU is against it, though only its encoder
+ *         Linear layers run in FP8 (the rest in bf16)
  * A precision the card has no tensor-core path for is NaN ("no peak"), except
  * tf32 on a card without TF32 (Volta, Turing): there "tf32" runs FP32 math,
  * so peaks_tflops() answers with the fp32 figure.
@@ -35,7 +39,7 @@
 /* The table's columns: one per precision (train/loop/precision.h), in its order. */
 enum {
     PEAK_FP32 = PREC_FP32, PEAK_TF32 = PREC_TF32, PEAK_FP16 = PREC_FP16, PEAK_BF16 = PREC_BF16,
-    PEAK_COUNT = PREC_BF16 + 1   /* no FP8 column yet: fp8 has no peak (NaN) */
+    PEAK_FP8 = PREC_FP8, PEAK_COUNT = PREC_COUNT
 };
 
 typedef struct PeakEntry {
