@@ -286,6 +286,24 @@ static void test_bad_input(void)
                    strstr(out, "--graph has no effect on the CPU") &&
                    strstr(out, "--recompute has no effect on the MLP"), "exit %d: %.400s", st,
                    out);
+        /* one warning per idle flag, and none for the flags that act (--hidden on the MLP,
+         * --momentum with SGD, --final-lr with cosine, --graph-warmup's is said once) */
+        snprintf(cmd, sizeof cmd, "%s train --device cpu --model mlp --hidden 32 --batch 8 --steps 1 "
+                 "--seq 64 --image-size 64 --decode cpu --workers 2 --bucket-mb 4 --graph-warmup 2 "
+                 "--optim sgd --momentum 0.5 --schedule cosine --final-lr 0.001 --no-eval "
+                 "--eval-batch 16 2>&1", bin());
+        const int st2 = run(cmd, out, sizeof out);
+        const char *said[] = {"--seq has no effect on this model: it is a BERT option",
+                              "--image-size has no effect on this model: it is a ResNet option",
+                              "--decode has no effect on this data",
+                              "--workers has no effect on this data",
+                              "--bucket-mb has no effect in one process",
+                              "--graph-warmup has no effect here", "--eval-batch has no effect with --no-eval"};
+        int all = st2 == 0;
+        for (size_t i = 0; i < sizeof said / sizeof said[0]; i++) all = all && strstr(out, said[i]);
+        check_true("cli.each_idle_flag_warned", all && !strstr(out, "--hidden has no effect") &&
+                   !strstr(out, "--momentum has no effect") && !strstr(out, "--final-lr has no effect"),
+                   "exit %d: %.1500s", st2, out);
     }
     expect_error("cli.unknown_model", "train --model vgg --device cpu", "unknown model 'vgg'", NULL);
     expect_error("cli.unknown_command", "fly", "unknown command 'fly'", "ctrain help");

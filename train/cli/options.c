@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
+#include "engine/log.h"
+#include "train/feed/feed.h"
 #include "train/bench/bench_options.h"
 #include "train/loop/resume_check.h"
 
@@ -389,5 +391,88 @@ void train_options_parse(TrainOptions *o, int argc, char **argv, const char *cmd
             cli_fail(cmd, "--json is ctrain eval's (a training run writes JSON lines with --log FILE)");
         if (val == '?' || val == CLI_WORD) cli_refuse(&p);
         if (!set_plain(o, cmd, val, p.flag, p.value)) set_named(o, cmd, val, p.value);
+        o->given |= 1ull << (val - O_MODEL);
+    }
+}
+
+/* ---- flags that do nothing in this run ---- */
+
+static int is_bert(const TrainOptions *o) { return model_kind_is_bert(o->model); }
+static int is_resnet(const TrainOptions *o) { return model_kind_is_resnet(o->model); }
+
+/* --data names a folder of images (imagefolder:DIR or a bare DIR) */
+static int data_is_folder(const TrainOptions *o)
+{
+    return strcmp(o->data, "synthetic") && strncmp(o->data, "fashion-mnist", 13) &&
+           strncmp(o->data, "mlm:", 4) && !feed_is_cls(o->data);
+}
+
+typedef struct NoEffect {
+    int flag;
+    int (*idle)(const TrainOptions *o, Device d, int world);   /* 1: the flag does nothing */
+    const char *why;
+} NoEffect;
+
+static int cpu(const TrainOptions *o, Device d, int w) { (void)o; (void)w; return d == DEV_CPU; }
+static int no_graph(const TrainOptions *o, Device d, int w) { (void)w; return !o->graph || d == DEV_CPU; }
+static int mlp_recompute(const TrainOptions *o, Device d, int w)
+{
+    (void)d; (void)w;
+    return o->model == MODEL_MLP && o->recompute.every > 0;
+}
+static int no_loader(const TrainOptions *o, Device d, int w)
+{
+    (void)d; (void)w;
+    return !is_resnet(o) || !strcmp(o->data, "synthetic");
+}
+static int no_jpeg(const TrainOptions *o, Device d, int w) { (void)d; (void)w; return !data_is_folder(o); }
+static int not_bert(const TrainOptions *o, Device d, int w) { (void)d; (void)w; return !is_bert(o); }
+static int not_resnet(const TrainOptions *o, Device d, int w) { (void)d; (void)w; return !is_resnet(o); }
+static int not_mlp(const TrainOptions *o, Device d, int w) { (void)d; (void)w; return o->model != MODEL_MLP; }
+static int one_process(const TrainOptions *o, Device d, int w) { (void)o; (void)d; return w <= 1; }
+static int not_sgd(const TrainOptions *o, Device d, int w) { (void)d; (void)w; return o->optim.kind != OPT_SGD; }
+static int no_decay(const TrainOptions *o, Device d, int w)
+{
+    (void)d; (void)w;
+    return o->schedule == SCHED_CONSTANT || o->schedule == SCHED_STEP;
+}
+static int no_eval(const TrainOptions *o, Device d, int w) { (void)d; (void)w; return o->no_eval; }
+
+/* "--FLAG has no effect " + why */
+static const NoEffect NO_EFFECT[] = {
+    {O_GRAPH, cpu, "on the CPU backend: CUDA graphs need a GPU (the steps run eagerly)"},
+    {O_GRAPH_WARMUP, no_graph, "here: the steps are not captured (--graph on a GPU captures them)"},
+    {O_RECOMPUTE, mlp_recompute, "on the MLP: it has no checkpointed segments (the ResNets and BERT "
+                                 "have)"},
+    {O_WORKERS, no_loader, "on this data: it has no loader threads (a ResNet on an ImageFolder or "
+                           "Fashion-MNIST has)"},
+    {O_DECODE, no_jpeg, "on this data: only an ImageFolder's JPEGs are decoded"},
+    {O_VOCAB, not_bert, "on this model: it is a BERT option"},
+    {O_SEQ, not_bert, "on this model: it is a BERT option"},
+    {O_HEAD, not_bert, "on this model: it is a BERT option"},
+    {O_DROPOUT, not_bert, "on this model: it is a BERT option (the others have no dropout)"},
+    {O_IMAGE_SIZE, not_resnet, "on this model: it is a ResNet option"},
+    {O_ZERO_INIT_RESIDUAL, not_resnet, "on this model: it is a ResNet option"},
+    {O_HIDDEN, not_mlp, "on this model: it sets the MLP's widths"},
+    {O_SYNC_BN, one_process, "in one process: it is for data parallel (--gpus N)"},
+    {O_BUCKET_MB, one_process, "in one process: it is for data parallel (--gpus N)"},
+    {O_GRAD_REDUCE, one_process, "in one process: it is for data parallel (--gpus N)"},
+    {O_DIST_TIMEOUT, one_process, "in one process: it is for data parallel (--gpus N)"},
+    {O_MOMENTUM, not_sgd, "with this optimizer: it is SGD's (AdamW and LAMB use betas 0.9, "
+                          "0.999)"},
+    {O_NESTEROV, not_sgd, "with this optimizer: it is SGD's"},
+    {O_FINAL_LR, no_decay, "with this schedule: it is where cosine, linear and poly decay to"},
+    {O_EVAL_BATCH, no_eval, "with --no-eval"},
+};
+
+void train_options_warn_unused(const TrainOptions *o, Device device, int world)
+{
+    for (size_t i = 0; i < sizeof NO_EFFECT / sizeof NO_EFFECT[0]; i++) {
+        const NoEffect *e = &NO_EFFECT[i];
+        if (!(o->given >> (e->flag - O_MODEL) & 1) || !e->idle(o, device, world)) continue;
+        const char *name = "?";
+        for (const struct option *t = train_table; t->name; t++)
+            if (t->val == e->flag) name = t->name;
+        LOG_W("--%s has no effect %s", name, e->why);
     }
 }

@@ -80,6 +80,7 @@ int cmd_train(int argc, char **argv)
     const TrainOptions *o = &r.o;   /* as dist_setup left them */
     if (r.c.device == DEV_CUDA) r.tr.on_step = timeline_on_step;   /* CTRAIN_TIMELINE's window */
     Ctx *c = &r.c;
+    if (dist_is_main(r.dist)) train_options_warn_unused(o, c->device, c->dp_world);
     Feed *fd = &r.fd;
     Model *m = &r.m;
     Trainer *tr = &r.tr;

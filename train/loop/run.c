@@ -116,13 +116,6 @@ void run_open(Run *r, const TrainOptions *opts, const RunSpec *spec)
     if (c->device == DEV_CPU && c->autocast != DT_F32)
         LOG_W("--precision %s on the CPU backend: computed in f32 and rounded, as a reference "
               "(slow; the GPU is where reduced precision pays)", precision_name(o->precision));
-    /* flags this run cannot honour: said, not silently dropped */
-    if (train && o->graph && c->device == DEV_CPU)
-        LOG_W("--graph has no effect on the CPU backend: CUDA graphs need a GPU (the steps "
-              "run eagerly)");
-    if (train && o->recompute.every > 0 && o->model == MODEL_MLP)
-        LOG_W("--recompute has no effect on the MLP: it has no checkpointed segments (the "
-              "ResNets and BERT have)");
     dist_start(r->dist, c);        /* the feed then takes this rank's share */
 
     FeedSpec fs = train_options_feed_spec(o);

@@ -55,6 +55,7 @@ typedef struct TrainOptions {
     int graph;               /* --graph: capture the step as CUDA graphs */
     int no_eval;             /* --no-eval: no evaluation at the end of training */
     long eval_every;         /* --eval-every N: also evaluate every N steps; 0: only at the end */
+    uint64_t given;          /* the flags the command line gave, a bit each (train/cli/options.c) */
     long graph_warmup;       /* eager steps before the capture */
     int image_size;          /* 0: the data set's natural size for the model */
     int width;               /* ResNet stem width; 0: the model's 64 (not a flag: the CPU
