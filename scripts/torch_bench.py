@@ -161,9 +161,11 @@ def build_suite(a):
             sq = list(a.seq)
         if not bert:
             sq = [0]
+        # the full suite adds DLE's BERT-large batch at seq 128 (bench.c)
+        dle = m == "bert-large" and not a.quick and not a.batch and not a.seq
         for p in precs:
             for s in sq:
-                for batch in b:
+                for batch in b + ([256] if dle and s == 128 else []):
                     out.append({
                         "model": m, "precision": p, "batch": batch, "seq": s,
                         "image_size": a.image_size if not bert else 0,
@@ -1732,7 +1734,7 @@ def parse_args(argv):
         prog="torch_bench.py", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="PyTorch's side of `ctrain bench`: the same suite, the same measurement, the same JSON "
                     "(ctrain-bench/1). Default suite: ResNet50 bs 32,64,256; BERT-base bs 32 seq 128; "
-                    "BERT-large bs 24,32 seq 128,512; each in fp32, tf32, fp16 and bf16.",
+                    "BERT-large bs 24,32 seq 128,512 and bs 256 seq 128 (DLE's); each in fp32, tf32, fp16 and bf16.",
         epilog="The module docstring (head -75 scripts/torch_bench.py) says how it measures.")
 
     def lst(kind, lo=None, hi=None):
