@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/ctx.h"
 #include "engine/error.h"
 
 void fp8_gemm_ref(float *D, const uint8_t *A, Fp8Format af, float a_scale_inv, const uint8_t *B,
@@ -109,6 +110,20 @@ void fp8_gemm_cache_clear(void)
     }
     free(plan_cache.plans);
     memset(&plan_cache, 0, sizeof plan_cache);
+}
+
+static void cache_release(Ctx *c, void *obj)
+{
+    (void)c;
+    (void)obj;
+    fp8_gemm_cache_clear();
+}
+
+static const CtxCacheKind fp8_cache_kind = {"cuBLASLt FP8 GEMM plans", cache_release};
+
+void fp8_gemm_cache_attach(struct Ctx *c)
+{
+    if (!ctx_cache_get(c, &fp8_cache_kind)) ctx_cache_set(c, &fp8_cache_kind, &plan_cache);
 }
 
 static cudaDataType_t fp8_cuda_type(Fp8Format f)

@@ -45,9 +45,9 @@
  * no sync, safe inside CUDA graph capture once each shape has run before
  * capture. The cache is a process global (this function takes no Ctx),
  * used by one host thread at a time, and lives until
- * fp8_gemm_cache_clear; a caller with a context can tie the two together
- * by registering a CtxCacheKind whose release calls fp8_gemm_cache_clear
- * (engine/ctx.h), as matmul_plan_cache_get does for the matmul plans.
+ * fp8_gemm_cache_clear; fp8_gemm_cache_attach ties it to a context, whose
+ * ctx_free then clears it before the cuBLASLt handle goes (engine/ctx.h's
+ * caches, as matmul_plan_cache_get's).
  */
 #ifndef CTRAIN_OPS_FP8_GEMM_H
 #define CTRAIN_OPS_FP8_GEMM_H
@@ -84,6 +84,10 @@ int fp8_gemm_cuda(cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
 
 /* Destroy every cached plan (before the handles they were made for go). */
 void fp8_gemm_cache_clear(void);
+/* Register the cache with c (once; later calls do nothing): ctx_free(c)
+ * clears it. */
+struct Ctx;
+void fp8_gemm_cache_attach(struct Ctx *c);
 #endif
 
 #ifdef __cplusplus

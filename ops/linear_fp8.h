@@ -19,11 +19,17 @@
  * amax (max |x| over every micro-batch of the step) in the same pass as the
  * cast; after the optimizer step, fp8_recipe_step turns each tensor's amax
  * history into its next scale, zeroes the amaxes and advances the history
- * slot (ops/fp8_recipe.h: the slots of layer k, the state's layout). A
+ * slot (ops/fp8_recipe.h: the slots of layer k, the state's layout). In data
+ * parallel the trainer first takes each amax's maximum over the ranks, so
+ * every rank casts with the same scales (and a checkpoint, rank 0's, resumes
+ * them all). A
  * forward with autograd off (evaluation) casts with the same scales but
  * leaves the amaxes alone. All of it lives in device memory, so a captured
  * CUDA graph replays it and no step waits for the host. The first step
  * casts with scale 1.
+ *
+ * CUDA rounds x w^T to y's type before adding the bias (a separate pass);
+ * the CPU adds it in f32 before one rounding: the two differ by that.
  *
  * CPU: the reference, on the same FP8 values (ops/fp8.c's casts, f32 GEMMs of
  * the dequantized operands): what the GPU's FP8 GEMM computes up to the

@@ -33,6 +33,7 @@ static void check_dims(int R, int In, int Out)
 static void gemm(Ctx *c, void *D, DType dt, const Tensor *A, Fp8Format af, const float *a_inv,
                  const Tensor *B, Fp8Format bf, const float *b_inv, int M, int N, int K, float beta)
 {
+    fp8_gemm_cache_attach(c);   /* ctx_free clears the plans before the handle goes */
     if (fp8_gemm_cuda(c->lt, c->workspace, c->workspace_bytes, c->stream, D, dt,
                       (const uint8_t *)A->data, af, a_inv, (const uint8_t *)B->data, bf, b_inv, M, N,
                       K, beta) != 0)

@@ -5,9 +5,10 @@
 #
 #   OUT=dir bash scripts/device/fp8.sh [tests|bench|converge|all]   (default all)
 #
-#   tests     gpu_fp8 (the casts, bit-identical to the CPU) and gpu_fp8_gemm (the
+#   tests     gpu_fp8 (the casts, bit-identical to the CPU), gpu_fp8_gemm (the
 #             transposed cast, the cuBLASLt FP8 GEMM against its reference;
-#             prints the error it saw on full-range inputs), then one short
+#             prints the error it saw on full-range inputs) and gpu_linear_fp8
+#             (the op and its recipe against the CPU over two steps), then one short
 #             BERT-large fp8 training run with --graph (the recipe inside the
 #             captured update) under compute-sanitizer's memcheck at bs 16;
 #             ~2 minutes.
@@ -32,7 +33,7 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv > "$L/gpu.tx
 cat "$L/gpu.txt"
 
 if [ "$PART" = tests ] || [ "$PART" = all ]; then
-    for t in gpu_fp8 gpu_fp8_gemm; do
+    for t in gpu_fp8 gpu_fp8_gemm gpu_linear_fp8; do
         timeout 240 "$T/$t" > "$L/$t.log" 2>&1
         echo "$t (status $?): $(tail -1 "$L/$t.log")"; grep -E "FAIL|error ratio|saw" "$L/$t.log" | head -12
     done

@@ -109,6 +109,10 @@ void run_open(Run *r, const TrainOptions *opts, const RunSpec *spec)
         ct_fatal_hint("use --precision bf16 for this model, or a BERT model",
                       "--precision fp8: %s has no FP8 Linear layers (BERT's encoder has)",
                       model_kind_name(o->model));
+    if (o->precision == PREC_FP8 && c->device == DEV_CUDA && o->seq % 16)
+        ct_fatal_hint("pass --seq 128 (or another multiple of 16), or --precision bf16",
+                      "--precision fp8: --seq %d: the FP8 GEMMs take rows in multiples of 16 "
+                      "(batch x sequence, the last evaluation batch too)", o->seq);
     if (o->precision == PREC_FP8 && !fp8_supported(c))
         ct_fatal_hint("use --precision bf16 on this card (FP8 tensor cores: Ada sm_89, Hopper "
                       "sm_90 and later)", "--precision fp8: %s has no FP8 tensor cores",

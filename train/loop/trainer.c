@@ -57,7 +57,12 @@ void trainer_update_body(Trainer *t, int lr_on_device)
 {
     Model *m = t->model;
     GradScaler *sc = &t->scaler;
-    if (m->fp8) fp8_recipe_step(t->ctx, m->fp8);   /* the next step's FP8 scales (after backward) */
+    if (m->fp8) {   /* the next step's FP8 scales (after backward), the same on every rank */
+        for (int g = 0; g < 2; g++)
+            dist_max_f32(t->dist, fp8_amax_of(m->fp8, (float *)m->fp8->block[g]->data, g),
+                         (size_t)m->fp8->n[g]);
+        fp8_recipe_step(t->ctx, m->fp8);
+    }
     if (t->overlap_step) {   /* done during backward (no scaler, no clip: overlap_mode) */
         t->overlap_step = 0;
         return;

@@ -655,6 +655,13 @@ void dist_loss_average(Dist *d, float *loss)
     watchdog_mark(d->wd, d->ctx->stream);
 }
 
+void dist_max_f32(Dist *d, float *x, size_t n)
+{
+    if (!d) return;
+    NCCL_CHECK(ncclAllReduce(x, x, n, ncclFloat, ncclMax, d->comm, d->ctx->stream));
+    watchdog_mark(d->wd, d->ctx->stream);
+}
+
 /* One float reduced over the ranks with op, on the compute stream; waits
  * for the result (the all-reduce is stream-ordered before the copy back). */
 static float all_reduce_scalar(Dist *d, float v, ncclRedOp_t op)
@@ -787,6 +794,7 @@ int dist_all_max(Dist *d, int v) { (void)d; return v; }
 void dist_host_section_begin(Dist *d, const char *what) { (void)d; (void)what; }
 void dist_host_section_end(Dist *d) { (void)d; }
 void dist_loss_average(Dist *d, float *loss) { (void)d; (void)loss; }
+void dist_max_f32(Dist *d, float *x, size_t n) { (void)d; (void)x; (void)n; }
 void dist_finish(Dist *d) { (void)d; }
 int dist_shard_wanted(size_t n_params, int *asked)
 {

@@ -173,6 +173,12 @@ void dist_step_done(Dist *d);
  * call it at the same steps. No-op when d is NULL. */
 void dist_loss_average(Dist *d, float *loss);
 
+/* n floats on the device (x) replaced by their maximum over the ranks, in
+ * place, on the compute stream, without waiting (capturable): the FP8
+ * recipe's amaxes, so every rank scales with the same values. Every rank
+ * must call it at the same steps. No-op when d is NULL. */
+void dist_max_f32(Dist *d, float *x, size_t n);
+
 /* Every rank, at the same point: 1 when ok is nonzero on every rank, 0
  * when it is 0 on any (an eager all-reduce on the compute stream; waits for
  * the device). d NULL: ok. The CUDA-graph capture asks this before it
