@@ -5,6 +5,7 @@
  */
 #include "fp8_recipe.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
@@ -121,6 +122,18 @@ void fp8_recipe_read(const Fp8Recipe *r, int group, int slot, Fp8TensorState *s)
     s->scale = v[1];
     s->scale_inv = v[2];
     s->overflow = ov;
+}
+
+int fp8_recipe_overflows(const Fp8Recipe *r)
+{
+    const size_t n = r->overflow->numel;
+    int32_t *h = (int32_t *)malloc(n * sizeof(int32_t));
+    if (!h) ct_fatal("out of host memory");
+    tensor_to_host(h, r->overflow);
+    int k = 0;
+    for (size_t i = 0; i < n; i++) k += h[i] != 0;
+    free(h);
+    return k;
 }
 
 int fp8_supported(const Ctx *c)

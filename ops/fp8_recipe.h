@@ -51,6 +51,8 @@ typedef struct Fp8TensorState {
     int overflow;
 } Fp8TensorState;
 void fp8_recipe_read(const Fp8Recipe *r, int group, int slot, Fp8TensorState *s);
+/* How many tensors have overflowed (a step whose amax was not finite) so far. */
+int fp8_recipe_overflows(const Fp8Recipe *r);
 
 /* Whether this device can run FP8 GEMMs (sm_89 or later); the CPU always
  * can (the reference). */

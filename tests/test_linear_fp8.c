@@ -362,6 +362,12 @@ static void test_training(void)
     remove(la);
     remove(lb);
 
+    /* --trace says the scales the next step casts with */
+    snprintf(cmd, sizeof cmd, "%s %s --steps 2 --trace 2>&1", bin(), base);
+    st = run(cmd, out, sizeof out);
+    check_true("linear_fp8.trace_scales", st == 0 && strstr(out, "fp8 scales of the first FP8 layer: x ")
+               && strstr(out, "tensors overflowed so far 0"), "exit %d: %s", st, out);
+
     snprintf(cmd, sizeof cmd, "%s train --model mlp --device cpu --steps 1 --precision fp8 2>&1",
              bin());
     st = run(cmd, out, sizeof out);

@@ -22,6 +22,7 @@
 #include "engine/error.h"
 #include "engine/log.h"
 #include "engine/mem.h"
+#include "ops/fp8_recipe.h"
 #include "train/io/checkpoint.h"
 #include "train/io/jsonlog.h"
 #include "train/io/safetensors.h"
@@ -140,6 +141,15 @@ int cmd_train(int argc, char **argv)
                    mem_fmt(pb, sizeof pb, c->mem.peak));
             if (tr->scaler.enabled) printf("      scale %g, skipped so far %lld\n", (double)ss.scale,
                                           (long long)ss.skipped);
+            if (m->fp8) {   /* the next step's scales of the first FP8 layer */
+                Fp8TensorState sx, sw, sg;
+                fp8_recipe_read(m->fp8, 0, 0, &sx);
+                fp8_recipe_read(m->fp8, 0, 1, &sw);
+                fp8_recipe_read(m->fp8, 1, 0, &sg);
+                printf("      fp8 scales of the first FP8 layer: x %g, w %g, dy %g; tensors "
+                       "overflowed so far %d\n", (double)sx.scale, (double)sw.scale,
+                       (double)sg.scale, fp8_recipe_overflows(m->fp8));
+            }
             recomputed_before = c->recomputed;
         }
 
