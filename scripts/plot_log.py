@@ -52,6 +52,8 @@ def read_log(path):
     by_step = {}
     for r in steps:
         by_step[r["step"]] = r
+    finals = [e for e in evals if e.get("final", 1)]   # older logs have no "final": theirs is the end's
+    ev = finals[-1] if finals else ev
     return config, [by_step[k] for k in sorted(by_step)], ev, evals, bad
 
 

@@ -379,22 +379,43 @@ def load(paths, labels, ignore_layout):
     return columns
 
 
+def _same_machine(a, b):
+    """Two columns measured on the same card of the same machine: the GPU
+    name, the host and the driver agree (a field either file lacks is not a
+    difference)."""
+    for k in ("gpu_name", "host", "driver", "cpu"):
+        x, y = a.machine.get(k), b.machine.get(k)
+        if x and y and x != y:
+            return False
+    return a.card == b.card
+
+
 def _fold_recompute(columns):
     """A ctrain file whose every run used a recompute policy (`ctrain bench
     --recompute all`) joins the column of another ctrain file of the same card
-    and engine, so the recompute table and chart can set each run beside the
-    same config without recompute. Its runs keep their own keys (the policy is
-    part of a config), so nothing is overwritten."""
+    and machine, whatever the order the files were given in, so the recompute
+    table and chart can set each run beside the same config without
+    recompute. Its runs keep their own keys (the policy is part of a config)
+    and its --max-batch answers and notes come along; nothing is overwritten."""
+    def only_rec(c):
+        return c.is_ctrain and c.runs and all(k[6] for k in c.runs) and not (c.real or c.dp or c.soak)
+    hosts = [c for c in columns if c.is_ctrain and any(not k[6] for k in c.runs)]
     out = []
     for c in columns:
-        only_rec = c.is_ctrain and c.runs and all(k[6] for k in c.runs) and not (c.real or c.dp or c.soak)
-        host = next((b for b in out if b.is_ctrain and b.card == c.card and b.engine == c.engine
-                     and any(not k[6] for k in b.runs)), None) if only_rec else None
+        host = next((h for h in hosts if h is not c and h.engine == c.engine and _same_machine(h, c)),
+                    None) if only_rec(c) else None
         if host is None:
             out.append(c)
             continue
         for k, by in c.runs.items():
-            host.runs.setdefault(k, {}).update(by)
+            mine = host.runs.setdefault(k, {})
+            for mode, r in by.items():
+                mine.setdefault(mode, r)
+        for k, by in c.maxb.items():
+            mine = host.maxb.setdefault(k, {})
+            for pol, r in by.items():
+                mine.setdefault(pol, r)
+        host.notes += [n for n in c.notes if n not in host.notes]
         host.also.append(c.file)
     return out
 

@@ -184,6 +184,8 @@ def max_batch(columns):
         if r is None:
             return DASH
         b = _num(r.get("batch"))
+        if str(r.get("error") or "").startswith("not supported"):
+            return "n/a"
         return "none fits" if r.get("error") or b is None else f"{b:,.0f}"
 
     def cell(c):

@@ -232,6 +232,16 @@ static void test_unsupported_row(const char *dir)
                !jget(no, "samples_per_s") && !strcmp(jtext(no, "precision"), "fp8") &&
                jnum(yes, "samples_per_s") > 0, "error '%s'", jtext(no, "error"));
     jfree(doc);
+    /* --max-batch: no search, the answer said (n/a), not "none fits" */
+    st = bench_json(dir, "fp8_maxb.json", "", "--max-batch --models mlp --precision fp8", json,
+                    sizeof json, out, sizeof out);
+    doc = jparse_file(json);
+    res = jget(doc, "results");
+    check_true("unsupported.max_batch", st == 0 && !strstr(out, "max-batch try") && strstr(out, "n/a") &&
+               res && res->t == J_ARR && res->n == 2 &&
+               !strncmp(jtext(res->items[0], "error"), "not supported: ", 15) &&
+               !strncmp(jtext(res->items[1], "error"), "not supported: ", 15), "exit %d: %s", st, out);
+    jfree(doc);
 }
 
 /* The bench's one child process now (the probe has ended), by /proc; 0 none. */

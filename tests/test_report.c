@@ -120,6 +120,12 @@ static void write_files(const char *dir)
     machine(&b, "NVIDIA H200", 1);
     result(&b, "ctrain", "graph recompute-all", "resnet50", "bf16", 256, 5600, 7.0, 575, NULL);
     finish(&b, dir, "h200_rec.json", NULL);
+    /* the same, from another machine (another driver): must not join */
+    machine(&b, "NVIDIA H200", 1);
+    char *drv = strstr(b.s, "580.65.06");
+    if (drv) memcpy(drv, "570.86.15", 9);
+    result(&b, "ctrain", "graph recompute-all", "resnet50", "bf16", 256, 5600, 7.0, 575, NULL);
+    finish(&b, dir, "h200_rec_other.json", NULL);
     /* PyTorch on the H200, with an out-of-memory config ctrain did not run */
     machine(&b, "NVIDIA H200", 0);
     result(&b, "pytorch 2.11.0+cu130", "eager", "resnet50", "bf16", 64, 3900, 3.1, 600, NULL);
@@ -280,6 +286,18 @@ static void test_fold_and_unmeasured(const char *dir)
                "`h200_rec.json`):") && strstr(md, "| resnet50 bf16 bs256 recompute all | 12.1 → 7.0 GiB, "
                "-18% samples/s |"), "exit %d: the recompute file did not join the H200 column: %s", st,
                md ? md : out);
+    free(md);
+    st = report(dir, "h200_rec.json h200_b.json", out, sizeof out, &md);
+    check_true("report.fold.any_order", st == 0 && md && strstr(md, "- **H200** (`h200_b.json`, "
+               "`h200_rec.json`):") && strstr(md, "| resnet50 bf16 bs256 recompute all | 12.1 → 7.0 GiB"),
+               "exit %d: given first, the recompute file did not join: %s", st, md ? md : out);
+    free(md);
+    st = report(dir, "h200_b.json h200_rec_other.json", out, sizeof out, &md);
+    check_true("report.fold.same_machine_only", st == 0 && md && !strstr(md, "## Recompute") &&
+               strstr(md, "(`h200_rec_other.json`)"), "exit %d: another machine's file joined: %s", st,
+               md ? md : out);
+    free(md);
+    st = report(dir, "h200_b.json h200_rec.json", out, sizeof out, &md);
     const char *nm = md ? strstr(md, "## Not measured in these files") : NULL;
     check_true("report.unmeasured.listed", nm && strstr(nm, "- Largest batch: `ctrain bench --max-batch`") &&
                strstr(nm, "- Multi-GPU scaling: `ctrain bench --gpus N`") && strstr(nm, "torch_bench.py") &&

@@ -180,14 +180,24 @@ int bench_max_batch(BenchSession *s, const BenchConfig *base, const ModelKind *m
                 a->every = rec;
                 snprintf(a->label, sizeof a->label, "%s %s", m, p);
                 printf("%s %s, recompute %s:\n", m, p, rec ? "all" : "none");
-                search_batch(s, &cfg, base->batch > 0 ? base->batch : 16, capacity, &a->se);
+                char why[256] = "";
+                const BenchMachine *pm = &s->probe.machine;
+                const int refused = bench_config_unsupported(&cfg, pm->compute_capability,
+                                                             pm->gpu_name, why, sizeof why);
+                if (refused) {   /* nothing to search: an answer */
+                    printf("  %s\n", why);
+                    snprintf(a->se.why, sizeof a->se.why, "%s", why);
+                }
+                else search_batch(s, &cfg, base->batch > 0 ? base->batch : 16, capacity, &a->se);
                 BenchRow row;
                 cfg.batch = a->se.best > 0 ? a->se.best : 1;
                 bench_row_init(&row, &cfg);
                 snprintf(row.mode, sizeof row.mode, "%s%s", cfg.device == DEV_CPU ? "cpu " : "",
                          rec ? "max-batch recompute-all" : "max-batch");
                 row.r.warmup = -1;
-                if (a->se.best) {
+                if (refused) {
+                    snprintf(row.error, sizeof row.error, "%s", why);
+                } else if (a->se.best) {
                     row.r.peak_mem_bytes = a->se.best_row.r.peak_mem_bytes;
                     row.engine_peak_mem_bytes = a->se.best_row.engine_peak_mem_bytes;
                 } else {
@@ -205,7 +215,11 @@ int bench_max_batch(BenchSession *s, const BenchConfig *base, const ModelKind *m
         const Search *se = &ans[i].se;
         char fail[300] = "none up to the limit";
         if (se->failed) snprintf(fail, sizeof fail, "%d: %s", se->failed, se->why);
-        if (se->best)
+        else if (se->why[0]) snprintf(fail, sizeof fail, "%s", se->why);   /* not supported */
+        if (!se->best && !se->failed && se->why[0])
+            printf("%-24s %-9s %13s %9s  %s\n", ans[i].label, ans[i].every ? "all" : "none", "n/a", "-",
+                   fail);
+        else if (se->best)
             printf("%-24s %-9s %13d %9.2f  %s\n", ans[i].label, ans[i].every ? "all" : "none", se->best,
                    se->best_row.r.peak_mem_bytes / GiB, fail);
         else

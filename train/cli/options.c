@@ -192,6 +192,9 @@ enum {
     O_JSON
 };
 
+/* TrainOptions.given has a bit per flag code */
+_Static_assert(O_JSON - O_MODEL < 64, "more flags than TrainOptions.given has bits");
+
 /* ctrain train's flags, in the order of its usage text. */
 static const struct option train_table[] = {
     CLI_VALUE("model", O_MODEL), CLI_VALUE("data", O_DATA), CLI_VALUE("image-size", O_IMAGE_SIZE),
@@ -437,6 +440,11 @@ static int no_decay(const TrainOptions *o, Device d, int w)
     return o->schedule == SCHED_CONSTANT || o->schedule == SCHED_STEP;
 }
 static int no_eval(const TrainOptions *o, Device d, int w) { (void)d; (void)w; return o->no_eval; }
+static int mlm_eval(const TrainOptions *o, Device d, int w)
+{
+    (void)d; (void)w;
+    return !o->no_eval && !strncmp(o->data, "mlm:", 4);
+}
 
 /* "--FLAG has no effect " + why */
 static const NoEffect NO_EFFECT[] = {
@@ -454,15 +462,14 @@ static const NoEffect NO_EFFECT[] = {
     {O_IMAGE_SIZE, not_resnet, "on this model: it is a ResNet option"},
     {O_ZERO_INIT_RESIDUAL, not_resnet, "on this model: it is a ResNet option"},
     {O_HIDDEN, not_mlp, "on this model: it sets the MLP's widths"},
-    {O_SYNC_BN, one_process, "in one process: it is for data parallel (--gpus N)"},
     {O_BUCKET_MB, one_process, "in one process: it is for data parallel (--gpus N)"},
-    {O_GRAD_REDUCE, one_process, "in one process: it is for data parallel (--gpus N)"},
     {O_DIST_TIMEOUT, one_process, "in one process: it is for data parallel (--gpus N)"},
     {O_MOMENTUM, not_sgd, "with this optimizer: it is SGD's (AdamW and LAMB use betas 0.9, "
                           "0.999)"},
     {O_NESTEROV, not_sgd, "with this optimizer: it is SGD's"},
     {O_FINAL_LR, no_decay, "with this schedule: it is where cosine, linear and poly decay to"},
     {O_EVAL_BATCH, no_eval, "with --no-eval"},
+    {O_EVAL_BATCH, mlm_eval, "on a masked-LM shard: its held-out batches are --batch sequences"},
 };
 
 void train_options_warn_unused(const TrainOptions *o, Device device, int world)

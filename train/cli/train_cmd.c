@@ -226,8 +226,11 @@ int cmd_train(int argc, char **argv)
             drawn_at = now;
         }
         if (eval_during && step % o->eval_every == 0 && step < total) {
-            /* its time is not training time: the rate and ETA skip it */
+            /* its time and memory are not training's: the rate, the ETA and the peak
+             * skip them (the steps queued before it finish first) */
+            ctx_sync(c);
             const double e0 = progress_now();
+            const size_t peak = c->mem.peak;
             FeedStats pre, post;
             feed_stats_now(fd, &pre);
             progress_done(&pg);
@@ -239,6 +242,7 @@ int cmd_train(int argc, char **argv)
             eval_result_free(&ev);
             feed_stats_now(fd, &post);
             feed_stats_skip(&ds_last, &pre, &post);
+            c->mem.peak = peak;
             const double spent = progress_now() - e0;
             t0 += spent;
             t_last += spent;
@@ -296,6 +300,7 @@ int cmd_eval(int argc, char **argv)
     Run r;
     RunSpec spec = {RUN_EVAL, 0, NULL};
     run_open(&r, &opts, &spec);
+    train_options_warn_unused(&opts, r.c.device, 1);
     const Feed *fd = &r.fd;
     EvalResult ev = evaluate(&r.c, &r.m, &r.fd);
     printf("%s on %s:\n", r.m.name, fd->desc);
