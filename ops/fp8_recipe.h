@@ -33,6 +33,8 @@ typedef struct Fp8Recipe {
     Tensor *step;          /* i64 [1]: steps recorded so far (the history slot) */
     Tensor *discard;       /* f32 [1]: where a forward without autograd (evaluation)
                               puts its amax, so it does not steer training's scales */
+    int calibrating;       /* 1: forwards without autograd record their amaxes too
+                              (ctrain eval's calibration pass over weights-only files) */
 } Fp8Recipe;
 
 /* A recipe for `layers` Linear layers on c's device: histories zero, scales 1. */
@@ -71,10 +73,10 @@ static inline float *fp8_scale_of(const Fp8Recipe *r, float *block, int g)
 }
 
 /* Where a cast records its amax: the slot's, or the discard word when
- * autograd is off (evaluation). */
+ * autograd is off (evaluation) and the recipe is not calibrating. */
 static inline float *fp8_amax_slot(const Ctx *c, const Fp8Recipe *r, int g, int slot)
 {
-    if (!c->grad_enabled) return (float *)r->discard->data;
+    if (!c->grad_enabled && !r->calibrating) return (float *)r->discard->data;
     return fp8_amax_of(r, (float *)r->block[g]->data, g) + slot;
 }
 

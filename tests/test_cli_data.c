@@ -20,6 +20,8 @@
  * Runs build/ctrain (CTRAIN_BIN overrides) from the repository root.
  */
 #include <errno.h>
+#include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -169,6 +171,21 @@ static void test_mlm_feed(const char *corpus, const char *vocab)
     check_true("mlm.held_out_eval", st == 0 && nl && strstr(out, "perplexity") &&
                strstr(out, "masked tokens") && !strncmp(out, nl + 1, (size_t)(nl - out)),
                "exit %d: %s", st, out);
+
+    /* ctrain eval --precision fp8 of a weights-only file: the scales are calibrated on one
+     * pass first (else every cast would run at scale 1), and the held-out loss is fp32's
+     * within FP8's rounding */
+    snprintf(cmd, sizeof cmd, "%s eval --model bert-tiny --device cpu --seq 16 --data mlm:%s --vocab %s "
+             "--load %s/mlm.st --precision fp8 2>&1 && %s eval --model bert-tiny --device cpu --seq 16 "
+             "--data mlm:%s --vocab %s --load %s/mlm.st 2>&1", bin(), shard, vocab, tmp, bin(), shard,
+             vocab, tmp);
+    st = run(cmd, out, sizeof out);
+    const char *e8 = strstr(out, "held-out masked LM"), *e32 = e8 ? strstr(e8 + 1, "held-out masked LM") : NULL;
+    const char *p8 = e8 ? strstr(e8, "loss ") : NULL, *p32 = e32 ? strstr(e32, "loss ") : NULL;
+    const double loss8 = p8 ? atof(p8 + 5) : -1, loss32 = p32 ? atof(p32 + 5) : -1;
+    check_true("mlm.eval_fp8_calibrated", st == 0 && strstr(out, "scales calibrated on one pass") &&
+               loss32 > 0 && fabs(loss8 - loss32) <= 0.02 * loss32, "exit %d, loss fp8 %.4f fp32 %.4f: %s",
+               st, loss8, loss32, out);
 
     /* --eval-every 2 over 4 steps: a pass at step 2 (printed, logged with
      * final 0), the final one at step 4 only once, and the evaluation in

@@ -301,6 +301,17 @@ int cmd_eval(int argc, char **argv)
     RunSpec spec = {RUN_EVAL, 0, NULL};
     run_open(&r, &opts, &spec);
     train_options_warn_unused(&opts, r.c.device, 1);
+    if (r.m.fp8) {
+        /* a weights-only file carries no FP8 scales: one pass over the held-out split
+         * records the amaxes, one recipe step turns them into scales */
+        r.m.fp8->calibrating = 1;
+        EvalResult cal = evaluate(&r.c, &r.m, &r.fd);
+        eval_result_free(&cal);
+        r.m.fp8->calibrating = 0;
+        fp8_recipe_step(&r.c, r.m.fp8);
+        LOG_I("--precision fp8: the scales calibrated on one pass over the held-out split "
+              "(the weights file carries none)");
+    }
     const Feed *fd = &r.fd;
     EvalResult ev = evaluate(&r.c, &r.m, &r.fd);
     printf("%s on %s:\n", r.m.name, fd->desc);
