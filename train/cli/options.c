@@ -410,41 +410,38 @@ static int data_is_folder(const TrainOptions *o)
            strncmp(o->data, "mlm:", 4) && !feed_is_cls(o->data);
 }
 
+/* What decides whether a flag acts: the options, the device, the processes. */
+typedef struct RunFacts {
+    const TrainOptions *o;
+    Device device;
+    int world;
+} RunFacts;
+
 typedef struct NoEffect {
     int flag;
-    int (*idle)(const TrainOptions *o, Device d, int world);   /* 1: the flag does nothing */
+    int (*idle)(const RunFacts *f);   /* 1: the flag does nothing in this run */
     const char *why;
 } NoEffect;
 
-static int cpu(const TrainOptions *o, Device d, int w) { (void)o; (void)w; return d == DEV_CPU; }
-static int no_graph(const TrainOptions *o, Device d, int w) { (void)w; return !o->graph || d == DEV_CPU; }
-static int mlp_recompute(const TrainOptions *o, Device d, int w)
+static int cpu(const RunFacts *f) { return f->device == DEV_CPU; }
+static int no_graph(const RunFacts *f) { return !f->o->graph || f->device == DEV_CPU; }
+static int mlp_recompute(const RunFacts *f)
 {
-    (void)d; (void)w;
-    return o->model == MODEL_MLP && o->recompute.every > 0;
+    return f->o->model == MODEL_MLP && f->o->recompute.every > 0;
 }
-static int no_loader(const TrainOptions *o, Device d, int w)
+static int no_loader(const RunFacts *f) { return !is_resnet(f->o) || !strcmp(f->o->data, "synthetic"); }
+static int no_jpeg(const RunFacts *f) { return !data_is_folder(f->o); }
+static int not_bert(const RunFacts *f) { return !is_bert(f->o); }
+static int not_resnet(const RunFacts *f) { return !is_resnet(f->o); }
+static int not_mlp(const RunFacts *f) { return f->o->model != MODEL_MLP; }
+static int one_process(const RunFacts *f) { return f->world <= 1; }
+static int not_sgd(const RunFacts *f) { return f->o->optim.kind != OPT_SGD; }
+static int no_decay(const RunFacts *f)
 {
-    (void)d; (void)w;
-    return !is_resnet(o) || !strcmp(o->data, "synthetic");
+    return f->o->schedule == SCHED_CONSTANT || f->o->schedule == SCHED_STEP;
 }
-static int no_jpeg(const TrainOptions *o, Device d, int w) { (void)d; (void)w; return !data_is_folder(o); }
-static int not_bert(const TrainOptions *o, Device d, int w) { (void)d; (void)w; return !is_bert(o); }
-static int not_resnet(const TrainOptions *o, Device d, int w) { (void)d; (void)w; return !is_resnet(o); }
-static int not_mlp(const TrainOptions *o, Device d, int w) { (void)d; (void)w; return o->model != MODEL_MLP; }
-static int one_process(const TrainOptions *o, Device d, int w) { (void)o; (void)d; return w <= 1; }
-static int not_sgd(const TrainOptions *o, Device d, int w) { (void)d; (void)w; return o->optim.kind != OPT_SGD; }
-static int no_decay(const TrainOptions *o, Device d, int w)
-{
-    (void)d; (void)w;
-    return o->schedule == SCHED_CONSTANT || o->schedule == SCHED_STEP;
-}
-static int no_eval(const TrainOptions *o, Device d, int w) { (void)d; (void)w; return o->no_eval; }
-static int mlm_eval(const TrainOptions *o, Device d, int w)
-{
-    (void)d; (void)w;
-    return !o->no_eval && !strncmp(o->data, "mlm:", 4);
-}
+static int no_eval(const RunFacts *f) { return f->o->no_eval; }
+static int mlm_eval(const RunFacts *f) { return !f->o->no_eval && !strncmp(f->o->data, "mlm:", 4); }
 
 /* "--FLAG has no effect " + why */
 static const NoEffect NO_EFFECT[] = {
@@ -474,9 +471,10 @@ static const NoEffect NO_EFFECT[] = {
 
 void train_options_warn_unused(const TrainOptions *o, Device device, int world)
 {
+    const RunFacts facts = {o, device, world};
     for (size_t i = 0; i < sizeof NO_EFFECT / sizeof NO_EFFECT[0]; i++) {
         const NoEffect *e = &NO_EFFECT[i];
-        if (!(o->given >> (e->flag - O_MODEL) & 1) || !e->idle(o, device, world)) continue;
+        if (!(o->given >> (e->flag - O_MODEL) & 1) || !e->idle(&facts)) continue;
         const char *name = "?";
         for (const struct option *t = train_table; t->name; t++)
             if (t->val == e->flag) name = t->name;
