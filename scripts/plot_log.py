@@ -22,6 +22,8 @@ import json
 import os
 import sys
 
+from report_read import label_map
+
 
 def read_log(path):
     """(config dict, [step records], the last eval dict or None, [eval records],
@@ -132,12 +134,7 @@ def main(argv=None):
     ap.add_argument("--label", action="append", default=[], metavar="FILE=NAME",
                     help="the legend name of a file (repeatable)")
     a = ap.parse_args(argv)
-    labels = {}
-    for kv in a.label:
-        if "=" not in kv:
-            ap.error(f"--label wants FILE=NAME, got '{kv}'")
-        k, v = kv.split("=", 1)
-        labels[k] = v
+    labels = label_map(ap, a.label)
     runs, status = [], 0
     for path in a.logs:
         try:

@@ -52,7 +52,7 @@ import sys
 from report_cards import captions, engine_notes
 from report_fmt import DASH
 from report_plots import make_plots
-from report_read import _num, load
+from report_read import _num, label_map, load
 from report_tables import (ceilings, cost, energy, graphs, memory, mfu, power, real_data, scaling,
                            soak, step_time, throughput)
 
@@ -197,13 +197,7 @@ def main(argv=None):
     ap.add_argument("--title", default="ctrain benchmark report")
     a = ap.parse_args(argv)
 
-    labels = {}
-    for item in a.label:
-        if "=" not in item:
-            ap.error(f"--label wants FILE=NAME, got {item!r}")
-        f, name = item.split("=", 1)
-        labels[f] = name
-    columns = load(a.files, labels, a.ignore_layout)
+    columns = load(a.files, label_map(ap, a.label), a.ignore_layout)
     if not columns:
         sys.exit("report: no results in " + ", ".join(a.files))
     columns = card_order(columns)

@@ -344,6 +344,18 @@ def _file_add(col, r, path, ignore_layout):
         by[m.exec] = r
 
 
+def label_map(ap, items):
+    """--label FILE=NAME options (repeatable) -> {FILE: NAME}, split at the first
+    '=' (a NAME may hold one); anything else is argparse's error."""
+    labels = {}
+    for item in items:
+        if "=" not in item:
+            ap.error(f"--label wants FILE=NAME, got {item!r}")
+        f, name = item.split("=", 1)
+        labels[f] = name
+    return labels
+
+
 def load(paths, labels, ignore_layout):
     """-> [Column] in the order of the files; exits 1 (after naming every
     bad file) when a file is not a bench JSON."""

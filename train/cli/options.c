@@ -410,11 +410,12 @@ static int data_is_folder(const TrainOptions *o)
            strncmp(o->data, "mlm:", 4) && !feed_is_cls(o->data);
 }
 
-/* What decides whether a flag acts: the options, the device, the processes. */
+/* What decides whether a flag acts: the options, the device, the processes,
+ * whether the data has a held-out split. */
 typedef struct RunFacts {
     const TrainOptions *o;
     Device device;
-    int world;
+    int world, has_eval;
 } RunFacts;
 
 typedef struct NoEffect {
@@ -442,6 +443,7 @@ static int no_decay(const RunFacts *f)
 }
 static int no_eval(const RunFacts *f) { return f->o->no_eval; }
 static int mlm_eval(const RunFacts *f) { return !f->o->no_eval && !strncmp(f->o->data, "mlm:", 4); }
+static int no_held_out(const RunFacts *f) { return !f->o->no_eval && !f->has_eval; }
 
 /* "--FLAG has no effect " + why */
 static const NoEffect NO_EFFECT[] = {
@@ -466,12 +468,14 @@ static const NoEffect NO_EFFECT[] = {
     {O_NESTEROV, not_sgd, "with this optimizer: it is SGD's"},
     {O_FINAL_LR, no_decay, "with this schedule: it is where cosine, linear and poly decay to"},
     {O_EVAL_BATCH, no_eval, "with --no-eval"},
+    {O_EVAL_EVERY, no_eval, "with --no-eval"},
+    {O_EVAL_EVERY, no_held_out, "on this data: it has no held-out split"},
     {O_EVAL_BATCH, mlm_eval, "on a masked-LM shard: its held-out batches are --batch sequences"},
 };
 
-void train_options_warn_unused(const TrainOptions *o, Device device, int world)
+void train_options_warn_unused(const TrainOptions *o, Device device, int world, int has_eval)
 {
-    const RunFacts facts = {o, device, world};
+    const RunFacts facts = {o, device, world, has_eval};
     for (size_t i = 0; i < sizeof NO_EFFECT / sizeof NO_EFFECT[0]; i++) {
         const NoEffect *e = &NO_EFFECT[i];
         if (!(o->given >> (e->flag - O_MODEL) & 1) || !e->idle(&facts)) continue;

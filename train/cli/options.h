@@ -19,7 +19,8 @@ void train_options_usage(const char *cmd);
 
 /* A warning for each flag the command line gave that does nothing in this
  * run (--graph on the CPU, --seq on a ResNet, --bucket-mb in one process,
- * ...): said, not silently dropped. device: the run's; world: its processes. */
-void train_options_warn_unused(const TrainOptions *o, Device device, int world);
+ * ...): said, not silently dropped. device: the run's; world: its processes;
+ * has_eval: its data has a held-out split. */
+void train_options_warn_unused(const TrainOptions *o, Device device, int world, int has_eval);
 
 #endif

@@ -81,7 +81,7 @@ int cmd_train(int argc, char **argv)
     const TrainOptions *o = &r.o;   /* as dist_setup left them */
     if (r.c.device == DEV_CUDA) r.tr.on_step = timeline_on_step;   /* CTRAIN_TIMELINE's window */
     Ctx *c = &r.c;
-    if (dist_is_main(r.dist)) train_options_warn_unused(o, c->device, c->dp_world);
+    if (dist_is_main(r.dist)) train_options_warn_unused(o, c->device, c->dp_world, r.fd.has_eval);
     Feed *fd = &r.fd;
     Model *m = &r.m;
     Trainer *tr = &r.tr;
@@ -116,9 +116,6 @@ int cmd_train(int argc, char **argv)
     float lv_shown = NAN;            /* the last interval's mean loss, for the redraws */
     double drawn_at = t0;
     const int eval_during = o->eval_every > 0 && fd->has_eval && !o->no_eval;
-    if (o->eval_every > 0 && !eval_during)
-        LOG_W("--eval-every has no effect: %s", o->no_eval ? "--no-eval is given"
-              : "the data has no held-out split");
     while (step < total) {
         trainer_step(tr);
         dist_step_done(dist);      /* [dist] the watchdog's progress marker */
@@ -300,7 +297,7 @@ int cmd_eval(int argc, char **argv)
     Run r;
     RunSpec spec = {RUN_EVAL, 0, NULL};
     run_open(&r, &opts, &spec);
-    train_options_warn_unused(&opts, r.c.device, 1);
+    train_options_warn_unused(&opts, r.c.device, 1, r.fd.has_eval);
     if (r.m.fp8) {
         /* a weights-only file carries no FP8 scales: one pass over the held-out split
          * records the amaxes, one recipe step turns them into scales */
