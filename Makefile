@@ -108,7 +108,7 @@ test-gpu: $(BIN) $(TEST_GPU_BINS)
 	    echo "make test-gpu: could not write the PyTorch reference (python3 with torch, torchvision, safetensors needed); the parity test will fail"
 	@python3 scripts/torch_parity.py bert base 8 128 $(BUILD)/parity/bert-base || \
 	    echo "make test-gpu: could not write the transformers reference; the BERT parity test will fail"
-	@CTRAIN_PARITY_DIR=$(BUILD)/parity/resnet50 CTRAIN_BERT_PARITY_DIR=$(BUILD)/parity/bert-base \
+	@CTRAIN_PLAN_CACHE=off CTRAIN_PARITY_DIR=$(BUILD)/parity/resnet50 CTRAIN_BERT_PARITY_DIR=$(BUILD)/parity/bert-base \
 	    CTRAIN_BIN=$(BIN) sh tests/run.sh $(TEST_GPU_BINS) scripts/tokenizer_parity.py
 
 # make install PREFIX=DIR (default /usr/local; DESTDIR for packaging): the

@@ -66,6 +66,9 @@ static const Setting table[SET_COUNT] = {
     /* ---- developers' A/B switches ---- */
     [SET_LINEAR_EPILOGUE] = V_SWITCH("CTRAIN_LINEAR_EPILOGUE", SA_DEV, "1", NULL,
         "Linear's bias added in the cuBLASLt GEMM's epilogue (0: a separate bias add)"),
+    [SET_LINEAR_BGRAD] = V_SWITCH("CTRAIN_LINEAR_BGRAD", SA_DEV, "0", NULL,
+        "Linear's bias gradient summed in the weight gradient's cuBLASLt GEMM (its BGRADB "
+        "epilogue) instead of a separate pass over dy; off until measured (docs/kernels.md)"),
     [SET_BN] = V_CHOICE("CTRAIN_BN", SA_DEV, "cudnn", NULL, "cudnn|own",
         "the training batch norm: cuDNN's fused NHWC kernels, or ours"),
     [SET_ATTN] = V_CHOICE("CTRAIN_ATTN", SA_DEV, NULL,
@@ -86,6 +89,11 @@ static const Setting table[SET_COUNT] = {
         "which cuDNN API's engines the convolution search times: both, the faster kept "
         "(fastest), the legacy algorithms only, or the graph API's engines only (a shape "
         "without one is an error)"),
+    [SET_PLAN_CACHE] = V_PATH("CTRAIN_PLAN_CACHE", SA_DEV, NULL,
+        "$XDG_CACHE_HOME/ctrain, else ~/.cache/ctrain", "folder, or off",
+        "where the convolution plans a search chose are kept, one file per card, cuDNN and "
+        "driver, so a later run on the same machine skips the search (off: search every run "
+        "and keep nothing, as before the store; tests that time the search set it)"),
     [SET_GRAPH_NODE_PRIORITY] = V_SWITCH("CTRAIN_GRAPH_NODE_PRIORITY", SA_DEV, "1", NULL,
         "kernels in a CUDA graph keep their capture stream's priority (communication high, "
         "the overlapped update low)"),
@@ -174,6 +182,11 @@ static const Setting table[SET_COUNT] = {
         "NCCL tuning; printed as NCCL_PROTO is"),
     [SET_TMPDIR] = V_PATH("TMPDIR", SA_FOREIGN, "/tmp", NULL, "folder",
         "where `ctrain bench` keeps each child process's output while it runs"),
+    [SET_XDG_CACHE_HOME] = V_PATH("XDG_CACHE_HOME", SA_FOREIGN, NULL, "~/.cache", "folder",
+        "the cache folder CTRAIN_PLAN_CACHE defaults into (its ctrain/ subfolder)"),
+    [SET_HOME] = V_PATH("HOME", SA_FOREIGN, NULL, "no default plan cache", "folder",
+        "the home folder: the plan cache's default is ~/.cache/ctrain when XDG_CACHE_HOME is "
+        "unset"),
 };
 
 #undef V_SWITCH

@@ -119,6 +119,11 @@ void conv2d_cuda_set_limits(Ctx *c, size_t max_elems, int search_max_n);
 
 /* Number of cached plans of c (tests check that a repeated shape hits). */
 int conv2d_cuda_plan_count(Ctx *c);
+/* Of c's plans, how many a search found and how many were taken from the
+ * choices kept on disk by an earlier run (CTRAIN_PLAN_CACHE,
+ * ops/plan_store.h: a kept choice is checked against cuDNN and the
+ * numerical rule before use, and searched again when refused). */
+void conv2d_cuda_plan_origins(Ctx *c, int *searched, int *loaded);
 /* Free c's plans (descriptors) now; ctx_free does it too (the plans are a
  * cache registered with the context). Safe when c has none. */
 void conv2d_cuda_release(Ctx *c);

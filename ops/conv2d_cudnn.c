@@ -103,6 +103,7 @@
 #include "engine/settings.h"
 #include "cudnn_graph.h"
 #include "elementwise.h"
+#include "plan_store.h"
 
 #define CONV_MAX_ALGOS 16
 #define CONV_MAX_ELEMS ((size_t)INT32_MAX) /* cuDNN's limit for one tensor */
@@ -139,6 +140,8 @@ typedef struct {
     int search_max_n;     /* test hook; 0: CONV_SEARCH_MAX_N */
     Plan *plans;
     int n, cap;
+    PlanStore *store;     /* choices kept on disk, opened on the first plan */
+    int searched, loaded; /* plans found by a search / taken from the store */
 } ConvCache;
 
 /* The operands of one call, in cuDNN's terms for its direction. */
@@ -187,6 +190,7 @@ static void cache_release(Ctx *c, void *obj)
     (void)c;
     ConvCache *cc = (ConvCache *)obj;
     cache_clear(cc);
+    plan_store_close(cc->store);
     free(cc->plans);
     free(cc);
 }
@@ -218,6 +222,13 @@ void conv2d_cuda_set_limits(Ctx *c, size_t max_elems, int search_max_n)
 }
 
 int conv2d_cuda_plan_count(Ctx *c) { return cache_for(c)->n; }
+
+void conv2d_cuda_plan_origins(Ctx *c, int *searched, int *loaded)
+{
+    const ConvCache *cc = cache_for(c);
+    *searched = cc->searched;
+    *loaded = cc->loaded;
+}
 
 int conv2d_cuda_graph_plan_count(Ctx *c)
 {
@@ -366,21 +377,26 @@ static void graph_ptrs(int dir, const void *a, const void *b, void *out, void *p
 
 static const int64_t graph_uids[3] = {UID_X, UID_W, UID_Y};
 
-/* The graph API's fastest engine for p (one convolution of p's direction,
- * beta = the key's accum) timed on the buffers; g->plan NULL when cuDNN
- * proposes none that the numerical rule allows: strict f32 takes no
- * tensor-core (TF32) engine, f32 none that converts its inputs down, f16 and
- * bf16 none that reduces in reduced precision, and a deterministic backward
- * none marked non-deterministic. Tensors as cuDNN's NHWC convention wants
- * them: dims (N, C, H, W) with strides (HWC, 1, WC, C), the filter (K, C, R,
- * S) with strides (RSC, 1, SC, C), i.e. our OHWI weight. */
-static void graph_search(Ctx *c, Plan *p, const void *a, const void *b, void *out, int want_det,
-                         CgPlan *g)
+/* Whether the backward passes must be deterministic: unless
+ * CTRAIN_CONV_NONDETERMINISTIC=1 they take only bit-reproducible
+ * algorithms (the forward takes the fastest either way). */
+static int want_deterministic(int dir)
 {
-    memset(g, 0, sizeof *g);
+    static int any = -1;
+    if (any < 0) any = setting_switch(SET_CONV_NONDETERMINISTIC);
+    return dir != DIR_FWD && !any;
+}
+
+/* p's convolution as a one-operation graph: parts[0..4] the tensors, the
+ * convolution and the operation, parts[5] the finalized graph (NULL when
+ * cuDNN declines it, the status in *st). Tensors as cuDNN's NHWC
+ * convention wants them: dims (N, C, H, W) with strides (HWC, 1, WC, C),
+ * the filter (K, C, R, S) with strides (RSC, 1, SC, C), i.e. our OHWI
+ * weight. */
+static void graph_describe(Ctx *c, const Plan *p, CgDesc parts[6], cudnnStatus_t *st)
+{
     const Conv2dShape *s = &p->key.s;
-    const DType dt = (DType)p->key.dt;
-    const cudnnDataType_t t = conv_cudnn_type(dt);
+    const cudnnDataType_t t = conv_cudnn_type((DType)p->key.dt);
     const int64_t Cp = p->Cp, al = p->key.align < 16 ? p->key.align : 16;
     const int64_t xd[4] = {s->N, Cp, s->H, s->W}, xs[4] = {(int64_t)s->H * s->W * Cp, 1,
                                                           (int64_t)s->W * Cp, Cp};
@@ -390,7 +406,6 @@ static void graph_search(Ctx *c, Plan *p, const void *a, const void *b, void *ou
                                                           (int64_t)s->S * Cp, Cp};
     const int64_t pad[2] = {s->pad_h, s->pad_w}, str[2] = {s->stride_h, s->stride_w},
                   dil[2] = {s->dil_h, s->dil_w};
-    CgDesc parts[6];
     parts[0] = cg_tensor(UID_X, t, 4, xd, xs, al, 0);
     parts[1] = cg_tensor(UID_W, t, 4, wd, ws, al, 0);
     parts[2] = cg_tensor(UID_Y, t, 4, yd, ys, al, 0);
@@ -399,18 +414,39 @@ static void graph_search(Ctx *c, Plan *p, const void *a, const void *b, void *ou
                                                                                    : CG_WGRAD;
     parts[4] = cg_conv_op(cdir, parts[3], parts[0], parts[1], parts[2], 1.0f,
                           p->key.accum ? 1.0f : 0.0f);
-    cudnnStatus_t st;
-    parts[5] = cg_graph(c->cudnn, &parts[4], 1, &st);
+    parts[5] = cg_graph(c->cudnn, &parts[4], 1, st);
+}
+
+/* The numerical rule of p's search: strict f32 takes no tensor-core
+ * (TF32) engine, f32 none that converts its inputs down, f16 and bf16 none
+ * that reduces in reduced precision, and a deterministic backward none
+ * marked non-deterministic. */
+static CgRule graph_rule(Ctx *c, const Plan *p)
+{
     CgRule rule = {0};
-    if (dt == DT_F32) {
+    if (p->key.dt == DT_F32) {
         rule.forbid_notes = CG_NOTE(CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS);
         if (!p->key.tf32) rule.forbid_notes |= CG_NOTE(CUDNN_NUMERICAL_NOTE_TENSOR_CORE);
     } else {
         rule.forbid_notes = CG_NOTE(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION);
     }
-    if (want_det) rule.forbid_notes |= CG_NOTE(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
+    if (want_deterministic(p->key.dir))
+        rule.forbid_notes |= CG_NOTE(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
     rule.ws_limit = search_ws_bytes(c);
     rule.all_engines = 1;
+    return rule;
+}
+
+/* The graph API's fastest engine for p (one convolution of p's direction,
+ * beta = the key's accum) under graph_rule, timed on the buffers; g->plan
+ * NULL when cuDNN proposes none that the rule allows. */
+static void graph_search(Ctx *c, Plan *p, const void *a, const void *b, void *out, CgPlan *g)
+{
+    memset(g, 0, sizeof *g);
+    CgDesc parts[6];
+    cudnnStatus_t st;
+    graph_describe(c, p, parts, &st);
+    const CgRule rule = graph_rule(c, p);
     void *ptrs[3];
     graph_ptrs(p->key.dir, a, b, out, ptrs);
     if (parts[5] && cg_search(c, parts[5], &rule, graph_uids, ptrs, 3, g)) {
@@ -420,6 +456,22 @@ static void graph_search(Ctx *c, Plan *p, const void *a, const void *b, void *ou
     if (!parts[5]) LOG_D("conv2d_cuda: the graph API declines the %s graph: %s",
                          dir_names[p->key.dir], ct_cudnn_status_string(st));
     for (int i = 5; i >= 0; i--) cg_destroy(parts[i]);
+}
+
+/* p's graph plan from a kept engine and knobs (no search): 1, or 0 when
+ * cuDNN or the rule refuses it now. */
+static int graph_load(Ctx *c, Plan *p, int64_t engine, const int64_t (*knobs)[2], int nknobs)
+{
+    CgDesc parts[6];
+    cudnnStatus_t st;
+    graph_describe(c, p, parts, &st);
+    const CgRule rule = graph_rule(c, p);
+    if (parts[5] && cg_plan_for_engine(c, parts[5], &rule, engine, knobs, nknobs, &p->g)) {
+        for (int i = 0; i < 6; i++) p->g.keep[p->g.nkeep++] = parts[i];
+        return 1;
+    }
+    for (int i = 5; i >= 0; i--) cg_destroy(parts[i]);
+    return 0;
 }
 
 /* cuDNN's search for p's direction on the prepared buffers (a = x or w,
@@ -474,12 +526,7 @@ static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, 
     }
     }
     if (own_ws) mem_free(c, ws, ws_bytes);
-    /* CTRAIN_CONV_NONDETERMINISTIC=1 lets the backward passes take the
-     * fastest algorithm even when it is not bit-reproducible (0 or unset:
-     * deterministic ones only) */
-    static int any = -1;
-    if (any < 0) any = setting_switch(SET_CONV_NONDETERMINISTIC);
-    const int want_det = p->key.dir != DIR_FWD && !any;
+    const int want_det = want_deterministic(p->key.dir);
     int i = st == CUDNN_STATUS_SUCCESS ? pick_result(status, det, n, want_det) : -1;
     p->algo = i >= 0 ? algo[i] : -1;
     p->ws_bytes = i >= 0 ? mem[i] : 0;
@@ -490,7 +537,7 @@ static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, 
     if (p->key.engines != CONV2D_ENGINES_LEGACY) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        graph_search(c, p, a, b, out, want_det, &p->g);
+        graph_search(c, p, a, b, out, &p->g);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         const double search_s =
             (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -511,17 +558,11 @@ static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, 
     return CUDNN_STATUS_SUCCESS;
 }
 
-/* p, with full-N descriptors, takes the algorithm and math type that q
- * chose on the search slice; cuDNN sizes the workspace at full N. Fails
- * when cuDNN refuses the algorithm at full N, or when it would need more
- * workspace than a full search could have given it. */
-static cudnnStatus_t plan_adopt(Ctx *c, Plan *p, const Plan *q)
+/* The workspace p's legacy algorithm needs with p's descriptors (cuDNN
+ * refuses an algorithm that does not serve them here), within what a
+ * search could have given it. */
+static cudnnStatus_t legacy_ws(Ctx *c, Plan *p)
 {
-    if (q->algo < 0) return CUDNN_STATUS_NOT_SUPPORTED; /* q has only a graph plan */
-    cudnnMathType_t math;
-    CUDNN_CHECK(cudnnGetConvolutionMathType(q->cd, &math));
-    CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd, math));
-    p->algo = q->algo;
     cudnnStatus_t st;
     if (p->key.dir == DIR_FWD)
         st = cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, p->xd, p->wd, p->cd, p->yd,
@@ -538,6 +579,20 @@ static cudnnStatus_t plan_adopt(Ctx *c, Plan *p, const Plan *q)
     if (st == CUDNN_STATUS_SUCCESS && p->ws_bytes > search_ws_bytes(c))
         st = CUDNN_STATUS_NOT_SUPPORTED;
     return st;
+}
+
+/* p, with full-N descriptors, takes the algorithm and math type that q
+ * chose on the search slice; cuDNN sizes the workspace at full N. Fails
+ * when cuDNN refuses the algorithm at full N, or when it would need more
+ * workspace than a full search could have given it. */
+static cudnnStatus_t plan_adopt(Ctx *c, Plan *p, const Plan *q)
+{
+    if (q->algo < 0) return CUDNN_STATUS_NOT_SUPPORTED; /* q has only a graph plan */
+    cudnnMathType_t math;
+    CUDNN_CHECK(cudnnGetConvolutionMathType(q->cd, &math));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd, math));
+    p->algo = q->algo;
+    return legacy_ws(c, p);
 }
 
 /* Run p on the operands — or, with search, let cuDNN choose p's algorithm
@@ -643,7 +698,129 @@ static cudnnStatus_t plan_build(Ctx *c, Plan *p, int Cp, const ConvArgs *a, int 
     return st;
 }
 
-/* The plan for this call: cached, or searched now. */
+/* p appended to the context's table; returns its place there. */
+static Plan *plan_append(ConvCache *cc, const Plan *p)
+{
+    if (cc->n == cc->cap) {
+        int cap = cc->cap ? 2 * cc->cap : 16;
+        Plan *grown = realloc(cc->plans, sizeof(Plan) * (size_t)cap);
+        CT_ASSERT(grown != NULL, "conv2d_cuda: out of host memory for %d plans", cap);
+        cc->plans = grown;
+        cc->cap = cap;
+    }
+    cc->plans[cc->n] = *p;
+    return &cc->plans[cc->n++];
+}
+
+/* ---- choices kept on disk (ops/plan_store.h) ---- */
+
+/* The store of this context's card: its identity is what a choice depends
+ * on besides the key (card, architecture, SM count, driver, cuDNN). */
+static PlanStore *store_for(ConvCache *cc)
+{
+    if (cc->store) return cc->store;
+    int dev = 0, drv = 0;
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+    CUDA_CHECK(cudaDriverGetVersion(&drv));
+    char id[400], dir[1024];
+    snprintf(id, sizeof id, "%s, sm_%d%d, %d SMs, driver %d, cuDNN %zu", prop.name, prop.major,
+             prop.minor, prop.multiProcessorCount, drv, cudnnGetVersion());
+    cc->store = plan_store_open(plan_store_default_dir(dir, sizeof dir), "conv", id);
+    if (plan_store_count(cc->store) > 0)
+        LOG_I("%d convolution plans kept by earlier runs on this card are taken from %s "
+              "(CTRAIN_PLAN_CACHE=off searches afresh)", plan_store_count(cc->store),
+              plan_store_path(cc->store));
+    return cc->store;
+}
+
+/* A plan's key as the store's text: the whole PlanKey, and the search's
+ * rules that are not in it (determinism, the search workspace limit, the
+ * search slice). */
+static void key_text(const PlanKey *k, int n_search, char *buf, size_t n)
+{
+    const Conv2dShape *s = &k->s;
+    snprintf(buf, n,
+             "%s N%d H%d W%d C%d K%d R%d S%d P%d Q%d stride%d,%d pad%d,%d dil%d,%d %s tf32=%d "
+             "padmode=%d engines=%d accum=%d align=%u det=%d wsmax=%zuM slice=%d",
+             dir_names[k->dir], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->P, s->Q,
+             s->stride_h, s->stride_w, s->pad_h, s->pad_w, s->dil_h, s->dil_w,
+             dtype_name((DType)k->dt), k->tf32, k->pad_mode, k->engines, k->accum, k->align,
+             want_deterministic(k->dir), setting_size(SET_CONV_SEARCH_WS_MB) >> 20, n_search);
+}
+
+/* A searched plan as the store's text: the channels cuDNN saw, the legacy
+ * algorithm and math type (-1: none), the graph engine and its knobs (-1
+ * and "-": none). */
+static void value_text(const Plan *p, char *buf, size_t n)
+{
+    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+    CUDNN_CHECK(cudnnGetConvolutionMathType(p->cd, &math));
+    int w = snprintf(buf, n, "Cp=%d algo=%d math=%d engine=%lld knobs=", p->Cp, p->algo,
+                     (int)math, p->g.plan ? (long long)p->g.engine : -1LL);
+    if (!p->g.plan || p->g.nknobs == 0) {
+        snprintf(buf + w, n - (size_t)w, "-");
+        return;
+    }
+    for (int i = 0; i < p->g.nknobs && (size_t)w < n; i++)
+        w += snprintf(buf + w, n - (size_t)w, "%s%lld:%lld", i ? "," : "",
+                      (long long)p->g.knobs[i][0], (long long)p->g.knobs[i][1]);
+}
+
+/* p (key set, nothing built) from a kept value: 1 when cuDNN takes every
+ * part of it, else 0 with p holding nothing (the caller searches). A value
+ * is checked, not trusted: the channel count must be one a search could
+ * choose, the algorithm one cuDNN accepts for the descriptors, the engine
+ * one the numerical rule allows. */
+static int plan_load(Ctx *c, Plan *p, const char *value)
+{
+    int Cp = 0, algo = -2, math = -1, used = 0;
+    long long engine = -2;
+    char knobs[PLAN_STORE_VALUE_MAX];
+    if (sscanf(value, "Cp=%d algo=%d math=%d engine=%lld knobs=%511s%n", &Cp, &algo, &math,
+               &engine, knobs, &used) != 5 || value[used] != '\0')
+        return 0;
+    const Conv2dShape *s = &p->key.s;
+    if ((Cp != s->C && Cp != conv_padded_c(s->C, (DType)p->key.dt)) || algo < -1 ||
+        algo >= CONV_MAX_ALGOS || engine < -1 || (algo < 0 && engine < 0) ||
+        (math != CUDNN_DEFAULT_MATH && math != CUDNN_TENSOR_OP_MATH &&
+         math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION && math != CUDNN_FMA_MATH))
+        return 0;
+    int64_t kv[CG_MAX_KNOBS][2];
+    int nk = 0;
+    if (strcmp(knobs, "-") != 0) {
+        for (const char *q = knobs; *q; nk++) {
+            long long t, v;
+            int m = 0;
+            if (nk == CG_MAX_KNOBS || sscanf(q, "%lld:%lld%n", &t, &v, &m) != 2) return 0;
+            kv[nk][0] = t;
+            kv[nk][1] = v;
+            q += m;
+            if (*q == ',') q++;
+            else if (*q) return 0;
+        }
+    }
+    plan_descriptors(p, Cp);
+    p->algo = algo;
+    if (algo >= 0) {
+        /* strict f32 keeps FMA whatever the value says */
+        if (!(p->key.dt == DT_F32 && !p->key.tf32) &&
+            cudnnSetConvolutionMathType(p->cd, (cudnnMathType_t)math) != CUDNN_STATUS_SUCCESS)
+            goto refused;
+        if (legacy_ws(c, p) != CUDNN_STATUS_SUCCESS) goto refused;
+    }
+    if (engine >= 0 && !graph_load(c, p, engine, (const int64_t(*)[2])kv, nk)) goto refused;
+    return 1;
+refused:
+    plan_destroy(p);
+    p->algo = -1;
+    p->ws_bytes = 0;
+    return 0;
+}
+
+/* The plan for this call: cached in the context, kept on disk from an
+ * earlier run (ops/plan_store.h), or searched now (and then kept). */
 static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
 {
     ConvCache *cc = cache_for(c);
@@ -669,6 +846,16 @@ static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
     p.key = key;
     const int Cp = conv_padded_c(s->C, dt);
     const int n_search = cc->search_max_n ? cc->search_max_n : CONV_SEARCH_MAX_N;
+    char ktext[PLAN_STORE_KEY_MAX];
+    key_text(&key, n_search, ktext, sizeof ktext);
+    PlanStore *store = store_for(cc);
+    const char *kept = plan_store_get(store, ktext);
+    if (kept && plan_load(c, &p, kept)) {
+        cc->loaded++;
+        return plan_append(cc, &p);
+    }
+    if (kept) LOG_D("conv2d_cuda: the kept plan \"%s\" for \"%s\" is refused now; searching",
+                    kept, ktext);
     cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
     if (!(cc->pad_mode == CONV2D_PAD_ALWAYS && Cp != s->C))
         st = plan_build(c, &p, s->C, a, n_search);
@@ -681,16 +868,11 @@ static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
                       dir_names[a->dir], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->C,
                       s->stride_h, s->stride_w, s->pad_h, s->pad_w, s->dil_h, s->dil_w,
                       dtype_name(dt), key.tf32 ? " (tf32)" : "", ct_cudnn_status_string(st));
-
-    if (cc->n == cc->cap) {
-        int cap = cc->cap ? 2 * cc->cap : 16;
-        Plan *grown = realloc(cc->plans, sizeof(Plan) * (size_t)cap);
-        CT_ASSERT(grown != NULL, "conv2d_cuda: out of host memory for %d plans", cap);
-        cc->plans = grown;
-        cc->cap = cap;
-    }
-    cc->plans[cc->n] = p;
-    return &cc->plans[cc->n++];
+    cc->searched++;
+    char vtext[PLAN_STORE_VALUE_MAX];
+    value_text(&p, vtext, sizeof vtext);
+    plan_store_put(store, ktext, vtext);
+    return plan_append(cc, &p);
 }
 
 static void conv_check_dtype(const char *fn, DType dt)

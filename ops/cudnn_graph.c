@@ -263,6 +263,90 @@ static CgDesc plan_for(cudnnHandle_t h, CgDesc cfg, size_t *ws)
     return p;
 }
 
+/* The knob settings of config cfg into k[.][0] (type) and k[.][1] (value):
+ * the count, at most CG_MAX_KNOBS. */
+static int cfg_knobs(CgDesc cfg, int64_t (*k)[2])
+{
+    CgDesc d[CG_MAX_KNOBS];
+    for (int i = 0; i < CG_MAX_KNOBS; i++) d[i] = cg_create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    int64_t n = 0;
+    if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, CG_MAX_KNOBS, &n,
+                                 d) != CUDNN_STATUS_SUCCESS)
+        n = 0;
+    int got = 0;
+    for (int64_t i = 0; i < n && i < CG_MAX_KNOBS; i++) {
+        cudnnBackendKnobType_t type;
+        int64_t value = 0, m = 0;
+        if (cudnnBackendGetAttribute(d[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE,
+                                     1, &m, &type) == CUDNN_STATUS_SUCCESS &&
+            cudnnBackendGetAttribute(d[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1,
+                                     &m, &value) == CUDNN_STATUS_SUCCESS) {
+            k[got][0] = (int64_t)type;
+            k[got][1] = value;
+            got++;
+        }
+    }
+    for (int i = 0; i < CG_MAX_KNOBS; i++) cg_destroy(d[i]);
+    return got;
+}
+
+int cg_plan_for_engine(Ctx *c, CgDesc g, const CgRule *rule, int64_t engine,
+                       const int64_t (*knobs)[2], int nknobs, CgPlan *out)
+{
+    memset(out, 0, sizeof *out);
+    if (nknobs < 0 || nknobs > CG_MAX_KNOBS) return 0;
+    CgDesc eng = cg_create(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    cg_set(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g);
+    cg_set(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &engine);
+    EngineInfo e;
+    if (cudnnBackendFinalize(eng) != CUDNN_STATUS_SUCCESS || !engine_notes(eng, &e) ||
+        (e.notes & rule->forbid_notes) || (e.runtime_compile && !rule->runtime_compile)) {
+        cg_destroy(eng);
+        return 0;
+    }
+    CgDesc kd[CG_MAX_KNOBS];
+    int nk = 0, ok = 1;
+    for (; nk < nknobs && ok; nk++) {
+        kd[nk] = cg_create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+        cudnnBackendKnobType_t type = (cudnnBackendKnobType_t)knobs[nk][0];
+        ok = (int)type >= 0 && type < CUDNN_KNOB_TYPE_COUNTS &&
+             cudnnBackendSetAttribute(kd[nk], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                      CUDNN_TYPE_KNOB_TYPE, 1, &type) == CUDNN_STATUS_SUCCESS &&
+             cudnnBackendSetAttribute(kd[nk], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64,
+                                      1, &knobs[nk][1]) == CUDNN_STATUS_SUCCESS &&
+             cudnnBackendFinalize(kd[nk]) == CUDNN_STATUS_SUCCESS;
+    }
+    CgDesc cfg = cg_create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    ok = ok && cudnnBackendSetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &eng) ==
+                   CUDNN_STATUS_SUCCESS;
+    if (ok && nknobs > 0)
+        ok = cudnnBackendSetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, nknobs, kd) ==
+             CUDNN_STATUS_SUCCESS;
+    ok = ok && cudnnBackendFinalize(cfg) == CUDNN_STATUS_SUCCESS;
+    size_t ws = 0;
+    CgDesc p = ok ? plan_for(c->cudnn, cfg, &ws) : NULL;
+    for (int i = 0; i < nk; i++) cg_destroy(kd[i]);
+    cg_destroy(cfg);
+    cg_destroy(eng);
+    if (!p) return 0;
+    if (ws > rule->ws_limit) {
+        cg_destroy(p);
+        return 0;
+    }
+    out->plan = p;
+    out->ws_bytes = ws;
+    out->engine = engine;
+    out->nknobs = nknobs;
+    for (int i = 0; i < nknobs; i++) {
+        out->knobs[i][0] = knobs[i][0];
+        out->knobs[i][1] = knobs[i][1];
+    }
+    return 1;
+}
+
 /* ---- running ---- */
 
 static CgDesc variant_pack(const int64_t *uids, void *const *ptrs, int n, void *ws)
@@ -314,6 +398,8 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
     CgDesc plans[CG_MAX_CFGS];
     size_t ws[CG_MAX_CFGS];
     int64_t idx[CG_MAX_CFGS];
+    int64_t knobs[CG_MAX_CFGS][CG_MAX_KNOBS][2];   /* each candidate's knob settings (16 KiB) */
+    int nknobs[CG_MAX_CFGS];
     int np = 0, first = 0;
     size_t ws_max = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -335,6 +421,7 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
             plans[np] = p;
             ws[np] = w;
             idx[np] = e.index;
+            nknobs[np] = cfg_knobs(cfgs[i], knobs[np]);
             if (w > ws_max) ws_max = w;
             np++;
         }
@@ -373,6 +460,8 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
             best->plan = plans[win];
             best->ws_bytes = ws[win];
             best->engine = idx[win];
+            best->nknobs = nknobs[win];
+            memcpy(best->knobs, knobs[win], sizeof best->knobs);
             best->ms = best_ms;
         }
     }

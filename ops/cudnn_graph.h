@@ -82,6 +82,7 @@ typedef struct {
 } CgRule;
 
 #define CG_KEEP 12
+#define CG_MAX_KNOBS 16
 
 typedef struct {
     CgDesc plan;            /* NULL: none */
@@ -89,6 +90,8 @@ typedef struct {
     int nkeep;
     size_t ws_bytes;
     int64_t engine;         /* cuDNN's global engine index */
+    int nknobs;             /* the engine's knob settings: (cudnnBackendKnobType_t, value) */
+    int64_t knobs[CG_MAX_KNOBS][2];
     float ms;               /* measured time of one run */
     int tried;              /* candidates timed in the search */
 } CgPlan;
@@ -99,6 +102,14 @@ typedef struct {
  * capture). Returns 0 and best->plan NULL when no candidate passes. */
 int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *const *ptrs,
               int n, CgPlan *best);
+
+/* The plan of one engine (global index) with the given knob settings for
+ * g, as a search found it earlier (a kept choice, ops/plan_store.h): 1 with
+ * out->plan set, or 0 when cuDNN refuses it now or the engine carries a
+ * note the rule forbids or needs more workspace than the rule allows. No
+ * run, no timing (out->ms is 0). */
+int cg_plan_for_engine(Ctx *c, CgDesc g, const CgRule *rule, int64_t engine,
+                       const int64_t (*knobs)[2], int nknobs, CgPlan *out);
 
 /* One run of p on c->stream with the shared workspace (ctx_workspace). */
 void cg_execute(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs, int n);

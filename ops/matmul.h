@@ -16,6 +16,14 @@
  * C is rounded to its type and without a second pass over C:
  *   C[i][j] = op(A) op(B)[i][j] + bias[j]     (bias [N], alpha 1, beta 0)
  * bias has C's type (cuBLASLt's rule for non-fp8, non-integer GEMMs).
+ *
+ * matmul_cuda_bgrad sums op(A) over K in the same GEMM (cuBLASLt's BGRADB
+ * epilogue, on its B operand, which is our A):
+ *   C = op(A) op(B) + beta C,    bgrad[i] = sum_k op(A)[i][k]   (i < M)
+ * The Linear weight gradient dw = dy^T x (A = dy, transA) thereby also
+ * gives the bias gradient sum_r dy[r] without reading dy again. bgrad has
+ * C's type (cuBLASLt's rule), so it is only asked for with an f32 C, and it
+ * is written, never added to.
  */
 #ifndef CTRAIN_OPS_MATMUL_H
 #define CTRAIN_OPS_MATMUL_H
@@ -76,6 +84,19 @@ int matmul_cuda_bias(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspac
                      void *C, DType tc, const void *A, const void *B, DType tab,
                      const void *bias, DType tbias, int M, int N, int K, int transA,
                      int transB, int allow_tf32);
+
+/* C = op(A) op(B) + beta C (alpha 1, one matrix) and bgrad (M floats of C's
+ * type, overwritten) = the row sums of op(A), in one GEMM. Returns 1 when
+ * bgrad holds them; 0 when the plain GEMM ran and bgrad is untouched: C
+ * not f32, bgrad NULL, M, N or K = 1, or no cuBLASLt algorithm with the
+ * epilogue for this shape and these alignments. */
+int matmul_cuda_bgrad(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
+                      size_t workspace_bytes, cudaStream_t s,
+                      void *C, DType tc, const void *A, const void *B, DType tab, void *bgrad,
+                      int M, int N, int K, int transA, int transB, float beta, int allow_tf32);
+
+/* Plans of the cache that run an epilogue (tests: was it taken?). */
+void matmul_plan_cache_epilogues(const MatmulPlanCache *c, int *bias_plans, int *bgrad_plans);
 #endif
 
 #ifdef __cplusplus

@@ -75,6 +75,18 @@
  *     the heuristic answered CUBLAS_STATUS_INVALID_VALUE (addmm's
  *     useLtInterface conditions, aten/src/ATen/native/cuda/Blas.cpp).
  *
+ * Bias-gradient epilogue (matmul_cuda_bgrad: the Linear layer's dw = dy^T x
+ * and db = sum_r dy[r] in one GEMM). CUBLASLT_EPILOGUE_BGRADB sums
+ * cuBLASLt's B operand over the GEMM's k and writes a vector whose length
+ * is D's column count (cublasLt.h). cuBLASLt's B is our A, here dy stored
+ * [R, Out] and transposed (transA): cuBLASLt sees it as op_b = T of the
+ * column-major Out x R buffer, i.e. the K x M = R x Out matrix, and D is
+ * N x M = In x Out: the vector has M = Out entries, entry o the sum over r
+ * of dy[r][o]. Its type is C's ("bias gradient vector elements are the
+ * same type as the output elements"); our weight gradients are f32, so the
+ * bias gradient comes out f32, and a 16-bit C is never asked. The vector is
+ * written, not accumulated: the op layer adds it to a gradient that already
+ * holds one. Pointer, key and fallback as for the bias.
  * A cache belongs to one cuBLASLt handle (one device) and one host thread at
  * a time: it has no lock. The op layer uses the context's cache
  * (matmul_plan_cache_get), which the context releases in ctx_free.
@@ -90,13 +102,18 @@
 #include "engine/error.h"
 #include "engine/log.h"
 
+/* The epilogues a plan may have: none, the bias added to C (the Linear
+ * forward), the bias gradient summed from our A (the Linear weight
+ * gradient: db = column sums of dy, see matmul_cuda_bgrad). */
+enum { EPI_NONE = 0, EPI_BIAS = 1, EPI_BGRADB = 2 };
+
 /* Everything the descriptors and the chosen algorithm depend on. Built with
  * memset first so padding bytes are zero and keys compare with memcmp. */
 typedef struct {
     cublasLtHandle_t lt;
     int M, N, K, transA, transB, batch;
     int tab, tc, tf32, beta_nonzero;
-    int bias, tbias;     /* 1: bias epilogue with a vector of type tbias */
+    int epi, tbias;      /* EPI_*: the epilogue, its vector of type tbias */
     long long sA, sB, sC;
     size_t workspace_bytes;
     uint32_t align_a, align_b, align_c, align_bias;
@@ -196,10 +213,11 @@ static cublasLtMatrixLayout_t make_layout(DType t, int rows, int cols, int batch
     return l;
 }
 
-/* The bias epilogue on a descriptor (see the top of the file). */
-static void desc_set_bias(cublasLtMatmulDesc_t desc, DType tbias, const void *bias)
+/* The bias (or bias-gradient) epilogue on a descriptor (see the top of
+ * the file and matmul_cuda_bgrad). */
+static void desc_set_bias(cublasLtMatmulDesc_t desc, int epi, DType tbias, const void *bias)
 {
-    uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    uint32_t epilogue = epi == EPI_BGRADB ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_BIAS;
     int32_t type = cuda_type(tbias);
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                                 sizeof epilogue));
@@ -266,16 +284,17 @@ static void plan_pick_algo(Plan *p)
      * message below, any other failure the library's own. */
     cublasStatus_t heuristic_status = cublasLtMatmulAlgoGetHeuristic(
         k->lt, p->desc, p->lt_a, p->lt_b, p->lt_c, p->lt_c, pref, 1, &result, &found);
-    /* A bias plan takes any refusal as "no algorithm": its caller falls back. */
-    if (heuristic_status != CUBLAS_STATUS_NOT_SUPPORTED && !k->bias)
+    /* An epilogue plan takes any refusal as "no algorithm": its caller falls back. */
+    if (heuristic_status != CUBLAS_STATUS_NOT_SUPPORTED && !k->epi)
         CUBLAS_CHECK(heuristic_status);
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     p->has_algo = heuristic_status == CUBLAS_STATUS_SUCCESS && found > 0 &&
                   result.state == CUBLAS_STATUS_SUCCESS;
-    if (!p->has_algo && k->bias) {
-        LOG_D("matmul_cuda: no cuBLASLt algorithm with the bias epilogue for M=%d N=%d K=%d "
-              "%s (bias aligned to %u bytes; %s); the bias is added separately", k->M, k->N,
-              k->K, dtype_name(tc), k->align_bias, ct_cublas_status_string(heuristic_status));
+    if (!p->has_algo && k->epi) {
+        LOG_D("matmul_cuda: no cuBLASLt algorithm with the %s epilogue for M=%d N=%d K=%d "
+              "%s (vector aligned to %u bytes; %s); the caller does it separately",
+              k->epi == EPI_BGRADB ? "bias-gradient" : "bias", k->M, k->N, k->K, dtype_name(tc),
+              k->align_bias, ct_cublas_status_string(heuristic_status));
         return;
     }
     if (!p->has_algo)
@@ -302,7 +321,7 @@ static void plan_create(Plan *p, const PlanKey *k, const void *bias)
     /* Swapped operands (see the top of the file): cuBLASLt's A is our B. */
     p->desc = matmul_lt_desc(compute, k->transB ? CUBLAS_OP_T : CUBLAS_OP_N,
                              k->transA ? CUBLAS_OP_T : CUBLAS_OP_N);
-    if (k->bias) desc_set_bias(p->desc, (DType)k->tbias, bias);
+    if (k->epi) desc_set_bias(p->desc, k->epi, (DType)k->tbias, bias);
 
     /* Layouts describe the buffers as stored, before the op is applied. */
     p->lt_a = k->transB ? make_layout(tab, k->K, k->N, k->batch, k->sB)
@@ -418,7 +437,7 @@ int matmul_cuda_bias(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspac
     plan_key(&k, lt, workspace, workspace_bytes, C, tc, A, B, tab, M, N, K, transA, transB, 0.0f,
              1, 0, 0, 0, allow_tf32);
     memcpy(&kb, &k, sizeof kb);
-    kb.bias = 1;
+    kb.epi = EPI_BIAS;
     kb.tbias = tbias;
     kb.align_bias = batch_alignment(bias, 0, dtype_size(tbias));
     /* A matrix with one row or column: no epilogue (see the top of the file). */
@@ -431,6 +450,43 @@ int matmul_cuda_bias(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspac
                                                 sizeof bias));
     plan_run(lt, p, workspace, s, C, A, B, 1.0f, 0.0f);
     return 1;
+}
+int matmul_cuda_bgrad(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
+                      size_t workspace_bytes, cudaStream_t s,
+                      void *C, DType tc, const void *A, const void *B, DType tab, void *bgrad,
+                      int M, int N, int K, int transA, int transB, float beta, int allow_tf32)
+{
+    if (!matmul_args_ok(cache, lt, tc, tab, M, N, K, 1, 0, 0, 0)) return 0;
+    PlanKey k;
+    plan_key(&k, lt, workspace, workspace_bytes, C, tc, A, B, tab, M, N, K, transA, transB, beta,
+             1, 0, 0, 0, allow_tf32);
+    k.epi = EPI_BGRADB;
+    k.tbias = tc;
+    k.align_bias = batch_alignment(bgrad, 0, dtype_size(tc));
+    /* one row or column, or an f16/bf16 C (a rounded sum): never asked */
+    const Plan *p = bgrad && tc == DT_F32 && M > 1 && N > 1 && K > 1
+                        ? plan_get(cache, &k, bgrad) : NULL;
+    if (!p || !p->has_algo) {
+        k.epi = EPI_NONE;
+        k.tbias = 0;
+        k.align_bias = 0;
+        plan_run(lt, plan_get(cache, &k, NULL), workspace, s, C, A, B, 1.0f, beta);
+        return 0;
+    }
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                &bgrad, sizeof bgrad));
+    plan_run(lt, p, workspace, s, C, A, B, 1.0f, beta);
+    return 1;
+}
+
+void matmul_plan_cache_epilogues(const MatmulPlanCache *c, int *bias_plans, int *bgrad_plans)
+{
+    *bias_plans = *bgrad_plans = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (!c->plans[i].has_algo) continue;
+        *bias_plans += c->plans[i].key.epi == EPI_BIAS;
+        *bgrad_plans += c->plans[i].key.epi == EPI_BGRADB;
+    }
 }
 #else
 typedef int ct_matmul_cuda_unused_; /* ISO C forbids an empty translation unit */

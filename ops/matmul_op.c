@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "engine/autograd.h"
+#include "engine/kernels.h"
+#include "engine/mem.h"
 #include "engine/settings.h"
 #include "autocast.h"
 #include "cpu_f32.h"
@@ -177,22 +179,63 @@ static int linear_gemm(Ctx *c, Tensor *y, Tensor *x, Tensor *wl, Tensor *bias, i
     return 0;
 }
 
+/* CTRAIN_LINEAR_BGRAD, read once: 1 takes the bias gradient from the
+ * weight gradient's GEMM (cuBLASLt's BGRADB epilogue) instead of a separate
+ * pass over dy. Off by default until measured (docs/kernels.md). */
+static int linear_bgrad_wanted(void)
+{
+    static int wanted = -1;
+    if (wanted < 0) wanted = setting_switch(SET_LINEAR_BGRAD);
+    return wanted;
+}
+
+/* dw (+)= dy^T x and, when the GEMM can give it (CUDA, f32 dw, the
+ * epilogue on), db (+)= sum_r dy[r] in the same GEMM. Returns 1 when db was
+ * done here. The epilogue writes its vector: into db when db is fresh
+ * (acc_b 0), else into a temporary of Out floats then added to db (a
+ * parameter's gradient always accumulates). */
+static int linear_dw(Ctx *c, Tensor *dw, int acc, Tensor *db, int acc_b, Tensor *dy, Tensor *x,
+                     int R, int In, int Out)
+{
+#ifdef CTRAIN_CUDA
+    if (db && c->device == DEV_CUDA && dw->dtype == DT_F32 && linear_bgrad_wanted()) {
+        CT_ASSERT(dy->dtype == x->dtype, "linear: dy %s and x %s differ",
+                  dtype_name(dy->dtype), dtype_name(x->dtype));
+        const size_t bytes = (size_t)Out * sizeof(float);
+        float *sum = acc_b ? (float *)mem_alloc(c, bytes) : (float *)db->data;
+        int done = matmul_cuda_bgrad(c->lt, matmul_plan_cache_get(c), c->workspace,
+                                     c->workspace_bytes, c->stream, dw->data, DT_F32, dy->data,
+                                     x->data, x->dtype, sum, Out, In, R, 1, 0,
+                                     acc ? 1.0f : 0.0f, c->allow_tf32);
+        if (done && acc_b) cast_cuda(db->data, DT_F32, sum, DT_F32, (size_t)Out, 1, c->stream);
+        if (acc_b) mem_free(c, sum, bytes);
+        return done;
+    }
+#else
+    (void)db;
+    (void)acc_b;
+#endif
+    mm_run(c, dw, dy, x, Out, In, R, 1, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
+    return 0;
+}
+
 /* forward: y = x w^T + bias     (x [R, in], w [out, in])
  * so   dx = dy w,   dw += dy^T x   (f32, into the gradient buffer),
- *      dbias += sum_r dy[r]
+ *      dbias += sum_r dy[r]        (in dw's GEMM with CTRAIN_LINEAR_BGRAD=1)
  * (the same whether the forward added the bias in the epilogue or not) */
 static void linear_backward(Ctx *c, Node *n)
 {
     Tensor *dy = n->out->grad, *x = n->saved[0], *wl = n->saved[1];
     int R = (int)n->i[0], In = (int)n->i[1], Out = (int)n->i[2];
-    int acc;
+    int acc, acc_b = 0;
     Tensor *dx = ad_grad_dst(c, n->in[0], &acc);
     if (dx) mm_run(c, dx, dy, wl, R, In, Out, 0, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
+    Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc_b) : NULL;
+    if (db) CT_ASSERT(db->dtype == DT_F32, "linear: bias gradient must be f32");
     Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
-    if (dw) mm_run(c, dw, dy, x, Out, In, R, 1, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
-    Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc) : NULL;
+    if (dw && linear_dw(c, dw, acc, db, acc_b, dy, x, R, In, Out)) db = NULL;
+    acc = acc_b;
     if (db) {
-        CT_ASSERT(db->dtype == DT_F32, "linear: bias gradient must be f32");
         if (c->device == DEV_CUDA) {
 #ifdef CTRAIN_CUDA
             bias_backward_cuda((float *)db->data, dy->data, dy->dtype, (size_t)R, (size_t)Out,

@@ -24,7 +24,7 @@
 #include "engine/error.h"
 #include "models/bert.h"
 #include "train/bench/bench_options.h"
-#include "train/io/atomic_file.h"
+#include "engine/atomic_file.h"
 #include "train/io/safetensors.h"
 
 #define TRAINING_STATE_PREFIX "__ctrain."

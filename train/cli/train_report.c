@@ -10,7 +10,7 @@
 #endif
 #include "engine/error.h"
 #include "engine/settings.h"
-#include "train/io/atomic_file.h"
+#include "engine/atomic_file.h"
 #include "train/io/jsonlog.h"
 #include "train/bench/bench_json.h"
 #include "train/bench/nvml.h"
@@ -34,12 +34,16 @@ void feed_stats_skip(FeedStats *last, const FeedStats *pre, const FeedStats *pos
 }
 
 /* The environment settings this run was given (set in the environment, as
- * typed): "NAME=value NAME=value", "" when none. */
+ * typed): "NAME=value NAME=value", "" when none. Other software's folders
+ * (HOME, XDG_CACHE_HOME, TMPDIR) are left out: they say where files go,
+ * not how the run computes, and every shell sets HOME. */
 static void settings_given(char *out, size_t len)
 {
     size_t n = 0;
     out[0] = 0;
     for (int id = 0; id < SET_COUNT && n < len; id++) {
+        const Setting *info = setting_info((SettingId)id);
+        if (info->audience == SA_FOREIGN && info->kind == SK_PATH) continue;
         const char *t = setting_text((SettingId)id);
         if (t) n += (size_t)snprintf(out + n, len - n, "%s%s=%s", n ? " " : "",
                                      setting_name((SettingId)id), t);

@@ -2,11 +2,12 @@
  * temporary beside it (PATH.tmp.PID) and renamed over PATH only when every
  * byte went out, so a failed write (a full disk) never replaces a good file
  * and never leaves half of one. For the JSON and text files the commands
- * write (eval --json, export --hf); the safetensors writer and the shard and
+ * write (eval --json, export --hf) and the searched plans kept on disk
+ * (ops/plan_store.h); the safetensors writer and the shard and
  * vocabulary builders do the same for their own formats.
  */
-#ifndef CTRAIN_TRAIN_IO_ATOMIC_FILE_H
-#define CTRAIN_TRAIN_IO_ATOMIC_FILE_H
+#ifndef CTRAIN_ENGINE_ATOMIC_FILE_H
+#define CTRAIN_ENGINE_ATOMIC_FILE_H
 
 #include <stddef.h>
 #include <stdio.h>
