@@ -66,6 +66,141 @@ CgDesc cg_tensor(int64_t uid, cudnnDataType_t t, int nd, const int64_t *dims,
     return d;
 }
 
+/* d finalized, or destroyed and NULL when cuDNN refuses it. */
+static CgDesc finalized(CgDesc d)
+{
+    if (cudnnBackendFinalize(d) == CUDNN_STATUS_SUCCESS) return d;
+    cg_destroy(d);
+    return NULL;
+}
+
+/* Set an attribute; 0 when cuDNN refuses it. */
+static int try_set(CgDesc d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t t,
+                   int64_t count, const void *v)
+{
+    return cudnnBackendSetAttribute(d, name, t, count, v) == CUDNN_STATUS_SUCCESS;
+}
+
+CgDesc cg_tensor_try(int64_t uid, cudnnDataType_t t, int nd, const int64_t *dims,
+                     const int64_t *strides, int64_t align, int is_virtual)
+{
+    CgDesc d = cg_create(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    bool virt = is_virtual != 0;
+    int ok = try_set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t) &&
+             try_set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, nd, dims) &&
+             try_set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, nd, strides) &&
+             try_set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid) &&
+             try_set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align) &&
+             try_set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt);
+    if (!ok) {
+        cg_destroy(d);
+        return NULL;
+    }
+    return finalized(d);
+}
+
+/* A pointwise descriptor of mode with f32 math. */
+static CgDesc pointwise_desc(int mode)
+{
+    CgDesc pw = cg_create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    cudnnPointwiseMode_t m = (cudnnPointwiseMode_t)mode;
+    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    if (!try_set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &m) ||
+        !try_set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec)) {
+        cg_destroy(pw);
+        return NULL;
+    }
+    return finalized(pw);
+}
+
+CgDesc cg_pointwise_op(int mode, CgDesc x, CgDesc b, CgDesc y, CgDesc *pw)
+{
+    *pw = x && y ? pointwise_desc(mode) : NULL;
+    if (!*pw || (b == NULL && (mode == CUDNN_POINTWISE_ADD || mode == CUDNN_POINTWISE_MUL)))
+        return NULL;
+    CgDesc op = cg_create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    int ok = try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, pw) &&
+             try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                     &x) &&
+             (!b || try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
+                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b)) &&
+             try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                     &y);
+    if (!ok) {
+        cg_destroy(op);
+        return NULL;
+    }
+    return finalized(op);
+}
+
+CgDesc cg_relu_bwd_op(CgDesc dy, CgDesc x, CgDesc dx, CgDesc *pw)
+{
+    *pw = dy && x && dx ? pointwise_desc(CUDNN_POINTWISE_RELU_BWD) : NULL;
+    if (!*pw) return NULL;
+    CgDesc op = cg_create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    int ok = try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, pw) &&
+             try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                     &dy) &&
+             try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                     &x) &&
+             try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                     &dx);
+    if (!ok) {
+        cg_destroy(op);
+        return NULL;
+    }
+    return finalized(op);
+}
+
+CgDesc cg_genstats_op(CgDesc x, CgDesc sum, CgDesc sqsum)
+{
+    if (!x || !sum || !sqsum) return NULL;
+    CgDesc op = cg_create(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
+    cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
+    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    int ok = try_set(op, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode) &&
+             try_set(op, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec) &&
+             try_set(op, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                     &x) &&
+             try_set(op, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                     &sum) &&
+             try_set(op, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                     &sqsum);
+    if (!ok) {
+        cg_destroy(op);
+        return NULL;
+    }
+    return finalized(op);
+}
+
+CgDesc cg_reduction_op(CgDesc x, CgDesc y, CgDesc *red)
+{
+    *red = NULL;
+    if (!x || !y) return NULL;
+    CgDesc r = cg_create(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+    cudnnReduceTensorOp_t add = CUDNN_REDUCE_TENSOR_ADD;
+    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    bool det = true;
+    int ok = try_set(r, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1,
+                     &add) &&
+             try_set(r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    /* older cuDNN 9 releases know no determinism attribute: not required */
+    if (ok) (void)try_set(r, CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, CUDNN_TYPE_BOOLEAN, 1, &det);
+    *red = ok ? finalized(r) : (cg_destroy(r), (CgDesc)NULL);
+    if (!*red) return NULL;
+    CgDesc op = cg_create(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+    ok = try_set(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, red) &&
+         try_set(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x) &&
+         try_set(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    if (!ok) {
+        cg_destroy(op);
+        return NULL;
+    }
+    return finalized(op);
+}
+
 CgDesc cg_graph(cudnnHandle_t h, const CgDesc *ops, int n, cudnnStatus_t *st)
 {
     CgDesc g = cg_create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -97,7 +232,10 @@ CgDesc cg_conv_desc(int nsp, const int64_t *pad, const int64_t *stride, const in
     return d;
 }
 
-CgDesc cg_conv_op(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float alpha, float beta)
+/* The convolution operation; fatal (a bug) or NULL (try) when cuDNN
+ * refuses it. */
+static CgDesc conv_op_build(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float alpha,
+                            float beta, int try_only)
 {
     static const struct {
         cudnnBackendDescriptorType_t type;
@@ -124,6 +262,7 @@ CgDesc cg_conv_op(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float alph
          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA},
     };
     CT_ASSERT(dir >= 0 && dir < 3, "cg_conv_op: direction %d", dir);
+    if (try_only && (!a || !b || !c || !conv)) return NULL;
     CgDesc op = cg_create(k[dir].type);
     cg_set(op, k[dir].a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
     cg_set(op, k[dir].b, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
@@ -131,8 +270,20 @@ CgDesc cg_conv_op(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float alph
     cg_set(op, k[dir].conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
     cg_set(op, k[dir].alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
     cg_set(op, k[dir].beta, CUDNN_TYPE_FLOAT, 1, &beta);
+    if (try_only) return finalized(op);
     CUDNN_CHECK(cudnnBackendFinalize(op));
     return op;
+}
+
+CgDesc cg_conv_op(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float alpha, float beta)
+{
+    return conv_op_build(dir, conv, a, b, c, alpha, beta, 0);
+}
+
+CgDesc cg_conv_op_try(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float alpha,
+                      float beta)
+{
+    return conv_op_build(dir, conv, a, b, c, alpha, beta, 1);
 }
 
 /* ---- candidates ---- */

@@ -65,6 +65,31 @@ CgDesc cg_conv_desc(int nsp, const int64_t *pad, const int64_t *stride, const in
  * a, b, c are the x, w, y tensors of that direction. */
 enum { CG_FPROP = 0, CG_DGRAD = 1, CG_WGRAD = 2 };
 CgDesc cg_conv_op(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float alpha, float beta);
+/* The same, NULL instead of fatal when cuDNN refuses it (or an operand is
+ * NULL): for graphs that probe what a card supports. */
+CgDesc cg_conv_op_try(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float alpha,
+                      float beta);
+
+/* Operations that a convolution's fused graphs are built from (the
+ * runtime-fusion engines take pointwise operations before a convolution,
+ * on its input, and pointwise operations and reductions after it). Each
+ * returns NULL when cuDNN refuses the operation itself (its tensors' types
+ * or shapes): a probe of what a card supports, not a bug. Math in f32.
+ *   cg_pointwise_op   y = op(x) or y = op(x, b): CUDNN_POINTWISE_ADD, _MUL,
+ *                     _RELU_FWD, _IDENTITY (b NULL for the unary ones); the
+ *                     pointwise descriptor it needs comes back in *pw (the
+ *                     caller keeps it as long as the operation)
+ *   cg_relu_bwd_op    dx = dy where x > 0, else 0 (x the forward's input)
+ *   cg_genstats_op    sum[c] = sum of x over N, H, W; sqsum[c] of x^2
+ *   cg_reduction_op   y = the sum of x over the dimensions where y has 1
+ *                     (deterministic); its descriptor in *red */
+CgDesc cg_pointwise_op(int mode, CgDesc x, CgDesc b, CgDesc y, CgDesc *pw);
+CgDesc cg_relu_bwd_op(CgDesc dy, CgDesc x, CgDesc dx, CgDesc *pw);
+CgDesc cg_genstats_op(CgDesc x, CgDesc sum, CgDesc sqsum);
+CgDesc cg_reduction_op(CgDesc x, CgDesc y, CgDesc *red);
+/* The same as cg_tensor, NULL instead of fatal when cuDNN refuses it. */
+CgDesc cg_tensor_try(int64_t uid, cudnnDataType_t t, int nd, const int64_t *dims,
+                     const int64_t *strides, int64_t align, int is_virtual);
 
 /* A finalized operation graph of ops[0..n-1], or NULL when cuDNN declines
  * it (the status in *st when st is not NULL). */

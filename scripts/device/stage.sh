@@ -3,9 +3,9 @@
 #
 # The GPU machine gets a copy of the working tree but not build/, so the
 # binaries are built here (`make -j ARCH=90`, sm_90 only: H100/H200) and
-# carried as one small archive: ctrain and every test program the device
-# scripts run (build/tests/gpu_*, and the host-side data-parallel tests
-# test_dist, test_dist_env, test_sync_bn), stripped, plus the fortunes
+# carried as one small archive: ctrain, the probes (build/*_probe) and every
+# test program the device scripts run (build/tests/gpu_*, and the host-side
+# data-parallel tests test_dist, test_dist_env, test_sync_bn), stripped, plus the fortunes
 # corpus when this machine has it (the tokenizer parity reads it; the GPU
 # machine may not have the Debian package).
 #
@@ -27,10 +27,11 @@ S=$(mktemp -d)
 trap 'rm -rf "$S"' EXIT
 mkdir -p "$S/tests"
 cp "$BUILD/ctrain" "$S/"
+for f in "$BUILD"/*_probe; do [ -f "$f" ] && cp "$f" "$S/"; done
 for f in "$BUILD"/tests/gpu_* "$BUILD"/tests/test_dist "$BUILD"/tests/test_dist_env "$BUILD"/tests/test_sync_bn; do
     case $f in *.d|*'*'*) ;; *) [ -f "$f" ] && cp "$f" "$S/tests/" ;; esac
 done
-strip "$S/ctrain" "$S"/tests/* 2>/dev/null || true
+strip "$S/ctrain" "$S"/*_probe "$S"/tests/* 2>/dev/null || true
 [ -d /usr/share/games/fortunes ] && cp -r /usr/share/games/fortunes "$S/fortunes"
 mkdir -p out
 tar cJf "out/$NAME.tar.xz" -C "$S" .
