@@ -69,6 +69,9 @@ static const Setting table[SET_COUNT] = {
     [SET_LINEAR_BGRAD] = V_SWITCH("CTRAIN_LINEAR_BGRAD", SA_DEV, "0", NULL,
         "Linear's bias gradient summed in the weight gradient's cuBLASLt GEMM (its BGRADB "
         "epilogue) instead of a separate pass over dy; off until measured (docs/kernels.md)"),
+    [SET_LN_KERNELS] = V_CHOICE("CTRAIN_LN_KERNELS", SA_DEV, "row", NULL, "row|vec",
+        "LayerNorm's CUDA kernels: one element per lane per access (row), or 16-byte vectors "
+        "with each row held in registers (vec; unmeasured, docs/kernels.md)"),
     [SET_BN] = V_CHOICE("CTRAIN_BN", SA_DEV, "cudnn", NULL, "cudnn|own",
         "the training batch norm: cuDNN's fused NHWC kernels, or ours"),
     [SET_ATTN] = V_CHOICE("CTRAIN_ATTN", SA_DEV, NULL,

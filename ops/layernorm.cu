@@ -19,10 +19,36 @@
  * 6112), else in the block's slice of the global scratch. A second kernel
  * adds the chunk partials per column in chunk order. The chunking depends
  * only on (R, D), so dgamma/dbeta are bit-reproducible run to run.
+ *
+ * Vector kernels (CTRAIN_LN_KERNELS=vec; layernorm_cuda_set_kernels). The
+ * kernels above read one element per lane per access, 2 bytes in bf16: the
+ * BERT-large timeline had LayerNorm at ~5x its memory floor (2.4 ms of a
+ * 25.5 ms step; docs/kernels.md). These read and write 16-byte vectors (V
+ * = 8 bf16/f16 or 4 f32 elements) and hold a row in registers, so x and dy
+ * are read once:
+ *   forward   one warp per row; lane l holds vectors l, l + 32, ... (NV of
+ *             them, D <= 32 V NV, NV in 1, 2, 4, 8); mean, then the
+ *             squared deviations from the registers, then y.
+ *   backward  a block of LN_BWD_WARPS warps per chunk of rows (the same
+ *             chunking as above); warp w takes rows w, w + 8, ... of the
+ *             chunk; per row one read of x and dy, the two row sums by
+ *             warp butterflies, dx written; the dgamma/dbeta partials of
+ *             a lane's columns stay in its registers over all its rows, then
+ *             the block's warps add theirs in warp order through shared
+ *             memory, and the finish kernel adds the chunks as before. The
+ *             assignment of rows to warps and columns to lanes depends only
+ *             on (R, D), so the results are bit-reproducible run to run
+ *             (not bit-equal to the row kernels': other summation orders).
+ * They take rows whose D is a multiple of V with every row pointer 16-byte
+ * aligned (D <= 32 V 8 forward, 32 V 4 backward, the registers' budget);
+ * other shapes run the row kernels.
  */
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "engine/error.h"
+#include "engine/settings.h"
 #include "cuda_util.cuh"
 #include "layernorm.h"
 
@@ -167,7 +193,180 @@ __global__ void __launch_bounds__(FIN_COLS *FIN_SLICES)
     if (dbeta) dbeta[d] = accum_beta ? dbeta[d] + b : b;
 }
 
+/* ---- vector kernels ---- */
+
+constexpr int LN_BWD_WARPS = 8;
+
+template <typename T, int NV>
+__global__ void __launch_bounds__(LN_FWD_WARPS * 32)
+    ln_fwd_vec_kernel(T *y, float *mean, float *invstd, const T *x, const float *gamma,
+                      const float *beta, float eps, size_t R, int D)
+{
+    constexpr int V = 16 / (int)sizeof(T);
+    const size_t r = (size_t)blockIdx.x * LN_FWD_WARPS + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31, nvec = D / V;
+    if (r >= R) return; /* the whole warp */
+    const Vec<T, V> *xr = reinterpret_cast<const Vec<T, V> *>(x + r * (size_t)D);
+    float v[NV][V];
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int c = lane + 32 * j;
+        Vec<T, V> a;
+        if (c < nvec) a = xr[c];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            v[j][k] = c < nvec ? to_f32(a.v[k]) : 0.0f;
+            s += v[j][k];
+        }
+    }
+    const float mu = warp_sum(s) / (float)D;
+    float q = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NV; j++)
+        if (lane + 32 * j < nvec)
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                const float t = v[j][k] - mu;
+                q += t * t;
+            }
+    const float is = 1.0f / sqrtf(warp_sum(q) / (float)D + eps);
+    Vec<T, V> *yr = reinterpret_cast<Vec<T, V> *>(y + r * (size_t)D);
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int c = lane + 32 * j;
+        if (c >= nvec) continue;
+        Vec<T, V> o;
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            o.v[k] = from_f32<T>((v[j][k] - mu) * is * gamma[c * V + k] + beta[c * V + k]);
+        yr[c] = o;
+    }
+    if (lane == 0) {
+        mean[r] = mu;
+        invstd[r] = is;
+    }
+}
+
+/* part: [gridDim.x][2][D] chunk partials (dgamma's, then dbeta's), or NULL;
+ * shared memory 2 D floats when part. */
+template <typename T, int NV>
+__global__ void __launch_bounds__(LN_BWD_WARPS * 32)
+    ln_bwd_vec_kernel(T *dx, float *part, const T *dy, const T *x, const float *mean,
+                      const float *invstd, const float *gamma, size_t R, int D,
+                      size_t rows_per_chunk, int accum_x)
+{
+    constexpr int V = 16 / (int)sizeof(T);
+    extern __shared__ float sh[];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nvec = D / V;
+    float pg[NV][V], pb[NV][V];
+#pragma unroll
+    for (int j = 0; j < NV; j++)
+#pragma unroll
+        for (int k = 0; k < V; k++) pg[j][k] = pb[j][k] = 0.0f;
+    const size_t r0 = (size_t)blockIdx.x * rows_per_chunk;
+    const size_t r1 = r0 + rows_per_chunk < R ? r0 + rows_per_chunk : R;
+    for (size_t r = r0 + w; r < r1; r += LN_BWD_WARPS) {
+        const Vec<T, V> *xr = reinterpret_cast<const Vec<T, V> *>(x + r * (size_t)D);
+        const Vec<T, V> *dyr = reinterpret_cast<const Vec<T, V> *>(dy + r * (size_t)D);
+        const float mu = mean[r], is = invstd[r];
+        float xh[NV][V], dv[NV][V], s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int c = lane + 32 * j;
+            Vec<T, V> a, b;
+            if (c < nvec) {
+                a = xr[c];
+                b = dyr[c];
+            }
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                xh[j][k] = c < nvec ? (to_f32(a.v[k]) - mu) * is : 0.0f;
+                dv[j][k] = c < nvec ? to_f32(b.v[k]) : 0.0f;
+                const float g = c < nvec ? dv[j][k] * gamma[c * V + k] : 0.0f;
+                s1 += g;
+                s2 += g * xh[j][k];
+                pg[j][k] += dv[j][k] * xh[j][k];
+                pb[j][k] += dv[j][k];
+            }
+        }
+        if (!dx) continue; /* uniform over the block */
+        const float m1 = warp_sum(s1) / (float)D, m2 = warp_sum(s2) / (float)D;
+        Vec<T, V> *dxr = reinterpret_cast<Vec<T, V> *>(dx + r * (size_t)D);
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int c = lane + 32 * j;
+            if (c >= nvec) continue;
+            Vec<T, V> o, old;
+            if (accum_x) old = dxr[c];
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                float val = is * (dv[j][k] * gamma[c * V + k] - m1 - xh[j][k] * m2);
+                if (accum_x) val += to_f32(old.v[k]);
+                o.v[k] = from_f32<T>(val);
+            }
+            dxr[c] = o;
+        }
+    }
+    if (!part) return;
+    /* the warps' column partials into shared memory, warp after warp */
+    for (int step = 0; step < LN_BWD_WARPS; step++) {
+        if (w == step)
+#pragma unroll
+            for (int j = 0; j < NV; j++) {
+                const int c = lane + 32 * j;
+                if (c >= nvec) continue;
+#pragma unroll
+                for (int k = 0; k < V; k++) {
+                    const int d = c * V + k;
+                    sh[d] = step ? sh[d] + pg[j][k] : pg[j][k];
+                    sh[D + d] = step ? sh[D + d] + pb[j][k] : pb[j][k];
+                }
+            }
+        __syncthreads();
+    }
+    float *out = part + (size_t)blockIdx.x * 2 * D;
+    for (int i = threadIdx.x; i < 2 * D; i += blockDim.x) out[i] = sh[i];
+}
+
+/* The vector kernels serve these rows: D a multiple of V within the
+ * register budget, every row pointer 16-byte aligned. */
+static int ln_vec_nv(DType dt, size_t D, int max_nv, const void *const *ptrs, int n)
+{
+    const size_t V = 16 / dtype_size(dt), nvec = D / V;
+    if (D % V != 0 || nvec == 0) return 0;
+    for (int i = 0; i < n; i++)
+        if (ptrs[i] && ((uintptr_t)ptrs[i] & 15u) != 0) return 0;
+    const size_t per_lane = (nvec + 31) / 32;
+    for (int nv = 1; nv <= max_nv; nv *= 2)
+        if (per_lane <= (size_t)nv) return nv;
+    return 0;
+}
+
+/* f(std::integral_constant<int, NV>) for NV in 1, 2, 4 (and 8 when MAX is). */
+template <int MAX, typename F> void dispatch_nv(int nv, F f)
+{
+    switch (nv) {
+    case 1: f(std::integral_constant<int, 1>()); break;
+    case 2: f(std::integral_constant<int, 2>()); break;
+    case 4: f(std::integral_constant<int, 4>()); break;
+    default:
+        if constexpr (MAX >= 8) f(std::integral_constant<int, 8>());
+        break;
+    }
+}
+
+int ln_kernels_vec = -1; /* -1: not read yet */
+
+int ln_use_vec(void)
+{
+    if (ln_kernels_vec < 0) ln_kernels_vec = setting_choice(SET_LN_KERNELS) == 1;
+    return ln_kernels_vec;
+}
+
 } // namespace
+
+extern "C" void layernorm_cuda_set_kernels(int vec) { ln_kernels_vec = vec ? 1 : 0; }
 
 extern "C" void layernorm_forward_cuda(void *y, float *mean, float *invstd, const void *x,
                                        const float *gamma, const float *beta, DType dt,
@@ -177,6 +376,20 @@ extern "C" void layernorm_forward_cuda(void *y, float *mean, float *invstd, cons
     CT_ASSERT(D > 0 && D <= 0x7fffffff, "layernorm_forward_cuda: D = %zu out of range", D);
     size_t blocks = (R + LN_FWD_WARPS - 1) / LN_FWD_WARPS;
     CT_ASSERT(blocks <= 0x7fffffffu, "layernorm_forward_cuda: R = %zu rows is too many", R);
+    const void *ptrs[2] = {x, y};
+    const int nv = ln_use_vec() ? ln_vec_nv(dt, D, 8, ptrs, 2) : 0;
+    if (nv) {
+        dispatch_float(dt, "layernorm_forward_cuda", [&](auto tag) {
+            using T = decltype(tag);
+            dispatch_nv<8>(nv, [&](auto nvc) {
+                ln_fwd_vec_kernel<T, decltype(nvc)::value><<<(unsigned)blocks, LN_FWD_WARPS * 32, 0,
+                                                             s>>>(
+                    (T *)y, mean, invstd, (const T *)x, gamma, beta, eps, R, (int)D);
+                CUDA_CHECK_LAUNCH();
+            });
+        });
+        return;
+    }
     dispatch_float(dt, "layernorm_forward_cuda", [&](auto tag) {
         using T = decltype(tag);
         ln_fwd_kernel<T><<<(unsigned)blocks, LN_FWD_WARPS * 32, 0, s>>>(
@@ -209,6 +422,20 @@ extern "C" void layernorm_backward_cuda(void *dx, float *dgamma, float *dbeta, c
     const size_t smem = red_bytes + (acc_in_shared ? acc_bytes : 0);
     float *part = NULL;
     if (want_params) CUDA_CHECK(cudaMallocAsync((void **)&part, G * acc_bytes, s));
+    const void *ptrs[3] = {dx, dy, x};
+    const int nv = ln_use_vec() ? ln_vec_nv(dt, D, 4, ptrs, 3) : 0;
+    if (nv) {
+        dispatch_float(dt, "layernorm_backward_cuda", [&](auto tag) {
+            using T = decltype(tag);
+            dispatch_nv<4>(nv, [&](auto nvc) {
+                ln_bwd_vec_kernel<T, decltype(nvc)::value>
+                    <<<(unsigned)G, LN_BWD_WARPS * 32, want_params ? acc_bytes : 0, s>>>(
+                        (T *)dx, part, (const T *)dy, (const T *)x, mean, invstd, gamma, R,
+                        (int)D, rows_per_chunk, accum_x);
+                CUDA_CHECK_LAUNCH();
+            });
+        });
+    } else
     dispatch_float(dt, "layernorm_backward_cuda", [&](auto tag) {
         using T = decltype(tag);
         ln_bwd_kernel<T><<<(unsigned)G, threads, smem, s>>>(

@@ -55,6 +55,10 @@ void layernorm_backward_cuda(void *dx, float *dgamma, float *dbeta, const void *
                              const void *x, const float *mean, const float *invstd,
                              const float *gamma, DType dt, size_t R, size_t D, int accum_x,
                              int accum_gamma, int accum_beta, cudaStream_t s);
+/* Which kernels run (ops/layernorm.cu says how they differ): 0 one element
+ * per lane per access, 1 16-byte vectors with the row in registers where D
+ * allows. Starts from CTRAIN_LN_KERNELS (row | vec); tests set it. */
+void layernorm_cuda_set_kernels(int vec);
 #endif
 
 /* ---- tensor op (ops/layernorm_op.c) ----

@@ -615,6 +615,22 @@ int main(void)
     /* wide rows (partials in global memory), long batches, odd shapes */
     gpu_layernorm_case(&gpu, DT_F32, 64, 8192, 1);
     gpu_layernorm_case(&gpu, DT_F16, 4096, 1024, 1);
+    /* LayerNorm's vector kernels (layernorm_cuda_set_kernels(1)): every type
+     * at BERT-base and BERT-large widths, a row count no chunk divides, one
+     * vector a row, widths past the backward's register budget (forward on
+     * vectors, backward on the row kernels), odd widths (row kernels) */
+    layernorm_cuda_set_kernels(1);
+    for (int t = 0; t < 3; t++) {
+        gpu_layernorm_case(&gpu, gpu_float_types[t], 256, 768, 1);
+        gpu_layernorm_case(&gpu, gpu_float_types[t], 301, 1024, 1);
+        gpu_layernorm_case(&gpu, gpu_float_types[t], 37, 100, 0);
+    }
+    gpu_layernorm_case(&gpu, DT_BF16, 4096, 1024, 1);
+    gpu_layernorm_case(&gpu, DT_BF16, 9, 8, 0);
+    gpu_layernorm_case(&gpu, DT_F32, 5, 4, 0);
+    gpu_layernorm_case(&gpu, DT_BF16, 130, 2048, 1);
+    gpu_layernorm_case(&gpu, DT_F32, 64, 8192, 0);
+    layernorm_cuda_set_kernels(0);
     gpu_embedding_case(&gpu, DT_F16, 30522, 768, 32, 512, IDS_TEXT, 1, 1);
     gpu_embedding_case(&gpu, DT_BF16, 512, 768, 32, 512, IDS_POSITIONS, 0, 1);
     gpu_embedding_case(&gpu, DT_F32, 2, 768, 32, 512, IDS_TOKEN_TYPES, 0, 1);
