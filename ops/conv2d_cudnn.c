@@ -715,18 +715,20 @@ static Plan *plan_append(ConvCache *cc, const Plan *p)
 /* ---- choices kept on disk (ops/plan_store.h) ---- */
 
 /* The store of this context's card: its identity is what a choice depends
- * on besides the key (card, architecture, SM count, driver, cuDNN). */
+ * on besides the key (card, architecture, SM count, driver, CUDA runtime,
+ * cuDNN). */
 static PlanStore *store_for(ConvCache *cc)
 {
     if (cc->store) return cc->store;
-    int dev = 0, drv = 0;
+    int dev = 0, drv = 0, rt = 0;
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
     CUDA_CHECK(cudaDriverGetVersion(&drv));
+    CUDA_CHECK(cudaRuntimeGetVersion(&rt));
     char id[400], dir[1024];
-    snprintf(id, sizeof id, "%s, sm_%d%d, %d SMs, driver %d, cuDNN %zu", prop.name, prop.major,
-             prop.minor, prop.multiProcessorCount, drv, cudnnGetVersion());
+    snprintf(id, sizeof id, "%s, sm_%d%d, %d SMs, driver %d, CUDA %d, cuDNN %zu", prop.name,
+             prop.major, prop.minor, prop.multiProcessorCount, drv, rt, cudnnGetVersion());
     cc->store = plan_store_open(plan_store_default_dir(dir, sizeof dir), "conv", id);
     if (plan_store_count(cc->store) > 0)
         LOG_I("%d convolution plans kept by earlier runs on this card are taken from %s "
@@ -735,37 +737,45 @@ static PlanStore *store_for(ConvCache *cc)
     return cc->store;
 }
 
+/* The version of the search's rules (the candidates it times, the 3% margin,
+ * the numerical rule): raise it when they change, so choices made under
+ * the old rules are searched again. */
+#define CONV_SEARCH_RULES 1
+
 /* A plan's key as the store's text: the whole PlanKey, and the search's
  * rules that are not in it (determinism, the search workspace limit, the
- * search slice). */
+ * search slice, the rules' version). The workspace the search could use
+ * also depends on the free memory at the time; a choice made under memory
+ * pressure is kept like any other (delete the file to search again). */
 static void key_text(const PlanKey *k, int n_search, char *buf, size_t n)
 {
     const Conv2dShape *s = &k->s;
     snprintf(buf, n,
              "%s N%d H%d W%d C%d K%d R%d S%d P%d Q%d stride%d,%d pad%d,%d dil%d,%d %s tf32=%d "
-             "padmode=%d engines=%d accum=%d align=%u det=%d wsmax=%zuM slice=%d",
+             "padmode=%d engines=%d accum=%d align=%u det=%d wsmax=%zuM slice=%d rules=%d",
              dir_names[k->dir], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->P, s->Q,
              s->stride_h, s->stride_w, s->pad_h, s->pad_w, s->dil_h, s->dil_w,
              dtype_name((DType)k->dt), k->tf32, k->pad_mode, k->engines, k->accum, k->align,
-             want_deterministic(k->dir), setting_size(SET_CONV_SEARCH_WS_MB) >> 20, n_search);
+             want_deterministic(k->dir), setting_size(SET_CONV_SEARCH_WS_MB) >> 20, n_search,
+             CONV_SEARCH_RULES);
 }
 
 /* A searched plan as the store's text: the channels cuDNN saw, the legacy
  * algorithm and math type (-1: none), the graph engine and its knobs (-1
- * and "-": none). */
-static void value_text(const Plan *p, char *buf, size_t n)
+ * and "-": none). 0, or -1 when the plan cannot be written down whole (its
+ * knobs unread, or too long a line): then it is not kept. */
+static int value_text(const Plan *p, char *buf, size_t n)
 {
     cudnnMathType_t math = CUDNN_DEFAULT_MATH;
     CUDNN_CHECK(cudnnGetConvolutionMathType(p->cd, &math));
+    if (p->g.plan && p->g.nknobs < 0) return -1;
     int w = snprintf(buf, n, "Cp=%d algo=%d math=%d engine=%lld knobs=", p->Cp, p->algo,
                      (int)math, p->g.plan ? (long long)p->g.engine : -1LL);
-    if (!p->g.plan || p->g.nknobs == 0) {
-        snprintf(buf + w, n - (size_t)w, "-");
-        return;
-    }
-    for (int i = 0; i < p->g.nknobs && (size_t)w < n; i++)
+    if (!p->g.plan || p->g.nknobs == 0) w += snprintf(buf + w, n - (size_t)w, "-");
+    for (int i = 0; p->g.plan && i < p->g.nknobs && w > 0 && (size_t)w < n; i++)
         w += snprintf(buf + w, n - (size_t)w, "%s%lld:%lld", i ? "," : "",
                       (long long)p->g.knobs[i][0], (long long)p->g.knobs[i][1]);
+    return w > 0 && (size_t)w < n ? 0 : -1;
 }
 
 /* p (key set, nothing built) from a kept value: 1 when cuDNN takes every
@@ -870,8 +880,7 @@ static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
                       dtype_name(dt), key.tf32 ? " (tf32)" : "", ct_cudnn_status_string(st));
     cc->searched++;
     char vtext[PLAN_STORE_VALUE_MAX];
-    value_text(&p, vtext, sizeof vtext);
-    plan_store_put(store, ktext, vtext);
+    if (value_text(&p, vtext, sizeof vtext) == 0) plan_store_put(store, ktext, vtext);
     return plan_append(cc, &p);
 }
 

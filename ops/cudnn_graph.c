@@ -415,28 +415,30 @@ static CgDesc plan_for(cudnnHandle_t h, CgDesc cfg, size_t *ws)
 }
 
 /* The knob settings of config cfg into k[.][0] (type) and k[.][1] (value):
- * the count, at most CG_MAX_KNOBS. */
+ * the count, or -1 when they cannot all be read (more than CG_MAX_KNOBS, or
+ * a read refused): a partial set would rebuild another configuration. */
 static int cfg_knobs(CgDesc cfg, int64_t (*k)[2])
 {
     CgDesc d[CG_MAX_KNOBS];
     for (int i = 0; i < CG_MAX_KNOBS; i++) d[i] = cg_create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
     int64_t n = 0;
-    if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, CG_MAX_KNOBS, &n,
-                                 d) != CUDNN_STATUS_SUCCESS)
-        n = 0;
-    int got = 0;
-    for (int64_t i = 0; i < n && i < CG_MAX_KNOBS; i++) {
+    int got = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, CG_MAX_KNOBS, &n,
+                                       d) == CUDNN_STATUS_SUCCESS && n >= 0 && n <= CG_MAX_KNOBS
+                  ? 0 : -1;
+    for (int64_t i = 0; got >= 0 && i < n; i++) {
         cudnnBackendKnobType_t type;
         int64_t value = 0, m = 0;
         if (cudnnBackendGetAttribute(d[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE,
-                                     1, &m, &type) == CUDNN_STATUS_SUCCESS &&
+                                     1, &m, &type) != CUDNN_STATUS_SUCCESS ||
             cudnnBackendGetAttribute(d[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1,
-                                     &m, &value) == CUDNN_STATUS_SUCCESS) {
-            k[got][0] = (int64_t)type;
-            k[got][1] = value;
-            got++;
+                                     &m, &value) != CUDNN_STATUS_SUCCESS) {
+            got = -1;
+            break;
         }
+        k[got][0] = (int64_t)type;
+        k[got][1] = value;
+        got++;
     }
     for (int i = 0; i < CG_MAX_KNOBS; i++) cg_destroy(d[i]);
     return got;
@@ -549,7 +551,7 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
     CgDesc plans[CG_MAX_CFGS];
     size_t ws[CG_MAX_CFGS];
     int64_t idx[CG_MAX_CFGS];
-    int64_t knobs[CG_MAX_CFGS][CG_MAX_KNOBS][2];   /* each candidate's knob settings (16 KiB) */
+    int64_t knobs[CG_MAX_CFGS][CG_MAX_KNOBS][2];   /* each candidate's knob settings (~45 KiB) */
     int nknobs[CG_MAX_CFGS];
     int np = 0, first = 0;
     size_t ws_max = 0;
@@ -612,7 +614,8 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
             best->ws_bytes = ws[win];
             best->engine = idx[win];
             best->nknobs = nknobs[win];
-            memcpy(best->knobs, knobs[win], sizeof best->knobs);
+            if (nknobs[win] > 0)
+                memcpy(best->knobs, knobs[win], (size_t)nknobs[win] * sizeof best->knobs[0]);
             best->ms = best_ms;
         }
     }

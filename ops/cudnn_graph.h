@@ -107,7 +107,7 @@ typedef struct {
 } CgRule;
 
 #define CG_KEEP 12
-#define CG_MAX_KNOBS 16
+#define CG_MAX_KNOBS CUDNN_KNOB_TYPE_COUNTS   /* at most one choice per knob type */
 
 typedef struct {
     CgDesc plan;            /* NULL: none */
@@ -115,7 +115,9 @@ typedef struct {
     int nkeep;
     size_t ws_bytes;
     int64_t engine;         /* cuDNN's global engine index */
-    int nknobs;             /* the engine's knob settings: (cudnnBackendKnobType_t, value) */
+    int nknobs;             /* the engine's knob settings: (cudnnBackendKnobType_t, value);
+                             * -1: they could not be read whole (the plan runs, but
+                             * cannot be rebuilt from them) */
     int64_t knobs[CG_MAX_KNOBS][2];
     float ms;               /* measured time of one run */
     int tried;              /* candidates timed in the search */

@@ -7,7 +7,9 @@
  * CPU reference draws one at a time. Storage dt in {f32, f16, bf16}, math
  * in f32 (x * s, one multiply, as on the CPU), stores round to nearest even.
  * The forward and the backward are the same kernel (the backward with the
- * accum flag): y (+)= keep ? x * s : 0.
+ * accum flag): y (+)= keep ? x * s : 0. When x and y allow it (VEC), a
+ * group's four elements move as one access (8 bytes in f16/bf16, 16 in
+ * f32) instead of four: the same values, fewer memory instructions.
  */
 #include <stdint.h>
 
@@ -21,7 +23,7 @@ constexpr int DROP_THREADS = 256;
 constexpr unsigned DROP_MAX_BLOCKS = 65535;
 
 /* y[i] (+)= keep_i ? x[i] * s : 0 for i < n, four elements per Philox call */
-template <typename T>
+template <typename T, bool VEC>
 __global__ void dropout_kernel(T *y, const T *x, float p, float s, uint64_t seed,
                                uint64_t offset, const uint64_t *base, size_t n, int accum)
 {
@@ -32,6 +34,19 @@ __global__ void dropout_kernel(T *y, const T *x, float p, float s, uint64_t seed
         const uint64_t ctr = offset + g;
         philox4x32_10(r, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)seed,
                       (uint32_t)(seed >> 32));
+        if (VEC && 4 * g + 3 < n) { /* a whole group, one access each way */
+            const Vec<T, 4> a = reinterpret_cast<const Vec<T, 4> *>(x)[g];
+            Vec<T, 4> o;
+            if (accum) o = reinterpret_cast<const Vec<T, 4> *>(y)[g];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                float v = dropout_u01(r[k]) >= p ? to_f32(a.v[k]) * s : 0.0f;
+                if (accum) v += to_f32(o.v[k]);
+                o.v[k] = from_f32<T>(v);
+            }
+            reinterpret_cast<Vec<T, 4> *>(y)[g] = o;
+            continue;
+        }
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const size_t i = 4 * g + k;
@@ -50,10 +65,16 @@ void dropout_launch(void *y, const void *x, DType dt, float p, uint64_t seed, ui
     const size_t ng = (n + 3) / 4;
     const unsigned blocks = grid_for(ng, DROP_THREADS, DROP_MAX_BLOCKS);
     const float sc = dropout_scale(p);
+    const size_t group_bytes = 4 * dtype_size(dt);
+    const bool vec = ((uintptr_t)x % group_bytes) == 0 && ((uintptr_t)y % group_bytes) == 0;
     dispatch_float(dt, what, [&](auto tag) {
         using T = decltype(tag);
-        dropout_kernel<T><<<blocks, DROP_THREADS, 0, s>>>(
-            (T *)y, (const T *)x, p, sc, seed, offset, base, n, accum);
+        if (vec)
+            dropout_kernel<T, true><<<blocks, DROP_THREADS, 0, s>>>(
+                (T *)y, (const T *)x, p, sc, seed, offset, base, n, accum);
+        else
+            dropout_kernel<T, false><<<blocks, DROP_THREADS, 0, s>>>(
+                (T *)y, (const T *)x, p, sc, seed, offset, base, n, accum);
         CUDA_CHECK_LAUNCH();
     });
 }

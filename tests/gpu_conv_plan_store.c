@@ -13,7 +13,8 @@
  *   - a damaged file (one value's algorithm made 99, one line cut in half):
  *     those plans are searched again, the rest taken, outputs still right
  *     against the CPU reference;
- *   - CTRAIN_PLAN_CACHE=off: everything searched, no file written.
+ *   - CTRAIN_PLAN_CACHE=off: everything searched, the kept file untouched,
+ *     nothing written where the default folder would be.
  */
 #include <dirent.h>
 #include <math.h>
@@ -244,16 +245,28 @@ int main(void)
                "%d searched, %d loaded of %d", s3, l3, sg);
     free_outputs(&third);
 
-    /* off: nothing kept */
+    /* off: nothing read, nothing written (the kept file stays as it is, and
+     * nothing appears where the default folder would be) */
     char dir2[] = "/tmp/ctrain_gpu_plans_off_XXXXXX";
     if (!mkdtemp(dir2)) { perror("mkdtemp"); return 1; }
+    size_t before_n = 0, after_n = 0;
+    char *before = file_read(path, &before_n);
     setenv("CTRAIN_PLAN_CACHE", "off", 1);
+    setenv("XDG_CACHE_HOME", dir2, 1);
+    setenv("HOME", dir2, 1);
     Outputs off;
     int s4 = 0, l4 = 0;
     run_all(CONV2D_ENGINES_FASTEST, &off, &s4, &l4);
     check_true("store.off_searches_all", s4 > 0 && l4 == 0, "%d searched, %d loaded", s4, l4);
-    char p2[1200];
-    check_true("store.off_writes_nothing", !store_file(dir2, p2, sizeof p2), "%s", p2);
+    char *after = file_read(path, &after_n);
+    check_true("store.off_leaves_the_file", before && after && before_n == after_n &&
+               memcmp(before, after, before_n) == 0, "the kept file changed");
+    char sub[1100], p2[1200];
+    snprintf(sub, sizeof sub, "%s/ctrain", dir2);
+    check_true("store.off_writes_nothing", !store_file(sub, p2, sizeof p2) &&
+               !store_file(dir2, p2, sizeof p2), "%s", p2);
+    free(before);
+    free(after);
     free_outputs(&off);
     free_outputs(&first);
 
