@@ -179,6 +179,7 @@ static int linear_gemm(Ctx *c, Tensor *y, Tensor *x, Tensor *wl, Tensor *bias, i
     return 0;
 }
 
+#ifdef CTRAIN_CUDA
 /* CTRAIN_LINEAR_BGRAD, read once: 1 takes the bias gradient from the
  * weight gradient's GEMM (cuBLASLt's BGRADB epilogue) instead of a separate
  * pass over dy. Off by default until measured (docs/kernels.md). */
@@ -188,6 +189,7 @@ static int linear_bgrad_wanted(void)
     if (wanted < 0) wanted = setting_switch(SET_LINEAR_BGRAD);
     return wanted;
 }
+#endif
 
 /* dw (+)= dy^T x and, when the GEMM can give it (CUDA, f32 dw, the
  * epilogue on, not TF32: the epilogue would sum dy after its rounding to
