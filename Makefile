@@ -175,7 +175,7 @@ FUZZ_LINK  := $(if $(filter fuzzer,$(FUZZ_MAIN)),-fsanitize=fuzzer)
 # also needs ASAN_OPTIONS=allocator_may_return_null=1).
 ASAN_TESTS := test_wordpiece test_mlm test_loader test_checkpoint test_imagefolder \
               test_data_mnist test_dist_env test_settings test_error test_text_shards \
-              test_safetensors test_image_decode test_image_refuse
+              test_safetensors test_image_decode test_image_refuse test_plan_store
 .PHONY: fuzz fuzz-bins fuzz-replay fuzz-corpus asan
 fuzz:
 	@command -v $(FUZZ_CC) >/dev/null 2>&1 || { echo "make fuzz: $(FUZZ_CC) not found;" \

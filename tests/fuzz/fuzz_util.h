@@ -87,6 +87,10 @@ static inline char *fuzz_next_piece(const uint8_t *data, size_t size, size_t *po
     return s;
 }
 
+/* The machine a plan store's harness and seeds are written for
+ * (ops/plan_store.h: the file's identity line must match it to be read). */
+#define FUZZ_PLAN_IDENTITY "Fuzz Card 80GB, sm_90, 132 SMs, driver 13000, CUDA 13000, cuDNN 91900"
+
 /* A small BERT vocabulary: the specials, whole words and "##" pieces,
  * accented and CJK entries, punctuation. */
 static const char *const fuzz_vocab[] = {

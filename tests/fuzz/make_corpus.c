@@ -1,6 +1,7 @@
 /* make_corpus.c — writes the seed corpus of the harnesses, and the crash
  * cases found before the harnesses existed, with the project's own writers
- * where it has one (st_writer_write, ckpt_save, shard_write, vocab_build);
+ * where it has one (st_writer_write, ckpt_save, shard_write, vocab_build,
+ * plan_store_put);
  * `make fuzz-corpus` runs it as
  *     make_corpus tests/fuzz/corpus tests/fuzz/crashes
  * Every file is a few hundred bytes and the same on every run, so the
@@ -20,6 +21,7 @@
 #include "fuzz_model.h"
 #include "data/text_shards.h"
 #include "data/vocab_build.h"
+#include "ops/plan_store.h"
 #include "train/io/checkpoint.h"
 
 static const char *g_out, *g_crash;
@@ -50,6 +52,8 @@ static void put(const char *path, const void *data, size_t n)
 }
 
 /* A seed of a text harness: the bytes of s (with its NULs: n given). */
+static void plan_seeds(void);
+
 static void seed(const char *harness, const char *name, const char *s, size_t n)
 {
     put(path_of(g_out, harness, name), s, n);
@@ -298,6 +302,46 @@ static void text_seeds(void)
                                   "OMPI_COMM_WORLD_LOCAL_RANK=0\nOMPI_COMM_WORLD_LOCAL_SIZE=1\n"
                                   "CTRAIN_RDZV_FD=3");
     SEED("fuzz_dist_env", "bad", "CTRAIN_RANK=4\nCTRAIN_WORLD_SIZE=4\nCTRAIN_MASTER_PORT=0x10");
+
+    /* fuzz_plan_store: files the store writes itself, one damaged */
+    plan_seeds();
+}
+
+/* fuzz_plan_store: a store of three conv plans as ops/plan_store.c writes
+ * it, the same with damaged lines appended, and one of another identity. */
+static void plan_seeds(void)
+{
+    char dir[] = "/tmp/ctrain_corpus_plans_XXXXXX";
+    if (!mkdtemp(dir)) die("mkdtemp");
+    PlanStore *ps = plan_store_open(dir, "conv", FUZZ_PLAN_IDENTITY);
+    plan_store_put(ps, "forward N256 H56 W56 C64 K64 R3 S3 P56 Q56 stride1,1 pad1,1 dil1,1 bf16 "
+                       "tf32=0 padmode=0 engines=0 accum=0 align=256 det=0 wsmax=4096M slice=256 "
+                       "rules=1", "Cp=64 algo=1 math=1 engine=-1 knobs=-");
+    plan_store_put(ps, "backward-data N256 H56 W56 C64 K64 R3 S3 P56 Q56 stride1,1 pad1,1 dil1,1 "
+                       "bf16 tf32=0 padmode=0 engines=0 accum=0 align=256 det=1 wsmax=4096M "
+                       "slice=256 rules=1", "Cp=64 algo=1 math=1 engine=27 knobs=3:1,5:0,11:2");
+    plan_store_put(ps, "backward-filter N256 H224 W224 C3 K64 R7 S7 P112 Q112 stride2,2 pad3,3 "
+                       "dil1,1 bf16 tf32=0 padmode=0 engines=0 accum=1 align=256 det=1 "
+                       "wsmax=4096M slice=256 rules=1", "Cp=8 algo=0 math=1 engine=-1 knobs=-");
+    char path[1100];
+    snprintf(path, sizeof path, "%s", plan_store_path(ps));
+    plan_store_close(ps);
+    size_t n;
+    char *b = slurp(path, &n);
+    seed("fuzz_plan_store", "three", b, n);
+    static const char bad[] = "no tab here\nctl\x01key\tv\nkey\t\n\tvalue\ncut\toff";
+    static char damaged[1 << 16];
+    memcpy(damaged, b, n);
+    memcpy(damaged + n, bad, sizeof bad - 1);
+    seed("fuzz_plan_store", "damaged", damaged, n + sizeof bad - 1);
+    char *id = memmem(damaged, n, "driver 13000", 12);
+    if (id) id[7] = '9';
+    seed("fuzz_plan_store", "other_machine", damaged, n);
+    unlink(path);
+    char lock[1200];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    unlink(lock);
+    rmdir(dir);
 }
 
 int main(int argc, char **argv)
