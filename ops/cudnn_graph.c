@@ -175,19 +175,20 @@ CgDesc cg_genstats_op(CgDesc x, CgDesc sum, CgDesc sqsum)
     return finalized(op);
 }
 
-CgDesc cg_reduction_op(CgDesc x, CgDesc y, CgDesc *red)
+CgDesc cg_reduction_op(CgDesc x, CgDesc y, int deterministic, CgDesc *red)
 {
     *red = NULL;
     if (!x || !y) return NULL;
     CgDesc r = cg_create(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
     cudnnReduceTensorOp_t add = CUDNN_REDUCE_TENSOR_ADD;
     cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-    bool det = true;
+    bool det = deterministic != 0;
     int ok = try_set(r, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1,
                      &add) &&
              try_set(r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &prec);
     /* older cuDNN 9 releases know no determinism attribute: not required */
-    if (ok) (void)try_set(r, CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, CUDNN_TYPE_BOOLEAN, 1, &det);
+    if (ok && deterministic)
+        (void)try_set(r, CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, CUDNN_TYPE_BOOLEAN, 1, &det);
     *red = ok ? finalized(r) : (cg_destroy(r), (CgDesc)NULL);
     if (!*red) return NULL;
     CgDesc op = cg_create(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
@@ -262,7 +263,21 @@ static CgDesc conv_op_build(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, 
          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA},
     };
     CT_ASSERT(dir >= 0 && dir < 3, "cg_conv_op: direction %d", dir);
-    if (try_only && (!a || !b || !c || !conv)) return NULL;
+    if (try_only) {
+        if (!a || !b || !c || !conv) return NULL;
+        CgDesc op = cg_create(k[dir].type);
+        const int ok = try_set(op, k[dir].a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a) &&
+                       try_set(op, k[dir].b, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b) &&
+                       try_set(op, k[dir].c, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c) &&
+                       try_set(op, k[dir].conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv) &&
+                       try_set(op, k[dir].alpha, CUDNN_TYPE_FLOAT, 1, &alpha) &&
+                       try_set(op, k[dir].beta, CUDNN_TYPE_FLOAT, 1, &beta);
+        if (!ok) {
+            cg_destroy(op);
+            return NULL;
+        }
+        return finalized(op);
+    }
     CgDesc op = cg_create(k[dir].type);
     cg_set(op, k[dir].a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
     cg_set(op, k[dir].b, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
@@ -270,7 +285,6 @@ static CgDesc conv_op_build(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, 
     cg_set(op, k[dir].conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
     cg_set(op, k[dir].alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
     cg_set(op, k[dir].beta, CUDNN_TYPE_FLOAT, 1, &beta);
-    if (try_only) return finalized(op);
     CUDNN_CHECK(cudnnBackendFinalize(op));
     return op;
 }

@@ -82,11 +82,12 @@ CgDesc cg_conv_op_try(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float 
  *   cg_relu_bwd_op    dx = dy where x > 0, else 0 (x the forward's input)
  *   cg_genstats_op    sum[c] = sum of x over N, H, W; sqsum[c] of x^2
  *   cg_reduction_op   y = the sum of x over the dimensions where y has 1
- *                     (deterministic); its descriptor in *red */
+ *                     (asked to be deterministic when `deterministic`); its
+ *                     descriptor in *red */
 CgDesc cg_pointwise_op(int mode, CgDesc x, CgDesc b, CgDesc y, CgDesc *pw);
 CgDesc cg_relu_bwd_op(CgDesc dy, CgDesc x, CgDesc dx, CgDesc *pw);
 CgDesc cg_genstats_op(CgDesc x, CgDesc sum, CgDesc sqsum);
-CgDesc cg_reduction_op(CgDesc x, CgDesc y, CgDesc *red);
+CgDesc cg_reduction_op(CgDesc x, CgDesc y, int deterministic, CgDesc *red);
 /* The same as cg_tensor, NULL instead of fatal when cuDNN refuses it. */
 CgDesc cg_tensor_try(int64_t uid, cudnnDataType_t t, int nd, const int64_t *dims,
                      const int64_t *strides, int64_t align, int is_virtual);

@@ -38,7 +38,9 @@
  *             memory, and the finish kernel adds the chunks as before. The
  *             assignment of rows to warps and columns to lanes depends only
  *             on (R, D), so the results are bit-reproducible run to run
- *             (not bit-equal to the row kernels': other summation orders).
+ *             (not bit-equal to the row kernels': other summation orders;
+ *             and which kernels a call takes depends on its pointers'
+ *             alignment too, which the memory pool keeps from run to run).
  * They take rows whose D is a multiple of V with every row pointer 16-byte
  * aligned (D <= 32 V 8 forward, 32 V 4 backward, the registers' budget);
  * other shapes run the row kernels.

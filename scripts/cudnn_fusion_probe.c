@@ -156,7 +156,11 @@ static CgDesc bn_relu(Build *b, CgDesc x, int C, int H, int W, int N, cudnnDataT
     CgDesc s = chan(b, U_S, C), bb = chan(b, U_B, C), pw;
     CgDesc v1 = nhwc(b, U_V + 1, CUDNN_DATA_FLOAT, N, C, H, W, 1);
     CgDesc v2 = nhwc(b, U_V + 2, CUDNN_DATA_FLOAT, N, C, H, W, 1);
-    CgDesc v3 = nhwc(b, U_V + 3, t, N, C, H, W, 1);
+    /* the activation the conv reads stays f32: fused prologues known to run
+     * keep it so (a conv whose virtual input has the storage type is a
+     * separate question) */
+    CgDesc v3 = nhwc(b, U_V + 3, CUDNN_DATA_FLOAT, N, C, H, W, 1);
+    (void)t;
     op(b, cg_pointwise_op(CUDNN_POINTWISE_MUL, x, s, v1, &pw), "pointwise mul (scale)");
     keep(b, pw, "a pointwise descriptor");
     op(b, cg_pointwise_op(CUDNN_POINTWISE_ADD, v1, bb, v2, &pw), "pointwise add (bias)");
@@ -229,6 +233,11 @@ static float search(Probe *p, Build *b, const char *name, const int64_t *uids, i
         cg_destroy(g);
         return -1.0f;
     }
+    /* the reductions' outputs zeroed on the plan's stream first: whether
+     * they overwrite or add, the run checked below starts from zero */
+    CUDA_CHECK(cudaMemsetAsync(p->sum, 0, (size_t)p->sh->K * 4, p->c->stream));
+    CUDA_CHECK(cudaMemsetAsync(p->sq, 0, (size_t)p->sh->K * 4, p->c->stream));
+    CUDA_CHECK(cudaMemsetAsync(p->db, 0, (size_t)p->sh->C * 4, p->c->stream));
     cg_execute(p->c, &plan, uids, ptrs, nu);
     CUDA_CHECK(cudaStreamSynchronize(p->c->stream));
     printf("%8.3f ms  engine %3lld, %d candidates%s", (double)plan.ms, (long long)plan.engine,
@@ -251,9 +260,10 @@ static void conv_op(Build *b, int dir, CgDesc x, CgDesc w, CgDesc y, const Shape
 }
 
 /* y = conv(x, w) kept as an f32 virtual result, stored as y (the type t)
- * and reduced twice: sum[k] of y and sq[k] of y*y. */
+ * and reduced twice: sum[k] of y and sq[k] of y*y (reductions asked to be
+ * deterministic when det). */
 static void fprop_reduce(Build *b, CgDesc x, CgDesc w, CgDesc sum, CgDesc sq, const Shape *sh,
-                         int N, int K, int P, int Q, cudnnDataType_t t)
+                         int N, int K, int P, int Q, cudnnDataType_t t, int det)
 {
     CgDesc acc = nhwc(b, U_V + 10, CUDNN_DATA_FLOAT, N, K, P, Q, 1);
     CgDesc yd = nhwc(b, U_Y, t, N, K, P, Q, 0);
@@ -261,11 +271,11 @@ static void fprop_reduce(Build *b, CgDesc x, CgDesc w, CgDesc sum, CgDesc sq, co
     conv_op(b, CG_FPROP, x, w, acc, sh);
     op(b, cg_pointwise_op(CUDNN_POINTWISE_IDENTITY, acc, NULL, yd, &pw), "identity (store y)");
     keep(b, pw, "a pointwise descriptor");
-    op(b, cg_reduction_op(acc, sum, &red), "reduction (sum)");
+    op(b, cg_reduction_op(acc, sum, det, &red), "reduction (sum)");
     keep(b, red, "a reduction descriptor");
     op(b, cg_pointwise_op(CUDNN_POINTWISE_MUL, acc, acc, sqv, &pw), "pointwise mul (square)");
     keep(b, pw, "a pointwise descriptor");
-    op(b, cg_reduction_op(sqv, sq, &red), "reduction (sum of squares)");
+    op(b, cg_reduction_op(sqv, sq, det, &red), "reduction (sum of squares)");
     keep(b, red, "a reduction descriptor");
 }
 
@@ -304,8 +314,9 @@ static void run_shape(Probe *p)
     const double stats_ms = pass_ms(p, (double)ny * es);        /* a pass reading y */
     const double apply_ms = pass_ms(p, 2.0 * (double)nx * es);  /* read x, write relu(bn(x)) */
 
-    /* fprop + GenStats, and fprop + two reductions on the f32 result */
-    for (int variant = 0; variant < 2; variant++) {
+    /* fprop + GenStats, and fprop + two reductions on the f32 result (asked
+     * to be deterministic, then not) */
+    for (int variant = 0; variant < 3; variant++) {
         xd = nhwc(&b, U_X, t, N, C, H, W, 0);
         wdesc = keep(&b, cg_tensor_try(U_W, t, 4, wd, wst, 16, 0), "the filter");
         CgDesc sum = chan(&b, U_SUM, K), sq = chan(&b, U_SQ, K);
@@ -314,12 +325,11 @@ static void run_shape(Probe *p)
             conv_op(&b, CG_FPROP, xd, wdesc, yd, sh);
             op(&b, cg_genstats_op(yd, sum, sq), "GenStats operation");
         } else {
-            fprop_reduce(&b, xd, wdesc, sum, sq, sh, N, K, P, Q, t);
+            fprop_reduce(&b, xd, wdesc, sum, sq, sh, N, K, P, Q, t, variant == 1);
         }
-        CUDA_CHECK(cudaMemset(p->sum, 0, (size_t)K * 4));
-        CUDA_CHECK(cudaMemset(p->sq, 0, (size_t)K * 4));
-        float ms = search(p, &b, variant ? "fprop+reduce" : "fprop+genstats",
-                          (const int64_t[]){U_X, U_W, U_Y, U_SUM, U_SQ}, 5);
+        static const char *const names[3] = {"fprop+genstats", "fprop+reduce",
+                                             "fprop+reduce (any)"};
+        float ms = search(p, &b, names[variant], (const int64_t[]){U_X, U_W, U_Y, U_SUM, U_SQ}, 5);
         if (ms >= 0) {
             float *y = download(p->y, ny, p->dt), *s = download(p->sum, K, DT_F32),
                   *q = download(p->sq, K, DT_F32);
@@ -345,6 +355,7 @@ static void run_shape(Probe *p)
         hx[i] = v > 0 ? v : 0;
     }
     void *xbn = upload(hx, nx, p->dt);
+    CUDA_CHECK(cudaDeviceSynchronize()); /* the upload before c->stream reads it */
     free(hx);
     {   /* references on xbn with the baseline graphs (fprop, wgrad) */
         void *x0 = p->x;
@@ -376,7 +387,8 @@ static void run_shape(Probe *p)
         if (!stats) {
             conv_op(&b, CG_FPROP, xin, wdesc, nhwc(&b, U_Y, t, N, K, P, Q, 0), sh);
         } else {
-            fprop_reduce(&b, xin, wdesc, chan(&b, U_SUM, K), chan(&b, U_SQ, K), sh, N, K, P, Q, t);
+            fprop_reduce(&b, xin, wdesc, chan(&b, U_SUM, K), chan(&b, U_SQ, K), sh, N, K, P, Q, t,
+                         1);
         }
         float ms = stats ? search(p, &b, "bnrelu+fprop+reduce",
                                   (const int64_t[]){U_X, U_S, U_B, U_W, U_Y, U_SUM, U_SQ}, 7)
@@ -420,10 +432,11 @@ static void run_shape(Probe *p)
         keep(&b, pw, "a pointwise descriptor");
         op(&b, cg_pointwise_op(CUDNN_POINTWISE_IDENTITY, dxv, NULL, dxd2, &pw), "identity (store dx)");
         keep(&b, pw, "a pointwise descriptor");
-        op(&b, cg_reduction_op(dxv, chan(&b, U_DB, C), &red), "reduction (bias gradient)");
+        op(&b, cg_reduction_op(dxv, chan(&b, U_DB, C), 1, &red), "reduction (bias gradient)");
         keep(&b, red, "a reduction descriptor");
         float ms = search(p, &b, "dgrad+drelu+dbias",
                           (const int64_t[]){U_W, U_DY, U_Z, U_DX, U_DB}, 5);
+        if (ms >= 0 && !p->dx_base) printf("  (no dgrad baseline to check against)\n");
         if (ms >= 0 && p->dx_base) {
             float *dx = download(p->dx, nx, p->dt), *hz = download(p->z, nx, p->dt);
             float *db = download(p->db, C, DT_F32), *ref = malloc(nx * sizeof(float));
@@ -498,6 +511,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "cudnn_fusion_probe: N and K must be positive\n");
         return 2;
     }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a timeout keeps every finished line */
     Ctx c;
     ctx_init(&c, DEV_CUDA, 0, 1);
     struct cudaDeviceProp prop;
@@ -537,6 +551,7 @@ int main(int argc, char **argv)
             CUDA_CHECK(cudaMalloc(&p.sum, (size_t)sh->K * 4));
             CUDA_CHECK(cudaMalloc(&p.sq, (size_t)sh->K * 4));
             CUDA_CHECK(cudaMalloc(&p.db, (size_t)sh->C * 4));
+            CUDA_CHECK(cudaDeviceSynchronize()); /* uploads done before c.stream's work */
             printf("%s, %s, N %d:\n", sh->name, dtype_name(p.dt), N);
             fflush(stdout);
             run_shape(&p);

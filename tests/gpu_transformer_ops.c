@@ -47,6 +47,48 @@ static void *download_raw(const void *d, size_t bytes)
 
 /* ---- LayerNorm ---- */
 
+/* x, y, dy and dx one element past a 16-byte boundary (a view into a larger
+ * buffer): the vector kernels must hand such rows to the row kernels, and
+ * the results match the CPU either way. Forward, then dx alone. */
+static void gpu_layernorm_misaligned(Ctx *g, DType dt, size_t R, size_t D)
+{
+    char name[160];
+    const size_t n = R * D, es = dtype_size(dt);
+    const float eps = 1e-5f;
+    float *x = falloc(n), *gm = falloc(D), *bt = falloc(D), *y = falloc(n), *yref = falloc(n);
+    float *mref = falloc(R), *iref = falloc(R), *dy = falloc(n), *dx = falloc(n), *dxref = falloc(n);
+    check_fill(x, n, -2.0f, 2.0f);
+    quantize(x, n, dt);
+    check_fill(dy, n, -1.0f, 1.0f);
+    quantize(dy, n, dt);
+    check_fill(gm, D, 0.5f, 1.5f);
+    check_fill(bt, D, -0.5f, 0.5f);
+    layernorm_forward_cpu(yref, mref, iref, x, gm, bt, eps, R, D);
+    layernorm_backward_cpu(dxref, NULL, NULL, dy, x, mref, iref, gm, R, D, 0, 0, 0);
+    float *xp = falloc(n + 1), *dyp = falloc(n + 1); /* one element of padding in front */
+    memcpy(xp + 1, x, n * sizeof(float));
+    memcpy(dyp + 1, dy, n * sizeof(float));
+    char *d_x = gpu_upload(xp, n + 1, dt), *d_dy = gpu_upload(dyp, n + 1, dt);
+    char *d_y = gpu_alloc_poison(n + 1, dt), *d_dx = gpu_alloc_poison(n + 1, dt);
+    float *d_g = (float *)gpu_upload(gm, D, DT_F32), *d_b = (float *)gpu_upload(bt, D, DT_F32);
+    float *d_m = (float *)gpu_alloc_poison(R, DT_F32), *d_i = (float *)gpu_alloc_poison(R, DT_F32);
+    sync_all();
+    layernorm_forward_cuda(d_y + es, d_m, d_i, d_x + es, d_g, d_b, dt, eps, R, D, g->stream);
+    layernorm_backward_cuda(d_dx + es, NULL, NULL, d_dy + es, d_x + es, d_m, d_i, d_g, dt, R, D,
+                            0, 0, 0, g->stream);
+    gpu_download(y, d_y + es, n, dt);
+    gpu_download(dx, d_dx + es, n, dt);
+    snprintf(name, sizeof name, "gpu.layernorm.misaligned rows %s (%zu,%zu): y", dtype_name(dt), R, D);
+    check_close(name, y, yref, n, tol_atol(dt), tol_rtol(dt));
+    snprintf(name, sizeof name, "gpu.layernorm.misaligned rows %s (%zu,%zu): dx", dtype_name(dt), R, D);
+    check_close(name, dx, dxref, n, atol_for(dt, dxref, n), tol_rtol(dt));
+    CUDA_CHECK(cudaFree(d_x)); CUDA_CHECK(cudaFree(d_dy)); CUDA_CHECK(cudaFree(d_y));
+    CUDA_CHECK(cudaFree(d_dx)); CUDA_CHECK(cudaFree(d_g)); CUDA_CHECK(cudaFree(d_b));
+    CUDA_CHECK(cudaFree(d_m)); CUDA_CHECK(cudaFree(d_i));
+    free(x); free(gm); free(bt); free(y); free(yref); free(mref); free(iref); free(dy); free(dx);
+    free(dxref); free(xp); free(dyp);
+}
+
 static void gpu_layernorm_case(Ctx *g, DType dt, size_t R, size_t D, int check_determinism)
 {
     char name[192], tag[96];
@@ -615,21 +657,34 @@ int main(void)
     /* wide rows (partials in global memory), long batches, odd shapes */
     gpu_layernorm_case(&gpu, DT_F32, 64, 8192, 1);
     gpu_layernorm_case(&gpu, DT_F16, 4096, 1024, 1);
-    /* LayerNorm's vector kernels (layernorm_cuda_set_kernels(1)): every type
-     * at BERT-base and BERT-large widths, a row count no chunk divides, one
-     * vector a row, widths past the backward's register budget (forward on
-     * vectors, backward on the row kernels), odd widths (row kernels) */
+    /* LayerNorm's vector kernels (layernorm_cuda_set_kernels(1)). Vectors a
+     * lane holds, NV = ceil(D / V / 32) rounded up to 1, 2, 4 (8 forward);
+     * V = 8 in f16/bf16, 4 in f32. Every type at BERT-base and BERT-large
+     * widths (16-bit: NV 4 both ways; f32: forward NV 8, backward on the row
+     * kernels, past its budget of 4) and a row count no chunk divides; f32
+     * D 256 (NV 2) and D 512 (NV 4) backward; a lane group past the row's
+     * end (f32 D 100: 25 vectors; f32 D 132 and bf16 D 264: 33 vectors,
+     * NV 2); one vector a row; bf16 D 2048 (forward NV 8, backward row
+     * kernels); widths that are no multiple of V (row kernels); and rows
+     * that are not 16-byte aligned (row kernels). */
     layernorm_cuda_set_kernels(1);
     for (int t = 0; t < 3; t++) {
         gpu_layernorm_case(&gpu, gpu_float_types[t], 256, 768, 1);
         gpu_layernorm_case(&gpu, gpu_float_types[t], 301, 1024, 1);
         gpu_layernorm_case(&gpu, gpu_float_types[t], 37, 100, 0);
     }
+    gpu_layernorm_case(&gpu, DT_F32, 300, 256, 1);
+    gpu_layernorm_case(&gpu, DT_F32, 77, 512, 1);
+    gpu_layernorm_case(&gpu, DT_F32, 45, 132, 0);
+    gpu_layernorm_case(&gpu, DT_BF16, 45, 264, 0);
     gpu_layernorm_case(&gpu, DT_BF16, 4096, 1024, 1);
     gpu_layernorm_case(&gpu, DT_BF16, 9, 8, 0);
     gpu_layernorm_case(&gpu, DT_F32, 5, 4, 0);
     gpu_layernorm_case(&gpu, DT_BF16, 130, 2048, 1);
+    gpu_layernorm_case(&gpu, DT_BF16, 33, 100, 0);
     gpu_layernorm_case(&gpu, DT_F32, 64, 8192, 0);
+    gpu_layernorm_misaligned(&gpu, DT_BF16, 64, 1024);
+    gpu_layernorm_misaligned(&gpu, DT_F32, 64, 512);
     layernorm_cuda_set_kernels(0);
     gpu_embedding_case(&gpu, DT_F16, 30522, 768, 32, 512, IDS_TEXT, 1, 1);
     gpu_embedding_case(&gpu, DT_BF16, 512, 768, 32, 512, IDS_POSITIONS, 0, 1);

@@ -15,8 +15,8 @@
 set -u
 me=fusion_probe.sh; . scripts/device/unpack.sh   # L, pack, NEW
 N=${1:-256}
-timeout 280 .dev/new/cudnn_fusion_probe "$N" --dtype bf16 > "$L/probe_bf16.log" 2>&1
+timeout 260 .dev/new/cudnn_fusion_probe "$N" --dtype bf16 > "$L/probe_bf16.log" 2>&1
 echo "bf16 (status $?)"; cat "$L/probe_bf16.log"
-timeout 280 .dev/new/cudnn_fusion_probe "$N" --dtype f16 > "$L/probe_f16.log" 2>&1
+timeout 260 .dev/new/cudnn_fusion_probe "$N" --dtype f16 > "$L/probe_f16.log" 2>&1
 echo "f16 (status $?)"; cat "$L/probe_f16.log"
 pack
