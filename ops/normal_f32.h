@@ -1,0 +1,65 @@
+/* normal_f32.h — the standard normal CDF Phi(x) and density phi(x) in f32,
+ * for the GELU kernels (ops/elementwise.cu), from one short formula:
+ *
+ *   GELU     y  = x Phi(x)
+ *   backward dx = dy (Phi(x) + x phi(x))
+ *
+ *   Phi(x) = erfc(z) / 2 with z = -x / sqrt2;  phi(x) = exp(-z^2) / sqrt(2 pi)
+ *   erfc(z), z >= 0:  t = 1 / (1 + z/2),
+ *                     erfc(z) = t exp(-z^2 - 1.26551223 + t (1.00002368 + t (0.37409196
+ *                               + t (0.09678418 + t (-0.18628806 + t (0.27886807
+ *                               + t (-1.13520398 + t (1.48851587 + t (-0.82215223
+ *                               + t 0.17087277)))))))))
+ *   and erfc(-z) = 2 - erfc(z).
+ * This is the Chebyshev fit of Numerical Recipes' erfcc (fractional error
+ * under 1.2e-7 for every z): one reciprocal, nine multiply-adds and two
+ * exponentials for both Phi and phi, where the library's erfcf and expf
+ * cost about twice the instructions. The GELU kernels are bound by that
+ * arithmetic, not by memory (docs/kernels.md). The left tail stays accurate
+ * (no 1 + erf(...) cancellation). On the device the exponentials are
+ * __expf (a few ulp, growing with |argument|: ~1e-5 relative where Phi is
+ * 1e-22); tests/test_elementwise.c bounds the host version's error against
+ * double-precision erfc, the CPU reference (ops/elementwise.c) stays in
+ * double.
+ */
+#ifndef CTRAIN_OPS_NORMAL_F32_H
+#define CTRAIN_OPS_NORMAL_F32_H
+
+#include <math.h>
+
+#if defined(__CUDACC__)
+#define NORMAL_F32_FN __host__ __device__ __forceinline__ static
+#else
+#define NORMAL_F32_FN static inline
+#endif
+
+NORMAL_F32_FN float normal_f32_exp(float v)
+{
+#if defined(__CUDA_ARCH__)
+    return __expf(v);
+#else
+    return expf(v);
+#endif
+}
+
+/* Phi(x); phi(x) into *pdf when pdf is not NULL. */
+NORMAL_F32_FN float normal_f32_cdf(float x, float *pdf)
+{
+    const float z = x * -0.70710678118654752f, a = fabsf(z), zz = z * z;
+    const float t = 1.0f / (1.0f + 0.5f * a);
+    float p = 0.17087277f;
+    p = p * t - 0.82215223f;
+    p = p * t + 1.48851587f;
+    p = p * t - 1.13520398f;
+    p = p * t + 0.27886807f;
+    p = p * t - 0.18628806f;
+    p = p * t + 0.09678418f;
+    p = p * t + 0.37409196f;
+    p = p * t + 1.00002368f;
+    p = p * t - 1.26551223f;
+    const float e = t * normal_f32_exp(p - zz); /* erfc(|z|) */
+    if (pdf) *pdf = 0.39894228040143268f * normal_f32_exp(-zz);
+    return z >= 0.0f ? 0.5f * e : 1.0f - 0.5f * e;
+}
+
+#endif
