@@ -27,6 +27,20 @@
  *               stream to its kernel's end), timed passes
  *   probe_s     time in jpeg_gpu_probe (header parsing, on the host)
  *   taken       images the GPU decoded; the rest would go to the CPU
+ *
+ * Then nvJPEG's batched decoder alone (train/feed/nvjpeg_batch.h, the 4:2:0
+ * images only), its output as interleaved RGB (what the feed resamples) and
+ * as YUV planes, each on an idle GPU and beside a busy one: a stream of
+ * bf16 GEMMs (8192 x 8192 x 8192, cuBLASLt) kept ~16 ms ahead at the
+ * lowest priority, as a training step keeps the GPU. One line each:
+ *   host_ms     time inside nvjb_decode a call (nvJPEG returns after its
+ *               host part; a call blocked on the GPU shows here)
+ *   img_per_s   images / wall time, the decodes and the GEMMs both done
+ * The feed's decode thread was seen blocked ~35 ms a batch inside nvJPEG
+ * beside a training step (docs/kernels.md): if YUV beside the GEMMs stays
+ * near its idle host time while RGB does not, the colour conversion's
+ * kernels are what waits for the SMs, and the resample kernel should
+ * convert the planes itself.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -37,7 +51,9 @@
 #include "data/augment.h"
 #include "engine/ctx.h"
 #include "engine/tensor.h"
+#include "ops/matmul.h"
 #include "train/feed/jpeg_gpu.h"
+#include "train/feed/nvjpeg_batch.h"
 #include "train/feed/nvjpeg_lib.h"
 #include "train/bench/timeline.h"
 #include "tests/jpeg_fixture.h"
@@ -125,6 +141,160 @@ static void run_backend(Ctx *c, JpegGpuBackend be, uint8_t **bytes, size_t *lens
     free(box);
     free(fb);
     jpeg_gpu_close(g);
+}
+
+/* ---- nvJPEG alone, RGB against YUV, idle or beside GEMMs ---- */
+
+static int nv_dev_malloc(void *ctx, void **p, size_t n, cudaStream_t s)
+{
+    (void)ctx, (void)s;
+    return cudaMalloc(p, n) == cudaSuccess ? 0 : 1;
+}
+static int nv_dev_free(void *ctx, void *p, size_t n, cudaStream_t s)
+{
+    (void)ctx, (void)n, (void)s;
+    return cudaFree(p) == cudaSuccess ? 0 : 1;
+}
+static int nv_pin_malloc(void *ctx, void **p, size_t n, cudaStream_t s)
+{
+    (void)ctx, (void)s;
+    return cudaHostAlloc(p, n, cudaHostAllocDefault) == cudaSuccess ? 0 : 1;
+}
+static int nv_pin_free(void *ctx, void *p, size_t n, cudaStream_t s)
+{
+    (void)ctx, (void)n, (void)s;
+    return cudaFreeHost(p) == cudaSuccess ? 0 : 1;
+}
+
+/* The busy GPU: `gemms` bf16 GEMMs of 8192^3 queued on bs. */
+typedef struct {
+    MatmulPlanCache *cache;
+    void *a, *b, *c;
+    cudaStream_t bs;
+    cudaEvent_t mark;
+} Busy;
+
+static void busy_queue(Ctx *c, Busy *z, int gemms)
+{
+    for (int i = 0; i < gemms; i++)
+        matmul_cuda(c->lt, z->cache, c->workspace, c->workspace_bytes, z->bs, z->c, DT_BF16, z->a,
+                    z->b, DT_BF16, 8192, 8192, 8192, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0);
+}
+
+static void run_nvjb(Ctx *c, int yuv, int busy, uint8_t **bytes, size_t *lens, const int *idx,
+                     int n420, int batch, int rounds)
+{
+    char why[300];
+    const NvjpegLib *L = nvjpeg_lib(why, sizeof why);
+    nvjpegDevAllocatorV2_t da = {nv_dev_malloc, nv_dev_free, NULL};
+    nvjpegPinnedAllocatorV2_t pa = {nv_pin_malloc, nv_pin_free, NULL};
+    unsigned char *pad = NULL;
+    cudaMalloc((void **)&pad, NVJB_PAD_BYTES(batch));
+    NvjBatch *B = L ? nvjb_open(L, NVJPEG_BACKEND_HARDWARE, batch, 512, &da, &pa, pad, why,
+                                sizeof why) : NULL;
+    const char *backend = "hardware";
+    if (L && !B) {
+        B = nvjb_open(L, NVJPEG_BACKEND_GPU_HYBRID, batch, 512, &da, &pa, pad, why, sizeof why);
+        backend = "gpu_hybrid";
+    }
+    if (!B) {
+        printf("{\"probe\":\"nvjb\",\"error\":\"%s\"}\n", why);
+        cudaFree(pad);
+        return;
+    }
+    if (yuv) nvjb_set_output(B, NVJPEG_OUTPUT_YUV);
+    const size_t y_bytes = (size_t)JW * JH, c_bytes = (size_t)((JW + 1) / 2) * ((JH + 1) / 2);
+    const size_t per = yuv ? y_bytes + 2 * c_bytes : y_bytes * 3;
+    unsigned char *out = NULL;
+    cudaMalloc((void **)&out, per * (size_t)batch);
+    nvjpegImage_t *dst = calloc((size_t)batch, sizeof *dst);
+    for (int k = 0; k < batch; k++) {
+        unsigned char *o = out + per * (size_t)k;
+        if (yuv) {
+            dst[k].channel[0] = o;
+            dst[k].pitch[0] = JW;
+            dst[k].channel[1] = o + y_bytes;
+            dst[k].channel[2] = o + y_bytes + c_bytes;
+            dst[k].pitch[1] = dst[k].pitch[2] = (JW + 1) / 2;
+        } else {
+            dst[k].channel[0] = o;
+            dst[k].pitch[0] = (size_t)JW * 3;
+        }
+    }
+    Busy z = {0};
+    if (busy) {
+        int lo = 0, hi = 0;
+        cudaDeviceGetStreamPriorityRange(&lo, &hi);
+        cudaStreamCreateWithPriority(&z.bs, cudaStreamNonBlocking, lo); /* lo: the lowest */
+        cudaEventCreateWithFlags(&z.mark, cudaEventDisableTiming);
+        z.cache = matmul_plan_cache_new();
+        const size_t mb = (size_t)8192 * 8192 * 2;
+        cudaMalloc(&z.a, mb);
+        cudaMalloc(&z.b, mb);
+        cudaMalloc(&z.c, mb);
+        cudaMemset(z.a, 0, mb);
+        cudaMemset(z.b, 0, mb);
+        busy_queue(c, &z, 1); /* the plan, before timing */
+        cudaStreamSynchronize(z.bs);
+    }
+    cudaStream_t st;
+    cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+    const unsigned char **cb = malloc(sizeof *cb * (size_t)batch);
+    size_t *cl = malloc(sizeof *cl * (size_t)batch);
+    uint8_t *failed = malloc((size_t)batch);
+    double host = 0, t0 = 0;
+    long long images = 0, bad = 0;
+    const int calls = rounds * ((n420 + batch - 1) / batch);
+    for (int it = -2; it < calls; it++) {
+        if (it == 0) {
+            cudaStreamSynchronize(st);
+            if (busy) cudaStreamSynchronize(z.bs);
+            t0 = now_s();
+            host = 0;
+        }
+        if (busy) { /* keep ~10 GEMMs (~16 ms) ahead of the decodes */
+            cudaEventSynchronize(z.mark);
+            busy_queue(c, &z, 10);
+            cudaEventRecord(z.mark, z.bs);
+            busy_queue(c, &z, 10);
+        }
+        for (int k = 0; k < batch; k++) {
+            const int i = idx[(((it + 2) * batch) + k) % n420];
+            cb[k] = bytes[i];
+            cl[k] = lens[i];
+        }
+        const double h0 = now_s();
+        nvjb_decode(B, NVJB_420, cb, cl, dst, batch, failed, st);
+        if (it >= 0) {
+            host += now_s() - h0;
+            images += batch;
+            for (int k = 0; k < batch; k++) bad += failed[k];
+        }
+    }
+    cudaStreamSynchronize(st);
+    if (busy) cudaStreamSynchronize(z.bs);
+    const double wall = now_s() - t0;
+    printf("{\"probe\":\"nvjb\",\"backend\":\"%s\",\"out\":\"%s\",\"busy\":%d,"
+           "\"calls\":%d,\"batch\":%d,\"host_ms\":%.2f,\"img_per_s\":%.1f,\"failed\":%lld}\n",
+           backend, yuv ? "yuv" : "rgbi", busy, calls, batch, 1e3 * host / (calls > 0 ? calls : 1),
+           images / wall, bad);
+    fflush(stdout);
+    if (busy) {
+        cudaFree(z.a);
+        cudaFree(z.b);
+        cudaFree(z.c);
+        matmul_plan_cache_free(z.cache);
+        cudaEventDestroy(z.mark);
+        cudaStreamDestroy(z.bs);
+    }
+    cudaStreamDestroy(st);
+    free(cb);
+    free(cl);
+    free(failed);
+    free(dst);
+    cudaFree(out);
+    nvjb_close(B);
+    cudaFree(pad);
 }
 
 /* The CPU path's device half: u8 rows from pinned memory, normalised. */
@@ -215,6 +385,15 @@ int main(int argc, char **argv)
     run_backend(&c, JPEG_GPU_HARDWARE, bytes, lens, N, batch, rounds, out, st, 1);
     run_backend(&c, JPEG_GPU_HYBRID, bytes, lens, N, batch, rounds, out, st, 0);
     run_upload(&c, batch, rounds * ((N + batch - 1) / batch), out, st);
+    /* nvJPEG alone on the 4:2:0 images: RGB and YUV, idle and beside GEMMs */
+    int *idx = malloc(sizeof *idx * (size_t)N), n420 = 0;
+    for (int i = 0; i < N; i++)
+        if (!(mix && (i % DISTINCT) % 32 >= 1 && (i % DISTINCT) % 32 <= 2)) idx[n420++] = i;
+    ctx_workspace(&c, (size_t)64 << 20);
+    for (int busy = 0; busy <= 1; busy++)
+        for (int yuv = 0; yuv <= 1; yuv++)
+            run_nvjb(&c, yuv, busy, bytes, lens, idx, n420, batch, rounds);
+    free(idx);
     cudaStreamDestroy(st);
     tensor_release(out);
     for (int i = 0; i < N; i++) free(bytes[i]);

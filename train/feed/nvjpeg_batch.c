@@ -33,6 +33,7 @@ struct NvjBatch {
     const NvjpegLib *L;
     nvjpegBackend_t backend;
     unsigned flags;                  /* the flags the 4:2:0 decoder took */
+    int out_fmt;                     /* NVJPEG_OUTPUT_RGBI, or _YUV (nvjb_set_output) */
     int cap;                         /* the slots' arrays, and the most call_n can be */
     int call_n;                      /* every call's size */
     nvjpegDevAllocatorV2_t da;
@@ -112,7 +113,7 @@ static int decoder_make(NvjBatch *B, Decoder *d, unsigned flags, char *why, size
     }
     if (s == NVJPEG_STATUS_SUCCESS) {
         step = "nvjpegDecodeBatchedInitialize";
-        s = L->batched_initialize(d->h, d->st, B->call_n, 1, NVJPEG_OUTPUT_RGBI);
+        s = L->batched_initialize(d->h, d->st, B->call_n, 1, B->out_fmt);
         d->init_n = B->call_n;
     }
     if (s != NVJPEG_STATUS_SUCCESS) {
@@ -142,6 +143,7 @@ NvjBatch *nvjb_open(const NvjpegLib *L, nvjpegBackend_t b, int call_n, int hint,
     }
     B->L = L;
     B->backend = b;
+    B->out_fmt = NVJPEG_OUTPUT_RGBI;
     B->cap = B->call_n = call_n;
     B->da = *da;
     B->pa = *pa;
@@ -192,6 +194,13 @@ void nvjb_set_call_size(NvjBatch *B, int n)
 
 int nvjb_call_size(const NvjBatch *B) { return B->call_n; }
 
+void nvjb_set_output(NvjBatch *B, int format)
+{
+    if (format == B->out_fmt) return;
+    B->out_fmt = format;
+    for (int l = 0; l < NVJB_LAYOUTS; l++) B->d[l].init_n = 0;   /* initialised again */
+}
+
 void nvjb_stats(const NvjBatch *B, NvjbStats *st) { *st = B->stats; }
 
 /* Slots [lo, hi) of B's call through decoder d; a failed range is split. */
@@ -201,7 +210,7 @@ static void decode_range(NvjBatch *B, Decoder *d, int lo, int hi, uint8_t *faile
     const int m = hi - lo;
     nvjpegStatus_t st = NVJPEG_STATUS_SUCCESS;
     if (d->init_n != m) {
-        st = L->batched_initialize(d->h, d->st, m, 1, NVJPEG_OUTPUT_RGBI);
+        st = L->batched_initialize(d->h, d->st, m, 1, B->out_fmt);
         d->init_n = st == NVJPEG_STATUS_SUCCESS ? m : 0;
     }
     if (st == NVJPEG_STATUS_SUCCESS)
@@ -247,8 +256,16 @@ void nvjb_decode(NvjBatch *B, int layout, const unsigned char *const *bytes, con
             continue;
         }
         memset(&B->dst[k], 0, sizeof B->dst[k]);
-        B->dst[k].channel[0] = B->pad + (size_t)k * NVJB_DUMMY * NVJB_DUMMY * 3;
-        B->dst[k].pitch[0] = NVJB_DUMMY * 3;
+        unsigned char *slot = B->pad + (size_t)k * NVJB_DUMMY * NVJB_DUMMY * 3;
+        if (B->out_fmt == NVJPEG_OUTPUT_YUV) { /* planes within the slot: any layout fits */
+            for (int c = 0; c < 3; c++) {
+                B->dst[k].channel[c] = slot + (size_t)c * NVJB_DUMMY * NVJB_DUMMY;
+                B->dst[k].pitch[c] = NVJB_DUMMY;
+            }
+        } else {
+            B->dst[k].channel[0] = slot;
+            B->dst[k].pitch[0] = NVJB_DUMMY * 3;
+        }
         B->bytes[k] = d->dummy;
         B->lens[k] = d->dummy_n;
         B->real[k] = -1;

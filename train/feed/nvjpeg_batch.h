@@ -73,9 +73,15 @@ int nvjb_call_size(const NvjBatch *B);
 nvjpegHandle_t nvjb_handle(const NvjBatch *B);
 /* The layout of a header (components, nvJPEG's subsampling); -1: none of them. */
 int nvjb_layout(int components, int subsampling);
-/* Decode n <= the call size images of one layout to interleaved RGB at dst[k],
- * queued on s (nvJPEG returns once its host part is done). failed[k] = 1
- * for an image that failed alone (else 0). */
+/* The output format from now on: NVJPEG_OUTPUT_RGBI (the default: what
+ * jpeg_gpu.c resamples) or NVJPEG_OUTPUT_YUV (the planes as coded; for
+ * 4:2:0, Y w x h then Cb and Cr ceil(w/2) x ceil(h/2) in dst's channels
+ * 0..2). scripts/jpeg_gpu_probe.c compares the two beside a busy GPU: the
+ * planes need none of nvJPEG's colour-conversion kernels. */
+void nvjb_set_output(NvjBatch *B, int format);
+/* Decode n <= the call size images of one layout to the output format at
+ * dst[k], queued on s (nvJPEG returns once its host part is done).
+ * failed[k] = 1 for an image that failed alone (else 0). */
 void nvjb_decode(NvjBatch *B, int layout, const unsigned char *const *bytes, const size_t *lens,
                  const nvjpegImage_t *dst, int n, uint8_t *failed, cudaStream_t s);
 void nvjb_stats(const NvjBatch *B, NvjbStats *st);

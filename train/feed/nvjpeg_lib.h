@@ -64,7 +64,8 @@ enum { NVJPEG_BACKEND_DEFAULT = 0, NVJPEG_BACKEND_HYBRID = 1, NVJPEG_BACKEND_GPU
 enum { NVJPEG_CSS_444 = 0, NVJPEG_CSS_422 = 1, NVJPEG_CSS_420 = 2, NVJPEG_CSS_440 = 3,
        NVJPEG_CSS_411 = 4, NVJPEG_CSS_410 = 5, NVJPEG_CSS_GRAY = 6, NVJPEG_CSS_410V = 7,
        NVJPEG_CSS_UNKNOWN = -1 };
-enum { NVJPEG_OUTPUT_RGBI = 5 };                /* interleaved RGB, one plane */
+enum { NVJPEG_OUTPUT_YUV = 1,                  /* the planes as coded: Y, then Cb, Cr */
+       NVJPEG_OUTPUT_RGBI = 5 };                /* interleaved RGB, one plane */
 #define NVJPEG_MAX_COMPONENT 4
 #define NVJPEG_FLAGS_DEFAULT 0u
 #define NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION (1u << 5)   /* CUDA 12.x on */
