@@ -64,6 +64,7 @@ JpegGpu *jpeg_gpu_open(Ctx *c, int max_batch, int size, int max_side_hint, JpegG
 
 void jpeg_gpu_close(JpegGpu *g) { (void)g; }
 void jpeg_gpu_set_call_size(JpegGpu *g, int n) { (void)g, (void)n; }
+void jpeg_gpu_set_planes(JpegGpu *g, int on) { (void)g, (void)on; }
 
 int jpeg_gpu_probe(JpegGpu *g, JpegGpuInfo *info, const uint8_t *const *bytes,
                    const size_t *lens, int n)
@@ -116,6 +117,7 @@ void jpeg_gpu_stats(const JpegGpu *g, JpegGpuStats *s)
 #include <time.h>
 #include "engine/error.h"
 #include "engine/mem.h"
+#include "engine/settings.h"
 #include "nvjpeg_batch.h"
 #include "nvjpeg_lib.h"
 
@@ -131,6 +133,7 @@ struct JpegGpu {
     NvjBatch *nb;                /* the decoders, one per chroma layout */
     nvjpegJpegStream_t js;       /* the probe's header parser */
     int all_failed;              /* consecutive calls in which every image failed */
+    int planes;                  /* jpeg_gpu_set_planes */
     uint8_t *dec;                /* decoded images, device */
     size_t dec_cap;
     uint8_t *pad;                /* the padding images' scratch (nvjpeg_batch.h), device */
@@ -362,6 +365,7 @@ JpegGpu *jpeg_gpu_open(Ctx *c, int max_batch, int size, int max_side_hint, JpegG
         g->backend = JPEG_GPU_UPLOAD;
     }
     g->stats.backend = g->backend;
+    if (g->nb && setting_switch(SET_JPEG_PLANES)) jpeg_gpu_set_planes(g, 1);
 
     size_t nb = (size_t)max_batch;
     g->info = calloc(nb, sizeof *g->info);
@@ -413,6 +417,14 @@ void jpeg_gpu_set_call_size(JpegGpu *g, int n)
     if (g && g->nb) nvjb_set_call_size(g->nb, n);
 }
 
+void jpeg_gpu_set_planes(JpegGpu *g, int on)
+{
+    if (!g || !g->nb) return;
+    g->planes = on != 0;
+    g->stats.planes = g->planes;
+    nvjb_set_output(g->nb, g->planes ? NVJPEG_OUTPUT_YUV : NVJPEG_OUTPUT_RGBI);
+}
+
 /* ---- probe ---- */
 
 /* An EOI marker (FF D9) near the end: a file cut short has none. nvJPEG
@@ -446,6 +458,7 @@ static void jg_probe_one(JpegGpu *g, JpegGpuInfo *f, const uint8_t *p, size_t le
     /* a layout with a decoder (gray, 4:4:4, 4:2:2, 4:2:0, 4:4:0; not CMYK /
      * YCCK, 4:1:1, 4:1:0), and an end marker */
     if (nvjb_layout(nc, css) < 0 || !jg_has_eoi(p, len)) return;
+    if (g->planes && nvjb_layout(nc, css) != NVJB_420) return;   /* the planes kernel's layout */
     nvjpegStatus_t s = L->stream_parse_header ? L->stream_parse_header(h, p, len, g->js)
                                               : L->stream_parse(h, p, len, 0, 0, g->js);
     if (s != NVJPEG_STATUS_SUCCESS) return;
@@ -590,7 +603,9 @@ int jpeg_gpu_decode(JpegGpu *g, Tensor *out, uint8_t *fallback, const uint8_t *c
                            "(steps %g, %g) do not fit its %d x %d pixels", what, i, b->ay.lo,
                            b->ay.hi, b->ax.lo, b->ax.hi, (double)b->ay.step, (double)b->ax.step,
                            info[i].h, info[i].w);
-        size_t bytes_i = jg_round((size_t)info[i].h * info[i].w * 3);
+        const size_t hw = (size_t)info[i].h * info[i].w;
+        const size_t chroma = (size_t)((info[i].h + 1) / 2) * (size_t)((info[i].w + 1) / 2);
+        size_t bytes_i = jg_round(g->planes ? hw + 2 * chroma : hw * 3);
         need += bytes_i;
         if (used + bytes_i > g->dec_cap) {
             fallback[i] = JPEG_GPU_NO_ROOM;
@@ -600,7 +615,14 @@ int jpeg_gpu_decode(JpegGpu *g, Tensor *out, uint8_t *fallback, const uint8_t *c
         nvjpegImage_t *d = &g->dst[m];
         memset(d, 0, sizeof *d);
         d->channel[0] = g->dec + used;
-        d->pitch[0] = (size_t)info[i].w * 3;
+        if (g->planes) {   /* Y, then Cb and Cr at half size (jpeg_gpu_resample_planes_cuda) */
+            d->pitch[0] = (size_t)info[i].w;
+            d->channel[1] = g->dec + used + hw;
+            d->channel[2] = g->dec + used + hw + chroma;
+            d->pitch[1] = d->pitch[2] = (size_t)((info[i].w + 1) / 2);
+        } else {
+            d->pitch[0] = (size_t)info[i].w * 3;
+        }
         g->bytes[m] = bytes[i];
         g->lens[m] = lens[i];
         g->idx[m] = i;
@@ -638,8 +660,12 @@ int jpeg_gpu_decode(JpegGpu *g, Tensor *out, uint8_t *fallback, const uint8_t *c
             JG_CUDA(cudaEventRecord(g->staged, s), what);
             float a[3], b[3];
             jpeg_gpu_norm_coeffs(a, b, mean, std);
-            jpeg_gpu_resample_cuda(out->data, out->dtype, S, g->dec, (const JpegGpuImage *)g->tab_dev,
-                                   kept, a, b, s);
+            if (g->planes)
+                jpeg_gpu_resample_planes_cuda(out->data, out->dtype, S, g->dec,
+                                              (const JpegGpuImage *)g->tab_dev, kept, a, b, s);
+            else
+                jpeg_gpu_resample_cuda(out->data, out->dtype, S, g->dec,
+                                       (const JpegGpuImage *)g->tab_dev, kept, a, b, s);
         }
         JG_CUDA(cudaEventRecord(g->t1, s), what);
         g->timing = 1;

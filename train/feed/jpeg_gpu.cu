@@ -24,6 +24,17 @@
  * Memory: the decoded images are read through the L1/texture path
  * (const __restrict__); the output is written once, 3 values a thread.
  *
+ * Planes (jpeg_gpu_set_planes): the same thread layout on a 4:2:0 image's
+ * Y, Cb and Cr planes: Y filtered with the image's axes, Cb and Cr with
+ * the axes at half resolution (rs_axis_scaled by 2: a chroma sample sits at
+ * the centre of its 2 x 2 luma block, JPEG's centred siting), each value
+ * rounded only once, after JFIF's full-range conversion
+ *     R = Y + 1.402 (Cr - 128)
+ *     G = Y - 0.344136 (Cb - 128) - 0.714136 (Cr - 128)
+ *     B = Y + 1.772 (Cb - 128)
+ * (linear, so filtering first and converting after equals converting
+ * each source pixel then filtering, up to the u8 clamps).
+ *
  * Normalise: one thread per pixel of a u8 row as well.
  */
 #include <stdint.h>
@@ -48,7 +59,36 @@ __device__ __forceinline__ void store_pixel(T *o, float u0, float u1, float u2, 
     o[2] = from_f32<T>(__fmaf_rn(u2, nm.a[2], nm.b[2]));
 }
 
-template <typename T>
+/* resample.h's rule on one u8 plane (pitch bytes a row), output pixel
+ * (oy, kx): the weighted mean of its span; the nearest pixel of the span
+ * when every weight is zero. */
+__device__ __forceinline__ float plane_filter(const uint8_t *__restrict__ base, size_t pitch,
+                                              RsAxis ay, RsAxis ax, int oy, int kx)
+{
+    float cy, cx;
+    int y0, y1, x0, x1;
+    rs_span(ay, oy, &cy, &y0, &y1);
+    rs_span(ax, kx, &cx, &x0, &x1);
+    const float ry = rs_radius(ay), rx = rs_radius(ax);
+    float wxs = 0.0f;
+    for (int x = x0; x < x1; x++) wxs += rs_weight(cx, rx, x);
+    float s = 0.0f, wys = 0.0f;
+    for (int y = y0; y < y1; y++) {
+        const float wy = rs_weight(cy, ry, y);
+        if (wy == 0.0f) continue;
+        const uint8_t *r = base + (size_t)y * pitch;
+        float h = 0.0f;
+        for (int x = x0; x < x1; x++) h += rs_weight(cx, rx, x) * (float)r[x];
+        s += wy * h;
+        wys += wy;
+    }
+    const float w = wys * wxs;
+    return w > 0.0f ? s / w : (float)base[(size_t)y0 * pitch + x0];
+}
+
+/* One thread per output pixel of one image (blockIdx.y): interleaved RGB
+ * (PLANES false) or 4:2:0 planes (PLANES true; the top of the file). */
+template <typename T, bool PLANES>
 __global__ void resample_kernel(T *out, int S, const uint8_t *__restrict__ src,
                                 const JpegGpuImage *__restrict__ imgs, Norm nm)
 {
@@ -57,37 +97,51 @@ __global__ void resample_kernel(T *out, int S, const uint8_t *__restrict__ src,
     if (p >= S * S) return;
     int oy = p / S, ox = p - oy * S;
     int kx = im.flip ? S - 1 - ox : ox;          /* a flip mirrors the output columns */
-    float cy, cx;
-    int y0, y1, x0, x1;
-    rs_span(im.ay, oy, &cy, &y0, &y1);
-    rs_span(im.ax, kx, &cx, &x0, &x1);
-    float ry = rs_radius(im.ay), rx = rs_radius(im.ax);
-    const uint8_t *base = src + im.offset;
-    size_t pitch = (size_t)im.w * 3;
-    float wxs = 0.0f;
-    for (int x = x0; x < x1; x++) wxs += rs_weight(cx, rx, x);
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, wys = 0.0f;
-    for (int y = y0; y < y1; y++) {
-        float wy = rs_weight(cy, ry, y);
-        if (wy == 0.0f) continue;
-        const uint8_t *r = base + (size_t)y * pitch;
-        float h0 = 0.0f, h1 = 0.0f, h2 = 0.0f;
-        for (int x = x0; x < x1; x++) {
-            float wx = rs_weight(cx, rx, x);
-            const uint8_t *q = r + 3 * x;
-            h0 += wx * (float)q[0];
-            h1 += wx * (float)q[1];
-            h2 += wx * (float)q[2];
+    if constexpr (PLANES) {
+        const int cw = (im.w + 1) / 2, ch = (im.h + 1) / 2;
+        const uint8_t *yp = src + im.offset;
+        const uint8_t *cb = yp + (size_t)im.h * im.w, *cr = cb + (size_t)ch * cw;
+        const RsAxis cay = rs_axis_scaled(im.ay, 2, ch), cax = rs_axis_scaled(im.ax, 2, cw);
+        const float lum = plane_filter(yp, (size_t)im.w, im.ay, im.ax, oy, kx);
+        const float u = plane_filter(cb, (size_t)cw, cay, cax, oy, kx) - 128.0f;
+        const float v = plane_filter(cr, (size_t)cw, cay, cax, oy, kx) - 128.0f;
+        T *o = out + (((size_t)im.row * S + oy) * S + ox) * 3;
+        store_pixel(o, (float)rs_round_u8(lum + 1.402f * v),
+                    (float)rs_round_u8(lum - 0.344136f * u - 0.714136f * v),
+                    (float)rs_round_u8(lum + 1.772f * u), nm);
+    } else {
+        float cy, cx;
+        int y0, y1, x0, x1;
+        rs_span(im.ay, oy, &cy, &y0, &y1);
+        rs_span(im.ax, kx, &cx, &x0, &x1);
+        float ry = rs_radius(im.ay), rx = rs_radius(im.ax);
+        const uint8_t *base = src + im.offset;
+        size_t pitch = (size_t)im.w * 3;
+        float wxs = 0.0f;
+        for (int x = x0; x < x1; x++) wxs += rs_weight(cx, rx, x);
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, wys = 0.0f;
+        for (int y = y0; y < y1; y++) {
+            float wy = rs_weight(cy, ry, y);
+            if (wy == 0.0f) continue;
+            const uint8_t *r = base + (size_t)y * pitch;
+            float h0 = 0.0f, h1 = 0.0f, h2 = 0.0f;
+            for (int x = x0; x < x1; x++) {
+                float wx = rs_weight(cx, rx, x);
+                const uint8_t *q = r + 3 * x;
+                h0 += wx * (float)q[0];
+                h1 += wx * (float)q[1];
+                h2 += wx * (float)q[2];
+            }
+            s0 += wy * h0;
+            s1 += wy * h1;
+            s2 += wy * h2;
+            wys += wy;
         }
-        s0 += wy * h0;
-        s1 += wy * h1;
-        s2 += wy * h2;
-        wys += wy;
+        float inv = 1.0f / (wys * wxs);
+        T *o = out + (((size_t)im.row * S + oy) * S + ox) * 3;
+        store_pixel(o, (float)rs_round_u8(s0 * inv), (float)rs_round_u8(s1 * inv),
+                    (float)rs_round_u8(s2 * inv), nm);
     }
-    float inv = 1.0f / (wys * wxs);
-    T *o = out + (((size_t)im.row * S + oy) * S + ox) * 3;
-    store_pixel(o, (float)rs_round_u8(s0 * inv), (float)rs_round_u8(s1 * inv),
-                (float)rs_round_u8(s2 * inv), nm);
 }
 
 template <typename T>
@@ -114,18 +168,36 @@ Norm make_norm(const float a[3], const float b[3])
 
 } // namespace
 
-extern "C" void jpeg_gpu_resample_cuda(void *out, DType dt, int S, const uint8_t *src,
-                                       const JpegGpuImage *img, int n, const float a[3],
-                                       const float b[3], cudaStream_t st)
+/* Either resample kernel over n images (a thread per output pixel). */
+static void launch_resample(int planes, void *out, DType dt, int S, const uint8_t *src,
+                            const JpegGpuImage *img, int n, const float a[3], const float b[3],
+                            cudaStream_t st)
 {
     if (n <= 0 || S <= 0) return;
     Norm nm = make_norm(a, b);
     dim3 grid((unsigned)((S * S + kThreads - 1) / kThreads), (unsigned)n);
     dispatch_float(dt, "jpeg_gpu_resample_cuda", [&](auto tag) {
         using T = decltype(tag);
-        resample_kernel<T><<<grid, kThreads, 0, st>>>((T *)out, S, src, img, nm);
+        if (planes)
+            resample_kernel<T, true><<<grid, kThreads, 0, st>>>((T *)out, S, src, img, nm);
+        else
+            resample_kernel<T, false><<<grid, kThreads, 0, st>>>((T *)out, S, src, img, nm);
     });
     CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void jpeg_gpu_resample_cuda(void *out, DType dt, int S, const uint8_t *src,
+                                       const JpegGpuImage *img, int n, const float a[3],
+                                       const float b[3], cudaStream_t st)
+{
+    launch_resample(0, out, dt, S, src, img, n, a, b, st);
+}
+
+extern "C" void jpeg_gpu_resample_planes_cuda(void *out, DType dt, int S, const uint8_t *src,
+                                              const JpegGpuImage *img, int n, const float a[3],
+                                              const float b[3], cudaStream_t st)
+{
+    launch_resample(1, out, dt, S, src, img, n, a, b, st);
 }
 
 extern "C" void jpeg_gpu_normalize_cuda(void *out, DType dt, int S, const uint8_t *src,

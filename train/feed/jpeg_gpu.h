@@ -137,6 +137,7 @@ typedef struct {
     int version[3];                  /* nvJPEG's (0s when none) */
     unsigned hw_engines, hw_cores;   /* hardware backend: engines, cores each */
     int chroma_interpolated;         /* 1: chroma upsampled by interpolation (as libjpeg) */
+    int planes;                      /* 1: YUV planes from nvJPEG, converted by our kernel */
     long long calls, images, taken;  /* decode calls, images offered, decoded on the GPU */
     long long not_taken[JPEG_GPU_REASONS];   /* by reason (index 0 unused) */
     long long failed_batches;        /* nvjpegDecodeBatched errors (then split and retried) */
@@ -161,6 +162,15 @@ JpegGpu *jpeg_gpu_open(Ctx *c, int max_batch, int size, int max_side_hint, JpegG
                        char *err, size_t errlen);
 /* Waits for the device work queued by g, frees everything (NULL is fine). */
 void jpeg_gpu_close(JpegGpu *g);
+/* 1: nvJPEG writes 4:2:0 images as their Y, Cb, Cr planes and the
+ * resample kernel filters chroma at its own resolution (resample.h's rule
+ * on the half-size axes, rs_axis_scaled by 2) and converts YCbCr to RGB
+ * itself (JFIF's full-range matrix), so no colour-conversion kernel of
+ * nvJPEG's runs on the SMs; other layouts are then not taken
+ * (JPEG_GPU_FORMAT: the CPU decodes them). At step 1 the chroma filter is
+ * libjpeg's "fancy" upsampling (3/4, 1/4). Starts from CTRAIN_JPEG_PLANES;
+ * set between calls, from the thread that uses g (tests). */
+void jpeg_gpu_set_planes(JpegGpu *g, int on);
 /* nvJPEG's calls padded to n images (1..max_batch; default max_batch), a
  * call of more split (train/feed/nvjpeg_batch.h: every call one size): the
  * training batch, when max_batch is a larger evaluation batch. Between
@@ -224,6 +234,12 @@ typedef struct {
 void jpeg_gpu_resample_cuda(void *out, DType dt, int S, const uint8_t *src,
                             const JpegGpuImage *img, int n, const float a[3], const float b[3],
                             cudaStream_t st);
+/* The same from 4:2:0 planes (jpeg_gpu_set_planes): at src + offset the Y
+ * plane h x w (pitch w), then Cb and Cr, each ceil(h/2) x ceil(w/2)
+ * (pitch ceil(w/2)). */
+void jpeg_gpu_resample_planes_cuda(void *out, DType dt, int S, const uint8_t *src,
+                                   const JpegGpuImage *img, int n, const float a[3],
+                                   const float b[3], cudaStream_t st);
 /* out row rows[k] (rows NULL: k) = normalised src u8 [n, S, S, 3]; rows in
  * device memory. */
 void jpeg_gpu_normalize_cuda(void *out, DType dt, int S, const uint8_t *src, const int32_t *rows,
