@@ -31,8 +31,9 @@
  * Then nvJPEG's batched decoder alone (train/feed/nvjpeg_batch.h, the 4:2:0
  * images only), its output as interleaved RGB (what the feed resamples) and
  * as YUV planes, each on an idle GPU and beside a busy one: a stream of
- * bf16 GEMMs (8192 x 8192 x 8192, cuBLASLt) kept ~16 ms ahead at the
- * lowest priority, as a training step keeps the GPU. One line each:
+ * bf16 GEMMs (8192 x 8192 x 8192, cuBLASLt) with ~10 (~16 ms) always
+ * pending, topped up before each call, at the lowest priority, as a
+ * training step keeps the GPU. One line each:
  *   host_ms     time inside nvjb_decode a call (nvJPEG returns after its
  *               host part; a call blocked on the GPU shows here)
  *   img_per_s   images / wall time, the decodes and the GEMMs both done
@@ -128,12 +129,12 @@ static void run_backend(Ctx *c, JpegGpuBackend be, uint8_t **bytes, size_t *lens
     jpeg_gpu_stats(g, &s);
     printf("{\"probe\":\"jpeg_gpu\",\"backend\":\"%s\",\"nvjpeg\":\"%d.%d.%d\",\"engines\":%u,"
            "\"images\":%lld,\"batch\":%d,\"size\":%d,\"out\":\"bf16\",\"img_per_s\":%.1f,"
-           "\"wall_s\":%.3f,\"host_s\":%.3f,\"device_s\":%.3f,\"probe_s\":%.3f,\"taken\":%lld,"
+           "\"wall_s\":%.3f,\"host_s\":%.3f,\"device_s\":%.3f,\"probe_s\":%.3f,\"planes\":%d,\"taken\":%lld,"
            "\"not_taken\":%lld,\"failed_batches\":%lld,\"layouts\":%d,\"padded\":%lld,\"buffer_mib\":%.1f,\"lib_device_mib\":%.1f,"
            "\"lib_pinned_mib\":%.1f}\n",
            jpeg_gpu_backend_name(s.backend), s.version[0], s.version[1], s.version[2],
            s.hw_engines, images, batch, S, images / wall, wall, s.host_s - s0.host_s,
-           s.device_s - s0.device_s, probe_s,
+           s.device_s - s0.device_s, probe_s, s.planes,
            images - fallback, fallback, s.failed_batches, s.layouts, s.padded, s.buffer_bytes / 1048576.0,
            s.lib_device_bytes / 1048576.0, s.lib_pinned_bytes / 1048576.0);
     fflush(stdout);
@@ -166,19 +167,33 @@ static int nv_pin_free(void *ctx, void *p, size_t n, cudaStream_t s)
     return cudaFreeHost(p) == cudaSuccess ? 0 : 1;
 }
 
-/* The busy GPU: `gemms` bf16 GEMMs of 8192^3 queued on bs. */
+/* The busy GPU: bf16 GEMMs of 8192^3 (~1.6 ms each on an H200) on bs, an
+ * event after each; busy_top_up keeps BUSY_AHEAD of them not yet finished. */
+#define BUSY_RING 64
+#define BUSY_AHEAD 10
 typedef struct {
     MatmulPlanCache *cache;
     void *a, *b, *c;
     cudaStream_t bs;
-    cudaEvent_t mark;
+    cudaEvent_t ev[BUSY_RING];
+    int head, tail;   /* events [tail, head) pending, mod BUSY_RING */
 } Busy;
 
-static void busy_queue(Ctx *c, Busy *z, int gemms)
+static void busy_gemm(Ctx *c, Busy *z)
 {
-    for (int i = 0; i < gemms; i++)
-        matmul_cuda(c->lt, z->cache, c->workspace, c->workspace_bytes, z->bs, z->c, DT_BF16, z->a,
-                    z->b, DT_BF16, 8192, 8192, 8192, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0);
+    matmul_cuda(c->lt, z->cache, c->workspace, c->workspace_bytes, z->bs, z->c, DT_BF16, z->a,
+                z->b, DT_BF16, 8192, 8192, 8192, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0);
+}
+
+static void busy_top_up(Ctx *c, Busy *z)
+{
+    while (z->tail != z->head && cudaEventQuery(z->ev[z->tail % BUSY_RING]) == cudaSuccess)
+        z->tail++;
+    while (z->head - z->tail < BUSY_AHEAD) {
+        busy_gemm(c, z);
+        cudaEventRecord(z->ev[z->head % BUSY_RING], z->bs);
+        z->head++;
+    }
 }
 
 static void run_nvjb(Ctx *c, int yuv, int busy, uint8_t **bytes, size_t *lens, const int *idx,
@@ -226,7 +241,8 @@ static void run_nvjb(Ctx *c, int yuv, int busy, uint8_t **bytes, size_t *lens, c
         int lo = 0, hi = 0;
         cudaDeviceGetStreamPriorityRange(&lo, &hi);
         cudaStreamCreateWithPriority(&z.bs, cudaStreamNonBlocking, lo); /* lo: the lowest */
-        cudaEventCreateWithFlags(&z.mark, cudaEventDisableTiming);
+        for (int e = 0; e < BUSY_RING; e++)
+            cudaEventCreateWithFlags(&z.ev[e], cudaEventDisableTiming);
         z.cache = matmul_plan_cache_new();
         const size_t mb = (size_t)8192 * 8192 * 2;
         cudaMalloc(&z.a, mb);
@@ -234,7 +250,8 @@ static void run_nvjb(Ctx *c, int yuv, int busy, uint8_t **bytes, size_t *lens, c
         cudaMalloc(&z.c, mb);
         cudaMemset(z.a, 0, mb);
         cudaMemset(z.b, 0, mb);
-        busy_queue(c, &z, 1); /* the plan, before timing */
+        cudaStreamSynchronize(c->stream); /* the memsets and the workspace, before bs uses them */
+        busy_gemm(c, &z); /* the plan, before timing */
         cudaStreamSynchronize(z.bs);
     }
     cudaStream_t st;
@@ -252,12 +269,7 @@ static void run_nvjb(Ctx *c, int yuv, int busy, uint8_t **bytes, size_t *lens, c
             t0 = now_s();
             host = 0;
         }
-        if (busy) { /* keep ~10 GEMMs (~16 ms) ahead of the decodes */
-            cudaEventSynchronize(z.mark);
-            busy_queue(c, &z, 10);
-            cudaEventRecord(z.mark, z.bs);
-            busy_queue(c, &z, 10);
-        }
+        if (busy) busy_top_up(c, &z); /* ~10 GEMMs (~16 ms) always pending */
         for (int k = 0; k < batch; k++) {
             const int i = idx[(((it + 2) * batch) + k) % n420];
             cb[k] = bytes[i];
@@ -284,7 +296,7 @@ static void run_nvjb(Ctx *c, int yuv, int busy, uint8_t **bytes, size_t *lens, c
         cudaFree(z.b);
         cudaFree(z.c);
         matmul_plan_cache_free(z.cache);
-        cudaEventDestroy(z.mark);
+        for (int e = 0; e < BUSY_RING; e++) cudaEventDestroy(z.ev[e]);
         cudaStreamDestroy(z.bs);
     }
     cudaStreamDestroy(st);

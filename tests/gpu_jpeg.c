@@ -39,10 +39,13 @@
  * Each backend again with the planes path (jpeg_gpu_set_planes: nvJPEG's
  * Y, Cb, Cr planes, chroma filtered at half resolution and converted by our
  * kernel): only 4:2:0 taken (4:4:4 and gray JPEG_GPU_FORMAT); the window at
- * step 1 against libjpeg with the tight tolerance (the chroma filter at
- * step 1 is libjpeg's fancy upsampling); the RandomResizedCrop with the
- * loose one (libjpeg's reference rounds RGB before the filter, the planes
- * path after it); bf16 = f32 rounded; calls cut to 2 the same bits.
+ * step 1 against libjpeg with max 4 levels and mean 0.5 (the chroma filter
+ * at step 1 is libjpeg's fancy upsampling; libjpeg rounds the upsampled
+ * chroma and uses integer tables, the planes path rounds once: a
+ * simulation on libjpeg's own planes gave max 1, mean 0.32), also with
+ * even window edges (top 60, left 96); the RandomResizedCrop with the
+ * loose tolerance (its chroma filter has its own radius at half
+ * resolution); bf16 = f32 rounded; calls cut to 2 the same bits.
  * On an A100 / H100 / H200 the automatic choice must be the hardware backend.
  * A missing nvJPEG (CTRAIN_NVJPEG_LIB naming no file, in a child process)
  * says so, with the file's name. What is skipped, and why, is printed.
@@ -484,9 +487,11 @@ static void check_tolerance(const char *tag, int img, const int *u, const uint8_
     printf("  %s.%s: |nvJPEG - libjpeg| mean %.3f max %d, beyond 16 levels %.3f%%\n", tag,
            img_name[img], mean, mx, 100 * far);
     char name[128];
-    if (tight) {
+    if (tight) { /* 2: the planes path, which rounds once where libjpeg rounds twice */
+        const double mean_max = tight == 2 ? 0.5 : 0.25;
         snprintf(name, sizeof name, "%s.%s.max_within_4", tag, img_name[img]);
-        check_true(name, mx <= 4 && mean <= 0.25, "max |diff| %d, mean %.3f levels", mx, mean);
+        check_true(name, mx <= 4 && mean <= mean_max, "max |diff| %d, mean %.3f levels (mean "
+                   "allowed %.2f)", mx, mean, mean_max);
         return;
     }
     snprintf(name, sizeof name, "%s.%s.mean_within_1.5", tag, img_name[img]);
@@ -524,7 +529,7 @@ static void test_backend(Ctx *c, JpegGpuBackend be, const JpegSet *js, int plane
            st.version[1], st.version[2], st.hw_engines, st.hw_cores,
            planes ? "filtered by ctrain's kernel"
                   : st.chroma_interpolated ? "interpolated" : "nearest (no interpolation flag)");
-    const int tight = planes || st.chroma_interpolated;
+    const int tight = planes ? 2 : st.chroma_interpolated;
     snprintf(name, sizeof name, "%s.backend", tag);
     check_true(name, st.backend == be, "opened %s", jpeg_gpu_backend_name(st.backend));
 
@@ -587,6 +592,26 @@ static void test_backend(Ctx *c, JpegGpuBackend be, const JpegSet *js, int plane
             window(ref, js->ref[i], top, left, S);
             char t2[96];
             snprintf(t2, sizeof t2, "%s.pixels", tag);
+            check_tolerance(t2, i, u, ref, per, tight);
+        }
+    }
+    if (planes) { /* even window edges: the chroma window must still reach outside */
+        const int top2 = 60, left2 = 96;
+        for (int i = 0; i < NIMG; i++) {
+            box[i].ay = rs_axis_box(top2, S, S);
+            box[i].ax = rs_axis_box(left2, S, S);
+        }
+        uint8_t fbe[NIMG];
+        sync_all();
+        rc = jpeg_gpu_decode(g, o, fbe, bytes, js->lens, info, box, NIMG, MEAN, STD, c->stream,
+                             err, sizeof err);
+        out_download(got, o);
+        for (int i = 0; !rc && i < NIMG; i++) {
+            if (fbe[i] || !js->ref[i]) continue;
+            window(ref, js->ref[i], top2, left2, S);
+            row_u8(u, got, i, S);
+            char t2[96];
+            snprintf(t2, sizeof t2, "%s.pixels_even_edges", tag);
             check_tolerance(t2, i, u, ref, per, tight);
         }
     }

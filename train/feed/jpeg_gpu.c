@@ -603,9 +603,15 @@ int jpeg_gpu_decode(JpegGpu *g, Tensor *out, uint8_t *fallback, const uint8_t *c
                            "(steps %g, %g) do not fit its %d x %d pixels", what, i, b->ay.lo,
                            b->ay.hi, b->ax.lo, b->ax.hi, (double)b->ay.step, (double)b->ax.step,
                            info[i].h, info[i].w);
-        const size_t hw = (size_t)info[i].h * info[i].w;
-        const size_t chroma = (size_t)((info[i].h + 1) / 2) * (size_t)((info[i].w + 1) / 2);
-        size_t bytes_i = jg_round(g->planes ? hw + 2 * chroma : hw * 3);
+        /* the planes kernel reads 4:2:0 only, whatever the caller's probe said */
+        if (g->planes && nvjb_layout(info[i].components, info[i].subsampling) != NVJB_420) {
+            fallback[i] = JPEG_GPU_FORMAT;
+            g->stats.not_taken[JPEG_GPU_FORMAT]++;
+            continue;
+        }
+        size_t ocb = 0, ocr = 0;
+        const size_t planes_bytes = jpeg_planes_layout(info[i].h, info[i].w, &ocb, &ocr);
+        size_t bytes_i = jg_round(g->planes ? planes_bytes : (size_t)info[i].h * info[i].w * 3);
         need += bytes_i;
         if (used + bytes_i > g->dec_cap) {
             fallback[i] = JPEG_GPU_NO_ROOM;
@@ -615,10 +621,10 @@ int jpeg_gpu_decode(JpegGpu *g, Tensor *out, uint8_t *fallback, const uint8_t *c
         nvjpegImage_t *d = &g->dst[m];
         memset(d, 0, sizeof *d);
         d->channel[0] = g->dec + used;
-        if (g->planes) {   /* Y, then Cb and Cr at half size (jpeg_gpu_resample_planes_cuda) */
+        if (g->planes) {   /* Y, then Cb and Cr at half size (jpeg_planes_layout) */
             d->pitch[0] = (size_t)info[i].w;
-            d->channel[1] = g->dec + used + hw;
-            d->channel[2] = g->dec + used + hw + chroma;
+            d->channel[1] = g->dec + used + ocb;
+            d->channel[2] = g->dec + used + ocr;
             d->pitch[1] = d->pitch[2] = (size_t)((info[i].w + 1) / 2);
         } else {
             d->pitch[0] = (size_t)info[i].w * 3;

@@ -219,6 +219,43 @@ void jpeg_gpu_norm_coeffs(float a[3], float b[3], const float mean[3], const flo
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 
+#ifdef __CUDACC__
+#define JG_FN __host__ __device__ static inline
+#else
+#define JG_FN static inline
+#endif
+
+/* Where a 4:2:0 image's planes sit in the decode buffer (planes path):
+ * Y (h x w, pitch w) at 0, Cb and Cr (ceil(h/2) x ceil(w/2), pitch
+ * ceil(w/2)) at *cb and *cr, every plane starting 256-byte aligned. Returns
+ * the bytes the image takes. Shared by the decode's buffer layout and the
+ * kernel's reads. */
+JG_FN size_t jpeg_planes_layout(int h, int w, size_t *cb, size_t *cr)
+{
+    const size_t y = (size_t)h * (size_t)w, c = (size_t)((h + 1) / 2) * (size_t)((w + 1) / 2);
+    *cb = (y + 255) / 256 * 256;
+    *cr = *cb + (c + 255) / 256 * 256;
+    return *cr + c;
+}
+
+/* The chroma axis of a luma axis a (resample.h) for a 4:2:0 plane of nc
+ * samples: every coordinate halved (a chroma sample sits at the centre of
+ * its 2 x 2 luma block) and the window widened to the chroma samples that
+ * libjpeg's fancy upsampling reads for luma pixels [lo, hi): [floor((lo -
+ * 1) / 2), floor(hi / 2) + 1), clamped to the plane. At step 1 the filter
+ * then gives that upsampling's weights (3/4, 1/4) everywhere, edges of the
+ * crop included. */
+JG_FN RsAxis jpeg_chroma_axis(RsAxis a, int nc)
+{
+    RsAxis c;
+    c.start = a.start * 0.5f;
+    c.step = a.step * 0.5f;
+    c.lo = a.lo >= 1 ? (a.lo - 1) / 2 : 0;
+    c.hi = a.hi / 2 + 1 < nc ? a.hi / 2 + 1 : nc;
+    if (c.hi <= c.lo) c.hi = c.lo + 1 <= nc ? c.lo + 1 : nc;
+    return c;
+}
+
 /* One decoded image as the resample kernel reads it: interleaved RGB u8 at
  * src + offset, pitch 3 w, written to output row `row`. */
 typedef struct {
@@ -234,9 +271,8 @@ typedef struct {
 void jpeg_gpu_resample_cuda(void *out, DType dt, int S, const uint8_t *src,
                             const JpegGpuImage *img, int n, const float a[3], const float b[3],
                             cudaStream_t st);
-/* The same from 4:2:0 planes (jpeg_gpu_set_planes): at src + offset the Y
- * plane h x w (pitch w), then Cb and Cr, each ceil(h/2) x ceil(w/2)
- * (pitch ceil(w/2)). */
+/* The same from 4:2:0 planes (jpeg_gpu_set_planes) at src + offset, laid
+ * out as jpeg_planes_layout says. */
 void jpeg_gpu_resample_planes_cuda(void *out, DType dt, int S, const uint8_t *src,
                                    const JpegGpuImage *img, int n, const float a[3],
                                    const float b[3], cudaStream_t st);

@@ -167,7 +167,7 @@ NvjBatch *nvjb_open(const NvjpegLib *L, nvjpegBackend_t b, int call_n, int hint,
      * own loaders; a failure here only costs that. */
     if (b == NVJPEG_BACKEND_HARDWARE && L->batched_preallocate)
         (void)L->batched_preallocate(B->d[NVJB_420].h, B->d[NVJB_420].st, call_n, hint, hint,
-                                     NVJPEG_CSS_420, NVJPEG_OUTPUT_RGBI);
+                                     NVJPEG_CSS_420, B->out_fmt);
     return B;
 }
 
