@@ -194,9 +194,9 @@ static int linear_bgrad_wanted(void)
 /* dw (+)= dy^T x and, when the GEMM can give it (CUDA, f32 dw, the
  * epilogue on, not TF32: the epilogue would sum dy after its rounding to
  * TF32, where the separate pass sums it in f32), db (+)= sum_r dy[r] in the
- * same GEMM. Returns 1 when db was done here. The epilogue writes its vector: into db when db is fresh
- * (acc_b 0), else into a temporary of Out floats then added to db (a
- * parameter's gradient always accumulates). */
+ * same GEMM. Returns 1 when db was done here. The epilogue writes its
+ * vector: into db when db is fresh (acc_b 0), else into a temporary of Out
+ * floats then added to db (a parameter's gradient always accumulates). */
 static int linear_dw(Ctx *c, Tensor *dw, int acc, Tensor *db, int acc_b, Tensor *dy, Tensor *x,
                      int R, int In, int Out)
 {

@@ -16,8 +16,9 @@
 #include "engine/log.h"
 #include "engine/settings.h"
 
-#define STORE_HEADER "# ctrain plan store, format 1: \"key<TAB>value\" a line after the identity; " \
-                     "delete the file to search again"
+#define STORE_HEADER                                                                   \
+    "# ctrain plan store, format 1: \"key<TAB>value\" a line after the identity; delete " \
+    "the file to search again"
 #define STORE_FILE_MAX (8u << 20)
 
 typedef struct {
@@ -213,7 +214,8 @@ PlanStore *plan_store_open(const char *dir, const char *family, const char *iden
     if (read_file(s, s, &s->skipped, 0) == 0) {
         if (s->skipped)
             LOG_W("plan store %s: %d unreadable line%s skipped (searched again, and dropped "
-                  "when the file is next written)", s->path, s->skipped, s->skipped == 1 ? "" : "s");
+                  "when the file is next written)", s->path, s->skipped,
+                  s->skipped == 1 ? "" : "s");
         LOG_D("plan store %s: %d plan%s read", s->path, s->n, s->n == 1 ? "" : "s");
     }
     return s;
@@ -269,7 +271,8 @@ int plan_store_put(PlanStore *s, const char *key, const char *value)
     FILE *f = atomic_file_open(s->path, tmp, sizeof tmp, err, sizeof err);
     if (f) {
         fprintf(f, "%s\nidentity\t%s\n", STORE_HEADER, s->identity);
-        for (int i = 0; i < merged.n; i++) fprintf(f, "%s\t%s\n", merged.p[i].key, merged.p[i].value);
+        for (int i = 0; i < merged.n; i++)
+            fprintf(f, "%s\t%s\n", merged.p[i].key, merged.p[i].value);
         rc = atomic_file_commit(f, tmp, s->path, err, sizeof err) == 0 ? 0 : 1;
     }
     if (rc) say_write_failed(s, err);
