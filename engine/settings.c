@@ -72,6 +72,9 @@ static const Setting table[SET_COUNT] = {
     [SET_LN_KERNELS] = V_CHOICE("CTRAIN_LN_KERNELS", SA_DEV, "row", NULL, "row|vec",
         "LayerNorm's CUDA kernels: one element per lane per access (row), or 16-byte vectors "
         "with each row held in registers (vec; unmeasured, docs/kernels.md)"),
+    [SET_ADD_NORM] = V_CHOICE("CTRAIN_ADD_NORM", SA_DEV, "composed", NULL, "composed|fused",
+        "BERT's dropout + residual add + LayerNorm as three ops (composed) or one CUDA kernel "
+        "each way (fused: same values, fewer passes; unmeasured, docs/kernels.md)"),
     [SET_JPEG_PLANES] = V_SWITCH("CTRAIN_JPEG_PLANES", SA_DEV, "0", NULL,
         "--decode gpu: nvJPEG writes 4:2:0 images as Y, Cb, Cr planes and ctrain's resample "
         "kernel converts them (no nvJPEG colour-conversion kernels on the SMs; other layouts go "

@@ -148,15 +148,11 @@ static Tensor *merge_heads(Ctx *c, Tensor *x)
     return op_reshape(c, x, 3, (int64_t[]){B, T, H * Dh});
 }
 
-/* y = LayerNorm(x + dropout(z)); consumes z */
+/* y = LayerNorm(x + dropout(z)) (ops/layernorm.h op_add_norm); consumes z */
 static Tensor *add_norm(Ctx *c, Model *m, const LN *ln, Tensor *x, Tensor *z, float p, float eps)
 {
-    Tensor *d = op_dropout(c, z, p);
+    Tensor *y = op_add_norm(c, x, z, P(ln->g), P(ln->b), p, eps);
     tensor_release(z);
-    Tensor *s = op_add(c, x, d);
-    tensor_release(d);
-    Tensor *y = layernorm(c, m, ln, s, eps);
-    tensor_release(s);
     return y;
 }
 

@@ -50,8 +50,10 @@
 #include <type_traits>
 
 #include "engine/error.h"
+#include "engine/philox.h"
 #include "engine/settings.h"
 #include "cuda_util.cuh"
+#include "dropout.h"
 #include "layernorm.h"
 
 namespace {
@@ -199,10 +201,42 @@ __global__ void __launch_bounds__(FIN_COLS *FIN_SLICES)
 
 constexpr int LN_BWD_WARPS = 8;
 
-template <typename T, int NV>
+/* The dropout and residual add fused in front of LayerNorm (add_norm_*_cuda,
+ * FUSED kernels): forward s = x + dropout(z), each step rounded to T as the
+ * separate ops round, s saved for the backward; backward the rounded ds into
+ * dx (the residual's gradient) and dropout's backward of it into dz. The
+ * mask is dropout.cu's: element i keeps when dropout_u01(word i % 4 of
+ * Philox(offset + i / 4)) >= p. */
+struct LnDrop {
+    const void *z;           /* forward: dropout's input */
+    void *s_out;             /* forward: x + dropout(z) */
+    void *dz;                /* backward: dropout input's gradient, or NULL */
+    int accum_z;
+    float p, scale;
+    uint64_t seed, offset;
+    const uint64_t *base;    /* inside a CUDA graph: the step's Philox base */
+};
+
+/* keep[k] for the V elements from i0 (a multiple of 4). */
+template <int V>
+__device__ __forceinline__ void drop_keep(bool keep[V], const LnDrop &d, uint64_t offset,
+                                          size_t i0)
+{
+#pragma unroll
+    for (int g = 0; g < V / 4; g++) {
+        uint32_t w[4];
+        const uint64_t ctr = offset + i0 / 4 + (uint64_t)g;
+        philox4x32_10(w, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)d.seed,
+                      (uint32_t)(d.seed >> 32));
+#pragma unroll
+        for (int k = 0; k < 4; k++) keep[4 * g + k] = dropout_u01(w[k]) >= d.p;
+    }
+}
+
+template <typename T, int NV, bool FUSED>
 __global__ void __launch_bounds__(LN_FWD_WARPS * 32)
     ln_fwd_vec_kernel(T *y, float *mean, float *invstd, const T *x, const float *gamma,
-                      const float *beta, float eps, size_t R, int D)
+                      const float *beta, float eps, size_t R, int D, LnDrop drop)
 {
     constexpr int V = 16 / (int)sizeof(T);
     const size_t r = (size_t)blockIdx.x * LN_FWD_WARPS + (threadIdx.x >> 5);
@@ -211,11 +245,28 @@ __global__ void __launch_bounds__(LN_FWD_WARPS * 32)
     const Vec<T, V> *xr = reinterpret_cast<const Vec<T, V> *>(x + r * (size_t)D);
     float v[NV][V];
     float s = 0.0f;
+    uint64_t offset = drop.offset;
+    if (FUSED && drop.base) offset += *drop.base;
 #pragma unroll
     for (int j = 0; j < NV; j++) {
         const int c = lane + 32 * j;
         Vec<T, V> a;
         if (c < nvec) a = xr[c];
+        if constexpr (FUSED) { /* a = round(x + round(keep ? z * scale : 0)), saved */
+            if (c < nvec) {
+                const Vec<T, V> b = reinterpret_cast<const Vec<T, V> *>(
+                    (const T *)drop.z + r * (size_t)D)[c];
+                bool keep[V];
+                drop_keep<V>(keep, drop, offset, r * (size_t)D + (size_t)c * V);
+#pragma unroll
+                for (int k = 0; k < V; k++) {
+                    const float d = keep[k] ? to_f32(from_f32<T>(to_f32(b.v[k]) * drop.scale))
+                                            : 0.0f;
+                    a.v[k] = from_f32<T>(to_f32(a.v[k]) + d);
+                }
+                reinterpret_cast<Vec<T, V> *>((T *)drop.s_out + r * (size_t)D)[c] = a;
+            }
+        }
 #pragma unroll
         for (int k = 0; k < V; k++) {
             v[j][k] = c < nvec ? to_f32(a.v[k]) : 0.0f;
@@ -252,11 +303,11 @@ __global__ void __launch_bounds__(LN_FWD_WARPS * 32)
 
 /* part: [gridDim.x][2][D] chunk partials (dgamma's, then dbeta's), or NULL;
  * shared memory 2 D floats when part. */
-template <typename T, int NV>
+template <typename T, int NV, bool FUSED>
 __global__ void __launch_bounds__(LN_BWD_WARPS * 32)
     ln_bwd_vec_kernel(T *dx, float *part, const T *dy, const T *x, const float *mean,
                       const float *invstd, const float *gamma, size_t R, int D,
-                      size_t rows_per_chunk, int accum_x)
+                      size_t rows_per_chunk, int accum_x, LnDrop drop)
 {
     constexpr int V = 16 / (int)sizeof(T);
     extern __shared__ float sh[];
@@ -292,22 +343,45 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32)
                 pb[j][k] += dv[j][k];
             }
         }
-        if (!dx) continue; /* uniform over the block */
+        if (!dx && !(FUSED && drop.dz)) continue; /* uniform over the block */
         const float m1 = warp_sum(s1) / (float)D, m2 = warp_sum(s2) / (float)D;
-        Vec<T, V> *dxr = reinterpret_cast<Vec<T, V> *>(dx + r * (size_t)D);
+        Vec<T, V> *dxr = dx ? reinterpret_cast<Vec<T, V> *>(dx + r * (size_t)D) : nullptr;
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int c = lane + 32 * j;
             if (c >= nvec) continue;
             Vec<T, V> o, old;
-            if (accum_x) old = dxr[c];
+            if (dx && accum_x) old = dxr[c];
+            float ds[V];
 #pragma unroll
             for (int k = 0; k < V; k++) {
-                float val = is * (dv[j][k] * gamma[c * V + k] - m1 - xh[j][k] * m2);
-                if (accum_x) val += to_f32(old.v[k]);
+                ds[k] = is * (dv[j][k] * gamma[c * V + k] - m1 - xh[j][k] * m2);
+                float val = ds[k];
+                if constexpr (FUSED) ds[k] = to_f32(from_f32<T>(ds[k])); /* as stored by the
+                                                                            separate ops */
+                if (FUSED) val = ds[k];
+                if (dx && accum_x) val += to_f32(old.v[k]);
                 o.v[k] = from_f32<T>(val);
             }
-            dxr[c] = o;
+            if (dx) dxr[c] = o;
+            if constexpr (FUSED) { /* dz (+)= keep ? ds * scale : 0 */
+                if (drop.dz) {
+                    Vec<T, V> *dzr = reinterpret_cast<Vec<T, V> *>((T *)drop.dz + r * (size_t)D);
+                    Vec<T, V> zo, zold;
+                    if (drop.accum_z) zold = dzr[c];
+                    bool keep[V];
+                    uint64_t offset = drop.offset;
+                    if (drop.base) offset += *drop.base;
+                    drop_keep<V>(keep, drop, offset, r * (size_t)D + (size_t)c * V);
+#pragma unroll
+                    for (int k = 0; k < V; k++) {
+                        float val = keep[k] ? ds[k] * drop.scale : 0.0f;
+                        if (drop.accum_z) val += to_f32(zold.v[k]);
+                        zo.v[k] = from_f32<T>(val);
+                    }
+                    dzr[c] = zo;
+                }
+            }
         }
     }
     if (!part) return;
@@ -370,51 +444,63 @@ int ln_use_vec(void)
 
 extern "C" void layernorm_cuda_set_kernels(int vec) { ln_kernels_vec = vec ? 1 : 0; }
 
-extern "C" void layernorm_forward_cuda(void *y, float *mean, float *invstd, const void *x,
-                                       const float *gamma, const float *beta, DType dt,
-                                       float eps, size_t R, size_t D, cudaStream_t s)
+/* The forward; drop non-NULL: the fused add + dropout (vector kernels
+ * only: returns 0, nothing done, when the rows do not suit them). */
+static int ln_forward(void *y, float *mean, float *invstd, const void *x, const float *gamma,
+                      const float *beta, DType dt, float eps, size_t R, size_t D,
+                      const LnDrop *drop, cudaStream_t s)
 {
-    if (R == 0) return;
+    if (R == 0) return 1;
     CT_ASSERT(D > 0 && D <= 0x7fffffff, "layernorm_forward_cuda: D = %zu out of range", D);
     size_t blocks = (R + LN_FWD_WARPS - 1) / LN_FWD_WARPS;
     CT_ASSERT(blocks <= 0x7fffffffu, "layernorm_forward_cuda: R = %zu rows is too many", R);
-    const void *ptrs[2] = {x, y};
-    const int nv = ln_use_vec() ? ln_vec_nv(dt, D, 8, ptrs, 2) : 0;
+    const void *ptrs[4] = {x, y, drop ? drop->z : NULL, drop ? drop->s_out : NULL};
+    const int nv = drop || ln_use_vec() ? ln_vec_nv(dt, D, 8, ptrs, 4) : 0;
     if (nv) {
         dispatch_float(dt, "layernorm_forward_cuda", [&](auto tag) {
             using T = decltype(tag);
             dispatch_nv<8>(nv, [&](auto nvc) {
-                ln_fwd_vec_kernel<T, decltype(nvc)::value><<<(unsigned)blocks, LN_FWD_WARPS * 32, 0,
-                                                             s>>>(
-                    (T *)y, mean, invstd, (const T *)x, gamma, beta, eps, R, (int)D);
+                constexpr int NVC = decltype(nvc)::value;
+                if (drop)
+                    ln_fwd_vec_kernel<T, NVC, true><<<(unsigned)blocks, LN_FWD_WARPS * 32, 0, s>>>(
+                        (T *)y, mean, invstd, (const T *)x, gamma, beta, eps, R, (int)D, *drop);
+                else
+                    ln_fwd_vec_kernel<T, NVC, false><<<(unsigned)blocks, LN_FWD_WARPS * 32, 0, s>>>(
+                        (T *)y, mean, invstd, (const T *)x, gamma, beta, eps, R, (int)D, LnDrop{});
                 CUDA_CHECK_LAUNCH();
             });
         });
-        return;
+        return 1;
     }
+    if (drop) return 0;
     dispatch_float(dt, "layernorm_forward_cuda", [&](auto tag) {
         using T = decltype(tag);
         ln_fwd_kernel<T><<<(unsigned)blocks, LN_FWD_WARPS * 32, 0, s>>>(
             (T *)y, mean, invstd, (const T *)x, gamma, beta, eps, R, (int)D);
         CUDA_CHECK_LAUNCH();
     });
+    return 1;
 }
 
-extern "C" void layernorm_backward_cuda(void *dx, float *dgamma, float *dbeta, const void *dy,
-                                        const void *x, const float *mean,
-                                        const float *invstd, const float *gamma, DType dt,
-                                        size_t R, size_t D, int accum_x, int accum_gamma,
-                                        int accum_beta, cudaStream_t s)
+/* The backward; drop non-NULL: the fused add + dropout's (vector kernels
+ * only: returns 0, nothing done, when the rows do not suit them). */
+static int ln_backward(void *dx, float *dgamma, float *dbeta, const void *dy, const void *x,
+                       const float *mean, const float *invstd, const float *gamma, DType dt,
+                       size_t R, size_t D, int accum_x, int accum_gamma, int accum_beta,
+                       const LnDrop *drop, cudaStream_t s)
 {
-    if (D == 0) return;
+    if (D == 0) return 1;
     CT_ASSERT(D <= 0x7fffffff, "layernorm_backward_cuda: D = %zu out of range", D);
     const int want_params = dgamma != NULL || dbeta != NULL;
+    const void *ptrs[4] = {dx, dy, x, drop ? drop->dz : NULL};
+    const int nv = drop || ln_use_vec() ? ln_vec_nv(dt, D, 4, ptrs, 4) : 0;
+    if (drop && !nv) return 0;
     if (R == 0) {
         if (dgamma && !accum_gamma) CUDA_CHECK(cudaMemsetAsync(dgamma, 0, D * sizeof(float), s));
         if (dbeta && !accum_beta) CUDA_CHECK(cudaMemsetAsync(dbeta, 0, D * sizeof(float), s));
-        return;
+        return 1;
     }
-    if (!dx && !want_params) return;
+    if (!dx && !want_params && !(drop && drop->dz)) return 1;
     size_t rows_per_chunk = (R + LN_BWD_TARGET_BLOCKS - 1) / LN_BWD_TARGET_BLOCKS;
     if (rows_per_chunk < LN_BWD_MIN_ROWS) rows_per_chunk = LN_BWD_MIN_ROWS;
     const size_t G = (R + rows_per_chunk - 1) / rows_per_chunk;
@@ -424,27 +510,32 @@ extern "C" void layernorm_backward_cuda(void *dx, float *dgamma, float *dbeta, c
     const size_t smem = red_bytes + (acc_in_shared ? acc_bytes : 0);
     float *part = NULL;
     if (want_params) CUDA_CHECK(cudaMallocAsync((void **)&part, G * acc_bytes, s));
-    const void *ptrs[3] = {dx, dy, x};
-    const int nv = ln_use_vec() ? ln_vec_nv(dt, D, 4, ptrs, 3) : 0;
     if (nv) {
         dispatch_float(dt, "layernorm_backward_cuda", [&](auto tag) {
             using T = decltype(tag);
             dispatch_nv<4>(nv, [&](auto nvc) {
-                ln_bwd_vec_kernel<T, decltype(nvc)::value>
-                    <<<(unsigned)G, LN_BWD_WARPS * 32, want_params ? acc_bytes : 0, s>>>(
+                constexpr int NVC = decltype(nvc)::value;
+                const size_t sm = want_params ? acc_bytes : 0;
+                if (drop)
+                    ln_bwd_vec_kernel<T, NVC, true><<<(unsigned)G, LN_BWD_WARPS * 32, sm, s>>>(
                         (T *)dx, part, (const T *)dy, (const T *)x, mean, invstd, gamma, R,
-                        (int)D, rows_per_chunk, accum_x);
+                        (int)D, rows_per_chunk, accum_x, *drop);
+                else
+                    ln_bwd_vec_kernel<T, NVC, false><<<(unsigned)G, LN_BWD_WARPS * 32, sm, s>>>(
+                        (T *)dx, part, (const T *)dy, (const T *)x, mean, invstd, gamma, R,
+                        (int)D, rows_per_chunk, accum_x, LnDrop{});
                 CUDA_CHECK_LAUNCH();
             });
         });
-    } else
-    dispatch_float(dt, "layernorm_backward_cuda", [&](auto tag) {
-        using T = decltype(tag);
-        ln_bwd_kernel<T><<<(unsigned)G, threads, smem, s>>>(
-            (T *)dx, part, (const T *)dy, (const T *)x, mean, invstd, gamma, R, (int)D,
-            rows_per_chunk, accum_x, acc_in_shared);
-        CUDA_CHECK_LAUNCH();
-    });
+    } else {
+        dispatch_float(dt, "layernorm_backward_cuda", [&](auto tag) {
+            using T = decltype(tag);
+            ln_bwd_kernel<T><<<(unsigned)G, threads, smem, s>>>(
+                (T *)dx, part, (const T *)dy, (const T *)x, mean, invstd, gamma, R, (int)D,
+                rows_per_chunk, accum_x, acc_in_shared);
+            CUDA_CHECK_LAUNCH();
+        });
+    }
     if (want_params) {
         ln_bwd_finish_kernel<<<(unsigned)((D + FIN_COLS - 1) / FIN_COLS),
                                dim3(FIN_COLS, FIN_SLICES), 0, s>>>(dgamma, dbeta, part, G,
@@ -453,4 +544,60 @@ extern "C" void layernorm_backward_cuda(void *dx, float *dgamma, float *dbeta, c
         CUDA_CHECK_LAUNCH();
         CUDA_CHECK(cudaFreeAsync(part, s));
     }
+    return 1;
+}
+
+extern "C" void layernorm_forward_cuda(void *y, float *mean, float *invstd, const void *x,
+                                       const float *gamma, const float *beta, DType dt,
+                                       float eps, size_t R, size_t D, cudaStream_t s)
+{
+    (void)ln_forward(y, mean, invstd, x, gamma, beta, dt, eps, R, D, NULL, s);
+}
+
+extern "C" void layernorm_backward_cuda(void *dx, float *dgamma, float *dbeta, const void *dy,
+                                        const void *x, const float *mean,
+                                        const float *invstd, const float *gamma, DType dt,
+                                        size_t R, size_t D, int accum_x, int accum_gamma,
+                                        int accum_beta, cudaStream_t s)
+{
+    (void)ln_backward(dx, dgamma, dbeta, dy, x, mean, invstd, gamma, dt, R, D, accum_x,
+                      accum_gamma, accum_beta, NULL, s);
+}
+
+static LnDrop make_drop(float p, uint64_t seed, uint64_t offset, const uint64_t *base)
+{
+    LnDrop d;
+    memset(&d, 0, sizeof d);
+    d.p = p;
+    d.scale = dropout_scale(p);
+    d.seed = seed;
+    d.offset = offset;
+    d.base = base;
+    return d;
+}
+
+extern "C" int add_norm_forward_cuda(void *y, void *s_out, float *mean, float *invstd,
+                                     const void *x, const void *z, const float *gamma,
+                                     const float *beta, DType dt, float eps, float p,
+                                     uint64_t seed, uint64_t offset, const uint64_t *base,
+                                     size_t R, size_t D, cudaStream_t s)
+{
+    LnDrop d = make_drop(p, seed, offset, base);
+    d.z = z;
+    d.s_out = s_out;
+    return ln_forward(y, mean, invstd, x, gamma, beta, dt, eps, R, D, &d, s);
+}
+
+extern "C" int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta,
+                                      const void *dy, const void *s_saved, const float *mean,
+                                      const float *invstd, const float *gamma, DType dt, float p,
+                                      uint64_t seed, uint64_t offset, const uint64_t *base,
+                                      size_t R, size_t D, int accum_x, int accum_z,
+                                      int accum_gamma, int accum_beta, cudaStream_t s)
+{
+    LnDrop d = make_drop(p, seed, offset, base);
+    d.dz = dz;
+    d.accum_z = accum_z;
+    return ln_backward(dx, dgamma, dbeta, dy, s_saved, mean, invstd, gamma, dt, R, D, accum_x,
+                       accum_gamma, accum_beta, &d, s);
 }

@@ -24,6 +24,7 @@
 #define CTRAIN_OPS_LAYERNORM_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "engine/ctx.h"
 #include "engine/dtype.h"
 #include "engine/tensor.h"
@@ -55,6 +56,26 @@ void layernorm_backward_cuda(void *dx, float *dgamma, float *dbeta, const void *
                              const void *x, const float *mean, const float *invstd,
                              const float *gamma, DType dt, size_t R, size_t D, int accum_x,
                              int accum_gamma, int accum_beta, cudaStream_t s);
+/* The dropout and residual add fused in front of LayerNorm (the vector
+ * kernels; ops/add_norm_op.c):
+ *   forward   s = x + dropout(z; p, seed, offset)   each step rounded to dt
+ *             as dropout and add round; s saved in s_out; y = LayerNorm(s)
+ *   backward  ds = LayerNorm's dx of dy; dx (+)= ds (the residual's
+ *             gradient, accum_x); dz (+)= keep ? ds / (1 - p) : 0 (accum_z)
+ * The same bits as dropout, add and LayerNorm's vector kernels run one after
+ * the other. Either of dx, dz may be NULL. base: the Philox base inside a
+ * CUDA graph (dropout.h), or NULL. Returns 0 with nothing done when the
+ * rows do not suit the vector kernels (the caller runs the three ops). */
+int add_norm_forward_cuda(void *y, void *s_out, float *mean, float *invstd, const void *x,
+                          const void *z, const float *gamma, const float *beta, DType dt,
+                          float eps, float p, uint64_t seed, uint64_t offset,
+                          const uint64_t *base, size_t R, size_t D, cudaStream_t s);
+int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, const void *dy,
+                           const void *s_saved, const float *mean, const float *invstd,
+                           const float *gamma, DType dt, float p, uint64_t seed,
+                           uint64_t offset, const uint64_t *base, size_t R, size_t D,
+                           int accum_x, int accum_z, int accum_gamma, int accum_beta,
+                           cudaStream_t s);
 /* Which kernels run (ops/layernorm.cu says how they differ): 0 one element
  * per lane per access, 1 16-byte vectors with the row in registers where D
  * allows. Starts from CTRAIN_LN_KERNELS (row | vec); tests set it. */
@@ -66,6 +87,15 @@ void layernorm_cuda_set_kernels(int vec);
  * type (f32 math whatever the storage, also under autocast). Saves x, gamma
  * and mean/invstd [R] f32 for the backward. */
 Tensor *op_layernorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, float eps);
+
+/* ---- tensor op (ops/add_norm_op.c) ----
+ * y = LayerNorm(x + dropout(z; p)) with gamma, beta, eps as op_layernorm:
+ * the end of a BERT sub-layer (x the residual, z the sub-layer's output, of
+ * one shape). The three recorded ops, or on CUDA with CTRAIN_ADD_NORM=fused
+ * one node over add_norm_*_cuda: the same values, draws and gradients.
+ * x and z are not consumed. */
+Tensor *op_add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta, float p,
+                    float eps);
 
 #ifdef __cplusplus
 }
