@@ -89,7 +89,11 @@ Tensor *op_add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta, f
     char dx[96], dz[96];
     op_check_float("add_norm", x);
     op_check_float("add_norm", z);
-    if (x->ndim != z->ndim || x->numel != z->numel || tensor_cols(x) != tensor_cols(z))
+    op_check_device("add_norm", c, x);
+    op_check_device("add_norm", c, z);
+    int same = x->ndim == z->ndim;
+    for (int i = 0; same && i < x->ndim; i++) same = x->shape[i] == z->shape[i];
+    if (!same)
         ct_fatal("add_norm: the residual %s and the sub-layer's output %s differ in shape",
                  tensor_desc(dx, sizeof dx, x), tensor_desc(dz, sizeof dz, z));
     if (!(p >= 0.0f && p < 1.0f))

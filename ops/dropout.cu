@@ -1,6 +1,10 @@
 /* dropout.cu — CUDA inverted dropout with a Philox mask (contract and math
  * in ops/dropout.h; ops/dropout.c is the CPU reference).
  *
+ * The multiply and the accumulating add are __fmul_rn / __fadd_rn: never
+ * fused into one FMA, so a kernel that folds dropout in (LayerNorm's
+ * add_norm) rounds as this one does.
+ *
  * Shape letters: n elements; element i uses Philox counter offset + i/4,
  * word i%4. A thread takes a group of four consecutive elements, so one
  * Philox evaluation (10 rounds) serves four elements, exactly the words the
@@ -40,8 +44,8 @@ __global__ void dropout_kernel(T *y, const T *x, float p, float s, uint64_t seed
             if (accum) o = reinterpret_cast<const Vec<T, 4> *>(y)[g];
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                float v = dropout_u01(r[k]) >= p ? to_f32(a.v[k]) * s : 0.0f;
-                if (accum) v += to_f32(o.v[k]);
+                float v = dropout_u01(r[k]) >= p ? __fmul_rn(to_f32(a.v[k]), s) : 0.0f;
+                if (accum) v = __fadd_rn(v, to_f32(o.v[k]));
                 o.v[k] = from_f32<T>(v);
             }
             reinterpret_cast<Vec<T, 4> *>(y)[g] = o;
@@ -51,8 +55,8 @@ __global__ void dropout_kernel(T *y, const T *x, float p, float s, uint64_t seed
         for (int k = 0; k < 4; k++) {
             const size_t i = 4 * g + k;
             if (i >= n) break;
-            float v = dropout_u01(r[k]) >= p ? to_f32(x[i]) * s : 0.0f;
-            if (accum) v += to_f32(y[i]);
+            float v = dropout_u01(r[k]) >= p ? __fmul_rn(to_f32(x[i]), s) : 0.0f;
+            if (accum) v = __fadd_rn(v, to_f32(y[i]));
             y[i] = from_f32<T>(v);
         }
     }

@@ -260,9 +260,12 @@ __global__ void __launch_bounds__(LN_FWD_WARPS * 32)
                 drop_keep<V>(keep, drop, offset, r * (size_t)D + (size_t)c * V);
 #pragma unroll
                 for (int k = 0; k < V; k++) {
-                    const float d = keep[k] ? to_f32(from_f32<T>(to_f32(b.v[k]) * drop.scale))
-                                            : 0.0f;
-                    a.v[k] = from_f32<T>(to_f32(a.v[k]) + d);
+                    /* __fmul_rn / __fadd_rn: never contracted into one FMA, as the
+                     * separate kernels cannot be */
+                    const float d =
+                        keep[k] ? to_f32(from_f32<T>(__fmul_rn(to_f32(b.v[k]), drop.scale)))
+                                : 0.0f;
+                    a.v[k] = from_f32<T>(__fadd_rn(to_f32(a.v[k]), d));
                 }
                 reinterpret_cast<Vec<T, V> *>((T *)drop.s_out + r * (size_t)D)[c] = a;
             }
@@ -357,10 +360,13 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32)
             for (int k = 0; k < V; k++) {
                 ds[k] = is * (dv[j][k] * gamma[c * V + k] - m1 - xh[j][k] * m2);
                 float val = ds[k];
-                if constexpr (FUSED) ds[k] = to_f32(from_f32<T>(ds[k])); /* as stored by the
-                                                                            separate ops */
-                if (FUSED) val = ds[k];
-                if (dx && accum_x) val += to_f32(old.v[k]);
+                if constexpr (FUSED) {
+                    /* as the separate ops store ds, then add it (no FMA across) */
+                    ds[k] = to_f32(from_f32<T>(ds[k]));
+                    val = dx && accum_x ? __fadd_rn(ds[k], to_f32(old.v[k])) : ds[k];
+                } else if (dx && accum_x) {
+                    val += to_f32(old.v[k]);
+                }
                 o.v[k] = from_f32<T>(val);
             }
             if (dx) dxr[c] = o;
@@ -375,8 +381,8 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32)
                     drop_keep<V>(keep, drop, offset, r * (size_t)D + (size_t)c * V);
 #pragma unroll
                     for (int k = 0; k < V; k++) {
-                        float val = keep[k] ? ds[k] * drop.scale : 0.0f;
-                        if (drop.accum_z) val += to_f32(zold.v[k]);
+                        float val = keep[k] ? __fmul_rn(ds[k], drop.scale) : 0.0f;
+                        if (drop.accum_z) val = __fadd_rn(val, to_f32(zold.v[k]));
                         zo.v[k] = from_f32<T>(val);
                     }
                     dzr[c] = zo;
@@ -455,7 +461,8 @@ static int ln_forward(void *y, float *mean, float *invstd, const void *x, const 
     size_t blocks = (R + LN_FWD_WARPS - 1) / LN_FWD_WARPS;
     CT_ASSERT(blocks <= 0x7fffffffu, "layernorm_forward_cuda: R = %zu rows is too many", R);
     const void *ptrs[4] = {x, y, drop ? drop->z : NULL, drop ? drop->s_out : NULL};
-    const int nv = drop || ln_use_vec() ? ln_vec_nv(dt, D, 8, ptrs, 4) : 0;
+    /* fused: only rows its backward takes too (at most 4 vectors a lane) */
+    const int nv = drop || ln_use_vec() ? ln_vec_nv(dt, D, drop ? 4 : 8, ptrs, 4) : 0;
     if (nv) {
         dispatch_float(dt, "layernorm_forward_cuda", [&](auto tag) {
             using T = decltype(tag);

@@ -61,11 +61,14 @@ void layernorm_backward_cuda(void *dx, float *dgamma, float *dbeta, const void *
  *   forward   s = x + dropout(z; p, seed, offset)   each step rounded to dt
  *             as dropout and add round; s saved in s_out; y = LayerNorm(s)
  *   backward  ds = LayerNorm's dx of dy; dx (+)= ds (the residual's
- *             gradient, accum_x); dz (+)= keep ? ds / (1 - p) : 0 (accum_z)
+ *             gradient, accum_x); dz (+)= keep ? ds * scale : 0 (accum_z),
+ *             scale = dropout_scale(p) = 1 / (1 - p)
  * The same bits as dropout, add and LayerNorm's vector kernels run one after
  * the other. Either of dx, dz may be NULL. base: the Philox base inside a
  * CUDA graph (dropout.h), or NULL. Returns 0 with nothing done when the
- * rows do not suit the vector kernels (the caller runs the three ops). */
+ * rows do not suit the vector kernels (the caller runs the three ops): a
+ * width that is no multiple of 16 bytes or over 4 vectors a lane (bf16 /
+ * f16 D <= 1024, f32 D <= 512), or a pointer not 16-byte aligned. */
 int add_norm_forward_cuda(void *y, void *s_out, float *mean, float *invstd, const void *x,
                           const void *z, const float *gamma, const float *beta, DType dt,
                           float eps, float p, uint64_t seed, uint64_t offset,
