@@ -65,7 +65,8 @@ static const Setting table[SET_COUNT] = {
 
     /* ---- developers' A/B switches ---- */
     [SET_LINEAR_EPILOGUE] = V_SWITCH("CTRAIN_LINEAR_EPILOGUE", SA_DEV, "1", NULL,
-        "Linear's bias added in the cuBLASLt GEMM's epilogue (0: a separate bias add)"),
+        "Linear's bias added in the cuBLASLt GEMM's epilogue, FP8 Linear's too (0: a separate "
+        "bias add)"),
     [SET_LINEAR_BGRAD] = V_SWITCH("CTRAIN_LINEAR_BGRAD", SA_DEV, "0", NULL,
         "Linear's bias gradient summed in the weight gradient's cuBLASLt GEMM (its BGRADB "
         "epilogue) instead of a separate pass over dy; off until measured (docs/kernels.md)"),

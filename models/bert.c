@@ -128,6 +128,33 @@ static Tensor *linear(Ctx *c, Model *m, const Linear *l, Tensor *x)
     return op_linear(c, x, P(l->w), P(l->b));
 }
 
+/* linear(x), where other Linear layers read the same x: under fp8 they share
+ * one cast of it (ops/linear_fp8.h, Fp8SharedX). */
+static Tensor *linear_x(Ctx *c, Model *m, const Linear *l, Tensor *x, Fp8SharedX *xs)
+{
+    if (l->fp8 >= 0 && c->fp8 && m->fp8)
+        return op_linear_fp8_shared(c, x, P(l->w), P(l->b), m->fp8, l->fp8, xs);
+    return op_linear(c, x, P(l->w), P(l->b));
+}
+
+/* linear(GELU(h)), consuming h: under fp8 one op whose cast applies GELU
+ * on the way in (ops/linear_fp8.h: GELU's output is never stored), else
+ * op_gelu then the Linear. */
+static Tensor *linear_gelu(Ctx *c, Model *m, const Linear *l, Tensor *h)
+{
+    Tensor *y;
+    if (l->fp8 >= 0 && c->fp8 && m->fp8) {
+        y = op_linear_fp8_gelu(c, h, P(l->w), P(l->b), m->fp8, l->fp8);
+        tensor_release(h);
+        return y;
+    }
+    Tensor *g = op_gelu(c, h);
+    tensor_release(h);
+    y = op_linear(c, g, P(l->w), P(l->b));
+    tensor_release(g);
+    return y;
+}
+
 static Tensor *layernorm(Ctx *c, Model *m, const LN *l, Tensor *x, float eps)
 {
     return op_layernorm(c, x, P(l->g), P(l->b), eps);
@@ -164,7 +191,10 @@ static Tensor *layer_forward(Ctx *c, void *argp, Tensor *x)
     Bert *b = (Bert *)m->impl;
     const BertConfig *cfg = &b->cfg;
     const BertLayer *L = &b->layers[a->l];
-    Tensor *q0 = linear(c, m, &L->q, x), *k0 = linear(c, m, &L->k, x), *v0 = linear(c, m, &L->v, x);
+    Fp8SharedX xs = {0};   /* under fp8 q, k and v take one cast of x */
+    Tensor *q0 = linear_x(c, m, &L->q, x, &xs), *k0 = linear_x(c, m, &L->k, x, &xs);
+    Tensor *v0 = linear_x(c, m, &L->v, x, &xs);
+    fp8_shared_x_release(&xs);
     Tensor *q = split_heads(c, q0, cfg->heads), *k = split_heads(c, k0, cfg->heads);
     Tensor *v = split_heads(c, v0, cfg->heads);
     tensor_release(q0); tensor_release(k0); tensor_release(v0);
@@ -176,10 +206,7 @@ static Tensor *layer_forward(Ctx *c, void *argp, Tensor *x)
     Tensor *attn = add_norm(c, m, &L->ln_attn, x, linear(c, m, &L->o, ctx), p, cfg->ln_eps);
     tensor_release(ctx);
     Tensor *h = linear(c, m, &L->inter, attn);
-    Tensor *g = op_gelu(c, h);
-    tensor_release(h);
-    Tensor *y = add_norm(c, m, &L->ln_out, attn, linear(c, m, &L->out, g), p, cfg->ln_eps);
-    tensor_release(g);
+    Tensor *y = add_norm(c, m, &L->ln_out, attn, linear_gelu(c, m, &L->out, h), p, cfg->ln_eps);
     tensor_release(attn);
     return y;
 }

@@ -38,7 +38,7 @@ template <ActKind K> struct ActFwdF {
     __device__ float operator()(float x, float) const
     {
         if constexpr (K == ACT_RELU) return x > 0.0f ? x : 0.0f;
-        else if constexpr (K == ACT_GELU) return x * normal_f32_cdf(x, nullptr);
+        else if constexpr (K == ACT_GELU) return normal_f32_gelu(x);
         else return tanhf(x);
     }
 };

@@ -7,6 +7,12 @@
  *   cast:    q[i] = fp8(x[i] * *scale);  *amax = max(*amax, max_i |x[i]|)
  *   cast-transpose (x row-major [R, C]):
  *            qt[c * R + r] = fp8(x[r * C + c] * *scale)   (and q = the cast)
+ *   with the column sums (a Linear's bias gradient from dy, in the same read):
+ *            db[c] (+)= sum_r x[r * C + c]                (f32, a fixed order)
+ *   with GELU on the way in (the FP8 Linear after BERT's GELU, which then
+ *   never writes GELU's output):
+ *            g = T(gelu(x))   (rounded to x's type T, as op_gelu's output)
+ *            qt, q as above of g; *amax = max(*amax, max |g|)
  *   update:  per tensor t (one thread each):
  *            history[t, step mod L] = finite(amax[t]) ? amax[t] : 0
  *            m = max over history[t, :]
@@ -28,6 +34,17 @@
  * the tile touches 32 different banks) and writes them out along the
  * tile's columns, which are rows of qt; both global passes are coalesced.
  * Its amax is the cast's: warp_max, then one atomicMax per block.
+ *
+ * Column sums, deterministic without atomics: in a tile each thread adds
+ * its column's rows ty, ty + 4, ... in order, the four row lanes are added
+ * in lane order into partial[tile row][c] (f32 scratch [ceil(R / 64), C]),
+ * and a second kernel adds a column's partials: a block of 32 columns x 16
+ * slices, each slice adding its contiguous run of tile rows in order, then
+ * the 16 slice sums in slice order (so a column's partials are spread over
+ * 16 threads and C / 32 blocks, not one thread each). The order depends on
+ * (R, C) alone, never on which block took which tile. This saves
+ * bias_backward's separate read of dy (2 bytes an element of bf16 dy; the
+ * partials cost 8 / 64 bytes an element, written once and read once).
  */
 #include "fp8.h"
 
@@ -38,6 +55,7 @@
 #include "cuda_util.cuh"
 #include "engine/error.h"
 #include "fp8_cvt.h"
+#include "normal_f32.h"
 
 namespace {
 
@@ -81,12 +99,17 @@ const int TILE_ROWS = FP8_THREADS / TILE;
 const int TILE_PITCH = TILE + 4;   /* 68 bytes = 17 words: a tile column hits 32 banks */
 
 
-template <typename T>
+/* colsum: NULL, or partial [ceil(rows / TILE), cols] (the column sums of
+ * each row tile, the top of the file). GELU: the values cast are
+ * T(gelu(x)), the bits op_gelu writes (normal_f32_gelu, from_f32). */
+template <typename T, bool GELU>
 __global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__restrict__ q,
-                                          float *amax, const T *__restrict__ x, size_t rows,
-                                          size_t cols, const float *scale, int fmt)
+                                          float *amax, float *__restrict__ colsum,
+                                          const T *__restrict__ x, size_t rows, size_t cols,
+                                          const float *scale, int fmt)
 {
     __shared__ uint8_t tile[TILE][TILE_PITCH];
+    __shared__ float lane_sum[TILE_ROWS][TILE];
     const float s = *scale;
     const int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE;
     const size_t tiles_c = (cols + TILE - 1) / TILE;
@@ -96,16 +119,20 @@ __global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__r
         const size_t r0 = t / tiles_c * TILE, c0 = t % tiles_c * TILE;
         /* in: tile row i is x's row r0 + i; thread tx reads column c0 + tx */
         const size_t c = c0 + tx;
+        float sum = 0.0f;
         for (int i = ty; i < TILE; i += TILE_ROWS) {
             const size_t r = r0 + i;
             if (r < rows && c < cols) {
-                const float v = to_f32(x[r * cols + c]);
+                float v = to_f32(x[r * cols + c]);
+                if constexpr (GELU) v = to_f32(from_f32<T>(normal_f32_gelu(v)));
                 const uint8_t code = fp8_cvt_from_f32(v * s, fmt);
                 tile[i][tx] = code;
                 if (q) q[r * cols + c] = code;
                 m = fmaxf(m, fabsf(v));
+                sum = __fadd_rn(sum, v);
             }
         }
+        if (colsum) lane_sum[ty][tx] = sum;
         __syncthreads();
         /* out: tile column i is qt's row c0 + i; thread tx writes its column r0 + tx */
         const size_t r = r0 + tx;
@@ -113,9 +140,43 @@ __global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__r
             const size_t cq = c0 + i;
             if (r < rows && cq < cols) qt[cq * rows + r] = tile[tx][i];
         }
+        if (colsum && ty == 0 && c < cols) {
+            float p = lane_sum[0][tx];
+            for (int l = 1; l < TILE_ROWS; l++) p = __fadd_rn(p, lane_sum[l][tx]);
+            colsum[r0 / TILE * cols + c] = p;
+        }
         __syncthreads();   /* the next tile overwrites this one */
     }
     block_amax_atomic(m, amax);
+}
+
+/* The finish's block: FIN_COLS columns (threadIdx.x) x FIN_SLICES slices
+ * of the tile rows (threadIdx.y). */
+const int FIN_COLS = 32;
+const int FIN_SLICES = 16;
+
+/* db[c] (+)= sum over t < ntiles of partial[t * cols + c]: slice y adds its
+ * tile rows [y k, (y + 1) k) in order (k = ceil(ntiles / FIN_SLICES)), then
+ * slice 0 adds the slice sums in slice order. One block per FIN_COLS
+ * columns (blockIdx.x). */
+__global__ void fp8_colsum_finish_kernel(float *__restrict__ db,
+                                         const float *__restrict__ partial, size_t ntiles,
+                                         size_t cols, int accum)
+{
+    __shared__ float slice_sum[FIN_SLICES][FIN_COLS];
+    const size_t c = (size_t)blockIdx.x * FIN_COLS + threadIdx.x;
+    const size_t k = (ntiles + FIN_SLICES - 1) / FIN_SLICES;
+    const size_t t0 = threadIdx.y * k, t1 = t0 + k < ntiles ? t0 + k : ntiles;
+    float sum = 0.0f;
+    if (c < cols)
+        for (size_t t = t0; t < t1; t++) sum = __fadd_rn(sum, partial[t * cols + c]);
+    slice_sum[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        float total = slice_sum[0][threadIdx.x];
+        for (int y = 1; y < FIN_SLICES; y++) total = __fadd_rn(total, slice_sum[y][threadIdx.x]);
+        db[c] = accum ? __fadd_rn(db[c], total) : total;
+    }
 }
 
 __global__ void fp8_amax_zero_kernel(float *amax, int n)
@@ -161,18 +222,60 @@ void fp8_cast_cuda(uint8_t *q, float *amax, const void *x, DType xt, size_t n,
     CUDA_CHECK_LAUNCH();
 }
 
+static void cast_transpose(uint8_t *qt, uint8_t *q, float *amax, float *colsum, bool gelu,
+                           const void *x, DType xt, size_t rows, size_t cols, const float *scale,
+                           Fp8Format f, cudaStream_t s)
+{
+    const size_t tiles = ((rows + TILE - 1) / TILE) * ((cols + TILE - 1) / TILE);
+    const unsigned blocks = grid_for(tiles, 1, FP8_MAX_BLOCKS);
+    dispatch_float(xt, "fp8_cast_transpose_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        if (gelu)
+            fp8_cast_transpose_kernel<T, true><<<blocks, FP8_THREADS, 0, s>>>(
+                qt, q, amax, colsum, (const T *)x, rows, cols, scale, (int)f);
+        else
+            fp8_cast_transpose_kernel<T, false><<<blocks, FP8_THREADS, 0, s>>>(
+                qt, q, amax, colsum, (const T *)x, rows, cols, scale, (int)f);
+    });
+    CUDA_CHECK_LAUNCH();
+}
+
 void fp8_cast_transpose_cuda(uint8_t *qt, uint8_t *q, float *amax, const void *x, DType xt,
                              size_t rows, size_t cols, const float *scale, Fp8Format f,
                              cudaStream_t s)
 {
     if (rows == 0 || cols == 0) return;
-    const size_t tiles = ((rows + TILE - 1) / TILE) * ((cols + TILE - 1) / TILE);
-    const unsigned blocks = grid_for(tiles, 1, FP8_MAX_BLOCKS);
-    dispatch_float(xt, "fp8_cast_transpose_cuda", [&](auto tag) {
-        using T = decltype(tag);
-        fp8_cast_transpose_kernel<T><<<blocks, FP8_THREADS, 0, s>>>(
-            qt, q, amax, (const T *)x, rows, cols, scale, (int)f);
-    });
+    cast_transpose(qt, q, amax, NULL, false, x, xt, rows, cols, scale, f, s);
+}
+
+void fp8_cast_transpose_gelu_cuda(uint8_t *qt, uint8_t *q, float *amax, const void *x, DType xt,
+                                  size_t rows, size_t cols, const float *scale, Fp8Format f,
+                                  cudaStream_t s)
+{
+    if (rows == 0 || cols == 0) return;
+    cast_transpose(qt, q, amax, NULL, true, x, xt, rows, cols, scale, f, s);
+}
+
+size_t fp8_colsum_scratch_floats(size_t rows, size_t cols)
+{
+    return (rows + TILE - 1) / TILE * cols;
+}
+
+void fp8_cast_transpose_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, float *db, int accum,
+                                    float *scratch, const void *x, DType xt, size_t rows,
+                                    size_t cols, const float *scale, Fp8Format f,
+                                    cudaStream_t s)
+{
+    if (cols == 0) return;
+    if (rows == 0) {   /* an empty sum: db = 0, or unchanged */
+        if (!accum) CUDA_CHECK(cudaMemsetAsync(db, 0, cols * sizeof(float), s));
+        return;
+    }
+    cast_transpose(qt, q, amax, scratch, false, x, xt, rows, cols, scale, f, s);
+    const size_t ntiles = (rows + TILE - 1) / TILE;
+    const unsigned blocks = (unsigned)((cols + FIN_COLS - 1) / FIN_COLS);
+    fp8_colsum_finish_kernel<<<blocks, dim3(FIN_COLS, FIN_SLICES), 0, s>>>(db, scratch, ntiles,
+                                                                           cols, accum);
     CUDA_CHECK_LAUNCH();
 }
 

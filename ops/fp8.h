@@ -94,6 +94,25 @@ void fp8_cast_cuda(uint8_t *q, float *amax, const void *x, DType xt, size_t n,
 void fp8_cast_transpose_cuda(uint8_t *qt, uint8_t *q, float *amax, const void *x, DType xt,
                              size_t rows, size_t cols, const float *scale, Fp8Format f,
                              cudaStream_t s);
+/* The same cast-transpose of g = GELU(x) instead of x, g rounded to x's
+ * type first: the bits op_gelu would write (ops/elementwise.h), which this
+ * pass never writes. *amax is g's. The FP8 Linear that follows a GELU
+ * (op_linear_fp8_gelu, ops/linear_fp8.h) casts its input with it. */
+void fp8_cast_transpose_gelu_cuda(uint8_t *qt, uint8_t *q, float *amax, const void *x, DType xt,
+                                  size_t rows, size_t cols, const float *scale, Fp8Format f,
+                                  cudaStream_t s);
+/* The same cast-transpose that also sums x's columns, in the one read of
+ * x (the Linear's bias gradient from dy): db[c] = sum_r x[r * cols + c]
+ * (accum 0) or db[c] += it (accum 1), f32, in an order fixed by (rows,
+ * cols) alone (ops/fp8.cu): deterministic. scratch: device memory for
+ * fp8_colsum_scratch_floats(rows, cols) floats (the partial sums of each
+ * 64-row tile), from the caller so that nothing here allocates and the
+ * pair of kernels can be captured. */
+size_t fp8_colsum_scratch_floats(size_t rows, size_t cols);
+void fp8_cast_transpose_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, float *db, int accum,
+                                    float *scratch, const void *x, DType xt, size_t rows,
+                                    size_t cols, const float *scale, Fp8Format f,
+                                    cudaStream_t s);
 void fp8_amax_zero_cuda(float *amax, int n, cudaStream_t s);
 /* The update for `ntensors` tensors at once: history [ntensors, len],
  * amax / scale / scale_inv [ntensors], *step the device step counter (read,

@@ -28,7 +28,13 @@
  *     of its shape) and before the heuristic query at plan creation;
  *   FAST_ACCUM = 0 (the default, set to say so): partial sums promoted to
  *     f32 periodically (fp8_gemm.h);
- *   no D scale, no amax of D: both apply to FP8 outputs only.
+ *   no D scale, no amax of D: both apply to FP8 outputs only;
+ *   with a bias (bf16 D only): EPILOGUE = CUBLASLT_EPILOGUE_BIAS,
+ *     BIAS_DATA_TYPE = CUDA_R_16BF and BIAS_POINTER set on the cached
+ *     descriptor at every call, as the scales (a plan serves every layer
+ *     of its shape); the heuristic reads the pointer's value to learn its
+ *     alignment (cublasLt.h), so it is set before the query and its
+ *     alignment is in the key, as matmul_cuda.c does.
  * Layout types: CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2 for the operands, and C
  * and D both bf16 (CUDA_R_16BF) or both f32, the C/D pairs cuBLASLt lists
  * for FP8 inputs. C and D are one buffer (in place: same layout).
@@ -37,7 +43,9 @@
  * sliced buffer), and with a bf16 D only split-K reductions kept in f32.
  *
  * A plan with no algorithm is kept too (the message is printed once, when
- * it is made), and every call of it returns 1.
+ * it is made), and every call of it returns 1. Without a bias that is an
+ * error (stderr: the Linear cannot run); with one it is the caller's cue to
+ * run the plain GEMM and add the bias apart (an info line in the log).
  */
 #include "fp8_gemm.h"
 #include "matmul.h"
@@ -47,6 +55,7 @@
 
 #include "engine/ctx.h"
 #include "engine/error.h"
+#include "engine/log.h"
 
 void fp8_gemm_ref(float *D, const uint8_t *A, Fp8Format af, float a_scale_inv, const uint8_t *B,
                   Fp8Format bf, float b_scale_inv, int M, int N, int K, float beta)
@@ -79,9 +88,9 @@ void fp8_gemm_ref(float *D, const uint8_t *A, Fp8Format af, float a_scale_inv, c
  * are zero and keys compare with memcmp. */
 typedef struct {
     cublasLtHandle_t lt;
-    int M, N, K, af, bf, dt, beta_nonzero;
+    int M, N, K, af, bf, dt, beta_nonzero, has_bias;
     size_t workspace_bytes;
-    uint32_t align_a, align_b, align_d;
+    uint32_t align_a, align_b, align_d, align_bias;
 } Fp8Key;
 
 typedef struct {
@@ -156,8 +165,16 @@ static void desc_set_scales(cublasLtMatmulDesc_t desc, const float *a_scale_inv,
                                                 &a_scale_inv, sizeof a_scale_inv));
 }
 
+/* The bias vector's pointer on the descriptor (a plan with the epilogue). */
+static void desc_set_bias(cublasLtMatmulDesc_t desc, const void *bias)
+{
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                sizeof bias));
+}
+
 /* The heuristic's best algorithm for p's descriptors, or has_algo 0 with
- * the reason on stderr. */
+ * the reason said (fp8_gemm.c's top: an error without a bias, an info line
+ * with one). */
 static void plan_pick_algo(Fp8Plan *p)
 {
     const Fp8Key *k = &p->key;
@@ -171,12 +188,22 @@ static void plan_pick_algo(Fp8Plan *p)
     cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(k->lt, p->desc, p->lt_a, p->lt_b,
                                                            p->lt_d, p->lt_d, pref, 1, &result,
                                                            &found);
-    if (status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(status);
+    /* without a bias any other status is a bug; with one, any refusal of the
+     * epilogue is the caller's fallback (matmul_cuda.c found the heuristic
+     * answering CUBLAS_STATUS_INVALID_VALUE for some bias plans) */
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED && !k->has_bias) CUBLAS_CHECK(status);
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     p->has_algo = status == CUBLAS_STATUS_SUCCESS && found > 0 &&
                   result.state == CUBLAS_STATUS_SUCCESS;
     if (p->has_algo) {
         p->algo = result.algo;
+        return;
+    }
+    if (k->has_bias) {
+        LOG_I("FP8 GEMM M=%d N=%d K=%d %s x %s: cuBLASLt has no algorithm with the bias "
+              "epilogue (bias alignment %u bytes; %s): the bias is added by a separate pass",
+              k->M, k->N, k->K, fp8_name((Fp8Format)k->af), fp8_name((Fp8Format)k->bf),
+              k->align_bias, ct_cublas_status_string(status));
         return;
     }
     ct_error_hint("FP8 GEMMs need an sm_89 or newer GPU; a larger workspace or operands aligned "
@@ -189,9 +216,9 @@ static void plan_pick_algo(Fp8Plan *p)
 }
 
 /* The descriptors of a new plan and its algorithm; the first caller's
- * scale pointers are on the descriptor when the heuristic looks. */
+ * scale and bias pointers are on the descriptor when the heuristic looks. */
 static void plan_create(Fp8Plan *p, const Fp8Key *k, const float *a_scale_inv,
-                        const float *b_scale_inv)
+                        const float *b_scale_inv, const void *bias)
 {
     memcpy(&p->key, k, sizeof *k);   /* padding too: keys compare with memcmp */
     p->desc = matmul_lt_desc(CUBLAS_COMPUTE_32F, CUBLAS_OP_T, CUBLAS_OP_N);   /* TN */
@@ -199,6 +226,15 @@ static void plan_create(Fp8Plan *p, const Fp8Key *k, const float *a_scale_inv,
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
                                                 &fast_accum, sizeof fast_accum));
     desc_set_scales(p->desc, a_scale_inv, b_scale_inv);
+    if (k->has_bias) {
+        const uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+        const int32_t type = CUDA_R_16BF;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                                    sizeof epi));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                    &type, sizeof type));
+        desc_set_bias(p->desc, bias);
+    }
 
     /* Layouts describe the buffers as stored (top of the file). */
     p->lt_a = layout(fp8_cuda_type((Fp8Format)k->bf), k->K, k->N);
@@ -208,7 +244,7 @@ static void plan_create(Fp8Plan *p, const Fp8Key *k, const float *a_scale_inv,
 }
 
 static const Fp8Plan *plan_get(const Fp8Key *k, const float *a_scale_inv,
-                               const float *b_scale_inv)
+                               const float *b_scale_inv, const void *bias)
 {
     for (int i = 0; i < plan_cache.n; i++)
         if (memcmp(&plan_cache.plans[i].key, k, sizeof *k) == 0) return &plan_cache.plans[i];
@@ -219,7 +255,7 @@ static const Fp8Plan *plan_get(const Fp8Key *k, const float *a_scale_inv,
         plan_cache.plans = grown;
         plan_cache.cap = cap;
     }
-    plan_create(&plan_cache.plans[plan_cache.n], k, a_scale_inv, b_scale_inv);
+    plan_create(&plan_cache.plans[plan_cache.n], k, a_scale_inv, b_scale_inv, bias);
     return &plan_cache.plans[plan_cache.n++];
 }
 
@@ -227,7 +263,8 @@ static const Fp8Plan *plan_get(const Fp8Key *k, const float *a_scale_inv,
  * CUDA call, so a refused call touches no device. */
 static void fp8_gemm_check(cublasLtHandle_t lt, const void *D, DType dt, const uint8_t *A,
                            Fp8Format af, const float *a_scale_inv, const uint8_t *B,
-                           Fp8Format bf, const float *b_scale_inv, int M, int N, int K)
+                           Fp8Format bf, const float *b_scale_inv, const void *bias, int M,
+                           int N, int K)
 {
     CT_ASSERT((af == FP8_E4M3 || af == FP8_E5M2) && (bf == FP8_E4M3 || bf == FP8_E5M2),
               "fp8_gemm_cuda: unknown FP8 format (A %d, B %d)", (int)af, (int)bf);
@@ -247,14 +284,17 @@ static void fp8_gemm_check(cublasLtHandle_t lt, const void *D, DType dt, const u
     CT_ASSERT(alignment(A) >= 16 && alignment(B) >= 16 && alignment(D) >= 16,
               "fp8_gemm_cuda: A %p, B %p, D %p: FP8 GEMMs need 16-byte aligned operands "
               "(M=%d N=%d K=%d)", (const void *)A, (const void *)B, D, M, N, K);
+    CT_ASSERT(!bias || (dt == DT_BF16 && alignment(bias) >= 2),
+              "fp8_gemm_cuda: a bias %p with a %s D: the bias epilogue takes a bf16 D and a "
+              "2-byte aligned bf16 vector (M=%d N=%d K=%d)", bias, dtype_name(dt), M, N, K);
 }
 
 int fp8_gemm_cuda(cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
                   cudaStream_t stream, void *D, DType dt, const uint8_t *A, Fp8Format af,
                   const float *a_scale_inv, const uint8_t *B, Fp8Format bf,
-                  const float *b_scale_inv, int M, int N, int K, float beta)
+                  const float *b_scale_inv, const void *bias, int M, int N, int K, float beta)
 {
-    fp8_gemm_check(lt, D, dt, A, af, a_scale_inv, B, bf, b_scale_inv, M, N, K);
+    fp8_gemm_check(lt, D, dt, A, af, a_scale_inv, B, bf, b_scale_inv, bias, M, N, K);
     Fp8Key k;
     memset(&k, 0, sizeof k);
     k.lt = lt;
@@ -265,9 +305,12 @@ int fp8_gemm_cuda(cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
     k.align_a = alignment(A);
     k.align_b = alignment(B);
     k.align_d = alignment(D);
-    const Fp8Plan *p = plan_get(&k, a_scale_inv, b_scale_inv);
+    k.has_bias = bias != NULL;
+    k.align_bias = bias ? alignment(bias) : 0;
+    const Fp8Plan *p = plan_get(&k, a_scale_inv, b_scale_inv, bias);
     if (!p->has_algo) return 1;
     desc_set_scales(p->desc, a_scale_inv, b_scale_inv);
+    if (bias) desc_set_bias(p->desc, bias);
     const float alpha = 1.0f;
     CUBLAS_CHECK(cublasLtMatmul(lt, p->desc, &alpha, B, p->lt_a, A, p->lt_b, &beta, D, p->lt_d,
                                 D, p->lt_d, &p->algo, workspace, p->key.workspace_bytes,

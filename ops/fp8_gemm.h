@@ -31,6 +31,19 @@
  * Output: D is bf16 or f32 (dt), row-major [M, N]; beta (a host value)
  * scales D's previous content, and beta 0 does not read D (it may hold
  * NaN). An f32 D with beta 1 accumulates into a gradient buffer.
+ *
+ * Bias (the Linear forward's y = x w^T + b in one pass over y): with a bf16
+ * D, a bias vector of N bf16 values may be added to every row in the
+ * GEMM's epilogue, before D is rounded to bf16:
+ *   D[m, n] = alpha * (A B^T)[m, n] + beta * D[m, n] + bias[n]
+ * cuBLASLt's BIAS epilogue. Its vector runs along cuBLASLt's D rows, which
+ * are our D's columns (the row-major onto column-major mapping of
+ * fp8_gemm.c), so bias[n] lands on our column n. The vector's type is D's
+ * for a bf16 D ("bias vector elements are the same type as the elements of
+ * output matrix", FP8 output types and f32 being the exceptions: cublasLt.h,
+ * CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), set explicitly to CUDA_R_16BF. No
+ * algorithm with the epilogue is a refusal the caller handles (the plain
+ * GEMM and a separate add), not an error.
  * Accumulation is f32 (CUBLAS_COMPUTE_32F, scale type f32) with cuBLASLt's
  * fast accumulation off (CUBLASLT_MATMUL_DESC_FAST_ACCUM = 0): the FP8
  * tensor cores sum products with fewer bits than f32 (about 14 significant
@@ -72,15 +85,17 @@ void fp8_gemm_ref(float *D, const uint8_t *A, Fp8Format af, float a_scale_inv, c
                   Fp8Format bf, float b_scale_inv, int M, int N, int K, float beta);
 
 #ifdef CTRAIN_CUDA
-/* D = (*a_scale_inv) (*b_scale_inv) A B^T + beta D on `stream` (see the top
- * of the file), with up to workspace_bytes of `workspace` (NULL: none).
- * Returns 0 when D holds the product; 1 when cuBLASLt has no algorithm for
- * this shape, these formats and alignments (said once, on stderr, when the
- * plan is made), D untouched: the caller falls back or stops. */
+/* D = (*a_scale_inv) (*b_scale_inv) A B^T + beta D [+ bias] on `stream`
+ * (see the top of the file), with up to workspace_bytes of `workspace`
+ * (NULL: none). bias: NULL, or N bf16 values on the device, 2-byte aligned,
+ * with a bf16 D only. Returns 0 when D holds the result; 1 when cuBLASLt
+ * has no algorithm for this shape, these formats and alignments (said once
+ * when the plan is made: on stderr as an error without a bias, in the log
+ * with one), D untouched: the caller falls back or stops. */
 int fp8_gemm_cuda(cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
                   cudaStream_t stream, void *D, DType dt, const uint8_t *A, Fp8Format af,
                   const float *a_scale_inv, const uint8_t *B, Fp8Format bf,
-                  const float *b_scale_inv, int M, int N, int K, float beta);
+                  const float *b_scale_inv, const void *bias, int M, int N, int K, float beta);
 
 /* Destroy every cached plan (before the handles they were made for go). */
 void fp8_gemm_cache_clear(void);

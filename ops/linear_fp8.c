@@ -19,6 +19,15 @@
 #include "op_util.h"
 #include "ops.h"
 
+/* x's FP8 codes for one call: row-major xq (the forward GEMM's and the
+ * CPU's), transposed xqT (CUDA's weight gradient; NULL on the CPU); cast
+ * here (cast 1) or taken from a shared input (0), scaled by recipe layer
+ * `layer`'s x slot either way. */
+typedef struct {
+    Tensor *xq, *xqT;
+    int layer, cast;
+} XCodes;
+
 /* ---- the CPU reference ---- */
 
 /* q = fp8(x * scale) over n values, the running amax raised to this tensor's. */
@@ -38,14 +47,19 @@ static float *dequant(const Tensor *q, float scale_inv, Fp8Format f)
     return d;
 }
 
+/* xc: x's codes; cast into them here when xc->cast, else already cast
+ * (a shared input) with the scale of recipe layer xc->layer's x slot. */
 static void forward_cpu(Ctx *c, Fp8Recipe *r, int layer, Tensor *y, Tensor *x, Tensor *w,
-                        Tensor *bias, Tensor *xq, Tensor *wq, int R, int In, int Out)
+                        Tensor *bias, const XCodes *xc, Tensor *wq, int R, int In, int Out)
 {
     float *h = (float *)r->block[0]->data;
     float *scale = fp8_scale_of(r, h, 0), *scale_inv = scale + r->n[0];
-    const int sx = 2 * layer, sw = 2 * layer + 1;
+    const int sx = 2 * xc->layer, sw = 2 * layer + 1;
+    Tensor *xq = xc->xq;
     F32View vx = f32_view(x, 1), vw = f32_view(w, 1), vy = f32_view(y, 0);
-    cast_cpu((uint8_t *)xq->data, fp8_amax_slot(c, r, 0, sx), vx.p, x->numel, scale[sx], FP8_E4M3);
+    if (xc->cast)
+        cast_cpu((uint8_t *)xq->data, fp8_amax_slot(c, r, 0, sx), vx.p, x->numel, scale[sx],
+                 FP8_E4M3);
     cast_cpu((uint8_t *)wq->data, fp8_amax_slot(c, r, 0, sw), vw.p, w->numel, scale[sw], FP8_E4M3);
     float *xd = dequant(xq, scale_inv[sx], FP8_E4M3), *wd = dequant(wq, scale_inv[sw], FP8_E4M3);
     matmul_cpu(vy.p, xd, wd, R, Out, In, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0);
@@ -61,7 +75,9 @@ static void forward_cpu(Ctx *c, Fp8Recipe *r, int layer, Tensor *y, Tensor *x, T
     f32_done(&vy, 1);
 }
 
-static void backward_cpu(Ctx *c, Node *n, Fp8Recipe *r, int layer, int R, int In, int Out)
+/* xlayer: the recipe layer whose x slot scaled x's codes */
+static void backward_cpu(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlayer, int R, int In,
+                         int Out)
 {
     Tensor *dy = n->out->grad, *xq = n->saved[0], *wq = n->saved[1];
     float *h0 = (float *)r->block[0]->data, *h1 = (float *)r->block[1]->data;
@@ -87,7 +103,7 @@ static void backward_cpu(Ctx *c, Node *n, Fp8Recipe *r, int layer, int R, int In
     }
     Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
     if (dw) {
-        float *xd = dequant(xq, sinv0[2 * layer], FP8_E4M3);
+        float *xd = dequant(xq, sinv0[2 * xlayer], FP8_E4M3);
         matmul_cpu((float *)dw->data, gd, xd, Out, In, R, 1, 0, 1.0f, acc ? 1.0f : 0.0f, 1, 0, 0,
                    0);
         free(xd);
@@ -101,21 +117,55 @@ static void backward_cpu(Ctx *c, Node *n, Fp8Recipe *r, int layer, int R, int In
 /* ---- the op ---- */
 
 /* n->i: R, In, Out, layer; the recipe's address in i[4] (a node has no
- * pointer field; the recipe outlives every node of the step). */
+ * pointer field; the recipe outlives every node of the step); i[5]: 1 when
+ * the input went through GELU on the way in (CUDA only); i[6]: the recipe
+ * layer whose x slot scaled x's codes (layer, or the first of a shared x). */
 static void linear_fp8_backward(Ctx *c, Node *n)
 {
     Fp8Recipe *r = (Fp8Recipe *)(intptr_t)n->i[4];
     const int R = (int)n->i[0], In = (int)n->i[1], Out = (int)n->i[2], layer = (int)n->i[3];
+    const int xlayer = (int)n->i[6];
     if (c->device == DEV_CUDA) {
 #ifdef CTRAIN_CUDA
-        linear_fp8_backward_cuda(c, n, r, layer, R, In, Out);
+        linear_fp8_backward_cuda(c, n, r, layer, xlayer, R, In, Out, (int)n->i[5]);
 #endif
         return;
     }
-    backward_cpu(c, n, r, layer, R, In, Out);
+    backward_cpu(c, n, r, layer, xlayer, R, In, Out);
 }
 
-Tensor *op_linear_fp8(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, Fp8Recipe *r, int layer)
+void fp8_shared_x_release(Fp8SharedX *s)
+{
+    tensor_release(s->x);
+    tensor_release(s->xq);
+    tensor_release(s->xqT);
+    memset(s, 0, sizeof *s);
+}
+
+/* x's codes for this call: the shared ones when share holds this x (no
+ * cast), else new buffers to cast into (xqT on CUDA only). The caller owns
+ * one reference to each. */
+static XCodes x_codes(Ctx *c, const Fp8SharedX *share, Tensor *x, int layer, int R, int In)
+{
+    XCodes xc = {NULL, NULL, layer, 1};
+    if (share && share->x == x && share->xq) {
+        xc.xq = share->xq;
+        xc.xqT = share->xqT;
+        tensor_retain(xc.xq);
+        if (xc.xqT) tensor_retain(xc.xqT);
+        xc.layer = share->layer;
+        xc.cast = 0;
+        return xc;
+    }
+    xc.xq = tensor_new(c, DT_U8, 2, (int64_t[]){R, In});
+    if (c->device == DEV_CUDA) xc.xqT = tensor_new(c, DT_U8, 2, (int64_t[]){In, R});
+    return xc;
+}
+
+/* The op, its input x0 or, with gelu (CUDA only), GELU(x0); with share,
+ * x's codes taken from or kept in it. */
+static Tensor *linear_fp8(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, Fp8Recipe *r, int layer,
+                          int gelu, Fp8SharedX *share)
 {
     char dx[96], dw[96];
     op_check_float("linear_fp8", x0);
@@ -135,24 +185,74 @@ Tensor *op_linear_fp8(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, Fp8Recipe *r,
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = Out;
     Tensor *y = tensor_new(c, x->dtype, x->ndim, shape);
-    Tensor *xq = tensor_new(c, DT_U8, 2, (int64_t[]){R, In});
-    Tensor *wq = tensor_new(c, DT_U8, 2, (int64_t[]){Out, In});
-    Tensor *saved[4] = {xq, wq, NULL, NULL};
+    XCodes xc = x_codes(c, gelu ? NULL : share, x, layer, R, In);
+    /* saved for backward: the CPU reads the row-major codes, CUDA the
+     * transposes (and h with gelu) */
+    Tensor *saved[3] = {NULL, NULL, NULL};
     if (c->device == DEV_CUDA) {
 #ifdef CTRAIN_CUDA
-        linear_fp8_forward_cuda(c, r, layer, &y, x, w, bias, saved, R, In, Out);
+        linear_fp8_forward_cuda(c, r, layer, &y, x, w, bias, xc.xq, xc.xqT, xc.layer, xc.cast,
+                                &saved[1], R, In, Out, gelu);
+        saved[0] = xc.xqT;
+        tensor_retain(saved[0]);
+        if (gelu) {   /* GELU's backward reads h */
+            saved[2] = x;
+            tensor_retain(x);
+        }
 #endif
     } else {
-        forward_cpu(c, r, layer, y, x, w, bias, xq, wq, R, In, Out);
+        saved[1] = tensor_new(c, DT_U8, 2, (int64_t[]){Out, In});
+        forward_cpu(c, r, layer, y, x, w, bias, &xc, saved[1], R, In, Out);
+        saved[0] = xc.xq;
+        tensor_retain(saved[0]);
+    }
+    if (share && !gelu && xc.cast) {   /* the next Linear of this x takes these codes */
+        fp8_shared_x_release(share);
+        share->x = x;
+        share->xq = xc.xq;
+        share->xqT = xc.xqT;
+        share->layer = layer;
+        tensor_retain(x);
+        tensor_retain(xc.xq);
+        if (xc.xqT) tensor_retain(xc.xqT);
     }
     Tensor *in[3] = {x, w, bias};
     if (ad_needs_grad(c, in, bias ? 3 : 2)) {
         Node *n = ad_record(c, "linear_fp8", linear_fp8_backward, y, in, bias ? 3 : 2);
         n->i[0] = R; n->i[1] = In; n->i[2] = Out; n->i[3] = layer;
         n->i[4] = (int64_t)(intptr_t)r;
-        for (int k = 0; k < 4 && saved[k]; k++) ad_save(n, saved[k]);
+        n->i[5] = gelu;
+        n->i[6] = xc.layer;
+        for (int k = 0; k < 3 && saved[k]; k++) ad_save(n, saved[k]);
     }
-    for (int k = 0; k < 4; k++) tensor_release(saved[k]);
+    for (int k = 0; k < 3; k++) tensor_release(saved[k]);
+    tensor_release(xc.xq);
+    tensor_release(xc.xqT);
     tensor_release(x);
+    return y;
+}
+
+Tensor *op_linear_fp8(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, Fp8Recipe *r, int layer)
+{
+    return linear_fp8(c, x0, w, bias, r, layer, 0, NULL);
+}
+
+Tensor *op_linear_fp8_shared(Ctx *c, Tensor *x, Tensor *w, Tensor *bias, Fp8Recipe *r,
+                             int layer, Fp8SharedX *share)
+{
+    return linear_fp8(c, x, w, bias, r, layer, 0, share);
+}
+
+Tensor *op_linear_fp8_gelu(Ctx *c, Tensor *h, Tensor *w, Tensor *bias, Fp8Recipe *r, int layer)
+{
+    /* one pass where the cast can apply GELU itself: CUDA, h already in the
+     * type the Linear reads (autocast would not cast it) and one the FP8
+     * GEMM writes its gradient in; otherwise the two ops, the same values */
+    if (c->device == DEV_CUDA && autocast_dtype(c, h->dtype) == h->dtype &&
+        (h->dtype == DT_BF16 || h->dtype == DT_F32))
+        return linear_fp8(c, h, w, bias, r, layer, 1, NULL);
+    Tensor *g = op_gelu(c, h);
+    Tensor *y = linear_fp8(c, g, w, bias, r, layer, 0, NULL);
+    tensor_release(g);
     return y;
 }

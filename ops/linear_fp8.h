@@ -28,8 +28,12 @@
  * CUDA graph replays it and no step waits for the host. The first step
  * casts with scale 1.
  *
- * CUDA rounds x w^T to y's type before adding the bias (a separate pass);
- * the CPU adds it in f32 before one rounding: the two differ by that.
+ * The bias is added in f32 before y's one rounding: on the CPU, and on CUDA
+ * in the GEMM's epilogue (CTRAIN_LINEAR_EPILOGUE, on by default). Where the
+ * epilogue is off or has no algorithm, or y is f32, CUDA rounds x w^T to
+ * y's type first and adds the bias in a separate pass: one rounding more.
+ * Under autocast CUDA reads the bias rounded to y's type either way (its
+ * bf16 working copy), the CPU the f32 bias.
  *
  * CPU: the reference, on the same FP8 values (ops/fp8.c's casts, f32 GEMMs of
  * the dequantized operands): what the GPU's FP8 GEMM computes up to the
@@ -51,6 +55,34 @@ extern "C" {
  * backward; x f32, f16 or bf16 [.., In]; y in x's autocast type
  * (ops/autocast.h), as op_linear's. */
 Tensor *op_linear_fp8(Ctx *c, Tensor *x, Tensor *w, Tensor *bias, Fp8Recipe *r, int layer);
+
+/* The FP8 codes of an input that several Linear layers read (BERT's query,
+ * key and value all read the layer's input): the first
+ * op_linear_fp8_shared call with it casts it and keeps the codes here, the
+ * later calls with the same tensor take them (no cast, the same scale: the
+ * x slot of the first call's recipe layer; the later layers' x slots are
+ * never recorded and stay at scale 1). Their values are what separate calls
+ * would give: the three x slots would see the same amaxes, so the same
+ * scales. Release it (fp8_shared_x_release) once the last reader ran: it
+ * holds the input and its codes. Zero-initialize before first use. */
+typedef struct Fp8SharedX {
+    Tensor *x;          /* the input whose codes these are (held); NULL: empty */
+    Tensor *xq, *xqT;   /* its codes, row-major and transposed (xqT NULL on the CPU) */
+    int layer;          /* the recipe layer whose x slot scaled them */
+} Fp8SharedX;
+
+Tensor *op_linear_fp8_shared(Ctx *c, Tensor *x, Tensor *w, Tensor *bias, Fp8Recipe *r,
+                             int layer, Fp8SharedX *share);
+void fp8_shared_x_release(Fp8SharedX *share);
+
+/* y = GELU(h) w^T + bias, the same values as op_linear_fp8(op_gelu(h), ...)
+ * (BERT's FFN output layer). On CUDA, when h is bf16 or f32 and already in
+ * the type the Linear reads, one op: the FP8 cast applies GELU on the way
+ * in, so GELU's output is never written nor kept (the unfused Linear holds
+ * its input until backward: R x In elements of h's type saved), and the
+ * backward runs GELU's derivative after the dgrad GEMM
+ * (linear_fp8_cuda.c). Elsewhere, and on the CPU, the two ops. */
+Tensor *op_linear_fp8_gelu(Ctx *c, Tensor *h, Tensor *w, Tensor *bias, Fp8Recipe *r, int layer);
 
 #ifdef __cplusplus
 }

@@ -5,16 +5,35 @@
  *   dgrad    dx [R, In]  = gq [R, Out]  . wqT [In, Out]^T   K = Out
  *   wgrad    dw [Out, In] = gqT [Out, R] . xqT [In, R]^T    K = R  (f32, beta = accumulate)
  * The forward writes x's codes both ways in one pass (xq for its GEMM, xqT
- * kept for the weight gradient) and w's both ways (wqT kept for dgrad); the
- * backward casts dy both ways. The bias is added by a separate pass (the FP8
- * GEMM's bias epilogue is not used yet). Every dimension must be a multiple
- * of 16 (fp8_gemm.h).
+ * kept for the weight gradient; skipped when the op hands over a shared
+ * input's codes: BERT's q, k, v) and w's both ways (wqT kept for dgrad); the
+ * backward casts dy both ways, and sums dy's columns for the bias gradient
+ * in that same read (fp8_cast_transpose_colsum_cuda: no separate pass over
+ * dy). Every dimension must be a multiple of 16 (fp8_gemm.h).
+ *
+ * With gelu (op_linear_fp8_gelu), x is GELU's input h: the forward casts
+ * GELU(h) on the way in (fp8_cast_transpose_gelu_cuda) and keeps h; the
+ * backward's dgrad GEMM writes dg = dy w to a temporary of h's type and
+ * GELU's backward kernel turns it into dh. The same kernels, roundings and
+ * order as op_gelu then the Linear, without GELU's output ever written.
+ *
+ * The bias, as op_linear's (ops/matmul_op.c): with a bf16 y and
+ * CTRAIN_LINEAR_EPILOGUE on (the default), added in the forward GEMM's
+ * epilogue in f32 before y's one rounding, reading the bias's bf16 working
+ * copy (autocast_cast_weight); without an epilogue algorithm for the shape,
+ * or with an f32 y, a separate pass adds it to the rounded product. The
+ * epilogue saves that pass's read and write of y, 4 bytes an element of
+ * bf16 y: for BERT-large's six Linears at seq 128 and batch 256 about 1.2
+ * GB a layer, ~10 ms of a step the FP8 target puts near 100 ms
+ * (docs/kernels.md).
  */
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/settings.h"
+#include "autocast.h"
 #include "elementwise.h"
 #include "fp8.h"
 #include "fp8_gemm.h"
@@ -30,49 +49,71 @@ static void check_dims(int R, int In, int Out)
                       "features; the FP8 GEMM takes multiples of 16 only", R, In, Out);
 }
 
-static void gemm(Ctx *c, void *D, DType dt, const Tensor *A, Fp8Format af, const float *a_inv,
-                 const Tensor *B, Fp8Format bf, const float *b_inv, int M, int N, int K, float beta)
+/* D = A B^T (+ beta D) scaled back; with a bias (a bf16 tensor), that added
+ * in the epilogue: returns 1 when it was, 0 when D holds the product alone
+ * (no algorithm takes the epilogue here; the caller adds the bias). */
+static int gemm(Ctx *c, void *D, DType dt, const Tensor *A, Fp8Format af, const float *a_inv,
+                const Tensor *B, Fp8Format bf, const float *b_inv, const Tensor *bias, int M,
+                int N, int K, float beta)
 {
     fp8_gemm_cache_attach(c);   /* ctx_free clears the plans before the handle goes */
-    if (fp8_gemm_cuda(c->lt, c->workspace, c->workspace_bytes, c->stream, D, dt,
-                      (const uint8_t *)A->data, af, a_inv, (const uint8_t *)B->data, bf, b_inv, M, N,
-                      K, beta) != 0)
+    const uint8_t *a = (const uint8_t *)A->data, *b = (const uint8_t *)B->data;
+    if (bias && fp8_gemm_cuda(c->lt, c->workspace, c->workspace_bytes, c->stream, D, dt, a, af,
+                              a_inv, b, bf, b_inv, bias->data, M, N, K, beta) == 0)
+        return 1;
+    if (fp8_gemm_cuda(c->lt, c->workspace, c->workspace_bytes, c->stream, D, dt, a, af, a_inv, b,
+                      bf, b_inv, NULL, M, N, K, beta) != 0)
         ct_fatal("--precision fp8: cuBLASLt has no FP8 GEMM for %d x %d x %d", M, N, K);
+    return 0;
+}
+
+/* CTRAIN_LINEAR_EPILOGUE, read once (op_linear's switch: one setting for
+ * both Linears). */
+static int epilogue_wanted(void)
+{
+    static int wanted = -1;
+    if (wanted < 0) wanted = setting_switch(SET_LINEAR_EPILOGUE);
+    return wanted;
 }
 
 void linear_fp8_forward_cuda(Ctx *c, Fp8Recipe *r, int layer, Tensor **y, Tensor *x, Tensor *w,
-                             Tensor *bias, Tensor **saved, int R, int In, int Out)
+                             Tensor *bias, Tensor *xq, Tensor *xqT, int xlayer, int cast_x,
+                             Tensor **wqT_out, int R, int In, int Out, int gelu)
 {
     check_dims(R, In, Out);
     float *h = (float *)r->block[0]->data;
     float *scale = fp8_scale_of(r, h, 0), *scale_inv = scale + r->n[0];
-    const int sx = 2 * layer, sw = 2 * layer + 1;
-    Tensor *xq = saved[0], *wq = saved[1];
-    Tensor *xqT = tensor_new(c, DT_U8, 2, (int64_t[]){In, R});
+    const int sx = 2 * xlayer, sw = 2 * layer + 1;
+    Tensor *wq = tensor_new(c, DT_U8, 2, (int64_t[]){Out, In});
     Tensor *wqT = tensor_new(c, DT_U8, 2, (int64_t[]){In, Out});
-    fp8_cast_transpose_cuda((uint8_t *)xqT->data, (uint8_t *)xq->data, fp8_amax_slot(c, r, 0, sx),
-                            x->data, x->dtype, (size_t)R, (size_t)In, &scale[sx], FP8_E4M3,
-                            c->stream);
+    /* x's codes both ways, unless a shared input's are given; with gelu, x
+     * is GELU's input h and the codes are those of GELU(h) */
+    if (cast_x)
+        (gelu ? fp8_cast_transpose_gelu_cuda : fp8_cast_transpose_cuda)(
+            (uint8_t *)xqT->data, (uint8_t *)xq->data, fp8_amax_slot(c, r, 0, sx), x->data,
+            x->dtype, (size_t)R, (size_t)In, &scale[sx], FP8_E4M3, c->stream);
     fp8_cast_transpose_cuda((uint8_t *)wqT->data, (uint8_t *)wq->data, fp8_amax_slot(c, r, 0, sw),
                             w->data, DT_F32, (size_t)Out, (size_t)In, &scale[sw], FP8_E4M3,
                             c->stream);
-    gemm(c, (*y)->data, (*y)->dtype, xq, FP8_E4M3, &scale_inv[sx], wq, FP8_E4M3, &scale_inv[sw], R, Out,
-         In, 0.0f);
-    if (bias) {
+    Tensor *bl = bias && (*y)->dtype == DT_BF16 && epilogue_wanted()
+                     ? autocast_cast_weight(c, bias, DT_BF16)
+                     : NULL;
+    int fused = gemm(c, (*y)->data, (*y)->dtype, xq, FP8_E4M3, &scale_inv[sx], wq, FP8_E4M3,
+                     &scale_inv[sw], bl, R, Out, In, 0.0f);
+    tensor_release(bl);   /* stream-ordered free: after the GEMM has read it */
+    if (bias && !fused) {
         int g = ad_set_grad(c, 0);
         Tensor *yb = op_bias_add(c, *y, bias);
         ad_set_grad(c, g);
         tensor_release(*y);
         *y = yb;
     }
-    /* backward reads the transposes only: the row-major codes go now */
-    tensor_release(xq);
-    tensor_release(wq);
-    saved[0] = xqT;
-    saved[1] = wqT;
+    tensor_release(wq);   /* backward reads the transpose only */
+    *wqT_out = wqT;
 }
 
-void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int R, int In, int Out)
+void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlayer, int R,
+                              int In, int Out, int gelu)
 {
     Tensor *dy = n->out->grad, *xqT = n->saved[0], *wqT = n->saved[1];
     float *h0 = (float *)r->block[0]->data, *h1 = (float *)r->block[1]->data;
@@ -81,24 +122,45 @@ void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int R, i
     const float *sinv1 = scale1 + r->n[1];
     Tensor *gq = tensor_new(c, DT_U8, 2, (int64_t[]){R, Out});
     Tensor *gqT = tensor_new(c, DT_U8, 2, (int64_t[]){Out, R});
-    fp8_cast_transpose_cuda((uint8_t *)gqT->data, (uint8_t *)gq->data, &amax1[layer], dy->data,
-                            dy->dtype, (size_t)R, (size_t)Out, &scale1[layer], FP8_E5M2, c->stream);
     int acc;
+    /* dy's cast both ways; with a bias, db from the same read of dy */
+    Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc) : NULL;
+    if (db) {
+        Tensor *part = tensor_new(c, DT_F32, 1,
+                                  (int64_t[]){(int64_t)fp8_colsum_scratch_floats(R, Out)});
+        fp8_cast_transpose_colsum_cuda((uint8_t *)gqT->data, (uint8_t *)gq->data, &amax1[layer],
+                                       (float *)db->data, acc, (float *)part->data, dy->data,
+                                       dy->dtype, (size_t)R, (size_t)Out, &scale1[layer],
+                                       FP8_E5M2, c->stream);
+        tensor_release(part);   /* stream-ordered free: after the sums have read it */
+    } else {
+        fp8_cast_transpose_cuda((uint8_t *)gqT->data, (uint8_t *)gq->data, &amax1[layer],
+                                dy->data, dy->dtype, (size_t)R, (size_t)Out, &scale1[layer],
+                                FP8_E5M2, c->stream);
+    }
     Tensor *dx = ad_grad_dst(c, n->in[0], &acc);
     if (dx) {
         CT_ASSERT(dx->dtype == DT_BF16 || dx->dtype == DT_F32, "linear_fp8: dx of type %s",
                   dtype_name(dx->dtype));
-        gemm(c, dx->data, dx->dtype, gq, FP8_E5M2, &sinv1[layer], wqT, FP8_E4M3,
-             &sinv0[2 * layer + 1], R, In, Out, acc ? 1.0f : 0.0f);
+        if (gelu) {
+            /* dg = dy w into a fresh buffer of h's type (what op_gelu's output
+             * gradient would be), then dh (+)= dg GELU'(h), op_gelu's backward */
+            Tensor *h = n->saved[2];
+            Tensor *dg = tensor_new(c, h->dtype, 2, (int64_t[]){R, In});
+            gemm(c, dg->data, dg->dtype, gq, FP8_E5M2, &sinv1[layer], wqT, FP8_E4M3,
+                 &sinv0[2 * layer + 1], NULL, R, In, Out, 0.0f);
+            act_backward_cuda(ACT_GELU, dx->data, dg->data, h->data, NULL, dx->dtype,
+                              (size_t)R * (size_t)In, acc, c->stream);
+            tensor_release(dg);
+        } else {
+            gemm(c, dx->data, dx->dtype, gq, FP8_E5M2, &sinv1[layer], wqT, FP8_E4M3,
+                 &sinv0[2 * layer + 1], NULL, R, In, Out, acc ? 1.0f : 0.0f);
+        }
     }
     Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
     if (dw)
-        gemm(c, dw->data, DT_F32, gqT, FP8_E5M2, &sinv1[layer], xqT, FP8_E4M3, &sinv0[2 * layer],
-             Out, In, R, acc ? 1.0f : 0.0f);
-    Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc) : NULL;
-    if (db)
-        bias_backward_cuda((float *)db->data, dy->data, dy->dtype, (size_t)R, (size_t)Out, acc,
-                           c->stream);
+        gemm(c, dw->data, DT_F32, gqT, FP8_E5M2, &sinv1[layer], xqT, FP8_E4M3, &sinv0[2 * xlayer],
+             NULL, Out, In, R, acc ? 1.0f : 0.0f);
     tensor_release(gq);
     tensor_release(gqT);
 }

@@ -7,12 +7,18 @@
 #include "engine/autograd.h"
 #include "fp8_recipe.h"
 
-/* The forward on the device: *y (which it may replace by a new tensor), and
- * in saved[] the FP8 tensors backward reads (the caller's xq and wq may be
- * released and replaced). */
+/* The forward on the device: *y (which it may replace by a new tensor) and
+ * *wqT_out, w's transposed codes for the backward. x's codes go to xq and
+ * xqT when cast_x, scaled by recipe layer xlayer's x slot (then layer);
+ * without cast_x they hold a shared input's codes already (that slot's
+ * scale). gelu: x is h and the layer's input GELU(h) (op_linear_fp8_gelu). */
 void linear_fp8_forward_cuda(Ctx *c, Fp8Recipe *r, int layer, Tensor **y, Tensor *x, Tensor *w,
-                             Tensor *bias, Tensor **saved, int R, int In, int Out);
-void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int R, int In, int Out);
+                             Tensor *bias, Tensor *xq, Tensor *xqT, int xlayer, int cast_x,
+                             Tensor **wqT_out, int R, int In, int Out, int gelu);
+/* The backward of the node the op recorded (saved: xqT, wqT, and h with
+ * gelu); xlayer as in the forward. */
+void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlayer, int R,
+                              int In, int Out, int gelu);
 #endif
 
 #endif

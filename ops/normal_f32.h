@@ -1,5 +1,5 @@
 /* normal_f32.h — the standard normal CDF Phi(x) and density phi(x) in f32,
- * for the GELU kernels (ops/elementwise.cu), from one short formula:
+ * for the GELU kernels (ops/elementwise.cu, ops/fp8.cu), from one short formula:
  *
  *   GELU     y  = x Phi(x)
  *   backward dx = dy (Phi(x) + x phi(x))
@@ -60,6 +60,14 @@ NORMAL_F32_FN float normal_f32_cdf(float x, float *pdf)
     const float e = t * normal_f32_exp(p - zz); /* erfc(|z|) */
     if (pdf) *pdf = 0.39894228040143268f * normal_f32_exp(-zz);
     return z >= 0.0f ? 0.5f * e : 1.0f - 0.5f * e;
+}
+
+/* GELU's forward, x Phi(x): the one expression every GELU kernel computes
+ * (ops/elementwise.cu, and the FP8 cast that applies it on the way in,
+ * ops/fp8.cu), so their results are the same bits. */
+NORMAL_F32_FN float normal_f32_gelu(float x)
+{
+    return x * normal_f32_cdf(x, NULL);
 }
 
 #endif

@@ -19,6 +19,14 @@
  * operands 16 bytes off their allocation's alignment (another plan).
  * The reference is fp8_gemm_ref (sums in double).
  *
+ * With a bias (the Linear forward's epilogue: bf16 D, beta 0): a bf16
+ * vector of magnitude about the product's, added to each row; the
+ * reference adds it in double before D's rounding, as the epilogue does.
+ * BERT's forward shapes must take the epilogue (fp8_gemm_cuda returns 0);
+ * the small shapes and a bias 2 bytes off its allocation may be refused (1:
+ * the caller's cue to add the bias apart), which the case then reports.
+ * Tolerance as without: a bias adds one term, exact in f32, to each sum.
+ *
  * Tolerances. The FP8 products are exact in f32 (at most 4 + 4 significant
  * bits), so the differences are in how the GPU adds them. Hopper's FP8
  * tensor cores keep about 14 significant bits while they add (DeepSeek-V3
@@ -54,6 +62,12 @@
  * checked in forked children before this process touches CUDA. The GEMMs
  * need compute capability 8.9 or newer; on an older GPU they are skipped
  * with a message and the cast checks still run.
+ *
+ * The cast-transpose with column sums (the FP8 Linear's bias gradient in
+ * dy's cast): the codes and amax as the plain cast's, db within the f32
+ * rounding of its summation order of sums in double (fresh, and added to a
+ * previous db), and bit-identical on a second run: f32, f16, bf16 inputs,
+ * shapes 1x1 to 4096x1024.
  */
 #include <math.h>
 #include <stdio.h>
@@ -148,6 +162,96 @@ static void test_cast_transpose(DType xt, Fp8Format f, int rows, int cols, int w
     free(x); free(qref); free(q); free(qt); free(qt2);
 }
 
+/* The cast-transpose that also sums columns (the FP8 Linear's bias
+ * gradient from dy): the codes as the plain cast's, db against sums in
+ * double, accumulating into a previous db when accum, and the same bits
+ * from a second run (the order is fixed by the shape). */
+static void test_cast_transpose_colsum(DType xt, Fp8Format f, int rows, int cols, int accum)
+{
+    const size_t n = (size_t)rows * cols;
+    float *x = falloc(n), *d0 = falloc((size_t)cols);
+    check_seed(3000u * (uint64_t)rows + (uint64_t)cols + 7u * (uint64_t)xt + (uint64_t)accum);
+    for (size_t i = 0; i < n; i++) x[i] = check_uniform(-4.0f, 4.0f);
+    quantize(x, n, xt);
+    for (int c = 0; c < cols; c++) d0[c] = accum ? check_uniform(-100.0f, 100.0f) : NAN;
+    const float scale = 30.0f;
+    uint8_t *qref = malloc(n), *q = malloc(n), *qt = malloc(n);
+    float amax_ref = 0.0f;
+    fp8_cast_cpu(qref, &amax_ref, x, n, scale, f);
+    double *ref = calloc((size_t)cols, sizeof(double)), *abs_sum = calloc((size_t)cols, sizeof(double));
+    for (size_t r = 0; r < (size_t)rows; r++)
+        for (size_t c = 0; c < (size_t)cols; c++) {
+            ref[c] += x[r * cols + c];
+            abs_sum[c] += fabs((double)x[r * cols + c]);
+        }
+    if (accum)
+        for (int c = 0; c < cols; c++) ref[c] += d0[c];
+
+    void *dx = gpu_upload(x, n, xt);
+    void *dscale = gpu_upload(&scale, 1, DT_F32);
+    float *ddb = gpu_upload(d0, (size_t)cols, DT_F32), *dpart, *damax;
+    uint8_t *dq, *dqt;
+    const size_t nparts = fp8_colsum_scratch_floats((size_t)rows, (size_t)cols);
+    CUDA_CHECK(cudaMalloc((void **)&dq, n));
+    CUDA_CHECK(cudaMalloc((void **)&dqt, n));
+    CUDA_CHECK(cudaMalloc((void **)&dpart, nparts * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&damax, sizeof(float)));
+    CUDA_CHECK(cudaMemset(dpart, 0xFF, nparts * sizeof(float)));   /* NaN: written before read */
+    float *db[2] = {falloc((size_t)cols), falloc((size_t)cols)};
+    float amax = -1.0f;
+    for (int run = 0; run < 2; run++) {
+        CUDA_CHECK(cudaMemcpy(ddb, d0, (size_t)cols * sizeof(float), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemset(dq, 0xFF, n));
+        CUDA_CHECK(cudaMemset(dqt, 0xFF, n));
+        sync_all();
+        fp8_amax_zero_cuda(damax, 1, 0);
+        fp8_cast_transpose_colsum_cuda(dqt, dq, damax, ddb, accum, dpart, dx, xt, (size_t)rows,
+                                       (size_t)cols, dscale, f, 0);
+        sync_all();
+        CUDA_CHECK(cudaMemcpy(db[run], ddb, (size_t)cols * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    CUDA_CHECK(cudaMemcpy(q, dq, n, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(qt, dqt, n, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&amax, damax, sizeof amax, cudaMemcpyDeviceToHost));
+
+    int bad = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            const size_t i = (size_t)r * cols + c;
+            bad += q[i] != qref[i] || qt[(size_t)c * rows + r] != qref[i];
+        }
+    char name[128];
+    snprintf(name, sizeof name, "fp8.cast_transpose_colsum.%s.%s.%dx%d%s.codes", dtype_name(xt),
+             fp8_name(f), rows, cols, accum ? ".accum" : "");
+    check_true(name, bad == 0 && memcmp(&amax, &amax_ref, sizeof amax) == 0,
+               "%d codes differ; amax %.9g, CPU %.9g", bad, (double)amax, (double)amax_ref);
+    /* f32 sums: 16 rows a lane in order, 4 lanes, then ceil(ntiles / 16) tile rows a slice
+     * in order (ntiles = ceil(rows / 64)), then 16 slices; each add rounds by at most 2^-24
+     * of a partial sum bounded by sum |x|: under (40 + rows / 64) 2^-24 sum |x|, and the
+     * accumulate's add 2^-24 |ref| */
+    int worst = 0;
+    double worst_ratio = 0.0;
+    for (int c = 0; c < cols; c++) {
+        const double tol = (40.0 + rows / 64.0) * 0x1p-24 * abs_sum[c] + 0x1p-24 * fabs(ref[c]) +
+                           1e-30;
+        const double err = fabs((double)db[0][c] - ref[c]);
+        const double ratio = isnan(err) ? INFINITY : err / tol;
+        if (ratio > worst_ratio) { worst_ratio = ratio; worst = c; }
+    }
+    snprintf(name, sizeof name, "fp8.cast_transpose_colsum.%s.%s.%dx%d%s.db", dtype_name(xt),
+             fp8_name(f), rows, cols, accum ? ".accum" : "");
+    check_true(name, worst_ratio <= 1.0, "column %d: got %.9g, sum in double %.9g (%.3g of the "
+               "tolerance)", worst, (double)db[0][worst], ref[worst], worst_ratio);
+    snprintf(name, sizeof name, "fp8.cast_transpose_colsum.%s.%s.%dx%d%s.deterministic",
+             dtype_name(xt), fp8_name(f), rows, cols, accum ? ".accum" : "");
+    check_true(name, memcmp(db[0], db[1], (size_t)cols * sizeof(float)) == 0,
+               "a second run gave other bits");
+
+    dfree(dx); dfree(dscale); dfree(ddb); dfree(dpart); dfree(dq); dfree(dqt); dfree(damax);
+    free(x); free(d0); free(qref); free(q); free(qt); free(ref); free(abs_sum);
+    free(db[0]); free(db[1]);
+}
+
 /* ---- the GEMM ---- */
 
 typedef enum { VALUES_EXACT, VALUES_CAST } Values;
@@ -159,6 +263,8 @@ typedef struct {
     float beta, sa, sb;   /* sa, sb: the operands' scale_inv */
     Values values;
     int offset;           /* bytes added to every operand's address (16: a sliced buffer) */
+    int bias;             /* 0 none; 1 a bias the epilogue must take; 2 one it may refuse */
+    int bias_offset;      /* bytes added to the bias vector's address */
 } GemmCase;
 
 typedef struct {
@@ -215,6 +321,24 @@ static void run_gemm(Lt *lt, GemmCase g)
         memcpy(ref, d0, nd * sizeof(float));
     }
     fp8_gemm_ref(ref, A, g.af, g.sa, B, g.bf, g.sb, g.M, g.N, g.K, g.beta);
+    float *bias = NULL;
+    void *base_bias = NULL;
+    const void *dbias = NULL;
+    if (g.bias) {
+        /* bf16 values about as large as a typical product, then added as the
+         * epilogue adds them: in f32 before D's one rounding */
+        bias = hbuf((size_t)g.N);
+        double mean_s = 0.0;
+        for (size_t i = 0; i < nd; i++) mean_s += S[i] / (double)nd;
+        for (int n = 0; n < g.N; n++)
+            bias[n] = check_uniform(-1.0f, 1.0f) * (float)(mean_s / sqrt((double)g.K) + 1.0);
+        quantize(bias, (size_t)g.N, DT_BF16);
+        for (size_t i = 0; i < nd; i++) ref[i] = (float)((double)ref[i] + bias[i % g.N]);
+        uint16_t *hb = malloc((size_t)g.N * 2);
+        dtype_convert(hb, DT_BF16, bias, DT_F32, (size_t)g.N);
+        dbias = upload_at(hb, (size_t)g.N * 2, g.bias_offset, &base_bias);
+        free(hb);
+    }
 
     void *baseA, *baseB, *baseD;
     const uint8_t *dA = upload_at(A, na, g.offset, &baseA);
@@ -235,7 +359,7 @@ static void run_gemm(Lt *lt, GemmCase g)
     CUDA_CHECK(cudaMemcpy(dsb, &g.sb, sizeof(float), cudaMemcpyHostToDevice));
     sync_all();
     const int rc = fp8_gemm_cuda(lt->lt, lt->workspace, lt->workspace_bytes, 0, dD, g.dt, dA,
-                                 g.af, dsa, dB, g.bf, dsb, g.M, g.N, g.K, g.beta);
+                                 g.af, dsa, dB, g.bf, dsb, dbias, g.M, g.N, g.K, g.beta);
     gpu_download(got, dD, nd, g.dt);
 
     const double acc = g.values == VALUES_EXACT ? (g.K / 32.0 + 4.0) * 0x1p-24 : 0x1p-7;
@@ -250,10 +374,17 @@ static void run_gemm(Lt *lt, GemmCase g)
         if (S[i] > 0) worst_rel_s = fmax(worst_rel_s, err / S[i]);
     }
     char name[160];
-    snprintf(name, sizeof name, "fp8_gemm.%s.%dx%dx%d.%sx%s.%s.beta%g%s",
+    snprintf(name, sizeof name, "fp8_gemm.%s.%dx%dx%d.%sx%s.%s.beta%g%s%s%s",
              g.values == VALUES_EXACT ? "exact" : "cast", g.M, g.N, g.K, fp8_name(g.af),
-             fp8_name(g.bf), dtype_name(g.dt), (double)g.beta, g.offset ? ".offset" : "");
-    if (rc != 0) {
+             fp8_name(g.bf), dtype_name(g.dt), (double)g.beta, g.offset ? ".offset" : "",
+             g.bias ? ".bias" : "", g.bias_offset ? "+2" : "");
+    if (rc == 1 && g.bias == 2) {
+        /* refused: D untouched (still the poison), the caller would add the bias */
+        int untouched = 1;
+        for (size_t i = 0; i < nd && untouched; i++) untouched = isnan(got[i]);
+        check_true(name, untouched, "the epilogue was refused but D was written");
+        printf("  %-48s the bias epilogue refused here (the separate add would run)\n", name);
+    } else if (rc != 0) {
         check_true(name, 0, "fp8_gemm_cuda returned %d (no cuBLASLt algorithm)", rc);
     } else {
         check_true(name, worst_ratio <= 1.0, "worst at [%zu][%zu]: got %.9g ref %.9g (|diff| "
@@ -265,6 +396,8 @@ static void run_gemm(Lt *lt, GemmCase g)
                    name, worst_rel_s, log2(worst_rel_s), worst_ratio);
     }
     dfree(baseA); dfree(baseB); dfree(baseD);
+    if (base_bias) dfree(base_bias);
+    free(bias);
     free(A); free(B); free(absA); free(absB); free(S); free(ref); free(d0); free(got);
 }
 
@@ -278,8 +411,8 @@ typedef struct {
 static void child_gemm(void *arg)
 {
     const Refusal *r = arg;
-    fp8_gemm_cuda(NULL, NULL, 0, NULL, NULL, DT_BF16, NULL, r->af, NULL, NULL, r->bf, NULL, r->M,
-                  r->N, r->K, 0.0f);
+    fp8_gemm_cuda(NULL, NULL, 0, NULL, NULL, DT_BF16, NULL, r->af, NULL, NULL, r->bf, NULL, NULL,
+                  r->M, r->N, r->K, 0.0f);
 }
 
 static void test_refusals(void)
@@ -321,19 +454,29 @@ static void test_gemms(void)
                         run_gemm(&lt, (GemmCase){small[s][0], small[s][1], small[s][2],
                                                  pairs[p][0], pairs[p][1], outs[o], (float)beta,
                                                  scales[i % 3][0], scales[i % 3][1], (Values)v,
-                                                 0});
+                                                 0, 0, 0});
+    /* the bias epilogue: the forward's E4M3 x E4M3 into bf16, small shapes (may be refused) */
+    for (int s = 0; s < 3; s++)
+        run_gemm(&lt, (GemmCase){small[s][0], small[s][1], small[s][2], FP8_E4M3, FP8_E4M3,
+                                 DT_BF16, 0.0f, 0.5f, 3.0f, VALUES_CAST, 0, 2, 0});
 
     /* BERT's FFN (x [R, In] w [Out, In]^T forward, dy [R, Out] (w^T)^T dgrad, dy^T x^T
      * wgrad into f32), then operands 16 bytes off the allocation's 256 (plans of their own);
      * each with both kinds of values */
     static const GemmCase big[] = {
-        {256, 4096, 1024, FP8_E4M3, FP8_E4M3, DT_BF16, 0.0f, 1.0f / 448.0f, 0.5f, 0, 0},
-        {256, 1024, 4096, FP8_E5M2, FP8_E4M3, DT_BF16, 0.0f, 3.0f, 1.0f / 448.0f, 0, 0},
-        {4096, 1024, 256, FP8_E5M2, FP8_E4M3, DT_F32, 1.0f, 0.5f, 3.0f, 0, 0},
-        {512, 768, 3072, FP8_E4M3, FP8_E4M3, DT_BF16, 0.0f, 2.0f, 0.5f, 0, 0},
-        {1024, 1024, 512, FP8_E4M3, FP8_E5M2, DT_F32, 1.0f, 2.0f, 1.0f / 448.0f, 0, 0},
-        {128, 256, 64, FP8_E4M3, FP8_E4M3, DT_BF16, 1.0f, 0.5f, 3.0f, 0, 16},
-        {128, 256, 64, FP8_E5M2, FP8_E4M3, DT_F32, 0.0f, 3.0f, 0.5f, 0, 16},
+        {256, 4096, 1024, FP8_E4M3, FP8_E4M3, DT_BF16, 0.0f, 1.0f / 448.0f, 0.5f, 0, 0, 0, 0},
+        {256, 1024, 4096, FP8_E5M2, FP8_E4M3, DT_BF16, 0.0f, 3.0f, 1.0f / 448.0f, 0, 0, 0, 0},
+        {4096, 1024, 256, FP8_E5M2, FP8_E4M3, DT_F32, 1.0f, 0.5f, 3.0f, 0, 0, 0, 0},
+        {512, 768, 3072, FP8_E4M3, FP8_E4M3, DT_BF16, 0.0f, 2.0f, 0.5f, 0, 0, 0, 0},
+        {1024, 1024, 512, FP8_E4M3, FP8_E5M2, DT_F32, 1.0f, 2.0f, 1.0f / 448.0f, 0, 0, 0, 0},
+        {128, 256, 64, FP8_E4M3, FP8_E4M3, DT_BF16, 1.0f, 0.5f, 3.0f, 0, 16, 0, 0},
+        {128, 256, 64, FP8_E5M2, FP8_E4M3, DT_F32, 0.0f, 3.0f, 0.5f, 0, 16, 0, 0},
+        /* the Linear forward's epilogue on BERT's shapes (must be taken), then a bias 2
+         * bytes off its allocation (may be refused) */
+        {256, 4096, 1024, FP8_E4M3, FP8_E4M3, DT_BF16, 0.0f, 1.0f / 448.0f, 0.5f, 0, 0, 1, 0},
+        {512, 768, 3072, FP8_E4M3, FP8_E4M3, DT_BF16, 0.0f, 2.0f, 0.5f, 0, 0, 1, 0},
+        {256, 1024, 1024, FP8_E4M3, FP8_E4M3, DT_BF16, 0.0f, 0.5f, 3.0f, 0, 0, 1, 0},
+        {256, 1024, 1024, FP8_E4M3, FP8_E4M3, DT_BF16, 0.0f, 0.5f, 3.0f, 0, 0, 2, 2},
     };
     for (size_t c = 0; c < sizeof big / sizeof big[0]; c++)
         for (int v = 0; v < 2; v++) {
@@ -358,6 +501,15 @@ int main(void)
             for (int s = 0; s < 6; s++)
                 test_cast_transpose(gpu_float_types[t], (Fp8Format)f, shapes[s][0], shapes[s][1],
                                     s == 1);
+    /* the column sums: dy's types (bf16 from autocast, f32 without), E5M2 as the backward's
+     * cast, then BERT-like [R, Out]; fresh and accumulating */
+    static const int colsum_shapes[][2] = {{1, 1}, {17, 33}, {70, 130}, {1000, 64},
+                                           {4096, 1024}};
+    for (int t = 0; t < 3; t++)
+        for (int s = 0; s < 5; s++)
+            for (int accum = 0; accum < 2; accum++)
+                test_cast_transpose_colsum(gpu_float_types[t], FP8_E5M2, colsum_shapes[s][0],
+                                           colsum_shapes[s][1], accum);
 
     int dev = 0, major = 0, minor = 0;
     CUDA_CHECK(cudaGetDevice(&dev));

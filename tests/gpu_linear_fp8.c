@@ -12,18 +12,39 @@
  * (x cast to bf16 first, y and dx bf16). Shapes: 2-D x [64, 128] -> 256,
  * 3-D x [4, 32, 128] -> 384, BERT-large's FFN-like [512, 1024] -> 4096.
  *
+ * The bias: with bf16 y the GPU adds it in the forward GEMM's epilogue
+ * (CTRAIN_LINEAR_EPILOGUE=1, the default), in f32 before y's rounding as the
+ * CPU does (its bf16 working copy: within 2^-9 |b| of the CPU's f32 bias,
+ * inside the tolerance); with the switch 0 (or f32 y) a separate pass adds it to the
+ * rounded product. The program forks before it touches CUDA: the child runs
+ * every case with the switch 0 (its names end in [separate add]) and hands
+ * its counts and each bf16 case's forward allocations to the parent, which
+ * runs them with 1; for BERT's FFN-like shape the epilogue must be taken,
+ * seen as one device allocation fewer in the forward (no second [R, Out]
+ * tensor; the bias reads its bf16 working copy, as a parameter's under
+ * autocast, so no cast is allocated either way).
+ *
+ * GELU folded into the cast (op_linear_fp8_gelu, BERT's FFN output layer):
+ * on the GPU bit for bit against op_gelu then op_linear_fp8 (y, dh, dw, db,
+ * the recipe), with fewer forward allocations (GELU's output is never
+ * written), and against the CPU's composition within the tolerance below.
+ *
+ * q, k, v sharing one cast of x (op_linear_fp8_shared): on the GPU bit for
+ * bit against three separate casts, with fewer forward allocations.
+ *
  * Tolerance (relative norm of the difference): both sides multiply the same
  * FP8 codes; the CPU sums them in f32 in one order, the tensor cores in
  * another, promoting partial sums to f32 every few steps (fast accumulation
- * off), and CUDA rounds x w^T to y's type before adding the bias where the
- * CPU adds it in f32 first. 2e-3 for f32 outputs, 1e-2 (two bf16
- * roundings) for bf16 ones.
+ * off), and the separate add rounds y once more. 2e-3 for f32 outputs, 1e-2
+ * (two bf16 roundings) for bf16 ones.
  * Needs compute capability 8.9 or later (FP8 tensor cores): skipped below.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "gpu_util.h"
@@ -46,7 +67,11 @@ static const Shape shapes[] = {
 typedef struct {
     float *y, *dx, *dw, *db;
     Fp8TensorState s[3];   /* x, w, dy after the step's backward */
+    size_t allocs;         /* device allocations the forward made */
 } Step;
+
+/* " [separate add]" in the child's names (CTRAIN_LINEAR_EPILOGUE=0), "" in the parent's */
+static const char *run_tag = "";
 
 static void step_free(Step *r) { free(r->y); free(r->dx); free(r->dw); free(r->db); }
 
@@ -57,20 +82,38 @@ static float *to_host(Tensor *t)
     return h;
 }
 
-/* One forward + backward on c with recipe r (layer 0), under autocast dt. */
-static Step run_step(Ctx *c, Fp8Recipe *r, DType dt, const Shape *sh, const float *x,
-                     const float *w, const float *b, const float *g)
+/* What a step runs: op_linear_fp8 on an f32 x; op_linear_fp8_gelu on an h of
+ * the autocast type (one op on CUDA); op_gelu then op_linear_fp8 on that h. */
+typedef enum { RUN_LINEAR, RUN_GELU_FUSED, RUN_GELU_COMPOSED } RunKind;
+
+/* One forward + backward on c with recipe r (layer 0), under autocast dt;
+ * dx in the result is the input's gradient (dh for the GELU kinds). */
+static Step run_step(Ctx *c, Fp8Recipe *r, DType dt, RunKind kind, const Shape *sh,
+                     const float *x, const float *w, const float *b, const float *g)
 {
     int64_t ws[2] = {sh->out, sh->x[sh->ndim - 1]}, bs = sh->out, ys[3];
     for (int i = 0; i < sh->ndim; i++) ys[i] = sh->x[i];
     ys[sh->ndim - 1] = sh->out;
-    Tensor *tx = tensor_from_f32(c, x, DT_F32, sh->ndim, sh->x);
+    Tensor *tx = tensor_from_f32(c, x, kind == RUN_LINEAR ? DT_F32 : dt, sh->ndim, sh->x);
     Tensor *tw = tensor_from_f32(c, w, DT_F32, 2, ws), *tb = tensor_from_f32(c, b, DT_F32, 1, &bs);
     tx->requires_grad = tw->requires_grad = tb->requires_grad = 1;
+    if (dt != DT_F32 && c->device == DEV_CUDA)
+        tb->lowp = tensor_from_f32(c, b, dt, 1, &bs);   /* the bias's AMP working copy */
     c->autocast = dt;
-    Tensor *y = op_linear_fp8(c, tx, tw, tb, r, 0);
-    y->grad = tensor_from_f32(c, g, y->dtype, sh->ndim, ys);
     Step s;
+    s.allocs = c->mem.n_allocs;
+    Tensor *y;
+    if (kind == RUN_LINEAR) {
+        y = op_linear_fp8(c, tx, tw, tb, r, 0);
+    } else if (kind == RUN_GELU_FUSED) {
+        y = op_linear_fp8_gelu(c, tx, tw, tb, r, 0);
+    } else {
+        Tensor *gl = op_gelu(c, tx);
+        y = op_linear_fp8(c, gl, tw, tb, r, 0);
+        tensor_release(gl);
+    }
+    s.allocs = c->mem.n_allocs - s.allocs;
+    y->grad = tensor_from_f32(c, g, y->dtype, sh->ndim, ys);
     s.y = to_host(y);
     ad_backward_from(c, y);
     tensor_release(y);
@@ -81,38 +124,200 @@ static Step run_step(Ctx *c, Fp8Recipe *r, DType dt, const Shape *sh, const floa
     fp8_recipe_read(r, 0, 0, &s.s[0]);
     fp8_recipe_read(r, 0, 1, &s.s[1]);
     fp8_recipe_read(r, 1, 0, &s.s[2]);
+    tensor_release(tb->lowp);
+    tb->lowp = NULL;
     tensor_release(tx);
     tensor_release(tw);
     tensor_release(tb);
     return s;
 }
 
-static void test_shape(Ctx *cpu, Ctx *gpu, const Shape *sh, DType dt)
+/* A case's sizes and host inputs: x (or h) uniform in [-xr, xr] in type
+ * xt, w, b, and dy = g in dt. */
+typedef struct {
+    size_t R, In, Out;
+    float *x, *w, *b, *g;
+} Inputs;
+
+static Inputs inputs_new(const Shape *sh, DType dt, float xr, DType xt)
 {
-    size_t R = 1;
-    for (int i = 0; i < sh->ndim - 1; i++) R *= (size_t)sh->x[i];
-    const size_t In = (size_t)sh->x[sh->ndim - 1], Out = (size_t)sh->out;
-    float *x = hrand(R * In, -3.0f, 3.0f, DT_F32), *w = hrand(Out * In, -0.05f, 0.05f, DT_F32);
-    float *b = hrand(Out, -1.0f, 1.0f, DT_F32), *g = hrand(R * Out, -1e-3f, 1e-3f, dt);
-    Fp8Recipe *rc = fp8_recipe_new(cpu, 1, 4, 0), *rg = fp8_recipe_new(gpu, 1, 4, 0);
+    Inputs in = {1, (size_t)sh->x[sh->ndim - 1], (size_t)sh->out, NULL, NULL, NULL, NULL};
+    for (int i = 0; i < sh->ndim - 1; i++) in.R *= (size_t)sh->x[i];
+    in.x = hrand(in.R * in.In, -xr, xr, xt);
+    in.w = hrand(in.Out * in.In, -0.05f, 0.05f, DT_F32);
+    in.b = hrand(in.Out, -1.0f, 1.0f, DT_F32);
+    in.g = hrand(in.R * in.Out, -1e-3f, 1e-3f, dt);
+    return in;
+}
+
+static void inputs_free(Inputs *in) { free(in->x); free(in->w); free(in->b); free(in->g); }
+
+/* The GPU step d against the CPU step a: y, dx, dw, db by relative norm. */
+static void compare_to_cpu(const char *op, const Step *d, const Step *a, const Inputs *in,
+                           DType dt, int step)
+{
     const double ty = dt == DT_F32 ? 2e-3 : 1e-2;
-    for (int step = 1; step <= 2; step++) {
-        Step a = run_step(cpu, rc, dt, sh, x, w, b, g), d = run_step(gpu, rg, dt, sh, x, w, b, g);
+    const float *got[4] = {d->y, d->dx, d->dw, d->db}, *ref[4] = {a->y, a->dx, a->dw, a->db};
+    const size_t n[4] = {in->R * in->Out, in->R * in->In, in->Out * in->In, in->Out};
+    const double tol[4] = {ty, ty, 2e-3, 2e-3};
+    static const char *field[4] = {"y", "dx", "dw", "db"};
+    for (int k = 0; k < 4; k++) {
         char name[160];
-#define CMP(field, n, tol)                                                                   \
-        snprintf(name, sizeof name, "linear_fp8.%s %dx%zu->%zu %s step %d", #field, (int)R, In, \
-                 Out, dtype_name(dt), step);                                                 \
-        check_rel_norm(name, d.field, a.field, n, tol)
-        CMP(y, R * Out, ty);
-        CMP(dx, R * In, ty);
-        CMP(dw, Out * In, 2e-3);
-        CMP(db, Out, 2e-3);
-#undef CMP
+        snprintf(name, sizeof name, "%s.%s %dx%zu->%zu %s step %d%s", op, field[k], (int)in->R,
+                 in->In, in->Out, dtype_name(dt), step, run_tag);
+        check_rel_norm(name, got[k], ref[k], n[k], tol[k]);
+    }
+}
+
+static int same_bits(const float *a, const float *b, size_t n)
+{
+    return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+/* GELU folded into the cast (op_linear_fp8_gelu) against op_gelu + the
+ * Linear on the GPU, bit for bit (the same kernels, roundings and order),
+ * and against the CPU's composition within the tolerance above; two steps
+ * of the recipe each. */
+static void test_gelu(Ctx *cpu, Ctx *gpu, const Shape *sh, DType dt)
+{
+    Inputs in = inputs_new(sh, dt, 4.0f, dt);
+    const size_t R = in.R, In = in.In, Out = in.Out;
+    Fp8Recipe *rc = fp8_recipe_new(cpu, 1, 4, 0), *rf = fp8_recipe_new(gpu, 1, 4, 0);
+    Fp8Recipe *ru = fp8_recipe_new(gpu, 1, 4, 0);
+    for (int step = 1; step <= 2; step++) {
+        Step a = run_step(cpu, rc, dt, RUN_GELU_FUSED, sh, in.x, in.w, in.b, in.g);
+        Step f = run_step(gpu, rf, dt, RUN_GELU_FUSED, sh, in.x, in.w, in.b, in.g);
+        Step u = run_step(gpu, ru, dt, RUN_GELU_COMPOSED, sh, in.x, in.w, in.b, in.g);
+        char name[160];
+        int same = same_bits(f.y, u.y, R * Out) && same_bits(f.dx, u.dx, R * In) &&
+                   same_bits(f.dw, u.dw, Out * In) && same_bits(f.db, u.db, Out);
+        for (int k = 0; k < 3; k++)
+            same = same && f.s[k].amax == u.s[k].amax && f.s[k].scale == u.s[k].scale;
+        snprintf(name, sizeof name, "linear_fp8_gelu.fused_equals_gelu_then_linear %dx%zu->%zu "
+                 "%s step %d%s", (int)R, In, Out, dtype_name(dt), step, run_tag);
+        check_true(name, same, "y %s, dh %s, dw %s, db %s, amax g %g vs %g",
+                   same_bits(f.y, u.y, R * Out) ? "same" : "differs",
+                   same_bits(f.dx, u.dx, R * In) ? "same" : "differs",
+                   same_bits(f.dw, u.dw, Out * In) ? "same" : "differs",
+                   same_bits(f.db, u.db, Out) ? "same" : "differs", (double)f.s[0].amax,
+                   (double)u.s[0].amax);
+        snprintf(name, sizeof name, "linear_fp8_gelu.one_allocation_less %dx%zu->%zu %s step %d%s",
+                 (int)R, In, Out, dtype_name(dt), step, run_tag);
+        check_true(name, f.allocs < u.allocs, "forward allocations: fused %zu, composed %zu",
+                   f.allocs, u.allocs);
+        compare_to_cpu("linear_fp8_gelu", &f, &a, &in, dt, step);
+        step_free(&a);
+        step_free(&f);
+        step_free(&u);
+        fp8_recipe_step(cpu, rc);
+        fp8_recipe_step(gpu, rf);
+        fp8_recipe_step(gpu, ru);
+    }
+    fp8_recipe_free(rc);
+    fp8_recipe_free(rf);
+    fp8_recipe_free(ru);
+    inputs_free(&in);
+}
+
+/* BERT's q, k, v: three Linear layers on one x through op_linear_fp8_shared
+ * (one cast of x) against three op_linear_fp8 calls, on the GPU under
+ * autocast dt over two recipe steps: bit for bit the same y's, dx, dw's and
+ * db's, with fewer forward allocations (two casts of x fewer). */
+static void test_shared(Ctx *gpu, const Shape *sh, DType dt)
+{
+    Inputs in[3];
+    for (int j = 0; j < 3; j++) in[j] = inputs_new(sh, dt, 3.0f, DT_F32);
+    const size_t R = in[0].R, In = in[0].In, Out = in[0].Out;
+    int64_t ws[2] = {(int64_t)Out, (int64_t)In}, bs = (int64_t)Out, ys[3];
+    for (int i = 0; i < sh->ndim; i++) ys[i] = sh->x[i];
+    ys[sh->ndim - 1] = (int64_t)Out;
+    float *got[2][2][3][4];   /* [mode][step][layer][y, dx, dw, db] */
+    size_t allocs[2] = {0, 0};
+    for (int mode = 0; mode < 2; mode++) {   /* 0 separate, 1 shared */
+        Fp8Recipe *r = fp8_recipe_new(gpu, 3, 4, 0);
+        Tensor *tx = tensor_from_f32(gpu, in[0].x, DT_F32, sh->ndim, sh->x), *tw[3], *tb[3];
+        tx->requires_grad = 1;
+        for (int j = 0; j < 3; j++) {
+            tw[j] = tensor_from_f32(gpu, in[j].w, DT_F32, 2, ws);
+            tb[j] = tensor_from_f32(gpu, in[j].b, DT_F32, 1, &bs);
+            tw[j]->requires_grad = tb[j]->requires_grad = 1;
+        }
+        for (int step = 0; step < 2; step++) {
+            gpu->autocast = dt;
+            /* x in the autocast type, as BERT's layer input is: the cast is
+             * outside the ops, so both modes see one tensor */
+            Tensor *x = op_cast(gpu, tx, dt);
+            Fp8SharedX xs = {0};
+            Tensor *t[3];
+            size_t a0 = gpu->mem.n_allocs;
+            for (int j = 0; j < 3; j++)
+                t[j] = mode ? op_linear_fp8_shared(gpu, x, tw[j], tb[j], r, j, &xs)
+                            : op_linear_fp8(gpu, x, tw[j], tb[j], r, j);
+            if (step == 0) allocs[mode] = gpu->mem.n_allocs - a0;
+            fp8_shared_x_release(&xs);
+            tensor_release(x);
+            Tensor *s01 = op_add(gpu, t[0], t[1]), *sum = op_add(gpu, s01, t[2]);
+            sum->grad = tensor_from_f32(gpu, in[0].g, sum->dtype, sh->ndim, ys);
+            ad_backward_from(gpu, sum);
+            gpu->autocast = DT_F32;
+            for (int j = 0; j < 3; j++) {
+                got[mode][step][j][0] = to_host(t[j]);
+                got[mode][step][j][1] = j == 0 ? to_host(tx->grad) : NULL;
+                got[mode][step][j][2] = to_host(tw[j]->grad);
+                got[mode][step][j][3] = to_host(tb[j]->grad);
+                tensor_release(t[j]);
+            }
+            tensor_release(s01);
+            tensor_release(sum);
+            fp8_recipe_step(gpu, r);
+        }
+        tensor_release(tx);
+        for (int j = 0; j < 3; j++) {
+            tensor_release(tw[j]);
+            tensor_release(tb[j]);
+        }
+        fp8_recipe_free(r);
+    }
+    const size_t n[4] = {R * Out, R * In, Out * In, Out};
+    int same = 1;
+    for (int step = 0; step < 2; step++)
+        for (int j = 0; j < 3; j++)
+            for (int f = 0; f < 4; f++) {
+                if (got[0][step][j][f])
+                    same = same && same_bits(got[0][step][j][f], got[1][step][j][f], n[f]);
+                free(got[0][step][j][f]);
+                free(got[1][step][j][f]);
+            }
+    char name[160];
+    snprintf(name, sizeof name, "linear_fp8_shared.same_as_separate_casts %dx%zu->%zu %s%s",
+             (int)R, In, Out, dtype_name(dt), run_tag);
+    check_true(name, same, "y, dx, dw or db differ between one shared cast of x and three");
+    snprintf(name, sizeof name, "linear_fp8_shared.fewer_allocations %dx%zu->%zu %s%s", (int)R,
+             In, Out, dtype_name(dt), run_tag);
+    check_true(name, allocs[1] < allocs[0], "forward allocations: shared %zu, separate %zu",
+               allocs[1], allocs[0]);
+    for (int j = 0; j < 3; j++) inputs_free(&in[j]);
+}
+
+/* Runs every step of one shape and setting against the CPU; returns the
+ * GPU's forward allocations of step 1. */
+static size_t test_shape(Ctx *cpu, Ctx *gpu, const Shape *sh, DType dt)
+{
+    Inputs in = inputs_new(sh, dt, 3.0f, DT_F32);
+    const size_t R = in.R, In = in.In, Out = in.Out;
+    Fp8Recipe *rc = fp8_recipe_new(cpu, 1, 4, 0), *rg = fp8_recipe_new(gpu, 1, 4, 0);
+    size_t allocs = 0;
+    for (int step = 1; step <= 2; step++) {
+        Step a = run_step(cpu, rc, dt, RUN_LINEAR, sh, in.x, in.w, in.b, in.g);
+        Step d = run_step(gpu, rg, dt, RUN_LINEAR, sh, in.x, in.w, in.b, in.g);
+        if (step == 1) allocs = d.allocs;
+        char name[160];
+        compare_to_cpu("linear_fp8", &d, &a, &in, dt, step);
         int same = 1;
         for (int k = 0; k < 3; k++)
             same = same && a.s[k].amax == d.s[k].amax && a.s[k].scale == d.s[k].scale;
-        snprintf(name, sizeof name, "linear_fp8.recipe %dx%zu->%zu %s step %d", (int)R, In, Out,
-                 dtype_name(dt), step);
+        snprintf(name, sizeof name, "linear_fp8.recipe %dx%zu->%zu %s step %d%s", (int)R, In,
+                 Out, dtype_name(dt), step, run_tag);
         check_true(name, same, "amax / scale x %g/%g w %g/%g dy %g/%g on the GPU, %g/%g %g/%g "
                    "%g/%g on the CPU", (double)d.s[0].amax, (double)d.s[0].scale,
                    (double)d.s[1].amax, (double)d.s[1].scale, (double)d.s[2].amax,
@@ -126,28 +331,90 @@ static void test_shape(Ctx *cpu, Ctx *gpu, const Shape *sh, DType dt)
     }
     fp8_recipe_free(rc);
     fp8_recipe_free(rg);
-    free(x); free(w); free(b); free(g);
+    inputs_free(&in);
+    return allocs;
+}
+
+enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
+
+/* What a run hands over: its check counts, each bf16 case's forward
+ * allocations, and whether the card took FP8 at all. */
+typedef struct {
+    int passed, failed, supported;
+    size_t allocs[NSHAPES];
+} RunOut;
+
+static RunOut run_all(void)
+{
+    RunOut o = {0};
+    Ctx cpu, gpu;
+    ctx_init(&cpu, DEV_CPU, 0, 1);
+    ctx_init(&gpu, DEV_CUDA, 0, 1);
+    o.supported = fp8_supported(&gpu);
+    if (!o.supported) {
+        printf("  skipped: %s has no FP8 tensor cores (compute capability 8.9 or later)\n",
+               ctx_device_name(&gpu));
+    } else {
+        check_seed(89);
+        for (int i = 0; i < NSHAPES; i++) {
+            test_shape(&cpu, &gpu, &shapes[i], DT_F32);
+            o.allocs[i] = test_shape(&cpu, &gpu, &shapes[i], DT_BF16);
+            test_gelu(&cpu, &gpu, &shapes[i], DT_F32);
+            test_gelu(&cpu, &gpu, &shapes[i], DT_BF16);
+            test_shared(&gpu, &shapes[i], DT_BF16);
+        }
+    }
+    ctx_free(&gpu);
+    ctx_free(&cpu);
+    o.passed = check_passed_;
+    o.failed = check_failed_;
+    return o;
 }
 
 int main(void)
 {
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("gpu_linear_fp8: pipe");
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    fflush(stdout);
+    pid_t pid = fork();   /* before any CUDA call: the child starts its own */
+    if (pid == 0) {
+        close(fds[0]);
+        setenv("CTRAIN_LINEAR_EPILOGUE", "0", 1);
+        int n = 0;
+        if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) _exit(0);   /* the parent says why */
+        run_tag = " [separate add]";
+        RunOut o = run_all();
+        fflush(stdout);
+        _exit(write(fds[1], &o, sizeof o) == (ssize_t)sizeof o ? 0 : 1);
+    }
+    close(fds[1]);
+    RunOut off = {0};
+    const int got = pid > 0 && read(fds[0], &off, sizeof off) == (ssize_t)sizeof off;
+    close(fds[0]);
+    int status = 0;
+    if (pid > 0) waitpid(pid, &status, 0);
+    setenv("CTRAIN_LINEAR_EPILOGUE", "1", 1);
     gpu_require();
-    Ctx cpu, gpu;
-    ctx_init(&cpu, DEV_CPU, 0, 1);
-    ctx_init(&gpu, DEV_CUDA, 0, 1);
-    if (!fp8_supported(&gpu)) {
-        printf("  skipped: %s has no FP8 tensor cores (compute capability 8.9 or later)\n",
-               ctx_device_name(&gpu));
-        ctx_free(&gpu);
-        ctx_free(&cpu);
-        return check_summary();
+    check_true("linear_fp8: the CTRAIN_LINEAR_EPILOGUE=0 run finished",
+               got && WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    RunOut on = run_all();
+    check_passed_ += off.passed;   /* the child's own checks */
+    check_failed_ += off.failed;
+    if (on.supported && got) {
+        /* BERT's FFN-like forward (the last shape) must take the epilogue */
+        const size_t last = NSHAPES - 1;
+        check_true("linear_fp8: the bias epilogue taken for 512x1024->4096 bf16",
+                   on.allocs[last] + 1 == off.allocs[last],
+                   "forward allocations: %zu with the epilogue on, %zu with it off",
+                   on.allocs[last], off.allocs[last]);
+        for (size_t i = 0; i < last; i++)
+            printf("  linear_fp8: shape %zu bf16 forward, %zu allocations with the epilogue on, "
+                   "%zu off (%s)\n", i, on.allocs[i], off.allocs[i],
+                   on.allocs[i] + 1 == off.allocs[i] ? "taken" : "not taken");
     }
-    check_seed(89);
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        test_shape(&cpu, &gpu, &shapes[i], DT_F32);
-        test_shape(&cpu, &gpu, &shapes[i], DT_BF16);
-    }
-    ctx_free(&gpu);
-    ctx_free(&cpu);
     return check_summary();
 }

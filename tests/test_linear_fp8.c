@@ -306,6 +306,118 @@ static void test_autocast(Ctx *c)
     case_free(&k);
 }
 
+/* op_linear_fp8_gelu on the CPU is op_gelu then op_linear_fp8: the same y,
+ * gradients and recipe state, bit for bit, and h gets its gradient through
+ * GELU (not the Linear's input gradient itself). */
+static void test_gelu(Ctx *c)
+{
+    Case k;
+    case_new(&k, 8, 32, 16, 3.0f, 1e-2f);
+    float y[2][128], dh[2][256], dw[2][512], db[2][16], amax[2][3];
+    for (int fused = 0; fused < 2; fused++) {
+        Fp8Recipe *r = fp8_recipe_new(c, 1, 2, 0);
+        Tensor *th = mk(c, k.x, 2, (int64_t[]){8, 32}, 1);
+        Tensor *tw = mk(c, k.w, 2, (int64_t[]){16, 32}, 1), *tb = mk(c, k.b, 1, (int64_t[]){16}, 1);
+        Tensor *t;
+        if (fused) {
+            t = op_linear_fp8_gelu(c, th, tw, tb, r, 0);
+        } else {
+            Tensor *g = op_gelu(c, th);
+            t = op_linear_fp8(c, g, tw, tb, r, 0);
+            tensor_release(g);
+        }
+        t->grad = mk(c, k.g, 2, (int64_t[]){8, 16}, 0);
+        tensor_to_f32(y[fused], t);
+        ad_backward_from(c, t);
+        tensor_release(t);
+        tensor_to_f32(dh[fused], th->grad);
+        tensor_to_f32(dw[fused], tw->grad);
+        tensor_to_f32(db[fused], tb->grad);
+        Fp8TensorState st;
+        for (int j = 0; j < 3; j++) {
+            fp8_recipe_read(r, j / 2, j % 2, &st);
+            amax[fused][j] = st.amax;
+        }
+        tensor_release(th); tensor_release(tw); tensor_release(tb);
+        fp8_recipe_free(r);
+    }
+    int gelu_applied = 0;   /* dh differs from the Linear's dx wherever GELU'(h) != 1 */
+    for (int i = 0; i < 256; i++) gelu_applied += fabsf(k.x[i]) > 0.5f && dh[1][i] != 0.0f;
+    check_true("linear_fp8_gelu.cpu_is_the_composition",
+               !memcmp(y[0], y[1], sizeof y[0]) && !memcmp(dh[0], dh[1], sizeof dh[0]) &&
+                   !memcmp(dw[0], dw[1], sizeof dw[0]) && !memcmp(db[0], db[1], sizeof db[0]) &&
+                   !memcmp(amax[0], amax[1], sizeof amax[0]) && gelu_applied > 0,
+               "y, dh, dw, db or the amaxes differ from op_gelu + op_linear_fp8 (%d dh values "
+               "seen)", gelu_applied);
+    case_free(&k);
+}
+
+/* Three Linear layers on one x (BERT's q, k, v) through op_linear_fp8_shared
+ * against three op_linear_fp8 calls, over two recipe steps: the same y's,
+ * dx, dw's, db's and x scale, bit for bit (the separate calls' three x
+ * slots see the same amaxes, so cast with the same scales), and with
+ * sharing the later layers' x slots are never recorded. */
+static void test_shared(Ctx *c)
+{
+    enum { R = 8, IN = 32, OUT = 16 };
+    Case k[3];
+    for (int j = 0; j < 3; j++) case_new(&k[j], R, IN, OUT, 3.0f, 1e-2f);
+    float y[2][2][3][R * OUT], dx[2][2][R * IN], dw[2][2][3][OUT * IN], db[2][2][3][OUT];
+    float sx[2][2], amax_k[2][2];
+    for (int mode = 0; mode < 2; mode++) {   /* 0 separate, 1 shared */
+        Fp8Recipe *r = fp8_recipe_new(c, 3, 4, 0);
+        Tensor *tx = mk(c, k[0].x, 2, (int64_t[]){R, IN}, 1), *tw[3], *tb[3];
+        for (int j = 0; j < 3; j++) {
+            tw[j] = mk(c, k[j].w, 2, (int64_t[]){OUT, IN}, 1);
+            tb[j] = mk(c, k[j].b, 1, (int64_t[]){OUT}, 1);
+        }
+        for (int step = 0; step < 2; step++) {
+            Fp8SharedX xs = {0};
+            Tensor *t[3];
+            for (int j = 0; j < 3; j++) {
+                t[j] = mode ? op_linear_fp8_shared(c, tx, tw[j], tb[j], r, j, &xs)
+                            : op_linear_fp8(c, tx, tw[j], tb[j], r, j);
+                memcpy(y[mode][step][j], t[j]->data, sizeof y[mode][step][j]);
+            }
+            fp8_shared_x_release(&xs);
+            Tensor *s01 = op_add(c, t[0], t[1]), *sum = op_add(c, s01, t[2]);
+            sum->grad = mk(c, k[0].g, 2, (int64_t[]){R, OUT}, 0);
+            ad_backward_from(c, sum);
+            memcpy(dx[mode][step], tx->grad->data, sizeof dx[mode][step]);
+            for (int j = 0; j < 3; j++) {
+                memcpy(dw[mode][step][j], tw[j]->grad->data, sizeof dw[mode][step][j]);
+                memcpy(db[mode][step][j], tb[j]->grad->data, sizeof db[mode][step][j]);
+                tensor_release(t[j]);
+            }
+            tensor_release(s01);
+            tensor_release(sum);
+            Fp8TensorState st;
+            fp8_recipe_read(r, 0, 0, &st);
+            sx[mode][step] = st.scale;
+            fp8_recipe_read(r, 0, 2, &st);   /* layer 1's x slot */
+            amax_k[mode][step] = st.amax;
+            fp8_recipe_step(c, r);
+        }
+        tensor_release(tx);
+        for (int j = 0; j < 3; j++) {
+            tensor_release(tw[j]);
+            tensor_release(tb[j]);
+        }
+        fp8_recipe_free(r);
+    }
+    check_true("linear_fp8_shared.same_as_separate_casts",
+               !memcmp(y[0], y[1], sizeof y[0]) && !memcmp(dx[0], dx[1], sizeof dx[0]) &&
+                   !memcmp(dw[0], dw[1], sizeof dw[0]) && !memcmp(db[0], db[1], sizeof db[0]) &&
+                   !memcmp(sx[0], sx[1], sizeof sx[0]) && sx[0][1] != 1.0f,
+               "y, dx, dw, db or x's scale differ (x scale after step 1: %g separate, %g shared)",
+               (double)sx[0][1], (double)sx[1][1]);
+    check_true("linear_fp8_shared.later_x_slots_unrecorded",
+               amax_k[0][0] > 0.0f && amax_k[1][0] == 0.0f && amax_k[1][1] == 0.0f,
+               "layer 1's x amax: %g separate, %g / %g shared", (double)amax_k[0][0],
+               (double)amax_k[1][0], (double)amax_k[1][1]);
+    for (int j = 0; j < 3; j++) case_free(&k[j]);
+}
+
 /* The losses of the step records of a --log file, in order; their count. */
 static int log_losses(const char *path, double *loss, int max)
 {
@@ -384,6 +496,8 @@ int main(void)
     test_shape(&c, 33, 96, 40);
     test_overflow_and_saturation(&c);
     test_autocast(&c);
+    test_gelu(&c);
+    test_shared(&c);
     ctx_free(&c);
     test_training();
     return check_summary();
