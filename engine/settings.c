@@ -76,6 +76,10 @@ static const Setting table[SET_COUNT] = {
     [SET_ADD_NORM] = V_CHOICE("CTRAIN_ADD_NORM", SA_DEV, "composed", NULL, "composed|fused",
         "BERT's dropout + residual add + LayerNorm as three ops (composed) or one CUDA kernel "
         "each way (fused: same values, fewer passes; unmeasured, docs/kernels.md)"),
+    [SET_FP8_FAST_ACCUM] = V_SWITCH("CTRAIN_FP8_FAST_ACCUM", SA_DEV, "0", NULL,
+        "FP8 Linear forward GEMMs with cuBLASLt's fast accumulation (partial sums kept in the "
+        "tensor cores' own accumulator, as Transformer Engine's forward does; the gradient GEMMs "
+        "keep promoting to f32); off until measured (docs/kernels.md)"),
     [SET_JPEG_PLANES] = V_SWITCH("CTRAIN_JPEG_PLANES", SA_DEV, "0", NULL,
         "--decode gpu: nvJPEG writes 4:2:0 images as Y, Cb, Cr planes and ctrain's resample "
         "kernel converts them (no nvJPEG colour-conversion kernels on the SMs; other layouts go "

@@ -27,7 +27,7 @@
  *     Set on the cached descriptor at every call (a plan serves every layer
  *     of its shape) and before the heuristic query at plan creation;
  *   FAST_ACCUM = 0 (the default, set to say so): partial sums promoted to
- *     f32 periodically (fp8_gemm.h);
+ *     f32 periodically (fp8_gemm.h); 1 when the caller asks (a plan each);
  *   no D scale, no amax of D: both apply to FP8 outputs only;
  *   with a bias (bf16 D only): EPILOGUE = CUBLASLT_EPILOGUE_BIAS,
  *     BIAS_DATA_TYPE = CUDA_R_16BF and BIAS_POINTER set on the cached
@@ -88,7 +88,7 @@ void fp8_gemm_ref(float *D, const uint8_t *A, Fp8Format af, float a_scale_inv, c
  * are zero and keys compare with memcmp. */
 typedef struct {
     cublasLtHandle_t lt;
-    int M, N, K, af, bf, dt, beta_nonzero, has_bias;
+    int M, N, K, af, bf, dt, beta_nonzero, has_bias, fast_accum;
     size_t workspace_bytes;
     uint32_t align_a, align_b, align_d, align_bias;
 } Fp8Key;
@@ -222,7 +222,7 @@ static void plan_create(Fp8Plan *p, const Fp8Key *k, const float *a_scale_inv,
 {
     memcpy(&p->key, k, sizeof *k);   /* padding too: keys compare with memcmp */
     p->desc = matmul_lt_desc(CUBLAS_COMPUTE_32F, CUBLAS_OP_T, CUBLAS_OP_N);   /* TN */
-    const int8_t fast_accum = 0;
+    const int8_t fast_accum = k->fast_accum ? 1 : 0;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
                                                 &fast_accum, sizeof fast_accum));
     desc_set_scales(p->desc, a_scale_inv, b_scale_inv);
@@ -292,7 +292,8 @@ static void fp8_gemm_check(cublasLtHandle_t lt, const void *D, DType dt, const u
 int fp8_gemm_cuda(cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
                   cudaStream_t stream, void *D, DType dt, const uint8_t *A, Fp8Format af,
                   const float *a_scale_inv, const uint8_t *B, Fp8Format bf,
-                  const float *b_scale_inv, const void *bias, int M, int N, int K, float beta)
+                  const float *b_scale_inv, const void *bias, int fast_accum, int M, int N,
+                  int K, float beta)
 {
     fp8_gemm_check(lt, D, dt, A, af, a_scale_inv, B, bf, b_scale_inv, bias, M, N, K);
     Fp8Key k;
@@ -306,6 +307,7 @@ int fp8_gemm_cuda(cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
     k.align_b = alignment(B);
     k.align_d = alignment(D);
     k.has_bias = bias != NULL;
+    k.fast_accum = fast_accum != 0;
     k.align_bias = bias ? alignment(bias) : 0;
     const Fp8Plan *p = plan_get(&k, a_scale_inv, b_scale_inv, bias);
     if (!p->has_algo) return 1;

@@ -45,11 +45,13 @@
  * algorithm with the epilogue is a refusal the caller handles (the plain
  * GEMM and a separate add), not an error.
  * Accumulation is f32 (CUBLAS_COMPUTE_32F, scale type f32) with cuBLASLt's
- * fast accumulation off (CUBLASLT_MATMUL_DESC_FAST_ACCUM = 0): the FP8
- * tensor cores sum products with fewer bits than f32 (about 14 significant
- * bits on Hopper), and with fast accumulation off the kernel moves the
- * partial sums into f32 registers every few MMA steps, so the error does
- * not grow with K; fast accumulation skips that, faster and less accurate.
+ * fast accumulation off (CUBLASLT_MATMUL_DESC_FAST_ACCUM = 0) unless the
+ * caller asks for it: the FP8 tensor cores sum products with fewer bits
+ * than f32 (about 14 significant bits on Hopper), and with fast
+ * accumulation off the kernel moves the partial sums into f32 registers
+ * every few MMA steps, so the error does not grow with K; fast accumulation
+ * skips that, faster and less accurate (its error grows with K / 32, the
+ * MMA steps: Transformer Engine takes it for the forward GEMM only).
  *
  * Plans: the descriptors, layouts and algorithm of each (handle, shape,
  * formats, output type, beta != 0, alignments, workspace) are built on the
@@ -88,14 +90,16 @@ void fp8_gemm_ref(float *D, const uint8_t *A, Fp8Format af, float a_scale_inv, c
 /* D = (*a_scale_inv) (*b_scale_inv) A B^T + beta D [+ bias] on `stream`
  * (see the top of the file), with up to workspace_bytes of `workspace`
  * (NULL: none). bias: NULL, or N bf16 values on the device, 2-byte aligned,
- * with a bf16 D only. Returns 0 when D holds the result; 1 when cuBLASLt
+ * with a bf16 D only. fast_accum: 1 takes cuBLASLt's fast accumulation
+ * (above). Returns 0 when D holds the result; 1 when cuBLASLt
  * has no algorithm for this shape, these formats and alignments (said once
  * when the plan is made: on stderr as an error without a bias, in the log
  * with one), D untouched: the caller falls back or stops. */
 int fp8_gemm_cuda(cublasLtHandle_t lt, void *workspace, size_t workspace_bytes,
                   cudaStream_t stream, void *D, DType dt, const uint8_t *A, Fp8Format af,
                   const float *a_scale_inv, const uint8_t *B, Fp8Format bf,
-                  const float *b_scale_inv, const void *bias, int M, int N, int K, float beta);
+                  const float *b_scale_inv, const void *bias, int fast_accum, int M, int N,
+                  int K, float beta);
 
 /* Destroy every cached plan (before the handles they were made for go). */
 void fp8_gemm_cache_clear(void);

@@ -56,10 +56,13 @@ static void forward_cpu(Ctx *c, Fp8Recipe *r, int layer, Tensor *y, Tensor *x, T
     float *scale = fp8_scale_of(r, h, 0), *scale_inv = scale + r->n[0];
     const int sx = 2 * xc->layer, sw = 2 * layer + 1;
     Tensor *xq = xc->xq;
-    F32View vx = f32_view(x, 1), vw = f32_view(w, 1), vy = f32_view(y, 0);
-    if (xc->cast)
+    F32View vw = f32_view(w, 1), vy = f32_view(y, 0);
+    if (xc->cast) {   /* a shared input's codes are there already: x is not read */
+        F32View vx = f32_view(x, 1);
         cast_cpu((uint8_t *)xq->data, fp8_amax_slot(c, r, 0, sx), vx.p, x->numel, scale[sx],
                  FP8_E4M3);
+        f32_done(&vx, 0);
+    }
     cast_cpu((uint8_t *)wq->data, fp8_amax_slot(c, r, 0, sw), vw.p, w->numel, scale[sw], FP8_E4M3);
     float *xd = dequant(xq, scale_inv[sx], FP8_E4M3), *wd = dequant(wq, scale_inv[sw], FP8_E4M3);
     matmul_cpu(vy.p, xd, wd, R, Out, In, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0);
@@ -70,7 +73,6 @@ static void forward_cpu(Ctx *c, Fp8Recipe *r, int layer, Tensor *y, Tensor *x, T
     }
     free(xd);
     free(wd);
-    f32_done(&vx, 0);
     f32_done(&vw, 0);
     f32_done(&vy, 1);
 }
@@ -145,10 +147,11 @@ void fp8_shared_x_release(Fp8SharedX *s)
 /* x's codes for this call: the shared ones when share holds this x (no
  * cast), else new buffers to cast into (xqT on CUDA only). The caller owns
  * one reference to each. */
-static XCodes x_codes(Ctx *c, const Fp8SharedX *share, Tensor *x, int layer, int R, int In)
+static XCodes x_codes(Ctx *c, const Fp8SharedX *share, const Fp8Recipe *r, Tensor *x, int layer,
+                      int R, int In)
 {
     XCodes xc = {NULL, NULL, layer, 1};
-    if (share && share->x == x && share->xq) {
+    if (share && share->x == x && share->r == r && share->xq) {
         xc.xq = share->xq;
         xc.xqT = share->xqT;
         tensor_retain(xc.xq);
@@ -185,7 +188,7 @@ static Tensor *linear_fp8(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, Fp8Recipe
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = Out;
     Tensor *y = tensor_new(c, x->dtype, x->ndim, shape);
-    XCodes xc = x_codes(c, gelu ? NULL : share, x, layer, R, In);
+    XCodes xc = x_codes(c, gelu ? NULL : share, r, x, layer, R, In);
     /* saved for backward: the CPU reads the row-major codes, CUDA the
      * transposes (and h with gelu) */
     Tensor *saved[3] = {NULL, NULL, NULL};
@@ -211,6 +214,7 @@ static Tensor *linear_fp8(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, Fp8Recipe
         share->x = x;
         share->xq = xc.xq;
         share->xqT = xc.xqT;
+        share->r = r;
         share->layer = layer;
         tensor_retain(x);
         tensor_retain(xc.xq);

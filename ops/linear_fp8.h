@@ -64,11 +64,16 @@ Tensor *op_linear_fp8(Ctx *c, Tensor *x, Tensor *w, Tensor *bias, Fp8Recipe *r, 
  * never recorded and stay at scale 1). Their values are what separate calls
  * would give: the three x slots would see the same amaxes, so the same
  * scales. Release it (fp8_shared_x_release) once the last reader ran: it
- * holds the input and its codes. Zero-initialize before first use. */
+ * holds the input and its codes; it serves one recipe within one step (a
+ * recipe step between the calls would change the scale: release it first).
+ * Zero-initialize before first use. An input that autocast must cast first
+ * is a new tensor at each call, so it is cast each time (BERT's layer input
+ * already has the autocast type). */
 typedef struct Fp8SharedX {
     Tensor *x;          /* the input whose codes these are (held); NULL: empty */
     Tensor *xq, *xqT;   /* its codes, row-major and transposed (xqT NULL on the CPU) */
-    int layer;          /* the recipe layer whose x slot scaled them */
+    const Fp8Recipe *r; /* the recipe whose slot scaled them */
+    int layer;          /* that recipe's layer whose x slot scaled them */
 } Fp8SharedX;
 
 Tensor *op_linear_fp8_shared(Ctx *c, Tensor *x, Tensor *w, Tensor *bias, Fp8Recipe *r,
@@ -78,10 +83,9 @@ void fp8_shared_x_release(Fp8SharedX *share);
 /* y = GELU(h) w^T + bias, the same values as op_linear_fp8(op_gelu(h), ...)
  * (BERT's FFN output layer). On CUDA, when h is bf16 or f32 and already in
  * the type the Linear reads, one op: the FP8 cast applies GELU on the way
- * in, so GELU's output is never written nor kept (the unfused Linear holds
- * its input until backward: R x In elements of h's type saved), and the
- * backward runs GELU's derivative after the dgrad GEMM
- * (linear_fp8_cuda.c). Elsewhere, and on the CPU, the two ops. */
+ * in, so GELU's output is never written (nor read back: R x In elements of
+ * h's type, twice), and the backward runs GELU's derivative after the
+ * dgrad GEMM (linear_fp8_cuda.c). Elsewhere, and on the CPU, the two ops. */
 Tensor *op_linear_fp8_gelu(Ctx *c, Tensor *h, Tensor *w, Tensor *bias, Fp8Recipe *r, int layer);
 
 #ifdef __cplusplus

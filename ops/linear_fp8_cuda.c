@@ -49,20 +49,21 @@ static void check_dims(int R, int In, int Out)
                       "features; the FP8 GEMM takes multiples of 16 only", R, In, Out);
 }
 
-/* D = A B^T (+ beta D) scaled back; with a bias (a bf16 tensor), that added
- * in the epilogue: returns 1 when it was, 0 when D holds the product alone
- * (no algorithm takes the epilogue here; the caller adds the bias). */
+/* D = A B^T (+ beta D) scaled back, with cuBLASLt's fast accumulation when
+ * fast; with a bias (a bf16 tensor), that added in the epilogue: returns 1
+ * when it was, 0 when D holds the product alone (no algorithm takes the
+ * epilogue here; the caller adds the bias). */
 static int gemm(Ctx *c, void *D, DType dt, const Tensor *A, Fp8Format af, const float *a_inv,
-                const Tensor *B, Fp8Format bf, const float *b_inv, const Tensor *bias, int M,
-                int N, int K, float beta)
+                const Tensor *B, Fp8Format bf, const float *b_inv, const Tensor *bias, int fast,
+                int M, int N, int K, float beta)
 {
     fp8_gemm_cache_attach(c);   /* ctx_free clears the plans before the handle goes */
     const uint8_t *a = (const uint8_t *)A->data, *b = (const uint8_t *)B->data;
     if (bias && fp8_gemm_cuda(c->lt, c->workspace, c->workspace_bytes, c->stream, D, dt, a, af,
-                              a_inv, b, bf, b_inv, bias->data, M, N, K, beta) == 0)
+                              a_inv, b, bf, b_inv, bias->data, fast, M, N, K, beta) == 0)
         return 1;
     if (fp8_gemm_cuda(c->lt, c->workspace, c->workspace_bytes, c->stream, D, dt, a, af, a_inv, b,
-                      bf, b_inv, NULL, M, N, K, beta) != 0)
+                      bf, b_inv, NULL, fast, M, N, K, beta) != 0)
         ct_fatal("--precision fp8: cuBLASLt has no FP8 GEMM for %d x %d x %d", M, N, K);
     return 0;
 }
@@ -73,6 +74,15 @@ static int epilogue_wanted(void)
 {
     static int wanted = -1;
     if (wanted < 0) wanted = setting_switch(SET_LINEAR_EPILOGUE);
+    return wanted;
+}
+
+/* CTRAIN_FP8_FAST_ACCUM, read once: 1 runs the forward GEMM with fast
+ * accumulation (off until measured, docs/kernels.md). */
+static int fast_accum_wanted(void)
+{
+    static int wanted = -1;
+    if (wanted < 0) wanted = setting_switch(SET_FP8_FAST_ACCUM);
     return wanted;
 }
 
@@ -99,7 +109,7 @@ void linear_fp8_forward_cuda(Ctx *c, Fp8Recipe *r, int layer, Tensor **y, Tensor
                      ? autocast_cast_weight(c, bias, DT_BF16)
                      : NULL;
     int fused = gemm(c, (*y)->data, (*y)->dtype, xq, FP8_E4M3, &scale_inv[sx], wq, FP8_E4M3,
-                     &scale_inv[sw], bl, R, Out, In, 0.0f);
+                     &scale_inv[sw], bl, fast_accum_wanted(), R, Out, In, 0.0f);
     tensor_release(bl);   /* stream-ordered free: after the GEMM has read it */
     if (bias && !fused) {
         int g = ad_set_grad(c, 0);
@@ -148,19 +158,19 @@ void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlay
             Tensor *h = n->saved[2];
             Tensor *dg = tensor_new(c, h->dtype, 2, (int64_t[]){R, In});
             gemm(c, dg->data, dg->dtype, gq, FP8_E5M2, &sinv1[layer], wqT, FP8_E4M3,
-                 &sinv0[2 * layer + 1], NULL, R, In, Out, 0.0f);
+                 &sinv0[2 * layer + 1], NULL, 0, R, In, Out, 0.0f);
             act_backward_cuda(ACT_GELU, dx->data, dg->data, h->data, NULL, dx->dtype,
                               (size_t)R * (size_t)In, acc, c->stream);
             tensor_release(dg);
         } else {
             gemm(c, dx->data, dx->dtype, gq, FP8_E5M2, &sinv1[layer], wqT, FP8_E4M3,
-                 &sinv0[2 * layer + 1], NULL, R, In, Out, acc ? 1.0f : 0.0f);
+                 &sinv0[2 * layer + 1], NULL, 0, R, In, Out, acc ? 1.0f : 0.0f);
         }
     }
     Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
     if (dw)
         gemm(c, dw->data, DT_F32, gqT, FP8_E5M2, &sinv1[layer], xqT, FP8_E4M3, &sinv0[2 * xlayer],
-             NULL, Out, In, R, acc ? 1.0f : 0.0f);
+             NULL, 0, Out, In, R, acc ? 1.0f : 0.0f);
     tensor_release(gq);
     tensor_release(gqT);
 }

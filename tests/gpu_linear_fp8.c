@@ -232,6 +232,7 @@ static void test_shared(Ctx *gpu, const Shape *sh, DType dt)
     for (int i = 0; i < sh->ndim; i++) ys[i] = sh->x[i];
     ys[sh->ndim - 1] = (int64_t)Out;
     float *got[2][2][3][4];   /* [mode][step][layer][y, dx, dw, db] */
+    Fp8TensorState xq_state[2][2], xk_state[2][2];   /* [mode][step]: q's and k's x slots */
     size_t allocs[2] = {0, 0};
     for (int mode = 0; mode < 2; mode++) {   /* 0 separate, 1 shared */
         Fp8Recipe *r = fp8_recipe_new(gpu, 3, 4, 0);
@@ -269,6 +270,8 @@ static void test_shared(Ctx *gpu, const Shape *sh, DType dt)
             }
             tensor_release(s01);
             tensor_release(sum);
+            fp8_recipe_read(r, 0, 0, &xq_state[mode][step]);
+            fp8_recipe_read(r, 0, 2, &xk_state[mode][step]);
             fp8_recipe_step(gpu, r);
         }
         tensor_release(tx);
@@ -292,6 +295,18 @@ static void test_shared(Ctx *gpu, const Shape *sh, DType dt)
     snprintf(name, sizeof name, "linear_fp8_shared.same_as_separate_casts %dx%zu->%zu %s%s",
              (int)R, In, Out, dtype_name(dt), run_tag);
     check_true(name, same, "y, dx, dw or db differ between one shared cast of x and three");
+    int slots = 1;
+    for (int step = 0; step < 2; step++)
+        slots = slots && xq_state[0][step].amax == xq_state[1][step].amax &&
+                xq_state[0][step].scale == xq_state[1][step].scale &&
+                xk_state[0][step].amax > 0.0f && xk_state[1][step].amax == 0.0f;
+    snprintf(name, sizeof name, "linear_fp8_shared.x_slots %dx%zu->%zu %s%s", (int)R, In, Out,
+             dtype_name(dt), run_tag);
+    check_true(name, slots, "q's x slot amax/scale %g/%g separate, %g/%g shared; k's x amax "
+               "%g separate, %g shared (0 expected)", (double)xq_state[0][1].amax,
+               (double)xq_state[0][1].scale, (double)xq_state[1][1].amax,
+               (double)xq_state[1][1].scale, (double)xk_state[0][1].amax,
+               (double)xk_state[1][1].amax);
     snprintf(name, sizeof name, "linear_fp8_shared.fewer_allocations %dx%zu->%zu %s%s", (int)R,
              In, Out, dtype_name(dt), run_tag);
     check_true(name, allocs[1] < allocs[0], "forward allocations: shared %zu, separate %zu",

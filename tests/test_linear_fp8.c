@@ -306,9 +306,10 @@ static void test_autocast(Ctx *c)
     case_free(&k);
 }
 
-/* op_linear_fp8_gelu on the CPU is op_gelu then op_linear_fp8: the same y,
- * gradients and recipe state, bit for bit, and h gets its gradient through
- * GELU (not the Linear's input gradient itself). */
+/* op_linear_fp8_gelu on the CPU is op_gelu then op_linear_fp8 (the op's
+ * CPU path is that composition; the GPU's fused kernel is compared with it
+ * in tests/gpu_linear_fp8): the same y, gradients and recipe state, bit
+ * for bit. */
 static void test_gelu(Ctx *c)
 {
     Case k;
@@ -341,14 +342,11 @@ static void test_gelu(Ctx *c)
         tensor_release(th); tensor_release(tw); tensor_release(tb);
         fp8_recipe_free(r);
     }
-    int gelu_applied = 0;   /* dh differs from the Linear's dx wherever GELU'(h) != 1 */
-    for (int i = 0; i < 256; i++) gelu_applied += fabsf(k.x[i]) > 0.5f && dh[1][i] != 0.0f;
     check_true("linear_fp8_gelu.cpu_is_the_composition",
                !memcmp(y[0], y[1], sizeof y[0]) && !memcmp(dh[0], dh[1], sizeof dh[0]) &&
                    !memcmp(dw[0], dw[1], sizeof dw[0]) && !memcmp(db[0], db[1], sizeof db[0]) &&
-                   !memcmp(amax[0], amax[1], sizeof amax[0]) && gelu_applied > 0,
-               "y, dh, dw, db or the amaxes differ from op_gelu + op_linear_fp8 (%d dh values "
-               "seen)", gelu_applied);
+                   !memcmp(amax[0], amax[1], sizeof amax[0]),
+               "y, dh, dw, db or the amaxes differ from op_gelu + op_linear_fp8");
     case_free(&k);
 }
 

@@ -15,7 +15,8 @@
 #   bench     BERT-large at the configs, bf16 against fp8, ctrain and
 #             PyTorch (torch_bench.py: Transformer Engine where installed, else
 #             a "not supported" row) in one call: seq 128 bs 256, seq 512 bs 32;
-#             the report beside the JSONs. ~4 minutes.
+#             fp8 again with CTRAIN_FP8_FAST_ACCUM=1 (the forward GEMM's fast
+#             accumulation); the report beside the JSONs. ~5 minutes.
 #   converge  BERT-small on the fortunes package, masked-LM pre-training then
 #             topic fine-tuning (scripts/bert_fortunes.sh), bf16 and fp8 with
 #             the same seed: both summaries, the loss curves in one PNG
@@ -51,6 +52,11 @@ if [ "$PART" = bench ] || [ "$PART" = all ]; then
         timeout 200 "$NEW" bench --models bert-large $cfg --precision bf16,fp8 --json "$L/ctrain_$n.json" \
             > "$L/ctrain_$n.log" 2>&1
         echo "ctrain bench $cfg (status $?)"; grep -E "^bert-large" "$L/ctrain_$n.log"
+        # shellcheck disable=SC2086
+        CTRAIN_FP8_FAST_ACCUM=1 timeout 150 "$NEW" bench --models bert-large $cfg --precision fp8 \
+            > "$L/ctrain_fastacc_$n.log" 2>&1
+        echo "ctrain bench $cfg fp8, CTRAIN_FP8_FAST_ACCUM=1 (status $?)"
+        grep -E "^bert-large" "$L/ctrain_fastacc_$n.log"
         # shellcheck disable=SC2086
         timeout 200 python3 scripts/torch_bench.py --models bert-large $cfg --precision bf16,fp8 \
             --json "$L/torch_$n.json" > "$L/torch_$n.log" 2>&1
