@@ -111,7 +111,21 @@ void *ctx_workspace(Ctx *c, size_t bytes)
         return c->workspace;
     }
     if (bytes > c->workspace_bytes) {
-        mem_free(c, c->workspace, c->workspace_bytes);
+        if (c->graphs_live) {
+            /* a captured graph's kernels hold the old address (an evaluation
+             * between replays may ask for more): keep it until the context goes */
+            int n = c->n_workspace_kept + 1;
+            void **kept = realloc(c->workspace_kept, (size_t)n * sizeof *kept);
+            size_t *kb = kept ? realloc(c->workspace_kept_bytes, (size_t)n * sizeof *kb) : NULL;
+            if (kept) c->workspace_kept = kept;
+            if (!kept || !kb) ct_fatal("ctx_workspace: out of host memory");
+            c->workspace_kept_bytes = kb;
+            c->workspace_kept[n - 1] = c->workspace;
+            c->workspace_kept_bytes[n - 1] = c->workspace_bytes;
+            c->n_workspace_kept = n;
+        } else {
+            mem_free(c, c->workspace, c->workspace_bytes);
+        }
         c->workspace_bytes = (bytes + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
         c->workspace = mem_alloc(c, c->workspace_bytes);
     }
@@ -221,6 +235,13 @@ void ctx_free(Ctx *c)
     if (c->device != DEV_CUDA) return;
     mem_free(c, c->dev_flags, CTX_FLAGS * sizeof(int32_t));
     mem_free(c, c->workspace, c->workspace_bytes);
+    for (int i = 0; i < c->n_workspace_kept; i++)
+        mem_free(c, c->workspace_kept[i], c->workspace_kept_bytes[i]);
+    free(c->workspace_kept);
+    free(c->workspace_kept_bytes);
+    c->workspace_kept = NULL;
+    c->workspace_kept_bytes = NULL;
+    c->n_workspace_kept = 0;
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
     CUDNN_CHECK(cudnnDestroy(c->cudnn));
     CUBLAS_CHECK(cublasLtDestroy(c->lt));

@@ -28,6 +28,10 @@ typedef struct BertLayer {
 } BertLayer;
 
 typedef struct Bert Bert;
+typedef struct BertIndices {   /* position ids [B, T] and [CLS] rows [B] of one (B, T) */
+    int64_t B, T;
+    Tensor *positions, *cls_rows;
+} BertIndices;
 
 /* What one recomputed encoder layer needs besides its input. */
 typedef struct LayerArg {
@@ -45,8 +49,9 @@ struct Bert {
     LN ln_transform;
     int pred_bias;
     LayerArg *args;                         /* one per layer (recompute) */
-    Tensor *positions, *cls_rows;           /* cached index tensors for (B, T) */
-    int64_t cached_B, cached_T;
+    BertIndices *indices;                   /* index tensors, one set a (B, T) seen */
+    int n_indices;
+    Tensor *positions, *cls_rows;           /* the set of the current forward's (B, T) */
 };
 
 /* Layers, width, heads and intermediate width of each size, in ModelKind's
@@ -211,23 +216,36 @@ static Tensor *layer_forward(Ctx *c, void *argp, Tensor *x)
     return y;
 }
 
-/* Index tensors that depend only on (B, T): position ids and [CLS] rows. */
+/* Index tensors that depend only on (B, T): position ids and [CLS] rows.
+ * Every set made is kept while the model lives: a step captured into a CUDA
+ * graph reads its set's address at each replay, and an evaluation between
+ * replays (--eval-every, its last batch shorter) must not free it. */
 static void bert_cache_indices(Ctx *c, Bert *b, int64_t B, int64_t T)
 {
-    if (b->positions && b->cached_B == B && b->cached_T == T) return;
-    tensor_release(b->positions);
-    tensor_release(b->cls_rows);
+    for (int i = 0; i < b->n_indices; i++)
+        if (b->indices[i].B == B && b->indices[i].T == T) {
+            b->positions = b->indices[i].positions;
+            b->cls_rows = b->indices[i].cls_rows;
+            return;
+        }
+    BertIndices *grown = realloc(b->indices, (size_t)(b->n_indices + 1) * sizeof *grown);
+    if (!grown) ct_fatal("bert: out of host memory");
+    b->indices = grown;
     int32_t *pos = malloc((size_t)(B * T) * sizeof(int32_t)), *cls = malloc((size_t)B * sizeof(int32_t));
+    if (!pos || !cls) ct_fatal("bert: out of host memory");
     for (int64_t i = 0; i < B; i++) {
         cls[i] = (int32_t)(i * T);
         for (int64_t t = 0; t < T; t++) pos[i * T + t] = (int32_t)t;
     }
-    b->positions = tensor_from_host(c, pos, DT_I32, 2, (int64_t[]){B, T});
-    b->cls_rows = tensor_from_host(c, cls, DT_I32, 1, (int64_t[]){B});
+    BertIndices *e = &b->indices[b->n_indices++];
+    e->B = B;
+    e->T = T;
+    e->positions = tensor_from_host(c, pos, DT_I32, 2, (int64_t[]){B, T});
+    e->cls_rows = tensor_from_host(c, cls, DT_I32, 1, (int64_t[]){B});
     free(pos);
     free(cls);
-    b->cached_B = B;
-    b->cached_T = T;
+    b->positions = e->positions;
+    b->cls_rows = e->cls_rows;
 }
 
 /* ids, token types, additive mask -> final hidden states [B, T, D] */
@@ -332,8 +350,11 @@ static Tensor *bert_loss(Ctx *c, Model *m, Tensor *const *in, float smoothing, T
 static void bert_free_impl(Model *m)
 {
     Bert *b = (Bert *)m->impl;
-    tensor_release(b->positions);
-    tensor_release(b->cls_rows);
+    for (int i = 0; i < b->n_indices; i++) {
+        tensor_release(b->indices[i].positions);
+        tensor_release(b->indices[i].cls_rows);
+    }
+    free(b->indices);
     free(b->layers);
     free(b->args);
     free(b);

@@ -188,7 +188,7 @@ __global__ void fp8_amax_zero_kernel(float *amax, int n)
 __global__ void fp8_scale_update_kernel(float *history, int len, const long long *step,
                                         const float *amax, int ntensors, float fmt_max,
                                         float headroom, float *scale, float *scale_inv,
-                                        int *overflow)
+                                        int sinv_stride, int *overflow)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= ntensors) return;
@@ -204,7 +204,7 @@ __global__ void fp8_scale_update_kernel(float *history, int len, const long long
         const float s = fmt_max / m / headroom;
         if (isfinite(s) && s > 0.0f) scale[t] = s;
     }
-    scale_inv[t] = 1.0f / scale[t];
+    scale_inv[(size_t)t * sinv_stride] = 1.0f / scale[t];
 }
 
 } // namespace
@@ -288,14 +288,14 @@ void fp8_amax_zero_cuda(float *amax, int n, cudaStream_t s)
 
 void fp8_scale_update_cuda(float *history, int len, const long long *step, const float *amax,
                            int ntensors, Fp8Format f, int margin, float *scale,
-                           float *scale_inv, int *overflow, cudaStream_t s)
+                           float *scale_inv, int sinv_stride, int *overflow, cudaStream_t s)
 {
-    CT_ASSERT(len > 0 && margin >= 0 && margin < 64 && ntensors >= 0,
-              "fp8_scale_update_cuda: history length %d, margin %d, %d tensors", len, margin,
-              ntensors);
+    CT_ASSERT(len > 0 && margin >= 0 && margin < 64 && ntensors >= 0 && sinv_stride >= 1,
+              "fp8_scale_update_cuda: history length %d, margin %d, %d tensors, scale_inv "
+              "stride %d", len, margin, ntensors, sinv_stride);
     if (ntensors == 0) return;
     fp8_scale_update_kernel<<<(ntensors + 127) / 128, 128, 0, s>>>(
         history, len, step, amax, ntensors, fp8_max(f), ldexpf(1.0f, margin), scale, scale_inv,
-        overflow);
+        sinv_stride, overflow);
     CUDA_CHECK_LAUNCH();
 }

@@ -115,12 +115,13 @@ void fp8_cast_transpose_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, float 
                                     cudaStream_t s);
 void fp8_amax_zero_cuda(float *amax, int n, cudaStream_t s);
 /* The update for `ntensors` tensors at once: history [ntensors, len],
- * amax / scale / scale_inv [ntensors], *step the device step counter (read,
+ * amax / scale [ntensors], scale_inv [ntensors] sinv_stride words apart
+ * (the recipe's 16-byte spacing, fp8_recipe.h), *step the device step counter (read,
  * not advanced: the caller advances it once per optimizer step), overflow
  * [ntensors] set to 1 where amax was not finite (else left alone). */
 void fp8_scale_update_cuda(float *history, int len, const long long *step, const float *amax,
                            int ntensors, Fp8Format f, int margin, float *scale,
-                           float *scale_inv, int *overflow, cudaStream_t s);
+                           float *scale_inv, int sinv_stride, int *overflow, cudaStream_t s);
 #endif
 
 #ifdef __cplusplus

@@ -284,6 +284,11 @@ static void fp8_gemm_check(cublasLtHandle_t lt, const void *D, DType dt, const u
     CT_ASSERT(alignment(A) >= 16 && alignment(B) >= 16 && alignment(D) >= 16,
               "fp8_gemm_cuda: A %p, B %p, D %p: FP8 GEMMs need 16-byte aligned operands "
               "(M=%d N=%d K=%d)", (const void *)A, (const void *)B, D, M, N, K);
+    /* cuBLASLt 13.1 on an H200 refuses, at the launch only, scale pointers
+     * that are not 16-byte aligned (the recipe spaces them so, fp8_recipe.h) */
+    CT_ASSERT(alignment(a_scale_inv) >= 16 && alignment(b_scale_inv) >= 16,
+              "fp8_gemm_cuda: scale pointers %p and %p: FP8 GEMMs need them 16-byte aligned "
+              "(M=%d N=%d K=%d)", (const void *)a_scale_inv, (const void *)b_scale_inv, M, N, K);
     CT_ASSERT(!bias || (dt == DT_BF16 && alignment(bias) >= 2),
               "fp8_gemm_cuda: a bias %p with a %s D: the bias epilogue takes a bf16 D and a "
               "2-byte aligned bf16 vector (M=%d N=%d K=%d)", bias, dtype_name(dt), M, N, K);

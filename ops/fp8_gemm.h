@@ -24,7 +24,9 @@
  * Anything else is a ct_fatal naming the call.
  *
  * Scales: a_scale_inv and b_scale_inv point to one f32 each in DEVICE
- * memory (the scale_inv of each operand's scaled cast, ops/fp8.h), read by
+ * memory, each 16-byte aligned (cuBLASLt refuses other addresses at the
+ * launch; the recipe spaces its scale_invs so, ops/fp8_recipe.h) (the
+ * scale_inv of each operand's scaled cast, ops/fp8.h), read by
  * the kernel when it runs, so a captured CUDA graph uses each step's
  * values. They must stay at those addresses while a graph replays.
  *

@@ -29,11 +29,11 @@ Fp8Recipe *fp8_recipe_new(Ctx *c, int layers, int history_len, int margin)
     r->n[1] = layers;
     for (int g = 0; g < 2; g++) {
         const int n = r->n[g];
-        const size_t words = (size_t)n * (size_t)(history_len + 3);
+        const size_t words = fp8_block_words(n, history_len);
         float *h = (float *)calloc(words, sizeof(float));   /* history and amax 0 */
         if (!h) ct_fatal("out of host memory");
         float *scale = fp8_scale_of(r, h, g);
-        for (int i = 0; i < 2 * n; i++) scale[i] = 1.0f;     /* scale and scale_inv */
+        for (int i = 0; i < n; i++) scale[i] = *fp8_sinv_of(r, h, g, i) = 1.0f;
         r->block[g] = tensor_from_host(c, h, DT_F32, 1, (int64_t[]){(int64_t)words});
         free(h);
     }
@@ -65,7 +65,7 @@ static void step_cuda(Ctx *c, Fp8Recipe *r)
         float *h = (float *)r->block[g]->data, *amax = fp8_amax_of(r, h, g);
         float *scale = fp8_scale_of(r, h, g);
         fp8_scale_update_cuda(h, r->len, (const long long *)r->step->data, amax, r->n[g], fmt[g],
-                              r->margin, scale, scale + r->n[g],
+                              r->margin, scale, fp8_sinv_of(r, h, g, 0), FP8_SINV_STRIDE,
                               (int *)r->overflow->data + g * r->n[0], c->stream);
         fp8_amax_zero_cuda(amax, r->n[g], c->stream);
     }
@@ -85,10 +85,11 @@ void fp8_recipe_step(Ctx *c, Fp8Recipe *r)
     int *overflow = (int *)r->overflow->data;
     for (int g = 0; g < 2; g++) {
         float *hist = (float *)r->block[g]->data, *amax = fp8_amax_of(r, hist, g);
-        float *scale = fp8_scale_of(r, hist, g), *scale_inv = scale + r->n[g];
+        float *scale = fp8_scale_of(r, hist, g);
         for (int i = 0; i < r->n[g]; i++) {
             if (fp8_scale_update_cpu(hist + (size_t)i * r->len, r->len, (long)*step, amax[i],
-                                     GROUP_FMT[g], r->margin, &scale[i], &scale_inv[i]))
+                                     GROUP_FMT[g], r->margin, &scale[i],
+                                     fp8_sinv_of(r, hist, g, i)))
                 overflow[g * r->n[0] + i] = 1;
             amax[i] = 0.0f;
         }
@@ -100,13 +101,14 @@ void fp8_recipe_read(const Fp8Recipe *r, int group, int slot, Fp8TensorState *s)
 {
     CT_ASSERT(group == 0 || group == 1, "fp8 recipe: group %d", group);
     CT_ASSERT(slot >= 0 && slot < r->n[group], "fp8 recipe: slot %d of %d", slot, r->n[group]);
-    const int n = r->n[group];
     float v[3];
     int ov;
-    const size_t at = (size_t)n * (size_t)r->len + (size_t)slot;   /* amax, then scale, scale_inv */
+    float *base = (float *)r->block[group]->data;
+    float *at[3] = {fp8_amax_of(r, base, group) + slot, fp8_scale_of(r, base, group) + slot,
+                    fp8_sinv_of(r, base, group, slot)};
     for (int k = 0; k < 3; k++) {
         Tensor one = *r->block[group];
-        one.data = (float *)r->block[group]->data + at + (size_t)k * (size_t)n;
+        one.data = at[k];
         one.numel = 1;
         one.ndim = 1;
         one.shape[0] = 1;

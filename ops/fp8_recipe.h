@@ -8,7 +8,11 @@
  * block (n tensors, history length len), f32:
  *   [0, n len)          the amax histories, tensor i at i len
  *   [n len, n len + n)  this step's amaxes
- *   then n scales, then n scale_invs
+ *   then n scales, padding up to a multiple of 4 words, then the n
+ *   scale_invs FP8_SINV_STRIDE (4) words apart: cuBLASLt's FP8 GEMMs take
+ *   a scale pointer only when it is 16-byte aligned (any other one: "not
+ *   supported" at the launch, though the heuristic offered the algorithm;
+ *   seen with cuBLASLt 13.1 on an H200), and the GEMMs read scale_inv.
  */
 #ifndef CTRAIN_OPS_FP8_RECIPE_H
 #define CTRAIN_OPS_FP8_RECIPE_H
@@ -26,7 +30,8 @@ typedef struct Fp8Recipe {
     int len;               /* amax history length */
     int margin;            /* powers of two of headroom in the scale */
     /* group 0: forward (2 x layers tensors, E4M3); group 1: backward (layers, E5M2).
-     * Each group one f32 tensor: [history (n x len) | amax (n) | scale (n) | scale_inv (n)] */
+     * Each group one f32 tensor: [history (n x len) | amax (n) | scale (n) | pad |
+     * scale_inv (n, 4 words apart)] */
     Tensor *block[2];
     int n[2];
     Tensor *overflow;      /* i32 [3 x layers]: 1 where a step's amax was not finite */
@@ -70,6 +75,28 @@ static inline float *fp8_amax_of(const Fp8Recipe *r, float *block, int g)
 static inline float *fp8_scale_of(const Fp8Recipe *r, float *block, int g)
 {
     return fp8_amax_of(r, block, g) + r->n[g];
+}
+
+#define FP8_SINV_STRIDE 4   /* words between two scale_invs: 16 bytes (the top of the file) */
+
+/* Where the scale_invs start: after the scales, at a multiple of 4 words
+ * (the block's base is the allocator's, 256-byte aligned). */
+static inline size_t fp8_sinv_offset(int n, int len)
+{
+    const size_t end = (size_t)n * ((size_t)len + 2);
+    return (end + FP8_SINV_STRIDE - 1) / FP8_SINV_STRIDE * FP8_SINV_STRIDE;
+}
+
+/* The words of a group's block. */
+static inline size_t fp8_block_words(int n, int len)
+{
+    return fp8_sinv_offset(n, len) + (size_t)n * FP8_SINV_STRIDE;
+}
+
+/* Tensor slot's scale_inv (16-byte aligned on the device). */
+static inline float *fp8_sinv_of(const Fp8Recipe *r, float *block, int g, int slot)
+{
+    return block + fp8_sinv_offset(r->n[g], r->len) + (size_t)slot * FP8_SINV_STRIDE;
 }
 
 /* Where a cast records its amax: the slot's, or the discard word when

@@ -53,7 +53,7 @@ static void forward_cpu(Ctx *c, Fp8Recipe *r, int layer, Tensor *y, Tensor *x, T
                         Tensor *bias, const XCodes *xc, Tensor *wq, int R, int In, int Out)
 {
     float *h = (float *)r->block[0]->data;
-    float *scale = fp8_scale_of(r, h, 0), *scale_inv = scale + r->n[0];
+    float *scale = fp8_scale_of(r, h, 0);
     const int sx = 2 * xc->layer, sw = 2 * layer + 1;
     Tensor *xq = xc->xq;
     F32View vw = f32_view(w, 1), vy = f32_view(y, 0);
@@ -64,7 +64,8 @@ static void forward_cpu(Ctx *c, Fp8Recipe *r, int layer, Tensor *y, Tensor *x, T
         f32_done(&vx, 0);
     }
     cast_cpu((uint8_t *)wq->data, fp8_amax_slot(c, r, 0, sw), vw.p, w->numel, scale[sw], FP8_E4M3);
-    float *xd = dequant(xq, scale_inv[sx], FP8_E4M3), *wd = dequant(wq, scale_inv[sw], FP8_E4M3);
+    float *xd = dequant(xq, *fp8_sinv_of(r, h, 0, sx), FP8_E4M3),
+          *wd = dequant(wq, *fp8_sinv_of(r, h, 0, sw), FP8_E4M3);
     matmul_cpu(vy.p, xd, wd, R, Out, In, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0);
     if (bias) {
         const float *b = (const float *)bias->data;
@@ -83,21 +84,19 @@ static void backward_cpu(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlayer, i
 {
     Tensor *dy = n->out->grad, *xq = n->saved[0], *wq = n->saved[1];
     float *h0 = (float *)r->block[0]->data, *h1 = (float *)r->block[1]->data;
-    const float *sinv0 = fp8_scale_of(r, h0, 0) + r->n[0];
     float *amax1 = fp8_amax_of(r, h1, 1), *scale1 = fp8_scale_of(r, h1, 1);
-    const float *sinv1 = scale1 + r->n[1];
     F32View vdy = f32_view(dy, 1);
     uint8_t *gq = (uint8_t *)malloc((size_t)R * Out);
     if (!gq) ct_fatal("out of host memory");
     cast_cpu(gq, &amax1[layer], vdy.p, (size_t)R * Out, scale1[layer], FP8_E5M2);
     float *gd = (float *)malloc((size_t)R * Out * sizeof(float));
     if (!gd) ct_fatal("out of host memory");
-    fp8_dequant_cpu(gd, gq, (size_t)R * Out, sinv1[layer], FP8_E5M2);
+    fp8_dequant_cpu(gd, gq, (size_t)R * Out, *fp8_sinv_of(r, h1, 1, layer), FP8_E5M2);
     free(gq);
     int acc;
     Tensor *dx = ad_grad_dst(c, n->in[0], &acc);
     if (dx) {
-        float *wd = dequant(wq, sinv0[2 * layer + 1], FP8_E4M3);
+        float *wd = dequant(wq, *fp8_sinv_of(r, h0, 0, 2 * layer + 1), FP8_E4M3);
         F32View v = f32_view(dx, acc);
         matmul_cpu(v.p, gd, wd, R, In, Out, 0, 0, 1.0f, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
         f32_done(&v, 1);
@@ -105,7 +104,7 @@ static void backward_cpu(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlayer, i
     }
     Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
     if (dw) {
-        float *xd = dequant(xq, sinv0[2 * xlayer], FP8_E4M3);
+        float *xd = dequant(xq, *fp8_sinv_of(r, h0, 0, 2 * xlayer), FP8_E4M3);
         matmul_cpu((float *)dw->data, gd, xd, Out, In, R, 1, 0, 1.0f, acc ? 1.0f : 0.0f, 1, 0, 0,
                    0);
         free(xd);

@@ -92,7 +92,7 @@ void linear_fp8_forward_cuda(Ctx *c, Fp8Recipe *r, int layer, Tensor **y, Tensor
 {
     check_dims(R, In, Out);
     float *h = (float *)r->block[0]->data;
-    float *scale = fp8_scale_of(r, h, 0), *scale_inv = scale + r->n[0];
+    float *scale = fp8_scale_of(r, h, 0);
     const int sx = 2 * xlayer, sw = 2 * layer + 1;
     Tensor *wq = tensor_new(c, DT_U8, 2, (int64_t[]){Out, In});
     Tensor *wqT = tensor_new(c, DT_U8, 2, (int64_t[]){In, Out});
@@ -108,8 +108,9 @@ void linear_fp8_forward_cuda(Ctx *c, Fp8Recipe *r, int layer, Tensor **y, Tensor
     Tensor *bl = bias && (*y)->dtype == DT_BF16 && epilogue_wanted()
                      ? autocast_cast_weight(c, bias, DT_BF16)
                      : NULL;
-    int fused = gemm(c, (*y)->data, (*y)->dtype, xq, FP8_E4M3, &scale_inv[sx], wq, FP8_E4M3,
-                     &scale_inv[sw], bl, fast_accum_wanted(), R, Out, In, 0.0f);
+    int fused = gemm(c, (*y)->data, (*y)->dtype, xq, FP8_E4M3, fp8_sinv_of(r, h, 0, sx), wq,
+                     FP8_E4M3, fp8_sinv_of(r, h, 0, sw), bl, fast_accum_wanted(), R, Out, In,
+                     0.0f);
     tensor_release(bl);   /* stream-ordered free: after the GEMM has read it */
     if (bias && !fused) {
         int g = ad_set_grad(c, 0);
@@ -127,9 +128,8 @@ void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlay
 {
     Tensor *dy = n->out->grad, *xqT = n->saved[0], *wqT = n->saved[1];
     float *h0 = (float *)r->block[0]->data, *h1 = (float *)r->block[1]->data;
-    const float *sinv0 = fp8_scale_of(r, h0, 0) + r->n[0];
     float *amax1 = fp8_amax_of(r, h1, 1), *scale1 = fp8_scale_of(r, h1, 1);
-    const float *sinv1 = scale1 + r->n[1];
+    const float *g_inv = fp8_sinv_of(r, h1, 1, layer), *w_inv = fp8_sinv_of(r, h0, 0, 2 * layer + 1);
     Tensor *gq = tensor_new(c, DT_U8, 2, (int64_t[]){R, Out});
     Tensor *gqT = tensor_new(c, DT_U8, 2, (int64_t[]){Out, R});
     int acc;
@@ -157,20 +157,20 @@ void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlay
              * gradient would be), then dh (+)= dg GELU'(h), op_gelu's backward */
             Tensor *h = n->saved[2];
             Tensor *dg = tensor_new(c, h->dtype, 2, (int64_t[]){R, In});
-            gemm(c, dg->data, dg->dtype, gq, FP8_E5M2, &sinv1[layer], wqT, FP8_E4M3,
-                 &sinv0[2 * layer + 1], NULL, 0, R, In, Out, 0.0f);
+            gemm(c, dg->data, dg->dtype, gq, FP8_E5M2, g_inv, wqT, FP8_E4M3, w_inv, NULL, 0, R,
+                 In, Out, 0.0f);
             act_backward_cuda(ACT_GELU, dx->data, dg->data, h->data, NULL, dx->dtype,
                               (size_t)R * (size_t)In, acc, c->stream);
             tensor_release(dg);
         } else {
-            gemm(c, dx->data, dx->dtype, gq, FP8_E5M2, &sinv1[layer], wqT, FP8_E4M3,
-                 &sinv0[2 * layer + 1], NULL, 0, R, In, Out, acc ? 1.0f : 0.0f);
+            gemm(c, dx->data, dx->dtype, gq, FP8_E5M2, g_inv, wqT, FP8_E4M3, w_inv, NULL, 0, R,
+                 In, Out, acc ? 1.0f : 0.0f);
         }
     }
     Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
     if (dw)
-        gemm(c, dw->data, DT_F32, gqT, FP8_E5M2, &sinv1[layer], xqT, FP8_E4M3, &sinv0[2 * xlayer],
-             NULL, 0, Out, In, R, acc ? 1.0f : 0.0f);
+        gemm(c, dw->data, DT_F32, gqT, FP8_E5M2, g_inv, xqT, FP8_E4M3,
+             fp8_sinv_of(r, h0, 0, 2 * xlayer), NULL, 0, Out, In, R, acc ? 1.0f : 0.0f);
     tensor_release(gq);
     tensor_release(gqT);
 }

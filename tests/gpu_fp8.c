@@ -104,7 +104,7 @@ static void test_scale_update(void)
         const long long step = t;
         CUDA_CHECK(cudaMemcpy(dstep, &step, sizeof step, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(da, amax, sizeof amax, cudaMemcpyHostToDevice));
-        fp8_scale_update_cuda(dh, L, dstep, da, T, FP8_E5M2, 1, ds, di, dov, 0);
+        fp8_scale_update_cuda(dh, L, dstep, da, T, FP8_E5M2, 1, ds, di, 1, dov, 0);
         float gh[T * L], gs[T], gi[T];
         int go[T];
         CUDA_CHECK(cudaMemcpy(gh, dh, sizeof gh, cudaMemcpyDeviceToHost));

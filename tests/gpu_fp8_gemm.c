@@ -63,7 +63,8 @@
  * exact cases (0.97 with u half a bf16 ulp) and 0.1 on the cast cases; a
  * transposed operand misses them by ~10^4 (exact) and ~25 (cast).
  *
- * The refusals (E5M2 x E5M2; a size not a multiple of 16) are ct_fatal:
+ * The refusals (E5M2 x E5M2; a size not a multiple of 16; a scale pointer
+ * not 16-byte aligned) are ct_fatal:
  * checked in forked children before this process touches CUDA. The GEMMs
  * need compute capability 8.9 or newer; on an older GPU they are skipped
  * with a message and the cast checks still run.
@@ -75,6 +76,7 @@
  * shapes 1x1 to 4096x1024.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,7 +279,7 @@ typedef struct {
     cublasLtHandle_t lt;
     void *workspace;
     size_t workspace_bytes;
-    float *scales;        /* SCALE_SLOTS device floats, two new ones per case */
+    float *scales;        /* SCALE_SLOTS device scales 16 bytes apart, two new ones per case */
     int next_slot;
 } Lt;
 
@@ -359,7 +361,8 @@ static void run_gemm(Lt *lt, GemmCase g)
         CUDA_CHECK(cudaMemcpy(dD, tmp, dbytes, cudaMemcpyHostToDevice));
         free(tmp);
     }
-    float *dsa = lt->scales + lt->next_slot, *dsb = dsa + 1;
+    /* 16 bytes apart: cuBLASLt takes no other scale address (fp8_gemm.h) */
+    float *dsa = lt->scales + 4 * lt->next_slot, *dsb = dsa + 4;
     lt->next_slot = (lt->next_slot + 2) % SCALE_SLOTS;
     CUDA_CHECK(cudaMemcpy(dsa, &g.sa, sizeof(float), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(dsb, &g.sb, sizeof(float), cudaMemcpyHostToDevice));
@@ -416,11 +419,20 @@ typedef struct {
     const char *name, *says, *also;   /* the check, and two phrases its message must hold */
     Fp8Format af, bf;
     int M, N, K;
+    int scale_off;   /* > 0: well-formed (never dereferenced) addresses, a scale this many
+                        bytes off 16 */
 } Refusal;
 
 static void child_gemm(void *arg)
 {
     const Refusal *r = arg;
+    if (r->scale_off) {   /* refused before any of these addresses is used */
+        char *fake = (char *)(uintptr_t)0x100000;
+        fp8_gemm_cuda((cublasLtHandle_t)fake, NULL, 0, NULL, fake, DT_BF16, (uint8_t *)fake,
+                      r->af, (float *)(fake + 0x1000 + r->scale_off), (uint8_t *)fake, r->bf,
+                      (float *)(fake + 0x2000), NULL, 0, r->M, r->N, r->K, 0.0f);
+        return;
+    }
     fp8_gemm_cuda(NULL, NULL, 0, NULL, NULL, DT_BF16, NULL, r->af, NULL, NULL, r->bf, NULL, NULL,
                   0, r->M, r->N, r->K, 0.0f);
 }
@@ -429,9 +441,11 @@ static void test_refusals(void)
 {
     static const Refusal refusals[] = {
         {"fp8_gemm.refuses_e5m2_x_e5m2", "A e5m2 x B e5m2", "no e5m2 x e5m2", FP8_E5M2,
-         FP8_E5M2, 16, 16, 16},
+         FP8_E5M2, 16, 16, 16, 0},
         {"fp8_gemm.refuses_sizes_off_16", "M=16 N=24 K=32", "multiples of 16", FP8_E4M3,
-         FP8_E4M3, 16, 24, 32},
+         FP8_E4M3, 16, 24, 32, 0},
+        {"fp8_gemm.refuses_scale_off_16", "16-byte aligned", "scale pointers", FP8_E4M3,
+         FP8_E4M3, 16, 16, 16, 4},
     };
     for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
         const Refusal *r = &refusals[i];
@@ -448,7 +462,7 @@ static void test_gemms(void)
     CUBLAS_CHECK(cublasLtCreate(&lt.lt));
     lt.workspace_bytes = (size_t)32 << 20;
     CUDA_CHECK(cudaMalloc(&lt.workspace, lt.workspace_bytes));
-    CUDA_CHECK(cudaMalloc((void **)&lt.scales, SCALE_SLOTS * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&lt.scales, 4 * SCALE_SLOTS * sizeof(float)));
 
     static const int small[][3] = {{16, 16, 16}, {128, 256, 64}, {48, 80, 96}};   /* M, N, K */
     static const Fp8Format pairs[][2] = {

@@ -199,6 +199,7 @@ void trainer_graph_capture(Trainer *t)
         return;
     }
     g->state = GRAPH_ON;
+    c->graphs_live++;   /* the context keeps what the graphs point at (ctx_workspace) */
     char mb[32];
     LOG_I("--graph: step captured after %ld eager steps (micro-batch graph + optimizer graph, "
           "%s of transient memory, %llu Philox blocks per micro-batch)", g->warmup_steps,
@@ -232,7 +233,10 @@ void trainer_graph_free(Trainer *t)
 {
     StepGraph *g = &t->graph;
     Ctx *c = t->ctx;
-    if (g->micro) CUDA_CHECK(cudaGraphExecDestroy(g->micro));
+    if (g->micro) {
+        CUDA_CHECK(cudaGraphExecDestroy(g->micro));
+        c->graphs_live--;
+    }
     if (g->micro_first) CUDA_CHECK(cudaGraphExecDestroy(g->micro_first));
     if (g->update) CUDA_CHECK(cudaGraphExecDestroy(g->update));
     g->micro = g->micro_first = g->update = NULL;
