@@ -76,6 +76,9 @@ static const Setting table[SET_COUNT] = {
     [SET_ADD_NORM] = V_CHOICE("CTRAIN_ADD_NORM", SA_DEV, "composed", NULL, "composed|fused",
         "BERT's dropout + residual add + LayerNorm as three ops (composed) or one CUDA kernel "
         "each way (fused: same values, fewer passes; unmeasured, docs/kernels.md)"),
+    [SET_FP8_CAST_VEC] = V_SWITCH("CTRAIN_FP8_CAST_VEC", SA_DEV, "1", NULL,
+        "FP8 cast-transposes 16 bytes a thread each way where the shape and alignment allow (1), "
+        "or one element a thread (0: the first kernel, kept for the A/B and for other shapes)"),
     [SET_FP8_FAST_ACCUM] = V_SWITCH("CTRAIN_FP8_FAST_ACCUM", SA_DEV, "0", NULL,
         "FP8 Linear forward GEMMs with cuBLASLt's fast accumulation (partial sums kept in the "
         "tensor cores' own accumulator, as Transformer Engine's forward does; the gradient GEMMs "

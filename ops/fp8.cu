@@ -33,7 +33,10 @@
  * shared memory (rows padded to 68 bytes, so a warp reading a column of
  * the tile touches 32 different banks) and writes them out along the
  * tile's columns, which are rows of qt; both global passes are coalesced.
- * Its amax is the cast's: warp_max, then one atomicMax per block.
+ * Its amax is the cast's: warp_max, then one atomicMax per block. Where
+ * the shape and alignment allow (BERT's always do), a second kernel moves
+ * the same tile 16 bytes a thread each way (fp8_cast_transpose_vec_kernel;
+ * CTRAIN_FP8_CAST_VEC=0 keeps the first, for an A/B).
  *
  * Column sums, deterministic without atomics: in a tile each thread adds
  * its column's rows ty, ty + 4, ... in order, the four row lanes are added
@@ -54,6 +57,7 @@
 
 #include "cuda_util.cuh"
 #include "engine/error.h"
+#include "engine/settings.h"
 #include "fp8_cvt.h"
 #include "normal_f32.h"
 
@@ -150,6 +154,84 @@ __global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__r
     block_amax_atomic(m, amax);
 }
 
+/* The same tile, 16 bytes a thread each way (the path BERT's shapes take):
+ * VEC = 16 / sizeof(T) consecutive columns a thread per load (one 16-byte
+ * load, VEC codes stored to q as one word), TPR = 64 / VEC threads a tile
+ * row, RP = 256 / TPR rows a pass; out, each thread writes 16 consecutive
+ * rows of one qt row (one 16-byte store: tile column i = tid / 4, rows
+ * 16 (tid % 4) ..). Needs cols % VEC == 0, rows % 16 == 0 and x, q, qt
+ * 16-byte aligned (cast_transpose checks; else the kernel above). The
+ * codes and amax are the scalar kernel's; the column sums add a thread's
+ * rows in pass order, then the RP row lanes in lane order (another fixed
+ * order, of the same depth bound). */
+template <typename T, bool GELU>
+__global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t *__restrict__ q,
+                                              float *amax, float *__restrict__ colsum,
+                                              const T *__restrict__ x, size_t rows, size_t cols,
+                                              const float *scale, int fmt)
+{
+    constexpr int VEC = 16 / sizeof(T), TPR = TILE / VEC, RP = FP8_THREADS / TPR;
+    __shared__ __align__(16) uint8_t tile[TILE][TILE_PITCH];
+    __shared__ float lane_sum[RP][TILE];
+    const float s = *scale;
+    const int cg = threadIdx.x % TPR, rl = threadIdx.x / TPR;
+    const size_t tiles_c = (cols + TILE - 1) / TILE;
+    const size_t ntiles = tiles_c * ((rows + TILE - 1) / TILE);
+    float m = 0.0f;
+    for (size_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        const size_t r0 = t / tiles_c * TILE, c0 = t % tiles_c * TILE;
+        const size_t c = c0 + (size_t)cg * VEC;
+        float sum[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) sum[j] = 0.0f;
+        for (int i = rl; i < TILE; i += RP) {
+            const size_t r = r0 + i;
+            if (r >= rows || c >= cols) continue;
+            union { uint4 u; T v[VEC]; } in;
+            in.u = *(const uint4 *)(x + r * cols + c);
+            union { uint8_t b[VEC]; uint32_t w[VEC / 4]; } code;
+#pragma unroll
+            for (int j = 0; j < VEC; j++) {
+                float v = to_f32(in.v[j]);
+                if constexpr (GELU) v = to_f32(from_f32<T>(normal_f32_gelu(v)));
+                code.b[j] = fp8_cvt_from_f32(v * s, fmt);
+                m = fmaxf(m, fabsf(v));
+                sum[j] = __fadd_rn(sum[j], v);
+            }
+#pragma unroll
+            for (int k = 0; k < VEC / 4; k++)   /* rows of 68 bytes: 4-byte aligned */
+                *(uint32_t *)&tile[i][cg * VEC + 4 * k] = code.w[k];
+            if (q) {
+                if constexpr (VEC == 8)
+                    *(uint2 *)(q + r * cols + c) = make_uint2(code.w[0], code.w[1]);
+                else
+                    *(uint32_t *)(q + r * cols + c) = code.w[0];
+            }
+        }
+        if (colsum)
+#pragma unroll
+            for (int j = 0; j < VEC; j++) lane_sum[rl][cg * VEC + j] = sum[j];
+        __syncthreads();
+        {   /* out: qt row c0 + i, rows r0 + 16 seg .. + 15 */
+            const int i = threadIdx.x / 4, seg = threadIdx.x % 4;
+            const size_t cq = c0 + i, r = r0 + 16 * (size_t)seg;
+            if (cq < cols && r < rows) {   /* rows % 16 == 0: all 16 or none */
+                union { uint8_t b[16]; uint4 u; } out;
+#pragma unroll
+                for (int k = 0; k < 16; k++) out.b[k] = tile[16 * seg + k][i];
+                *(uint4 *)(qt + cq * rows + r) = out.u;
+            }
+        }
+        if (colsum && threadIdx.x < TILE && c0 + threadIdx.x < cols) {
+            float p = lane_sum[0][threadIdx.x];
+            for (int l = 1; l < RP; l++) p = __fadd_rn(p, lane_sum[l][threadIdx.x]);
+            colsum[r0 / TILE * cols + c0 + threadIdx.x] = p;
+        }
+        __syncthreads();   /* the next tile overwrites this one */
+    }
+    block_amax_atomic(m, amax);
+}
+
 /* The finish's block: FIN_COLS columns (threadIdx.x) x FIN_SLICES slices
  * of the tile rows (threadIdx.y). */
 const int FIN_COLS = 32;
@@ -228,9 +310,21 @@ static void cast_transpose(uint8_t *qt, uint8_t *q, float *amax, float *colsum, 
 {
     const size_t tiles = ((rows + TILE - 1) / TILE) * ((cols + TILE - 1) / TILE);
     const unsigned blocks = grid_for(tiles, 1, FP8_MAX_BLOCKS);
+    const auto aligned = [](const void *p) { return ((uintptr_t)p & 15) == 0; };
+    static int vec_on = -1;   /* CTRAIN_FP8_CAST_VEC, read once */
+    if (vec_on < 0) vec_on = setting_switch(SET_FP8_CAST_VEC);
     dispatch_float(xt, "fp8_cast_transpose_cuda", [&](auto tag) {
         using T = decltype(tag);
-        if (gelu)
+        const size_t vec = 16 / sizeof(T);
+        if (vec_on && cols % vec == 0 && rows % 16 == 0 && aligned(x) && aligned(qt) &&
+            (!q || aligned(q))) {
+            if (gelu)
+                fp8_cast_transpose_vec_kernel<T, true><<<blocks, FP8_THREADS, 0, s>>>(
+                    qt, q, amax, colsum, (const T *)x, rows, cols, scale, (int)f);
+            else
+                fp8_cast_transpose_vec_kernel<T, false><<<blocks, FP8_THREADS, 0, s>>>(
+                    qt, q, amax, colsum, (const T *)x, rows, cols, scale, (int)f);
+        } else if (gelu)
             fp8_cast_transpose_kernel<T, true><<<blocks, FP8_THREADS, 0, s>>>(
                 qt, q, amax, colsum, (const T *)x, rows, cols, scale, (int)f);
         else

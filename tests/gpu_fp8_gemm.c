@@ -2,7 +2,8 @@
  * through cuBLASLt (ops/fp8_gemm.c) against their CPU references.
  *
  * Cast-transpose, bit for bit: f32, f16 and bf16 inputs of shapes 1x1,
- * 17x33, 33x17, 70x130, 256x768 and 1000x64 (tiles cut at both edges),
+ * 17x33, 33x17, 70x130, 80x96, 256x768 and 1000x64 (tiles cut at both
+ * edges; 80x96 and 256x768 through the 16-byte kernel, ops/fp8.cu),
  * E4M3 and E5M2, values log-uniform over 2^-24 .. 2^24 of both signs plus
  * NaN and +-0 (f32; one shape also -inf): qt[c][r] and q[r][c] equal
  * fp8_from_f32(x[r][c] * scale) (fp8_cast_cpu), the amax equals max |x|;
@@ -535,18 +536,21 @@ int main(void)
 {
     test_refusals();
     gpu_require();
-    static const int shapes[][2] = {{1, 1}, {17, 33}, {33, 17}, {70, 130}, {256, 768}, {1000, 64}};
+    /* 80x96, 256x768 (and 4096x1024 below) take the 16-byte kernel, 80x96 with tiles
+     * cut at both edges; the others the first kernel */
+    static const int shapes[][2] = {{1, 1},   {17, 33},   {33, 17},  {70, 130},
+                                    {80, 96}, {256, 768}, {1000, 64}};
     for (int t = 0; t < 3; t++)
         for (int f = 0; f < 2; f++)
-            for (int s = 0; s < 6; s++)
+            for (int s = 0; s < 7; s++)
                 test_cast_transpose(gpu_float_types[t], (Fp8Format)f, shapes[s][0], shapes[s][1],
                                     s == 1);
     /* the column sums: dy's types (bf16 from autocast, f32 without), E5M2 as the backward's
      * cast, then BERT-like [R, Out]; fresh and accumulating */
-    static const int colsum_shapes[][2] = {{1, 1}, {17, 33}, {70, 130}, {1000, 64},
+    static const int colsum_shapes[][2] = {{1, 1}, {17, 33}, {70, 130}, {80, 96}, {1000, 64},
                                            {4096, 1024}};
     for (int t = 0; t < 3; t++)
-        for (int s = 0; s < 5; s++)
+        for (int s = 0; s < 6; s++)
             for (int accum = 0; accum < 2; accum++)
                 test_cast_transpose_colsum(gpu_float_types[t], FP8_E5M2, colsum_shapes[s][0],
                                            colsum_shapes[s][1], accum);
