@@ -103,6 +103,32 @@ const int TILE_ROWS = FP8_THREADS / TILE;
 const int TILE_PITCH = TILE + 4;   /* 68 bytes = 17 words: a tile column hits 32 banks */
 
 
+/* The tiles of a [rows, cols] tensor, row-major over tile rows: how many,
+ * and tile t's first row and column. */
+__device__ __forceinline__ size_t tile_count(size_t rows, size_t cols, size_t *tiles_c)
+{
+    *tiles_c = (cols + TILE - 1) / TILE;
+    return *tiles_c * ((rows + TILE - 1) / TILE);
+}
+
+__device__ __forceinline__ void tile_origin(size_t t, size_t tiles_c, size_t *r0, size_t *c0)
+{
+    *r0 = t / tiles_c * TILE;
+    *c0 = t % tiles_c * TILE;
+}
+
+/* One element: its value (through GELU, rounded to T as op_gelu's output,
+ * when asked), the running amax and column sum, and its code. */
+template <typename T, bool GELU>
+__device__ __forceinline__ uint8_t cast_elem(T xv, float s, int fmt, float *m, float *sum)
+{
+    float v = to_f32(xv);
+    if constexpr (GELU) v = to_f32(from_f32<T>(normal_f32_gelu(v)));
+    *m = fmaxf(*m, fabsf(v));
+    *sum = __fadd_rn(*sum, v);
+    return fp8_cvt_from_f32(v * s, fmt);
+}
+
 /* colsum: NULL, or partial [ceil(rows / TILE), cols] (the column sums of
  * each row tile, the top of the file). GELU: the values cast are
  * T(gelu(x)), the bits op_gelu writes (normal_f32_gelu, from_f32). */
@@ -116,24 +142,20 @@ __global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__r
     __shared__ float lane_sum[TILE_ROWS][TILE];
     const float s = *scale;
     const int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE;
-    const size_t tiles_c = (cols + TILE - 1) / TILE;
-    const size_t ntiles = tiles_c * ((rows + TILE - 1) / TILE);
+    size_t tiles_c, r0, c0;
+    const size_t ntiles = tile_count(rows, cols, &tiles_c);
     float m = 0.0f;
     for (size_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
-        const size_t r0 = t / tiles_c * TILE, c0 = t % tiles_c * TILE;
+        tile_origin(t, tiles_c, &r0, &c0);
         /* in: tile row i is x's row r0 + i; thread tx reads column c0 + tx */
         const size_t c = c0 + tx;
         float sum = 0.0f;
         for (int i = ty; i < TILE; i += TILE_ROWS) {
             const size_t r = r0 + i;
             if (r < rows && c < cols) {
-                float v = to_f32(x[r * cols + c]);
-                if constexpr (GELU) v = to_f32(from_f32<T>(normal_f32_gelu(v)));
-                const uint8_t code = fp8_cvt_from_f32(v * s, fmt);
+                const uint8_t code = cast_elem<T, GELU>(x[r * cols + c], s, fmt, &m, &sum);
                 tile[i][tx] = code;
                 if (q) q[r * cols + c] = code;
-                m = fmaxf(m, fabsf(v));
-                sum = __fadd_rn(sum, v);
             }
         }
         if (colsum) lane_sum[ty][tx] = sum;
@@ -175,11 +197,11 @@ __global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t 
     __shared__ float lane_sum[RP][TILE];
     const float s = *scale;
     const int cg = threadIdx.x % TPR, rl = threadIdx.x / TPR;
-    const size_t tiles_c = (cols + TILE - 1) / TILE;
-    const size_t ntiles = tiles_c * ((rows + TILE - 1) / TILE);
+    size_t tiles_c, r0, c0;
+    const size_t ntiles = tile_count(rows, cols, &tiles_c);
     float m = 0.0f;
     for (size_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
-        const size_t r0 = t / tiles_c * TILE, c0 = t % tiles_c * TILE;
+        tile_origin(t, tiles_c, &r0, &c0);
         const size_t c = c0 + (size_t)cg * VEC;
         float sum[VEC];
 #pragma unroll
@@ -191,13 +213,8 @@ __global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t 
             in.u = *(const uint4 *)(x + r * cols + c);
             union { uint8_t b[VEC]; uint32_t w[VEC / 4]; } code;
 #pragma unroll
-            for (int j = 0; j < VEC; j++) {
-                float v = to_f32(in.v[j]);
-                if constexpr (GELU) v = to_f32(from_f32<T>(normal_f32_gelu(v)));
-                code.b[j] = fp8_cvt_from_f32(v * s, fmt);
-                m = fmaxf(m, fabsf(v));
-                sum[j] = __fadd_rn(sum[j], v);
-            }
+            for (int j = 0; j < VEC; j++)
+                code.b[j] = cast_elem<T, GELU>(in.v[j], s, fmt, &m, &sum[j]);
 #pragma unroll
             for (int k = 0; k < VEC / 4; k++)   /* rows of 68 bytes: 4-byte aligned */
                 *(uint32_t *)&tile[i][cg * VEC + 4 * k] = code.w[k];

@@ -129,7 +129,8 @@ void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlay
     Tensor *dy = n->out->grad, *xqT = n->saved[0], *wqT = n->saved[1];
     float *h0 = (float *)r->block[0]->data, *h1 = (float *)r->block[1]->data;
     float *amax1 = fp8_amax_of(r, h1, 1), *scale1 = fp8_scale_of(r, h1, 1);
-    const float *g_inv = fp8_sinv_of(r, h1, 1, layer), *w_inv = fp8_sinv_of(r, h0, 0, 2 * layer + 1);
+    const float *g_inv = fp8_sinv_of(r, h1, 1, layer);
+    const float *w_inv = fp8_sinv_of(r, h0, 0, 2 * layer + 1);
     Tensor *gq = tensor_new(c, DT_U8, 2, (int64_t[]){R, Out});
     Tensor *gqT = tensor_new(c, DT_U8, 2, (int64_t[]){Out, R});
     int acc;
