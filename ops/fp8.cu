@@ -181,7 +181,8 @@ __global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__r
  * load, VEC codes stored to q as one word), TPR = 64 / VEC threads a tile
  * row, RP = 256 / TPR rows a pass; out, each thread writes 16 consecutive
  * rows of one qt row (one 16-byte store: tile column i = tid / 4, rows
- * 16 (tid % 4) ..). Needs cols % VEC == 0, rows % 16 == 0 and x, q, qt
+ * 16 (tid % 4) ..). A thread issues its TILE / RP loads of a tile before
+ * converting any (2 in bf16, 4 in f32: more bytes in flight). Needs cols % VEC == 0, rows % 16 == 0 and x, q, qt
  * 16-byte aligned (cast_transpose checks; else the kernel above). The
  * codes and amax are the scalar kernel's; the column sums add a thread's
  * rows in pass order, then the RP row lanes in lane order (another fixed
@@ -193,6 +194,7 @@ __global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t 
                                               const float *scale, int fmt)
 {
     constexpr int VEC = 16 / sizeof(T), TPR = TILE / VEC, RP = FP8_THREADS / TPR;
+    constexpr int PASSES = TILE / RP;
     __shared__ __align__(16) uint8_t tile[TILE][TILE_PITCH];
     __shared__ float lane_sum[RP][TILE];
     const float s = *scale;
@@ -206,15 +208,22 @@ __global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t 
         float sum[VEC];
 #pragma unroll
         for (int j = 0; j < VEC; j++) sum[j] = 0.0f;
-        for (int i = rl; i < TILE; i += RP) {
+        /* every pass's load first, so a thread has them all in flight at once */
+        union { uint4 u; T v[VEC]; } in[PASSES];
+#pragma unroll
+        for (int p = 0; p < PASSES; p++) {
+            const size_t r = r0 + rl + p * RP;
+            if (r < rows && c < cols) in[p].u = *(const uint4 *)(x + r * cols + c);
+        }
+#pragma unroll
+        for (int p = 0; p < PASSES; p++) {
+            const int i = rl + p * RP;
             const size_t r = r0 + i;
             if (r >= rows || c >= cols) continue;
-            union { uint4 u; T v[VEC]; } in;
-            in.u = *(const uint4 *)(x + r * cols + c);
             union { uint8_t b[VEC]; uint32_t w[VEC / 4]; } code;
 #pragma unroll
             for (int j = 0; j < VEC; j++)
-                code.b[j] = cast_elem<T, GELU>(in.v[j], s, fmt, &m, &sum[j]);
+                code.b[j] = cast_elem<T, GELU>(in[p].v[j], s, fmt, &m, &sum[j]);
 #pragma unroll
             for (int k = 0; k < VEC / 4; k++)   /* rows of 68 bytes: 4-byte aligned */
                 *(uint32_t *)&tile[i][cg * VEC + 4 * k] = code.w[k];
