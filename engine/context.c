@@ -114,15 +114,11 @@ void *ctx_workspace(Ctx *c, size_t bytes)
         if (c->graphs_live) {
             /* a captured graph's kernels hold the old address (an evaluation
              * between replays may ask for more): keep it until the context goes */
-            int n = c->n_workspace_kept + 1;
-            void **kept = realloc(c->workspace_kept, (size_t)n * sizeof *kept);
-            size_t *kb = kept ? realloc(c->workspace_kept_bytes, (size_t)n * sizeof *kb) : NULL;
-            if (kept) c->workspace_kept = kept;
-            if (!kept || !kb) ct_fatal("ctx_workspace: out of host memory");
-            c->workspace_kept_bytes = kb;
-            c->workspace_kept[n - 1] = c->workspace;
-            c->workspace_kept_bytes[n - 1] = c->workspace_bytes;
-            c->n_workspace_kept = n;
+            struct CtxKept *kept = realloc(c->workspace_kept,
+                                           (size_t)(c->n_workspace_kept + 1) * sizeof *kept);
+            if (!kept) ct_fatal("ctx_workspace: out of host memory");
+            kept[c->n_workspace_kept++] = (struct CtxKept){c->workspace, c->workspace_bytes};
+            c->workspace_kept = kept;
         } else {
             mem_free(c, c->workspace, c->workspace_bytes);
         }
@@ -236,11 +232,9 @@ void ctx_free(Ctx *c)
     mem_free(c, c->dev_flags, CTX_FLAGS * sizeof(int32_t));
     mem_free(c, c->workspace, c->workspace_bytes);
     for (int i = 0; i < c->n_workspace_kept; i++)
-        mem_free(c, c->workspace_kept[i], c->workspace_kept_bytes[i]);
+        mem_free(c, c->workspace_kept[i].p, c->workspace_kept[i].bytes);
     free(c->workspace_kept);
-    free(c->workspace_kept_bytes);
     c->workspace_kept = NULL;
-    c->workspace_kept_bytes = NULL;
     c->n_workspace_kept = 0;
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
     CUDNN_CHECK(cudnnDestroy(c->cudnn));

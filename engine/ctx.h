@@ -125,8 +125,8 @@ struct Ctx {
     const uint64_t *rng_base;
     int capturing;         /* > 0 during stream capture: no syncs, no growth */
     int graphs_live;       /* captured graphs that may still replay: nothing they point at is freed */
-    void **workspace_kept; /* workspaces outgrown while a graph was live (freed with the context) */
-    size_t *workspace_kept_bytes;
+    struct CtxKept { void *p; size_t bytes; } *workspace_kept;   /* workspaces outgrown
+                              while a graph was live (freed with the context) */
     int n_workspace_kept;
     const char *capture_refused;   /* why this capture cannot be used (NULL: fine) */
     cudaMemPool_t pool;

@@ -129,6 +129,15 @@ __device__ __forceinline__ uint8_t cast_elem(T xv, float s, int fmt, float *m, f
     return fp8_cvt_from_f32(v * s, fmt);
 }
 
+/* A tile column's sum: its LANES row-lane partials added in lane order. */
+template <int LANES>
+__device__ __forceinline__ float lanes_sum(const float (*lane_sum)[TILE], int col)
+{
+    float p = lane_sum[0][col];
+    for (int l = 1; l < LANES; l++) p = __fadd_rn(p, lane_sum[l][col]);
+    return p;
+}
+
 /* colsum: NULL, or partial [ceil(rows / TILE), cols] (the column sums of
  * each row tile, the top of the file). GELU: the values cast are
  * T(gelu(x)), the bits op_gelu writes (normal_f32_gelu, from_f32). */
@@ -166,11 +175,8 @@ __global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__r
             const size_t cq = c0 + i;
             if (r < rows && cq < cols) qt[cq * rows + r] = tile[tx][i];
         }
-        if (colsum && ty == 0 && c < cols) {
-            float p = lane_sum[0][tx];
-            for (int l = 1; l < TILE_ROWS; l++) p = __fadd_rn(p, lane_sum[l][tx]);
-            colsum[r0 / TILE * cols + c] = p;
-        }
+        if (colsum && ty == 0 && c < cols)
+            colsum[r0 / TILE * cols + c] = lanes_sum<TILE_ROWS>(lane_sum, tx);
         __syncthreads();   /* the next tile overwrites this one */
     }
     block_amax_atomic(m, amax);
@@ -182,8 +188,9 @@ __global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__r
  * row, RP = 256 / TPR rows a pass; out, each thread writes 16 consecutive
  * rows of one qt row (one 16-byte store: tile column i = tid / 4, rows
  * 16 (tid % 4) ..). A thread issues its TILE / RP loads of a tile before
- * converting any (2 in bf16, 4 in f32: more bytes in flight). Needs cols % VEC == 0, rows % 16 == 0 and x, q, qt
- * 16-byte aligned (cast_transpose checks; else the kernel above). The
+ * converting any (2 in bf16, 4 in f32: more bytes in flight). Needs
+ * cols % VEC == 0, rows % 16 == 0 and x, q, qt 16-byte aligned
+ * (cast_transpose checks; else the kernel above). The
  * codes and amax are the scalar kernel's; the column sums add a thread's
  * rows in pass order, then the RP row lanes in lane order (another fixed
  * order, of the same depth bound). */
@@ -248,11 +255,8 @@ __global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t 
                 *(uint4 *)(qt + cq * rows + r) = out.u;
             }
         }
-        if (colsum && threadIdx.x < TILE && c0 + threadIdx.x < cols) {
-            float p = lane_sum[0][threadIdx.x];
-            for (int l = 1; l < RP; l++) p = __fadd_rn(p, lane_sum[l][threadIdx.x]);
-            colsum[r0 / TILE * cols + c0 + threadIdx.x] = p;
-        }
+        if (colsum && threadIdx.x < TILE && c0 + threadIdx.x < cols)
+            colsum[r0 / TILE * cols + c0 + threadIdx.x] = lanes_sum<RP>(lane_sum, threadIdx.x);
         __syncthreads();   /* the next tile overwrites this one */
     }
     block_amax_atomic(m, amax);
