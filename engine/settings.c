@@ -70,12 +70,15 @@ static const Setting table[SET_COUNT] = {
     [SET_LINEAR_BGRAD] = V_SWITCH("CTRAIN_LINEAR_BGRAD", SA_DEV, "0", NULL,
         "Linear's bias gradient summed in the weight gradient's cuBLASLt GEMM (its BGRADB "
         "epilogue) instead of a separate pass over dy; off until measured (docs/kernels.md)"),
-    [SET_LN_KERNELS] = V_CHOICE("CTRAIN_LN_KERNELS", SA_DEV, "row", NULL, "row|vec",
-        "LayerNorm's CUDA kernels: one element per lane per access (row), or 16-byte vectors "
-        "with each row held in registers (vec; unmeasured, docs/kernels.md)"),
+    [SET_LN_KERNELS] = V_CHOICE("CTRAIN_LN_KERNELS", SA_DEV, "row", NULL, "row|vec|auto",
+        "LayerNorm's CUDA kernels: one element per lane per access (row), 16-byte vectors "
+        "with each row held in registers (vec: +5% at BERT-large bs 256, -6% at bs 32 with the "
+        "fused add_norm, docs/kernels.md), or vec only for calls of at least 16,384 rows (auto; "
+        "unmeasured)"),
     [SET_ADD_NORM] = V_CHOICE("CTRAIN_ADD_NORM", SA_DEV, "composed", NULL, "composed|fused",
         "BERT's dropout + residual add + LayerNorm as three ops (composed) or one CUDA kernel "
-        "each way (fused: same values, fewer passes; unmeasured, docs/kernels.md)"),
+        "each way (fused: same values, fewer passes; measured only with CTRAIN_LN_KERNELS=vec, "
+        "docs/kernels.md)"),
     [SET_FP8_CAST_VEC] = V_SWITCH("CTRAIN_FP8_CAST_VEC", SA_DEV, "1", NULL,
         "FP8 cast-transposes 16 bytes a thread each way where the shape and alignment allow (1), "
         "or one element a thread (0: the first kernel, kept for the A/B and for other shapes)"),

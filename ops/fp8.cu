@@ -23,9 +23,15 @@
  * one atomicMax on the float's bits (a non-negative float orders like its
  * unsigned bit pattern; NaN is skipped with fmaxf's rule, +inf is the
  * largest such pattern), so the amax does not depend on the block order.
- * The conversion itself is integer arithmetic (fp8_cvt.h), not the
- * hardware's cvt.rn.satfinite instruction: the same bits on every card and
- * on the CPU.
+ * The conversion is fp8_cvt.h's rule (round to nearest even from the f32,
+ * saturate to the largest finite, NaN -> 0x7F). On sm_89 and later the
+ * kernels convert two values with one cvt.rn.satfinite instruction, which
+ * rounds and saturates by the same rule (only NaN's code is put right
+ * after it); fp8_cvt_check_cuda runs both on all 2^32 f32 bit patterns,
+ * and gpu_fp8 asserts they agree. Elsewhere the kernels run fp8_cvt.h's
+ * integer code itself. Either way the codes are the CPU reference's. (The
+ * integer code cost the cast-transpose ~80% of the SM's issue slots: the
+ * kernel was bound by it, not by memory.)
  *
  * The cast-transpose goes through shared memory a 64 x 64 tile at a time
  * (a grid-stride loop over tiles): the block reads the tile's rows with
@@ -66,6 +72,29 @@ namespace {
 const int FP8_THREADS = 256;
 const unsigned FP8_MAX_BLOCKS = 4096;
 
+/* The codes of lo (low byte) and hi (high byte): fp8_cvt_from_f32's. */
+__device__ __forceinline__ uint16_t fp8_code2(float lo, float hi, int fmt)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    uint16_t r;
+    /* d = {cvt(a) in the high byte, cvt(b) in the low} */
+    if (fmt == 0)
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    if (isnan(lo)) r = (uint16_t)((r & 0xFF00u) | 0x007Fu);
+    if (isnan(hi)) r = (uint16_t)((r & 0x00FFu) | 0x7F00u);
+    return r;
+#else
+    return (uint16_t)(fp8_cvt_from_f32(lo, fmt) | (uint32_t)fp8_cvt_from_f32(hi, fmt) << 8);
+#endif
+}
+
+__device__ __forceinline__ uint8_t fp8_code(float x, int fmt)
+{
+    return (uint8_t)(fp8_code2(x, 0.0f, fmt) & 0xFFu);
+}
+
 /* *amax = max(*amax, max of every thread's m): the warp's fmaxf butterfly,
  * then warp 0 over the per-warp maxima and one atomicMax on the bits. */
 __device__ __forceinline__ void block_amax_atomic(float m, float *amax)
@@ -90,7 +119,7 @@ __global__ void fp8_cast_kernel(uint8_t *__restrict__ q, float *amax, const T *_
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const float v = to_f32(x[i]);
-        q[i] = fp8_cvt_from_f32(v * s, fmt);
+        q[i] = fp8_code(v * s, fmt);
         m = fmaxf(m, fabsf(v));
     }
     block_amax_atomic(m, amax);
@@ -117,16 +146,23 @@ __device__ __forceinline__ void tile_origin(size_t t, size_t tiles_c, size_t *r0
     *c0 = t % tiles_c * TILE;
 }
 
-/* One element: its value (through GELU, rounded to T as op_gelu's output,
- * when asked), the running amax and column sum, and its code. */
+/* One element's value (through GELU, rounded to T as op_gelu's output,
+ * when asked), added to the running amax and column sum. */
 template <typename T, bool GELU>
-__device__ __forceinline__ uint8_t cast_elem(T xv, float s, int fmt, float *m, float *sum)
+__device__ __forceinline__ float cast_value(T xv, float *m, float *sum)
 {
     float v = to_f32(xv);
     if constexpr (GELU) v = to_f32(from_f32<T>(normal_f32_gelu(v)));
     *m = fmaxf(*m, fabsf(v));
     *sum = __fadd_rn(*sum, v);
-    return fp8_cvt_from_f32(v * s, fmt);
+    return v;
+}
+
+/* One element: its value as above, and its code. */
+template <typename T, bool GELU>
+__device__ __forceinline__ uint8_t cast_elem(T xv, float s, int fmt, float *m, float *sum)
+{
+    return fp8_code(cast_value<T, GELU>(xv, m, sum) * s, fmt);
 }
 
 /* A tile column's sum: its LANES row-lane partials added in lane order. */
@@ -229,8 +265,13 @@ __global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t 
             if (r >= rows || c >= cols) continue;
             union { uint8_t b[VEC]; uint32_t w[VEC / 4]; } code;
 #pragma unroll
-            for (int j = 0; j < VEC; j++)
-                code.b[j] = cast_elem<T, GELU>(in[p].v[j], s, fmt, &m, &sum[j]);
+            for (int j = 0; j < VEC; j += 2) {   /* two codes an instruction */
+                const float a = cast_value<T, GELU>(in[p].v[j], &m, &sum[j]);
+                const float b = cast_value<T, GELU>(in[p].v[j + 1], &m, &sum[j + 1]);
+                const uint16_t ab = fp8_code2(a * s, b * s, fmt);
+                code.b[j] = (uint8_t)(ab & 0xFFu);
+                code.b[j + 1] = (uint8_t)(ab >> 8);
+            }
 #pragma unroll
             for (int k = 0; k < VEC / 4; k++)   /* rows of 68 bytes: 4-byte aligned */
                 *(uint32_t *)&tile[i][cg * VEC + 4 * k] = code.w[k];
@@ -319,7 +360,50 @@ __global__ void fp8_scale_update_kernel(float *history, int len, const long long
     scale_inv[(size_t)t * sinv_stride] = 1.0f / scale[t];
 }
 
+/* Every f32 bit pattern u in [base, base + span) through fp8_code2 (two an
+ * instruction: u and u + 1) against fp8_cvt_from_f32: the count of codes
+ * that differ, and the smallest such pattern. */
+__global__ void fp8_cvt_check_kernel(unsigned long long *bad, unsigned int *first, uint64_t base,
+                                     uint64_t span, int fmt)
+{
+    for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; 2 * k < span;
+         k += (uint64_t)gridDim.x * blockDim.x) {
+        const uint32_t u = (uint32_t)(base + 2 * k);
+        const float a = __uint_as_float(u), b = __uint_as_float(u + 1);
+        const uint16_t fast = fp8_code2(a, b, fmt);
+        const uint8_t ra = fp8_cvt_from_f32(a, fmt), rb = fp8_cvt_from_f32(b, fmt);
+        const int da = (fast & 0xFFu) != ra, db = (fast >> 8) != rb;
+        if (da || db) {
+            atomicAdd(bad, (unsigned long long)(da + db));
+            atomicMin(first, da ? u : u + 1);
+        }
+    }
+}
+
 } // namespace
+
+long long fp8_cvt_check_cuda(Fp8Format f, uint32_t *first_bad)
+{
+    unsigned long long *bad;
+    unsigned int *first;
+    CUDA_CHECK(cudaMalloc((void **)&bad, sizeof *bad));
+    CUDA_CHECK(cudaMalloc((void **)&first, sizeof *first));
+    CUDA_CHECK(cudaMemset(bad, 0, sizeof *bad));
+    CUDA_CHECK(cudaMemset(first, 0xFF, sizeof *first));
+    /* 2^32 patterns in 16 launches of 2^28 (a launch stays well under a second) */
+    for (uint64_t base = 0; base < (1ull << 32); base += 1ull << 28) {
+        fp8_cvt_check_kernel<<<4096, 256>>>(bad, first, base, 1ull << 28, (int)f);
+        CUDA_CHECK_LAUNCH();
+    }
+    unsigned long long n = 0;
+    unsigned int u = 0;
+    CUDA_CHECK(cudaMemcpy(&n, bad, sizeof n, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&u, first, sizeof u, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(bad));
+    CUDA_CHECK(cudaFree(first));
+    if (first_bad) *first_bad = u;
+    return (long long)n;
+}
 
 void fp8_cast_cuda(uint8_t *q, float *amax, const void *x, DType xt, size_t n,
                    const float *scale, Fp8Format f, cudaStream_t s)

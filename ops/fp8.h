@@ -114,6 +114,11 @@ void fp8_cast_transpose_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, float 
                                     size_t cols, const float *scale, Fp8Format f,
                                     cudaStream_t s);
 void fp8_amax_zero_cuda(float *amax, int n, cudaStream_t s);
+/* The kernels' conversion (one cvt.rn.satfinite instruction on sm_89 and
+ * later) against fp8_from_f32 on every f32 bit pattern: how many codes
+ * differ (0 is the contract), *first_bad the smallest differing pattern
+ * (0xFFFFFFFF when none). Synchronous; ~1 s. */
+long long fp8_cvt_check_cuda(Fp8Format f, uint32_t *first_bad);
 /* The update for `ntensors` tensors at once: history [ntensors, len],
  * amax / scale [ntensors], scale_inv [ntensors] sinv_stride words apart
  * (the recipe's 16-byte spacing, fp8_recipe.h), *step the device step counter (read,

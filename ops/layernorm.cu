@@ -20,7 +20,8 @@
  * adds the chunk partials per column in chunk order. The chunking depends
  * only on (R, D), so dgamma/dbeta are bit-reproducible run to run.
  *
- * Vector kernels (CTRAIN_LN_KERNELS=vec; layernorm_cuda_set_kernels). The
+ * Vector kernels (CTRAIN_LN_KERNELS=vec, or auto from 16,384 rows a call;
+ * layernorm_cuda_set_kernels). The
  * kernels above read one element per lane per access, 2 bytes in bf16: the
  * BERT-large timeline had LayerNorm at ~5x its memory floor (2.4 ms of a
  * 25.5 ms step; docs/kernels.md). These read and write 16-byte vectors (V
@@ -438,17 +439,28 @@ template <int MAX, typename F> void dispatch_nv(int nv, F f)
     }
 }
 
-int ln_kernels_vec = -1; /* -1: not read yet */
+/* CTRAIN_LN_KERNELS: 0 row, 1 vec, 2 auto (vec from LN_VEC_AUTO_ROWS rows up);
+ * -1: not read yet. */
+int ln_kernels_vec = -1;
 
-int ln_use_vec(void)
+/* auto's threshold. The vector kernels hold a row a warp (the backward's
+ * block of 8 warps takes 186 registers a lane at D = 1024 in bf16: one block
+ * an SM), so a call needs many rows before enough warps are in flight to
+ * cover memory latency: BERT-large bf16 at 4,096 rows a call (bs 32, seq 128)
+ * ran 6% slower on them, at 32,768 (bs 256) 5% faster (docs/kernels.md).
+ * 16,384 rows (bs 32 at seq 512, bs 128 at seq 128) is the midpoint, not yet
+ * a measured crossover. */
+constexpr size_t LN_VEC_AUTO_ROWS = 16384;
+
+int ln_use_vec(size_t R)
 {
-    if (ln_kernels_vec < 0) ln_kernels_vec = setting_choice(SET_LN_KERNELS) == 1;
-    return ln_kernels_vec;
+    if (ln_kernels_vec < 0) ln_kernels_vec = setting_choice(SET_LN_KERNELS);
+    return ln_kernels_vec == 1 || (ln_kernels_vec == 2 && R >= LN_VEC_AUTO_ROWS);
 }
 
 } // namespace
 
-extern "C" void layernorm_cuda_set_kernels(int vec) { ln_kernels_vec = vec ? 1 : 0; }
+extern "C" void layernorm_cuda_set_kernels(int vec) { ln_kernels_vec = vec >= 0 && vec <= 2 ? vec : 1; }
 
 /* The forward; drop non-NULL: the fused add + dropout (vector kernels
  * only: returns 0, nothing done, when the rows do not suit them). */
@@ -462,7 +474,7 @@ static int ln_forward(void *y, float *mean, float *invstd, const void *x, const 
     CT_ASSERT(blocks <= 0x7fffffffu, "layernorm_forward_cuda: R = %zu rows is too many", R);
     const void *ptrs[4] = {x, y, drop ? drop->z : NULL, drop ? drop->s_out : NULL};
     /* fused: only rows its backward takes too (at most 4 vectors a lane) */
-    const int nv = drop || ln_use_vec() ? ln_vec_nv(dt, D, drop ? 4 : 8, ptrs, 4) : 0;
+    const int nv = drop || ln_use_vec(R) ? ln_vec_nv(dt, D, drop ? 4 : 8, ptrs, 4) : 0;
     if (nv) {
         dispatch_float(dt, "layernorm_forward_cuda", [&](auto tag) {
             using T = decltype(tag);
@@ -500,7 +512,7 @@ static int ln_backward(void *dx, float *dgamma, float *dbeta, const void *dy, co
     CT_ASSERT(D <= 0x7fffffff, "layernorm_backward_cuda: D = %zu out of range", D);
     const int want_params = dgamma != NULL || dbeta != NULL;
     const void *ptrs[4] = {dx, dy, x, drop ? drop->dz : NULL};
-    const int nv = drop || ln_use_vec() ? ln_vec_nv(dt, D, 4, ptrs, 4) : 0;
+    const int nv = drop || ln_use_vec(R) ? ln_vec_nv(dt, D, 4, ptrs, 4) : 0;
     if (drop && !nv) return 0;
     if (R == 0) {
         if (dgamma && !accum_gamma) CUDA_CHECK(cudaMemsetAsync(dgamma, 0, D * sizeof(float), s));

@@ -81,7 +81,8 @@ int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, cons
                            cudaStream_t s);
 /* Which kernels run (ops/layernorm.cu says how they differ): 0 one element
  * per lane per access, 1 16-byte vectors with the row in registers where D
- * allows. Starts from CTRAIN_LN_KERNELS (row | vec); tests set it. */
+ * allows, 2 the vector kernels for calls of at least 16,384 rows and the
+ * first below. Starts from CTRAIN_LN_KERNELS (row | vec | auto); tests set it. */
 void layernorm_cuda_set_kernels(int vec);
 #endif
 

@@ -7,6 +7,8 @@
  *     product (the f16/bf16 input widened exactly first); the amax equals
  *     max |x| (NaN skipped), accumulated over two casts into one amax and
  *     zeroed by fp8_amax_zero_cuda;
+ *   - the kernels' conversion (cvt.rn.satfinite on sm_89 and later) on
+ *     every one of the 2^32 f32 bit patterns, both formats;
  *   - the delayed-scaling update for 3 tensors over 12 steps (history
  *     length 5, margin 1), the step counter on the device, one step with an
  *     infinite amax: history, scale, scale_inv and the overflow flags equal
@@ -74,6 +76,21 @@ static void test_cast(DType xt, Fp8Format f)
     free(x); free(q); free(qref);
 }
 
+/* The kernels' conversion (the hardware's instruction where the card has
+ * it) on all 2^32 f32 bit patterns: NaNs, infinities, f32 subnormals,
+ * every rounding tie and every saturating value included. */
+static void test_cvt_all(Fp8Format f)
+{
+    uint32_t first = 0;
+    const long long bad = fp8_cvt_check_cuda(f, &first);
+    char name[64];
+    snprintf(name, sizeof name, "fp8.cvt.%s.all_f32_patterns", fp8_name(f));
+    float x;
+    memcpy(&x, &first, 4);
+    check_true(name, bad == 0, "%lld of 2^32 codes differ; first 0x%08X (%.9g), whose CPU code is 0x%02X",
+               bad, first, (double)x, bad ? fp8_from_f32(x, f) : 0);
+}
+
 static void test_scale_update(void)
 {
     enum { T = 3, L = 5, STEPS = 12 };
@@ -130,6 +147,8 @@ int main(void)
         test_cast(types[t], FP8_E4M3);
         test_cast(types[t], FP8_E5M2);
     }
+    test_cvt_all(FP8_E4M3);
+    test_cvt_all(FP8_E5M2);
     test_scale_update();
     return check_summary();
 }

@@ -10,6 +10,7 @@
  *     Pd equal to the forward's bit for bit;
  *   - determinism: two runs of the embedding and LayerNorm backwards give
  *     the same bits;
+ *   - LayerNorm's kernel choices (row, vector, auto by row count);
  *   - bad token ids counted on the device (no crash, zero rows);
  *   - the tensor ops through autograd on a CUDA context against a CPU
  *     context (f32, and attention / embedding under bf16 / f16 autocast).
@@ -87,6 +88,57 @@ static void gpu_layernorm_misaligned(Ctx *g, DType dt, size_t R, size_t D)
     CUDA_CHECK(cudaFree(d_m)); CUDA_CHECK(cudaFree(d_i));
     free(x); free(gm); free(bt); free(y); free(yref); free(mref); free(iref); free(dy); free(dx);
     free(dxref); free(xp); free(dyp);
+}
+
+/* CTRAIN_LN_KERNELS=auto (layernorm_cuda_set_kernels(2)) takes the vector
+ * kernels from 16,384 rows a call and the row kernels below: its dx and
+ * dgamma bits equal the row kernels' at 4,096 rows and the vector kernels'
+ * at 16,384 (bf16, D 1024: the two sum dgamma in different orders, so the
+ * bits tell which ran; checked that they do differ). */
+static void gpu_layernorm_auto(Ctx *g)
+{
+    const size_t D = 1024, rows[2] = {4096, 16384};
+    const DType dt = DT_BF16;
+    for (int k = 0; k < 2; k++) {
+        const size_t R = rows[k], n = R * D;
+        float *x = falloc(n), *dy = falloc(n), *gm = falloc(D), *bt = falloc(D);
+        check_fill(x, n, -2.0f, 2.0f);
+        check_fill(dy, n, -1.0f, 1.0f);
+        check_fill(gm, D, 0.5f, 1.5f);
+        check_fill(bt, D, -0.5f, 0.5f);
+        void *d_x = gpu_upload(x, n, dt), *d_dy = gpu_upload(dy, n, dt), *d_dx = gpu_alloc_poison(n, dt);
+        float *d_g = (float *)gpu_upload(gm, D, DT_F32), *d_b = (float *)gpu_upload(bt, D, DT_F32);
+        float *d_m = (float *)gpu_alloc_poison(R, DT_F32), *d_i = (float *)gpu_alloc_poison(R, DT_F32);
+        float *d_dg = (float *)gpu_alloc_poison(D, DT_F32);
+        void *d_y = gpu_alloc_poison(n, dt);
+        uint16_t *dx[3];
+        float *dg[3];
+        for (int mode = 0; mode < 3; mode++) {   /* row, vec, auto */
+            layernorm_cuda_set_kernels(mode);
+            layernorm_forward_cuda(d_y, d_m, d_i, d_x, d_g, d_b, dt, 1e-5f, R, D, g->stream);
+            layernorm_backward_cuda(d_dx, d_dg, NULL, d_dy, d_x, d_m, d_i, d_g, dt, R, D, 0, 0, 0,
+                                    g->stream);
+            sync_all();
+            dx[mode] = malloc(n * 2);
+            dg[mode] = malloc(D * sizeof(float));
+            CUDA_CHECK(cudaMemcpy(dx[mode], d_dx, n * 2, cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpy(dg[mode], d_dg, D * sizeof(float), cudaMemcpyDeviceToHost));
+        }
+        layernorm_cuda_set_kernels(0);
+        const int want = R >= 16384 ? 1 : 0;
+        char name[128];
+        snprintf(name, sizeof name, "gpu.layernorm.auto R %zu: the %s kernels' bits", R,
+                 want ? "vector" : "row");
+        check_true(name, !memcmp(dx[2], dx[want], n * 2) && !memcmp(dg[2], dg[want], D * 4),
+                   "auto's dx or dgamma differs from the %s kernels'", want ? "vector" : "row");
+        snprintf(name, sizeof name, "gpu.layernorm.auto R %zu: row and vector dgamma differ", R);
+        check_true(name, memcmp(dg[0], dg[1], D * 4) != 0,
+                   "equal bits: the check above cannot tell the kernels apart");
+        for (int mode = 0; mode < 3; mode++) { free(dx[mode]); free(dg[mode]); }
+        dfree(d_x); dfree(d_dy); dfree(d_dx); dfree(d_g); dfree(d_b); dfree(d_m); dfree(d_i);
+        dfree(d_dg); dfree(d_y);
+        free(x); free(dy); free(gm); free(bt);
+    }
 }
 
 static void gpu_layernorm_case(Ctx *g, DType dt, size_t R, size_t D, int check_determinism)
@@ -686,6 +738,7 @@ int main(void)
     gpu_layernorm_misaligned(&gpu, DT_BF16, 64, 1024);
     gpu_layernorm_misaligned(&gpu, DT_F32, 64, 512);
     layernorm_cuda_set_kernels(0);
+    gpu_layernorm_auto(&gpu);
     gpu_embedding_case(&gpu, DT_F16, 30522, 768, 32, 512, IDS_TEXT, 1, 1);
     gpu_embedding_case(&gpu, DT_BF16, 512, 768, 32, 512, IDS_POSITIONS, 0, 1);
     gpu_embedding_case(&gpu, DT_F32, 2, 768, 32, 512, IDS_TOKEN_TYPES, 0, 1);

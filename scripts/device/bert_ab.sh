@@ -1,0 +1,72 @@
+#!/bin/bash
+# bert_ab.sh — on one GPU, with binaries built elsewhere (scripts/device/stage.sh):
+# the BERT-large changes written without a GPU, checked by their tests, then
+# measured old against new in one call (out/old.tar.xz: the revision before;
+# stage.sh's header says how to build it).
+#
+#   OUT=dir bash scripts/device/bert_ab.sh [tests|fp8|ln]     (one part a call)
+#
+#   tests  gpu_fp8 (the kernels' conversion on all 2^32 f32 bit patterns: one
+#          cvt.rn.satfinite instruction for two values on sm_89+, against
+#          the CPU's integer rule), gpu_fp8_gemm, gpu_linear_fp8,
+#          gpu_transformer_ops (LayerNorm's auto choice by row count; the
+#          attention backward's 16-byte row dot), gpu_flash_attn. ~2 minutes.
+#   fp8    ctrain bench BERT-large --precision fp8, seq 128 bs 256 and seq
+#          512 bs 32, old, new, old, new (the repeat shows the noise), then
+#          the new binary's timeline of the fp8 step (CTRAIN_TIMELINE, steps
+#          8 to 10). ~6 minutes.
+#   ln     LayerNorm's kernel choice and the fused add_norm, each alone:
+#          CTRAIN_LN_KERNELS row / vec / auto with CTRAIN_ADD_NORM composed,
+#          then row + fused, BERT-large bf16 seq 128 at bs 32 and 256. Flip a
+#          default (engine/settings.c) only when it is faster in both rows.
+#          ~6 minutes.
+# Reads out/new.tar.xz (and out/old.tar.xz), so the device call carries the
+# ignored folder out/.
+: "${OUT:?set OUT to a folder for the logs}"
+PART=${1:-tests}
+set -u
+me=bert_ab.sh; . scripts/device/unpack.sh   # L, pack, NEW, OLD
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$L/gpu.txt"
+T=.dev/new/tests
+case $PART in
+tests)
+    for t in gpu_fp8 gpu_fp8_gemm gpu_linear_fp8 gpu_transformer_ops gpu_flash_attn; do
+        s=$(date +%s)
+        timeout 200 "$T/$t" > "$L/$t.log" 2>&1
+        echo "$t: status $?, $(tail -n 1 "$L/$t.log") ($(( $(date +%s) - s )) s)"
+        grep -m4 FAIL "$L/$t.log" | cut -c1-220
+        pack
+    done ;;
+fp8)
+    [ -x "$OLD" ] || { echo "bert_ab.sh fp8: no out/old.tar.xz staged"; exit 2; }
+    n=0
+    for b in old new old new; do
+        n=$((n + 1)); B=$PWD/.dev/$b/ctrain
+        for cfg in "128 256" "512 32"; do
+            set -- $cfg
+            timeout 100 "$B" bench --models bert-large --seq "$1" --batch "$2" --precision fp8 \
+                --time-limit 5 --json "$L/fp8_${n}_$b.s$1.json" > "$L/fp8_${n}_$b.s$1.log" 2>&1
+            echo "run $n $b seq $1 bs $2 (status $?): $(grep -E '^bert-large' "$L/fp8_${n}_$b.s$1.log" | head -1)"
+        done
+        pack
+    done
+    W=$(mktemp -d)
+    CTRAIN_TIMELINE=$W/tl.json:8:3 timeout 120 "$NEW" train --model bert-large --data synthetic \
+        --seq 128 --batch 256 --precision fp8 --graph --optim adamw --lr 1e-4 --steps 12 \
+        --log-every 4 --no-eval > "$L/tl_fp8.log" 2>&1
+    echo "timeline (status $?)"; cp "$W/tl.json.txt" "$L/tl_fp8.txt" 2>/dev/null
+    head -30 "$L/tl_fp8.txt"
+    pack ;;
+ln)
+    n=0
+    for sw in "row composed" "vec composed" "auto composed" "row fused" "row composed"; do
+        set -- $sw; n=$((n + 1))
+        CTRAIN_LN_KERNELS=$1 CTRAIN_ADD_NORM=$2 timeout 110 "$NEW" bench --models bert-large \
+            --batch 32,256 --seq 128 --precision bf16 --time-limit 4 --json "$L/ln_$n.json" \
+            > "$L/ln_$n.log" 2>&1
+        echo "CTRAIN_LN_KERNELS=$1 CTRAIN_ADD_NORM=$2 (run $n, status $?):"
+        grep -E "^bert-large" "$L/ln_$n.log" | head -2
+        pack
+    done ;;
+*) echo "bert_ab.sh: unknown part '$PART' (tests, fp8 or ln)"; exit 2 ;;
+esac
