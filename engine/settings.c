@@ -70,6 +70,10 @@ static const Setting table[SET_COUNT] = {
     [SET_LINEAR_BGRAD] = V_SWITCH("CTRAIN_LINEAR_BGRAD", SA_DEV, "0", NULL,
         "Linear's bias gradient summed in the weight gradient's cuBLASLt GEMM (its BGRADB "
         "epilogue) instead of a separate pass over dy; off until measured (docs/kernels.md)"),
+    [SET_LINEAR_ACT_BGRAD] = V_SWITCH("CTRAIN_LINEAR_ACT_BGRAD", SA_DEV, "0", NULL,
+        "Linear + ReLU/GELU (op_linear_act: BERT's intermediate layer): the bias gradient summed "
+        "in the activation's backward pass (1) or a separate pass over its result (0, the "
+        "composed ops' bits); off until measured (docs/kernels.md)"),
     [SET_LN_KERNELS] = V_CHOICE("CTRAIN_LN_KERNELS", SA_DEV, "row", NULL, "row|vec|auto",
         "LayerNorm's CUDA kernels: one element per lane per access (row), 16-byte vectors "
         "with each row held in registers (vec: +5% at BERT-large bs 256, -6% at bs 32 with the "

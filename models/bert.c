@@ -142,20 +142,20 @@ static Tensor *linear_x(Ctx *c, Model *m, const Linear *l, Tensor *x, Fp8SharedX
     return op_linear(c, x, P(l->w), P(l->b));
 }
 
-/* linear(GELU(h)), consuming h: under fp8 one op whose cast applies GELU
- * on the way in (ops/linear_fp8.h: GELU's output is never stored), else
- * op_gelu then the Linear. */
-static Tensor *linear_gelu(Ctx *c, Model *m, const Linear *l, Tensor *h)
+/* out(GELU(inter(x))): under fp8 the two FP8 Linears with GELU in the second
+ * one's cast; else the intermediate Linear and GELU as one op (op_linear_act:
+ * its backward can sum the bias gradient in GELU's pass) and the output
+ * Linear. */
+static Tensor *feed_forward(Ctx *c, Model *m, const BertLayer *L, Tensor *x)
 {
-    Tensor *y;
-    if (l->fp8 >= 0 && c->fp8 && m->fp8) {
-        y = op_linear_fp8_gelu(c, h, P(l->w), P(l->b), m->fp8, l->fp8);
+    if (L->out.fp8 >= 0 && c->fp8 && m->fp8) {   /* GELU's output is never stored */
+        Tensor *h = linear(c, m, &L->inter, x);
+        Tensor *y = op_linear_fp8_gelu(c, h, P(L->out.w), P(L->out.b), m->fp8, L->out.fp8);
         tensor_release(h);
         return y;
     }
-    Tensor *g = op_gelu(c, h);
-    tensor_release(h);
-    y = op_linear(c, g, P(l->w), P(l->b));
+    Tensor *g = op_linear_act(c, x, P(L->inter.w), P(L->inter.b), ACT_GELU);
+    Tensor *y = op_linear(c, g, P(L->out.w), P(L->out.b));
     tensor_release(g);
     return y;
 }
@@ -210,8 +210,7 @@ static Tensor *layer_forward(Ctx *c, void *argp, Tensor *x)
     float p = m->training ? cfg->hidden_dropout : 0.0f;
     Tensor *attn = add_norm(c, m, &L->ln_attn, x, linear(c, m, &L->o, ctx), p, cfg->ln_eps);
     tensor_release(ctx);
-    Tensor *h = linear(c, m, &L->inter, attn);
-    Tensor *y = add_norm(c, m, &L->ln_out, attn, linear_gelu(c, m, &L->out, h), p, cfg->ln_eps);
+    Tensor *y = add_norm(c, m, &L->ln_out, attn, feed_forward(c, m, L, attn), p, cfg->ln_eps);
     tensor_release(attn);
     return y;
 }

@@ -24,13 +24,13 @@ static Tensor *mlp_forward(Ctx *c, Model *m, Tensor *x)
     Tensor *h = x;
     tensor_retain(h);
     for (int l = 0; l < mlp->n_layers; l++) {
-        Tensor *z = op_linear(c, h, m->params.p[mlp->w[l]].t, m->params.p[mlp->b[l]].t);
+        Tensor *w = m->params.p[mlp->w[l]].t, *b = m->params.p[mlp->b[l]].t;
+        /* hidden layers: Linear + ReLU as one op; the last Linear alone */
+        Tensor *z = l == mlp->n_layers - 1 ? op_linear(c, h, w, b) : op_linear_act(c, h, w, b, ACT_RELU);
         tensor_release(h);
-        if (l == mlp->n_layers - 1) return z;
-        h = op_relu(c, z);
-        tensor_release(z);
+        h = z;
     }
-    return h; /* not reached: n_layers >= 1 */
+    return h;
 }
 
 static void mlp_free_impl(Model *m) { free(m->impl); m->impl = NULL; }

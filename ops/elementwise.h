@@ -72,6 +72,14 @@ void act_forward_cuda(ActKind k, void *y, const void *x, DType dt, size_t n,
                       cudaStream_t s);
 void act_backward_cuda(ActKind k, void *dx, const void *dy, const void *x,
                        const void *y, DType dt, size_t n, int accum, cudaStream_t s);
+/* The backward of y = act(h) for relu or gelu with the column sums of its
+ * result, h and dh [R, C]: dh = dy act'(h) (act_backward_cuda's bits,
+ * written, not added) and db[c] (+)= sum_r dh[r, c] (f32; accum_b) in one
+ * pass: the bias gradient of the Linear that made h (op_linear_act). In a
+ * fixed order (deterministic), not bias_backward_cuda's; db NULL, or a
+ * shape / alignment the vector kernel does not take, runs the two passes. */
+void act_backward_colsum_cuda(ActKind k, void *dh, float *db, int accum_b, const void *dy,
+                              const void *h, DType dt, size_t R, size_t C, cudaStream_t s);
 #endif
 
 #ifdef __cplusplus

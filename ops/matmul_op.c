@@ -11,6 +11,12 @@
  * instead of a bias-add pass that reads and writes all of y again.
  * CTRAIN_LINEAR_EPILOGUE=0 turns that off, =1 on; unset: on
  * (the default in engine/settings.c; docs/kernels.md: measured faster on the H200).
+ *
+ * Linear + activation (op_linear_act, relu or gelu): y = act(x w^T + b) as
+ * one node. Its forward is op_linear then op_act (the same kernels, the same
+ * bits); its backward forms dh = dy act'(h) and, on CUDA with
+ * CTRAIN_LINEAR_ACT_BGRAD=1, the bias gradient sum_r dh in the same pass
+ * (act_backward_colsum_cuda), then the Linear's two GEMMs from dh.
  */
 #include "ops.h"
 
@@ -145,14 +151,23 @@ Tensor *op_matmul(Ctx *c, Tensor *a0, Tensor *b0, int ta, int tb)
 
 /* ---- linear ---- */
 
-/* CTRAIN_LINEAR_EPILOGUE, read once: 1 adds Linear's bias in the GEMM. The
- * default (engine/settings.c) is on, measured faster on the H200
- * (docs/kernels.md). */
-static int linear_epilogue_wanted(void)
+/* A developer switch, read once per process (the ops below ask per call):
+ *   CTRAIN_LINEAR_EPILOGUE     1 adds Linear's bias in the GEMM (default on,
+ *                              measured faster on the H200, docs/kernels.md)
+ *   CTRAIN_LINEAR_BGRAD        1 takes the bias gradient from the weight
+ *                              gradient's GEMM (cuBLASLt's BGRADB epilogue)
+ *                              instead of a separate pass over dy (off:
+ *                              measured slower)
+ *   CTRAIN_LINEAR_ACT_BGRAD    1 sums op_linear_act's bias gradient in the
+ *                              activation's backward pass (off until measured) */
+static int switch_once(SettingId id)
 {
-    static int wanted = -1;
-    if (wanted < 0) wanted = setting_switch(SET_LINEAR_EPILOGUE);
-    return wanted;
+    static int value[SET_COUNT], read[SET_COUNT];
+    if (!read[id]) {
+        value[id] = setting_switch(id);
+        read[id] = 1;
+    }
+    return value[id];
 }
 
 /* y = x wl^T, with the bias added in the GEMM's epilogue when that is on
@@ -164,7 +179,7 @@ static int linear_epilogue_wanted(void)
 static int linear_gemm(Ctx *c, Tensor *y, Tensor *x, Tensor *wl, Tensor *bias, int R, int Out,
                        int In)
 {
-    if (bias && c->device == DEV_CUDA && linear_epilogue_wanted()) {
+    if (bias && c->device == DEV_CUDA && switch_once(SET_LINEAR_EPILOGUE)) {
 #ifdef CTRAIN_CUDA
         Tensor *bl = autocast_cast_weight(c, bias, y->dtype);
         int fused = matmul_cuda_bias(c->lt, matmul_plan_cache_get(c), c->workspace,
@@ -179,18 +194,6 @@ static int linear_gemm(Ctx *c, Tensor *y, Tensor *x, Tensor *wl, Tensor *bias, i
     return 0;
 }
 
-#ifdef CTRAIN_CUDA
-/* CTRAIN_LINEAR_BGRAD, read once: 1 takes the bias gradient from the
- * weight gradient's GEMM (cuBLASLt's BGRADB epilogue) instead of a separate
- * pass over dy. Off by default until measured (docs/kernels.md). */
-static int linear_bgrad_wanted(void)
-{
-    static int wanted = -1;
-    if (wanted < 0) wanted = setting_switch(SET_LINEAR_BGRAD);
-    return wanted;
-}
-#endif
-
 /* dw (+)= dy^T x and, when the GEMM can give it (CUDA, f32 dw, the
  * epilogue on, not TF32: the epilogue would sum dy after its rounding to
  * TF32, where the separate pass sums it in f32), db (+)= sum_r dy[r] in the
@@ -201,7 +204,7 @@ static int linear_dw(Ctx *c, Tensor *dw, int acc, Tensor *db, int acc_b, Tensor 
                      int R, int In, int Out)
 {
 #ifdef CTRAIN_CUDA
-    if (db && c->device == DEV_CUDA && dw->dtype == DT_F32 && linear_bgrad_wanted() &&
+    if (db && c->device == DEV_CUDA && dw->dtype == DT_F32 && switch_once(SET_LINEAR_BGRAD) &&
         !(c->allow_tf32 && x->dtype == DT_F32)) {
         CT_ASSERT(dy->dtype == x->dtype, "linear: dy %s and x %s differ",
                   dtype_name(dy->dtype), dtype_name(x->dtype));
@@ -253,7 +256,10 @@ static void linear_backward(Ctx *c, Node *n)
     }
 }
 
-Tensor *op_linear(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias)
+/* y = x w^T + bias with the checks, autocast and the bias epilogue; *xo and
+ * *wlo get x and w as the GEMM read them (the caller releases them). */
+static Tensor *linear_forward(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, Tensor **xo,
+                              Tensor **wlo)
 {
     char dx[96], dw[96];
     op_check_float("linear", x0);
@@ -282,14 +288,99 @@ Tensor *op_linear(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias)
         tensor_release(y);
         y = yb;
     }
+    *xo = x;
+    *wlo = wl;
+    return y;
+}
+
+Tensor *op_linear(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias)
+{
+    Tensor *x, *wl;
+    Tensor *y = linear_forward(c, x0, w0, bias, &x, &wl);
     Tensor *in[3] = {x, w0, bias};
     if (ad_needs_grad(c, in, bias ? 3 : 2)) {
         Node *n = ad_record(c, "linear", linear_backward, y, in, bias ? 3 : 2);
-        n->i[0] = R; n->i[1] = In; n->i[2] = Out;
+        n->i[0] = (int64_t)tensor_rows(x);
+        n->i[1] = w0->shape[1];
+        n->i[2] = w0->shape[0];
         ad_save(n, x);
         ad_save(n, wl);
     }
     tensor_release(x);
     tensor_release(wl);
+    return y;
+}
+
+/* ---- linear + activation ---- */
+
+/* forward: h = x w^T + b,  y = act(h)    (saved: x, w in x's type, h)
+ * so   dh = dy act'(h),  db (+)= sum_r dh[r],  dx (+)= dh w,  dw += dh^T x */
+static void linear_act_backward(Ctx *c, Node *n)
+{
+    Tensor *dy = n->out->grad, *x = n->saved[0], *wl = n->saved[1], *h = n->saved[2];
+    const ActKind k = (ActKind)n->i[3];
+    const int R = (int)n->i[0], In = (int)n->i[1], Out = (int)n->i[2];
+    int acc, acc_b = 0;
+    Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc_b) : NULL;
+    if (db) CT_ASSERT(db->dtype == DT_F32, "linear_act: bias gradient must be f32");
+    Tensor *dh = tensor_new_like(c, h, h->dtype);
+    if (c->device == DEV_CUDA) {
+#ifdef CTRAIN_CUDA
+        if (switch_once(SET_LINEAR_ACT_BGRAD)) {
+            act_backward_colsum_cuda(k, dh->data, db ? (float *)db->data : NULL, acc_b, dy->data,
+                                     h->data, h->dtype, (size_t)R, (size_t)Out, c->stream);
+            db = NULL;
+        } else {
+            act_backward_cuda(k, dh->data, dy->data, h->data, NULL, h->dtype, h->numel, 0,
+                              c->stream);
+        }
+#endif
+    } else {
+        F32View vdh = f32_view(dh, 0), vdy = f32_view(dy, 1), vh = f32_view(h, 1);
+        act_backward_cpu(k, vdh.p, vdy.p, vh.p, NULL, dh->numel, 0);
+        f32_done(&vdh, 1); f32_done(&vdy, 0); f32_done(&vh, 0);
+    }
+    if (db) {   /* the separate pass over dh, as op_linear's backward makes it */
+        if (c->device == DEV_CUDA) {
+#ifdef CTRAIN_CUDA
+            bias_backward_cuda((float *)db->data, dh->data, dh->dtype, (size_t)R, (size_t)Out,
+                               acc_b, c->stream);
+#endif
+        } else {
+            F32View vdh = f32_view(dh, 1);
+            bias_backward_cpu((float *)db->data, vdh.p, (size_t)R, (size_t)Out, acc_b);
+            f32_done(&vdh, 0);
+        }
+    }
+    Tensor *dx = ad_grad_dst(c, n->in[0], &acc);
+    if (dx) mm_run(c, dx, dh, wl, R, In, Out, 0, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
+    Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
+    if (dw) mm_run(c, dw, dh, x, Out, In, R, 1, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
+    tensor_release(dh);
+}
+
+Tensor *op_linear_act(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, ActKind k)
+{
+    CT_ASSERT(k == ACT_RELU || k == ACT_GELU, "linear_act: relu or gelu, got kind %d", (int)k);
+    Tensor *x, *wl;
+    Tensor *h = linear_forward(c, x0, w0, bias, &x, &wl);
+    const int g = ad_set_grad(c, 0);   /* op_act's kernels, recorded below as one node */
+    Tensor *y = op_act(c, h, k);
+    ad_set_grad(c, g);
+    Tensor *in[3] = {x, w0, bias};
+    if (ad_needs_grad(c, in, bias ? 3 : 2)) {
+        Node *n = ad_record(c, k == ACT_RELU ? "linear_relu" : "linear_gelu", linear_act_backward,
+                            y, in, bias ? 3 : 2);
+        n->i[0] = (int64_t)tensor_rows(x);
+        n->i[1] = w0->shape[1];
+        n->i[2] = w0->shape[0];
+        n->i[3] = k;
+        ad_save(n, x);
+        ad_save(n, wl);
+        ad_save(n, h);
+    }
+    tensor_release(x);
+    tensor_release(wl);
+    tensor_release(h);
     return y;
 }

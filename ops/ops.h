@@ -60,6 +60,11 @@ Tensor *op_cross_entropy(Ctx *c, Tensor *logits, Tensor *targets, int ignore_ind
 Tensor *op_matmul(Ctx *c, Tensor *a, Tensor *b, int ta, int tb);
 /* y = x w^T + bias, x [..., in], w [out, in] (PyTorch nn.Linear), bias [out] or NULL */
 Tensor *op_linear(Ctx *c, Tensor *x, Tensor *w, Tensor *bias);
+/* y = act(x w^T + bias), act relu or gelu: op_linear then op_act as one node
+ * (the same forward bits); its backward sums the bias gradient in the
+ * activation's pass where CTRAIN_LINEAR_ACT_BGRAD=1 (ops/matmul_op.c). Saves
+ * h = x w^T + bias, as op_act would. */
+Tensor *op_linear_act(Ctx *c, Tensor *x, Tensor *w, Tensor *bias, ActKind k);
 
 #ifdef __cplusplus
 }

@@ -10,16 +10,20 @@
 #          cvt.rn.satfinite instruction for two values on sm_89+, against
 #          the CPU's integer rule), gpu_fp8_gemm, gpu_linear_fp8,
 #          gpu_transformer_ops (LayerNorm's auto choice by row count; the
-#          attention backward's 16-byte row dot), gpu_flash_attn. ~2 minutes.
+#          attention backward's 16-byte row dot), gpu_flash_attn,
+#          gpu_linear_act (Linear + GELU's bias gradient in GELU's backward
+#          pass), gpu_bert_parity. ~3 minutes.
 #   fp8    ctrain bench BERT-large --precision fp8, seq 128 bs 256 and seq
 #          512 bs 32, old, new, old, new (the repeat shows the noise), then
 #          the new binary's timeline of the fp8 step (CTRAIN_TIMELINE, steps
 #          8 to 10). ~6 minutes.
-#   ln     LayerNorm's kernel choice and the fused add_norm, each alone:
-#          CTRAIN_LN_KERNELS row / vec / auto with CTRAIN_ADD_NORM composed,
-#          then row + fused, BERT-large bf16 seq 128 at bs 32 and 256. Flip a
-#          default (engine/settings.c) only when it is faster in both rows.
-#          ~6 minutes.
+#   ln     the bf16 switches, each alone against today's defaults: LayerNorm's
+#          kernels (CTRAIN_LN_KERNELS vec, auto), the fused add_norm
+#          (CTRAIN_ADD_NORM=fused on the row kernels), the intermediate
+#          Linear's bias gradient in GELU's pass (CTRAIN_LINEAR_ACT_BGRAD=1);
+#          BERT-large bf16 seq 128 at bs 32 and 256, the defaults first and
+#          last (the noise). Flip a default (engine/settings.c) only when it
+#          is faster in both rows. ~7 minutes.
 # Reads out/new.tar.xz (and out/old.tar.xz), so the device call carries the
 # ignored folder out/.
 : "${OUT:?set OUT to a folder for the logs}"
@@ -30,13 +34,22 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$L/gpu.t
 T=.dev/new/tests
 case $PART in
 tests)
-    for t in gpu_fp8 gpu_fp8_gemm gpu_linear_fp8 gpu_transformer_ops gpu_flash_attn; do
+    for t in gpu_fp8 gpu_fp8_gemm gpu_linear_fp8 gpu_transformer_ops gpu_flash_attn gpu_linear_act; do
         s=$(date +%s)
         timeout 200 "$T/$t" > "$L/$t.log" 2>&1
         echo "$t: status $?, $(tail -n 1 "$L/$t.log") ($(( $(date +%s) - s )) s)"
         grep -m4 FAIL "$L/$t.log" | cut -c1-220
         pack
-    done ;;
+    done
+    # BERT-base against transformers (strict f32; the FFN now one op_linear_act)
+    if timeout 120 python3 scripts/torch_parity.py bert base 8 128 /tmp/ctrain_parity/bert-base \
+        > "$L/parity_ref_bert.log" 2>&1; then
+        timeout 200 "$T/gpu_bert_parity" /tmp/ctrain_parity/bert-base base > "$L/gpu_bert_parity.log" 2>&1
+        echo "gpu_bert_parity: status $?, $(tail -n 1 "$L/gpu_bert_parity.log")"
+    else
+        echo "gpu_bert_parity: no reference (scripts/torch_parity.py failed: $L/parity_ref_bert.log)"
+    fi
+    pack ;;
 fp8)
     [ -x "$OLD" ] || { echo "bert_ab.sh fp8: no out/old.tar.xz staged"; exit 2; }
     n=0
@@ -59,12 +72,13 @@ fp8)
     pack ;;
 ln)
     n=0
-    for sw in "row composed" "vec composed" "auto composed" "row fused" "row composed"; do
+    for sw in "row composed 0" "vec composed 0" "auto composed 0" "row fused 0" \
+              "row composed 1" "row composed 0"; do
         set -- $sw; n=$((n + 1))
-        CTRAIN_LN_KERNELS=$1 CTRAIN_ADD_NORM=$2 timeout 110 "$NEW" bench --models bert-large \
-            --batch 32,256 --seq 128 --precision bf16 --time-limit 4 --json "$L/ln_$n.json" \
-            > "$L/ln_$n.log" 2>&1
-        echo "CTRAIN_LN_KERNELS=$1 CTRAIN_ADD_NORM=$2 (run $n, status $?):"
+        CTRAIN_LN_KERNELS=$1 CTRAIN_ADD_NORM=$2 CTRAIN_LINEAR_ACT_BGRAD=$3 timeout 110 "$NEW" bench \
+            --models bert-large --batch 32,256 --seq 128 --precision bf16 --time-limit 4 \
+            --json "$L/ln_$n.json" > "$L/ln_$n.log" 2>&1
+        echo "CTRAIN_LN_KERNELS=$1 CTRAIN_ADD_NORM=$2 CTRAIN_LINEAR_ACT_BGRAD=$3 (run $n, status $?):"
         grep -E "^bert-large" "$L/ln_$n.log" | head -2
         pack
     done ;;
