@@ -14,8 +14,9 @@
  * V = 16 / sizeof(T)) and falls back to one element per access otherwise; a
  * grid-stride loop with size_t indices covers any n. bias_backward sums
  * columns in a fixed order (no atomics), so it is deterministic per (R, C);
- * act_backward_colsum (the end of the file) is an activation's backward
- * with those column sums in the same pass (op_linear_act's bias gradient).
+ * its vector form (the end of the file) also runs after an activation's
+ * backward in the same pass (act_backward_colsum: op_linear_act's bias
+ * gradient).
  */
 #include <stdint.h>
 
@@ -238,6 +239,9 @@ __global__ void bias_backward_finish_kernel(float *db, const float *partial, siz
     }
 }
 
+static int colsum_vec(ActKind k, void *dh, float *db, int accum, const void *dy,
+                      const void *h, DType dt, size_t R, size_t C, cudaStream_t s);
+
 extern "C" void bias_backward_cuda(float *db, const void *dy, DType dt, size_t R, size_t C,
                                    int accum, cudaStream_t s)
 {
@@ -246,6 +250,7 @@ extern "C" void bias_backward_cuda(float *db, const void *dy, DType dt, size_t R
         if (!accum) CUDA_CHECK(cudaMemsetAsync(db, 0, C * sizeof(float), s));
         return;
     }
+    if (colsum_vec(ACT_NONE, NULL, db, accum, dy, NULL, dt, R, C, s)) return;
     size_t col_blocks = (C + BB_COLS - 1) / BB_COLS;
     size_t G = (BB_TARGET_BLOCKS + col_blocks - 1) / col_blocks;
     size_t max_chunks = (R + BB_MIN_CHUNK - 1) / BB_MIN_CHUNK;
@@ -273,33 +278,38 @@ extern "C" void bias_backward_cuda(float *db, const void *dy, DType dt, size_t R
     }
 }
 
-/* ---- an activation's backward with its column sums (op_linear_act) ----
+
+/* ---- column sums on 16-byte vectors, alone or after an activation's backward ----
  *
- * forward: y = act(h), h = x w^T + b (the Linear's output)
- *   so  dh[r,c] = dy[r,c] act'(h[r,c])      (act_backward_cuda's bits: the
- *                                             same functor and one rounding)
- *       db[c] (+)= sum_r dh[r,c]            (f32, of the rounded dh: the
- *                                             values bias_backward would read)
- * in one pass, so the Linear's bias gradient costs no second read of dh.
- * A block: 32 lanes across (V columns each, 16-byte accesses: 32 V columns)
- * x AC_LANES row lanes, over a chunk of rows; lane (tx, ty) adds rows ty,
- * ty + AC_LANES, ... of its columns in order, then the row lanes of a
- * column are added in lane order into partial[chunk, c], and
+ * bias_backward's vector path, and the backward of y = act(h) for the
+ * Linear that made h (op_linear_act) with its bias gradient in the same pass:
+ *   plain:  db[c] (+)= sum_r dy[r,c]
+ *   act:    dh[r,c] = dy[r,c] act'(h[r,c])   (act_backward_cuda's bits: the
+ *                                             same functor, one rounding)
+ *           db[c] (+)= sum_r dh[r,c]          (f32, of the rounded dh)
+ * A block: 32 lanes across (V columns each, V = 16 / sizeof(T): 32 V
+ * columns) x CS_LANES row lanes, over a chunk of rows; lane (tx, ty) adds
+ * rows ty, ty + CS_LANES, ... of its columns in order, the row lanes of a
+ * column are added in lane order into partial[chunk, c], then
  * bias_backward_finish_kernel adds the chunks in order. The chunking
- * depends on (R, C) alone: deterministic, but another order than
- * bias_backward's (db agrees with it to f32 rounding, not bit for bit). */
-static const int AC_LANES = 8;
-static const int AC_THREADS = 32 * AC_LANES;
-static const size_t AC_TARGET_BLOCKS = 1024;   /* ~8 blocks an SM on a 132-SM card */
-static const size_t AC_MIN_ROWS = 64;          /* a chunk's rows at least: 8 a lane */
+ * depends on (R, C) alone, so the order is fixed (deterministic), and
+ * it is the same for both forms: the act form's db equals bias_backward of
+ * its dh bit for bit. Taken when C % V == 0 and the pointers are 16-byte
+ * aligned; bias_backward_partial_kernel (above) takes the rest. One read
+ * of dy a pass with ~8 blocks an SM in flight, where the kernel above
+ * moves 2 bytes a load (BERT-large: ~1.4 TB/s on an H100). */
+static const int CS_LANES = 8;
+static const int CS_THREADS = 32 * CS_LANES;
+static const size_t CS_TARGET_BLOCKS = 1024;   /* ~8 blocks an SM on a 132-SM card */
+static const size_t CS_MIN_ROWS = 64;          /* a chunk's rows at least: 8 a lane */
 
 template <typename T, ActKind K>
-__global__ void __launch_bounds__(AC_THREADS)
-    act_backward_colsum_kernel(T *dh, float *partial, const T *dy, const T *h, size_t R,
-                               size_t C, size_t rows_per_chunk)
+__global__ void __launch_bounds__(CS_THREADS)
+    colsum_vec_kernel(T *dh, float *partial, const T *dy, const T *h, size_t R, size_t C,
+                      size_t rows_per_chunk)
 {
     constexpr int V = 16 / sizeof(T);
-    __shared__ float lane_sum[AC_LANES][32 * V];
+    __shared__ float lane_sum[CS_LANES][32 * V];
     const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
     const size_t c0 = (size_t)blockIdx.x * 32 * V, c = c0 + (size_t)tx * V;
     const size_t r0 = (size_t)blockIdx.y * rows_per_chunk;
@@ -308,27 +318,72 @@ __global__ void __launch_bounds__(AC_THREADS)
 #pragma unroll
     for (int k = 0; k < V; k++) sum[k] = 0.0f;
     if (c < C) {   /* C % V == 0: a vector is wholly inside or outside */
-        for (size_t r = r0 + ty; r < r1; r += AC_LANES) {
+        for (size_t r = r0 + ty; r < r1; r += CS_LANES) {
             const Vec<T, V> a = *reinterpret_cast<const Vec<T, V> *>(dy + r * C + c);
-            const Vec<T, V> b = *reinterpret_cast<const Vec<T, V> *>(h + r * C + c);
-            Vec<T, V> o;
+            if constexpr (K == ACT_NONE) {
 #pragma unroll
-            for (int k = 0; k < V; k++) {
-                o.v[k] = from_f32<T>(ActBwdF<K>{}(to_f32(a.v[k]), to_f32(b.v[k])));
-                sum[k] += to_f32(o.v[k]);
+                for (int k = 0; k < V; k++) sum[k] += to_f32(a.v[k]);
+            } else {
+                const Vec<T, V> b = *reinterpret_cast<const Vec<T, V> *>(h + r * C + c);
+                Vec<T, V> o;
+#pragma unroll
+                for (int k = 0; k < V; k++) {
+                    o.v[k] = from_f32<T>(ActBwdF<K>{}(to_f32(a.v[k]), to_f32(b.v[k])));
+                    sum[k] += to_f32(o.v[k]);
+                }
+                *reinterpret_cast<Vec<T, V> *>(dh + r * C + c) = o;
             }
-            *reinterpret_cast<Vec<T, V> *>(dh + r * C + c) = o;
         }
     }
 #pragma unroll
     for (int k = 0; k < V; k++) lane_sum[ty][tx * V + k] = sum[k];
     __syncthreads();
-    for (int col = threadIdx.x; col < 32 * V; col += AC_THREADS) {
+    for (int col = threadIdx.x; col < 32 * V; col += CS_THREADS) {
         if (c0 + col >= C) continue;
         float p = lane_sum[0][col];
-        for (int l = 1; l < AC_LANES; l++) p += lane_sum[l][col];
+        for (int l = 1; l < CS_LANES; l++) p += lane_sum[l][col];
         partial[(size_t)blockIdx.y * C + c0 + col] = p;
     }
+}
+
+/* The vector form of a column sum (k ACT_NONE: of dy) or of an activation's
+ * backward (k ACT_RELU / ACT_GELU: dh written, summed): 1 when done, 0 when
+ * the shape or alignment is not the vector kernel's (nothing launched). */
+static int colsum_vec(ActKind k, void *dh, float *db, int accum, const void *dy,
+                      const void *h, DType dt, size_t R, size_t C, cudaStream_t s)
+{
+    const size_t V = 16 / dtype_size(dt);
+    if (R == 0 || C == 0 || C % V || !is_aligned(dy, 16) ||
+        (k != ACT_NONE && (!is_aligned(dh, 16) || !is_aligned(h, 16))))
+        return 0;
+    const size_t col_blocks = (C + 32 * V - 1) / (32 * V);
+    size_t G = (CS_TARGET_BLOCKS + col_blocks - 1) / col_blocks;
+    const size_t max_chunks = (R + CS_MIN_ROWS - 1) / CS_MIN_ROWS;
+    if (G > max_chunks) G = max_chunks;
+    if (G < 1) G = 1;
+    const size_t rows_per_chunk = (R + G - 1) / G;
+    G = (R + rows_per_chunk - 1) / rows_per_chunk;   /* no empty chunk at the end */
+    if (col_blocks > 0x7fffffffu || G > 65535) return 0;
+    float *partial = NULL;
+    CUDA_CHECK(cudaMallocAsync((void **)&partial, G * C * sizeof(float), s));
+    dispatch_float(dt, "column sums", [&](auto tag) {
+        using T = decltype(tag);
+        const dim3 grid((unsigned)col_blocks, (unsigned)G);
+        T *o = (T *)dh;
+        const T *a = (const T *)dy, *b = (const T *)h;
+        switch (k) {
+        case ACT_NONE: colsum_vec_kernel<T, ACT_NONE><<<grid, CS_THREADS, 0, s>>>(o, partial, a, b, R, C, rows_per_chunk); break;
+        case ACT_RELU: colsum_vec_kernel<T, ACT_RELU><<<grid, CS_THREADS, 0, s>>>(o, partial, a, b, R, C, rows_per_chunk); break;
+        case ACT_GELU: colsum_vec_kernel<T, ACT_GELU><<<grid, CS_THREADS, 0, s>>>(o, partial, a, b, R, C, rows_per_chunk); break;
+        default: ct_fatal("column sums: activation kind %d has no fused backward", (int)k);
+        }
+        CUDA_CHECK_LAUNCH();
+    });
+    bias_backward_finish_kernel<<<grid_for(C, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0, s>>>(
+        db, partial, G, C, accum);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaFreeAsync(partial, s));
+    return 1;
 }
 
 extern "C" void act_backward_colsum_cuda(ActKind k, void *dh, float *db, int accum_b,
@@ -338,37 +393,7 @@ extern "C" void act_backward_colsum_cuda(ActKind k, void *dh, float *db, int acc
     CT_ASSERT(k == ACT_RELU || k == ACT_GELU,
               "act_backward_colsum_cuda: relu or gelu (their backward reads h), got kind %d",
               (int)k);
-    const size_t V = 16 / dtype_size(dt);
-    if (!db || R == 0 || C == 0 || C % V || !is_aligned(dh, 16) || !is_aligned(dy, 16) ||
-        !is_aligned(h, 16)) {   /* the two passes */
-        act_backward_cuda(k, dh, dy, h, NULL, dt, R * C, 0, s);
-        if (db) bias_backward_cuda(db, dh, dt, R, C, accum_b, s);
-        return;
-    }
-    const size_t col_blocks = (C + 32 * V - 1) / (32 * V);
-    size_t G = (AC_TARGET_BLOCKS + col_blocks - 1) / col_blocks;
-    const size_t max_chunks = (R + AC_MIN_ROWS - 1) / AC_MIN_ROWS;
-    if (G > max_chunks) G = max_chunks;
-    if (G < 1) G = 1;
-    const size_t rows_per_chunk = (R + G - 1) / G;
-    G = (R + rows_per_chunk - 1) / rows_per_chunk;   /* no empty chunk at the end */
-    CT_ASSERT(col_blocks <= 0x7fffffffu && G <= 65535,
-              "act_backward_colsum_cuda: [%zu, %zu] is more than one grid covers", R, C);
-    float *partial = NULL;
-    CUDA_CHECK(cudaMallocAsync((void **)&partial, G * C * sizeof(float), s));
-    dispatch_float(dt, "act_backward_colsum_cuda", [&](auto tag) {
-        using T = decltype(tag);
-        const dim3 grid((unsigned)col_blocks, (unsigned)G);
-        if (k == ACT_RELU)
-            act_backward_colsum_kernel<T, ACT_RELU><<<grid, AC_THREADS, 0, s>>>(
-                (T *)dh, partial, (const T *)dy, (const T *)h, R, C, rows_per_chunk);
-        else
-            act_backward_colsum_kernel<T, ACT_GELU><<<grid, AC_THREADS, 0, s>>>(
-                (T *)dh, partial, (const T *)dy, (const T *)h, R, C, rows_per_chunk);
-        CUDA_CHECK_LAUNCH();
-    });
-    bias_backward_finish_kernel<<<grid_for(C, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0, s>>>(
-        (float *)db, partial, G, C, accum_b);
-    CUDA_CHECK_LAUNCH();
-    CUDA_CHECK(cudaFreeAsync(partial, s));
+    if (db && colsum_vec(k, dh, db, accum_b, dy, h, dt, R, C, s)) return;
+    act_backward_cuda(k, dh, dy, h, NULL, dt, R * C, 0, s);   /* the two passes */
+    if (db) bias_backward_cuda(db, dh, dt, R, C, accum_b, s);
 }

@@ -29,7 +29,8 @@
 extern "C" {
 #endif
 
-typedef enum { ACT_RELU = 0, ACT_GELU, ACT_TANH } ActKind;
+/* ACT_NONE: no activation (the kernels' plain column sum; not an op) */
+typedef enum { ACT_RELU = 0, ACT_GELU, ACT_TANH, ACT_NONE } ActKind;
 
 /* ---- CPU reference (f32) ---- */
 /* forward: y = a + b */
@@ -75,9 +76,10 @@ void act_backward_cuda(ActKind k, void *dx, const void *dy, const void *x,
 /* The backward of y = act(h) for relu or gelu with the column sums of its
  * result, h and dh [R, C]: dh = dy act'(h) (act_backward_cuda's bits,
  * written, not added) and db[c] (+)= sum_r dh[r, c] (f32; accum_b) in one
- * pass: the bias gradient of the Linear that made h (op_linear_act). In a
- * fixed order (deterministic), not bias_backward_cuda's; db NULL, or a
- * shape / alignment the vector kernel does not take, runs the two passes. */
+ * pass: the bias gradient of the Linear that made h (op_linear_act). The
+ * same bits as act_backward_cuda then bias_backward_cuda over dh (the same
+ * summation order); db NULL, or a shape / alignment the vector kernel does
+ * not take, runs those two passes. */
 void act_backward_colsum_cuda(ActKind k, void *dh, float *db, int accum_b, const void *dy,
                               const void *h, DType dt, size_t R, size_t C, cudaStream_t s);
 #endif

@@ -275,6 +275,7 @@ static void act_backward(Ctx *c, Node *n)
 
 Tensor *op_act(Ctx *c, Tensor *x, ActKind k)
 {
+    CT_ASSERT(k >= ACT_RELU && k <= ACT_TANH, "op_act: activation kind %d", (int)k);
     op_check_float(act_names[k], x);
     op_check_device(act_names[k], c, x);
     Tensor *y = tensor_new_like(c, x, x->dtype);

@@ -4,7 +4,7 @@
 # measured old against new in one call (out/old.tar.xz: the revision before;
 # stage.sh's header says how to build it).
 #
-#   OUT=dir bash scripts/device/bert_ab.sh [tests|fp8|ln]     (one part a call)
+#   OUT=dir bash scripts/device/bert_ab.sh [tests|ab|timeline|ln]     (one part a call)
 #
 #   tests  gpu_fp8 (the kernels' conversion on all 2^32 f32 bit patterns: one
 #          cvt.rn.satfinite instruction for two values on sm_89+, against
@@ -12,11 +12,15 @@
 #          gpu_transformer_ops (LayerNorm's auto choice by row count; the
 #          attention backward's 16-byte row dot), gpu_flash_attn,
 #          gpu_linear_act (Linear + GELU's bias gradient in GELU's backward
-#          pass), gpu_bert_parity. ~3 minutes.
-#   fp8    ctrain bench BERT-large --precision fp8, seq 128 bs 256 and seq
-#          512 bs 32, old, new, old, new (the repeat shows the noise), then
-#          the new binary's timeline of the fp8 step (CTRAIN_TIMELINE, steps
-#          8 to 10). ~6 minutes.
+#          pass), gpu_elementwise (bias_backward's vector kernel),
+#          gpu_bert_parity. ~3 minutes.
+#   ab     ctrain bench BERT-large --precision bf16,fp8 at seq 128 bs 256, old,
+#          new, old, new (the repeat shows the noise), then seq 512 bs 32 old
+#          and new: the FP8 cast's hardware conversion, the attention
+#          backward's row dot and bias_backward's vector kernel, together.
+#          ~8 minutes.
+#   timeline  the new binary's CUPTI timeline of the fp8 and bf16 steps at
+#          seq 128 bs 256 (CTRAIN_TIMELINE, steps 8 to 10). ~2 minutes.
 #   ln     the bf16 switches, each alone against today's defaults: LayerNorm's
 #          kernels (CTRAIN_LN_KERNELS vec, auto), the fused add_norm
 #          (CTRAIN_ADD_NORM=fused on the row kernels), the intermediate
@@ -34,7 +38,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$L/gpu.t
 T=.dev/new/tests
 case $PART in
 tests)
-    for t in gpu_fp8 gpu_fp8_gemm gpu_linear_fp8 gpu_transformer_ops gpu_flash_attn gpu_linear_act; do
+    for t in gpu_fp8 gpu_fp8_gemm gpu_linear_fp8 gpu_transformer_ops gpu_flash_attn gpu_linear_act \
+             gpu_elementwise; do
         s=$(date +%s)
         timeout 200 "$T/$t" > "$L/$t.log" 2>&1
         echo "$t: status $?, $(tail -n 1 "$L/$t.log") ($(( $(date +%s) - s )) s)"
@@ -50,26 +55,27 @@ tests)
         echo "gpu_bert_parity: no reference (scripts/torch_parity.py failed: $L/parity_ref_bert.log)"
     fi
     pack ;;
-fp8)
-    [ -x "$OLD" ] || { echo "bert_ab.sh fp8: no out/old.tar.xz staged"; exit 2; }
+ab)
+    [ -x "$OLD" ] || { echo "bert_ab.sh ab: no out/old.tar.xz staged"; exit 2; }
     n=0
-    for b in old new old new; do
-        n=$((n + 1)); B=$PWD/.dev/$b/ctrain
-        for cfg in "128 256" "512 32"; do
-            set -- $cfg
-            timeout 100 "$B" bench --models bert-large --seq "$1" --batch "$2" --precision fp8 \
-                --time-limit 5 --json "$L/fp8_${n}_$b.s$1.json" > "$L/fp8_${n}_$b.s$1.log" 2>&1
-            echo "run $n $b seq $1 bs $2 (status $?): $(grep -E '^bert-large' "$L/fp8_${n}_$b.s$1.log" | head -1)"
-        done
+    for run in "old 128 256" "new 128 256" "old 128 256" "new 128 256" "old 512 32" "new 512 32"; do
+        set -- $run; n=$((n + 1)); B=$PWD/.dev/$1/ctrain
+        timeout 120 "$B" bench --models bert-large --seq "$2" --batch "$3" --precision bf16,fp8 \
+            --time-limit 5 --json "$L/ab_${n}_$1.json" > "$L/ab_${n}_$1.log" 2>&1
+        echo "run $n $1 seq $2 bs $3 (status $?):"
+        grep -E '^bert-large' "$L/ab_${n}_$1.log" | head -2
         pack
-    done
+    done ;;
+timeline)
     W=$(mktemp -d)
-    CTRAIN_TIMELINE=$W/tl.json:8:3 timeout 120 "$NEW" train --model bert-large --data synthetic \
-        --seq 128 --batch 256 --precision fp8 --graph --optim adamw --lr 1e-4 --steps 12 \
-        --log-every 4 --no-eval > "$L/tl_fp8.log" 2>&1
-    echo "timeline (status $?)"; cp "$W/tl.json.txt" "$L/tl_fp8.txt" 2>/dev/null
-    head -30 "$L/tl_fp8.txt"
-    pack ;;
+    for p in fp8 bf16; do
+        CTRAIN_TIMELINE=$W/tl_$p.json:8:3 timeout 120 "$NEW" train --model bert-large \
+            --data synthetic --seq 128 --batch 256 --precision $p --graph --optim adamw \
+            --lr 1e-4 --steps 12 --log-every 4 --no-eval > "$L/tl_$p.log" 2>&1
+        echo "timeline $p (status $?)"; cp "$W/tl_$p.json.txt" "$L/tl_$p.txt" 2>/dev/null
+        head -24 "$L/tl_$p.txt"
+        pack
+    done ;;
 ln)
     n=0
     for sw in "row composed 0" "vec composed 0" "auto composed 0" "row fused 0" \
@@ -82,5 +88,5 @@ ln)
         grep -E "^bert-large" "$L/ln_$n.log" | head -2
         pack
     done ;;
-*) echo "bert_ab.sh: unknown part '$PART' (tests, fp8 or ln)"; exit 2 ;;
+*) echo "bert_ab.sh: unknown part '$PART' (tests, ab, timeline or ln)"; exit 2 ;;
 esac
