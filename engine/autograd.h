@@ -41,7 +41,7 @@
 extern "C" {
 #endif
 
-#define NODE_MAX_IN 4
+#define NODE_MAX_IN 6
 #define NODE_MAX_SAVED 6
 
 typedef struct Node Node;

@@ -142,18 +142,16 @@ static Tensor *linear_x(Ctx *c, Model *m, const Linear *l, Tensor *x, Fp8SharedX
     return op_linear(c, x, P(l->w), P(l->b));
 }
 
-/* out(GELU(inter(x))): under fp8 the two FP8 Linears with GELU in the second
- * one's cast; else the intermediate Linear and GELU as one op (op_linear_act:
+/* out(GELU(inter(x))): under fp8 one FP8 op with GELU in the second Linear's
+ * cast and GELU's backward in the first's gradient cast; else the intermediate Linear and GELU as one op (op_linear_act:
  * its backward can sum the bias gradient in GELU's pass) and the output
  * Linear. */
 static Tensor *feed_forward(Ctx *c, Model *m, const BertLayer *L, Tensor *x)
 {
-    if (L->out.fp8 >= 0 && c->fp8 && m->fp8) {   /* GELU's output is never stored */
-        Tensor *h = linear(c, m, &L->inter, x);
-        Tensor *y = op_linear_fp8_gelu(c, h, P(L->out.w), P(L->out.b), m->fp8, L->out.fp8);
-        tensor_release(h);
-        return y;
-    }
+    if (L->inter.fp8 >= 0 && L->out.fp8 >= 0 && c->fp8 && m->fp8)
+        /* neither GELU's output nor its gradient is stored */
+        return op_ffn_fp8(c, x, P(L->inter.w), P(L->inter.b), P(L->out.w), P(L->out.b), m->fp8,
+                          L->inter.fp8, L->out.fp8);
     Tensor *g = op_linear_act(c, x, P(L->inter.w), P(L->inter.b), ACT_GELU);
     Tensor *y = op_linear(c, g, P(L->out.w), P(L->out.b));
     tensor_release(g);

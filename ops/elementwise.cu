@@ -53,11 +53,7 @@ template <ActKind K> struct ActBwdF {
         /* forward: y = x > 0 ? x : 0   so   dx = x > 0 ? dy : 0 */
         if constexpr (K == ACT_RELU) return v > 0.0f ? dy : 0.0f;
         /* forward: y = x * Phi(x)   so   dx = dy * (Phi(x) + x * phi(x)) */
-        else if constexpr (K == ACT_GELU) {
-            float pdf;
-            const float cdf = normal_f32_cdf(v, &pdf);
-            return dy * (cdf + v * pdf);
-        }
+        else if constexpr (K == ACT_GELU) return normal_f32_gelu_grad(dy, v);
         /* forward: y = tanh(x)   so   dx = dy * (1 - y^2) */
         else return dy * (1.0f - v * v);
     }

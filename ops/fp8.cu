@@ -12,6 +12,10 @@
  *   with GELU on the way in (the FP8 Linear after BERT's GELU, which then
  *   never writes GELU's output):
  *            g = T(gelu(x))   (rounded to x's type T, as op_gelu's output)
+ *   with GELU's backward on the way in (the gradient of the Linear before
+ *   that GELU, op_ffn_fp8, which then never writes dh), from dg and h:
+ *            dh = T(dg gelu'(h))   (op_gelu's backward's bits)
+ *            qt, q, *amax, db as above of dh
  *            qt, q as above of g; *amax = max(*amax, max |g|)
  *   update:  per tensor t (one thread each):
  *            history[t, step mod L] = finite(amax[t]) ? amax[t] : 0
@@ -146,23 +150,30 @@ __device__ __forceinline__ void tile_origin(size_t t, size_t tiles_c, size_t *r0
     *c0 = t % tiles_c * TILE;
 }
 
-/* One element's value (through GELU, rounded to T as op_gelu's output,
- * when asked), added to the running amax and column sum. */
-template <typename T, bool GELU>
-__device__ __forceinline__ float cast_value(T xv, float *m, float *sum)
+/* What a cast-transpose casts: x itself, GELU(x), or GELU's backward
+ * dg GELU'(h) from x = dg and aux = h; the last two rounded to T as the
+ * ops' outputs would be. */
+enum { CAST_PLAIN = 0, CAST_GELU = 1, CAST_DGELU = 2 };
+
+/* One element's value (x, or through GELU or its backward, rounded to T as
+ * op_gelu's output or its gradient), added to the running amax and column
+ * sum. a: aux's element (CAST_DGELU only). */
+template <typename T, int MODE>
+__device__ __forceinline__ float cast_value(T xv, T a, float *m, float *sum)
 {
     float v = to_f32(xv);
-    if constexpr (GELU) v = to_f32(from_f32<T>(normal_f32_gelu(v)));
+    if constexpr (MODE == CAST_GELU) v = to_f32(from_f32<T>(normal_f32_gelu(v)));
+    if constexpr (MODE == CAST_DGELU) v = to_f32(from_f32<T>(normal_f32_gelu_grad(v, to_f32(a))));
     *m = fmaxf(*m, fabsf(v));
     *sum = __fadd_rn(*sum, v);
     return v;
 }
 
 /* One element: its value as above, and its code. */
-template <typename T, bool GELU>
-__device__ __forceinline__ uint8_t cast_elem(T xv, float s, int fmt, float *m, float *sum)
+template <typename T, int MODE>
+__device__ __forceinline__ uint8_t cast_elem(T xv, T a, float s, int fmt, float *m, float *sum)
 {
-    return fp8_code(cast_value<T, GELU>(xv, m, sum) * s, fmt);
+    return fp8_code(cast_value<T, MODE>(xv, a, m, sum) * s, fmt);
 }
 
 /* A tile column's sum: its LANES row-lane partials added in lane order. */
@@ -175,13 +186,13 @@ __device__ __forceinline__ float lanes_sum(const float (*lane_sum)[TILE], int co
 }
 
 /* colsum: NULL, or partial [ceil(rows / TILE), cols] (the column sums of
- * each row tile, the top of the file). GELU: the values cast are
- * T(gelu(x)), the bits op_gelu writes (normal_f32_gelu, from_f32). */
-template <typename T, bool GELU>
+ * each row tile, the top of the file). MODE: what is cast (CAST_*; aux is
+ * h for CAST_DGELU, else unused). */
+template <typename T, int MODE>
 __global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__restrict__ q,
                                           float *amax, float *__restrict__ colsum,
-                                          const T *__restrict__ x, size_t rows, size_t cols,
-                                          const float *scale, int fmt)
+                                          const T *__restrict__ x, const T *__restrict__ aux,
+                                          size_t rows, size_t cols, const float *scale, int fmt)
 {
     __shared__ uint8_t tile[TILE][TILE_PITCH];
     __shared__ float lane_sum[TILE_ROWS][TILE];
@@ -198,7 +209,9 @@ __global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__r
         for (int i = ty; i < TILE; i += TILE_ROWS) {
             const size_t r = r0 + i;
             if (r < rows && c < cols) {
-                const uint8_t code = cast_elem<T, GELU>(x[r * cols + c], s, fmt, &m, &sum);
+                const size_t at = r * cols + c;
+                const T a = MODE == CAST_DGELU ? aux[at] : T();
+                const uint8_t code = cast_elem<T, MODE>(x[at], a, s, fmt, &m, &sum);
                 tile[i][tx] = code;
                 if (q) q[r * cols + c] = code;
             }
@@ -230,11 +243,12 @@ __global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__r
  * codes and amax are the scalar kernel's; the column sums add a thread's
  * rows in pass order, then the RP row lanes in lane order (another fixed
  * order, of the same depth bound). */
-template <typename T, bool GELU>
+template <typename T, int MODE>
 __global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t *__restrict__ q,
                                               float *amax, float *__restrict__ colsum,
-                                              const T *__restrict__ x, size_t rows, size_t cols,
-                                              const float *scale, int fmt)
+                                              const T *__restrict__ x, const T *__restrict__ aux,
+                                              size_t rows, size_t cols, const float *scale,
+                                              int fmt)
 {
     constexpr int VEC = 16 / sizeof(T), TPR = TILE / VEC, RP = FP8_THREADS / TPR;
     constexpr int PASSES = TILE / RP;
@@ -252,11 +266,14 @@ __global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t 
 #pragma unroll
         for (int j = 0; j < VEC; j++) sum[j] = 0.0f;
         /* every pass's load first, so a thread has them all in flight at once */
-        union { uint4 u; T v[VEC]; } in[PASSES];
+        union { uint4 u; T v[VEC]; } in[PASSES], ax[MODE == CAST_DGELU ? PASSES : 1];
 #pragma unroll
         for (int p = 0; p < PASSES; p++) {
             const size_t r = r0 + rl + p * RP;
-            if (r < rows && c < cols) in[p].u = *(const uint4 *)(x + r * cols + c);
+            if (r < rows && c < cols) {
+                in[p].u = *(const uint4 *)(x + r * cols + c);
+                if constexpr (MODE == CAST_DGELU) ax[p].u = *(const uint4 *)(aux + r * cols + c);
+            }
         }
 #pragma unroll
         for (int p = 0; p < PASSES; p++) {
@@ -266,8 +283,10 @@ __global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t 
             union { uint8_t b[VEC]; uint32_t w[VEC / 4]; } code;
 #pragma unroll
             for (int j = 0; j < VEC; j += 2) {   /* two codes an instruction */
-                const float a = cast_value<T, GELU>(in[p].v[j], &m, &sum[j]);
-                const float b = cast_value<T, GELU>(in[p].v[j + 1], &m, &sum[j + 1]);
+                const int pa = MODE == CAST_DGELU ? p : 0;   /* aux's vector (DGELU) */
+                const float a = cast_value<T, MODE>(in[p].v[j], ax[pa].v[j], &m, &sum[j]);
+                const float b =
+                    cast_value<T, MODE>(in[p].v[j + 1], ax[pa].v[j + 1], &m, &sum[j + 1]);
                 const uint16_t ab = fp8_code2(a * s, b * s, fmt);
                 code.b[j] = (uint8_t)(ab & 0xFFu);
                 code.b[j + 1] = (uint8_t)(ab >> 8);
@@ -418,9 +437,11 @@ void fp8_cast_cuda(uint8_t *q, float *amax, const void *x, DType xt, size_t n,
     CUDA_CHECK_LAUNCH();
 }
 
-static void cast_transpose(uint8_t *qt, uint8_t *q, float *amax, float *colsum, bool gelu,
-                           const void *x, DType xt, size_t rows, size_t cols, const float *scale,
-                           Fp8Format f, cudaStream_t s)
+/* x (and aux) -> codes, with the mode's values (CAST_*). */
+template <int MODE>
+static void cast_transpose_mode(uint8_t *qt, uint8_t *q, float *amax, float *colsum,
+                                const void *x, const void *aux, DType xt, size_t rows,
+                                size_t cols, const float *scale, Fp8Format f, cudaStream_t s)
 {
     const size_t tiles = ((rows + TILE - 1) / TILE) * ((cols + TILE - 1) / TILE);
     const unsigned blocks = grid_for(tiles, 1, FP8_MAX_BLOCKS);
@@ -431,20 +452,36 @@ static void cast_transpose(uint8_t *qt, uint8_t *q, float *amax, float *colsum, 
         using T = decltype(tag);
         const size_t vec = 16 / sizeof(T);
         if (vec_on && cols % vec == 0 && rows % 16 == 0 && aligned(x) && aligned(qt) &&
-            (!q || aligned(q))) {
-            if (gelu)
-                fp8_cast_transpose_vec_kernel<T, true><<<blocks, FP8_THREADS, 0, s>>>(
-                    qt, q, amax, colsum, (const T *)x, rows, cols, scale, (int)f);
-            else
-                fp8_cast_transpose_vec_kernel<T, false><<<blocks, FP8_THREADS, 0, s>>>(
-                    qt, q, amax, colsum, (const T *)x, rows, cols, scale, (int)f);
-        } else if (gelu)
-            fp8_cast_transpose_kernel<T, true><<<blocks, FP8_THREADS, 0, s>>>(
-                qt, q, amax, colsum, (const T *)x, rows, cols, scale, (int)f);
+            (!q || aligned(q)) && (MODE != CAST_DGELU || aligned(aux)))
+            fp8_cast_transpose_vec_kernel<T, MODE><<<blocks, FP8_THREADS, 0, s>>>(
+                qt, q, amax, colsum, (const T *)x, (const T *)aux, rows, cols, scale, (int)f);
         else
-            fp8_cast_transpose_kernel<T, false><<<blocks, FP8_THREADS, 0, s>>>(
-                qt, q, amax, colsum, (const T *)x, rows, cols, scale, (int)f);
+            fp8_cast_transpose_kernel<T, MODE><<<blocks, FP8_THREADS, 0, s>>>(
+                qt, q, amax, colsum, (const T *)x, (const T *)aux, rows, cols, scale, (int)f);
     });
+    CUDA_CHECK_LAUNCH();
+}
+
+static void cast_transpose(uint8_t *qt, uint8_t *q, float *amax, float *colsum, int mode,
+                           const void *x, const void *aux, DType xt, size_t rows, size_t cols,
+                           const float *scale, Fp8Format f, cudaStream_t s)
+{
+    if (mode == CAST_GELU)
+        cast_transpose_mode<CAST_GELU>(qt, q, amax, colsum, x, aux, xt, rows, cols, scale, f, s);
+    else if (mode == CAST_DGELU)
+        cast_transpose_mode<CAST_DGELU>(qt, q, amax, colsum, x, aux, xt, rows, cols, scale, f, s);
+    else
+        cast_transpose_mode<CAST_PLAIN>(qt, q, amax, colsum, x, aux, xt, rows, cols, scale, f, s);
+}
+
+/* The column sums' second kernel: db (+)= the tiles' partial sums. */
+static void colsum_finish(float *db, int accum, const float *scratch, size_t rows, size_t cols,
+                          cudaStream_t s)
+{
+    const size_t ntiles = (rows + TILE - 1) / TILE;
+    const unsigned blocks = (unsigned)((cols + FIN_COLS - 1) / FIN_COLS);
+    fp8_colsum_finish_kernel<<<blocks, dim3(FIN_COLS, FIN_SLICES), 0, s>>>(db, scratch, ntiles,
+                                                                           cols, accum);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -453,7 +490,7 @@ void fp8_cast_transpose_cuda(uint8_t *qt, uint8_t *q, float *amax, const void *x
                              cudaStream_t s)
 {
     if (rows == 0 || cols == 0) return;
-    cast_transpose(qt, q, amax, NULL, false, x, xt, rows, cols, scale, f, s);
+    cast_transpose(qt, q, amax, NULL, CAST_PLAIN, x, NULL, xt, rows, cols, scale, f, s);
 }
 
 void fp8_cast_transpose_gelu_cuda(uint8_t *qt, uint8_t *q, float *amax, const void *x, DType xt,
@@ -461,7 +498,7 @@ void fp8_cast_transpose_gelu_cuda(uint8_t *qt, uint8_t *q, float *amax, const vo
                                   cudaStream_t s)
 {
     if (rows == 0 || cols == 0) return;
-    cast_transpose(qt, q, amax, NULL, true, x, xt, rows, cols, scale, f, s);
+    cast_transpose(qt, q, amax, NULL, CAST_GELU, x, NULL, xt, rows, cols, scale, f, s);
 }
 
 size_t fp8_colsum_scratch_floats(size_t rows, size_t cols)
@@ -479,12 +516,23 @@ void fp8_cast_transpose_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, float 
         if (!accum) CUDA_CHECK(cudaMemsetAsync(db, 0, cols * sizeof(float), s));
         return;
     }
-    cast_transpose(qt, q, amax, scratch, false, x, xt, rows, cols, scale, f, s);
-    const size_t ntiles = (rows + TILE - 1) / TILE;
-    const unsigned blocks = (unsigned)((cols + FIN_COLS - 1) / FIN_COLS);
-    fp8_colsum_finish_kernel<<<blocks, dim3(FIN_COLS, FIN_SLICES), 0, s>>>(db, scratch, ntiles,
-                                                                           cols, accum);
-    CUDA_CHECK_LAUNCH();
+    cast_transpose(qt, q, amax, scratch, CAST_PLAIN, x, NULL, xt, rows, cols, scale, f, s);
+    colsum_finish(db, accum, scratch, rows, cols, s);
+}
+
+void fp8_cast_transpose_dgelu_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, float *db,
+                                          int accum, float *scratch, const void *dg,
+                                          const void *h, DType xt, size_t rows, size_t cols,
+                                          const float *scale, Fp8Format f, cudaStream_t s)
+{
+    if (cols == 0) return;
+    if (rows == 0) {
+        if (db && !accum) CUDA_CHECK(cudaMemsetAsync(db, 0, cols * sizeof(float), s));
+        return;
+    }
+    cast_transpose(qt, q, amax, db ? scratch : NULL, CAST_DGELU, dg, h, xt, rows, cols, scale,
+                   f, s);
+    if (db) colsum_finish(db, accum, scratch, rows, cols, s);
 }
 
 void fp8_amax_zero_cuda(float *amax, int n, cudaStream_t s)

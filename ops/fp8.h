@@ -113,6 +113,15 @@ void fp8_cast_transpose_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, float 
                                     float *scratch, const void *x, DType xt, size_t rows,
                                     size_t cols, const float *scale, Fp8Format f,
                                     cudaStream_t s);
+/* The same cast-transpose (and column sums, when db is not NULL) of GELU's
+ * backward dh = T(dg GELU'(h)) (dg, h [rows, cols] of type xt; T = xt), the
+ * bits op_gelu's backward would write, which this pass never writes: the
+ * gradient of the Linear before a GELU cast for its backward straight from
+ * the next Linear's dg (op_ffn_fp8, ops/linear_fp8.h). *amax is dh's. */
+void fp8_cast_transpose_dgelu_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, float *db,
+                                          int accum, float *scratch, const void *dg,
+                                          const void *h, DType xt, size_t rows, size_t cols,
+                                          const float *scale, Fp8Format f, cudaStream_t s);
 void fp8_amax_zero_cuda(float *amax, int n, cudaStream_t s);
 /* The kernels' conversion (one cvt.rn.satfinite instruction on sm_89 and
  * later) against fp8_from_f32 on every f32 bit pattern: how many codes

@@ -166,8 +166,10 @@ static XCodes x_codes(Ctx *c, const Fp8SharedX *share, const Fp8Recipe *r, Tenso
 
 /* The op, its input x0 or, with gelu (CUDA only), GELU(x0); with share,
  * x's codes taken from or kept in it. */
-static Tensor *linear_fp8(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, Fp8Recipe *r, int layer,
-                          int gelu, Fp8SharedX *share)
+/* The op's argument checks: x0 float, w an f32 [out, in] parameter that
+ * fits it, bias f32 [out] or NULL, layer one of the recipe's. */
+static void check_args(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, const Fp8Recipe *r,
+                       int layer)
 {
     char dx[96], dw[96];
     op_check_float("linear_fp8", x0);
@@ -181,6 +183,12 @@ static Tensor *linear_fp8(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, Fp8Recipe
                  tensor_desc(dw, 96, w));
     CT_ASSERT(r && layer >= 0 && layer < r->layers, "linear_fp8: layer %d of a recipe of %d",
               layer, r ? r->layers : 0);
+}
+
+static Tensor *linear_fp8(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, Fp8Recipe *r, int layer,
+                          int gelu, Fp8SharedX *share)
+{
+    check_args(c, x0, w, bias, r, layer);
     Tensor *x = autocast_cast_input(c, x0);
     const int R = (int)tensor_rows(x), In = (int)w->shape[1], Out = (int)w->shape[0];
     int64_t shape[CT_MAX_DIMS];
@@ -244,6 +252,81 @@ Tensor *op_linear_fp8_shared(Ctx *c, Tensor *x, Tensor *w, Tensor *bias, Fp8Reci
                              int layer, Fp8SharedX *share)
 {
     return linear_fp8(c, x, w, bias, r, layer, 0, share);
+}
+
+/* ---- the feed-forward block: x -> Linear -> GELU -> Linear, one node ---- */
+
+/* n->i: R, D, Hd, Out, l1, l2; the recipe's address in i[6] */
+static void ffn_fp8_backward(Ctx *c, Node *n)
+{
+#ifdef CTRAIN_CUDA
+    ffn_fp8_backward_cuda(c, n, (Fp8Recipe *)(intptr_t)n->i[6], (int)n->i[4], (int)n->i[5],
+                          (int)n->i[0], (int)n->i[1], (int)n->i[2], (int)n->i[3]);
+#else
+    (void)c;
+    (void)n;
+#endif
+}
+
+Tensor *op_ffn_fp8(Ctx *c, Tensor *x0, Tensor *w1, Tensor *b1, Tensor *w2, Tensor *b2,
+                   Fp8Recipe *r, int l1, int l2)
+{
+    char dh[96], dw[96];
+    Tensor *x = autocast_cast_input(c, x0);
+    /* one node where the GELU casts run on the device in a type the FP8 GEMM
+     * writes; else the two ops (the same values) */
+    if (c->device != DEV_CUDA || !b1 || !b2 || (x->dtype != DT_BF16 && x->dtype != DT_F32)) {
+        tensor_release(x);
+        Tensor *h = op_linear_fp8(c, x0, w1, b1, r, l1);
+        Tensor *y = op_linear_fp8_gelu(c, h, w2, b2, r, l2);
+        tensor_release(h);
+        return y;
+    }
+    op_check_device("ffn_fp8", c, w2);
+    if (w1->ndim != 2 || w2->dtype != DT_F32 || w2->ndim != 2 || w2->shape[1] != w1->shape[0] ||
+        b2->ndim != 1 || b2->shape[0] != w2->shape[0])
+        ct_fatal("ffn_fp8: second Linear's weight %s or bias %s does not follow the first's %s",
+                 tensor_desc(dw, 96, w2), tensor_desc(dh, 96, b2), tensor_desc(dh, 96, w1));
+    const int R = (int)tensor_rows(x), D = (int)w1->shape[1], Hd = (int)w1->shape[0];
+    const int Out = (int)w2->shape[0];
+    check_args(c, x0, w1, b1, r, l1);
+    CT_ASSERT(l2 >= 0 && l2 < r->layers, "ffn_fp8: layer %d of a recipe of %d", l2, r->layers);
+    /* the two Linears' forwards in the order (and with the buffers) the two
+     * ops would make: h, x's codes, the first GEMM; y, GELU(h)'s codes, the
+     * second */
+    int64_t shape[CT_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = Hd;
+    Tensor *h = tensor_new(c, x->dtype, x->ndim, shape);
+    XCodes xc1 = x_codes(c, NULL, r, x, l1, R, D);
+    Tensor *wqT1 = NULL, *wqT2 = NULL;
+#ifdef CTRAIN_CUDA
+    linear_fp8_forward_cuda(c, r, l1, &h, x, w1, b1, xc1.xq, xc1.xqT, l1, 1, &wqT1, R, D, Hd, 0);
+#endif
+    tensor_release(xc1.xq);   /* the backward reads the transpose only */
+    shape[x->ndim - 1] = Out;
+    Tensor *y = tensor_new(c, x->dtype, x->ndim, shape);
+    XCodes xc2 = x_codes(c, NULL, r, h, l2, R, Hd);
+#ifdef CTRAIN_CUDA
+    linear_fp8_forward_cuda(c, r, l2, &y, h, w2, b2, xc2.xq, xc2.xqT, l2, 1, &wqT2, R, Hd, Out, 1);
+#endif
+    tensor_release(xc2.xq);
+    Tensor *in[5] = {x, w1, b1, w2, b2};
+    if (ad_needs_grad(c, in, 5)) {
+        Node *n = ad_record(c, "ffn_fp8", ffn_fp8_backward, y, in, 5);
+        n->i[0] = R; n->i[1] = D; n->i[2] = Hd; n->i[3] = Out; n->i[4] = l1; n->i[5] = l2;
+        n->i[6] = (int64_t)(intptr_t)r;
+        ad_save(n, xc1.xqT);
+        ad_save(n, wqT1);
+        ad_save(n, h);   /* GELU's backward reads it */
+        ad_save(n, xc2.xqT);
+        ad_save(n, wqT2);
+    }
+    tensor_release(xc1.xqT); tensor_release(xc2.xqT);
+    tensor_release(wqT1); tensor_release(wqT2);
+    tensor_release(h);
+    tensor_release(x);
+    return y;
 }
 
 Tensor *op_linear_fp8_gelu(Ctx *c, Tensor *h, Tensor *w, Tensor *bias, Fp8Recipe *r, int layer)

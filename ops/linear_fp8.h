@@ -88,6 +88,17 @@ void fp8_shared_x_release(Fp8SharedX *share);
  * dgrad GEMM (linear_fp8_cuda.c). Elsewhere, and on the CPU, the two ops. */
 Tensor *op_linear_fp8_gelu(Ctx *c, Tensor *h, Tensor *w, Tensor *bias, Fp8Recipe *r, int layer);
 
+/* y = GELU(x w1^T + b1) w2^T + b2 (BERT's feed-forward block), the same
+ * values as op_linear_fp8 (recipe layer l1) then op_linear_fp8_gelu (l2).
+ * On CUDA, with both biases and x (after autocast) bf16 or f32, one node:
+ * the forward is those two ops' kernels; the backward casts the first
+ * Linear's gradient dh = dg GELU'(h) straight from dg = dy w2 with GELU's
+ * backward applied in the cast (fp8_cast_transpose_dgelu_colsum_cuda), so dh
+ * is never written nor read back (R x Hd elements, twice). Elsewhere, and
+ * on the CPU, the two ops. */
+Tensor *op_ffn_fp8(Ctx *c, Tensor *x, Tensor *w1, Tensor *b1, Tensor *w2, Tensor *b2,
+                   Fp8Recipe *r, int l1, int l2);
+
 #ifdef __cplusplus
 }
 #endif

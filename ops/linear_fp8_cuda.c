@@ -17,6 +17,13 @@
  * GELU's backward kernel turns it into dh. The same kernels, roundings and
  * order as op_gelu then the Linear, without GELU's output ever written.
  *
+ * The feed-forward block (op_ffn_fp8: x -> Linear -> GELU -> Linear as one
+ * node) runs the first Linear's forward, then the second's with gelu; its
+ * backward takes dg = dy w2 straight into the first Linear's gradient cast
+ * with GELU's backward applied on the way in
+ * (fp8_cast_transpose_dgelu_colsum_cuda), so dh, [R, 4 D] in BERT, is
+ * neither written nor read back.
+ *
  * The bias, as op_linear's (ops/matmul_op.c): with a bf16 y and
  * CTRAIN_LINEAR_EPILOGUE on (the default), added in the forward GEMM's
  * epilogue in f32 before y's one rounding, reading the bias's bf16 working
@@ -123,32 +130,50 @@ void linear_fp8_forward_cuda(Ctx *c, Fp8Recipe *r, int layer, Tensor **y, Tensor
     *wqT_out = wqT;
 }
 
+/* dy's codes both ways for recipe layer `layer`'s gradient slot (E5M2, its
+ * amax raised), and db (+)= sum_r dy from the same read when db is not
+ * NULL. With h, dy is dg and the codes are those of GELU's backward
+ * dh = T(dg GELU'(h)), never written (op_ffn_fp8). The caller releases
+ * *gq and *gqT. */
+static void grad_codes(Ctx *c, Fp8Recipe *r, int layer, const Tensor *dy, const Tensor *h,
+                       Tensor *db, int acc_b, int R, int Out, Tensor **gq, Tensor **gqT)
+{
+    float *h1 = (float *)r->block[1]->data;
+    float *amax1 = fp8_amax_of(r, h1, 1), *scale1 = fp8_scale_of(r, h1, 1);
+    *gq = tensor_new(c, DT_U8, 2, (int64_t[]){R, Out});
+    *gqT = tensor_new(c, DT_U8, 2, (int64_t[]){Out, R});
+    uint8_t *q = (uint8_t *)(*gq)->data, *qT = (uint8_t *)(*gqT)->data;
+    Tensor *part = db ? tensor_new(c, DT_F32, 1,
+                                   (int64_t[]){(int64_t)fp8_colsum_scratch_floats(R, Out)})
+                      : NULL;
+    if (h)
+        fp8_cast_transpose_dgelu_colsum_cuda(qT, q, &amax1[layer], db ? (float *)db->data : NULL,
+                                             acc_b, part ? (float *)part->data : NULL, dy->data,
+                                             h->data,
+                                             dy->dtype, (size_t)R, (size_t)Out, &scale1[layer],
+                                             FP8_E5M2, c->stream);
+    else if (db)
+        fp8_cast_transpose_colsum_cuda(qT, q, &amax1[layer], (float *)db->data, acc_b,
+                                       (float *)part->data, dy->data, dy->dtype, (size_t)R,
+                                       (size_t)Out, &scale1[layer], FP8_E5M2, c->stream);
+    else
+        fp8_cast_transpose_cuda(qT, q, &amax1[layer], dy->data, dy->dtype, (size_t)R,
+                                (size_t)Out, &scale1[layer], FP8_E5M2, c->stream);
+    tensor_release(part);   /* stream-ordered free: after the sums have read it */
+}
+
 void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlayer, int R,
                               int In, int Out, int gelu)
 {
     Tensor *dy = n->out->grad, *xqT = n->saved[0], *wqT = n->saved[1];
     float *h0 = (float *)r->block[0]->data, *h1 = (float *)r->block[1]->data;
-    float *amax1 = fp8_amax_of(r, h1, 1), *scale1 = fp8_scale_of(r, h1, 1);
     const float *g_inv = fp8_sinv_of(r, h1, 1, layer);
     const float *w_inv = fp8_sinv_of(r, h0, 0, 2 * layer + 1);
-    Tensor *gq = tensor_new(c, DT_U8, 2, (int64_t[]){R, Out});
-    Tensor *gqT = tensor_new(c, DT_U8, 2, (int64_t[]){Out, R});
     int acc;
     /* dy's cast both ways; with a bias, db from the same read of dy */
     Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc) : NULL;
-    if (db) {
-        Tensor *part = tensor_new(c, DT_F32, 1,
-                                  (int64_t[]){(int64_t)fp8_colsum_scratch_floats(R, Out)});
-        fp8_cast_transpose_colsum_cuda((uint8_t *)gqT->data, (uint8_t *)gq->data, &amax1[layer],
-                                       (float *)db->data, acc, (float *)part->data, dy->data,
-                                       dy->dtype, (size_t)R, (size_t)Out, &scale1[layer],
-                                       FP8_E5M2, c->stream);
-        tensor_release(part);   /* stream-ordered free: after the sums have read it */
-    } else {
-        fp8_cast_transpose_cuda((uint8_t *)gqT->data, (uint8_t *)gq->data, &amax1[layer],
-                                dy->data, dy->dtype, (size_t)R, (size_t)Out, &scale1[layer],
-                                FP8_E5M2, c->stream);
-    }
+    Tensor *gq, *gqT;
+    grad_codes(c, r, layer, dy, NULL, db, acc, R, Out, &gq, &gqT);
     Tensor *dx = ad_grad_dst(c, n->in[0], &acc);
     if (dx) {
         CT_ASSERT(dx->dtype == DT_BF16 || dx->dtype == DT_F32, "linear_fp8: dx of type %s",
@@ -174,5 +199,54 @@ void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlay
              fp8_sinv_of(r, h0, 0, 2 * xlayer), NULL, 0, Out, In, R, acc ? 1.0f : 0.0f);
     tensor_release(gq);
     tensor_release(gqT);
+}
+
+void ffn_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int l1, int l2, int R, int D, int Hd,
+                           int Out)
+{
+    Tensor *dy = n->out->grad, *xqT1 = n->saved[0], *wqT1 = n->saved[1], *h = n->saved[2];
+    Tensor *gT2 = n->saved[3], *wqT2 = n->saved[4];
+    float *h0 = (float *)r->block[0]->data, *h1 = (float *)r->block[1]->data;
+    int acc;
+    /* the output Linear: dy's codes (and db2), then dw2 = dy^T GELU(h) */
+    Tensor *db2 = ad_grad_dst(c, n->in[4], &acc);
+    Tensor *gq2, *gqT2;
+    grad_codes(c, r, l2, dy, NULL, db2, acc, R, Out, &gq2, &gqT2);
+    const float *g2_inv = fp8_sinv_of(r, h1, 1, l2);
+    Tensor *dw2 = ad_grad_dst(c, n->in[3], &acc);
+    if (dw2)
+        gemm(c, dw2->data, DT_F32, gqT2, FP8_E5M2, g2_inv, gT2, FP8_E4M3,
+             fp8_sinv_of(r, h0, 0, 2 * l2), NULL, 0, Out, Hd, R, acc ? 1.0f : 0.0f);
+    int acc_x, acc_w1, acc_b1;
+    Tensor *dx = ad_grad_dst(c, n->in[0], &acc_x), *dw1 = ad_grad_dst(c, n->in[1], &acc_w1);
+    Tensor *db1 = ad_grad_dst(c, n->in[2], &acc_b1);
+    if (!dx && !dw1 && !db1) {
+        tensor_release(gq2);
+        tensor_release(gqT2);
+        return;
+    }
+    /* dg = dy w2 (GELU's output gradient, h's type), then the intermediate
+     * Linear's codes of dh = T(dg GELU'(h)) and db1 in one pass: dh is never
+     * written */
+    Tensor *dg = tensor_new(c, h->dtype, 2, (int64_t[]){R, Hd});
+    gemm(c, dg->data, dg->dtype, gq2, FP8_E5M2, g2_inv, wqT2, FP8_E4M3,
+         fp8_sinv_of(r, h0, 0, 2 * l2 + 1), NULL, 0, R, Hd, Out, 0.0f);
+    tensor_release(gq2);
+    tensor_release(gqT2);
+    Tensor *gq1, *gqT1;
+    grad_codes(c, r, l1, dg, h, db1, acc_b1, R, Hd, &gq1, &gqT1);
+    tensor_release(dg);
+    const float *g1_inv = fp8_sinv_of(r, h1, 1, l1);
+    if (dx) {
+        CT_ASSERT(dx->dtype == DT_BF16 || dx->dtype == DT_F32, "ffn_fp8: dx of type %s",
+                  dtype_name(dx->dtype));
+        gemm(c, dx->data, dx->dtype, gq1, FP8_E5M2, g1_inv, wqT1, FP8_E4M3,
+             fp8_sinv_of(r, h0, 0, 2 * l1 + 1), NULL, 0, R, D, Hd, acc_x ? 1.0f : 0.0f);
+    }
+    if (dw1)
+        gemm(c, dw1->data, DT_F32, gqT1, FP8_E5M2, g1_inv, xqT1, FP8_E4M3,
+             fp8_sinv_of(r, h0, 0, 2 * l1), NULL, 0, Hd, D, R, acc_w1 ? 1.0f : 0.0f);
+    tensor_release(gq1);
+    tensor_release(gqT1);
 }
 #endif

@@ -19,6 +19,11 @@ void linear_fp8_forward_cuda(Ctx *c, Fp8Recipe *r, int layer, Tensor **y, Tensor
  * gelu); xlayer as in the forward. */
 void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlayer, int R,
                               int In, int Out, int gelu);
+/* The backward of op_ffn_fp8's node (inputs x, w1, b1, w2, b2; saved: x's
+ * transposed codes, w1's, h, GELU(h)'s transposed codes, w2's; recipe layers
+ * l1, l2; x [R, D], h [R, Hd], y [R, Out]). */
+void ffn_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int l1, int l2, int R, int D, int Hd,
+                           int Out);
 #endif
 
 #endif

@@ -70,4 +70,15 @@ NORMAL_F32_FN float normal_f32_gelu(float x)
     return x * normal_f32_cdf(x, NULL);
 }
 
+/* GELU's backward, dx = dy (Phi(x) + x phi(x)), with its roundings pinned
+ * (one fused multiply-add, then the product): the same bits in op_gelu's
+ * backward (ops/elementwise.cu) and in the FP8 cast that applies it on the
+ * way in (ops/fp8.cu), whatever the compiler would contract in each. */
+NORMAL_F32_FN float normal_f32_gelu_grad(float dy, float x)
+{
+    float pdf;
+    const float cdf = normal_f32_cdf(x, &pdf);
+    return dy * fmaf(x, pdf, cdf);
+}
+
 #endif

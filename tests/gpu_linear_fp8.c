@@ -32,6 +32,11 @@
  * q, k, v sharing one cast of x (op_linear_fp8_shared): on the GPU bit for
  * bit against three separate casts, with fewer forward allocations.
  *
+ * The feed-forward block as one node (op_ffn_fp8, GELU's backward in the
+ * first Linear's gradient cast): bit for bit against op_linear_fp8 then
+ * op_linear_fp8_gelu (outputs, every gradient, both layers' recipe slots),
+ * with fewer backward allocations (dh is never written).
+ *
  * Tolerance (relative norm of the difference): both sides multiply the same
  * FP8 codes; the CPU sums them in f32 in one order, the tensor cores in
  * another, promoting partial sums to f32 every few steps (fast accumulation
@@ -314,6 +319,95 @@ static void test_shared(Ctx *gpu, const Shape *sh, DType dt)
     for (int j = 0; j < 3; j++) inputs_free(&in[j]);
 }
 
+/* The feed-forward block as one node (op_ffn_fp8: x -> Linear -> GELU ->
+ * Linear, GELU's backward applied in the first Linear's gradient cast)
+ * against op_linear_fp8 then op_linear_fp8_gelu on the GPU, two recipe
+ * steps: y, dx, dw1, db1, dw2, db2 and both layers' recipe slots the same
+ * bits (the same kernels, roundings and summation orders), and fewer
+ * allocations in the backward (dh is never written). x [R, D] in the
+ * autocast type (BERT's layer input), Hd = the shape's out, back to D. */
+static void test_ffn(Ctx *gpu, const Shape *sh, DType dt)
+{
+    const int64_t D = sh->x[sh->ndim - 1], Hd = sh->out;
+    size_t R = 1;
+    for (int i = 0; i < sh->ndim - 1; i++) R *= (size_t)sh->x[i];
+    float *x = hrand(R * D, -3.0f, 3.0f, dt), *w1 = hrand(Hd * D, -0.05f, 0.05f, DT_F32);
+    float *b1 = hrand(Hd, -1.0f, 1.0f, DT_F32), *w2 = hrand(D * Hd, -0.05f, 0.05f, DT_F32);
+    float *b2 = hrand(D, -1.0f, 1.0f, DT_F32), *g = hrand(R * D, -1e-3f, 1e-3f, dt);
+    const int64_t w1s[2] = {Hd, D}, w2s[2] = {D, Hd};
+    float *got[2][2][6];               /* [mode][step][y, dx, dw1, db1, dw2, db2] */
+    Fp8TensorState st[2][2][6];        /* [mode][step][x1, w1, x2, w2, g1, g2 slots] */
+    size_t bwd_allocs[2] = {0, 0};
+    for (int mode = 0; mode < 2; mode++) {   /* 0 the two ops, 1 one node */
+        Fp8Recipe *r = fp8_recipe_new(gpu, 2, 4, 0);
+        Tensor *tx = tensor_from_f32(gpu, x, dt, sh->ndim, sh->x);
+        Tensor *tw1 = tensor_from_f32(gpu, w1, DT_F32, 2, w1s), *tb1 = tensor_from_f32(gpu, b1, DT_F32, 1, &Hd);
+        Tensor *tw2 = tensor_from_f32(gpu, w2, DT_F32, 2, w2s), *tb2 = tensor_from_f32(gpu, b2, DT_F32, 1, &D);
+        tx->requires_grad = tw1->requires_grad = tb1->requires_grad = 1;
+        tw2->requires_grad = tb2->requires_grad = 1;
+        if (dt != DT_F32) {   /* the biases' AMP working copies, as parameters have */
+            tb1->lowp = tensor_from_f32(gpu, b1, dt, 1, &Hd);
+            tb2->lowp = tensor_from_f32(gpu, b2, dt, 1, &D);
+        }
+        for (int step = 0; step < 2; step++) {
+            gpu->autocast = dt;
+            Tensor *y;
+            if (mode) {
+                y = op_ffn_fp8(gpu, tx, tw1, tb1, tw2, tb2, r, 0, 1);
+            } else {
+                Tensor *h = op_linear_fp8(gpu, tx, tw1, tb1, r, 0);
+                y = op_linear_fp8_gelu(gpu, h, tw2, tb2, r, 1);
+                tensor_release(h);
+            }
+            y->grad = tensor_from_f32(gpu, g, y->dtype, sh->ndim, sh->x);
+            got[mode][step][0] = to_host(y);
+            const size_t a0 = gpu->mem.n_allocs;
+            ad_backward_from(gpu, y);
+            if (step == 0) bwd_allocs[mode] = gpu->mem.n_allocs - a0;
+            tensor_release(y);
+            gpu->autocast = DT_F32;
+            Tensor *gr[5] = {tx->grad, tw1->grad, tb1->grad, tw2->grad, tb2->grad};
+            for (int k = 0; k < 5; k++) got[mode][step][k + 1] = to_host(gr[k]);
+            for (int k = 0; k < 4; k++) fp8_recipe_read(r, 0, k, &st[mode][step][k]);
+            for (int k = 0; k < 2; k++) fp8_recipe_read(r, 1, k, &st[mode][step][4 + k]);
+            fp8_recipe_step(gpu, r);
+        }
+        tensor_release(tb1->lowp); tb1->lowp = NULL;
+        tensor_release(tb2->lowp); tb2->lowp = NULL;
+        tensor_release(tx); tensor_release(tw1); tensor_release(tb1);
+        tensor_release(tw2); tensor_release(tb2);
+        fp8_recipe_free(r);
+    }
+    const size_t n[6] = {R * D, R * D, (size_t)(Hd * D), (size_t)Hd, (size_t)(D * Hd), (size_t)D};
+    int same = 1, slots = 1, live = 1;
+    for (int step = 0; step < 2; step++) {
+        for (int k = 0; k < 6; k++) {
+            same = same && same_bits(got[0][step][k], got[1][step][k], n[k]);
+            free(got[0][step][k]);
+            free(got[1][step][k]);
+        }
+        for (int k = 0; k < 6; k++) {
+            slots = slots && st[0][step][k].amax == st[1][step][k].amax &&
+                    st[0][step][k].scale == st[1][step][k].scale;
+            live = live && st[1][step][k].amax > 0.0f;
+        }
+    }
+    char name[160];
+    snprintf(name, sizeof name, "ffn_fp8.same_as_two_ops %zux%lld->%lld->%lld %s%s", R,
+             (long long)D, (long long)Hd, (long long)D, dtype_name(dt), run_tag);
+    check_true(name, same, "y, dx, dw1, db1, dw2 or db2 differ from op_linear_fp8 + "
+               "op_linear_fp8_gelu");
+    snprintf(name, sizeof name, "ffn_fp8.recipe_slots %zux%lld->%lld %s%s", R, (long long)D,
+             (long long)Hd, dtype_name(dt), run_tag);
+    check_true(name, slots && live, "a slot's amax or scale differs from the two ops' (or an "
+               "amax stayed 0: %d)", !live);
+    snprintf(name, sizeof name, "ffn_fp8.fewer_backward_allocations %zux%lld->%lld %s%s", R,
+             (long long)D, (long long)Hd, dtype_name(dt), run_tag);
+    check_true(name, bwd_allocs[1] < bwd_allocs[0], "backward allocations: one node %zu, two ops %zu",
+               bwd_allocs[1], bwd_allocs[0]);
+    free(x); free(w1); free(b1); free(w2); free(b2); free(g);
+}
+
 /* Runs every step of one shape and setting against the CPU; returns the
  * GPU's forward allocations of step 1. */
 static size_t test_shape(Ctx *cpu, Ctx *gpu, const Shape *sh, DType dt)
@@ -377,6 +471,8 @@ static RunOut run_all(void)
             test_gelu(&cpu, &gpu, &shapes[i], DT_F32);
             test_gelu(&cpu, &gpu, &shapes[i], DT_BF16);
             test_shared(&gpu, &shapes[i], DT_BF16);
+            test_ffn(&gpu, &shapes[i], DT_BF16);
+            test_ffn(&gpu, &shapes[i], DT_F32);
         }
     }
     ctx_free(&gpu);
