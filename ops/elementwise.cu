@@ -22,6 +22,7 @@
 
 #include "engine/error.h"
 #include "engine/map_kernel.cuh"
+#include "colsum_finish.cuh"
 #include "cuda_util.cuh"
 #include "elementwise.h"
 #include "normal_f32.h"
@@ -287,7 +288,8 @@ extern "C" void bias_backward_cuda(float *db, const void *dy, DType dt, size_t R
  * columns) x CS_LANES row lanes, over a chunk of rows; lane (tx, ty) adds
  * rows ty, ty + CS_LANES, ... of its columns in order, the row lanes of a
  * column are added in lane order into partial[chunk, c], then
- * bias_backward_finish_kernel adds the chunks in order. The chunking
+ * colsum_finish (ops/colsum_finish.cuh: 16 slices of chunks a column, each
+ * in order, then the slices in order) adds the chunks. The chunking
  * depends on (R, C) alone, so the order is fixed (deterministic), and
  * it is the same for both forms: the act form's db equals bias_backward of
  * its dh bit for bit. Taken when C % V == 0 and the pointers are 16-byte
@@ -375,9 +377,7 @@ static int colsum_vec(ActKind k, void *dh, float *db, int accum, const void *dy,
         }
         CUDA_CHECK_LAUNCH();
     });
-    bias_backward_finish_kernel<<<grid_for(C, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0, s>>>(
-        db, partial, G, C, accum);
-    CUDA_CHECK_LAUNCH();
+    colsum_finish(db, accum, partial, G, C, s);
     CUDA_CHECK(cudaFreeAsync(partial, s));
     return 1;
 }

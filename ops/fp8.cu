@@ -51,10 +51,10 @@
  * Column sums, deterministic without atomics: in a tile each thread adds
  * its column's rows ty, ty + 4, ... in order, the four row lanes are added
  * in lane order into partial[tile row][c] (f32 scratch [ceil(R / 64), C]),
- * and a second kernel adds a column's partials: a block of 32 columns x 16
- * slices, each slice adding its contiguous run of tile rows in order, then
- * the 16 slice sums in slice order (so a column's partials are spread over
- * 16 threads and C / 32 blocks, not one thread each). The order depends on
+ * and a second kernel adds a column's partials (ops/colsum_finish.cuh: a
+ * block of 32 columns x 16 slices, each slice adding its contiguous run of
+ * tile rows in order, then the 16 slice sums in slice order, so a column's
+ * partials are spread over 16 threads). The order depends on
  * (R, C) alone, never on which block took which tile. This saves
  * bias_backward's separate read of dy (2 bytes an element of bf16 dy; the
  * partials cost 8 / 64 bytes an element, written once and read once).
@@ -65,6 +65,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "colsum_finish.cuh"
 #include "cuda_util.cuh"
 #include "engine/error.h"
 #include "engine/settings.h"
@@ -322,35 +323,6 @@ __global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t 
     block_amax_atomic(m, amax);
 }
 
-/* The finish's block: FIN_COLS columns (threadIdx.x) x FIN_SLICES slices
- * of the tile rows (threadIdx.y). */
-const int FIN_COLS = 32;
-const int FIN_SLICES = 16;
-
-/* db[c] (+)= sum over t < ntiles of partial[t * cols + c]: slice y adds its
- * tile rows [y k, (y + 1) k) in order (k = ceil(ntiles / FIN_SLICES)), then
- * slice 0 adds the slice sums in slice order. One block per FIN_COLS
- * columns (blockIdx.x). */
-__global__ void fp8_colsum_finish_kernel(float *__restrict__ db,
-                                         const float *__restrict__ partial, size_t ntiles,
-                                         size_t cols, int accum)
-{
-    __shared__ float slice_sum[FIN_SLICES][FIN_COLS];
-    const size_t c = (size_t)blockIdx.x * FIN_COLS + threadIdx.x;
-    const size_t k = (ntiles + FIN_SLICES - 1) / FIN_SLICES;
-    const size_t t0 = threadIdx.y * k, t1 = t0 + k < ntiles ? t0 + k : ntiles;
-    float sum = 0.0f;
-    if (c < cols)
-        for (size_t t = t0; t < t1; t++) sum = __fadd_rn(sum, partial[t * cols + c]);
-    slice_sum[threadIdx.y][threadIdx.x] = sum;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < cols) {
-        float total = slice_sum[0][threadIdx.x];
-        for (int y = 1; y < FIN_SLICES; y++) total = __fadd_rn(total, slice_sum[y][threadIdx.x]);
-        db[c] = accum ? __fadd_rn(db[c], total) : total;
-    }
-}
-
 __global__ void fp8_amax_zero_kernel(float *amax, int n)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -474,17 +446,6 @@ static void cast_transpose(uint8_t *qt, uint8_t *q, float *amax, float *colsum, 
         cast_transpose_mode<CAST_PLAIN>(qt, q, amax, colsum, x, aux, xt, rows, cols, scale, f, s);
 }
 
-/* The column sums' second kernel: db (+)= the tiles' partial sums. */
-static void colsum_finish(float *db, int accum, const float *scratch, size_t rows, size_t cols,
-                          cudaStream_t s)
-{
-    const size_t ntiles = (rows + TILE - 1) / TILE;
-    const unsigned blocks = (unsigned)((cols + FIN_COLS - 1) / FIN_COLS);
-    fp8_colsum_finish_kernel<<<blocks, dim3(FIN_COLS, FIN_SLICES), 0, s>>>(db, scratch, ntiles,
-                                                                           cols, accum);
-    CUDA_CHECK_LAUNCH();
-}
-
 void fp8_cast_transpose_cuda(uint8_t *qt, uint8_t *q, float *amax, const void *x, DType xt,
                              size_t rows, size_t cols, const float *scale, Fp8Format f,
                              cudaStream_t s)
@@ -517,7 +478,7 @@ void fp8_cast_transpose_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, float 
         return;
     }
     cast_transpose(qt, q, amax, scratch, CAST_PLAIN, x, NULL, xt, rows, cols, scale, f, s);
-    colsum_finish(db, accum, scratch, rows, cols, s);
+    colsum_finish(db, accum, scratch, (rows + TILE - 1) / TILE, cols, s);
 }
 
 void fp8_cast_transpose_dgelu_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, float *db,
@@ -532,7 +493,7 @@ void fp8_cast_transpose_dgelu_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, 
     }
     cast_transpose(qt, q, amax, db ? scratch : NULL, CAST_DGELU, dg, h, xt, rows, cols, scale,
                    f, s);
-    if (db) colsum_finish(db, accum, scratch, rows, cols, s);
+    if (db) colsum_finish(db, accum, scratch, (rows + TILE - 1) / TILE, cols, s);
 }
 
 void fp8_amax_zero_cuda(float *amax, int n, cudaStream_t s)

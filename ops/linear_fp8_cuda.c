@@ -205,13 +205,15 @@ void ffn_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int l1, int l2, int R,
                            int Out)
 {
     Tensor *dy = n->out->grad, *xqT1 = n->saved[0], *wqT1 = n->saved[1], *h = n->saved[2];
-    Tensor *gT2 = n->saved[3], *wqT2 = n->saved[4];
+    Tensor *gT2 = n->saved[3], *wqT2 = n->saved[4];   /* GELU(h)'s codes, w2's */
     float *h0 = (float *)r->block[0]->data, *h1 = (float *)r->block[1]->data;
     int acc;
     /* the output Linear: dy's codes (and db2), then dw2 = dy^T GELU(h) */
     Tensor *db2 = ad_grad_dst(c, n->in[4], &acc);
     Tensor *gq2, *gqT2;
     grad_codes(c, r, l2, dy, NULL, db2, acc, R, Out, &gq2, &gqT2);
+    tensor_release(n->out->grad);   /* dy: its codes are all that is read from here */
+    n->out->grad = NULL;
     const float *g2_inv = fp8_sinv_of(r, h1, 1, l2);
     Tensor *dw2 = ad_grad_dst(c, n->in[3], &acc);
     if (dw2)
@@ -236,6 +238,8 @@ void ffn_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int l1, int l2, int R,
     Tensor *gq1, *gqT1;
     grad_codes(c, r, l1, dg, h, db1, acc_b1, R, Hd, &gq1, &gqT1);
     tensor_release(dg);
+    tensor_release(n->saved[2]);   /* h, read for the last time (as the two ops' walk lets it go) */
+    n->saved[2] = NULL;
     const float *g1_inv = fp8_sinv_of(r, h1, 1, l1);
     if (dx) {
         CT_ASSERT(dx->dtype == DT_BF16 || dx->dtype == DT_F32, "ffn_fp8: dx of type %s",

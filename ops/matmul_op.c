@@ -230,30 +230,41 @@ static int linear_dw(Ctx *c, Tensor *dw, int acc, Tensor *db, int acc_b, Tensor 
  * so   dx = dy w,   dw += dy^T x   (f32, into the gradient buffer),
  *      dbias += sum_r dy[r]        (in dw's GEMM with CTRAIN_LINEAR_BGRAD=1)
  * (the same whether the forward added the bias in the epilogue or not) */
-static void linear_backward(Ctx *c, Node *n)
+/* dx (+)= dy w, dw += dy^T x and, when db is not NULL, db (+)= sum_r dy (in
+ * dw's GEMM under CTRAIN_LINEAR_BGRAD=1, else a separate pass): the
+ * Linear's gradients from dy (saved: x, w in x's type). */
+static void linear_grads(Ctx *c, Node *n, Tensor *dy, Tensor *db, int acc_b, int R, int In,
+                         int Out)
 {
-    Tensor *dy = n->out->grad, *x = n->saved[0], *wl = n->saved[1];
-    int R = (int)n->i[0], In = (int)n->i[1], Out = (int)n->i[2];
-    int acc, acc_b = 0;
+    Tensor *x = n->saved[0], *wl = n->saved[1];
+    int acc;
     Tensor *dx = ad_grad_dst(c, n->in[0], &acc);
     if (dx) mm_run(c, dx, dy, wl, R, In, Out, 0, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
-    Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc_b) : NULL;
-    if (db) CT_ASSERT(db->dtype == DT_F32, "linear: bias gradient must be f32");
     Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
     if (dw && linear_dw(c, dw, acc, db, acc_b, dy, x, R, In, Out)) db = NULL;
-    acc = acc_b;
-    if (db) {
-        if (c->device == DEV_CUDA) {
+    if (!db) return;
+    if (c->device == DEV_CUDA) {
 #ifdef CTRAIN_CUDA
-            bias_backward_cuda((float *)db->data, dy->data, dy->dtype, (size_t)R, (size_t)Out,
-                               acc, c->stream);
+        bias_backward_cuda((float *)db->data, dy->data, dy->dtype, (size_t)R, (size_t)Out, acc_b,
+                           c->stream);
 #endif
-        } else {
-            F32View vdy = f32_view(dy, 1);
-            bias_backward_cpu((float *)db->data, vdy.p, (size_t)R, (size_t)Out, acc);
-            f32_done(&vdy, 0);
-        }
+    } else {
+        F32View vdy = f32_view(dy, 1);
+        bias_backward_cpu((float *)db->data, vdy.p, (size_t)R, (size_t)Out, acc_b);
+        f32_done(&vdy, 0);
     }
+}
+
+/* forward: y = x w^T + bias     (x [R, in], w [out, in])
+ * so   dx = dy w,   dw += dy^T x   (f32, into the gradient buffer),
+ *      dbias += sum_r dy[r]        (in dw's GEMM with CTRAIN_LINEAR_BGRAD=1)
+ * (the same whether the forward added the bias in the epilogue or not) */
+static void linear_backward(Ctx *c, Node *n)
+{
+    int acc_b = 0;
+    Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc_b) : NULL;
+    if (db) CT_ASSERT(db->dtype == DT_F32, "linear: bias gradient must be f32");
+    linear_grads(c, n, n->out->grad, db, acc_b, (int)n->i[0], (int)n->i[1], (int)n->i[2]);
 }
 
 /* y = x w^T + bias with the checks, autocast and the bias epilogue; *xo and
@@ -314,21 +325,25 @@ Tensor *op_linear(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias)
 /* ---- linear + activation ---- */
 
 /* forward: h = x w^T + b,  y = act(h)    (saved: x, w in x's type, h)
- * so   dh = dy act'(h),  db (+)= sum_r dh[r],  dx (+)= dh w,  dw += dh^T x */
+ * so   dh = dy act'(h),  db (+)= sum_r dh[r],  dx (+)= dh w,  dw += dh^T x
+ * db in the activation's pass under CTRAIN_LINEAR_ACT_BGRAD=1, else as
+ * op_linear's backward makes it (a separate pass, or the weight gradient's
+ * GEMM under CTRAIN_LINEAR_BGRAD=1): the composed ops' bits either way. dy
+ * and h are let go as soon as dh exists, as the two ops' walk would. */
 static void linear_act_backward(Ctx *c, Node *n)
 {
-    Tensor *dy = n->out->grad, *x = n->saved[0], *wl = n->saved[1], *h = n->saved[2];
+    Tensor *dy = n->out->grad, *h = n->saved[2];
     const ActKind k = (ActKind)n->i[3];
     const int R = (int)n->i[0], In = (int)n->i[1], Out = (int)n->i[2];
-    int acc, acc_b = 0;
+    int acc_b = 0;
     Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc_b) : NULL;
     if (db) CT_ASSERT(db->dtype == DT_F32, "linear_act: bias gradient must be f32");
     Tensor *dh = tensor_new_like(c, h, h->dtype);
     if (c->device == DEV_CUDA) {
 #ifdef CTRAIN_CUDA
-        if (switch_once(SET_LINEAR_ACT_BGRAD)) {
-            act_backward_colsum_cuda(k, dh->data, db ? (float *)db->data : NULL, acc_b, dy->data,
-                                     h->data, h->dtype, (size_t)R, (size_t)Out, c->stream);
+        if (db && switch_once(SET_LINEAR_ACT_BGRAD)) {
+            act_backward_colsum_cuda(k, dh->data, (float *)db->data, acc_b, dy->data, h->data,
+                                     h->dtype, (size_t)R, (size_t)Out, c->stream);
             db = NULL;
         } else {
             act_backward_cuda(k, dh->data, dy->data, h->data, NULL, h->dtype, h->numel, 0,
@@ -340,22 +355,11 @@ static void linear_act_backward(Ctx *c, Node *n)
         act_backward_cpu(k, vdh.p, vdy.p, vh.p, NULL, dh->numel, 0);
         f32_done(&vdh, 1); f32_done(&vdy, 0); f32_done(&vh, 0);
     }
-    if (db) {   /* the separate pass over dh, as op_linear's backward makes it */
-        if (c->device == DEV_CUDA) {
-#ifdef CTRAIN_CUDA
-            bias_backward_cuda((float *)db->data, dh->data, dh->dtype, (size_t)R, (size_t)Out,
-                               acc_b, c->stream);
-#endif
-        } else {
-            F32View vdh = f32_view(dh, 1);
-            bias_backward_cpu((float *)db->data, vdh.p, (size_t)R, (size_t)Out, acc_b);
-            f32_done(&vdh, 0);
-        }
-    }
-    Tensor *dx = ad_grad_dst(c, n->in[0], &acc);
-    if (dx) mm_run(c, dx, dh, wl, R, In, Out, 0, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
-    Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
-    if (dw) mm_run(c, dw, dh, x, Out, In, R, 1, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
+    tensor_release(n->out->grad);   /* dy and h: read for the last time */
+    n->out->grad = NULL;
+    tensor_release(n->saved[2]);
+    n->saved[2] = NULL;
+    linear_grads(c, n, dh, db, acc_b, R, In, Out);   /* op_linear's backward, dh as its dy */
     tensor_release(dh);
 }
 
