@@ -271,26 +271,28 @@ static void ffn_fp8_backward(Ctx *c, Node *n)
 Tensor *op_ffn_fp8(Ctx *c, Tensor *x0, Tensor *w1, Tensor *b1, Tensor *w2, Tensor *b2,
                    Fp8Recipe *r, int l1, int l2)
 {
-    char dh[96], dw[96];
-    Tensor *x = autocast_cast_input(c, x0);
     /* one node where the GELU casts run on the device in a type the FP8 GEMM
      * writes; else the two ops (the same values) */
-    if (c->device != DEV_CUDA || !b1 || !b2 || (x->dtype != DT_BF16 && x->dtype != DT_F32)) {
-        tensor_release(x);
+    const DType xt = autocast_dtype(c, x0->dtype);
+    if (c->device != DEV_CUDA || !b1 || !b2 || (xt != DT_BF16 && xt != DT_F32)) {
         Tensor *h = op_linear_fp8(c, x0, w1, b1, r, l1);
         Tensor *y = op_linear_fp8_gelu(c, h, w2, b2, r, l2);
         tensor_release(h);
         return y;
     }
+    check_args(c, x0, w1, b1, r, l1);
+    char d1[96], d2[96], d3[96];
     op_check_device("ffn_fp8", c, w2);
-    if (w1->ndim != 2 || w2->dtype != DT_F32 || w2->ndim != 2 || w2->shape[1] != w1->shape[0] ||
-        b2->ndim != 1 || b2->shape[0] != w2->shape[0])
-        ct_fatal("ffn_fp8: second Linear's weight %s or bias %s does not follow the first's %s",
-                 tensor_desc(dw, 96, w2), tensor_desc(dh, 96, b2), tensor_desc(dh, 96, w1));
+    op_check_device("ffn_fp8", c, b2);
+    if (w2->dtype != DT_F32 || w2->ndim != 2 || w2->shape[1] != w1->shape[0] ||
+        b2->dtype != DT_F32 || b2->ndim != 1 || b2->shape[0] != w2->shape[0])
+        ct_fatal("ffn_fp8: the second Linear's weight %s and bias %s must be f32 [out, %lld] and "
+                 "[out] (the first's weight is %s)", tensor_desc(d1, 96, w2),
+                 tensor_desc(d2, 96, b2), (long long)w1->shape[0], tensor_desc(d3, 96, w1));
+    CT_ASSERT(l2 >= 0 && l2 < r->layers, "ffn_fp8: layer %d of a recipe of %d", l2, r->layers);
+    Tensor *x = autocast_cast_input(c, x0);
     const int R = (int)tensor_rows(x), D = (int)w1->shape[1], Hd = (int)w1->shape[0];
     const int Out = (int)w2->shape[0];
-    check_args(c, x0, w1, b1, r, l1);
-    CT_ASSERT(l2 >= 0 && l2 < r->layers, "ffn_fp8: layer %d of a recipe of %d", l2, r->layers);
     /* the two Linears' forwards in the order (and with the buffers) the two
      * ops would make: h, x's codes, the first GEMM; y, GELU(h)'s codes, the
      * second */

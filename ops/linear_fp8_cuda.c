@@ -169,7 +169,7 @@ void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlay
     float *h0 = (float *)r->block[0]->data, *h1 = (float *)r->block[1]->data;
     const float *g_inv = fp8_sinv_of(r, h1, 1, layer);
     const float *w_inv = fp8_sinv_of(r, h0, 0, 2 * layer + 1);
-    int acc;
+    int acc = 0;
     /* dy's cast both ways; with a bias, db from the same read of dy */
     Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc) : NULL;
     Tensor *gq, *gqT;
@@ -207,7 +207,7 @@ void ffn_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int l1, int l2, int R,
     Tensor *dy = n->out->grad, *xqT1 = n->saved[0], *wqT1 = n->saved[1], *h = n->saved[2];
     Tensor *gT2 = n->saved[3], *wqT2 = n->saved[4];   /* GELU(h)'s codes, w2's */
     float *h0 = (float *)r->block[0]->data, *h1 = (float *)r->block[1]->data;
-    int acc;
+    int acc = 0;
     /* the output Linear: dy's codes (and db2), then dw2 = dy^T GELU(h) */
     Tensor *db2 = ad_grad_dst(c, n->in[4], &acc);
     Tensor *gq2, *gqT2;
@@ -219,7 +219,7 @@ void ffn_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int l1, int l2, int R,
     if (dw2)
         gemm(c, dw2->data, DT_F32, gqT2, FP8_E5M2, g2_inv, gT2, FP8_E4M3,
              fp8_sinv_of(r, h0, 0, 2 * l2), NULL, 0, Out, Hd, R, acc ? 1.0f : 0.0f);
-    int acc_x, acc_w1, acc_b1;
+    int acc_x = 0, acc_w1 = 0, acc_b1 = 0;
     Tensor *dx = ad_grad_dst(c, n->in[0], &acc_x), *dw1 = ad_grad_dst(c, n->in[1], &acc_w1);
     Tensor *db1 = ad_grad_dst(c, n->in[2], &acc_b1);
     if (!dx && !dw1 && !db1) {

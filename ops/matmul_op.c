@@ -341,7 +341,8 @@ static void linear_act_backward(Ctx *c, Node *n)
     Tensor *dh = tensor_new_like(c, h, h->dtype);
     if (c->device == DEV_CUDA) {
 #ifdef CTRAIN_CUDA
-        if (db && switch_once(SET_LINEAR_ACT_BGRAD)) {
+        /* CTRAIN_LINEAR_BGRAD, where on, keeps db in the GEMM as op_linear would */
+        if (db && switch_once(SET_LINEAR_ACT_BGRAD) && !switch_once(SET_LINEAR_BGRAD)) {
             act_backward_colsum_cuda(k, dh->data, (float *)db->data, acc_b, dy->data, h->data,
                                      h->dtype, (size_t)R, (size_t)Out, c->stream);
             db = NULL;
