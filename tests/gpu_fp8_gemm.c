@@ -10,6 +10,11 @@
  * a second call without q over a poisoned qt, its amax preloaded above
  * max |x|, writes the same qt and leaves the larger amax.
  *
+ * Cast-transpose with GELU's backward on the way in (dh = T(dg GELU'(h)),
+ * op_ffn_fp8's gradient cast): codes both ways, amax and column sums bit
+ * for bit against act_backward_cuda's dh then the plain cast (both
+ * kernels' shapes, f32 / f16 / bf16, with and without db).
+ *
  * FP8 GEMM, D = sa sb A B^T + beta D: E4M3 x E4M3 (forward), E5M2 x E4M3
  * and E4M3 x E5M2 (the gradient GEMMs), D bf16 and f32, beta 0 (D poisoned
  * with NaN: it must not be read) and 1 (accumulation), scales 0.5, 3, 1/448
@@ -86,6 +91,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/elementwise.h"
 #include "ops/fp8.h"
 #include "ops/fp8_gemm.h"
 #include "check.h"
@@ -262,6 +268,78 @@ static void test_cast_transpose_colsum(DType xt, Fp8Format f, int rows, int cols
     dfree(dx); dfree(dscale); dfree(ddb); dfree(dpart); dfree(dq); dfree(dqt); dfree(damax);
     free(x); free(d0); free(qref); free(q); free(qt); free(ref); free(abs_sum);
     free(db[0]); free(db[1]);
+}
+
+/* The cast with GELU's backward on the way in (fp8_cast_transpose_dgelu_colsum_cuda, the
+ * FFN's first Linear's gradient cast in op_ffn_fp8) against GELU's own backward kernel
+ * (act_backward_cuda, writing dh) then the plain cast of dh: codes both ways, amax and the
+ * column sums the same bits (the same GELU derivative, roundings and tile order), with and
+ * without db; the 16-byte kernel's shapes and the first kernel's (rows not a multiple of
+ * 16, odd widths). */
+static void test_cast_transpose_dgelu(DType xt, int rows, int cols, int with_db)
+{
+    const size_t n = (size_t)rows * cols;
+    float *g = falloc(n), *h = falloc(n);
+    check_seed(5000u * (uint64_t)rows + (uint64_t)cols + 11u * (uint64_t)xt);
+    for (size_t i = 0; i < n; i++) {
+        g[i] = check_uniform(-2.0f, 2.0f);
+        h[i] = check_uniform(-5.0f, 5.0f);
+    }
+    const float scale = 3000.0f;   /* E5M2, as a gradient's cast */
+    void *dg = gpu_upload(g, n, xt), *dh_in = gpu_upload(h, n, xt), *dscale = gpu_upload(&scale, 1, DT_F32);
+    void *ddh = gpu_alloc_poison(n, xt);
+    const size_t nparts = fp8_colsum_scratch_floats((size_t)rows, (size_t)cols);
+    uint8_t *dq[2], *dqt[2];
+    float *ddb[2], *damax[2], *dpart;
+    CUDA_CHECK(cudaMalloc((void **)&dpart, nparts * sizeof(float)));
+    for (int k = 0; k < 2; k++) {
+        CUDA_CHECK(cudaMalloc((void **)&dq[k], n));
+        CUDA_CHECK(cudaMalloc((void **)&dqt[k], n));
+        CUDA_CHECK(cudaMalloc((void **)&ddb[k], (size_t)cols * sizeof(float)));
+        CUDA_CHECK(cudaMalloc((void **)&damax[k], sizeof(float)));
+        CUDA_CHECK(cudaMemset(dq[k], 0xFF, n));
+        CUDA_CHECK(cudaMemset(dqt[k], 0xFF, n));
+        CUDA_CHECK(cudaMemset(ddb[k], 0, (size_t)cols * sizeof(float)));
+        fp8_amax_zero_cuda(damax[k], 1, 0);
+    }
+    /* [0]: GELU's backward, then the cast of dh; [1]: the one pass */
+    act_backward_cuda(ACT_GELU, ddh, dg, dh_in, NULL, xt, n, 0, 0);
+    if (with_db)
+        fp8_cast_transpose_colsum_cuda(dqt[0], dq[0], damax[0], ddb[0], 1, dpart, ddh, xt,
+                                       (size_t)rows, (size_t)cols, dscale, FP8_E5M2, 0);
+    else
+        fp8_cast_transpose_cuda(dqt[0], dq[0], damax[0], ddh, xt, (size_t)rows, (size_t)cols,
+                                dscale, FP8_E5M2, 0);
+    fp8_cast_transpose_dgelu_colsum_cuda(dqt[1], dq[1], damax[1], with_db ? ddb[1] : NULL, 1,
+                                         dpart, dg, dh_in, xt, (size_t)rows, (size_t)cols, dscale,
+                                         FP8_E5M2, 0);
+    sync_all();
+    uint8_t *q[2], *qt[2];
+    float db[2][2048], amax[2];
+    int same = 1;
+    for (int k = 0; k < 2; k++) {
+        q[k] = malloc(n);
+        qt[k] = malloc(n);
+        CUDA_CHECK(cudaMemcpy(q[k], dq[k], n, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(qt[k], dqt[k], n, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(db[k], ddb[k], (size_t)cols * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(&amax[k], damax[k], sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    same = !memcmp(q[0], q[1], n) && !memcmp(qt[0], qt[1], n) && amax[0] == amax[1] &&
+           amax[0] > 0.0f && (!with_db || !memcmp(db[0], db[1], (size_t)cols * sizeof(float)));
+    char name[128];
+    snprintf(name, sizeof name, "fp8.cast_transpose_dgelu.%s.%dx%d%s", dtype_name(xt), rows, cols,
+             with_db ? ".db" : "");
+    check_true(name, same, "codes %d, transposed %d, amax %.9g vs %.9g, db %d differ from GELU's "
+               "backward then the cast", memcmp(q[0], q[1], n) != 0, memcmp(qt[0], qt[1], n) != 0,
+               (double)amax[0], (double)amax[1],
+               with_db && memcmp(db[0], db[1], (size_t)cols * sizeof(float)) != 0);
+    for (int k = 0; k < 2; k++) {
+        dfree(dq[k]); dfree(dqt[k]); dfree(ddb[k]); dfree(damax[k]);
+        free(q[k]); free(qt[k]);
+    }
+    dfree(dg); dfree(dh_in); dfree(dscale); dfree(ddh); dfree(dpart);
+    free(g); free(h);
 }
 
 /* ---- the GEMM ---- */
@@ -554,6 +632,14 @@ int main(void)
             for (int accum = 0; accum < 2; accum++)
                 test_cast_transpose_colsum(gpu_float_types[t], FP8_E5M2, colsum_shapes[s][0],
                                            colsum_shapes[s][1], accum);
+
+    /* GELU's backward in the cast: 16-byte kernel shapes, then the first kernel's */
+    static const int dgelu_shapes[][2] = {{80, 96}, {256, 768}, {4096, 1024}, {17, 33}, {70, 130}};
+    for (int t = 0; t < 3; t++)
+        for (int s = 0; s < 5; s++)
+            for (int with_db = 0; with_db < 2; with_db++)
+                test_cast_transpose_dgelu(gpu_float_types[t], dgelu_shapes[s][0],
+                                          dgelu_shapes[s][1], with_db);
 
     int dev = 0, major = 0, minor = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
