@@ -45,4 +45,15 @@ static inline int run(const char *cmd, char *out, size_t len)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* `ctrain eval`'s summary top-1 (the last "top-1 NN.NN%"), not a progress
+ * line's "top-1 so far" (printed when the evaluation takes over 2 s, as on
+ * a loaded machine); -1 when there is none. */
+static inline double eval_top1(const char *out)
+{
+    double top1 = -1;
+    for (const char *p = strstr(out, "top-1 "); p; p = strstr(p + 6, "top-1 "))
+        if (p[6] >= '0' && p[6] <= '9') top1 = atof(p + 6);
+    return top1;
+}
+
 #endif

@@ -413,11 +413,7 @@ static void test_save_eval(void)
     check_true("save.written", st == 0 && access(ck, R_OK) == 0, "exit %d: %s", st, out);
     snprintf(cmd, sizeof cmd, "%s eval --model mlp --device cpu --load %s 2>&1", bin(), ck);
     st = run(cmd, out, sizeof out);
-    /* the summary's "top-1 NN.NN%", not a progress line's "top-1 so far"
-     * (printed when the evaluation takes over 2 s, on a loaded machine) */
-    double top1 = -1;
-    for (const char *p = strstr(out, "top-1 "); p; p = strstr(p + 6, "top-1 "))
-        if (p[6] >= '0' && p[6] <= '9') top1 = atof(p + 6);
+    const double top1 = eval_top1(out);
     check_true("eval.loads_and_scores", st == 0 && top1 > 50.0, "exit %d, top-1 %.2f: %s", st, top1, out);
     char args[700];
     snprintf(args, sizeof args, "eval --model mlp --hidden 100 --device cpu --load %s", ck);

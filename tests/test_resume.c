@@ -137,8 +137,7 @@ static void check_refusals(const char *dir)
     /* eval reads a training checkpoint's weights and skips the __ctrain.* entries */
     snprintf(cmd, sizeof cmd, "%s eval --model mlp --hidden 64 --device cpu --load %s 2>&1", bin(), ck);
     st = run(cmd, out, sizeof out);
-    const char *p = strstr(out, "top-1 ");
-    double top1 = p ? atof(p + 6) : -1;
+    const double top1 = eval_top1(out);
     check_true("resume.eval_loads_training_checkpoint", st == 0 && top1 > 30.0,
                "exit %d, top-1 %.2f: %s", st, top1, out);
 }
