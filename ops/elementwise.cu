@@ -275,7 +275,6 @@ extern "C" void bias_backward_cuda(float *db, const void *dy, DType dt, size_t R
     }
 }
 
-
 /* ---- column sums on 16-byte vectors, alone or after an activation's backward ----
  *
  * bias_backward's vector path, and the backward of y = act(h) for the
