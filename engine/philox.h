@@ -7,7 +7,9 @@
  *
  * Convention used across ctrain: element i of a stream drawn at `offset`
  * comes from counter (offset + i/4, 0) and takes word i%4. A consumer that
- * draws n numbers advances the caller's offset by ceil(n/4).
+ * draws n numbers advances the caller's offset by ceil(n/4). (Attention's
+ * dropout mask takes 16 bits an element instead, eight a counter:
+ * ops/attn_dropout.h.)
  */
 #ifndef CTRAIN_PHILOX_H
 #define CTRAIN_PHILOX_H

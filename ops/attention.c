@@ -19,14 +19,16 @@
 #include <stdlib.h>
 
 #include "engine/error.h"
+#include "attn_dropout.h"
 #include "dropout.h"
 
-/* Pd[i, j] for a head, from its stored P: the same expression as dropout_forward_cpu. */
+/* Pd[i, j] for a head, from its stored P: kept (ops/attn_dropout.h) and
+ * scaled, or 0. */
 static float attn_pd(const float *P, size_t idx, float p, float s, uint64_t seed,
                      uint64_t offset)
 {
     if (p == 0.0f) return P[idx];
-    return philox_uniform(seed, offset, idx) >= p ? P[idx] * s : 0.0f;
+    return attn_keep(seed, offset, idx, attn_drop_threshold(p)) ? P[idx] * s : 0.0f;
 }
 
 void attention_forward_cpu(float *out, float *probs, const float *q, const float *k,
@@ -118,7 +120,7 @@ void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout,
             }
             for (size_t j = 0; j < T; j++) {
                 size_t ij = i * T + j;
-                int keep = p == 0.0f || philox_uniform(seed, offset, ht + ij) >= p;
+                int keep = p == 0.0f || attn_keep(seed, offset, ht + ij, attn_drop_threshold(p));
                 double dp = keep ? ds[ij] * (double)s : 0.0;
                 ds[ij] = (double)Ph[ij] * (dp - rs);
             }

@@ -12,8 +12,8 @@
  *   3. out = Pd v         cuBLASLt, batch BH.
  *   Temporaries: S (4 bytes per score) and Pd (p > 0 only), freed at once.
  * Backward:
- *   Pd = dropout(P)       (p > 0: dropout_forward_cuda on the stored P, the
- *                          same bits the forward used);
+ *   Pd = dropout(P)       (p > 0: attention_dropout_cuda on the stored P,
+ *                          the same bits the forward used);
  *   dv  = Pd^T dout       cuBLASLt (beta 1 when accumulating);
  *   dPd = dout v^T        cuBLASLt into a dt buffer;
  *   fused row kernel:     dS = P (keep ? dPd s : 0) - P rowsum(dPd Pd), in place;
@@ -21,11 +21,10 @@
  *   Temporaries: dPd/dS in dt, Pd in dt (p > 0 only).
  *
  * Row kernels: one warp per row, 8 rows per 256-thread block. A lane takes
- * groups of four consecutive elements aligned to the flat [BH, T, T] index,
- * so one Philox evaluation gives the four mask bits of a group (the element
- * at flat index idx uses counter offset + idx/4, word idx%4, exactly as
- * ops/dropout.cu). Warp sums use an xor butterfly: every lane gets the same
- * bits, and the result does not depend on scheduling.
+ * groups of four consecutive elements aligned to the flat [BH, T, T] index
+ * and their four mask bits (half of one Philox call's eight: the mask's
+ * definition is ops/attn_dropout.h). Warp sums use an xor butterfly: every
+ * lane gets the same bits, and the result does not depend on scheduling.
  */
 #include <math.h>
 #include <stdint.h>
@@ -33,6 +32,7 @@
 #include "engine/error.h"
 #include "engine/mem.h"
 #include "attention.h"
+#include "attn_dropout.h"
 #include "cuda_util.cuh"
 #include "dropout.h"
 #include "matmul.h"
@@ -41,19 +41,32 @@ namespace {
 
 constexpr int ROW_WARPS = 8;
 
-/* The four mask bits of group g (flat elements 4g .. 4g+3): bit k = keep. */
+/* The four mask bits of group g (flat elements 4g .. 4g+3): bit k = keep
+ * (ops/attn_dropout.h: half of counter group g / 2's eight). */
 __device__ __forceinline__ unsigned keep_bits(uint64_t g, float p, uint64_t seed,
                                               uint64_t offset)
 {
     if (p == 0.0f) return 0xfu;
-    uint32_t r[4];
-    const uint64_t ctr = offset + g;
-    philox4x32_10(r, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)seed,
-                  (uint32_t)(seed >> 32));
-    unsigned b = 0;
+    return (attn_keep8(seed, offset, g >> 1, attn_drop_threshold(p)) >> (4 * (g & 1))) & 0xfu;
+}
+
+/* Pd = keep ? P s : 0 over n elements, eight (one counter group) a thread
+ * a pass: the backward's rebuild of the forward's Pd, the same expression. */
+template <typename E>
+__global__ void attn_dropout_kernel(E *pd, const E *probs, size_t n, uint32_t thr, float s,
+                                    uint64_t seed, uint64_t offset, const uint64_t *rng_base)
+{
+    if (rng_base) offset += *rng_base;   /* inside a CUDA graph (dropout.h) */
+    const size_t groups = (n + 7) / 8;
+    for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
+         g += (size_t)gridDim.x * blockDim.x) {
+        const unsigned kb = attn_keep8(seed, offset, g, thr);
 #pragma unroll
-    for (int k = 0; k < 4; k++) b |= (dropout_u01(r[k]) >= p ? 1u : 0u) << k;
-    return b;
+        for (int e = 0; e < 8; e++) {
+            const size_t idx = 8 * g + e;
+            if (idx < n) pd[idx] = from_f32<E>((kb >> e) & 1u ? to_f32(probs[idx]) * s : 0.0f);
+        }
+    }
 }
 
 /* forward: P = softmax(scale S + mask[b]),  Pd = keep ? P s : 0 (from P as stored) */
@@ -241,7 +254,8 @@ extern "C" void attention_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, co
         void *pd = NULL;
         if (p > 0.0f) {
             pd = mem_alloc(c, BH * TT * es);
-            dropout_forward_cuda(pd, probs, dt, p, seed, offset, c->rng_base, BH * TT, c->stream);
+            attention_dropout_cuda(pd, probs, dt, p, seed, offset, c->rng_base, BH * TT,
+                                   c->stream);
         }
         attn_mm(c, dv, dt, pd ? pd : probs, dout, dt, T, Dh, T, 1, 0, 1.0f,
                 accum_v ? 1.0f : 0.0f, BH, TT, TD, TD);
@@ -259,4 +273,20 @@ extern "C" void attention_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, co
         attn_mm(c, dk, dt, dS, q, dt, T, Dh, T, 1, 0, scale, accum_k ? 1.0f : 0.0f, BH, TT, TD,
                 TD);
     mem_free(c, dS, BH * TT * es);
+}
+
+extern "C" void attention_dropout_cuda(void *pd, const void *probs, DType dt, float p,
+                                       uint64_t seed, uint64_t offset, const uint64_t *rng_base,
+                                       size_t n, cudaStream_t s)
+{
+    if (n == 0) return;
+    const uint32_t thr = attn_drop_threshold(p);
+    const float sc = dropout_scale(p);
+    const unsigned blocks = grid_for((n + 7) / 8, 256, 65535);
+    dispatch_float(dt, "attention_dropout_cuda", [&](auto tag) {
+        using E = decltype(tag);
+        attn_dropout_kernel<E><<<blocks, 256, 0, s>>>((E *)pd, (const E *)probs, n, thr, sc, seed,
+                                                      offset, rng_base);
+    });
+    CUDA_CHECK_LAUNCH();
 }

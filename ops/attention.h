@@ -8,8 +8,9 @@
  *
  *   S[b,h,i,j] = scale * sum_e q[b,h,i,e] k[b,h,j,e] + mask[b,j],  scale = 1/sqrt(Dh)
  *   P[b,h,i,:] = softmax_j(S[b,h,i,:])                          (f32 math)
- *   keep       = philox_uniform(seed, offset, idx) >= p,  idx = ((b H + h) T + i) T + j
- *   Pd         = keep ? P * s : 0,  s = 1 / (1 - p)           (ops/dropout.h, same mask)
+ *   keep       = attn_keep(seed, offset, idx, ceil(p 2^16)),  idx = ((b H + h) T + i) T + j
+ *                (ops/attn_dropout.h: 16 Philox bits an element, eight a call)
+ *   Pd         = keep ? P * s : 0,  s = 1 / (1 - p)           (dropout_scale, ops/dropout.h)
  *   out        = Pd v
  * backward (the mask is regenerated from (seed, offset), never stored):
  *   dv  = Pd^T dout
@@ -75,7 +76,7 @@ void attention_backward_cuda(Ctx *c, void *dq, void *dk, void *dv, const void *d
 /* The fused row kernels. Forward, one row of S per warp:
  *   probs = softmax(scale * S + mask[b]),  pd = dropout(probs as stored)
  * (pd may be NULL when p = 0). S is f32 [B*H*T, T]. pd is rounded from the
- * stored probs, so the backward's dropout_forward_cuda(probs) rebuilds it
+ * stored probs, so the backward's attention_dropout_cuda(probs) rebuilds it
  * bit for bit. */
 void attention_softmax_forward_cuda(void *probs, void *pd, const float *S,
                                     const float *mask, DType dt, float scale, float p,
@@ -88,6 +89,10 @@ void attention_softmax_backward_cuda(void *dS, const void *dPd, const void *prob
                                      float p, uint64_t seed, uint64_t offset,
                                      const uint64_t *rng_base, size_t rows, size_t T,
                                      cudaStream_t s);
+/* pd = keep ? probs * s : 0 over n elements with attention's mask (the
+ * flat index is the element's): the forward's pd from its stored probs. */
+void attention_dropout_cuda(void *pd, const void *probs, DType dt, float p, uint64_t seed,
+                            uint64_t offset, const uint64_t *rng_base, size_t n, cudaStream_t s);
 #endif
 
 /* ---- the kernel choice (ops/attention_op.c) ----
@@ -126,7 +131,7 @@ void attention_fused_save_mask_reread(void);
 /* ---- tensor ops (ops/attention_op.c) ----
  * q, k, v [B, H, T, Dh] of one float type (f32 inputs are cast to the
  * autocast type when autocast is on); mask f32 [B, T] or NULL; out has the
- * compute type. dropout_p > 0 draws philox_blocks(B*H*T*T) counter blocks
+ * compute type. dropout_p > 0 draws attn_drop_blocks(B*H*T*T) counter blocks
  * from the context (applied also in no-grad mode, as op_dropout; eval
  * passes 0). op_attention_at takes an explicit (seed, offset). */
 Tensor *op_attention(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask, float dropout_p);

@@ -77,11 +77,12 @@
  * once: the block writes zeros and returns).
  *
  * ---- Dropout ----
- * keep_ij = dropout_u01(philox(seed, offset + idx/4)[idx%4]) >= p with
- * idx = ((b H + h) T + i) T + j; dropout_u01(w) >= p  <=>  (w >> 8) >= thr,
- * thr = ceil(p 2^24) (exact: both sides are integers scaled by 2^-24). The
- * bits are drawn in runs of 8 consecutive keys (one byte): 2 Philox calls
- * per run (3 when a run straddles a group of 4, only when T % 4 != 0).
+ * keep_ij = attn_keep(seed, offset, idx, thr) (ops/attn_dropout.h: 16 bits
+ * of Philox an element, thr = ceil(p 2^16)) with idx = ((b H + h) T + i) T
+ * + j. The bits are drawn in runs of 8 consecutive keys (one byte): one
+ * Philox call per run, its counter group idx / 8 (two when a run straddles
+ * a group, only when T % 8 != 0). (Before: 24 bits an element, 2 calls a
+ * run; drawing the mask cost about as much as the forward's products.)
  *   forward: for each 64 x 64 tile the block writes a bit matrix keep[64]
  *     (one 64-bit word per query row, bit = key column) to shared memory;
  *     the bits of tile n+1 are drawn while its cp.async copies are in flight.

@@ -15,6 +15,7 @@
 #include "engine/error.h"
 #include "engine/mem.h"
 #include "attention_fused.h"
+#include "attn_dropout.h"
 #include "cuda_util.cuh"
 #include "dropout.h"
 
@@ -229,32 +230,20 @@ __device__ __forceinline__ void tc_load_tile(E *dst, const E *src, int r0, int T
     }
 }
 
-/* The 4 keep bits of Philox group ctr (bit w: word w) */
-__device__ __forceinline__ unsigned tc_keep4(uint64_t ctr, uint32_t thr, uint64_t seed)
-{
-    uint32_t r[4];
-    philox4x32_10(r, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)seed,
-                  (uint32_t)(seed >> 32));
-    return ((r[0] >> 8) >= thr ? 1u : 0u) | ((r[1] >> 8) >= thr ? 2u : 0u) |
-           ((r[2] >> 8) >= thr ? 4u : 0u) | ((r[3] >> 8) >= thr ? 8u : 0u);
-}
-
 /* Keep bits of keys col .. col+7 (col < T) of flat query row `row` (= bh T + i):
- * bit e = element row T + col + e; 0 for keys past T. */
+ * bit e = element row T + col + e (ops/attn_dropout.h); 0 for keys past T. */
 __device__ __forceinline__ unsigned tc_keep8(uint64_t row, int col, int T, uint32_t thr,
                                              uint64_t seed, uint64_t offset)
 {
     const uint64_t idx0 = row * (uint64_t)T + (uint64_t)col;
-    if ((idx0 & 3) == 0 && col + 8 <= T) /* two whole groups (always when T % 4 == 0) */
-        return tc_keep4(offset + (idx0 >> 2), thr, seed) |
-               tc_keep4(offset + (idx0 >> 2) + 1, thr, seed) << 4;
-    unsigned bits = 0; /* a run that straddles groups, or ends past T */
-    const uint64_t g1 = (idx0 + 7) >> 2;
-    for (uint64_t gg = idx0 >> 2; gg <= g1; gg++) {
-        const unsigned kb = tc_keep4(offset + gg, thr, seed);
+    if ((idx0 & 7) == 0 && col + 8 <= T) /* one whole group (always when T % 8 == 0) */
+        return attn_keep8(seed, offset, idx0 >> 3, thr);
+    unsigned bits = 0; /* a run that straddles two groups, or ends past T */
+    for (uint64_t gg = idx0 >> 3; gg <= (idx0 + 7) >> 3; gg++) {
+        const unsigned kb = attn_keep8(seed, offset, gg, thr);
 #pragma unroll
-        for (int w = 0; w < 4; w++) {
-            const int64_t e = (int64_t)(4 * gg + w) - (int64_t)idx0; /* key col + e */
+        for (int w = 0; w < 8; w++) {
+            const int64_t e = (int64_t)(8 * gg + w) - (int64_t)idx0; /* key col + e */
             if (e >= 0 && e < 8 && col + (int)e < T && ((kb >> w) & 1u)) bits |= 1u << e;
         }
     }
@@ -345,12 +334,8 @@ template <typename K> void tc_smem_optin(K kernel, size_t bytes)
                                         (int)bytes));
 }
 
-/* keep iff (w >> 8) >= thr  <=>  dropout_u01(w) >= p; 0 means no dropout */
-uint32_t tc_threshold(float p)
-{
-    if (!(p > 0.0f)) return 0;
-    return (uint32_t)ceilf(p * 16777216.0f); /* exact: p 2^24 <= 2^24 */
-}
+/* attn_keep's threshold (ops/attn_dropout.h); 0 means no dropout */
+uint32_t tc_threshold(float p) { return attn_drop_threshold(p); }
 
 void tc_check_sizes(size_t B, size_t H, size_t T, const char *what)
 {

@@ -25,11 +25,11 @@
  * off 16-byte alignment, or a device without them) runs here, in f32 math.
  * f32 storage has no kernel here: the op sends it to the cuBLASLt path,
  * which is faster for it (ops/attention_op.c, attention_kernel_choose).
- * Dropout: element idx = ((b H + h) T + i) T + j keeps iff
- * dropout_u01(philox(seed, offset + idx / 4)[idx % 4]) >= p, as
- * keep_bits() in ops/attention.cu and ops/dropout.cu; here one Philox call
- * per element (4x the work needed; the tensor-core kernels share one call
- * between 4 keys: not worth it here, where the FMA products dominate).
+ * Dropout: element idx = ((b H + h) T + i) T + j keeps iff attn_keep (ops/
+ * attn_dropout.h: 16 bits of Philox an element, eight a call), as every
+ * attention path; here one Philox call per element (8x the work needed;
+ * the tensor-core kernels share one call between 8 keys: not worth it
+ * here, where the FMA products dominate).
  */
 #include <math.h>
 #include <stdint.h>
@@ -39,6 +39,7 @@
 #include "engine/error.h"
 #include "engine/mem.h"
 #include "attention_fused.h"
+#include "attn_dropout.h"
 #include "cuda_util.cuh"
 #include "dropout.h"
 
@@ -55,16 +56,10 @@ template <int DH> struct FaCfg {
     static constexpr int CPL = DH / 32;           /* output columns per lane */
 };
 
-/* keep bit of flat element idx: word idx % 4 of Philox block offset + idx / 4 */
+/* keep bit of flat element idx (ops/attn_dropout.h) */
 __device__ __forceinline__ bool fa_keep(uint64_t idx, float p, uint64_t seed, uint64_t offset)
 {
-    uint32_t r[4];
-    const uint64_t ctr = offset + idx / 4;
-    philox4x32_10(r, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)seed,
-                  (uint32_t)(seed >> 32));
-    const unsigned w = (unsigned)(idx & 3);
-    const uint32_t x = w == 0 ? r[0] : w == 1 ? r[1] : w == 2 ? r[2] : r[3];
-    return dropout_u01(x) >= p;
+    return attn_keep(seed, offset, idx, attn_drop_threshold(p)) != 0;
 }
 
 /* The shift subtracted from the mask row: M_b = max_j mb[j], 0 without a

@@ -37,7 +37,7 @@
  *           key at -inf: l = 0, out_i = 0, lse_i = -inf, gradients 0)
  *   so lse is the log-sum-exp of the SHIFTED scores:
  *           lse_i = log sum_j exp(scale q_i . k_j + mask[b, j]) - M_b.
- *   keep_ij = philox(seed, offset + idx / 4)[idx % 4] >= p,
+ *   keep_ij = attn_keep(seed, offset, idx, ceil(p 2^16)) (ops/attn_dropout.h),
  *           idx = ((b H + h) T + i) T + j,  s_d = 1 / (1 - p)   (the
  *           existing path's mask bit for bit; offset += *rng_base if set)
  * Backward (P recomputed from lse, never stored):

@@ -24,6 +24,7 @@
  * it again from (seed, offset); default on, =0 draws it again (docs/kernels.md).
  */
 #include "attention.h"
+#include "attn_dropout.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -361,13 +362,14 @@ Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask
     return attn_bhtd_run(c, kern, q0, k0, v0, mask, dropout_p, seed, offset, d);
 }
 
-/* one Philox element per probability: B H T T of them (T = q's dim t) */
+/* one mask element per probability: B H T T of them (T = q's dim t), eight a
+ * counter (ops/attn_dropout.h) */
 static uint64_t attn_rng_take(Ctx *c, const Tensor *q, float dropout_p, int t)
 {
     if (!(dropout_p > 0.0f) || q->ndim != 4) return c->rng_offset;
     uint64_t n = (uint64_t)q->shape[0] * (uint64_t)q->shape[1] * (uint64_t)q->shape[2] *
                  (uint64_t)q->shape[t];
-    return ctx_rng_take(c, philox_blocks(n));
+    return ctx_rng_take(c, attn_drop_blocks(n));
 }
 
 Tensor *op_attention(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask, float dropout_p)

@@ -80,6 +80,7 @@
 #include "engine/autograd.h"
 #include "engine/mem.h"
 #include "engine/philox.h"
+#include "ops/attn_dropout.h"
 #include "engine/recompute.h"
 #include "ops/attention.h"
 #include "ops/attention_fused.h"
@@ -204,7 +205,7 @@ static void ref_mags(float *m_out, float *m_dq, float *m_dk, float *m_dv, const 
         double *pd = (double *)malloc(T * T * sizeof(double));
         double *w = (double *)malloc(T * T * sizeof(double)); /* |dS| + P Dm */
         for (size_t ij = 0; ij < T * T; ij++)
-            pd[ij] = p == 0.0f || philox_uniform(seed, offset, ht + ij) >= p ? P[ht + ij] * sd : 0.0;
+            pd[ij] = p == 0.0f || attn_keep(seed, offset, ht + ij, attn_drop_threshold(p)) ? P[ht + ij] * sd : 0.0;
         for (size_t i = 0; dout && i < T; i++) {
             double D = 0.0, Dm = 0.0;
             for (size_t e = 0; e < Dh; e++) Dm += fabs((double)dout[hd + i * Dh + e] * out[hd + i * Dh + e]);
@@ -476,7 +477,7 @@ static void flash_dropout_bits_case(Ctx *g, DType dt, size_t B, size_t H, size_t
             for (size_t j = 0; j < T; j++) {
                 const size_t idx = (bh * T + i) * T + j;
                 if (Pref[idx] < 1e-6f) continue;
-                const int keep = philox_uniform(seed, offset, idx) >= p;
+                const int keep = attn_keep(seed, offset, idx, attn_drop_threshold(p));
                 const int differs = (out[(bh * T + i) * Dh + j] != 0.0f) != keep;
                 if (differs && first == np) first = idx;
                 bad += differs;
@@ -625,7 +626,7 @@ static uint64_t *keep_words_ref(float p, uint64_t seed, uint64_t offset, size_t 
 #pragma omp parallel for if (rows * T >= 65536)
     for (size_t r = 0; r < rows; r++)
         for (size_t j = 0; j < T; j++)
-            if (philox_uniform(seed, offset, r * T + j) >= p) w[r * W + j / 64] |= 1ull << (j % 64);
+            if (attn_keep(seed, offset, r * T + j, attn_drop_threshold(p))) w[r * W + j / 64] |= 1ull << (j % 64);
     return w;
 }
 

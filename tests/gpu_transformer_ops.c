@@ -26,6 +26,7 @@
 #include "engine/autograd.h"
 #include "engine/mem.h"
 #include "engine/philox.h"
+#include "ops/attn_dropout.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
@@ -441,10 +442,10 @@ static void gpu_dropout_case(Ctx *g, DType dt, size_t n, float p, uint64_t seed,
 
 /* ---- attention ---- */
 
-/* The fused softmax kernel's dropout: Pd's mask is the Philox mask at the
- * flat index, Pd = round(P s) where kept, and the backward's rebuild
- * (dropout_forward_cuda on P) gives Pd bit for bit. T odd on purpose: rows
- * do not start on a four-element group. */
+/* The fused softmax kernel's dropout: Pd's mask is attention's mask at the
+ * flat index (ops/attn_dropout.h), Pd = round(P s) where kept, and the
+ * backward's rebuild (attention_dropout_cuda on P) gives Pd bit for bit. T
+ * odd on purpose: rows do not start on an eight-element counter group. */
 static void gpu_attn_softmax_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, float p,
                                   uint64_t seed, uint64_t offset)
 {
@@ -461,13 +462,13 @@ static void gpu_attn_softmax_case(Ctx *g, DType dt, size_t B, size_t H, size_t T
     sync_all();
     attention_softmax_forward_cuda(d_P, d_Pd, d_S, d_mask, dt, scale, p, seed, offset, NULL, B,
                                    H, T, g->stream);
-    dropout_forward_cuda(d_Pd2, d_P, dt, p, seed, offset, NULL, n, g->stream);
+    attention_dropout_cuda(d_Pd2, d_P, dt, p, seed, offset, NULL, n, g->stream);
     gpu_download(P, d_P, n, dt);
     gpu_download(Pd, d_Pd, n, dt);
     size_t bad_mask = 0, bad_val = 0;
     float one[1];
     for (size_t i = 0; i < n; i++) {
-        int keep = philox_uniform(seed, offset, i) >= p;
+        int keep = p == 0.0f || attn_keep(seed, offset, i, attn_drop_threshold(p));
         if (P[i] != 0.0f && (Pd[i] != 0.0f) != keep) bad_mask++;
         one[0] = keep ? P[i] * s : 0.0f;
         quantize(one, 1, dt);

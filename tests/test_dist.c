@@ -460,13 +460,17 @@ static void test_ready_deferred(void)
         check_true("deferred lookup: no gradient changed after its bucket went out",
                    !memcmp(sn.copy, ps->grad, ps->total * sizeof(float)), "");
         embedding_rows_add_cpu(ps->grad + df.off, df.rows, df.ids, df.N, df.V, df.D, 1.0f);
-        double worst = 0.0;
+        /* the two add the same terms in other orders: f32 rounding of each
+         * sum, relative to the result, or to the tensor's scale where terms
+         * cancel (an entry near 0 among larger ones) */
+        double worst = 0.0, scale = 0.0;
+        for (size_t i = 0; i < ps->total; i++) scale = fmax(scale, fabs(ref[i]));
         for (size_t i = 0; i < ps->total; i++) {
-            double e = fabs((double)ps->grad[i] - ref[i]) / (fabs(ref[i]) + 1e-6);
+            double e = fabs((double)ps->grad[i] - ref[i]) / (fabs(ref[i]) + 1e-3 * scale + 1e-12);
             if (e > worst) worst = e;
         }
         check_true("deferred lookup: dense part + rows = the full gradient", worst < 1e-5,
-                   "worst relative difference %g", worst);
+                   "worst difference %g of |ref| + 1e-3 max |ref|", worst);
     }
     free(df.rows);
     free(df.ids);

@@ -11,9 +11,12 @@
  *     p = 0 is the identity, the context's offset advances by philox_blocks(n);
  *   - attention with a padding mask: forward against double math; dq, dk, dv
  *     against finite differences (dropout 0); with dropout p > 0 the forward
- *     equals the formula with the Philox mask, and the backward equals finite
- *     differences of the same formula with that mask held fixed; a key row
- *     fully masked with -inf gives zeros, not NaN.
+ *     equals the formula with attention's mask (ops/attn_dropout.h: 16
+ *     Philox bits an element, checked against its definition and for the
+ *     kept fraction), the backward equals finite differences of the same
+ *     formula with that mask held fixed, and the context's offset advances
+ *     by attn_drop_blocks(B H T T); a key row fully masked with -inf gives
+ *     zeros, not NaN.
  * Shapes are small (2 cores): R rows, D width; V vocab; B, H, T, Dh.
  */
 #include <math.h>
@@ -23,6 +26,7 @@
 #include "check.h"
 #include "engine/autograd.h"
 #include "engine/philox.h"
+#include "ops/attn_dropout.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
@@ -395,7 +399,8 @@ static double attn_loss_d(const AttnCase *a, const double *q, const double *k, c
             }
             for (size_t j = 0; j < T; j++) {
                 double P = sum > 0 ? S[j] / sum : 0.0;
-                int keep = a->p == 0.0f || philox_uniform(a->seed, a->offset, (bh * T + i) * T + j) >= a->p;
+                int keep = a->p == 0.0f || attn_keep(a->seed, a->offset, (bh * T + i) * T + j,
+                                                     attn_drop_threshold(a->p));
                 S[j] = keep ? P * s : 0.0;
             }
             for (size_t e = 0; e < Dh; e++) {
@@ -456,8 +461,8 @@ static void test_attention(Ctx *c, int mask_kind, float p)
     Tensor *out = op_attention(c, tq, tk, tv, tm, p);
     AttnCase a = {B, H, T, Dh, mask_kind ? mask : NULL, p, c->seed, off0, w};
     if (p > 0.0f) {
-        snprintf(name, sizeof name, "attention.takes philox_blocks(B H T T) %s", tag);
-        check_true(name, c->rng_offset == off0 + philox_blocks(B * H * T * T),
+        snprintf(name, sizeof name, "attention.takes attn_drop_blocks(B H T T) %s", tag);
+        check_true(name, c->rng_offset == off0 + attn_drop_blocks(B * H * T * T),
                    "offset advanced by %llu", (unsigned long long)(c->rng_offset - off0));
     }
     double qd[80], kd[80], vd[80], od[80], ana[80], fd[80];
@@ -618,9 +623,48 @@ static void test_attention_shared(Ctx *c)
     }
 }
 
+/* Attention's mask (ops/attn_dropout.h) from its definition: element idx
+ * keeps iff the 16-bit half idx % 2 of word (idx % 8) / 2 of Philox at
+ * counter offset + idx / 8 is >= ceil(p 2^16), for p 0.1, 0.5, 1/3; the
+ * fraction kept over 2^20 elements within 5 standard deviations of 1 - p;
+ * p = 0 keeps all; attn_keep8's byte is attn_keep's eight bits. */
+static void test_attn_mask(void)
+{
+    const float ps[3] = {0.1f, 0.5f, 1.0f / 3.0f};
+    const uint64_t seed = 0x1234567890abcdefull, offset = 77;
+    for (int k = 0; k < 3; k++) {
+        const float p = ps[k];
+        const uint32_t thr = attn_drop_threshold(p);
+        const size_t n = (size_t)1 << 20;
+        size_t kept = 0, bad = 0;
+        for (size_t idx = 0; idx < n; idx++) {
+            uint32_t r[4];
+            const uint64_t ctr = offset + idx / 8;
+            philox4x32_10(r, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)seed,
+                          (uint32_t)(seed >> 32));
+            const uint32_t w = r[(idx % 8) / 2], u = idx % 2 ? w >> 16 : w & 0xFFFFu;
+            const int want = u >= (uint32_t)ceil((double)p * 65536.0);
+            const int got = attn_keep(seed, offset, idx, thr);
+            bad += got != want || (int)((attn_keep8(seed, offset, idx / 8, thr) >> (idx % 8)) & 1u) != got;
+            kept += (size_t)got;
+        }
+        const double frac = (double)kept / (double)n, sd = sqrt(p * (1.0 - p) / (double)n);
+        char name[96];
+        snprintf(name, sizeof name, "attention.mask p %.3f: the definition, bit for bit", (double)p);
+        check_true(name, bad == 0, "%zu of %zu bits differ", bad, n);
+        snprintf(name, sizeof name, "attention.mask p %.3f: kept fraction", (double)p);
+        check_true(name, fabs(frac - (1.0 - p)) <= 5.0 * sd + 1.0 / 65536.0,
+                   "kept %.6f, expected %.6f", frac, 1.0 - p);
+    }
+    int all = 1;
+    for (size_t idx = 0; idx < 4096; idx++) all = all && attn_keep(seed, offset, idx, attn_drop_threshold(0.0f));
+    check_true("attention.mask p 0 keeps every element", all, "an element was dropped");
+}
+
 int main(void)
 {
     check_seed(42);
+    test_attn_mask();
     Ctx c;
     ctx_init(&c, DEV_CPU, 0, 20240601);
     c.rng_offset = 1000;
