@@ -27,9 +27,9 @@
  *     0), -inf at the front (whole 64-key tiles without a key, then keys);
  *     dropout p 0 and 0.1;
  *   - dropout mask bit for bit: with v one-hot rows (T <= Dh) out[i][j] is
- *     Pd_ij, so out_ij != 0 must equal the Philox keep bit at
- *     idx = ((b H + h) T + i) T + j (T % 4 = 0 and != 0: the kernels share
- *     one Philox call between 4 keys when they can); the rng_base device
+ *     Pd_ij, so out_ij != 0 must equal attention's keep bit (ops/attn_dropout.h)
+ *     at idx = ((b H + h) T + i) T + j (T % 8 = 0 and != 0: the kernels share
+ *     one Philox call between 8 keys when they can); the rng_base device
  *     offset gives the same bits as the equivalent plain offset;
  *   - determinism (two eager runs bit-identical) and CUDA graphs: forward +
  *     backward captured once with rng_base, replayed with two base values,
@@ -1080,8 +1080,8 @@ int main(void)
             flash_case(&gpu, dt, 2, 2, 17, 64, 0.1f, MASK_BIG, 1);
             flash_case(&gpu, dt, 2, 2, 130, 128, 0.0f, MASK_INF, 1);
             flash_case(&gpu, dt, 2, 3, 64, 32, 0.1f, MASK_NONE, 1);
-            flash_dropout_bits_case(&gpu, dt, 2, 3, 61, 64, 0.1f);  /* T % 4 != 0 */
-            flash_dropout_bits_case(&gpu, dt, 2, 3, 64, 64, 0.1f);  /* T % 4 == 0 */
+            flash_dropout_bits_case(&gpu, dt, 2, 3, 61, 64, 0.1f);  /* T % 8 != 0 */
+            flash_dropout_bits_case(&gpu, dt, 2, 3, 64, 64, 0.1f);  /* T % 8 == 0 */
             flash_dropout_bits_case(&gpu, dt, 1, 2, 128, 128, 0.3f); /* two key tiles */
         }
         /* BERT-base's shape */

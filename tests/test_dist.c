@@ -461,8 +461,9 @@ static void test_ready_deferred(void)
                    !memcmp(sn.copy, ps->grad, ps->total * sizeof(float)), "");
         embedding_rows_add_cpu(ps->grad + df.off, df.rows, df.ids, df.N, df.V, df.D, 1.0f);
         /* the two add the same terms in other orders: f32 rounding of each
-         * sum, relative to the result, or to the tensor's scale where terms
-         * cancel (an entry near 0 among larger ones) */
+         * sum, relative to the result, or to the gradients' scale (the
+         * largest |entry|) where terms cancel (an entry near 0 among larger
+         * ones) */
         double worst = 0.0, scale = 0.0;
         for (size_t i = 0; i < ps->total; i++) scale = fmax(scale, fabs(ref[i]));
         for (size_t i = 0; i < ps->total; i++) {

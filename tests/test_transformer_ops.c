@@ -627,11 +627,12 @@ static void test_attention_shared(Ctx *c)
  * keeps iff the 16-bit half idx % 2 of word (idx % 8) / 2 of Philox at
  * counter offset + idx / 8 is >= ceil(p 2^16), for p 0.1, 0.5, 1/3; the
  * fraction kept over 2^20 elements within 5 standard deviations of 1 - p;
- * p = 0 keeps all; attn_keep8's byte is attn_keep's eight bits. */
+ * p = 0 keeps all, p = 1 none; the counter crosses 2^32 inside the draw. */
 static void test_attn_mask(void)
 {
     const float ps[3] = {0.1f, 0.5f, 1.0f / 3.0f};
-    const uint64_t seed = 0x1234567890abcdefull, offset = 77;
+    /* the counter crosses 2^32 inside the draw: its high word is used too */
+    const uint64_t seed = 0x1234567890abcdefull, offset = (1ull << 32) - 1000;
     for (int k = 0; k < 3; k++) {
         const float p = ps[k];
         const uint32_t thr = attn_drop_threshold(p);
@@ -656,9 +657,13 @@ static void test_attn_mask(void)
         check_true(name, fabs(frac - (1.0 - p)) <= 5.0 * sd + 1.0 / 65536.0,
                    "kept %.6f, expected %.6f", frac, 1.0 - p);
     }
-    int all = 1;
-    for (size_t idx = 0; idx < 4096; idx++) all = all && attn_keep(seed, offset, idx, attn_drop_threshold(0.0f));
-    check_true("attention.mask p 0 keeps every element", all, "an element was dropped");
+    int all = 1, none = 1;
+    for (size_t idx = 0; idx < 4096; idx++) {
+        all = all && attn_keep(seed, offset, idx, attn_drop_threshold(0.0f));
+        none = none && !attn_keep(seed, offset, idx, attn_drop_threshold(1.0f));
+    }
+    check_true("attention.mask p 0 keeps every element, p 1 none", all && none,
+               "p 0 dropped one: %d; p 1 kept one: %d", !all, !none);
 }
 
 int main(void)
