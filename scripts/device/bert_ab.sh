@@ -18,8 +18,9 @@
 #          new, old, new (the repeat shows the noise), then seq 512 bs 32 old
 #          and new: the FP8 cast's hardware conversion, op_ffn_fp8 (GELU's
 #          backward in the FP8 gradient cast), the attention backward's row
-#          dot, bias_backward's vector kernel and LayerNorm's 1,024 backward
-#          chunks, together (the timeline part tells them apart). ~8 minutes.
+#          dot, bias_backward's vector kernel, LayerNorm's 1,024 backward
+#          chunks and attention's 16-bit dropout mask, together (the timeline
+#          part tells them apart). ~8 minutes.
 #   timeline  the new binary's CUPTI timeline of the fp8 and bf16 steps at
 #          seq 128 bs 256 (CTRAIN_TIMELINE, steps 8 to 10). ~2 minutes.
 #   ln     the bf16 switches, each alone against today's defaults: LayerNorm's
