@@ -21,10 +21,10 @@
  *   Temporaries: dPd/dS in dt, Pd in dt (p > 0 only).
  *
  * Row kernels: one warp per row, 8 rows per 256-thread block. A lane takes
- * groups of four consecutive elements aligned to the flat [BH, T, T] index
- * and their four mask bits (half of one Philox call's eight: the mask's
- * definition is ops/attn_dropout.h). Warp sums use an xor butterfly: every
- * lane gets the same bits, and the result does not depend on scheduling.
+ * groups of eight consecutive elements aligned to the flat [BH, T, T] index
+ * and their eight mask bits, one Philox call (the mask's definition is
+ * ops/attn_dropout.h). Warp sums use an xor butterfly: every lane gets the
+ * same bits, and the result does not depend on scheduling.
  */
 #include <math.h>
 #include <stdint.h>
@@ -41,13 +41,13 @@ namespace {
 
 constexpr int ROW_WARPS = 8;
 
-/* The four mask bits of group g (flat elements 4g .. 4g+3): bit k = keep
- * (ops/attn_dropout.h: half of counter group g / 2's eight). */
+/* The eight mask bits of counter group g (flat elements 8g .. 8g+7): bit k
+ * = keep (ops/attn_dropout.h). */
 __device__ __forceinline__ unsigned keep_bits(uint64_t g, float p, uint64_t seed,
                                               uint64_t offset)
 {
-    if (p == 0.0f) return 0xfu;
-    return (attn_keep8(seed, offset, g >> 1, attn_drop_threshold(p)) >> (4 * (g & 1))) & 0xfu;
+    if (p == 0.0f) return 0xffu;
+    return attn_keep8(seed, offset, g, attn_drop_threshold(p));
 }
 
 /* Pd = keep ? P s : 0 over n elements, eight (one counter group) a thread
@@ -91,13 +91,13 @@ __global__ void __launch_bounds__(ROW_WARPS * 32)
         for (int j = lane; j < T; j += 32) sum += expf(scale * Sr[j] + (mb ? mb[j] : 0.0f) - m);
     sum = warp_sum(sum);
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    /* groups of four aligned to the flat index, covering this row */
-    const uint64_t g0 = base / 4, g1 = (base + T - 1) / 4;
+    /* groups of eight aligned to the flat index, covering this row */
+    const uint64_t g0 = base / 8, g1 = (base + T - 1) / 8;
     for (uint64_t g = g0 + lane; g <= g1; g += 32) {
         const unsigned kb = pd ? keep_bits(g, p, seed, offset) : 0u;
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const uint64_t idx = 4 * g + k;
+        for (int k = 0; k < 8; k++) {
+            const uint64_t idx = 8 * g + k;
             if (idx < base || idx >= base + T) continue;
             const int j = (int)(idx - base);
             const float e =
@@ -122,13 +122,13 @@ __global__ void __launch_bounds__(ROW_WARPS * 32)
     const int lane = threadIdx.x & 31;
     if (r >= R) return;
     const size_t base = r * (size_t)T;
-    const uint64_t g0 = base / 4, g1 = (base + T - 1) / 4;
+    const uint64_t g0 = base / 8, g1 = (base + T - 1) / 8;
     float rs = 0.0f;
     for (uint64_t g = g0 + lane; g <= g1; g += 32) {
         const unsigned kb = keep_bits(g, p, seed, offset);
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const uint64_t idx = 4 * g + k;
+        for (int k = 0; k < 8; k++) {
+            const uint64_t idx = 8 * g + k;
             if (idx < base || idx >= base + T) continue;
             const float pv = to_f32(probs[idx]);
             /* Pd as the forward stored it (rounded to E) */
@@ -141,8 +141,8 @@ __global__ void __launch_bounds__(ROW_WARPS * 32)
     for (uint64_t g = g0 + lane; g <= g1; g += 32) {
         const unsigned kb = keep_bits(g, p, seed, offset);
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const uint64_t idx = 4 * g + k;
+        for (int k = 0; k < 8; k++) {
+            const uint64_t idx = 8 * g + k;
             if (idx < base || idx >= base + T) continue;
             const float pv = to_f32(probs[idx]);
             const float dp = (kb >> k) & 1u ? to_f32(dPd[idx]) * s : 0.0f;
