@@ -343,7 +343,7 @@ extern "C" void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, uint
     if (BH == 0 || T == 0) return;
     tc_check_sizes(B, H, T, "attention_fa_tc_forward_cuda");
     const float scale_log2 = TC_LOG2E / sqrtf((float)Dh), sd = dropout_scale(p);
-    const uint32_t thr = tc_threshold(p);
+    const uint32_t thr = attn_drop_threshold(p);
     if (!thr) keep_out = NULL; /* no dropout: no mask to save */
     CT_ASSERT(!keep_out || is_aligned(keep_out, 8),
               "attention_fa_tc_forward_cuda: keep_out %p is not 8-byte aligned", (void *)keep_out);

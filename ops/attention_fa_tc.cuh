@@ -265,7 +265,6 @@ __device__ void tc_keep_tile(uint64_t *keep, uint64_t bhT, int r0, int c0, int T
     }
 }
 
-
 /* Rows r0 .. r0+63 (< T) of a head (row stride ld) set to 0 (a block whose
  * mask row is all -inf; skipped when accumulating: adding 0). */
 template <typename E, int DH> __device__ void tc_zero_rows(E *dst, int r0, int T, int ld)
@@ -333,9 +332,6 @@ template <typename K> void tc_smem_optin(K kernel, size_t bytes)
         CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)bytes));
 }
-
-/* attn_keep's threshold (ops/attn_dropout.h); 0 means no dropout */
-uint32_t tc_threshold(float p) { return attn_drop_threshold(p); }
 
 void tc_check_sizes(size_t B, size_t H, size_t T, const char *what)
 {

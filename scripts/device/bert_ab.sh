@@ -4,7 +4,7 @@
 # measured old against new in one call (out/old.tar.xz: the revision before;
 # stage.sh's header says how to build it).
 #
-#   OUT=dir bash scripts/device/bert_ab.sh [tests|ab|timeline|ln]     (one part a call)
+#   OUT=dir bash scripts/device/bert_ab.sh [tests|ab|timeline]     (one part a call)
 #
 #   tests  gpu_fp8 (the kernels' conversion on all 2^32 f32 bit patterns: one
 #          cvt.rn.satfinite instruction for two values on sm_89+, against
@@ -23,13 +23,7 @@
 #          part tells them apart). ~8 minutes.
 #   timeline  the new binary's CUPTI timeline of the fp8 and bf16 steps at
 #          seq 128 bs 256 (CTRAIN_TIMELINE, steps 8 to 10). ~2 minutes.
-#   ln     the bf16 switches, each alone against today's defaults: LayerNorm's
-#          kernels (CTRAIN_LN_KERNELS vec, auto), the fused add_norm
-#          (CTRAIN_ADD_NORM=fused on the row kernels), the intermediate
-#          Linear's bias gradient in GELU's pass (CTRAIN_LINEAR_ACT_BGRAD=1);
-#          BERT-large bf16 seq 128 at bs 32 and 256, the defaults first and
-#          last (the noise). Flip a default (engine/settings.c) only when it
-#          is faster in both rows. ~7 minutes.
+# The bf16 switches, each alone against the defaults: scripts/device/bert_switches.sh.
 # Reads out/new.tar.xz (and out/old.tar.xz), so the device call carries the
 # ignored folder out/.
 : "${OUT:?set OUT to a folder for the logs}"
@@ -78,17 +72,5 @@ timeline)
         head -24 "$L/tl_$p.txt"
         pack
     done ;;
-ln)
-    n=0
-    for sw in "row composed 0" "vec composed 0" "auto composed 0" "row fused 0" \
-              "row composed 1" "row composed 0"; do
-        set -- $sw; n=$((n + 1))
-        CTRAIN_LN_KERNELS=$1 CTRAIN_ADD_NORM=$2 CTRAIN_LINEAR_ACT_BGRAD=$3 timeout 110 "$NEW" bench \
-            --models bert-large --batch 32,256 --seq 128 --precision bf16 --time-limit 4 \
-            --json "$L/ln_$n.json" > "$L/ln_$n.log" 2>&1
-        echo "CTRAIN_LN_KERNELS=$1 CTRAIN_ADD_NORM=$2 CTRAIN_LINEAR_ACT_BGRAD=$3 (run $n, status $?):"
-        grep -E "^bert-large" "$L/ln_$n.log" | head -2
-        pack
-    done ;;
-*) echo "bert_ab.sh: unknown part '$PART' (tests, ab, timeline or ln)"; exit 2 ;;
+*) echo "bert_ab.sh: unknown part '$PART' (tests, ab or timeline)"; exit 2 ;;
 esac
