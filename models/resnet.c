@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/error.h"
+#include "engine/settings.h"
 #include "ops/batchnorm.h"
 #include "ops/conv2d.h"
+#include "ops/conv_bn.h"
 #include "ops/ops.h"
 #include "ops/pool.h"
 
@@ -58,6 +60,7 @@ void resnet_config_default(ResNetConfig *cfg, int depth)
     cfg->classes = 1000;
     cfg->in_channels = 3;
     cfg->width = 64;
+    cfg->bn_unit = setting_choice(SET_CONV_BN) == 1;   /* "separate|unit" */
 }
 
 /* ---- registry ---- */
@@ -96,35 +99,85 @@ static Tensor *bn_apply(Ctx *c, Model *m, const BNRef *b, Tensor *x, Tensor *z, 
 
 /* ---- forward ---- */
 
-static Tensor *block_forward(Ctx *c, Model *m, const Block *blk, Tensor *x)
+/* The block's last conv output y: BN, + identity (or downsample), ReLU —
+ * one fused op. */
+static Tensor *block_out(Ctx *c, Model *m, const Block *blk, Tensor *x, Tensor *y)
+{
+    ParamSet *ps = &m->params;
+    Tensor *id = x;
+    tensor_retain(id);
+    if (blk->has_down) {
+        Tensor *d = op_conv2d(c, x, ps->p[blk->down_conv].t, blk->stride, 0, 1);
+        tensor_release(id);
+        id = bn_apply(c, m, &blk->down_bn, d, NULL, 0);
+        tensor_release(d);
+    }
+    Tensor *h = bn_apply(c, m, &blk->bn[blk->n_conv - 1], y, id, 1);
+    tensor_release(id);
+    return h;
+}
+
+static int conv_stride(const Block *blk, int i)
+{
+    return (blk->n_conv == 3 ? i == 1 : i == 0) ? blk->stride : 1;
+}
+
+/* conv -> BN + ReLU -> conv ... as separate ops */
+static Tensor *block_forward_separate(Ctx *c, Model *m, const Block *blk, Tensor *x)
 {
     ParamSet *ps = &m->params;
     Tensor *h = x;
     tensor_retain(h);
     for (int i = 0; i < blk->n_conv; i++) {
         int k = blk->ksize[i];
-        int s = (blk->n_conv == 3 ? i == 1 : i == 0) ? blk->stride : 1;
-        Tensor *y = op_conv2d(c, h, ps->p[blk->conv[i]].t, s, k / 2, 1);
+        Tensor *y = op_conv2d(c, h, ps->p[blk->conv[i]].t, conv_stride(blk, i), k / 2, 1);
         tensor_release(h);
         if (i < blk->n_conv - 1) {
             h = bn_apply(c, m, &blk->bn[i], y, NULL, 1);
             tensor_release(y);
             continue;
         }
-        /* last conv: BN, + identity (or downsample), ReLU — one fused op */
-        Tensor *id = x;
-        tensor_retain(id);
-        if (blk->has_down) {
-            Tensor *d = op_conv2d(c, x, ps->p[blk->down_conv].t, blk->stride, 0, 1);
-            tensor_release(id);
-            id = bn_apply(c, m, &blk->down_bn, d, NULL, 0);
-            tensor_release(d);
-        }
-        h = bn_apply(c, m, &blk->bn[i], y, id, 1);
+        h = block_out(c, m, blk, x, y);
         tensor_release(y);
-        tensor_release(id);
     }
     return h;
+}
+
+/* The same through the conv + BN unit (ops/conv_bn.h): each BN + ReLU
+ * between two convs takes the statistics the conv before it handed on and
+ * is applied as the next conv reads it. */
+static Tensor *block_forward_unit(Ctx *c, Model *m, const Block *blk, Tensor *x)
+{
+    ParamSet *ps = &m->params;
+    /* statistics handed on only where a unit will read them (sync batch
+     * norm takes its own over every rank) */
+    int hand_on = m->training && !c->bn_allreduce;
+    Tensor *st = NULL;
+    Tensor *y = op_conv2d_stats(c, x, ps->p[blk->conv[0]].t, conv_stride(blk, 0),
+                                blk->ksize[0] / 2, hand_on ? &st : NULL);
+    for (int i = 1; i < blk->n_conv; i++) {
+        const BNRef *b = &blk->bn[i - 1];
+        BnArgs bn = {ps->p[b->gamma].t, ps->p[b->beta].t, ps->b[b->rm].t, ps->b[b->rv].t,
+                     ps->b[b->nbt].t, m->training, 0.1f, 1e-5f};
+        Tensor *st_next = NULL;
+        Tensor *z = op_bn_relu_conv(c, y, st, &bn, ps->p[blk->conv[i]].t, conv_stride(blk, i),
+                                    blk->ksize[i] / 2,
+                                    i < blk->n_conv - 1 && hand_on ? &st_next : NULL);
+        tensor_release(y);
+        tensor_release(st);
+        y = z;
+        st = st_next;
+    }
+    Tensor *h = block_out(c, m, blk, x, y);
+    tensor_release(y);
+    return h;
+}
+
+static Tensor *block_forward(Ctx *c, Model *m, const Block *blk, Tensor *x)
+{
+    const ResNet *r = (const ResNet *)m->impl;
+    return r->cfg.bn_unit ? block_forward_unit(c, m, blk, x)
+                          : block_forward_separate(c, m, blk, x);
 }
 
 /* A block as a recompute segment (SegmentFn). */

@@ -30,6 +30,8 @@ typedef struct ResNetConfig {
     int zero_init_residual; /* last BN gamma of each block starts at 0 */
     int no_wd_bn_bias;      /* exclude BN parameters and biases from weight decay */
     RecomputePolicy recompute;  /* per residual block */
+    int bn_unit;            /* the batch norm + ReLU between two convs of a block as one
+                             * unit (ops/conv_bn.h); default from CTRAIN_CONV_BN */
 } ResNetConfig;
 
 /* depth: 18, 34, 50, 101 or 152 (model_kind_resnet_depth in model.h). */

@@ -49,13 +49,10 @@ size_t batchnorm_scratch_bytes(size_t M, size_t C)
 
 /* ---- statistics ---- */
 
-void batchnorm_stats_cpu(float *mean, float *invstd, float *running_mean, float *running_var,
-                         int64_t *num_batches_tracked, const float *x, float momentum,
-                         float eps, size_t M, size_t C)
+/* mu[c] = (1/M) sum x, ss[c] = sum (x - mu)^2 in double, two passes;
+ * s holds 2 C doubles, zeroed by the caller */
+static void moments_d(double *mu, double *ss, const float *x, size_t M, size_t C)
 {
-    CT_ASSERT(M >= 1, "batchnorm_stats_cpu: no rows (M = 0)");
-    double *s = calloc(2 * C, sizeof(double)), *mu = s, *ss = s + C;
-    if (!s) ct_fatal("out of host memory for batch norm statistics");
     /* rows outer, channels inner: one sequential sweep per pass */
     for (size_t m = 0; m < M; m++)
         for (size_t c = 0; c < C; c++) mu[c] += x[m * C + c];
@@ -65,6 +62,16 @@ void batchnorm_stats_cpu(float *mean, float *invstd, float *running_mean, float 
             double d = x[m * C + c] - mu[c];
             ss[c] += d * d;
         }
+}
+
+void batchnorm_stats_cpu(float *mean, float *invstd, float *running_mean, float *running_var,
+                         int64_t *num_batches_tracked, const float *x, float momentum,
+                         float eps, size_t M, size_t C)
+{
+    CT_ASSERT(M >= 1, "batchnorm_stats_cpu: no rows (M = 0)");
+    double *s = calloc(2 * C, sizeof(double)), *mu = s, *ss = s + C;
+    if (!s) ct_fatal("out of host memory for batch norm statistics");
+    moments_d(mu, ss, x, M, C);
     for (size_t c = 0; c < C; c++) {
         double var = ss[c] / (double)M; /* biased: what normalises the batch */
         mean[c] = (float)mu[c];
@@ -78,6 +85,39 @@ void batchnorm_stats_cpu(float *mean, float *invstd, float *running_mean, float 
     }
     if (num_batches_tracked) *num_batches_tracked += 1;
     free(s);
+}
+
+void batchnorm_moments_cpu(float *mean, float *m2, const float *x, size_t M, size_t C)
+{
+    CT_ASSERT(M >= 1, "batchnorm_moments_cpu: no rows (M = 0)");
+    double *s = calloc(2 * C, sizeof(double)), *mu = s, *ss = s + C;
+    if (!s) ct_fatal("out of host memory for batch norm statistics");
+    moments_d(mu, ss, x, M, C);
+    for (size_t c = 0; c < C; c++) {
+        mean[c] = (float)mu[c];
+        m2[c] = (float)ss[c];
+    }
+    free(s);
+}
+
+void batchnorm_stats_from_moments_cpu(float *mean, float *invstd, float *running_mean,
+                                      float *running_var, int64_t *num_batches_tracked,
+                                      const float *mom_mean, const float *mom_m2, float momentum,
+                                      float eps, size_t M, size_t C)
+{
+    CT_ASSERT(M >= 1, "batchnorm_stats_from_moments_cpu: no rows (M = 0)");
+    for (size_t c = 0; c < C; c++) {
+        double mu = mom_mean[c], ss = mom_m2[c];
+        mean[c] = mom_mean[c];
+        invstd[c] = (float)(1.0 / sqrt(ss / (double)M + (double)eps));
+        if (running_mean && running_var) {
+            CT_ASSERT(M >= 2, "batchnorm: the unbiased variance needs M >= 2 rows");
+            double unbiased = ss / (double)(M - 1);
+            running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mu);
+            running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
+        }
+    }
+    if (num_batches_tracked) *num_batches_tracked += 1;
 }
 
 void batchnorm_eval_stats_cpu(float *mean, float *invstd, const float *running_mean,

@@ -110,10 +110,32 @@ __global__ void bn_stats_partial_kernel(float *pmean, float *pm2, const T *x, si
     }
 }
 
-/* Pass 2: merge the G chunks of channel c in order; write mean, invstd, and
- * update the running statistics (unbiased variance) and the batch counter. */
-__global__ void bn_stats_finish_kernel(float *mean, float *invstd, float *rmean, float *rvar,
-                                       int64_t *nbt, const float *pmean, const float *pm2,
+/* Channel c's statistics from its batch mean mu and sum of squared
+ * deviations m2 over M rows: invstd, and the running update (unbiased
+ * variance). The roundings are pinned (no contraction left to the
+ * compiler), so the two kernels that call this give the same bits. */
+__device__ __forceinline__ void bn_finish_channel(size_t c, float mu, float m2, size_t M,
+                                                  float *mean, float *invstd, float *rmean,
+                                                  float *rvar, float momentum, float eps)
+{
+    float var = __fdiv_rn(m2, (float)M);
+    mean[c] = mu;
+    invstd[c] = __frcp_rn(__fsqrt_rn(__fadd_rn(var, eps)));
+    if (rmean && rvar) {
+        float unbiased = __fdiv_rn(m2, (float)(M - 1));
+        float keep = __fsub_rn(1.0f, momentum);
+        rmean[c] = __fadd_rn(__fmul_rn(keep, rmean[c]), __fmul_rn(momentum, mu));
+        rvar[c] = __fadd_rn(__fmul_rn(keep, rvar[c]), __fmul_rn(momentum, unbiased));
+    }
+}
+
+/* Pass 2: merge the G chunks of channel c in order; then either the
+ * statistics (mean, invstd, the running update and the batch counter:
+ * bn_finish_channel) or, with m2_out, the moments alone (mean and the sum
+ * of squared deviations). */
+__global__ void bn_stats_finish_kernel(float *mean, float *invstd, float *m2_out, float *rmean,
+                                       float *rvar, int64_t *nbt, const float *pmean,
+                                       const float *pm2,
                                        size_t G, size_t rows_per_chunk, size_t M, size_t C,
                                        float momentum, float eps)
 {
@@ -126,14 +148,24 @@ __global__ void bn_stats_finish_kernel(float *mean, float *invstd, float *rmean,
         size_t rows = left < rows_per_chunk ? left : rows_per_chunk;
         welford_merge(n, mu, m2, (float)rows, pmean[g * C + c], pm2[g * C + c]);
     }
-    float var = m2 / (float)M;
-    mean[c] = mu;
-    invstd[c] = 1.0f / sqrtf(var + eps);
-    if (rmean && rvar) {
-        float unbiased = m2 / (float)(M - 1);
-        rmean[c] = (1.0f - momentum) * rmean[c] + momentum * mu;
-        rvar[c] = (1.0f - momentum) * rvar[c] + momentum * unbiased;
+    if (m2_out) {
+        mean[c] = mu;
+        m2_out[c] = m2;
+        return;
     }
+    bn_finish_channel(c, mu, m2, M, mean, invstd, rmean, rvar, momentum, eps);
+}
+
+/* The same statistics from moments taken earlier (batchnorm_moments_cuda):
+ * mean, invstd, the running update and the batch counter. */
+__global__ void bn_from_moments_kernel(float *mean, float *invstd, float *rmean, float *rvar,
+                                       int64_t *nbt, const float *mom_mean, const float *mom_m2,
+                                       size_t M, size_t C, float momentum, float eps)
+{
+    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c == 0 && nbt) *nbt += 1;
+    if (c >= C) return;
+    bn_finish_channel(c, mom_mean[c], mom_m2[c], M, mean, invstd, rmean, rvar, momentum, eps);
 }
 
 __global__ void bn_eval_stats_kernel(float *mean, float *invstd, const float *rmean,
@@ -315,6 +347,25 @@ size_t reduction_grid(const char *what, size_t M, size_t C, size_t scratch_bytes
     return G;
 }
 
+/* Pass 1 of the statistics of x into scratch (partial means, then partial
+ * M2s, [G, C] each); returns G, the rows of a chunk in *rpc. */
+size_t stats_partials(const char *what, const void *x, DType dt, size_t M, size_t C,
+                      void *scratch, size_t scratch_bytes, size_t *rpc, cudaStream_t s)
+{
+    dim3 grid;
+    size_t G = reduction_grid(what, M, C, scratch_bytes, &grid, rpc);
+    float *pmean = (float *)scratch, *pm2 = pmean + G * C;
+    unsigned cols = (unsigned)batchnorm_cols(C), lanes = (unsigned)batchnorm_lanes(C);
+    size_t r = *rpc;
+    dispatch_float(dt, what, [&](auto tag) {
+        using T = decltype(tag);
+        bn_stats_partial_kernel<T><<<grid, BN_THREADS, 0, s>>>(pmean, pm2, (const T *)x, M, C,
+                                                               cols, lanes, r);
+        CUDA_CHECK_LAUNCH();
+    });
+    return G;
+}
+
 /* num_batches_tracked += 1: the batch counter for the cuDNN path, which
  * updates the running statistics but not the counter. */
 __global__ void bn_count_kernel(int64_t *nbt) { *nbt += 1; }
@@ -331,19 +382,45 @@ extern "C" void batchnorm_stats_cuda(float *mean, float *invstd, float *running_
     CT_ASSERT(M >= 1, "batchnorm_stats_cuda: no rows (M = 0)");
     if (running_mean && running_var)
         CT_ASSERT(M >= 2, "batchnorm_stats_cuda: the unbiased variance needs M >= 2 rows");
-    dim3 grid;
     size_t rpc;
-    size_t G = reduction_grid("batchnorm_stats_cuda", M, C, scratch_bytes, &grid, &rpc);
+    size_t G = stats_partials("batchnorm_stats_cuda", x, dt, M, C, scratch, scratch_bytes, &rpc,
+                              s);
     float *pmean = (float *)scratch, *pm2 = pmean + G * C;
-    unsigned cols = (unsigned)batchnorm_cols(C), lanes = (unsigned)batchnorm_lanes(C);
-    dispatch_float(dt, "batchnorm_stats_cuda", [&](auto tag) {
-        using T = decltype(tag);
-        bn_stats_partial_kernel<T><<<grid, BN_THREADS, 0, s>>>(pmean, pm2, (const T *)x, M, C,
-                                                               cols, lanes, rpc);
-        CUDA_CHECK_LAUNCH();
-    });
     bn_stats_finish_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(
-        mean, invstd, running_mean, running_var, num_batches_tracked, pmean, pm2, G, rpc, M, C,
+        mean, invstd, NULL, running_mean, running_var, num_batches_tracked, pmean, pm2, G, rpc,
+        M, C, momentum, eps);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void batchnorm_moments_cuda(float *mean, float *m2, const void *x, DType dt,
+                                       size_t M, size_t C, void *scratch, size_t scratch_bytes,
+                                       cudaStream_t s)
+{
+    if (C == 0) return;
+    CT_ASSERT(M >= 1, "batchnorm_moments_cuda: no rows (M = 0)");
+    size_t rpc;
+    size_t G = stats_partials("batchnorm_moments_cuda", x, dt, M, C, scratch, scratch_bytes,
+                              &rpc, s);
+    float *pmean = (float *)scratch, *pm2 = pmean + G * C;
+    bn_stats_finish_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(
+        mean, NULL, m2, NULL, NULL, NULL, pmean, pm2, G, rpc, M, C, 0.0f, 0.0f);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void batchnorm_stats_from_moments_cuda(float *mean, float *invstd,
+                                                  float *running_mean, float *running_var,
+                                                  int64_t *num_batches_tracked,
+                                                  const float *mom_mean, const float *mom_m2,
+                                                  float momentum, float eps, size_t M, size_t C,
+                                                  cudaStream_t s)
+{
+    if (C == 0) return;
+    CT_ASSERT(M >= 1, "batchnorm_stats_from_moments_cuda: no rows (M = 0)");
+    if (running_mean && running_var)
+        CT_ASSERT(M >= 2, "batchnorm_stats_from_moments_cuda: the unbiased variance needs M >= 2 "
+                          "rows");
+    bn_from_moments_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(
+        mean, invstd, running_mean, running_var, num_batches_tracked, mom_mean, mom_m2, M, C,
         momentum, eps);
     CUDA_CHECK_LAUNCH();
 }

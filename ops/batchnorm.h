@@ -88,6 +88,17 @@ size_t batchnorm_scratch_bytes(size_t M, size_t C);
 void batchnorm_stats_cpu(float *mean, float *invstd, float *running_mean, float *running_var,
                          int64_t *num_batches_tracked, const float *x, float momentum,
                          float eps, size_t M, size_t C);
+/* Batch moments alone (what the conv + BN unit hands from one convolution
+ * to the next, ops/conv_bn.h): mean[C] and the sum of squared deviations
+ * m2[C] = sum (x - mean)^2 of x [M, C]. */
+void batchnorm_moments_cpu(float *mean, float *m2, const float *x, size_t M, size_t C);
+/* batchnorm_stats_cpu's outputs from such moments of M rows: mean, invstd =
+ * 1 / sqrt(m2 / M + eps), the running update (unbiased variance m2 / (M - 1))
+ * when running_mean and running_var are given, the counter when given. */
+void batchnorm_stats_from_moments_cpu(float *mean, float *invstd, float *running_mean,
+                                      float *running_var, int64_t *num_batches_tracked,
+                                      const float *mom_mean, const float *mom_m2, float momentum,
+                                      float eps, size_t M, size_t C);
 /* Eval statistics: mean = running_mean, invstd = 1 / sqrt(running_var + eps). */
 void batchnorm_eval_stats_cpu(float *mean, float *invstd, const float *running_mean,
                               const float *running_var, float eps, size_t C);
@@ -116,6 +127,17 @@ void batchnorm_stats_cuda(float *mean, float *invstd, float *running_mean, float
                           int64_t *num_batches_tracked, const void *x, DType dt, float momentum,
                           float eps, size_t M, size_t C, void *scratch, size_t scratch_bytes,
                           cudaStream_t s);
+/* batchnorm_moments_cpu's contract on the device: the same chunked Welford
+ * reduction as batchnorm_stats_cuda, scratch of batchnorm_scratch_bytes(M,
+ * C); batchnorm_stats_from_moments_cuda then gives batchnorm_stats_cuda's
+ * outputs bit for bit (one device function finishes a channel for both). */
+void batchnorm_moments_cuda(float *mean, float *m2, const void *x, DType dt, size_t M, size_t C,
+                            void *scratch, size_t scratch_bytes, cudaStream_t s);
+void batchnorm_stats_from_moments_cuda(float *mean, float *invstd, float *running_mean,
+                                       float *running_var, int64_t *num_batches_tracked,
+                                       const float *mom_mean, const float *mom_m2,
+                                       float momentum, float eps, size_t M, size_t C,
+                                       cudaStream_t s);
 /* *num_batches_tracked += 1 on the device (NULL: nothing); the cuDNN path
  * counts the batch with it, batchnorm_stats_cuda does it itself. */
 void batchnorm_count_cuda(int64_t *num_batches_tracked, cudaStream_t s);
@@ -151,6 +173,11 @@ void batchnorm_backward_dx_cuda(void *dx, void *dz, const void *dy, const void *
 Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *running_mean,
                      Tensor *running_var, Tensor *num_batches_tracked, int training,
                      float momentum, float eps, Tensor *z, int relu);
+
+/* The kernels take one accumulate flag for dgamma and dbeta: given each
+ * one's own (ad_grad_dst), the flag to pass; when one is fresh and the other
+ * accumulates, the fresh one is zeroed first (then both add). */
+int batchnorm_param_accum(Ctx *c, Tensor *dgamma, int acc_g, Tensor *dbeta, int acc_b);
 
 #ifdef __cplusplus
 }

@@ -127,15 +127,7 @@ static void batchnorm_backward(Ctx *c, Node *n)
                                 acc_g, acc_b);
         return;
     }
-    /* both implementations take one accumulate flag for dgamma and dbeta:
-     * when one is fresh and the other accumulates, zero the fresh one and
-     * add into both */
-    int acc_p = dg ? acc_g : acc_b;
-    if (dg && db && acc_g != acc_b) {
-        Tensor *fresh = acc_g ? db : dg;
-        mem_zero(c, fresh->data, fresh->numel * sizeof(float));
-        acc_p = 1;
-    }
+    int acc_p = batchnorm_param_accum(c, dg, acc_g, db, acc_b);
     float *pg = dg ? (float *)dg->data : NULL, *pb = db ? (float *)db->data : NULL;
     const float *pgamma = gamma ? (const float *)gamma->data : NULL;
     const float *mean = (const float *)stats->data, *invstd = mean + stats_stride(C);
@@ -174,6 +166,16 @@ static void batchnorm_backward(Ctx *c, Node *n)
         f32_done(&vdx, 1); f32_done(&vdz, 1);
         f32_done(&vdy, 0); f32_done(&vx, 0); f32_done(&vy, 0);
     }
+}
+
+int batchnorm_param_accum(Ctx *c, Tensor *dgamma, int acc_g, Tensor *dbeta, int acc_b)
+{
+    if (dgamma && dbeta && acc_g != acc_b) {
+        Tensor *fresh = acc_g ? dbeta : dgamma;
+        mem_zero(c, fresh->data, fresh->numel * sizeof(float));
+        return 1;
+    }
+    return dgamma ? acc_g : acc_b;
 }
 
 #ifdef CTRAIN_CUDA

@@ -135,6 +135,16 @@ void conv2d_cuda_release(Ctx *c);
  * the weight is read in the compute type, and its gradient lands in w's own
  * gradient (f32 for parameters, accumulated). */
 Tensor *op_conv2d(Ctx *c, Tensor *x, Tensor *w, int stride, int pad, int dil);
+
+/* The three directions on tensors, on c's device (the CPU reference or
+ * cuDNN): what op_conv2d's node runs, and what ops/conv_bn_op.c's unit
+ * runs. x, w, y, dx, dy of one float type (w the low-precision working
+ * copy under AMP); dw f32 for a parameter or x's type; accum as above. */
+void conv2d_run_forward(Ctx *c, Tensor *y, Tensor *x, Tensor *w, const Conv2dShape *s);
+void conv2d_run_backward_data(Ctx *c, Tensor *dx, Tensor *dy, Tensor *w, const Conv2dShape *s,
+                              int accum);
+void conv2d_run_backward_filter(Ctx *c, Tensor *dw, Tensor *dy, Tensor *x, const Conv2dShape *s,
+                                int accum);
 Tensor *op_conv2d_ex(Ctx *c, Tensor *x, Tensor *w, int stride_h, int stride_w, int pad_h,
                      int pad_w, int dil_h, int dil_w);
 

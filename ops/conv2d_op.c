@@ -34,6 +34,53 @@ static Conv2dShape conv_op_shape(const Tensor *x, const Tensor *w, const int64_t
                         (int)i[CI_DIL_H], (int)i[CI_DIL_W]);
 }
 
+/* ---- the three directions on tensors, by c's device ---- */
+
+void conv2d_run_forward(Ctx *c, Tensor *y, Tensor *x, Tensor *w, const Conv2dShape *s)
+{
+    if (c->device == DEV_CUDA) {
+#ifdef CTRAIN_CUDA
+        conv2d_forward_cuda(c, y->data, x->data, w->data, x->dtype, s);
+#endif
+    } else {
+        F32View vx = f32_view(x, 1), vw = f32_view(w, 1), vy = f32_view(y, 0);
+        conv2d_forward_cpu(vy.p, vx.p, vw.p, s);
+        f32_done(&vx, 0); f32_done(&vw, 0); f32_done(&vy, 1);
+    }
+}
+
+void conv2d_run_backward_data(Ctx *c, Tensor *dx, Tensor *dy, Tensor *w, const Conv2dShape *s,
+                              int accum)
+{
+    CT_ASSERT(dx->dtype == dy->dtype,
+              "conv2d backward: dx %s, dy %s (the input gradient has the input's type)",
+              dtype_name(dx->dtype), dtype_name(dy->dtype));
+    if (c->device == DEV_CUDA) {
+#ifdef CTRAIN_CUDA
+        conv2d_backward_data_cuda(c, dx->data, dy->data, w->data, dy->dtype, s, accum);
+#endif
+    } else {
+        F32View vdx = f32_view(dx, accum), vdy = f32_view(dy, 1), vw = f32_view(w, 1);
+        conv2d_backward_data_cpu(vdx.p, vdy.p, vw.p, s, accum);
+        f32_done(&vdx, 1); f32_done(&vdy, 0); f32_done(&vw, 0);
+    }
+}
+
+void conv2d_run_backward_filter(Ctx *c, Tensor *dw, Tensor *dy, Tensor *x, const Conv2dShape *s,
+                                int accum)
+{
+    if (c->device == DEV_CUDA) {
+#ifdef CTRAIN_CUDA
+        conv2d_backward_filter_cuda(c, dw->data, dw->dtype, dy->data, x->data, dy->dtype, s,
+                                    accum);
+#endif
+    } else {
+        F32View vdw = f32_view(dw, accum), vdy = f32_view(dy, 1), vx = f32_view(x, 1);
+        conv2d_backward_filter_cpu(vdw.p, vdy.p, vx.p, s, accum);
+        f32_done(&vdw, 1); f32_done(&vdy, 0); f32_done(&vx, 0);
+    }
+}
+
 /* forward: y = conv(x, w)
  * so   dx (+)= conv^T(dy, w)   (dy's type; the saved low-precision weight)
  *      dw  += corr(x, dy)      (w's gradient: f32 for a parameter) */
@@ -46,32 +93,13 @@ static void conv2d_backward(Ctx *c, Node *n)
     int acc;
     Tensor *dx = ad_grad_dst(c, n->in[0], &acc);
     if (dx) {
-        CT_ASSERT(wl != NULL && dx->dtype == dy->dtype,
-                  "conv2d backward: dx %s, dy %s (the input gradient has the input's type)",
-                  dtype_name(dx->dtype), dtype_name(dy->dtype));
-        if (c->device == DEV_CUDA) {
-#ifdef CTRAIN_CUDA
-            conv2d_backward_data_cuda(c, dx->data, dy->data, wl->data, dy->dtype, &s, acc);
-#endif
-        } else {
-            F32View vdx = f32_view(dx, acc), vdy = f32_view(dy, 1), vw = f32_view(wl, 1);
-            conv2d_backward_data_cpu(vdx.p, vdy.p, vw.p, &s, acc);
-            f32_done(&vdx, 1); f32_done(&vdy, 0); f32_done(&vw, 0);
-        }
+        CT_ASSERT(wl != NULL, "conv2d backward: the weight was not saved");
+        conv2d_run_backward_data(c, dx, dy, wl, &s, acc);
     }
     Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
     if (dw) {
         CT_ASSERT(x != NULL, "conv2d backward: the input was not saved");
-        if (c->device == DEV_CUDA) {
-#ifdef CTRAIN_CUDA
-            conv2d_backward_filter_cuda(c, dw->data, dw->dtype, dy->data, x->data, dy->dtype, &s,
-                                        acc);
-#endif
-        } else {
-            F32View vdw = f32_view(dw, acc), vdy = f32_view(dy, 1), vx = f32_view(x, 1);
-            conv2d_backward_filter_cpu(vdw.p, vdy.p, vx.p, &s, acc);
-            f32_done(&vdw, 1); f32_done(&vdy, 0); f32_done(&vx, 0);
-        }
+        conv2d_run_backward_filter(c, dw, dy, x, &s, acc);
     }
 }
 
@@ -104,15 +132,7 @@ Tensor *op_conv2d_ex(Ctx *c, Tensor *x0, Tensor *w0, int stride_h, int stride_w,
 
     int64_t yshape[4] = {s.N, s.P, s.Q, s.K};
     Tensor *y = tensor_new(c, x->dtype, 4, yshape);
-    if (c->device == DEV_CUDA) {
-#ifdef CTRAIN_CUDA
-        conv2d_forward_cuda(c, y->data, x->data, wl->data, x->dtype, &s);
-#endif
-    } else {
-        F32View vx = f32_view(x, 1), vw = f32_view(wl, 1), vy = f32_view(y, 0);
-        conv2d_forward_cpu(vy.p, vx.p, vw.p, &s);
-        f32_done(&vx, 0); f32_done(&vw, 0); f32_done(&vy, 1);
-    }
+    conv2d_run_forward(c, y, x, wl, &s);
 
     Tensor *in[2] = {x, w0};
     if (ad_needs_grad(c, in, 2)) {

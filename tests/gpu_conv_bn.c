@@ -1,0 +1,182 @@
+/* gpu_conv_bn.c — the conv + batch-norm unit (ops/conv_bn.h) on CUDA:
+ *   - against the composition on the same context with our batch-norm
+ *     kernels (CTRAIN_BN=own through batchnorm_cudnn_use): the same kernels
+ *     in the same order, so z, the gradients of y, gamma, beta and w, the
+ *     running statistics, the batch counter and the statistics handed on
+ *     are equal bit for bit; also with every gradient added into
+ *     (CB_ACCUM: a second backward, a fresh dbeta beside an accumulating
+ *     dgamma);
+ *   - against the composition with cuDNN's batch norm (the default), and
+ *     against the unit on the CPU, within each type's tolerance (most
+ *     elements, and the relative norm: a value next to the ReLU's kink may
+ *     fall on the other side when the statistics differ in their last bit);
+ *   - the forward keeps one activation of y's size less (plans searched
+ *     before it is measured);
+ *   - ResNet-50 (narrow): a training step built from the unit and one from
+ *     the separate ops with our batch-norm kernels give the same loss,
+ *     gradients, running statistics and eval logits bit for bit: f32, with
+ *     recompute segments, and bf16 under autocast.
+ * Shapes: ResNet's 3x3 at 14x14 x 64 channels, its strided 3x3 (28x28 ->
+ * 14x14), a 1x1 256 -> 64, and a small odd one.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "conv_bn_case.h"
+#include "engine/mem.h"
+#include "gpu_util.h"
+#include "models/resnet.h"
+#include "ops/batchnorm_cudnn.h"
+
+static void bits(const char *tag, const char *what, const float *a, const float *b, size_t n)
+{
+    char name[192];
+    snprintf(name, sizeof name, "gpu_conv_bn.%s.%s_bits", tag, what);
+    size_t first = n;
+    for (size_t i = 0; i < n && a && b; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) { first = i; break; }
+    check_true(name, a && b && first == n, "first difference at [%zu] of %zu: %.9g vs %.9g",
+               first, n, first < n && a && b ? a[first] : 0.0,
+               first < n && a && b ? b[first] : 0.0);
+}
+
+/* values within the type's tolerance: activations' gradients allow a few
+ * elements out (a ReLU flip) and are held by their norm; sums by norm */
+static void near(const char *tag, const CbShape *s, const CbOut *u, const CbOut *r, DType dt)
+{
+    char name[192];
+    size_t allow = 8 + u->ny / 20000;
+    double atol = tol_atol(dt), rtol = tol_rtol(dt), rel = dt == DT_F32 ? 1e-4 : 2e-2;
+    snprintf(name, sizeof name, "gpu_conv_bn.%s.z", tag);
+    check_close_most(name, u->z, r->z, u->nz, atol, rtol, allow);
+    snprintf(name, sizeof name, "gpu_conv_bn.%s.dy", tag);
+    check_close_most(name, u->dy, r->dy, u->ny, atol, rtol, allow);
+    snprintf(name, sizeof name, "gpu_conv_bn.%s.dy_norm", tag);
+    check_rel_norm(name, u->dy, r->dy, u->ny, rel);
+    snprintf(name, sizeof name, "gpu_conv_bn.%s.dw_norm", tag);
+    check_rel_norm(name, u->dw, r->dw, u->nw, rel);
+    snprintf(name, sizeof name, "gpu_conv_bn.%s.dgamma_norm", tag);
+    check_rel_norm(name, u->dgamma, r->dgamma, (size_t)s->C, rel);
+    snprintf(name, sizeof name, "gpu_conv_bn.%s.dbeta_norm", tag);
+    check_rel_norm(name, u->dbeta, r->dbeta, (size_t)s->C, rel);
+    snprintf(name, sizeof name, "gpu_conv_bn.%s.running_mean", tag);
+    check_close(name, u->rm, r->rm, (size_t)s->C, 1e-5, 1e-4);
+    snprintf(name, sizeof name, "gpu_conv_bn.%s.running_var", tag);
+    check_close(name, u->rv, r->rv, (size_t)s->C, 1e-5, 1e-4);
+}
+
+static void test_unit(Ctx *g, Ctx *h)
+{
+    const CbShape shapes[] = {
+        {4, 14, 14, 64, 64, 3, 1, 1},
+        {4, 28, 28, 64, 64, 3, 2, 1},
+        {4, 14, 14, 256, 64, 1, 1, 0},
+        {3, 5, 7, 24, 16, 3, 1, 1},
+    };
+    const DType dts[3] = {DT_F32, DT_F16, DT_BF16};
+    static const char *const modes[4] = {"train_given", "train_own", "eval", "train_accum"};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const CbShape *s = &shapes[k];
+        for (int d = 0; d < 3; d++) {
+            DType dt = dts[d];
+            /* the convolution plans of this shape and type searched first,
+             * so the workspace they grow is not charged to what is measured */
+            batchnorm_cudnn_use(g, 0);
+            CbOut warm = cb_run(g, s, dt, 0, 0, 1, 0);
+            cb_free(&warm);
+            for (int mode = 0; mode < 4; mode++) {
+                int training = mode != 2, given = mode == 0 || mode == 3;
+                int flags = mode == 3 ? CB_ACCUM : 0;
+                char tag[128], name[192];
+                snprintf(tag, sizeof tag, "%s.%s.%dx%dx%dx%d_k%d_r%d_s%d", dtype_name(dt),
+                         modes[mode], s->N, s->H, s->W, s->C, s->K, s->R, s->stride);
+                batchnorm_cudnn_use(g, 0);
+                CbOut u = cb_run(g, s, dt, 1, given, training, flags);
+                CbOut r = cb_run(g, s, dt, 0, 0, training, flags);
+                bits(tag, "z", u.z, r.z, u.nz);
+                bits(tag, "dy", u.dy, r.dy, u.ny);
+                bits(tag, "dw", u.dw, r.dw, u.nw);
+                bits(tag, "dgamma", u.dgamma, r.dgamma, (size_t)s->C);
+                bits(tag, "dbeta", u.dbeta, r.dbeta, (size_t)s->C);
+                bits(tag, "running_mean", u.rm, r.rm, (size_t)s->C);
+                bits(tag, "running_var", u.rv, r.rv, (size_t)s->C);
+                snprintf(name, sizeof name, "gpu_conv_bn.%s.nbt", tag);
+                check_true(name, u.nbt == r.nbt, "%lld vs %lld", (long long)u.nbt,
+                           (long long)r.nbt);
+                if (training) bits(tag, "stats_out", u.stats_out, r.stats_out, 2 * (size_t)s->K);
+                if (mode == 0) {
+                    size_t a_bytes = u.ny * dtype_size(dt);
+                    snprintf(name, sizeof name, "gpu_conv_bn.%s.keeps_less", tag);
+                    check_true(name, u.held_after_forward + a_bytes <= r.held_after_forward,
+                               "unit holds %zu bytes after its forward, composition %zu (a is "
+                               "%zu)", u.held_after_forward, r.held_after_forward, a_bytes);
+                }
+                cb_free(&r);
+                if (mode != 3) {
+                    /* the composition with cuDNN's batch norm (eval: ours
+                     * either way) */
+                    char t2[160];
+                    batchnorm_cudnn_use(g, 1);
+                    long f0, b0, f1, b1;
+                    batchnorm_cudnn_runs(g, &f0, &b0);
+                    r = cb_run(g, s, dt, 0, 0, training, 0);
+                    batchnorm_cudnn_runs(g, &f1, &b1);
+                    snprintf(t2, sizeof t2, "%s.vs_cudnn_bn", tag);
+                    if (training) {
+                        snprintf(name, sizeof name, "gpu_conv_bn.%s.cudnn_ran", t2);
+                        check_true(name, f1 > f0 && b1 > b0, "cuDNN's batch norm did not run "
+                                   "(forwards %ld -> %ld, backwards %ld -> %ld)", f0, f1, b0, b1);
+                    }
+                    near(t2, s, &u, &r, dt);
+                    cb_free(&r);
+                    /* the unit on the CPU */
+                    r = cb_run(h, s, dt, 1, given, training, 0);
+                    snprintf(t2, sizeof t2, "%s.vs_cpu", tag);
+                    near(t2, s, &u, &r, dt);
+                    cb_free(&r);
+                }
+                cb_free(&u);
+            }
+        }
+    }
+    batchnorm_cudnn_use(g, -1);
+}
+
+static void test_resnet(Ctx *g)
+{
+    batchnorm_cudnn_use(g, 0);
+    for (int v = 0; v < 3; v++) {
+        /* 0: f32, 1: f32 with recompute segments, 2: bf16 under autocast */
+        static const char *const tags[3] = {"f32", "f32_recompute", "bf16_autocast"};
+        g->autocast = v == 2 ? DT_BF16 : DT_F32;
+        CbNet u = cb_net_step(g, 50, 16, 64, 1, v == 1), r = cb_net_step(g, 50, 16, 64, 0, v == 1);
+        char tag[64], name[128];
+        snprintf(tag, sizeof tag, "resnet50.%s", tags[v]);
+        snprintf(name, sizeof name, "gpu_conv_bn.%s.loss_bits", tag);
+        check_true(name, memcmp(&u.loss, &r.loss, sizeof u.loss) == 0,
+                   "loss %.9g (unit) vs %.9g (separate)", u.loss, r.loss);
+        bits(tag, "grads", u.grad, r.grad, r.n);
+        bits(tag, "running_stats", u.bufs, r.bufs, r.nb);
+        bits(tag, "eval_logits", u.logits, r.logits, r.nl);
+        cb_net_free(&u);
+        cb_net_free(&r);
+    }
+    g->autocast = DT_F32;
+    batchnorm_cudnn_use(g, -1);
+}
+
+int main(void)
+{
+    gpu_require();
+    Ctx g, h;
+    ctx_init(&g, DEV_CUDA, 0, 1);
+    ctx_init(&h, DEV_CPU, 0, 1);
+    g.allow_tf32 = 0;
+    test_unit(&g, &h);
+    test_resnet(&g);
+    ctx_free(&h);
+    ctx_free(&g);
+    return check_summary();
+}
