@@ -96,12 +96,13 @@ static const Setting table[SET_COUNT] = {
         "to the CPU); unmeasured, docs/kernels.md"),
     [SET_BN] = V_CHOICE("CTRAIN_BN", SA_DEV, "cudnn", NULL, "cudnn|own",
         "the training batch norm: cuDNN's fused NHWC kernels, or ours"),
-    [SET_CONV_BN] = V_CHOICE("CTRAIN_CONV_BN", SA_DEV, "separate", NULL, "separate|unit",
+    [SET_CONV_BN] = V_CHOICE("CTRAIN_CONV_BN", SA_DEV, "separate", NULL, "separate|unit|fused",
         "ResNet's batch norm + ReLU before a convolution: separate ops (batch norm as "
         "CTRAIN_BN picks it, then the convolution), or one unit (ops/conv_bn.h: the statistics handed on from the "
         "convolution that made its input, the normalised activation made again in the backward "
-        "instead of kept: two activations less a bottleneck block; our batch-norm kernels "
-        "until cuDNN's fused graphs are in; unmeasured)"),
+        "instead of kept: two activations less a bottleneck block; our batch-norm kernels), or "
+        "the unit with its convolutions' statistics reduced in cuDNN fused graphs where they "
+        "are faster (fused, ops/conv_bn_cudnn.h); both unmeasured"),
     [SET_ATTN] = V_CHOICE("CTRAIN_ATTN", SA_DEV, NULL,
         "the fused tensor-core kernels where they run (f16/bf16, head size 32, 64 or 128, "
         "sm_80+), else cublas", "cublas",

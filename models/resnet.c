@@ -60,7 +60,7 @@ void resnet_config_default(ResNetConfig *cfg, int depth)
     cfg->classes = 1000;
     cfg->in_channels = 3;
     cfg->width = 64;
-    cfg->bn_unit = setting_choice(SET_CONV_BN) == 1;   /* "separate|unit" */
+    cfg->bn_unit = setting_choice(SET_CONV_BN) >= 1;   /* "separate|unit|fused" */
 }
 
 /* ---- registry ---- */

@@ -168,6 +168,17 @@ __global__ void bn_from_moments_kernel(float *mean, float *invstd, float *rmean,
     bn_finish_channel(c, mom_mean[c], mom_m2[c], M, mean, invstd, rmean, rvar, momentum, eps);
 }
 
+/* (mean, m2) of M rows from their sum and sum of squares, in double */
+__global__ void bn_moments_from_sums_kernel(float *mean, float *m2, const float *sum,
+                                            const float *sq, size_t M, size_t C)
+{
+    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double s = sum[c], mu = s / (double)M, v = (double)sq[c] - s * mu;
+    mean[c] = (float)mu;
+    m2[c] = isnan(v) ? (float)v : v > 0.0 ? (float)v : 0.0f;   /* NaN stays NaN */
+}
+
 __global__ void bn_eval_stats_kernel(float *mean, float *invstd, const float *rmean,
                                      const float *rvar, float eps, size_t C)
 {
@@ -404,6 +415,17 @@ extern "C" void batchnorm_moments_cuda(float *mean, float *m2, const void *x, DT
     float *pmean = (float *)scratch, *pm2 = pmean + G * C;
     bn_stats_finish_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(
         mean, NULL, m2, NULL, NULL, NULL, pmean, pm2, G, rpc, M, C, 0.0f, 0.0f);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void batchnorm_moments_from_sums_cuda(float *mean, float *m2, const float *sum,
+                                                 const float *sq, size_t M, size_t C,
+                                                 cudaStream_t s)
+{
+    if (C == 0) return;
+    CT_ASSERT(M >= 1, "batchnorm_moments_from_sums_cuda: no rows (M = 0)");
+    bn_moments_from_sums_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(mean, m2, sum, sq, M,
+                                                                          C);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -133,6 +133,11 @@ void batchnorm_stats_cuda(float *mean, float *invstd, float *running_mean, float
  * outputs bit for bit (one device function finishes a channel for both). */
 void batchnorm_moments_cuda(float *mean, float *m2, const void *x, DType dt, size_t M, size_t C,
                             void *scratch, size_t scratch_bytes, cudaStream_t s);
+/* (mean, m2) from per-channel sums of M rows, sum and sq = sum of squares
+ * (a fused convolution's epilogue, ops/conv_bn_cudnn.h): mean = sum / M,
+ * m2 = sq - sum mean, in double, at least 0. */
+void batchnorm_moments_from_sums_cuda(float *mean, float *m2, const float *sum, const float *sq,
+                                      size_t M, size_t C, cudaStream_t s);
 void batchnorm_stats_from_moments_cuda(float *mean, float *invstd, float *running_mean,
                                        float *running_var, int64_t *num_batches_tracked,
                                        const float *mom_mean, const float *mom_m2,

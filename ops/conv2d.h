@@ -117,6 +117,11 @@ int conv2d_cuda_graph_plan_count(Ctx *c);
  * (INT32_MAX, 256). Lives with the plans: conv2d_cuda_release resets it. */
 void conv2d_cuda_set_limits(Ctx *c, size_t max_elems, int search_max_n);
 
+/* The workspace a search may try candidates with: CTRAIN_CONV_SEARCH_WS_MB,
+ * at most half the free device memory and half of what CTRAIN_MEM_LIMIT
+ * leaves, and never less than c's workspace. */
+size_t conv2d_cuda_search_ws_bytes(Ctx *c);
+
 /* Number of cached plans of c (tests check that a repeated shape hits). */
 int conv2d_cuda_plan_count(Ctx *c);
 /* Of c's plans, how many a search found and how many were taken from the
@@ -135,6 +140,16 @@ void conv2d_cuda_release(Ctx *c);
  * the weight is read in the compute type, and its gradient lands in w's own
  * gradient (f32 for parameters, accumulated). */
 Tensor *op_conv2d(Ctx *c, Tensor *x, Tensor *w, int stride, int pad, int dil);
+
+/* op_conv2d (dilation 1) whose forward is run by fwd(c, y, x, w, s, arg)
+ * instead of conv2d_run_forward (x and w in the compute type, y new): for a
+ * fused forward that also makes something else in the same pass
+ * (ops/conv_bn_op.c: the batch statistics of y). The node and its backward
+ * are op_conv2d's. */
+typedef void (*Conv2dForwardFn)(Ctx *c, Tensor *y, Tensor *x, Tensor *w, const Conv2dShape *s,
+                                void *arg);
+Tensor *op_conv2d_with(Ctx *c, Tensor *x, Tensor *w, int stride, int pad, Conv2dForwardFn fwd,
+                       void *arg);
 
 /* The three directions on tensors, on c's device (the CPU reference or
  * cuDNN): what op_conv2d's node runs, and what ops/conv_bn_op.c's unit

@@ -346,7 +346,7 @@ static int pick_result(const cudnnStatus_t *status, const cudnnDeterminism_t *de
  * default, engine/settings.c; at most half the free memory, and half of
  * what CTRAIN_MEM_LIMIT leaves), or the shared workspace when that is
  * larger already. */
-static size_t search_ws_bytes(Ctx *c)
+size_t conv2d_cuda_search_ws_bytes(Ctx *c)
 {
     static size_t limit = 0;
     if (!limit) limit = setting_size(SET_CONV_SEARCH_WS_MB);
@@ -432,7 +432,7 @@ static CgRule graph_rule(Ctx *c, const Plan *p)
     }
     if (want_deterministic(p->key.dir))
         rule.forbid_notes |= CG_NOTE(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
-    rule.ws_limit = search_ws_bytes(c);
+    rule.ws_limit = conv2d_cuda_search_ws_bytes(c);
     rule.all_engines = 1;
     return rule;
 }
@@ -480,7 +480,7 @@ static int graph_load(Ctx *c, Plan *p, int64_t engine, const int64_t (*knobs)[2]
  * fatal here (the caller may retry with padded channels). */
 static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, void *out)
 {
-    size_t ws_bytes = search_ws_bytes(c);
+    size_t ws_bytes = conv2d_cuda_search_ws_bytes(c);
     int own_ws = ws_bytes > c->workspace_bytes;
     void *ws = own_ws ? mem_alloc(c, ws_bytes) : c->workspace;
 
@@ -576,7 +576,7 @@ static cudnnStatus_t legacy_ws(Ctx *c, Plan *p)
         st = cudnnGetConvolutionBackwardFilterWorkspaceSize(
             c->cudnn, p->xd, p->yd, p->cd, p->wd, (cudnnConvolutionBwdFilterAlgo_t)p->algo,
             &p->ws_bytes);
-    if (st == CUDNN_STATUS_SUCCESS && p->ws_bytes > search_ws_bytes(c))
+    if (st == CUDNN_STATUS_SUCCESS && p->ws_bytes > conv2d_cuda_search_ws_bytes(c))
         st = CUDNN_STATUS_NOT_SUPPORTED;
     return st;
 }

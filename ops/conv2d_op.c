@@ -103,8 +103,10 @@ static void conv2d_backward(Ctx *c, Node *n)
     }
 }
 
-Tensor *op_conv2d_ex(Ctx *c, Tensor *x0, Tensor *w0, int stride_h, int stride_w, int pad_h,
-                     int pad_w, int dil_h, int dil_w)
+/* op_conv2d_ex whose forward runs fwd(c, y, x, w, s, arg) (NULL:
+ * conv2d_run_forward) */
+static Tensor *conv2d_op(Ctx *c, Tensor *x0, Tensor *w0, int stride_h, int stride_w, int pad_h,
+                         int pad_w, int dil_h, int dil_w, Conv2dForwardFn fwd, void *arg)
 {
     char dx[96], dw[96];
     op_check_float("conv2d", x0);
@@ -132,7 +134,10 @@ Tensor *op_conv2d_ex(Ctx *c, Tensor *x0, Tensor *w0, int stride_h, int stride_w,
 
     int64_t yshape[4] = {s.N, s.P, s.Q, s.K};
     Tensor *y = tensor_new(c, x->dtype, 4, yshape);
-    conv2d_run_forward(c, y, x, wl, &s);
+    if (fwd)
+        fwd(c, y, x, wl, &s, arg);
+    else
+        conv2d_run_forward(c, y, x, wl, &s);
 
     Tensor *in[2] = {x, w0};
     if (ad_needs_grad(c, in, 2)) {
@@ -145,6 +150,18 @@ Tensor *op_conv2d_ex(Ctx *c, Tensor *x0, Tensor *w0, int stride_h, int stride_w,
     tensor_release(x);
     tensor_release(wl);
     return y;
+}
+
+Tensor *op_conv2d_ex(Ctx *c, Tensor *x, Tensor *w, int stride_h, int stride_w, int pad_h,
+                     int pad_w, int dil_h, int dil_w)
+{
+    return conv2d_op(c, x, w, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, NULL, NULL);
+}
+
+Tensor *op_conv2d_with(Ctx *c, Tensor *x, Tensor *w, int stride, int pad, Conv2dForwardFn fwd,
+                       void *arg)
+{
+    return conv2d_op(c, x, w, stride, stride, pad, pad, 1, 1, fwd, arg);
 }
 
 Tensor *op_conv2d(Ctx *c, Tensor *x, Tensor *w, int stride, int pad, int dil)

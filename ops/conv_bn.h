@@ -31,11 +31,13 @@
  * (CTRAIN_BN=own) the unit and the composition train the same bits,
  * running statistics included.
  *
- * Today each piece runs as its own kernel (statistics, apply, convolution;
- * in the backward apply again, the convolution's two gradients, batch
- * norm's backward); docs/kernels.md ("ResNet's fused convolutions") has the
- * plan for cuDNN's fused graphs behind the same two ops. ResNet builds its
- * blocks from them when ResNetConfig.bn_unit is set (CTRAIN_CONV_BN=unit).
+ * Each piece runs as its own kernel (statistics, apply, convolution; in the
+ * backward apply again, the convolution's two gradients, batch norm's
+ * backward), except that with CTRAIN_CONV_BN=fused a convolution whose
+ * output's statistics are wanted reduces them in its own cuDNN graph where
+ * that is faster (ops/conv_bn_cudnn.h); docs/kernels.md ("ResNet's fused
+ * convolutions") has the plan for the rest. ResNet builds its blocks from
+ * these ops when ResNetConfig.bn_unit is set (CTRAIN_CONV_BN=unit or fused).
  */
 #ifndef CTRAIN_OPS_CONV_BN_H
 #define CTRAIN_OPS_CONV_BN_H

@@ -19,6 +19,7 @@
 #include "autocast.h"
 #include "batchnorm.h"
 #include "conv2d.h"
+#include "conv_bn_cudnn.h"
 #include "cpu_f32.h"
 #include "op_util.h"
 
@@ -66,6 +67,38 @@ static void apply_run(Ctx *c, Tensor *a, Tensor *y, const float *ms, const Tenso
     }
 }
 
+/* z = conv(a, w), and when stats is not NULL *stats = the moments of z:
+ * one cuDNN graph where conv_bn_cudnn serves the shape (CTRAIN_CONV_BN=
+ * fused), else the convolution, then the moments pass */
+static void conv_moments(Ctx *c, Tensor *z, Tensor *a, Tensor *w, const Conv2dShape *s,
+                         Tensor **stats)
+{
+    if (!stats) {
+        conv2d_run_forward(c, z, a, w, s);
+        return;
+    }
+    int64_t shape[2] = {2, s->K};
+    Tensor *ms = tensor_new(c, DT_F32, 2, shape);
+    float *pm = (float *)ms->data;
+#ifdef CTRAIN_CUDA
+    if (IS_CUDA(c) &&
+        conv_bn_cudnn_conv_stats(c, z->data, pm, pm + s->K, a->data, w->data, a->dtype, s)) {
+        *stats = ms;
+        return;
+    }
+#endif
+    conv2d_run_forward(c, z, a, w, s);
+    moments_run(c, pm, z);
+    *stats = ms;
+}
+
+/* Conv2dForwardFn of op_conv2d_stats: arg is where the statistics go */
+static void conv_moments_fwd(Ctx *c, Tensor *y, Tensor *x, Tensor *w, const Conv2dShape *s,
+                             void *arg)
+{
+    conv_moments(c, y, x, w, s, (Tensor **)arg);
+}
+
 /* ---- op_bn_moments ---- */
 
 Tensor *op_bn_moments(Ctx *c, Tensor *y)
@@ -86,9 +119,9 @@ Tensor *op_bn_moments(Ctx *c, Tensor *y)
 
 Tensor *op_conv2d_stats(Ctx *c, Tensor *x, Tensor *w, int stride, int pad, Tensor **stats)
 {
-    Tensor *y = op_conv2d(c, x, w, stride, pad, 1);
-    if (stats) *stats = op_bn_moments(c, y);
-    return y;
+    if (!stats) return op_conv2d(c, x, w, stride, pad, 1);
+    *stats = NULL;
+    return op_conv2d_with(c, x, w, stride, pad, conv_moments_fwd, stats);
 }
 
 /* ---- op_bn_relu_conv ---- */
@@ -279,9 +312,8 @@ Tensor *op_bn_relu_conv(Ctx *c, Tensor *y, Tensor *stats, const BnArgs *bn, Tens
     apply_run(c, a, y, pm, bn->gamma, bn->beta);
     int64_t zshape[4] = {s.N, s.P, s.Q, s.K};
     Tensor *z = tensor_new(c, y->dtype, 4, zshape);
-    conv2d_run_forward(c, z, a, wl, &s);
+    conv_moments(c, z, a, wl, &s, stats_out && bn->training ? stats_out : NULL);
     tensor_release(a);
-    if (stats_out && bn->training) *stats_out = op_bn_moments(c, z);
 
     Tensor *in[4] = {y, bn->gamma, bn->beta, w0};
     if (ad_needs_grad(c, in, 4)) {

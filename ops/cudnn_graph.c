@@ -186,9 +186,12 @@ CgDesc cg_reduction_op(CgDesc x, CgDesc y, int deterministic, CgDesc *red)
     int ok = try_set(r, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1,
                      &add) &&
              try_set(r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &prec);
-    /* older cuDNN 9 releases know no determinism attribute: not required */
-    if (ok && deterministic)
-        (void)try_set(r, CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, CUDNN_TYPE_BOOLEAN, 1, &det);
+    /* older cuDNN 9 releases know no determinism attribute: asked for (1)
+     * it is skipped there, required (2) the reduction is refused */
+    if (ok && deterministic &&
+        !try_set(r, CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, CUDNN_TYPE_BOOLEAN, 1, &det) &&
+        deterministic == 2)
+        ok = 0;
     *red = ok ? finalized(r) : (cg_destroy(r), (CgDesc)NULL);
     if (!*red) return NULL;
     CgDesc op = cg_create(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
@@ -567,7 +570,7 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
     int64_t idx[CG_MAX_CFGS];
     int64_t knobs[CG_MAX_CFGS][CG_MAX_KNOBS][2];   /* each candidate's knob settings (~45 KiB) */
     int nknobs[CG_MAX_CFGS];
-    int np = 0, first = 0;
+    int np = 0, first = 0, compiles = 0;
     size_t ws_max = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (int i = first; i < ncfg && np < max_cand; i++) {
@@ -578,6 +581,9 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
             int seen = 0; /* the fallback list repeats engines mode A proposed */
             for (int j = 0; j < np && i >= from_a; j++) seen |= idx[j] == e.index;
             if (seen) continue;
+            /* an engine that compiles at plan time costs seconds even
+             * when it then fails to finalize: their attempts are capped */
+            if (e.runtime_compile && ++compiles > 2 * max_cand) continue;
             size_t w = 0;
             CgDesc p = plan_for(c->cudnn, cfgs[i], &w);
             if (!p) continue;

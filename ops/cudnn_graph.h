@@ -81,9 +81,11 @@ CgDesc cg_conv_op_try(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float 
  *                     caller keeps it as long as the operation)
  *   cg_relu_bwd_op    dx = dy where x > 0, else 0 (x the forward's input)
  *   cg_genstats_op    sum[c] = sum of x over N, H, W; sqsum[c] of x^2
- *   cg_reduction_op   y = the sum of x over the dimensions where y has 1
- *                     (asked to be deterministic when `deterministic`); its
- *                     descriptor in *red */
+ *   cg_reduction_op   y = the sum of x over the dimensions where y has 1;
+ *                     deterministic 1 asks for a deterministic reduction
+ *                     (skipped where cuDNN knows no such attribute, before
+ *                     9.11), 2 requires it (refused there); its descriptor
+ *                     in *red */
 CgDesc cg_pointwise_op(int mode, CgDesc x, CgDesc b, CgDesc y, CgDesc *pw);
 CgDesc cg_relu_bwd_op(CgDesc dy, CgDesc x, CgDesc dx, CgDesc *pw);
 CgDesc cg_genstats_op(CgDesc x, CgDesc sum, CgDesc sqsum);
@@ -101,7 +103,8 @@ CgDesc cg_graph(cudnnHandle_t h, const CgDesc *ops, int n, cudnnStatus_t *st);
 
 typedef struct {
     uint32_t forbid_notes;   /* CG_NOTE(...) | ... */
-    int runtime_compile;     /* engines that compile at run time allowed */
+    int runtime_compile;     /* engines that compile at run time allowed (at most
+                              * 2 max_candidates of them tried) */
     int all_engines;         /* also every engine the heuristics did not propose */
     int max_candidates;      /* plans timed at most (0: 32) */
     size_t ws_limit;         /* the largest workspace a candidate may need */

@@ -16,6 +16,13 @@
  *     the separate ops with our batch-norm kernels give the same loss,
  *     gradients, running statistics and eval logits bit for bit: f32, with
  *     recompute segments, and bf16 under autocast.
+ *   - the fused convolution + statistics (ops/conv_bn_cudnn.h, forced where
+ *     cuDNN takes the graph) against the convolution and the moments pass,
+ *     bf16 and f16, five ResNet50 shapes (batch 8, the last 4), and three
+ *     with outputs of a large mean: y within the type's tolerance, mean and
+ *     m2 within y's rounding (fused_case), two runs bit for bit; a refused
+ *     shape equal to the separate way; a ResNet-50 bf16 step fused against
+ *     unfused.
  * Shapes: ResNet's 3x3 at 14x14 x 64 channels, its strided 3x3 (28x28 ->
  * 14x14), a 1x1 256 -> 64, and a small odd one.
  */
@@ -29,6 +36,7 @@
 #include "gpu_util.h"
 #include "models/resnet.h"
 #include "ops/batchnorm_cudnn.h"
+#include "ops/conv_bn_cudnn.h"
 
 static void bits(const char *tag, const char *what, const float *a, const float *b, size_t n)
 {
@@ -167,6 +175,116 @@ static void test_resnet(Ctx *g)
     batchnorm_cudnn_use(g, -1);
 }
 
+/* ---- the fused convolution + statistics (ops/conv_bn_cudnn.h) ---- */
+
+/* op_conv2d_stats with the fused graph forced (where cuDNN takes it) against
+ * the convolution and the moments pass. y within the type's tolerance (the
+ * two may run different engines). The statistics: the fused sums are of the
+ * f32 result (or of the stored y), the separate moments of the stored y, so
+ * they differ by y's rounding, u = the type's half ulp, relative: per
+ * channel, with r = mean^2 / var and M rows,
+ *   |d mean| <= 2 u (|mean| + sd) / sqrt(M) + 1e-4 sd
+ *   |d m2| / m2 <= 2e-4 + u^2 (1 + r) + 2 u sqrt(1 + r) / sqrt(M)
+ * (the rounding's bias and its noise). positive: x in [0, 1) and w >= 0,
+ * outputs of mean ~30 sd: the sum of squares' cancellation. Two forced
+ * runs give the same bits (deterministic reductions). */
+static void fused_case(Ctx *g, const CbShape *s, DType dt, int positive)
+{
+    char tag[128], name[192];
+    snprintf(tag, sizeof tag, "%s.%dx%dx%dx%d_k%d_r%d_s%d%s", dtype_name(dt), s->N, s->H, s->W,
+             s->C, s->K, s->R, s->stride, positive ? ".large_mean" : "");
+    size_t nx = (size_t)s->N * s->H * s->W * s->C, nw = (size_t)s->K * s->R * s->R * s->C;
+    float *xh = cb_fill(41, nx, positive ? 0.0f : -1.0f, 1.0f);
+    float *wh = cb_fill(42, nw, positive ? 0.0f : -0.2f, positive ? 0.2f : 0.25f);
+    Tensor *x = tensor_from_f32(g, xh, dt, 4, (int64_t[]){s->N, s->H, s->W, s->C});
+    Tensor *w = tensor_from_f32(g, wh, dt, 4, (int64_t[]){s->K, s->R, s->R, s->C});
+    int f0, s0, f1, s1;
+    conv_bn_cudnn_counts(g, &f0, &s0);
+    Tensor *st[3] = {NULL, NULL, NULL}, *y[3];
+    for (int k = 0; k < 3; k++) {   /* fused, fused again, separate */
+        conv_bn_cudnn_use(g, k < 2);
+        y[k] = op_conv2d_stats(g, x, w, s->stride, s->pad, &st[k]);
+    }
+    conv_bn_cudnn_use(g, -1);
+    conv_bn_cudnn_counts(g, &f1, &s1);
+    int fused = f1 > f0;
+    printf("  %s: %s\n", tag, fused ? "fused graph ran" : "SKIP: cuDNN took no fused graph (the "
+           "separate way ran; CTRAIN_LOG=info says why)");
+    float *yf = cb_read(y[0]), *yf2 = cb_read(y[1]), *yr = cb_read(y[2]);
+    float *sf = cb_read(st[0]), *sf2 = cb_read(st[1]), *sr = cb_read(st[2]);
+    size_t ny = y[0]->numel, K = (size_t)s->K, M = ny / K;
+    snprintf(name, sizeof name, "gpu_conv_bn.fused.%s.y", tag);
+    check_close_most(name, yf, yr, ny, tol_atol(dt), tol_rtol(dt), 0);
+    snprintf(name, sizeof name, "gpu_conv_bn.fused.%s.same_bits_twice", tag);
+    check_true(name, memcmp(yf, yf2, ny * 4) == 0 && memcmp(sf, sf2, 2 * K * 4) == 0,
+               "two runs of the fused graph differ");
+    const double u = dt == DT_BF16 ? 1.0 / 256 : 1.0 / 2048;
+    size_t bad_mean = K, bad_m2 = K;
+    for (size_t k = 0; k < K; k++) {
+        double mean = sr[k], m2 = sr[K + k], sd = sqrt(m2 / (double)M);
+        double r = m2 > 0 ? mean * mean / (m2 / (double)M) : 0.0, sq = sqrt((double)M);
+        double tm = 2 * u * (fabs(mean) + sd) / sq + 1e-4 * sd + 1e-6;
+        double t2 = (2e-4 + u * u * (1 + r) + 2 * u * sqrt(1 + r) / sq) * m2 + 1e-6;
+        if (!(fabs(sf[k] - mean) <= tm) && bad_mean == K) bad_mean = k;
+        if (!(fabs(sf[K + k] - m2) <= t2) && bad_m2 == K) bad_m2 = k;
+    }
+    snprintf(name, sizeof name, "gpu_conv_bn.fused.%s.mean", tag);
+    check_true(name, bad_mean == K, "channel %zu: mean %.8g fused, %.8g separate (m2 %.8g)",
+               bad_mean, bad_mean < K ? sf[bad_mean] : 0.0, bad_mean < K ? sr[bad_mean] : 0.0,
+               bad_mean < K ? sr[K + bad_mean] : 0.0);
+    snprintf(name, sizeof name, "gpu_conv_bn.fused.%s.m2", tag);
+    check_true(name, bad_m2 == K, "channel %zu: m2 %.8g fused, %.8g separate (mean %.8g)", bad_m2,
+               bad_m2 < K ? sf[K + bad_m2] : 0.0, bad_m2 < K ? sr[K + bad_m2] : 0.0,
+               bad_m2 < K ? sr[bad_m2] : 0.0);
+    if (!fused) {
+        snprintf(name, sizeof name, "gpu_conv_bn.fused.%s.refused_is_separate", tag);
+        check_true(name, memcmp(yf, yr, ny * 4) == 0 && memcmp(sf, sr, 2 * K * 4) == 0,
+                   "a shape cuDNN refused gave other values than the separate way");
+    }
+    free(yf); free(yf2); free(yr); free(sf); free(sf2); free(sr); free(xh); free(wh);
+    for (int k = 0; k < 3; k++) {
+        tensor_release(y[k]);
+        tensor_release(st[k]);
+    }
+    tensor_release(x);
+    tensor_release(w);
+}
+
+static void test_fused(Ctx *g)
+{
+    const CbShape shapes[] = {
+        {8, 56, 56, 256, 64, 1, 1, 0},   /* ResNet50 layer1's 1x1 in */
+        {8, 56, 56, 64, 64, 3, 1, 1},    /* its 3x3 */
+        {8, 28, 28, 512, 128, 1, 1, 0},
+        {8, 28, 28, 128, 128, 3, 2, 1},  /* a strided 3x3 */
+        {4, 7, 7, 2048, 512, 1, 1, 0},
+    };
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        fused_case(g, &shapes[k], DT_BF16, 0);
+        fused_case(g, &shapes[k], DT_F16, 0);
+    }
+    fused_case(g, &shapes[1], DT_BF16, 1);
+    fused_case(g, &shapes[4], DT_BF16, 1);
+    fused_case(g, &shapes[1], DT_F16, 1);
+    /* a ResNet-50 bf16 step: fused (forced) against the unit's own kernels */
+    g->autocast = DT_BF16;
+    conv_bn_cudnn_use(g, 1);
+    CbNet f = cb_net_step(g, 50, 16, 64, 1, 0);
+    conv_bn_cudnn_use(g, 0);
+    CbNet u = cb_net_step(g, 50, 16, 64, 1, 0);
+    conv_bn_cudnn_use(g, -1);
+    g->autocast = DT_F32;
+    check_close("gpu_conv_bn.fused.resnet50_bf16.loss", &f.loss, &u.loss, 1, 1e-3, 1e-2);
+    check_rel_norm("gpu_conv_bn.fused.resnet50_bf16.grads", f.grad, u.grad, u.n, 5e-2);
+    check_rel_norm("gpu_conv_bn.fused.resnet50_bf16.running_stats", f.bufs, u.bufs, u.nb, 1e-2);
+    cb_net_free(&f);
+    cb_net_free(&u);
+    int nf, ns;
+    conv_bn_cudnn_counts(g, &nf, &ns);
+    printf("  fused convolution + statistics: %d shapes fused, %d separate on this card%s\n", nf,
+           ns, nf ? "" : " (SKIP: nothing fused was tested)");
+}
+
 int main(void)
 {
     gpu_require();
@@ -176,6 +294,7 @@ int main(void)
     g.allow_tf32 = 0;
     test_unit(&g, &h);
     test_resnet(&g);
+    test_fused(&g);
     ctx_free(&h);
     ctx_free(&g);
     return check_summary();

@@ -3,18 +3,20 @@
 # ResNet's conv + batch-norm unit (ops/conv_bn.h, CTRAIN_CONV_BN=unit), written
 # without a GPU: its tests, then its cost and memory against the separate ops.
 #
-#   OUT=dir bash scripts/device/conv_bn.sh [tests|ab]     (one part a call)
+#   OUT=dir bash scripts/device/conv_bn.sh [tests|ab|ab2]     (one part a call)
 #
 #   tests  gpu_conv_bn (the unit against the separate ops on our batch-norm
 #          kernels bit for bit, per type and shape, gradients added into, and
 #          ResNet-50 steps: f32, recompute, bf16 under autocast), gpu_batchnorm
 #          and gpu_bn_compare (batch norm's statistics now finish in one pinned
 #          device function). ~3 minutes.
-#   ab     ctrain bench ResNet50 bs 256 bf16 and fp16, separate, unit,
-#          separate, unit (the repeat shows the noise), then bs 64 bf16 each
-#          way: img/s and peak memory (docs/kernels.md predicts -1.7 GB at bs
-#          256 and ~-10% speed until cuDNN's fused graphs serve the unit).
-#          ~8 minutes.
+#   ab     ctrain bench ResNet50 bs 256 bf16 and fp16 with CTRAIN_CONV_BN
+#          separate, unit, fused: img/s and peak memory (docs/kernels.md
+#          predicts -1.7 GB for the unit at bs 256, ~-10% speed with our
+#          kernels alone; fused logs each shape's verdict, fused or separate,
+#          with both times: `grep "conv + statistics"`). ~8 minutes.
+#   ab2    the repeat (fused, separate: the noise), then bs 64 bf16 separate
+#          and fused. ~7 minutes.
 # Reads out/new.tar.xz, so the device call carries the ignored folder out/.
 : "${OUT:?set OUT to a folder for the logs}"
 PART=${1:-tests}
@@ -31,16 +33,22 @@ tests)
         grep -m6 FAIL "$L/$t.log" | cut -c1-220
         pack
     done ;;
-ab)
+ab|ab2)
+    if [ "$PART" = ab ]; then
+        runs=("separate 256 bf16,fp16" "unit 256 bf16,fp16" "fused 256 bf16,fp16")
+    else
+        runs=("fused 256 bf16,fp16" "separate 256 bf16,fp16" "separate 64 bf16" "fused 64 bf16")
+    fi
     n=0
-    for run in "separate 256 bf16,fp16" "unit 256 bf16,fp16" "separate 256 bf16,fp16" \
-               "unit 256 bf16,fp16" "separate 64 bf16" "unit 64 bf16"; do
+    for run in "${runs[@]}"; do
         set -- $run; n=$((n + 1))
-        CTRAIN_CONV_BN=$1 timeout 150 "$NEW" bench --models resnet50 --batch "$2" \
-            --precision "$3" --json "$L/ab_${n}_$1.json" > "$L/ab_${n}_$1.log" 2>&1
+        CTRAIN_LOG=info CTRAIN_CONV_BN=$1 timeout 170 "$NEW" bench --models resnet50 \
+            --batch "$2" --precision "$3" --json "$L/${PART}_${n}_$1.json" \
+            > "$L/${PART}_${n}_$1.log" 2>&1
         echo "run $n $1 bs $2 (status $?):"
-        grep -E '^resnet50' "$L/ab_${n}_$1.log" | head -2
+        grep -E '^resnet50' "$L/${PART}_${n}_$1.log" | head -2
+        grep -c "conv + statistics.*: fused$" "$L/${PART}_${n}_$1.log" | sed 's/^/  shapes fused: /'
         pack
     done ;;
-*) echo "conv_bn.sh: unknown part '$PART' (tests or ab)"; exit 2 ;;
+*) echo "conv_bn.sh: unknown part '$PART' (tests, ab or ab2)"; exit 2 ;;
 esac
