@@ -28,7 +28,10 @@ ifeq ($(origin CUDA),undefined)
 endif
 
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD -MP -I.
+# -ffp-contract=off: the CPU references round every product and sum as
+# written (no fused multiply-adds, whatever the compiler and target), as the
+# CUDA kernels that pin their roundings do (ops/batchnorm.cu bn_pre)
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD -MP -I. -ffp-contract=off
 # libjpeg statically: the GPU machine has libjpeg.so.8, not the .so.62 this build links against
 LDLIBS   := -l:libjpeg.a -l:libstb.a -lz -lm -lpthread -ldl -fopenmp
 

@@ -151,6 +151,20 @@ void batchnorm_forward_cpu(float *y, const float *x, const float *z, const float
 
 /* ---- backward ---- */
 
+/* The ReLU's mask of element i (channel c): relu 1 reads the output y,
+ * relu 2 recomputes gamma xhat + beta from x as the forward did; 0: none */
+static int bn_keep(int relu, const float *y, const float *x, const float *mean,
+                   const float *invstd, const float *gamma, const float *beta, size_t i,
+                   size_t c)
+{
+    if (relu == 1) return y[i] > 0.0f;
+    if (relu == 2) {
+        float s = (gamma ? gamma[c] : 1.0f) * invstd[c];
+        return (x[i] - mean[c]) * s + (beta ? beta[c] : 0.0f) > 0.0f;
+    }
+    return 1;
+}
+
 /* forward: y = act(gamma xhat + beta + z),  xhat = (x - mean) invstd
  *   so with g = act'(.) dy (the ReLU mask read from y):
  *   dbeta += sum g,  dgamma += sum g xhat,  dz += g, and
@@ -159,10 +173,14 @@ void batchnorm_forward_cpu(float *y, const float *x, const float *z, const float
  *   eval: dx = gamma invstd g */
 void batchnorm_backward_cpu(float *dx, float *dz, float *dgamma, float *dbeta, const float *dy,
                             const float *x, const float *y, const float *mean,
-                            const float *invstd, const float *gamma, int training, int relu,
+                            const float *invstd, const float *gamma, const float *beta,
+                            int training, int relu,
                             size_t M, size_t C, int accum_x, int accum_z, int accum_p)
 {
-    CT_ASSERT(!relu || y, "batchnorm_backward_cpu: the ReLU mask is read from y, got NULL");
+    CT_ASSERT(relu >= 0 && relu <= 2, "batchnorm_backward_cpu: relu mode %d (0, 1 or 2)", relu);
+    CT_ASSERT(relu != 1 || y, "batchnorm_backward_cpu: the ReLU mask is read from y, got NULL");
+    CT_ASSERT(relu != 2 || !dz, "batchnorm_backward_cpu: relu mode 2 recomputes the mask "
+                                "without a residual; dz must be NULL");
     int need_sums = dgamma || dbeta || (dx && training);
     double *s = calloc(2 * C, sizeof(double)), *sg = s, *sgx = s + C;
     if (!s) ct_fatal("out of host memory for batch norm gradients");
@@ -170,7 +188,7 @@ void batchnorm_backward_cpu(float *dx, float *dz, float *dgamma, float *dbeta, c
         for (size_t m = 0; m < M; m++)
             for (size_t c = 0; c < C; c++) {
                 size_t i = m * C + c;
-                float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+                float g = bn_keep(relu, y, x, mean, invstd, gamma, beta, i, c) ? dy[i] : 0.0f;
                 float xhat = (x[i] - mean[c]) * invstd[c];
                 sg[c] += g;
                 sgx[c] += (double)g * xhat;
@@ -186,7 +204,8 @@ void batchnorm_backward_cpu(float *dx, float *dz, float *dgamma, float *dbeta, c
         mg[c] = (float)(sg[c] / (double)M);
         mgx[c] = (float)(sgx[c] / (double)M);
     }
-    batchnorm_backward_dx_cpu(dx, dz, dy, x, y, mean, invstd, gamma, mg, mgx, training, relu, M,
+    batchnorm_backward_dx_cpu(dx, dz, dy, x, y, mean, invstd, gamma, beta, mg, mgx, training,
+                              relu, M,
                               C, accum_x, accum_z);
     free(mg);
     free(s);
@@ -194,7 +213,8 @@ void batchnorm_backward_cpu(float *dx, float *dz, float *dgamma, float *dbeta, c
 
 void batchnorm_backward_dx_cpu(float *dx, float *dz, const float *dy, const float *x,
                                const float *y, const float *mean, const float *invstd,
-                               const float *gamma, const float *mg, const float *mgx,
+                               const float *gamma, const float *beta, const float *mg,
+                               const float *mgx,
                                int training, int relu, size_t M, size_t C, int accum_x,
                                int accum_z)
 {
@@ -203,7 +223,7 @@ void batchnorm_backward_dx_cpu(float *dx, float *dz, const float *dy, const floa
     for (size_t m = 0; m < M; m++)
         for (size_t c = 0; c < C; c++) {
             size_t i = m * C + c;
-            float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+            float g = bn_keep(relu, y, x, mean, invstd, gamma, beta, i, c) ? dy[i] : 0.0f;
             if (dx) {
                 float k = (gamma ? gamma[c] : 1.0f) * invstd[c];
                 float v;

@@ -168,6 +168,18 @@ __global__ void bn_from_moments_kernel(float *mean, float *invstd, float *rmean,
     bn_finish_channel(c, mom_mean[c], mom_m2[c], M, mean, invstd, rmean, rvar, momentum, eps);
 }
 
+/* s = gamma invstd, b = beta - mean s */
+__global__ void bn_scale_bias_kernel(float *scale, float *bias, const float *mean,
+                                     const float *invstd, const float *gamma, const float *beta,
+                                     size_t C)
+{
+    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float sc = gamma ? __fmul_rn(gamma[c], invstd[c]) : invstd[c];
+    scale[c] = sc;
+    bias[c] = __fsub_rn(beta ? beta[c] : 0.0f, __fmul_rn(mean[c], sc));
+}
+
 /* (mean, m2) of M rows from their sum and sum of squares, in double */
 __global__ void bn_moments_from_sums_kernel(float *mean, float *m2, const float *sum,
                                             const float *sq, size_t M, size_t C)
@@ -190,6 +202,27 @@ __global__ void bn_eval_stats_kernel(float *mean, float *invstd, const float *rm
 
 /* ---- forward apply ---- */
 
+/* The pre-activation gamma (x - mean) invstd + beta of channel c, each
+ * rounding pinned (no contraction left to the compiler, and the CPU
+ * reference's order): what the forward applies, and what the backward's
+ * relu mode 2 recomputes, are the same bits. */
+__device__ __forceinline__ float bn_pre(float x, float mean, float invstd, const float *gamma,
+                                        const float *beta, size_t c)
+{
+    float s = gamma ? __fmul_rn(__ldg(gamma + c), invstd) : invstd;
+    return __fadd_rn(__fmul_rn(__fsub_rn(x, mean), s), beta ? __ldg(beta + c) : 0.0f);
+}
+
+/* The ReLU's mask of one element under relu mode 2: recomputed from x
+ * (no residual), rounded to the storage type as the forward's output was
+ * (mode 1 reads the output itself: y > 0). */
+template <typename T>
+__device__ __forceinline__ bool bn_keep2(T x, float mean, float invstd, const float *gamma,
+                                         const float *beta, size_t c)
+{
+    return to_f32(from_f32<T>(bn_pre(to_f32(x), mean, invstd, gamma, beta, c))) > 0.0f;
+}
+
 /* y = act((x - mean) gamma invstd + beta + z), V elements (V channels) a thread. */
 template <typename T, int V>
 __global__ void bn_forward_kernel(T *y, const T *x, const T *z, const float *mean,
@@ -206,9 +239,8 @@ __global__ void bn_forward_kernel(T *y, const T *x, const T *z, const float *mea
 #pragma unroll
         for (int k = 0; k < V; k++) {
             size_t c = c0 + k;
-            float s = (gamma ? __ldg(gamma + c) : 1.0f) * __ldg(invstd + c);
-            float v = (to_f32(xv.v[k]) - __ldg(mean + c)) * s + (beta ? __ldg(beta + c) : 0.0f);
-            if (z) v += to_f32(zv.v[k]);
+            float v = bn_pre(to_f32(xv.v[k]), __ldg(mean + c), __ldg(invstd + c), gamma, beta, c);
+            if (z) v = __fadd_rn(v, to_f32(zv.v[k]));
             if (relu) v = v > 0.0f ? v : 0.0f;
             yv.v[k] = from_f32<T>(v);
         }
@@ -220,12 +252,14 @@ __global__ void bn_forward_kernel(T *y, const T *x, const T *z, const float *mea
 
 /* ---- backward ---- */
 
-/* Pass 1: sum g and sum g xhat over chunk blockIdx.y, g = dy masked by y > 0. */
+/* Pass 1: sum g and sum g xhat over chunk blockIdx.y, g = dy masked by the
+ * ReLU (bn_keep). */
 template <typename T>
 __global__ void bn_backward_partial_kernel(float *psg, float *psgx, const T *dy, const T *x,
                                            const T *y, const float *mean, const float *invstd,
-                                           int relu, size_t M, size_t C, unsigned cols,
-                                           unsigned lanes, size_t rows_per_chunk)
+                                           const float *gamma, const float *beta, int relu,
+                                           size_t M, size_t C, unsigned cols, unsigned lanes,
+                                           size_t rows_per_chunk)
 {
     __shared__ float s1[BN_THREADS], s2[BN_THREADS];
     unsigned t = threadIdx.x, col = t % cols, lane = t / cols;
@@ -240,8 +274,11 @@ __global__ void bn_backward_partial_kernel(float *psg, float *psgx, const T *dy,
         for (size_t r = r0 + lane; r < r1; r += L) {
             size_t i = r * C + c;
             float g = to_f32(dy[i]);
-            if (relu && !(to_f32(y[i]) > 0.0f)) g = 0.0f;
-            float xhat = (to_f32(x[i]) - mu) * is;
+            T xi = x[i];
+            if ((relu == 1 && !(to_f32(y[i]) > 0.0f)) ||
+                (relu == 2 && !bn_keep2<T>(xi, mu, is, gamma, beta, c)))
+                g = 0.0f;
+            float xhat = (to_f32(xi) - mu) * is;
             a += g;
             b += g * xhat;
         }
@@ -288,26 +325,30 @@ __global__ void bn_backward_finish_kernel(float *mg, float *mgx, float *dgamma, 
 template <typename T, int V>
 __global__ void bn_backward_dx_kernel(T *dx, T *dz, const T *dy, const T *x, const T *y,
                                       const float *mean, const float *invstd,
-                                      const float *gamma, const float *mg, const float *mgx,
-                                      int training, int relu, size_t nvec, size_t C,
-                                      int accum_x, int accum_z)
+                                      const float *gamma, const float *beta, const float *mg,
+                                      const float *mgx, int training, int relu, size_t nvec,
+                                      size_t C, int accum_x, int accum_z)
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nvec) return;
     size_t c0 = (i * V) % C, cstep = (stride * V) % C;
     for (; i < nvec; i += stride) {
-        Vec<T, V> dyv = reinterpret_cast<const Vec<T, V> *>(dy)[i], yv;
-        if (relu) yv = reinterpret_cast<const Vec<T, V> *>(y)[i];
+        Vec<T, V> dyv = reinterpret_cast<const Vec<T, V> *>(dy)[i], yv, xv;
+        if (relu == 1) yv = reinterpret_cast<const Vec<T, V> *>(y)[i];
+        if (relu == 2 || (dx && training)) xv = reinterpret_cast<const Vec<T, V> *>(x)[i];
         float g[V];
 #pragma unroll
         for (int k = 0; k < V; k++) {
+            size_t c = c0 + k;
             g[k] = to_f32(dyv.v[k]);
-            if (relu && !(to_f32(yv.v[k]) > 0.0f)) g[k] = 0.0f;
+            if (relu == 1 && !(to_f32(yv.v[k]) > 0.0f)) g[k] = 0.0f;
+            if (relu == 2 &&
+                !bn_keep2<T>(xv.v[k], __ldg(mean + c), __ldg(invstd + c), gamma, beta, c))
+                g[k] = 0.0f;
         }
         if (dx) {
-            Vec<T, V> xv, o;
-            if (training) xv = reinterpret_cast<const Vec<T, V> *>(x)[i];
+            Vec<T, V> o;
             if (accum_x) o = reinterpret_cast<const Vec<T, V> *>(dx)[i];
 #pragma unroll
             for (int k = 0; k < V; k++) {
@@ -418,6 +459,16 @@ extern "C" void batchnorm_moments_cuda(float *mean, float *m2, const void *x, DT
     CUDA_CHECK_LAUNCH();
 }
 
+extern "C" void batchnorm_scale_bias_cuda(float *scale, float *bias, const float *mean,
+                                          const float *invstd, const float *gamma,
+                                          const float *beta, size_t C, cudaStream_t s)
+{
+    if (C == 0) return;
+    bn_scale_bias_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(scale, bias, mean, invstd,
+                                                                     gamma, beta, C);
+    CUDA_CHECK_LAUNCH();
+}
+
 extern "C" void batchnorm_moments_from_sums_cuda(float *mean, float *m2, const float *sum,
                                                  const float *sq, size_t M, size_t C,
                                                  cudaStream_t s)
@@ -490,13 +541,17 @@ extern "C" void batchnorm_forward_cuda(void *y, const void *x, const void *z, co
 extern "C" void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta,
                                         const void *dy, const void *x, const void *y,
                                         const float *mean, const float *invstd,
-                                        const float *gamma, DType dt, int training, int relu,
+                                        const float *gamma, const float *beta, DType dt,
+                                        int training, int relu,
                                         size_t M, size_t C, int accum_x, int accum_z,
                                         int accum_p, void *scratch, size_t scratch_bytes,
                                         cudaStream_t s)
 {
     if (C == 0) return;
-    CT_ASSERT(!relu || y, "batchnorm_backward_cuda: the ReLU mask is read from y, got NULL");
+    CT_ASSERT(relu >= 0 && relu <= 2, "batchnorm_backward_cuda: relu mode %d (0, 1 or 2)", relu);
+    CT_ASSERT(relu != 1 || y, "batchnorm_backward_cuda: the ReLU mask is read from y, got NULL");
+    CT_ASSERT(relu != 2 || !dz, "batchnorm_backward_cuda: relu mode 2 recomputes the mask "
+                                "without a residual; dz must be NULL");
     if (M == 0) {
         if (dgamma && !accum_p) CUDA_CHECK(cudaMemsetAsync(dgamma, 0, C * sizeof(float), s));
         if (dbeta && !accum_p) CUDA_CHECK(cudaMemsetAsync(dbeta, 0, C * sizeof(float), s));
@@ -515,7 +570,8 @@ extern "C" void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float
         dispatch_float(dt, "batchnorm_backward_cuda", [&](auto tag) {
             using T = decltype(tag);
             bn_backward_partial_kernel<T><<<grid, BN_THREADS, 0, s>>>(
-                psg, psgx, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, relu, M, C,
+                psg, psgx, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma, beta,
+                relu, M, C,
                 cols, lanes, rpc);
             CUDA_CHECK_LAUNCH();
         });
@@ -523,13 +579,14 @@ extern "C" void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float
             mg, mgx, dgamma, dbeta, psg, psgx, G, M, C, accum_p);
         CUDA_CHECK_LAUNCH();
     }
-    batchnorm_backward_dx_cuda(dx, dz, dy, x, y, mean, invstd, gamma, mg, mgx, dt, training,
+    batchnorm_backward_dx_cuda(dx, dz, dy, x, y, mean, invstd, gamma, beta, mg, mgx, dt, training,
                                relu, M, C, accum_x, accum_z, s);
 }
 
 extern "C" void batchnorm_backward_dx_cuda(void *dx, void *dz, const void *dy, const void *x,
                                            const void *y, const float *mean,
                                            const float *invstd, const float *gamma,
+                                           const float *beta,
                                            const float *mg, const float *mgx, DType dt,
                                            int training, int relu, size_t M, size_t C,
                                            int accum_x, int accum_z, cudaStream_t s)
@@ -546,11 +603,11 @@ extern "C" void batchnorm_backward_dx_cuda(void *dx, void *dz, const void *dy, c
         if (vec)
             bn_backward_dx_kernel<T, V><<<blocks, EW_THREADS, 0, s>>>(
                 (T *)dx, (T *)dz, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma,
-                mg, mgx, training, relu, n / V, C, accum_x, accum_z);
+                beta, mg, mgx, training, relu, n / V, C, accum_x, accum_z);
         else
             bn_backward_dx_kernel<T, 1><<<blocks, EW_THREADS, 0, s>>>(
                 (T *)dx, (T *)dz, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma,
-                mg, mgx, training, relu, n, C, accum_x, accum_z);
+                beta, mg, mgx, training, relu, n, C, accum_x, accum_z);
         CUDA_CHECK_LAUNCH();
     });
 }

@@ -23,7 +23,13 @@
  *   eval:     dx (+)= gamma_c invstd_c g     (statistics are constants)
  * The ReLU mask is read from the saved output y (as PyTorch's threshold
  * backward does): y is kept alive anyway by the next layer, whereas
- * recomputing the mask would need z kept too.
+ * recomputing the mask would need z kept too. The kernels' `relu` is 0 (no
+ * ReLU), 1 (the mask from y) or 2 (the mask recomputed from x, gamma and
+ * beta, with no residual: gamma xhat + beta > 0, on the GPU rounded to the
+ * storage type first as the forward's output was; the conv + BN unit,
+ * ops/conv_bn.h, keeps no y). On the GPU the pre-activation's roundings are
+ * pinned in the order the CPU reference computes it, so the forward and
+ * mode 2 agree bit for bit.
  *
  * Kernel contract. Activations (x, z, y, dy, dx, dz) have storage type dt on
  * CUDA (f32, f16 or bf16) and are f32 in the CPU references; everything per
@@ -106,10 +112,12 @@ void batchnorm_eval_stats_cpu(float *mean, float *invstd, const float *running_m
 void batchnorm_forward_cpu(float *y, const float *x, const float *z, const float *mean,
                            const float *invstd, const float *gamma, const float *beta,
                            int relu, size_t M, size_t C);
-/* backward (see the top of this file); y is read only with relu. */
+/* backward (see the top of this file); y is read only with relu 1, beta
+ * only with relu 2 (dz NULL there). */
 void batchnorm_backward_cpu(float *dx, float *dz, float *dgamma, float *dbeta, const float *dy,
                             const float *x, const float *y, const float *mean,
-                            const float *invstd, const float *gamma, int training, int relu,
+                            const float *invstd, const float *gamma, const float *beta,
+                            int training, int relu,
                             size_t M, size_t C, int accum_x, int accum_z, int accum_p);
 /* The backward's last, per-element pass alone, with the per-channel means
  * mg = (1/M) sum g and mgx = (1/M) sum g xhat given (sync batch norm takes
@@ -117,7 +125,8 @@ void batchnorm_backward_cpu(float *dx, float *dz, float *dgamma, float *dbeta, c
  *   training: dx (+)= gamma invstd (g - mg - xhat mgx);  eval: dx (+)= gamma invstd g */
 void batchnorm_backward_dx_cpu(float *dx, float *dz, const float *dy, const float *x,
                                const float *y, const float *mean, const float *invstd,
-                               const float *gamma, const float *mg, const float *mgx,
+                               const float *gamma, const float *beta, const float *mg,
+                               const float *mgx,
                                int training, int relu, size_t M, size_t C, int accum_x,
                                int accum_z);
 
@@ -133,6 +142,11 @@ void batchnorm_stats_cuda(float *mean, float *invstd, float *running_mean, float
  * outputs bit for bit (one device function finishes a channel for both). */
 void batchnorm_moments_cuda(float *mean, float *m2, const void *x, DType dt, size_t M, size_t C,
                             void *scratch, size_t scratch_bytes, cudaStream_t s);
+/* The batch norm as an affine map y s + b: s = gamma invstd, b = beta -
+ * mean s (gamma or beta NULL: 1 or 0), per channel (a fused convolution's
+ * prologue, ops/conv_bn_cudnn.h). */
+void batchnorm_scale_bias_cuda(float *scale, float *bias, const float *mean, const float *invstd,
+                               const float *gamma, const float *beta, size_t C, cudaStream_t s);
 /* (mean, m2) from per-channel sums of M rows, sum and sq = sum of squares
  * (a fused convolution's epilogue, ops/conv_bn_cudnn.h): mean = sum / M,
  * m2 = sq - sum mean, in double, at least 0. */
@@ -153,11 +167,13 @@ void batchnorm_forward_cuda(void *y, const void *x, const void *z, const float *
                             DType dt, int relu, size_t M, size_t C, cudaStream_t s);
 void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, const void *dy,
                              const void *x, const void *y, const float *mean,
-                             const float *invstd, const float *gamma, DType dt, int training,
+                             const float *invstd, const float *gamma, const float *beta, DType dt,
+                             int training,
                              int relu, size_t M, size_t C, int accum_x, int accum_z,
                              int accum_p, void *scratch, size_t scratch_bytes, cudaStream_t s);
 void batchnorm_backward_dx_cuda(void *dx, void *dz, const void *dy, const void *x, const void *y,
                                 const float *mean, const float *invstd, const float *gamma,
+                                const float *beta,
                                 const float *mg, const float *mgx, DType dt, int training,
                                 int relu, size_t M, size_t C, int accum_x, int accum_z,
                                 cudaStream_t s);

@@ -151,7 +151,7 @@ static void batchnorm_backward(Ctx *c, Node *n)
         size_t sbytes = need_sums ? batchnorm_scratch_bytes(M, C) : 0;
         void *scratch = sbytes ? mem_alloc(c, sbytes) : NULL;
         batchnorm_backward_cuda(dx ? dx->data : NULL, dz ? dz->data : NULL, pg, pb, dy->data,
-                                x->data, y ? y->data : NULL, mean, invstd, pgamma, x->dtype,
+                                x->data, y ? y->data : NULL, mean, invstd, pgamma, NULL, x->dtype,
                                 training, relu, M, C, acc_x, acc_z, acc_p, scratch, sbytes,
                                 c->stream);
         if (scratch) mem_free(c, scratch, sbytes);
@@ -161,7 +161,7 @@ static void batchnorm_backward(Ctx *c, Node *n)
     } else {
         F32View vdx = f32_view(dx, acc_x), vdz = f32_view(dz, acc_z);
         F32View vdy = f32_view(dy, 1), vx = f32_view(x, 1), vy = f32_view(y, 1);
-        batchnorm_backward_cpu(vdx.p, vdz.p, pg, pb, vdy.p, vx.p, vy.p, mean, invstd, pgamma,
+        batchnorm_backward_cpu(vdx.p, vdz.p, pg, pb, vdy.p, vx.p, vy.p, mean, invstd, pgamma, NULL,
                                training, relu, M, C, acc_x, acc_z, acc_p);
         f32_done(&vdx, 1); f32_done(&vdz, 1);
         f32_done(&vdy, 0); f32_done(&vx, 0); f32_done(&vy, 0);
@@ -242,6 +242,7 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
     }
     /* PyTorch: batch statistics when training, or when there are no running
      * statistics to use */
+    relu = relu != 0;   /* the kernels' mode 1: the mask read from y */
     int batch_stats = training || !running_mean;
     int sync = training && c->bn_allreduce != NULL;
     if (batch_stats && M < 2)

@@ -60,23 +60,24 @@ void batchnorm_sync_backward(Ctx *c, Tensor *dx, Tensor *dz, float *dgamma, floa
         void *scratch = mem_alloc(c, sbytes);
         /* local sums only: dbeta <- sg, dgamma <- sgx (no dx, no dz yet) */
         batchnorm_backward_cuda(NULL, NULL, sums + C, sums, dy->data, x->data,
-                                y ? y->data : NULL, mean, invstd, gamma, x->dtype, 1, relu, M, C,
+                                y ? y->data : NULL, mean, invstd, gamma, NULL, x->dtype, 1, relu,
+                                M, C,
                                 0, 0, 0, scratch, sbytes, c->stream);
         mem_free(c, scratch, sbytes);
         bn_sync_grads_cuda(dgamma, dbeta, sums, M, C, accum_g, accum_b, c->stream);
         allreduce(c, sums, 2 * C);
         batchnorm_backward_dx_cuda(dx ? dx->data : NULL, dz ? dz->data : NULL, dy->data, x->data,
-                                   y ? y->data : NULL, mean, invstd, gamma, sums, sums + C,
+                                   y ? y->data : NULL, mean, invstd, gamma, NULL, sums, sums + C,
                                    x->dtype, 1, relu, M, C, accum_x, accum_z, c->stream);
 #endif
     } else {
         F32View vdx = f32_view(dx, accum_x), vdz = f32_view(dz, accum_z);
         F32View vdy = f32_view(dy, 1), vx = f32_view(x, 1), vy = f32_view(y, 1);
         batchnorm_backward_cpu(NULL, NULL, sums + C, sums, vdy.p, vx.p, vy.p, mean, invstd,
-                               gamma, 1, relu, M, C, 0, 0, 0);
+                               gamma, NULL, 1, relu, M, C, 0, 0, 0);
         bn_sync_grads_cpu(dgamma, dbeta, sums, M, C, accum_g, accum_b);
         allreduce(c, sums, 2 * C);
-        batchnorm_backward_dx_cpu(vdx.p, vdz.p, vdy.p, vx.p, vy.p, mean, invstd, gamma, sums,
+        batchnorm_backward_dx_cpu(vdx.p, vdz.p, vdy.p, vx.p, vy.p, mean, invstd, gamma, NULL, sums,
                                   sums + C, 1, relu, M, C, accum_x, accum_z);
         f32_done(&vdx, 1); f32_done(&vdz, 1);
         f32_done(&vdy, 0); f32_done(&vx, 0); f32_done(&vy, 0);

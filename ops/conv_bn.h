@@ -32,11 +32,14 @@
  * running statistics included.
  *
  * Each piece runs as its own kernel (statistics, apply, convolution; in the
- * backward apply again, the convolution's two gradients, batch norm's
- * backward), except that with CTRAIN_CONV_BN=fused a convolution whose
- * output's statistics are wanted reduces them in its own cuDNN graph where
- * that is faster (ops/conv_bn_cudnn.h); docs/kernels.md ("ResNet's fused
- * convolutions") has the plan for the rest. ResNet builds its blocks from
+ * backward apply again for the filter gradient, the data gradient, batch
+ * norm's backward with the ReLU's mask recomputed from y), except that with
+ * CTRAIN_CONV_BN=fused cuDNN graphs take three of them where that is
+ * faster (ops/conv_bn_cudnn.h): the statistics in the epilogue of the
+ * convolution that makes y, and a = relu(bn(y)) in the prologue of the
+ * convolution and of its filter gradient, so a is never written; the
+ * data gradient's epilogue (the mask and batch norm's sums) is next
+ * (docs/kernels.md, "ResNet's fused convolutions"). ResNet builds its blocks from
  * these ops when ResNetConfig.bn_unit is set (CTRAIN_CONV_BN=unit or fused).
  */
 #ifndef CTRAIN_OPS_CONV_BN_H

@@ -1,12 +1,13 @@
-/* conv_bn_cudnn.c — a convolution with the batch-norm statistics of its
- * output reduced in the same cuDNN graph (the math, the graph and the
- * search rule are in conv_bn_cudnn.h).
+/* conv_bn_cudnn.c — the conv + batch-norm unit's convolutions as cuDNN fused
+ * graphs (the math, the graphs and the search rule are in conv_bn_cudnn.h).
  *
- * One entry per (shape, type) of a context: the search's verdict (fused or
- * separate) and, when fused, the plan and the descriptors it was built
- * from (alive as long as the plan). Calls after the first are a lookup, a
- * memset of the two sums, one cuDNN execution and one [K] kernel
- * (batchnorm_moments_from_sums_cuda): all on c->stream, capturable.
+ * One entry per (kind, shape, type) of a context: the search's verdict
+ * (fused or separate) and, when fused, the plan and the descriptors it was
+ * built from (alive as long as the plan). Calls after the first are a
+ * lookup, the small kernels around the graph (zeroing the sums; scale and
+ * bias from the batch norm's statistics; mean and m2 from the sums; the
+ * filter gradient cast into its own type), and one cuDNN execution: all on
+ * c->stream, capturable.
  */
 #include "conv_bn_cudnn.h"
 
@@ -14,6 +15,10 @@
 #include <string.h>
 
 #include "engine/settings.h"
+
+#ifdef CTRAIN_CUDA
+#include <stdint.h>
+#endif
 
 int conv_bn_cudnn_wanted(void)
 {
@@ -26,17 +31,35 @@ int conv_bn_cudnn_wanted(void)
 #include <cuda_runtime.h>
 
 #include "engine/error.h"
+#include "engine/kernels.h"
 #include "engine/log.h"
 #include "engine/mem.h"
 #include "batchnorm.h"
 #include "cudnn_graph.h"
 
-enum { U_X = 1, U_W, U_Y, U_SUM, U_SQ, U_ACC = 100, U_SQV };
-#define CS_PARTS 20
+/* tensor uids: the variant pack's, then virtual ones */
+enum { U_X = 1, U_W, U_Y, U_SUM, U_SQ, U_S, U_B, U_DY, U_V = 100 };
+#define CS_PARTS 40
+#define CS_OPS 10
+
+typedef ConvBnKind CsKind;
+#define CS_KINDS CONV_BN_KINDS
+
+static const char *const kind_names[CS_KINDS] = {
+    "conv + statistics", "batch norm + ReLU + conv", "batch norm + ReLU + conv + statistics",
+    "batch norm + ReLU + filter gradient"};
+
+static int kind_bn(CsKind k) { return k != CONV_BN_CONV_STATS; }
+static int kind_stats(CsKind k)
+{
+    return k == CONV_BN_CONV_STATS || k == CONV_BN_BNRELU_FPROP_STATS;
+}
 
 typedef struct {
+    CsKind kind;
     Conv2dShape s;
     DType dt;
+    int form;                /* the graph form the plan runs (graph_build) */
     int forced;              /* searched under conv_bn_cudnn_use(c, 1) */
     int fused;               /* 1: plan below; 0: the separate way */
     CgPlan plan;
@@ -49,6 +72,15 @@ typedef struct {
     int n, cap;
     int use;                 /* -1: CTRAIN_CONV_BN; 0 never; 1 always where cuDNN takes it */
 } CsCache;
+
+/* One call's buffers. in: the convolution's input (x, or the batch norm's
+ * input y); out: y or z (fprop) or the filter gradient in dt (wgrad). */
+typedef struct {
+    const void *in, *w, *dz;
+    void *out;
+    float *mean, *m2;                    /* the sums' moments (stats kinds) */
+    const float *ms, *gamma, *beta;      /* batch norm: (mean, invstd), gamma, beta */
+} CsArgs;
 
 static void entry_free(CsEntry *e)
 {
@@ -66,7 +98,7 @@ static void cs_release(Ctx *c, void *obj)
     free(cc);
 }
 
-static const CtxCacheKind cs_kind = {"cuDNN conv + statistics graphs", cs_release};
+static const CtxCacheKind cs_kind = {"cuDNN conv + batch-norm graphs", cs_release};
 
 static CsCache *cs_for(Ctx *c)
 {
@@ -82,16 +114,27 @@ static CsCache *cs_for(Ctx *c)
 
 void conv_bn_cudnn_use(Ctx *c, int on) { cs_for(c)->use = on; }
 
-void conv_bn_cudnn_counts(Ctx *c, int *fused, int *separate)
+void conv_bn_cudnn_counts(Ctx *c, int *fused, int *separate, int *fused_by_kind)
 {
     CsCache *cc = cs_for(c);
     int f = 0;
-    for (int i = 0; i < cc->n; i++) f += cc->e[i].fused;
+    if (fused_by_kind) memset(fused_by_kind, 0, CONV_BN_KINDS * sizeof(int));
+    for (int i = 0; i < cc->n; i++) {
+        f += cc->e[i].fused;
+        if (fused_by_kind) fused_by_kind[cc->e[i].kind] += cc->e[i].fused;
+    }
     if (fused) *fused = f;
     if (separate) *separate = cc->n - f;
 }
 
-/* ---- the graph ---- */
+int conv_bn_cudnn_enabled(Ctx *c, DType dt)
+{
+    CsCache *cc = cs_for(c);
+    int use = cc->use >= 0 ? cc->use : conv_bn_cudnn_wanted();
+    return use && (dt == DT_F16 || dt == DT_BF16);
+}
+
+/* ---- the graphs ---- */
 
 static CgDesc part(CsEntry *e, CgDesc d)
 {
@@ -110,118 +153,264 @@ static CgDesc nhwc(CsEntry *e, int64_t uid, cudnnDataType_t t, int n, int ch, in
     return part(e, cg_tensor_try(uid, t, 4, d, st, 16, virt));
 }
 
-/* The graph, of two forms (cuDNN documents no rule that decides between
- * them; the first it takes is used):
- *   GRAPH_ACC  fprop -> acc (virtual f32); y = identity(acc);
- *              sum = reduce(acc); sq = reduce(acc * acc)
- *   GRAPH_Y    fprop -> y (stored); sum = reduce(y); sq = reduce(y * y): the
- *              statistics of the rounded y, as the separate way takes them
- * NULL when cuDNN refuses a part (*what names it) or the graph (*st). */
-enum { GRAPH_ACC = 0, GRAPH_Y = 1, GRAPH_FORMS = 2 };
+/* A per-channel vector [1, ch, 1, 1] of type t. */
+static CgDesc chan(CsEntry *e, int64_t uid, int ch, cudnnDataType_t t)
+{
+    const int64_t d[4] = {1, ch, 1, 1}, st[4] = {ch, 1, ch, ch};
+    return part(e, cg_tensor_try(uid, t, 4, d, st, 16, 0));
+}
 
-static CgDesc graph_build(Ctx *c, CsEntry *e, int form, const char **what, cudnnStatus_t *st)
+/* The building state of one graph: its operations, and the first part
+ * cuDNN refused. */
+typedef struct {
+    CgDesc ops[CS_OPS];
+    int n;
+    const char *refused;
+} Ops;
+
+static CgDesc add_op(CsEntry *e, Ops *o, CgDesc op, CgDesc desc, const char *what)
+{
+    part(e, op);
+    part(e, desc);
+    if (!op && !o->refused) o->refused = what;
+    if (op) {
+        CT_ASSERT(o->n < CS_OPS, "conv_bn_cudnn: more than %d operations in a graph", CS_OPS);
+        o->ops[o->n++] = op;
+    }
+    return op;
+}
+
+/* relu(y s + b) of the input [N, C, H, W] as a virtual tensor of type vt,
+ * s and b and the steps between of type pt: the convolution's prologue */
+static CgDesc prologue(CsEntry *e, Ops *o, cudnnDataType_t t, cudnnDataType_t vt,
+                       cudnnDataType_t pt)
+{
+    const Conv2dShape *s = &e->s;
+    CgDesc y = nhwc(e, U_X, t, s->N, s->C, s->H, s->W, 0);
+    CgDesc sc = chan(e, U_S, s->C, pt), bi = chan(e, U_B, s->C, pt), pw = NULL;
+    CgDesc v1 = nhwc(e, U_V + 1, pt, s->N, s->C, s->H, s->W, 1);
+    CgDesc v2 = nhwc(e, U_V + 2, pt, s->N, s->C, s->H, s->W, 1);
+    CgDesc a = nhwc(e, U_V + 3, vt, s->N, s->C, s->H, s->W, 1);
+    if (!y || !sc || !bi || !v1 || !v2 || !a) {
+        if (!o->refused) o->refused = "a tensor of the prologue";
+        return NULL;
+    }
+    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, y, sc, v1, &pw), pw, "the scale");
+    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_ADD, v1, bi, v2, &pw), pw, "the bias");
+    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_RELU_FWD, v2, NULL, a, &pw), pw, "the ReLU");
+    return o->refused ? NULL : a;
+}
+
+/* sum = reduce(v), sq = reduce(v * v) over N, P, Q (deterministic) */
+static void reductions(CsEntry *e, Ops *o, CgDesc v)
+{
+    const Conv2dShape *s = &e->s;
+    CgDesc sum = chan(e, U_SUM, s->K, CUDNN_DATA_FLOAT), sq = chan(e, U_SQ, s->K, CUDNN_DATA_FLOAT);
+    CgDesc red = NULL, pw = NULL;
+    CgDesc v2 = nhwc(e, U_V + 11, CUDNN_DATA_FLOAT, s->N, s->K, s->P, s->Q, 1);
+    if (!sum || !sq || !v2) {
+        if (!o->refused) o->refused = "a tensor of the statistics";
+        return;
+    }
+    const char *det = "a deterministic reduction (cuDNN 9.11 or later)";
+    add_op(e, o, cg_reduction_op(v, sum, 2, &red), red, det);
+    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, v, v, v2, &pw), pw, "the square");
+    add_op(e, o, cg_reduction_op(v2, sq, 2, &red), red, det);
+}
+
+/* Graph forms (cuDNN documents no rule that decides between them: each is
+ * searched, the fastest kept):
+ *   form 0: the statistics reduced from the convolution's f32 result (a
+ *           virtual tensor stored by an identity); the prologue's
+ *           activation f32
+ *   form 1: the statistics reduced from the stored output; the prologue's
+ *           activation in the storage type
+ *   form 2: (bn kinds, f16 only) the prologue all in f16, s and b too: the
+ *           form of cuDNN's pre-compiled "ConvBNwgrad" pattern, the one
+ *           documented filter-gradient fusion on sm_90 (the runtime-fusion
+ *           engines take no prologue on a filter gradient there); bf16 has
+ *           no documented path
+ * NULL when cuDNN refuses a part (o->refused names it) or the graph (*st). */
+static int n_forms(CsKind k, DType dt)
+{
+    return k == CONV_BN_CONV_STATS ? 2 : dt == DT_F16 ? 3 : 2;
+}
+
+static CgDesc graph_build(Ctx *c, CsEntry *e, int form, Ops *o, cudnnStatus_t *st)
 {
     const Conv2dShape *s = &e->s;
     const cudnnDataType_t t = e->dt == DT_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
-    *what = "a tensor";
-    CgDesc x = nhwc(e, U_X, t, s->N, s->C, s->H, s->W, 0);
+    memset(o, 0, sizeof *o);
+    CgDesc in = kind_bn(e->kind)
+                    ? prologue(e, o, t, form == 0 ? CUDNN_DATA_FLOAT : t,
+                               form == 2 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT)
+                    : nhwc(e, U_X, t, s->N, s->C, s->H, s->W, 0);
     const int64_t wd[4] = {s->K, s->C, s->R, s->S},
                   ws[4] = {(int64_t)s->R * s->S * s->C, 1, (int64_t)s->S * s->C, s->C};
     CgDesc w = part(e, cg_tensor_try(U_W, t, 4, wd, ws, 16, 0));
-    CgDesc y = nhwc(e, U_Y, t, s->N, s->K, s->P, s->Q, 0);
-    CgDesc acc = form == GRAPH_ACC ? nhwc(e, U_ACC, CUDNN_DATA_FLOAT, s->N, s->K, s->P, s->Q, 1)
-                                   : y;
-    CgDesc sqv = nhwc(e, U_SQV, CUDNN_DATA_FLOAT, s->N, s->K, s->P, s->Q, 1);
-    const int64_t cd[4] = {1, s->K, 1, 1}, cs[4] = {s->K, 1, s->K, s->K};
-    CgDesc sum = part(e, cg_tensor_try(U_SUM, CUDNN_DATA_FLOAT, 4, cd, cs, 16, 0));
-    CgDesc sq = part(e, cg_tensor_try(U_SQ, CUDNN_DATA_FLOAT, 4, cd, cs, 16, 0));
-    if (!x || !w || !acc || !y || !sqv || !sum || !sq) return NULL;
     const int64_t pad[2] = {s->pad_h, s->pad_w}, str[2] = {s->stride_h, s->stride_w},
                   dil[2] = {s->dil_h, s->dil_w};
     CgDesc conv = part(e, cg_conv_desc(2, pad, str, dil));
-    CgDesc ops[5], pw = NULL, red = NULL;
-    int n = 0;
-    *what = "the convolution";
-    if (!(ops[n++] = part(e, cg_conv_op_try(CG_FPROP, conv, x, w, acc, 1.0f, 0.0f)))) return NULL;
-    if (form == GRAPH_ACC) {
-        *what = "the identity that stores y";
-        ops[n] = part(e, cg_pointwise_op(CUDNN_POINTWISE_IDENTITY, acc, NULL, y, &pw));
-        part(e, pw);
-        if (!ops[n++]) return NULL;
+    if (!in || !w) {
+        if (!o->refused) o->refused = "a tensor";
+        return NULL;
     }
-    *what = "a deterministic reduction (cuDNN 9.11 or later)";
-    ops[n] = part(e, cg_reduction_op(acc, sum, 2, &red));
-    part(e, red);
-    if (!ops[n++]) return NULL;
-    *what = "the square";
-    ops[n] = part(e, cg_pointwise_op(CUDNN_POINTWISE_MUL, acc, acc, sqv, &pw));
-    part(e, pw);
-    if (!ops[n++]) return NULL;
-    *what = "a deterministic reduction (cuDNN 9.11 or later)";
-    ops[n] = part(e, cg_reduction_op(sqv, sq, 2, &red));
-    part(e, red);
-    if (!ops[n++]) return NULL;
-    *what = "the graph";
-    return part(e, cg_graph(c->cudnn, ops, n, st));
+    if (e->kind == CONV_BN_BNRELU_WGRAD) {
+        CgDesc dz = nhwc(e, U_DY, t, s->N, s->K, s->P, s->Q, 0);
+        add_op(e, o, cg_conv_op_try(CG_WGRAD, conv, in, w, dz, 1.0f, 0.0f), NULL,
+               "the filter gradient");
+    } else {
+        CgDesc y = nhwc(e, U_Y, t, s->N, s->K, s->P, s->Q, 0);
+        int acc_form = kind_stats(e->kind) && form == 0;
+        CgDesc acc = acc_form ? nhwc(e, U_V + 10, CUDNN_DATA_FLOAT, s->N, s->K, s->P, s->Q, 1) : y;
+        if (!y || !acc) {
+            if (!o->refused) o->refused = "the output tensor";
+            return NULL;
+        }
+        add_op(e, o, cg_conv_op_try(CG_FPROP, conv, in, w, acc, 1.0f, 0.0f), NULL,
+               "the convolution");
+        if (acc_form) {
+            CgDesc pw = NULL;
+            add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_IDENTITY, acc, NULL, y, &pw), pw,
+                   "the identity that stores the output");
+        }
+        if (kind_stats(e->kind)) reductions(e, o, acc);
+    }
+    if (o->refused) return NULL;
+    o->refused = "the graph";
+    CgDesc g = part(e, cg_graph(c->cudnn, o->ops, o->n, st));
+    if (g) o->refused = NULL;
+    return g;
 }
 
-/* ---- running it ---- */
+/* ---- running ---- */
 
-static const int64_t cs_uids[5] = {U_X, U_W, U_Y, U_SUM, U_SQ};
-
-/* The sums' buffer: sum at 0, sq at sq_off(K) floats (256-byte aligned
- * whatever K is: the graph declares 16-byte alignment). */
+/* The temporaries of a fused run: the sums (sum at 0, sq at sq_off(K)
+ * floats: 256-byte aligned whatever K is), the scale and bias (at sb_off,
+ * C floats each, 256-byte aligned), and the same in f16 for form 2 (at
+ * half_off, C halves each). */
 static size_t sq_off(int K) { return ((size_t)K + 63) / 64 * 64; }
-static size_t sums_bytes(int K) { return 2 * sq_off(K) * sizeof(float); }
+static size_t sb_off(int K) { return 2 * sq_off(K); }
+static size_t half_off(const Conv2dShape *s) { return sb_off(s->K) + 2 * sq_off(s->C); }
+static size_t tmp_floats(const Conv2dShape *s) { return half_off(s) + sq_off(s->C); }
 
-/* One fused run: the sums zeroed (whether the reductions overwrite or add,
- * they start from zero), the plan, then (mean, m2) from the sums. */
-static void fused_run(Ctx *c, const CsEntry *e, void *y, float *mean, float *m2, const void *x,
-                      const void *w, float *sums)
+/* scale and bias from the batch norm's statistics, into tmp (and their f16
+ * copy for form 2) */
+static void scale_bias(Ctx *c, const CsEntry *e, const CsArgs *a, float *tmp)
 {
     const Conv2dShape *s = &e->s;
-    CUDA_CHECK(cudaMemsetAsync(sums, 0, sums_bytes(s->K), c->stream));
-    void *ptrs[5] = {(void *)x, (void *)w, y, sums, sums + sq_off(s->K)};
-    cg_execute(c, &e->plan, cs_uids, ptrs, 5);
-    size_t M = (size_t)s->N * s->P * s->Q;
-    batchnorm_moments_from_sums_cuda(mean, m2, sums, sums + sq_off(s->K), M, (size_t)s->K,
-                                     c->stream);
+    float *sc = tmp + sb_off(s->K);
+    batchnorm_scale_bias_cuda(sc, sc + sq_off(s->C), a->ms, a->ms + s->C, a->gamma, a->beta,
+                              (size_t)s->C, c->stream);
+    if (e->form == 2)
+        cast_cuda(tmp + half_off(s), DT_F16, sc, DT_F32, 2 * sq_off(s->C), 0, c->stream);
 }
 
-/* The separate way: the plain convolution (its own plan) and the moments. */
-static void separate_run(Ctx *c, void *y, float *mean, float *m2, const void *x, const void *w,
-                         DType dt, const Conv2dShape *s, void *scratch, size_t sb)
+static int variant(const CsEntry *e, const CsArgs *a, float *tmp, int64_t *uids, void **ptrs)
 {
-    conv2d_forward_cuda(c, y, x, w, dt, s);
-    size_t M = (size_t)s->N * s->P * s->Q;
-    batchnorm_moments_cuda(mean, m2, y, dt, M, (size_t)s->K, scratch, sb, c->stream);
+    int n = 0;
+    float *sc = tmp + sb_off(e->s.K), *bi = sc + sq_off(e->s.C);
+    if (e->form == 2) {   /* f16 scale and bias */
+        uint16_t *h = (uint16_t *)(tmp + half_off(&e->s));
+        sc = (float *)h;
+        bi = (float *)(h + sq_off(e->s.C));
+    }
+#define PUT(u, p) (uids[n] = (u), ptrs[n] = (void *)(p), n++)
+    PUT(U_X, a->in);
+    if (kind_bn(e->kind)) {
+        PUT(U_S, sc);
+        PUT(U_B, bi);
+    }
+    if (e->kind == CONV_BN_BNRELU_WGRAD) {
+        PUT(U_W, a->out);
+        PUT(U_DY, a->dz);
+    } else {
+        PUT(U_W, a->w);
+        PUT(U_Y, a->out);
+    }
+    if (kind_stats(e->kind)) {
+        PUT(U_SUM, tmp);
+        PUT(U_SQ, tmp + sq_off(e->s.K));
+    }
+#undef PUT
+    return n;
 }
 
-/* Both ways timed as the step runs them (the fused one with its memset and
- * finishing kernel), interleaved: one untimed run of each (the separate
- * convolution's own search), then two rounds of three runs each way; the
- * smaller round of each. */
-static void time_both(Ctx *c, const CsEntry *e, void *y, float *mean, float *m2, const void *x,
-                      const void *w, float *fused_ms, float *sep_ms)
+/* One fused run as the step runs it: scale and bias from the batch norm's
+ * statistics, the sums zeroed (whether the reductions overwrite or add,
+ * they start from zero), the graph, then (mean, m2) from the sums. */
+static void fused_run(Ctx *c, const CsEntry *e, const CsArgs *a, float *tmp)
 {
     const Conv2dShape *s = &e->s;
-    size_t M = (size_t)s->N * s->P * s->Q, sb = batchnorm_scratch_bytes(M, (size_t)s->K);
-    void *scratch = mem_alloc(c, sb);
-    float *sums = mem_alloc(c, sums_bytes(s->K));
+    if (kind_bn(e->kind)) scale_bias(c, e, a, tmp);
+    if (kind_stats(e->kind))
+        CUDA_CHECK(cudaMemsetAsync(tmp, 0, sb_off(s->K) * sizeof(float), c->stream));
+    int64_t uids[8];
+    void *ptrs[8];
+    int n = variant(e, a, tmp, uids, ptrs);
+    cg_execute(c, &e->plan, uids, ptrs, n);
+    if (kind_stats(e->kind))
+        batchnorm_moments_from_sums_cuda(a->mean, a->m2, tmp, tmp + sq_off(s->K),
+                                         (size_t)s->N * s->P * s->Q, (size_t)s->K, c->stream);
+}
+
+static int run_kind(Ctx *c, CsKind kind, const CsArgs *a, DType dt, const Conv2dShape *s);
+
+/* The separate way, as the unit runs it without fusion: the normalised
+ * activation (bn kinds, into act), the convolution or its filter gradient
+ * (their own plans), the moments pass (stats kinds). */
+static void separate_run(Ctx *c, const CsEntry *e, const CsArgs *a, void *act, void *scratch,
+                         size_t sb)
+{
+    const Conv2dShape *s = &e->s;
+    const void *in = a->in;
+    if (kind_bn(e->kind)) {
+        batchnorm_forward_cuda(act, a->in, NULL, a->ms, a->ms + s->C, a->gamma, a->beta, e->dt,
+                               1, (size_t)s->N * s->H * s->W, (size_t)s->C, c->stream);
+        in = act;
+    }
+    if (e->kind == CONV_BN_BNRELU_WGRAD) {
+        conv2d_backward_filter_cuda(c, a->out, e->dt, a->dz, in, e->dt, s, 0);
+        return;
+    }
+    /* the unit without this graph still takes the fused convolution +
+     * statistics where that won (searched before this entry: search) */
+    if (e->kind == CONV_BN_BNRELU_FPROP_STATS) {
+        CsArgs b = {in, a->w, NULL, a->out, a->mean, a->m2, NULL, NULL, NULL};
+        if (run_kind(c, CONV_BN_CONV_STATS, &b, e->dt, s)) return;
+    }
+    conv2d_forward_cuda(c, a->out, in, a->w, e->dt, s);
+    if (kind_stats(e->kind))
+        batchnorm_moments_cuda(a->mean, a->m2, a->out, e->dt, (size_t)s->N * s->P * s->Q,
+                               (size_t)s->K, scratch, sb, c->stream);
+}
+
+/* Both ways timed as the step runs them, interleaved: one untimed run of
+ * each (the separate convolution's own search), then two rounds of three
+ * runs each way; the smaller round of each. */
+static void time_both(Ctx *c, const CsEntry *e, const CsArgs *a, float *fused_ms, float *sep_ms)
+{
+    const Conv2dShape *s = &e->s;
+    size_t M = (size_t)s->N * s->P * s->Q;
+    size_t sb = kind_stats(e->kind) ? batchnorm_scratch_bytes(M, (size_t)s->K) : 0;
+    size_t act_bytes = kind_bn(e->kind) ? (size_t)s->N * s->H * s->W * s->C * dtype_size(e->dt)
+                                        : 0;
+    void *scratch = sb ? mem_alloc(c, sb) : NULL, *act = act_bytes ? mem_alloc(c, act_bytes) : NULL;
+    float *tmp = mem_alloc(c, tmp_floats(s) * sizeof(float));
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));
     CUDA_CHECK(cudaEventCreate(&e1));
-    separate_run(c, y, mean, m2, x, w, e->dt, s, scratch, sb);
-    fused_run(c, e, y, mean, m2, x, w, sums);
+    separate_run(c, e, a, act, scratch, sb);
+    fused_run(c, e, a, tmp);
     *fused_ms = *sep_ms = -1.0f;
     for (int round = 0; round < 2; round++)
         for (int way = 0; way < 2; way++) {
             CUDA_CHECK(cudaEventRecord(e0, c->stream));
             for (int i = 0; i < 3; i++) {
                 if (way)
-                    fused_run(c, e, y, mean, m2, x, w, sums);
+                    fused_run(c, e, a, tmp);
                 else
-                    separate_run(c, y, mean, m2, x, w, e->dt, s, scratch, sb);
+                    separate_run(c, e, a, act, scratch, sb);
             }
             CUDA_CHECK(cudaEventRecord(e1, c->stream));
             CUDA_CHECK(cudaEventSynchronize(e1));
@@ -232,15 +421,27 @@ static void time_both(Ctx *c, const CsEntry *e, void *y, float *mean, float *m2,
         }
     CUDA_CHECK(cudaEventDestroy(e0));
     CUDA_CHECK(cudaEventDestroy(e1));
-    mem_free(c, sums, sums_bytes(s->K));
-    mem_free(c, scratch, sb);
+    mem_free(c, tmp, tmp_floats(s) * sizeof(float));
+    if (act) mem_free(c, act, act_bytes);
+    if (scratch) mem_free(c, scratch, sb);
 }
 
-/* The first call of a shape and type: build (each form until one is
- * taken), search, time against the separate way, decide. */
-static CsEntry *search(Ctx *c, CsCache *cc, void *y, float *mean, float *m2, const void *x,
-                       const void *w, DType dt, const Conv2dShape *s, int forced)
+/* The first call of a kind, shape and type: build and search every form,
+ * keep the fastest, time it against the separate way, decide. */
+static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType dt,
+                       const Conv2dShape *s, int forced)
 {
+    if (kind == CONV_BN_BNRELU_FPROP_STATS) {
+        /* the separate way's own fused convolution + statistics decided
+         * first, while no entry of this search is held (a search appends) */
+        size_t act_bytes = (size_t)s->N * s->H * s->W * s->C * dtype_size(dt);
+        void *act = mem_alloc(c, act_bytes);
+        batchnorm_forward_cuda(act, a->in, NULL, a->ms, a->ms + s->C, a->gamma, a->beta, dt, 1,
+                               (size_t)s->N * s->H * s->W, (size_t)s->C, c->stream);
+        CsArgs b = {act, a->w, NULL, a->out, a->mean, a->m2, NULL, NULL, NULL};
+        run_kind(c, CONV_BN_CONV_STATS, &b, dt, s);
+        mem_free(c, act, act_bytes);
+    }
     if (cc->n == cc->cap) {
         int cap = cc->cap ? 2 * cc->cap : 16;
         CsEntry *ne = realloc(cc->e, (size_t)cap * sizeof *ne);
@@ -250,70 +451,127 @@ static CsEntry *search(Ctx *c, CsCache *cc, void *y, float *mean, float *m2, con
     }
     CsEntry *e = &cc->e[cc->n++];
     memset(e, 0, sizeof *e);
+    e->kind = kind;
     e->s = *s;
     e->dt = dt;
     e->forced = forced;
-    char shape[160];
-    snprintf(shape, sizeof shape, "%s conv %dx%d/%d %d->%d at %dx%dx%d", dtype_name(dt), s->R,
-             s->S, s->stride_h, s->C, s->K, s->N, s->H, s->W);
+    char shape[200];
+    snprintf(shape, sizeof shape, "%s, %s %dx%d/%d %d->%d at %dx%dx%d", kind_names[kind],
+             dtype_name(dt), s->R, s->S, s->stride_h, s->C, s->K, s->N, s->H, s->W);
     CgRule rule = {0};
     rule.forbid_notes = CG_NOTE(CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) |
                         CG_NOTE(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
     rule.runtime_compile = 1;
-    rule.max_candidates = CONV_STATS_CANDIDATES;
+    rule.max_candidates = CONV_BN_CANDIDATES;
     rule.ws_limit = conv2d_cuda_search_ws_bytes(c);
-    if (rule.ws_limit > CONV_STATS_MAX_WS) rule.ws_limit = CONV_STATS_MAX_WS;
-    float *sums = mem_alloc(c, sums_bytes(s->K));
-    void *ptrs[5] = {(void *)x, (void *)w, y, sums, sums + sq_off(s->K)};
+    if (rule.ws_limit > CONV_BN_MAX_WS) rule.ws_limit = CONV_BN_MAX_WS;
+    float *tmp = mem_alloc(c, tmp_floats(s) * sizeof(float));
     int ok = 0;
-    for (int form = 0; form < GRAPH_FORMS && !ok; form++) {
-        const char *what = "";
+    float best_ms = 0.0f;
+    for (int form = 0; form < n_forms(kind, dt); form++) {
+        CsEntry cand;
+        memset(&cand, 0, sizeof cand);
+        cand.kind = kind;
+        cand.s = *s;
+        cand.dt = dt;
+        cand.form = form;
+        cand.forced = forced;
+        if (kind_bn(kind)) scale_bias(c, &cand, a, tmp);   /* the candidates' inputs */
+        int64_t uids[8];
+        void *ptrs[8];
+        int nv = variant(&cand, a, tmp, uids, ptrs), got = 0;
+        Ops o;
         cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-        CgDesc g = graph_build(c, e, form, &what, &st);
-        if (g) ok = cg_search(c, g, &rule, cs_uids, ptrs, 5, &e->plan);
-        if (!ok)
-            LOG_I("conv + statistics, %s: form %d: %s (%s)", shape, form,
-                  !g ? "cuDNN refuses" : "no engine ran it",
-                  !g ? (st != CUDNN_STATUS_SUCCESS ? ct_cudnn_status_string(st) : what)
+        CgDesc g = graph_build(c, &cand, form, &o, &st);
+        if (g) got = cg_search(c, g, &rule, uids, ptrs, nv, &cand.plan);
+        if (!got) {
+            LOG_I("%s: form %d: %s (%s)", shape, form, !g ? "cuDNN refuses" : "no engine ran it",
+                  !g ? (st != CUDNN_STATUS_SUCCESS ? ct_cudnn_status_string(st) : o.refused)
                      : "the candidates failed or none passed the rule");
-        if (!ok) entry_free(e);
+            entry_free(&cand);
+            continue;
+        }
+        LOG_I("%s: form %d: %.3f ms (engine %lld of %d candidates)", shape, form,
+              (double)cand.plan.ms, (long long)cand.plan.engine, cand.plan.tried);
+        if (ok && cand.plan.ms >= best_ms) {
+            entry_free(&cand);
+            continue;
+        }
+        entry_free(e);
+        *e = cand;   /* the plan and its parts now belong to the entry */
+        best_ms = cand.plan.ms;
+        ok = 1;
     }
-    mem_free(c, sums, sums_bytes(s->K));
+    mem_free(c, tmp, tmp_floats(s) * sizeof(float));
     if (!ok) {
-        LOG_I("conv + statistics, %s: the convolution and a statistics pass run it", shape);
+        LOG_I("%s: runs as separate kernels", shape);
         return e;
     }
+    /* time_both may look up other entries (separate_run); timed on a copy,
+     * the entry found again by its index after */
+    int idx = (int)(e - cc->e);
+    CsEntry timed = *e;
     float fused_ms, sep_ms;
-    time_both(c, e, y, mean, m2, x, w, &fused_ms, &sep_ms);
+    time_both(c, &timed, a, &fused_ms, &sep_ms);
+    e = &cc->e[idx];
     e->fused = forced || fused_ms < 0.97f * sep_ms;
-    LOG_I("conv + statistics, %s: fused %.3f ms (engine %lld of %d candidates) against %.3f ms "
-          "separate: %s", shape, (double)fused_ms, (long long)e->plan.engine, e->plan.tried,
-          (double)sep_ms, e->fused ? "fused" : "separate");
+    LOG_I("%s: fused %.3f ms (form %d) against %.3f ms separate: %s", shape, (double)fused_ms,
+          e->form, (double)sep_ms, e->fused ? "fused" : "separate");
     if (!e->fused) entry_free(e);
     return e;
 }
 
-int conv_bn_cudnn_conv_stats(Ctx *c, void *y, float *mean, float *m2, const void *x,
-                             const void *w, DType dt, const Conv2dShape *s)
+/* Run kind on a fused plan when there is one (searching on the first call):
+ * 1 when it ran, 0 when the caller runs the separate way. */
+static int run_kind(Ctx *c, CsKind kind, const CsArgs *a, DType dt, const Conv2dShape *s)
 {
     CsCache *cc = cs_for(c);
-    int use = cc->use >= 0 ? cc->use : conv_bn_cudnn_wanted();
-    if (!use || (dt != DT_F16 && dt != DT_BF16)) return 0;
-    if (((uintptr_t)x | (uintptr_t)w | (uintptr_t)y) & 15u) return 0;
+    if (!conv_bn_cudnn_enabled(c, dt)) return 0;
+    if (((uintptr_t)a->in | (uintptr_t)a->out | (uintptr_t)a->w | (uintptr_t)a->dz) & 15u)
+        return 0;
     if ((size_t)s->N * s->H * s->W * s->C > 0x7fffffffu ||
         (size_t)s->N * s->P * s->Q * s->K > 0x7fffffffu)
         return 0;
     int forced = cc->use == 1;
     CsEntry *e = NULL;
     for (int i = 0; i < cc->n && !e; i++)
-        if (cc->e[i].dt == dt && cc->e[i].forced == forced &&
+        if (cc->e[i].kind == kind && cc->e[i].dt == dt && cc->e[i].forced == forced &&
             memcmp(&cc->e[i].s, s, sizeof *s) == 0)
             e = &cc->e[i];
-    if (!e) e = search(c, cc, y, mean, m2, x, w, dt, s, forced);
+    if (!e) e = search(c, cc, kind, a, dt, s, forced);
     if (!e->fused) return 0;
-    float *sums = mem_alloc(c, sums_bytes(s->K));
-    fused_run(c, e, y, mean, m2, x, w, sums);
-    mem_free(c, sums, sums_bytes(s->K));
+    float *tmp = mem_alloc(c, tmp_floats(s) * sizeof(float));
+    fused_run(c, e, a, tmp);
+    mem_free(c, tmp, tmp_floats(s) * sizeof(float));
     return 1;
+}
+
+int conv_bn_cudnn_conv_stats(Ctx *c, void *y, float *mean, float *m2, const void *x,
+                             const void *w, DType dt, const Conv2dShape *s)
+{
+    CsArgs a = {x, w, NULL, y, mean, m2, NULL, NULL, NULL};
+    return run_kind(c, CONV_BN_CONV_STATS, &a, dt, s);
+}
+
+int conv_bn_cudnn_bnrelu_fprop(Ctx *c, void *z, float *mean, float *m2, const void *y,
+                               const float *ms, const float *gamma, const float *beta,
+                               const void *w, DType dt, const Conv2dShape *s)
+{
+    CsArgs a = {y, w, NULL, z, mean, m2, ms, gamma, beta};
+    return run_kind(c, mean ? CONV_BN_BNRELU_FPROP_STATS : CONV_BN_BNRELU_FPROP, &a, dt, s);
+}
+
+int conv_bn_cudnn_bnrelu_wgrad(Ctx *c, void *dw, DType tdw, int accum, const void *y,
+                               const float *ms, const float *gamma, const float *beta,
+                               const void *dz, DType dt, const Conv2dShape *s)
+{
+    if (!conv_bn_cudnn_enabled(c, dt)) return 0;
+    size_t n = (size_t)s->K * s->R * s->S * s->C, bytes = n * dtype_size(dt);
+    void *tmp = mem_alloc(c, bytes);
+    CsArgs a = {y, NULL, dz, tmp, NULL, NULL, ms, gamma, beta};
+    int ran = run_kind(c, CONV_BN_BNRELU_WGRAD, &a, dt, s);
+    if (ran) cast_cuda(dw, tdw, tmp, dt, n, accum, c->stream);
+    mem_free(c, tmp, bytes);
+    return ran;
 }
 #endif

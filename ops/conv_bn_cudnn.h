@@ -1,43 +1,53 @@
-/* conv_bn_cudnn.h — the conv + batch-norm unit's first fusion on cuDNN's
- * graph API (ops/cudnn_graph.h): a convolution that also reduces its own
- * output to the batch-norm statistics, so the statistics pass over y
- * (batchnorm_moments_cuda) is gone.
+/* conv_bn_cudnn.h — the conv + batch-norm unit's convolutions (ops/conv_bn.h)
+ * as cuDNN graph-API graphs that fuse their neighbours (ops/cudnn_graph.h):
  *
- * Shape letters: x [N, H, W, C], w [K, R, S, C], y [N, P, Q, K], M = N*P*Q.
+ *   conv + statistics        y = conv(x, w), and the sums of y per output
+ *                            channel in the same kernel (the statistics pass
+ *                            over y gone)
+ *   BN + ReLU + conv         z = conv(relu(y s + b), w), optionally with z's
+ *                            sums (the normalised activation never written)
+ *   BN + ReLU + filter grad  dw = corr(relu(y s + b), dz) (the backward's
+ *                            activation never made again)
  *
- *   y = conv(x, w)                       (f32 accumulation, stored as dt)
- *   sum_k = sum over M of y_k,   sq_k = sum over M of y_k^2   (of the f32
- *                                        result, before y is rounded to dt)
- *   mean_k = sum_k / M,   m2_k = sq_k - sum_k mean_k  (in double, >= 0)
+ * Shape letters: x or y [N, H, W, C] (the convolution's input), w [K, R, S,
+ * C], the output [N, P, Q, K], M = N*P*Q.
  *
- * The graph: fprop into a virtual f32 tensor, an identity operation storing
- * it as y, a reduction of it into sum, a pointwise square and a reduction
- * of that into sq; where cuDNN refuses that form, the same with the
- * reductions reading the stored y (f16 and bf16 alike: cuDNN's GenStats
- * operation takes f16 and f32 only, and two reductions say the same). Only
- * deterministic reductions are allowed (a forward's statistics decide the
- * step's values; two runs must give the same bits; cuDNN 9.11 and later
- * know the attribute, earlier ones run the separate way). The engines that
- * take such graphs compile their kernel at plan time: the search (the first
- * call of a shape and type: it synchronizes and allocates, so it belongs to
- * warm-up as the convolutions' own search does) compiles at most
- * CONV_STATS_CANDIDATES that finalize (and tries at most twice that), times
- * them, then times the winner as the step runs it (memset, graph, finishing
- * kernel) against the separate way (the plain convolution, then the moments
- * pass) on the same buffers, interleaved; the fused plan is kept when it is
- * at least 3% faster. A shape where cuDNN takes no such graph, or where it
- * is not faster, runs the separate way; each outcome is logged once
- * (LOG_I), with both times. The verdict is not kept on disk (the
+ *   s = gamma invstd,  b = beta - mean s          (batchnorm_scale_bias_cuda)
+ *   sum_k = sum over M of out_k,  sq_k = sum of out_k^2  (the f32 result)
+ *   mean_k = sum_k / M,  m2_k = sq_k - sum_k mean_k  (in double, >= 0)
+ *
+ * The graphs: the prologue is a pointwise multiply by s, add of b and ReLU
+ * on virtual tensors before the convolution; the statistics are a
+ * reduction of the result and a pointwise square with a second reduction;
+ * the result is stored by an identity from a virtual f32 tensor. Each kind
+ * has two forms (conv_bn_cudnn.c: the prologue's activation f32 or the
+ * storage type; the statistics of the f32 result or of the stored one),
+ * tried in order until cuDNN takes one. Only deterministic reductions and
+ * engines are allowed (a step's values must not depend on the run; cuDNN
+ * 9.11 and later know the reduction's attribute, earlier ones run the
+ * separate way). The engines that take such graphs compile their kernel at
+ * plan time: the search (the first call of a kind, shape and type: it
+ * synchronizes and allocates, so it belongs to warm-up as the convolutions'
+ * own search does) compiles at most CONV_BN_CANDIDATES that finalize (and
+ * tries at most twice that), times them, then times the winner as the step
+ * runs it (with its small kernels) against the separate way (the
+ * normalised activation written, the plain convolution or filter gradient,
+ * the moments pass) on the same buffers, interleaved; the fused plan is
+ * kept when it is at least 3% faster. A shape where cuDNN takes no such
+ * graph, or where it is not faster, runs the separate way; each outcome is
+ * logged once (LOG_I) with both times. The verdict is not kept on disk (the
  * convolutions' plan store does not cover it yet): a shape near the 3% line
  * may go either way from one run to the next.
  *
- * The sums differ from the Welford moments of the separate way in their
- * last bits (m2 from sq - sum^2 / M: cancellation grows with mean^2 / var,
- * which stays small for a convolution's output); tests/gpu_conv_bn.c holds
- * the two to a stated tolerance.
+ * Numerics: the fused values differ from the separate ones in their last
+ * bits (y s + b against (y - mean) gamma invstd + beta; the activation not
+ * rounded to the storage type in form 0; sums of the f32 result against
+ * Welford moments of the stored one: m2's cancellation grows with
+ * mean^2 / var, small for a convolution's output). tests/gpu_conv_bn.c
+ * states the tolerances.
  *
- * CTRAIN_CONV_BN=fused asks for this (ResNet then builds its blocks from the
- * unit too); conv_bn_cudnn_use overrides it per context for tests. Built
+ * CTRAIN_CONV_BN=fused asks for these (ResNet then builds its blocks from
+ * the unit); conv_bn_cudnn_use overrides it per context for tests. Built
  * with -DCTRAIN_CUDA only.
  */
 #ifndef CTRAIN_OPS_CONV_BN_CUDNN_H
@@ -50,27 +60,52 @@
 extern "C" {
 #endif
 
-#define CONV_STATS_CANDIDATES 3
-#define CONV_STATS_MAX_WS ((size_t)512 << 20)   /* a fused plan's workspace at most */
+#define CONV_BN_CANDIDATES 3
+
+/* The kinds of fused graph (the list above) */
+typedef enum {
+    CONV_BN_CONV_STATS = 0,       /* y = conv(x, w); sums of y */
+    CONV_BN_BNRELU_FPROP,         /* z = conv(relu(y s + b), w) */
+    CONV_BN_BNRELU_FPROP_STATS,   /* the same, and the sums of z */
+    CONV_BN_BNRELU_WGRAD,         /* dw = corr(relu(y s + b), dz) */
+    CONV_BN_KINDS
+} ConvBnKind;
+#define CONV_BN_MAX_WS ((size_t)512 << 20)   /* a fused plan's workspace at most */
 
 /* 1 when CTRAIN_CONV_BN is "fused" (read once). */
 int conv_bn_cudnn_wanted(void);
 
 #ifdef CTRAIN_CUDA
-/* y, and mean / m2 (f32 [K] each) of y, in one fused graph: 1 when it ran,
- * 0 when this shape and type run the separate way (y, mean and m2 then hold
- * whatever the search left: the caller runs the separate way). dt f16 or
- * bf16 (f32: 0); x, w, y 16-byte aligned. */
+/* Each returns 1 when a fused plan ran, 0 when this kind, shape and type
+ * run the separate way (outputs then hold whatever the search left: the
+ * caller runs the separate way). dt f16 or bf16 (f32: 0); the activations
+ * and filters 16-byte aligned; s is the convolution's shape. */
+
+/* y, and mean / m2 (f32 [K] each) of y. */
 int conv_bn_cudnn_conv_stats(Ctx *c, void *y, float *mean, float *m2, const void *x,
                              const void *w, DType dt, const Conv2dShape *s);
+/* z = conv(relu(bn(y)), w), bn from ms = (mean, invstd) f32 [2, C], gamma,
+ * beta; and when mean is not NULL, mean / m2 of z. */
+int conv_bn_cudnn_bnrelu_fprop(Ctx *c, void *z, float *mean, float *m2, const void *y,
+                               const float *ms, const float *gamma, const float *beta,
+                               const void *w, DType dt, const Conv2dShape *s);
+/* dw (+)= corr(relu(bn(y)), dz) into dw of type tdw (accum: add). */
+int conv_bn_cudnn_bnrelu_wgrad(Ctx *c, void *dw, DType tdw, int accum, const void *y,
+                               const float *ms, const float *gamma, const float *beta,
+                               const void *dz, DType dt, const Conv2dShape *s);
 
 /* Overrides CTRAIN_CONV_BN's fused choice for c: 1 always the fused plan
  * where cuDNN takes the graph (even when not faster: tests), 0 never, -1
  * back to the setting. */
 void conv_bn_cudnn_use(Ctx *c, int on);
 /* Shapes of c served fused so far, and shapes that run the separate way
- * (cuDNN took no graph, or it was slower). */
-void conv_bn_cudnn_counts(Ctx *c, int *fused, int *separate);
+ * (cuDNN took no graph, or it was slower); fused_by_kind (NULL: not
+ * wanted) gets the fused ones per ConvBnKind. */
+void conv_bn_cudnn_counts(Ctx *c, int *fused, int *separate, int *fused_by_kind);
+/* Whether c asks for fused graphs (CTRAIN_CONV_BN=fused or the override)
+ * and dt is a type they take: where 0, the functions above return 0 at
+ * once. */
+int conv_bn_cudnn_enabled(Ctx *c, DType dt);
 #endif
 
 #ifdef __cplusplus

@@ -2,8 +2,13 @@
  * as tensor ops: op_conv2d_stats, op_bn_relu_conv, op_bn_moments. Each
  * piece dispatches to kernels that exist already: batch norm's statistics,
  * apply and backward (batchnorm.h; ours on the GPU, not cuDNN's, whose
- * fused batch norm takes no statistics from outside), and the convolution's
- * three directions (conv2d.h, cuDNN on the GPU).
+ * fused batch norm takes no statistics from outside; the backward
+ * recomputes the ReLU's mask from y, relu mode 2), and the convolution's
+ * three directions (conv2d.h, cuDNN on the GPU). With CTRAIN_CONV_BN=fused
+ * three of those steps go to cuDNN fused graphs where they are faster
+ * (conv_bn_cudnn.h): a convolution and the statistics of its output; the
+ * normalisation + ReLU in the forward convolution's prologue; the same in
+ * the filter gradient's (the activation a is then never written).
  *
  * Node of op_bn_relu_conv: inputs y, gamma, beta, w; saved y, ms (f32 [2,
  * C]: mean and invstd, the batch's or the running ones), gamma, beta and
@@ -152,38 +157,48 @@ static void bn_relu_conv_backward(Ctx *c, Node *n)
               "bn_relu_conv: the gamma and beta gradients must be f32");
     const float *mean = (const float *)ms->data, *invstd = mean + C;
 
-    /* a again: what the convolution read, and the ReLU's mask */
-    Tensor *a = tensor_new_like(c, y, y->dtype);
-    apply_run(c, a, y, mean, gamma, beta);
-    if (dw) conv2d_run_backward_filter(c, dw, dz, a, &s, acc_w);
-    if (!dy && !dg && !db) {
-        tensor_release(a);
-        return;
+    /* the filter gradient reads a = relu(bn(y)): in one fused graph where
+     * conv_bn_cudnn serves the shape, else a is made again for it alone */
+    if (dw) {
+        int fused = 0;
+#ifdef CTRAIN_CUDA
+        if (IS_CUDA(c))
+            fused = conv_bn_cudnn_bnrelu_wgrad(c, dw->data, dw->dtype, acc_w, y->data, mean,
+                                               (const float *)gamma->data,
+                                               (const float *)beta->data, dz->data, y->dtype, &s);
+#endif
+        if (!fused) {
+            Tensor *a = tensor_new_like(c, y, y->dtype);
+            apply_run(c, a, y, mean, gamma, beta);
+            conv2d_run_backward_filter(c, dw, dz, a, &s, acc_w);
+            tensor_release(a);
+        }
     }
+    if (!dy && !dg && !db) return;
     Tensor *da = tensor_new_like(c, y, y->dtype);
     int acc_p = batchnorm_param_accum(c, dg, acc_g, db, acc_b);
     float *pg = dg ? (float *)dg->data : NULL, *pb = db ? (float *)db->data : NULL;
-    const float *pgamma = (const float *)gamma->data;
+    const float *pgamma = (const float *)gamma->data, *pbeta = (const float *)beta->data;
     conv2d_run_backward_data(c, da, dz, wl, &s, 0);
+    /* batch norm's backward, the ReLU's mask recomputed from y (relu mode
+     * 2: the forward's a, bit for bit, without keeping it) */
     if (IS_CUDA(c)) {
 #ifdef CTRAIN_CUDA
         int need_sums = dg || db || (dy && batch);
         size_t sb = need_sums ? batchnorm_scratch_bytes(M, C) : 0;
         void *scratch = sb ? mem_alloc(c, sb) : NULL;
-        batchnorm_backward_cuda(dy ? dy->data : NULL, NULL, pg, pb, da->data, y->data, a->data,
-                                mean, invstd, pgamma, y->dtype, batch, 1, M, C, acc_y, 0, acc_p,
-                                scratch, sb, c->stream);
+        batchnorm_backward_cuda(dy ? dy->data : NULL, NULL, pg, pb, da->data, y->data, NULL,
+                                mean, invstd, pgamma, pbeta, y->dtype, batch, 2, M, C, acc_y, 0,
+                                acc_p, scratch, sb, c->stream);
         if (scratch) mem_free(c, scratch, sb);
 #endif
     } else {
-        F32View vdy = f32_view(dy, acc_y), vg = f32_view(da, 1), vy = f32_view(y, 1),
-                va = f32_view(a, 1);
-        batchnorm_backward_cpu(vdy.p, NULL, pg, pb, vg.p, vy.p, va.p, mean, invstd, pgamma,
-                               batch, 1, M, C, acc_y, 0, acc_p);
-        f32_done(&vdy, 1); f32_done(&vg, 0); f32_done(&vy, 0); f32_done(&va, 0);
+        F32View vdy = f32_view(dy, acc_y), vg = f32_view(da, 1), vy = f32_view(y, 1);
+        batchnorm_backward_cpu(vdy.p, NULL, pg, pb, vg.p, vy.p, NULL, mean, invstd, pgamma, pbeta,
+                               batch, 2, M, C, acc_y, 0, acc_p);
+        f32_done(&vdy, 1); f32_done(&vg, 0); f32_done(&vy, 0);
     }
     tensor_release(da);
-    tensor_release(a);
 }
 
 /* A per-channel f32 vector of the batch norm: C elements on c's device. */
@@ -308,12 +323,34 @@ Tensor *op_bn_relu_conv(Ctx *c, Tensor *y, Tensor *stats, const BnArgs *bn, Tens
     tensor_release(mv);
 
     Tensor *wl = autocast_cast_weight(c, w0, y->dtype);
-    Tensor *a = tensor_new_like(c, y, y->dtype);
-    apply_run(c, a, y, pm, bn->gamma, bn->beta);
     int64_t zshape[4] = {s.N, s.P, s.Q, s.K};
     Tensor *z = tensor_new(c, y->dtype, 4, zshape);
-    conv_moments(c, z, a, wl, &s, stats_out && bn->training ? stats_out : NULL);
-    tensor_release(a);
+    Tensor **want = stats_out && bn->training ? stats_out : NULL;
+    int fused = 0;
+#ifdef CTRAIN_CUDA
+    /* a = relu(bn(y)) in the convolution's prologue, never written, where
+     * conv_bn_cudnn serves the shape (its y s + b in f32 may then put an
+     * element at the ReLU's kink on the other side of it than the
+     * backward's recomputed mask: the activation there is ~0 either way) */
+    if (IS_CUDA(c) && conv_bn_cudnn_enabled(c, y->dtype)) {
+        int64_t sshape[2] = {2, s.K};
+        Tensor *so = want ? tensor_new(c, DT_F32, 2, sshape) : NULL;
+        float *ps = so ? (float *)so->data : NULL;
+        fused = conv_bn_cudnn_bnrelu_fprop(c, z->data, ps, ps ? ps + s.K : NULL, y->data, pm,
+                                           (const float *)bn->gamma->data,
+                                           (const float *)bn->beta->data, wl->data, y->dtype, &s);
+        if (fused && so)
+            *want = so;
+        else
+            tensor_release(so);
+    }
+#endif
+    if (!fused) {
+        Tensor *a = tensor_new_like(c, y, y->dtype);
+        apply_run(c, a, y, pm, bn->gamma, bn->beta);
+        conv_moments(c, z, a, wl, &s, want);
+        tensor_release(a);
+    }
 
     Tensor *in[4] = {y, bn->gamma, bn->beta, w0};
     if (ad_needs_grad(c, in, 4)) {

@@ -88,6 +88,7 @@ static Step gpu_step(DType dt, const void *dx_in, const void *dz_in, const void 
                          sb, 0);
     batchnorm_forward_cuda(s.y, dx_in, dz_in, s.mean, s.invstd, dgm, dbt, dt, 1, M, C, 0);
     batchnorm_backward_cuda(s.dx, s.dz, s.dgamma, s.dbeta, ddy, dx_in, s.y, s.mean, s.invstd, dgm,
+                            NULL,
                             dt, 1, 1, M, C, 0, 0, 0, scratch, sb, 0);
     dfree(scratch);
     return s;
@@ -194,14 +195,17 @@ static void test_case(DType dt, int N, int H, int W, int C, float offset, int un
     float *gg0 = hrand(C, -1, 1, DT_F32), *gb0 = hrand(C, -1, 1, DT_F32);
     for (int k = 0; k < 4; k++) {
         int training = cases[k][0], relu = cases[k][1], hz = cases[k][2], acc = cases[k][3];
-        float *rdx = hcopy(gx0, n), *rdz = hcopy(gz0, n), *rdg = hcopy(gg0, C), *rdb = hcopy(gb0, C);
+        float *rdx = hcopy(gx0, n), *rdz = hcopy(gz0, n), *rdg = hcopy(gg0, C), *rdb = hcopy(gb0,
+                           C);
         batchnorm_backward_cpu(rdx, hz ? rdz : NULL, rdg, rdb, dyh, xh, ygpu, mean, invstd, gm,
+                               NULL,
                                training, relu, M, C, acc, acc, acc);
         void *ddx = acc ? gpu_upload(gx0, n, dt) : gpu_alloc_poison(n, dt);
         void *ddz = hz ? (acc ? gpu_upload(gz0, n, dt) : gpu_alloc_poison(n, dt)) : NULL;
         float *ddg = acc ? gpu_upload(gg0, C, DT_F32) : gpu_alloc_poison(C, DT_F32);
         float *ddb = acc ? gpu_upload(gb0, C, DT_F32) : gpu_alloc_poison(C, DT_F32);
-        batchnorm_backward_cuda(ddx, ddz, ddg, ddb, DY, X, dyv, dmean, dinv, dgm, dt, training,
+        batchnorm_backward_cuda(ddx, ddz, ddg, ddb, DY, X, dyv, dmean, dinv, dgm, NULL, dt,
+                                training,
                                 relu, M, C, acc, acc, acc, scratch, sb, 0);
         char cs[48];
         snprintf(cs, sizeof cs, "train%d.relu%d.z%d.acc%d", training, relu, hz, acc);

@@ -266,7 +266,8 @@ static int run_bwd(Ctx *c, Dev *d, int impl, Plan *pl, const Form *f)
     void *dz = f->hz ? d->dz : NULL;
     if (impl == OWN) {
         batchnorm_backward_cuda(d->dx, dz, d->dg, d->db, d->dy, d->x, f->relu ? d->y : NULL,
-                                d->mean, d->invstd, d->gamma, d->dt, 1, f->relu, d->M, d->C, 0,
+                                d->mean, d->invstd, d->gamma, NULL, d->dt, 1, f->relu, d->M, d->C,
+                                0,
                                 0, 0, d->scratch, d->sbytes, c->stream);
         return 1;
     }
@@ -315,7 +316,8 @@ static void relu_mask_as_seen(Ref *r, const Quant *q, const Host *h, const Form 
     float *ym = malloc(n * sizeof(float)), *dxm = malloc(n * sizeof(float));
     float *dzm = f->hz ? malloc(n * sizeof(float)) : NULL, *dg = hbuf(C), *db = hbuf(C);
     for (size_t i = 0; i < n; i++) ym[i] = r->yh[i] > 0.0f && r->yh[i] <= 1e-5f ? 0.0f : r->yh[i];
-    batchnorm_backward_cpu(dxm, dzm, dg, db, q->dy, q->x, ym, r->mean, r->invstd, h->g, 1, 1, M, C,
+    batchnorm_backward_cpu(dxm, dzm, dg, db, q->dy, q->x, ym, r->mean, r->invstd, h->g, NULL, 1,
+                           1, M, C,
                            0, 0, 0);
     size_t masked = 0;
     for (size_t i = 0; i < n; i++) {
@@ -326,7 +328,7 @@ static void relu_mask_as_seen(Ref *r, const Quant *q, const Host *h, const Form 
     }
     if (masked)
         batchnorm_backward_cpu(r->dxr, f->hz ? r->dzr : NULL, r->dgr, r->dbr, q->dy, q->x, ym,
-                               r->mean, r->invstd, h->g, 1, 1, M, C, 0, 0, 0);
+                               r->mean, r->invstd, h->g, NULL, 1, 1, M, C, 0, 0, 0);
     printf("  note %s: %zu of %zu elements with 0 < y <= 1e-5, %zu of them masked by the "
            "implementation\n", f->name, amb, n, masked);
     free(ym); free(dxm); free(dzm); free(dg); free(db);
@@ -369,7 +371,7 @@ static void check_impl(Ctx *c, Dev *d, const Host *h, const Quant *q, Ref *r, Pl
      * the mask (the plain form does not read y: computed once) */
     if (!bwd_ref_ready || f->relu)
         batchnorm_backward_cpu(r->dxr, f->hz ? r->dzr : NULL, r->dgr, r->dbr, q->dy, q->x, r->yh,
-                               r->mean, r->invstd, h->g, 1, f->relu, M, C, 0, 0, 0);
+                               r->mean, r->invstd, h->g, NULL, 1, f->relu, M, C, 0, 0, 0);
     if (!run_bwd(c, d, impl, pl, f)) {
         printf("  note %s %s: cuDNN declined the backward (%s)\n", tag, f->name, pl->p.why);
         return;
@@ -635,7 +637,7 @@ static void small_case(Ctx *c, DType dt, const Shape *s)
             float *rdx = hcopy(gx0, n), *rdz = hcopy(gz0, n);
             float *rdg = hcopy(gg0, C), *rdb = hcopy(gb0, C);
             batchnorm_backward_cpu(rdx, want_dz ? rdz : NULL, want_dg ? rdg : NULL, rdb, q.dy,
-                                   q.x, yh, mean, invstd, h.g, 1, f->relu, M, C, ax, az, ap);
+                                   q.x, yh, mean, invstd, h.g, NULL, 1, f->relu, M, C, ax, az, ap);
             void *ddx = ax ? gpu_upload(gx0, n, dt) : gpu_alloc_poison(n, dt);
             void *ddz = want_dz ? (az ? gpu_upload(gz0, n, dt) : gpu_alloc_poison(n, dt)) : NULL;
             float *ddg = want_dg ? (ap ? gpu_upload(gg0, C, DT_F32) : gpu_alloc_poison(C, DT_F32))

@@ -10,6 +10,9 @@
  *     against the unit on the CPU, within each type's tolerance (most
  *     elements, and the relative norm: a value next to the ReLU's kink may
  *     fall on the other side when the statistics differ in their last bit);
+ *   - the batch-norm backward's relu mode 2 (the mask recomputed from x)
+ *     against mode 1 (the forward's output read) bit for bit, per type, on
+ *     the scalar and the vector path, with and without gamma and beta;
  *   - the forward keeps one activation of y's size less (plans searched
  *     before it is measured);
  *   - ResNet-50 (narrow): a training step built from the unit and one from
@@ -21,8 +24,9 @@
  *     bf16 and f16, five ResNet50 shapes (batch 8, the last 4), and three
  *     with outputs of a large mean: y within the type's tolerance, mean and
  *     m2 within y's rounding (fused_case), two runs bit for bit; a refused
- *     shape equal to the separate way; a ResNet-50 bf16 step fused against
- *     unfused.
+ *     shape equal to the separate way; the unit with its prologue and
+ *     filter gradient fused against the unit on its own kernels (gradients
+ *     added into); a ResNet-50 bf16 step fused against unfused.
  * Shapes: ResNet's 3x3 at 14x14 x 64 channels, its strided 3x3 (28x28 ->
  * 14x14), a 1x1 256 -> 64, and a small odd one.
  */
@@ -199,14 +203,14 @@ static void fused_case(Ctx *g, const CbShape *s, DType dt, int positive)
     Tensor *x = tensor_from_f32(g, xh, dt, 4, (int64_t[]){s->N, s->H, s->W, s->C});
     Tensor *w = tensor_from_f32(g, wh, dt, 4, (int64_t[]){s->K, s->R, s->R, s->C});
     int f0, s0, f1, s1;
-    conv_bn_cudnn_counts(g, &f0, &s0);
+    conv_bn_cudnn_counts(g, &f0, &s0, NULL);
     Tensor *st[3] = {NULL, NULL, NULL}, *y[3];
     for (int k = 0; k < 3; k++) {   /* fused, fused again, separate */
         conv_bn_cudnn_use(g, k < 2);
         y[k] = op_conv2d_stats(g, x, w, s->stride, s->pad, &st[k]);
     }
     conv_bn_cudnn_use(g, -1);
-    conv_bn_cudnn_counts(g, &f1, &s1);
+    conv_bn_cudnn_counts(g, &f1, &s1, NULL);
     int fused = f1 > f0;
     printf("  %s: %s\n", tag, fused ? "fused graph ran" : "SKIP: cuDNN took no fused graph (the "
            "separate way ran; CTRAIN_LOG=info says why)");
@@ -250,6 +254,102 @@ static void fused_case(Ctx *g, const CbShape *s, DType dt, int positive)
     tensor_release(w);
 }
 
+/* The unit with its convolution's prologue and its filter gradient fused
+ * (forced where cuDNN takes the graphs) against the unit on its own
+ * kernels: the forward's activation is y s + b in f32 there, (y - mean)
+ * gamma invstd + beta rounded to the storage type here, so values move by
+ * the type's rounding and a few ReLU decisions at the kink may flip */
+static void fused_unit_case(Ctx *g, const CbShape *s, DType dt)
+{
+    char tag[128], name[192];
+    snprintf(tag, sizeof tag, "fused_unit.%s.%dx%dx%dx%d_k%d_r%d_s%d", dtype_name(dt), s->N,
+             s->H, s->W, s->C, s->K, s->R, s->stride);
+    batchnorm_cudnn_use(g, 0);
+    int k0[CONV_BN_KINDS], k1[CONV_BN_KINDS];
+    conv_bn_cudnn_counts(g, NULL, NULL, k0);
+    conv_bn_cudnn_use(g, 1);
+    CbOut f = cb_run(g, s, dt, 1, 1, 1, CB_ACCUM);
+    conv_bn_cudnn_use(g, 0);
+    CbOut u = cb_run(g, s, dt, 1, 1, 1, CB_ACCUM);
+    conv_bn_cudnn_use(g, -1);
+    batchnorm_cudnn_use(g, -1);
+    conv_bn_cudnn_counts(g, NULL, NULL, k1);
+    int fp = k1[CONV_BN_BNRELU_FPROP_STATS] - k0[CONV_BN_BNRELU_FPROP_STATS];
+    int fw = k1[CONV_BN_BNRELU_WGRAD] - k0[CONV_BN_BNRELU_WGRAD];
+    printf("  %s: forward %s, filter gradient %s\n", tag, fp ? "fused" : "SKIP (not fused)",
+           fw ? "fused" : "SKIP (not fused)");
+    near(tag, s, &f, &u, dt);
+    /* the data gradient does not read the activation, and the mask is
+     * recomputed from y either way: those, and the running statistics,
+     * are the same bits */
+    bits(tag, "dy", f.dy, u.dy, u.ny);
+    bits(tag, "dgamma", f.dgamma, u.dgamma, (size_t)s->C);
+    bits(tag, "dbeta", f.dbeta, u.dbeta, (size_t)s->C);
+    bits(tag, "running_mean", f.rm, u.rm, (size_t)s->C);
+    bits(tag, "running_var", f.rv, u.rv, (size_t)s->C);
+    size_t K = (size_t)s->K;
+    double rel = dt == DT_F32 ? 1e-4 : 2e-2;
+    snprintf(name, sizeof name, "gpu_conv_bn.%s.stats_out_mean", tag);
+    check_rel_norm(name, f.stats_out, u.stats_out, K, rel);
+    snprintf(name, sizeof name, "gpu_conv_bn.%s.stats_out_m2", tag);
+    check_rel_norm(name, f.stats_out + K, u.stats_out + K, K, rel);
+    cb_free(&f);
+    cb_free(&u);
+}
+
+/* relu mode 2 of the batch-norm backward kernels (the mask recomputed from
+ * x) against mode 1 (read from the forward's y), bit for bit: f32, f16,
+ * bf16; C = 33 (the scalar path) and 64 (the vector path); with and
+ * without gamma and beta; training and eval */
+static void test_relu_mode2(void)
+{
+    const DType dts[3] = {DT_F32, DT_F16, DT_BF16};
+    const size_t Cs[2] = {33, 64}, M = 517;
+    for (int d = 0; d < 3; d++)
+        for (int ci = 0; ci < 2; ci++)
+            for (int affine = 0; affine < 2; affine++) {
+                DType dt = dts[d];
+                size_t C = Cs[ci], n = M * C;
+                float *xh = cb_fill(51, n, -1.0f, 1.3f), *dyh = cb_fill(52, n, -1.0f, 1.0f);
+                float *gh = cb_fill(53, C, 0.5f, 1.5f), *bh = cb_fill(54, C, -0.4f, 0.4f);
+                quantize(xh, n, dt);
+                quantize(dyh, n, dt);
+                void *x = gpu_upload(xh, n, dt), *dy = gpu_upload(dyh, n, dt);
+                void *y = gpu_alloc_poison(n, dt), *dx1 = gpu_alloc_poison(n, dt);
+                void *dx2 = gpu_alloc_poison(n, dt);
+                float *gm = affine ? gpu_upload(gh, C, DT_F32) : NULL;
+                float *bt = affine ? gpu_upload(bh, C, DT_F32) : NULL;
+                float *st = gpu_alloc_poison(2 * C, DT_F32), *p1 = gpu_alloc_poison(2 * C, DT_F32),
+                      *p2 = gpu_alloc_poison(2 * C, DT_F32);
+                size_t sb = batchnorm_scratch_bytes(M, C);
+                void *scr = gpu_alloc_poison(sb / 4 + 1, DT_F32);
+                batchnorm_stats_cuda(st, st + C, NULL, NULL, NULL, x, dt, 0.1f, 1e-5f, M, C, scr,
+                                     sb, 0);
+                batchnorm_forward_cuda(y, x, NULL, st, st + C, gm, bt, dt, 1, M, C, 0);
+                for (int training = 0; training < 2; training++) {
+                    batchnorm_backward_cuda(dx1, NULL, p1, p1 + C, dy, x, y, st, st + C, gm, NULL,
+                                            dt, training, 1, M, C, 0, 0, 0, scr, sb, 0);
+                    batchnorm_backward_cuda(dx2, NULL, p2, p2 + C, dy, x, NULL, st, st + C, gm,
+                                            bt, dt, training, 2, M, C, 0, 0, 0, scr, sb, 0);
+                    float *a1 = hbuf(n), *a2 = hbuf(n), *q1 = hbuf(2 * C), *q2 = hbuf(2 * C);
+                    gpu_download(a1, dx1, n, dt);
+                    gpu_download(a2, dx2, n, dt);
+                    gpu_download(q1, p1, 2 * C, DT_F32);
+                    gpu_download(q2, p2, 2 * C, DT_F32);
+                    char tag[96];
+                    snprintf(tag, sizeof tag, "relu_mode2.%s.C%zu%s.%s", dtype_name(dt), C,
+                             affine ? "" : ".no_affine", training ? "train" : "eval");
+                    bits(tag, "dx", a1, a2, n);
+                    bits(tag, "dgamma_dbeta", q1, q2, 2 * C);
+                    free(a1); free(a2); free(q1); free(q2);
+                }
+                void *all[] = {x, dy, y, dx1, dx2, gm, bt, st, p1, p2, scr};
+                for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+                    if (all[k]) CUDA_CHECK(cudaFree(all[k]));
+                free(xh); free(dyh); free(gh); free(bh);
+            }
+}
+
 static void test_fused(Ctx *g)
 {
     const CbShape shapes[] = {
@@ -266,6 +366,10 @@ static void test_fused(Ctx *g)
     fused_case(g, &shapes[1], DT_BF16, 1);
     fused_case(g, &shapes[4], DT_BF16, 1);
     fused_case(g, &shapes[1], DT_F16, 1);
+    for (int k = 0; k < 4; k++) {
+        fused_unit_case(g, &shapes[k], DT_BF16);
+        fused_unit_case(g, &shapes[k], DT_F16);
+    }
     /* a ResNet-50 bf16 step: fused (forced) against the unit's own kernels */
     g->autocast = DT_BF16;
     conv_bn_cudnn_use(g, 1);
@@ -280,7 +384,7 @@ static void test_fused(Ctx *g)
     cb_net_free(&f);
     cb_net_free(&u);
     int nf, ns;
-    conv_bn_cudnn_counts(g, &nf, &ns);
+    conv_bn_cudnn_counts(g, &nf, &ns, NULL);
     printf("  fused convolution + statistics: %d shapes fused, %d separate on this card%s\n", nf,
            ns, nf ? "" : " (SKIP: nothing fused was tested)");
 }
@@ -292,6 +396,7 @@ int main(void)
     ctx_init(&g, DEV_CUDA, 0, 1);
     ctx_init(&h, DEV_CPU, 0, 1);
     g.allow_tf32 = 0;
+    test_relu_mode2();
     test_unit(&g, &h);
     test_resnet(&g);
     test_fused(&g);

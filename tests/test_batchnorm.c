@@ -12,6 +12,8 @@
  *   - f16 / bf16 activations equal the f32 math on the rounded inputs;
  *   - affine = False (no gamma / beta) and no running statistics;
  *   - M = 1 in training is refused with PyTorch's message (forked child);
+ *   - the mask recomputed from x (relu mode 2, the conv + BN unit's) gives
+ *     the saved output's gradients bit for bit;
  *   - the CUDA reduction chunking covers every row exactly once.
  *
  * Shape letters: x [N, H, W, C], M = N*H*W rows, C channels.
@@ -383,6 +385,37 @@ static void test_m1(Ctx *c)
     tensor_release(rm); tensor_release(rv);
 }
 
+/* relu mode 2 (the mask recomputed from x, gamma and beta) gives relu mode
+ * 1's gradients (the mask read from the forward's y) bit for bit, training
+ * and eval, with values sitting exactly on the kink (x = mean: y = relu(beta)
+ * with beta 0 in one channel) */
+static void test_relu_mode2(void)
+{
+    enum { M = 64, C = 5 };
+    float *x = rnd(M * C, -1, 1), *dy = rnd(M * C, -1, 1), *gm = rnd(C, 0.5f, 1.5f);
+    float *bt = rnd(C, -0.5f, 0.5f), *y = malloc(M * C * sizeof(float));
+    bt[2] = 0.0f;
+    for (int m = 0; m < M; m += 3) x[m * C + 2] = 0.0f;   /* some exactly at the mean */
+    float mean[C], invstd[C];
+    batchnorm_stats_cpu(mean, invstd, NULL, NULL, NULL, x, MOM, EPS, M, C);
+    for (int m = 0; m < M; m += 3) x[m * C + 2] = mean[2];
+    batchnorm_forward_cpu(y, x, NULL, mean, invstd, gm, bt, 1, M, C);
+    for (int training = 0; training < 2; training++) {
+        float dx[2][M * C], dg[2][C], db[2][C];
+        for (int mode = 1; mode <= 2; mode++)
+            batchnorm_backward_cpu(dx[mode - 1], NULL, dg[mode - 1], db[mode - 1], dy, x,
+                                   mode == 1 ? y : NULL, mean, invstd, gm, bt, training, mode,
+                                   M, C, 0, 0, 0);
+        char name[64];
+        snprintf(name, sizeof name, "bn.relu_mode2.%s", training ? "train" : "eval");
+        check_true(name, memcmp(dx[0], dx[1], sizeof dx[0]) == 0 &&
+                   memcmp(dg[0], dg[1], sizeof dg[0]) == 0 &&
+                   memcmp(db[0], db[1], sizeof db[0]) == 0,
+                   "the recomputed mask gives other gradients than the saved output's");
+    }
+    free(x); free(dy); free(gm); free(bt); free(y);
+}
+
 /* The CUDA reduction layout (host arithmetic): G chunks of rows_per_chunk
  * rows cover [0, M) with no empty chunk, and the scratch holds them. */
 static void test_chunks(void)
@@ -429,6 +462,7 @@ int main(void)
     test_lowp(&c, DT_F16);
     test_lowp(&c, DT_BF16);
     test_m1(&c);
+    test_relu_mode2();
     test_chunks();
     ctx_free(&c);
     return check_summary();
