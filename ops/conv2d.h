@@ -122,6 +122,10 @@ void conv2d_cuda_set_limits(Ctx *c, size_t max_elems, int search_max_n);
  * leaves, and never less than c's workspace. */
 size_t conv2d_cuda_search_ws_bytes(Ctx *c);
 
+/* The identity plan stores of this card are kept under (ops/plan_store.h):
+ * card, architecture, SM count, driver, CUDA runtime, cuDNN. */
+void conv2d_cuda_store_identity(char *buf, size_t n);
+
 /* Number of cached plans of c (tests check that a repeated shape hits). */
 int conv2d_cuda_plan_count(Ctx *c);
 /* Of c's plans, how many a search found and how many were taken from the

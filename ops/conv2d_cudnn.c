@@ -717,18 +717,23 @@ static Plan *plan_append(ConvCache *cc, const Plan *p)
 /* The store of this context's card: its identity is what a choice depends
  * on besides the key (card, architecture, SM count, driver, CUDA runtime,
  * cuDNN). */
-static PlanStore *store_for(ConvCache *cc)
+void conv2d_cuda_store_identity(char *buf, size_t n)
 {
-    if (cc->store) return cc->store;
     int dev = 0, drv = 0, rt = 0;
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
     CUDA_CHECK(cudaDriverGetVersion(&drv));
     CUDA_CHECK(cudaRuntimeGetVersion(&rt));
-    char id[400], dir[1024];
-    snprintf(id, sizeof id, "%s, sm_%d%d, %d SMs, driver %d, CUDA %d, cuDNN %zu", prop.name,
+    snprintf(buf, n, "%s, sm_%d%d, %d SMs, driver %d, CUDA %d, cuDNN %zu", prop.name,
              prop.major, prop.minor, prop.multiProcessorCount, drv, rt, cudnnGetVersion());
+}
+
+static PlanStore *store_for(ConvCache *cc)
+{
+    if (cc->store) return cc->store;
+    char id[400], dir[1024];
+    conv2d_cuda_store_identity(id, sizeof id);
     cc->store = plan_store_open(plan_store_default_dir(dir, sizeof dir), "conv", id);
     if (plan_store_count(cc->store) > 0)
         LOG_I("%d convolution plans kept by earlier runs on this card are taken from %s "
@@ -771,11 +776,9 @@ static int value_text(const Plan *p, char *buf, size_t n)
     if (p->g.plan && p->g.nknobs < 0) return -1;
     int w = snprintf(buf, n, "Cp=%d algo=%d math=%d engine=%lld knobs=", p->Cp, p->algo,
                      (int)math, p->g.plan ? (long long)p->g.engine : -1LL);
-    if (!p->g.plan || p->g.nknobs == 0) w += snprintf(buf + w, n - (size_t)w, "-");
-    for (int i = 0; p->g.plan && i < p->g.nknobs && w > 0 && (size_t)w < n; i++)
-        w += snprintf(buf + w, n - (size_t)w, "%s%lld:%lld", i ? "," : "",
-                      (long long)p->g.knobs[i][0], (long long)p->g.knobs[i][1]);
-    return w > 0 && (size_t)w < n ? 0 : -1;
+    if (w <= 0 || (size_t)w >= n) return -1;
+    if (!p->g.plan) return snprintf(buf + w, n - (size_t)w, "-") == 1 ? 0 : -1;
+    return cg_knobs_text(&p->g, buf + w, n - (size_t)w);
 }
 
 /* p (key set, nothing built) from a kept value: 1 when cuDNN takes every
@@ -798,19 +801,8 @@ static int plan_load(Ctx *c, Plan *p, const char *value)
          math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION && math != CUDNN_FMA_MATH))
         return 0;
     int64_t kv[CG_MAX_KNOBS][2];
-    int nk = 0;
-    if (strcmp(knobs, "-") != 0) {
-        for (const char *q = knobs; *q; nk++) {
-            long long t, v;
-            int m = 0;
-            if (nk == CG_MAX_KNOBS || sscanf(q, "%lld:%lld%n", &t, &v, &m) != 2) return 0;
-            kv[nk][0] = t;
-            kv[nk][1] = v;
-            q += m;
-            if (*q == ',') q++;
-            else if (*q) return 0;
-        }
-    }
+    int nk = cg_knobs_parse(knobs, kv);
+    if (nk < 0) return 0;
     plan_descriptors(p, Cp);
     p->algo = algo;
     if (algo >= 0) {

@@ -36,6 +36,7 @@ int conv_bn_cudnn_wanted(void)
 #include "engine/mem.h"
 #include "batchnorm.h"
 #include "cudnn_graph.h"
+#include "plan_store.h"
 
 /* tensor uids: the variant pack's, then virtual ones */
 enum { U_X = 1, U_W, U_Y, U_SUM, U_SQ, U_S, U_B, U_DY, U_V = 100 };
@@ -71,6 +72,7 @@ typedef struct {
     CsEntry *e;
     int n, cap;
     int use;                 /* -1: CTRAIN_CONV_BN; 0 never; 1 always where cuDNN takes it */
+    PlanStore *store;        /* the verdicts kept on disk (NULL: not opened yet) */
 } CsCache;
 
 /* One call's buffers. in: the convolution's input (x, or the batch norm's
@@ -94,6 +96,7 @@ static void cs_release(Ctx *c, void *obj)
     (void)c;
     CsCache *cc = (CsCache *)obj;
     for (int i = 0; i < cc->n; i++) entry_free(&cc->e[i]);
+    plan_store_close(cc->store);
     free(cc->e);
     free(cc);
 }
@@ -426,6 +429,84 @@ static void time_both(Ctx *c, const CsEntry *e, const CsArgs *a, float *fused_ms
     if (scratch) mem_free(c, scratch, sb);
 }
 
+/* ---- verdicts kept on disk (ops/plan_store.h, family "convbn") ---- */
+
+/* The version of the search's rules (forms, candidates, the 3% margin, the
+ * numerical rule): raise it when they change. */
+#define CONV_BN_SEARCH_RULES 1
+
+static PlanStore *store_for(CsCache *cc)
+{
+    if (!cc->store) {
+        char id[400], dir[1024];
+        conv2d_cuda_store_identity(id, sizeof id);
+        cc->store = plan_store_open(plan_store_default_dir(dir, sizeof dir), "convbn", id);
+    }
+    return cc->store;
+}
+
+static void key_text(CsKind kind, const Conv2dShape *s, DType dt, int forced, char *buf,
+                     size_t n)
+{
+    snprintf(buf, n,
+             "kind%d N%d H%d W%d C%d K%d R%d S%d P%d Q%d stride%d,%d pad%d,%d dil%d,%d %s "
+             "forced=%d wsmax=%zuM rules=%d",
+             (int)kind, s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->P, s->Q, s->stride_h,
+             s->stride_w, s->pad_h, s->pad_w, s->dil_h, s->dil_w, dtype_name(dt), forced,
+             CONV_BN_MAX_WS >> 20, CONV_BN_SEARCH_RULES);
+}
+
+/* A verdict as text: "separate", or "fused form=F engine=E knobs=..." */
+static void keep_verdict(CsCache *cc, const CsEntry *e)
+{
+    char key[PLAN_STORE_KEY_MAX], value[PLAN_STORE_VALUE_MAX];
+    key_text(e->kind, &e->s, e->dt, e->forced, key, sizeof key);
+    if (!e->fused) {
+        plan_store_put(store_for(cc), key, "separate");
+        return;
+    }
+    int w = snprintf(value, sizeof value, "fused form=%d engine=%lld knobs=", e->form,
+                     (long long)e->plan.engine);
+    if (w > 0 && (size_t)w < sizeof value &&
+        cg_knobs_text(&e->plan, value + w, sizeof value - (size_t)w) == 0)
+        plan_store_put(store_for(cc), key, value);
+}
+
+/* An entry from a kept verdict: 1 with e set (a fused plan built from the
+ * kept engine and knobs, compiled now, not timed), 0 when there is none or
+ * cuDNN or the rule refuses it now (e holds nothing: search). */
+static int load_verdict(Ctx *c, CsCache *cc, CsEntry *e, const CgRule *rule)
+{
+    char key[PLAN_STORE_KEY_MAX];
+    key_text(e->kind, &e->s, e->dt, e->forced, key, sizeof key);
+    const char *v = plan_store_get(store_for(cc), key);
+    if (!v) return 0;
+    if (strcmp(v, "separate") == 0) {
+        e->fused = 0;
+        return 1;
+    }
+    int form = -1, used = 0;
+    long long engine = -1;
+    char knobs[PLAN_STORE_VALUE_MAX];
+    int64_t kv[CG_MAX_KNOBS][2];
+    if (sscanf(v, "fused form=%d engine=%lld knobs=%511s%n", &form, &engine, knobs, &used) != 3 ||
+        v[used] != '\0' || form < 0 || form >= n_forms(e->kind, e->dt) || engine < 0)
+        return 0;
+    int nk = cg_knobs_parse(knobs, kv);
+    if (nk < 0) return 0;
+    Ops o;
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    e->form = form;
+    CgDesc g = graph_build(c, e, form, &o, &st);
+    if (!g || !cg_plan_for_engine(c, g, rule, engine, (const int64_t(*)[2])kv, nk, &e->plan)) {
+        entry_free(e);
+        e->form = 0;
+        return 0;
+    }
+    e->fused = 1;
+    return 1;
+}
+
 /* The first call of a kind, shape and type: build and search every form,
  * keep the fastest, time it against the separate way, decide. */
 static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType dt,
@@ -465,6 +546,11 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
     rule.max_candidates = CONV_BN_CANDIDATES;
     rule.ws_limit = conv2d_cuda_search_ws_bytes(c);
     if (rule.ws_limit > CONV_BN_MAX_WS) rule.ws_limit = CONV_BN_MAX_WS;
+    if (load_verdict(c, cc, e, &rule)) {
+        LOG_D("%s: %s, as an earlier run on this card found", shape,
+              e->fused ? "fused" : "separate");
+        return e;
+    }
     float *tmp = mem_alloc(c, tmp_floats(s) * sizeof(float));
     int ok = 0;
     float best_ms = 0.0f;
@@ -505,6 +591,7 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
     mem_free(c, tmp, tmp_floats(s) * sizeof(float));
     if (!ok) {
         LOG_I("%s: runs as separate kernels", shape);
+        keep_verdict(cc, e);
         return e;
     }
     /* time_both may look up other entries (separate_run); timed on a copy,
@@ -517,6 +604,7 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
     e->fused = forced || fused_ms < 0.97f * sep_ms;
     LOG_I("%s: fused %.3f ms (form %d) against %.3f ms separate: %s", shape, (double)fused_ms,
           e->form, (double)sep_ms, e->fused ? "fused" : "separate");
+    keep_verdict(cc, e);
     if (!e->fused) entry_free(e);
     return e;
 }

@@ -35,9 +35,11 @@
  * the moments pass) on the same buffers, interleaved; the fused plan is
  * kept when it is at least 3% faster. A shape where cuDNN takes no such
  * graph, or where it is not faster, runs the separate way; each outcome is
- * logged once (LOG_I) with both times. The verdict is not kept on disk (the
- * convolutions' plan store does not cover it yet): a shape near the 3% line
- * may go either way from one run to the next.
+ * logged once (LOG_I) with both times. The verdict is kept on disk beside
+ * the convolutions' plans (ops/plan_store.h, family "convbn",
+ * CTRAIN_PLAN_CACHE): a later run on the same card takes it, compiling only
+ * the kept engine (a kept engine cuDNN refuses then is searched again), and
+ * trains with the same kernels.
  *
  * Numerics: the fused values differ from the separate ones in their last
  * bits (y s + b against (y - mean) gamma invstd + beta; the activation not

@@ -26,12 +26,15 @@
  *     m2 within y's rounding (fused_case), two runs bit for bit; a refused
  *     shape equal to the separate way; the unit with its prologue and
  *     filter gradient fused against the unit on its own kernels (gradients
- *     added into); a ResNet-50 bf16 step fused against unfused.
+ *     added into); a ResNet-50 bf16 step fused against unfused; a second
+ *     context takes the first one's kept verdict (the plan store) and
+ *     gives the same bits.
  * Shapes: ResNet's 3x3 at 14x14 x 64 channels, its strided 3x3 (28x28 ->
  * 14x14), a 1x1 256 -> 64, and a small odd one.
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -389,6 +392,67 @@ static void test_fused(Ctx *g)
            ns, nf ? "" : " (SKIP: nothing fused was tested)");
 }
 
+/* The verdicts kept on disk (family "convbn"): a second context on the
+ * same card takes the first one's fused plan without searching and gives
+ * the same bits; the file names the family */
+static void test_fused_store(void)
+{
+    char dir[] = "/tmp/ctrain_convbn_XXXXXX";
+    if (!mkdtemp(dir)) {
+        check_true("gpu_conv_bn.store.tmpdir", 0, "mkdtemp failed");
+        return;
+    }
+    const char *prev = getenv("CTRAIN_PLAN_CACHE");
+    char *saved = prev ? strdup(prev) : NULL;
+    setenv("CTRAIN_PLAN_CACHE", dir, 1);
+    const CbShape sh = {8, 28, 28, 512, 128, 1, 1, 0};
+    size_t nx = (size_t)sh.N * sh.H * sh.W * sh.C, nw = (size_t)sh.K * sh.C;
+    float *xh = cb_fill(61, nx, -1.0f, 1.0f), *wh = cb_fill(62, nw, -0.2f, 0.25f);
+    float *out[2] = {NULL, NULL};
+    int fused[2] = {0, 0};
+    size_t ny = 0;
+    for (int k = 0; k < 2; k++) {
+        Ctx c;
+        ctx_init(&c, DEV_CUDA, 0, 1);
+        conv_bn_cudnn_use(&c, 1);
+        Tensor *x = tensor_from_f32(&c, xh, DT_BF16, 4, (int64_t[]){sh.N, sh.H, sh.W, sh.C});
+        Tensor *w = tensor_from_f32(&c, wh, DT_BF16, 4, (int64_t[]){sh.K, 1, 1, sh.C});
+        Tensor *st = NULL;
+        Tensor *y = op_conv2d_stats(&c, x, w, 1, 0, &st);
+        conv_bn_cudnn_counts(&c, &fused[k], NULL, NULL);
+        ny = y->numel;
+        out[k] = malloc((ny + 2 * (size_t)sh.K) * sizeof(float));
+        tensor_to_f32(out[k], y);
+        tensor_to_f32(out[k] + ny, st);
+        Tensor *all[4] = {x, w, y, st};
+        for (int i = 0; i < 4; i++) tensor_release(all[i]);
+        ctx_free(&c);
+    }
+    check_true("gpu_conv_bn.store.same_verdict", fused[0] == fused[1],
+               "first context fused %d shapes, the second %d", fused[0], fused[1]);
+    check_true("gpu_conv_bn.store.same_bits",
+               memcmp(out[0], out[1], (ny + 2 * (size_t)sh.K) * sizeof(float)) == 0,
+               "the kept plan gave other values than the searched one");
+    char cmd[256], line[256] = "";
+    snprintf(cmd, sizeof cmd, "cat %s/convbn-*.txt 2>/dev/null | grep -c kind0", dir);
+    FILE *f = popen(cmd, "r");
+    if (f) {
+        if (!fgets(line, sizeof line, f)) line[0] = 0;
+        pclose(f);
+    }
+    check_true("gpu_conv_bn.store.file", atoi(line) >= 1, "no convbn store file with the "
+               "verdict under %s", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) printf("  (could not remove %s)\n", dir);
+    if (saved) {
+        setenv("CTRAIN_PLAN_CACHE", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("CTRAIN_PLAN_CACHE");
+    }
+    free(out[0]); free(out[1]); free(xh); free(wh);
+}
+
 int main(void)
 {
     gpu_require();
@@ -400,6 +464,7 @@ int main(void)
     test_unit(&g, &h);
     test_resnet(&g);
     test_fused(&g);
+    test_fused_store();
     ctx_free(&h);
     ctx_free(&g);
     return check_summary();
