@@ -777,8 +777,8 @@ static int value_text(const Plan *p, char *buf, size_t n)
     int w = snprintf(buf, n, "Cp=%d algo=%d math=%d engine=%lld knobs=", p->Cp, p->algo,
                      (int)math, p->g.plan ? (long long)p->g.engine : -1LL);
     if (w <= 0 || (size_t)w >= n) return -1;
-    if (!p->g.plan) return snprintf(buf + w, n - (size_t)w, "-") == 1 ? 0 : -1;
-    return cg_knobs_text(&p->g, buf + w, n - (size_t)w);
+    return plan_store_pairs_text((const int64_t(*)[2])p->g.knobs, p->g.plan ? p->g.nknobs : 0,
+                                 buf + w, n - (size_t)w);
 }
 
 /* p (key set, nothing built) from a kept value: 1 when cuDNN takes every
@@ -801,7 +801,7 @@ static int plan_load(Ctx *c, Plan *p, const char *value)
          math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION && math != CUDNN_FMA_MATH))
         return 0;
     int64_t kv[CG_MAX_KNOBS][2];
-    int nk = cg_knobs_parse(knobs, kv);
+    int nk = plan_store_pairs_parse(knobs, kv, CG_MAX_KNOBS);
     if (nk < 0) return 0;
     plan_descriptors(p, Cp);
     p->algo = algo;

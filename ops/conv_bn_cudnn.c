@@ -73,6 +73,7 @@ typedef struct {
     int n, cap;
     int use;                 /* -1: CTRAIN_CONV_BN; 0 never; 1 always where cuDNN takes it */
     PlanStore *store;        /* the verdicts kept on disk (NULL: not opened yet) */
+    int searched, loaded;    /* entries a search decided / a kept verdict gave */
 } CsCache;
 
 /* One call's buffers. in: the convolution's input (x, or the batch norm's
@@ -128,6 +129,13 @@ void conv_bn_cudnn_counts(Ctx *c, int *fused, int *separate, int *fused_by_kind)
     }
     if (fused) *fused = f;
     if (separate) *separate = cc->n - f;
+}
+
+void conv_bn_cudnn_origins(Ctx *c, int *searched, int *loaded)
+{
+    CsCache *cc = cs_for(c);
+    if (searched) *searched = cc->searched;
+    if (loaded) *loaded = cc->loaded;
 }
 
 int conv_bn_cudnn_enabled(Ctx *c, DType dt)
@@ -305,8 +313,12 @@ static void scale_bias(Ctx *c, const CsEntry *e, const CsArgs *a, float *tmp)
     float *sc = tmp + sb_off(s->K);
     batchnorm_scale_bias_cuda(sc, sc + sq_off(s->C), a->ms, a->ms + s->C, a->gamma, a->beta,
                               (size_t)s->C, c->stream);
-    if (e->form == 2)
-        cast_cuda(tmp + half_off(s), DT_F16, sc, DT_F32, 2 * sq_off(s->C), 0, c->stream);
+    if (e->form == 2) {
+        uint16_t *h = (uint16_t *)(tmp + half_off(s));
+        cast_cuda(h, DT_F16, sc, DT_F32, (size_t)s->C, 0, c->stream);
+        cast_cuda(h + sq_off(s->C), DT_F16, sc + sq_off(s->C), DT_F32, (size_t)s->C, 0,
+                  c->stream);
+    }
 }
 
 static int variant(const CsEntry *e, const CsArgs *a, float *tmp, int64_t *uids, void **ptrs)
@@ -431,7 +443,7 @@ static void time_both(Ctx *c, const CsEntry *e, const CsArgs *a, float *fused_ms
 
 /* ---- verdicts kept on disk (ops/plan_store.h, family "convbn") ---- */
 
-/* The version of the search's rules (forms, candidates, the 3% margin, the
+/* The version of the search's rules (the forms, the 3% margin, the
  * numerical rule): raise it when they change. */
 #define CONV_BN_SEARCH_RULES 1
 
@@ -445,15 +457,20 @@ static PlanStore *store_for(CsCache *cc)
     return cc->store;
 }
 
+/* The key: the kind, the whole shape, the type, forced, and the search's
+ * rules (its workspace limit as the settings give it, the candidates, the
+ * rules' version; the card and the libraries are the store's identity). */
 static void key_text(CsKind kind, const Conv2dShape *s, DType dt, int forced, char *buf,
                      size_t n)
 {
+    size_t ws = setting_size(SET_CONV_SEARCH_WS_MB);
+    if (ws > CONV_BN_MAX_WS) ws = CONV_BN_MAX_WS;
     snprintf(buf, n,
              "kind%d N%d H%d W%d C%d K%d R%d S%d P%d Q%d stride%d,%d pad%d,%d dil%d,%d %s "
-             "forced=%d wsmax=%zuM rules=%d",
+             "forced=%d wsmax=%zuM cand=%d rules=%d",
              (int)kind, s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->P, s->Q, s->stride_h,
              s->stride_w, s->pad_h, s->pad_w, s->dil_h, s->dil_w, dtype_name(dt), forced,
-             CONV_BN_MAX_WS >> 20, CONV_BN_SEARCH_RULES);
+             ws >> 20, CONV_BN_CANDIDATES, CONV_BN_SEARCH_RULES);
 }
 
 /* A verdict as text: "separate", or "fused form=F engine=E knobs=..." */
@@ -467,9 +484,12 @@ static void keep_verdict(CsCache *cc, const CsEntry *e)
     }
     int w = snprintf(value, sizeof value, "fused form=%d engine=%lld knobs=", e->form,
                      (long long)e->plan.engine);
-    if (w > 0 && (size_t)w < sizeof value &&
-        cg_knobs_text(&e->plan, value + w, sizeof value - (size_t)w) == 0)
-        plan_store_put(store_for(cc), key, value);
+    if (w <= 0 || (size_t)w >= sizeof value ||
+        plan_store_pairs_text((const int64_t(*)[2])e->plan.knobs, e->plan.nknobs, value + w,
+                              sizeof value - (size_t)w) != 0 ||
+        plan_store_put(store_for(cc), key, value) < 0)
+        LOG_D("conv_bn_cudnn: the fused verdict for %s is not kept (its knobs could not be "
+              "written down)", key);
 }
 
 /* An entry from a kept verdict: 1 with e set (a fused plan built from the
@@ -487,18 +507,21 @@ static int load_verdict(Ctx *c, CsCache *cc, CsEntry *e, const CgRule *rule)
     }
     int form = -1, used = 0;
     long long engine = -1;
-    char knobs[PLAN_STORE_VALUE_MAX];
+    char knobs[PLAN_STORE_VALUE_MAX];   /* %511s below: PLAN_STORE_VALUE_MAX - 1 */
+    _Static_assert(PLAN_STORE_VALUE_MAX == 512, "the sscanf width below follows the value size");
     int64_t kv[CG_MAX_KNOBS][2];
     if (sscanf(v, "fused form=%d engine=%lld knobs=%511s%n", &form, &engine, knobs, &used) != 3 ||
         v[used] != '\0' || form < 0 || form >= n_forms(e->kind, e->dt) || engine < 0)
         return 0;
-    int nk = cg_knobs_parse(knobs, kv);
+    int nk = plan_store_pairs_parse(knobs, kv, CG_MAX_KNOBS);
     if (nk < 0) return 0;
     Ops o;
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     e->form = form;
     CgDesc g = graph_build(c, e, form, &o, &st);
     if (!g || !cg_plan_for_engine(c, g, rule, engine, (const int64_t(*)[2])kv, nk, &e->plan)) {
+        LOG_D("conv_bn_cudnn: the kept engine %lld for %s is refused now: searched again",
+              engine, key);
         entry_free(e);
         e->form = 0;
         return 0;
@@ -549,10 +572,12 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
     if (load_verdict(c, cc, e, &rule)) {
         LOG_D("%s: %s, as an earlier run on this card found", shape,
               e->fused ? "fused" : "separate");
+        cc->loaded++;
         return e;
     }
+    cc->searched++;
     float *tmp = mem_alloc(c, tmp_floats(s) * sizeof(float));
-    int ok = 0;
+    int ok = 0, engine_failed = 0;
     float best_ms = 0.0f;
     for (int form = 0; form < n_forms(kind, dt); form++) {
         CsEntry cand;
@@ -571,6 +596,7 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
         CgDesc g = graph_build(c, &cand, form, &o, &st);
         if (g) got = cg_search(c, g, &rule, uids, ptrs, nv, &cand.plan);
         if (!got) {
+            engine_failed |= g != NULL;
             LOG_I("%s: form %d: %s (%s)", shape, form, !g ? "cuDNN refuses" : "no engine ran it",
                   !g ? (st != CUDNN_STATUS_SUCCESS ? ct_cudnn_status_string(st) : o.refused)
                      : "the candidates failed or none passed the rule");
@@ -591,7 +617,9 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
     mem_free(c, tmp, tmp_floats(s) * sizeof(float));
     if (!ok) {
         LOG_I("%s: runs as separate kernels", shape);
-        keep_verdict(cc, e);
+        /* a graph cuDNN took but no engine ran (the workspace limit under
+         * memory pressure, a failed launch) is not kept: searched again */
+        if (!engine_failed) keep_verdict(cc, e);
         return e;
     }
     /* time_both may look up other entries (separate_run); timed on a copy,

@@ -34,12 +34,13 @@
  * normalised activation written, the plain convolution or filter gradient,
  * the moments pass) on the same buffers, interleaved; the fused plan is
  * kept when it is at least 3% faster. A shape where cuDNN takes no such
- * graph, or where it is not faster, runs the separate way; each outcome is
- * logged once (LOG_I) with both times. The verdict is kept on disk beside
- * the convolutions' plans (ops/plan_store.h, family "convbn",
+ * graph, or where it is not faster, runs the separate way; each search's
+ * outcome is logged (LOG_I) with both times. The verdict is kept on disk
+ * beside the convolutions' plans (ops/plan_store.h, family "convbn",
  * CTRAIN_PLAN_CACHE): a later run on the same card takes it, compiling only
  * the kept engine (a kept engine cuDNN refuses then is searched again), and
- * trains with the same kernels.
+ * trains with the same kernels. A graph cuDNN took but no engine ran is not
+ * kept as "separate" (memory pressure may have caused it).
  *
  * Numerics: the fused values differ from the separate ones in their last
  * bits (y s + b against (y - mean) gamma invstd + beta; the activation not
@@ -104,6 +105,8 @@ void conv_bn_cudnn_use(Ctx *c, int on);
  * (cuDNN took no graph, or it was slower); fused_by_kind (NULL: not
  * wanted) gets the fused ones per ConvBnKind. */
 void conv_bn_cudnn_counts(Ctx *c, int *fused, int *separate, int *fused_by_kind);
+/* Entries of c a search decided, and entries a verdict kept on disk gave. */
+void conv_bn_cudnn_origins(Ctx *c, int *searched, int *loaded);
 /* Whether c asks for fused graphs (CTRAIN_CONV_BN=fused or the override)
  * and dt is a type they take: where 0, the functions above return 0 at
  * once. */

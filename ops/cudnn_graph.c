@@ -530,33 +530,6 @@ static CgDesc variant_pack(const int64_t *uids, void *const *ptrs, int n, void *
     return v;
 }
 
-int cg_knobs_text(const CgPlan *p, char *buf, size_t n)
-{
-    if (p->nknobs < 0 || n == 0) return -1;
-    int w = snprintf(buf, n, "%s", p->nknobs == 0 ? "-" : "");
-    for (int i = 0; i < p->nknobs && w > 0 && (size_t)w < n; i++)
-        w += snprintf(buf + w, n - (size_t)w, "%s%lld:%lld", i ? "," : "",
-                      (long long)p->knobs[i][0], (long long)p->knobs[i][1]);
-    return (w > 0 || p->nknobs == 0) && (size_t)w < n ? 0 : -1;
-}
-
-int cg_knobs_parse(const char *text, int64_t (*kv)[2])
-{
-    int nk = 0;
-    if (strcmp(text, "-") == 0) return 0;
-    for (const char *q = text; *q; nk++) {
-        long long t, v;
-        int m = 0;
-        if (nk == CG_MAX_KNOBS || sscanf(q, "%lld:%lld%n", &t, &v, &m) != 2) return -1;
-        kv[nk][0] = t;
-        kv[nk][1] = v;
-        q += m;
-        if (*q == ',') q++;
-        else if (*q) return -1;
-    }
-    return nk;
-}
-
 void cg_execute(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs, int n)
 {
     CT_ASSERT(p->plan != NULL, "cg_execute: no plan");

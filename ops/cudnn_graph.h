@@ -142,14 +142,6 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
 int cg_plan_for_engine(Ctx *c, CgDesc g, const CgRule *rule, int64_t engine,
                        const int64_t (*knobs)[2], int nknobs, CgPlan *out);
 
-/* A plan's knob settings as text ("type:value,type:value", "-" for none)
- * for the plan store: 0, or -1 when they cannot be written whole (unread,
- * or longer than n). */
-int cg_knobs_text(const CgPlan *p, char *buf, size_t n);
-/* The same text back into kv (at most CG_MAX_KNOBS): the count, or -1 when
- * it does not parse. */
-int cg_knobs_parse(const char *text, int64_t (*kv)[2]);
-
 /* One run of p on c->stream with the shared workspace (ctx_workspace). */
 void cg_execute(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs, int n);
 

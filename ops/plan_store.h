@@ -36,6 +36,7 @@
 #define CTRAIN_OPS_PLAN_STORE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,6 +64,14 @@ const char *plan_store_get(const PlanStore *s, const char *key);
  * or writing failed: said once), -1 when key or value is not storable
  * (empty, too long, a tab, a line break or a byte outside printable ASCII). */
 int plan_store_put(PlanStore *s, const char *key, const char *value);
+
+/* Pairs of integers (cuDNN's engine knob settings: type, value) as a
+ * value's text, "t:v,t:v" ("-" for none): 0, or -1 when n pairs do not fit
+ * in len bytes (or n < 0). */
+int plan_store_pairs_text(const int64_t (*kv)[2], int n, char *buf, size_t len);
+/* The same text back into kv (at most max pairs): the count, or -1 when it
+ * does not parse. */
+int plan_store_pairs_parse(const char *text, int64_t (*kv)[2], int max);
 
 /* The file's path, or NULL for a store in memory only. */
 const char *plan_store_path(const PlanStore *s);

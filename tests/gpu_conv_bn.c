@@ -393,8 +393,10 @@ static void test_fused(Ctx *g)
 }
 
 /* The verdicts kept on disk (family "convbn"): a second context on the
- * same card takes the first one's fused plan without searching and gives
- * the same bits; the file names the family */
+ * same card takes every one of the first one's verdicts without searching
+ * (a convolution + statistics, and a whole f16 unit: its forward with
+ * statistics and its filter gradient, form 2 among the candidates) and
+ * gives the same bits; the file holds the fused verdicts */
 static void test_fused_store(void)
 {
     char dir[] = "/tmp/ctrain_convbn_XXXXXX";
@@ -405,43 +407,57 @@ static void test_fused_store(void)
     const char *prev = getenv("CTRAIN_PLAN_CACHE");
     char *saved = prev ? strdup(prev) : NULL;
     setenv("CTRAIN_PLAN_CACHE", dir, 1);
-    const CbShape sh = {8, 28, 28, 512, 128, 1, 1, 0};
+    const CbShape sh = {8, 28, 28, 512, 128, 1, 1, 0}, su = {8, 14, 14, 64, 64, 3, 1, 1};
     size_t nx = (size_t)sh.N * sh.H * sh.W * sh.C, nw = (size_t)sh.K * sh.C;
     float *xh = cb_fill(61, nx, -1.0f, 1.0f), *wh = cb_fill(62, nw, -0.2f, 0.25f);
     float *out[2] = {NULL, NULL};
-    int fused[2] = {0, 0};
+    CbOut unit[2];
+    int fused[2] = {0, 0}, searched[2] = {0, 0}, loaded[2] = {0, 0};
     size_t ny = 0;
     for (int k = 0; k < 2; k++) {
         Ctx c;
         ctx_init(&c, DEV_CUDA, 0, 1);
         conv_bn_cudnn_use(&c, 1);
+        batchnorm_cudnn_use(&c, 0);
         Tensor *x = tensor_from_f32(&c, xh, DT_BF16, 4, (int64_t[]){sh.N, sh.H, sh.W, sh.C});
         Tensor *w = tensor_from_f32(&c, wh, DT_BF16, 4, (int64_t[]){sh.K, 1, 1, sh.C});
         Tensor *st = NULL;
         Tensor *y = op_conv2d_stats(&c, x, w, 1, 0, &st);
-        conv_bn_cudnn_counts(&c, &fused[k], NULL, NULL);
         ny = y->numel;
         out[k] = malloc((ny + 2 * (size_t)sh.K) * sizeof(float));
         tensor_to_f32(out[k], y);
         tensor_to_f32(out[k] + ny, st);
         Tensor *all[4] = {x, w, y, st};
         for (int i = 0; i < 4; i++) tensor_release(all[i]);
+        unit[k] = cb_run(&c, &su, DT_F16, 1, 1, 1, 0);
+        conv_bn_cudnn_counts(&c, &fused[k], NULL, NULL);
+        conv_bn_cudnn_origins(&c, &searched[k], &loaded[k]);
         ctx_free(&c);
     }
-    check_true("gpu_conv_bn.store.same_verdict", fused[0] == fused[1],
-               "first context fused %d shapes, the second %d", fused[0], fused[1]);
+    printf("  store: first context %d searched (%d fused), second %d searched, %d taken "
+           "from the store%s\n", searched[0], fused[0], searched[1], loaded[1],
+           fused[0] ? "" : " (SKIP: nothing fused to keep)");
+    check_true("gpu_conv_bn.store.nothing_searched_again",
+               searched[0] > 0 && searched[1] == 0 && loaded[1] == searched[0],
+               "second context: %d searched, %d loaded (the first searched %d)", searched[1],
+               loaded[1], searched[0]);
+    check_true("gpu_conv_bn.store.same_verdicts", fused[0] == fused[1],
+               "first context fused %d, the second %d", fused[0], fused[1]);
     check_true("gpu_conv_bn.store.same_bits",
                memcmp(out[0], out[1], (ny + 2 * (size_t)sh.K) * sizeof(float)) == 0,
                "the kept plan gave other values than the searched one");
+    bits("store.unit", "z", unit[0].z, unit[1].z, unit[0].nz);
+    bits("store.unit", "dw", unit[0].dw, unit[1].dw, unit[0].nw);
+    bits("store.unit", "stats_out", unit[0].stats_out, unit[1].stats_out, 2 * (size_t)su.K);
     char cmd[256], line[256] = "";
-    snprintf(cmd, sizeof cmd, "cat %s/convbn-*.txt 2>/dev/null | grep -c kind0", dir);
+    snprintf(cmd, sizeof cmd, "cat %s/convbn-*.txt 2>/dev/null | grep -c 'fused form='", dir);
     FILE *f = popen(cmd, "r");
     if (f) {
         if (!fgets(line, sizeof line, f)) line[0] = 0;
         pclose(f);
     }
-    check_true("gpu_conv_bn.store.file", atoi(line) >= 1, "no convbn store file with the "
-               "verdict under %s", dir);
+    check_true("gpu_conv_bn.store.file", atoi(line) == fused[0],
+               "%d fused verdicts in %s/convbn-*.txt, %d fused", atoi(line), dir, fused[0]);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) printf("  (could not remove %s)\n", dir);
     if (saved) {
@@ -450,6 +466,8 @@ static void test_fused_store(void)
     } else {
         unsetenv("CTRAIN_PLAN_CACHE");
     }
+    cb_free(&unit[0]);
+    cb_free(&unit[1]);
     free(out[0]); free(out[1]); free(xh); free(wh);
 }
 

@@ -4,7 +4,8 @@
  * CTRAIN_PLAN_CACHE / XDG_CACHE_HOME / HOME, "off", another identity and
  * another format ignored, damaged lines skipped and dropped on the next
  * write, pairs the file cannot hold refused, an unwritable folder kept in
- * memory, and two processes writing at once losing nothing. */
+ * memory, and two processes writing at once losing nothing; the engine
+ * knobs' text (plan_store_pairs_text / _parse) both ways. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,43 @@ static void test_concurrent(void)
     plan_store_close(s);
 }
 
+/* the engine knobs' text: a round trip of 0, 1 and many pairs, negative
+ * values, the exact fit and one byte short, and texts that do not parse */
+static void test_pairs(void)
+{
+    int64_t kv[40][2], back[40][2];
+    for (int i = 0; i < 40; i++) {
+        kv[i][0] = i;
+        kv[i][1] = i % 3 ? -1000000007LL * i : i;
+    }
+    char buf[600];
+    int ok = 1;
+    for (int n = 0; n <= 33; n++) {
+        if (plan_store_pairs_text((const int64_t(*)[2])kv, n, buf, sizeof buf) != 0) ok = 0;
+        int m = plan_store_pairs_parse(buf, back, 40);
+        if (m != n || (n && memcmp(kv, back, (size_t)n * sizeof kv[0]) != 0)) ok = 0;
+    }
+    check_true("pairs.round_trip", ok, "a round trip of up to 33 pairs differs");
+    plan_store_pairs_text((const int64_t(*)[2])kv, 0, buf, sizeof buf);
+    check_true("pairs.none_is_dash", strcmp(buf, "-") == 0, "got '%s'", buf);
+    plan_store_pairs_text((const int64_t(*)[2])kv, 2, buf, sizeof buf);
+    check_true("pairs.text", strcmp(buf, "0:0,1:-1000000007") == 0, "got '%s'", buf);
+    size_t need = strlen(buf) + 1;
+    check_true("pairs.exact_fit",
+               plan_store_pairs_text((const int64_t(*)[2])kv, 2, buf, need) == 0 &&
+                   plan_store_pairs_text((const int64_t(*)[2])kv, 2, buf, need - 1) == -1,
+               "a buffer of %zu bytes must fit, one less must not", need);
+    const char *bad[] = {"", "1:", "1:2,", "1:2;3:4", "x", "1:2 ", "1", ",1:2"};
+    int refused = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (plan_store_pairs_parse(bad[i], back, 40) != -1 &&
+            !(bad[i][0] == '\0' && plan_store_pairs_parse(bad[i], back, 40) == 0))
+            refused = 0;
+    check_true("pairs.bad_refused", refused, "a malformed text parsed");
+    check_true("pairs.too_many", plan_store_pairs_parse("1:1,2:2,3:3", back, 2) == -1,
+               "three pairs into room for two");
+}
+
 int main(void)
 {
     if (!mkdtemp(g_dir)) { perror("mkdtemp"); return 1; }
@@ -226,6 +264,7 @@ int main(void)
     test_refused_and_memory();
     test_default_dir();
     test_concurrent();
+    test_pairs();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "test_plan_store: could not remove %s\n", g_dir);
