@@ -168,6 +168,20 @@ __global__ void bn_from_moments_kernel(float *mean, float *invstd, float *rmean,
     bn_finish_channel(c, mom_mean[c], mom_m2[c], M, mean, invstd, rmean, rvar, momentum, eps);
 }
 
+/* mg, mgx, dgamma, dbeta from the totals sg = sum g, sgc = sum g (x - mean) */
+__global__ void bn_backward_sums_kernel(float *mg, float *mgx, float *dgamma, float *dbeta,
+                                        const float *sg, const float *sgc, const float *invstd,
+                                        size_t M, size_t C, int accum_p)
+{
+    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float a = sg[c], b = sgc[c] * invstd[c];
+    mg[c] = a / (float)M;
+    mgx[c] = b / (float)M;
+    if (dbeta) dbeta[c] = accum_p ? dbeta[c] + a : a;
+    if (dgamma) dgamma[c] = accum_p ? dgamma[c] + b : b;
+}
+
 /* s = gamma invstd, b = beta - mean s */
 __global__ void bn_scale_bias_kernel(float *scale, float *bias, const float *mean,
                                      const float *invstd, const float *gamma, const float *beta,
@@ -456,6 +470,18 @@ extern "C" void batchnorm_moments_cuda(float *mean, float *m2, const void *x, DT
     float *pmean = (float *)scratch, *pm2 = pmean + G * C;
     bn_stats_finish_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(
         mean, NULL, m2, NULL, NULL, NULL, pmean, pm2, G, rpc, M, C, 0.0f, 0.0f);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void batchnorm_backward_sums_cuda(float *mg, float *mgx, float *dgamma,
+                                             float *dbeta, const float *sg, const float *sgc,
+                                             const float *invstd, size_t M, size_t C,
+                                             int accum_p, cudaStream_t s)
+{
+    if (C == 0) return;
+    CT_ASSERT(M >= 1, "batchnorm_backward_sums_cuda: no rows (M = 0)");
+    bn_backward_sums_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(
+        mg, mgx, dgamma, dbeta, sg, sgc, invstd, M, C, accum_p);
     CUDA_CHECK_LAUNCH();
 }
 

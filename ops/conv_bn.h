@@ -34,12 +34,13 @@
  * Each piece runs as its own kernel (statistics, apply, convolution; in the
  * backward apply again for the filter gradient, the data gradient, batch
  * norm's backward with the ReLU's mask recomputed from y), except that with
- * CTRAIN_CONV_BN=fused cuDNN graphs take three of them where that is
- * faster (ops/conv_bn_cudnn.h): the statistics in the epilogue of the
- * convolution that makes y, and a = relu(bn(y)) in the prologue of the
- * convolution and of its filter gradient, so a is never written; the
- * data gradient's epilogue (the mask and batch norm's sums) is next
- * (docs/kernels.md, "ResNet's fused convolutions"). ResNet builds its blocks from
+ * CTRAIN_CONV_BN=fused cuDNN graphs take four of them where that is faster
+ * (ops/conv_bn_cudnn.h): the statistics in the epilogue of the convolution
+ * that makes y; a = relu(bn(y)) in the prologue of the convolution and of
+ * its filter gradient, so a is never written; the data gradient with the
+ * ReLU's mask and batch norm's two sums in its epilogue, leaving one dx
+ * pass of batch norm's backward (docs/kernels.md, "ResNet's fused
+ * convolutions"). ResNet builds its blocks from
  * these ops when ResNetConfig.bn_unit is set (CTRAIN_CONV_BN=unit or fused).
  */
 #ifndef CTRAIN_OPS_CONV_BN_H

@@ -39,7 +39,7 @@ int conv_bn_cudnn_wanted(void)
 #include "plan_store.h"
 
 /* tensor uids: the variant pack's, then virtual ones */
-enum { U_X = 1, U_W, U_Y, U_SUM, U_SQ, U_S, U_B, U_DY, U_V = 100 };
+enum { U_X = 1, U_W, U_Y, U_SUM, U_SQ, U_S, U_B, U_DY, U_MEAN, U_V = 100 };
 #define CS_PARTS 40
 #define CS_OPS 10
 
@@ -48,9 +48,16 @@ typedef ConvBnKind CsKind;
 
 static const char *const kind_names[CS_KINDS] = {
     "conv + statistics", "batch norm + ReLU + conv", "batch norm + ReLU + conv + statistics",
-    "batch norm + ReLU + filter gradient"};
+    "batch norm + ReLU + filter gradient", "data gradient + ReLU mask + batch-norm sums"};
 
-static int kind_bn(CsKind k) { return k != CONV_BN_CONV_STATS; }
+/* the kinds whose prologue is relu(y s + b) */
+static int kind_prologue(CsKind k)
+{
+    return k == CONV_BN_BNRELU_FPROP || k == CONV_BN_BNRELU_FPROP_STATS ||
+           k == CONV_BN_BNRELU_WGRAD;
+}
+/* the kinds that read s and b */
+static int kind_bn(CsKind k) { return kind_prologue(k) || k == CONV_BN_DGRAD_RELU; }
 static int kind_stats(CsKind k)
 {
     return k == CONV_BN_CONV_STATS || k == CONV_BN_BNRELU_FPROP_STATS;
@@ -244,7 +251,53 @@ static void reductions(CsEntry *e, Ops *o, CgDesc v)
  * NULL when cuDNN refuses a part (o->refused names it) or the graph (*st). */
 static int n_forms(CsKind k, DType dt)
 {
-    return k == CONV_BN_CONV_STATS ? 2 : dt == DT_F16 ? 3 : 2;
+    return kind_prologue(k) && dt == DT_F16 ? 3 : 2;
+}
+
+/* The data gradient's graph: da = conv^T(dz, w) (virtual f32); pre = y s +
+ * b; g = da where pre > 0 (form 0: virtual f32, stored by an identity;
+ * form 1: stored as it is made); sg = reduce(g); sgc = reduce(g (y -
+ * mean)). */
+static CgDesc dgrad_graph(Ctx *c, CsEntry *e, int form, Ops *o, cudnnStatus_t *st,
+                          cudnnDataType_t t, CgDesc w, CgDesc conv)
+{
+    const Conv2dShape *s = &e->s;
+    const cudnnDataType_t f = CUDNN_DATA_FLOAT;
+    CgDesc dz = nhwc(e, U_DY, t, s->N, s->K, s->P, s->Q, 0);
+    CgDesc da = nhwc(e, U_V + 20, f, s->N, s->C, s->H, s->W, 1);
+    CgDesc y = nhwc(e, U_X, t, s->N, s->C, s->H, s->W, 0);
+    CgDesc sc = chan(e, U_S, s->C, f), bi = chan(e, U_B, s->C, f), mean = chan(e, U_MEAN, s->C, f);
+    CgDesc v1 = nhwc(e, U_V + 21, f, s->N, s->C, s->H, s->W, 1);
+    CgDesc pre = nhwc(e, U_V + 22, f, s->N, s->C, s->H, s->W, 1);
+    CgDesc gout = nhwc(e, U_Y, t, s->N, s->C, s->H, s->W, 0);
+    CgDesc g = form == 0 ? nhwc(e, U_V + 23, f, s->N, s->C, s->H, s->W, 1) : gout;
+    CgDesc yc = nhwc(e, U_V + 24, f, s->N, s->C, s->H, s->W, 1);
+    CgDesc gy = nhwc(e, U_V + 25, f, s->N, s->C, s->H, s->W, 1);
+    CgDesc sg = chan(e, U_SUM, s->C, f), sgc = chan(e, U_SQ, s->C, f);
+    if (!dz || !da || !y || !sc || !bi || !mean || !v1 || !pre || !gout || !g || !yc || !gy ||
+        !sg || !sgc) {
+        if (!o->refused) o->refused = "a tensor of the data gradient's graph";
+        return NULL;
+    }
+    CgDesc pw = NULL, red = NULL;
+    const char *det = "a deterministic reduction (cuDNN 9.11 or later)";
+    add_op(e, o, cg_conv_op_try(CG_DGRAD, conv, da, w, dz, 1.0f, 0.0f), NULL,
+           "the data gradient");
+    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, y, sc, v1, &pw), pw, "the scale");
+    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_ADD, v1, bi, pre, &pw), pw, "the bias");
+    add_op(e, o, cg_relu_bwd_op(da, pre, g, &pw), pw, "the ReLU's backward");
+    if (form == 0)
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_IDENTITY, g, NULL, gout, &pw), pw,
+               "the identity that stores g");
+    add_op(e, o, cg_reduction_op(g, sg, 2, &red), red, det);
+    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_SUB, y, mean, yc, &pw), pw, "y - mean");
+    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, g, yc, gy, &pw), pw, "g (y - mean)");
+    add_op(e, o, cg_reduction_op(gy, sgc, 2, &red), red, det);
+    if (o->refused) return NULL;
+    o->refused = "the graph";
+    CgDesc gr = part(e, cg_graph(c->cudnn, o->ops, o->n, st));
+    if (gr) o->refused = NULL;
+    return gr;
 }
 
 static CgDesc graph_build(Ctx *c, CsEntry *e, int form, Ops *o, cudnnStatus_t *st)
@@ -252,16 +305,23 @@ static CgDesc graph_build(Ctx *c, CsEntry *e, int form, Ops *o, cudnnStatus_t *s
     const Conv2dShape *s = &e->s;
     const cudnnDataType_t t = e->dt == DT_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
     memset(o, 0, sizeof *o);
-    CgDesc in = kind_bn(e->kind)
-                    ? prologue(e, o, t, form == 0 ? CUDNN_DATA_FLOAT : t,
-                               form == 2 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT)
-                    : nhwc(e, U_X, t, s->N, s->C, s->H, s->W, 0);
     const int64_t wd[4] = {s->K, s->C, s->R, s->S},
                   ws[4] = {(int64_t)s->R * s->S * s->C, 1, (int64_t)s->S * s->C, s->C};
     CgDesc w = part(e, cg_tensor_try(U_W, t, 4, wd, ws, 16, 0));
     const int64_t pad[2] = {s->pad_h, s->pad_w}, str[2] = {s->stride_h, s->stride_w},
                   dil[2] = {s->dil_h, s->dil_w};
     CgDesc conv = part(e, cg_conv_desc(2, pad, str, dil));
+    if (e->kind == CONV_BN_DGRAD_RELU) {
+        if (!w || !conv) {
+            o->refused = "the filter";
+            return NULL;
+        }
+        return dgrad_graph(c, e, form, o, st, t, w, conv);
+    }
+    CgDesc in = kind_prologue(e->kind)
+                    ? prologue(e, o, t, form == 0 ? CUDNN_DATA_FLOAT : t,
+                               form == 2 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT)
+                    : nhwc(e, U_X, t, s->N, s->C, s->H, s->W, 0);
     if (!in || !w) {
         if (!o->refused) o->refused = "a tensor";
         return NULL;
@@ -296,41 +356,53 @@ static CgDesc graph_build(Ctx *c, CsEntry *e, int form, Ops *o, cudnnStatus_t *s
 
 /* ---- running ---- */
 
-/* The temporaries of a fused run: the sums (sum at 0, sq at sq_off(K)
- * floats: 256-byte aligned whatever K is), the scale and bias (at sb_off,
- * C floats each, 256-byte aligned), and the same in f16 for form 2 (at
- * half_off, C halves each). */
-static size_t sq_off(int K) { return ((size_t)K + 63) / 64 * 64; }
-static size_t sb_off(int K) { return 2 * sq_off(K); }
-static size_t half_off(const Conv2dShape *s) { return sb_off(s->K) + 2 * sq_off(s->C); }
-static size_t tmp_floats(const Conv2dShape *s) { return half_off(s) + sq_off(s->C); }
+/* The temporaries of a fused run: the sums (sum at 0, sq at sq_off:
+ * 256-byte aligned, room for max(K, C) each), the scale and bias (at
+ * sb_off, C floats each, the bias at rup(C) after the scale), and the same
+ * in f16 for form 2 (at half_off, C halves each). */
+static size_t rup(int n) { return ((size_t)n + 63) / 64 * 64; }
+static size_t sq_off(const Conv2dShape *s) { return rup(s->K > s->C ? s->K : s->C); }
+static size_t sb_off(const Conv2dShape *s) { return 2 * sq_off(s); }
+static size_t half_off(const Conv2dShape *s) { return sb_off(s) + 2 * rup(s->C); }
+static size_t tmp_floats(const Conv2dShape *s) { return half_off(s) + rup(s->C); }
 
 /* scale and bias from the batch norm's statistics, into tmp (and their f16
  * copy for form 2) */
 static void scale_bias(Ctx *c, const CsEntry *e, const CsArgs *a, float *tmp)
 {
     const Conv2dShape *s = &e->s;
-    float *sc = tmp + sb_off(s->K);
-    batchnorm_scale_bias_cuda(sc, sc + sq_off(s->C), a->ms, a->ms + s->C, a->gamma, a->beta,
+    float *sc = tmp + sb_off(s);
+    batchnorm_scale_bias_cuda(sc, sc + rup(s->C), a->ms, a->ms + s->C, a->gamma, a->beta,
                               (size_t)s->C, c->stream);
     if (e->form == 2) {
         uint16_t *h = (uint16_t *)(tmp + half_off(s));
         cast_cuda(h, DT_F16, sc, DT_F32, (size_t)s->C, 0, c->stream);
-        cast_cuda(h + sq_off(s->C), DT_F16, sc + sq_off(s->C), DT_F32, (size_t)s->C, 0,
-                  c->stream);
+        cast_cuda(h + rup(s->C), DT_F16, sc + rup(s->C), DT_F32, (size_t)s->C, 0, c->stream);
     }
 }
 
 static int variant(const CsEntry *e, const CsArgs *a, float *tmp, int64_t *uids, void **ptrs)
 {
     int n = 0;
-    float *sc = tmp + sb_off(e->s.K), *bi = sc + sq_off(e->s.C);
+    float *sc = tmp + sb_off(&e->s), *bi = sc + rup(e->s.C);
     if (e->form == 2) {   /* f16 scale and bias */
         uint16_t *h = (uint16_t *)(tmp + half_off(&e->s));
         sc = (float *)h;
-        bi = (float *)(h + sq_off(e->s.C));
+        bi = (float *)(h + rup(e->s.C));
     }
 #define PUT(u, p) (uids[n] = (u), ptrs[n] = (void *)(p), n++)
+    if (e->kind == CONV_BN_DGRAD_RELU) {   /* in = y, out = g, mean/m2 = sg/sgc */
+        PUT(U_DY, a->dz);
+        PUT(U_W, a->w);
+        PUT(U_X, a->in);
+        PUT(U_S, sc);
+        PUT(U_B, bi);
+        PUT(U_MEAN, a->ms);
+        PUT(U_Y, a->out);
+        PUT(U_SUM, a->mean);
+        PUT(U_SQ, a->m2);
+        return n;
+    }
     PUT(U_X, a->in);
     if (kind_bn(e->kind)) {
         PUT(U_S, sc);
@@ -345,7 +417,7 @@ static int variant(const CsEntry *e, const CsArgs *a, float *tmp, int64_t *uids,
     }
     if (kind_stats(e->kind)) {
         PUT(U_SUM, tmp);
-        PUT(U_SQ, tmp + sq_off(e->s.K));
+        PUT(U_SQ, tmp + sq_off(&e->s));
     }
 #undef PUT
     return n;
@@ -359,13 +431,17 @@ static void fused_run(Ctx *c, const CsEntry *e, const CsArgs *a, float *tmp)
     const Conv2dShape *s = &e->s;
     if (kind_bn(e->kind)) scale_bias(c, e, a, tmp);
     if (kind_stats(e->kind))
-        CUDA_CHECK(cudaMemsetAsync(tmp, 0, sb_off(s->K) * sizeof(float), c->stream));
-    int64_t uids[8];
-    void *ptrs[8];
+        CUDA_CHECK(cudaMemsetAsync(tmp, 0, sb_off(s) * sizeof(float), c->stream));
+    if (e->kind == CONV_BN_DGRAD_RELU) {
+        CUDA_CHECK(cudaMemsetAsync(a->mean, 0, (size_t)s->C * sizeof(float), c->stream));
+        CUDA_CHECK(cudaMemsetAsync(a->m2, 0, (size_t)s->C * sizeof(float), c->stream));
+    }
+    int64_t uids[10];
+    void *ptrs[10];
     int n = variant(e, a, tmp, uids, ptrs);
     cg_execute(c, &e->plan, uids, ptrs, n);
     if (kind_stats(e->kind))
-        batchnorm_moments_from_sums_cuda(a->mean, a->m2, tmp, tmp + sq_off(s->K),
+        batchnorm_moments_from_sums_cuda(a->mean, a->m2, tmp, tmp + sq_off(s),
                                          (size_t)s->N * s->P * s->Q, (size_t)s->K, c->stream);
 }
 
@@ -379,7 +455,18 @@ static void separate_run(Ctx *c, const CsEntry *e, const CsArgs *a, void *act, v
 {
     const Conv2dShape *s = &e->s;
     const void *in = a->in;
-    if (kind_bn(e->kind)) {
+    if (e->kind == CONV_BN_DGRAD_RELU) {
+        /* da, then batch norm's sums over da and y with the mask (its
+         * backward's partial and finish passes; the dx pass is the same
+         * either way and not timed) */
+        conv2d_backward_data_cuda(c, a->out, a->dz, a->w, e->dt, s, 0);
+        batchnorm_backward_cuda(NULL, NULL, a->m2, a->mean, a->out, a->in, NULL, a->ms,
+                                a->ms + s->C, a->gamma, a->beta, e->dt, 1, 2,
+                                (size_t)s->N * s->H * s->W, (size_t)s->C, 0, 0, 0, scratch, sb,
+                                c->stream);
+        return;
+    }
+    if (kind_prologue(e->kind)) {
         batchnorm_forward_cuda(act, a->in, NULL, a->ms, a->ms + s->C, a->gamma, a->beta, e->dt,
                                1, (size_t)s->N * s->H * s->W, (size_t)s->C, c->stream);
         in = act;
@@ -406,10 +493,11 @@ static void separate_run(Ctx *c, const CsEntry *e, const CsArgs *a, void *act, v
 static void time_both(Ctx *c, const CsEntry *e, const CsArgs *a, float *fused_ms, float *sep_ms)
 {
     const Conv2dShape *s = &e->s;
-    size_t M = (size_t)s->N * s->P * s->Q;
-    size_t sb = kind_stats(e->kind) ? batchnorm_scratch_bytes(M, (size_t)s->K) : 0;
-    size_t act_bytes = kind_bn(e->kind) ? (size_t)s->N * s->H * s->W * s->C * dtype_size(e->dt)
-                                        : 0;
+    size_t M = (size_t)s->N * s->P * s->Q, Min = (size_t)s->N * s->H * s->W;
+    size_t sb = e->kind == CONV_BN_DGRAD_RELU ? batchnorm_scratch_bytes(Min, (size_t)s->C)
+                : kind_stats(e->kind)      ? batchnorm_scratch_bytes(M, (size_t)s->K)
+                                           : 0;
+    size_t act_bytes = kind_prologue(e->kind) ? Min * s->C * dtype_size(e->dt) : 0;
     void *scratch = sb ? mem_alloc(c, sb) : NULL, *act = act_bytes ? mem_alloc(c, act_bytes) : NULL;
     float *tmp = mem_alloc(c, tmp_floats(s) * sizeof(float));
     cudaEvent_t e0, e1;
@@ -588,8 +676,8 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
         cand.form = form;
         cand.forced = forced;
         if (kind_bn(kind)) scale_bias(c, &cand, a, tmp);   /* the candidates' inputs */
-        int64_t uids[8];
-        void *ptrs[8];
+        int64_t uids[10];
+        void *ptrs[10];
         int nv = variant(&cand, a, tmp, uids, ptrs), got = 0;
         Ops o;
         cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
@@ -675,6 +763,15 @@ int conv_bn_cudnn_bnrelu_fprop(Ctx *c, void *z, float *mean, float *m2, const vo
 {
     CsArgs a = {y, w, NULL, z, mean, m2, ms, gamma, beta};
     return run_kind(c, mean ? CONV_BN_BNRELU_FPROP_STATS : CONV_BN_BNRELU_FPROP, &a, dt, s);
+}
+
+int conv_bn_cudnn_dgrad_relu(Ctx *c, void *g, float *sg, float *sgc, const void *dz,
+                             const void *w, const void *y, const float *ms, const float *gamma,
+                             const float *beta, DType dt, const Conv2dShape *s)
+{
+    if (((uintptr_t)sg | (uintptr_t)sgc) & 15u) return 0;
+    CsArgs a = {y, w, dz, g, sg, sgc, ms, gamma, beta};
+    return run_kind(c, CONV_BN_DGRAD_RELU, &a, dt, s);
 }
 
 int conv_bn_cudnn_bnrelu_wgrad(Ctx *c, void *dw, DType tdw, int accum, const void *y,

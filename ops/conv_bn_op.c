@@ -5,10 +5,12 @@
  * fused batch norm takes no statistics from outside; the backward
  * recomputes the ReLU's mask from y, relu mode 2), and the convolution's
  * three directions (conv2d.h, cuDNN on the GPU). With CTRAIN_CONV_BN=fused
- * three of those steps go to cuDNN fused graphs where they are faster
+ * four of those steps go to cuDNN fused graphs where they are faster
  * (conv_bn_cudnn.h): a convolution and the statistics of its output; the
  * normalisation + ReLU in the forward convolution's prologue; the same in
- * the filter gradient's (the activation a is then never written).
+ * the filter gradient's (the activation a is then never written); the
+ * data gradient with the ReLU's mask and batch norm's sums in its epilogue
+ * (then only the dx pass is left of batch norm's backward).
  *
  * Node of op_bn_relu_conv: inputs y, gamma, beta, w; saved y, ms (f32 [2,
  * C]: mean and invstd, the batch's or the running ones), gamma, beta and
@@ -179,6 +181,30 @@ static void bn_relu_conv_backward(Ctx *c, Node *n)
     int acc_p = batchnorm_param_accum(c, dg, acc_g, db, acc_b);
     float *pg = dg ? (float *)dg->data : NULL, *pb = db ? (float *)db->data : NULL;
     const float *pgamma = (const float *)gamma->data, *pbeta = (const float *)beta->data;
+#ifdef CTRAIN_CUDA
+    /* the data gradient with the ReLU's mask and batch norm's sums in its
+     * epilogue, where conv_bn_cudnn serves the shape: then the sums' [C]
+     * finish and the dx pass */
+    if (IS_CUDA(c) && conv_bn_cudnn_enabled(c, y->dtype)) {
+        size_t c4 = (C + 63) / 64 * 64, sbytes = 4 * c4 * sizeof(float);
+        float *sums = mem_alloc(c, sbytes), *mg = sums + 2 * c4, *mgx = sums + 3 * c4;
+        int fused = conv_bn_cudnn_dgrad_relu(c, da->data, sums, sums + c4, dz->data, wl->data,
+                                             y->data, mean, pgamma, pbeta, y->dtype, &s);
+        if (fused) {
+            batchnorm_backward_sums_cuda(mg, mgx, pg, pb, sums, sums + c4, invstd, M, C, acc_p,
+                                         c->stream);
+            if (dy)
+                batchnorm_backward_dx_cuda(dy->data, NULL, da->data, y->data, NULL, mean, invstd,
+                                           pgamma, NULL, mg, mgx, y->dtype, batch, 0, M, C,
+                                           acc_y, 0, c->stream);
+        }
+        mem_free(c, sums, sbytes);
+        if (fused) {
+            tensor_release(da);
+            return;
+        }
+    }
+#endif
     conv2d_run_backward_data(c, da, dz, wl, &s, 0);
     /* batch norm's backward, the ReLU's mask recomputed from y (relu mode
      * 2: the forward's a, bit for bit, without keeping it) */

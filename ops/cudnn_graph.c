@@ -117,7 +117,8 @@ static CgDesc pointwise_desc(int mode)
 CgDesc cg_pointwise_op(int mode, CgDesc x, CgDesc b, CgDesc y, CgDesc *pw)
 {
     *pw = x && y ? pointwise_desc(mode) : NULL;
-    if (!*pw || (b == NULL && (mode == CUDNN_POINTWISE_ADD || mode == CUDNN_POINTWISE_MUL)))
+    if (!*pw || (b == NULL && (mode == CUDNN_POINTWISE_ADD || mode == CUDNN_POINTWISE_MUL ||
+                               mode == CUDNN_POINTWISE_SUB)))
         return NULL;
     CgDesc op = cg_create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
     int ok = try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,

@@ -75,8 +75,8 @@ CgDesc cg_conv_op_try(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float 
  * on its input, and pointwise operations and reductions after it). Each
  * returns NULL when cuDNN refuses the operation itself (its tensors' types
  * or shapes): a probe of what a card supports, not a bug. Math in f32.
- *   cg_pointwise_op   y = op(x) or y = op(x, b): CUDNN_POINTWISE_ADD, _MUL,
- *                     _RELU_FWD, _IDENTITY (b NULL for the unary ones); the
+ *   cg_pointwise_op   y = op(x) or y = op(x, b): CUDNN_POINTWISE_ADD, _SUB,
+ *                     _MUL, _RELU_FWD, _IDENTITY (b NULL for the unary ones); the
  *                     pointwise descriptor it needs comes back in *pw (the
  *                     caller keeps it as long as the operation)
  *   cg_relu_bwd_op    dx = dy where x > 0, else 0 (x the forward's input)

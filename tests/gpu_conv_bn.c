@@ -24,9 +24,10 @@
  *     bf16 and f16, five ResNet50 shapes (batch 8, the last 4), and three
  *     with outputs of a large mean: y within the type's tolerance, mean and
  *     m2 within y's rounding (fused_case), two runs bit for bit; a refused
- *     shape equal to the separate way; the unit with its prologue and
- *     filter gradient fused against the unit on its own kernels (gradients
- *     added into); a ResNet-50 bf16 step fused against unfused; a second
+ *     shape equal to the separate way; the unit with its prologue, filter
+ *     gradient and data gradient (ReLU mask and batch norm's sums in its
+ *     epilogue) fused against the unit on its own kernels (gradients added
+ *     into); a ResNet-50 bf16 step fused against unfused; a second
  *     context takes the first one's kept verdict (the plan store) and
  *     gives the same bits.
  * Shapes: ResNet's 3x3 at 14x14 x 64 channels, its strided 3x3 (28x28 ->
@@ -279,15 +280,18 @@ static void fused_unit_case(Ctx *g, const CbShape *s, DType dt)
     conv_bn_cudnn_counts(g, NULL, NULL, k1);
     int fp = k1[CONV_BN_BNRELU_FPROP_STATS] - k0[CONV_BN_BNRELU_FPROP_STATS];
     int fw = k1[CONV_BN_BNRELU_WGRAD] - k0[CONV_BN_BNRELU_WGRAD];
-    printf("  %s: forward %s, filter gradient %s\n", tag, fp ? "fused" : "SKIP (not fused)",
-           fw ? "fused" : "SKIP (not fused)");
+    int fd = k1[CONV_BN_DGRAD_RELU] - k0[CONV_BN_DGRAD_RELU];
+    printf("  %s: forward %s, filter gradient %s, data gradient %s\n", tag,
+           fp ? "fused" : "SKIP (not fused)", fw ? "fused" : "SKIP (not fused)",
+           fd ? "fused" : "SKIP (not fused)");
     near(tag, s, &f, &u, dt);
-    /* the data gradient does not read the activation, and the mask is
-     * recomputed from y either way: those, and the running statistics,
-     * are the same bits */
-    bits(tag, "dy", f.dy, u.dy, u.ny);
-    bits(tag, "dgamma", f.dgamma, u.dgamma, (size_t)s->C);
-    bits(tag, "dbeta", f.dbeta, u.dbeta, (size_t)s->C);
+    if (!fd) {
+        /* the data gradient then does not read the activation, and the
+         * mask is recomputed from y either way: the same bits */
+        bits(tag, "dy", f.dy, u.dy, u.ny);
+        bits(tag, "dgamma", f.dgamma, u.dgamma, (size_t)s->C);
+        bits(tag, "dbeta", f.dbeta, u.dbeta, (size_t)s->C);
+    }
     bits(tag, "running_mean", f.rm, u.rm, (size_t)s->C);
     bits(tag, "running_var", f.rv, u.rv, (size_t)s->C);
     size_t K = (size_t)s->K;
