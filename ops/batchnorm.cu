@@ -168,14 +168,14 @@ __global__ void bn_from_moments_kernel(float *mean, float *invstd, float *rmean,
     bn_finish_channel(c, mom_mean[c], mom_m2[c], M, mean, invstd, rmean, rvar, momentum, eps);
 }
 
-/* mg, mgx, dgamma, dbeta from the totals sg = sum g, sgc = sum g (x - mean) */
+/* mg, mgx, dgamma, dbeta from the totals sg = sum g, sgx = sum g xhat */
 __global__ void bn_backward_sums_kernel(float *mg, float *mgx, float *dgamma, float *dbeta,
-                                        const float *sg, const float *sgc, const float *invstd,
-                                        size_t M, size_t C, int accum_p)
+                                        const float *sg, const float *sgx, size_t M, size_t C,
+                                        int accum_p)
 {
     size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    float a = sg[c], b = sgc[c] * invstd[c];
+    float a = sg[c], b = sgx[c];
     mg[c] = a / (float)M;
     mgx[c] = b / (float)M;
     if (dbeta) dbeta[c] = accum_p ? dbeta[c] + a : a;
@@ -474,14 +474,13 @@ extern "C" void batchnorm_moments_cuda(float *mean, float *m2, const void *x, DT
 }
 
 extern "C" void batchnorm_backward_sums_cuda(float *mg, float *mgx, float *dgamma,
-                                             float *dbeta, const float *sg, const float *sgc,
-                                             const float *invstd, size_t M, size_t C,
-                                             int accum_p, cudaStream_t s)
+                                             float *dbeta, const float *sg, const float *sgx,
+                                             size_t M, size_t C, int accum_p, cudaStream_t s)
 {
     if (C == 0) return;
     CT_ASSERT(M >= 1, "batchnorm_backward_sums_cuda: no rows (M = 0)");
-    bn_backward_sums_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(
-        mg, mgx, dgamma, dbeta, sg, sgc, invstd, M, C, accum_p);
+    bn_backward_sums_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(mg, mgx, dgamma, dbeta,
+                                                                         sg, sgx, M, C, accum_p);
     CUDA_CHECK_LAUNCH();
 }
 

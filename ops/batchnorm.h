@@ -143,13 +143,12 @@ void batchnorm_stats_cuda(float *mean, float *invstd, float *running_mean, float
 void batchnorm_moments_cuda(float *mean, float *m2, const void *x, DType dt, size_t M, size_t C,
                             void *scratch, size_t scratch_bytes, cudaStream_t s);
 /* Batch norm's backward sums from totals over M rows (a fused data
- * gradient's epilogue, ops/conv_bn_cudnn.h): sg = sum g, sgc = sum g (x -
- * mean); sum g xhat = invstd sgc; mg = sg / M, mgx = sum g xhat / M (what
- * batchnorm_backward_dx_cuda takes), dbeta (+)= sg, dgamma (+)= sum g xhat
- * (each when not NULL; accum_p: add). */
+ * gradient's epilogue, ops/conv_bn_cudnn.h): sg = sum g, sgx = sum g xhat;
+ * mg = sg / M, mgx = sgx / M (what batchnorm_backward_dx_cuda takes),
+ * dbeta (+)= sg, dgamma (+)= sgx (each when not NULL; accum_p: add). */
 void batchnorm_backward_sums_cuda(float *mg, float *mgx, float *dgamma, float *dbeta,
-                                  const float *sg, const float *sgc, const float *invstd,
-                                  size_t M, size_t C, int accum_p, cudaStream_t s);
+                                  const float *sg, const float *sgx, size_t M, size_t C,
+                                  int accum_p, cudaStream_t s);
 /* The batch norm as an affine map y s + b: s = gamma invstd, b = beta -
  * mean s (gamma or beta NULL: 1 or 0), per channel (a fused convolution's
  * prologue, ops/conv_bn_cudnn.h). */

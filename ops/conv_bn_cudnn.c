@@ -39,9 +39,13 @@ int conv_bn_cudnn_wanted(void)
 #include "plan_store.h"
 
 /* tensor uids: the variant pack's, then virtual ones */
-enum { U_X = 1, U_W, U_Y, U_SUM, U_SQ, U_S, U_B, U_DY, U_MEAN, U_V = 100 };
-#define CS_PARTS 40
-#define CS_OPS 10
+enum {
+    U_X = 1, U_W, U_Y, U_SUM, U_SQ, U_S, U_B, U_DY, U_MEAN, U_INV, U_GAMMA, U_BETA, U_EQ1,
+    U_EQ2, U_EQ3, U_V = 100
+};
+#define CS_PARTS 48
+#define CS_OPS 12
+#define CS_PACK 16   /* tensors in a variant pack at most */
 
 typedef ConvBnKind CsKind;
 #define CS_KINDS CONV_BN_KINDS
@@ -243,56 +247,96 @@ static void reductions(CsEntry *e, Ops *o, CgDesc v)
  *           activation f32
  *   form 1: the statistics reduced from the stored output; the prologue's
  *           activation in the storage type
- *   form 2: (bn kinds, f16 only) the prologue all in f16, s and b too: the
- *           form of cuDNN's pre-compiled "ConvBNwgrad" pattern, the one
- *           documented filter-gradient fusion on sm_90 (the runtime-fusion
- *           engines take no prologue on a filter gradient there); bf16 has
- *           no documented path
+ *   form 2: (f16 only) the forms of cuDNN's pre-compiled batch-norm
+ *           fusion patterns: the prologue all in f16, s and b too, and the
+ *           statistics by a GenStats operation on the stored output
+ *           ("ConvBNfprop"; its filter gradient "ConvBNwgrad", the one
+ *           documented filter-gradient fusion on sm_90: the runtime-fusion
+ *           engines take no prologue there); the data gradient as
+ *           "DgradDreluBNBwdWeight" (batch norm's weight-gradient operation
+ *           in the epilogue). The runtime-fusion engines take at most one
+ *           reduction in an epilogue, so forms 0 and 1 of the kinds with
+ *           two sums are expected to be refused; bf16 has no documented
+ *           path for them
  * NULL when cuDNN refuses a part (o->refused names it) or the graph (*st). */
 static int n_forms(CsKind k, DType dt)
 {
-    return kind_prologue(k) && dt == DT_F16 ? 3 : 2;
+    (void)k;
+    return dt == DT_F16 ? 3 : 2;
 }
 
-/* The data gradient's graph: da = conv^T(dz, w) (virtual f32); pre = y s +
- * b; g = da where pre > 0 (form 0: virtual f32, stored by an identity;
- * form 1: stored as it is made); sg = reduce(g); sgc = reduce(g (y -
- * mean)). */
+/* The data gradient's graph: da = conv^T(dz, w) (virtual f32) and g = da
+ * where the forward's pre-activation is > 0, g stored, with sg = sum g and
+ * sgx = sum g xhat per channel of y:
+ *   forms 0, 1: pre = y s + b; g = relu_bwd(da, pre) (form 0: virtual f32,
+ *               stored by an identity; form 1: stored as it is made); sg =
+ *               reduce(g); sgx = reduce(g (y - mean) invstd)
+ *   form 2:     cuDNN's "DgradDreluBNBwdWeight": pre = ((y - mean) invstd)
+ *               gamma + beta; g = relu_bwd(da, pre) stored; batch norm's
+ *               weight-gradient operation on (y, mean, invstd, gamma, g)
+ *               gives sgx (dscale) and sg (dbias), and dx's coefficients
+ *               (kept in tmp, unused: the dx pass is ours) */
 static CgDesc dgrad_graph(Ctx *c, CsEntry *e, int form, Ops *o, cudnnStatus_t *st,
                           cudnnDataType_t t, CgDesc w, CgDesc conv)
 {
     const Conv2dShape *s = &e->s;
     const cudnnDataType_t f = CUDNN_DATA_FLOAT;
-    CgDesc dz = nhwc(e, U_DY, t, s->N, s->K, s->P, s->Q, 0);
-    CgDesc da = nhwc(e, U_V + 20, f, s->N, s->C, s->H, s->W, 1);
-    CgDesc y = nhwc(e, U_X, t, s->N, s->C, s->H, s->W, 0);
-    CgDesc sc = chan(e, U_S, s->C, f), bi = chan(e, U_B, s->C, f), mean = chan(e, U_MEAN, s->C, f);
-    CgDesc v1 = nhwc(e, U_V + 21, f, s->N, s->C, s->H, s->W, 1);
-    CgDesc pre = nhwc(e, U_V + 22, f, s->N, s->C, s->H, s->W, 1);
-    CgDesc gout = nhwc(e, U_Y, t, s->N, s->C, s->H, s->W, 0);
-    CgDesc g = form == 0 ? nhwc(e, U_V + 23, f, s->N, s->C, s->H, s->W, 1) : gout;
-    CgDesc yc = nhwc(e, U_V + 24, f, s->N, s->C, s->H, s->W, 1);
-    CgDesc gy = nhwc(e, U_V + 25, f, s->N, s->C, s->H, s->W, 1);
-    CgDesc sg = chan(e, U_SUM, s->C, f), sgc = chan(e, U_SQ, s->C, f);
-    if (!dz || !da || !y || !sc || !bi || !mean || !v1 || !pre || !gout || !g || !yc || !gy ||
-        !sg || !sgc) {
+    const int N = s->N, C = s->C, H = s->H, W = s->W;
+    CgDesc dz = nhwc(e, U_DY, t, N, s->K, s->P, s->Q, 0);
+    CgDesc da = nhwc(e, U_V + 20, f, N, C, H, W, 1);
+    CgDesc y = nhwc(e, U_X, t, N, C, H, W, 0);
+    CgDesc mean = chan(e, U_MEAN, C, f), inv = chan(e, U_INV, C, f);
+    CgDesc v1 = nhwc(e, U_V + 21, f, N, C, H, W, 1);
+    CgDesc pre = nhwc(e, U_V + 22, f, N, C, H, W, 1);
+    CgDesc gout = nhwc(e, U_Y, t, N, C, H, W, 0);
+    CgDesc sg = chan(e, U_SUM, C, f), sgx = chan(e, U_SQ, C, f);
+    if (!dz || !da || !y || !mean || !inv || !v1 || !pre || !gout || !sg || !sgx) {
         if (!o->refused) o->refused = "a tensor of the data gradient's graph";
         return NULL;
     }
     CgDesc pw = NULL, red = NULL;
-    const char *det = "a deterministic reduction (cuDNN 9.11 or later)";
     add_op(e, o, cg_conv_op_try(CG_DGRAD, conv, da, w, dz, 1.0f, 0.0f), NULL,
            "the data gradient");
-    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, y, sc, v1, &pw), pw, "the scale");
-    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_ADD, v1, bi, pre, &pw), pw, "the bias");
-    add_op(e, o, cg_relu_bwd_op(da, pre, g, &pw), pw, "the ReLU's backward");
-    if (form == 0)
-        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_IDENTITY, g, NULL, gout, &pw), pw,
-               "the identity that stores g");
-    add_op(e, o, cg_reduction_op(g, sg, 2, &red), red, det);
-    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_SUB, y, mean, yc, &pw), pw, "y - mean");
-    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, g, yc, gy, &pw), pw, "g (y - mean)");
-    add_op(e, o, cg_reduction_op(gy, sgc, 2, &red), red, det);
+    if (form == 2) {
+        CgDesc gm = chan(e, U_GAMMA, C, f), bt = chan(e, U_BETA, C, f);
+        CgDesc v2 = nhwc(e, U_V + 26, f, N, C, H, W, 1);
+        CgDesc v3 = nhwc(e, U_V + 27, f, N, C, H, W, 1);
+        CgDesc q1 = chan(e, U_EQ1, C, f), q2 = chan(e, U_EQ2, C, f), q3 = chan(e, U_EQ3, C, f);
+        if (!gm || !bt || !v2 || !v3 || !q1 || !q2 || !q3) {
+            if (!o->refused) o->refused = "a tensor of the DgradDreluBNBwdWeight graph";
+            return NULL;
+        }
+        add_op(e, o, cg_pointwise_op2(CUDNN_POINTWISE_ADD, y, mean, -1.0f, v1, &pw), pw,
+               "y - mean");
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, v1, inv, v2, &pw), pw, "x invstd");
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, v2, gm, v3, &pw), pw, "xhat gamma");
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_ADD, v3, bt, pre, &pw), pw, "+ beta");
+        add_op(e, o, cg_relu_bwd_op(da, pre, gout, &pw), pw, "the ReLU's backward");
+        add_op(e, o, cg_bn_bwd_weights_op(y, mean, inv, gm, gout, sgx, sg, q1, q2, q3), NULL,
+               "batch norm's weight-gradient operation");
+    } else {
+        const char *det = "a deterministic reduction (cuDNN 9.11 or later)";
+        CgDesc sc = chan(e, U_S, C, f), bi = chan(e, U_B, C, f);
+        CgDesc g = form == 0 ? nhwc(e, U_V + 23, f, N, C, H, W, 1) : gout;
+        CgDesc yc = nhwc(e, U_V + 24, f, N, C, H, W, 1);
+        CgDesc xh = nhwc(e, U_V + 25, f, N, C, H, W, 1);
+        CgDesc gx = nhwc(e, U_V + 28, f, N, C, H, W, 1);
+        if (!sc || !bi || !g || !yc || !xh || !gx) {
+            if (!o->refused) o->refused = "a tensor of the data gradient's graph";
+            return NULL;
+        }
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, y, sc, v1, &pw), pw, "the scale");
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_ADD, v1, bi, pre, &pw), pw, "the bias");
+        add_op(e, o, cg_relu_bwd_op(da, pre, g, &pw), pw, "the ReLU's backward");
+        if (form == 0)
+            add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_IDENTITY, g, NULL, gout, &pw), pw,
+                   "the identity that stores g");
+        add_op(e, o, cg_reduction_op(g, sg, 2, &red), red, det);
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_SUB, y, mean, yc, &pw), pw, "y - mean");
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, yc, inv, xh, &pw), pw, "xhat");
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, g, xh, gx, &pw), pw, "g xhat");
+        add_op(e, o, cg_reduction_op(gx, sgx, 2, &red), red, det);
+    }
     if (o->refused) return NULL;
     o->refused = "the graph";
     CgDesc gr = part(e, cg_graph(c->cudnn, o->ops, o->n, st));
@@ -333,6 +377,18 @@ static CgDesc graph_build(Ctx *c, CsEntry *e, int form, Ops *o, cudnnStatus_t *s
     } else {
         CgDesc y = nhwc(e, U_Y, t, s->N, s->K, s->P, s->Q, 0);
         int acc_form = kind_stats(e->kind) && form == 0;
+        if (kind_stats(e->kind) && form == 2) {   /* GenStats on the stored output */
+            add_op(e, o, cg_conv_op_try(CG_FPROP, conv, in, w, y, 1.0f, 0.0f), NULL,
+                   "the convolution");
+            CgDesc sum = chan(e, U_SUM, s->K, CUDNN_DATA_FLOAT);
+            CgDesc sq = chan(e, U_SQ, s->K, CUDNN_DATA_FLOAT);
+            add_op(e, o, cg_genstats_op(y, sum, sq), NULL, "GenStats");
+            if (o->refused) return NULL;
+            o->refused = "the graph";
+            CgDesc gr = part(e, cg_graph(c->cudnn, o->ops, o->n, st));
+            if (gr) o->refused = NULL;
+            return gr;
+        }
         CgDesc acc = acc_form ? nhwc(e, U_V + 10, CUDNN_DATA_FLOAT, s->N, s->K, s->P, s->Q, 1) : y;
         if (!y || !acc) {
             if (!o->refused) o->refused = "the output tensor";
@@ -364,7 +420,8 @@ static size_t rup(int n) { return ((size_t)n + 63) / 64 * 64; }
 static size_t sq_off(const Conv2dShape *s) { return rup(s->K > s->C ? s->K : s->C); }
 static size_t sb_off(const Conv2dShape *s) { return 2 * sq_off(s); }
 static size_t half_off(const Conv2dShape *s) { return sb_off(s) + 2 * rup(s->C); }
-static size_t tmp_floats(const Conv2dShape *s) { return half_off(s) + rup(s->C); }
+static size_t eq_off(const Conv2dShape *s) { return half_off(s) + rup(s->C); }
+static size_t tmp_floats(const Conv2dShape *s) { return eq_off(s) + 3 * rup(s->C); }
 
 /* scale and bias from the batch norm's statistics, into tmp (and their f16
  * copy for form 2) */
@@ -372,9 +429,17 @@ static void scale_bias(Ctx *c, const CsEntry *e, const CsArgs *a, float *tmp)
 {
     const Conv2dShape *s = &e->s;
     float *sc = tmp + sb_off(s);
+    if (e->kind == CONV_BN_DGRAD_RELU && e->form == 2) {
+        /* the pattern reads gamma and beta themselves: 16-byte aligned copies */
+        CUDA_CHECK(cudaMemcpyAsync(sc, a->gamma, (size_t)s->C * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, c->stream));
+        CUDA_CHECK(cudaMemcpyAsync(sc + rup(s->C), a->beta, (size_t)s->C * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, c->stream));
+        return;
+    }
     batchnorm_scale_bias_cuda(sc, sc + rup(s->C), a->ms, a->ms + s->C, a->gamma, a->beta,
                               (size_t)s->C, c->stream);
-    if (e->form == 2) {
+    if (kind_prologue(e->kind) && e->form == 2) {
         uint16_t *h = (uint16_t *)(tmp + half_off(s));
         cast_cuda(h, DT_F16, sc, DT_F32, (size_t)s->C, 0, c->stream);
         cast_cuda(h + rup(s->C), DT_F16, sc + rup(s->C), DT_F32, (size_t)s->C, 0, c->stream);
@@ -391,16 +456,26 @@ static int variant(const CsEntry *e, const CsArgs *a, float *tmp, int64_t *uids,
         bi = (float *)(h + rup(e->s.C));
     }
 #define PUT(u, p) (uids[n] = (u), ptrs[n] = (void *)(p), n++)
-    if (e->kind == CONV_BN_DGRAD_RELU) {   /* in = y, out = g, mean/m2 = sg/sgc */
+    if (e->kind == CONV_BN_DGRAD_RELU) {   /* in = y, out = g, mean/m2 = sg/sgx */
         PUT(U_DY, a->dz);
         PUT(U_W, a->w);
         PUT(U_X, a->in);
-        PUT(U_S, sc);
-        PUT(U_B, bi);
         PUT(U_MEAN, a->ms);
+        PUT(U_INV, a->ms + e->s.C);
         PUT(U_Y, a->out);
         PUT(U_SUM, a->mean);
         PUT(U_SQ, a->m2);
+        if (e->form == 2) {
+            float *q = tmp + eq_off(&e->s);
+            PUT(U_GAMMA, tmp + sb_off(&e->s));
+            PUT(U_BETA, tmp + sb_off(&e->s) + rup(e->s.C));
+            PUT(U_EQ1, q);
+            PUT(U_EQ2, q + rup(e->s.C));
+            PUT(U_EQ3, q + 2 * rup(e->s.C));
+        } else {
+            PUT(U_S, sc);
+            PUT(U_B, bi);
+        }
         return n;
     }
     PUT(U_X, a->in);
@@ -436,8 +511,8 @@ static void fused_run(Ctx *c, const CsEntry *e, const CsArgs *a, float *tmp)
         CUDA_CHECK(cudaMemsetAsync(a->mean, 0, (size_t)s->C * sizeof(float), c->stream));
         CUDA_CHECK(cudaMemsetAsync(a->m2, 0, (size_t)s->C * sizeof(float), c->stream));
     }
-    int64_t uids[10];
-    void *ptrs[10];
+    int64_t uids[CS_PACK];
+    void *ptrs[CS_PACK];
     int n = variant(e, a, tmp, uids, ptrs);
     cg_execute(c, &e->plan, uids, ptrs, n);
     if (kind_stats(e->kind))
@@ -676,15 +751,16 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
         cand.form = form;
         cand.forced = forced;
         if (kind_bn(kind)) scale_bias(c, &cand, a, tmp);   /* the candidates' inputs */
-        int64_t uids[10];
-        void *ptrs[10];
+        int64_t uids[CS_PACK];
+        void *ptrs[CS_PACK];
         int nv = variant(&cand, a, tmp, uids, ptrs), got = 0;
         Ops o;
         cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
         CgDesc g = graph_build(c, &cand, form, &o, &st);
         if (g) got = cg_search(c, g, &rule, uids, ptrs, nv, &cand.plan);
         if (!got) {
-            engine_failed |= g != NULL;
+            /* no engine for lack of workspace or a failed run: not kept */
+            engine_failed |= cand.plan.over_ws > 0 || cand.plan.run_failed > 0;
             LOG_I("%s: form %d: %s (%s)", shape, form, !g ? "cuDNN refuses" : "no engine ran it",
                   !g ? (st != CUDNN_STATUS_SUCCESS ? ct_cudnn_status_string(st) : o.refused)
                      : "the candidates failed or none passed the rule");
@@ -705,8 +781,8 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
     mem_free(c, tmp, tmp_floats(s) * sizeof(float));
     if (!ok) {
         LOG_I("%s: runs as separate kernels", shape);
-        /* a graph cuDNN took but no engine ran (the workspace limit under
-         * memory pressure, a failed launch) is not kept: searched again */
+        /* no engine for lack of workspace (memory pressure) or a failed
+         * run is not kept: searched again next run */
         if (!engine_failed) keep_verdict(cc, e);
         return e;
     }
@@ -765,12 +841,12 @@ int conv_bn_cudnn_bnrelu_fprop(Ctx *c, void *z, float *mean, float *m2, const vo
     return run_kind(c, mean ? CONV_BN_BNRELU_FPROP_STATS : CONV_BN_BNRELU_FPROP, &a, dt, s);
 }
 
-int conv_bn_cudnn_dgrad_relu(Ctx *c, void *g, float *sg, float *sgc, const void *dz,
+int conv_bn_cudnn_dgrad_relu(Ctx *c, void *g, float *sg, float *sgx, const void *dz,
                              const void *w, const void *y, const float *ms, const float *gamma,
                              const float *beta, DType dt, const Conv2dShape *s)
 {
-    if (((uintptr_t)sg | (uintptr_t)sgc) & 15u) return 0;
-    CsArgs a = {y, w, dz, g, sg, sgc, ms, gamma, beta};
+    if (((uintptr_t)sg | (uintptr_t)sgx | (uintptr_t)(ms + s->C)) & 15u) return 0;
+    CsArgs a = {y, w, dz, g, sg, sgx, ms, gamma, beta};
     return run_kind(c, CONV_BN_DGRAD_RELU, &a, dt, s);
 }
 

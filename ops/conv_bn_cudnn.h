@@ -8,10 +8,10 @@
  *                            sums (the normalised activation never written)
  *   BN + ReLU + filter grad  dw = corr(relu(y s + b), dz) (the backward's
  *                            activation never made again)
- *   data grad + ReLU mask    g = conv^T(dz, w) where y s + b > 0, and the
+ *   data grad + ReLU mask    g = conv^T(dz, w) where bn(y) > 0, and the
  *                            sums batch norm's backward needs, sum g and
- *                            sum g (y - mean), in its epilogue (the pass
- *                            that reads da and y for them gone)
+ *                            sum g xhat, in its epilogue (the pass that
+ *                            reads da and y for them gone)
  *
  * Shape letters: x or y [N, H, W, C] (the convolution's input), w [K, R, S,
  * C], the output [N, P, Q, K], M = N*P*Q.
@@ -75,7 +75,7 @@ typedef enum {
     CONV_BN_BNRELU_FPROP,         /* z = conv(relu(y s + b), w) */
     CONV_BN_BNRELU_FPROP_STATS,   /* the same, and the sums of z */
     CONV_BN_BNRELU_WGRAD,         /* dw = corr(relu(y s + b), dz) */
-    CONV_BN_DGRAD_RELU,           /* g = conv^T(dz, w) where y s + b > 0; sums of g, g (y - mean) */
+    CONV_BN_DGRAD_RELU,           /* g = conv^T(dz, w) where bn(y) > 0; sums of g, g xhat */
     CONV_BN_KINDS
 } ConvBnKind;
 #define CONV_BN_MAX_WS ((size_t)512 << 20)   /* a fused plan's workspace at most */
@@ -102,12 +102,12 @@ int conv_bn_cudnn_bnrelu_wgrad(Ctx *c, void *dw, DType tdw, int accum, const voi
                                const float *ms, const float *gamma, const float *beta,
                                const void *dz, DType dt, const Conv2dShape *s);
 
-/* g = conv^T(dz, w) masked by the ReLU of bn(y) (y s + b > 0, s and b from
- * ms, gamma, beta), stored in g (y's shape and type), with sg[c] = sum g and
- * sgc[c] = sum g (y - mean) over the rows of y (f32 [C] each, 16-byte
+/* g = conv^T(dz, w) masked by the ReLU of bn(y) (bn from ms = (mean,
+ * invstd), gamma, beta), stored in g (y's shape and type), with sg[c] =
+ * sum g and sgx[c] = sum g xhat over the rows of y (f32 [C] each, 16-byte
  * aligned): what batchnorm_backward_sums_cuda turns into batch norm's
  * gradient sums. */
-int conv_bn_cudnn_dgrad_relu(Ctx *c, void *g, float *sg, float *sgc, const void *dz,
+int conv_bn_cudnn_dgrad_relu(Ctx *c, void *g, float *sg, float *sgx, const void *dz,
                              const void *w, const void *y, const float *ms, const float *gamma,
                              const float *beta, DType dt, const Conv2dShape *s);
 

@@ -191,7 +191,7 @@ static void bn_relu_conv_backward(Ctx *c, Node *n)
         int fused = conv_bn_cudnn_dgrad_relu(c, da->data, sums, sums + c4, dz->data, wl->data,
                                              y->data, mean, pgamma, pbeta, y->dtype, &s);
         if (fused) {
-            batchnorm_backward_sums_cuda(mg, mgx, pg, pb, sums, sums + c4, invstd, M, C, acc_p,
+            batchnorm_backward_sums_cuda(mg, mgx, pg, pb, sums, sums + c4, M, C, acc_p,
                                          c->stream);
             if (dy)
                 batchnorm_backward_dx_cuda(dy->data, NULL, da->data, y->data, NULL, mean, invstd,

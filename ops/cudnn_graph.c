@@ -116,6 +116,11 @@ static CgDesc pointwise_desc(int mode)
 
 CgDesc cg_pointwise_op(int mode, CgDesc x, CgDesc b, CgDesc y, CgDesc *pw)
 {
+    return cg_pointwise_op2(mode, x, b, 1.0f, y, pw);
+}
+
+CgDesc cg_pointwise_op2(int mode, CgDesc x, CgDesc b, float alpha2, CgDesc y, CgDesc *pw)
+{
     *pw = x && y ? pointwise_desc(mode) : NULL;
     if (!*pw || (b == NULL && (mode == CUDNN_POINTWISE_ADD || mode == CUDNN_POINTWISE_MUL ||
                                mode == CUDNN_POINTWISE_SUB)))
@@ -127,6 +132,8 @@ CgDesc cg_pointwise_op(int mode, CgDesc x, CgDesc b, CgDesc y, CgDesc *pw)
                      &x) &&
              (!b || try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b)) &&
+             (alpha2 == 1.0f || try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2,
+                                        CUDNN_TYPE_FLOAT, 1, &alpha2)) &&
              try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
                      &y);
     if (!ok) {
@@ -149,6 +156,39 @@ CgDesc cg_relu_bwd_op(CgDesc dy, CgDesc x, CgDesc dx, CgDesc *pw)
                      &x) &&
              try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
                      &dx);
+    if (!ok) {
+        cg_destroy(op);
+        return NULL;
+    }
+    return finalized(op);
+}
+
+CgDesc cg_bn_bwd_weights_op(CgDesc x, CgDesc mean, CgDesc invstd, CgDesc scale, CgDesc dy,
+                            CgDesc dscale, CgDesc dbias, CgDesc eq_dy, CgDesc eq_x,
+                            CgDesc eq_bias)
+{
+    if (!x || !mean || !invstd || !scale || !dy || !dscale || !dbias || !eq_dy || !eq_x ||
+        !eq_bias)
+        return NULL;
+    CgDesc op = cg_create(CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR);
+    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    const CgDesc *ds[10] = {&x, &mean, &invstd, &scale, &dy, &dscale, &dbias, &eq_dy, &eq_x,
+                            &eq_bias};
+    const cudnnBackendAttributeName_t names[10] = {
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_X_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_INVSTD_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_BN_SCALE_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DY_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_SCALE_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_BIAS_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_DY_SCALE_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_X_SCALE_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_BIAS};
+    int ok = try_set(op, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1,
+                     &prec);
+    for (int i = 0; i < 10 && ok; i++)
+        ok = try_set(op, names[i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, ds[i]);
     if (!ok) {
         cg_destroy(op);
         return NULL;
@@ -590,6 +630,7 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
             CgDesc p = plan_for(c->cudnn, cfgs[i], &w);
             if (!p) continue;
             if (w > rule->ws_limit) {
+                best->over_ws++;
                 cg_destroy(p);
                 continue;
             }
@@ -617,6 +658,7 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
         float best_ms = 0.0f;
         for (int i = 0; i < np; i++) {
             float ms = time_plan(c, plans[i], v, e0, e1);
+            if (ms < 0.0f) best->run_failed++;
             LOG_T("cg_search: engine %lld, workspace %zu bytes: %.3f ms", (long long)idx[i],
                   ws[i], (double)ms);
             if (ms >= 0.0f && (win < 0 || ms < best_ms)) {

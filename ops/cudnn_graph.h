@@ -88,6 +88,17 @@ CgDesc cg_conv_op_try(int dir, CgDesc conv, CgDesc a, CgDesc b, CgDesc c, float 
  *                     in *red */
 CgDesc cg_pointwise_op(int mode, CgDesc x, CgDesc b, CgDesc y, CgDesc *pw);
 CgDesc cg_relu_bwd_op(CgDesc dy, CgDesc x, CgDesc dx, CgDesc *pw);
+/* cg_pointwise_op with b scaled by alpha2 first: y = op(x, alpha2 b) (ADD
+ * with alpha2 = -1 subtracts, as cuDNN's batch-norm fusion patterns write
+ * x - mean) */
+CgDesc cg_pointwise_op2(int mode, CgDesc x, CgDesc b, float alpha2, CgDesc y, CgDesc *pw);
+/* Batch norm's backward weights (cuDNN's DBN weight operation): from the
+ * input x, its mean and invstd, the scale gamma and the gradient dy,
+ *   dscale = sum dy xhat,  dbias = sum dy  (per channel, f32)
+ * and the coefficients of dx = eq_dy dy + eq_x x + eq_bias. */
+CgDesc cg_bn_bwd_weights_op(CgDesc x, CgDesc mean, CgDesc invstd, CgDesc scale, CgDesc dy,
+                            CgDesc dscale, CgDesc dbias, CgDesc eq_dy, CgDesc eq_x,
+                            CgDesc eq_bias);
 CgDesc cg_genstats_op(CgDesc x, CgDesc sum, CgDesc sqsum);
 CgDesc cg_reduction_op(CgDesc x, CgDesc y, int deterministic, CgDesc *red);
 /* The same as cg_tensor, NULL instead of fatal when cuDNN refuses it. */
@@ -125,6 +136,8 @@ typedef struct {
     int64_t knobs[CG_MAX_KNOBS][2];
     float ms;               /* measured time of one run */
     int tried;              /* candidates timed in the search */
+    int over_ws;            /* candidates dropped for needing more than the rule's workspace */
+    int run_failed;         /* candidates whose timed runs failed */
 } CgPlan;
 
 /* The fastest plan for graph g under rule, timed on the variant pack
