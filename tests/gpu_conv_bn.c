@@ -13,6 +13,9 @@
  *   - the batch-norm backward's relu mode 2 (the mask recomputed from x)
  *     against mode 1 (the forward's output read) bit for bit, per type, on
  *     the scalar and the vector path, with and without gamma and beta;
+ *   - the fused data gradient's tail without cuDNN: sums taken on the host,
+ *     batchnorm_backward_sums_cuda + the dx pass against batch norm's own
+ *     backward, training and eval, written and added into;
  *   - the forward keeps one activation of y's size less (plans searched
  *     before it is measured);
  *   - ResNet-50 (narrow): a training step built from the unit and one from
@@ -181,6 +184,79 @@ static void test_resnet(Ctx *g)
     }
     g->autocast = DT_F32;
     batchnorm_cudnn_use(g, -1);
+}
+
+/* The fused data gradient's tail without cuDNN: g = da masked (the mask of
+ * the forward's output), its sums sg = sum g and sgx = sum g xhat taken on
+ * the host, then batchnorm_backward_sums_cuda + batchnorm_backward_dx_cuda
+ * (relu 0) against batch norm's own backward (relu 2) on the same da:
+ * training and eval, written and added into */
+static void test_sums_tail(void)
+{
+    const size_t M = 777, C = 40, n = M * C;
+    const DType dt = DT_BF16;
+    float *xh = cb_fill(71, n, -1.0f, 1.5f), *dah = cb_fill(72, n, -1.0f, 1.0f);
+    float *gh = cb_fill(73, C, 0.5f, 1.5f), *bh = cb_fill(74, C, -0.4f, 0.4f);
+    quantize(xh, n, dt);
+    quantize(dah, n, dt);
+    void *x = gpu_upload(xh, n, dt), *da = gpu_upload(dah, n, dt), *a = gpu_alloc_poison(n, dt);
+    float *gm = gpu_upload(gh, C, DT_F32), *bt = gpu_upload(bh, C, DT_F32);
+    float *st = gpu_alloc_poison(2 * C, DT_F32);
+    size_t sb = batchnorm_scratch_bytes(M, C);
+    void *scr = gpu_alloc_poison(sb / 4 + 1, DT_F32);
+    batchnorm_stats_cuda(st, st + C, NULL, NULL, NULL, x, dt, 0.1f, 1e-5f, M, C, scr, sb, 0);
+    batchnorm_forward_cuda(a, x, NULL, st, st + C, gm, bt, dt, 1, M, C, 0);
+    float *ah = hbuf(n), *sth = hbuf(2 * C), *g = hbuf(n);
+    gpu_download(ah, a, n, dt);
+    gpu_download(sth, st, 2 * C, DT_F32);
+    double *sg = calloc(C, sizeof(double)), *sgx = calloc(C, sizeof(double));
+    for (size_t m = 0; m < M; m++)
+        for (size_t c = 0; c < C; c++) {
+            size_t i = m * C + c;
+            g[i] = ah[i] > 0.0f ? dah[i] : 0.0f;
+            sg[c] += g[i];
+            sgx[c] += (double)g[i] * ((double)xh[i] - sth[c]) * sth[C + c];
+        }
+    float sums[2 * 40];
+    for (size_t c = 0; c < C; c++) {
+        sums[c] = (float)sg[c];
+        sums[C + c] = (float)sgx[c];
+    }
+    void *gd = gpu_upload(g, n, dt);
+    float *sd = gpu_upload(sums, 2 * C, DT_F32);
+    for (int training = 0; training < 2; training++)
+        for (int acc = 0; acc < 2; acc++) {
+            /* dgamma and dbeta start from gamma and beta: added into with acc */
+            float *p1 = gpu_upload(gh, C, DT_F32), *p1b = gpu_upload(bh, C, DT_F32);
+            float *p2 = gpu_upload(gh, C, DT_F32), *p2b = gpu_upload(bh, C, DT_F32);
+            void *dx1 = gpu_upload(dah, n, dt), *dx2 = gpu_upload(dah, n, dt);
+            float *mm = gpu_alloc_poison(2 * C, DT_F32);
+            batchnorm_backward_cuda(dx1, NULL, p1, p1b, da, x, NULL, st, st + C, gm, bt, dt,
+                                    training, 2, M, C, acc, 0, acc, scr, sb, 0);
+            batchnorm_backward_sums_cuda(mm, mm + C, p2, p2b, sd, sd + C, M, C, acc, 0);
+            batchnorm_backward_dx_cuda(dx2, NULL, gd, x, NULL, st, st + C, gm, NULL, mm, mm + C,
+                                       dt, training, 0, M, C, acc, 0, 0);
+            float *r1 = hbuf(n), *r2 = hbuf(n), *q1 = hbuf(2 * C), *q2 = hbuf(2 * C);
+            gpu_download(r1, dx1, n, dt);
+            gpu_download(r2, dx2, n, dt);
+            gpu_download(q1, p1, C, DT_F32);
+            gpu_download(q1 + C, p1b, C, DT_F32);
+            gpu_download(q2, p2, C, DT_F32);
+            gpu_download(q2 + C, p2b, C, DT_F32);
+            char name[96];
+            snprintf(name, sizeof name, "gpu_conv_bn.sums_tail.%s%s.dx",
+                     training ? "train" : "eval", acc ? ".accum" : "");
+            check_close_most(name, r2, r1, n, tol_atol(dt), tol_rtol(dt), 2 + n / 20000);
+            snprintf(name, sizeof name, "gpu_conv_bn.sums_tail.%s%s.dgamma_dbeta",
+                     training ? "train" : "eval", acc ? ".accum" : "");
+            check_close(name, q2, q1, 2 * C, 1e-3, 1e-3);
+            free(r1); free(r2); free(q1); free(q2);
+            void *all[] = {p1, p1b, p2, p2b, dx1, dx2, mm};
+            for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) CUDA_CHECK(cudaFree(all[k]));
+        }
+    void *all[] = {x, da, a, gm, bt, st, scr, gd, sd};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) CUDA_CHECK(cudaFree(all[k]));
+    free(xh); free(dah); free(gh); free(bh); free(ah); free(sth); free(g); free(sg); free(sgx);
 }
 
 /* ---- the fused convolution + statistics (ops/conv_bn_cudnn.h) ---- */
@@ -483,6 +559,7 @@ int main(void)
     ctx_init(&h, DEV_CPU, 0, 1);
     g.allow_tf32 = 0;
     test_relu_mode2();
+    test_sums_tail();
     test_unit(&g, &h);
     test_resnet(&g);
     test_fused(&g);
