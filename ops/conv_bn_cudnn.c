@@ -73,6 +73,7 @@ typedef struct {
     DType dt;
     int form;                /* the graph form the plan runs (graph_build) */
     int forced;              /* searched under conv_bn_cudnn_use(c, 1) */
+    int only_form;           /* searched under conv_bn_cudnn_only_form (-1: every form) */
     int fused;               /* 1: plan below; 0: the separate way */
     CgPlan plan;
     CgDesc parts[CS_PARTS];  /* tensors, operations and their descriptors, the graph */
@@ -83,6 +84,7 @@ typedef struct {
     CsEntry *e;
     int n, cap;
     int use;                 /* -1: CTRAIN_CONV_BN; 0 never; 1 always where cuDNN takes it */
+    int only_form;           /* -1: every form; else searches try that form alone (tests) */
     PlanStore *store;        /* the verdicts kept on disk (NULL: not opened yet) */
     int searched, loaded;    /* entries a search decided / a kept verdict gave */
 } CsCache;
@@ -122,12 +124,23 @@ static CsCache *cs_for(Ctx *c)
         cc = calloc(1, sizeof *cc);
         CT_ASSERT(cc != NULL, "conv_bn_cudnn: out of host memory for its plans");
         cc->use = -1;
+        cc->only_form = -1;
         ctx_cache_set(c, &cs_kind, cc);
     }
     return cc;
 }
 
 void conv_bn_cudnn_use(Ctx *c, int on) { cs_for(c)->use = on; }
+
+void conv_bn_cudnn_only_form(Ctx *c, int form) { cs_for(c)->only_form = form; }
+
+int conv_bn_cudnn_last_form(Ctx *c, ConvBnKind kind)
+{
+    CsCache *cc = cs_for(c);
+    for (int i = cc->n - 1; i >= 0; i--)
+        if (cc->e[i].kind == kind) return cc->e[i].fused ? cc->e[i].form : -1;
+    return -1;
+}
 
 void conv_bn_cudnn_counts(Ctx *c, int *fused, int *separate, int *fused_by_kind)
 {
@@ -261,8 +274,8 @@ static void reductions(CsEntry *e, Ops *o, CgDesc v)
  * NULL when cuDNN refuses a part (o->refused names it) or the graph (*st). */
 static int n_forms(CsKind k, DType dt)
 {
-    (void)k;
-    return dt == DT_F16 ? 3 : 2;
+    /* GenStats after a plain convolution is documented for bf16 too */
+    return dt == DT_F16 || k == CONV_BN_CONV_STATS ? 3 : 2;
 }
 
 /* The data gradient's graph: da = conv^T(dz, w) (virtual f32) and g = da
@@ -608,7 +621,7 @@ static void time_both(Ctx *c, const CsEntry *e, const CsArgs *a, float *fused_ms
 
 /* The version of the search's rules (the forms, the 3% margin, the
  * numerical rule): raise it when they change. */
-#define CONV_BN_SEARCH_RULES 1
+#define CONV_BN_SEARCH_RULES 2
 
 static PlanStore *store_for(CsCache *cc)
 {
@@ -623,24 +636,24 @@ static PlanStore *store_for(CsCache *cc)
 /* The key: the kind, the whole shape, the type, forced, and the search's
  * rules (its workspace limit as the settings give it, the candidates, the
  * rules' version; the card and the libraries are the store's identity). */
-static void key_text(CsKind kind, const Conv2dShape *s, DType dt, int forced, char *buf,
-                     size_t n)
+static void key_text(CsKind kind, const Conv2dShape *s, DType dt, int forced, int only_form,
+                     char *buf, size_t n)
 {
     size_t ws = setting_size(SET_CONV_SEARCH_WS_MB);
     if (ws > CONV_BN_MAX_WS) ws = CONV_BN_MAX_WS;
     snprintf(buf, n,
              "kind%d N%d H%d W%d C%d K%d R%d S%d P%d Q%d stride%d,%d pad%d,%d dil%d,%d %s "
-             "forced=%d wsmax=%zuM cand=%d rules=%d",
+             "forced=%d forms=%d wsmax=%zuM cand=%d rules=%d",
              (int)kind, s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->P, s->Q, s->stride_h,
              s->stride_w, s->pad_h, s->pad_w, s->dil_h, s->dil_w, dtype_name(dt), forced,
-             ws >> 20, CONV_BN_CANDIDATES, CONV_BN_SEARCH_RULES);
+             only_form, ws >> 20, CONV_BN_CANDIDATES, CONV_BN_SEARCH_RULES);
 }
 
 /* A verdict as text: "separate", or "fused form=F engine=E knobs=..." */
 static void keep_verdict(CsCache *cc, const CsEntry *e)
 {
     char key[PLAN_STORE_KEY_MAX], value[PLAN_STORE_VALUE_MAX];
-    key_text(e->kind, &e->s, e->dt, e->forced, key, sizeof key);
+    key_text(e->kind, &e->s, e->dt, e->forced, e->only_form, key, sizeof key);
     if (!e->fused) {
         plan_store_put(store_for(cc), key, "separate");
         return;
@@ -661,7 +674,7 @@ static void keep_verdict(CsCache *cc, const CsEntry *e)
 static int load_verdict(Ctx *c, CsCache *cc, CsEntry *e, const CgRule *rule)
 {
     char key[PLAN_STORE_KEY_MAX];
-    key_text(e->kind, &e->s, e->dt, e->forced, key, sizeof key);
+    key_text(e->kind, &e->s, e->dt, e->forced, e->only_form, key, sizeof key);
     const char *v = plan_store_get(store_for(cc), key);
     if (!v) return 0;
     if (strcmp(v, "separate") == 0) {
@@ -722,6 +735,7 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
     e->s = *s;
     e->dt = dt;
     e->forced = forced;
+    e->only_form = cc->only_form;
     char shape[200];
     snprintf(shape, sizeof shape, "%s, %s %dx%d/%d %d->%d at %dx%dx%d", kind_names[kind],
              dtype_name(dt), s->R, s->S, s->stride_h, s->C, s->K, s->N, s->H, s->W);
@@ -743,6 +757,7 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
     int ok = 0, engine_failed = 0;
     float best_ms = 0.0f;
     for (int form = 0; form < n_forms(kind, dt); form++) {
+        if (e->only_form >= 0 && form != e->only_form) continue;
         CsEntry cand;
         memset(&cand, 0, sizeof cand);
         cand.kind = kind;
@@ -750,6 +765,7 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
         cand.dt = dt;
         cand.form = form;
         cand.forced = forced;
+        cand.only_form = e->only_form;
         if (kind_bn(kind)) scale_bias(c, &cand, a, tmp);   /* the candidates' inputs */
         int64_t uids[CS_PACK];
         void *ptrs[CS_PACK];
@@ -761,9 +777,14 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
         if (!got) {
             /* no engine for lack of workspace or a failed run: not kept */
             engine_failed |= cand.plan.over_ws > 0 || cand.plan.run_failed > 0;
-            LOG_I("%s: form %d: %s (%s)", shape, form, !g ? "cuDNN refuses" : "no engine ran it",
-                  !g ? (st != CUDNN_STATUS_SUCCESS ? ct_cudnn_status_string(st) : o.refused)
-                     : "the candidates failed or none passed the rule");
+            if (!g)
+                LOG_I("%s: form %d: cuDNN refuses (%s)", shape, form,
+                      st != CUDNN_STATUS_SUCCESS ? ct_cudnn_status_string(st) : o.refused);
+            else
+                LOG_I("%s: form %d: no engine ran it (%d over the workspace limit, %d failed "
+                      "runs, %d with a forbidden note: 0x%x of the CG_NOTE bits)",
+                      shape, form, cand.plan.over_ws, cand.plan.run_failed,
+                      cand.plan.dropped_notes, (unsigned)cand.plan.notes_seen);
             entry_free(&cand);
             continue;
         }
@@ -796,7 +817,7 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
     e->fused = forced || fused_ms < 0.97f * sep_ms;
     LOG_I("%s: fused %.3f ms (form %d) against %.3f ms separate: %s", shape, (double)fused_ms,
           e->form, (double)sep_ms, e->fused ? "fused" : "separate");
-    keep_verdict(cc, e);
+    if (!engine_failed) keep_verdict(cc, e);   /* a form dropped for memory may come back */
     if (!e->fused) entry_free(e);
     return e;
 }
@@ -816,7 +837,7 @@ static int run_kind(Ctx *c, CsKind kind, const CsArgs *a, DType dt, const Conv2d
     CsEntry *e = NULL;
     for (int i = 0; i < cc->n && !e; i++)
         if (cc->e[i].kind == kind && cc->e[i].dt == dt && cc->e[i].forced == forced &&
-            memcmp(&cc->e[i].s, s, sizeof *s) == 0)
+            cc->e[i].only_form == cc->only_form && memcmp(&cc->e[i].s, s, sizeof *s) == 0)
             e = &cc->e[i];
     if (!e) e = search(c, cc, kind, a, dt, s, forced);
     if (!e->fused) return 0;
@@ -846,6 +867,7 @@ int conv_bn_cudnn_dgrad_relu(Ctx *c, void *g, float *sg, float *sgx, const void 
                              const float *beta, DType dt, const Conv2dShape *s)
 {
     if (((uintptr_t)sg | (uintptr_t)sgx | (uintptr_t)(ms + s->C)) & 15u) return 0;
+    if (!gamma || !beta) return 0;   /* form 2 reads them as they are */
     CsArgs a = {y, w, dz, g, sg, sgx, ms, gamma, beta};
     return run_kind(c, CONV_BN_DGRAD_RELU, &a, dt, s);
 }

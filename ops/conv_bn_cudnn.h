@@ -24,9 +24,10 @@
  * on virtual tensors before the convolution; the statistics are a
  * reduction of the result and a pointwise square with a second reduction;
  * the result is stored by an identity from a virtual f32 tensor. Each kind
- * has two forms (conv_bn_cudnn.c: the prologue's activation f32 or the
- * storage type; the statistics of the f32 result or of the stored one),
- * tried in order until cuDNN takes one. Only deterministic reductions and
+ * has two or three graph forms (conv_bn_cudnn.c: the prologue's activation
+ * f32 or the storage type; the statistics of the f32 result or of the
+ * stored one; for f16 the shapes of cuDNN's pre-compiled batch-norm
+ * patterns), each searched, the fastest kept. Only deterministic reductions and
  * engines are allowed (a step's values must not depend on the run; cuDNN
  * 9.11 and later know the reduction's attribute, earlier ones run the
  * separate way). The engines that take such graphs compile their kernel at
@@ -43,15 +44,20 @@
  * beside the convolutions' plans (ops/plan_store.h, family "convbn",
  * CTRAIN_PLAN_CACHE): a later run on the same card takes it, compiling only
  * the kept engine (a kept engine cuDNN refuses then is searched again), and
- * trains with the same kernels. A graph cuDNN took but no engine ran is not
- * kept as "separate" (memory pressure may have caused it).
+ * trains with the same kernels. A verdict reached while a form had
+ * candidates dropped for the workspace limit or failed runs is not kept
+ * (memory pressure may have caused it); one dropped for a forbidden
+ * numerical note (non-determinism) is, and the log says which notes.
  *
  * Numerics: the fused values differ from the separate ones in their last
  * bits (y s + b against (y - mean) gamma invstd + beta; the activation not
- * rounded to the storage type in form 0; sums of the f32 result against
- * Welford moments of the stored one: m2's cancellation grows with
+ * rounded to the storage type in form 0; in the f16 forms s and b
+ * themselves f16, b = beta - mean s rounded by ~|mean s| 2^-11, so the
+ * ReLU's mask may differ near its kink; the data gradient's form 2 masks
+ * with ((y - mean) invstd) gamma + beta in f32; sums of the f32 result
+ * against Welford moments of the stored one: m2's cancellation grows with
  * mean^2 / var, small for a convolution's output). tests/gpu_conv_bn.c
- * states the tolerances.
+ * states the tolerances, per form.
  *
  * CTRAIN_CONV_BN=fused asks for these (ResNet then builds its blocks from
  * the unit); conv_bn_cudnn_use overrides it per context for tests. Built
@@ -119,6 +125,12 @@ void conv_bn_cudnn_use(Ctx *c, int on);
  * (cuDNN took no graph, or it was slower); fused_by_kind (NULL: not
  * wanted) gets the fused ones per ConvBnKind. */
 void conv_bn_cudnn_counts(Ctx *c, int *fused, int *separate, int *fused_by_kind);
+/* Tests: searches of c try graph form `form` alone (-1: every form, the
+ * default; conv_bn_cudnn.c lists the forms), so each form can be checked
+ * whatever wins; and the form the latest entry of `kind` runs fused (-1:
+ * none, or it runs the separate way). */
+void conv_bn_cudnn_only_form(Ctx *c, int form);
+int conv_bn_cudnn_last_form(Ctx *c, ConvBnKind kind);
 /* Entries of c a search decided, and entries a verdict kept on disk gave. */
 void conv_bn_cudnn_origins(Ctx *c, int *searched, int *loaded);
 /* Whether c asks for fused graphs (CTRAIN_CONV_BN=fused or the override)

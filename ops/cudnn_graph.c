@@ -618,7 +618,11 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
         for (int i = first; i < ncfg && np < max_cand; i++) {
             EngineInfo e;
             if (!engine_info(cfgs[i], &e)) continue;
-            if (e.notes & rule->forbid_notes) continue;
+            if (e.notes & rule->forbid_notes) {
+                best->dropped_notes++;
+                best->notes_seen |= e.notes & rule->forbid_notes;
+                continue;
+            }
             if (e.runtime_compile && !rule->runtime_compile) continue;
             int seen = 0; /* the fallback list repeats engines mode A proposed */
             for (int j = 0; j < np && i >= from_a; j++) seen |= idx[j] == e.index;

@@ -138,6 +138,8 @@ typedef struct {
     int tried;              /* candidates timed in the search */
     int over_ws;            /* candidates dropped for needing more than the rule's workspace */
     int run_failed;         /* candidates whose timed runs failed */
+    int dropped_notes;      /* candidates dropped for a note the rule forbids */
+    uint32_t notes_seen;    /* those notes, CG_NOTE bits */
 } CgPlan;
 
 /* The fastest plan for graph g under rule, timed on the variant pack

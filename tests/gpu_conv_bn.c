@@ -30,7 +30,8 @@
  *     shape equal to the separate way; the unit with its prologue, filter
  *     gradient and data gradient (ReLU mask and batch norm's sums in its
  *     epilogue) fused against the unit on its own kernels (gradients added
- *     into); a ResNet-50 bf16 step fused against unfused; a second
+ *     into); a ResNet-50 bf16 step fused against unfused; each graph form
+ *     alone (f16 0-2, bf16 0-1 and GenStats) on a ResNet shape; a second
  *     context takes the first one's kept verdict (the plan store) and
  *     gives the same bits.
  * Shapes: ResNet's 3x3 at 14x14 x 64 channels, its strided 3x3 (28x28 ->
@@ -48,6 +49,9 @@
 #include "models/resnet.h"
 #include "ops/batchnorm_cudnn.h"
 #include "ops/conv_bn_cudnn.h"
+
+/* appended to the fused cases' tags while test_forms runs one graph form */
+static char g_form_tag[16] = "";
 
 static void bits(const char *tag, const char *what, const float *a, const float *b, size_t n)
 {
@@ -217,7 +221,7 @@ static void test_sums_tail(void)
             sg[c] += g[i];
             sgx[c] += (double)g[i] * ((double)xh[i] - sth[c]) * sth[C + c];
         }
-    float sums[2 * 40];
+    float *sums = hbuf(2 * C);
     for (size_t c = 0; c < C; c++) {
         sums[c] = (float)sg[c];
         sums[C + c] = (float)sgx[c];
@@ -257,6 +261,7 @@ static void test_sums_tail(void)
     void *all[] = {x, da, a, gm, bt, st, scr, gd, sd};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) CUDA_CHECK(cudaFree(all[k]));
     free(xh); free(dah); free(gh); free(bh); free(ah); free(sth); free(g); free(sg); free(sgx);
+    free(sums);
 }
 
 /* ---- the fused convolution + statistics (ops/conv_bn_cudnn.h) ---- */
@@ -275,8 +280,8 @@ static void test_sums_tail(void)
 static void fused_case(Ctx *g, const CbShape *s, DType dt, int positive)
 {
     char tag[128], name[192];
-    snprintf(tag, sizeof tag, "%s.%dx%dx%dx%d_k%d_r%d_s%d%s", dtype_name(dt), s->N, s->H, s->W,
-             s->C, s->K, s->R, s->stride, positive ? ".large_mean" : "");
+    snprintf(tag, sizeof tag, "%s.%dx%dx%dx%d_k%d_r%d_s%d%s%s", dtype_name(dt), s->N, s->H,
+             s->W, s->C, s->K, s->R, s->stride, positive ? ".large_mean" : "", g_form_tag);
     size_t nx = (size_t)s->N * s->H * s->W * s->C, nw = (size_t)s->K * s->R * s->R * s->C;
     float *xh = cb_fill(41, nx, positive ? 0.0f : -1.0f, 1.0f);
     float *wh = cb_fill(42, nw, positive ? 0.0f : -0.2f, positive ? 0.2f : 0.25f);
@@ -342,8 +347,8 @@ static void fused_case(Ctx *g, const CbShape *s, DType dt, int positive)
 static void fused_unit_case(Ctx *g, const CbShape *s, DType dt)
 {
     char tag[128], name[192];
-    snprintf(tag, sizeof tag, "fused_unit.%s.%dx%dx%dx%d_k%d_r%d_s%d", dtype_name(dt), s->N,
-             s->H, s->W, s->C, s->K, s->R, s->stride);
+    snprintf(tag, sizeof tag, "fused_unit.%s.%dx%dx%dx%d_k%d_r%d_s%d%s", dtype_name(dt), s->N,
+             s->H, s->W, s->C, s->K, s->R, s->stride, g_form_tag);
     batchnorm_cudnn_use(g, 0);
     int k0[CONV_BN_KINDS], k1[CONV_BN_KINDS];
     conv_bn_cudnn_counts(g, NULL, NULL, k0);
@@ -472,6 +477,31 @@ static void test_fused(Ctx *g)
            ns, nf ? "" : " (SKIP: nothing fused was tested)");
 }
 
+/* Each graph form alone (conv_bn_cudnn_only_form), whatever wins on the
+ * card: the convolution + statistics and the whole unit, f16 (forms 0-2)
+ * and bf16 (0-1; 2 for the statistics' GenStats), against the separate
+ * way with the same tolerances; which kinds each form fused is printed */
+static void test_forms(Ctx *g)
+{
+    const CbShape s = {8, 14, 14, 64, 64, 3, 1, 1};
+    const DType dts[2] = {DT_F16, DT_BF16};
+    for (int d = 0; d < 2; d++)
+        for (int form = 0; form < 3; form++) {
+            snprintf(g_form_tag, sizeof g_form_tag, ".form%d", form);
+            conv_bn_cudnn_only_form(g, form);
+            fused_case(g, &s, dts[d], 0);
+            if (dts[d] == DT_F16 || form < 2) fused_unit_case(g, &s, dts[d]);
+            printf("  %s form %d: fused as form %d: conv+stats, %d: forward+stats, %d: filter "
+                   "gradient, %d: data gradient (-1: not fused)\n", dtype_name(dts[d]), form,
+                   conv_bn_cudnn_last_form(g, CONV_BN_CONV_STATS),
+                   conv_bn_cudnn_last_form(g, CONV_BN_BNRELU_FPROP_STATS),
+                   conv_bn_cudnn_last_form(g, CONV_BN_BNRELU_WGRAD),
+                   conv_bn_cudnn_last_form(g, CONV_BN_DGRAD_RELU));
+        }
+    conv_bn_cudnn_only_form(g, -1);
+    g_form_tag[0] = 0;
+}
+
 /* The verdicts kept on disk (family "convbn"): a second context on the
  * same card takes every one of the first one's verdicts without searching
  * (a convolution + statistics, and a whole f16 unit: its forward with
@@ -563,6 +593,7 @@ int main(void)
     test_unit(&g, &h);
     test_resnet(&g);
     test_fused(&g);
+    test_forms(&g);
     test_fused_store();
     ctx_free(&h);
     ctx_free(&g);

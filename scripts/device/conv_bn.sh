@@ -3,17 +3,18 @@
 # ResNet's conv + batch-norm unit (ops/conv_bn.h, CTRAIN_CONV_BN=unit), written
 # without a GPU: its tests, then its cost and memory against the separate ops.
 #
-#   OUT=dir bash scripts/device/conv_bn.sh [tests|ab|ab2]     (one part a call)
+#   OUT=dir bash scripts/device/conv_bn.sh [tests|tests2|ab|ab2]     (one part a call)
 #
-#   tests  gpu_conv_bn (the unit against the separate ops on our batch-norm
-#          kernels bit for bit, per type and shape, gradients added into, and
-#          ResNet-50 steps: f32, recompute, bf16 under autocast; the fused
-#          graphs of ops/conv_bn_cudnn.h forced, against the separate way:
-#          which kinds cuDNN takes on this card is in its log, SKIP lines say
-#          where it took none), gpu_batchnorm and gpu_bn_compare (batch
-#          norm's statistics now finish in one pinned device function, its
-#          pre-activation's roundings pinned, the mask's relu mode 2).
-#          ~6 minutes (the fused search compiles kernels).
+#   tests  gpu_conv_bn alone (the unit against the separate ops on our
+#          batch-norm kernels bit for bit, per type and shape, gradients added
+#          into, and ResNet-50 steps: f32, recompute, bf16 under autocast; the
+#          fused graphs of ops/conv_bn_cudnn.h forced, every form alone,
+#          against the separate way: which kinds and forms cuDNN takes on this
+#          card is in its log, SKIP lines say where it took none). Up to ~9
+#          minutes (each search compiles kernels at run time).
+#   tests2 gpu_batchnorm and gpu_bn_compare (batch norm's statistics finish
+#          in one pinned device function, its pre-activation's roundings
+#          pinned, the mask's relu mode 2). ~2 minutes.
 #   ab     ctrain bench ResNet50 bs 256 bf16 and fp16 with CTRAIN_CONV_BN
 #          separate, unit, fused: img/s and peak memory (docs/kernels.md
 #          predicts -1.7 GB for the unit at bs 256, ~-10% speed with our
@@ -29,13 +30,15 @@ me=conv_bn.sh; . scripts/device/unpack.sh   # L, pack, NEW
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$L/gpu.txt"
 T=.dev/new/tests
 case $PART in
-tests)
-    for t in gpu_conv_bn gpu_batchnorm gpu_bn_compare; do
+tests|tests2)
+    progs="gpu_batchnorm gpu_bn_compare"; limit=200
+    [ "$PART" = tests ] && progs=gpu_conv_bn && limit=560
+    for t in $progs; do
         s=$(date +%s)
-        CTRAIN_LOG=info CTRAIN_PLAN_CACHE=off timeout 420 "$T/$t" > "$L/$t.log" 2>&1
+        CTRAIN_LOG=info CTRAIN_PLAN_CACHE=off timeout $limit "$T/$t" > "$L/$t.log" 2>&1
         echo "$t: status $?, $(tail -n 1 "$L/$t.log") ($(( $(date +%s) - s )) s)"
         grep -m6 FAIL "$L/$t.log" | cut -c1-220
-        grep -E "SKIP|fused graph ran|shapes fused|fused_unit" "$L/$t.log" | head -16
+        grep -E "SKIP|fused graph ran|shapes fused|fused_unit|form [0-9]: fused as" "$L/$t.log" | head -24
         pack
     done ;;
 ab|ab2)
@@ -55,5 +58,5 @@ ab|ab2)
         grep -c ": fused$" "$L/${PART}_${n}_$1.log" | sed 's/^/  graphs fused (all kinds): /'
         pack
     done ;;
-*) echo "conv_bn.sh: unknown part '$PART' (tests, ab or ab2)"; exit 2 ;;
+*) echo "conv_bn.sh: unknown part '$PART' (tests, tests2, ab or ab2)"; exit 2 ;;
 esac
