@@ -3,7 +3,7 @@
 # ResNet's conv + batch-norm unit (ops/conv_bn.h, CTRAIN_CONV_BN=unit), written
 # without a GPU: its tests, then its cost and memory against the separate ops.
 #
-#   OUT=dir bash scripts/device/conv_bn.sh [tests|tests2|ab|ab2]     (one part a call)
+#   OUT=dir bash scripts/device/conv_bn.sh [tests|tests2|ab|fused|ab2]     (one part a call)
 #
 #   tests  gpu_conv_bn alone (the unit against the separate ops on our
 #          batch-norm kernels bit for bit, per type and shape, gradients added
@@ -16,12 +16,16 @@
 #          in one pinned device function, its pre-activation's roundings
 #          pinned, the mask's relu mode 2). ~2 minutes.
 #   ab     ctrain bench ResNet50 bs 256 bf16 and fp16 with CTRAIN_CONV_BN
-#          separate, unit, fused: img/s and peak memory (docs/kernels.md
-#          predicts -1.7 GB for the unit at bs 256, ~-10% speed with our
-#          kernels alone; fused logs each shape's verdict, fused or separate,
-#          with both times: `grep "conv + statistics"`). ~8 minutes.
-#   ab2    the repeat (fused, separate: the noise), then bs 64 bf16 separate
-#          and fused. ~7 minutes.
+#          separate, unit, separate, unit (the repeat shows the noise): img/s
+#          and peak memory (docs/kernels.md predicts -1.7 GB for the unit at
+#          bs 256, ~-10% speed with our kernels alone). ~7 minutes.
+#   fused  CTRAIN_CONV_BN=fused, the plan store in a fresh folder: per
+#          precision (fp16, then bf16) `ctrain train --steps 3` (the searches:
+#          its wall time is their cost, each kind's verdict in its log with
+#          both times, `grep ": fused$\|separate$"`), then `ctrain bench` of
+#          the same config taking the kept verdicts. ~9 minutes.
+#   ab2    bs 64 bf16 separate and fused (the store from `fused` is gone with
+#          the machine: this one searches again at bs 64). ~6 minutes.
 # Reads out/new.tar.xz, so the device call carries the ignored folder out/.
 : "${OUT:?set OUT to a folder for the logs}"
 PART=${1:-tests}
@@ -41,22 +45,37 @@ tests|tests2)
         grep -E "SKIP|fused graph ran|shapes fused|fused_unit|form [0-9]: fused as" "$L/$t.log" | head -24
         pack
     done ;;
-ab|ab2)
-    if [ "$PART" = ab ]; then
-        runs=("separate 256 bf16,fp16" "unit 256 bf16,fp16" "fused 256 bf16,fp16")
-    else
-        runs=("fused 256 bf16,fp16" "separate 256 bf16,fp16" "separate 64 bf16" "fused 64 bf16")
-    fi
+ab)
     n=0
-    for run in "${runs[@]}"; do
-        set -- $run; n=$((n + 1))
-        CTRAIN_LOG=info CTRAIN_CONV_BN=$1 timeout 170 "$NEW" bench --models resnet50 \
-            --batch "$2" --precision "$3" --json "$L/${PART}_${n}_$1.json" \
-            > "$L/${PART}_${n}_$1.log" 2>&1
-        echo "run $n $1 bs $2 (status $?):"
-        grep -E '^resnet50' "$L/${PART}_${n}_$1.log" | head -2
-        grep -c ": fused$" "$L/${PART}_${n}_$1.log" | sed 's/^/  graphs fused (all kinds): /'
+    for mode in separate unit separate unit; do
+        n=$((n + 1))
+        CTRAIN_CONV_BN=$mode timeout 140 "$NEW" bench --models resnet50 --batch 256 \
+            --precision bf16,fp16 --json "$L/ab_${n}_$mode.json" > "$L/ab_${n}_$mode.log" 2>&1
+        echo "run $n $mode (status $?):"
+        grep -E '^resnet50' "$L/ab_${n}_$mode.log" | head -2
         pack
     done ;;
-*) echo "conv_bn.sh: unknown part '$PART' (tests, tests2, ab or ab2)"; exit 2 ;;
+fused|ab2)
+    P=$(mktemp -d)
+    if [ "$PART" = fused ]; then runs=("fp16 256" "bf16 256"); else runs=("bf16 64"); fi
+    for run in "${runs[@]}"; do
+        set -- $run
+        t0=$(date +%s)
+        CTRAIN_LOG=info CTRAIN_PLAN_CACHE=$P CTRAIN_CONV_BN=fused timeout 240 "$NEW" train \
+            --model resnet50 --data synthetic --batch "$2" --precision "$1" --steps 3 \
+            --log-every 1 --no-eval > "$L/${PART}_search_$1_$2.log" 2>&1
+        echo "search $1 bs $2 (status $?): $(( $(date +%s) - t0 )) s;" \
+             "$(grep -c ': fused$' "$L/${PART}_search_$1_$2.log") fused," \
+             "$(grep -c ': separate$' "$L/${PART}_search_$1_$2.log") separate after timing"
+        for mode in fused separate; do
+            [ "$PART" = fused ] && [ "$mode" = separate ] && continue
+            CTRAIN_PLAN_CACHE=$P CTRAIN_CONV_BN=$mode timeout 120 "$NEW" bench \
+                --models resnet50 --batch "$2" --precision "$1" \
+                --json "$L/${PART}_${mode}_$1_$2.json" > "$L/${PART}_${mode}_$1_$2.log" 2>&1
+            echo "bench $mode $1 bs $2 (status $?):"
+            grep -E '^resnet50' "$L/${PART}_${mode}_$1_$2.log" | head -2
+        done
+        pack
+    done ;;
+*) echo "conv_bn.sh: unknown part '$PART' (tests, tests2, ab, fused or ab2)"; exit 2 ;;
 esac
