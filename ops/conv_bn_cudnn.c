@@ -90,7 +90,9 @@ typedef struct {
 } CsCache;
 
 /* One call's buffers. in: the convolution's input (x, or the batch norm's
- * input y); out: y or z (fprop) or the filter gradient in dt (wgrad). */
+ * input y); out: y or z (fprop), the filter gradient in dt (wgrad), or g
+ * (the data gradient, whose dz is the convolution's output gradient and
+ * whose mean / m2 are its sums sg / sgx). */
 typedef struct {
     const void *in, *w, *dz;
     void *out;
@@ -132,7 +134,11 @@ static CsCache *cs_for(Ctx *c)
 
 void conv_bn_cudnn_use(Ctx *c, int on) { cs_for(c)->use = on; }
 
-void conv_bn_cudnn_only_form(Ctx *c, int form) { cs_for(c)->only_form = form; }
+void conv_bn_cudnn_only_form(Ctx *c, int form)
+{
+    CT_ASSERT(form >= -1 && form <= 2, "conv_bn_cudnn_only_form: form %d (-1, 0, 1 or 2)", form);
+    cs_for(c)->only_form = form;
+}
 
 int conv_bn_cudnn_last_form(Ctx *c, ConvBnKind kind)
 {
@@ -203,10 +209,13 @@ typedef struct {
     const char *refused;
 } Ops;
 
-static CgDesc add_op(CsEntry *e, Ops *o, CgDesc op, CgDesc desc, const char *what)
+/* op, and the descriptor its maker returned through *desc (NULL: none):
+ * read here, after the maker ran (an argument `pw` beside `&pw` in one call
+ * could be read before it is set: C leaves the order open) */
+static CgDesc add_op(CsEntry *e, Ops *o, CgDesc op, CgDesc *desc, const char *what)
 {
     part(e, op);
-    part(e, desc);
+    if (desc) part(e, *desc);
     if (!op && !o->refused) o->refused = what;
     if (op) {
         CT_ASSERT(o->n < CS_OPS, "conv_bn_cudnn: more than %d operations in a graph", CS_OPS);
@@ -230,9 +239,9 @@ static CgDesc prologue(CsEntry *e, Ops *o, cudnnDataType_t t, cudnnDataType_t vt
         if (!o->refused) o->refused = "a tensor of the prologue";
         return NULL;
     }
-    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, y, sc, v1, &pw), pw, "the scale");
-    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_ADD, v1, bi, v2, &pw), pw, "the bias");
-    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_RELU_FWD, v2, NULL, a, &pw), pw, "the ReLU");
+    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, y, sc, v1, &pw), &pw, "the scale");
+    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_ADD, v1, bi, v2, &pw), &pw, "the bias");
+    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_RELU_FWD, v2, NULL, a, &pw), &pw, "the ReLU");
     return o->refused ? NULL : a;
 }
 
@@ -248,9 +257,9 @@ static void reductions(CsEntry *e, Ops *o, CgDesc v)
         return;
     }
     const char *det = "a deterministic reduction (cuDNN 9.11 or later)";
-    add_op(e, o, cg_reduction_op(v, sum, 2, &red), red, det);
-    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, v, v, v2, &pw), pw, "the square");
-    add_op(e, o, cg_reduction_op(v2, sq, 2, &red), red, det);
+    add_op(e, o, cg_reduction_op(v, sum, 2, &red), &red, det);
+    add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, v, v, v2, &pw), &pw, "the square");
+    add_op(e, o, cg_reduction_op(v2, sq, 2, &red), &red, det);
 }
 
 /* Graph forms (cuDNN documents no rule that decides between them: each is
@@ -260,18 +269,19 @@ static void reductions(CsEntry *e, Ops *o, CgDesc v)
  *           activation f32
  *   form 1: the statistics reduced from the stored output; the prologue's
  *           activation in the storage type
- *   form 2: (f16 only) the forms of cuDNN's pre-compiled batch-norm
- *           fusion patterns: the prologue all in f16, s and b too, and the
+ *   form 2: the forms of cuDNN's pre-compiled batch-norm fusion patterns,
+ *           f16 only except the plain convolution + GenStats (documented
+ *           for bf16 too): the prologue all in f16, s and b too, and the
  *           statistics by a GenStats operation on the stored output
  *           ("ConvBNfprop"; its filter gradient "ConvBNwgrad", the one
  *           documented filter-gradient fusion on sm_90: the runtime-fusion
  *           engines take no prologue there); the data gradient as
  *           "DgradDreluBNBwdWeight" (batch norm's weight-gradient operation
- *           in the epilogue). The runtime-fusion engines take at most one
- *           reduction in an epilogue, so forms 0 and 1 of the kinds with
- *           two sums are expected to be refused; bf16 has no documented
- *           path for them
- * NULL when cuDNN refuses a part (o->refused names it) or the graph (*st). */
+ *           in the epilogue).
+ * The runtime-fusion engines take at most one reduction in an epilogue, so
+ * forms 0 and 1 of the kinds with two sums are expected to be refused; in
+ * bf16 the prologue kinds with statistics and the data gradient have no
+ * documented path. */
 static int n_forms(CsKind k, DType dt)
 {
     /* GenStats after a plain convolution is documented for bf16 too */
@@ -319,12 +329,12 @@ static CgDesc dgrad_graph(Ctx *c, CsEntry *e, int form, Ops *o, cudnnStatus_t *s
             if (!o->refused) o->refused = "a tensor of the DgradDreluBNBwdWeight graph";
             return NULL;
         }
-        add_op(e, o, cg_pointwise_op2(CUDNN_POINTWISE_ADD, y, mean, -1.0f, v1, &pw), pw,
+        add_op(e, o, cg_pointwise_op2(CUDNN_POINTWISE_ADD, y, mean, -1.0f, v1, &pw), &pw,
                "y - mean");
-        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, v1, inv, v2, &pw), pw, "x invstd");
-        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, v2, gm, v3, &pw), pw, "xhat gamma");
-        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_ADD, v3, bt, pre, &pw), pw, "+ beta");
-        add_op(e, o, cg_relu_bwd_op(da, pre, gout, &pw), pw, "the ReLU's backward");
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, v1, inv, v2, &pw), &pw, "x invstd");
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, v2, gm, v3, &pw), &pw, "xhat gamma");
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_ADD, v3, bt, pre, &pw), &pw, "+ beta");
+        add_op(e, o, cg_relu_bwd_op(da, pre, gout, &pw), &pw, "the ReLU's backward");
         add_op(e, o, cg_bn_bwd_weights_op(y, mean, inv, gm, gout, sgx, sg, q1, q2, q3), NULL,
                "batch norm's weight-gradient operation");
     } else {
@@ -338,17 +348,17 @@ static CgDesc dgrad_graph(Ctx *c, CsEntry *e, int form, Ops *o, cudnnStatus_t *s
             if (!o->refused) o->refused = "a tensor of the data gradient's graph";
             return NULL;
         }
-        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, y, sc, v1, &pw), pw, "the scale");
-        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_ADD, v1, bi, pre, &pw), pw, "the bias");
-        add_op(e, o, cg_relu_bwd_op(da, pre, g, &pw), pw, "the ReLU's backward");
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, y, sc, v1, &pw), &pw, "the scale");
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_ADD, v1, bi, pre, &pw), &pw, "the bias");
+        add_op(e, o, cg_relu_bwd_op(da, pre, g, &pw), &pw, "the ReLU's backward");
         if (form == 0)
-            add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_IDENTITY, g, NULL, gout, &pw), pw,
+            add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_IDENTITY, g, NULL, gout, &pw), &pw,
                    "the identity that stores g");
-        add_op(e, o, cg_reduction_op(g, sg, 2, &red), red, det);
-        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_SUB, y, mean, yc, &pw), pw, "y - mean");
-        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, yc, inv, xh, &pw), pw, "xhat");
-        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, g, xh, gx, &pw), pw, "g xhat");
-        add_op(e, o, cg_reduction_op(gx, sgx, 2, &red), red, det);
+        add_op(e, o, cg_reduction_op(g, sg, 2, &red), &red, det);
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_SUB, y, mean, yc, &pw), &pw, "y - mean");
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, yc, inv, xh, &pw), &pw, "xhat");
+        add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_MUL, g, xh, gx, &pw), &pw, "g xhat");
+        add_op(e, o, cg_reduction_op(gx, sgx, 2, &red), &red, det);
     }
     if (o->refused) return NULL;
     o->refused = "the graph";
@@ -357,6 +367,8 @@ static CgDesc dgrad_graph(Ctx *c, CsEntry *e, int form, Ops *o, cudnnStatus_t *s
     return gr;
 }
 
+/* e's graph in `form`: NULL when cuDNN refuses a part (o->refused names it)
+ * or the graph (*st). */
 static CgDesc graph_build(Ctx *c, CsEntry *e, int form, Ops *o, cudnnStatus_t *st)
 {
     const Conv2dShape *s = &e->s;
@@ -411,7 +423,7 @@ static CgDesc graph_build(Ctx *c, CsEntry *e, int form, Ops *o, cudnnStatus_t *s
                "the convolution");
         if (acc_form) {
             CgDesc pw = NULL;
-            add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_IDENTITY, acc, NULL, y, &pw), pw,
+            add_op(e, o, cg_pointwise_op(CUDNN_POINTWISE_IDENTITY, acc, NULL, y, &pw), &pw,
                    "the identity that stores the output");
         }
         if (kind_stats(e->kind)) reductions(e, o, acc);
@@ -425,10 +437,14 @@ static CgDesc graph_build(Ctx *c, CsEntry *e, int form, Ops *o, cudnnStatus_t *s
 
 /* ---- running ---- */
 
-/* The temporaries of a fused run: the sums (sum at 0, sq at sq_off:
- * 256-byte aligned, room for max(K, C) each), the scale and bias (at
- * sb_off, C floats each, the bias at rup(C) after the scale), and the same
- * in f16 for form 2 (at half_off, C halves each). */
+/* The temporaries of a fused run, each block 256-byte aligned: the sums of
+ * the statistics kinds (sum at 0, sq at sq_off; room for max(K, C) each, K
+ * used: the data gradient's sums go to the caller's buffers); the scale and
+ * bias at sb_off (C floats each, the bias rup(C) after the scale; the data
+ * gradient's form 2 keeps copies of gamma and beta there); the same in f16
+ * for the prologue kinds' form 2 at half_off (C halves each); and the data
+ * gradient's form 2's three dx coefficients at eq_off (C floats each,
+ * unused: the dx pass is ours). */
 static size_t rup(int n) { return ((size_t)n + 63) / 64 * 64; }
 static size_t sq_off(const Conv2dShape *s) { return rup(s->K > s->C ? s->K : s->C); }
 static size_t sb_off(const Conv2dShape *s) { return 2 * sq_off(s); }
@@ -463,7 +479,7 @@ static int variant(const CsEntry *e, const CsArgs *a, float *tmp, int64_t *uids,
 {
     int n = 0;
     float *sc = tmp + sb_off(&e->s), *bi = sc + rup(e->s.C);
-    if (e->form == 2) {   /* f16 scale and bias */
+    if (kind_prologue(e->kind) && e->form == 2) {   /* f16 scale and bias */
         uint16_t *h = (uint16_t *)(tmp + half_off(&e->s));
         sc = (float *)h;
         bi = (float *)(h + rup(e->s.C));
@@ -633,9 +649,11 @@ static PlanStore *store_for(CsCache *cc)
     return cc->store;
 }
 
-/* The key: the kind, the whole shape, the type, forced, and the search's
- * rules (its workspace limit as the settings give it, the candidates, the
- * rules' version; the card and the libraries are the store's identity). */
+/* The key: the kind, the whole shape, the type, forced, the forms searched
+ * (only_form), and the search's rules (its workspace limit as the settings
+ * give it, the candidates, the settings that change the separate way's
+ * convolutions, the rules' version; the card and the libraries are the
+ * store's identity). */
 static void key_text(CsKind kind, const Conv2dShape *s, DType dt, int forced, int only_form,
                      char *buf, size_t n)
 {
@@ -643,10 +661,11 @@ static void key_text(CsKind kind, const Conv2dShape *s, DType dt, int forced, in
     if (ws > CONV_BN_MAX_WS) ws = CONV_BN_MAX_WS;
     snprintf(buf, n,
              "kind%d N%d H%d W%d C%d K%d R%d S%d P%d Q%d stride%d,%d pad%d,%d dil%d,%d %s "
-             "forced=%d forms=%d wsmax=%zuM cand=%d rules=%d",
+             "forced=%d forms=%d wsmax=%zuM cand=%d convengines=%d nondet=%d rules=%d",
              (int)kind, s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->P, s->Q, s->stride_h,
              s->stride_w, s->pad_h, s->pad_w, s->dil_h, s->dil_w, dtype_name(dt), forced,
-             only_form, ws >> 20, CONV_BN_CANDIDATES, CONV_BN_SEARCH_RULES);
+             only_form, ws >> 20, CONV_BN_CANDIDATES, setting_choice(SET_CONV_ENGINES),
+             setting_switch(SET_CONV_NONDETERMINISTIC), CONV_BN_SEARCH_RULES);
 }
 
 /* A verdict as text: "separate", or "fused form=F engine=E knobs=..." */
@@ -711,9 +730,12 @@ static int load_verdict(Ctx *c, CsCache *cc, CsEntry *e, const CgRule *rule)
 static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType dt,
                        const Conv2dShape *s, int forced)
 {
-    if (kind == CONV_BN_BNRELU_FPROP_STATS) {
+    char key0[PLAN_STORE_KEY_MAX];
+    key_text(kind, s, dt, forced, cc->only_form, key0, sizeof key0);
+    if (kind == CONV_BN_BNRELU_FPROP_STATS && !plan_store_get(store_for(cc), key0)) {
         /* the separate way's own fused convolution + statistics decided
-         * first, while no entry of this search is held (a search appends) */
+         * first, while no entry of this search is held (a search appends);
+         * not needed when this kind's verdict is kept (no timing) */
         size_t act_bytes = (size_t)s->N * s->H * s->W * s->C * dtype_size(dt);
         void *act = mem_alloc(c, act_bytes);
         batchnorm_forward_cuda(act, a->in, NULL, a->ms, a->ms + s->C, a->gamma, a->beta, dt, 1,
@@ -770,21 +792,24 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
         int64_t uids[CS_PACK];
         void *ptrs[CS_PACK];
         int nv = variant(&cand, a, tmp, uids, ptrs), got = 0;
+        cand.plan.over_ws = cand.plan.run_failed = 0;
         Ops o;
         cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
         CgDesc g = graph_build(c, &cand, form, &o, &st);
         if (g) got = cg_search(c, g, &rule, uids, ptrs, nv, &cand.plan);
+        /* candidates dropped for lack of workspace, or failed runs, in any
+         * form: the verdict is not kept (memory pressure may explain them) */
+        engine_failed |= cand.plan.over_ws > 0 || cand.plan.run_failed > 0;
+        if (cand.plan.dropped_notes)
+            LOG_I("%s: form %d: %d candidates with a forbidden note (0x%x of the CG_NOTE bits)",
+                  shape, form, cand.plan.dropped_notes, (unsigned)cand.plan.notes_seen);
         if (!got) {
-            /* no engine for lack of workspace or a failed run: not kept */
-            engine_failed |= cand.plan.over_ws > 0 || cand.plan.run_failed > 0;
             if (!g)
                 LOG_I("%s: form %d: cuDNN refuses (%s)", shape, form,
                       st != CUDNN_STATUS_SUCCESS ? ct_cudnn_status_string(st) : o.refused);
             else
                 LOG_I("%s: form %d: no engine ran it (%d over the workspace limit, %d failed "
-                      "runs, %d with a forbidden note: 0x%x of the CG_NOTE bits)",
-                      shape, form, cand.plan.over_ws, cand.plan.run_failed,
-                      cand.plan.dropped_notes, (unsigned)cand.plan.notes_seen);
+                      "runs)", shape, form, cand.plan.over_ws, cand.plan.run_failed);
             entry_free(&cand);
             continue;
         }
@@ -807,8 +832,9 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
         if (!engine_failed) keep_verdict(cc, e);
         return e;
     }
-    /* time_both may look up other entries (separate_run); timed on a copy,
-     * the entry found again by its index after */
+    /* timed on a copy, the entry found again by its index after: a guard
+     * (time_both only looks entries up; the pre-warm above made the one
+     * the separate way of the statistics kind needs) */
     int idx = (int)(e - cc->e);
     CsEntry timed = *e;
     float fused_ms, sep_ms;
@@ -850,6 +876,7 @@ static int run_kind(Ctx *c, CsKind kind, const CsArgs *a, DType dt, const Conv2d
 int conv_bn_cudnn_conv_stats(Ctx *c, void *y, float *mean, float *m2, const void *x,
                              const void *w, DType dt, const Conv2dShape *s)
 {
+    if (!mean || !m2) return 0;
     CsArgs a = {x, w, NULL, y, mean, m2, NULL, NULL, NULL};
     return run_kind(c, CONV_BN_CONV_STATS, &a, dt, s);
 }
@@ -858,6 +885,7 @@ int conv_bn_cudnn_bnrelu_fprop(Ctx *c, void *z, float *mean, float *m2, const vo
                                const float *ms, const float *gamma, const float *beta,
                                const void *w, DType dt, const Conv2dShape *s)
 {
+    if (!mean != !m2 || !ms) return 0;
     CsArgs a = {y, w, NULL, z, mean, m2, ms, gamma, beta};
     return run_kind(c, mean ? CONV_BN_BNRELU_FPROP_STATS : CONV_BN_BNRELU_FPROP, &a, dt, s);
 }
@@ -866,8 +894,8 @@ int conv_bn_cudnn_dgrad_relu(Ctx *c, void *g, float *sg, float *sgx, const void 
                              const void *w, const void *y, const float *ms, const float *gamma,
                              const float *beta, DType dt, const Conv2dShape *s)
 {
-    if (((uintptr_t)sg | (uintptr_t)sgx | (uintptr_t)(ms + s->C)) & 15u) return 0;
-    if (!gamma || !beta) return 0;   /* form 2 reads them as they are */
+    if (!sg || !sgx || !ms || !gamma || !beta) return 0;   /* form 2 copies gamma and beta */
+    if (((uintptr_t)sg | (uintptr_t)sgx | (uintptr_t)ms | (uintptr_t)(ms + s->C)) & 15u) return 0;
     CsArgs a = {y, w, dz, g, sg, sgx, ms, gamma, beta};
     return run_kind(c, CONV_BN_DGRAD_RELU, &a, dt, s);
 }

@@ -26,8 +26,9 @@
  * the result is stored by an identity from a virtual f32 tensor. Each kind
  * has two or three graph forms (conv_bn_cudnn.c: the prologue's activation
  * f32 or the storage type; the statistics of the f32 result or of the
- * stored one; for f16 the shapes of cuDNN's pre-compiled batch-norm
- * patterns), each searched, the fastest kept. Only deterministic reductions and
+ * stored one; the shapes of cuDNN's pre-compiled batch-norm patterns, f16
+ * only but for a plain convolution's GenStats), each searched, the fastest
+ * kept. Only deterministic reductions and
  * engines are allowed (a step's values must not depend on the run; cuDNN
  * 9.11 and later know the reduction's attribute, earlier ones run the
  * separate way). The engines that take such graphs compile their kernel at
@@ -44,10 +45,11 @@
  * beside the convolutions' plans (ops/plan_store.h, family "convbn",
  * CTRAIN_PLAN_CACHE): a later run on the same card takes it, compiling only
  * the kept engine (a kept engine cuDNN refuses then is searched again), and
- * trains with the same kernels. A verdict reached while a form had
+ * trains with the same kernels. A verdict reached while any form had
  * candidates dropped for the workspace limit or failed runs is not kept
- * (memory pressure may have caused it); one dropped for a forbidden
- * numerical note (non-determinism) is, and the log says which notes.
+ * (memory pressure may have caused it); candidates dropped for a forbidden
+ * numerical note (non-determinism, reduced-precision reduction) do not
+ * stop it, and the log says which notes.
  *
  * Numerics: the fused values differ from the separate ones in their last
  * bits (y s + b against (y - mean) gamma invstd + beta; the activation not
@@ -103,7 +105,8 @@ int conv_bn_cudnn_conv_stats(Ctx *c, void *y, float *mean, float *m2, const void
 int conv_bn_cudnn_bnrelu_fprop(Ctx *c, void *z, float *mean, float *m2, const void *y,
                                const float *ms, const float *gamma, const float *beta,
                                const void *w, DType dt, const Conv2dShape *s);
-/* dw (+)= corr(relu(bn(y)), dz) into dw of type tdw (accum: add). */
+/* dw (+)= corr(relu(bn(y)), dz) into dw of type tdw (accum: add). gamma and
+ * beta as batchnorm_scale_bias_cuda takes them (NULL: 1 and 0). */
 int conv_bn_cudnn_bnrelu_wgrad(Ctx *c, void *dw, DType tdw, int accum, const void *y,
                                const float *ms, const float *gamma, const float *beta,
                                const void *dz, DType dt, const Conv2dShape *s);
@@ -111,8 +114,8 @@ int conv_bn_cudnn_bnrelu_wgrad(Ctx *c, void *dw, DType tdw, int accum, const voi
 /* g = conv^T(dz, w) masked by the ReLU of bn(y) (bn from ms = (mean,
  * invstd), gamma, beta), stored in g (y's shape and type), with sg[c] =
  * sum g and sgx[c] = sum g xhat over the rows of y (f32 [C] each, 16-byte
- * aligned): what batchnorm_backward_sums_cuda turns into batch norm's
- * gradient sums. */
+ * aligned; ms too, and gamma and beta not NULL): what
+ * batchnorm_backward_sums_cuda turns into batch norm's gradient sums. */
 int conv_bn_cudnn_dgrad_relu(Ctx *c, void *g, float *sg, float *sgx, const void *dz,
                              const void *w, const void *y, const float *ms, const float *gamma,
                              const float *beta, DType dt, const Conv2dShape *s);
