@@ -56,6 +56,10 @@ BIN      := $(BUILD)/ctrain
 TEST_CPU_SRCS := $(wildcard tests/test_*.c)
 TEST_GPU_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard tests/gpu_*.c),)
 TEST_CPU_BINS := $(TEST_CPU_SRCS:tests/%.c=$(BUILD)/tests/%)
+# White-box tests of CUDA-build code that run on the CPU: the file under
+# test is included whole and cuDNN / CUDA are mocked (tests/mock_*.c; built
+# from the source alone, not against the library)
+TEST_CPU_BINS += $(if $(filter 1,$(CUDA)),$(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mock_*.c)),)
 TEST_GPU_BINS := $(TEST_GPU_SRCS:tests/%.c=$(BUILD)/tests/%)
 # The probes (measurements, not tests): one CPU core's decode + resample of a
 # training image (scripts/image_cpu_probe.c), the GPU image path's throughput
@@ -102,6 +106,10 @@ $(BIN): $(BUILD)/obj/$(MAIN_SRC:.c=.o) $(LIB)
 $(BUILD)/tests/%: tests/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDLIBS)
+
+$(BUILD)/tests/mock_%: tests/mock_%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< -o $@ -lm
 
 $(BUILD)/image_cpu_probe $(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe: $(BUILD)/%: scripts/%.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDLIBS)
