@@ -145,6 +145,11 @@ void conv2d_cuda_release(Ctx *c);
  * gradient (f32 for parameters, accumulated). */
 Tensor *op_conv2d(Ctx *c, Tensor *x, Tensor *w, int stride, int pad, int dil);
 
+/* The operand checks of op_conv2d, named after op (fatal with a hint): x
+ * and w float and on c's device, x 4-D NHWC, w [K, R, S, C] with x's C,
+ * every dimension within int. */
+void conv2d_check_operands(const char *op, const Ctx *c, const Tensor *x, const Tensor *w);
+
 /* op_conv2d (dilation 1) whose forward is run by fwd(c, y, x, w, s, arg)
  * instead of conv2d_run_forward (x and w in the compute type, y new): for a
  * fused forward that also makes something else in the same pass

@@ -103,28 +103,33 @@ static void conv2d_backward(Ctx *c, Node *n)
     }
 }
 
+void conv2d_check_operands(const char *op, const Ctx *c, const Tensor *x, const Tensor *w)
+{
+    char dx[96], dw[96];
+    op_check_float(op, x);
+    op_check_float(op, w);
+    op_check_device(op, c, x);
+    op_check_device(op, c, w);
+    if (x->ndim != 4)
+        ct_fatal_hint("images are NHWC: permute [N, C, H, W] data to [N, H, W, C]",
+                      "%s: input %s must be 4-D [N, H, W, C]", op, tensor_desc(dx, 96, x));
+    if (w->ndim != 4 || w->shape[3] != x->shape[3])
+        ct_fatal_hint("conv weights are [K, R, S, C] in memory (register them with LAYOUT_OHWI)",
+                      "%s: weight %s does not fit input %s (weight [K, R, S, C], input "
+                      "[N, H, W, C], C must match)",
+                      op, tensor_desc(dw, 96, w), tensor_desc(dx, 96, x));
+    for (int d = 0; d < 4; d++)
+        if (x->shape[d] > INT_MAX || w->shape[d] > INT_MAX)
+            ct_fatal("%s: dimension too large in input %s or weight %s", op,
+                     tensor_desc(dx, 96, x), tensor_desc(dw, 96, w));
+}
+
 /* op_conv2d_ex whose forward runs fwd(c, y, x, w, s, arg) (NULL:
  * conv2d_run_forward) */
 static Tensor *conv2d_op(Ctx *c, Tensor *x0, Tensor *w0, int stride_h, int stride_w, int pad_h,
                          int pad_w, int dil_h, int dil_w, Conv2dForwardFn fwd, void *arg)
 {
-    char dx[96], dw[96];
-    op_check_float("conv2d", x0);
-    op_check_float("conv2d", w0);
-    op_check_device("conv2d", c, x0);
-    op_check_device("conv2d", c, w0);
-    if (x0->ndim != 4)
-        ct_fatal_hint("images are NHWC: permute [N, C, H, W] data to [N, H, W, C]",
-                      "conv2d: input %s must be 4-D [N, H, W, C]", tensor_desc(dx, 96, x0));
-    if (w0->ndim != 4 || w0->shape[3] != x0->shape[3])
-        ct_fatal_hint("conv weights are [K, R, S, C] in memory (register them with LAYOUT_OHWI)",
-                      "conv2d: weight %s does not fit input %s (weight [K, R, S, C], input "
-                      "[N, H, W, C], C must match)",
-                      tensor_desc(dw, 96, w0), tensor_desc(dx, 96, x0));
-    for (int d = 0; d < 4; d++)
-        if (x0->shape[d] > INT_MAX || w0->shape[d] > INT_MAX)
-            ct_fatal("conv2d: dimension too large in input %s or weight %s",
-                     tensor_desc(dx, 96, x0), tensor_desc(dw, 96, w0));
+    conv2d_check_operands("conv2d", c, x0, w0);
     int64_t prm[8] = {stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, -1, -1};
     Conv2dShape s = conv_op_shape(x0, w0, prm);
 

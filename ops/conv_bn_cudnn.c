@@ -848,6 +848,18 @@ static CsEntry *search(Ctx *c, CsCache *cc, CsKind kind, const CsArgs *a, DType 
     return e;
 }
 
+/* The entry of (kind, shape, type) under c's present choices, or NULL when
+ * none was searched or kept yet. */
+static CsEntry *find_entry(CsCache *cc, CsKind kind, DType dt, const Conv2dShape *s)
+{
+    int forced = cc->use == 1;
+    for (int i = 0; i < cc->n; i++)
+        if (cc->e[i].kind == kind && cc->e[i].dt == dt && cc->e[i].forced == forced &&
+            cc->e[i].only_form == cc->only_form && memcmp(&cc->e[i].s, s, sizeof *s) == 0)
+            return &cc->e[i];
+    return NULL;
+}
+
 /* Run kind on a fused plan when there is one (searching on the first call):
  * 1 when it ran, 0 when the caller runs the separate way. */
 static int run_kind(Ctx *c, CsKind kind, const CsArgs *a, DType dt, const Conv2dShape *s)
@@ -860,11 +872,7 @@ static int run_kind(Ctx *c, CsKind kind, const CsArgs *a, DType dt, const Conv2d
         (size_t)s->N * s->P * s->Q * s->K > 0x7fffffffu)
         return 0;
     int forced = cc->use == 1;
-    CsEntry *e = NULL;
-    for (int i = 0; i < cc->n && !e; i++)
-        if (cc->e[i].kind == kind && cc->e[i].dt == dt && cc->e[i].forced == forced &&
-            cc->e[i].only_form == cc->only_form && memcmp(&cc->e[i].s, s, sizeof *s) == 0)
-            e = &cc->e[i];
+    CsEntry *e = find_entry(cc, kind, dt, s);
     if (!e) e = search(c, cc, kind, a, dt, s, forced);
     if (!e->fused) return 0;
     float *tmp = mem_alloc(c, tmp_floats(s) * sizeof(float));
@@ -905,6 +913,8 @@ int conv_bn_cudnn_bnrelu_wgrad(Ctx *c, void *dw, DType tdw, int accum, const voi
                                const void *dz, DType dt, const Conv2dShape *s)
 {
     if (!conv_bn_cudnn_enabled(c, dt)) return 0;
+    const CsEntry *known = find_entry(cs_for(c), CONV_BN_BNRELU_WGRAD, dt, s);
+    if (known && !known->fused) return 0;   /* no temporary for a shape that runs separately */
     size_t n = (size_t)s->K * s->R * s->S * s->C, bytes = n * dtype_size(dt);
     void *tmp = mem_alloc(c, bytes);
     CsArgs a = {y, NULL, dz, tmp, NULL, NULL, ms, gamma, beta};

@@ -19,8 +19,6 @@
  */
 #include "conv_bn.h"
 
-#include <limits.h>
-
 #include "engine/autograd.h"
 #include "engine/mem.h"
 #include "autocast.h"
@@ -256,24 +254,9 @@ static Tensor *bn_relu_conv_composed(Ctx *c, Tensor *y, const BnArgs *bn, Tensor
 Tensor *op_bn_relu_conv(Ctx *c, Tensor *y, Tensor *stats, const BnArgs *bn, Tensor *w0,
                         int stride, int pad, Tensor **stats_out)
 {
-    char d1[96], d2[96];
+    char d1[96];
     if (stats_out) *stats_out = NULL;
-    op_check_float("bn_relu_conv", y);
-    op_check_float("bn_relu_conv", w0);
-    op_check_device("bn_relu_conv", c, y);
-    op_check_device("bn_relu_conv", c, w0);
-    if (y->ndim != 4)
-        ct_fatal_hint("images are NHWC: permute [N, C, H, W] data to [N, H, W, C]",
-                      "bn_relu_conv: input %s must be 4-D [N, H, W, C]",
-                      tensor_desc(d1, sizeof d1, y));
-    if (w0->ndim != 4 || w0->shape[3] != y->shape[3])
-        ct_fatal_hint("conv weights are [K, R, S, C] in memory (register them with LAYOUT_OHWI)",
-                      "bn_relu_conv: weight %s does not fit input %s (C must match)",
-                      tensor_desc(d1, sizeof d1, w0), tensor_desc(d2, sizeof d2, y));
-    for (int d = 0; d < 4; d++)
-        if (y->shape[d] > INT_MAX || w0->shape[d] > INT_MAX)
-            ct_fatal("bn_relu_conv: dimension too large in input %s or weight %s",
-                     tensor_desc(d1, sizeof d1, y), tensor_desc(d2, sizeof d2, w0));
+    conv2d_check_operands("bn_relu_conv", c, y, w0);
     if (!bn->gamma || !bn->beta)
         ct_fatal("bn_relu_conv: the unit needs gamma and beta (use op_batchnorm and op_conv2d "
                  "for a batch norm without them)");
