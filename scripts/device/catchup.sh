@@ -1,0 +1,83 @@
+#!/bin/bash
+# catchup.sh — on one GPU, with binaries built elsewhere (scripts/device/stage.sh):
+# the first call of a GPU session after work done without one, in one call and
+# in the order that decides most, each step only while time is left:
+#   1. the GPU tests of the code written blind (FP8 casts and GEMM, the FP8 and
+#      GELU Linear ops, LayerNorm / add_norm kernels, attention, batch norm's
+#      relu mode 2, the nvJPEG planes path), each program's summary and first
+#      failures;
+#   2. BERT-large seq 128 bs 256 bf16 and fp8 (`ctrain bench`);
+#   3. fp8 against bf16 convergence (scripts/device/fp8.sh converge);
+#   4. ResNet50 bs 256 bf16, CTRAIN_CONV_BN separate then unit, then
+#      gpu_conv_bn (the unit and the cuDNN fused forms);
+#   5. nvJPEG RGB against YUV planes beside GEMMs (jpeg_gpu_probe), then
+#      ResNet50 on a generated JPEG folder, CTRAIN_JPEG_PLANES 0 and 1;
+#   6. the bf16 switches together (LN auto, add_norm fused, the Linear + GELU
+#      bias gradient), the ResNet pair again (the repeat shows the noise).
+#
+#   D=SECONDS OUT=dir bash scripts/device/catchup.sh
+#     D   no new step starts after D seconds (default 540: a 10-minute call)
+#
+# Logs: $OUT/logs.tgz only (the logs are kept outside $OUT so that the 8-file
+# limit of a device call never drops the archive). Reads out/new.tar.xz, so
+# the device call carries the ignored folder out/.
+set -u
+S0=$(date +%s)
+D=${D:-540}
+me=catchup.sh; . scripts/device/unpack.sh
+rmdir "$L"; L=/tmp/clogs; rm -rf "$L"; mkdir -p "$L"    # logs outside $OUT: only the tar comes back
+pack() { tar czf "$OUT/logs.tgz" -C /tmp clogs; }
+T=.dev/new/tests
+nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader | tee "$L/gpu.txt"
+el() { echo $(( $(date +%s) - S0 )); }
+ok() { [ $(el) -lt "$1" ]; }
+run_t() {
+    local t=$1 lim=$2 s rc; s=$(date +%s)
+    CTRAIN_PLAN_CACHE=off timeout "$lim" stdbuf -oL "$T/$t" "${@:3}" > "$L/$t.log" 2>&1; rc=$?
+    echo "$t: rc $rc, $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$L/$t.log" | tail -1)" \
+         "($(( $(date +%s) - s )) s)"
+    grep -m6 FAIL "$L/$t.log" | cut -c1-240
+    pack
+}
+for t in gpu_fp8 gpu_fp8_gemm gpu_linear_fp8 gpu_transformer_ops gpu_flash_attn gpu_linear_act \
+         gpu_elementwise gpu_add_norm gpu_batchnorm gpu_jpeg; do
+    ok $D && run_t $t 60
+done
+echo "tests done at $(el) s"
+b() {   # NAME LIMIT ENV... -- ARGS
+    local name=$1 lim=$2 envs=(); shift 2
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+    ok $D || { echo "$name: no time left"; return; }
+    env "${envs[@]}" timeout "$lim" "$NEW" bench "$@" --time-limit 5 \
+        --json "$L/$name.json" > "$L/$name.log" 2>&1
+    echo "$name (rc $?) at $(el) s:"
+    grep -E '^(bert|resnet)' "$L/$name.log" | head -4 | cut -c1-200
+    pack
+}
+b bert128 80 X=1 -- --models bert-large --seq 128 --batch 256 --precision bf16,fp8
+if ok $((D - 100)); then
+    OUT=$OUT bash scripts/device/fp8.sh converge 2>&1 | grep -v "^name\|^NVIDIA"
+    rm -f "$OUT/logs.tgz"; mv "$OUT/logs" "$L/fp8_converge"; pack
+fi
+b rn_sep 70 CTRAIN_CONV_BN=separate -- --models resnet50 --batch 256 --precision bf16
+b rn_unit 70 CTRAIN_CONV_BN=unit -- --models resnet50 --batch 256 --precision bf16
+if ok $((D - 110)); then
+    CTRAIN_LOG=info run_t gpu_conv_bn 110
+    grep -E "SKIP|shapes fused|form [0-9]: fused as|store:" "$L/gpu_conv_bn.log" | head -12
+fi
+if ok $((D - 160)); then
+    timeout 40 .dev/new/jpeg_gpu_probe 2048 256 4 90 > "$L/jpeg_probe.log" 2>&1
+    echo "probe rc $?"; grep '"nvjb"' "$L/jpeg_probe.log" | cut -c1-260
+    python3 scripts/make_image_folder.py /tmp/imf --train 6400 --val 640 --classes 100 --mix \
+        > "$L/folder.log" 2>&1
+    for p in 0 1; do
+        b jpeg$p 80 CTRAIN_JPEG_PLANES=$p -- --models resnet50 --batch 256 --precision bf16 \
+            --data /tmp/imf --decode gpu --workers "$(nproc)"
+    done
+fi
+b sw128 80 CTRAIN_LN_KERNELS=auto CTRAIN_ADD_NORM=fused CTRAIN_LINEAR_ACT_BGRAD=1 -- \
+    --models bert-large --seq 128 --batch 256 --precision bf16
+b rn_sep2 70 CTRAIN_CONV_BN=separate -- --models resnet50 --batch 256 --precision bf16
+b rn_unit2 70 CTRAIN_CONV_BN=unit -- --models resnet50 --batch 256 --precision bf16
+echo "total $(el) s"
+pack
