@@ -13,10 +13,14 @@
 #   5. nvJPEG RGB against YUV planes beside GEMMs (jpeg_gpu_probe), then
 #      ResNet50 on a generated JPEG folder, CTRAIN_JPEG_PLANES 0 and 1;
 #   6. the bf16 switches together (LN auto, add_norm fused, the Linear + GELU
-#      bias gradient), the ResNet pair again (the repeat shows the noise).
+#      bias gradient), the ResNet pair again (the repeat shows the noise);
+#   7. CUPTI timelines of ResNet50 bs 256 bf16, CTRAIN_CONV_BN separate and unit.
 #
-#   D=SECONDS OUT=dir bash scripts/device/catchup.sh
-#     D   no new step starts after D seconds (default 540: a 10-minute call)
+#   D=SECONDS STEPS=LIST OUT=dir bash scripts/device/catchup.sh
+#     D      no new step starts after D seconds (default 540: a 10-minute call)
+#     STEPS  the steps to run, by name: tests bert converge resnet convbn jpeg
+#            switches timeline (default all; e.g. STEPS="converge convbn jpeg
+#            timeline" after a call that measured the others)
 #
 # Logs: $OUT/logs.tgz only (the logs are kept outside $OUT so that the 8-file
 # limit of a device call never drops the archive). Reads out/new.tar.xz, so
@@ -29,6 +33,8 @@ rmdir "$L"; L=/tmp/clogs; rm -rf "$L"; mkdir -p "$L"    # logs outside $OUT: onl
 pack() { tar czf "$OUT/logs.tgz" -C /tmp clogs; }
 T=.dev/new/tests
 nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader | tee "$L/gpu.txt"
+STEPS=${STEPS:-tests bert converge resnet convbn jpeg switches timeline}
+want() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 el() { echo $(( $(date +%s) - S0 )); }
 ok() { [ $(el) -lt "$1" ]; }
 run_t() {
@@ -41,7 +47,7 @@ run_t() {
 }
 for t in gpu_fp8 gpu_fp8_gemm gpu_linear_fp8 gpu_transformer_ops gpu_flash_attn gpu_linear_act \
          gpu_elementwise gpu_add_norm gpu_batchnorm gpu_jpeg; do
-    ok $D && run_t $t 60
+    want tests && ok $D && run_t $t 60
 done
 echo "tests done at $(el) s"
 b() {   # NAME LIMIT ENV... -- ARGS
@@ -54,18 +60,20 @@ b() {   # NAME LIMIT ENV... -- ARGS
     grep -E '^(bert|resnet)' "$L/$name.log" | head -4 | cut -c1-200
     pack
 }
-b bert128 80 X=1 -- --models bert-large --seq 128 --batch 256 --precision bf16,fp8
-if ok $((D - 100)); then
+want bert && b bert128 80 X=1 -- --models bert-large --seq 128 --batch 256 --precision bf16,fp8
+if want converge && ok $((D - 100)); then
     OUT=$OUT bash scripts/device/fp8.sh converge 2>&1 | grep -v "^name\|^NVIDIA"
     rm -f "$OUT/logs.tgz"; mv "$OUT/logs" "$L/fp8_converge"; pack
 fi
-b rn_sep 70 CTRAIN_CONV_BN=separate -- --models resnet50 --batch 256 --precision bf16
-b rn_unit 70 CTRAIN_CONV_BN=unit -- --models resnet50 --batch 256 --precision bf16
-if ok $((D - 110)); then
+if want resnet; then
+    b rn_sep 70 CTRAIN_CONV_BN=separate -- --models resnet50 --batch 256 --precision bf16
+    b rn_unit 70 CTRAIN_CONV_BN=unit -- --models resnet50 --batch 256 --precision bf16
+fi
+if want convbn && ok $((D - 110)); then
     CTRAIN_LOG=info run_t gpu_conv_bn 110
     grep -E "SKIP|shapes fused|form [0-9]: fused as|store:" "$L/gpu_conv_bn.log" | head -12
 fi
-if ok $((D - 160)); then
+if want jpeg && ok $((D - 160)); then
     timeout 40 .dev/new/jpeg_gpu_probe 2048 256 4 90 > "$L/jpeg_probe.log" 2>&1
     echo "probe rc $?"; grep '"nvjb"' "$L/jpeg_probe.log" | cut -c1-260
     python3 scripts/make_image_folder.py /tmp/imf --train 6400 --val 640 --classes 100 --mix \
@@ -75,9 +83,20 @@ if ok $((D - 160)); then
             --data /tmp/imf --decode gpu --workers "$(nproc)"
     done
 fi
-b sw128 80 CTRAIN_LN_KERNELS=auto CTRAIN_ADD_NORM=fused CTRAIN_LINEAR_ACT_BGRAD=1 -- \
-    --models bert-large --seq 128 --batch 256 --precision bf16
-b rn_sep2 70 CTRAIN_CONV_BN=separate -- --models resnet50 --batch 256 --precision bf16
-b rn_unit2 70 CTRAIN_CONV_BN=unit -- --models resnet50 --batch 256 --precision bf16
+want switches && b sw128 80 CTRAIN_LN_KERNELS=auto CTRAIN_ADD_NORM=fused \
+    CTRAIN_LINEAR_ACT_BGRAD=1 -- --models bert-large --seq 128 --batch 256 --precision bf16
+if want resnet; then
+    b rn_sep2 70 CTRAIN_CONV_BN=separate -- --models resnet50 --batch 256 --precision bf16
+    b rn_unit2 70 CTRAIN_CONV_BN=unit -- --models resnet50 --batch 256 --precision bf16
+fi
+for mode in separate unit; do
+    want timeline && ok $((D - 60)) || break
+    CTRAIN_CONV_BN=$mode CTRAIN_TIMELINE=/tmp/tl_$mode.json:8:3 timeout 80 "$NEW" train \
+        --model resnet50 --data synthetic --batch 256 --precision bf16 --graph --steps 12 \
+        --log-every 4 --no-eval > "$L/tl_resnet_$mode.log" 2>&1
+    echo "timeline $mode (rc $?)"; cp "/tmp/tl_$mode.json.txt" "$L/tl_resnet_$mode.txt"
+    head -24 "$L/tl_resnet_$mode.txt" | cut -c1-150
+    pack
+done
 echo "total $(el) s"
 pack
