@@ -144,9 +144,9 @@ static void vpass(float *restrict t, const uint8_t *restrict src, const float *w
  * channel's sum in the same order as three scalar sums, so the same bits.
  * The fourth lane reads the next float (the next pixel's first channel, or
  * acc[0] just after t: zeroed at first, then a finite sum) and is written
- * over by the next pixel's store;
- * acc has one float of room after its last pixel. (The tree is GCC / clang
- * C: engine/error.h's attributes, target_clones above.) */
+ * over by the next pixel's store; acc has one float of room after its last
+ * pixel. (The tree is GCC / clang C: engine/error.h's attributes,
+ * target_clones above.) */
 typedef float RsV4 __attribute__((vector_size(16)));
 
 static inline void hpass(float *restrict acc, const float *restrict t, const Taps *tx, int x0,
