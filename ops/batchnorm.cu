@@ -16,17 +16,22 @@
  *           (for C < 32 a block reads whole rows back to back). The lanes are
  *           combined by a fixed tree in shared memory and the block writes
  *           the chunk's partial for each of its channels into scratch [G, C].
- *   pass 2: one thread per channel combines the G partials in order.
+ *   pass 2: eight threads per channel fold every eighth partial in order,
+ *           then a fixed three-level tree combines their eight results.
  * Statistics: each thread folds its values four at a time into a running
  * (count, mean, M2) by Chan's merge; partials carry (mean, M2) and their
  * counts follow from the chunking. Gradient sums are plain f32 sums.
+ * The backward's pass 1 gives each thread V = 16 / sizeof(T) channels
+ * (16-byte loads; cols / V threads a row, BN_THREADS V / cols row lanes)
+ * where C and the pointers allow, one channel otherwise.
  * G comes from (M, C) alone (batchnorm_chunks), so every addition order is
  * fixed by the shape: two runs give the same bits.
  *
  * Per-element passes (apply, and dx / dz) are grid-stride loops moving 16
  * bytes per access when C is a multiple of the vector width and every
- * pointer is 16-byte aligned; the channel of each vector is stepped rather
- * than recomputed with a 64-bit modulo.
+ * pointer is 16-byte aligned, the vector's per-channel parameters read as
+ * float4s; the channel of each vector is stepped rather than recomputed
+ * with a modulo.
  */
 #include <stdint.h>
 
@@ -63,6 +68,30 @@ __device__ __forceinline__ unsigned pow2_ceil(unsigned v)
 
 /* ---- statistics ---- */
 
+/* Thread t = lane * cols + col puts its (n, mean, m2) in shared memory; the
+ * lanes of each column are merged by a fixed tree (lane with lane + h, h
+ * halving), leaving the column's total at lane 0. Every thread calls it. */
+__device__ __forceinline__ void welford_tree(float *sn, float *smean, float *sm2, float n,
+                                             float mean, float m2, unsigned t, unsigned lane,
+                                             unsigned lanes, unsigned cols)
+{
+    sn[t] = n;
+    smean[t] = mean;
+    sm2[t] = m2;
+    __syncthreads();
+    for (unsigned h = pow2_ceil(lanes) >> 1; h > 0; h >>= 1) {
+        if (lane < h && lane + h < lanes) {
+            unsigned o = t + h * cols;
+            float a = sn[t], am = smean[t], a2 = sm2[t];
+            welford_merge(a, am, a2, sn[o], smean[o], sm2[o]);
+            sn[t] = a;
+            smean[t] = am;
+            sm2[t] = a2;
+        }
+        __syncthreads();
+    }
+}
+
 /* Pass 1: (mean, M2) of chunk blockIdx.y for channels blockIdx.x * cols + col. */
 template <typename T>
 __global__ void bn_stats_partial_kernel(float *pmean, float *pm2, const T *x, size_t M, size_t C,
@@ -89,21 +118,7 @@ __global__ void bn_stats_partial_kernel(float *pmean, float *pm2, const T *x, si
         }
         for (; r < r1; r += L) welford_merge(n, mean, m2, 1.0f, to_f32(x[r * C + c]), 0.0f);
     }
-    sn[t] = n;
-    smean[t] = mean;
-    sm2[t] = m2;
-    __syncthreads();
-    for (unsigned h = pow2_ceil(lanes) >> 1; h > 0; h >>= 1) {
-        if (lane < h && lane + h < lanes) {
-            unsigned o = t + h * cols;
-            float a = sn[t], am = smean[t], a2 = sm2[t];
-            welford_merge(a, am, a2, sn[o], smean[o], sm2[o]);
-            sn[t] = a;
-            smean[t] = am;
-            sm2[t] = a2;
-        }
-        __syncthreads();
-    }
+    welford_tree(sn, smean, sm2, n, mean, m2, t, lane, lanes, cols);
     if (lane == 0 && c < C) {
         pmean[(size_t)blockIdx.y * C + c] = smean[t];
         pm2[(size_t)blockIdx.y * C + c] = sm2[t];
@@ -129,8 +144,17 @@ __device__ __forceinline__ void bn_finish_channel(size_t c, float mu, float m2, 
     }
 }
 
-/* Pass 2: merge the G chunks of channel c in order; then either the
- * statistics (mean, invstd, the running update and the batch counter:
+/* Pass 2, both reductions: a block of FIN_COLS x FIN_LANES threads takes
+ * FIN_COLS channels; lane l of channel c folds partials g = l, l + FIN_LANES,
+ * ... in order, then the lanes are combined by a fixed tree (l with l + 4,
+ * then + 2, then + 1). The order depends on G alone, so the result is as
+ * deterministic as one thread walking g = 0..G-1, and the G loads of a
+ * channel are spread over eight threads instead of one chain of dependent
+ * L2 round trips (59 us a call at G = 512 on the H200, now ~2). */
+const unsigned FIN_COLS = 32, FIN_LANES = 8;
+
+/* Statistics: the chunks' (mean, m2) merged; then either the statistics
+ * (mean, invstd, the running update and the batch counter:
  * bn_finish_channel) or, with m2_out, the moments alone (mean and the sum
  * of squared deviations). */
 __global__ void bn_stats_finish_kernel(float *mean, float *invstd, float *m2_out, float *rmean,
@@ -139,15 +163,24 @@ __global__ void bn_stats_finish_kernel(float *mean, float *invstd, float *m2_out
                                        size_t G, size_t rows_per_chunk, size_t M, size_t C,
                                        float momentum, float eps)
 {
-    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c == 0 && nbt) *nbt += 1;
-    if (c >= C) return;
+    __shared__ float sn[FIN_COLS * FIN_LANES], smean[FIN_COLS * FIN_LANES],
+        sm2[FIN_COLS * FIN_LANES];
+    unsigned t = threadIdx.x, col = t % FIN_COLS, lane = t / FIN_COLS;
+    size_t c = (size_t)blockIdx.x * FIN_COLS + col;
+    if (blockIdx.x == 0 && t == 0 && nbt) *nbt += 1;
     float n = 0.0f, mu = 0.0f, m2 = 0.0f;
-    for (size_t g = 0; g < G; g++) {
-        size_t left = M - g * rows_per_chunk;
-        size_t rows = left < rows_per_chunk ? left : rows_per_chunk;
-        welford_merge(n, mu, m2, (float)rows, pmean[g * C + c], pm2[g * C + c]);
+    if (c < C) {
+#pragma unroll 4
+        for (size_t g = lane; g < G; g += FIN_LANES) {
+            size_t left = M - g * rows_per_chunk;
+            size_t rows = left < rows_per_chunk ? left : rows_per_chunk;
+            welford_merge(n, mu, m2, (float)rows, pmean[g * C + c], pm2[g * C + c]);
+        }
     }
+    welford_tree(sn, smean, sm2, n, mu, m2, t, lane, FIN_LANES, FIN_COLS);
+    if (lane != 0 || c >= C) return;
+    mu = smean[t];
+    m2 = sm2[t];
     if (m2_out) {
         mean[c] = mu;
         m2_out[c] = m2;
@@ -216,28 +249,79 @@ __global__ void bn_eval_stats_kernel(float *mean, float *invstd, const float *rm
 
 /* ---- forward apply ---- */
 
-/* The pre-activation gamma (x - mean) invstd + beta of channel c, each
+/* The pre-activation (x - mean) s + beta with s = gamma invstd, each
  * rounding pinned (no contraction left to the compiler, and the CPU
  * reference's order): what the forward applies, and what the backward's
- * relu mode 2 recomputes, are the same bits. */
-__device__ __forceinline__ float bn_pre(float x, float mean, float invstd, const float *gamma,
-                                        const float *beta, size_t c)
+ * relu mode 2 recomputes, are the same bits. A missing gamma is 1 (1 *
+ * invstd is invstd exactly), a missing beta 0. */
+__device__ __forceinline__ float bn_pre_s(float x, float mean, float s, float beta)
 {
-    float s = gamma ? __fmul_rn(__ldg(gamma + c), invstd) : invstd;
-    return __fadd_rn(__fmul_rn(__fsub_rn(x, mean), s), beta ? __ldg(beta + c) : 0.0f);
+    return __fadd_rn(__fmul_rn(__fsub_rn(x, mean), s), beta);
+}
+
+/* o[k] = p[c0 + k] for the V channels of a thread (or dflt when p is NULL):
+ * two or one 16-byte loads for V = 8 or 4 (the host checks the alignment),
+ * scalar loads for V = 1. */
+template <int V>
+__device__ __forceinline__ void load_ch(float (&o)[V], const float *p, size_t c0, float dflt)
+{
+    if (!p) {
+#pragma unroll
+        for (int k = 0; k < V; k++) o[k] = dflt;
+    } else if constexpr (V % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < V; k += 4) {
+            float4 q = __ldg(reinterpret_cast<const float4 *>(p + c0 + k));
+            o[k] = q.x;
+            o[k + 1] = q.y;
+            o[k + 2] = q.z;
+            o[k + 3] = q.w;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; k++) o[k] = __ldg(p + c0 + k);
+    }
+}
+
+/* s[k] = gamma invstd of the thread's V channels (bn_pre's scale). */
+template <int V>
+__device__ __forceinline__ void load_scale(float (&sc)[V], const float *gamma,
+                                           const float *invstd, size_t c0)
+{
+    float ga[V];
+    load_ch<V>(ga, gamma, c0, 1.0f);
+    load_ch<V>(sc, invstd, c0, 0.0f);
+#pragma unroll
+    for (int k = 0; k < V; k++) sc[k] = __fmul_rn(ga[k], sc[k]);
+}
+
+/* The first channel of vector i and how far a grid stride moves it, in
+ * 32-bit arithmetic where the tensor allows (a 64-bit modulo is ~100
+ * instructions, as much as the rest of a vector's work). */
+template <int V>
+__device__ __forceinline__ void channel_of(size_t i, size_t stride, size_t nvec, size_t C,
+                                           size_t &c0, size_t &cstep)
+{
+    if (nvec * V <= 0xffffffffu && stride * V <= 0xffffffffu) {
+        c0 = (unsigned)(i * V) % (unsigned)C;
+        cstep = (unsigned)(stride * V) % (unsigned)C;
+    } else {
+        c0 = (i * V) % C;
+        cstep = (stride * V) % C;
+    }
 }
 
 /* The ReLU's mask of one element under relu mode 2: recomputed from x
  * (no residual), rounded to the storage type as the forward's output was
  * (mode 1 reads the output itself: y > 0). */
 template <typename T>
-__device__ __forceinline__ bool bn_keep2(T x, float mean, float invstd, const float *gamma,
-                                         const float *beta, size_t c)
+__device__ __forceinline__ bool bn_keep2_s(T x, float mean, float s, float beta)
 {
-    return to_f32(from_f32<T>(bn_pre(to_f32(x), mean, invstd, gamma, beta, c))) > 0.0f;
+    return to_f32(from_f32<T>(bn_pre_s(to_f32(x), mean, s, beta))) > 0.0f;
 }
 
-/* y = act((x - mean) gamma invstd + beta + z), V elements (V channels) a thread. */
+/* y = act((x - mean) gamma invstd + beta + z), V elements (V channels) a
+ * thread; the channels' parameters come in as vectors once a vector of x. */
 template <typename T, int V>
 __global__ void bn_forward_kernel(T *y, const T *x, const T *z, const float *mean,
                                   const float *invstd, const float *gamma, const float *beta,
@@ -246,14 +330,18 @@ __global__ void bn_forward_kernel(T *y, const T *x, const T *z, const float *mea
     size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nvec) return;
-    size_t c0 = (i * V) % C, cstep = (stride * V) % C;
+    size_t c0, cstep;
+    channel_of<V>(i, stride, nvec, C, c0, cstep);
     for (; i < nvec; i += stride) {
         Vec<T, V> xv = reinterpret_cast<const Vec<T, V> *>(x)[i], zv, yv;
         if (z) zv = reinterpret_cast<const Vec<T, V> *>(z)[i];
+        float mu[V], sc[V], be[V];
+        load_ch<V>(mu, mean, c0, 0.0f);
+        load_scale<V>(sc, gamma, invstd, c0);
+        load_ch<V>(be, beta, c0, 0.0f);
 #pragma unroll
         for (int k = 0; k < V; k++) {
-            size_t c = c0 + k;
-            float v = bn_pre(to_f32(xv.v[k]), __ldg(mean + c), __ldg(invstd + c), gamma, beta, c);
+            float v = bn_pre_s(to_f32(xv.v[k]), mu[k], sc[k], be[k]);
             if (z) v = __fadd_rn(v, to_f32(zv.v[k]));
             if (relu) v = v > 0.0f ? v : 0.0f;
             yv.v[k] = from_f32<T>(v);
@@ -267,65 +355,110 @@ __global__ void bn_forward_kernel(T *y, const T *x, const T *z, const float *mea
 /* ---- backward ---- */
 
 /* Pass 1: sum g and sum g xhat over chunk blockIdx.y, g = dy masked by the
- * ReLU (bn_keep). */
-template <typename T>
+ * ReLU. The block's `cols` channels are covered by cols / V threads of V
+ * channels each (16-byte loads when V > 1), so a block has BN_THREADS V /
+ * cols row lanes; the lanes are combined by a fixed tree in shared memory. */
+template <typename T, int V>
 __global__ void bn_backward_partial_kernel(float *psg, float *psgx, const T *dy, const T *x,
                                            const T *y, const float *mean, const float *invstd,
                                            const float *gamma, const float *beta, int relu,
-                                           size_t M, size_t C, unsigned cols, unsigned lanes,
+                                           size_t M, size_t C, unsigned cols,
                                            size_t rows_per_chunk)
 {
-    __shared__ float s1[BN_THREADS], s2[BN_THREADS];
-    unsigned t = threadIdx.x, col = t % cols, lane = t / cols;
-    size_t c = (size_t)blockIdx.x * cols + col;
+    __shared__ float s1[BN_THREADS * V], s2[BN_THREADS * V];
+    unsigned tpr = cols / V, lanes = BN_THREADS / tpr;
+    unsigned t = threadIdx.x, cv = t % tpr, lane = t / tpr;
+    size_t c0 = (size_t)blockIdx.x * cols + (size_t)cv * V;
     size_t r0 = (size_t)blockIdx.y * rows_per_chunk;
     size_t r1 = r0 + rows_per_chunk < M ? r0 + rows_per_chunk : M;
-    float a = 0.0f, b = 0.0f;
-    if (lane < lanes && c < C) {
-        float mu = mean[c], is = invstd[c];
-        size_t L = lanes;
+    float a[V], b[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) a[k] = b[k] = 0.0f;
+    if (lane < lanes && c0 < C) {
+        float mu[V], is[V], sc[V], be[V];
+        load_ch<V>(mu, mean, c0, 0.0f);
+        load_ch<V>(is, invstd, c0, 0.0f);
+        load_scale<V>(sc, gamma, invstd, c0);
+        load_ch<V>(be, beta, c0, 0.0f);
+        size_t CV = C / V, step = (size_t)lanes * CV;
+        const Vec<T, V> *pdy = reinterpret_cast<const Vec<T, V> *>(dy);
+        const Vec<T, V> *px = reinterpret_cast<const Vec<T, V> *>(x);
+        const Vec<T, V> *py = reinterpret_cast<const Vec<T, V> *>(y);
+        size_t j = (r0 + lane) * CV + c0 / V, j1 = r1 * CV;
 #pragma unroll 4
-        for (size_t r = r0 + lane; r < r1; r += L) {
-            size_t i = r * C + c;
-            float g = to_f32(dy[i]);
-            T xi = x[i];
-            if ((relu == 1 && !(to_f32(y[i]) > 0.0f)) ||
-                (relu == 2 && !bn_keep2<T>(xi, mu, is, gamma, beta, c)))
-                g = 0.0f;
-            float xhat = (to_f32(xi) - mu) * is;
-            a += g;
-            b += g * xhat;
+        for (; j < j1; j += step) {
+            Vec<T, V> dv = pdy[j], xv = px[j], yv;
+            if (relu == 1) yv = py[j];
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                float g = to_f32(dv.v[k]);
+                if ((relu == 1 && !(to_f32(yv.v[k]) > 0.0f)) ||
+                    (relu == 2 && !bn_keep2_s<T>(xv.v[k], mu[k], sc[k], be[k])))
+                    g = 0.0f;
+                float xhat = (to_f32(xv.v[k]) - mu[k]) * is[k];
+                a[k] += g;
+                b[k] += g * xhat;
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        s1[t * V + k] = a[k];
+        s2[t * V + k] = b[k];
+    }
+    __syncthreads();
+    for (unsigned h = pow2_ceil(lanes) >> 1; h > 0; h >>= 1) {
+        if (lane < h && lane + h < lanes) {
+            unsigned o = (t + h * tpr) * V;
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                s1[t * V + k] += s1[o + k];
+                s2[t * V + k] += s2[o + k];
+            }
+        }
+        __syncthreads();
+    }
+    if (lane == 0 && c0 < C) {
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            psg[(size_t)blockIdx.y * C + c0 + k] = s1[t * V + k];
+            psgx[(size_t)blockIdx.y * C + c0 + k] = s2[t * V + k];
+        }
+    }
+}
+
+/* Pass 2 of the backward (the FIN_COLS x FIN_LANES layout of the
+ * statistics' finish): sum g and sum g xhat over the G partials ->
+ * dbeta, dgamma (+)=, and the means mg = sum g / M, mgx = sum g xhat / M
+ * that dx needs. */
+__global__ void bn_backward_finish_kernel(float *mg, float *mgx, float *dgamma, float *dbeta,
+                                          const float *psg, const float *psgx, size_t G,
+                                          size_t M, size_t C, int accum_p)
+{
+    __shared__ float s1[FIN_COLS * FIN_LANES], s2[FIN_COLS * FIN_LANES];
+    unsigned t = threadIdx.x, col = t % FIN_COLS, lane = t / FIN_COLS;
+    size_t c = (size_t)blockIdx.x * FIN_COLS + col;
+    float a = 0.0f, b = 0.0f;
+    if (c < C) {
+#pragma unroll 4
+        for (size_t g = lane; g < G; g += FIN_LANES) {
+            a += psg[g * C + c];
+            b += psgx[g * C + c];
         }
     }
     s1[t] = a;
     s2[t] = b;
     __syncthreads();
-    for (unsigned h = pow2_ceil(lanes) >> 1; h > 0; h >>= 1) {
-        if (lane < h && lane + h < lanes) {
-            s1[t] += s1[t + h * cols];
-            s2[t] += s2[t + h * cols];
+    for (unsigned h = FIN_LANES / 2; h > 0; h >>= 1) {
+        if (lane < h) {
+            s1[t] += s1[t + h * FIN_COLS];
+            s2[t] += s2[t + h * FIN_COLS];
         }
         __syncthreads();
     }
-    if (lane == 0 && c < C) {
-        psg[(size_t)blockIdx.y * C + c] = s1[t];
-        psgx[(size_t)blockIdx.y * C + c] = s2[t];
-    }
-}
-
-/* Pass 2: the G partials in order -> dbeta, dgamma (+)=, and the means
- * mg = sum g / M, mgx = sum g xhat / M that dx needs. */
-__global__ void bn_backward_finish_kernel(float *mg, float *mgx, float *dgamma, float *dbeta,
-                                          const float *psg, const float *psgx, size_t G,
-                                          size_t M, size_t C, int accum_p)
-{
-    size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float a = 0.0f, b = 0.0f;
-    for (size_t g = 0; g < G; g++) {
-        a += psg[g * C + c];
-        b += psgx[g * C + c];
-    }
+    if (lane != 0 || c >= C) return;
+    a = s1[t];
+    b = s2[t];
     mg[c] = a / (float)M;
     mgx[c] = b / (float)M;
     if (dbeta) dbeta[c] = accum_p ? dbeta[c] + a : a;
@@ -346,33 +479,45 @@ __global__ void bn_backward_dx_kernel(T *dx, T *dz, const T *dy, const T *x, con
     size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nvec) return;
-    size_t c0 = (i * V) % C, cstep = (stride * V) % C;
+    size_t c0, cstep;
+    channel_of<V>(i, stride, nvec, C, c0, cstep);
     for (; i < nvec; i += stride) {
         Vec<T, V> dyv = reinterpret_cast<const Vec<T, V> *>(dy)[i], yv, xv;
         if (relu == 1) yv = reinterpret_cast<const Vec<T, V> *>(y)[i];
         if (relu == 2 || (dx && training)) xv = reinterpret_cast<const Vec<T, V> *>(x)[i];
-        float g[V];
+        float mu[V], is[V], g[V];
+        load_ch<V>(mu, mean, c0, 0.0f);
+        load_ch<V>(is, invstd, c0, 0.0f);
+        if (relu == 2) {
+            float sc[V], be[V];
+            load_scale<V>(sc, gamma, invstd, c0);
+            load_ch<V>(be, beta, c0, 0.0f);
 #pragma unroll
-        for (int k = 0; k < V; k++) {
-            size_t c = c0 + k;
-            g[k] = to_f32(dyv.v[k]);
-            if (relu == 1 && !(to_f32(yv.v[k]) > 0.0f)) g[k] = 0.0f;
-            if (relu == 2 &&
-                !bn_keep2<T>(xv.v[k], __ldg(mean + c), __ldg(invstd + c), gamma, beta, c))
-                g[k] = 0.0f;
+            for (int k = 0; k < V; k++)
+                g[k] = bn_keep2_s<T>(xv.v[k], mu[k], sc[k], be[k]) ? to_f32(dyv.v[k]) : 0.0f;
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                g[k] = to_f32(dyv.v[k]);
+                if (relu == 1 && !(to_f32(yv.v[k]) > 0.0f)) g[k] = 0.0f;
+            }
         }
         if (dx) {
+            float ga[V], m1[V], m2[V];
+            load_ch<V>(ga, gamma, c0, 1.0f);
+            if (training) {
+                load_ch<V>(m1, mg, c0, 0.0f);
+                load_ch<V>(m2, mgx, c0, 0.0f);
+            }
             Vec<T, V> o;
             if (accum_x) o = reinterpret_cast<const Vec<T, V> *>(dx)[i];
 #pragma unroll
             for (int k = 0; k < V; k++) {
-                size_t c = c0 + k;
-                float is = __ldg(invstd + c);
-                float kk = (gamma ? __ldg(gamma + c) : 1.0f) * is;
+                float kk = ga[k] * is[k];
                 float v;
                 if (training) {
-                    float xhat = (to_f32(xv.v[k]) - __ldg(mean + c)) * is;
-                    v = kk * (g[k] - __ldg(mg + c) - xhat * __ldg(mgx + c));
+                    float xhat = (to_f32(xv.v[k]) - mu[k]) * is[k];
+                    v = kk * (g[k] - m1[k] - xhat * m2[k]);
                 } else {
                     v = kk * g[k];
                 }
@@ -396,6 +541,20 @@ __global__ void bn_backward_dx_kernel(T *dx, T *dz, const T *dy, const T *x, con
         if (c0 >= C) c0 -= C;
     }
 }
+
+/* Every pointer given is 16-byte aligned (NULLs are): the activations for
+ * the kernels' Vec accesses, the f32 [C] parameters for load_ch's float4s. */
+bool vec_ok(const void *a, const void *b, const void *c, const void *d, const float *p0,
+            const float *p1, const float *p2, const float *p3)
+{
+    const void *all[8] = {a, b, c, d, p0, p1, p2, p3};
+    for (int k = 0; k < 8; k++)
+        if (all[k] && !is_aligned(all[k], 16)) return false;
+    return true;
+}
+
+/* Blocks of the pass-2 kernels for C channels. */
+unsigned fin_blocks(size_t C) { return (unsigned)((C + FIN_COLS - 1) / FIN_COLS); }
 
 /* Grid of the reduction passes; checks the scratch and returns G. */
 size_t reduction_grid(const char *what, size_t M, size_t C, size_t scratch_bytes, dim3 *grid,
@@ -452,7 +611,7 @@ extern "C" void batchnorm_stats_cuda(float *mean, float *invstd, float *running_
     size_t G = stats_partials("batchnorm_stats_cuda", x, dt, M, C, scratch, scratch_bytes, &rpc,
                               s);
     float *pmean = (float *)scratch, *pm2 = pmean + G * C;
-    bn_stats_finish_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(
+    bn_stats_finish_kernel<<<fin_blocks(C), FIN_COLS * FIN_LANES, 0, s>>>(
         mean, invstd, NULL, running_mean, running_var, num_batches_tracked, pmean, pm2, G, rpc,
         M, C, momentum, eps);
     CUDA_CHECK_LAUNCH();
@@ -468,7 +627,7 @@ extern "C" void batchnorm_moments_cuda(float *mean, float *m2, const void *x, DT
     size_t G = stats_partials("batchnorm_moments_cuda", x, dt, M, C, scratch, scratch_bytes,
                               &rpc, s);
     float *pmean = (float *)scratch, *pm2 = pmean + G * C;
-    bn_stats_finish_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(
+    bn_stats_finish_kernel<<<fin_blocks(C), FIN_COLS * FIN_LANES, 0, s>>>(
         mean, NULL, m2, NULL, NULL, NULL, pmean, pm2, G, rpc, M, C, 0.0f, 0.0f);
     CUDA_CHECK_LAUNCH();
 }
@@ -550,8 +709,7 @@ extern "C" void batchnorm_forward_cuda(void *y, const void *x, const void *z, co
     dispatch_float(dt, "batchnorm_forward_cuda", [&](auto tag) {
         using T = decltype(tag);
         constexpr int V = 16 / sizeof(T);
-        bool vec = C % V == 0 && is_aligned(y, 16) && is_aligned(x, 16) &&
-                   (!z || is_aligned(z, 16));
+        bool vec = C % V == 0 && vec_ok(y, x, z, NULL, mean, invstd, gamma, beta);
         const unsigned blocks = grid_for(vec ? n / V : n, EW_THREADS, EW_MAX_BLOCKS);
         if (vec)
             bn_forward_kernel<T, V><<<blocks, EW_THREADS, 0, s>>>(
@@ -591,16 +749,21 @@ extern "C" void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float
         float *psg = (float *)scratch, *psgx = psg + G * C;
         mg = psgx + G * C;
         mgx = mg + C;
-        unsigned cols = (unsigned)batchnorm_cols(C), lanes = (unsigned)batchnorm_lanes(C);
+        unsigned cols = (unsigned)batchnorm_cols(C);
         dispatch_float(dt, "batchnorm_backward_cuda", [&](auto tag) {
             using T = decltype(tag);
-            bn_backward_partial_kernel<T><<<grid, BN_THREADS, 0, s>>>(
-                psg, psgx, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma, beta,
-                relu, M, C,
-                cols, lanes, rpc);
+            constexpr int V = 16 / sizeof(T);
+            if (C % V == 0 && vec_ok(dy, x, y, NULL, mean, invstd, gamma, beta))
+                bn_backward_partial_kernel<T, V><<<grid, BN_THREADS, 0, s>>>(
+                    psg, psgx, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma,
+                    beta, relu, M, C, cols, rpc);
+            else
+                bn_backward_partial_kernel<T, 1><<<grid, BN_THREADS, 0, s>>>(
+                    psg, psgx, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma,
+                    beta, relu, M, C, cols, rpc);
             CUDA_CHECK_LAUNCH();
         });
-        bn_backward_finish_kernel<<<(unsigned)((C + 255) / 256), 256, 0, s>>>(
+        bn_backward_finish_kernel<<<fin_blocks(C), FIN_COLS * FIN_LANES, 0, s>>>(
             mg, mgx, dgamma, dbeta, psg, psgx, G, M, C, accum_p);
         CUDA_CHECK_LAUNCH();
     }
@@ -621,9 +784,8 @@ extern "C" void batchnorm_backward_dx_cuda(void *dx, void *dz, const void *dy, c
     dispatch_float(dt, "batchnorm_backward_cuda", [&](auto tag) {
         using T = decltype(tag);
         constexpr int V = 16 / sizeof(T);
-        bool vec = C % V == 0 && is_aligned(dy, 16) && (!dx || is_aligned(dx, 16)) &&
-                   (!dz || is_aligned(dz, 16)) && (!x || is_aligned(x, 16)) &&
-                   (!y || is_aligned(y, 16));
+        bool vec = C % V == 0 && vec_ok(dy, dx, dz, x, mean, invstd, gamma, beta) &&
+                   vec_ok(y, NULL, NULL, NULL, mg, mgx, NULL, NULL);
         const unsigned blocks = grid_for(vec ? n / V : n, EW_THREADS, EW_MAX_BLOCKS);
         if (vec)
             bn_backward_dx_kernel<T, V><<<blocks, EW_THREADS, 0, s>>>(

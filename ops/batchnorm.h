@@ -45,7 +45,8 @@
  * into G chunks (G from M and C only, see batchnorm_chunks) and a block of
  * BN_THREADS threads reduces one chunk for a strip of channels, reading rows
  * along C (coalesced), into f32 partials [G, C]; pass 2 combines the G
- * partials of each channel in order g = 0..G-1. Statistics use Welford /
+ * partials of each channel in an order fixed by G (eight threads a channel,
+ * each folding every eighth partial, then a fixed tree). Statistics use Welford /
  * Chan merging in f32 (no E[x^2] - E[x]^2 cancellation). The partials live in
  * caller-provided scratch of batchnorm_scratch_bytes(M, C) bytes (the op
  * layer takes it from mem_alloc, so nothing here calls cudaMalloc and the

@@ -4,8 +4,9 @@
  * Shape letters: x [N, H, W, C], max pool output [N, P, Q, C], kernel k,
  * stride s, padding pad; HW = H * W.
  *
- * Every kernel is one thread per output element of its pass, channel
- * fastest, so a warp reads and writes consecutive addresses:
+ * Every kernel is one thread per output element of its pass (max pool: per
+ * V channels of one, 16-byte accesses, where C and the pointers allow),
+ * channel fastest, so a warp reads and writes consecutive addresses:
  *   max forward   thread per (n, p, q, c): scans its window in row order,
  *                 strict > (first maximum wins), NaN wins; writes y and idx.
  *   max backward  thread per (n, h, w, c): gathers dy from the windows that
@@ -32,44 +33,62 @@ const size_t POOL_I32_LIMIT = (size_t)1 << 31;
 
 /* ---- max pool ---- */
 
-template <typename T, typename I>
+/* V channels a thread (16-byte accesses of x, y, dy, dx and V indices when
+ * C is a multiple of V = 16 / sizeof(T) and the pointers allow; V = 1
+ * otherwise): the window's index arithmetic, ~half a thread's instructions
+ * at V = 1, is shared by V channels. Cv = C / V channel groups. */
+template <typename T, typename I, int V>
 __global__ void maxpool_forward_kernel(T *y, int32_t *idx, const T *x, int k, int s, int pad,
-                                       I H, I W, I C, I P, I Q, I total)
+                                       I H, I W, I C, I P, I Q, I total_v)
 {
+    const I Cv = C / V;
     I stride = (I)gridDim.x * blockDim.x;
-    for (I o = (I)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += stride) {
-        I c = o % C, pix = o / C;
+    for (I o = (I)blockIdx.x * blockDim.x + threadIdx.x; o < total_v; o += stride) {
+        I c = (o % Cv) * V, pix = o / Cv;
         I q = pix % Q, t = pix / Q;
         I p = t % P, n = t / P;
         int h0 = (int)p * s - pad, w0 = (int)q * s - pad;
         int hs = h0 > 0 ? h0 : 0, he = h0 + k < (int)H ? h0 + k : (int)H;
         int ws = w0 > 0 ? w0 : 0, we = w0 + k < (int)W ? w0 + k : (int)W;
-        float best = -INFINITY;
-        int32_t bi = hs * (int)W + ws;
+        float best[V];
+        Vec<int32_t, V> bi;
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            best[j] = -INFINITY;
+            bi.v[j] = hs * (int)W + ws;
+        }
         for (int h = hs; h < he; h++) {
             const T *xr = x + ((n * H + (I)h) * W) * C + c;
             for (int w = ws; w < we; w++) {
-                float v = to_f32(xr[(I)w * C]);
-                if (v > best || isnan(v)) {
-                    best = v;
-                    bi = h * (int)W + w;
+                Vec<T, V> xv = *reinterpret_cast<const Vec<T, V> *>(xr + (I)w * C);
+#pragma unroll
+                for (int j = 0; j < V; j++) {
+                    float v = to_f32(xv.v[j]);
+                    if (v > best[j] || isnan(v)) {
+                        best[j] = v;
+                        bi.v[j] = h * (int)W + w;
+                    }
                 }
             }
         }
-        y[o] = from_f32<T>(best);
-        if (idx) idx[o] = bi;
+        Vec<T, V> yv;
+#pragma unroll
+        for (int j = 0; j < V; j++) yv.v[j] = from_f32<T>(best[j]);
+        reinterpret_cast<Vec<T, V> *>(y)[o] = yv;
+        if (idx) reinterpret_cast<Vec<int32_t, V> *>(idx)[o] = bi;
     }
 }
 
 /* forward: y[n,p,q,c] = x[n, idx / W, idx % W, c]   so   dx[n,h,w,c] (+)= sum of
  * dy[n,p,q,c] over the windows holding (h, w) with idx == h W + w */
-template <typename T, typename I>
+template <typename T, typename I, int V>
 __global__ void maxpool_backward_kernel(T *dx, const T *dy, const int32_t *idx, int k, int s,
-                                        int pad, I H, I W, I C, I P, I Q, I total, int accum)
+                                        int pad, I H, I W, I C, I P, I Q, I total_v, int accum)
 {
+    const I Cv = C / V;
     I stride = (I)gridDim.x * blockDim.x;
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        I c = i % C, pix = i / C;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total_v; i += stride) {
+        I c = (i % Cv) * V, pix = i / Cv;
         I w = pix % W, t = pix / W;
         I h = t % H, n = t / H;
         int hh = (int)h, ww = (int)w;
@@ -78,13 +97,23 @@ __global__ void maxpool_backward_kernel(T *dx, const T *dy, const int32_t *idx, 
         int q0 = ww + pad < k ? 0 : (ww + pad - k) / s + 1;
         int q1 = (ww + pad) / s < (int)Q - 1 ? (ww + pad) / s : (int)Q - 1;
         int32_t self = hh * (int)W + ww;
-        float sum = 0.0f;
+        float sum[V];
+#pragma unroll
+        for (int j = 0; j < V; j++) sum[j] = 0.0f;
         for (int p = p0; p <= p1; p++)
             for (int q = q0; q <= q1; q++) {
-                I o = ((n * P + (I)p) * Q + (I)q) * C + c;
-                if (idx[o] == self) sum += to_f32(dy[o]);
+                I o = (((n * P + (I)p) * Q + (I)q) * C + c) / V;
+                Vec<int32_t, V> iv = reinterpret_cast<const Vec<int32_t, V> *>(idx)[o];
+                Vec<T, V> dv = reinterpret_cast<const Vec<T, V> *>(dy)[o];
+#pragma unroll
+                for (int j = 0; j < V; j++)
+                    if (iv.v[j] == self) sum[j] += to_f32(dv.v[j]);
             }
-        dx[i] = from_f32<T>(accum ? to_f32(dx[i]) + sum : sum);
+        Vec<T, V> o;
+        if (accum) o = reinterpret_cast<const Vec<T, V> *>(dx)[i];
+#pragma unroll
+        for (int j = 0; j < V; j++) o.v[j] = from_f32<T>(accum ? to_f32(o.v[j]) + sum[j] : sum[j]);
+        reinterpret_cast<Vec<T, V> *>(dx)[i] = o;
     }
 }
 
@@ -136,15 +165,25 @@ extern "C" void maxpool2d_forward_cuda(void *y, int32_t *idx, const void *x, DTy
     size_t total = (size_t)N * P * Q * C, in_total = (size_t)N * H * W * C;
     if (total == 0) return;
     bool small = total < POOL_I32_LIMIT && in_total < POOL_I32_LIMIT;
-    const unsigned blocks = grid_for(total, POOL_THREADS, POOL_MAX_BLOCKS);
     dispatch_float(dt, "maxpool2d_forward_cuda", [&](auto tag) {
         using T = decltype(tag);
-        if (small)
-            maxpool_forward_kernel<T, uint32_t><<<blocks, POOL_THREADS, 0, st>>>(
-                (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, (uint32_t)total);
+        constexpr int V = 16 / sizeof(T);
+        bool vec = C % V == 0 && is_aligned(y, 16) && is_aligned(x, 16) &&
+                   (!idx || is_aligned(idx, V * sizeof(int32_t)));
+        size_t tv = vec ? total / V : total;
+        const unsigned blocks = grid_for(tv, POOL_THREADS, POOL_MAX_BLOCKS);
+        if (vec && small)
+            maxpool_forward_kernel<T, uint32_t, V><<<blocks, POOL_THREADS, 0, st>>>(
+                (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, (uint32_t)tv);
+        else if (vec)
+            maxpool_forward_kernel<T, size_t, V><<<blocks, POOL_THREADS, 0, st>>>(
+                (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, tv);
+        else if (small)
+            maxpool_forward_kernel<T, uint32_t, 1><<<blocks, POOL_THREADS, 0, st>>>(
+                (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, (uint32_t)tv);
         else
-            maxpool_forward_kernel<T, size_t><<<blocks, POOL_THREADS, 0, st>>>(
-                (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, total);
+            maxpool_forward_kernel<T, size_t, 1><<<blocks, POOL_THREADS, 0, st>>>(
+                (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, tv);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -157,15 +196,25 @@ extern "C" void maxpool2d_backward_cuda(void *dx, const void *dy, const int32_t 
     size_t total = (size_t)N * H * W * C, out_total = (size_t)N * P * Q * C;
     if (total == 0) return;
     bool small = total < POOL_I32_LIMIT && out_total < POOL_I32_LIMIT;
-    const unsigned blocks = grid_for(total, POOL_THREADS, POOL_MAX_BLOCKS);
     dispatch_float(dt, "maxpool2d_backward_cuda", [&](auto tag) {
         using T = decltype(tag);
-        if (small)
-            maxpool_backward_kernel<T, uint32_t><<<blocks, POOL_THREADS, 0, st>>>(
-                (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, (uint32_t)total, accum);
+        constexpr int V = 16 / sizeof(T);
+        bool vec = C % V == 0 && is_aligned(dx, 16) && is_aligned(dy, 16) &&
+                   is_aligned(idx, V * sizeof(int32_t));
+        size_t tv = vec ? total / V : total;
+        const unsigned blocks = grid_for(tv, POOL_THREADS, POOL_MAX_BLOCKS);
+        if (vec && small)
+            maxpool_backward_kernel<T, uint32_t, V><<<blocks, POOL_THREADS, 0, st>>>(
+                (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, (uint32_t)tv, accum);
+        else if (vec)
+            maxpool_backward_kernel<T, size_t, V><<<blocks, POOL_THREADS, 0, st>>>(
+                (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, tv, accum);
+        else if (small)
+            maxpool_backward_kernel<T, uint32_t, 1><<<blocks, POOL_THREADS, 0, st>>>(
+                (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, (uint32_t)tv, accum);
         else
-            maxpool_backward_kernel<T, size_t><<<blocks, POOL_THREADS, 0, st>>>(
-                (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, total, accum);
+            maxpool_backward_kernel<T, size_t, 1><<<blocks, POOL_THREADS, 0, st>>>(
+                (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, tv, accum);
         CUDA_CHECK_LAUNCH();
     });
 }

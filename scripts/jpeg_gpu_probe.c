@@ -37,12 +37,16 @@
  *   host_ms     time inside nvjb_decode a call (nvJPEG returns after its
  *               host part; a call blocked on the GPU shows here)
  *   img_per_s   images / wall time, the decodes and the GEMMs both done
+ * Last, two threads with a decoder each beside the busy GPU ("threads":2;
+ * host_ms per call, img_per_s of both together): whether a second call in
+ * flight doubles what one thread delivers there.
  * The feed's decode thread was seen blocked ~35 ms a batch inside nvJPEG
  * beside a training step (docs/kernels.md): if YUV beside the GEMMs stays
  * near its idle host time while RGB does not, the colour conversion's
  * kernels are what waits for the SMs, and the resample kernel should
  * convert the planes itself.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,117 +200,241 @@ static void busy_top_up(Ctx *c, Busy *z)
     }
 }
 
-static void run_nvjb(Ctx *c, int yuv, int busy, uint8_t **bytes, size_t *lens, const int *idx,
-                     int n420, int batch, int rounds)
+/* One nvJPEG batched decoder with its own stream, output and call arrays
+ * (what a feed decode thread owns). */
+typedef struct {
+    NvjBatch *B;
+    const char *backend;
+    unsigned char *pad, *out;
+    nvjpegImage_t *dst;
+    cudaStream_t st;
+    const unsigned char **cb;
+    size_t *cl;
+    uint8_t *failed;
+    int yuv, batch;
+} Dec;
+
+static int dec_open(Dec *d, int yuv, int batch)
 {
     char why[300];
+    memset(d, 0, sizeof *d);
+    d->yuv = yuv;
+    d->batch = batch;
     const NvjpegLib *L = nvjpeg_lib(why, sizeof why);
     nvjpegDevAllocatorV2_t da = {nv_dev_malloc, nv_dev_free, NULL};
     nvjpegPinnedAllocatorV2_t pa = {nv_pin_malloc, nv_pin_free, NULL};
-    unsigned char *pad = NULL;
-    cudaMalloc((void **)&pad, NVJB_PAD_BYTES(batch));
-    NvjBatch *B = L ? nvjb_open(L, NVJPEG_BACKEND_HARDWARE, batch, 512, &da, &pa, pad, why,
-                                sizeof why) : NULL;
-    const char *backend = "hardware";
-    if (L && !B) {
-        B = nvjb_open(L, NVJPEG_BACKEND_GPU_HYBRID, batch, 512, &da, &pa, pad, why, sizeof why);
-        backend = "gpu_hybrid";
+    cudaMalloc((void **)&d->pad, NVJB_PAD_BYTES(batch));
+    d->B = L ? nvjb_open(L, NVJPEG_BACKEND_HARDWARE, batch, 512, &da, &pa, d->pad, why,
+                         sizeof why) : NULL;
+    d->backend = "hardware";
+    if (L && !d->B) {
+        d->B = nvjb_open(L, NVJPEG_BACKEND_GPU_HYBRID, batch, 512, &da, &pa, d->pad, why,
+                         sizeof why);
+        d->backend = "gpu_hybrid";
     }
-    if (!B) {
+    if (!d->B) {
         printf("{\"probe\":\"nvjb\",\"error\":\"%s\"}\n", why);
-        cudaFree(pad);
-        return;
+        cudaFree(d->pad);
+        return 0;
     }
-    if (yuv) nvjb_set_output(B, NVJPEG_OUTPUT_YUV);
+    if (yuv) nvjb_set_output(d->B, NVJPEG_OUTPUT_YUV);
     const size_t y_bytes = (size_t)JW * JH, c_bytes = (size_t)((JW + 1) / 2) * ((JH + 1) / 2);
     const size_t per = yuv ? y_bytes + 2 * c_bytes : y_bytes * 3;
-    unsigned char *out = NULL;
-    cudaMalloc((void **)&out, per * (size_t)batch);
-    nvjpegImage_t *dst = calloc((size_t)batch, sizeof *dst);
+    cudaMalloc((void **)&d->out, per * (size_t)batch);
+    d->dst = calloc((size_t)batch, sizeof *d->dst);
     for (int k = 0; k < batch; k++) {
-        unsigned char *o = out + per * (size_t)k;
+        unsigned char *o = d->out + per * (size_t)k;
         if (yuv) {
-            dst[k].channel[0] = o;
-            dst[k].pitch[0] = JW;
-            dst[k].channel[1] = o + y_bytes;
-            dst[k].channel[2] = o + y_bytes + c_bytes;
-            dst[k].pitch[1] = dst[k].pitch[2] = (JW + 1) / 2;
+            d->dst[k].channel[0] = o;
+            d->dst[k].pitch[0] = JW;
+            d->dst[k].channel[1] = o + y_bytes;
+            d->dst[k].channel[2] = o + y_bytes + c_bytes;
+            d->dst[k].pitch[1] = d->dst[k].pitch[2] = (JW + 1) / 2;
         } else {
-            dst[k].channel[0] = o;
-            dst[k].pitch[0] = (size_t)JW * 3;
+            d->dst[k].channel[0] = o;
+            d->dst[k].pitch[0] = (size_t)JW * 3;
         }
     }
-    Busy z = {0};
-    if (busy) {
-        int lo = 0, hi = 0;
-        cudaDeviceGetStreamPriorityRange(&lo, &hi);
-        cudaStreamCreateWithPriority(&z.bs, cudaStreamNonBlocking, lo); /* lo: the lowest */
-        for (int e = 0; e < BUSY_RING; e++)
-            cudaEventCreateWithFlags(&z.ev[e], cudaEventDisableTiming);
-        z.cache = matmul_plan_cache_new();
-        const size_t mb = (size_t)8192 * 8192 * 2;
-        cudaMalloc(&z.a, mb);
-        cudaMalloc(&z.b, mb);
-        cudaMalloc(&z.c, mb);
-        cudaMemset(z.a, 0, mb);
-        cudaMemset(z.b, 0, mb);
-        cudaStreamSynchronize(c->stream); /* the memsets and the workspace, before bs uses them */
-        busy_gemm(c, &z); /* the plan, before timing */
-        cudaStreamSynchronize(z.bs);
+    cudaStreamCreateWithFlags(&d->st, cudaStreamNonBlocking);
+    d->cb = malloc(sizeof *d->cb * (size_t)batch);
+    d->cl = malloc(sizeof *d->cl * (size_t)batch);
+    d->failed = malloc((size_t)batch);
+    return 1;
+}
+
+/* Decode call number it (images from idx, in turn); returns the failures. */
+static int dec_call(Dec *d, long it, uint8_t **bytes, size_t *lens, const int *idx, int n420)
+{
+    for (int k = 0; k < d->batch; k++) {
+        const int i = idx[(it * d->batch + k) % n420];
+        d->cb[k] = bytes[i];
+        d->cl[k] = lens[i];
     }
-    cudaStream_t st;
-    cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
-    const unsigned char **cb = malloc(sizeof *cb * (size_t)batch);
-    size_t *cl = malloc(sizeof *cl * (size_t)batch);
-    uint8_t *failed = malloc((size_t)batch);
+    nvjb_decode(d->B, NVJB_420, d->cb, d->cl, d->dst, d->batch, d->failed, d->st);
+    int bad = 0;
+    for (int k = 0; k < d->batch; k++) bad += d->failed[k];
+    return bad;
+}
+
+static void dec_close(Dec *d)
+{
+    if (!d->B) return;
+    cudaStreamSynchronize(d->st);
+    cudaStreamDestroy(d->st);
+    free(d->cb);
+    free(d->cl);
+    free(d->failed);
+    free(d->dst);
+    cudaFree(d->out);
+    nvjb_close(d->B);
+    cudaFree(d->pad);
+}
+
+static void busy_open(Ctx *c, Busy *z)
+{
+    int lo = 0, hi = 0;
+    memset(z, 0, sizeof *z);
+    cudaDeviceGetStreamPriorityRange(&lo, &hi);
+    cudaStreamCreateWithPriority(&z->bs, cudaStreamNonBlocking, lo); /* lo: the lowest */
+    for (int e = 0; e < BUSY_RING; e++) cudaEventCreateWithFlags(&z->ev[e], cudaEventDisableTiming);
+    z->cache = matmul_plan_cache_new();
+    const size_t mb = (size_t)8192 * 8192 * 2;
+    cudaMalloc(&z->a, mb);
+    cudaMalloc(&z->b, mb);
+    cudaMalloc(&z->c, mb);
+    cudaMemset(z->a, 0, mb);
+    cudaMemset(z->b, 0, mb);
+    cudaStreamSynchronize(c->stream); /* the memsets and the workspace, before bs uses them */
+    busy_gemm(c, z); /* the plan, before timing */
+    cudaStreamSynchronize(z->bs);
+}
+
+static void busy_close(Busy *z)
+{
+    cudaStreamSynchronize(z->bs);
+    cudaFree(z->a);
+    cudaFree(z->b);
+    cudaFree(z->c);
+    matmul_plan_cache_free(z->cache);
+    for (int e = 0; e < BUSY_RING; e++) cudaEventDestroy(z->ev[e]);
+    cudaStreamDestroy(z->bs);
+}
+
+static void run_nvjb(Ctx *c, int yuv, int busy, uint8_t **bytes, size_t *lens, const int *idx,
+                     int n420, int batch, int rounds)
+{
+    Dec d;
+    if (!dec_open(&d, yuv, batch)) return;
+    Busy z;
+    if (busy) busy_open(c, &z);
     double host = 0, t0 = 0;
     long long images = 0, bad = 0;
     const int calls = rounds * ((n420 + batch - 1) / batch);
     for (int it = -2; it < calls; it++) {
         if (it == 0) {
-            cudaStreamSynchronize(st);
+            cudaStreamSynchronize(d.st);
             if (busy) cudaStreamSynchronize(z.bs);
             t0 = now_s();
             host = 0;
         }
         if (busy) busy_top_up(c, &z); /* ~10 GEMMs (~16 ms) always pending */
-        for (int k = 0; k < batch; k++) {
-            const int i = idx[(((it + 2) * batch) + k) % n420];
-            cb[k] = bytes[i];
-            cl[k] = lens[i];
-        }
         const double h0 = now_s();
-        nvjb_decode(B, NVJB_420, cb, cl, dst, batch, failed, st);
+        int f = dec_call(&d, it + 2, bytes, lens, idx, n420);
         if (it >= 0) {
             host += now_s() - h0;
             images += batch;
-            for (int k = 0; k < batch; k++) bad += failed[k];
+            bad += f;
         }
     }
-    cudaStreamSynchronize(st);
+    cudaStreamSynchronize(d.st);
     if (busy) cudaStreamSynchronize(z.bs);
     const double wall = now_s() - t0;
     printf("{\"probe\":\"nvjb\",\"backend\":\"%s\",\"out\":\"%s\",\"busy\":%d,"
            "\"calls\":%d,\"batch\":%d,\"host_ms\":%.2f,\"img_per_s\":%.1f,\"failed\":%lld}\n",
-           backend, yuv ? "yuv" : "rgbi", busy, calls, batch, 1e3 * host / (calls > 0 ? calls : 1),
-           images / wall, bad);
+           d.backend, yuv ? "yuv" : "rgbi", busy, calls, batch,
+           1e3 * host / (calls > 0 ? calls : 1), images / wall, bad);
     fflush(stdout);
-    if (busy) {
-        cudaFree(z.a);
-        cudaFree(z.b);
-        cudaFree(z.c);
-        matmul_plan_cache_free(z.cache);
-        for (int e = 0; e < BUSY_RING; e++) cudaEventDestroy(z.ev[e]);
-        cudaStreamDestroy(z.bs);
+    if (busy) busy_close(&z);
+    dec_close(&d);
+}
+
+/* Two decode threads, each with its own decoder, beside the busy GPU (the
+ * main thread keeps it topped up): whether a second call in flight doubles
+ * what one feed thread delivers (the calls wait for the SMs, not for the
+ * engines), i.e. whether the feed should run two. */
+typedef struct {
+    Dec d;
+    uint8_t **bytes;
+    size_t *lens;
+    const int *idx;
+    int n420, calls, first;
+    double host, t_end;
+    long long images, bad;
+    volatile int *go, done;
+} DecThread;
+
+static void *dec_thread_main(void *arg)
+{
+    DecThread *t = arg;
+    cudaSetDevice(0);
+    while (!__atomic_load_n(t->go, __ATOMIC_ACQUIRE)) {
     }
-    cudaStreamDestroy(st);
-    free(cb);
-    free(cl);
-    free(failed);
-    free(dst);
-    cudaFree(out);
-    nvjb_close(B);
-    cudaFree(pad);
+    for (int it = 0; it < t->calls; it++) {
+        const double h0 = now_s();
+        t->bad += dec_call(&t->d, 2L * it + t->first, t->bytes, t->lens, t->idx, t->n420);
+        t->host += now_s() - h0;
+        t->images += t->d.batch;
+    }
+    cudaStreamSynchronize(t->d.st);
+    t->t_end = now_s();
+    __atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void run_nvjb_pair(Ctx *c, uint8_t **bytes, size_t *lens, const int *idx, int n420,
+                          int batch, int rounds)
+{
+    DecThread t[2];
+    memset(t, 0, sizeof t);
+    volatile int go = 0;
+    for (int k = 0; k < 2; k++) {
+        if (!dec_open(&t[k].d, 0, batch)) {
+            if (k) dec_close(&t[0].d);
+            return;
+        }
+        dec_call(&t[k].d, k, bytes, lens, idx, n420);   /* warm-up */
+        cudaStreamSynchronize(t[k].d.st);
+        t[k].bytes = bytes;
+        t[k].lens = lens;
+        t[k].idx = idx;
+        t[k].n420 = n420;
+        t[k].calls = rounds * ((n420 + batch - 1) / batch) / 2;
+        t[k].first = k;
+        t[k].go = &go;
+    }
+    Busy z;
+    busy_open(c, &z);
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, dec_thread_main, &t[k]);
+    busy_top_up(c, &z);
+    const double t0 = now_s();
+    __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&t[0].done, __ATOMIC_ACQUIRE) ||
+           !__atomic_load_n(&t[1].done, __ATOMIC_ACQUIRE)) {   /* ~10 GEMMs always pending */
+        busy_top_up(c, &z);
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+    const double wall = (t[0].t_end > t[1].t_end ? t[0].t_end : t[1].t_end) - t0;
+    printf("{\"probe\":\"nvjb\",\"backend\":\"%s\",\"out\":\"rgbi\",\"busy\":1,\"threads\":2,"
+           "\"calls\":%d,\"batch\":%d,\"host_ms\":%.2f,\"img_per_s\":%.1f,\"failed\":%lld}\n",
+           t[0].d.backend, t[0].calls + t[1].calls, batch,
+           1e3 * (t[0].host + t[1].host) / (t[0].calls + t[1].calls),
+           (t[0].images + t[1].images) / wall, t[0].bad + t[1].bad);
+    fflush(stdout);
+    busy_close(&z);
+    for (int k = 0; k < 2; k++) dec_close(&t[k].d);
 }
 
 /* The CPU path's device half: u8 rows from pinned memory, normalised. */
@@ -405,6 +533,7 @@ int main(int argc, char **argv)
     for (int busy = 0; busy <= 1; busy++)
         for (int yuv = 0; yuv <= 1; yuv++)
             run_nvjb(&c, yuv, busy, bytes, lens, idx, n420, batch, rounds);
+    run_nvjb_pair(&c, bytes, lens, idx, n420, batch, rounds);
     free(idx);
     cudaStreamDestroy(st);
     tensor_release(out);

@@ -30,7 +30,7 @@ S0=$(date +%s)
 D=${D:-540}
 me=catchup.sh; . scripts/device/unpack.sh
 rmdir "$L"; L=/tmp/clogs; rm -rf "$L"; mkdir -p "$L"    # logs outside $OUT: only the tar comes back
-pack() { tar czf "$OUT/logs.tgz" -C /tmp clogs; }
+pack() { packdir /tmp clogs; }
 T=.dev/new/tests
 nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader | tee "$L/gpu.txt"
 STEPS=${STEPS:-tests bert converge resnet convbn jpeg switches timeline}
@@ -57,7 +57,7 @@ b() {   # NAME LIMIT ENV... -- ARGS
     env "${envs[@]}" timeout "$lim" "$NEW" bench "$@" --time-limit 5 \
         --json "$L/$name.json" > "$L/$name.log" 2>&1
     echo "$name (rc $?) at $(el) s:"
-    grep -E '^(bert|resnet)' "$L/$name.log" | head -4 | cut -c1-200
+    grep -E '^(bert|resnet)|^  real:|real data, decode' "$L/$name.log" | head -6 | cut -c1-240
     pack
 }
 want bert && b bert128 80 X=1 -- --models bert-large --seq 128 --batch 256 --precision bf16,fp8

@@ -23,7 +23,9 @@
 #          precision (fp16, then bf16) `ctrain train --steps 3` (the searches:
 #          its wall time is their cost, each kind's verdict in its log with
 #          both times, `grep ": fused$\|separate$"`), then `ctrain bench` of
-#          the same config taking the kept verdicts. ~9 minutes.
+#          the same config taking the kept verdicts. ~9 minutes. PRECS picks
+#          the precisions (default "fp16 bf16"); TL=1 adds the fused step's
+#          CUPTI timeline per precision.
 #   ab2    bs 64 bf16 separate and fused (the store from `fused` is gone with
 #          the machine: this one searches again at bs 64). ~6 minutes.
 # Reads out/new.tar.xz, so the device call carries the ignored folder out/.
@@ -57,7 +59,9 @@ ab)
     done ;;
 fused|ab2)
     P=$(mktemp -d)
-    if [ "$PART" = fused ]; then runs=("fp16 256" "bf16 256"); else runs=("bf16 64"); fi
+    runs=()
+    if [ "$PART" = fused ]; then for p in ${PRECS:-fp16 bf16}; do runs+=("$p 256"); done
+    else runs=("bf16 64"); fi
     for run in "${runs[@]}"; do
         set -- $run
         t0=$(date +%s)
@@ -75,6 +79,15 @@ fused|ab2)
             echo "bench $mode $1 bs $2 (status $?):"
             grep -E '^resnet50' "$L/${PART}_${mode}_$1_$2.log" | head -2
         done
+        if [ -n "${TL:-}" ]; then   # the fused step's CUPTI timeline, the kept verdicts
+            CTRAIN_PLAN_CACHE=$P CTRAIN_CONV_BN=fused CTRAIN_TIMELINE=/tmp/tl.json:8:3 \
+                timeout 90 "$NEW" train --model resnet50 --data synthetic --batch "$2" \
+                --precision "$1" --graph --steps 12 --log-every 4 --no-eval \
+                > "$L/${PART}_timeline_$1_$2.log" 2>&1
+            echo "timeline fused $1 bs $2 (status $?)"
+            cp /tmp/tl.json.txt "$L/${PART}_timeline_$1_$2.txt"
+            head -30 "$L/${PART}_timeline_$1_$2.txt" | cut -c1-150
+        fi
         pack
     done ;;
 *) echo "conv_bn.sh: unknown part '$PART' (tests, tests2, ab, fused or ab2)"; exit 2 ;;

@@ -8,7 +8,16 @@
 # out/old.tar.xz was staged); exits 2 when out/new.tar.xz is missing.
 : "${OUT:?set OUT to a folder for the logs}"
 L=$OUT/logs; mkdir -p "$L"
-pack() { tar czf "$OUT/logs.tgz" -C "$OUT" logs; }
+# packdir PARENT NAME: tar PARENT/NAME into $OUT/logs.tgz, leaving out files
+# above 3 MB (a CUPTI timeline's JSON, a checkpoint) so that the archive stays
+# under the 16 MiB a returned file may have; what was left out is listed in
+# NAME/left_out.txt
+packdir() {
+    find "$1/$2" -type f -size +3M -printf '%P %s\n' > "$1/$2/left_out.txt"
+    find "$1/$2" -type f -size +3M -printf '%P\n' | sed "s|^|$2/|" > /tmp/pack_exclude
+    tar czf "$OUT/logs.tgz" -C "$1" -X /tmp/pack_exclude "$2"
+}
+pack() { packdir "$OUT" logs; }
 for n in new old; do
     rm -rf .dev/$n
     if [ -f out/$n.tar.xz ]; then mkdir -p .dev/$n; tar xJf out/$n.tar.xz -C .dev/$n; fi
