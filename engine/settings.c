@@ -94,6 +94,11 @@ static const Setting table[SET_COUNT] = {
         "--decode gpu: nvJPEG writes 4:2:0 images as Y, Cb, Cr planes and ctrain's resample "
         "kernel converts them (no nvJPEG colour-conversion kernels on the SMs; other layouts go "
         "to the CPU); unmeasured, docs/kernels.md"),
+    [SET_JPEG_DECODERS] = V_INT("CTRAIN_JPEG_DECODERS", SA_DEV, "1", NULL, 1, 4,
+        "--decode gpu: decode threads, each with its own nvJPEG decoder and stream, so that "
+        "as many batches decode at once beside the step (a call waits for the SMs while the "
+        "step runs; two threads decoded 1.74x one beside a busy H100); one staging buffer "
+        "more than threads; unmeasured in training, docs/kernels.md"),
     [SET_BN] = V_CHOICE("CTRAIN_BN", SA_DEV, "cudnn", NULL, "cudnn|own",
         "the training batch norm: cuDNN's fused NHWC kernels, or ours"),
     [SET_CONV_BN] = V_CHOICE("CTRAIN_CONV_BN", SA_DEV, "separate", NULL, "separate|unit|fused",

@@ -22,6 +22,9 @@
  *     images counted as CPU decodes (exactly the CPU kinds, progressive
  *     included, on the hardware backend; at least those four elsewhere);
  *   - evaluation: the same rows, batch sizes and labels both ways.
+ * All of it with one decode thread and again with two
+ * (CTRAIN_JPEG_DECODERS=2: batches decoded out of order into three staging
+ * buffers, the epoch's end seen by both threads, the restart parking both).
  * Without nvJPEG: --decode auto gives the CPU path with a warning, and
  * --decode gpu is refused (a child) naming the reason.
  *
@@ -328,7 +331,14 @@ int main(void)
         check_true("nvjpeg.opens", g != NULL, "%s", err);
         int interpolated = g && gs.chroma_interpolated;
         jpeg_gpu_close(g);
-        if (g) test_both_ways(&c, interpolated);
+        for (int nd = 1; g && nd <= 2; nd++) {   /* one decode thread, then two */
+            char v[8];
+            snprintf(v, sizeof v, "%d", nd);
+            setenv("CTRAIN_JPEG_DECODERS", v, 1);
+            printf("  CTRAIN_JPEG_DECODERS=%d\n", nd);
+            test_both_ways(&c, interpolated);
+        }
+        unsetenv("CTRAIN_JPEG_DECODERS");
         ctx_free(&c);
     }
     nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -381,7 +381,9 @@ static void img_open(Feed *f, Ctx *c, const FeedSpec *s, int kind, const char *a
     memset(&lc, 0, sizeof lc);
     lc.batch = s->batch;
     lc.workers = s->workers;
-    lc.slots = I->pipe ? 6 : 4;   /* the decode thread holds one more */
+    /* each decode thread holds two batches (the one it decodes, the one
+     * before until that decode returns): four more slots stay for the workers */
+    lc.slots = I->pipe ? 4 + 2 * jpipe_decoders(I->pipe) : 4;
     lc.train = 1;
     lc.seed = s->seed;
     lc.rank = (uint32_t)c->dp_rank;

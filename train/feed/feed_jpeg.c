@@ -1,23 +1,25 @@
 /* feed_jpeg.c — the GPU decode path of the image feed (feed_jpeg.h).
  *
  * Staging buffer states (under mu):
- *   FREE -> BUSY (the decode thread fills it) -> READY (batch (epoch, b) is
- *   queued on the decode stream, ready[k] recorded) -> TAKEN (jpipe_next
+ *   FREE -> BUSY (a decode thread fills it) -> READY (batch (epoch, b) is
+ *   queued on that thread's stream, ready[k] recorded) -> TAKEN (jpipe_next
  *   queues its copies, records consumed[k]) -> FREE
- * The thread fills the buffers in turn (next_k). A restart (a jump in the
- * trainer's order) clears `running`, bumps `gen` (a batch the thread was
+ * A thread takes any free buffer, then the loader's next batch (the loader
+ * hands batches out in order, under its own lock). A restart (a jump in
+ * the trainer's order) clears `running`, bumps `gen` (a batch a thread was
  * decoding for the old order is dropped when it comes back), waits until
- * the thread is parked (`active` 0), and only then touches the loader.
+ * every thread is parked (`active` 0), and only then touches the loader.
  *
- * Lifetimes of a loader batch the thread decoded (jpeg_gpu.h's rules): its
- * file bytes until the next jpeg_gpu_decode call has returned, its pixels
- * until the stream has passed the upload; so the thread keeps the last
- * batch (`held`) and releases it after the next decode, once ready[k] of
- * that batch has completed.
+ * Lifetimes of a loader batch a thread decoded (jpeg_gpu.h's rules): its
+ * file bytes until that thread's next jpeg_gpu_decode call has returned,
+ * its pixels until the thread's stream has passed the upload; so each
+ * thread keeps its last batch (`held`) and releases it after its next
+ * decode, once the event `done` recorded after the held batch's work has
+ * completed.
  *
- * The JpegGpu and the per-call scratch arrays are used under dec_mu: the
- * decode thread, evaluation on the trainer's thread and jpeg_gpu_reserve
- * (the trainer's thread, between steps) take turns.
+ * Each decoder's JpegGpu and per-call scratch are used under its own mu:
+ * its thread, and for decoder 0 evaluation on the trainer's thread, and
+ * jpeg_gpu_reserve (the trainer's thread, between steps) take turns.
  */
 #include "feed_jpeg.h"
 
@@ -41,6 +43,7 @@ JpegPipe *jpipe_open(Ctx *c, int batch, int eval_batch, int S, const float mean[
 
 unsigned jpipe_cpu_kinds(const JpegPipe *p) { (void)p; return ~0u; }
 const char *jpipe_backend(const JpegPipe *p) { (void)p; return "none"; }
+int jpipe_decoders(const JpegPipe *p) { (void)p; return 1; }
 void jpipe_start(JpegPipe *p, Loader *L) { (void)p, (void)L; ct_fatal(NO_CUDA); }
 
 void jpipe_next(JpegPipe *p, Ctx *c, uint64_t epoch, uint32_t b, Tensor *x, Tensor *y)
@@ -65,9 +68,11 @@ void jpipe_close(JpegPipe *p) { (void)p; }
 #include "data/imagefolder.h"
 #include "engine/log.h"
 #include "engine/mem.h"
+#include "engine/settings.h"
 #include "jpeg_gpu.h"
 
 enum { STAGE_FREE, STAGE_BUSY, STAGE_READY, STAGE_TAKEN };
+enum { MAX_DECODERS = 4, MAX_STAGES = MAX_DECODERS + 1 };
 
 typedef struct {
     Tensor *x, *y;                 /* f32 [B, S, S, 3], i32 [B] on the device */
@@ -78,40 +83,52 @@ typedef struct {
     cudaEvent_t ready, consumed;
 } Stage;
 
-struct JpegPipe {
-    Ctx *c;
+typedef struct JpegPipe JpegPipe;
+
+/* One decode thread's own: its decoder, stream and per-call scratch
+ * [max_batch] (under mu: the thread, and for decoder 0 evaluation and
+ * jpeg_gpu_reserve on the trainer's thread, take turns), and the last batch
+ * it decoded. */
+typedef struct {
+    JpegPipe *P;
     JpegGpu *g;
-    JpegGpuBackend backend;
-    int S, B, max_batch;
-    float mean[3], std[3];
-    cudaStream_t stream;           /* the decode thread's */
-    Loader *L;
-    uint32_t nb;                   /* training batches an epoch */
-    /* one decode call's scratch [max_batch], and the decoder: under dec_mu */
-    pthread_mutex_t dec_mu;
+    cudaStream_t stream;
+    pthread_mutex_t mu;
     const uint8_t **bytes;
     size_t *lens;
     JpegGpuInfo *info;
     JpegGpuBox *boxes;
     uint8_t *fb;
     int *rows;
-    /* shared by the thread and jpipe_next: under mu */
+    pthread_t thread;
+    int have_thread;
+    int active;                    /* decoding (under P->mu) */
+    LoaderBatch *held;             /* the thread's own */
+    cudaEvent_t done;              /* after the held batch's work on stream */
+    JpegGpuStats gstats;           /* after its last decode (under P->mu) */
+} Decoder;
+
+struct JpegPipe {
+    Ctx *c;
+    JpegGpuBackend backend;
+    int S, B, max_batch;
+    float mean[3], std[3];
+    Loader *L;
+    uint32_t nb;                   /* training batches an epoch */
+    int nd, ns;                    /* decode threads, staging buffers (nd + 1) */
+    Decoder d[MAX_DECODERS];
+    /* shared by the threads and jpipe_next: under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pthread_t thread;
-    int have_thread, running, quit, active;
+    int running, quit, active;     /* active: decoders decoding */
     uint64_t gen;
     uint64_t loader_epoch;         /* the epoch the training loader is on */
-    int next_k;
-    Stage st[2];
+    Stage st[MAX_STAGES];
     int failed;
     char err[1024];
     const char *hint;
-    JpegGpuStats gstats;           /* after the thread's last decode */
+    double busy_s;                 /* the threads' decoding time, summed */
     JpegPipeStats stats;
-    /* the decode thread's own */
-    LoaderBatch *held;             /* the last batch it decoded */
-    int held_k;
     /* the trainer's thread's own */
     int started, logged;
     uint64_t want_epoch;
@@ -138,85 +155,101 @@ unsigned jpipe_cpu_kinds(const JpegPipe *p)
 
 const char *jpipe_backend(const JpegPipe *p) { return jpeg_gpu_backend_name(p->backend); }
 
-/* Batch lb into rows 0..n-1 of x and y, queued on s: the kept files through
- * nvJPEG, the CPU rows (the workers', then any nvJPEG refused, decoded
- * here) through the u8 upload. *n_cpu: the CPU rows. 0, or a negative
- * status with err and *hint. */
-static int pipe_decode(JpegPipe *P, LoaderBatch *lb, Tensor *x, Tensor *y, cudaStream_t s,
-                       int *n_cpu, JpegGpuStats *gs, char *err, size_t errlen,
+int jpipe_decoders(const JpegPipe *p) { return p->nd; }
+
+/* Batch lb into rows 0..n-1 of x and y through decoder D, queued on s: the
+ * kept files through nvJPEG, the CPU rows (the workers', then any nvJPEG
+ * refused, decoded here) through the u8 upload. *n_cpu: the CPU rows. 0, or
+ * a negative status with err and *hint. */
+static int pipe_decode(JpegPipe *P, Decoder *D, LoaderBatch *lb, Tensor *x, Tensor *y,
+                       cudaStream_t s, int *n_cpu, JpegGpuStats *gs, char *err, size_t errlen,
                        const char **hint)
 {
     const int n = lb->n, S = P->S;
     const size_t row = (size_t)S * S * 3;
     CT_ASSERT(n <= P->max_batch && lb->enc && lb->u8, "jpipe: a batch of %d (at most %d) "
               "without encoded rows", n, P->max_batch);
-    pthread_mutex_lock(&P->dec_mu);
+    pthread_mutex_lock(&D->mu);
     int m = 0;
     for (int r = 0; r < n; r++) {   /* CPU rows to the front, in order (m <= r) */
         const SrcEncoded *e = &lb->enc[r];
-        P->bytes[r] = e->bytes;
-        P->lens[r] = e->bytes ? e->n : 0;
-        P->boxes[r].ay = e->ay;
-        P->boxes[r].ax = e->ax;
-        P->boxes[r].flip = e->flip;
+        D->bytes[r] = e->bytes;
+        D->lens[r] = e->bytes ? e->n : 0;
+        D->boxes[r].ay = e->ay;
+        D->boxes[r].ax = e->ax;
+        D->boxes[r].flip = e->flip;
         if (e->bytes) continue;
         if (m != r) memcpy(lb->u8 + (size_t)m * row, lb->u8 + (size_t)r * row, row);
-        P->rows[m++] = r;
+        D->rows[m++] = r;
     }
-    jpeg_gpu_probe(P->g, P->info, P->bytes, P->lens, n);   /* NULL bytes: not taken */
+    jpeg_gpu_probe(D->g, D->info, D->bytes, D->lens, n);   /* NULL bytes: not taken */
     for (int r = 0; r < n; r++) {   /* the crop was drawn on img_header's size */
         const ImgInfo *h = &lb->enc[r].info;
-        if (P->bytes[r] && (P->info[r].h != h->height || P->info[r].w != h->width))
-            P->info[r].gpu = JPEG_GPU_FORMAT;
+        if (D->bytes[r] && (D->info[r].h != h->height || D->info[r].w != h->width))
+            D->info[r].gpu = JPEG_GPU_FORMAT;
     }
     *hint = "pass --decode cpu to decode the images on the CPU";
-    int rc = jpeg_gpu_decode(P->g, x, P->fb, P->bytes, P->lens, P->info, P->boxes, n, P->mean,
+    int rc = jpeg_gpu_decode(D->g, x, D->fb, D->bytes, D->lens, D->info, D->boxes, n, P->mean,
                              P->std, s, err, errlen);
     for (int r = 0; !rc && r < n; r++) {
-        if (!P->bytes[r] || !P->fb[r]) continue;
+        if (!D->bytes[r] || !D->fb[r]) continue;
         rc = src_encoded_decode(lb->u8 + (size_t)m * row, &lb->enc[r], S, err, errlen);
         if (rc) *hint = imagefolder_hint(rc);
-        else P->rows[m++] = r;
+        else D->rows[m++] = r;
     }
     if (!rc)
-        rc = jpeg_gpu_upload_u8(P->g, x, P->rows, lb->u8, m, P->mean, P->std, s, err, errlen);
+        rc = jpeg_gpu_upload_u8(D->g, x, D->rows, lb->u8, m, P->mean, P->std, s, err, errlen);
     if (!rc) {
         cudaError_t e = cudaMemcpyAsync(y->data, lb->y, (size_t)n * sizeof(int32_t),
                                         cudaMemcpyHostToDevice, s);
         if (e != cudaSuccess) rc = ct_fail(err, errlen, -1, "the labels' copy: %s",
                                            cudaGetErrorString(e));
     }
-    if (gs) jpeg_gpu_stats(P->g, gs);
-    pthread_mutex_unlock(&P->dec_mu);
+    if (gs) jpeg_gpu_stats(D->g, gs);
+    pthread_mutex_unlock(&D->mu);
     *n_cpu = m;
     return rc;
 }
 
-/* The decode thread's last batch back to the loader, once its work on the
+/* A decode thread's last batch back to the loader, once its work on the
  * stream has run. */
-static void pipe_release_held(JpegPipe *P)
+static void pipe_release_held(JpegPipe *P, Decoder *D)
 {
-    if (!P->held) return;
-    CUDA_CHECK(cudaStreamSynchronize(P->stream));
-    loader_release(P->L, P->held);
-    P->held = NULL;
+    if (!D->held) return;
+    CUDA_CHECK(cudaStreamSynchronize(D->stream));
+    loader_release(P->L, D->held);
+    D->held = NULL;
 }
 
+static int free_stage(const JpegPipe *P)
+{
+    for (int k = 0; k < P->ns; k++)
+        if (P->st[k].state == STAGE_FREE) return k;
+    return -1;
+}
+
+/* One decode thread. With several, each takes a free staging buffer, then
+ * the loader's next batch (the loader hands batches out in order, so each
+ * buffer's batch is known when it is taken) and decodes it on its own
+ * decoder and stream; jpipe_next takes the buffers by (epoch, batch),
+ * whichever thread finished first. */
 static void *pipe_main(void *arg)
 {
-    JpegPipe *P = arg;
+    Decoder *D = arg;
+    JpegPipe *P = D->P;
     CUDA_CHECK(cudaSetDevice(P->c->device_id));
     char err[1024];
     pthread_mutex_lock(&P->mu);
     for (;;) {
-        while (!P->quit && (!P->running || P->st[P->next_k].state != STAGE_FREE))
+        while (!P->quit && (!P->running || free_stage(P) < 0))
             pthread_cond_wait(&P->cv, &P->mu);
         if (P->quit) break;
-        const uint64_t gen = P->gen;
-        const int k = P->next_k;
+        const uint64_t gen = P->gen, epoch_seen = P->loader_epoch;
+        const int k = free_stage(P);
         Stage *sg = &P->st[k];
         sg->state = STAGE_BUSY;
-        P->active = 1;
+        D->active = 1;
+        P->active++;
         pthread_mutex_unlock(&P->mu);
 
         LoaderBatch *lb = NULL;
@@ -227,32 +260,37 @@ static void *pipe_main(void *arg)
         if (rc) {
             hint = imagefolder_hint(rc);
         } else if (!lb) {                  /* the epoch's end: the next one starts now */
-            pipe_release_held(P);
-            loader_start(P->L, ++P->loader_epoch, 0);
+            pipe_release_held(P, D);
+            pthread_mutex_lock(&P->mu);    /* once, by the first thread to see it */
+            if (P->loader_epoch == epoch_seen && gen == P->gen)
+                loader_start(P->L, ++P->loader_epoch, 0);
+            pthread_mutex_unlock(&P->mu);
         } else {
-            CUDA_CHECK(cudaStreamWaitEvent(P->stream, sg->consumed, 0));
-            rc = pipe_decode(P, lb, sg->x, sg->y, P->stream, &n_cpu, &gs, err, sizeof err, &hint);
-            if (!rc) CUDA_CHECK(cudaEventRecord(sg->ready, P->stream));
+            CUDA_CHECK(cudaStreamWaitEvent(D->stream, sg->consumed, 0));
+            rc = pipe_decode(P, D, lb, sg->x, sg->y, D->stream, &n_cpu, &gs, err, sizeof err,
+                             &hint);
+            if (!rc) CUDA_CHECK(cudaEventRecord(sg->ready, D->stream));
             /* the previous batch's bytes were needed until this decode returned,
-             * its pixels until its upload ran (ready of its buffer, the other one:
-             * a restart releases the held batch, so it never shares k) */
-            if (P->held) {
-                CUDA_CHECK(cudaEventSynchronize(P->st[P->held_k].ready));
-                loader_release(P->L, P->held);
+             * its pixels until its upload ran (D->done, recorded after it on this
+             * stream: the buffer's own event may mark another thread's batch by
+             * now) */
+            if (D->held) {
+                CUDA_CHECK(cudaEventSynchronize(D->done));
+                loader_release(P->L, D->held);
             }
-            P->held = lb;
-            P->held_k = k;
+            if (!rc) CUDA_CHECK(cudaEventRecord(D->done, D->stream));
+            D->held = lb;
             decoded = 1;
         }
         double t1 = now_s();
 
         pthread_mutex_lock(&P->mu);
-        P->active = 0;
+        D->active = 0;
+        P->active--;
         sg->state = STAGE_FREE;
         if (decoded) {
-            P->stats.busy_s += t1 - t0;
-            P->gstats = gs;
-            P->next_k = k ^ 1;
+            P->busy_s += t1 - t0;
+            D->gstats = gs;
         }
         if (rc) {
             P->failed = rc;
@@ -280,7 +318,7 @@ static void pipe_fail_fatal(JpegPipe *P)
     ct_fatal_hint(hint, "%s", msg);
 }
 
-/* The loader restarted at (epoch, b) with the thread parked (caller: not
+/* The loader restarted at (epoch, b) with the threads parked (caller: not
  * holding mu). */
 static void pipe_restart(JpegPipe *P, uint64_t epoch, uint32_t b)
 {
@@ -290,8 +328,8 @@ static void pipe_restart(JpegPipe *P, uint64_t epoch, uint32_t b)
     pthread_cond_broadcast(&P->cv);
     while (P->active) pthread_cond_wait(&P->cv, &P->mu);
     if (P->failed) pipe_fail_fatal(P);
-    pipe_release_held(P);
-    for (int k = 0; k < 2; k++) P->st[k].state = STAGE_FREE;
+    for (int d = 0; d < P->nd; d++) pipe_release_held(P, &P->d[d]);
+    for (int k = 0; k < P->ns; k++) P->st[k].state = STAGE_FREE;
     loader_start(P->L, epoch, b);
     P->loader_epoch = epoch;
     P->running = 1;
@@ -302,16 +340,48 @@ static void pipe_restart(JpegPipe *P, uint64_t epoch, uint32_t b)
     P->want_batch = b;
 }
 
-static void pipe_log_memory(JpegPipe *P, const JpegGpuStats *gs)
+static void pipe_log_memory(JpegPipe *P)
 {
     const size_t stage = P->st[0].x->nbytes + P->st[0].y->nbytes;
-    const size_t total = 2 * stage + gs->buffer_bytes + gs->lib_device_bytes;
+    size_t buf = 0, lib = 0, pinned = 0;
+    for (int d = 0; d < P->nd; d++) {
+        JpegGpuStats gs;
+        pthread_mutex_lock(&P->d[d].mu);
+        jpeg_gpu_stats(P->d[d].g, &gs);
+        pthread_mutex_unlock(&P->d[d].mu);
+        buf += gs.buffer_bytes;
+        lib += gs.lib_device_bytes;
+        pinned += gs.lib_pinned_bytes;
+    }
+    const size_t total = (size_t)P->ns * stage + buf + lib;
     char a[32], b[32], d[32], e[32], f[32];
-    LOG_I("--decode gpu (nvJPEG %s backend): the decode path holds %s of device memory: "
-          "staging 2 x %s, decode buffer and u8 upload %s, nvJPEG's own %s (and %s of pinned "
-          "host memory)", jpipe_backend(P), mem_fmt(a, sizeof a, total),
-          mem_fmt(b, sizeof b, stage), mem_fmt(d, sizeof d, gs->buffer_bytes),
-          mem_fmt(e, sizeof e, gs->lib_device_bytes), mem_fmt(f, sizeof f, gs->lib_pinned_bytes));
+    LOG_I("--decode gpu (nvJPEG %s backend, %d decode thread%s): the decode path holds %s of "
+          "device memory: staging %d x %s, decode buffers and u8 upload %s, nvJPEG's own %s "
+          "(and %s of pinned host memory)", jpipe_backend(P), P->nd, P->nd > 1 ? "s" : "",
+          mem_fmt(a, sizeof a, total), P->ns, mem_fmt(b, sizeof b, stage),
+          mem_fmt(d, sizeof d, buf), mem_fmt(e, sizeof e, lib), mem_fmt(f, sizeof f, pinned));
+}
+
+/* A decoder whose images found no room asked for a larger buffer: grow
+ * every decoder's, from the trainer's thread (between steps). */
+static void pipe_grow(JpegPipe *P, size_t want)
+{
+    char err[512], mb[32];
+    size_t got = 0;
+    for (int d = 0; d < P->nd; d++) {
+        JpegGpuStats gs;
+        pthread_mutex_lock(&P->d[d].mu);
+        int rc = jpeg_gpu_reserve(P->d[d].g, want, err, sizeof err);
+        jpeg_gpu_stats(P->d[d].g, &gs);
+        pthread_mutex_unlock(&P->d[d].mu);
+        if (rc) ct_fatal("%s", err);
+        got = gs.buffer_bytes;
+    }
+    pthread_mutex_lock(&P->mu);
+    for (int d = 0; d < P->nd; d++) P->d[d].gstats.want_bytes = 0;
+    pthread_mutex_unlock(&P->mu);
+    LOG_I("--decode gpu: the decode buffer%s grew to %s for larger images",
+          P->nd > 1 ? "s" : "", mem_fmt(mb, sizeof mb, got));
 }
 
 void jpipe_next(JpegPipe *P, Ctx *c, uint64_t epoch, uint32_t b, Tensor *x, Tensor *y)
@@ -321,7 +391,7 @@ void jpipe_next(JpegPipe *P, Ctx *c, uint64_t epoch, uint32_t b, Tensor *x, Tens
     pthread_mutex_lock(&P->mu);
     int k = -1;
     for (;;) {
-        for (int j = 0; j < 2; j++)
+        for (int j = 0; j < P->ns; j++)
             if (P->st[j].state == STAGE_READY && P->st[j].epoch == epoch && P->st[j].batch == b)
                 k = j;
         if (k >= 0 || P->failed) break;
@@ -343,29 +413,19 @@ void jpipe_next(JpegPipe *P, Ctx *c, uint64_t epoch, uint32_t b, Tensor *x, Tens
     P->stats.images += (uint64_t)P->B;
     P->stats.cpu_fallback += (uint64_t)sg->n_cpu;
     P->stats.wait_s += waited;
-    JpegGpuStats gs = P->gstats;
+    size_t want = 0;
+    for (int d = 0; d < P->nd; d++)
+        if (P->d[d].gstats.want_bytes > want) want = P->d[d].gstats.want_bytes;
     pthread_cond_broadcast(&P->cv);
     pthread_mutex_unlock(&P->mu);
 
     P->want_epoch = b + 1 < P->nb ? epoch : epoch + 1;
     P->want_batch = b + 1 < P->nb ? b + 1 : 0;
     if (!P->logged) {
-        pipe_log_memory(P, &gs);
+        pipe_log_memory(P);
         P->logged = 1;
     }
-    if (gs.want_bytes) {   /* images found no room: the decoder's buffer grows, from here */
-        char err[512], mb[32];
-        pthread_mutex_lock(&P->dec_mu);
-        int rc = jpeg_gpu_reserve(P->g, gs.want_bytes, err, sizeof err);
-        jpeg_gpu_stats(P->g, &gs);
-        pthread_mutex_unlock(&P->dec_mu);
-        if (rc) ct_fatal("%s", err);
-        pthread_mutex_lock(&P->mu);
-        P->gstats.want_bytes = 0;
-        pthread_mutex_unlock(&P->mu);
-        LOG_I("--decode gpu: the decode buffer grew to %s for larger images",
-              mem_fmt(mb, sizeof mb, gs.buffer_bytes));
-    }
+    if (want) pipe_grow(P, want);   /* images found no room: the buffers grow, from here */
 }
 
 int jpipe_eval_next(JpegPipe *P, Ctx *c, Loader *V, Tensor *x, Tensor *y)
@@ -377,7 +437,7 @@ int jpipe_eval_next(JpegPipe *P, Ctx *c, Loader *V, Tensor *x, Tensor *y)
     if (!lb) return 0;
     const char *hint;
     int n_cpu, n = lb->n;
-    rc = pipe_decode(P, lb, x, y, c->stream, &n_cpu, NULL, err, sizeof err, &hint);
+    rc = pipe_decode(P, &P->d[0], lb, x, y, c->stream, &n_cpu, NULL, err, sizeof err, &hint);
     if (rc) ct_fatal_hint(hint, "%s", err);
     ctx_sync(c);   /* evaluation is not timed: the batch is done before it goes back */
     loader_release(V, lb);
@@ -388,6 +448,7 @@ void jpipe_stats(JpegPipe *P, JpegPipeStats *s)
 {
     pthread_mutex_lock(&P->mu);
     *s = P->stats;
+    s->busy_s = P->busy_s / P->nd;
     pthread_mutex_unlock(&P->mu);
 }
 
@@ -395,88 +456,115 @@ void jpipe_start(JpegPipe *P, Loader *L)
 {
     P->L = L;
     P->nb = loader_batches(L);
-    int rc = pthread_create(&P->thread, NULL, pipe_main, P);
-    if (rc) ct_fatal_hint("use fewer --workers", "cannot start the GPU decode thread: %s",
-                          strerror(rc));
-    P->have_thread = 1;
+    for (int d = 0; d < P->nd; d++) {
+        int rc = pthread_create(&P->d[d].thread, NULL, pipe_main, &P->d[d]);
+        if (rc) ct_fatal_hint("use fewer --workers", "cannot start the GPU decode thread: %s",
+                              strerror(rc));
+        P->d[d].have_thread = 1;
+    }
+}
+
+static void decoder_free(Decoder *D)
+{
+    if (D->stream) CUDA_CHECK(cudaStreamSynchronize(D->stream));
+    jpeg_gpu_close(D->g);
+    if (D->stream) cudaStreamDestroy(D->stream);
+    if (D->done) cudaEventDestroy(D->done);
+    pthread_mutex_destroy(&D->mu);
+    free(D->bytes);
+    free(D->lens);
+    free(D->info);
+    free(D->boxes);
+    free(D->fb);
+    free(D->rows);
 }
 
 void jpipe_close(JpegPipe *P)
 {
     if (!P) return;
-    if (P->have_thread) {
-        pthread_mutex_lock(&P->mu);
-        P->quit = 1;
-        pthread_cond_broadcast(&P->cv);
-        pthread_mutex_unlock(&P->mu);
-        pthread_join(P->thread, NULL);
+    pthread_mutex_lock(&P->mu);
+    P->quit = 1;
+    pthread_cond_broadcast(&P->cv);
+    pthread_mutex_unlock(&P->mu);
+    for (int d = 0; d < P->nd; d++)
+        if (P->d[d].have_thread) pthread_join(P->d[d].thread, NULL);
+    for (int d = 0; d < P->nd; d++) {
+        if (P->d[d].stream) CUDA_CHECK(cudaStreamSynchronize(P->d[d].stream));
+        if (P->d[d].held) loader_release(P->L, P->d[d].held);
     }
-    if (P->stream) CUDA_CHECK(cudaStreamSynchronize(P->stream));
-    if (P->held) loader_release(P->L, P->held);
-    jpeg_gpu_close(P->g);
-    for (int k = 0; k < 2; k++) {
+    for (int d = 0; d < P->nd; d++) decoder_free(&P->d[d]);
+    for (int k = 0; k < P->ns; k++) {
         if (P->st[k].ready) cudaEventDestroy(P->st[k].ready);
         if (P->st[k].consumed) cudaEventDestroy(P->st[k].consumed);
         tensor_release(P->st[k].x);
         tensor_release(P->st[k].y);
     }
-    if (P->stream) cudaStreamDestroy(P->stream);
     pthread_mutex_destroy(&P->mu);
-    pthread_mutex_destroy(&P->dec_mu);
     pthread_cond_destroy(&P->cv);
-    free(P->bytes);
-    free(P->lens);
-    free(P->info);
-    free(P->boxes);
-    free(P->fb);
-    free(P->rows);
     free(P);
+}
+
+/* Decoder d's nvJPEG decoder, stream and scratch for batches of up to mb. */
+static int decoder_open(JpegPipe *P, Decoder *D, int batch, int mb, char *err, size_t errlen)
+{
+    D->P = P;
+    D->g = jpeg_gpu_open(P->c, mb, P->S, 0, JPEG_GPU_AUTO, err, errlen);
+    if (!D->g) return -1;
+    jpeg_gpu_set_call_size(D->g, batch);   /* training calls unpadded to the evaluation batch */
+    size_t n = (size_t)mb;
+    D->bytes = calloc(n, sizeof *D->bytes);
+    D->lens = calloc(n, sizeof *D->lens);
+    D->info = calloc(n, sizeof *D->info);
+    D->boxes = calloc(n, sizeof *D->boxes);
+    D->fb = calloc(n, 1);
+    D->rows = calloc(n, sizeof *D->rows);
+    if (!D->bytes || !D->lens || !D->info || !D->boxes || !D->fb || !D->rows)
+        ct_fatal("out of host memory");
+    pthread_mutex_init(&D->mu, NULL);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&D->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&D->done, cudaEventDisableTiming));
+    return 0;
 }
 
 JpegPipe *jpipe_open(Ctx *c, int batch, int eval_batch, int S, const float mean[3],
                      const float std[3], char *err, size_t errlen)
 {
     const int mb = batch > eval_batch ? batch : eval_batch;
-    JpegGpu *g = jpeg_gpu_open(c, mb, S, 0, JPEG_GPU_AUTO, err, errlen);
-    if (!g) return NULL;
-    /* nvJPEG converts each image on internal streams of the lowest priority:
-     * a compute stream above them starves those kernels until each step
-     * ends (engine/ctx.h) */
-    ctx_stream_lowest_priority(c);
-    jpeg_gpu_set_call_size(g, batch);   /* training calls unpadded to the evaluation batch */
     JpegPipe *P = calloc(1, sizeof *P);
     if (!P) ct_fatal("out of host memory");
     P->c = c;
-    P->g = g;
-    JpegGpuStats gs;
-    jpeg_gpu_stats(g, &gs);
-    P->backend = gs.backend;
     P->S = S;
     P->B = batch;
     P->max_batch = mb;
     memcpy(P->mean, mean, sizeof P->mean);
     memcpy(P->std, std, sizeof P->std);
-    size_t n = (size_t)mb;
-    P->bytes = calloc(n, sizeof *P->bytes);
-    P->lens = calloc(n, sizeof *P->lens);
-    P->info = calloc(n, sizeof *P->info);
-    P->boxes = calloc(n, sizeof *P->boxes);
-    P->fb = calloc(n, 1);
-    P->rows = calloc(n, sizeof *P->rows);
-    if (!P->bytes || !P->lens || !P->info || !P->boxes || !P->fb || !P->rows)
-        ct_fatal("out of host memory");
+    P->nd = (int)setting_int(SET_JPEG_DECODERS);
+    CT_ASSERT(P->nd >= 1 && P->nd <= MAX_DECODERS, "CTRAIN_JPEG_DECODERS %d", P->nd);
+    P->ns = P->nd + 1;
+    for (int d = 0; d < P->nd; d++) {
+        if (decoder_open(P, &P->d[d], batch, mb, err, errlen)) {
+            for (int e = 0; e < d; e++) decoder_free(&P->d[e]);
+            free(P);
+            return NULL;
+        }
+    }
+    /* nvJPEG converts each image on internal streams of the lowest priority:
+     * a compute stream above them starves those kernels until each step
+     * ends (engine/ctx.h) */
+    ctx_stream_lowest_priority(c);
+    JpegGpuStats gs;
+    jpeg_gpu_stats(P->d[0].g, &gs);
+    P->backend = gs.backend;
     pthread_mutex_init(&P->mu, NULL);
-    pthread_mutex_init(&P->dec_mu, NULL);
     pthread_cond_init(&P->cv, NULL);
-    CUDA_CHECK(cudaStreamCreateWithFlags(&P->stream, cudaStreamNonBlocking));
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < P->ns; k++) {
         Stage *sg = &P->st[k];
         sg->x = tensor_new(c, DT_F32, 4, (int64_t[]){batch, S, S, 3});
         sg->y = tensor_new(c, DT_I32, 1, (int64_t[]){batch});
         CUDA_CHECK(cudaEventCreateWithFlags(&sg->ready, cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreateWithFlags(&sg->consumed, cudaEventDisableTiming));
     }
-    ctx_sync(c);   /* the pool's allocations are ordered on c's stream; the thread's is another */
+    ctx_sync(c);   /* the pool's allocations are ordered on c's stream; the threads' are others */
     return P;
 }
 

@@ -10,15 +10,22 @@
  *                    (jpipe_cpu_kinds: PNG, CMYK, and progressive files on
  *                    the hardware engines), as u8 rows; the rest keep their
  *                    bytes (data/loader.h, cfg.encoded)
- *   decode thread    owns the JpegGpu (train/feed/jpeg_gpu.h): probe +
- *                    jpeg_gpu_decode of the kept files into staging buffer
- *                    k (f32 [B, S, S, 3] and labels i32 [B]) on its stream;
+ *   decode thread    owns a JpegGpu (train/feed/jpeg_gpu.h): probe +
+ *                    jpeg_gpu_decode of the kept files into a free staging
+ *                    buffer k (f32 [B, S, S, 3] and labels i32 [B]) on its
+ *                    stream;
  *                    a file nvJPEG refuses there is decoded on the CPU
  *                    (src_encoded_decode); every CPU row (moved to the
  *                    front of the slot, in row order) goes up through
  *                    jpeg_gpu_upload_u8; an event `ready[k]` closes the
- *                    batch. Two staging buffers alternate, so batch b + 1
- *                    decodes while the step of batch b runs.
+ *                    batch. With one thread (CTRAIN_JPEG_DECODERS=1) two
+ *                    staging buffers alternate, so batch b + 1 decodes
+ *                    while the step of batch b runs; with T threads, each
+ *                    with its own decoder and stream, T batches decode at
+ *                    once into T + 1 buffers (a call blocks until the
+ *                    SMs run its kernels, so T calls in flight deliver
+ *                    nearly T times as much beside the step). A thread
+ *                    takes a free buffer, then the loader's next batch.
  *   jpipe_next       (the trainer's thread) waits for staging k to hold
  *                    batch (epoch, b), makes the context's stream wait on
  *                    ready[k], copies staging -> the static input tensors
@@ -26,8 +33,9 @@
  *                    same addresses) and records `consumed[k]`, which the
  *                    decode thread's stream waits on before it writes k
  *                    again. Nothing here is captured into a graph.
- * At an epoch's end the decode thread starts the next epoch itself (the
- * trainer's usual order); a jump (resume, another epoch) restarts it.
+ * At an epoch's end the first decode thread to see it starts the next
+ * epoch (the trainer's usual order); a jump (resume, another epoch) parks
+ * the threads and restarts the loader.
  * Evaluation (jpipe_eval_next) runs the same decode on the caller's thread
  * and stream, synchronously, with the evaluation axes (aug_val_axes).
  *
@@ -36,14 +44,15 @@
  * and the hint; nothing is skipped.
  *
  * Device memory the path holds (said once, LOG_I, after the first batch):
- * the staging buffers, 2 x (B S S 3 x 4 + B x 4) bytes (ctx->mem); the
- * decoder's buffer (max(B, eval B) images of 512 x 512 x 3 at first, grown
+ * the staging buffers, (T + 1) x (B S S 3 x 4 + B x 4) bytes (ctx->mem);
+ * per thread the decoder's buffer (max(B, eval B) images of 512 x 512 x 3 at first, grown
  * by jpeg_gpu_reserve from the trainer's thread when an image finds no
  * room) and its u8 upload buffer (max(B, eval B) S S 3 bytes), both in
  * ctx->mem; nvJPEG's own buffers (cudaMalloc, counted by jpeg_gpu_stats).
  *
  * Statistics (jpipe_stats): images handed over, their CPU-decoded count,
- * the time jpipe_next blocked for a batch, the decode thread's busy time.
+ * the time jpipe_next blocked for a batch, the decode threads' busy time
+ * divided by T (so images / busy_s is what they can deliver together).
  *
  * CPU-only builds: jpipe_open fails ("this build has no CUDA").
  *
@@ -63,7 +72,7 @@ typedef struct {
     uint64_t images;          /* training images handed over by jpipe_next */
     uint64_t cpu_fallback;    /* of those, decoded on the CPU */
     double wait_s;            /* jpipe_next blocked waiting for a batch */
-    double busy_s;            /* the decode thread's time decoding batches */
+    double busy_s;            /* the decode threads' time decoding batches / T */
 } JpegPipeStats;
 
 /* The decoder (nvJPEG, hardware engines when the card has them) for
@@ -76,6 +85,8 @@ JpegPipe *jpipe_open(Ctx *c, int batch, int eval_batch, int S, const float mean[
 unsigned jpipe_cpu_kinds(const JpegPipe *p);
 /* The backend in use ("hardware", "gpu-hybrid"). */
 const char *jpipe_backend(const JpegPipe *p);
+/* The decode threads (CTRAIN_JPEG_DECODERS); each holds two loader batches. */
+int jpipe_decoders(const JpegPipe *p);
 /* Start the decode thread on the training loader L (cfg.encoded, the
  * cpu kinds above, batch B); it waits for the first jpipe_next. */
 void jpipe_start(JpegPipe *p, Loader *L);
