@@ -27,11 +27,12 @@
  * G comes from (M, C) alone (batchnorm_chunks), so every addition order is
  * fixed by the shape: two runs give the same bits.
  *
- * Per-element passes (apply, and dx / dz) are grid-stride loops moving 16
- * bytes per access when C is a multiple of the vector width and every
- * pointer is 16-byte aligned, the vector's per-channel parameters read as
- * float4s; the channel of each vector is stepped rather than recomputed
- * with a modulo.
+ * Per-element passes (apply, and dx / dz) move 16 bytes per access when C
+ * is a multiple of the vector width V and every pointer is 16-byte
+ * aligned: a thread keeps one group of V channels, its parameters loaded
+ * once as float4s, and walks rows (when C / V <= 256: every ResNet shape);
+ * else a grid-stride loop over vectors reloads each vector's parameters,
+ * its channel stepped rather than recomputed with a modulo.
  */
 #include <stdint.h>
 
@@ -320,12 +321,19 @@ __device__ __forceinline__ bool bn_keep2_s(T x, float mean, float s, float beta)
     return to_f32(from_f32<T>(bn_pre_s(to_f32(x), mean, s, beta))) > 0.0f;
 }
 
-/* y = act((x - mean) gamma invstd + beta + z), V elements (V channels) a
- * thread; the channels' parameters come in as vectors once a vector of x. */
-template <typename T, int V>
-__global__ void bn_forward_kernel(T *y, const T *x, const T *z, const float *mean,
-                                  const float *invstd, const float *gamma, const float *beta,
-                                  int relu, size_t nvec, size_t C)
+/* The per-element passes (the forward's apply, the backward's dx / dz) as
+ * an Op walked over vectors of V channels in one of two ways:
+ *   grid   (walk_grid) a grid-stride loop over all vectors, the channel of
+ *          each stepped (a thread moves about one vector, so it loads its
+ *          parameters for each);
+ *   rows   (walk_rows, when C / V <= EW_THREADS) a thread keeps one channel
+ *          group (its parameters in registers, loaded once) and walks rows:
+ *          EW_THREADS / (C / V) rows a block at a time, the grid striding
+ *          over rows.
+ * An Op has load(c0) (the parameters of channels c0..c0+V-1) and apply(i)
+ * (vector i). */
+template <int V, typename Op>
+__device__ __forceinline__ void walk_grid(Op &op, size_t nvec, size_t C)
 {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -333,12 +341,51 @@ __global__ void bn_forward_kernel(T *y, const T *x, const T *z, const float *mea
     size_t c0, cstep;
     channel_of<V>(i, stride, nvec, C, c0, cstep);
     for (; i < nvec; i += stride) {
-        Vec<T, V> xv = reinterpret_cast<const Vec<T, V> *>(x)[i], zv, yv;
-        if (z) zv = reinterpret_cast<const Vec<T, V> *>(z)[i];
-        float mu[V], sc[V], be[V];
+        op.load(c0);
+        op.apply(i);
+        c0 += cstep;
+        if (c0 >= C) c0 -= C;
+    }
+}
+
+template <int V, typename Op>
+__device__ __forceinline__ void walk_rows(Op &op, size_t M, unsigned CV)
+{
+    unsigned rpb = blockDim.x / CV, t = threadIdx.x, cg = t % CV, lane = t / CV;
+    if (lane >= rpb) return;
+    op.load((size_t)cg * V);
+    size_t step = (size_t)gridDim.x * rpb;
+#pragma unroll 4
+    for (size_t r = (size_t)blockIdx.x * rpb + lane; r < M; r += step) op.apply(r * CV + cg);
+}
+
+/* ROWS: walk_rows over M rows of C / V vectors; else walk_grid over n
+ * vectors. */
+template <typename Op, int V, bool ROWS>
+__global__ void bn_elem_kernel(Op op, size_t n, size_t C)
+{
+    if constexpr (ROWS) walk_rows<V>(op, n, (unsigned)(C / V));
+    else walk_grid<V>(op, n, C);
+}
+
+/* y = act((x - mean) gamma invstd + beta + z), V elements (V channels) a
+ * vector. */
+template <typename T, int V> struct BnFwdOp {
+    T *y;
+    const T *x, *z;
+    const float *mean, *invstd, *gamma, *beta;
+    int relu;
+    float mu[V], sc[V], be[V];
+    __device__ __forceinline__ void load(size_t c0)
+    {
         load_ch<V>(mu, mean, c0, 0.0f);
         load_scale<V>(sc, gamma, invstd, c0);
         load_ch<V>(be, beta, c0, 0.0f);
+    }
+    __device__ __forceinline__ void apply(size_t i)
+    {
+        Vec<T, V> xv = reinterpret_cast<const Vec<T, V> *>(x)[i], zv, yv;
+        if (z) zv = reinterpret_cast<const Vec<T, V> *>(z)[i];
 #pragma unroll
         for (int k = 0; k < V; k++) {
             float v = bn_pre_s(to_f32(xv.v[k]), mu[k], sc[k], be[k]);
@@ -347,10 +394,8 @@ __global__ void bn_forward_kernel(T *y, const T *x, const T *z, const float *mea
             yv.v[k] = from_f32<T>(v);
         }
         reinterpret_cast<Vec<T, V> *>(y)[i] = yv;
-        c0 += cstep;
-        if (c0 >= C) c0 -= C;
     }
-}
+};
 
 /* ---- backward ---- */
 
@@ -469,46 +514,41 @@ __global__ void bn_backward_finish_kernel(float *mg, float *mgx, float *dgamma, 
  *   forward: y = act(gamma xhat + beta + z)   so   g = y > 0 ? dy : 0 (ReLU),
  *   dz (+)= g;  dx (+)= gamma invstd (g - mg - xhat mgx)   (training)
  *               dx (+)= gamma invstd g                     (eval) */
-template <typename T, int V>
-__global__ void bn_backward_dx_kernel(T *dx, T *dz, const T *dy, const T *x, const T *y,
-                                      const float *mean, const float *invstd,
-                                      const float *gamma, const float *beta, const float *mg,
-                                      const float *mgx, int training, int relu, size_t nvec,
-                                      size_t C, int accum_x, int accum_z)
-{
-    size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nvec) return;
-    size_t c0, cstep;
-    channel_of<V>(i, stride, nvec, C, c0, cstep);
-    for (; i < nvec; i += stride) {
-        Vec<T, V> dyv = reinterpret_cast<const Vec<T, V> *>(dy)[i], yv, xv;
-        if (relu == 1) yv = reinterpret_cast<const Vec<T, V> *>(y)[i];
-        if (relu == 2 || (dx && training)) xv = reinterpret_cast<const Vec<T, V> *>(x)[i];
-        float mu[V], is[V], g[V];
+template <typename T, int V> struct BnDxOp {
+    T *dx, *dz;
+    const T *dy, *x, *y;
+    const float *mean, *invstd, *gamma, *beta, *mg, *mgx;
+    int training, relu, accum_x, accum_z;
+    float mu[V], is[V], sc[V], be[V], ga[V], m1[V], m2[V];
+    __device__ __forceinline__ void load(size_t c0)
+    {
         load_ch<V>(mu, mean, c0, 0.0f);
         load_ch<V>(is, invstd, c0, 0.0f);
         if (relu == 2) {
-            float sc[V], be[V];
             load_scale<V>(sc, gamma, invstd, c0);
             load_ch<V>(be, beta, c0, 0.0f);
-#pragma unroll
-            for (int k = 0; k < V; k++)
-                g[k] = bn_keep2_s<T>(xv.v[k], mu[k], sc[k], be[k]) ? to_f32(dyv.v[k]) : 0.0f;
-        } else {
-#pragma unroll
-            for (int k = 0; k < V; k++) {
-                g[k] = to_f32(dyv.v[k]);
-                if (relu == 1 && !(to_f32(yv.v[k]) > 0.0f)) g[k] = 0.0f;
-            }
         }
         if (dx) {
-            float ga[V], m1[V], m2[V];
             load_ch<V>(ga, gamma, c0, 1.0f);
             if (training) {
                 load_ch<V>(m1, mg, c0, 0.0f);
                 load_ch<V>(m2, mgx, c0, 0.0f);
             }
+        }
+    }
+    __device__ __forceinline__ void apply(size_t i)
+    {
+        Vec<T, V> dyv = reinterpret_cast<const Vec<T, V> *>(dy)[i], yv, xv;
+        if (relu == 1) yv = reinterpret_cast<const Vec<T, V> *>(y)[i];
+        if (relu == 2 || (dx && training)) xv = reinterpret_cast<const Vec<T, V> *>(x)[i];
+        float g[V];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            g[k] = to_f32(dyv.v[k]);
+            if (relu == 1 && !(to_f32(yv.v[k]) > 0.0f)) g[k] = 0.0f;
+            if (relu == 2 && !bn_keep2_s<T>(xv.v[k], mu[k], sc[k], be[k])) g[k] = 0.0f;
+        }
+        if (dx) {
             Vec<T, V> o;
             if (accum_x) o = reinterpret_cast<const Vec<T, V> *>(dx)[i];
 #pragma unroll
@@ -537,9 +577,28 @@ __global__ void bn_backward_dx_kernel(T *dx, T *dz, const T *dy, const T *x, con
             }
             reinterpret_cast<Vec<T, V> *>(dz)[i] = o;
         }
-        c0 += cstep;
-        if (c0 >= C) c0 -= C;
     }
+};
+
+/* Launch op over the n = M C elements: rows when the vectors allow and
+ * C / V <= EW_THREADS, else the grid-stride walk (V = 1 when not vec). */
+template <int V, typename OpV, typename Op1>
+void launch_elem(const OpV &opv, const Op1 &op1, bool vec, size_t M, size_t C, cudaStream_t s)
+{
+    const size_t n = M * C;
+    if (vec && C / V <= (size_t)EW_THREADS) {
+        size_t rpb = EW_THREADS / (C / V);
+        /* about four rows a thread, so the parameters' loads are spread */
+        const unsigned blocks = grid_for((M + 3) / 4, (unsigned)rpb, EW_MAX_BLOCKS);
+        bn_elem_kernel<OpV, V, true><<<blocks, EW_THREADS, 0, s>>>(opv, M, C);
+    } else if (vec) {
+        const unsigned blocks = grid_for(n / V, EW_THREADS, EW_MAX_BLOCKS);
+        bn_elem_kernel<OpV, V, false><<<blocks, EW_THREADS, 0, s>>>(opv, n / V, C);
+    } else {
+        const unsigned blocks = grid_for(n, EW_THREADS, EW_MAX_BLOCKS);
+        bn_elem_kernel<Op1, 1, false><<<blocks, EW_THREADS, 0, s>>>(op1, n, C);
+    }
+    CUDA_CHECK_LAUNCH();
 }
 
 /* Every pointer given is 16-byte aligned (NULLs are): the activations for
@@ -704,20 +763,16 @@ extern "C" void batchnorm_forward_cuda(void *y, const void *x, const void *z, co
                                        const float *beta, DType dt, int relu, size_t M, size_t C,
                                        cudaStream_t s)
 {
-    size_t n = M * C;
-    if (n == 0) return;
+    if (M * C == 0) return;
     dispatch_float(dt, "batchnorm_forward_cuda", [&](auto tag) {
         using T = decltype(tag);
         constexpr int V = 16 / sizeof(T);
         bool vec = C % V == 0 && vec_ok(y, x, z, NULL, mean, invstd, gamma, beta);
-        const unsigned blocks = grid_for(vec ? n / V : n, EW_THREADS, EW_MAX_BLOCKS);
-        if (vec)
-            bn_forward_kernel<T, V><<<blocks, EW_THREADS, 0, s>>>(
-                (T *)y, (const T *)x, (const T *)z, mean, invstd, gamma, beta, relu, n / V, C);
-        else
-            bn_forward_kernel<T, 1><<<blocks, EW_THREADS, 0, s>>>(
-                (T *)y, (const T *)x, (const T *)z, mean, invstd, gamma, beta, relu, n, C);
-        CUDA_CHECK_LAUNCH();
+        BnFwdOp<T, V> opv = {(T *)y, (const T *)x, (const T *)z, mean, invstd, gamma, beta,
+                             relu, {}, {}, {}};
+        BnFwdOp<T, 1> op1 = {(T *)y, (const T *)x, (const T *)z, mean, invstd, gamma, beta,
+                             relu, {}, {}, {}};
+        launch_elem<V>(opv, op1, vec, M, C, s);
     });
 }
 
@@ -779,22 +834,18 @@ extern "C" void batchnorm_backward_dx_cuda(void *dx, void *dz, const void *dy, c
                                            int training, int relu, size_t M, size_t C,
                                            int accum_x, int accum_z, cudaStream_t s)
 {
-    if (!dx && !dz) return;
-    size_t n = M * C;
+    if ((!dx && !dz) || M * C == 0) return;
     dispatch_float(dt, "batchnorm_backward_cuda", [&](auto tag) {
         using T = decltype(tag);
         constexpr int V = 16 / sizeof(T);
         bool vec = C % V == 0 && vec_ok(dy, dx, dz, x, mean, invstd, gamma, beta) &&
                    vec_ok(y, NULL, NULL, NULL, mg, mgx, NULL, NULL);
-        const unsigned blocks = grid_for(vec ? n / V : n, EW_THREADS, EW_MAX_BLOCKS);
-        if (vec)
-            bn_backward_dx_kernel<T, V><<<blocks, EW_THREADS, 0, s>>>(
-                (T *)dx, (T *)dz, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma,
-                beta, mg, mgx, training, relu, n / V, C, accum_x, accum_z);
-        else
-            bn_backward_dx_kernel<T, 1><<<blocks, EW_THREADS, 0, s>>>(
-                (T *)dx, (T *)dz, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma,
-                beta, mg, mgx, training, relu, n, C, accum_x, accum_z);
-        CUDA_CHECK_LAUNCH();
+        BnDxOp<T, V> opv = {(T *)dx, (T *)dz, (const T *)dy, (const T *)x, (const T *)y, mean,
+                            invstd, gamma, beta, mg, mgx, training, relu, accum_x, accum_z,
+                            {}, {}, {}, {}, {}, {}, {}};
+        BnDxOp<T, 1> op1 = {(T *)dx, (T *)dz, (const T *)dy, (const T *)x, (const T *)y, mean,
+                            invstd, gamma, beta, mg, mgx, training, relu, accum_x, accum_z,
+                            {}, {}, {}, {}, {}, {}, {}};
+        launch_elem<V>(opv, op1, vec, M, C, s);
     });
 }
