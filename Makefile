@@ -1,7 +1,8 @@
 # ctrain — one Makefile.
 #   make            build build/ctrain and the test programs
-#   make test       build, then run the CPU tests and the layering check
-#                   (scripts/check_layers.py); ends with "N passed, N failed"
+#   make test       build, then run the CPU tests, the layering check
+#                   (scripts/check_layers.py) and the fp8 convergence checker's
+#                   self-test (scripts/fp8_converge.py); ends with "N passed, N failed"
 #   make test-gpu   build, then run the GPU tests (needs a CUDA device) and the
 #                   tokenizer parity with transformers (scripts/tokenizer_parity.py)
 #   make install PREFIX=DIR   build/ctrain to DIR/bin, scripts to DIR/share/ctrain
@@ -115,7 +116,8 @@ $(BUILD)/image_cpu_probe $(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe: $(
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDLIBS)
 
 test: $(BIN) $(TEST_CPU_BINS)
-	@sh tests/run.sh $(TEST_CPU_BINS) scripts/check_layers.py tests/install_check.sh
+	@sh tests/run.sh $(TEST_CPU_BINS) scripts/check_layers.py scripts/fp8_converge.py \
+	    tests/install_check.sh
 
 test-gpu: $(BIN) $(TEST_GPU_BINS)
 	@if [ "$(CUDA)" != 1 ]; then echo "make test-gpu: this build has no CUDA backend (nvcc, cuDNN, cuBLAS or NCCL missing, or CUDA=0)"; exit 1; fi
