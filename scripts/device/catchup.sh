@@ -2,29 +2,35 @@
 # catchup.sh — on one GPU, with binaries built elsewhere (scripts/device/stage.sh):
 # the first call of a GPU session after work done without one, in one call and
 # in the order that decides most, each step only while time is left:
-#   1. the GPU tests of the code written blind (FP8 casts and GEMM, the FP8 and
-#      GELU Linear ops, LayerNorm / add_norm kernels, attention, batch norm's
-#      relu mode 2, the nvJPEG planes path), each program's summary and first
-#      failures;
-#   2. BERT-large seq 128 bs 256 bf16 and fp8 (`ctrain bench`);
-#   3. fp8 against bf16 convergence (scripts/device/fp8.sh converge);
-#   4. ResNet50 bs 256 bf16, CTRAIN_CONV_BN separate then unit, then
-#      gpu_conv_bn (the unit and the cuDNN fused forms);
-#   5. nvJPEG RGB against YUV planes beside GEMMs (jpeg_gpu_probe), then
-#      ResNet50 on a generated JPEG folder, CTRAIN_JPEG_PLANES 0 and 1;
-#   6. the bf16 switches together (LN auto, add_norm fused, the Linear + GELU
-#      bias gradient), the ResNet pair again (the repeat shows the noise);
-#   7. CUPTI timelines of ResNet50 bs 256 bf16, CTRAIN_CONV_BN separate and unit.
+#   tests     the GPU tests of the code written blind (batch norm's kernels,
+#             max pooling on channel vectors, the GPU decode feed with one and
+#             two decode threads, the FP8 casts and GEMM, the Linear ops,
+#             LayerNorm / add_norm, attention, the nvJPEG paths), each
+#             program's summary and first failures;
+#   decoders  ResNet50 bs 256 bf16 on a generated JPEG folder, --decode gpu
+#             with CTRAIN_JPEG_DECODERS=1 and 2 (the real-data row against
+#             the synthetic one);
+#   resnet    ResNet50 bs 256 bf16 with CTRAIN_CONV_BN separate, then unit;
+#   timeline  CUPTI timelines of the same, separate and unit;
+#   bert      BERT-large seq 128 bs 256 bf16 and fp8 (`ctrain bench`);
+#   converge  fp8 against bf16 convergence (scripts/device/fp8.sh converge,
+#             checked by scripts/fp8_converge.py);
+#   convbn    gpu_conv_bn (the unit and the cuDNN fused forms; ~9 minutes
+#             whole: here what fits);
+#   jpeg      jpeg_gpu_probe (nvJPEG alone: RGB, YUV, one and two threads
+#             beside a busy GPU);
+#   switches  BERT-large bf16 with the LayerNorm / add_norm / GELU-bias
+#             switches together.
 #
 #   D=SECONDS STEPS=LIST OUT=dir bash scripts/device/catchup.sh
 #     D      no new step starts after D seconds (default 540: a 10-minute call)
-#     STEPS  the steps to run, by name: tests bert converge resnet convbn jpeg
-#            switches timeline (default all; e.g. STEPS="converge convbn jpeg
-#            timeline" after a call that measured the others)
+#     STEPS  the steps to run, by name (default: tests decoders resnet
+#            timeline bert; the others by name)
 #
 # Logs: $OUT/logs.tgz only (the logs are kept outside $OUT so that the 8-file
-# limit of a device call never drops the archive). Reads out/new.tar.xz, so
-# the device call carries the ignored folder out/.
+# limit of a device call never drops the archive; files over 3 MB are left
+# out of it). Reads out/new.tar.xz, so the device call carries the ignored
+# folder out/.
 set -u
 S0=$(date +%s)
 D=${D:-540}
@@ -33,7 +39,7 @@ rmdir "$L"; L=/tmp/clogs; rm -rf "$L"; mkdir -p "$L"    # logs outside $OUT: onl
 pack() { packdir /tmp clogs; }
 T=.dev/new/tests
 nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader | tee "$L/gpu.txt"
-STEPS=${STEPS:-tests bert converge resnet convbn jpeg switches timeline}
+STEPS=${STEPS:-tests decoders resnet timeline bert}
 want() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 el() { echo $(( $(date +%s) - S0 )); }
 ok() { [ $(el) -lt "$1" ]; }
@@ -45,9 +51,9 @@ run_t() {
     grep -m6 FAIL "$L/$t.log" | cut -c1-240
     pack
 }
-for t in gpu_fp8 gpu_fp8_gemm gpu_linear_fp8 gpu_transformer_ops gpu_flash_attn gpu_linear_act \
-         gpu_elementwise gpu_add_norm gpu_batchnorm gpu_jpeg; do
-    want tests && ok $D && run_t $t 60
+for t in gpu_batchnorm gpu_pool gpu_jpeg_feed gpu_jpeg gpu_fp8 gpu_fp8_gemm gpu_linear_fp8 \
+         gpu_transformer_ops gpu_linear_act gpu_elementwise gpu_add_norm; do
+    want tests && ok $((D - 400)) && run_t $t 60
 done
 echo "tests done at $(el) s"
 b() {   # NAME LIMIT ENV... -- ARGS
@@ -60,6 +66,14 @@ b() {   # NAME LIMIT ENV... -- ARGS
     grep -E '^(bert|resnet)|^  real:|real data, decode' "$L/$name.log" | head -6 | cut -c1-240
     pack
 }
+if want decoders && ok $((D - 200)); then
+    python3 scripts/make_image_folder.py /tmp/imf --train 6400 --val 640 --classes 100 --mix \
+        > "$L/folder.log" 2>&1
+    for nd in 1 2; do
+        b decoders$nd 90 CTRAIN_JPEG_DECODERS=$nd -- --models resnet50 --batch 256 \
+            --precision bf16 --data /tmp/imf --decode gpu --workers "$(nproc)"
+    done
+fi
 want bert && b bert128 80 X=1 -- --models bert-large --seq 128 --batch 256 --precision bf16,fp8
 if want converge && ok $((D - 100)); then
     OUT=$OUT bash scripts/device/fp8.sh converge 2>&1 | grep -v "^name\|^NVIDIA"
@@ -73,15 +87,10 @@ if want convbn && ok $((D - 110)); then
     CTRAIN_LOG=info run_t gpu_conv_bn 110
     grep -E "SKIP|shapes fused|form [0-9]: fused as|store:" "$L/gpu_conv_bn.log" | head -12
 fi
-if want jpeg && ok $((D - 160)); then
-    timeout 40 .dev/new/jpeg_gpu_probe 2048 256 4 90 > "$L/jpeg_probe.log" 2>&1
+if want jpeg && ok $((D - 100)); then
+    timeout 90 .dev/new/jpeg_gpu_probe 1024 256 4 90 > "$L/jpeg_probe.log" 2>&1
     echo "probe rc $?"; grep '"nvjb"' "$L/jpeg_probe.log" | cut -c1-260
-    python3 scripts/make_image_folder.py /tmp/imf --train 6400 --val 640 --classes 100 --mix \
-        > "$L/folder.log" 2>&1
-    for p in 0 1; do
-        b jpeg$p 80 CTRAIN_JPEG_PLANES=$p -- --models resnet50 --batch 256 --precision bf16 \
-            --data /tmp/imf --decode gpu --workers "$(nproc)"
-    done
+    pack
 fi
 want switches && b sw128 80 CTRAIN_LN_KERNELS=auto CTRAIN_ADD_NORM=fused \
     CTRAIN_LINEAR_ACT_BGRAD=1 -- --models bert-large --seq 128 --batch 256 --precision bf16
