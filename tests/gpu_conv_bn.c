@@ -66,14 +66,21 @@ static void bits(const char *tag, const char *what, const float *a, const float 
 }
 
 /* values within the type's tolerance: activations' gradients allow a few
- * elements out (a ReLU flip) and are held by their norm; sums by norm */
+ * elements out (a ReLU flip) and are held by their norm; sums by norm. z's
+ * absolute tolerance scales with its largest value: a convolution's sum
+ * in another order differs by about eps sqrt(K) times its partial sums,
+ * whose size z's largest values show, so an output that cancels to near 0
+ * keeps that error (f32, 3x3x64 taps: ~3e-5 against partial sums of ~7,
+ * seen on an H200 in the eval cases: 21 of 50,176 values out). */
 static void near(const char *tag, const CbShape *s, const CbOut *u, const CbOut *r, DType dt)
 {
     char name[192];
     size_t allow = 8 + u->ny / 20000;
     double atol = tol_atol(dt), rtol = tol_rtol(dt), rel = dt == DT_F32 ? 1e-4 : 2e-2;
+    double zmax = 1.0;
+    for (size_t i = 0; i < u->nz; i++) zmax = fmax(zmax, fabs((double)r->z[i]));
     snprintf(name, sizeof name, "gpu_conv_bn.%s.z", tag);
-    check_close_most(name, u->z, r->z, u->nz, atol, rtol, allow);
+    check_close_most(name, u->z, r->z, u->nz, atol * zmax, rtol, allow);
     snprintf(name, sizeof name, "gpu_conv_bn.%s.dy", tag);
     check_close_most(name, u->dy, r->dy, u->ny, atol, rtol, allow);
     snprintf(name, sizeof name, "gpu_conv_bn.%s.dy_norm", tag);
