@@ -22,15 +22,18 @@
  * (count, mean, M2) by Chan's merge; partials carry (mean, M2) and their
  * counts follow from the chunking. Gradient sums are plain f32 sums.
  * The backward's pass 1 gives each thread V = 16 / sizeof(T) channels
- * (16-byte loads; cols / V threads a row, BN_THREADS V / cols row lanes)
- * where C and the pointers allow, one channel otherwise.
+ * (cols / V threads a row, BN_THREADS V / cols row lanes) when C is a
+ * multiple of V, one channel otherwise: the layout, and so the order of the
+ * sums, follows from C alone; the loads are 16-byte vectors where the
+ * pointers are aligned, V single loads where not.
  * G comes from (M, C) alone (batchnorm_chunks), so every addition order is
  * fixed by the shape: two runs give the same bits.
  *
  * Per-element passes (apply, and dx / dz) move 16 bytes per access when C
  * is a multiple of the vector width V and every pointer is 16-byte
  * aligned: a thread keeps one group of V channels, its parameters loaded
- * once as float4s, and walks rows (when C / V <= 256: every ResNet shape);
+ * once as float4s, and walks rows (when C / V <= 256: every ResNet shape in
+ * f16 / bf16, all but C = 2048 in f32);
  * else a grid-stride loop over vectors reloads each vector's parameters,
  * its channel stepped rather than recomputed with a modulo.
  */
@@ -263,13 +266,13 @@ __device__ __forceinline__ float bn_pre_s(float x, float mean, float s, float be
 /* o[k] = p[c0 + k] for the V channels of a thread (or dflt when p is NULL):
  * two or one 16-byte loads for V = 8 or 4 (the host checks the alignment),
  * scalar loads for V = 1. */
-template <int V>
+template <int V, bool A = true>
 __device__ __forceinline__ void load_ch(float (&o)[V], const float *p, size_t c0, float dflt)
 {
     if (!p) {
 #pragma unroll
         for (int k = 0; k < V; k++) o[k] = dflt;
-    } else if constexpr (V % 4 == 0) {
+    } else if constexpr (V % 4 == 0 && A) {
 #pragma unroll
         for (int k = 0; k < V; k += 4) {
             float4 q = __ldg(reinterpret_cast<const float4 *>(p + c0 + k));
@@ -285,13 +288,13 @@ __device__ __forceinline__ void load_ch(float (&o)[V], const float *p, size_t c0
 }
 
 /* s[k] = gamma invstd of the thread's V channels (bn_pre's scale). */
-template <int V>
+template <int V, bool A = true>
 __device__ __forceinline__ void load_scale(float (&sc)[V], const float *gamma,
                                            const float *invstd, size_t c0)
 {
     float ga[V];
-    load_ch<V>(ga, gamma, c0, 1.0f);
-    load_ch<V>(sc, invstd, c0, 0.0f);
+    load_ch<V, A>(ga, gamma, c0, 1.0f);
+    load_ch<V, A>(sc, invstd, c0, 0.0f);
 #pragma unroll
     for (int k = 0; k < V; k++) sc[k] = __fmul_rn(ga[k], sc[k]);
 }
@@ -355,14 +358,14 @@ __device__ __forceinline__ void walk_rows(Op &op, size_t M, unsigned CV)
     if (lane >= rpb) return;
     op.load((size_t)cg * V);
     size_t step = (size_t)gridDim.x * rpb;
-#pragma unroll 4
+#pragma unroll 2
     for (size_t r = (size_t)blockIdx.x * rpb + lane; r < M; r += step) op.apply(r * CV + cg);
 }
 
 /* ROWS: walk_rows over M rows of C / V vectors; else walk_grid over n
  * vectors. */
 template <typename Op, int V, bool ROWS>
-__global__ void bn_elem_kernel(Op op, size_t n, size_t C)
+__global__ void __launch_bounds__(EW_THREADS, 2) bn_elem_kernel(Op op, size_t n, size_t C)
 {
     if constexpr (ROWS) walk_rows<V>(op, n, (unsigned)(C / V));
     else walk_grid<V>(op, n, C);
@@ -403,7 +406,21 @@ template <typename T, int V> struct BnFwdOp {
  * ReLU. The block's `cols` channels are covered by cols / V threads of V
  * channels each (16-byte loads when V > 1), so a block has BN_THREADS V /
  * cols row lanes; the lanes are combined by a fixed tree in shared memory. */
-template <typename T, int V>
+/* Vector j of V elements at p: one access when A (16-byte aligned), else V. */
+template <typename T, int V, bool A>
+__device__ __forceinline__ Vec<T, V> load_vec(const T *p, size_t j)
+{
+    if constexpr (A) {
+        return reinterpret_cast<const Vec<T, V> *>(p)[j];
+    } else {
+        Vec<T, V> v;
+#pragma unroll
+        for (int k = 0; k < V; k++) v.v[k] = p[j * V + k];
+        return v;
+    }
+}
+
+template <typename T, int V, bool A>
 __global__ void bn_backward_partial_kernel(float *psg, float *psgx, const T *dy, const T *x,
                                            const T *y, const float *mean, const float *invstd,
                                            const float *gamma, const float *beta, int relu,
@@ -421,19 +438,18 @@ __global__ void bn_backward_partial_kernel(float *psg, float *psgx, const T *dy,
     for (int k = 0; k < V; k++) a[k] = b[k] = 0.0f;
     if (lane < lanes && c0 < C) {
         float mu[V], is[V], sc[V], be[V];
-        load_ch<V>(mu, mean, c0, 0.0f);
-        load_ch<V>(is, invstd, c0, 0.0f);
-        load_scale<V>(sc, gamma, invstd, c0);
-        load_ch<V>(be, beta, c0, 0.0f);
+        load_ch<V, A>(mu, mean, c0, 0.0f);
+        load_ch<V, A>(is, invstd, c0, 0.0f);
+        if (relu == 2) {   /* the mask's pre-activation */
+            load_scale<V, A>(sc, gamma, invstd, c0);
+            load_ch<V, A>(be, beta, c0, 0.0f);
+        }
         size_t CV = C / V, step = (size_t)lanes * CV;
-        const Vec<T, V> *pdy = reinterpret_cast<const Vec<T, V> *>(dy);
-        const Vec<T, V> *px = reinterpret_cast<const Vec<T, V> *>(x);
-        const Vec<T, V> *py = reinterpret_cast<const Vec<T, V> *>(y);
         size_t j = (r0 + lane) * CV + c0 / V, j1 = r1 * CV;
 #pragma unroll 4
         for (; j < j1; j += step) {
-            Vec<T, V> dv = pdy[j], xv = px[j], yv;
-            if (relu == 1) yv = py[j];
+            Vec<T, V> dv = load_vec<T, V, A>(dy, j), xv = load_vec<T, V, A>(x, j), yv;
+            if (relu == 1) yv = load_vec<T, V, A>(y, j);
 #pragma unroll
             for (int k = 0; k < V; k++) {
                 float g = to_f32(dv.v[k]);
@@ -519,21 +535,19 @@ template <typename T, int V> struct BnDxOp {
     const T *dy, *x, *y;
     const float *mean, *invstd, *gamma, *beta, *mg, *mgx;
     int training, relu, accum_x, accum_z;
-    float mu[V], is[V], sc[V], be[V], ga[V], m1[V], m2[V];
+    /* sc = gamma invstd serves both the mask's pre-activation (pinned) and
+     * dx's factor (the same product: a lone multiply has nothing to
+     * contract with) */
+    float mu[V], is[V], sc[V], be[V], m1[V], m2[V];
     __device__ __forceinline__ void load(size_t c0)
     {
         load_ch<V>(mu, mean, c0, 0.0f);
         load_ch<V>(is, invstd, c0, 0.0f);
-        if (relu == 2) {
-            load_scale<V>(sc, gamma, invstd, c0);
-            load_ch<V>(be, beta, c0, 0.0f);
-        }
-        if (dx) {
-            load_ch<V>(ga, gamma, c0, 1.0f);
-            if (training) {
-                load_ch<V>(m1, mg, c0, 0.0f);
-                load_ch<V>(m2, mgx, c0, 0.0f);
-            }
+        if (relu == 2 || dx) load_scale<V>(sc, gamma, invstd, c0);
+        if (relu == 2) load_ch<V>(be, beta, c0, 0.0f);
+        if (dx && training) {
+            load_ch<V>(m1, mg, c0, 0.0f);
+            load_ch<V>(m2, mgx, c0, 0.0f);
         }
     }
     __device__ __forceinline__ void apply(size_t i)
@@ -553,7 +567,7 @@ template <typename T, int V> struct BnDxOp {
             if (accum_x) o = reinterpret_cast<const Vec<T, V> *>(dx)[i];
 #pragma unroll
             for (int k = 0; k < V; k++) {
-                float kk = ga[k] * is[k];
+                float kk = sc[k];
                 float v;
                 if (training) {
                     float xhat = (to_f32(xv.v[k]) - mu[k]) * is[k];
@@ -807,13 +821,23 @@ extern "C" void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float
         unsigned cols = (unsigned)batchnorm_cols(C);
         dispatch_float(dt, "batchnorm_backward_cuda", [&](auto tag) {
             using T = decltype(tag);
+            /* the layout (so the sums' order) from C alone; the accesses from
+             * the pointers: vectors where aligned, the same lanes element by
+             * element where not (only what the mode reads is checked) */
             constexpr int V = 16 / sizeof(T);
-            if (C % V == 0 && vec_ok(dy, x, y, NULL, mean, invstd, gamma, beta))
-                bn_backward_partial_kernel<T, V><<<grid, BN_THREADS, 0, s>>>(
+            const void *yr = relu == 1 ? y : NULL;
+            const float *br = relu == 2 ? beta : NULL, *gr = relu == 2 ? gamma : NULL;
+            bool al = vec_ok(dy, x, yr, NULL, mean, invstd, gr, br);
+            if (C % V == 0 && al)
+                bn_backward_partial_kernel<T, V, true><<<grid, BN_THREADS, 0, s>>>(
+                    psg, psgx, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma,
+                    beta, relu, M, C, cols, rpc);
+            else if (C % V == 0)
+                bn_backward_partial_kernel<T, V, false><<<grid, BN_THREADS, 0, s>>>(
                     psg, psgx, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma,
                     beta, relu, M, C, cols, rpc);
             else
-                bn_backward_partial_kernel<T, 1><<<grid, BN_THREADS, 0, s>>>(
+                bn_backward_partial_kernel<T, 1, false><<<grid, BN_THREADS, 0, s>>>(
                     psg, psgx, (const T *)dy, (const T *)x, (const T *)y, mean, invstd, gamma,
                     beta, relu, M, C, cols, rpc);
             CUDA_CHECK_LAUNCH();
@@ -842,10 +866,10 @@ extern "C" void batchnorm_backward_dx_cuda(void *dx, void *dz, const void *dy, c
                    vec_ok(y, NULL, NULL, NULL, mg, mgx, NULL, NULL);
         BnDxOp<T, V> opv = {(T *)dx, (T *)dz, (const T *)dy, (const T *)x, (const T *)y, mean,
                             invstd, gamma, beta, mg, mgx, training, relu, accum_x, accum_z,
-                            {}, {}, {}, {}, {}, {}, {}};
+                            {}, {}, {}, {}, {}, {}};
         BnDxOp<T, 1> op1 = {(T *)dx, (T *)dz, (const T *)dy, (const T *)x, (const T *)y, mean,
                             invstd, gamma, beta, mg, mgx, training, relu, accum_x, accum_z,
-                            {}, {}, {}, {}, {}, {}, {}};
+                            {}, {}, {}, {}, {}, {}};
         launch_elem<V>(opv, op1, vec, M, C, s);
     });
 }

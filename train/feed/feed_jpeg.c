@@ -102,7 +102,6 @@ typedef struct {
     int *rows;
     pthread_t thread;
     int have_thread;
-    int active;                    /* decoding (under P->mu) */
     LoaderBatch *held;             /* the thread's own */
     cudaEvent_t done;              /* after the held batch's work on stream */
     JpegGpuStats gstats;           /* after its last decode (under P->mu) */
@@ -248,7 +247,6 @@ static void *pipe_main(void *arg)
         const int k = free_stage(P);
         Stage *sg = &P->st[k];
         sg->state = STAGE_BUSY;
-        D->active = 1;
         P->active++;
         pthread_mutex_unlock(&P->mu);
 
@@ -257,8 +255,13 @@ static void *pipe_main(void *arg)
         int rc = loader_try_next(P->L, &lb, err, sizeof err), n_cpu = 0, decoded = 0;
         double t0 = now_s();
         JpegGpuStats gs;
+        pthread_mutex_lock(&P->mu);
+        const int stale = gen != P->gen;   /* a restart came while the loader answered */
+        pthread_mutex_unlock(&P->mu);
         if (rc) {
             hint = imagefolder_hint(rc);
+        } else if (lb && stale) {          /* its bytes never reached nvJPEG: back at once */
+            loader_release(P->L, lb);
         } else if (!lb) {                  /* the epoch's end: the next one starts now */
             pipe_release_held(P, D);
             pthread_mutex_lock(&P->mu);    /* once, by the first thread to see it */
@@ -285,7 +288,6 @@ static void *pipe_main(void *arg)
         double t1 = now_s();
 
         pthread_mutex_lock(&P->mu);
-        D->active = 0;
         P->active--;
         sg->state = STAGE_FREE;
         if (decoded) {
@@ -504,12 +506,24 @@ void jpipe_close(JpegPipe *P)
     free(P);
 }
 
-/* Decoder d's nvJPEG decoder, stream and scratch for batches of up to mb. */
-static int decoder_open(JpegPipe *P, Decoder *D, int batch, int mb, char *err, size_t errlen)
+/* A decoder's nvJPEG decoder, stream and scratch for batches of up to mb,
+ * on backend pref (the first: JPEG_GPU_AUTO; the others: the first one's,
+ * so that a batch's pixels do not depend on the thread that decoded it). */
+static int decoder_open(JpegPipe *P, Decoder *D, int batch, int mb, JpegGpuBackend pref,
+                        char *err, size_t errlen)
 {
     D->P = P;
-    D->g = jpeg_gpu_open(P->c, mb, P->S, 0, JPEG_GPU_AUTO, err, errlen);
+    D->g = jpeg_gpu_open(P->c, mb, P->S, 0, pref, err, errlen);
     if (!D->g) return -1;
+    JpegGpuStats gs;
+    jpeg_gpu_stats(D->g, &gs);
+    if (pref != JPEG_GPU_AUTO && gs.backend != pref) {
+        ct_fail(err, errlen, -1, "nvJPEG gave the %s backend where the first decoder has %s",
+                jpeg_gpu_backend_name(gs.backend), jpeg_gpu_backend_name(pref));
+        jpeg_gpu_close(D->g);
+        D->g = NULL;
+        return -1;
+    }
     jpeg_gpu_set_call_size(D->g, batch);   /* training calls unpadded to the evaluation batch */
     size_t n = (size_t)mb;
     D->bytes = calloc(n, sizeof *D->bytes);
@@ -542,19 +556,28 @@ JpegPipe *jpipe_open(Ctx *c, int batch, int eval_batch, int S, const float mean[
     CT_ASSERT(P->nd >= 1 && P->nd <= MAX_DECODERS, "CTRAIN_JPEG_DECODERS %d", P->nd);
     P->ns = P->nd + 1;
     for (int d = 0; d < P->nd; d++) {
-        if (decoder_open(P, &P->d[d], batch, mb, err, errlen)) {
+        JpegGpuBackend pref = d ? P->backend : JPEG_GPU_AUTO;
+        if (decoder_open(P, &P->d[d], batch, mb, pref, err, errlen)) {
+            if (P->nd > 1) {   /* say which of the CTRAIN_JPEG_DECODERS failed */
+                char why[512];
+                snprintf(why, sizeof why, "%s", err);
+                ct_fail(err, errlen, -1, "decode thread %d of %d (CTRAIN_JPEG_DECODERS): %s",
+                        d + 1, P->nd, why);
+            }
             for (int e = 0; e < d; e++) decoder_free(&P->d[e]);
             free(P);
             return NULL;
+        }
+        if (d == 0) {
+            JpegGpuStats gs;
+            jpeg_gpu_stats(P->d[0].g, &gs);
+            P->backend = gs.backend;
         }
     }
     /* nvJPEG converts each image on internal streams of the lowest priority:
      * a compute stream above them starves those kernels until each step
      * ends (engine/ctx.h) */
     ctx_stream_lowest_priority(c);
-    JpegGpuStats gs;
-    jpeg_gpu_stats(P->d[0].g, &gs);
-    P->backend = gs.backend;
     pthread_mutex_init(&P->mu, NULL);
     pthread_cond_init(&P->cv, NULL);
     for (int k = 0; k < P->ns; k++) {
