@@ -336,6 +336,55 @@ static void test_op(Ctx *cpu, Ctx *gpu, DType dt, int training)
     free(x); free(z); free(w); free(gm); free(bt); free(rm0); free(rv0);
 }
 
+/* The backward's sums (dgamma, dbeta) keep their bits when dy and x sit one
+ * element off 16-byte alignment: the reduction's layout, so its order,
+ * follows from C alone (misaligned pointers get element loads in the same
+ * layout, not another kernel shape). relu mode 2 (the unit's), training. */
+static void test_sums_alignment(DType dt, size_t M, size_t C)
+{
+    char name[96];
+    size_t n = M * C, es = dtype_size(dt), sb = batchnorm_scratch_bytes(M, C);
+    float *x = hrand(n, -2, 2, dt), *dy = hrand(n, -1, 1, dt);
+    float *gm = hrand(C, 0.5f, 1.5f, DT_F32), *bt = hrand(C, -0.5f, 0.5f, DT_F32);
+    float *mean = hrand(C, -0.1f, 0.1f, DT_F32), *inv = hrand(C, 0.5f, 1.5f, DT_F32);
+    /* each activation uploaded twice in one buffer: at 0 and one element on */
+    char *dx2 = gpu_alloc_poison(2 * n + 1, dt), *ddy2 = gpu_alloc_poison(2 * n + 1, dt);
+    void *hx = malloc(n * es), *hdy = malloc(n * es);
+    dtype_convert(hx, dt, x, DT_F32, n);
+    dtype_convert(hdy, dt, dy, DT_F32, n);
+    CUDA_CHECK(cudaMemcpy(dx2, hx, n * es, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dx2 + (n + 1) * es, hx, n * es, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(ddy2, hdy, n * es, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(ddy2 + (n + 1) * es, hdy, n * es, cudaMemcpyHostToDevice));
+    float *dgm = gpu_upload(gm, C, DT_F32), *dbt = gpu_upload(bt, C, DT_F32);
+    float *dmean = gpu_upload(mean, C, DT_F32), *dinv = gpu_upload(inv, C, DT_F32);
+    float *g[2], *b[2];
+    void *scratch = NULL;
+    CUDA_CHECK(cudaMalloc(&scratch, sb));
+    for (int k = 0; k < 2; k++) {
+        size_t off = k ? (n + 1) * es : 0;
+        float *dg = gpu_alloc_poison(C, DT_F32), *db = gpu_alloc_poison(C, DT_F32);
+        batchnorm_backward_cuda(NULL, NULL, dg, db, ddy2 + off, dx2 + off, NULL, dmean, dinv,
+                                dgm, dbt, dt, 1, 2, M, C, 0, 0, 0, scratch, sb, 0);
+        g[k] = hbuf(C);
+        b[k] = hbuf(C);
+        gpu_download(g[k], dg, C, DT_F32);
+        gpu_download(b[k], db, C, DT_F32);
+        dfree(dg);
+        dfree(db);
+    }
+    snprintf(name, sizeof name, "bn.sums_same_bits_misaligned.%s.C%zu", dtype_name(dt), C);
+    check_true(name, !memcmp(g[0], g[1], C * 4) && !memcmp(b[0], b[1], C * 4),
+               "dgamma or dbeta differ between aligned and misaligned dy, x");
+    for (int k = 0; k < 2; k++) {
+        free(g[k]);
+        free(b[k]);
+    }
+    dfree(scratch);
+    dfree(dx2); dfree(ddy2); dfree(dgm); dfree(dbt); dfree(dmean); dfree(dinv);
+    free(hx); free(hdy); free(x); free(dy); free(gm); free(bt); free(mean); free(inv);
+}
+
 int main(void)
 {
     gpu_require();
@@ -354,6 +403,10 @@ int main(void)
     test_case(DT_F32, 1, 1000003, 1, 3, 0.0f, 0, 1);
     test_case(DT_F32, 4, 28, 28, 128, 50.0f, 0, 0);
     test_case(DT_F16, 4, 28, 28, 128, 50.0f, 0, 0);
+    for (int t = 0; t < 3; t++) {
+        test_sums_alignment(gpu_float_types[t], 4 * 28 * 28, 64);
+        test_sums_alignment(gpu_float_types[t], 999, 16);
+    }
 
     Ctx cpu, gpu;
     ctx_init(&cpu, DEV_CPU, 0, 1);
