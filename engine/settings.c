@@ -127,6 +127,11 @@ static const Setting table[SET_COUNT] = {
         "which cuDNN API's engines the convolution search times: both, the faster kept "
         "(fastest), the legacy algorithms only, or the graph API's engines only (a shape "
         "without one is an error)"),
+    [SET_CONV_PAD] = V_CHOICE("CTRAIN_CONV_PAD", SA_DEV, "auto", NULL, "auto|always",
+        "convolutions whose channel rows are not 16 bytes (ResNet's stem: C = 3): searched as "
+        "they are and padded with zero channels only when cuDNN has no algorithm (auto), or "
+        "always run on padded copies, where cuDNN's tensor-core kernels may be faster "
+        "(always; unmeasured, docs/kernels.md)"),
     [SET_PLAN_CACHE] = V_PATH("CTRAIN_PLAN_CACHE", SA_DEV, NULL,
         "$XDG_CACHE_HOME/ctrain, else ~/.cache/ctrain", "folder, or off",
         "where the convolution plans a search chose are kept, one file per card, cuDNN and "

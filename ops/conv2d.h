@@ -89,7 +89,8 @@ void conv2d_backward_filter_cuda(Ctx *c, void *dw, DType tdw, const void *dy, co
  * the extra channels, which changes no result. CONV2D_PAD_AUTO (default)
  * pads only when cuDNN offers no algorithm for the unpadded shape;
  * CONV2D_PAD_ALWAYS pads every C that is not such a multiple (tests use it
- * to run the padded path; it may also be faster for the stem). */
+ * to run the padded path; it may also be faster for the stem). A context's
+ * mode starts from CTRAIN_CONV_PAD (auto or always). */
 typedef enum { CONV2D_PAD_AUTO = 0, CONV2D_PAD_ALWAYS = 1 } Conv2dPadMode;
 void conv2d_cuda_set_pad_mode(Ctx *c, Conv2dPadMode mode);
 

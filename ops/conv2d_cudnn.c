@@ -204,6 +204,7 @@ static ConvCache *cache_for(Ctx *c)
         cc = calloc(1, sizeof(ConvCache));
         CT_ASSERT(cc != NULL, "conv2d_cuda: out of host memory for a plan cache");
         cc->engines = (Conv2dEngines)setting_choice(SET_CONV_ENGINES);
+        cc->pad_mode = (Conv2dPadMode)setting_choice(SET_CONV_PAD);   /* auto 0, always 1 */
         ctx_cache_set(c, &conv_cache_kind, cc);
     }
     return cc;

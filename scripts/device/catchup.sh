@@ -10,7 +10,8 @@
 #   decoders  ResNet50 bs 256 bf16 on a generated JPEG folder, --decode gpu
 #             with CTRAIN_JPEG_DECODERS=1 and 2 (the real-data row against
 #             the synthetic one);
-#   resnet    ResNet50 bs 256 bf16 with CTRAIN_CONV_BN separate, then unit;
+#   resnet    ResNet50 bs 256 bf16 with CTRAIN_CONV_BN separate, then unit, then
+#             the stem on zero-padded channels (CTRAIN_CONV_PAD=always);
 #   timeline  CUPTI timelines of the same, separate and unit;
 #   bert      BERT-large seq 128 bs 256 bf16 and fp8 (`ctrain bench`);
 #   converge  fp8 against bf16 convergence (scripts/device/fp8.sh converge,
@@ -82,6 +83,7 @@ fi
 if want resnet; then
     b rn_sep 70 CTRAIN_CONV_BN=separate -- --models resnet50 --batch 256 --precision bf16
     b rn_unit 70 CTRAIN_CONV_BN=unit -- --models resnet50 --batch 256 --precision bf16
+    b rn_pad 70 CTRAIN_CONV_PAD=always -- --models resnet50 --batch 256 --precision bf16
 fi
 if want convbn && ok $((D - 110)); then
     CTRAIN_LOG=info run_t gpu_conv_bn 110
