@@ -74,11 +74,13 @@ static const Setting table[SET_COUNT] = {
         "Linear + ReLU/GELU (op_linear_act: BERT's intermediate layer): the bias gradient summed "
         "in the activation's backward pass (1) or a separate pass over its result (0, the "
         "composed ops' bits); off until measured (docs/kernels.md)"),
-    [SET_LN_KERNELS] = V_CHOICE("CTRAIN_LN_KERNELS", SA_DEV, "row", NULL, "row|vec|auto",
+    [SET_LN_KERNELS] = V_CHOICE("CTRAIN_LN_KERNELS", SA_DEV, "row", NULL,
+        "row|vec|auto|split",
         "LayerNorm's CUDA kernels: one element per lane per access (row), 16-byte vectors "
         "with each row held in registers (vec: +5% at BERT-large bs 256, -6% at bs 32 with the "
-        "fused add_norm, docs/kernels.md), or vec only for calls of at least 16,384 rows (auto; "
-        "unmeasured)"),
+        "fused add_norm, docs/kernels.md), vec only for calls of at least 16,384 rows (auto; "
+        "unmeasured), or vec with the backward's dx and its dgamma / dbeta in two lean passes "
+        "(split; unmeasured)"),
     [SET_ADD_NORM] = V_CHOICE("CTRAIN_ADD_NORM", SA_DEV, "composed", NULL, "composed|fused",
         "BERT's dropout + residual add + LayerNorm as three ops (composed) or one CUDA kernel "
         "each way (fused: same values, fewer passes; measured only with CTRAIN_LN_KERNELS=vec, "

@@ -45,6 +45,14 @@
  * They take rows whose D is a multiple of V with every row pointer 16-byte
  * aligned (D <= 32 V 8 forward, 32 V 4 backward, the registers' budget);
  * other shapes run the row kernels.
+ *
+ * Split backward (CTRAIN_LN_KERNELS=split; the forward as vec): the vector
+ * backward's partials cost it registers (one block an SM at D = 1024), so
+ * here dx comes from a warp-a-row kernel without them (the same dx bits as
+ * the vector kernel's) and dgamma / dbeta from a second pass over x and dy
+ * with V columns a thread, D / V <= 256 threads a row, into the same chunk
+ * partials and finish. Rows with D / V > 256 or the fused dropout run the
+ * vector backward.
  */
 #include <stdint.h>
 
@@ -418,6 +426,128 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32)
     for (int i = threadIdx.x; i < 2 * D; i += blockDim.x) out[i] = sh[i];
 }
 
+/* ---- split backward (CTRAIN_LN_KERNELS=split) ----
+ * The vector backward above keeps a lane's dgamma/dbeta partials (2 NV V
+ * floats) in registers beside the row: 186 registers at D = 1024 in bf16,
+ * one block an SM. Split, the row kernel only makes dx (the row held as
+ * raw 16-byte vectors, xhat and dy made again for the second pass), and a
+ * second kernel reads x and dy again for the column sums with V columns a
+ * thread: more bytes (x and dy twice), far fewer registers a thread. */
+
+constexpr int LN_DX_WARPS = 4;
+
+/* dx (+)= invstd (dy gamma - mean(dy gamma) - xhat mean(dy gamma xhat)), a
+ * warp a row: the vector kernel's dx, the same sums in the same order. */
+template <typename T, int NV>
+__global__ void __launch_bounds__(LN_DX_WARPS * 32)
+    ln_bwd_dx_vec_kernel(T *dx, const T *dy, const T *x, const float *mean, const float *invstd,
+                         const float *gamma, size_t R, int D, int accum_x)
+{
+    constexpr int V = 16 / (int)sizeof(T);
+    const int lane = threadIdx.x & 31, nvec = D / V;
+    const size_t r = (size_t)blockIdx.x * LN_DX_WARPS + (threadIdx.x >> 5);
+    if (r >= R) return;
+    const Vec<T, V> *xr = reinterpret_cast<const Vec<T, V> *>(x + r * (size_t)D);
+    const Vec<T, V> *dyr = reinterpret_cast<const Vec<T, V> *>(dy + r * (size_t)D);
+    const float mu = mean[r], is = invstd[r];
+    Vec<T, V> a[NV], b[NV];
+    float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int c = lane + 32 * j;
+        if (c < nvec) {
+            a[j] = xr[c];
+            b[j] = dyr[c];
+        }
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            const float xh = c < nvec ? (to_f32(a[j].v[k]) - mu) * is : 0.0f;
+            const float g = c < nvec ? to_f32(b[j].v[k]) * gamma[c * V + k] : 0.0f;
+            s1 += g;
+            s2 += g * xh;
+        }
+    }
+    const float m1 = warp_sum(s1) / (float)D, m2 = warp_sum(s2) / (float)D;
+    Vec<T, V> *dxr = reinterpret_cast<Vec<T, V> *>(dx + r * (size_t)D);
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int c = lane + 32 * j;
+        if (c >= nvec) continue;
+        Vec<T, V> o, old;
+        if (accum_x) old = dxr[c];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            const float xh = (to_f32(a[j].v[k]) - mu) * is, dv = to_f32(b[j].v[k]);
+            float val = is * (dv * gamma[c * V + k] - m1 - xh * m2);
+            if (accum_x) val += to_f32(old.v[k]);
+            o.v[k] = from_f32<T>(val);
+        }
+        dxr[c] = o;
+    }
+}
+
+/* The column partials of chunk blockIdx.x: part[g][0][d] = sum dy xhat,
+ * part[g][1][d] = sum dy over its rows (the layout ln_bwd_finish_kernel
+ * adds). A thread owns V columns (vector cv); nvec = D / V <= 256 threads
+ * cover a row, 256 / nvec rows at a time; the row lanes are added by a
+ * fixed tree. */
+template <typename T>
+__global__ void __launch_bounds__(256)
+    ln_param_partial_kernel(float *part, const T *dy, const T *x, const float *mean,
+                            const float *invstd, size_t R, int D, size_t rows_per_chunk)
+{
+    constexpr int V = 16 / (int)sizeof(T);
+    __shared__ float sg[256 * V], sb[256 * V];
+    const unsigned nvec = (unsigned)D / V, lanes = 256 / nvec, t = threadIdx.x;
+    const unsigned cv = t % nvec, lane = t / nvec;
+    float pg[V], pb[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) pg[k] = pb[k] = 0.0f;
+    const size_t r0 = (size_t)blockIdx.x * rows_per_chunk;
+    const size_t r1 = r0 + rows_per_chunk < R ? r0 + rows_per_chunk : R;
+    if (lane < lanes) {
+        const Vec<T, V> *xv = reinterpret_cast<const Vec<T, V> *>(x);
+        const Vec<T, V> *dv = reinterpret_cast<const Vec<T, V> *>(dy);
+#pragma unroll 2
+        for (size_t r = r0 + lane; r < r1; r += lanes) {
+            const Vec<T, V> a = xv[r * nvec + cv], b = dv[r * nvec + cv];
+            const float mu = mean[r], is = invstd[r];
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                const float xh = (to_f32(a.v[k]) - mu) * is, d = to_f32(b.v[k]);
+                pg[k] += d * xh;
+                pb[k] += d;
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        sg[t * V + k] = pg[k];
+        sb[t * V + k] = pb[k];
+    }
+    __syncthreads();
+    unsigned top = 1;
+    while (top < lanes) top <<= 1;
+    for (unsigned h = top >> 1; h > 0; h >>= 1) {
+        if (lane < h && lane + h < lanes) {
+            const unsigned o = (t + h * nvec) * V;
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                sg[t * V + k] += sg[o + k];
+                sb[t * V + k] += sb[o + k];
+            }
+        }
+        __syncthreads();
+    }
+    if (lane != 0) return;
+    float *out = part + (size_t)blockIdx.x * 2 * D;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        out[cv * V + k] = sg[t * V + k];
+        out[D + cv * V + k] = sb[t * V + k];
+    }
+}
+
 /* The vector kernels serve these rows: D a multiple of V within the
  * register budget, every row pointer 16-byte aligned. */
 static int ln_vec_nv(DType dt, size_t D, int max_nv, const void *const *ptrs, int n)
@@ -445,8 +575,9 @@ template <int MAX, typename F> void dispatch_nv(int nv, F f)
     }
 }
 
-/* CTRAIN_LN_KERNELS: 0 row, 1 vec, 2 auto (vec from LN_VEC_AUTO_ROWS rows up);
- * -1: not read yet. */
+/* CTRAIN_LN_KERNELS: 0 row, 1 vec, 2 auto (vec from LN_VEC_AUTO_ROWS rows up),
+ * 3 split (the forward vec, the backward split where it fits); -1: not read
+ * yet. */
 int ln_kernels_vec = -1;
 
 /* auto's threshold. The vector kernels hold a row a warp (the backward's
@@ -461,12 +592,13 @@ constexpr size_t LN_VEC_AUTO_ROWS = 16384;
 int ln_use_vec(size_t R)
 {
     if (ln_kernels_vec < 0) ln_kernels_vec = setting_choice(SET_LN_KERNELS);
-    return ln_kernels_vec == 1 || (ln_kernels_vec == 2 && R >= LN_VEC_AUTO_ROWS);
+    return ln_kernels_vec == 1 || ln_kernels_vec == 3 ||
+           (ln_kernels_vec == 2 && R >= LN_VEC_AUTO_ROWS);
 }
 
 } // namespace
 
-extern "C" void layernorm_cuda_set_kernels(int vec) { ln_kernels_vec = vec >= 0 && vec <= 2 ? vec : 1; }
+extern "C" void layernorm_cuda_set_kernels(int vec) { ln_kernels_vec = vec >= 0 && vec <= 3 ? vec : 1; }
 
 /* The forward; drop non-NULL: the fused add + dropout (vector kernels
  * only: returns 0, nothing done, when the rows do not suit them). */
@@ -535,7 +667,27 @@ static int ln_backward(void *dx, float *dgamma, float *dbeta, const void *dy, co
     const size_t smem = red_bytes + (acc_in_shared ? acc_bytes : 0);
     float *part = NULL;
     if (want_params) CUDA_CHECK(cudaMallocAsync((void **)&part, G * acc_bytes, s));
-    if (nv) {
+    const int split = nv && !drop && ln_kernels_vec == 3 && D / (16 / dtype_size(dt)) <= 256;
+    if (split) {
+        dispatch_float(dt, "layernorm_backward_cuda", [&](auto tag) {
+            using T = decltype(tag);
+            if (dx)
+                dispatch_nv<4>(nv, [&](auto nvc) {
+                    constexpr int NVC = decltype(nvc)::value;
+                    const size_t blocks = (R + LN_DX_WARPS - 1) / LN_DX_WARPS;
+                    CT_ASSERT(blocks <= 0x7fffffffu, "layernorm_backward_cuda: R = %zu rows", R);
+                    ln_bwd_dx_vec_kernel<T, NVC><<<(unsigned)blocks, LN_DX_WARPS * 32, 0, s>>>(
+                        (T *)dx, (const T *)dy, (const T *)x, mean, invstd, gamma, R, (int)D,
+                        accum_x);
+                    CUDA_CHECK_LAUNCH();
+                });
+            if (want_params) {
+                ln_param_partial_kernel<T><<<(unsigned)G, 256, 0, s>>>(
+                    part, (const T *)dy, (const T *)x, mean, invstd, R, (int)D, rows_per_chunk);
+                CUDA_CHECK_LAUNCH();
+            }
+        });
+    } else if (nv) {
         dispatch_float(dt, "layernorm_backward_cuda", [&](auto tag) {
             using T = decltype(tag);
             dispatch_nv<4>(nv, [&](auto nvc) {

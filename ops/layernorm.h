@@ -82,7 +82,9 @@ int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, cons
 /* Which kernels run (ops/layernorm.cu says how they differ): 0 one element
  * per lane per access, 1 16-byte vectors with the row in registers where D
  * allows, 2 the vector kernels for calls of at least 16,384 rows and the
- * first below. Starts from CTRAIN_LN_KERNELS (row | vec | auto); tests set it. */
+ * first below, 3 the vector forward and the split backward (dx, then the
+ * parameter sums in their own pass). Starts from CTRAIN_LN_KERNELS (row |
+ * vec | auto | split); tests set it. */
 void layernorm_cuda_set_kernels(int vec);
 #endif
 

@@ -91,6 +91,87 @@ static void gpu_layernorm_misaligned(Ctx *g, DType dt, size_t R, size_t D)
     free(dxref); free(xp); free(dyp);
 }
 
+/* One LayerNorm call's inputs on the host and the device (R rows of D in
+ * dt; gamma, beta, mean, invstd f32): x in [-2, 2), dy in [-1, 1), gamma in
+ * [0.5, 1.5), beta in [-0.5, 0.5). */
+typedef struct {
+    float *x, *dy, *gm, *bt;
+    void *d_x, *d_dy, *d_y;
+    float *d_g, *d_b, *d_m, *d_i;
+} LnFix;
+
+static LnFix ln_fix(DType dt, size_t R, size_t D)
+{
+    const size_t n = R * D;
+    LnFix f;
+    f.x = falloc(n), f.dy = falloc(n), f.gm = falloc(D), f.bt = falloc(D);
+    check_fill(f.x, n, -2.0f, 2.0f);
+    check_fill(f.dy, n, -1.0f, 1.0f);
+    check_fill(f.gm, D, 0.5f, 1.5f);
+    check_fill(f.bt, D, -0.5f, 0.5f);
+    f.d_x = gpu_upload(f.x, n, dt), f.d_dy = gpu_upload(f.dy, n, dt);
+    f.d_y = gpu_alloc_poison(n, dt);
+    f.d_g = (float *)gpu_upload(f.gm, D, DT_F32), f.d_b = (float *)gpu_upload(f.bt, D, DT_F32);
+    f.d_m = (float *)gpu_alloc_poison(R, DT_F32), f.d_i = (float *)gpu_alloc_poison(R, DT_F32);
+    return f;
+}
+
+static void ln_fix_free(LnFix *f)
+{
+    dfree(f->d_x); dfree(f->d_dy); dfree(f->d_y); dfree(f->d_g); dfree(f->d_b); dfree(f->d_m);
+    dfree(f->d_i);
+    free(f->x); free(f->dy); free(f->gm); free(f->bt);
+}
+
+/* CTRAIN_LN_KERNELS=split (layernorm_cuda_set_kernels(3)): its backward's
+ * dx has the vector kernel's bits (the same row sums in the same order);
+ * dgamma and dbeta are summed in another order, so close, not equal; with
+ * and without accumulation into dx. */
+static void gpu_layernorm_split_vs_vec(Ctx *g, DType dt, size_t R, size_t D)
+{
+    const size_t n = R * D, es = dtype_size(dt);
+    LnFix f = ln_fix(dt, R, D);
+    for (int accum = 0; accum <= 1; accum++) {
+        void *dxh[2];
+        float *dgh[2], *dbh[2];
+        for (int k = 0; k < 2; k++) {   /* vec, split */
+            layernorm_cuda_set_kernels(k ? 3 : 1);
+            void *d_dx = accum ? gpu_upload(f.dy, n, dt) : gpu_alloc_poison(n, dt);
+            float *d_dg = (float *)gpu_upload(f.gm, D, DT_F32);
+            float *d_db = (float *)gpu_upload(f.bt, D, DT_F32);
+            layernorm_forward_cuda(f.d_y, f.d_m, f.d_i, f.d_x, f.d_g, f.d_b, dt, 1e-5f, R, D,
+                                   g->stream);
+            layernorm_backward_cuda(d_dx, d_dg, d_db, f.d_dy, f.d_x, f.d_m, f.d_i, f.d_g, dt, R,
+                                    D, accum, accum, accum, g->stream);
+            sync_all();
+            dxh[k] = malloc(n * es);
+            dgh[k] = falloc(D);
+            dbh[k] = falloc(D);
+            CUDA_CHECK(cudaMemcpy(dxh[k], d_dx, n * es, cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpy(dgh[k], d_dg, D * 4, cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaMemcpy(dbh[k], d_db, D * 4, cudaMemcpyDeviceToHost));
+            dfree(d_dx); dfree(d_dg); dfree(d_db);
+        }
+        layernorm_cuda_set_kernels(0);
+        char name[128];
+        snprintf(name, sizeof name, "gpu.layernorm.split.%s.R%zu.D%zu.accum%d.dx_bits_of_vec",
+                 dtype_name(dt), R, D, accum);
+        check_true(name, !memcmp(dxh[0], dxh[1], n * es), "split's dx differs from vec's");
+        snprintf(name, sizeof name, "gpu.layernorm.split.%s.R%zu.D%zu.accum%d.dgamma",
+                 dtype_name(dt), R, D, accum);
+        check_close(name, dgh[1], dgh[0], D, 1e-3, 1e-4);
+        snprintf(name, sizeof name, "gpu.layernorm.split.%s.R%zu.D%zu.accum%d.dbeta",
+                 dtype_name(dt), R, D, accum);
+        check_close(name, dbh[1], dbh[0], D, 1e-3, 1e-4);
+        for (int k = 0; k < 2; k++) {
+            free(dxh[k]);
+            free(dgh[k]);
+            free(dbh[k]);
+        }
+    }
+    ln_fix_free(&f);
+}
+
 /* CTRAIN_LN_KERNELS=auto (layernorm_cuda_set_kernels(2)) takes the vector
  * kernels from 16,384 rows a call and the row kernels below: its dx and
  * dgamma bits equal the row kernels' at 4,096 rows and the vector kernels'
@@ -102,23 +183,17 @@ static void gpu_layernorm_auto(Ctx *g)
     const DType dt = DT_BF16;
     for (int k = 0; k < 2; k++) {
         const size_t R = rows[k], n = R * D;
-        float *x = falloc(n), *dy = falloc(n), *gm = falloc(D), *bt = falloc(D);
-        check_fill(x, n, -2.0f, 2.0f);
-        check_fill(dy, n, -1.0f, 1.0f);
-        check_fill(gm, D, 0.5f, 1.5f);
-        check_fill(bt, D, -0.5f, 0.5f);
-        void *d_x = gpu_upload(x, n, dt), *d_dy = gpu_upload(dy, n, dt), *d_dx = gpu_alloc_poison(n, dt);
-        float *d_g = (float *)gpu_upload(gm, D, DT_F32), *d_b = (float *)gpu_upload(bt, D, DT_F32);
-        float *d_m = (float *)gpu_alloc_poison(R, DT_F32), *d_i = (float *)gpu_alloc_poison(R, DT_F32);
+        LnFix f = ln_fix(dt, R, D);
+        void *d_dx = gpu_alloc_poison(n, dt);
         float *d_dg = (float *)gpu_alloc_poison(D, DT_F32);
-        void *d_y = gpu_alloc_poison(n, dt);
         uint16_t *dx[3];
         float *dg[3];
         for (int mode = 0; mode < 3; mode++) {   /* row, vec, auto */
             layernorm_cuda_set_kernels(mode);
-            layernorm_forward_cuda(d_y, d_m, d_i, d_x, d_g, d_b, dt, 1e-5f, R, D, g->stream);
-            layernorm_backward_cuda(d_dx, d_dg, NULL, d_dy, d_x, d_m, d_i, d_g, dt, R, D, 0, 0, 0,
-                                    g->stream);
+            layernorm_forward_cuda(f.d_y, f.d_m, f.d_i, f.d_x, f.d_g, f.d_b, dt, 1e-5f, R, D,
+                                   g->stream);
+            layernorm_backward_cuda(d_dx, d_dg, NULL, f.d_dy, f.d_x, f.d_m, f.d_i, f.d_g, dt, R,
+                                    D, 0, 0, 0, g->stream);
             sync_all();
             dx[mode] = malloc(n * 2);
             dg[mode] = malloc(D * sizeof(float));
@@ -136,9 +211,9 @@ static void gpu_layernorm_auto(Ctx *g)
         check_true(name, memcmp(dg[0], dg[1], D * 4) != 0,
                    "equal bits: the check above cannot tell the kernels apart");
         for (int mode = 0; mode < 3; mode++) { free(dx[mode]); free(dg[mode]); }
-        dfree(d_x); dfree(d_dy); dfree(d_dx); dfree(d_g); dfree(d_b); dfree(d_m); dfree(d_i);
-        dfree(d_dg); dfree(d_y);
-        free(x); free(dy); free(gm); free(bt);
+        dfree(d_dx);
+        dfree(d_dg);
+        ln_fix_free(&f);
     }
 }
 
@@ -720,24 +795,32 @@ int main(void)
      * NV 2); one vector a row; bf16 D 2048 (forward NV 8, backward row
      * kernels); widths that are no multiple of V (row kernels); and rows
      * that are not 16-byte aligned (row kernels). */
-    layernorm_cuda_set_kernels(1);
-    for (int t = 0; t < 3; t++) {
-        gpu_layernorm_case(&gpu, gpu_float_types[t], 256, 768, 1);
-        gpu_layernorm_case(&gpu, gpu_float_types[t], 301, 1024, 1);
-        gpu_layernorm_case(&gpu, gpu_float_types[t], 37, 100, 0);
+    for (int mode = 1; mode <= 3; mode += 2) {
+        /* mode 3, the split backward: the same cases (D / V <= 256 split: bf16
+         * D 2048 is 256 vectors; f32 D 8192 and misaligned rows run the
+         * other kernels), then its dx against the vector kernel's bits */
+        layernorm_cuda_set_kernels(mode);
+        for (int t = 0; t < 3; t++) {
+            gpu_layernorm_case(&gpu, gpu_float_types[t], 256, 768, 1);
+            gpu_layernorm_case(&gpu, gpu_float_types[t], 301, 1024, 1);
+            gpu_layernorm_case(&gpu, gpu_float_types[t], 37, 100, 0);
+        }
+        gpu_layernorm_case(&gpu, DT_F32, 300, 256, 1);
+        gpu_layernorm_case(&gpu, DT_F32, 77, 512, 1);
+        gpu_layernorm_case(&gpu, DT_F32, 45, 132, 0);
+        gpu_layernorm_case(&gpu, DT_BF16, 45, 264, 0);
+        gpu_layernorm_case(&gpu, DT_BF16, 4096, 1024, 1);
+        gpu_layernorm_case(&gpu, DT_BF16, 9, 8, 0);
+        gpu_layernorm_case(&gpu, DT_F32, 5, 4, 0);
+        gpu_layernorm_case(&gpu, DT_BF16, 130, 2048, 1);
+        gpu_layernorm_case(&gpu, DT_BF16, 33, 100, 0);
+        gpu_layernorm_case(&gpu, DT_F32, 64, 8192, 0);
+        gpu_layernorm_misaligned(&gpu, DT_BF16, 64, 1024);
+        gpu_layernorm_misaligned(&gpu, DT_F32, 64, 512);
     }
-    gpu_layernorm_case(&gpu, DT_F32, 300, 256, 1);
-    gpu_layernorm_case(&gpu, DT_F32, 77, 512, 1);
-    gpu_layernorm_case(&gpu, DT_F32, 45, 132, 0);
-    gpu_layernorm_case(&gpu, DT_BF16, 45, 264, 0);
-    gpu_layernorm_case(&gpu, DT_BF16, 4096, 1024, 1);
-    gpu_layernorm_case(&gpu, DT_BF16, 9, 8, 0);
-    gpu_layernorm_case(&gpu, DT_F32, 5, 4, 0);
-    gpu_layernorm_case(&gpu, DT_BF16, 130, 2048, 1);
-    gpu_layernorm_case(&gpu, DT_BF16, 33, 100, 0);
-    gpu_layernorm_case(&gpu, DT_F32, 64, 8192, 0);
-    gpu_layernorm_misaligned(&gpu, DT_BF16, 64, 1024);
-    gpu_layernorm_misaligned(&gpu, DT_F32, 64, 512);
+    gpu_layernorm_split_vs_vec(&gpu, DT_BF16, 4096, 1024);
+    gpu_layernorm_split_vs_vec(&gpu, DT_F16, 301, 768);
+    gpu_layernorm_split_vs_vec(&gpu, DT_F32, 300, 256);
     layernorm_cuda_set_kernels(0);
     gpu_layernorm_auto(&gpu);
     gpu_embedding_case(&gpu, DT_F16, 30522, 768, 32, 512, IDS_TEXT, 1, 1);

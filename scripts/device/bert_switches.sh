@@ -6,6 +6,9 @@
 #                            (tests/gpu_transformer_ops)
 #   CTRAIN_LN_KERNELS=auto   the vector kernels from 16,384 rows a call, the row
 #                            kernels below (tests/gpu_transformer_ops)
+#   CTRAIN_LN_KERNELS=split  the vector forward; the backward's dx without the
+#                            parameter partials, dgamma / dbeta in their own
+#                            pass (tests/gpu_transformer_ops)
 #   CTRAIN_ADD_NORM=fused    dropout + residual add + LayerNorm in one kernel each
 #                            way (tests/gpu_add_norm; needs the vector kernels'
 #                            row shapes, any CTRAIN_LN_KERNELS)
@@ -18,7 +21,7 @@
 #
 # Then BERT-large bf16, seq 128, batch 32 and 256: `ctrain bench` with the
 # defaults, each switch alone, and the defaults again (the repeat shows the
-# noise), one after the other on the same GPU. ~8 minutes. Flip a default
+# noise), one after the other on the same GPU. ~9 minutes. Flip a default
 # in engine/settings.c only when its switch is faster in both rows.
 # Reads out/new.tar.xz, so the device call carries the ignored folder out/.
 : "${OUT:?set OUT to a folder for the logs}"
@@ -31,8 +34,8 @@ for t in gpu_transformer_ops gpu_add_norm gpu_linear_act; do
 done
 pack
 n=0
-for sw in "row composed 0" "vec composed 0" "auto composed 0" "row fused 0" "row composed 1" \
-          "row composed 0"; do
+for sw in "row composed 0" "vec composed 0" "auto composed 0" "split composed 0" \
+          "row fused 0" "row composed 1" "row composed 0"; do
     set -- $sw
     n=$((n + 1))
     CTRAIN_LN_KERNELS=$1 CTRAIN_ADD_NORM=$2 CTRAIN_LINEAR_ACT_BGRAD=$3 timeout 110 "$NEW" bench \
