@@ -50,9 +50,9 @@
  * backward's partials cost it registers (one block an SM at D = 1024), so
  * here dx comes from a warp-a-row kernel without them (the same dx bits as
  * the vector kernel's) and dgamma / dbeta from a second pass over x and dy
- * with V columns a thread, D / V <= 256 threads a row, into the same chunk
- * partials and finish. Rows with D / V > 256 or the fused dropout run the
- * vector backward.
+ * with V columns a thread, D / V threads a row, into the same chunk partials
+ * and finish. It takes the rows the vector backward takes (D / V <= 128),
+ * not the fused dropout's (the vector backward runs those).
  */
 #include <stdint.h>
 
@@ -214,6 +214,28 @@ __global__ void __launch_bounds__(FIN_COLS *FIN_SLICES)
 
 /* ---- vector kernels ---- */
 
+/* The vector backward's per-element arithmetic, every rounding pinned so
+ * that the kernels that share it (ln_bwd_vec_kernel, ln_bwd_dx_vec_kernel)
+ * give the same bits whatever the compiler contracts:
+ *   xhat = (x - mean) invstd;   g = dy gamma;   s1 += g;   s2 += g xhat
+ *   ds = invstd ((g - s1 / D) - xhat (s2 / D)) */
+__device__ __forceinline__ float ln_xhat(float x, float mu, float is)
+{
+    return __fmul_rn(__fsub_rn(x, mu), is);
+}
+
+__device__ __forceinline__ void ln_row_sums(float &s1, float &s2, float dv, float gm, float xh)
+{
+    const float g = __fmul_rn(dv, gm);
+    s1 = __fadd_rn(s1, g);
+    s2 = __fmaf_rn(g, xh, s2);
+}
+
+__device__ __forceinline__ float ln_ds(float dv, float gm, float xh, float m1, float m2, float is)
+{
+    return __fmul_rn(is, __fsub_rn(__fsub_rn(__fmul_rn(dv, gm), m1), __fmul_rn(xh, m2)));
+}
+
 constexpr int LN_BWD_WARPS = 8;
 
 /* The dropout and residual add fused in front of LayerNorm (add_norm_*_cuda,
@@ -352,11 +374,9 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32)
             }
 #pragma unroll
             for (int k = 0; k < V; k++) {
-                xh[j][k] = c < nvec ? (to_f32(a.v[k]) - mu) * is : 0.0f;
+                xh[j][k] = c < nvec ? ln_xhat(to_f32(a.v[k]), mu, is) : 0.0f;
                 dv[j][k] = c < nvec ? to_f32(b.v[k]) : 0.0f;
-                const float g = c < nvec ? dv[j][k] * gamma[c * V + k] : 0.0f;
-                s1 += g;
-                s2 += g * xh[j][k];
+                ln_row_sums(s1, s2, dv[j][k], c < nvec ? gamma[c * V + k] : 0.0f, xh[j][k]);
                 pg[j][k] += dv[j][k] * xh[j][k];
                 pb[j][k] += dv[j][k];
             }
@@ -373,14 +393,14 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32)
             float ds[V];
 #pragma unroll
             for (int k = 0; k < V; k++) {
-                ds[k] = is * (dv[j][k] * gamma[c * V + k] - m1 - xh[j][k] * m2);
+                ds[k] = ln_ds(dv[j][k], gamma[c * V + k], xh[j][k], m1, m2, is);
                 float val = ds[k];
                 if constexpr (FUSED) {
                     /* as the separate ops store ds, then add it (no FMA across) */
                     ds[k] = to_f32(from_f32<T>(ds[k]));
                     val = dx && accum_x ? __fadd_rn(ds[k], to_f32(old.v[k])) : ds[k];
                 } else if (dx && accum_x) {
-                    val += to_f32(old.v[k]);
+                    val = __fadd_rn(val, to_f32(old.v[k]));
                 }
                 o.v[k] = from_f32<T>(val);
             }
@@ -461,10 +481,9 @@ __global__ void __launch_bounds__(LN_DX_WARPS * 32)
         }
 #pragma unroll
         for (int k = 0; k < V; k++) {
-            const float xh = c < nvec ? (to_f32(a[j].v[k]) - mu) * is : 0.0f;
-            const float g = c < nvec ? to_f32(b[j].v[k]) * gamma[c * V + k] : 0.0f;
-            s1 += g;
-            s2 += g * xh;
+            const float xh = c < nvec ? ln_xhat(to_f32(a[j].v[k]), mu, is) : 0.0f;
+            ln_row_sums(s1, s2, c < nvec ? to_f32(b[j].v[k]) : 0.0f,
+                        c < nvec ? gamma[c * V + k] : 0.0f, xh);
         }
     }
     const float m1 = warp_sum(s1) / (float)D, m2 = warp_sum(s2) / (float)D;
@@ -477,9 +496,9 @@ __global__ void __launch_bounds__(LN_DX_WARPS * 32)
         if (accum_x) old = dxr[c];
 #pragma unroll
         for (int k = 0; k < V; k++) {
-            const float xh = (to_f32(a[j].v[k]) - mu) * is, dv = to_f32(b[j].v[k]);
-            float val = is * (dv * gamma[c * V + k] - m1 - xh * m2);
-            if (accum_x) val += to_f32(old.v[k]);
+            const float xh = ln_xhat(to_f32(a[j].v[k]), mu, is);
+            float val = ln_ds(to_f32(b[j].v[k]), gamma[c * V + k], xh, m1, m2, is);
+            if (accum_x) val = __fadd_rn(val, to_f32(old.v[k]));
             o.v[k] = from_f32<T>(val);
         }
         dxr[c] = o;
@@ -489,8 +508,8 @@ __global__ void __launch_bounds__(LN_DX_WARPS * 32)
 /* The column partials of chunk blockIdx.x: part[g][0][d] = sum dy xhat,
  * part[g][1][d] = sum dy over its rows (the layout ln_bwd_finish_kernel
  * adds). A thread owns V columns (vector cv); nvec = D / V <= 256 threads
- * cover a row, 256 / nvec rows at a time; the row lanes are added by a
- * fixed tree. */
+ * cover a row (the caller sends at most 128), 256 / nvec rows at a time;
+ * the row lanes are added by a fixed tree. */
 template <typename T>
 __global__ void __launch_bounds__(256)
     ln_param_partial_kernel(float *part, const T *dy, const T *x, const float *mean,
@@ -571,6 +590,7 @@ template <int MAX, typename F> void dispatch_nv(int nv, F f)
     case 4: f(std::integral_constant<int, 4>()); break;
     default:
         if constexpr (MAX >= 8) f(std::integral_constant<int, 8>());
+        else ct_fatal("layernorm: %d vectors a lane, more than the kernels' %d", nv, MAX);
         break;
     }
 }
@@ -667,7 +687,7 @@ static int ln_backward(void *dx, float *dgamma, float *dbeta, const void *dy, co
     const size_t smem = red_bytes + (acc_in_shared ? acc_bytes : 0);
     float *part = NULL;
     if (want_params) CUDA_CHECK(cudaMallocAsync((void **)&part, G * acc_bytes, s));
-    const int split = nv && !drop && ln_kernels_vec == 3 && D / (16 / dtype_size(dt)) <= 256;
+    const int split = nv && !drop && ln_kernels_vec == 3;   /* nv: D / V <= 128 */
     if (split) {
         dispatch_float(dt, "layernorm_backward_cuda", [&](auto tag) {
             using T = decltype(tag);

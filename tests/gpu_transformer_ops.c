@@ -160,6 +160,12 @@ static void gpu_layernorm_split_vs_vec(Ctx *g, DType dt, size_t R, size_t D)
         snprintf(name, sizeof name, "gpu.layernorm.split.%s.R%zu.D%zu.accum%d.dgamma",
                  dtype_name(dt), R, D, accum);
         check_close(name, dgh[1], dgh[0], D, 1e-3, 1e-4);
+        /* the two add a chunk's rows in different orders: equal bits in
+         * every column would mean split never ran */
+        snprintf(name, sizeof name, "gpu.layernorm.split.%s.R%zu.D%zu.accum%d.split_ran",
+                 dtype_name(dt), R, D, accum);
+        check_true(name, memcmp(dgh[0], dgh[1], D * 4) != 0,
+                   "dgamma has vec's bits in every column: did split run?");
         snprintf(name, sizeof name, "gpu.layernorm.split.%s.R%zu.D%zu.accum%d.dbeta",
                  dtype_name(dt), R, D, accum);
         check_close(name, dbh[1], dbh[0], D, 1e-3, 1e-4);
@@ -796,9 +802,10 @@ int main(void)
      * kernels); widths that are no multiple of V (row kernels); and rows
      * that are not 16-byte aligned (row kernels). */
     for (int mode = 1; mode <= 3; mode += 2) {
-        /* mode 3, the split backward: the same cases (D / V <= 256 split: bf16
-         * D 2048 is 256 vectors; f32 D 8192 and misaligned rows run the
-         * other kernels), then its dx against the vector kernel's bits */
+        /* mode 3, the split backward: the same cases (split takes what the
+         * vector backward takes, D / V <= 128; wider rows and misaligned
+         * ones run the row kernels), then its dx against the vector
+         * kernel's bits */
         layernorm_cuda_set_kernels(mode);
         for (int t = 0; t < 3; t++) {
             gpu_layernorm_case(&gpu, gpu_float_types[t], 256, 768, 1);
@@ -821,6 +828,7 @@ int main(void)
     gpu_layernorm_split_vs_vec(&gpu, DT_BF16, 4096, 1024);
     gpu_layernorm_split_vs_vec(&gpu, DT_F16, 301, 768);
     gpu_layernorm_split_vs_vec(&gpu, DT_F32, 300, 256);
+    gpu_layernorm_split_vs_vec(&gpu, DT_F32, 640, 128);   /* one vector a lane */
     layernorm_cuda_set_kernels(0);
     gpu_layernorm_auto(&gpu);
     gpu_embedding_case(&gpu, DT_F16, 30522, 768, 32, 512, IDS_TEXT, 1, 1);
