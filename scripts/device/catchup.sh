@@ -54,7 +54,7 @@ run_t() {
 }
 for t in gpu_batchnorm gpu_pool gpu_jpeg_feed gpu_jpeg gpu_fp8 gpu_fp8_gemm gpu_linear_fp8 \
          gpu_transformer_ops gpu_linear_act gpu_elementwise gpu_add_norm; do
-    want tests && ok $((D - 400)) && run_t $t 60
+    want tests && ok $((D - 400)) && run_t $t 90
 done
 echo "tests done at $(el) s"
 b() {   # NAME LIMIT ENV... -- ARGS
