@@ -287,16 +287,15 @@ __device__ __forceinline__ void load_ch(float (&o)[V], const float *p, size_t c0
     }
 }
 
-/* s[k] = gamma invstd of the thread's V channels (bn_pre's scale). */
+/* s[k] = gamma invstd of the thread's V channels (bn_pre's scale), from
+ * the invstd already loaded (is). */
 template <int V, bool A = true>
 __device__ __forceinline__ void load_scale(float (&sc)[V], const float *gamma,
-                                           const float *invstd, size_t c0)
+                                           const float (&is)[V], size_t c0)
 {
-    float ga[V];
-    load_ch<V, A>(ga, gamma, c0, 1.0f);
-    load_ch<V, A>(sc, invstd, c0, 0.0f);
+    load_ch<V, A>(sc, gamma, c0, 1.0f);
 #pragma unroll
-    for (int k = 0; k < V; k++) sc[k] = __fmul_rn(ga[k], sc[k]);
+    for (int k = 0; k < V; k++) sc[k] = __fmul_rn(sc[k], is[k]);
 }
 
 /* The first channel of vector i and how far a grid stride moves it, in
@@ -381,8 +380,10 @@ template <typename T, int V> struct BnFwdOp {
     float mu[V], sc[V], be[V];
     __device__ __forceinline__ void load(size_t c0)
     {
+        float is[V];
         load_ch<V>(mu, mean, c0, 0.0f);
-        load_scale<V>(sc, gamma, invstd, c0);
+        load_ch<V>(is, invstd, c0, 0.0f);
+        load_scale<V>(sc, gamma, is, c0);
         load_ch<V>(be, beta, c0, 0.0f);
     }
     __device__ __forceinline__ void apply(size_t i)
@@ -441,7 +442,7 @@ __global__ void bn_backward_partial_kernel(float *psg, float *psgx, const T *dy,
         load_ch<V, A>(mu, mean, c0, 0.0f);
         load_ch<V, A>(is, invstd, c0, 0.0f);
         if (relu == 2) {   /* the mask's pre-activation */
-            load_scale<V, A>(sc, gamma, invstd, c0);
+            load_scale<V, A>(sc, gamma, is, c0);
             load_ch<V, A>(be, beta, c0, 0.0f);
         }
         size_t CV = C / V, step = (size_t)lanes * CV;
@@ -543,7 +544,7 @@ template <typename T, int V> struct BnDxOp {
     {
         load_ch<V>(mu, mean, c0, 0.0f);
         load_ch<V>(is, invstd, c0, 0.0f);
-        if (relu == 2 || dx) load_scale<V>(sc, gamma, invstd, c0);
+        if (relu == 2 || dx) load_scale<V>(sc, gamma, is, c0);
         if (relu == 2) load_ch<V>(be, beta, c0, 0.0f);
         if (dx && training) {
             load_ch<V>(m1, mg, c0, 0.0f);
