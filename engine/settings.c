@@ -74,6 +74,11 @@ static const Setting table[SET_COUNT] = {
         "Linear + ReLU/GELU (op_linear_act: BERT's intermediate layer): the bias gradient summed "
         "in the activation's backward pass (1) or a separate pass over its result (0, the "
         "composed ops' bits); off until measured (docs/kernels.md)"),
+    [SET_LOGITS_PAD] = V_SWITCH("CTRAIN_LOGITS_PAD", SA_DEV, "1", NULL,
+        "BERT's MLM logits stored with rows padded to a multiple of 8 (30,522 words 30,528 apart: "
+        "the vocabulary GEMMs on cuBLASLt's 16-byte-aligned kernels instead of its 2-byte ones; "
+        "the padding gets probability 0), on CUDA when neither label smoothing nor evaluation "
+        "reads the logits (0: packed rows); predicted -3.7 ms a BERT-large step, docs/kernels.md"),
     [SET_LN_KERNELS] = V_CHOICE("CTRAIN_LN_KERNELS", SA_DEV, "row", NULL,
         "row|vec|auto|split",
         "LayerNorm's CUDA kernels: one element per lane per access (row), 16-byte vectors "
@@ -101,6 +106,10 @@ static const Setting table[SET_COUNT] = {
         "as many batches decode at once beside the step (a call waits for the SMs while the "
         "step runs; two threads decoded 1.74x one beside a busy H100); one staging buffer "
         "more than threads; unmeasured in training, docs/kernels.md"),
+    [SET_JPEG_PRIORITY] = V_SWITCH("CTRAIN_JPEG_PRIORITY", SA_DEV, "1", NULL,
+        "--decode gpu: the decode threads' streams at the device's highest priority, so that "
+        "their kernels run ahead of the step's as SMs free up (0: the lowest, behind the step; "
+        "two decode threads delivered 87.5% of synthetic so on an H100, docs/kernels.md)"),
     [SET_BN] = V_CHOICE("CTRAIN_BN", SA_DEV, "cudnn", NULL, "cudnn|own",
         "the training batch norm: cuDNN's fused NHWC kernels, or ours"),
     [SET_CONV_BN] = V_CHOICE("CTRAIN_CONV_BN", SA_DEV, "separate", NULL, "separate|unit|fused",

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "engine/error.h"
 #include "engine/mem.h"
+#include "engine/settings.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
@@ -290,8 +291,11 @@ static Tensor *bert_encode(Ctx *c, Model *m, Tensor *ids, Tensor *tt, Tensor *ma
  * the rows' gradients back, zero elsewhere). The head costs D^2 + V D
  * multiply-adds a row (bert-base: 24 M, next to 85 M for a token's pass
  * through the encoder): on every token it would be ~19% of the step's
- * matmul work, 85% of it for rows the loss ignores. */
-static Tensor *mlm_logits(Ctx *c, Model *m, Tensor *h, Tensor *rows)
+ * matmul work, 85% of it for rows the loss ignores.
+ * pad: the logits' rows padded to a multiple of 8 (op_linear_pad: 30,522
+ * words stored 30,528 apart, the padding softmax's exact zeros), so that
+ * the vocabulary GEMMs run cuBLASLt's 16-byte-aligned kernels. */
+static Tensor *mlm_logits(Ctx *c, Model *m, Tensor *h, Tensor *rows, int pad)
 {
     Bert *b = (Bert *)m->impl;
     Tensor *hm = op_gather_rows(c, h, rows);
@@ -302,7 +306,9 @@ static Tensor *mlm_logits(Ctx *c, Model *m, Tensor *h, Tensor *rows)
     Tensor *n = layernorm(c, m, &b->ln_transform, g, b->cfg.ln_eps);
     tensor_release(g);
     /* decoder tied to the word embeddings [V, D], with its own bias */
-    Tensor *z = op_linear(c, n, P(b->word), P(b->pred_bias));
+    const int V = b->cfg.vocab;
+    Tensor *z = pad ? op_linear_pad(c, n, P(b->word), P(b->pred_bias), (V + 7) / 8 * 8)
+                    : op_linear(c, n, P(b->word), P(b->pred_bias));
     tensor_release(n);
     return z;
 }
@@ -336,7 +342,12 @@ static Tensor *bert_loss(Ctx *c, Model *m, Tensor *const *in, float smoothing, T
                      tensor_desc(dr, sizeof dr, in[3]), tensor_desc(dl, sizeof dl, labels));
     }
     Tensor *h = bert_encode(c, m, in[0], in[1], in[2]);
-    Tensor *z = mlm ? mlm_logits(c, m, h, in[3]) : cls_logits(c, m, h);
+    /* padded logits only where nothing but the loss reads them: on CUDA, no
+     * label smoothing (its mean over the classes would count the padding),
+     * no logits asked for (evaluation reads every column) */
+    const int pad = mlm && c->device == DEV_CUDA && smoothing == 0.0f && !logits &&
+                    b->cfg.vocab % 8 && setting_switch(SET_LOGITS_PAD);
+    Tensor *z = mlm ? mlm_logits(c, m, h, in[3], pad) : cls_logits(c, m, h);
     tensor_release(h);
     Tensor *loss = op_cross_entropy(c, z, labels, -100, smoothing);
     if (logits) *logits = z;

@@ -165,7 +165,7 @@ void attn_mm(Ctx *c, void *C, DType tc, const void *A, const void *Bm, DType tab
 {
     matmul_cuda(c->lt, matmul_plan_cache_get(c), c->workspace, c->workspace_bytes, c->stream,
                 C, tc, A, Bm, tab, (int)M, (int)N, (int)K, ta, tb, alpha, beta, (int)BH,
-                (long long)sA, (long long)sB, (long long)sC, c->allow_tf32);
+                (long long)sA, (long long)sB, (long long)sC, c->allow_tf32, NULL);
 }
 
 void attn_check_sizes(size_t B, size_t H, size_t T, size_t Dh, const char *what)

@@ -43,6 +43,17 @@ void matmul_cpu(float *C, const float *A, const float *B, int M, int N, int K,
                 int transA, int transB, float alpha, float beta, int batch,
                 long long sA, long long sB, long long sC);
 
+/* Row strides, in elements, of A, B and C as stored (the leading dimension
+ * of each row-major buffer), for a matrix that is the left block of a wider
+ * one; 0 means packed (the stored row length: K or M for A, N or K for B,
+ * N for C). NULL for all three packed. BERT's logits use it: 30,522
+ * vocabulary columns stored 30,528 apart, so every row starts 16-byte
+ * aligned and cuBLASLt takes its aligned kernels (ops/matmul_op.c,
+ * op_linear_pad). One matrix only (batch 1); the CPU matmul has none. */
+typedef struct MatmulLd {
+    int a, b, c;
+} MatmulLd;
+
 #ifdef CTRAIN_CUDA
 /* Per-shape cache of cuBLASLt descriptors and the chosen algorithm, so the
  * heuristic query runs once per shape, not once per call. */
@@ -71,7 +82,8 @@ void matmul_cuda(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
                  size_t workspace_bytes, cudaStream_t s,
                  void *C, DType tc, const void *A, const void *B, DType tab,
                  int M, int N, int K, int transA, int transB, float alpha, float beta,
-                 int batch, long long sA, long long sB, long long sC, int allow_tf32);
+                 int batch, long long sA, long long sB, long long sC, int allow_tf32,
+                 const MatmulLd *ld);
 
 /* C = op(A) op(B) with bias[j] added to every row of C in the GEMM's
  * epilogue: alpha 1, beta 0, one matrix (batch 1); tbias must equal tc.
@@ -83,7 +95,7 @@ int matmul_cuda_bias(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspac
                      size_t workspace_bytes, cudaStream_t s,
                      void *C, DType tc, const void *A, const void *B, DType tab,
                      const void *bias, DType tbias, int M, int N, int K, int transA,
-                     int transB, int allow_tf32);
+                     int transB, int allow_tf32, const MatmulLd *ld);
 
 /* C = op(A) op(B) + beta C (alpha 1, one matrix) and bgrad (M floats of C's
  * type, overwritten) = the row sums of op(A), in one GEMM. Returns 1 when
@@ -93,7 +105,8 @@ int matmul_cuda_bias(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspac
 int matmul_cuda_bgrad(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
                       size_t workspace_bytes, cudaStream_t s,
                       void *C, DType tc, const void *A, const void *B, DType tab, void *bgrad,
-                      int M, int N, int K, int transA, int transB, float beta, int allow_tf32);
+                      int M, int N, int K, int transA, int transB, float beta, int allow_tf32,
+                      const MatmulLd *ld);
 
 /* Plans of the cache that run an epilogue (tests: was it taken?). */
 void matmul_plan_cache_epilogues(const MatmulPlanCache *c, int *bias_plans, int *bgrad_plans);

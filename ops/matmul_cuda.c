@@ -21,7 +21,8 @@
  *     transa = T, layout K x N, ld K;
  * and likewise for A with transb: N -> layout K x M, ld K; T -> M x K, ld M.
  * C and D (the same buffer, updated in place) use the layout N x M, ld N.
- * The problem cuBLASLt sees is (m, n, k) = (N, M, K).
+ * The problem cuBLASLt sees is (m, n, k) = (N, M, K). A caller's row
+ * stride (MatmulLd) replaces the stored row length as that buffer's ld.
  *
  * Plans: everything that depends only on the shape (the matmul descriptor,
  * the layouts, the algorithm picked by cublasLtMatmulAlgoGetHeuristic) is
@@ -115,6 +116,7 @@ typedef struct {
     int tab, tc, tf32, beta_nonzero;
     int epi, tbias;      /* EPI_*: the epilogue, its vector of type tbias */
     long long sA, sB, sC;
+    int lda, ldb, ldc;   /* the row strides (elements), packed ones filled in */
     size_t workspace_bytes;
     uint32_t align_a, align_b, align_c, align_bias;
 } PlanKey;
@@ -194,14 +196,14 @@ static uint32_t batch_alignment(const void *p, long long stride, size_t elem_byt
     return (uint32_t)(bits & (~bits + 1));   /* lowest set bit */
 }
 
-/* A column-major layout rows x cols (leading dimension rows), strided over
- * the batch when there is one. */
-static cublasLtMatrixLayout_t make_layout(DType t, int rows, int cols, int batch,
+/* A column-major layout rows x cols with leading dimension ld (>= rows),
+ * strided over the batch when there is one. */
+static cublasLtMatrixLayout_t make_layout(DType t, int rows, int cols, int ld, int batch,
                                           long long stride)
 {
     cublasLtMatrixLayout_t l;
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, cuda_type(t), (uint64_t)rows, (uint64_t)cols,
-                                            (int64_t)rows));
+                                            (int64_t)ld));
     if (batch > 1) {
         int32_t count = batch;
         int64_t offset = stride;
@@ -324,11 +326,11 @@ static void plan_create(Plan *p, const PlanKey *k, const void *bias)
     if (k->epi) desc_set_bias(p->desc, k->epi, (DType)k->tbias, bias);
 
     /* Layouts describe the buffers as stored, before the op is applied. */
-    p->lt_a = k->transB ? make_layout(tab, k->K, k->N, k->batch, k->sB)
-                        : make_layout(tab, k->N, k->K, k->batch, k->sB);
-    p->lt_b = k->transA ? make_layout(tab, k->M, k->K, k->batch, k->sA)
-                        : make_layout(tab, k->K, k->M, k->batch, k->sA);
-    p->lt_c = make_layout(tc, k->N, k->M, k->batch, k->sC);
+    p->lt_a = k->transB ? make_layout(tab, k->K, k->N, k->ldb, k->batch, k->sB)
+                        : make_layout(tab, k->N, k->K, k->ldb, k->batch, k->sB);
+    p->lt_b = k->transA ? make_layout(tab, k->M, k->K, k->lda, k->batch, k->sA)
+                        : make_layout(tab, k->K, k->M, k->lda, k->batch, k->sA);
+    p->lt_c = make_layout(tc, k->N, k->M, k->ldc, k->batch, k->sC);
     plan_pick_algo(p);
 }
 
@@ -350,7 +352,7 @@ static const Plan *plan_get(MatmulPlanCache *c, const PlanKey *k, const void *bi
 /* The shape and type checks; 0 when there is nothing to compute. */
 static int matmul_args_ok(MatmulPlanCache *cache, cublasLtHandle_t lt, DType tc, DType tab,
                           int M, int N, int K, int batch, long long sA, long long sB,
-                          long long sC)
+                          long long sC, const MatmulLd *ld)
 {
     CT_ASSERT(tab == DT_F32 || tab == DT_F16 || tab == DT_BF16,
               "matmul_cuda: A/B dtype %s; expected f32, f16 or bf16", dtype_name(tab));
@@ -364,6 +366,9 @@ static int matmul_args_ok(MatmulPlanCache *cache, cublasLtHandle_t lt, DType tc,
     CT_ASSERT(batch <= 1 || sC >= (long long)M * N,
               "matmul_cuda: batch %d of %dx%d outputs with stride sC=%lld would overlap",
               batch, M, N, sC);
+    CT_ASSERT(!ld || (batch <= 1 && ld->a >= 0 && ld->b >= 0 && ld->c >= 0),
+              "matmul_cuda: row strides (%d, %d, %d) with batch %d: one matrix, strides >= 0",
+              ld ? ld->a : 0, ld ? ld->b : 0, ld ? ld->c : 0, batch);
     if (M == 0 || N == 0 || batch == 0) return 0;
     CT_ASSERT(K > 0, "matmul_cuda: K=0 (an empty product, C = beta*C) is not supported "
                      "(M=%d N=%d)", M, N);
@@ -373,11 +378,21 @@ static int matmul_args_ok(MatmulPlanCache *cache, cublasLtHandle_t lt, DType tc,
 
 /* The key of a plain (no epilogue) plan for this call, built from zeroed
  * bytes (padding included: keys compare with memcmp). */
+/* A row stride: the caller's, else the stored row length (packed), never
+ * shorter than a row. */
+static int row_stride(int given, int packed, char name)
+{
+    CT_ASSERT(given == 0 || given >= packed,
+              "matmul_cuda: row stride %d of %c is shorter than its rows (%d elements)",
+              given, name, packed);
+    return given ? given : packed;
+}
+
 static void plan_key(PlanKey *key, cublasLtHandle_t lt, const void *workspace,
                      size_t workspace_bytes, const void *C, DType tc, const void *A,
                      const void *B, DType tab, int M, int N, int K, int transA, int transB,
                      float beta, int batch, long long sA, long long sB, long long sC,
-                     int allow_tf32)
+                     int allow_tf32, const MatmulLd *ld)
 {
     PlanKey k;
     memset(&k, 0, sizeof k);
@@ -393,9 +408,18 @@ static void plan_key(PlanKey *key, cublasLtHandle_t lt, const void *workspace,
     k.sB = batch > 1 ? sB : 0;
     k.sC = batch > 1 ? sC : 0;
     k.workspace_bytes = workspace ? workspace_bytes : 0;
-    k.align_a = batch_alignment(A, k.sA, dtype_size(tab));
-    k.align_b = batch_alignment(B, k.sB, dtype_size(tab));
-    k.align_c = batch_alignment(C, k.sC, dtype_size(tc));
+    k.lda = row_stride(ld ? ld->a : 0, transA ? M : K, 'A');
+    k.ldb = row_stride(ld ? ld->b : 0, transB ? K : N, 'B');
+    k.ldc = row_stride(ld ? ld->c : 0, N, 'C');
+    if (ld) {   /* one matrix (checked): a given row stride counts like a batch stride */
+        k.align_a = batch_alignment(A, ld->a, dtype_size(tab));
+        k.align_b = batch_alignment(B, ld->b, dtype_size(tab));
+        k.align_c = batch_alignment(C, ld->c, dtype_size(tc));
+    } else {
+        k.align_a = batch_alignment(A, k.sA, dtype_size(tab));
+        k.align_b = batch_alignment(B, k.sB, dtype_size(tab));
+        k.align_c = batch_alignment(C, k.sC, dtype_size(tc));
+    }
     memcpy(key, &k, sizeof k);
 }
 
@@ -410,12 +434,13 @@ void matmul_cuda(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
                  size_t workspace_bytes, cudaStream_t s,
                  void *C, DType tc, const void *A, const void *B, DType tab,
                  int M, int N, int K, int transA, int transB, float alpha, float beta,
-                 int batch, long long sA, long long sB, long long sC, int allow_tf32)
+                 int batch, long long sA, long long sB, long long sC, int allow_tf32,
+                 const MatmulLd *ld)
 {
-    if (!matmul_args_ok(cache, lt, tc, tab, M, N, K, batch, sA, sB, sC)) return;
+    if (!matmul_args_ok(cache, lt, tc, tab, M, N, K, batch, sA, sB, sC, ld)) return;
     PlanKey k;
     plan_key(&k, lt, workspace, workspace_bytes, C, tc, A, B, tab, M, N, K, transA, transB, beta,
-             batch, sA, sB, sC, allow_tf32);
+             batch, sA, sB, sC, allow_tf32, ld);
     plan_run(lt, plan_get(cache, &k, NULL), workspace, s, C, A, B, alpha, beta);
 }
 
@@ -423,19 +448,19 @@ int matmul_cuda_bias(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspac
                      size_t workspace_bytes, cudaStream_t s,
                      void *C, DType tc, const void *A, const void *B, DType tab,
                      const void *bias, DType tbias, int M, int N, int K, int transA,
-                     int transB, int allow_tf32)
+                     int transB, int allow_tf32, const MatmulLd *ld)
 {
     if (!bias) {
         matmul_cuda(lt, cache, workspace, workspace_bytes, s, C, tc, A, B, tab, M, N, K, transA,
-                    transB, 1.0f, 0.0f, 1, 0, 0, 0, allow_tf32);
+                    transB, 1.0f, 0.0f, 1, 0, 0, 0, allow_tf32, ld);
         return 0;
     }
     CT_ASSERT(tbias == tc, "matmul_cuda_bias: bias dtype %s with C %s; cuBLASLt wants the bias "
               "in C's type", dtype_name(tbias), dtype_name(tc));
-    if (!matmul_args_ok(cache, lt, tc, tab, M, N, K, 1, 0, 0, 0)) return 1; /* nothing to add to */
+    if (!matmul_args_ok(cache, lt, tc, tab, M, N, K, 1, 0, 0, 0, ld)) return 1; /* no C */
     PlanKey k, kb;
     plan_key(&k, lt, workspace, workspace_bytes, C, tc, A, B, tab, M, N, K, transA, transB, 0.0f,
-             1, 0, 0, 0, allow_tf32);
+             1, 0, 0, 0, allow_tf32, ld);
     memcpy(&kb, &k, sizeof kb);
     kb.epi = EPI_BIAS;
     kb.tbias = tbias;
@@ -454,12 +479,13 @@ int matmul_cuda_bias(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspac
 int matmul_cuda_bgrad(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
                       size_t workspace_bytes, cudaStream_t s,
                       void *C, DType tc, const void *A, const void *B, DType tab, void *bgrad,
-                      int M, int N, int K, int transA, int transB, float beta, int allow_tf32)
+                      int M, int N, int K, int transA, int transB, float beta, int allow_tf32,
+                      const MatmulLd *ld)
 {
-    if (!matmul_args_ok(cache, lt, tc, tab, M, N, K, 1, 0, 0, 0)) return 0;
+    if (!matmul_args_ok(cache, lt, tc, tab, M, N, K, 1, 0, 0, 0, ld)) return 0;
     PlanKey k;
     plan_key(&k, lt, workspace, workspace_bytes, C, tc, A, B, tab, M, N, K, transA, transB, beta,
-             1, 0, 0, 0, allow_tf32);
+             1, 0, 0, 0, allow_tf32, ld);
     k.epi = EPI_BGRADB;
     k.tbias = tc;
     k.align_bias = batch_alignment(bgrad, 0, dtype_size(tc));

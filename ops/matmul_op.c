@@ -33,8 +33,9 @@
 #include "op_util.h"
 
 /* C = op(A) op(B) + beta C for `batch` matrices, on the context's device. */
-static void mm_run(Ctx *c, Tensor *C, Tensor *A, Tensor *B, int M, int N, int K, int ta,
-                   int tb, float beta, int batch, long long sA, long long sB, long long sC)
+static void mm_run_ld(Ctx *c, Tensor *C, Tensor *A, Tensor *B, int M, int N, int K, int ta,
+                      int tb, float beta, int batch, long long sA, long long sB, long long sC,
+                      const MatmulLd *ld)
 {
     if (c->device == DEV_CUDA) {
 #ifdef CTRAIN_CUDA
@@ -42,13 +43,20 @@ static void mm_run(Ctx *c, Tensor *C, Tensor *A, Tensor *B, int M, int N, int K,
                   dtype_name(A->dtype), dtype_name(B->dtype));
         matmul_cuda(c->lt, matmul_plan_cache_get(c), c->workspace, c->workspace_bytes,
                     c->stream, C->data, C->dtype, A->data, B->data, A->dtype, M, N, K, ta, tb,
-                    1.0f, beta, batch, sA, sB, sC, c->allow_tf32);
+                    1.0f, beta, batch, sA, sB, sC, c->allow_tf32, ld);
 #endif
         return;
     }
+    CT_ASSERT(!ld, "matmul: row strides are CUDA only (the CPU matmul takes packed matrices)");
     F32View va = f32_view(A, 1), vb = f32_view(B, 1), vc = f32_view(C, beta != 0.0f);
     matmul_cpu(vc.p, va.p, vb.p, M, N, K, ta, tb, 1.0f, beta, batch, sA, sB, sC);
     f32_done(&va, 0); f32_done(&vb, 0); f32_done(&vc, 1);
+}
+
+static void mm_run(Ctx *c, Tensor *C, Tensor *A, Tensor *B, int M, int N, int K, int ta,
+                   int tb, float beta, int batch, long long sA, long long sB, long long sC)
+{
+    mm_run_ld(c, C, A, B, M, N, K, ta, tb, beta, batch, sA, sB, sC, NULL);
 }
 
 typedef struct MMShape {
@@ -177,7 +185,7 @@ static int switch_once(SettingId id)
  * copy when there is one (autocast_cast_weight returns it), else a cast of
  * Out elements, the same values the separate add would read. */
 static int linear_gemm(Ctx *c, Tensor *y, Tensor *x, Tensor *wl, Tensor *bias, int R, int Out,
-                       int In)
+                       int In, const MatmulLd *ld)
 {
     if (bias && c->device == DEV_CUDA && switch_once(SET_LINEAR_EPILOGUE)) {
 #ifdef CTRAIN_CUDA
@@ -185,12 +193,12 @@ static int linear_gemm(Ctx *c, Tensor *y, Tensor *x, Tensor *wl, Tensor *bias, i
         int fused = matmul_cuda_bias(c->lt, matmul_plan_cache_get(c), c->workspace,
                                      c->workspace_bytes, c->stream, y->data, y->dtype, x->data,
                                      wl->data, x->dtype, bl->data, bl->dtype, R, Out, In, 0, 1,
-                                     c->allow_tf32);
+                                     c->allow_tf32, ld);
         tensor_release(bl);   /* stream-ordered free: after the GEMM has read it */
         return fused;
 #endif
     }
-    mm_run(c, y, x, wl, R, Out, In, 0, 1, 0.0f, 1, 0, 0, 0);
+    mm_run_ld(c, y, x, wl, R, Out, In, 0, 1, 0.0f, 1, 0, 0, 0, ld);
     return 0;
 }
 
@@ -201,7 +209,7 @@ static int linear_gemm(Ctx *c, Tensor *y, Tensor *x, Tensor *wl, Tensor *bias, i
  * vector: into db when db is fresh (acc_b 0), else into a temporary of Out
  * floats then added to db (a parameter's gradient always accumulates). */
 static int linear_dw(Ctx *c, Tensor *dw, int acc, Tensor *db, int acc_b, Tensor *dy, Tensor *x,
-                     int R, int In, int Out)
+                     int R, int In, int Out, const MatmulLd *ld)
 {
 #ifdef CTRAIN_CUDA
     if (db && c->device == DEV_CUDA && dw->dtype == DT_F32 && switch_once(SET_LINEAR_BGRAD) &&
@@ -213,7 +221,7 @@ static int linear_dw(Ctx *c, Tensor *dw, int acc, Tensor *db, int acc_b, Tensor 
         int done = matmul_cuda_bgrad(c->lt, matmul_plan_cache_get(c), c->workspace,
                                      c->workspace_bytes, c->stream, dw->data, DT_F32, dy->data,
                                      x->data, x->dtype, sum, Out, In, R, 1, 0,
-                                     acc ? 1.0f : 0.0f, c->allow_tf32);
+                                     acc ? 1.0f : 0.0f, c->allow_tf32, ld);
         if (done && acc_b) cast_cuda(db->data, DT_F32, sum, DT_F32, (size_t)Out, 1, c->stream);
         if (acc_b) mem_free(c, sum, bytes);
         return done;
@@ -222,7 +230,7 @@ static int linear_dw(Ctx *c, Tensor *dw, int acc, Tensor *db, int acc_b, Tensor 
     (void)db;
     (void)acc_b;
 #endif
-    mm_run(c, dw, dy, x, Out, In, R, 1, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
+    mm_run_ld(c, dw, dy, x, Out, In, R, 1, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0, ld);
     return 0;
 }
 
@@ -232,19 +240,29 @@ static int linear_dw(Ctx *c, Tensor *dw, int acc, Tensor *db, int acc_b, Tensor 
  * (the same whether the forward added the bias in the epilogue or not) */
 /* dx (+)= dy w, dw += dy^T x and, when db is not NULL, db (+)= sum_r dy (in
  * dw's GEMM under CTRAIN_LINEAR_BGRAD=1, else a separate pass): the
- * Linear's gradients from dy (saved: x, w in x's type). */
+ * Linear's gradients from dy (saved: x, w in x's type). ldy: dy's row
+ * stride on CUDA when its rows are padded past Out (op_linear_pad), else 0. */
 static void linear_grads(Ctx *c, Node *n, Tensor *dy, Tensor *db, int acc_b, int R, int In,
-                         int Out)
+                         int Out, int ldy)
 {
     Tensor *x = n->saved[0], *wl = n->saved[1];
+    const MatmulLd pad = {ldy, 0, 0}, *ld = ldy ? &pad : NULL;   /* dy is A in both GEMMs */
     int acc;
     Tensor *dx = ad_grad_dst(c, n->in[0], &acc);
-    if (dx) mm_run(c, dx, dy, wl, R, In, Out, 0, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0);
+    if (dx) mm_run_ld(c, dx, dy, wl, R, In, Out, 0, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0, ld);
     Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
-    if (dw && linear_dw(c, dw, acc, db, acc_b, dy, x, R, In, Out)) db = NULL;
+    if (dw && linear_dw(c, dw, acc, db, acc_b, dy, x, R, In, Out, ld)) db = NULL;
     if (!db) return;
     if (c->device == DEV_CUDA) {
 #ifdef CTRAIN_CUDA
+        if (ldy) {   /* the sums of all ldy columns, then the first Out into db */
+            const size_t bytes = (size_t)ldy * sizeof(float);
+            float *sum = (float *)mem_alloc(c, bytes);
+            bias_backward_cuda(sum, dy->data, dy->dtype, (size_t)R, (size_t)ldy, 0, c->stream);
+            cast_cuda(db->data, DT_F32, sum, DT_F32, (size_t)Out, acc_b, c->stream);
+            mem_free(c, sum, bytes);
+            return;
+        }
         bias_backward_cuda((float *)db->data, dy->data, dy->dtype, (size_t)R, (size_t)Out, acc_b,
                            c->stream);
 #endif
@@ -264,13 +282,33 @@ static void linear_backward(Ctx *c, Node *n)
     int acc_b = 0;
     Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc_b) : NULL;
     if (db) CT_ASSERT(db->dtype == DT_F32, "linear: bias gradient must be f32");
-    linear_grads(c, n, n->out->grad, db, acc_b, (int)n->i[0], (int)n->i[1], (int)n->i[2]);
+    linear_grads(c, n, n->out->grad, db, acc_b, (int)n->i[0], (int)n->i[1], (int)n->i[2], 0);
+}
+
+/* op_linear_pad's padding columns: every byte 0xF8, so one
+ * cudaMemset2DAsync writes them in any type (a graph captures it as a
+ * memset node): f16 -40,704, bf16 and f32 about -4.0e34. Next to any real
+ * logit, softmax (f32 math) gives such a column exactly 0. */
+#define LINEAR_PAD_BYTE 0xF8
+
+/* CUDA: y's columns Out .. cols-1 of its R rows get LINEAR_PAD_BYTE. */
+static void linear_pad_fill(Ctx *c, Tensor *y, size_t R, int Out, int cols)
+{
+#ifdef CTRAIN_CUDA
+    const size_t es = dtype_size(y->dtype);
+    CUDA_CHECK(cudaMemset2DAsync((char *)y->data + (size_t)Out * es, (size_t)cols * es,
+                                 LINEAR_PAD_BYTE, (size_t)(cols - Out) * es, R, c->stream));
+#else
+    (void)c; (void)y; (void)R; (void)Out; (void)cols;
+#endif
 }
 
 /* y = x w^T + bias with the checks, autocast and the bias epilogue; *xo and
- * *wlo get x and w as the GEMM read them (the caller releases them). */
-static Tensor *linear_forward(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, Tensor **xo,
-                              Tensor **wlo)
+ * *wlo get x and w as the GEMM read them (the caller releases them). cols
+ * (CUDA, op_linear_pad): y's rows are cols elements, the Out results then
+ * the padding; 0: packed. */
+static Tensor *linear_forward(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, int cols,
+                              Tensor **xo, Tensor **wlo)
 {
     char dx[96], dw[96];
     op_check_float("linear", x0);
@@ -289,12 +327,23 @@ static Tensor *linear_forward(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, Tens
     int R = (int)tensor_rows(x), In = (int)w0->shape[1], Out = (int)w0->shape[0];
     int64_t shape[CT_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
-    shape[x->ndim - 1] = Out;
+    shape[x->ndim - 1] = cols ? cols : Out;
     Tensor *y = tensor_new(c, x->dtype, x->ndim, shape);
-    int fused = linear_gemm(c, y, x, wl, bias, R, Out, In);
+    const MatmulLd ldy = {0, 0, cols};
+    if (cols) linear_pad_fill(c, y, (size_t)R, Out, cols);
+    int fused = linear_gemm(c, y, x, wl, bias, R, Out, In, cols ? &ldy : NULL);
     if (bias && !fused) {
         int g = ad_set_grad(c, 0);
-        Tensor *yb = op_bias_add(c, y, bias);
+        Tensor *b = bias;
+        if (cols) {   /* a bias of cols entries, 0 past Out: the padding stays as it is */
+            b = tensor_new(c, DT_F32, 1, (int64_t[]){cols});
+            tensor_zero(b);
+#ifdef CTRAIN_CUDA
+            cast_cuda(b->data, DT_F32, bias->data, bias->dtype, (size_t)Out, 0, c->stream);
+#endif
+        }
+        Tensor *yb = op_bias_add(c, y, b);
+        if (cols) tensor_release(b);
         ad_set_grad(c, g);
         tensor_release(y);
         y = yb;
@@ -307,13 +356,88 @@ static Tensor *linear_forward(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, Tens
 Tensor *op_linear(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias)
 {
     Tensor *x, *wl;
-    Tensor *y = linear_forward(c, x0, w0, bias, &x, &wl);
+    Tensor *y = linear_forward(c, x0, w0, bias, 0, &x, &wl);
     Tensor *in[3] = {x, w0, bias};
     if (ad_needs_grad(c, in, bias ? 3 : 2)) {
         Node *n = ad_record(c, "linear", linear_backward, y, in, bias ? 3 : 2);
         n->i[0] = (int64_t)tensor_rows(x);
         n->i[1] = w0->shape[1];
         n->i[2] = w0->shape[0];
+        ad_save(n, x);
+        ad_save(n, wl);
+    }
+    tensor_release(x);
+    tensor_release(wl);
+    return y;
+}
+
+/* ---- linear with padded rows ---- */
+
+/* CPU: the first n columns of src's R rows (scols apart) into dst's rows
+ * (dcols apart); dst's columns n .. dcols-1 get `fill` when dcols > n. */
+static void cols_copy_cpu(Tensor *dst, int dcols, Tensor *src, int scols, size_t R, int n,
+                          float fill)
+{
+    F32View vd = f32_view(dst, 0), vs = f32_view(src, 1);
+    for (size_t r = 0; r < R; r++) {
+        float *d = vd.p + r * (size_t)dcols;
+        memcpy(d, vs.p + r * (size_t)scols, (size_t)n * sizeof(float));
+        for (int j = n; j < dcols; j++) d[j] = fill;
+    }
+    f32_done(&vs, 0);
+    f32_done(&vd, 1);
+}
+
+/* forward: y[:, :Out] = x w^T + bias, y[:, Out:] = padding (no gradient)
+ * so   the Linear's gradients from dy[:, :Out] (read in place on CUDA, with
+ *      dy's row stride as the GEMMs' leading dimension; a packed copy on
+ *      the CPU), whatever dy holds in the padding columns */
+static void linear_pad_backward(Ctx *c, Node *n)
+{
+    int acc_b = 0;
+    Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc_b) : NULL;
+    if (db) CT_ASSERT(db->dtype == DT_F32, "linear_pad: bias gradient must be f32");
+    const int R = (int)n->i[0], In = (int)n->i[1], Out = (int)n->i[2], cols = (int)n->i[3];
+    Tensor *dy = n->out->grad;
+    if (c->device == DEV_CUDA || cols == Out) {
+        linear_grads(c, n, dy, db, acc_b, R, In, Out, cols > Out ? cols : 0);
+        return;
+    }
+    Tensor *dyp = tensor_new(c, dy->dtype, 2, (int64_t[]){R, Out});
+    cols_copy_cpu(dyp, Out, dy, cols, (size_t)R, Out, 0.0f);
+    linear_grads(c, n, dyp, db, acc_b, R, In, Out, 0);
+    tensor_release(dyp);
+}
+
+Tensor *op_linear_pad(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, int cols)
+{
+    char dw[96];
+    if (w0->ndim != 2 || cols < w0->shape[0])
+        ct_fatal("linear_pad: %d columns cannot hold the outputs of weight %s (weight is "
+                 "[out, in])", cols, tensor_desc(dw, 96, w0));
+    const int Out = (int)w0->shape[0], pad = cols > Out, cuda = c->device == DEV_CUDA;
+    Tensor *x, *wl;
+    Tensor *y = linear_forward(c, x0, w0, bias, cuda && pad ? cols : 0, &x, &wl);
+    const size_t R = tensor_rows(x);
+    if (!cuda && pad) {   /* the packed result into padded rows, the padding CUDA's value */
+        int64_t shape[CT_MAX_DIMS];
+        for (int i = 0; i < y->ndim; i++) shape[i] = y->shape[i];
+        shape[y->ndim - 1] = cols;
+        Tensor *yp = tensor_new(c, y->dtype, y->ndim, shape);
+        const uint32_t bits = 0x01010101u * LINEAR_PAD_BYTE;
+        float fill;
+        memcpy(&fill, &bits, sizeof fill);
+        cols_copy_cpu(yp, cols, y, Out, R, Out, fill);
+        tensor_release(y);
+        y = yp;
+    }
+    Tensor *in[3] = {x, w0, bias};
+    if (ad_needs_grad(c, in, bias ? 3 : 2)) {
+        Node *n = ad_record(c, "linear_pad", linear_pad_backward, y, in, bias ? 3 : 2);
+        n->i[0] = (int64_t)R;
+        n->i[1] = w0->shape[1];
+        n->i[2] = Out;
+        n->i[3] = cols;
         ad_save(n, x);
         ad_save(n, wl);
     }
@@ -360,7 +484,7 @@ static void linear_act_backward(Ctx *c, Node *n)
     n->out->grad = NULL;
     tensor_release(n->saved[2]);
     n->saved[2] = NULL;
-    linear_grads(c, n, dh, db, acc_b, R, In, Out);   /* op_linear's backward, dh as its dy */
+    linear_grads(c, n, dh, db, acc_b, R, In, Out, 0);   /* op_linear's backward, dh as dy */
     tensor_release(dh);
 }
 
@@ -368,7 +492,7 @@ Tensor *op_linear_act(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, ActKind k)
 {
     CT_ASSERT(k == ACT_RELU || k == ACT_GELU, "linear_act: relu or gelu, got kind %d", (int)k);
     Tensor *x, *wl;
-    Tensor *h = linear_forward(c, x0, w0, bias, &x, &wl);
+    Tensor *h = linear_forward(c, x0, w0, bias, 0, &x, &wl);
     const int g = ad_set_grad(c, 0);   /* op_act's kernels, recorded below as one node */
     Tensor *y = op_act(c, h, k);
     ad_set_grad(c, g);

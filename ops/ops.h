@@ -60,6 +60,13 @@ Tensor *op_cross_entropy(Ctx *c, Tensor *logits, Tensor *targets, int ignore_ind
 Tensor *op_matmul(Ctx *c, Tensor *a, Tensor *b, int ta, int tb);
 /* y = x w^T + bias, x [..., in], w [out, in] (PyTorch nn.Linear), bias [out] or NULL */
 Tensor *op_linear(Ctx *c, Tensor *x, Tensor *w, Tensor *bias);
+/* op_linear with y's rows `cols` (>= out) elements long: y[..., :out] the
+ * Linear's, y[..., out:] a large negative padding (every byte 0xF8: f16
+ * -40,704, bf16 / f32 about -4.0e34) with no gradient, which softmax and
+ * cross entropy turn into probability 0. For logits whose count is not a
+ * multiple of 8 (BERT's 30,522 words): rows 16-byte aligned, so cuBLASLt
+ * runs its aligned kernels in all three GEMMs (ops/matmul.h, MatmulLd). */
+Tensor *op_linear_pad(Ctx *c, Tensor *x, Tensor *w, Tensor *bias, int cols);
 /* y = act(x w^T + bias), act relu or gelu: op_linear then op_act as one node
  * (the same forward bits); its backward sums the bias gradient in the
  * activation's pass where CTRAIN_LINEAR_ACT_BGRAD=1 (ops/matmul_op.c). Saves

@@ -186,7 +186,7 @@ typedef struct {
 static void busy_gemm(Ctx *c, Busy *z)
 {
     matmul_cuda(c->lt, z->cache, c->workspace, c->workspace_bytes, z->bs, z->c, DT_BF16, z->a,
-                z->b, DT_BF16, 8192, 8192, 8192, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0);
+                z->b, DT_BF16, 8192, 8192, 8192, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0, NULL);
 }
 
 static void busy_top_up(Ctx *c, Busy *z)

@@ -110,7 +110,7 @@ static void run_case(const Ctx *ctx, const Setting *st, Case c)
 
     matmul_cuda(ctx->lt, ctx->cache, ctx->workspace, ctx->workspace_bytes, ctx->stream,
                 dC + off * ec, st->tc, dA + off * eab, dB + off * eab, st->tab, c.M, c.N, c.K,
-                c.transA, c.transB, c.alpha, c.beta, c.batch, c.sA, c.sB, c.sC, st->tf32);
+                c.transA, c.transB, c.alpha, c.beta, c.batch, c.sA, c.sB, c.sC, st->tf32, NULL);
     CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
     gpu_download(got, dC, nC + off, st->tc);
 
@@ -209,7 +209,7 @@ static int run_bias_case(const Ctx *ctx, const Setting *st, int M, int N, int K,
     float *got = malloc(sizeof(float) * nC);
     int applied = matmul_cuda_bias(ctx->lt, ctx->cache, ctx->workspace, ctx->workspace_bytes,
                                    ctx->stream, dC, st->tc, d.dA, d.dB, st->tab, d.dbias[0],
-                                   st->tc, M, N, K, transA, transB, st->tf32);
+                                   st->tc, M, N, K, transA, transB, st->tf32, NULL);
     CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
     gpu_download(got, dC, nC, st->tc);
     char name[200];
@@ -236,7 +236,7 @@ static void check_bias_per_call(const Ctx *ctx, const Setting *st, int M, int N,
         int applied = matmul_cuda_bias(ctx->lt, ctx->cache, ctx->workspace,
                                        ctx->workspace_bytes, ctx->stream, dC, st->tc, d.dA,
                                        d.dB, st->tab, d.dbias[r & 1], st->tc, M, N, K, 0, 1,
-                                       st->tf32);
+                                       st->tf32, NULL);
         CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
         gpu_download(got, dC, nC, st->tc);
         char name[160];
@@ -294,7 +294,7 @@ static void check_repeatable(const Ctx *ctx, const Setting *st, int M, int N, in
         dC[r] = gpu_alloc_poison(nC, st->tc);
         matmul_cuda(ctx->lt, ctx->cache, ctx->workspace, ctx->workspace_bytes, ctx->stream,
                     dC[r], st->tc, dA, dB, st->tab, M, N, K, 0, 1, 1.0f, 0.0f, 1, 0, 0, 0,
-                    st->tf32);
+                    st->tf32, NULL);
         h[r] = malloc(bytes);
         CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
         CUDA_CHECK(cudaMemcpy(h[r], dC[r], bytes, cudaMemcpyDeviceToHost));

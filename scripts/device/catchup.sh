@@ -13,7 +13,8 @@
 #   resnet    ResNet50 bs 256 bf16 with CTRAIN_CONV_BN separate, then unit, then
 #             the stem on zero-padded channels (CTRAIN_CONV_PAD=always);
 #   timeline  CUPTI timelines of the same, separate and unit;
-#   bert      BERT-large seq 128 bs 256 bf16 and fp8 (`ctrain bench`);
+#   bert      BERT-large seq 128 bs 256 bf16 and fp8 (`ctrain bench`), then
+#             bf16 with the MLM logits' rows packed (CTRAIN_LOGITS_PAD=0);
 #   converge  fp8 against bf16 convergence (scripts/device/fp8.sh converge,
 #             checked by scripts/fp8_converge.py);
 #   convbn    gpu_conv_bn (the unit and the cuDNN fused forms; ~9 minutes
@@ -24,9 +25,12 @@
 #             switches together.
 #
 #   D=SECONDS STEPS=LIST OUT=dir bash scripts/device/catchup.sh
-#     D      no new step starts after D seconds (default 540: a 10-minute call)
-#     STEPS  the steps to run, by name (default: tests decoders resnet
-#            timeline bert; the others by name)
+#     D         no new step starts after D seconds (default 540: a 10-minute call)
+#     STEPS     the steps to run, by name (default: tests decoders resnet
+#               timeline bert; the others by name)
+#     TESTS     the test programs of `tests` (default: the list above)
+#     DECODERS  decoders' CTRAIN_JPEG_DECODERS values (default "1 2"),
+#     JPEG_PRIO and its CTRAIN_JPEG_PRIORITY values (default 1)
 #
 # Logs: $OUT/logs.tgz only (the logs are kept outside $OUT so that the 8-file
 # limit of a device call never drops the archive; files over 3 MB are left
@@ -52,8 +56,10 @@ run_t() {
     grep -m6 FAIL "$L/$t.log" | cut -c1-240
     pack
 }
-for t in gpu_batchnorm gpu_pool gpu_jpeg_feed gpu_jpeg gpu_fp8 gpu_fp8_gemm gpu_linear_fp8 \
-         gpu_transformer_ops gpu_linear_act gpu_elementwise gpu_add_norm; do
+TESTS=${TESTS:-gpu_linear_pad gpu_batchnorm gpu_pool gpu_jpeg_feed gpu_jpeg gpu_fp8 gpu_fp8_gemm \
+       gpu_linear_fp8 gpu_transformer_ops gpu_linear_act gpu_elementwise gpu_add_norm gpu_matmul \
+       gpu_linear_epilogue}
+for t in $TESTS; do
     want tests && ok $((D - 400)) && run_t $t 90
 done
 echo "tests done at $(el) s"
@@ -70,12 +76,17 @@ b() {   # NAME LIMIT ENV... -- ARGS
 if want decoders && ok $((D - 200)); then
     python3 scripts/make_image_folder.py /tmp/imf --train 6400 --val 640 --classes 100 --mix \
         > "$L/folder.log" 2>&1
-    for nd in 1 2; do
-        b decoders$nd 90 CTRAIN_JPEG_DECODERS=$nd -- --models resnet50 --batch 256 \
-            --precision bf16 --data /tmp/imf --decode gpu --workers "$(nproc)"
+    for pr in ${JPEG_PRIO:-1}; do
+        for nd in ${DECODERS:-1 2}; do
+            b decoders${nd}p$pr 90 CTRAIN_JPEG_DECODERS=$nd CTRAIN_JPEG_PRIORITY=$pr -- \
+                --models resnet50 --batch 256 --precision bf16 --data /tmp/imf --decode gpu \
+                --workers "$(nproc)"
+        done
     done
 fi
 want bert && b bert128 80 X=1 -- --models bert-large --seq 128 --batch 256 --precision bf16,fp8
+want bert && b bert128_packed 60 CTRAIN_LOGITS_PAD=0 -- --models bert-large --seq 128 \
+    --batch 256 --precision bf16
 if want converge && ok $((D - 100)); then
     OUT=$OUT bash scripts/device/fp8.sh converge 2>&1 | grep -v "^name\|^NVIDIA"
     rm -f "$OUT/logs.tgz"; mv "$OUT/logs" "$L/fp8_converge"; pack

@@ -80,7 +80,7 @@ static void gpu_ceilings(FILE *out, int dev)
             if (r == 0) CUDA_CHECK(cudaEventRecord(ev[0], c.stream));
             matmul_cuda(c.lt, matmul_plan_cache_get(&c), c.workspace, c.workspace_bytes, c.stream, out_t->data,
                         dt, A, B, dt, N, N, N, 0, 0, 1.0f, 0.0f, 1, 0, 0, 0,
-                        CASES[k].prec == PREC_TF32);
+                        CASES[k].prec == PREC_TF32, NULL);
             if (r >= 0) CUDA_CHECK(cudaEventRecord(ev[r + 1], c.stream));
         }
         CUDA_CHECK(cudaEventSynchronize(ev[REPS]));
