@@ -5,7 +5,8 @@
  *     dx += ds,   dz = keep ? ds / (1 - p) : 0,   dgamma, dbeta as LayerNorm's
  *
  * Composed: dropout, add and layernorm as three recorded ops (the CPU, and
- * the default on CUDA). Fused (CTRAIN_ADD_NORM=fused, CUDA rows that suit
+ * CUDA calls of fewer than 16,384 rows by default). Fused (CTRAIN_ADD_NORM=
+ * fused, or auto from 16,384 rows: the default; CUDA rows that suit
  * LayerNorm's vector kernels, x and z of one type): one kernel each way
  * (ops/layernorm.h add_norm_*_cuda), saving s = x + dropout(z) for the
  * backward as the composed layernorm saves its input: one node instead of
@@ -41,12 +42,15 @@ static Tensor *add_norm_composed(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Te
 }
 
 #ifdef CTRAIN_CUDA
-/* CTRAIN_ADD_NORM, read once: 1 runs the fused kernels where they apply. */
-static int add_norm_fused_wanted(void)
+/* CTRAIN_ADD_NORM, read once: composed (0), fused (1) or auto (2: fused for
+ * calls of at least LAYERNORM_VEC_MIN_ROWS rows, where the vector kernels
+ * pay; BERT-large bf16 on an H100: +2.9% at 32,768 rows a call, -18% at
+ * 4,096, docs/kernels.md). Does a call of R rows run fused? */
+static int add_norm_fused_wanted(size_t R)
 {
-    static int wanted = -1;
-    if (wanted < 0) wanted = setting_choice(SET_ADD_NORM) == 1;
-    return wanted;
+    static int mode = -1;
+    if (mode < 0) mode = setting_choice(SET_ADD_NORM);
+    return mode == 1 || (mode == 2 && R >= LAYERNORM_VEC_MIN_ROWS);
 }
 
 /* forward: s = x + dropout(z), y = LayerNorm(s)
@@ -100,7 +104,7 @@ Tensor *op_add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta, f
         ct_fatal_hint("pass a dropout probability such as 0.1 (BERT)",
                       "add_norm: p = %g is outside [0, 1)", (double)p);
 #ifdef CTRAIN_CUDA
-    if (c->device == DEV_CUDA && add_norm_fused_wanted() && x->dtype == z->dtype &&
+    if (c->device == DEV_CUDA && add_norm_fused_wanted(tensor_rows(x)) && x->dtype == z->dtype &&
         gamma->dtype == DT_F32 && beta->dtype == DT_F32 && gamma->ndim == 1 &&
         (size_t)gamma->shape[0] == tensor_cols(x) && beta->ndim == 1 &&
         (size_t)beta->shape[0] == tensor_cols(x) && eps > 0.0f) {

@@ -607,7 +607,7 @@ int ln_kernels_vec = -1;
  * ran 6% slower on them, at 32,768 (bs 256) 5% faster (docs/kernels.md).
  * 16,384 rows (bs 32 at seq 512, bs 128 at seq 128) is the midpoint, not yet
  * a measured crossover. */
-constexpr size_t LN_VEC_AUTO_ROWS = 16384;
+constexpr size_t LN_VEC_AUTO_ROWS = LAYERNORM_VEC_MIN_ROWS;
 
 int ln_use_vec(size_t R)
 {

@@ -79,6 +79,11 @@ int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, cons
                            uint64_t offset, const uint64_t *base, size_t R, size_t D,
                            int accum_x, int accum_z, int accum_gamma, int accum_beta,
                            cudaStream_t s);
+/* The rows a call needs before the vector kernels pay (CTRAIN_LN_KERNELS=auto,
+ * CTRAIN_ADD_NORM=auto): they hold a row a warp, so fewer rows leave too few
+ * warps in flight to cover memory latency (ops/layernorm.cu). */
+#define LAYERNORM_VEC_MIN_ROWS 16384
+
 /* Which kernels run (ops/layernorm.cu says how they differ): 0 one element
  * per lane per access, 1 16-byte vectors with the row in registers where D
  * allows, 2 the vector kernels for calls of at least 16,384 rows and the

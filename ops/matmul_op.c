@@ -167,7 +167,8 @@ Tensor *op_matmul(Ctx *c, Tensor *a0, Tensor *b0, int ta, int tb)
  *                              instead of a separate pass over dy (off:
  *                              measured slower)
  *   CTRAIN_LINEAR_ACT_BGRAD    1 sums op_linear_act's bias gradient in the
- *                              activation's backward pass (off until measured) */
+ *                              activation's backward pass (default on,
+ *                              measured faster on the H100, docs/kernels.md) */
 static int switch_once(SettingId id)
 {
     static int value[SET_COUNT], read[SET_COUNT];
@@ -241,15 +242,21 @@ static int linear_dw(Ctx *c, Tensor *dw, int acc, Tensor *db, int acc_b, Tensor 
 /* dx (+)= dy w, dw += dy^T x and, when db is not NULL, db (+)= sum_r dy (in
  * dw's GEMM under CTRAIN_LINEAR_BGRAD=1, else a separate pass): the
  * Linear's gradients from dy (saved: x, w in x's type). ldy: dy's row
- * stride on CUDA when its rows are padded past Out (op_linear_pad), else 0. */
+ * stride on CUDA when its rows are padded past Out (op_linear_pad, which
+ * saves w zero-padded to ldy rows), else 0. */
 static void linear_grads(Ctx *c, Node *n, Tensor *dy, Tensor *db, int acc_b, int R, int In,
                          int Out, int ldy)
 {
     Tensor *x = n->saved[0], *wl = n->saved[1];
     const MatmulLd pad = {ldy, 0, 0}, *ld = ldy ? &pad : NULL;   /* dy is A in both GEMMs */
+    /* op_linear_pad saved its zero-padded weight: dx's GEMM reads dy's rows
+     * whole (K = ldy, packed), the zero rows meeting the padding */
+    const int Kdx = (int)wl->shape[0];
     int acc;
     Tensor *dx = ad_grad_dst(c, n->in[0], &acc);
-    if (dx) mm_run_ld(c, dx, dy, wl, R, In, Out, 0, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0, ld);
+    if (dx)
+        mm_run_ld(c, dx, dy, wl, R, In, Kdx, 0, 0, acc ? 1.0f : 0.0f, 1, 0, 0, 0,
+                  Kdx == Out ? ld : NULL);
     Tensor *dw = ad_grad_dst(c, n->in[1], &acc);
     if (dw && linear_dw(c, dw, acc, db, acc_b, dy, x, R, In, Out, ld)) db = NULL;
     if (!db) return;
@@ -285,30 +292,10 @@ static void linear_backward(Ctx *c, Node *n)
     linear_grads(c, n, n->out->grad, db, acc_b, (int)n->i[0], (int)n->i[1], (int)n->i[2], 0);
 }
 
-/* op_linear_pad's padding columns: every byte 0xF8, so one
- * cudaMemset2DAsync writes them in any type (a graph captures it as a
- * memset node): f16 -40,704, bf16 and f32 about -4.0e34. Next to any real
- * logit, softmax (f32 math) gives such a column exactly 0. */
-#define LINEAR_PAD_BYTE 0xF8
-
-/* CUDA: y's columns Out .. cols-1 of its R rows get LINEAR_PAD_BYTE. */
-static void linear_pad_fill(Ctx *c, Tensor *y, size_t R, int Out, int cols)
-{
-#ifdef CTRAIN_CUDA
-    const size_t es = dtype_size(y->dtype);
-    CUDA_CHECK(cudaMemset2DAsync((char *)y->data + (size_t)Out * es, (size_t)cols * es,
-                                 LINEAR_PAD_BYTE, (size_t)(cols - Out) * es, R, c->stream));
-#else
-    (void)c; (void)y; (void)R; (void)Out; (void)cols;
-#endif
-}
-
 /* y = x w^T + bias with the checks, autocast and the bias epilogue; *xo and
- * *wlo get x and w as the GEMM read them (the caller releases them). cols
- * (CUDA, op_linear_pad): y's rows are cols elements, the Out results then
- * the padding; 0: packed. */
-static Tensor *linear_forward(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, int cols,
-                              Tensor **xo, Tensor **wlo)
+ * *wlo get x and w as the GEMM read them (the caller releases them). */
+static Tensor *linear_forward(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, Tensor **xo,
+                              Tensor **wlo)
 {
     char dx[96], dw[96];
     op_check_float("linear", x0);
@@ -327,23 +314,12 @@ static Tensor *linear_forward(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, int 
     int R = (int)tensor_rows(x), In = (int)w0->shape[1], Out = (int)w0->shape[0];
     int64_t shape[CT_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
-    shape[x->ndim - 1] = cols ? cols : Out;
+    shape[x->ndim - 1] = Out;
     Tensor *y = tensor_new(c, x->dtype, x->ndim, shape);
-    const MatmulLd ldy = {0, 0, cols};
-    if (cols) linear_pad_fill(c, y, (size_t)R, Out, cols);
-    int fused = linear_gemm(c, y, x, wl, bias, R, Out, In, cols ? &ldy : NULL);
+    int fused = linear_gemm(c, y, x, wl, bias, R, Out, In, NULL);
     if (bias && !fused) {
         int g = ad_set_grad(c, 0);
-        Tensor *b = bias;
-        if (cols) {   /* a bias of cols entries, 0 past Out: the padding stays as it is */
-            b = tensor_new(c, DT_F32, 1, (int64_t[]){cols});
-            tensor_zero(b);
-#ifdef CTRAIN_CUDA
-            cast_cuda(b->data, DT_F32, bias->data, bias->dtype, (size_t)Out, 0, c->stream);
-#endif
-        }
-        Tensor *yb = op_bias_add(c, y, b);
-        if (cols) tensor_release(b);
+        Tensor *yb = op_bias_add(c, y, bias);
         ad_set_grad(c, g);
         tensor_release(y);
         y = yb;
@@ -356,7 +332,7 @@ static Tensor *linear_forward(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, int 
 Tensor *op_linear(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias)
 {
     Tensor *x, *wl;
-    Tensor *y = linear_forward(c, x0, w0, bias, 0, &x, &wl);
+    Tensor *y = linear_forward(c, x0, w0, bias, &x, &wl);
     Tensor *in[3] = {x, w0, bias};
     if (ad_needs_grad(c, in, bias ? 3 : 2)) {
         Node *n = ad_record(c, "linear", linear_backward, y, in, bias ? 3 : 2);
@@ -373,6 +349,11 @@ Tensor *op_linear(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias)
 
 /* ---- linear with padded rows ---- */
 
+/* The padding columns' value: every byte 0xF8, in any type (f16 -40,704,
+ * bf16 and f32 about -4.0e34). Next to any real logit, softmax (f32 math)
+ * gives such a column exactly 0. */
+#define LINEAR_PAD_BYTE 0xF8
+
 /* CPU: the first n columns of src's R rows (scols apart) into dst's rows
  * (dcols apart); dst's columns n .. dcols-1 get `fill` when dcols > n. */
 static void cols_copy_cpu(Tensor *dst, int dcols, Tensor *src, int scols, size_t R, int n,
@@ -388,10 +369,41 @@ static void cols_copy_cpu(Tensor *dst, int dcols, Tensor *src, int scols, size_t
     f32_done(&vd, 1);
 }
 
-/* forward: y[:, :Out] = x w^T + bias, y[:, Out:] = padding (no gradient)
- * so   the Linear's gradients from dy[:, :Out] (read in place on CUDA, with
- *      dy's row stride as the GEMMs' leading dimension; a packed copy on
- *      the CPU), whatever dy holds in the padding columns */
+#ifdef CTRAIN_CUDA
+/* CUDA: wl [Out, In] as a [cols, In] copy whose last cols - Out rows are 0,
+ * and the bias (or none) as cols entries of type dt, the last cols - Out
+ * the padding value; stream-ordered, capture-safe (a copy and memsets). */
+static Tensor *pad_weight_cuda(Ctx *c, Tensor *wl, int cols)
+{
+    const size_t es = dtype_size(wl->dtype), Out = (size_t)wl->shape[0];
+    const size_t In = (size_t)wl->shape[1];
+    Tensor *wp = tensor_new(c, wl->dtype, 2, (int64_t[]){cols, (int64_t)In});
+    CUDA_CHECK(cudaMemcpyAsync(wp->data, wl->data, Out * In * es, cudaMemcpyDeviceToDevice,
+                               c->stream));
+    CUDA_CHECK(cudaMemsetAsync((char *)wp->data + Out * In * es, 0, ((size_t)cols - Out) * In * es,
+                               c->stream));
+    return wp;
+}
+
+static Tensor *pad_bias_cuda(Ctx *c, Tensor *bias, DType dt, int Out, int cols)
+{
+    const size_t es = dtype_size(dt);
+    Tensor *bp = tensor_new(c, dt, 1, (int64_t[]){cols});
+    if (bias) cast_cuda(bp->data, dt, bias->data, bias->dtype, (size_t)Out, 0, c->stream);
+    else CUDA_CHECK(cudaMemsetAsync(bp->data, 0, (size_t)Out * es, c->stream));
+    CUDA_CHECK(cudaMemsetAsync((char *)bp->data + (size_t)Out * es, LINEAR_PAD_BYTE,
+                               (size_t)(cols - Out) * es, c->stream));
+    return bp;
+}
+#endif
+
+/* forward: y = x wp^T + bp, wp = [w; 0], bp = [b, padding]   (y [R, cols])
+ * so   dx = dy wp  (= dy[:, :Out] w while dy's padding columns are finite:
+ *                   they meet wp's zero rows),
+ *      dw += dy[:, :Out]^T x,  db += sum_r dy[r, :Out]   (the padding has no
+ *                   parameter and so no gradient)
+ * CUDA reads dy[:, :Out] in place (its row stride as the GEMM's leading
+ * dimension); the CPU runs op_linear's backward on a packed copy of it. */
 static void linear_pad_backward(Ctx *c, Node *n)
 {
     int acc_b = 0;
@@ -415,31 +427,46 @@ Tensor *op_linear_pad(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, int cols)
     if (w0->ndim != 2 || cols < w0->shape[0])
         ct_fatal("linear_pad: %d columns cannot hold the outputs of weight %s (weight is "
                  "[out, in])", cols, tensor_desc(dw, 96, w0));
-    const int Out = (int)w0->shape[0], pad = cols > Out, cuda = c->device == DEV_CUDA;
-    Tensor *x, *wl;
-    Tensor *y = linear_forward(c, x0, w0, bias, cuda && pad ? cols : 0, &x, &wl);
-    const size_t R = tensor_rows(x);
-    if (!cuda && pad) {   /* the packed result into padded rows, the padding CUDA's value */
-        int64_t shape[CT_MAX_DIMS];
-        for (int i = 0; i < y->ndim; i++) shape[i] = y->shape[i];
-        shape[y->ndim - 1] = cols;
-        Tensor *yp = tensor_new(c, y->dtype, y->ndim, shape);
-        const uint32_t bits = 0x01010101u * LINEAR_PAD_BYTE;
-        float fill;
-        memcpy(&fill, &bits, sizeof fill);
-        cols_copy_cpu(yp, cols, y, Out, R, Out, fill);
-        tensor_release(y);
-        y = yp;
+    const int Out = (int)w0->shape[0], pad = cols > Out;
+    Tensor *x, *wl, *y;
+    if (c->device == DEV_CUDA && pad) {
+#ifdef CTRAIN_CUDA
+        /* one GEMM over all cols outputs: every dimension of the forward and
+         * dx GEMMs a multiple of 8 where cols is (cuBLASLt's aligned kernels) */
+        const DType dt = autocast_dtype(c, x0->dtype);
+        Tensor *w = autocast_cast_weight(c, w0, dt);
+        Tensor *wp = pad_weight_cuda(c, w, cols), *bp = pad_bias_cuda(c, bias, dt, Out, cols);
+        tensor_release(w);
+        y = linear_forward(c, x0, wp, bp, &x, &wl);   /* records x's autocast only */
+        tensor_release(wp);
+        tensor_release(bp);
+#else
+        ct_fatal("linear_pad: a CUDA context in a build without CUDA");
+#endif
+    } else {
+        y = linear_forward(c, x0, w0, bias, &x, &wl);
+        if (pad) {   /* the packed result into padded rows, with CUDA's padding value */
+            int64_t shape[CT_MAX_DIMS];
+            for (int i = 0; i < y->ndim; i++) shape[i] = y->shape[i];
+            shape[y->ndim - 1] = cols;
+            Tensor *yp = tensor_new(c, y->dtype, y->ndim, shape);
+            const uint32_t bits = 0x01010101u * LINEAR_PAD_BYTE;
+            float fill;
+            memcpy(&fill, &bits, sizeof fill);
+            cols_copy_cpu(yp, cols, y, Out, tensor_rows(x), Out, fill);
+            tensor_release(y);
+            y = yp;
+        }
     }
     Tensor *in[3] = {x, w0, bias};
     if (ad_needs_grad(c, in, bias ? 3 : 2)) {
         Node *n = ad_record(c, "linear_pad", linear_pad_backward, y, in, bias ? 3 : 2);
-        n->i[0] = (int64_t)R;
+        n->i[0] = (int64_t)tensor_rows(x);
         n->i[1] = w0->shape[1];
         n->i[2] = Out;
         n->i[3] = cols;
         ad_save(n, x);
-        ad_save(n, wl);
+        ad_save(n, wl);   /* CUDA: the zero-padded copy [cols, In] */
     }
     tensor_release(x);
     tensor_release(wl);
@@ -492,7 +519,7 @@ Tensor *op_linear_act(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, ActKind k)
 {
     CT_ASSERT(k == ACT_RELU || k == ACT_GELU, "linear_act: relu or gelu, got kind %d", (int)k);
     Tensor *x, *wl;
-    Tensor *h = linear_forward(c, x0, w0, bias, 0, &x, &wl);
+    Tensor *h = linear_forward(c, x0, w0, bias, &x, &wl);
     const int g = ad_set_grad(c, 0);   /* op_act's kernels, recorded below as one node */
     Tensor *y = op_act(c, h, k);
     ad_set_grad(c, g);

@@ -64,8 +64,11 @@ Tensor *op_linear(Ctx *c, Tensor *x, Tensor *w, Tensor *bias);
  * Linear's, y[..., out:] a large negative padding (every byte 0xF8: f16
  * -40,704, bf16 / f32 about -4.0e34) with no gradient, which softmax and
  * cross entropy turn into probability 0. For logits whose count is not a
- * multiple of 8 (BERT's 30,522 words): rows 16-byte aligned, so cuBLASLt
- * runs its aligned kernels in all three GEMMs (ops/matmul.h, MatmulLd). */
+ * multiple of 8 (BERT's 30,522 words): on CUDA the forward and dx GEMMs
+ * run over all cols outputs on a zero-padded copy of w (saved for the
+ * backward: cols x in more memory), dw's reads dy's first out columns in
+ * place (ops/matmul.h, MatmulLd), so cuBLASLt takes its aligned kernels.
+ * dy's padding columns must be finite (cross entropy makes them 0). */
 Tensor *op_linear_pad(Ctx *c, Tensor *x, Tensor *w, Tensor *bias, int cols);
 /* y = act(x w^T + bias), act relu or gelu: op_linear then op_act as one node
  * (the same forward bits); its backward sums the bias gradient in the

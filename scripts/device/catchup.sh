@@ -60,7 +60,9 @@ TESTS=${TESTS:-gpu_linear_pad gpu_batchnorm gpu_pool gpu_jpeg_feed gpu_jpeg gpu_
        gpu_linear_fp8 gpu_transformer_ops gpu_linear_act gpu_elementwise gpu_add_norm gpu_matmul \
        gpu_linear_epilogue}
 for t in $TESTS; do
-    want tests && ok $((D - 400)) && run_t $t 90
+    want tests || break
+    ok $((D - 400)) || { echo "$t: skipped, under 400 s of D=$D left after it"; continue; }
+    run_t $t 90
 done
 echo "tests done at $(el) s"
 b() {   # NAME LIMIT ENV... -- ARGS
@@ -73,6 +75,7 @@ b() {   # NAME LIMIT ENV... -- ARGS
     grep -E '^(bert|resnet)|^  real:|real data, decode' "$L/$name.log" | head -6 | cut -c1-240
     pack
 }
+want decoders && ! ok $((D - 200)) && echo "decoders: skipped, under 200 s of D=$D left"
 if want decoders && ok $((D - 200)); then
     python3 scripts/make_image_folder.py /tmp/imf --train 6400 --val 640 --classes 100 --mix \
         > "$L/folder.log" 2>&1

@@ -47,9 +47,10 @@
  * FeedStats), each over the timed window: "decode" the decoder asked for
  * ("auto", "cpu", "gpu"), "decoder" what decoded ("gpu (nvJPEG hardware)"),
  * "workers" loader threads, data_images handed to the model, data_wait_s the
- * time the step stood waiting for a batch and data_wait_fraction = data_wait_s
- * / timed_s (host time: on the GPU the device may still be running the step
- * before, so this bounds its idle share from above), decode_s the decoder's
+ * time the GPU stood still for its batches (on its own clock: two events
+ * around each batch's hand-over, train/feed/feed_gpu_wait.h; on a CPU
+ * context the time the step waited for a batch) and data_wait_fraction =
+ * data_wait_s / timed_s, decode_s the decoder's
  * busy seconds summed over its decode_parallel threads or engines,
  * decode_images_per_s = data_images / timed_s (delivered),
  * decode_capacity_images_per_s = data_images / decode_s x decode_parallel

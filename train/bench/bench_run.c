@@ -277,7 +277,9 @@ static void data_figures(BenchRow *row, const FeedStats *a, const FeedStats *b, 
     BenchResult *r = &row->r;
     double images = (double)(b->images - a->images), decode_s = b->decode_s - a->decode_s;
     r->data_images = images;
-    r->data_wait_s = b->wait_s - a->wait_s;
+    /* the GPU's own stall where measured (the host's wait only bounds it) */
+    r->data_wait_s = b->gpu_wait_s >= 0 && a->gpu_wait_s >= 0 ? b->gpu_wait_s - a->gpu_wait_s
+                                                              : b->wait_s - a->wait_s;
     r->data_wait_fraction = timed_s > 0 ? r->data_wait_s / timed_s : NAN;
     r->decode_s = decode_s;
     r->decode_parallel = b->decode_parallel;

@@ -21,7 +21,10 @@ DataRates data_rates(const FeedStats *a, const FeedStats *b, double dt)
     double n = (double)(b->images - a->images), busy = b->decode_s - a->decode_s;
     if (dt <= 0) return r;
     r.images_per_s = n / dt;
-    r.wait_frac = fmin(1.0, fmax(0.0, (b->wait_s - a->wait_s) / dt));
+    /* the GPU's own stall where it was measured, else the host's wait */
+    const double wait = b->gpu_wait_s >= 0 && a->gpu_wait_s >= 0 ? b->gpu_wait_s - a->gpu_wait_s
+                                                                 : b->wait_s - a->wait_s;
+    r.wait_frac = fmin(1.0, fmax(0.0, wait / dt));
     if (busy > 0) r.capacity_per_s = n / busy * (b->decode_parallel > 0 ? b->decode_parallel : 1);
     return r;
 }
@@ -30,6 +33,7 @@ void feed_stats_skip(FeedStats *last, const FeedStats *pre, const FeedStats *pos
 {
     last->images += post->images - pre->images;
     last->wait_s += post->wait_s - pre->wait_s;
+    if (last->gpu_wait_s >= 0) last->gpu_wait_s += post->gpu_wait_s - pre->gpu_wait_s;
     last->decode_s += post->decode_s - pre->decode_s;
 }
 

@@ -8,8 +8,10 @@
  *   data N img/s     images the feed handed over / interval wall time
  *   capacity M       images / decoder busy time x its parallelism: what the
  *                    decoder could deliver if never held back
- *   wait P%          time the step loop blocked for a batch / interval wall
- *                    time (large: the data is the bottleneck)
+ *   wait P%          time the GPU stood still for a batch (its own clock,
+ *                    train/feed/feed_gpu_wait.h; on the CPU the time the
+ *                    step loop blocked) / interval wall time (large: the
+ *                    data is the bottleneck)
  * --log writes them as data_images_per_s, data_capacity_per_s and
  * data_wait_frac, with cpu_fallback (images the GPU decoder left to the CPU,
  * so far); the config record names the decoder (decode). This process's

@@ -19,6 +19,7 @@
 #include "engine/philox.h"
 #include "feed_decode.h"
 #include "feed_jpeg.h"
+#include "feed_gpu_wait.h"
 #include "feed_stage.h"
 
 /* ---- flat Fashion-MNIST (MLP) ---- */
@@ -147,6 +148,7 @@ typedef struct Img {
     JpegPipe *pipe;            /* --decode gpu */
     uint64_t images;           /* handed to the model (the CPU path) */
     char decode_desc[64];
+    FeedGpuWait gw;            /* the GPU's stall for each batch */
 } Img;
 
 /* The rows of lb into x (n rows) and its labels into y, queued on c's
@@ -167,13 +169,21 @@ static void img_send(Img *I, Ctx *c, int k, LoaderBatch *lb, Tensor *x, Tensor *
     feed_stage_send_from(&I->st, c, k, dst, src, bytes, 2);
 }
 
+static void img_next_batch(Feed *f, Ctx *c, uint64_t epoch, uint32_t b);
+
 static void img_next(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
 {
     Img *I = (Img *)f->impl;
-    if (I->pipe) {
-        jpipe_next(I->pipe, c, epoch, b, f->in[0], f->in[1]);
-        return;
-    }
+    feed_gpu_wait_begin(&I->gw, c);
+    if (I->pipe) jpipe_next(I->pipe, c, epoch, b, f->in[0], f->in[1]);
+    else img_next_batch(f, c, epoch, b);
+    feed_gpu_wait_end(&I->gw, c);
+}
+
+/* The CPU path's batch b: the loader's rows, uploaded. */
+static void img_next_batch(Feed *f, Ctx *c, uint64_t epoch, uint32_t b)
+{
+    Img *I = (Img *)f->impl;
     if (I->started_epoch != epoch + 1 || I->next_batch != b) {
         /* a new epoch (or a jump): every held batch goes back first */
         for (int j = 0; j < 2; j++)
@@ -217,6 +227,7 @@ static void img_stats(Feed *f, FeedStats *s)
     loader_stats(I->L, &ls);
     memset(s, 0, sizeof *s);
     snprintf(s->decode, sizeof s->decode, "%s", I->decode_desc);
+    s->gpu_wait_s = feed_gpu_wait_s(&I->gw);
     if (I->pipe) {
         JpegPipeStats ps;
         jpipe_stats(I->pipe, &ps);
@@ -286,6 +297,7 @@ static void img_free(Feed *f, Ctx *c)
     if (I->V) { loader_stop(I->V); loader_free(I->V); }
     jpeg_gpu_close(I->up);
     feed_stage_free(&I->st, c);
+    feed_gpu_wait_free(&I->gw);
     src_free(&I->train);
     if (I->have_val) src_free(&I->val);
     if (I->have_ds) fmnist_free(&I->ds);
@@ -416,6 +428,7 @@ static void img_open(Feed *f, Ctx *c, const FeedSpec *s, int kind, const char *a
     f->eval_start = img_eval_start;
     f->eval_next = img_eval_next;
     f->free = img_free;
+    feed_gpu_wait_init(&I->gw, c);
     if (I->pipe) jpipe_start(I->pipe, I->L);
     snprintf(f->desc, sizeof f->desc, "%s (%u images, %d classes, %dx%d, %d workers, decode %s)",
              I->train.kind, I->train.n, I->train.classes, S, S, s->workers,

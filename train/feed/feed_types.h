@@ -20,7 +20,10 @@ typedef struct Feed Feed;
 typedef struct FeedStats {
     uint64_t images;           /* training images (samples) handed to the model */
     double wait_s;             /* time next() blocked waiting for a batch that was not ready:
-                                  the training loop stood still for the data */
+                                  the host stood still for the data (the GPU may have had the
+                                  step before to run meanwhile: an upper bound of its wait) */
+    double gpu_wait_s;         /* the GPU's own stall for the batches, on its clock
+                                  (feed_gpu_wait.h); negative: not measured (a CPU context) */
     double decode_s;           /* decoder busy time, summed over its threads / streams */
     int decode_parallel;       /* threads (or engines) decode_s is summed over; capacity =
                                   images / decode_s * decode_parallel */
