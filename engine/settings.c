@@ -103,15 +103,15 @@ static const Setting table[SET_COUNT] = {
         "--decode gpu: nvJPEG writes 4:2:0 images as Y, Cb, Cr planes and ctrain's resample "
         "kernel converts them (no nvJPEG colour-conversion kernels on the SMs; other layouts go "
         "to the CPU); unmeasured, docs/kernels.md"),
-    [SET_JPEG_DECODERS] = V_INT("CTRAIN_JPEG_DECODERS", SA_DEV, "1", NULL, 1, 4,
+    [SET_JPEG_DECODERS] = V_INT("CTRAIN_JPEG_DECODERS", SA_DEV, "2", NULL, 1, 4,
         "--decode gpu: decode threads, each with its own nvJPEG decoder and stream, so that "
-        "as many batches decode at once beside the step (a call waits for the SMs while the "
-        "step runs; two threads decoded 1.74x one beside a busy H100); one staging buffer "
-        "more than threads; unmeasured in training, docs/kernels.md"),
-    [SET_JPEG_PRIORITY] = V_SWITCH("CTRAIN_JPEG_PRIORITY", SA_DEV, "1", NULL,
-        "--decode gpu: the decode threads' streams at the device's highest priority, so that "
-        "their kernels run ahead of the step's as SMs free up (0: the lowest, behind the step; "
-        "two decode threads delivered 87.5% of synthetic so on an H100, docs/kernels.md)"),
+        "as many batches decode at once beside the step; one staging buffer more than "
+        "threads. ResNet-50 bs 256 bf16 on an H100: 82% of synthetic with one, 86-88% with two, "
+        "83-88% with three or four (docs/results.md)"),
+    [SET_JPEG_PRIORITY] = V_SWITCH("CTRAIN_JPEG_PRIORITY", SA_DEV, "0", NULL,
+        "--decode gpu: the decode threads' streams at the device's highest priority (1), so "
+        "that their kernels run ahead of the step's as SMs free up, or at its lowest (0, "
+        "behind the step); measured alike on an H100 (86.1% against 86.7% of synthetic)"),
     [SET_BN] = V_CHOICE("CTRAIN_BN", SA_DEV, "cudnn", NULL, "cudnn|own",
         "the training batch norm: cuDNN's fused NHWC kernels, or ours"),
     [SET_CONV_BN] = V_CHOICE("CTRAIN_CONV_BN", SA_DEV, "separate", NULL, "separate|unit|fused",

@@ -535,10 +535,10 @@ static int decoder_open(JpegPipe *P, Decoder *D, int batch, int mb, JpegGpuBacke
     if (!D->bytes || !D->lens || !D->info || !D->boxes || !D->fb || !D->rows)
         ct_fatal("out of host memory");
     pthread_mutex_init(&D->mu, NULL);
-    /* the device's highest priority (CTRAIN_JPEG_PRIORITY=1): the decode's
-     * short kernels (colour conversion, crop, resize, normalize) go ahead of
-     * the step's as SMs free up, instead of waiting behind a whole captured
-     * step (the trainer's stream sits one above the lowest, engine/context.c) */
+    /* the device's lowest priority, behind the step (the trainer's stream
+     * sits one above it, engine/context.c), or with CTRAIN_JPEG_PRIORITY=1
+     * its highest, the decode's short kernels ahead of the step's as SMs
+     * free up: measured alike (docs/results.md) */
     int least = 0, greatest = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     CUDA_CHECK(cudaStreamCreateWithPriority(&D->stream, cudaStreamNonBlocking,
