@@ -304,11 +304,12 @@ static void plan_pick_algo(Plan *p)
                       "multiples of 8, widen cuBLASLt's choice",
                       "matmul_cuda: cuBLASLt found no algorithm for M=%d N=%d K=%d "
                       "transA=%d transB=%d A/B %s C %s%s batch %d strides (%lld, %lld, %lld) "
-                      "alignment (A %u, B %u, C %u bytes) beta%s workspace %zu bytes",
+                      "row strides (%d, %d, %d) alignment (A %u, B %u, C %u bytes) beta%s "
+                      "workspace %zu bytes",
                       k->M, k->N, k->K, k->transA, k->transB, dtype_name(tab), dtype_name(tc),
-                      k->tf32 ? " (tf32)" : "", k->batch, k->sA, k->sB, k->sC, k->align_a,
-                      k->align_b, k->align_c, k->beta_nonzero ? " != 0" : " = 0",
-                      k->workspace_bytes);
+                      k->tf32 ? " (tf32)" : "", k->batch, k->sA, k->sB, k->sC, k->lda, k->ldb,
+                      k->ldc, k->align_a, k->align_b, k->align_c,
+                      k->beta_nonzero ? " != 0" : " = 0", k->workspace_bytes);
     p->algo = result.algo;
 }
 
@@ -376,8 +377,6 @@ static int matmul_args_ok(MatmulPlanCache *cache, cublasLtHandle_t lt, DType tc,
     return 1;
 }
 
-/* The key of a plain (no epilogue) plan for this call, built from zeroed
- * bytes (padding included: keys compare with memcmp). */
 /* A row stride: the caller's, else the stored row length (packed), never
  * shorter than a row. */
 static int row_stride(int given, int packed, char name)
@@ -388,6 +387,8 @@ static int row_stride(int given, int packed, char name)
     return given ? given : packed;
 }
 
+/* The key of a plain (no epilogue) plan for this call, built from zeroed
+ * bytes (padding included: keys compare with memcmp). */
 static void plan_key(PlanKey *key, cublasLtHandle_t lt, const void *workspace,
                      size_t workspace_bytes, const void *C, DType tc, const void *A,
                      const void *B, DType tab, int M, int N, int K, int transA, int transB,

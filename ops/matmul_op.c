@@ -355,15 +355,14 @@ Tensor *op_linear(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias)
 #define LINEAR_PAD_BYTE 0xF8
 
 /* CPU: the first n columns of src's R rows (scols apart) into dst's rows
- * (dcols apart); dst's columns n .. dcols-1 get `fill` when dcols > n. */
-static void cols_copy_cpu(Tensor *dst, int dcols, Tensor *src, int scols, size_t R, int n,
-                          float fill)
+ * (dcols apart); dst's columns n .. dcols-1 get 0. */
+static void cols_copy_cpu(Tensor *dst, int dcols, Tensor *src, int scols, size_t R, int n)
 {
     F32View vd = f32_view(dst, 0), vs = f32_view(src, 1);
     for (size_t r = 0; r < R; r++) {
         float *d = vd.p + r * (size_t)dcols;
         memcpy(d, vs.p + r * (size_t)scols, (size_t)n * sizeof(float));
-        for (int j = n; j < dcols; j++) d[j] = fill;
+        for (int j = n; j < dcols; j++) d[j] = 0.0f;
     }
     f32_done(&vs, 0);
     f32_done(&vd, 1);
@@ -416,17 +415,24 @@ static void linear_pad_backward(Ctx *c, Node *n)
         return;
     }
     Tensor *dyp = tensor_new(c, dy->dtype, 2, (int64_t[]){R, Out});
-    cols_copy_cpu(dyp, Out, dy, cols, (size_t)R, Out, 0.0f);
+    cols_copy_cpu(dyp, Out, dy, cols, (size_t)R, Out);
     linear_grads(c, n, dyp, db, acc_b, R, In, Out, 0);
     tensor_release(dyp);
 }
 
 Tensor *op_linear_pad(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, int cols)
 {
-    char dw[96];
+    char dw[96], db[96];
+    op_check_float("linear_pad", x0);
+    op_check_float("linear_pad", w0);
+    op_check_device("linear_pad", c, x0);
+    op_check_device("linear_pad", c, w0);
     if (w0->ndim != 2 || cols < w0->shape[0])
         ct_fatal("linear_pad: %d columns cannot hold the outputs of weight %s (weight is "
                  "[out, in])", cols, tensor_desc(dw, 96, w0));
+    if (bias && (bias->ndim != 1 || bias->shape[0] != w0->shape[0]))
+        ct_fatal("linear_pad: bias %s does not match weight %s", tensor_desc(db, 96, bias),
+                 tensor_desc(dw, 96, w0));
     const int Out = (int)w0->shape[0], pad = cols > Out;
     Tensor *x, *wl, *y;
     if (c->device == DEV_CUDA && pad) {
@@ -445,15 +451,17 @@ Tensor *op_linear_pad(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, int cols)
 #endif
     } else {
         y = linear_forward(c, x0, w0, bias, &x, &wl);
-        if (pad) {   /* the packed result into padded rows, with CUDA's padding value */
+        if (pad) {   /* the packed result into padded rows, with CUDA's padding bytes */
             int64_t shape[CT_MAX_DIMS];
             for (int i = 0; i < y->ndim; i++) shape[i] = y->shape[i];
             shape[y->ndim - 1] = cols;
             Tensor *yp = tensor_new(c, y->dtype, y->ndim, shape);
-            const uint32_t bits = 0x01010101u * LINEAR_PAD_BYTE;
-            float fill;
-            memcpy(&fill, &bits, sizeof fill);
-            cols_copy_cpu(yp, cols, y, Out, tensor_rows(x), Out, fill);
+            const size_t R = tensor_rows(x), es = dtype_size(yp->dtype);
+            cols_copy_cpu(yp, cols, y, Out, R, Out);
+            /* in yp's own type (an f32 value rounded to f16 would be inf) */
+            for (size_t r = 0; r < R; r++)
+                memset((char *)yp->data + (r * (size_t)cols + (size_t)Out) * es, LINEAR_PAD_BYTE,
+                       (size_t)(cols - Out) * es);
             tensor_release(y);
             y = yp;
         }

@@ -7,11 +7,14 @@
  * Cases:
  *   - an idle stream and a host 50 ms late between the two events (a batch
  *     that was not ready): the stall is the host's lateness, 40..500 ms;
- *   - a stream busy with ~30 ms of copies queued before next() and nothing
- *     late (the batch was ready: the host got ahead of the GPU): the stall
- *     is ~0 (< 2 ms), though the host's own clock saw the GPU busy;
+ *   - a stream busy with 10 GB of memsets (a few ms) queued before next()
+ *     and nothing late (the batch was ready: the host got ahead of the
+ *     GPU): the stall is ~0 (< 2 ms), though the host saw the GPU busy;
  *   - 3 rings' worth of pairs, each 2 ms late, read only at the end: none
- *     is lost (the ring waits on its oldest pair when full).
+ *     is lost, the stalls add up to 24 x 2 ms;
+ *   - 3 rings' worth of pairs behind the same memsets, so that none
+ *     completes before the ring is full: it waits on its oldest pair, and
+ *     every pair is read.
  * The rates built on it: tests/test_feed_wait.c (CPU).
  */
 #include <stdio.h>
@@ -71,8 +74,25 @@ int main(void)
     }
     ctx_sync(&c);
     double many = feed_gpu_wait_s(&w) - before;
-    check_true("feed_gpu_wait: 24 pairs 2 ms late each all counted (40..400 ms)",
-               many >= 0.040 && many <= 0.4, "%.4f s over %d pairs", many, pairs);
+    check_true("feed_gpu_wait: 24 pairs 2 ms late each all counted (45..400 ms)",
+               many >= 0.045 && many <= 0.4, "%.4f s over %d pairs", many, pairs);
+
+    /* the same behind queued work: the ring fills and waits on its oldest */
+    const long read0 = w.read;
+    CUDA_CHECK(cudaMalloc(&buf, bytes));
+    for (int i = 0; i < 10; i++) CUDA_CHECK(cudaMemsetAsync(buf, i, bytes, c.stream));
+    int full = 0;
+    for (int i = 0; i < pairs; i++) {
+        full |= w.pending == FEED_GPU_WAIT_RING;
+        feed_gpu_wait_begin(&w, &c);
+        feed_gpu_wait_end(&w, &c);
+    }
+    ctx_sync(&c);
+    feed_gpu_wait_s(&w);
+    check_true("feed_gpu_wait: a full ring waits on its oldest pair, and every pair is read",
+               full && w.read - read0 == pairs && w.pending == 0,
+               "full %d, %ld of %d read, %d pending", full, w.read - read0, pairs, w.pending);
+    CUDA_CHECK(cudaFree(buf));
     feed_gpu_wait_free(&w);
 
     ctx_free(&c);

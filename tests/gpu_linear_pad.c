@@ -36,19 +36,25 @@
 #include "engine/mem.h"
 #include "ops/ops.h"
 #include "ops/permute.h"
+#include "ops/matmul.h"
+#include "engine/settings.h"
 
+/* acc: the parameters' gradients already hold w / 2 and b / 2 when the
+ * backward runs (BERT's tied word embedding gets the decoder's gradient on
+ * top of the lookup's): dw's GEMM with beta 1, db through a temporary. */
 typedef struct {
     int ndim;
     int64_t x[3];
-    int out, cols, bias;
+    int out, cols, bias, acc;
 } Shape;
 
 static const Shape shapes[] = {
-    {2, {37, 64}, 30, 32, 1},       /* Out even, R odd */
-    {2, {64, 96}, 33, 40, 0},       /* Out odd, no bias */
-    {3, {3, 45, 72}, 100, 104, 1},  /* 3-D x */
-    {2, {1, 40}, 5, 8, 1},          /* one row: no epilogue, the padded bias add */
-    {2, {256, 128}, 1001, 1008, 1}, /* a small vocabulary */
+    {2, {37, 64}, 30, 32, 1, 0},       /* Out even, R odd */
+    {2, {64, 96}, 33, 40, 0, 0},       /* Out odd, no bias */
+    {3, {3, 45, 72}, 100, 104, 1, 0},  /* 3-D x */
+    {2, {1, 40}, 5, 8, 1, 0},          /* one row: no epilogue, the padded bias add */
+    {2, {256, 128}, 1001, 1008, 1, 0}, /* a small vocabulary */
+    {2, {256, 128}, 1001, 1008, 1, 1}, /* the same onto gradients already there */
 };
 
 typedef struct {
@@ -91,6 +97,15 @@ static Result run(Ctx *c, const GpuSetting *st, const Shape *sh, int pad, int ce
     c->autocast = DT_F32;
     c->allow_tf32 = 0;
     const int64_t cols = y->shape[y->ndim - 1];
+    if (sh->acc) {   /* the gradients hold w / 2 and b / 2 already */
+        float *hw = hcopy(w, (size_t)(ws[0] * ws[1])), *hb = hcopy(b, (size_t)bs);
+        for (int64_t i = 0; i < ws[0] * ws[1]; i++) hw[i] *= 0.5f;
+        for (int64_t i = 0; i < bs; i++) hb[i] *= 0.5f;
+        tw->grad = tensor_from_f32(c, hw, DT_F32, 2, ws);
+        if (tb) tb->grad = tensor_from_f32(c, hb, DT_F32, 1, &bs);
+        free(hw);
+        free(hb);
+    }
     Tensor *loss;
     if (ce) {
         Tensor *tl = tensor_from_host(c, labels, DT_I32, 1, &R);
@@ -165,7 +180,9 @@ static void compare(const char *tag, const char *what, const GpuSetting *st, con
     const size_t In = (size_t)sh->x[sh->ndim - 1], Out = (size_t)sh->out;
     const double xmax = maxabs(x, R * In), wmax = maxabs(w, Out * In);
     /* cross entropy's dy: (softmax - onehot) / labelled rows, at most 1 / that */
-    const double dymax = ce ? 1.0 / (double)ce : maxabs(dy, R * (size_t)sh->cols);
+    double dymax = ce ? 1.0 / (double)ce : 0.0;
+    for (size_t r = 0; !ce && r < R; r++)   /* the real columns: the padding's 3 is not dy */
+        dymax = fmax(dymax, maxabs(dy + r * (size_t)sh->cols, Out));
     char name[256];
     snprintf(name, sizeof name, "linear_pad.y %s %s", tag, what);
     check_rows(name, got->y, (size_t)sh->cols, ref->y, ref_ld, R, Out,
@@ -205,8 +222,8 @@ static void one_case(Ctx *gpu, Ctx *cpu, const GpuSetting *st, const Shape *sh, 
              cols, sh->bias ? "" : " no bias", ce ? "cross entropy" : "dy padding 3", mode);
     float *x = hrand(R * In, -1.0f, 1.0f, DT_F32), *w = hrand(Out * In, -0.5f, 0.5f, DT_F32);
     float *b = hrand(Out, -2.0f, 2.0f, DT_F32), *lw = hrand(R * cols, -1.0f, 1.0f, st->dt);
-    for (size_t r = 0; r < R; r++)
-        for (size_t j = Out; j < cols; j++) lw[r * cols + j] = 3.0f;   /* must not be read */
+    for (size_t r = 0; r < R; r++)   /* must not reach dw or db; dx's GEMM meets it with the */
+        for (size_t j = Out; j < cols; j++) lw[r * cols + j] = 3.0f;   /* weight's zero rows */
     int32_t *labels = malloc(R * sizeof(int32_t));
     for (size_t r = 0; r < R; r++) labels[r] = r % 7 == 3 ? -100 : (int32_t)((r * 131) % Out);
 
@@ -247,10 +264,26 @@ static void run_all(const char *mode)
     Ctx gpu, cpu;
     ctx_init(&gpu, DEV_CUDA, 0, 0x5eedULL);
     ctx_init(&cpu, DEV_CPU, 0, 0x5eedULL);
-    for (int s = 0; s < (int)(sizeof gpu_settings / sizeof gpu_settings[0]); s++)
+    const int bgrad = setting_switch(SET_LINEAR_BGRAD);
+    for (int s = 0; s < (int)(sizeof gpu_settings / sizeof gpu_settings[0]); s++) {
+        int bias_before = 0, bgrad_before = 0, bias_plans = 0, bgrad_plans = 0;
+        matmul_plan_cache_epilogues(matmul_plan_cache_get(&gpu), &bias_before, &bgrad_before);
         for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++)
             for (int ce = 0; ce < 2; ce++) one_case(&gpu, &cpu, &gpu_settings[s], &shapes[i], ce,
                                                     mode);
+        matmul_plan_cache_epilogues(matmul_plan_cache_get(&gpu), &bias_plans, &bgrad_plans);
+        /* the epilogues were taken (not only the fallbacks tested): the bias
+         * one always; the bias-gradient one where it is asked (not TF32) */
+        char name[160];
+        snprintf(name, sizeof name, "linear_pad %s [%s]: bias epilogue plans made",
+                 gpu_settings[s].name, mode);
+        check_true(name, bias_plans > bias_before, "%d new", bias_plans - bias_before);
+        if (bgrad && !gpu_settings[s].tf32) {
+            snprintf(name, sizeof name, "linear_pad %s [%s]: bias-gradient epilogue plans made",
+                     gpu_settings[s].name, mode);
+            check_true(name, bgrad_plans > bgrad_before, "%d new", bgrad_plans - bgrad_before);
+        }
+    }
     ctx_free(&gpu);
     ctx_free(&cpu);
 }

@@ -1,7 +1,8 @@
 /* test_linear_pad.c — op_linear_pad (ops/ops.h: the Linear's rows padded
  * to `cols`) on the CPU against op_linear, through autograd:
  *
- *   y = [x w^T + b | pad]     pad: every byte 0xF8 (f32 about -4.0e34)
+ *   y = [x w^T + b | pad]     pad: every byte 0xF8 in y's type (f32, bf16
+ *                             about -4.0e34, f16 -40,704)
  *   (a) loss = sum(y * G), G's padding columns 3: the padding has no
  *       gradient, so dx = G[:, :Out] w, dw = G[:, :Out]^T x, db = sum_r G
  *       whatever G holds past Out;
@@ -36,6 +37,8 @@ typedef struct {
 
 typedef struct {
     float *y, *dx, *dw, *db, loss;
+    unsigned char *raw;   /* y's bytes in its own type */
+    size_t es;
 } Run;
 
 static Tensor *mk(Ctx *c, const float *h, int ndim, const int64_t *shape)
@@ -83,7 +86,9 @@ static Run run(Ctx *c, const Case *k, int pad, int ce, const float *x, const flo
         tensor_release(tg);
     }
     ad_backward(c, loss, 1.0f);
-    Run out = {host(y), host(tx->grad), host(tw->grad), tb ? host(tb->grad) : NULL, 0.0f};
+    Run out = {host(y), host(tx->grad), host(tw->grad), tb ? host(tb->grad) : NULL, 0.0f,
+               malloc(y->numel * dtype_size(y->dtype)), dtype_size(y->dtype)};
+    tensor_to_host(out.raw, y);
     tensor_to_f32(&out.loss, loss);
     tensor_release(loss);
     tensor_release(y2);
@@ -92,7 +97,10 @@ static Run run(Ctx *c, const Case *k, int pad, int ce, const float *x, const flo
     return out;
 }
 
-static void run_free(Run *r) { free(r->y); free(r->dx); free(r->dw); free(r->db); }
+static void run_free(Run *r)
+{
+    free(r->y); free(r->dx); free(r->dw); free(r->db); free(r->raw);
+}
 
 static void same(const char *name, const float *a, const float *b, size_t n, int exact)
 {
@@ -125,12 +133,12 @@ static void one(Ctx *c, const Case *k, int ce)
     size_t bad = 0;
     for (size_t r = 0; r < R; r++) {
         memcpy(yp + r * Out, p.y + r * cols, Out * sizeof(float));
-        for (size_t j = Out; j < cols; j++) bad += !(p.y[r * cols + j] < -1e30f);
+        for (size_t k = Out * p.es; k < cols * p.es; k++) bad += p.raw[r * cols * p.es + k] != 0xF8;
     }
     snprintf(name, sizeof name, "linear_pad %s: y[:, :Out] is op_linear's", tag);
     same(name, yp, q.y, R * Out, 1);
-    snprintf(name, sizeof name, "linear_pad %s: padding below -1e30", tag);
-    check_true(name, bad == 0, "%zu padding values are not", bad);
+    snprintf(name, sizeof name, "linear_pad %s: padding bytes 0xF8 in y's type", tag);
+    check_true(name, bad == 0, "%zu padding bytes are not", bad);
     snprintf(name, sizeof name, "linear_pad %s: dx", tag);
     same(name, p.dx, q.dx, R * In, !ce);
     snprintf(name, sizeof name, "linear_pad %s: dw", tag);

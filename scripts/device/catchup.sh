@@ -8,8 +8,8 @@
 #             LayerNorm / add_norm, attention, the nvJPEG paths), each
 #             program's summary and first failures;
 #   decoders  ResNet50 bs 256 bf16 on a generated JPEG folder, --decode gpu
-#             with CTRAIN_JPEG_DECODERS=1 and 2 (the real-data row against
-#             the synthetic one);
+#             with the CPU's share of the JPEGs at 0, 15, 25 and 40% (the
+#             real-data row against the synthetic one);
 #   resnet    ResNet50 bs 256 bf16 with CTRAIN_CONV_BN separate, then unit, then
 #             the stem on zero-padded channels (CTRAIN_CONV_PAD=always);
 #   timeline  CUPTI timelines of the same, separate and unit;
@@ -29,8 +29,9 @@
 #     STEPS     the steps to run, by name (default: tests decoders resnet
 #               timeline bert; the others by name)
 #     TESTS     the test programs of `tests` (default: the list above)
-#     DECODERS  decoders' CTRAIN_JPEG_DECODERS values (default "1 2"),
-#     JPEG_PRIO and its CTRAIN_JPEG_PRIORITY values (default 1)
+#     DECODERS  decoders' CTRAIN_JPEG_DECODERS values (default 2)
+#     JPEG_PRIO its CTRAIN_JPEG_PRIORITY values (default 0)
+#     SHARES    its CTRAIN_JPEG_CPU_SHARE values (default "0 15 25 40")
 #
 # Logs: $OUT/logs.tgz only (the logs are kept outside $OUT so that the 8-file
 # limit of a device call never drops the archive; files over 3 MB are left
@@ -79,11 +80,13 @@ want decoders && ! ok $((D - 200)) && echo "decoders: skipped, under 200 s of D=
 if want decoders && ok $((D - 200)); then
     python3 scripts/make_image_folder.py /tmp/imf --train 6400 --val 640 --classes 100 --mix \
         > "$L/folder.log" 2>&1
-    for pr in ${JPEG_PRIO:-1}; do
-        for nd in ${DECODERS:-1 2}; do
-            b decoders${nd}p$pr 90 CTRAIN_JPEG_DECODERS=$nd CTRAIN_JPEG_PRIORITY=$pr -- \
-                --models resnet50 --batch 256 --precision bf16 --data /tmp/imf --decode gpu \
-                --workers "$(nproc)"
+    for pr in ${JPEG_PRIO:-0}; do
+        for nd in ${DECODERS:-2}; do
+            for sh in ${SHARES:-0 15 25 40}; do
+                b decoders${nd}p${pr}s$sh 90 CTRAIN_JPEG_DECODERS=$nd CTRAIN_JPEG_PRIORITY=$pr \
+                    CTRAIN_JPEG_CPU_SHARE=$sh -- --models resnet50 --batch 256 --precision bf16 \
+                    --data /tmp/imf --decode gpu --workers "$(nproc)"
+            done
         done
     done
 fi

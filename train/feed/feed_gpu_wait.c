@@ -40,6 +40,7 @@ static void read_done(FeedGpuWait *w, int wait)
         if (ms > 0.0f) w->s += 1e-3 * (double)ms;
         w->head = (w->head + 1) % FEED_GPU_WAIT_RING;
         w->pending--;
+        w->read++;
     }
 }
 #endif

@@ -33,6 +33,7 @@ typedef struct FeedGpuWait {
     int on;                        /* a CUDA context: events made */
     int head, pending;             /* the oldest unread pair, pairs recorded and unread */
     double s;                      /* the read pairs' GPU time, seconds */
+    long read;                     /* pairs read */
 #ifdef CTRAIN_CUDA
     cudaEvent_t before[FEED_GPU_WAIT_RING], after[FEED_GPU_WAIT_RING];
 #endif

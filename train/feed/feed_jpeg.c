@@ -41,7 +41,11 @@ JpegPipe *jpipe_open(Ctx *c, int batch, int eval_batch, int S, const float mean[
     return NULL;
 }
 
-unsigned jpipe_cpu_kinds(const JpegPipe *p) { (void)p; return ~0u; }
+unsigned jpipe_cpu_kinds(const JpegPipe *p)
+{
+    (void)p;
+    return SRC_CPU_PNG | SRC_CPU_CMYK | SRC_CPU_PROGRESSIVE | SRC_CPU_NOT420;
+}
 const char *jpipe_backend(const JpegPipe *p) { (void)p; return "none"; }
 int jpipe_decoders(const JpegPipe *p) { (void)p; return 1; }
 void jpipe_start(JpegPipe *p, Loader *L) { (void)p, (void)L; ct_fatal(NO_CUDA); }
@@ -149,7 +153,8 @@ unsigned jpipe_cpu_kinds(const JpegPipe *p)
     unsigned k = SRC_CPU_PNG | SRC_CPU_CMYK | SRC_CPU_NOT420;
     /* the engines take baseline Huffman JPEGs only (jpeg_gpu.h) */
     if (p->backend == JPEG_GPU_HARDWARE) k |= SRC_CPU_PROGRESSIVE;
-    return k;
+    /* and CTRAIN_JPEG_CPU_SHARE percent of the rest, in 128ths */
+    return k | SRC_CPU_SHARE((setting_int(SET_JPEG_CPU_SHARE) * 128 + 50) / 100);
 }
 
 const char *jpipe_backend(const JpegPipe *p) { return jpeg_gpu_backend_name(p->backend); }
