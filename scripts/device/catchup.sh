@@ -73,7 +73,8 @@ b() {   # NAME LIMIT ENV... -- ARGS
     env "${envs[@]}" timeout "$lim" "$NEW" bench "$@" --time-limit 5 \
         --json "$L/$name.json" > "$L/$name.log" 2>&1
     echo "$name (rc $?) at $(el) s:"
-    grep -E '^(bert|resnet)|^  real:|real data, decode' "$L/$name.log" | head -6 | cut -c1-240
+    grep -E "^(bert|resnet)|^  real:|real data, decode|a batch's time on its thread" "$L/$name.log" |
+        head -8 | cut -c1-300
     pack
 }
 want decoders && ! ok $((D - 200)) && echo "decoders: skipped, under 200 s of D=$D left"
@@ -89,6 +90,16 @@ if want decoders && ok $((D - 200)); then
             done
         done
     done
+    # where a decode thread's time goes (the feed's closing line; a bench
+    # child's messages stay in its own file, so through `ctrain train`)
+    if ok $((D - 120)); then
+        timeout 90 "$NEW" train --model resnet50 --data /tmp/imf --decode gpu --batch 256 \
+            --precision bf16 --graph --steps 60 --log-every 20 --no-eval \
+            --workers "$(nproc)" > "$L/decode_times.log" 2>&1
+        echo "decode times (rc $?):"
+        grep -E "a batch's time on its thread|step 60" "$L/decode_times.log" | cut -c1-400
+        pack
+    fi
 fi
 want bert && b bert128 80 X=1 -- --models bert-large --seq 128 --batch 256 --precision bf16,fp8
 want bert && b bert128_packed 60 CTRAIN_LOGITS_PAD=0 -- --models bert-large --seq 128 \

@@ -109,6 +109,9 @@ typedef struct {
     LoaderBatch *held;             /* the thread's own */
     cudaEvent_t done;              /* after the held batch's work on stream */
     JpegGpuStats gstats;           /* after its last decode (under P->mu) */
+    /* where the thread's time went (under P->mu), for the closing line */
+    double t_free, t_loader, t_decode, t_held;
+    long batches;
 } Decoder;
 
 struct JpegPipe {
@@ -245,9 +248,11 @@ static void *pipe_main(void *arg)
     char err[1024];
     pthread_mutex_lock(&P->mu);
     for (;;) {
+        const double tw = now_s();
         while (!P->quit && (!P->running || free_stage(P) < 0))
             pthread_cond_wait(&P->cv, &P->mu);
         if (P->quit) break;
+        if (P->running) D->t_free += now_s() - tw;
         const uint64_t gen = P->gen, epoch_seen = P->loader_epoch;
         const int k = free_stage(P);
         Stage *sg = &P->st[k];
@@ -257,8 +262,9 @@ static void *pipe_main(void *arg)
 
         LoaderBatch *lb = NULL;
         const char *hint = NULL;
+        const double tl = now_s();
         int rc = loader_try_next(P->L, &lb, err, sizeof err), n_cpu = 0, decoded = 0;
-        double t0 = now_s();
+        double t0 = now_s(), th = 0.0;
         JpegGpuStats gs;
         pthread_mutex_lock(&P->mu);
         const int stale = gen != P->gen;   /* a restart came while the loader answered */
@@ -283,7 +289,9 @@ static void *pipe_main(void *arg)
              * stream: the buffer's own event may mark another thread's batch by
              * now) */
             if (D->held) {
+                const double t = now_s();
                 CUDA_CHECK(cudaEventSynchronize(D->done));
+                th = now_s() - t;
                 loader_release(P->L, D->held);
             }
             if (!rc) CUDA_CHECK(cudaEventRecord(D->done, D->stream));
@@ -295,9 +303,13 @@ static void *pipe_main(void *arg)
         pthread_mutex_lock(&P->mu);
         P->active--;
         sg->state = STAGE_FREE;
+        D->t_loader += t0 - tl;
         if (decoded) {
             P->busy_s += t1 - t0;
             D->gstats = gs;
+            D->t_decode += t1 - t0 - th;
+            D->t_held += th;
+            D->batches++;
         }
         if (rc) {
             P->failed = rc;
@@ -486,6 +498,31 @@ static void decoder_free(Decoder *D)
     free(D->rows);
 }
 
+/* Where the decode threads' time went, a batch on average (the closing
+ * line): waiting for a free staging buffer (the step is the slower: good),
+ * for the loader's next batch (the CPU side is), in the decode call (nvJPEG
+ * and the CPU rows; nvJPEG's host and device time apart, evaluation's calls
+ * on the first thread included), for the previous batch's work on the
+ * stream to finish before its bytes go back. */
+static void pipe_log_times(JpegPipe *P)
+{
+    double f = 0, l = 0, d = 0, h = 0, host = 0, dev = 0;
+    long n = 0;
+    for (int k = 0; k < P->nd; k++) {
+        const Decoder *D = &P->d[k];
+        f += D->t_free; l += D->t_loader; d += D->t_decode; h += D->t_held;
+        host += D->gstats.host_s; dev += D->gstats.device_s;
+        n += D->batches;
+    }
+    if (n < 1) return;
+    const double ms = 1e3 / (double)n;
+    LOG_I("--decode gpu: %ld batches on %d decode thread%s, a batch's time on its thread: "
+          "waiting for a free staging buffer %.1f ms, for the loader %.1f ms, decoding %.1f ms "
+          "(nvJPEG's calls: host %.1f ms, device %.1f ms), for the previous batch's upload "
+          "%.1f ms", n, P->nd, P->nd > 1 ? "s" : "", f * ms, l * ms, d * ms, host * ms,
+          dev * ms, h * ms);
+}
+
 void jpipe_close(JpegPipe *P)
 {
     if (!P) return;
@@ -495,6 +532,7 @@ void jpipe_close(JpegPipe *P)
     pthread_mutex_unlock(&P->mu);
     for (int d = 0; d < P->nd; d++)
         if (P->d[d].have_thread) pthread_join(P->d[d].thread, NULL);
+    pipe_log_times(P);
     for (int d = 0; d < P->nd; d++) {
         if (P->d[d].stream) CUDA_CHECK(cudaStreamSynchronize(P->d[d].stream));
         if (P->d[d].held) loader_release(P->L, P->d[d].held);
