@@ -73,8 +73,7 @@ b() {   # NAME LIMIT ENV... -- ARGS
     env "${envs[@]}" timeout "$lim" "$NEW" bench "$@" --time-limit 5 \
         --json "$L/$name.json" > "$L/$name.log" 2>&1
     echo "$name (rc $?) at $(el) s:"
-    grep -E "^(bert|resnet)|^  real:|real data, decode|a batch's time on its thread" "$L/$name.log" |
-        head -8 | cut -c1-300
+    grep -E "^(bert|resnet)|^  real:|real data, decode" "$L/$name.log" | head -6 | cut -c1-240
     pack
 }
 want decoders && ! ok $((D - 200)) && echo "decoders: skipped, under 200 s of D=$D left"
