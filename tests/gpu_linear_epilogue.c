@@ -46,6 +46,7 @@
 
 #include "check.h"
 #include "gpu_util.h"
+#include "tensor_check.h"
 #include "engine/autograd.h"
 #include "engine/mem.h"
 #include "ops/matmul.h"
@@ -101,20 +102,6 @@ typedef struct {
 
 static void result_free(Result *r) { free(r->y); free(r->dx); free(r->dw); free(r->db); }
 
-static Tensor *tensor_rg(Ctx *c, const float *h, int ndim, const int64_t *shape)
-{
-    Tensor *t = tensor_from_f32(c, h, DT_F32, ndim, shape);
-    t->requires_grad = 1;
-    return t;
-}
-
-static float *to_host(Tensor *t)
-{
-    float *h = falloc(t->numel);
-    tensor_to_f32(h, t);
-    return h;
-}
-
 /* y = op_linear(x, w, b) under the setting, then loss = sum(y * lw) backward. */
 static Result linear_run(Ctx *c, const GpuSetting *st, const Shape *sh, const float *x,
                          const float *w, const float *b, const float *lw)
@@ -122,8 +109,8 @@ static Result linear_run(Ctx *c, const GpuSetting *st, const Shape *sh, const fl
     int64_t ws[2] = {sh->out, sh->x[sh->ndim - 1]}, bs = sh->out, ys[3];
     for (int i = 0; i < sh->ndim; i++) ys[i] = sh->x[i];
     ys[sh->ndim - 1] = sh->out;
-    Tensor *tx = tensor_rg(c, x, sh->ndim, sh->x), *tw = tensor_rg(c, w, 2, ws);
-    Tensor *tb = tensor_rg(c, b, 1, &bs);
+    Tensor *tx = leaf_f32(c, x, sh->ndim, sh->x), *tw = leaf_f32(c, w, 2, ws);
+    Tensor *tb = leaf_f32(c, b, 1, &bs);
     if (sh->lowp && st->dt != DT_F32 && c->device == DEV_CUDA)
         tb->lowp = tensor_from_f32(c, b, st->dt, 1, &bs);
     c->autocast = st->dt;
@@ -151,7 +138,7 @@ static Result linear_run(Ctx *c, const GpuSetting *st, const Shape *sh, const fl
         free(pre);
     }
     ad_backward(c, loss, 1.0f);
-    Result r = {to_host(y), to_host(tx->grad), to_host(tw->grad), to_host(tb->grad), allocs};
+    Result r = {host_f32(y), host_f32(tx->grad), host_f32(tw->grad), host_f32(tb->grad), allocs};
     tensor_release(loss); tensor_release(m); tensor_release(tl); tensor_release(y);
     tensor_release(tb->lowp);
     tb->lowp = NULL;

@@ -32,6 +32,7 @@
 
 #include "check.h"
 #include "gpu_util.h"
+#include "tensor_check.h"
 #include "engine/autograd.h"
 #include "engine/mem.h"
 #include "ops/ops.h"
@@ -67,20 +68,6 @@ static void result_free(Result *r)
     free(r->y); free(r->dx); free(r->dw); free(r->db); free(r->raw);
 }
 
-static Tensor *leaf(Ctx *c, const float *h, int ndim, const int64_t *shape)
-{
-    Tensor *t = tensor_from_f32(c, h, DT_F32, ndim, shape);
-    t->requires_grad = 1;
-    return t;
-}
-
-static float *to_host(Tensor *t)
-{
-    float *h = falloc(t->numel);
-    tensor_to_f32(h, t);
-    return h;
-}
-
 /* One forward + backward. pad: op_linear_pad, else op_linear. ce: loss (b),
  * else (a). y comes back with its own row length (cols or Out). */
 static Result run(Ctx *c, const GpuSetting *st, const Shape *sh, int pad, int ce, const float *x,
@@ -89,8 +76,8 @@ static Result run(Ctx *c, const GpuSetting *st, const Shape *sh, int pad, int ce
     const int64_t In = sh->x[sh->ndim - 1], ws[2] = {sh->out, In}, bs = sh->out;
     int64_t R = 1;
     for (int i = 0; i < sh->ndim - 1; i++) R *= sh->x[i];
-    Tensor *tx = leaf(c, x, sh->ndim, sh->x), *tw = leaf(c, w, 2, ws);
-    Tensor *tb = sh->bias ? leaf(c, b, 1, &bs) : NULL;
+    Tensor *tx = leaf_f32(c, x, sh->ndim, sh->x), *tw = leaf_f32(c, w, 2, ws);
+    Tensor *tb = sh->bias ? leaf_f32(c, b, 1, &bs) : NULL;
     c->autocast = st->dt;
     c->allow_tf32 = st->tf32;
     Tensor *y = pad ? op_linear_pad(c, tx, tw, tb, sh->cols) : op_linear(c, tx, tw, tb);
@@ -127,8 +114,8 @@ static Result run(Ctx *c, const GpuSetting *st, const Shape *sh, int pad, int ce
         tensor_release(tl);
     }
     ad_backward(c, loss, 1.0f);
-    Result r = {to_host(y), to_host(tx->grad), to_host(tw->grad),
-                tb ? to_host(tb->grad) : NULL, 0.0f, NULL};
+    Result r = {host_f32(y), host_f32(tx->grad), host_f32(tw->grad),
+                tb ? host_f32(tb->grad) : NULL, 0.0f, NULL};
     tensor_to_f32(&r.loss, loss);
     if (c->device == DEV_CUDA) {
         r.raw = malloc(y->numel * dtype_size(y->dtype));

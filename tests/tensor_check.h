@@ -9,6 +9,25 @@
 #include "engine/tensor.h"
 #include "ops/ops.h"
 
+/* A leaf of host f32 values (requires_grad), as a parameter or input the
+ * test differentiates against. */
+__attribute__((unused)) static Tensor *leaf_f32(Ctx *c, const float *h, int ndim,
+                                               const int64_t *shape)
+{
+    Tensor *t = tensor_from_f32(c, h, DT_F32, ndim, shape);
+    t->requires_grad = 1;
+    return t;
+}
+
+/* A tensor's values read back as f32 (malloc'd: the caller frees them). */
+__attribute__((unused)) static float *host_f32(Tensor *t)
+{
+    float *h = (float *)malloc((t->numel ? t->numel : 1) * sizeof(float));
+    if (!h) abort();
+    tensor_to_f32(h, t);
+    return h;
+}
+
 /* loss = sum(y * w) on y's context, then backward: every gradient of y's
  * inputs is then w pulled back through the op. */
 __attribute__((unused)) static void backward_weighted(Ctx *c, Tensor *y, const float *w)
