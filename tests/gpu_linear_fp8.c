@@ -48,8 +48,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "check.h"
 #include "gpu_util.h"
@@ -492,39 +490,24 @@ static RunOut run_all(void)
     return o;
 }
 
+/* The child's run (the separate bias add): its results into payload. */
+static void child_all(void *arg, void *payload)
+{
+    (void)arg;
+    run_tag = " [separate add]";
+    RunOut o = run_all();
+    memcpy(payload, &o, sizeof o);
+}
+
 int main(void)
 {
-    int fds[2];
-    if (pipe(fds) != 0) {
-        perror("gpu_linear_fp8: pipe");
-        printf("0 passed, 1 failed\n");
-        return 1;
-    }
-    fflush(stdout);
-    pid_t pid = fork();   /* before any CUDA call: the child starts its own */
-    if (pid == 0) {
-        close(fds[0]);
-        setenv("CTRAIN_LINEAR_EPILOGUE", "0", 1);
-        int n = 0;
-        if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) _exit(0);   /* the parent says why */
-        run_tag = " [separate add]";
-        RunOut o = run_all();
-        fflush(stdout);
-        _exit(write(fds[1], &o, sizeof o) == (ssize_t)sizeof o ? 0 : 1);
-    }
-    close(fds[1]);
     RunOut off = {0};
-    const int got = pid > 0 && read(fds[0], &off, sizeof off) == (ssize_t)sizeof off;
-    close(fds[0]);
-    int status = 0;
-    if (pid > 0) waitpid(pid, &status, 0);
+    const int got = gpu_child_run("CTRAIN_LINEAR_EPILOGUE", "0", child_all, NULL, &off,
+                                  sizeof off);
     setenv("CTRAIN_LINEAR_EPILOGUE", "1", 1);
     gpu_require();
-    check_true("linear_fp8: the CTRAIN_LINEAR_EPILOGUE=0 run finished",
-               got && WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    check_true("linear_fp8: the CTRAIN_LINEAR_EPILOGUE=0 run finished", got, "it did not");
     RunOut on = run_all();
-    check_passed_ += off.passed;   /* the child's own checks */
-    check_failed_ += off.failed;
     if (on.supported && got) {
         /* BERT's FFN-like forward (the last shape) must take the epilogue */
         const size_t last = NSHAPES - 1;

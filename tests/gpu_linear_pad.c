@@ -27,8 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "check.h"
 #include "gpu_util.h"
@@ -275,37 +273,18 @@ static void run_all(const char *mode)
     ctx_free(&cpu);
 }
 
+static void child_all(void *arg, void *payload)
+{
+    (void)arg, (void)payload;
+    run_all("bias gradient in the GEMM");
+}
+
 int main(void)
 {
-    int fds[2] = {-1, -1};
-    if (pipe(fds) != 0) {
-        perror("gpu_linear_pad: pipe");
-        printf("0 passed, 1 failed\n");
-        return 1;
-    }
-    fflush(stdout);
-    pid_t pid = fork();   /* before any CUDA call: the child starts its own */
-    if (pid == 0) {
-        close(fds[0]);
-        setenv("CTRAIN_LINEAR_BGRAD", "1", 1);
-        int n = 0;
-        if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) run_all("bias gradient in the GEMM");
-        int counts[2] = {check_passed_, check_failed_};
-        if (write(fds[1], counts, sizeof counts) != (ssize_t)sizeof counts) _exit(1);
-        fflush(stdout);
-        _exit(0);
-    }
-    close(fds[1]);
-    int counts[2] = {0, 0}, status = 0;
-    const int got = pid > 0 && read(fds[0], counts, sizeof counts) == (ssize_t)sizeof counts;
-    if (pid > 0) waitpid(pid, &status, 0);
-    close(fds[0]);
+    const int done = gpu_child_run("CTRAIN_LINEAR_BGRAD", "1", child_all, NULL, NULL, 0);
     setenv("CTRAIN_LINEAR_BGRAD", "0", 1);
     gpu_require();
-    check_true("linear_pad: the CTRAIN_LINEAR_BGRAD=1 run finished",
-               got && WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
-    check_passed_ += counts[0];   /* the child's own checks (their lines say so) */
-    check_failed_ += counts[1];
+    check_true("linear_pad: the CTRAIN_LINEAR_BGRAD=1 run finished", done, "it did not");
     run_all("bias gradient in its own pass");
     return check_summary();
 }

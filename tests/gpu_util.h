@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "engine/dtype.h"
 #include "engine/error.h"
 
@@ -26,6 +28,48 @@ static inline void gpu_require(void)
         printf("0 passed, 1 failed\n");
         exit(1);
     }
+}
+
+/* The same checks under another setting: settings are read once per
+ * process, so fn(arg, payload) runs in a child forked before this process
+ * touches CUDA, with NAME=VALUE set (a child without a GPU runs nothing:
+ * the parent's gpu_require says why). The child's check counts are added
+ * to this process's, and its payload (payload_bytes, filled by fn; may be
+ * 0) comes back through a pipe. Returns 1 when the child finished (exit 0,
+ * counts and payload read). Call first thing in main. */
+__attribute__((unused)) static int gpu_child_run(const char *name, const char *value,
+                                                 void (*fn)(void *arg, void *payload),
+                                                 void *arg, void *payload, size_t payload_bytes)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("gpu_child_run: pipe");
+        return 0;
+    }
+    fflush(stdout);
+    pid_t pid = fork();   /* before any CUDA call: the child starts its own */
+    if (pid == 0) {
+        close(fds[0]);
+        setenv(name, value, 1);
+        int n = 0;
+        if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) fn(arg, payload);
+        int counts[2] = {check_passed_, check_failed_};
+        fflush(stdout);
+        const int ok = write(fds[1], counts, sizeof counts) == (ssize_t)sizeof counts &&
+                       (payload_bytes == 0 ||
+                        write(fds[1], payload, payload_bytes) == (ssize_t)payload_bytes);
+        _exit(ok ? 0 : 1);
+    }
+    close(fds[1]);
+    int counts[2] = {0, 0}, status = 0;
+    int got = pid > 0 && read(fds[0], counts, sizeof counts) == (ssize_t)sizeof counts &&
+              (payload_bytes == 0 ||
+               read(fds[0], payload, payload_bytes) == (ssize_t)payload_bytes);
+    close(fds[0]);
+    if (pid > 0) waitpid(pid, &status, 0);
+    check_passed_ += counts[0];   /* the child's own checks */
+    check_failed_ += counts[1];
+    return got && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 /* Round host values through dt (in place): the CPU reference then computes on
