@@ -46,10 +46,10 @@ void matmul_cpu(float *C, const float *A, const float *B, int M, int N, int K,
 /* Row strides, in elements, of A, B and C as stored (the leading dimension
  * of each row-major buffer), for a matrix that is the left block of a wider
  * one; 0 means packed (the stored row length: K or M for A, N or K for B,
- * N for C). NULL for all three packed. BERT's logits use it: 30,522
- * vocabulary columns stored 30,528 apart, so every row starts 16-byte
- * aligned and cuBLASLt takes its aligned kernels (ops/matmul_op.c,
- * op_linear_pad). One matrix only (batch 1); the CPU matmul has none. */
+ * N for C). NULL for all three packed. op_linear_pad's weight gradient
+ * reads BERT's logit gradients this way: 30,522 vocabulary columns of rows
+ * 30,528 apart, in place (ops/matmul_op.c). One matrix only (batch 1); the
+ * CPU matmul has none. */
 typedef struct MatmulLd {
     int a, b, c;
 } MatmulLd;
@@ -95,7 +95,7 @@ int matmul_cuda_bias(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspac
                      size_t workspace_bytes, cudaStream_t s,
                      void *C, DType tc, const void *A, const void *B, DType tab,
                      const void *bias, DType tbias, int M, int N, int K, int transA,
-                     int transB, int allow_tf32, const MatmulLd *ld);
+                     int transB, int allow_tf32);
 
 /* C = op(A) op(B) + beta C (alpha 1, one matrix) and bgrad (M floats of C's
  * type, overwritten) = the row sums of op(A), in one GEMM. Returns 1 when

@@ -449,19 +449,19 @@ int matmul_cuda_bias(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspac
                      size_t workspace_bytes, cudaStream_t s,
                      void *C, DType tc, const void *A, const void *B, DType tab,
                      const void *bias, DType tbias, int M, int N, int K, int transA,
-                     int transB, int allow_tf32, const MatmulLd *ld)
+                     int transB, int allow_tf32)
 {
     if (!bias) {
         matmul_cuda(lt, cache, workspace, workspace_bytes, s, C, tc, A, B, tab, M, N, K, transA,
-                    transB, 1.0f, 0.0f, 1, 0, 0, 0, allow_tf32, ld);
+                    transB, 1.0f, 0.0f, 1, 0, 0, 0, allow_tf32, NULL);
         return 0;
     }
     CT_ASSERT(tbias == tc, "matmul_cuda_bias: bias dtype %s with C %s; cuBLASLt wants the bias "
               "in C's type", dtype_name(tbias), dtype_name(tc));
-    if (!matmul_args_ok(cache, lt, tc, tab, M, N, K, 1, 0, 0, 0, ld)) return 1; /* no C */
+    if (!matmul_args_ok(cache, lt, tc, tab, M, N, K, 1, 0, 0, 0, NULL)) return 1; /* no C */
     PlanKey k, kb;
     plan_key(&k, lt, workspace, workspace_bytes, C, tc, A, B, tab, M, N, K, transA, transB, 0.0f,
-             1, 0, 0, 0, allow_tf32, ld);
+             1, 0, 0, 0, allow_tf32, NULL);
     memcpy(&kb, &k, sizeof kb);
     kb.epi = EPI_BIAS;
     kb.tbias = tbias;

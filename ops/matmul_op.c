@@ -186,7 +186,7 @@ static int switch_once(SettingId id)
  * copy when there is one (autocast_cast_weight returns it), else a cast of
  * Out elements, the same values the separate add would read. */
 static int linear_gemm(Ctx *c, Tensor *y, Tensor *x, Tensor *wl, Tensor *bias, int R, int Out,
-                       int In, const MatmulLd *ld)
+                       int In)
 {
     if (bias && c->device == DEV_CUDA && switch_once(SET_LINEAR_EPILOGUE)) {
 #ifdef CTRAIN_CUDA
@@ -194,12 +194,12 @@ static int linear_gemm(Ctx *c, Tensor *y, Tensor *x, Tensor *wl, Tensor *bias, i
         int fused = matmul_cuda_bias(c->lt, matmul_plan_cache_get(c), c->workspace,
                                      c->workspace_bytes, c->stream, y->data, y->dtype, x->data,
                                      wl->data, x->dtype, bl->data, bl->dtype, R, Out, In, 0, 1,
-                                     c->allow_tf32, ld);
+                                     c->allow_tf32);
         tensor_release(bl);   /* stream-ordered free: after the GEMM has read it */
         return fused;
 #endif
     }
-    mm_run_ld(c, y, x, wl, R, Out, In, 0, 1, 0.0f, 1, 0, 0, 0, ld);
+    mm_run(c, y, x, wl, R, Out, In, 0, 1, 0.0f, 1, 0, 0, 0);
     return 0;
 }
 
@@ -316,7 +316,7 @@ static Tensor *linear_forward(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias, Tens
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = Out;
     Tensor *y = tensor_new(c, x->dtype, x->ndim, shape);
-    int fused = linear_gemm(c, y, x, wl, bias, R, Out, In, NULL);
+    int fused = linear_gemm(c, y, x, wl, bias, R, Out, In);
     if (bias && !fused) {
         int g = ad_set_grad(c, 0);
         Tensor *yb = op_bias_add(c, y, bias);
@@ -355,15 +355,12 @@ Tensor *op_linear(Ctx *c, Tensor *x0, Tensor *w0, Tensor *bias)
 #define LINEAR_PAD_BYTE 0xF8
 
 /* CPU: the first n columns of src's R rows (scols apart) into dst's rows
- * (dcols apart); dst's columns n .. dcols-1 get 0. */
+ * (dcols apart); dst's columns n .. dcols-1 are left for the caller. */
 static void cols_copy_cpu(Tensor *dst, int dcols, Tensor *src, int scols, size_t R, int n)
 {
     F32View vd = f32_view(dst, 0), vs = f32_view(src, 1);
-    for (size_t r = 0; r < R; r++) {
-        float *d = vd.p + r * (size_t)dcols;
-        memcpy(d, vs.p + r * (size_t)scols, (size_t)n * sizeof(float));
-        for (int j = n; j < dcols; j++) d[j] = 0.0f;
-    }
+    for (size_t r = 0; r < R; r++)
+        memcpy(vd.p + r * (size_t)dcols, vs.p + r * (size_t)scols, (size_t)n * sizeof(float));
     f32_done(&vs, 0);
     f32_done(&vd, 1);
 }

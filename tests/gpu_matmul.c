@@ -209,7 +209,7 @@ static int run_bias_case(const Ctx *ctx, const Setting *st, int M, int N, int K,
     float *got = malloc(sizeof(float) * nC);
     int applied = matmul_cuda_bias(ctx->lt, ctx->cache, ctx->workspace, ctx->workspace_bytes,
                                    ctx->stream, dC, st->tc, d.dA, d.dB, st->tab, d.dbias[0],
-                                   st->tc, M, N, K, transA, transB, st->tf32, NULL);
+                                   st->tc, M, N, K, transA, transB, st->tf32);
     CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
     gpu_download(got, dC, nC, st->tc);
     char name[200];
@@ -236,7 +236,7 @@ static void check_bias_per_call(const Ctx *ctx, const Setting *st, int M, int N,
         int applied = matmul_cuda_bias(ctx->lt, ctx->cache, ctx->workspace,
                                        ctx->workspace_bytes, ctx->stream, dC, st->tc, d.dA,
                                        d.dB, st->tab, d.dbias[r & 1], st->tc, M, N, K, 0, 1,
-                                       st->tf32, NULL);
+                                       st->tf32);
         CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
         gpu_download(got, dC, nC, st->tc);
         char name[160];
