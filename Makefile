@@ -1,8 +1,9 @@
 # ctrain — one Makefile.
 #   make            build build/ctrain and the test programs
 #   make test       build, then run the CPU tests, the layering check
-#                   (scripts/check_layers.py) and the fp8 convergence checker's
-#                   self-test (scripts/fp8_converge.py); ends with "N passed, N failed"
+#                   (scripts/check_layers.py) and the self-tests of the fp8
+#                   convergence checker and the timeline's gap finder
+#                   (scripts/fp8_converge.py, timeline_gaps.py); ends with "N passed, N failed"
 #   make test-gpu   build, then run the GPU tests (needs a CUDA device) and the
 #                   tokenizer parity with transformers (scripts/tokenizer_parity.py)
 #   make install PREFIX=DIR   build/ctrain to DIR/bin, scripts to DIR/share/ctrain
@@ -117,7 +118,7 @@ $(BUILD)/image_cpu_probe $(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe: $(
 
 test: $(BIN) $(TEST_CPU_BINS)
 	@sh tests/run.sh $(TEST_CPU_BINS) scripts/check_layers.py scripts/fp8_converge.py \
-	    tests/install_check.sh
+	    scripts/timeline_gaps.py tests/install_check.sh
 
 test-gpu: $(BIN) $(TEST_GPU_BINS)
 	@if [ "$(CUDA)" != 1 ]; then echo "make test-gpu: this build has no CUDA backend (nvcc, cuDNN, cuBLAS or NCCL missing, or CUDA=0)"; exit 1; fi

@@ -15,17 +15,15 @@
 
 /* ------------------------------------------------------------ ImageFolder */
 
-/* Decoded on the CPU at once on the GPU path: a kind in `kinds`, one no
- * GPU decoder reads (a JPEG of 2 or 4 components that is not CMYK), or a
- * sample of the CPU's share (SRC_CPU_SHARE). */
-static int cpu_takes(const ImgInfo *info, unsigned kinds, uint32_t index)
+/* Decoded on the CPU at once on the GPU path: a kind in `kinds`, or one no
+ * GPU decoder reads (a JPEG of 2 or 4 components that is not CMYK). */
+static int cpu_takes(const ImgInfo *info, unsigned kinds)
 {
     if (info->format == IMG_PNG) return (kinds & SRC_CPU_PNG) != 0;
     if (info->cmyk) return (kinds & SRC_CPU_CMYK) != 0;
     if (info->channels != 1 && info->channels != 3) return 1;
     if (!info->chroma420 && (kinds & SRC_CPU_NOT420)) return 1;
-    if (info->progressive && (kinds & SRC_CPU_PROGRESSIVE)) return 1;
-    return src_cpu_share_takes(kinds, index);
+    return info->progressive && (kinds & SRC_CPU_PROGRESSIVE);
 }
 
 int src_encoded_decode(uint8_t *out, const SrcEncoded *e, int S, char *err, size_t errlen)
@@ -57,7 +55,7 @@ static int folder_get_u8(const ImageSource *s, uint32_t index, int train, uint64
     else
         aug_val_axes(&e.ay, &e.ax, e.info.height, e.info.width, &s->aug);
     *label = f->labels[index];
-    if (enc && !cpu_takes(&e.info, cpu_kinds, index)) {
+    if (enc && !cpu_takes(&e.info, cpu_kinds)) {
         *enc = e;   /* the GPU decodes it; the bytes go with it */
         return 0;
     }

@@ -70,19 +70,6 @@ typedef enum { SRC_F32 = 0, SRC_U8 = 1 } SrcPixels;
 /* Kinds of image the CPU decodes at once on the GPU path (bits). */
 enum { SRC_CPU_PNG = 1u, SRC_CPU_CMYK = 2u, SRC_CPU_PROGRESSIVE = 4u,
        SRC_CPU_NOT420 = 8u };   /* JPEGs other than 4:2:0 colour: gray, 4:4:4, 4:2:2, ... */
-/* And a share of the rest, so that the CPU's cores decode beside the GPU's
- * JPEG engines when those alone cannot keep up: bits 8..14 of the kinds
- * hold it in 128ths, the samples chosen by a hash of their index (the same
- * ones every epoch: a sample's decoder, like its crop, is a function of the
- * sample). SRC_CPU_SHARE(0) adds nothing. */
-#define SRC_CPU_SHARE(of128) (((unsigned)(of128) & 127u) << 8)
-#define SRC_CPU_SHARE_OF(kinds) (((kinds) >> 8) & 127u)
-/* Does the share take sample `index`? (a multiplicative hash's top 7 bits
- * against the share) */
-static inline int src_cpu_share_takes(unsigned kinds, uint32_t index)
-{
-    return ((index * 2654435761u) >> 25) < SRC_CPU_SHARE_OF(kinds);
-}
 
 /* One sample as the GPU decoder takes it (src_get_u8 with enc). */
 typedef struct {

@@ -108,12 +108,6 @@ static const Setting table[SET_COUNT] = {
         "as many batches decode at once beside the step; one staging buffer more than "
         "threads. ResNet-50 bs 256 bf16 on an H100: 82% of synthetic with one, 86-88% with two, "
         "83-88% with three or four (docs/results.md)"),
-    [SET_JPEG_CPU_SHARE] = V_INT("CTRAIN_JPEG_CPU_SHARE", SA_DEV, "0", NULL, 0, 90,
-        "--decode gpu: the percent of the JPEGs the GPU would decode that the loader threads "
-        "decode on the CPU instead (the same samples every epoch, training and evaluation), so "
-        "that the cores decode beside the JPEG engines: on an H100 the engines alone delivered "
-        "5,100-5,400 img/s of ~80 KB photos with any number of decode threads; unmeasured, "
-        "docs/kernels.md"),
     [SET_JPEG_PRIORITY] = V_SWITCH("CTRAIN_JPEG_PRIORITY", SA_DEV, "0", NULL,
         "--decode gpu: the decode threads' streams at the device's highest priority (1), so "
         "that their kernels run ahead of the step's as SMs free up, or at its lowest (0, "

@@ -17,9 +17,7 @@
  *     cpu_kinds (PNG, CMYK, progressive when asked) are decoded at once
  *     into the same row, the others keep their bytes and header and the
  *     same axes, and src_encoded_decode of them gives the same row; the
- *     loader with cfg.encoded hands over exactly these; the CPU share
- *     (SRC_CPU_SHARE) takes its fraction of indices, nested, and exactly
- *     those are decoded at once;
+ *     loader with cfg.encoded hands over exactly these;
  *   - the loader's u8 batches are identical for 1 and 3 workers.
  * Bad files, each alone in a folder of good ones, through the loader: a
  * zero-byte file, a text file named .jpg, a truncated JPEG, a header
@@ -290,58 +288,6 @@ static void test_encoded(const ImageSource *src)
     free(dec);
 }
 
-/* The CPU's share of the 4:2:0 JPEGs (SRC_CPU_SHARE): the share's fraction
- * of indices, a larger share taking every sample a smaller one took, and
- * through src_get_u8 exactly those samples decoded at once (their rows the
- * plain decode's), the rest kept as bytes. */
-static void test_cpu_share(const ImageSource *src)
-{
-    const uint32_t N = 100000;
-    const unsigned shares[4] = {0, 13, 64, 127};
-    int ok_frac = 1, ok_nested = 1;
-    for (int s = 0; s < 4; s++) {
-        const unsigned k = SRC_CPU_SHARE(shares[s]);
-        uint32_t taken = 0;
-        for (uint32_t i = 0; i < N; i++) {
-            const int t = src_cpu_share_takes(k, i);
-            taken += (uint32_t)t;
-            if (s > 0 && src_cpu_share_takes(SRC_CPU_SHARE(shares[s - 1]), i) && !t) ok_nested = 0;
-        }
-        const double want = shares[s] / 128.0, got = (double)taken / N;
-        if (got < want - 0.01 || got > want + 0.01) ok_frac = 0;
-        if (shares[s] == 0 && taken) ok_frac = 0;
-    }
-    check_true("encoded.share_fraction", ok_frac, "a share's fraction of indices is off by > 1%");
-    check_true("encoded.share_nested", ok_nested,
-               "a larger share left out a sample a smaller one took");
-    check_true("encoded.share_kinds", SRC_CPU_SHARE_OF(SRC_CPU_SHARE(77) | SRC_CPU_NOT420) == 77 &&
-               (SRC_CPU_SHARE(127) & 15u) == 0, "the share spills into the kind bits");
-
-    const size_t row = (size_t)S * S * 3;
-    uint8_t *got = malloc(row), *ref = malloc(row);
-    char err[600];
-    const unsigned kinds = SRC_CPU_PNG | SRC_CPU_CMYK | SRC_CPU_SHARE(64);
-    int ok = 1, shared = 0;
-    for (uint32_t i = 0; i < src->n; i++) {
-        SrcEncoded e;
-        memset(&e, 0, sizeof e);
-        int32_t y, y2;
-        int st = src_get_u8(src, i, 1, 5, 3, got, &y, &e, kinds, err, sizeof err);
-        src_get_u8(src, i, 1, 5, 3, ref, &y2, NULL, 0, err, sizeof err);
-        const int kind_cpu = i == 4 || i == 6 || i == 5;
-        const int want_cpu = kind_cpu || src_cpu_share_takes(kinds, i);
-        shared += !kind_cpu && want_cpu;
-        ok &= st == 0 && (e.bytes == NULL) == want_cpu && y == y2;
-        if (!e.bytes) ok &= memcmp(got, ref, row) == 0;
-        free(e.bytes);
-    }
-    check_true("encoded.share_rows", ok, "the share's samples were not decoded at once as the "
-               "plain decode, or others were");
-    printf("  (the share of 64/128 took %d of the folder's JPEGs)\n", shared);
-    free(got);
-    free(ref);
-}
-
 static void test_loader_workers(const ImageSource *src)
 {
     const size_t row = (size_t)S * S * 3;
@@ -493,7 +439,6 @@ int main(void)
     if (!st) {
         test_rows(&src);
         test_encoded(&src);
-        test_cpu_share(&src);
         test_loader_workers(&src);
         src_free(&src);
     }

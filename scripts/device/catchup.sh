@@ -8,8 +8,9 @@
 #             LayerNorm / add_norm, attention, the nvJPEG paths), each
 #             program's summary and first failures;
 #   decoders  ResNet50 bs 256 bf16 on a generated JPEG folder, --decode gpu
-#             with the CPU's share of the JPEGs at 0, 15, 25 and 40% (the
-#             real-data row against the synthetic one);
+#             (the real-data row against the synthetic one), then where a
+#             decode thread's time goes and which stream ends each of the
+#             step's waits for data (scripts/timeline_gaps.py);
 #   resnet    ResNet50 bs 256 bf16 with CTRAIN_CONV_BN separate, then unit, then
 #             the stem on zero-padded channels (CTRAIN_CONV_PAD=always);
 #   timeline  CUPTI timelines of the same, separate and unit;
@@ -31,7 +32,6 @@
 #     TESTS     the test programs of `tests` (default: the list above)
 #     DECODERS  decoders' CTRAIN_JPEG_DECODERS values (default 2)
 #     JPEG_PRIO its CTRAIN_JPEG_PRIORITY values (default 0)
-#     SHARES    its CTRAIN_JPEG_CPU_SHARE values (default "0 15 25 40")
 #
 # Logs: $OUT/logs.tgz only (the logs are kept outside $OUT so that the 8-file
 # limit of a device call never drops the archive; files over 3 MB are left
@@ -82,11 +82,9 @@ if want decoders && ok $((D - 200)); then
         > "$L/folder.log" 2>&1
     for pr in ${JPEG_PRIO:-0}; do
         for nd in ${DECODERS:-2}; do
-            for sh in ${SHARES:-0 15 25 40}; do
-                b decoders${nd}p${pr}s$sh 90 CTRAIN_JPEG_DECODERS=$nd CTRAIN_JPEG_PRIORITY=$pr \
-                    CTRAIN_JPEG_CPU_SHARE=$sh -- --models resnet50 --batch 256 --precision bf16 \
-                    --data /tmp/imf --decode gpu --workers "$(nproc)"
-            done
+            b decoders${nd}p$pr 90 CTRAIN_JPEG_DECODERS=$nd CTRAIN_JPEG_PRIORITY=$pr -- \
+                --models resnet50 --batch 256 --precision bf16 --data /tmp/imf --decode gpu \
+                --workers "$(nproc)"
         done
     done
     # where a decode thread's time goes (the feed's closing line; a bench
@@ -97,6 +95,17 @@ if want decoders && ok $((D - 200)); then
             --workers "$(nproc)" > "$L/decode_times.log" 2>&1
         echo "decode times (rc $?):"
         grep -E "a batch's time on its thread|step 60" "$L/decode_times.log" | cut -c1-400
+        pack
+    fi
+    # what each of the step's waits for data ended on (a CUPTI trace of 8 steps)
+    if ok $((D - 90)); then
+        CTRAIN_TIMELINE=/tmp/rd.json:20:8 timeout 90 "$NEW" train --model resnet50 --data /tmp/imf \
+            --decode gpu --batch 256 --precision bf16 --graph --steps 40 --log-every 20 \
+            --no-eval --workers "$(nproc)" > "$L/decode_trace.log" 2>&1
+        python3 scripts/timeline_gaps.py /tmp/rd.json > "$L/decode_gaps.txt" 2>&1
+        echo "the step's waits (rc $?):"
+        head -12 "$L/decode_gaps.txt" | cut -c1-240
+        cp /tmp/rd.json.txt "$L/" 2>/dev/null
         pack
     fi
 fi

@@ -156,8 +156,7 @@ unsigned jpipe_cpu_kinds(const JpegPipe *p)
     unsigned k = SRC_CPU_PNG | SRC_CPU_CMYK | SRC_CPU_NOT420;
     /* the engines take baseline Huffman JPEGs only (jpeg_gpu.h) */
     if (p->backend == JPEG_GPU_HARDWARE) k |= SRC_CPU_PROGRESSIVE;
-    /* and CTRAIN_JPEG_CPU_SHARE percent of the rest, in 128ths */
-    return k | SRC_CPU_SHARE((setting_int(SET_JPEG_CPU_SHARE) * 128 + 50) / 100);
+    return k;
 }
 
 const char *jpipe_backend(const JpegPipe *p) { return jpeg_gpu_backend_name(p->backend); }
