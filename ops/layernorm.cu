@@ -342,9 +342,21 @@ __global__ void __launch_bounds__(LN_FWD_WARPS * 32)
 }
 
 /* part: [gridDim.x][2][D] chunk partials (dgamma's, then dbeta's), or NULL;
- * shared memory 2 D floats when part. */
+ * shared memory LN_BWD_WARPS x 2 D floats when part (ln_bwd_vec_smem).
+ *
+ * Registers: a lane holds its row as the raw 16-byte vectors of x and dy
+ * (2 NV of them) and makes xhat and dy in f32 again for the second pass;
+ * its dgamma / dbeta partials live in its warp's slice of shared memory,
+ * [2][D], where only it touches its columns. Kept in registers instead
+ * (the first version) they took 216 registers at D = 1024 in bf16 (one block
+ * an SM, 12.5% occupancy) and the kernel ran at a fifth of the bandwidth;
+ * now 128, no spills, two blocks an SM (64 KiB of shared memory each).
+ * The sums are the same in the same order (each warp its rows in turn, then
+ * the warps' slices in warp order), so the bits are the first version's. */
+constexpr size_t ln_bwd_vec_smem(int D) { return (size_t)LN_BWD_WARPS * 2 * D * sizeof(float); }
+
 template <typename T, int NV, bool FUSED>
-__global__ void __launch_bounds__(LN_BWD_WARPS * 32)
+__global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
     ln_bwd_vec_kernel(T *dx, float *part, const T *dy, const T *x, const float *mean,
                       const float *invstd, const float *gamma, size_t R, int D,
                       size_t rows_per_chunk, int accum_x, LnDrop drop)
@@ -352,33 +364,44 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32)
     constexpr int V = 16 / (int)sizeof(T);
     extern __shared__ float sh[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nvec = D / V;
-    float pg[NV][V], pb[NV][V];
+    float *acc = sh + (size_t)w * 2 * D;   /* this warp's [2][D]: dgamma's, then dbeta's */
+    if (part)
 #pragma unroll
-    for (int j = 0; j < NV; j++)
+        for (int j = 0; j < NV; j++) {
+            const int c = lane + 32 * j;
+            if (c < nvec)
 #pragma unroll
-        for (int k = 0; k < V; k++) pg[j][k] = pb[j][k] = 0.0f;
+                for (int k = 0; k < V; k++) acc[c * V + k] = acc[D + c * V + k] = 0.0f;
+        }
     const size_t r0 = (size_t)blockIdx.x * rows_per_chunk;
     const size_t r1 = r0 + rows_per_chunk < R ? r0 + rows_per_chunk : R;
     for (size_t r = r0 + w; r < r1; r += LN_BWD_WARPS) {
         const Vec<T, V> *xr = reinterpret_cast<const Vec<T, V> *>(x + r * (size_t)D);
         const Vec<T, V> *dyr = reinterpret_cast<const Vec<T, V> *>(dy + r * (size_t)D);
         const float mu = mean[r], is = invstd[r];
-        float xh[NV][V], dv[NV][V], s1 = 0.0f, s2 = 0.0f;
+        Vec<T, V> xa[NV], da[NV];
+        float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int c = lane + 32 * j;
-            Vec<T, V> a, b;
             if (c < nvec) {
-                a = xr[c];
-                b = dyr[c];
+                xa[j] = xr[c];
+                da[j] = dyr[c];
             }
+        }
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int c = lane + 32 * j;
 #pragma unroll
             for (int k = 0; k < V; k++) {
-                xh[j][k] = c < nvec ? ln_xhat(to_f32(a.v[k]), mu, is) : 0.0f;
-                dv[j][k] = c < nvec ? to_f32(b.v[k]) : 0.0f;
-                ln_row_sums(s1, s2, dv[j][k], c < nvec ? gamma[c * V + k] : 0.0f, xh[j][k]);
-                pg[j][k] += dv[j][k] * xh[j][k];
-                pb[j][k] += dv[j][k];
+                const float xh = c < nvec ? ln_xhat(to_f32(xa[j].v[k]), mu, is) : 0.0f;
+                const float dv = c < nvec ? to_f32(da[j].v[k]) : 0.0f;
+                ln_row_sums(s1, s2, dv, c < nvec ? gamma[c * V + k] : 0.0f, xh);
+                if (part && c < nvec) {
+                    float *g = acc + c * V + k;
+                    g[0] += dv * xh;
+                    g[D] += dv;
+                }
             }
         }
         if (!dx && !(FUSED && drop.dz)) continue; /* uniform over the block */
@@ -393,7 +416,8 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32)
             float ds[V];
 #pragma unroll
             for (int k = 0; k < V; k++) {
-                ds[k] = ln_ds(dv[j][k], gamma[c * V + k], xh[j][k], m1, m2, is);
+                const float xh = ln_xhat(to_f32(xa[j].v[k]), mu, is);
+                ds[k] = ln_ds(to_f32(da[j].v[k]), gamma[c * V + k], xh, m1, m2, is);
                 float val = ds[k];
                 if constexpr (FUSED) {
                     /* as the separate ops store ds, then add it (no FMA across) */
@@ -426,24 +450,33 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32)
         }
     }
     if (!part) return;
-    /* the warps' column partials into shared memory, warp after warp */
-    for (int step = 0; step < LN_BWD_WARPS; step++) {
-        if (w == step)
-#pragma unroll
-            for (int j = 0; j < NV; j++) {
-                const int c = lane + 32 * j;
-                if (c >= nvec) continue;
-#pragma unroll
-                for (int k = 0; k < V; k++) {
-                    const int d = c * V + k;
-                    sh[d] = step ? sh[d] + pg[j][k] : pg[j][k];
-                    sh[D + d] = step ? sh[D + d] + pb[j][k] : pb[j][k];
-                }
-            }
-        __syncthreads();
-    }
+    /* the warps' slices added in warp order, column by column */
+    __syncthreads();
     float *out = part + (size_t)blockIdx.x * 2 * D;
-    for (int i = threadIdx.x; i < 2 * D; i += blockDim.x) out[i] = sh[i];
+    for (int i = threadIdx.x; i < 2 * D; i += blockDim.x) {
+        float v = sh[i];
+        for (int step = 1; step < LN_BWD_WARPS; step++) v = v + sh[(size_t)step * 2 * D + i];
+        out[i] = v;
+    }
+}
+
+/* Launches ln_bwd_vec_kernel with sm bytes of shared memory, opting in
+ * above the 48 KiB default once per instantiation. */
+template <typename T, int NV, bool FUSED>
+static void ln_bwd_vec_launch(unsigned G, size_t sm, cudaStream_t s, T *dx, float *part,
+                              const T *dy, const T *x, const float *mean, const float *invstd,
+                              const float *gamma, size_t R, int D, size_t rows_per_chunk,
+                              int accum_x, const LnDrop &drop)
+{
+    static size_t opted = LN_SHARED_LIMIT;   /* per instantiation */
+    if (sm > opted) {
+        CUDA_CHECK(cudaFuncSetAttribute(ln_bwd_vec_kernel<T, NV, FUSED>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+        opted = sm;
+    }
+    ln_bwd_vec_kernel<T, NV, FUSED><<<G, LN_BWD_WARPS * 32, sm, s>>>(
+        dx, part, dy, x, mean, invstd, gamma, R, D, rows_per_chunk, accum_x, drop);
+    CUDA_CHECK_LAUNCH();
 }
 
 /* ---- split backward (CTRAIN_LN_KERNELS=split) ----
@@ -712,16 +745,17 @@ static int ln_backward(void *dx, float *dgamma, float *dbeta, const void *dy, co
             using T = decltype(tag);
             dispatch_nv<4>(nv, [&](auto nvc) {
                 constexpr int NVC = decltype(nvc)::value;
-                const size_t sm = want_params ? acc_bytes : 0;
+                const size_t sm = want_params ? ln_bwd_vec_smem((int)D) : 0;
                 if (drop)
-                    ln_bwd_vec_kernel<T, NVC, true><<<(unsigned)G, LN_BWD_WARPS * 32, sm, s>>>(
-                        (T *)dx, part, (const T *)dy, (const T *)x, mean, invstd, gamma, R,
-                        (int)D, rows_per_chunk, accum_x, *drop);
+                    ln_bwd_vec_launch<T, NVC, true>((unsigned)G, sm, s, (T *)dx, part,
+                                                    (const T *)dy, (const T *)x, mean, invstd,
+                                                    gamma, R, (int)D, rows_per_chunk, accum_x,
+                                                    *drop);
                 else
-                    ln_bwd_vec_kernel<T, NVC, false><<<(unsigned)G, LN_BWD_WARPS * 32, sm, s>>>(
-                        (T *)dx, part, (const T *)dy, (const T *)x, mean, invstd, gamma, R,
-                        (int)D, rows_per_chunk, accum_x, LnDrop{});
-                CUDA_CHECK_LAUNCH();
+                    ln_bwd_vec_launch<T, NVC, false>((unsigned)G, sm, s, (T *)dx, part,
+                                                     (const T *)dy, (const T *)x, mean, invstd,
+                                                     gamma, R, (int)D, rows_per_chunk, accum_x,
+                                                     LnDrop{});
             });
         });
     } else {
