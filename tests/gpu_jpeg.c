@@ -35,7 +35,11 @@
  *   - a RandomResizedCrop box + flip against the host reference applied to
  *     libjpeg's pixels: the same tolerance;
  *   - bf16 decode = f32 decode rounded; a buffer too small marks images
- *     JPEG_GPU_NO_ROOM, jpeg_gpu_reserve makes room and they are taken.
+ *     JPEG_GPU_NO_ROOM, jpeg_gpu_reserve makes room and they are taken;
+ *   - jpeg_gpu_out_after: with the event held back by a host function on
+ *     another stream, the decode returns while it is pending (nvJPEG's work
+ *     does not wait for it), out is untouched until it fires, then holds
+ *     the rows of a plain decode.
  * Each backend again with the planes path (jpeg_gpu_set_planes: nvJPEG's
  * Y, Cb, Cr planes, chroma filtered at half resolution and converted by our
  * kernel): only 4:2:0 taken (4:4:4 and gray JPEG_GPU_FORMAT); the window at
@@ -54,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "data/augment.h"
 #include "data/resample.h"
@@ -512,6 +517,14 @@ static void window(uint8_t *w, const uint8_t *ref, int top, int left, int S)
         memcpy(w + (size_t)y * S * 3, ref + ((size_t)(top + y) * JW + left) * 3, (size_t)S * 3);
 }
 
+/* A host function that holds its stream for a second (test_backend's out_after). */
+static void CUDART_CB hold_one_second(void *arg)
+{
+    (void)arg;
+    struct timespec t = {1, 0};
+    nanosleep(&t, NULL);
+}
+
 static void test_backend(Ctx *c, JpegGpuBackend be, const JpegSet *js, int planes)
 {
     char err[600], tag[64], name[160];
@@ -682,6 +695,47 @@ static void test_backend(Ctx *c, JpegGpuBackend be, const JpegSet *js, int plane
     check_true(name, rc == 0 && !memcmp(fb, fb5, sizeof fb) && differ == 0,
                "rc %d (%s), flags %s, %d rows differ", rc, err,
                memcmp(fb, fb5, sizeof fb) ? "differ" : "equal", differ);
+
+    /* out_after: the decode returns, its nvJPEG work queued and waited on by the host,
+     * while the event is still pending (a host function holds its stream for 1 s); out is
+     * untouched until the event, then holds the same rows */
+    cudaStream_t hold;
+    cudaEvent_t gate;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&hold, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&gate, cudaEventDisableTiming));
+    CUDA_CHECK(cudaMemset(o5->data, 0xFF, o5->numel * dtype_size(o5->dtype)));
+    sync_all();
+    CUDA_CHECK(cudaLaunchHostFunc(hold, hold_one_second, NULL));
+    CUDA_CHECK(cudaEventRecord(gate, hold));
+    jpeg_gpu_out_after(g, gate);
+    rc = jpeg_gpu_decode(g, o5, fb5, bytes, js->lens, NULL, box, NIMG, MEAN, STD, c->stream, err,
+                         sizeof err);
+    const int pending_at_return = cudaEventQuery(gate) == cudaErrorNotReady;
+    const size_t ob = o5->numel * dtype_size(o5->dtype);
+    uint8_t *raw = malloc(ob);
+    /* a copy on the legacy stream, which waits for neither non-blocking stream */
+    CUDA_CHECK(cudaMemcpy(raw, o5->data, ob, cudaMemcpyDeviceToHost));
+    const int pending_after_look = cudaEventQuery(gate) == cudaErrorNotReady;
+    size_t touched = 0;
+    for (size_t i = 0; i < ob; i++) touched += raw[i] != 0xFF;
+    free(raw);
+    sync_all();
+    out_download(got5, o5);
+    differ = 0;
+    for (int i = 0; i < NIMG; i++)
+        if (!fb[i] && !fb5[i])
+            differ += memcmp(got + i * per, got5 + i * per, per * sizeof(float)) != 0;
+    snprintf(name, sizeof name, "%s.out_after.decode_does_not_wait", tag);
+    check_true(name, rc == 0 && pending_at_return, "rc %d (%s), the event %s when the decode "
+               "returned", rc, err, pending_at_return ? "pending" : "already done");
+    snprintf(name, sizeof name, "%s.out_after.out_untouched_before", tag);
+    check_true(name, !pending_after_look || touched == 0, "%zu bytes of out written before the "
+               "event", touched);
+    snprintf(name, sizeof name, "%s.out_after.same_rows", tag);
+    check_true(name, !memcmp(fb, fb5, sizeof fb) && differ == 0, "flags %s, %d rows differ",
+               memcmp(fb, fb5, sizeof fb) ? "differ" : "equal", differ);
+    CUDA_CHECK(cudaEventDestroy(gate));
+    CUDA_CHECK(cudaStreamDestroy(hold));
     free(got5);
     out_free(o5);
     out_free(o);

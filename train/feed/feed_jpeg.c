@@ -165,11 +165,13 @@ int jpipe_decoders(const JpegPipe *p) { return p->nd; }
 
 /* Batch lb into rows 0..n-1 of x and y through decoder D, queued on s: the
  * kept files through nvJPEG, the CPU rows (the workers', then any nvJPEG
- * refused, decoded here) through the u8 upload. *n_cpu: the CPU rows. 0, or
+ * refused, decoded here) through the u8 upload; nothing is written to x or
+ * y before s has passed out_after (NULL: no wait), and nvJPEG's own work is
+ * queued before that wait (jpeg_gpu_out_after). *n_cpu: the CPU rows. 0, or
  * a negative status with err and *hint. */
 static int pipe_decode(JpegPipe *P, Decoder *D, LoaderBatch *lb, Tensor *x, Tensor *y,
-                       cudaStream_t s, int *n_cpu, JpegGpuStats *gs, char *err, size_t errlen,
-                       const char **hint)
+                       cudaStream_t s, cudaEvent_t out_after, int *n_cpu, JpegGpuStats *gs,
+                       char *err, size_t errlen, const char **hint)
 {
     const int n = lb->n, S = P->S;
     const size_t row = (size_t)S * S * 3;
@@ -195,6 +197,7 @@ static int pipe_decode(JpegPipe *P, Decoder *D, LoaderBatch *lb, Tensor *x, Tens
             D->info[r].gpu = JPEG_GPU_FORMAT;
     }
     *hint = "pass --decode cpu to decode the images on the CPU";
+    jpeg_gpu_out_after(D->g, out_after);
     int rc = jpeg_gpu_decode(D->g, x, D->fb, D->bytes, D->lens, D->info, D->boxes, n, P->mean,
                              P->std, s, err, errlen);
     for (int r = 0; !rc && r < n; r++) {
@@ -279,9 +282,10 @@ static void *pipe_main(void *arg)
                 loader_start(P->L, ++P->loader_epoch, 0);
             pthread_mutex_unlock(&P->mu);
         } else {
-            CUDA_CHECK(cudaStreamWaitEvent(D->stream, sg->consumed, 0));
-            rc = pipe_decode(P, D, lb, sg->x, sg->y, D->stream, &n_cpu, &gs, err, sizeof err,
-                             &hint);
+            /* the buffer's last batch copied out by the step before this one's
+             * rows go in; nvJPEG's decode itself does not wait for that */
+            rc = pipe_decode(P, D, lb, sg->x, sg->y, D->stream, sg->consumed, &n_cpu, &gs, err,
+                             sizeof err, &hint);
             if (!rc) CUDA_CHECK(cudaEventRecord(sg->ready, D->stream));
             /* the previous batch's bytes were needed until this decode returned,
              * its pixels until its upload ran (D->done, recorded after it on this
@@ -455,7 +459,8 @@ int jpipe_eval_next(JpegPipe *P, Ctx *c, Loader *V, Tensor *x, Tensor *y)
     if (!lb) return 0;
     const char *hint;
     int n_cpu, n = lb->n;
-    rc = pipe_decode(P, &P->d[0], lb, x, y, c->stream, &n_cpu, NULL, err, sizeof err, &hint);
+    rc = pipe_decode(P, &P->d[0], lb, x, y, c->stream, NULL, &n_cpu, NULL, err, sizeof err,
+                     &hint);
     if (rc) ct_fatal_hint(hint, "%s", err);
     ctx_sync(c);   /* evaluation is not timed: the batch is done before it goes back */
     loader_release(V, lb);

@@ -64,6 +64,7 @@ JpegGpu *jpeg_gpu_open(Ctx *c, int max_batch, int size, int max_side_hint, JpegG
 
 void jpeg_gpu_close(JpegGpu *g) { (void)g; }
 void jpeg_gpu_set_call_size(JpegGpu *g, int n) { (void)g, (void)n; }
+void jpeg_gpu_out_after(JpegGpu *g, void *event) { (void)g, (void)event; }
 void jpeg_gpu_set_planes(JpegGpu *g, int on) { (void)g, (void)on; }
 
 int jpeg_gpu_probe(JpegGpu *g, JpegGpuInfo *info, const uint8_t *const *bytes,
@@ -134,6 +135,7 @@ struct JpegGpu {
     nvjpegJpegStream_t js;       /* the probe's header parser */
     int all_failed;              /* consecutive calls in which every image failed */
     int planes;                  /* jpeg_gpu_set_planes */
+    cudaEvent_t out_after;       /* jpeg_gpu_out_after: the next decode's wait, or NULL */
     uint8_t *dec;                /* decoded images, device */
     size_t dec_cap;
     uint8_t *pad;                /* the padding images' scratch (nvjpeg_batch.h), device */
@@ -417,6 +419,21 @@ void jpeg_gpu_set_call_size(JpegGpu *g, int n)
     if (g && g->nb) nvjb_set_call_size(g->nb, n);
 }
 
+void jpeg_gpu_out_after(JpegGpu *g, void *event)
+{
+    if (g) g->out_after = (cudaEvent_t)event;
+}
+
+/* s waits for the event jpeg_gpu_out_after named, if any, once. */
+static int jg_out_wait(JpegGpu *g, cudaStream_t s, const char *what, char *err, size_t errlen)
+{
+    if (!g->out_after) return 0;
+    const cudaEvent_t ev = g->out_after;
+    g->out_after = NULL;
+    JG_CUDA(cudaStreamWaitEvent(s, ev, 0), what);
+    return 0;
+}
+
 void jpeg_gpu_set_planes(JpegGpu *g, int on)
 {
     if (!g || !g->nb) return;
@@ -664,6 +681,7 @@ int jpeg_gpu_decode(JpegGpu *g, Tensor *out, uint8_t *fallback, const uint8_t *c
             JG_CUDA(cudaMemcpyAsync(g->tab_dev, g->meta_host, (size_t)kept * sizeof(JpegGpuImage),
                                     cudaMemcpyHostToDevice, s), what);
             JG_CUDA(cudaEventRecord(g->staged, s), what);
+            if (jg_out_wait(g, s, what, err, errlen)) return -1;   /* out's first write next */
             float a[3], b[3];
             jpeg_gpu_norm_coeffs(a, b, mean, std);
             if (g->planes)
@@ -677,6 +695,8 @@ int jpeg_gpu_decode(JpegGpu *g, Tensor *out, uint8_t *fallback, const uint8_t *c
         g->timing = 1;
         JG_CUDA(cudaEventRecord(g->done, s), what);
     }
+    /* nothing resampled: the wait still goes before the caller's uploads into out */
+    if (jg_out_wait(g, s, what, err, errlen)) return -1;
     g->stats.taken += kept;
     g->all_failed = m > 0 && kept == 0 ? g->all_failed + 1 : 0;
     g->stats.host_s += jg_now() - t_start;

@@ -176,6 +176,17 @@ void jpeg_gpu_set_planes(JpegGpu *g, int on);
  * training batch, when max_batch is a larger evaluation batch. Between
  * decode calls, from the thread that uses g. */
 void jpeg_gpu_set_call_size(JpegGpu *g, int n);
+/* The next jpeg_gpu_decode's stream waits for `event` (a cudaEvent_t; NULL:
+ * none) after nvJPEG's calls and before its first write to out, once. Why:
+ * nvJPEG's hardware decoder waits on the host, image by image, for its own
+ * work, which is ordered after everything queued on the stream before the
+ * call; a wait for out's previous reader queued there first (the training
+ * step that copies the staging buffer) made every decode call wait on the
+ * host for the step, and the decode threads could never run ahead of it
+ * (docs/kernels.md). nvJPEG writes only g's own decode buffer, so only the
+ * resample (and, after it on the stream, the caller's uploads into out)
+ * need the event. Between decode calls, from the thread that uses g. */
+void jpeg_gpu_out_after(JpegGpu *g, void *event);
 
 /* Headers of n images: sizes, components, and what the GPU takes. Host
  * only (nvJPEG's header parser); no device work. Returns the number taken. */
