@@ -461,19 +461,17 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
 }
 
 /* Launches ln_bwd_vec_kernel with sm bytes of shared memory, opting in
- * above the 48 KiB default once per instantiation. */
+ * above the 48 KiB default at every such launch (the attribute is the
+ * current device's; a cheap host call, allowed while a graph is captured). */
 template <typename T, int NV, bool FUSED>
 static void ln_bwd_vec_launch(unsigned G, size_t sm, cudaStream_t s, T *dx, float *part,
                               const T *dy, const T *x, const float *mean, const float *invstd,
                               const float *gamma, size_t R, int D, size_t rows_per_chunk,
                               int accum_x, const LnDrop &drop)
 {
-    static size_t opted = LN_SHARED_LIMIT;   /* per instantiation */
-    if (sm > opted) {
+    if (sm > LN_SHARED_LIMIT)
         CUDA_CHECK(cudaFuncSetAttribute(ln_bwd_vec_kernel<T, NV, FUSED>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-        opted = sm;
-    }
     ln_bwd_vec_kernel<T, NV, FUSED><<<G, LN_BWD_WARPS * 32, sm, s>>>(
         dx, part, dy, x, mean, invstd, gamma, R, D, rows_per_chunk, accum_x, drop);
     CUDA_CHECK_LAUNCH();
@@ -634,10 +632,11 @@ template <int MAX, typename F> void dispatch_nv(int nv, F f)
 int ln_kernels_vec = -1;
 
 /* auto's threshold. The vector kernels hold a row a warp (the backward's
- * block of 8 warps takes 186 registers a lane at D = 1024 in bf16: one block
- * an SM), so a call needs many rows before enough warps are in flight to
- * cover memory latency: BERT-large bf16 at 4,096 rows a call (bs 32, seq 128)
- * ran 6% slower on them, at 32,768 (bs 256) 5% faster (docs/kernels.md).
+ * block of 8 warps took 186 registers a lane at D = 1024 in bf16 when this
+ * was measured: one block an SM; 128 and two blocks since), so a call needs
+ * many rows before enough warps are in flight to cover memory latency:
+ * BERT-large bf16 at 4,096 rows a call (bs 32, seq 128) ran 6% slower on
+ * them, at 32,768 (bs 256) 5% faster (docs/kernels.md).
  * 16,384 rows (bs 32 at seq 512, bs 128 at seq 128) is the midpoint, not yet
  * a measured crossover. */
 constexpr size_t LN_VEC_AUTO_ROWS = LAYERNORM_VEC_MIN_ROWS;

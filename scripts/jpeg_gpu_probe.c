@@ -23,8 +23,9 @@
  *   img_per_s   images / wall time of the timed passes (probe + decode +
  *               kernel, the whole device path of one feed thread)
  *   host_s      time inside jpeg_gpu_decode (host part and waits), timed passes
- *   device_s    stream time of the decodes (from each call's start on the
- *               stream to its kernel's end), timed passes
+ *   device_s    stream time of nvJPEG's part of the decodes (from each
+ *               call's start on the stream to its table's upload; the
+ *               resample kernel after it is not counted), timed passes
  *   probe_s     time in jpeg_gpu_probe (header parsing, on the host)
  *   taken       images the GPU decoded; the rest would go to the CPU
  *

@@ -19,10 +19,12 @@
  *      image fails make the call an error (the decoder, not a file, is
  *      broken);
  *   4. the per-image table (offset, size, row, flip, axes) is copied from
- *      pinned memory, and the resample kernel writes the rows;
+ *      pinned memory (an event marks nvJPEG's part done: the next call's host
+ *      waits for it), s waits for jpeg_gpu_out_after's event if one was
+ *      named, and the resample kernel writes the rows;
  *   5. an event marks the end of g's work on s.
- * Device time is read from two events at the next call (never a sync of
- * its own).
+ * Device time (nvJPEG's part) is read from two events at the next call
+ * (never a sync of its own).
  */
 #include "jpeg_gpu.h"
 
@@ -424,13 +426,14 @@ void jpeg_gpu_out_after(JpegGpu *g, void *event)
     if (g) g->out_after = (cudaEvent_t)event;
 }
 
-/* s waits for the event jpeg_gpu_out_after named, if any, once. */
-static int jg_out_wait(JpegGpu *g, cudaStream_t s, const char *what, char *err, size_t errlen)
+/* s waits for *ev (jpeg_gpu_out_after's event), if any, once. */
+static int jg_out_wait(cudaEvent_t *ev, cudaStream_t s, const char *what, char *err,
+                       size_t errlen)
 {
-    if (!g->out_after) return 0;
-    const cudaEvent_t ev = g->out_after;
-    g->out_after = NULL;
-    JG_CUDA(cudaStreamWaitEvent(s, ev, 0), what);
+    if (!*ev) return 0;
+    const cudaEvent_t e = *ev;
+    *ev = NULL;
+    JG_CUDA(cudaStreamWaitEvent(s, e, 0), what);
     return 0;
 }
 
@@ -583,6 +586,8 @@ int jpeg_gpu_decode(JpegGpu *g, Tensor *out, uint8_t *fallback, const uint8_t *c
     double t_start = jg_now();
     cudaStream_t s = (cudaStream_t)stream;
     if (!g) return ct_fail(err, errlen, -1, "%s: no decoder", what);
+    cudaEvent_t out_after = g->out_after;   /* this call's, whatever happens */
+    g->out_after = NULL;
     if (!g->L)
         return ct_fail(err, errlen, -1, "%s: this decoder was opened for uploads only "
                        "(JPEG_GPU_UPLOAD)", what);
@@ -681,7 +686,13 @@ int jpeg_gpu_decode(JpegGpu *g, Tensor *out, uint8_t *fallback, const uint8_t *c
             JG_CUDA(cudaMemcpyAsync(g->tab_dev, g->meta_host, (size_t)kept * sizeof(JpegGpuImage),
                                     cudaMemcpyHostToDevice, s), what);
             JG_CUDA(cudaEventRecord(g->staged, s), what);
-            if (jg_out_wait(g, s, what, err, errlen)) return -1;   /* out's first write next */
+        }
+        /* nvJPEG's part ends here: the next call's host waits for this, never for
+         * out_after (its device time is nvJPEG's, not the wait's) */
+        JG_CUDA(cudaEventRecord(g->t1, s), what);
+        g->timing = 1;
+        if (kept > 0) {
+            if (jg_out_wait(&out_after, s, what, err, errlen)) return -1;   /* out's first write */
             float a[3], b[3];
             jpeg_gpu_norm_coeffs(a, b, mean, std);
             if (g->planes)
@@ -691,12 +702,10 @@ int jpeg_gpu_decode(JpegGpu *g, Tensor *out, uint8_t *fallback, const uint8_t *c
                 jpeg_gpu_resample_cuda(out->data, out->dtype, S, g->dec,
                                        (const JpegGpuImage *)g->tab_dev, kept, a, b, s);
         }
-        JG_CUDA(cudaEventRecord(g->t1, s), what);
-        g->timing = 1;
         JG_CUDA(cudaEventRecord(g->done, s), what);
     }
     /* nothing resampled: the wait still goes before the caller's uploads into out */
-    if (jg_out_wait(g, s, what, err, errlen)) return -1;
+    if (jg_out_wait(&out_after, s, what, err, errlen)) return -1;
     g->stats.taken += kept;
     g->all_failed = m > 0 && kept == 0 ? g->all_failed + 1 : 0;
     g->stats.host_s += jg_now() - t_start;

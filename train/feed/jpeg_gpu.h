@@ -145,7 +145,8 @@ typedef struct {
     int layouts;                     /* nvJPEG decoders made: one per chroma layout seen */
     long long uploaded;              /* images through jpeg_gpu_upload_u8 */
     double host_s;                   /* wall time inside decode (host work and waits) */
-    double device_s;                 /* device time of the decode calls finished so far */
+    double device_s;                 /* device time of the decode calls' nvJPEG part (to the
+                                        table's upload, before any out_after wait) */
     size_t buffer_bytes;             /* decode buffer + staging, in ctx->mem */
     size_t want_bytes;               /* decode buffer a NO_ROOM call needed (0: none) */
     size_t lib_device_bytes, lib_pinned_bytes;   /* held by nvJPEG itself now */
@@ -185,7 +186,10 @@ void jpeg_gpu_set_call_size(JpegGpu *g, int n);
  * host for the step, and the decode threads could never run ahead of it
  * (docs/kernels.md). nvJPEG writes only g's own decode buffer, so only the
  * resample (and, after it on the stream, the caller's uploads into out)
- * need the event. Between decode calls, from the thread that uses g. */
+ * need the event. One call deep: the next call's nvJPEG work follows this
+ * call's resample on the stream (both use g's one decode buffer), so it
+ * waits for the event in turn; a decode thread gains a batch of lead.
+ * Between decode calls, from the thread that uses g. */
 void jpeg_gpu_out_after(JpegGpu *g, void *event);
 
 /* Headers of n images: sizes, components, and what the GPU takes. Host
