@@ -347,7 +347,10 @@ __global__ void __launch_bounds__(LN_FWD_WARPS * 32)
  * Registers: a lane holds its row as the raw 16-byte vectors of x and dy
  * (2 NV of them) and makes xhat and dy in f32 again for the second pass;
  * its dgamma / dbeta partials live in its warp's slice of shared memory,
- * [2][D], where only it touches its columns. Kept in registers instead
+ * [2][V][D / V], where only it touches its columns: column c V + k at
+ * k (D / V) + c, so a warp's 32 lanes (32 consecutive c) hit 32 banks (laid
+ * out as the columns, lanes V floats apart made each access 8-way
+ * conflicted). Kept in registers instead
  * (the first version) they took 216 registers at D = 1024 in bf16 (one block
  * an SM, 12.5% occupancy) and the kernel ran at a fifth of the bandwidth;
  * now 128, no spills, two blocks an SM (64 KiB of shared memory each).
@@ -371,7 +374,7 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
             const int c = lane + 32 * j;
             if (c < nvec)
 #pragma unroll
-                for (int k = 0; k < V; k++) acc[c * V + k] = acc[D + c * V + k] = 0.0f;
+                for (int k = 0; k < V; k++) acc[k * nvec + c] = acc[D + k * nvec + c] = 0.0f;
         }
     const size_t r0 = (size_t)blockIdx.x * rows_per_chunk;
     const size_t r1 = r0 + rows_per_chunk < R ? r0 + rows_per_chunk : R;
@@ -398,7 +401,7 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
                 const float dv = c < nvec ? to_f32(da[j].v[k]) : 0.0f;
                 ln_row_sums(s1, s2, dv, c < nvec ? gamma[c * V + k] : 0.0f, xh);
                 if (part && c < nvec) {
-                    float *g = acc + c * V + k;
+                    float *g = acc + k * nvec + c;   /* lanes side by side: no bank conflict */
                     g[0] += dv * xh;
                     g[D] += dv;
                 }
@@ -453,10 +456,11 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
     /* the warps' slices added in warp order, column by column */
     __syncthreads();
     float *out = part + (size_t)blockIdx.x * 2 * D;
-    for (int i = threadIdx.x; i < 2 * D; i += blockDim.x) {
+    for (int i = threadIdx.x; i < 2 * D; i += blockDim.x) {   /* i: a slice position */
         float v = sh[i];
         for (int step = 1; step < LN_BWD_WARPS; step++) v = v + sh[(size_t)step * 2 * D + i];
-        out[i] = v;
+        const int h = i >= D, p = i - h * D, k = p / nvec, c = p - k * nvec;
+        out[h * D + c * V + k] = v;   /* column c V + k */
     }
 }
 
