@@ -23,7 +23,9 @@
 #   jpeg      jpeg_gpu_probe (nvJPEG alone: RGB, YUV, one and two threads
 #             beside a busy GPU);
 #   switches  BERT-large bf16 with the LayerNorm / add_norm / GELU-bias
-#             switches together.
+#             switches together;
+#   berttl    BERT-large bf16 seq 128 bs 256's CUPTI timeline (3 steps), its
+#             LayerNorm kernels' lines (the vector backward's time a call).
 #
 #   D=SECONDS STEPS=LIST OUT=dir bash scripts/device/catchup.sh
 #     D         no new step starts after D seconds (default 540: a 10-minute call)
@@ -112,6 +114,15 @@ fi
 want bert && b bert128 80 X=1 -- --models bert-large --seq 128 --batch 256 --precision bf16,fp8
 want bert && b bert128_packed 60 CTRAIN_LOGITS_PAD=0 -- --models bert-large --seq 128 \
     --batch 256 --precision bf16
+if want berttl && ok $((D - 60)); then
+    CTRAIN_TIMELINE=/tmp/btl.json:8:3 timeout 90 "$NEW" train --model bert-large --data synthetic \
+        --seq 128 --batch 256 --precision bf16 --graph --optim adamw --lr 1e-4 --steps 11 \
+        --log-every 5 --no-eval > "$L/berttl.log" 2>&1
+    echo "berttl (rc $?):"
+    cp /tmp/btl.json.txt "$L/berttl.txt" 2>/dev/null
+    grep -E "a step|ln_" "$L/berttl.txt" | head -6 | cut -c1-160
+    pack
+fi
 if want converge && ok $((D - 100)); then
     OUT=$OUT bash scripts/device/fp8.sh converge 2>&1 | grep -v "^name\|^NVIDIA"
     rm -f "$OUT/logs.tgz"; mv "$OUT/logs" "$L/fp8_converge"; pack
