@@ -38,6 +38,11 @@
  *   host_ms     time inside nvjb_decode a call (nvJPEG returns after its
  *               host part; a call blocked on the GPU shows here)
  *   img_per_s   images / wall time, the decodes and the GEMMs both done
+ * Then RGB beside the GEMMs again, "gated": before each call the decode's
+ * stream waits for the GEMM five places ahead in the busy queue (~8 ms), as
+ * the feed's decode stream once waited for the step's copy of its staging
+ * buffer before nvJPEG's calls (jpeg_gpu_out_after): if host_ms grows by
+ * about that wait, nvJPEG's host-side waits follow the stream's order.
  * Last, two threads with a decoder each beside the busy GPU ("threads":2;
  * host_ms per call, img_per_s of both together): whether a second call in
  * flight doubles what one thread delivers there.
@@ -339,6 +344,9 @@ static void run_nvjb(Ctx *c, int yuv, int busy, uint8_t **bytes, size_t *lens, c
             host = 0;
         }
         if (busy) busy_top_up(c, &z); /* ~10 GEMMs (~16 ms) always pending */
+        /* gated: the decode's stream first waits for the GEMM half the queue ahead,
+         * as the feed's once waited for the step's copy of its staging buffer */
+        if (busy == 2) cudaStreamWaitEvent(d.st, z.ev[(z.head - BUSY_AHEAD / 2) % BUSY_RING], 0);
         const double h0 = now_s();
         int f = dec_call(&d, it + 2, bytes, lens, idx, n420);
         if (it >= 0) {
@@ -350,9 +358,9 @@ static void run_nvjb(Ctx *c, int yuv, int busy, uint8_t **bytes, size_t *lens, c
     cudaStreamSynchronize(d.st);
     if (busy) cudaStreamSynchronize(z.bs);
     const double wall = now_s() - t0;
-    printf("{\"probe\":\"nvjb\",\"backend\":\"%s\",\"out\":\"%s\",\"busy\":%d,"
+    printf("{\"probe\":\"nvjb\",\"backend\":\"%s\",\"out\":\"%s\",\"busy\":%d,\"gated\":%d,"
            "\"calls\":%d,\"batch\":%d,\"host_ms\":%.2f,\"img_per_s\":%.1f,\"failed\":%lld}\n",
-           d.backend, yuv ? "yuv" : "rgbi", busy, calls, batch,
+           d.backend, yuv ? "yuv" : "rgbi", busy != 0, busy == 2, calls, batch,
            1e3 * host / (calls > 0 ? calls : 1), images / wall, bad);
     fflush(stdout);
     if (busy) busy_close(&z);
@@ -539,6 +547,7 @@ int main(int argc, char **argv)
     for (int busy = 0; busy <= 1; busy++)
         for (int yuv = 0; yuv <= 1; yuv++)
             run_nvjb(&c, yuv, busy, bytes, lens, idx, n420, batch, rounds);
+    run_nvjb(&c, 0, 2, bytes, lens, idx, n420, batch, rounds);   /* RGB, gated */
     run_nvjb_pair(&c, bytes, lens, idx, n420, batch, rounds);
     free(idx);
     cudaStreamDestroy(st);
