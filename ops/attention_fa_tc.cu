@@ -352,7 +352,7 @@ extern "C" void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, uint
         dispatch_head_dim(Dh, "attention_fa_tc_forward_cuda", [&](auto dh) {
             constexpr int DH = decltype(dh)::value;
             const size_t smem = TcCfg<DH>::SMEM_FWD;
-            tc_smem_optin(tc_fwd_kernel<E, DH>, smem);
+            smem_optin(tc_fwd_kernel<E, DH>, smem);
             const dim3 grid((unsigned)((T + TC_ROWS - 1) / TC_ROWS), (unsigned)BH);
             tc_fwd_kernel<E, DH><<<grid, TC_THREADS, smem, c->stream>>>(
                 (E *)out, lse, keep_out, (const E *)q, (const E *)k, (const E *)v, mask,

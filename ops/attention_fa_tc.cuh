@@ -324,15 +324,6 @@ template <typename F> void tc_dispatch_lowp(DType dt, const char *what, F f)
     }
 }
 
-/* Dynamic shared memory above the 48 KB default needs an opt-in per kernel.
- * A host-side attribute (no stream work): allowed while capturing a graph. */
-template <typename K> void tc_smem_optin(K kernel, size_t bytes)
-{
-    if (bytes > 48 * 1024)
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)bytes));
-}
-
 void tc_check_sizes(size_t B, size_t H, size_t T, const char *what)
 {
     CT_ASSERT(T <= 0x7fffffff && B * H <= 65535 && H > 0,

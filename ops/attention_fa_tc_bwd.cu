@@ -405,7 +405,7 @@ extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *
             const dim3 grid((unsigned)((T + TC_ROWS - 1) / TC_ROWS), (unsigned)BH);
             if (dk || dv) {
                 const size_t smem = TcCfg<DH>::SMEM_DKDV;
-                tc_smem_optin(tc_bwd_dkdv_kernel<E, DH>, smem);
+                smem_optin(tc_bwd_dkdv_kernel<E, DH>, smem);
                 tc_bwd_dkdv_kernel<E, DH><<<grid, TC_THREADS, smem, c->stream>>>(
                     (E *)dk, (E *)dv, (const E *)q, (const E *)k, (const E *)v,
                     (const E *)dout, lse, D, mask, scale_log2, scale, sd, keepg, W, (int)H,
@@ -414,7 +414,7 @@ extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *
             }
             if (dq) {
                 const size_t smem = TcCfg<DH>::SMEM_DQ;
-                tc_smem_optin(tc_bwd_dq_kernel<E, DH>, smem);
+                smem_optin(tc_bwd_dq_kernel<E, DH>, smem);
                 tc_bwd_dq_kernel<E, DH><<<grid, TC_THREADS, smem, c->stream>>>(
                     (E *)dq, (const E *)q, (const E *)k, (const E *)v, (const E *)dout, lse, D,
                     mask, scale_log2, scale, sd, keepg, W, (int)H, (int)T, bthd, accum_q);

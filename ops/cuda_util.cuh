@@ -13,7 +13,9 @@
  *     ends with the same bits (a + b == b + a at each step), and lane 0's
  *     result is the fixed tree (x0 + x16) + (x8 + x24) + ... whatever the
  *     scheduling;
- *   - threads_for: the block width of a row kernel.
+ *   - threads_for: the block width of a row kernel;
+ *   - smem_optin: the opt-in a kernel needs for dynamic shared memory above
+ *     48 KiB.
  *
  * Everything sits in an unnamed namespace: each .cu file gets its own copy,
  * as it had when the helpers were written out per file.
@@ -101,6 +103,16 @@ __device__ __forceinline__ float warp_max(float v)
 inline int threads_for(size_t n, int cap)
 {
     return n >= (size_t)cap ? cap : (int)((n + 31) / 32 * 32);
+}
+
+/* Dynamic shared memory above the 48 KiB default needs an opt-in per kernel
+ * on the current device. A host-side attribute (no stream work): allowed
+ * while a graph is captured; called before each such launch. */
+template <typename K> void smem_optin(K kernel, size_t bytes)
+{
+    if (bytes > 48 * 1024)
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)bytes));
 }
 
 } // namespace

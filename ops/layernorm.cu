@@ -464,18 +464,15 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
     }
 }
 
-/* Launches ln_bwd_vec_kernel with sm bytes of shared memory, opting in
- * above the 48 KiB default at every such launch (the attribute is the
- * current device's; a cheap host call, allowed while a graph is captured). */
+/* Launches ln_bwd_vec_kernel with sm bytes of shared memory (smem_optin
+ * above the 48 KiB default). */
 template <typename T, int NV, bool FUSED>
 static void ln_bwd_vec_launch(unsigned G, size_t sm, cudaStream_t s, T *dx, float *part,
                               const T *dy, const T *x, const float *mean, const float *invstd,
                               const float *gamma, size_t R, int D, size_t rows_per_chunk,
                               int accum_x, const LnDrop &drop)
 {
-    if (sm > LN_SHARED_LIMIT)
-        CUDA_CHECK(cudaFuncSetAttribute(ln_bwd_vec_kernel<T, NV, FUSED>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+    smem_optin(ln_bwd_vec_kernel<T, NV, FUSED>, sm);
     ln_bwd_vec_kernel<T, NV, FUSED><<<G, LN_BWD_WARPS * 32, sm, s>>>(
         dx, part, dy, x, mean, invstd, gamma, R, D, rows_per_chunk, accum_x, drop);
     CUDA_CHECK_LAUNCH();
