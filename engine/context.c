@@ -36,9 +36,21 @@ int ctx_parse_device(const char *s, Device *dev, int *id)
     return -1;
 }
 
+#ifdef CTRAIN_CUDA
+/* Before CUDA is first touched (it reads this when it starts): 32 hardware
+ * work queues, not 8, so that libraries' own streams (nvJPEG's ~14 a
+ * decoder) seldom share one with the compute stream and wait behind its
+ * graph (engine/settings.c). A value the user gave is checked and kept. */
+static void cuda_env_defaults(void)
+{
+    setting_default_env(SET_CUDA_DEVICE_MAX_CONNECTIONS, "32");
+}
+#endif
+
 int ctx_cuda_available(void)
 {
 #ifdef CTRAIN_CUDA
+    cuda_env_defaults();
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) { cudaGetLastError(); return 0; }
     return n > 0;
@@ -66,6 +78,7 @@ void ctx_init(Ctx *c, Device dev, int device_id, uint64_t seed)
     c->tape = tape_new();
     if (dev == DEV_CPU) return;
 #ifdef CTRAIN_CUDA
+    cuda_env_defaults();
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0)

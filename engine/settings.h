@@ -71,6 +71,7 @@ typedef enum SettingId {
     SET_SLURM_STEP_NUM_TASKS, SET_SLURM_NTASKS, SET_SLURM_LOCALID, SET_SLURM_STEP_NUM_NODES,
     SET_SLURM_NNODES, SET_SLURM_STEP_NODELIST, SET_SLURM_JOB_NODELIST,
     SET_NCCL_CTA_POLICY, SET_NCCL_PROTO, SET_NCCL_ALGO, SET_NCCL_MAX_CTAS,
+    SET_CUDA_DEVICE_MAX_CONNECTIONS,
     SET_TMPDIR, SET_XDG_CACHE_HOME, SET_HOME,
     SET_COUNT
 } SettingId;
@@ -97,6 +98,14 @@ const char *setting_name(SettingId id);
 /* The variable's text, NULL when unset or empty; not parsed (for echoing
  * what a run was told, or testing whether a variable is set at all). */
 const char *setting_text(SettingId id);
+
+/* A foreign variable another library reads (CUDA's, NCCL's) set to `value`
+ * (a literal) when unset or empty, remembered as ctrain's choice rather
+ * than the user's; a value the user gave is parsed (fatal when bad) and
+ * kept. Before any thread starts. */
+void setting_default_env(SettingId id, const char *value);
+/* 1: the variable holds what setting_default_env put there. */
+int setting_by_ctrain(SettingId id);
 
 /* Parses text (NULL or "" : the default) as id's kind without exiting:
  * 0 with *value set (switch 0/1, int, size in bytes, choice index; -1, or

@@ -21,7 +21,8 @@
  *   - Feed.stats: "gpu (nvJPEG ..." and the PNG, CMYK, gray and 4:4:4
  *     images counted as CPU decodes (exactly the CPU kinds, progressive
  *     included, on the hardware backend; at least those four elsewhere);
- *   - evaluation: the same rows, batch sizes and labels both ways.
+ *   - evaluation: the same rows, batch sizes and labels both ways (its batch
+ *     larger than the training one: the GPU path decodes it in pieces).
  * All of it with one decode thread and again with two
  * (CTRAIN_JPEG_DECODERS=2: batches decoded out of order into three staging
  * buffers, the epoch's end seen by both threads, the restart parking both).
@@ -50,7 +51,7 @@
 #include "gpu_util.h"
 #include "jpeg_fixture.h"
 
-enum { S = 64, BT = 8, BE = 5, PER_CLASS = 8 };
+enum { S = 64, BT = 8, BE = 12, PER_CLASS = 8 };   /* BE > BT: evaluation in pieces */
 
 static const float MEAN[3] = {0.485f, 0.456f, 0.406f}, STD[3] = {0.229f, 0.224f, 0.225f};
 static float A[3], B[3];

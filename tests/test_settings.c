@@ -258,6 +258,31 @@ static void test_ints_choices_strings(void)
     check_true("string.unset_no_default_is_null", setting_str(SET_CUPTI_LIB) == NULL, "not NULL");
 }
 
+/* setting_default_env: an unset variable gets ctrain's value and is marked as
+ * ctrain's (the run's config log leaves it out); a user's value is kept and
+ * stays the user's; a bad user value is fatal (test_fatal). */
+static void test_default_env(void)
+{
+    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    setting_default_env(SET_CUDA_DEVICE_MAX_CONNECTIONS, "32");
+    const char *t = setting_text(SET_CUDA_DEVICE_MAX_CONNECTIONS);
+    check_true("default_env.sets_unset", t && !strcmp(t, "32") &&
+               setting_by_ctrain(SET_CUDA_DEVICE_MAX_CONNECTIONS), "got %s", t ? t : "NULL");
+    setenv("NCCL_CTA_POLICY", "1", 1);
+    setting_default_env(SET_NCCL_CTA_POLICY, "2");
+    t = setting_text(SET_NCCL_CTA_POLICY);
+    check_true("default_env.keeps_users", t && !strcmp(t, "1") &&
+               !setting_by_ctrain(SET_NCCL_CTA_POLICY), "got %s", t ? t : "NULL");
+    unsetenv("NCCL_CTA_POLICY");
+    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+}
+
+static void default_env_bad(void *arg)
+{
+    (void)arg;
+    setting_default_env(SET_CUDA_DEVICE_MAX_CONNECTIONS, "32");
+}
+
 /* A bad value in the environment is fatal: exit 1, the variable named, a hint. */
 static void read_epilogue(void *arg) { (void)arg; (void)setting_switch(SET_LINEAR_EPILOGUE); }
 static void read_mem_limit(void *arg) { (void)arg; (void)setting_size(SET_MEM_LIMIT); }
@@ -284,6 +309,9 @@ static void test_fatal(void)
                  "CTRAIN_MEM_LIMIT='lots' is not a memory size", "hint: set CTRAIN_MEM_LIMIT to a size");
     expect_fatal("fatal.choice", "CTRAIN_BN", "fast", read_bn, "CTRAIN_BN=fast is not one of cudnn or own",
                  "hint: set CTRAIN_BN to cudnn or own");
+    expect_fatal("fatal.default_env_users_value", "CUDA_DEVICE_MAX_CONNECTIONS", "64",
+                 default_env_bad, "CUDA_DEVICE_MAX_CONNECTIONS='64' is not a whole number in 1..32",
+                 "hint: set CUDA_DEVICE_MAX_CONNECTIONS to a whole number in 1..32");
     expect_fatal("fatal.wrong_kind", NULL, NULL, read_wrong_kind,
                  "settings: CTRAIN_LOG is a choice, read as an integer", NULL);
 }
@@ -411,6 +439,7 @@ int main(void)
     test_switches();
     test_sizes();
     test_ints_choices_strings();
+    test_default_env();
     test_fatal();
     test_no_getenv();
     return check_summary();

@@ -48,6 +48,7 @@ static void settings_given(char *out, size_t len)
     for (int id = 0; id < SET_COUNT && n < len; id++) {
         const Setting *info = setting_info((SettingId)id);
         if (info->audience == SA_FOREIGN && info->kind == SK_PATH) continue;
+        if (setting_by_ctrain((SettingId)id)) continue;   /* ctrain's, not the user's */
         const char *t = setting_text((SettingId)id);
         if (t) n += (size_t)snprintf(out + n, len - n, "%s%s=%s", n ? " " : "",
                                      setting_name((SettingId)id), t);

@@ -326,7 +326,7 @@ static void img_open_decoder(Img *I, Ctx *c, const FeedSpec *s)
     aug_config_default(&dflt, I->S);
     const AugConfig *a = &dflt;
     if (I->decode == FEED_DECODE_GPU) {
-        I->pipe = jpipe_open(c, s->batch, s->eval_batch, I->S, a->mean, a->std, err, sizeof err);
+        I->pipe = jpipe_open(c, s->batch, I->S, a->mean, a->std, err, sizeof err);
         if (!I->pipe) {
             if (s->decode && !strcmp(s->decode, "gpu"))
                 ct_fatal_hint("pass --decode cpu to decode the images on the CPU",

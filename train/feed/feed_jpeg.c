@@ -33,10 +33,10 @@
 #define NO_CUDA "this build has no CUDA (built with CUDA=0, or without nvcc, cuDNN, cuBLAS or " \
                 "NCCL): --decode gpu needs the CUDA build"
 
-JpegPipe *jpipe_open(Ctx *c, int batch, int eval_batch, int S, const float mean[3],
-                     const float std[3], char *err, size_t errlen)
+JpegPipe *jpipe_open(Ctx *c, int batch, int S, const float mean[3], const float std[3],
+                     char *err, size_t errlen)
 {
-    (void)c, (void)batch, (void)eval_batch, (void)S, (void)mean, (void)std;
+    (void)c, (void)batch, (void)S, (void)mean, (void)std;
     ct_fail(err, errlen, -1, NO_CUDA);
     return NULL;
 }
@@ -458,10 +458,27 @@ int jpipe_eval_next(JpegPipe *P, Ctx *c, Loader *V, Tensor *x, Tensor *y)
     if (rc) ct_fatal_hint(imagefolder_hint(rc), "%s", err);
     if (!lb) return 0;
     const char *hint;
-    int n_cpu, n = lb->n;
-    rc = pipe_decode(P, &P->d[0], lb, x, y, c->stream, NULL, &n_cpu, NULL, err, sizeof err,
-                     &hint);
-    if (rc) ct_fatal_hint(hint, "%s", err);
+    const int n = lb->n, S = P->S;
+    /* in pieces of the training batch: the decoders and their buffers are
+     * sized for it, not for a larger evaluation batch */
+    for (int off = 0; off < n; off += P->B) {
+        LoaderBatch part = *lb;
+        const size_t row = (size_t)S * S * 3;
+        part.n = n - off < P->B ? n - off : P->B;
+        part.u8 = lb->u8 + (size_t)off * row;
+        part.enc = lb->enc + off;
+        part.y = lb->y + off;
+        part.index = lb->index + off;
+        Tensor *xp = tensor_view(c, (char *)x->data + (size_t)off * row * dtype_size(x->dtype),
+                                 x->dtype, 4, (int64_t[]){part.n, S, S, 3});
+        Tensor *yp = tensor_view(c, (int32_t *)y->data + off, DT_I32, 1, (int64_t[]){part.n});
+        int n_cpu;
+        rc = pipe_decode(P, &P->d[0], &part, xp, yp, c->stream, NULL, &n_cpu, NULL, err,
+                         sizeof err, &hint);
+        tensor_release(xp);
+        tensor_release(yp);
+        if (rc) ct_fatal_hint(hint, "%s", err);
+    }
     ctx_sync(c);   /* evaluation is not timed: the batch is done before it goes back */
     loader_release(V, lb);
     return n;
@@ -553,14 +570,14 @@ void jpipe_close(JpegPipe *P)
     free(P);
 }
 
-/* A decoder's nvJPEG decoder, stream and scratch for batches of up to mb,
+/* A decoder's nvJPEG decoder, stream and scratch for batches of up to batch,
  * on backend pref (the first: JPEG_GPU_AUTO; the others: the first one's,
  * so that a batch's pixels do not depend on the thread that decoded it). */
-static int decoder_open(JpegPipe *P, Decoder *D, int batch, int mb, JpegGpuBackend pref,
+static int decoder_open(JpegPipe *P, Decoder *D, int batch, JpegGpuBackend pref,
                         char *err, size_t errlen)
 {
     D->P = P;
-    D->g = jpeg_gpu_open(P->c, mb, P->S, 0, pref, err, errlen);
+    D->g = jpeg_gpu_open(P->c, batch, P->S, 0, pref, err, errlen);
     if (!D->g) return -1;
     JpegGpuStats gs;
     jpeg_gpu_stats(D->g, &gs);
@@ -571,8 +588,7 @@ static int decoder_open(JpegPipe *P, Decoder *D, int batch, int mb, JpegGpuBacke
         D->g = NULL;
         return -1;
     }
-    jpeg_gpu_set_call_size(D->g, batch);   /* training calls unpadded to the evaluation batch */
-    size_t n = (size_t)mb;
+    size_t n = (size_t)batch;
     D->bytes = calloc(n, sizeof *D->bytes);
     D->lens = calloc(n, sizeof *D->lens);
     D->info = calloc(n, sizeof *D->info);
@@ -594,16 +610,15 @@ static int decoder_open(JpegPipe *P, Decoder *D, int batch, int mb, JpegGpuBacke
     return 0;
 }
 
-JpegPipe *jpipe_open(Ctx *c, int batch, int eval_batch, int S, const float mean[3],
-                     const float std[3], char *err, size_t errlen)
+JpegPipe *jpipe_open(Ctx *c, int batch, int S, const float mean[3], const float std[3],
+                     char *err, size_t errlen)
 {
-    const int mb = batch > eval_batch ? batch : eval_batch;
     JpegPipe *P = calloc(1, sizeof *P);
     if (!P) ct_fatal("out of host memory");
     P->c = c;
     P->S = S;
     P->B = batch;
-    P->max_batch = mb;
+    P->max_batch = batch;
     memcpy(P->mean, mean, sizeof P->mean);
     memcpy(P->std, std, sizeof P->std);
     P->nd = (int)setting_int(SET_JPEG_DECODERS);
@@ -611,7 +626,7 @@ JpegPipe *jpipe_open(Ctx *c, int batch, int eval_batch, int S, const float mean[
     P->ns = P->nd + 1;
     for (int d = 0; d < P->nd; d++) {
         JpegGpuBackend pref = d ? P->backend : JPEG_GPU_AUTO;
-        if (decoder_open(P, &P->d[d], batch, mb, pref, err, errlen)) {
+        if (decoder_open(P, &P->d[d], batch, pref, err, errlen)) {
             if (P->nd > 1) {   /* say which of the CTRAIN_JPEG_DECODERS failed */
                 char why[512];
                 snprintf(why, sizeof why, "%s", err);

@@ -37,7 +37,8 @@
  * epoch (the trainer's usual order); a jump (resume, another epoch) parks
  * the threads and restarts the loader.
  * Evaluation (jpipe_eval_next) runs the same decode on the caller's thread
- * and stream, synchronously, with the evaluation axes (aug_val_axes).
+ * and stream, synchronously, with the evaluation axes (aug_val_axes), in
+ * pieces of at most B images.
  *
  * Errors: a file that fails (on the CPU, in a worker or in the decode
  * thread) stops the run at the next jpipe_next with the message naming it
@@ -45,9 +46,9 @@
  *
  * Device memory the path holds (said once, LOG_I, after the first batch):
  * the staging buffers, (T + 1) x (B S S 3 x 4 + B x 4) bytes (ctx->mem);
- * per thread the decoder's buffer (max(B, eval B) images of 512 x 512 x 3 at first, grown
+ * per thread the decoder's buffer (B images of 512 x 512 x 3 at first, grown
  * by jpeg_gpu_reserve from the trainer's thread when an image finds no
- * room) and its u8 upload buffer (max(B, eval B) S S 3 bytes), both in
+ * room) and its u8 upload buffer (B S S 3 bytes), both in
  * ctx->mem; nvJPEG's own buffers (cudaMalloc, counted by jpeg_gpu_stats).
  *
  * Statistics (jpipe_stats): images handed over, their CPU-decoded count,
@@ -76,10 +77,11 @@ typedef struct {
 } JpegPipeStats;
 
 /* The decoder (nvJPEG, hardware engines when the card has them) for
- * batches of `batch` training and `eval_batch` evaluation images of side S,
- * its stream and staging, on c (a CUDA context). NULL with the reason in
- * err (nvJPEG missing, no backend opens). */
-JpegPipe *jpipe_open(Ctx *c, int batch, int eval_batch, int S, const float mean[3],
+ * batches of `batch` training images of side S (evaluation batches of any
+ * size are decoded in pieces of `batch`: the decoders' buffers are sized for
+ * it), its stream and staging, on c (a CUDA context). NULL with the reason
+ * in err (nvJPEG missing, no backend opens). */
+JpegPipe *jpipe_open(Ctx *c, int batch, int S, const float mean[3],
                      const float std[3], char *err, size_t errlen);
 /* The SRC_CPU_* kinds the loaders should decode at once. */
 unsigned jpipe_cpu_kinds(const JpegPipe *p);

@@ -173,8 +173,9 @@ void jpeg_gpu_close(JpegGpu *g);
  * set between calls, from the thread that uses g (tests). */
 void jpeg_gpu_set_planes(JpegGpu *g, int on);
 /* nvJPEG's calls padded to n images (1..max_batch; default max_batch), a
- * call of more split (train/feed/nvjpeg_batch.h: every call one size): the
- * training batch, when max_batch is a larger evaluation batch. Between
+ * call of more split (train/feed/nvjpeg_batch.h: every call one size). The
+ * feed opens its decoders for the training batch and needs none (its
+ * evaluation goes in pieces of it); tests split calls with it. Between
  * decode calls, from the thread that uses g. */
 void jpeg_gpu_set_call_size(JpegGpu *g, int n);
 /* The next jpeg_gpu_decode's stream waits for `event` (a cudaEvent_t; NULL:

@@ -64,9 +64,9 @@ NvjBatch *nvjb_open(const NvjpegLib *L, nvjpegBackend_t b, int call_n, int hint,
                     const nvjpegDevAllocatorV2_t *da, const nvjpegPinnedAllocatorV2_t *pa,
                     unsigned char *pad, char *why, size_t len);
 void nvjb_close(NvjBatch *B);
-/* Calls padded to n images from now on (1 <= n <= nvjb_open's call_n): the
- * caller's usual batch, so that a training batch smaller than the largest
- * (an evaluation batch) is not padded to it. */
+/* Calls padded to n images from now on (1 <= n <= nvjb_open's call_n), so
+ * that a caller's usual batch smaller than the largest it opened for is not
+ * padded to it. */
 void nvjb_set_call_size(NvjBatch *B, int n);
 int nvjb_call_size(const NvjBatch *B);
 /* The 4:2:0 decoder's handle (header parsing, engine queries). */
