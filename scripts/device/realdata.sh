@@ -43,7 +43,7 @@ run_bench() {
 }
 if [ $# -gt 0 ]; then BT=300 run_bench "$@"; else
     BT=220 run_bench --models resnet50 --batch 256,64 --precision bf16
-    BT=120 run_bench --models resnet50 --batch 256 --precision fp16
+    BT=200 run_bench --models resnet50 --batch 256,64 --precision fp16
 fi
 timeout 80 "$NEW" train --model resnet50 --data /tmp/imf --batch 256 --precision bf16 --graph \
     --workers "$(nproc)" --steps 60 --log-every 10 --log "$L/train_gpu.jsonl" > "$L/train_gpu.log" 2>&1
