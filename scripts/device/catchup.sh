@@ -24,6 +24,9 @@
 #             beside a busy GPU);
 #   switches  BERT-large bf16 with the LayerNorm / add_norm / GELU-bias
 #             switches together;
+#   queues    ResNet50 bs 256 and BERT-large seq 128 bs 256 bf16 (synthetic) with
+#             CUDA_DEVICE_MAX_CONNECTIONS 8 and 32 (ctrain's default since the
+#             GPU decode needed it: does the step itself care?);
 #   berttl    BERT-large bf16 seq 128 bs 256's CUPTI timeline (3 steps), its
 #             LayerNorm kernels' lines (the vector backward's time a call).
 #
@@ -112,6 +115,13 @@ if want decoders && ok $((D - 200)); then
     fi
 fi
 want bert && b bert128 80 X=1 -- --models bert-large --seq 128 --batch 256 --precision bf16,fp8
+# the hardware work queues ctrain sets (32) against CUDA's default 8, on the synthetic steps
+for q in 8 32; do
+    want queues && b resnet_q$q 60 CUDA_DEVICE_MAX_CONNECTIONS=$q -- --models resnet50 \
+        --batch 256 --precision bf16
+    want queues && b bert_q$q 60 CUDA_DEVICE_MAX_CONNECTIONS=$q -- --models bert-large \
+        --seq 128 --batch 256 --precision bf16
+done
 want bert && b bert128_packed 60 CTRAIN_LOGITS_PAD=0 -- --models bert-large --seq 128 \
     --batch 256 --precision bf16
 if want berttl && ok $((D - 60)); then
