@@ -90,7 +90,7 @@ typedef struct {
 typedef struct JpegPipe JpegPipe;
 
 /* One decode thread's own: its decoder, stream and per-call scratch
- * [max_batch] (under mu: the thread, and for decoder 0 evaluation and
+ * [B] (under mu: the thread, and for decoder 0 evaluation and
  * jpeg_gpu_reserve on the trainer's thread, take turns), and the last batch
  * it decoded. */
 typedef struct {
@@ -117,7 +117,7 @@ typedef struct {
 struct JpegPipe {
     Ctx *c;
     JpegGpuBackend backend;
-    int S, B, max_batch;
+    int S, B;                      /* B: the training batch, the most a decode call takes */
     float mean[3], std[3];
     Loader *L;
     uint32_t nb;                   /* training batches an epoch */
@@ -175,8 +175,8 @@ static int pipe_decode(JpegPipe *P, Decoder *D, LoaderBatch *lb, Tensor *x, Tens
 {
     const int n = lb->n, S = P->S;
     const size_t row = (size_t)S * S * 3;
-    CT_ASSERT(n <= P->max_batch && lb->enc && lb->u8, "jpipe: a batch of %d (at most %d) "
-              "without encoded rows", n, P->max_batch);
+    CT_ASSERT(n <= P->B && lb->enc && lb->u8, "jpipe: a batch of %d (at most %d) "
+              "without encoded rows", n, P->B);
     pthread_mutex_lock(&D->mu);
     int m = 0;
     for (int r = 0; r < n; r++) {   /* CPU rows to the front, in order (m <= r) */
@@ -618,7 +618,6 @@ JpegPipe *jpipe_open(Ctx *c, int batch, int S, const float mean[3], const float 
     P->c = c;
     P->S = S;
     P->B = batch;
-    P->max_batch = batch;
     memcpy(P->mean, mean, sizeof P->mean);
     memcpy(P->std, std, sizeof P->std);
     P->nd = (int)setting_int(SET_JPEG_DECODERS);

@@ -239,8 +239,8 @@ void dist_start(Dist *d, Ctx *c)
      * NCCL_CTA_POLICY set by the user wins */
     int nv = 0;
     NCCL_CHECK(ncclGetVersion(&nv));
-    if (regbuf_mode_default() == 2 && nv >= NCCL_VERSION(2, 28, 0) && !setting_text(SET_NCCL_CTA_POLICY))
-        setting_default_env(SET_NCCL_CTA_POLICY, "2");
+    if (regbuf_mode_default() == 2 && nv >= NCCL_VERSION(2, 28, 0))
+        setting_default_env(SET_NCCL_CTA_POLICY, "2");   /* kept when the user set it */
     NCCL_CHECK(ncclCommInitRank(&d->comm, e->world, id, e->rank));
     if (d->opt.sync_bn) NCCL_CHECK(ncclCommSplit(d->comm, 0, e->rank, &d->bn_comm, NULL));
     watchdog_run(d->wd, d->comm, d->bn_comm);
