@@ -170,7 +170,7 @@ static void test_both_ways(Ctx *c, int interpolated)
 
     const size_t row = (size_t)S * S * 3;
     float *xg = malloc(row * BT * sizeof(float)), *xc = malloc(row * BT * sizeof(float));
-    int32_t yg[BT], yc[BT];
+    int32_t yg[BE], yc[BE];   /* BE > BT: room for an evaluation batch's labels too */
     Cmp m = {0};
     void *addr = fg.in[0]->data;
     int static_addr = 1;
