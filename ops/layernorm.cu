@@ -214,6 +214,26 @@ __global__ void __launch_bounds__(FIN_COLS *FIN_SLICES)
 
 /* ---- vector kernels ---- */
 
+/* gamma (or beta) of a lane's V columns c V .. c V + V - 1, as V / 4
+ * 16-byte loads (p 16-byte aligned: ln_vec_nv checks). Loaded a float at a
+ * time, the 32 lanes of a warp, V floats apart, each used 4 bytes of a
+ * 32-byte sector: ncu counted 78% of the backward's sectors excess and put
+ * its L1 at 66% busy on these loads alone (docs/kernels.md). The values
+ * are the same, so are the bits. */
+template <int V>
+__device__ __forceinline__ void ln_params(float v[V], const float *__restrict__ p, int c)
+{
+    const float4 *q = reinterpret_cast<const float4 *>(p + (size_t)c * V);
+#pragma unroll
+    for (int i = 0; i < V / 4; i++) {
+        const float4 t = __ldg(q + i);
+        v[4 * i] = t.x;
+        v[4 * i + 1] = t.y;
+        v[4 * i + 2] = t.z;
+        v[4 * i + 3] = t.w;
+    }
+}
+
 /* The vector backward's per-element arithmetic, every rounding pinned so
  * that the kernels that share it (ln_bwd_vec_kernel, ln_bwd_dx_vec_kernel)
  * give the same bits whatever the compiler contracts:
@@ -330,9 +350,11 @@ __global__ void __launch_bounds__(LN_FWD_WARPS * 32)
         const int c = lane + 32 * j;
         if (c >= nvec) continue;
         Vec<T, V> o;
+        float gm[V], bt[V];
+        ln_params<V>(gm, gamma, c);
+        ln_params<V>(bt, beta, c);
 #pragma unroll
-        for (int k = 0; k < V; k++)
-            o.v[k] = from_f32<T>((v[j][k] - mu) * is * gamma[c * V + k] + beta[c * V + k]);
+        for (int k = 0; k < V; k++) o.v[k] = from_f32<T>((v[j][k] - mu) * is * gm[k] + bt[k]);
         yr[c] = o;
     }
     if (lane == 0) {
@@ -395,11 +417,13 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int c = lane + 32 * j;
+            float gm[V] = {};
+            if (c < nvec) ln_params<V>(gm, gamma, c);
 #pragma unroll
             for (int k = 0; k < V; k++) {
                 const float xh = c < nvec ? ln_xhat(to_f32(xa[j].v[k]), mu, is) : 0.0f;
                 const float dv = c < nvec ? to_f32(da[j].v[k]) : 0.0f;
-                ln_row_sums(s1, s2, dv, c < nvec ? gamma[c * V + k] : 0.0f, xh);
+                ln_row_sums(s1, s2, dv, gm[k], xh);
                 if (part && c < nvec) {
                     float *g = acc + k * nvec + c;   /* lanes side by side: no bank conflict */
                     g[0] += dv * xh;
@@ -416,11 +440,12 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
             if (c >= nvec) continue;
             Vec<T, V> o, old;
             if (dx && accum_x) old = dxr[c];
-            float ds[V];
+            float ds[V], gm[V];
+            ln_params<V>(gm, gamma, c);
 #pragma unroll
             for (int k = 0; k < V; k++) {
                 const float xh = ln_xhat(to_f32(xa[j].v[k]), mu, is);
-                ds[k] = ln_ds(to_f32(da[j].v[k]), gamma[c * V + k], xh, m1, m2, is);
+                ds[k] = ln_ds(to_f32(da[j].v[k]), gm[k], xh, m1, m2, is);
                 float val = ds[k];
                 if constexpr (FUSED) {
                     /* as the separate ops store ds, then add it (no FMA across) */
@@ -511,11 +536,12 @@ __global__ void __launch_bounds__(LN_DX_WARPS * 32)
             a[j] = xr[c];
             b[j] = dyr[c];
         }
+        float gm[V] = {};
+        if (c < nvec) ln_params<V>(gm, gamma, c);
 #pragma unroll
         for (int k = 0; k < V; k++) {
             const float xh = c < nvec ? ln_xhat(to_f32(a[j].v[k]), mu, is) : 0.0f;
-            ln_row_sums(s1, s2, c < nvec ? to_f32(b[j].v[k]) : 0.0f,
-                        c < nvec ? gamma[c * V + k] : 0.0f, xh);
+            ln_row_sums(s1, s2, c < nvec ? to_f32(b[j].v[k]) : 0.0f, gm[k], xh);
         }
     }
     const float m1 = warp_sum(s1) / (float)D, m2 = warp_sum(s2) / (float)D;
@@ -526,10 +552,12 @@ __global__ void __launch_bounds__(LN_DX_WARPS * 32)
         if (c >= nvec) continue;
         Vec<T, V> o, old;
         if (accum_x) old = dxr[c];
+        float gm[V];
+        ln_params<V>(gm, gamma, c);
 #pragma unroll
         for (int k = 0; k < V; k++) {
             const float xh = ln_xhat(to_f32(a[j].v[k]), mu, is);
-            float val = ln_ds(to_f32(b[j].v[k]), gamma[c * V + k], xh, m1, m2, is);
+            float val = ln_ds(to_f32(b[j].v[k]), gm[k], xh, m1, m2, is);
             if (accum_x) val = __fadd_rn(val, to_f32(old.v[k]));
             o.v[k] = from_f32<T>(val);
         }
@@ -600,7 +628,7 @@ __global__ void __launch_bounds__(256)
 }
 
 /* The vector kernels serve these rows: D a multiple of V within the
- * register budget, every row pointer 16-byte aligned. */
+ * register budget, every row pointer and gamma, beta 16-byte aligned. */
 static int ln_vec_nv(DType dt, size_t D, int max_nv, const void *const *ptrs, int n)
 {
     const size_t V = 16 / dtype_size(dt), nvec = D / V;
@@ -663,9 +691,9 @@ static int ln_forward(void *y, float *mean, float *invstd, const void *x, const 
     CT_ASSERT(D > 0 && D <= 0x7fffffff, "layernorm_forward_cuda: D = %zu out of range", D);
     size_t blocks = (R + LN_FWD_WARPS - 1) / LN_FWD_WARPS;
     CT_ASSERT(blocks <= 0x7fffffffu, "layernorm_forward_cuda: R = %zu rows is too many", R);
-    const void *ptrs[4] = {x, y, drop ? drop->z : NULL, drop ? drop->s_out : NULL};
+    const void *ptrs[6] = {x, y, drop ? drop->z : NULL, drop ? drop->s_out : NULL, gamma, beta};
     /* fused: only rows its backward takes too (at most 4 vectors a lane) */
-    const int nv = drop || ln_use_vec(R) ? ln_vec_nv(dt, D, drop ? 4 : 8, ptrs, 4) : 0;
+    const int nv = drop || ln_use_vec(R) ? ln_vec_nv(dt, D, drop ? 4 : 8, ptrs, 6) : 0;
     if (nv) {
         dispatch_float(dt, "layernorm_forward_cuda", [&](auto tag) {
             using T = decltype(tag);
@@ -702,8 +730,8 @@ static int ln_backward(void *dx, float *dgamma, float *dbeta, const void *dy, co
     if (D == 0) return 1;
     CT_ASSERT(D <= 0x7fffffff, "layernorm_backward_cuda: D = %zu out of range", D);
     const int want_params = dgamma != NULL || dbeta != NULL;
-    const void *ptrs[4] = {dx, dy, x, drop ? drop->dz : NULL};
-    const int nv = drop || ln_use_vec(R) ? ln_vec_nv(dt, D, 4, ptrs, 4) : 0;
+    const void *ptrs[5] = {dx, dy, x, drop ? drop->dz : NULL, gamma};
+    const int nv = drop || ln_use_vec(R) ? ln_vec_nv(dt, D, 4, ptrs, 5) : 0;
     if (drop && !nv) return 0;
     if (R == 0) {
         if (dgamma && !accum_gamma) CUDA_CHECK(cudaMemsetAsync(dgamma, 0, D * sizeof(float), s));

@@ -17,8 +17,11 @@
  * cost about twice the instructions. The GELU kernels are bound by that
  * arithmetic, not by memory (docs/kernels.md). The left tail stays accurate
  * (no 1 + erf(...) cancellation). On the device the exponentials are
- * __expf (a few ulp, growing with |argument|: ~1e-5 relative where Phi is
- * 1e-22); tests/test_elementwise.c bounds the host version's error against
+ * __expf's ex2 (a few ulp, growing with |argument|: ~1e-5 relative where Phi
+ * is 1e-22; subnormal results flushed to 0) and the reciprocal the
+ * approximate one: the FP8 GELU casts issue an instruction every cycle they
+ * can, so each one an element counts (docs/kernels.md);
+ * tests/test_elementwise.c bounds the host version's error against
  * double-precision erfc, the CPU reference (ops/elementwise.c) stays in
  * double.
  */
@@ -36,9 +39,27 @@
 NORMAL_F32_FN float normal_f32_exp(float v)
 {
 #if defined(__CUDA_ARCH__)
-    return __expf(v);
+    /* __expf's ex2 with subnormal results flushed to 0 (ftz): one MUFU.EX2
+     * after the multiply, where the build's default (no -ftz) wraps it in a
+     * range test and two rescalings. Only results below 2^-126 differ (Phi
+     * under ~1e-38, x < -13), which GELU's outputs cannot tell from 0. */
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v * 1.44269504088896341f));
+    return r;
 #else
     return expf(v);
+#endif
+}
+
+/* 1 / v for v >= 1 (the fit's t): on the device the approximate reciprocal
+ * (MUFU.RCP and a multiply, within 2 ulp), where IEEE division adds a Newton
+ * step and a range test; the fit's error (1.2e-7) stays the larger. */
+NORMAL_F32_FN float normal_f32_rcp(float v)
+{
+#if defined(__CUDA_ARCH__)
+    return __fdividef(1.0f, v);
+#else
+    return 1.0f / v;
 #endif
 }
 
@@ -46,7 +67,7 @@ NORMAL_F32_FN float normal_f32_exp(float v)
 NORMAL_F32_FN float normal_f32_cdf(float x, float *pdf)
 {
     const float z = x * -0.70710678118654752f, a = fabsf(z), zz = z * z;
-    const float t = 1.0f / (1.0f + 0.5f * a);
+    const float t = normal_f32_rcp(1.0f + 0.5f * a);
     float p = 0.17087277f;
     p = p * t - 0.82215223f;
     p = p * t + 1.48851587f;
