@@ -152,9 +152,17 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     const int ld = tc_row_stride<DH>(H, bthd);
     q += hoff; k += hoff; v += hoff; out += hoff;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
+    /* the first tiles' copies go out before the mask's maximum is reduced
+     * (a load and a block barrier): at T = 128 a block streams two tiles,
+     * and its prologue's latency is a large part of its life */
+    tc_load_tile<E, DH>(qs, q, i0, T, ld);
+    tc_load_tile<E, DH>(ks, k, 0, T, ld);
+    tc_load_tile<E, DH>(vs, v, 0, T, ld);
+    cp_async_commit();
     const float mmax = tc_mask_max(mb, T, red);
     const int ntiles = (T + TC_ROWS - 1) / TC_ROWS; /* = W, words per row of keep_out */
     if (mmax == -INFINITY) { /* every key masked: no distribution, out 0 */
+        cp_async_wait<0>();   /* no copy outlives the block */
         tc_zero_rows<E, DH>(out, i0, T, ld);
         if (threadIdx.x < TC_ROWS && i0 + (int)threadIdx.x < T)
             lse[(size_t)bh * T + i0 + threadIdx.x] = -INFINITY;
@@ -173,10 +181,6 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
         if (thr) tc_keep_tile(keep + buf * 64, (uint64_t)bh * T, i0, j0, T, thr, seed, offset);
     };
 
-    tc_load_tile<E, DH>(qs, q, i0, T, ld);
-    tc_load_tile<E, DH>(ks, k, 0, T, ld);
-    tc_load_tile<E, DH>(vs, v, 0, T, ld);
-    cp_async_commit();
     aux(0, 0);
 
     uint32_t qf[C::KS][4];

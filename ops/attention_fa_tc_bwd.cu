@@ -59,8 +59,15 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     const int ld = tc_row_stride<DH>(H, bthd);
     q += hoff; k += hoff; v += hoff; dout += hoff; dq += hoff;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
+    /* the first tiles' copies before the mask's maximum (tc_fwd_kernel) */
+    tc_load_tile<E, DH>(qs, q, i0, T, ld);
+    tc_load_tile<E, DH>(dos, dout, i0, T, ld);
+    tc_load_tile<E, DH>(ks, k, 0, T, ld);
+    tc_load_tile<E, DH>(vs, v, 0, T, ld);
+    cp_async_commit();
     const float mmax = tc_mask_max(mb, T, red);
     if (mmax == -INFINITY) {
+        cp_async_wait<0>();   /* no copy outlives the block */
         if (!accum) tc_zero_rows<E, DH>(dq, i0, T, ld);
         return;
     }
@@ -79,11 +86,6 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     }
 
     const int ntiles = (T + TC_ROWS - 1) / TC_ROWS;
-    tc_load_tile<E, DH>(qs, q, i0, T, ld);
-    tc_load_tile<E, DH>(dos, dout, i0, T, ld);
-    tc_load_tile<E, DH>(ks, k, 0, T, ld);
-    tc_load_tile<E, DH>(vs, v, 0, T, ld);
-    cp_async_commit();
     aux(0, 0);
 
     float lse2[2], Dr[2];
@@ -214,8 +216,15 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     if (dk) dk += hoff;
     if (dv) dv += hoff;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
+    /* the first tiles' copies before the mask's maximum (tc_fwd_kernel) */
+    tc_load_tile<E, DH>(ks, k, j0, T, ld);
+    tc_load_tile<E, DH>(vs, v, j0, T, ld);
+    tc_load_tile<E, DH>(qs, q, 0, T, ld);
+    tc_load_tile<E, DH>(dos, dout, 0, T, ld);
+    cp_async_commit();
     const float mmax = tc_mask_max(mb, T, red);
     if (mmax == -INFINITY) {
+        cp_async_wait<0>();   /* no copy outlives the block */
         if (!accum_k) tc_zero_rows<E, DH>(dk, j0, T, ld);
         if (!accum_v) tc_zero_rows<E, DH>(dv, j0, T, ld);
         return;
@@ -242,11 +251,6 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     const bool want_k = dk != NULL, want_v = dv != NULL;
 
     const int ntiles = (T + TC_ROWS - 1) / TC_ROWS;
-    tc_load_tile<E, DH>(ks, k, j0, T, ld);
-    tc_load_tile<E, DH>(vs, v, j0, T, ld);
-    tc_load_tile<E, DH>(qs, q, 0, T, ld);
-    tc_load_tile<E, DH>(dos, dout, 0, T, ld);
-    cp_async_commit();
     aux(0, 0);
 
     uint32_t kf[KV_REGS ? C::KS : 1][4], vf[KV_REGS ? C::KS : 1][4];
