@@ -2,7 +2,8 @@
 # catchup.sh — on one GPU, with binaries built elsewhere (scripts/device/stage.sh):
 # the first call of a GPU session after work done without one, in one call and
 # in the order that decides most, each step only while time is left:
-#   tests     the GPU tests of the code written blind (batch norm's kernels,
+#   tests     the GPU tests of the code written blind (flash attention's
+#             prologue, batch norm's kernels,
 #             max pooling on channel vectors, the GPU decode feed with one and
 #             two decode threads, the FP8 casts and GEMM, the Linear ops,
 #             LayerNorm / add_norm, attention, the nvJPEG paths), each
@@ -62,7 +63,7 @@ run_t() {
     grep -m6 FAIL "$L/$t.log" | cut -c1-240
     pack
 }
-TESTS=${TESTS:-gpu_linear_pad gpu_batchnorm gpu_pool gpu_jpeg_feed gpu_jpeg gpu_fp8 gpu_fp8_gemm \
+TESTS=${TESTS:-gpu_flash_attn gpu_linear_pad gpu_batchnorm gpu_pool gpu_jpeg_feed gpu_jpeg gpu_fp8 gpu_fp8_gemm \
        gpu_linear_fp8 gpu_transformer_ops gpu_linear_act gpu_elementwise gpu_add_norm gpu_matmul \
        gpu_linear_epilogue}
 for t in $TESTS; do
