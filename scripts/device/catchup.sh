@@ -15,7 +15,8 @@
 #   resnet    ResNet50 bs 256 bf16 with CTRAIN_CONV_BN separate, then unit, then
 #             the stem on zero-padded channels (CTRAIN_CONV_PAD=always);
 #   timeline  CUPTI timelines of the same, separate and unit;
-#   bert      BERT-large seq 128 bs 256 bf16 and fp8 (`ctrain bench`), then
+#   bert      BERT-large seq 128 bs 256 and seq 512 bs 32, bf16 and fp8 (`ctrain
+#             bench`: issue 20's four rows), then
 #             bf16 with the MLM logits' rows packed (CTRAIN_LOGITS_PAD=0);
 #   converge  fp8 against bf16 convergence (scripts/device/fp8.sh converge,
 #             checked by scripts/fp8_converge.py);
@@ -116,6 +117,7 @@ if want decoders && ok $((D - 200)); then
     fi
 fi
 want bert && b bert128 80 X=1 -- --models bert-large --seq 128 --batch 256 --precision bf16,fp8
+want bert && b bert512 80 X=1 -- --models bert-large --seq 512 --batch 32 --precision bf16,fp8
 # the hardware work queues ctrain sets (32) against CUDA's default 8, on the synthetic steps
 for q in 8 32; do
     want queues && b resnet_q$q 60 CUDA_DEVICE_MAX_CONNECTIONS=$q -- --models resnet50 \

@@ -25,7 +25,9 @@
 #          both times, `grep ": fused$\|separate$"`), then `ctrain bench` of
 #          the same config taking the kept verdicts. ~9 minutes. PRECS picks
 #          the precisions (default "fp16 bf16"); TL=1 adds the fused step's
-#          CUPTI timeline per precision.
+#          CUPTI timeline per precision. The plan store comes back in logs.tgz
+#          (logs/plans); unpacked into out/plans and carried, a later call on
+#          the same card skips the searches.
 #   ab2    bs 64 bf16 separate and fused (the store from `fused` is gone with
 #          the machine: this one searches again at bs 64). ~6 minutes.
 # Reads out/new.tar.xz, so the device call carries the ignored folder out/.
@@ -59,13 +61,16 @@ ab)
     done ;;
 fused|ab2)
     P=$(mktemp -d)
+    # a plan store kept from an earlier call (its logs.tgz's logs/plans, unpacked into
+    # out/plans and carried): the kept verdicts, so no search runs again on that card
+    [ -d out/plans ] && cp out/plans/* "$P"/ 2>/dev/null
     runs=()
     if [ "$PART" = fused ]; then for p in ${PRECS:-fp16 bf16}; do runs+=("$p 256"); done
     else runs=("bf16 64"); fi
     for run in "${runs[@]}"; do
         set -- $run
         t0=$(date +%s)
-        CTRAIN_LOG=info CTRAIN_PLAN_CACHE=$P CTRAIN_CONV_BN=fused timeout 240 "$NEW" train \
+        CTRAIN_LOG=info CTRAIN_PLAN_CACHE=$P CTRAIN_CONV_BN=fused timeout 360 "$NEW" train \
             --model resnet50 --data synthetic --batch "$2" --precision "$1" --steps 3 \
             --log-every 1 --no-eval > "$L/${PART}_search_$1_$2.log" 2>&1
         echo "search $1 bs $2 (status $?): $(( $(date +%s) - t0 )) s;" \
@@ -88,6 +93,7 @@ fused|ab2)
             cp /tmp/tl.json.txt "$L/${PART}_timeline_$1_$2.txt"
             head -30 "$L/${PART}_timeline_$1_$2.txt" | cut -c1-150
         fi
+        mkdir -p "$L/plans"; cp "$P"/* "$L/plans"/ 2>/dev/null   # the store, for the next call
         pack
     done ;;
 *) echo "conv_bn.sh: unknown part '$PART' (tests, tests2, ab, fused or ab2)"; exit 2 ;;
