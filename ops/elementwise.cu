@@ -314,22 +314,46 @@ __global__ void __launch_bounds__(CS_THREADS)
     float sum[V];
 #pragma unroll
     for (int k = 0; k < V; k++) sum[k] = 0.0f;
-    if (c < C) {   /* C % V == 0: a vector is wholly inside or outside */
-        for (size_t r = r0 + ty; r < r1; r += CS_LANES) {
-            const Vec<T, V> a = *reinterpret_cast<const Vec<T, V> *>(dy + r * C + c);
-            if constexpr (K == ACT_NONE) {
+    /* row r into the sums (and dh): the one order, whichever loop calls it */
+    auto add_row = [&](size_t r, const Vec<T, V> &a, const Vec<T, V> &b) {
+        if constexpr (K == ACT_NONE) {
 #pragma unroll
-                for (int k = 0; k < V; k++) sum[k] += to_f32(a.v[k]);
-            } else {
-                const Vec<T, V> b = *reinterpret_cast<const Vec<T, V> *>(h + r * C + c);
-                Vec<T, V> o;
+            for (int k = 0; k < V; k++) sum[k] += to_f32(a.v[k]);
+        } else {
+            Vec<T, V> o;
 #pragma unroll
-                for (int k = 0; k < V; k++) {
-                    o.v[k] = from_f32<T>(ActBwdF<K>{}(to_f32(a.v[k]), to_f32(b.v[k])));
-                    sum[k] += to_f32(o.v[k]);
-                }
-                *reinterpret_cast<Vec<T, V> *>(dh + r * C + c) = o;
+            for (int k = 0; k < V; k++) {
+                o.v[k] = from_f32<T>(ActBwdF<K>{}(to_f32(a.v[k]), to_f32(b.v[k])));
+                sum[k] += to_f32(o.v[k]);
             }
+            *reinterpret_cast<Vec<T, V> *>(dh + r * C + c) = o;
+        }
+    };
+    /* rows a lane has in flight: 4 of dy alone, 2 of (dy, h) (64 registers with 4: four
+     * blocks an SM where 40 gave six) */
+    constexpr int CS_UNROLL = K == ACT_NONE ? 4 : 2;
+    if (c < C) {   /* C % V == 0: a vector is wholly inside or outside */
+        size_t r = r0 + ty;
+        /* CS_UNROLL rows' loads issued before any is added: a lane walks its
+         * chunk's rows one after another (16 at C 1024, 64 at 4096 in BERT),
+         * and one load in flight at a time left it waiting on each */
+        for (; r + (CS_UNROLL - 1) * CS_LANES < r1; r += CS_UNROLL * CS_LANES) {
+            Vec<T, V> a[CS_UNROLL], b[CS_UNROLL];
+#pragma unroll
+            for (int u = 0; u < CS_UNROLL; u++) {
+                const size_t ru = r + (size_t)u * CS_LANES;
+                a[u] = *reinterpret_cast<const Vec<T, V> *>(dy + ru * C + c);
+                if constexpr (K != ACT_NONE)
+                    b[u] = *reinterpret_cast<const Vec<T, V> *>(h + ru * C + c);
+            }
+#pragma unroll
+            for (int u = 0; u < CS_UNROLL; u++) add_row(r + (size_t)u * CS_LANES, a[u], b[u]);
+        }
+        for (; r < r1; r += CS_LANES) {
+            Vec<T, V> a, b;
+            a = *reinterpret_cast<const Vec<T, V> *>(dy + r * C + c);
+            if constexpr (K != ACT_NONE) b = *reinterpret_cast<const Vec<T, V> *>(h + r * C + c);
+            add_row(r, a, b);
         }
     }
 #pragma unroll
