@@ -6,21 +6,17 @@
 #
 #   OUT=dir bash scripts/device/bert_ab.sh [tests|ab|timeline]     (one part a call)
 #
-#   tests  gpu_fp8 (the kernels' conversion on all 2^32 f32 bit patterns: one
-#          cvt.rn.satfinite instruction for two values on sm_89+, against
-#          the CPU's integer rule), gpu_fp8_gemm, gpu_linear_fp8,
-#          gpu_transformer_ops (LayerNorm's auto choice by row count; the
-#          attention backward's 16-byte row dot), gpu_flash_attn,
-#          gpu_linear_act (Linear + GELU's bias gradient in GELU's backward
-#          pass), gpu_elementwise (bias_backward's vector kernel),
-#          gpu_bert_parity. ~3 minutes.
+#   tests  the kernels written without a GPU first: gpu_flash_attn (the flash
+#          kernels' first copies before the mask's maximum), gpu_softmax
+#          (cross-entropy's vector backward), gpu_linear_act, gpu_elementwise
+#          and gpu_linear_epilogue (the column sums' rows in flight); then
+#          gpu_fp8, gpu_fp8_gemm, gpu_linear_fp8, gpu_transformer_ops,
+#          gpu_add_norm, and gpu_bert_parity. ~3 minutes.
 #   ab     ctrain bench BERT-large --precision bf16,fp8 at seq 128 bs 256, old,
 #          new, old, new (the repeat shows the noise), then seq 512 bs 32 old
-#          and new: the FP8 cast's hardware conversion, op_ffn_fp8 (GELU's
-#          backward in the FP8 gradient cast), the attention backward's row
-#          dot, bias_backward's vector kernel, LayerNorm's 1,024 backward
-#          chunks and attention's 16-bit dropout mask, together (the timeline
-#          part tells them apart). ~8 minutes.
+#          and new: everything since the old revision together (the timeline
+#          part tells the kernels apart; docs/kernels.md has each one's
+#          prediction). ~8 minutes.
 #   timeline  the new binary's CUPTI timeline of the fp8 and bf16 steps at
 #          seq 128 bs 256 (CTRAIN_TIMELINE, steps 8 to 10). ~2 minutes.
 # The bf16 switches, each alone against the defaults: scripts/device/bert_switches.sh.
@@ -34,8 +30,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$L/gpu.t
 T=.dev/new/tests
 case $PART in
 tests)
-    for t in gpu_fp8 gpu_fp8_gemm gpu_linear_fp8 gpu_transformer_ops gpu_flash_attn gpu_linear_act \
-             gpu_elementwise; do
+    for t in gpu_flash_attn gpu_softmax gpu_linear_act gpu_elementwise gpu_linear_epilogue \
+             gpu_fp8 gpu_fp8_gemm gpu_linear_fp8 gpu_transformer_ops gpu_add_norm; do
         s=$(date +%s)
         timeout 200 "$T/$t" > "$L/$t.log" 2>&1
         echo "$t: status $?, $(tail -n 1 "$L/$t.log") ($(( $(date +%s) - s )) s)"
