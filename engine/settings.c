@@ -146,6 +146,10 @@ static const Setting table[SET_COUNT] = {
         "they are and padded with zero channels only when cuDNN has no algorithm (auto), or "
         "always run on padded copies, where cuDNN's tensor-core kernels may be faster "
         "(always; unmeasured, docs/kernels.md)"),
+    [SET_CONV_STEM] = V_CHOICE("CTRAIN_CONV_STEM", SA_DEV, "cudnn", NULL, "cudnn|im2col",
+        "convolutions of at most 4 input channels in f16/bf16 (ResNet's RGB stem): cuDNN's "
+        "kernels (cudnn), or the patches written out and one cuBLASLt GEMM a chunk of images "
+        "(im2col; unmeasured, docs/kernels.md)"),
     [SET_PLAN_CACHE] = V_PATH("CTRAIN_PLAN_CACHE", SA_DEV, NULL,
         "$XDG_CACHE_HOME/ctrain, else ~/.cache/ctrain", "folder, or off",
         "where the convolution plans a search chose are kept, one file per card, cuDNN and "

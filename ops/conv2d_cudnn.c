@@ -102,6 +102,7 @@
 #include "engine/mem.h"
 #include "engine/settings.h"
 #include "cudnn_graph.h"
+#include "conv2d_im2col.h"
 #include "elementwise.h"
 #include "plan_store.h"
 
@@ -136,6 +137,7 @@ typedef struct {
 typedef struct {
     Conv2dPadMode pad_mode;
     Conv2dEngines engines;
+    int stem_im2col;      /* CTRAIN_CONV_STEM=im2col: few-channel convs as patches + GEMM */
     size_t max_elems;     /* test hook (conv2d_cuda_set_limits); 0: CONV_MAX_ELEMS */
     int search_max_n;     /* test hook; 0: CONV_SEARCH_MAX_N */
     Plan *plans;
@@ -205,12 +207,21 @@ static ConvCache *cache_for(Ctx *c)
         CT_ASSERT(cc != NULL, "conv2d_cuda: out of host memory for a plan cache");
         cc->engines = (Conv2dEngines)setting_choice(SET_CONV_ENGINES);
         cc->pad_mode = (Conv2dPadMode)setting_choice(SET_CONV_PAD);   /* auto 0, always 1 */
+        cc->stem_im2col = setting_choice(SET_CONV_STEM);               /* cudnn 0, im2col 1 */
         ctx_cache_set(c, &conv_cache_kind, cc);
     }
     return cc;
 }
 
 void conv2d_cuda_set_pad_mode(Ctx *c, Conv2dPadMode mode) { cache_for(c)->pad_mode = mode; }
+
+void conv2d_cuda_set_stem(Ctx *c, int im2col) { cache_for(c)->stem_im2col = im2col != 0; }
+
+/* s in dt goes through ops/conv2d_im2col.h rather than cuDNN */
+static int use_im2col(Ctx *c, const Conv2dShape *s, DType dt)
+{
+    return cache_for(c)->stem_im2col && conv2d_im2col_applies(s, dt);
+}
 
 void conv2d_cuda_set_engines(Ctx *c, Conv2dEngines e) { cache_for(c)->engines = e; }
 
@@ -929,6 +940,10 @@ void conv2d_forward_cuda(Ctx *c, void *y, const void *x, const void *w, DType dt
                          const Conv2dShape *s)
 {
     conv_check_dtype("conv2d_forward_cuda", dt);
+    if (use_im2col(c, s, dt)) {
+        conv2d_im2col_forward(c, y, x, w, dt, s);
+        return;
+    }
     const ConvArgs a = {DIR_FWD, x, w, NULL, y, 0};
     const int nb = conv_chunk_n(c, s, dt);
     for (int n0 = 0; n0 < s->N; n0 += nb) conv_slice(c, s, dt, &a, n0, nb);
@@ -950,6 +965,10 @@ void conv2d_backward_filter_cuda(Ctx *c, void *dw, DType tdw, const void *dy, co
 {
     conv_check_dtype("conv2d_backward_filter_cuda", dt);
     conv_check_dtype("conv2d_backward_filter_cuda (dw)", tdw);
+    if (use_im2col(c, s, dt)) {
+        conv2d_im2col_backward_filter(c, dw, tdw, dy, x, dt, s, accum);
+        return;
+    }
     /* cuDNN's dw has x's type: for another tdw it goes to a temporary in
      * x's type that is added (cast) into dw, chunk by chunk, so the sum
      * over the chunks is taken in dw's type */

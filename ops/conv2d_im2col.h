@@ -1,0 +1,68 @@
+/* conv2d_im2col.h — convolutions of few input channels (ResNet's RGB stem,
+ * C = 3) on the GPU as explicit patches and one GEMM, where cuDNN's NHWC
+ * kernels pad the channels to 8 and run a tile shape made for wide C.
+ *
+ * Shape letters as ops/conv2d.h; M = N P Q output pixels; RSC = R S C the
+ * window; Kp = RSC rounded up to 8 (16-byte rows in f16/bf16).
+ *
+ *   cols[m, j]  = x[n, p sh - ph + r dh, q sw - pw + s dw, c]   (0 outside)
+ *                 for m = (n P + p) Q + q,  j = (r S + s) C + c < RSC;  0 for j >= RSC
+ *   wp[k, j]    = w[k, j] for j < RSC, 0 above               (w is OHWI: [K, RSC])
+ *   forward:      y[M, K]    = cols[M, Kp] wp[K, Kp]^T       (one GEMM, f32 accumulate)
+ *   filter grad:  g[K, Kp]   = sum over chunks of dy[M, K]^T cols[M, Kp]   (f32)
+ *                 dw[k, j]  (+)= g[k, j] for j < RSC
+ * The padded columns are zero on both sides, so they add nothing. The data
+ * gradient is not taken here (the stem's input is the data): it stays
+ * cuDNN's. The batch goes in chunks of whole images so that cols stays near
+ * CONV_IM2COL_CHUNK_BYTES; the filter gradient adds the chunks in order in
+ * f32 (fixed order: the same bits run to run).
+ *
+ * Taken by ops/conv2d_cudnn.c when CTRAIN_CONV_STEM=im2col (or a context's
+ * conv2d_cuda_set_stem) and conv2d_im2col_applies.
+ */
+#ifndef CTRAIN_OPS_CONV2D_IM2COL_H
+#define CTRAIN_OPS_CONV2D_IM2COL_H
+
+#include "conv2d.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+
+#define CONV_IM2COL_CHUNK_BYTES ((size_t)128 << 20)
+
+/* Test hook: the chunk's bytes (0: CONV_IM2COL_CHUNK_BYTES; 1: one image a
+ * chunk). */
+void conv2d_im2col_set_chunk_bytes(size_t bytes);
+
+/* 1 when s in dt is one this path serves: f16 or bf16, C <= 4, a window of
+ * at most 4096 elements. */
+int conv2d_im2col_applies(const Conv2dShape *s, DType dt);
+
+/* y = conv(x, w), all of type dt (y written). */
+void conv2d_im2col_forward(Ctx *c, void *y, const void *x, const void *w, DType dt,
+                           const Conv2dShape *s);
+
+/* dw (+)= the filter gradient from dy and x (type dt); dw of type tdw. */
+void conv2d_im2col_backward_filter(Ctx *c, void *dw, DType tdw, const void *dy, const void *x,
+                                   DType dt, const Conv2dShape *s, int accum);
+
+/* ---- the kernels (ops/conv2d_im2col.cu), on stream st ---- */
+/* cols [nb P Q, kp] of images [n0, n0 + nb) of x */
+void conv_im2col_cuda(void *cols, const void *x, DType dt, const Conv2dShape *s, int n0,
+                      int nb, int kp, cudaStream_t st);
+/* wp [K, kp] from w [K, rsc] */
+void conv_wpad_cuda(void *wp, const void *w, DType dt, int K, int rsc, int kp, cudaStream_t st);
+/* dw [K, rsc] of type tdw (+)= g [K, kp] (f32) */
+void conv_wunpad_add_cuda(void *dw, DType tdw, const float *g, int K, int rsc, int kp,
+                          int accum, cudaStream_t st);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
