@@ -12,8 +12,9 @@
 #             (the real-data row against the synthetic one), then where a
 #             decode thread's time goes and which stream ends each of the
 #             step's waits for data (scripts/timeline_gaps.py);
-#   resnet    ResNet50 bs 256 bf16 with CTRAIN_CONV_BN separate, then unit, then
-#             the stem on zero-padded channels (CTRAIN_CONV_PAD=always);
+#   resnet    ResNet50 bs 256 bf16 with CTRAIN_CONV_BN separate, the stem as
+#             patches + GEMM (CTRAIN_CONV_STEM=im2col), unit; separate and the
+#             stem again later in the call (the repeat shows the noise);
 #   timeline  CUPTI timelines of the same, separate and unit;
 #   bert      BERT-large seq 128 bs 256 and seq 512 bs 32, bf16 and fp8 (`ctrain
 #             bench`: issue 20's four rows), then
@@ -142,8 +143,8 @@ if want converge && ok $((D - 100)); then
 fi
 if want resnet; then
     b rn_sep 70 CTRAIN_CONV_BN=separate -- --models resnet50 --batch 256 --precision bf16
+    b rn_stem 70 CTRAIN_CONV_STEM=im2col -- --models resnet50 --batch 256 --precision bf16
     b rn_unit 70 CTRAIN_CONV_BN=unit -- --models resnet50 --batch 256 --precision bf16
-    b rn_pad 70 CTRAIN_CONV_PAD=always -- --models resnet50 --batch 256 --precision bf16
 fi
 if want convbn && ok $((D - 110)); then
     CTRAIN_LOG=info run_t gpu_conv_bn 110
@@ -158,7 +159,7 @@ want switches && b sw128 80 CTRAIN_LN_KERNELS=auto CTRAIN_ADD_NORM=fused \
     CTRAIN_LINEAR_ACT_BGRAD=1 -- --models bert-large --seq 128 --batch 256 --precision bf16
 if want resnet; then
     b rn_sep2 70 CTRAIN_CONV_BN=separate -- --models resnet50 --batch 256 --precision bf16
-    b rn_unit2 70 CTRAIN_CONV_BN=unit -- --models resnet50 --batch 256 --precision bf16
+    b rn_stem2 70 CTRAIN_CONV_STEM=im2col -- --models resnet50 --batch 256 --precision bf16
 fi
 for mode in separate unit; do
     want timeline && ok $((D - 60)) || break
