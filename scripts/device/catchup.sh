@@ -3,7 +3,8 @@
 # the first call of a GPU session after work done without one, in one call and
 # in the order that decides most, each step only while time is left:
 #   tests     the GPU tests of the code written blind (flash attention's
-#             prologue, batch norm's kernels,
+#             prologue, cross-entropy's vector backward, the stem as patches
+#             + GEMM, the column sums' rows in flight; batch norm's kernels,
 #             max pooling on channel vectors, the GPU decode feed with one and
 #             two decode threads, the FP8 casts and GEMM, the Linear ops,
 #             LayerNorm / add_norm, attention, the nvJPEG paths), each
@@ -65,9 +66,9 @@ run_t() {
     grep -m6 FAIL "$L/$t.log" | cut -c1-240
     pack
 }
-TESTS=${TESTS:-gpu_flash_attn gpu_linear_pad gpu_batchnorm gpu_pool gpu_jpeg_feed gpu_jpeg gpu_fp8 gpu_fp8_gemm \
-       gpu_linear_fp8 gpu_transformer_ops gpu_linear_act gpu_elementwise gpu_add_norm gpu_matmul \
-       gpu_linear_epilogue}
+TESTS=${TESTS:-gpu_flash_attn gpu_softmax gpu_conv2d gpu_linear_act gpu_elementwise \
+       gpu_linear_epilogue gpu_add_norm gpu_transformer_ops gpu_linear_fp8 gpu_linear_pad \
+       gpu_batchnorm gpu_pool gpu_jpeg_feed gpu_jpeg gpu_fp8 gpu_fp8_gemm gpu_matmul}
 for t in $TESTS; do
     want tests || break
     ok $((D - 400)) || { echo "$t: skipped, under 400 s of D=$D left after it"; continue; }
