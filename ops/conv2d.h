@@ -140,7 +140,9 @@ int conv2d_cuda_plan_count(Ctx *c);
  * numerical rule before use, and searched again when refused). */
 void conv2d_cuda_plan_origins(Ctx *c, int *searched, int *loaded);
 /* Free c's plans (descriptors) now; ctx_free does it too (the plans are a
- * cache registered with the context). Safe when c has none. */
+ * cache registered with the context). Safe when c has none. The context's
+ * convolution settings (pad mode, engines, stem) go with the cache: the
+ * next call starts again from the environment's. */
 void conv2d_cuda_release(Ctx *c);
 #endif
 

@@ -472,7 +472,8 @@ int main(void)
     run_shape(&c, &few_c_shapes[0], ".im2col.chunked");
     conv2d_im2col_set_chunk_bytes(0);
     {
-        conv2d_cuda_release(&c);
+        conv2d_cuda_release(&c);   /* the plans and the context's convolution settings */
+        conv2d_cuda_set_stem(&c, 1);
         const Conv2dShape s = shape_of(&shapes[4]);
         const size_t nx = (size_t)s.N * s.H * s.W * s.C, nw = (size_t)s.K * s.R * s.S * s.C;
         void *dX = gpu_alloc_poison(nx, DT_BF16), *dW = gpu_alloc_poison(nw, DT_BF16);
