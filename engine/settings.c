@@ -147,7 +147,7 @@ static const Setting table[SET_COUNT] = {
         "always run on padded copies, where cuDNN's tensor-core kernels may be faster "
         "(always; unmeasured, docs/kernels.md)"),
     [SET_CONV_STEM] = V_CHOICE("CTRAIN_CONV_STEM", SA_DEV, "cudnn", NULL, "cudnn|im2col",
-        "convolutions of at most 4 input channels in f16/bf16 (ResNet's RGB stem): cuDNN's "
+        "convolutions of at most 4 input channels (ResNet's RGB stem): cuDNN's "
         "kernels (cudnn), or the patches written out and one cuBLASLt GEMM a chunk of images "
         "(im2col; unmeasured, docs/kernels.md)"),
     [SET_PLAN_CACHE] = V_PATH("CTRAIN_PLAN_CACHE", SA_DEV, NULL,

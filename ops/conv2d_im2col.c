@@ -11,7 +11,8 @@
 
 int conv2d_im2col_applies(const Conv2dShape *s, DType dt)
 {
-    return (dt == DT_F16 || dt == DT_BF16) && s->C <= 4 && (size_t)s->R * s->S * s->C <= 4096;
+    return (dt == DT_F16 || dt == DT_BF16 || dt == DT_F32) && s->C <= 4 &&
+           (size_t)s->R * s->S * s->C <= 4096;
 }
 
 /* kp: the window rounded up to 16-byte rows */

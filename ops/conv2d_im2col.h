@@ -1,6 +1,7 @@
 /* conv2d_im2col.h — convolutions of few input channels (ResNet's RGB stem,
  * C = 3) on the GPU as explicit patches and one GEMM, where cuDNN's NHWC
  * kernels pad the channels to 8 and run a tile shape made for wide C.
+ * Rows of kp elements are 16-byte aligned in every type (kp % 8 == 0).
  *
  * Shape letters as ops/conv2d.h; M = N P Q output pixels; RSC = R S C the
  * window; Kp = RSC rounded up to 8 (16-byte rows in f16/bf16).
@@ -38,8 +39,9 @@ extern "C" {
  * chunk). */
 void conv2d_im2col_set_chunk_bytes(size_t bytes);
 
-/* 1 when s in dt is one this path serves: f16 or bf16, C <= 4, a window of
- * at most 4096 elements. */
+/* 1 when s in dt is one this path serves: C <= 4, a window of at most 4096
+ * elements (f16, bf16, f32; f32's GEMM takes TF32 only where the context
+ * allows it, as every f32 matmul). */
 int conv2d_im2col_applies(const Conv2dShape *s, DType dt);
 
 /* y = conv(x, w), all of type dt (y written). */

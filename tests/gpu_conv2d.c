@@ -16,8 +16,8 @@
  *     into a gradient of the storage type (f16/bf16);
  * then the stem and the odd shape again with channel padding forced
  * (CONV2D_PAD_ALWAYS: the padded-copy path); the stem and three other
- * shapes of C <= 4 as patches + GEMM (conv2d_cuda_set_stem: f16/bf16
- * forward and filter gradient, whole and one image a chunk), which then
+ * shapes of C <= 4 as patches + GEMM (conv2d_cuda_set_stem: the forward
+ * and filter gradient, whole and one image a chunk), which then
  * makes no cuDNN plan for a forward; the plan cache (a repeated
  * call hits, results are bit-identical); large-batch handling with its
  * limits forced small (a batch of 7 in chunks of 3, 3, 1, plans searched
@@ -461,8 +461,8 @@ int main(void)
     run_shape(&c, &shapes[5], ".padded");
     conv2d_cuda_set_pad_mode(&c, CONV2D_PAD_AUTO);
     /* few-channel convolutions as patches + one GEMM (ops/conv2d_im2col.h), forced: the
-     * forward and filter gradient in f16/bf16 go there (f32 stays cuDNN's), then in chunks
-     * of one image; taken, the forward makes no cuDNN plan */
+     * forward and filter gradient go there in every setting (the data gradient stays
+     * cuDNN's), then in chunks of one image; taken, the forward makes no cuDNN plan */
     conv2d_cuda_set_stem(&c, 1);
     run_shape(&c, &shapes[4], ".im2col");
     for (size_t i = 0; i < sizeof few_c_shapes / sizeof few_c_shapes[0]; i++)

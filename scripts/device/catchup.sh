@@ -15,7 +15,8 @@
 #             step's waits for data (scripts/timeline_gaps.py);
 #   resnet    ResNet50 bs 256 bf16 with CTRAIN_CONV_BN separate, the stem as
 #             patches + GEMM (CTRAIN_CONV_STEM=im2col), unit; separate and the
-#             stem again later in the call (the repeat shows the noise);
+#             stem again later in the call (the repeat shows the noise), then
+#             tf32 with and without the stem's patches;
 #   timeline  CUPTI timelines of the same, separate and unit;
 #   bert      BERT-large seq 128 bs 256 and seq 512 bs 32, bf16 and fp8 (`ctrain
 #             bench`: issue 20's four rows), then
@@ -161,6 +162,9 @@ want switches && b sw128 80 CTRAIN_LN_KERNELS=auto CTRAIN_ADD_NORM=fused \
 if want resnet; then
     b rn_sep2 70 CTRAIN_CONV_BN=separate -- --models resnet50 --batch 256 --precision bf16
     b rn_stem2 70 CTRAIN_CONV_STEM=im2col -- --models resnet50 --batch 256 --precision bf16
+    # tf32 (issue 19's 1.3x): the first searches its plans (~80 s), the second reuses them
+    b rn_tf32 130 X=1 -- --models resnet50 --batch 256 --precision tf32
+    b rn_stem_tf32 100 CTRAIN_CONV_STEM=im2col -- --models resnet50 --batch 256 --precision tf32
 fi
 for mode in separate unit; do
     want timeline && ok $((D - 60)) || break
