@@ -289,23 +289,6 @@ static void scratch_free(Ctx *c, Scratch *s)
     s->base = s->p = NULL;
 }
 
-/* dst [rows, Cp] = src [rows, C] with zeros in columns C .. Cp-1. */
-static void pad_channels(Ctx *c, void *dst, const void *src, size_t rows, int C, int Cp,
-                         size_t es)
-{
-    CUDA_CHECK(cudaMemsetAsync(dst, 0, rows * (size_t)Cp * es, c->stream));
-    CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)Cp * es, src, (size_t)C * es, (size_t)C * es, rows,
-                                 cudaMemcpyDeviceToDevice, c->stream));
-}
-
-/* dst [rows, C] = the first C columns of src [rows, Cp]. */
-static void unpad_channels(Ctx *c, void *dst, const void *src, size_t rows, int C, int Cp,
-                           size_t es)
-{
-    CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)C * es, src, (size_t)Cp * es, (size_t)C * es, rows,
-                                 cudaMemcpyDeviceToDevice, c->stream));
-}
-
 /* ---- plans ---- */
 
 /* C rounded up to channel rows of 16 bytes, what cuDNN's NHWC kernels want. */
@@ -622,19 +605,19 @@ static cudnnStatus_t conv_exec(Ctx *c, Plan *p, const ConvArgs *a, int search)
     /* inputs with C channels: padded copies */
     if (padded && a->dir != DIR_BWD_DATA) {
         px = scratch_alloc(c, x_rows * Cp * es, 256);
-        pad_channels(c, px.p, a->x, x_rows, C, Cp, es);
+        conv_pad_cols_cuda(c, px.p, a->x, x_rows, C, Cp, es);
         x = px.p;
     }
     if (padded && a->dir != DIR_BWD_FILTER) {
         pw = scratch_alloc(c, w_rows * Cp * es, 256);
-        pad_channels(c, pw.p, a->w, w_rows, C, Cp, es);
+        conv_pad_cols_cuda(c, pw.p, a->w, w_rows, C, Cp, es);
         w = pw.p;
     }
     /* outputs with C channels: a padded buffer, preloaded when accumulating */
     size_t out_rows = a->dir == DIR_BWD_DATA ? x_rows : w_rows;
     if (padded && a->dir != DIR_FWD) {
         pout = scratch_alloc(c, out_rows * Cp * es, 256);
-        if (a->accum && !search) pad_channels(c, pout.p, a->out, out_rows, C, Cp, es);
+        if (a->accum && !search) conv_pad_cols_cuda(c, pout.p, a->out, out_rows, C, Cp, es);
         out = pout.p;
     } else if (search && a->accum) {
         /* the search writes its output: keep the gradient being added to */
@@ -653,7 +636,7 @@ static cudnnStatus_t conv_exec(Ctx *c, Plan *p, const ConvArgs *a, int search)
         else if (a->dir == DIR_BWD_DATA) graph_ptrs(a->dir, w, a->dy, out, ptrs);
         else graph_ptrs(a->dir, x, a->dy, out, ptrs);
         cg_execute(c, &p->g, graph_uids, ptrs, 3);
-        if (padded && a->dir != DIR_FWD) unpad_channels(c, a->out, out, out_rows, C, Cp, es);
+        if (padded && a->dir != DIR_FWD) conv_unpad_cols_cuda(c, a->out, out, out_rows, C, Cp, es);
     } else {
         void *ws = ctx_workspace(c, p->ws_bytes);
         size_t ws_bytes = c->workspace_bytes;
@@ -671,7 +654,7 @@ static cudnnStatus_t conv_exec(Ctx *c, Plan *p, const ConvArgs *a, int search)
                                                        p->cd,
                                                        (cudnnConvolutionBwdFilterAlgo_t)p->algo,
                                                        ws, ws_bytes, &beta, p->wd, out));
-        if (padded && a->dir != DIR_FWD) unpad_channels(c, a->out, out, out_rows, C, Cp, es);
+        if (padded && a->dir != DIR_FWD) conv_unpad_cols_cuda(c, a->out, out, out_rows, C, Cp, es);
     }
     scratch_free(c, &px);
     scratch_free(c, &pw);

@@ -6,8 +6,25 @@
 #include "conv2d_im2col.h"
 
 #ifdef CTRAIN_CUDA
+#include "engine/error.h"
+#include "engine/kernels.h"
 #include "engine/mem.h"
 #include "matmul.h"
+
+void conv_pad_cols_cuda(Ctx *c, void *dst, const void *src, size_t rows, int C, int Cp,
+                        size_t es)
+{
+    CUDA_CHECK(cudaMemsetAsync(dst, 0, rows * (size_t)Cp * es, c->stream));
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)Cp * es, src, (size_t)C * es, (size_t)C * es, rows,
+                                 cudaMemcpyDeviceToDevice, c->stream));
+}
+
+void conv_unpad_cols_cuda(Ctx *c, void *dst, const void *src, size_t rows, int C, int Cp,
+                          size_t es)
+{
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)C * es, src, (size_t)Cp * es, (size_t)C * es, rows,
+                                 cudaMemcpyDeviceToDevice, c->stream));
+}
 
 int conv2d_im2col_applies(const Conv2dShape *s, DType dt)
 {
@@ -47,7 +64,7 @@ void conv2d_im2col_forward(Ctx *c, void *y, const void *x, const void *w, DType 
     const size_t es = dtype_size(dt), pq = (size_t)s->P * s->Q;
     const size_t wp_bytes = (size_t)s->K * kp * es, cols_bytes = (size_t)nb * pq * kp * es;
     void *wp = mem_alloc(c, wp_bytes), *cols = mem_alloc(c, cols_bytes);
-    conv_wpad_cuda(wp, w, dt, s->K, rsc, kp, c->stream);
+    conv_pad_cols_cuda(c, wp, w, (size_t)s->K, rsc, kp, es);
     for (int n0 = 0; n0 < s->N; n0 += nb) {
         const int n = s->N - n0 < nb ? s->N - n0 : nb;
         conv_im2col_cuda(cols, x, dt, s, n0, n, kp, c->stream);
@@ -59,13 +76,13 @@ void conv2d_im2col_forward(Ctx *c, void *y, const void *x, const void *w, DType 
 }
 
 /* g[K, kp] = sum over the chunks, in order, of dy[M, K]^T cols[M, kp] (f32);
- * then dw (+)= its first rsc columns */
+ * then dw (+)= its first rsc columns (packed, then cast-added) */
 void conv2d_im2col_backward_filter(Ctx *c, void *dw, DType tdw, const void *dy, const void *x,
                                    DType dt, const Conv2dShape *s, int accum)
 {
     const int kp = im2col_kp(s), rsc = s->R * s->S * s->C, nb = im2col_chunk(s, dt, kp);
     const size_t es = dtype_size(dt), pq = (size_t)s->P * s->Q;
-    const size_t g_bytes = (size_t)s->K * kp * sizeof(float);
+    const size_t g_bytes = (size_t)s->K * kp * sizeof(float), nw = (size_t)s->K * rsc;
     const size_t cols_bytes = (size_t)nb * pq * kp * es;
     float *g = (float *)mem_alloc(c, g_bytes);
     void *cols = mem_alloc(c, cols_bytes);
@@ -75,8 +92,11 @@ void conv2d_im2col_backward_filter(Ctx *c, void *dw, DType tdw, const void *dy, 
         gemm(c, g, DT_F32, (const char *)dy + (size_t)n0 * pq * s->K * es, cols, dt, s->K, kp,
              (int)(n * pq), 1, 0, n0 > 0 ? 1.0f : 0.0f);
     }
-    conv_wunpad_add_cuda(dw, tdw, g, s->K, rsc, kp, accum, c->stream);
     mem_free(c, cols, cols_bytes);
+    float *gw = (float *)mem_alloc(c, nw * sizeof(float));
+    conv_unpad_cols_cuda(c, gw, g, (size_t)s->K, rsc, kp, sizeof(float));
+    cast_cuda(dw, tdw, gw, DT_F32, nw, accum, c->stream);
+    mem_free(c, gw, nw * sizeof(float));
     mem_free(c, g, g_bytes);
 }
 #else

@@ -1,6 +1,7 @@
-/* conv2d_im2col.cu — the kernels of ops/conv2d_im2col.h (the math is there):
- * patches written out for one GEMM, the weight's rows padded to kp, and the
- * padded filter gradient added back into dw.
+/* conv2d_im2col.cu — the patch kernel of ops/conv2d_im2col.h (the math is
+ * there): a chunk of images' patches written out for one GEMM (the weight's
+ * padding and the gradient's unpadding are strided copies,
+ * ops/conv2d_im2col.c).
  *
  * im2col: a thread per patch row m = (n, p, q), walking j = (r S + s) C + c
  * in order with (r, s, c) stepped (no division an element) and storing 16
@@ -57,25 +58,6 @@ __global__ void im2col_kernel(T *__restrict__ cols, const T *__restrict__ x, int
     }
 }
 
-template <typename T>
-__global__ void wpad_kernel(T *wp, const T *w, int K, int rsc, int kp)
-{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= K * kp) return;
-    const int k = i / kp, j = i % kp;
-    wp[i] = j < rsc ? w[(size_t)k * rsc + j] : from_f32<T>(0.0f);
-}
-
-template <typename T>
-__global__ void wunpad_add_kernel(T *dw, const float *g, int K, int rsc, int kp, int accum)
-{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= K * rsc) return;
-    const int k = i / rsc, j = i % rsc;
-    const float v = g[(size_t)k * kp + j];
-    dw[i] = from_f32<T>(accum ? to_f32(dw[i]) + v : v);
-}
-
 } // namespace
 
 extern "C" void conv_im2col_cuda(void *cols, const void *x, DType dt, const Conv2dShape *s,
@@ -91,28 +73,6 @@ extern "C" void conv_im2col_cuda(void *cols, const void *x, DType dt, const Conv
         im2col_kernel<T><<<blocks, IM2COL_THREADS, 0, st>>>(
             (T *)cols, (const T *)x, s->H, s->W, s->C, s->R, s->S, s->P, s->Q, s->stride_h,
             s->stride_w, s->pad_h, s->pad_w, s->dil_h, s->dil_w, n0, (int)rows, kp);
-    });
-    CUDA_CHECK_LAUNCH();
-}
-
-extern "C" void conv_wpad_cuda(void *wp, const void *w, DType dt, int K, int rsc, int kp,
-                               cudaStream_t st)
-{
-    const unsigned blocks = (unsigned)(((size_t)K * kp + 255) / 256);
-    dispatch_float(dt, "conv_wpad_cuda", [&](auto tag) {
-        using T = decltype(tag);
-        wpad_kernel<T><<<blocks, 256, 0, st>>>((T *)wp, (const T *)w, K, rsc, kp);
-    });
-    CUDA_CHECK_LAUNCH();
-}
-
-extern "C" void conv_wunpad_add_cuda(void *dw, DType tdw, const float *g, int K, int rsc,
-                                     int kp, int accum, cudaStream_t st)
-{
-    const unsigned blocks = (unsigned)(((size_t)K * rsc + 255) / 256);
-    dispatch_float(tdw, "conv_wunpad_add_cuda", [&](auto tag) {
-        using T = decltype(tag);
-        wunpad_add_kernel<T><<<blocks, 256, 0, st>>>((T *)dw, g, K, rsc, kp, accum);
     });
     CUDA_CHECK_LAUNCH();
 }

@@ -52,15 +52,20 @@ void conv2d_im2col_forward(Ctx *c, void *y, const void *x, const void *w, DType 
 void conv2d_im2col_backward_filter(Ctx *c, void *dw, DType tdw, const void *dy, const void *x,
                                    DType dt, const Conv2dShape *s, int accum);
 
-/* ---- the kernels (ops/conv2d_im2col.cu), on stream st ---- */
-/* cols [nb P Q, kp] of images [n0, n0 + nb) of x */
+/* Rows padded with zero columns and back, on c's stream (a memset and
+ * strided copies: capturable); es the element's bytes. Also cuDNN's padded
+ * channels (ops/conv2d_cudnn.c). */
+/* dst [rows, Cp] = src [rows, C] with zeros in columns C .. Cp-1 */
+void conv_pad_cols_cuda(Ctx *c, void *dst, const void *src, size_t rows, int C, int Cp,
+                        size_t es);
+/* dst [rows, C] = the first C columns of src [rows, Cp] */
+void conv_unpad_cols_cuda(Ctx *c, void *dst, const void *src, size_t rows, int C, int Cp,
+                          size_t es);
+
+/* The patch kernel (ops/conv2d_im2col.cu): cols [nb P Q, kp] of images
+ * [n0, n0 + nb) of x, on stream st. */
 void conv_im2col_cuda(void *cols, const void *x, DType dt, const Conv2dShape *s, int n0,
                       int nb, int kp, cudaStream_t st);
-/* wp [K, kp] from w [K, rsc] */
-void conv_wpad_cuda(void *wp, const void *w, DType dt, int K, int rsc, int kp, cudaStream_t st);
-/* dw [K, rsc] of type tdw (+)= g [K, kp] (f32) */
-void conv_wunpad_add_cuda(void *dw, DType tdw, const float *g, int K, int rsc, int kp,
-                          int accum, cudaStream_t st);
 #endif
 
 #ifdef __cplusplus
