@@ -117,8 +117,9 @@ $(BUILD)/image_cpu_probe $(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe: $(
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDLIBS)
 
 test: $(BIN) $(TEST_CPU_BINS)
-	@sh tests/run.sh $(TEST_CPU_BINS) scripts/check_layers.py scripts/fp8_converge.py \
-	    scripts/timeline_gaps.py tests/install_check.sh
+	@CTRAIN_BIN=$(BIN) CTRAIN_SCRIPTS=$(CURDIR)/scripts sh tests/run.sh $(TEST_CPU_BINS) \
+	    scripts/check_layers.py scripts/fp8_converge.py scripts/timeline_gaps.py \
+	    tests/install_check.sh
 
 test-gpu: $(BIN) $(TEST_GPU_BINS)
 	@if [ "$(CUDA)" != 1 ]; then echo "make test-gpu: this build has no CUDA backend (nvcc, cuDNN, cuBLAS or NCCL missing, or CUDA=0)"; exit 1; fi

@@ -90,6 +90,16 @@ Tensor *ad_grad_dst(Ctx *c, Tensor *x, int *accum)
     return x->grad;
 }
 
+Tensor *ad_grad_over(Ctx *c, Tensor *x, int *accum)
+{
+    if (!x || !x->requires_grad) return NULL;
+    if (!x->is_param && !x->grad) {
+        Tensor *g = tensor_take_storage(x);
+        if (g) { x->grad = g; *accum = 0; return g; }
+    }
+    return ad_grad_dst(c, x, accum);
+}
+
 int ad_grad_pass(Tensor *x, Tensor *dy)
 {
     if (!x || !x->requires_grad || x->is_param || x->grad) return 0;

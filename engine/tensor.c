@@ -62,6 +62,16 @@ Tensor *tensor_reshape_view(Tensor *x, int ndim, const int64_t *shape)
     return t;
 }
 
+Tensor *tensor_take_storage(Tensor *x)
+{
+    if (!x || x->data_refs != 1 || x->base || !x->nbytes || !x->data) return NULL;
+    Tensor *t = tensor_alloc_struct(x->ctx, x->dtype, x->ndim, x->shape);
+    t->data = x->data;
+    t->nbytes = x->nbytes;
+    x->nbytes = 0;   /* x still reads the same bytes until its last data reference goes */
+    return t;
+}
+
 Tensor *tensor_from_host(Ctx *c, const void *host, DType dt, int ndim, const int64_t *shape)
 {
     Tensor *t = tensor_new(c, dt, ndim, shape);

@@ -60,6 +60,11 @@ Tensor *tensor_view(Ctx *c, void *data, DType dt, int ndim, const int64_t *shape
 /* The same data as x under another shape (same element count); holds x's
  * data until the view's data is released. */
 Tensor *tensor_reshape_view(Tensor *x, int ndim, const int64_t *shape);
+/* A new tensor that takes over x's storage (same dtype, shape and bytes):
+ * the new one frees it; x keeps pointing at it, unowned, until its last
+ * data reference goes. Only when x owns its storage (not a view) and its
+ * data has one holder (data_refs == 1, the caller's); NULL otherwise. */
+Tensor *tensor_take_storage(Tensor *x);
 /* Copy f32 host values in, converting to dt. */
 Tensor *tensor_from_f32(Ctx *c, const float *host, DType dt, int ndim, const int64_t *shape);
 /* Copy raw host bytes in (dt's layout). */

@@ -305,7 +305,9 @@ __global__ void __launch_bounds__(1024)
 
 /* One element of the backward below: g (exp(x - lse) - q) (+ old with
  * accum), rounded once; both backward kernels call it, so they give the
- * same bits. */
+ * same bits. dx may be x itself (the op writes the gradient over logits
+ * nothing else holds): a thread reads each element before it writes it,
+ * and no pointer here is __restrict__. */
 template <typename T>
 __device__ __forceinline__ T ce_grad(T x, float lse, float g, float q, int accum, T old)
 {

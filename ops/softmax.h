@@ -39,6 +39,7 @@ void softmax_backward_cpu(float *dx, const float *dy, const float *y, size_t R,
 void cross_entropy_forward_cpu(float *loss, float *lse, float *nvalid,
                                const float *x, const int32_t *t, size_t R, size_t C,
                                int ignore_index, float smoothing);
+/* dx may be x (in place, accum 0): each element is read, then written */
 void cross_entropy_backward_cpu(float *dx, const float *dloss, const float *x,
                                 const float *lse, const float *nvalid,
                                 const int32_t *t, size_t R, size_t C,
@@ -54,7 +55,8 @@ void cross_entropy_forward_cuda(float *loss, float *lse, float *nvalid, int32_t 
                                 const void *x, DType dt, const int32_t *t, size_t R,
                                 size_t C, int ignore_index, float smoothing,
                                 cudaStream_t s);
-/* dloss: device pointer to the upstream gradient of the scalar loss */
+/* dloss: device pointer to the upstream gradient of the scalar loss; dx
+ * may be x (accum 0), as in the CPU version */
 void cross_entropy_backward_cuda(void *dx, const float *dloss, const void *x,
                                  const float *lse, const float *nvalid, DType dt,
                                  const int32_t *t, size_t R, size_t C,

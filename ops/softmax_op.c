@@ -46,11 +46,13 @@ Tensor *op_softmax(Ctx *c, Tensor *x)
 }
 
 /* forward: loss = mean over valid rows of -sum_c q[r,c] log softmax(x)[r,c]
- * so dx[r,c] += dloss * (softmax(x)[r,c] - q[r,c]) / nvalid (0 on ignored rows) */
+ * so dx[r,c] += dloss * (softmax(x)[r,c] - q[r,c]) / nvalid (0 on ignored rows)
+ * Each dx[r,c] reads x[r,c] alone, so where nothing else holds the logits
+ * (the model let go of them) dx is written over them: ad_grad_over. */
 static void cross_entropy_backward(Ctx *c, Node *n)
 {
     int accum;
-    Tensor *dx = ad_grad_dst(c, n->in[0], &accum);
+    Tensor *dx = ad_grad_over(c, n->in[0], &accum);
     if (!dx) return;
     Tensor *x = n->saved[0], *t = n->saved[1], *lse = n->saved[2], *nvalid = n->saved[3];
     const float *dloss = (const float *)n->out->grad->data;

@@ -5,7 +5,8 @@
  * the same values; outputs are poisoned (NaN) so an unwritten element fails.
  * Shapes: R rows, C classes; n parameters for SGD. Cross-entropy's backward
  * takes its 16-byte vector kernel where C is a multiple of the vector (1024,
- * 1000, 3000, 5000 and BERT's padded 30528 in f16/bf16; also 100 in f32).
+ * 1000, 3000, 5000 and BERT's padded 30528 in f16/bf16; also 100 in f32), into a
+ * buffer of its own and over the logits (in place, as the op runs it).
  */
 #include <math.h>
 #include <stdint.h>
@@ -94,7 +95,7 @@ static void gpu_ce_case(DType dt, size_t R, size_t C, float eps, int with_bad)
              with_bad ? " with bad targets" : "");
     size_t n = R * C;
     float *x = falloc(n), *lse = falloc(R), *lse_ref = falloc(R);
-    float *dx0 = falloc(n), *dx = falloc(n), *dxref = falloc(n);
+    float *dx0 = falloc(n), *dx = falloc(n), *dxref = falloc(n), *dx0_sep = falloc(n);
     int32_t *t = (int32_t *)malloc(R * sizeof(int32_t));
     int32_t *t_ok = (int32_t *)malloc(R * sizeof(int32_t));
     check_fill(x, n, -8.0f, 8.0f);
@@ -141,8 +142,19 @@ static void gpu_ce_case(DType dt, size_t R, size_t C, float eps, int with_bad)
         gpu_download(dx, d_dx, n, dt);
         snprintf(name, sizeof name, "gpu.ce.dx accum %d %s", accum, tag);
         check_close(name, dx, dxref, n, atol_prob(dt, dxref, n), tol_rtol(dt));
+        if (!accum) memcpy(dx0_sep, dx, n * sizeof(float));
         CUDA_CHECK(cudaFree(d_dx));
     }
+    /* written over the logits (the op does so when nothing else holds
+     * them): the same bits as into a buffer of its own */
+    void *d_xi = gpu_upload(x, n, dt);
+    cross_entropy_backward_cuda(d_xi, d_dloss, d_xi, d_lse, d_nvalid, dt, d_t, R, C, -100, eps,
+                                0, 0);
+    gpu_download(dx, d_xi, n, dt);
+    snprintf(name, sizeof name, "gpu.ce.dx over x, same bits %s", tag);
+    check_close(name, dx, dx0_sep, n, 0, 0);
+    CUDA_CHECK(cudaFree(d_xi));
+    free(dx0_sep);
     CUDA_CHECK(cudaFree(d_x)); CUDA_CHECK(cudaFree(d_t)); CUDA_CHECK(cudaFree(d_loss));
     CUDA_CHECK(cudaFree(d_lse)); CUDA_CHECK(cudaFree(d_nvalid)); CUDA_CHECK(cudaFree(d_nbad));
     CUDA_CHECK(cudaFree(d_dloss));

@@ -4,8 +4,11 @@
  *   - parameter gradients accumulate (+=) across backward calls;
  *   - no-grad mode records nothing; activation memory is returned after
  *     backward (the step allocates the same way every time);
+ *   - gradients passed on without a copy (ad_grad_pass) and written over
+ *     the values they replace (ad_grad_over);
  *   - shape mismatches are refused (checked in a child process).
  */
+#include <math.h>
 #include <string.h>
 #include "check.h"
 #include "engine/autograd.h"
@@ -217,6 +220,82 @@ static void test_grad_pass(Ctx *c)
                "%zu bytes held, %zu before", c->mem.current, before);
 }
 
+/* The memory held right after the cross-entropy node's backward ran */
+typedef struct { Ctx *c; size_t at; } CeWatch;
+
+static void ce_watch(void *user, const Node *n, int depth)
+{
+    (void)depth;
+    CeWatch *w = (CeWatch *)user;
+    if (!strcmp(n->op, "cross_entropy")) w->at = w->c->mem.current;
+}
+
+/* One cross-entropy over z = cast(a * w) (6 rows, 10 classes, one row
+ * ignored, label smoothing 0.1): da, and what the backward holds over the
+ * forward's memory once the loss's node has run. keep: the caller still
+ * holds z (its gradient must not touch it); else z is let go before. */
+typedef struct { float da[60]; size_t after_ce, zbytes; int z_intact, took; } OverRun;
+
+static OverRun over_run(Ctx *c, DType dt, int keep)
+{
+    OverRun o = {0};
+    float av[60], wv[60], zv[60], zafter[60];
+    for (int i = 0; i < 60; i++) {   /* the same values in every run */
+        av[i] = 2.0f * sinf(0.7f * (float)i);
+        wv[i] = 1.5f * cosf(0.3f * (float)i + 1.0f);
+    }
+    const int64_t s[2] = {6, 10}, six = 6;
+    const int32_t lab[6] = {3, 0, -100, 9, 5, 1};
+    Tensor *a = leaf(c, av, 2, s, 1), *w = leaf(c, wv, 2, s, 0);
+    Tensor *t = tensor_from_host(c, lab, DT_I32, 1, &six);
+    Tensor *m = op_mul(c, a, w), *z = op_cast(c, m, dt);
+    tensor_release(m);
+    tensor_to_f32(zv, z);
+    o.zbytes = z->nbytes;
+    Tensor *loss = op_cross_entropy(c, z, t, -100, 0.1f);
+    if (!keep) { tensor_release(z); z = NULL; }
+    CeWatch cw = {c, 0};
+    AdHook h = {NULL, ce_watch, NULL, &cw};
+    const size_t held = c->mem.current;
+    c->bwd_hook = &h;
+    ad_backward(c, loss, 1.0f);
+    c->bwd_hook = NULL;
+    o.after_ce = cw.at - held;
+    memcpy(o.da, a->grad->data, sizeof o.da);
+    if (z) {
+        tensor_to_f32(zafter, z);
+        o.z_intact = memcmp(zv, zafter, sizeof zv) == 0;
+        o.took = z->nbytes == 0;
+    }
+    tensor_release(z); tensor_release(loss); tensor_release(t);
+    tensor_release(a); tensor_release(w);
+    return o;
+}
+
+/* ad_grad_over: cross-entropy writes the logits' gradient over the logits
+ * when the model let go of them (no buffer their size at the backward's
+ * peak), and leaves them alone while anyone holds them; the gradients are
+ * the same bits either way, and all memory comes back. */
+static void test_grad_over(Ctx *c)
+{
+    const DType dts[2] = {DT_F32, DT_BF16};
+    for (int k = 0; k < 2; k++) {
+        const size_t before = c->mem.current;
+        OverRun held = over_run(c, dts[k], 1), let = over_run(c, dts[k], 0);
+        const char *dn = dtype_name(dts[k]);
+        check_true("autograd.grad_over: logits still held: their values untouched",
+                   held.z_intact && !held.took, "%s: z changed by the backward", dn);
+        check_close("autograd.grad_over: logits let go: same gradient, bit for bit", let.da,
+                    held.da, 60, 0, 0);
+        check_true("autograd.grad_over: logits let go: their gradient took their buffer",
+                   held.after_ce == held.zbytes && let.after_ce == 0,
+                   "%s: after the loss's backward %zu bytes more held (logits kept), %zu (let "
+                   "go); the logits are %zu bytes", dn, held.after_ce, let.after_ce, held.zbytes);
+        check_true("autograd.grad_over: all memory returned", c->mem.current == before,
+                   "%s: %zu bytes held, %zu before", dn, c->mem.current, before);
+    }
+}
+
 int main(void)
 {
     check_seed(7);
@@ -226,6 +305,7 @@ int main(void)
     test_lifetimes(&c);
     test_lowp_cpu(&c);
     test_grad_pass(&c);
+    test_grad_over(&c);
     ctx_free(&c);
     test_fatal_messages();
     return check_summary();

@@ -33,7 +33,10 @@
 #             CUDA_DEVICE_MAX_CONNECTIONS 8 and 32 (ctrain's default since the
 #             GPU decode needed it: does the step itself care?);
 #   berttl    BERT-large bf16 seq 128 bs 256's CUPTI timeline (3 steps), its
-#             LayerNorm kernels' lines (the vector backward's time a call).
+#             LayerNorm kernels' lines (the vector backward's time a call);
+#   bnown     batch norm in f32, ours against cuDNN's: gpu_bn_compare's timing
+#             table, then ResNet50 bs 256 tf32 and fp32 with CTRAIN_BN=own and
+#             without (issue 19's fp32 1.1x and tf32 1.3x).
 #
 #   D=SECONDS STEPS=LIST OUT=dir bash scripts/device/catchup.sh
 #     D         no new step starts after D seconds (default 540: a 10-minute call)
@@ -165,6 +168,19 @@ if want resnet; then
     # tf32 (issue 19's 1.3x): the first searches its plans (~80 s), the second reuses them
     b rn_tf32 130 X=1 -- --models resnet50 --batch 256 --precision tf32
     b rn_stem_tf32 100 CTRAIN_CONV_STEM=im2col -- --models resnet50 --batch 256 --precision tf32
+fi
+# batch norm in f32 (tf32 and fp32 run it unconverted): our kernels, since their rework,
+# against cuDNN's generic f32 ones, per call (gpu_bn_compare's timing table) and in the step
+if want bnown && ok $((D - 90)); then
+    timeout 80 "$T/gpu_bn_compare" --no-check > "$L/bn_compare.log" 2>&1
+    echo "bn_compare (rc $?):"; grep -E "^[0-9]+x[0-9]+x" "$L/bn_compare.log" | head -45 | cut -c1-160
+    pack
+fi
+if want bnown; then
+    b rn_tf32_cudnn 130 X=1 -- --models resnet50 --batch 256 --precision tf32
+    b rn_tf32_own 100 CTRAIN_BN=own -- --models resnet50 --batch 256 --precision tf32
+    b rn_fp32_cudnn 150 X=1 -- --models resnet50 --batch 256 --precision fp32
+    b rn_fp32_own 120 CTRAIN_BN=own -- --models resnet50 --batch 256 --precision fp32
 fi
 for mode in separate unit; do
     want timeline && ok $((D - 60)) || break
