@@ -494,7 +494,11 @@ static void linear_act_backward(Ctx *c, Node *n)
     int acc_b = 0;
     Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc_b) : NULL;
     if (db) CT_ASSERT(db->dtype == DT_F32, "linear_act: bias gradient must be f32");
-    Tensor *dh = tensor_new_like(c, h, h->dtype);
+    /* dh[i] reads h[i] alone (both kernels, and the CPU's loop), so dh is
+     * written over h where this node holds h's only reference: no buffer the
+     * size of the FFN's widest activation at the top layer's backward */
+    Tensor *dh = tensor_take_storage(h);
+    if (!dh) dh = tensor_new_like(c, h, h->dtype);
     if (c->device == DEV_CUDA) {
 #ifdef CTRAIN_CUDA
         /* CTRAIN_LINEAR_BGRAD, where on, keeps db in the GEMM as op_linear would */

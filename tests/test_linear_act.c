@@ -10,7 +10,8 @@
  * gradients (a second micro-batch accumulates); under bf16 autocast (y in
  * bf16, the f32 gradients of the parameters). The CUDA path, whose
  * backward may sum db in the activation's pass, is compared with this in
- * tests/gpu_linear_act.
+ * tests/gpu_linear_act. The op's backward writes dh over h: its peak
+ * memory is one h below the composition's.
  */
 #include <math.h>
 #include <stdint.h>
@@ -19,6 +20,7 @@
 
 #include "check.h"
 #include "engine/autograd.h"
+#include "engine/mem.h"
 #include "ops/ops.h"
 
 typedef struct {
@@ -142,6 +144,47 @@ static void test_values(Ctx *c)
     tensor_release(t); tensor_release(tx); tensor_release(tw); tensor_release(tb);
 }
 
+/* What the backward of one op_linear_act (fused 1) or op_linear + op_act
+ * (0) holds at its highest over what the forward left held: gelu, f32, an
+ * FFN's shape (Out = 4 In), where the activation's backward is the high
+ * point (dy, h and dh at once in the composition). */
+static size_t bwd_peak(Ctx *c, int fused)
+{
+    enum { R = 64, IN = 8, OUT = 32 };
+    float x[R * IN], w[OUT * IN], G[R * OUT];
+    check_fill(x, R * IN, -2.0f, 2.0f);
+    check_fill(w, OUT * IN, -0.5f, 0.5f);
+    check_fill(G, R * OUT, -1.0f, 1.0f);
+    Tensor *tx = mk(c, x, 2, (int64_t[]){R, IN}, 1), *tw = mk(c, w, 2, (int64_t[]){OUT, IN}, 1);
+    Tensor *t;
+    if (fused) {
+        t = op_linear_act(c, tx, tw, NULL, ACT_GELU);
+    } else {
+        Tensor *h = op_linear(c, tx, tw, NULL);
+        t = op_act(c, h, ACT_GELU);
+        tensor_release(h);
+    }
+    t->grad = tensor_from_f32(c, G, DT_F32, 2, (int64_t[]){R, OUT});
+    const size_t held = c->mem.current;
+    mem_reset_peak(c);
+    ad_backward_from(c, t);
+    const size_t peak = c->mem.peak - held;
+    tensor_release(t); tensor_release(tx); tensor_release(tw);
+    return peak;
+}
+
+/* The op's backward writes dh over h (h has no other holder): its peak is
+ * one h lower than the composition's, whose activation backward holds dy,
+ * h and a new dh. */
+static void test_dh_over_h(Ctx *c)
+{
+    const size_t composed = bwd_peak(c, 0), fused = bwd_peak(c, 1);
+    const size_t hbytes = 64 * 32 * sizeof(float);
+    check_true("linear_act.dh_over_h: the backward's peak one h below the composition's",
+               composed == fused + hbytes, "peak over the forward's: composed %zu, fused %zu "
+               "bytes (h is %zu)", composed, fused, hbytes);
+}
+
 int main(void)
 {
     check_seed(17);
@@ -158,6 +201,7 @@ int main(void)
         test_case(&c, &cases[i], ACT_GELU);
     }
     test_values(&c);
+    test_dh_over_h(&c);
     ctx_free(&c);
     return check_summary();
 }
