@@ -65,10 +65,12 @@ TEST_CPU_BINS += $(if $(filter 1,$(CUDA)),$(patsubst tests/%.c,$(BUILD)/tests/%,
 TEST_GPU_BINS := $(TEST_GPU_SRCS:tests/%.c=$(BUILD)/tests/%)
 # The probes (measurements, not tests): one CPU core's decode + resample of a
 # training image (scripts/image_cpu_probe.c), the GPU image path's throughput
-# (scripts/jpeg_gpu_probe.c) and which fused convolution graphs cuDNN runs
-# (scripts/cudnn_fusion_probe.c).
+# (scripts/jpeg_gpu_probe.c), which fused convolution graphs cuDNN runs
+# (scripts/cudnn_fusion_probe.c) and cuDNN's fused attention against ctrain's
+# (scripts/cudnn_sdpa_probe.c).
 PROBE_BINS    := $(BUILD)/image_cpu_probe \
-                 $(if $(filter 1,$(CUDA)),$(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe,)
+                 $(if $(filter 1,$(CUDA)),$(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe \
+                 $(BUILD)/cudnn_sdpa_probe,)
 
 .PHONY: all test test-gpu clean info-build run-mlp bench install uninstall
 all: $(BIN) $(TEST_CPU_BINS) $(TEST_GPU_BINS) $(PROBE_BINS)
@@ -113,7 +115,8 @@ $(BUILD)/tests/mock_%: tests/mock_%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< -o $@ -lm
 
-$(BUILD)/image_cpu_probe $(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe: $(BUILD)/%: scripts/%.c $(LIB)
+$(BUILD)/image_cpu_probe $(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe \
+$(BUILD)/cudnn_sdpa_probe: $(BUILD)/%: scripts/%.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDLIBS)
 
 test: $(BIN) $(TEST_CPU_BINS)
@@ -238,4 +241,6 @@ asan:
 	    build-asan/ctrain $(ASAN_TESTS:%=build-asan/tests/%)
 	@CTRAIN_BIN=build-asan/ctrain sh tests/run.sh $(ASAN_TESTS:%=build-asan/tests/%)
 
--include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null) $(wildcard $(BUILD)/image_cpu_probe.d $(BUILD)/jpeg_gpu_probe.d $(BUILD)/cudnn_fusion_probe.d)
+-include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null) \
+    $(wildcard $(BUILD)/image_cpu_probe.d $(BUILD)/jpeg_gpu_probe.d $(BUILD)/cudnn_fusion_probe.d \
+    $(BUILD)/cudnn_sdpa_probe.d)

@@ -13,6 +13,8 @@
  *      refuse it here: skipped) whose workspace must fit the rule's limit;
  *   4. the plans run on the caller's buffers, one untimed run then three
  *      between two CUDA events; the fastest is kept, the rest destroyed.
+ * cg_first_plan stops at step 3's first plan: no run, each config's notes
+ * and finalize status kept for the caller to print.
  */
 #ifdef CTRAIN_CUDA
 /* CUDNN_ATTR_EXECUTION_PLAN_HANDLE and CUDNN_ATTR_OPERATIONGRAPH_HANDLE are
@@ -85,14 +87,26 @@ static int try_set(CgDesc d, cudnnBackendAttributeName_t name, cudnnBackendAttri
 CgDesc cg_tensor_try(int64_t uid, cudnnDataType_t t, int nd, const int64_t *dims,
                      const int64_t *strides, int64_t align, int is_virtual)
 {
+    return cg_tensor_ex_try(uid, t, nd, dims, strides, align, is_virtual ? CG_VIRTUAL : 0);
+}
+
+CgDesc cg_tensor_ex_try(int64_t uid, cudnnDataType_t t, int nd, const int64_t *dims,
+                        const int64_t *strides, int64_t align, int flags)
+{
     CgDesc d = cg_create(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-    bool virt = is_virtual != 0;
+    bool virt = (flags & CG_VIRTUAL) != 0, by_value = (flags & CG_BY_VALUE) != 0;
+    cudnnBackendTensorReordering_t reorder = CUDNN_TENSOR_REORDERING_F16x16;
     int ok = try_set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t) &&
              try_set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, nd, dims) &&
              try_set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, nd, strides) &&
              try_set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid) &&
              try_set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align) &&
-             try_set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt);
+             try_set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt) &&
+             (!by_value ||
+              try_set(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value)) &&
+             (!(flags & CG_REORDER_F16x16) ||
+              try_set(d, CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, 1,
+                      &reorder));
     if (!ok) {
         cg_destroy(d);
         return NULL;
@@ -100,18 +114,50 @@ CgDesc cg_tensor_try(int64_t uid, cudnnDataType_t t, int nd, const int64_t *dims
     return finalized(d);
 }
 
-/* A pointwise descriptor of mode with f32 math. */
-static CgDesc pointwise_desc(int mode)
+CgDesc cg_scalar_try(int64_t uid, cudnnDataType_t t, int by_value)
+{
+    const int64_t one[4] = {1, 1, 1, 1};
+    return cg_tensor_ex_try(uid, t, 4, one, one, 16, by_value ? CG_BY_VALUE : 0);
+}
+
+/* A pointwise descriptor of mode with math in prec and, axis >= 0, an axis. */
+static CgDesc pointwise_desc_ex(int mode, cudnnDataType_t prec, int64_t axis)
 {
     CgDesc pw = cg_create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
     cudnnPointwiseMode_t m = (cudnnPointwiseMode_t)mode;
-    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
     if (!try_set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &m) ||
-        !try_set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec)) {
+        !try_set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec) ||
+        (axis >= 0 && !try_set(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis))) {
         cg_destroy(pw);
         return NULL;
     }
     return finalized(pw);
+}
+
+/* A pointwise descriptor of mode with f32 math. */
+static CgDesc pointwise_desc(int mode) { return pointwise_desc_ex(mode, CUDNN_DATA_FLOAT, -1); }
+
+/* The pointwise operation of descriptor pw on x (and b, t where set). */
+static CgDesc pointwise_build(CgDesc pw, CgDesc x, CgDesc b, CgDesc t, float alpha2, CgDesc y)
+{
+    CgDesc op = cg_create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    int ok = try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw) &&
+             try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                     &x) &&
+             (!b || try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
+                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b)) &&
+             (!t || try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC,
+                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t)) &&
+             (alpha2 == 1.0f || try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2,
+                                        CUDNN_TYPE_FLOAT, 1, &alpha2)) &&
+             try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                     &y);
+    if (!ok) {
+        cg_destroy(op);
+        return NULL;
+    }
+    return finalized(op);
 }
 
 CgDesc cg_pointwise_op(int mode, CgDesc x, CgDesc b, CgDesc y, CgDesc *pw)
@@ -125,18 +171,68 @@ CgDesc cg_pointwise_op2(int mode, CgDesc x, CgDesc b, float alpha2, CgDesc y, Cg
     if (!*pw || (b == NULL && (mode == CUDNN_POINTWISE_ADD || mode == CUDNN_POINTWISE_MUL ||
                                mode == CUDNN_POINTWISE_SUB)))
         return NULL;
-    CgDesc op = cg_create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-    int ok = try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
-                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, pw) &&
-             try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                     &x) &&
-             (!b || try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
-                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b)) &&
-             (alpha2 == 1.0f || try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2,
-                                        CUDNN_TYPE_FLOAT, 1, &alpha2)) &&
-             try_set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                     &y);
+    return pointwise_build(*pw, x, b, NULL, alpha2, y);
+}
+
+CgDesc cg_pointwise_op3(int mode, cudnnDataType_t prec, int64_t axis, CgDesc x, CgDesc b,
+                        CgDesc t, CgDesc y, CgDesc *pw)
+{
+    *pw = x && y ? pointwise_desc_ex(mode, prec, axis) : NULL;
+    return *pw ? pointwise_build(*pw, x, b, t, 1.0f, y) : NULL;
+}
+
+CgDesc cg_matmul_op(CgDesc a, CgDesc b, CgDesc c, CgDesc *mm)
+{
+    *mm = NULL;
+    if (!a || !b || !c) return NULL;
+    CgDesc m = cg_create(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    *mm = try_set(m, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp)
+              ? finalized(m) : (cg_destroy(m), (CgDesc)NULL);
+    if (!*mm) return NULL;
+    CgDesc op = cg_create(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+    int ok = try_set(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a) &&
+             try_set(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b) &&
+             try_set(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c) &&
+             try_set(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, mm);
     if (!ok) {
+        cg_destroy(op);
+        return NULL;
+    }
+    return finalized(op);
+}
+
+CgDesc cg_rng_op(double keep, CgDesc seed, CgDesc offset, CgDesc y, CgDesc *rng)
+{
+    *rng = NULL;
+    if (!seed || !offset || !y) return NULL;
+    CgDesc r = cg_create(CUDNN_BACKEND_RNG_DESCRIPTOR);
+    cudnnRngDistribution_t dist = CUDNN_RNG_DISTRIBUTION_BERNOULLI;
+    int ok = try_set(r, CUDNN_ATTR_RNG_DISTRIBUTION, CUDNN_TYPE_RNG_DISTRIBUTION, 1, &dist) &&
+             try_set(r, CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY, CUDNN_TYPE_DOUBLE, 1, &keep);
+    *rng = ok ? finalized(r) : (cg_destroy(r), (CgDesc)NULL);
+    if (!*rng) return NULL;
+    CgDesc op = cg_create(CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR);
+    /* the seed as a tensor (CUDNN_ATTR_OPERATION_RNG_SEED also takes an
+     * int64 value): the graph then runs with any seed */
+    ok = try_set(op, CUDNN_ATTR_OPERATION_RNG_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, rng) &&
+         try_set(op, CUDNN_ATTR_OPERATION_RNG_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y) &&
+         try_set(op, CUDNN_ATTR_OPERATION_RNG_SEED, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &seed) &&
+         try_set(op, CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                 &offset);
+    if (!ok) {
+        cg_destroy(op);
+        return NULL;
+    }
+    return finalized(op);
+}
+
+CgDesc cg_reshape_op(CgDesc x, CgDesc y)
+{
+    if (!x || !y) return NULL;
+    CgDesc op = cg_create(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+    if (!try_set(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x) ||
+        !try_set(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y)) {
         cg_destroy(op);
         return NULL;
     }
@@ -219,14 +315,19 @@ CgDesc cg_genstats_op(CgDesc x, CgDesc sum, CgDesc sqsum)
 
 CgDesc cg_reduction_op(CgDesc x, CgDesc y, int deterministic, CgDesc *red)
 {
+    return cg_reduction_op_mode(CUDNN_REDUCE_TENSOR_ADD, x, y, deterministic, red);
+}
+
+CgDesc cg_reduction_op_mode(int mode, CgDesc x, CgDesc y, int deterministic, CgDesc *red)
+{
     *red = NULL;
     if (!x || !y) return NULL;
     CgDesc r = cg_create(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
-    cudnnReduceTensorOp_t add = CUDNN_REDUCE_TENSOR_ADD;
+    cudnnReduceTensorOp_t rop = (cudnnReduceTensorOp_t)mode;
     cudnnDataType_t prec = CUDNN_DATA_FLOAT;
     bool det = deterministic != 0;
     int ok = try_set(r, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1,
-                     &add) &&
+                     &rop) &&
              try_set(r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &prec);
     /* older cuDNN 9 releases know no determinism attribute: asked for (1)
      * it is skipped there, required (2) the reduction is refused */
@@ -380,10 +481,19 @@ static int heur_configs(CgDesc g, cudnnBackendHeurMode_t mode, CgDesc *cfgs, int
     return have;
 }
 
+/* The configs of mode A, then of the fallback list, into cfgs: the count;
+ * *from_a of them from mode A. */
+static int heur_all(CgDesc g, CgDesc *cfgs, int *from_a)
+{
+    *from_a = heur_configs(g, CUDNN_HEUR_MODE_A, cfgs, 0);
+    return heur_configs(g, CUDNN_HEUR_MODE_FALLBACK, cfgs, *from_a);
+}
+
 /* The engine of config cfg: its global index, notes and behaviour. */
 typedef struct {
     int64_t index;
     uint32_t notes;        /* CG_NOTE bits */
+    uint32_t behavior;     /* behaviour notes, the same bits */
     int runtime_compile;
 } EngineInfo;
 
@@ -409,10 +519,16 @@ static int engine_notes(CgDesc eng, EngineInfo *e)
                                  &e->index) != CUDNN_STATUS_SUCCESS)
         return 0;
     e->notes = note_bits(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE);
-    e->runtime_compile = (note_bits(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
-                                    CUDNN_TYPE_BEHAVIOR_NOTE) >>
-                          CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) & 1u;
+    e->behavior = note_bits(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE);
+    e->runtime_compile = (e->behavior >> CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) & 1u;
     return 1;
+}
+
+/* Why rule drops engine e: CG_SKIP_NOTE, CG_SKIP_COMPILE, or 0. */
+static int rule_drops(const CgRule *rule, const EngineInfo *e)
+{
+    if (e->notes & rule->forbid_notes) return CG_SKIP_NOTE;
+    return e->runtime_compile && !rule->runtime_compile ? CG_SKIP_COMPILE : 0;
 }
 
 static int engine_info(CgDesc cfg, EngineInfo *e)
@@ -456,16 +572,20 @@ static int other_engines(CgDesc g, const int64_t *taken, int ntaken, CgDesc *cfg
     return have;
 }
 
-/* A finalized plan for cfg, or NULL when cuDNN refuses it. */
-static CgDesc plan_for(cudnnHandle_t h, CgDesc cfg, size_t *ws)
+/* A finalized plan for cfg, or NULL when cuDNN refuses it (the status in
+ * *st when st is not NULL). */
+static CgDesc plan_for(cudnnHandle_t h, CgDesc cfg, size_t *ws, cudnnStatus_t *st)
 {
     CgDesc p = cg_create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     cg_set(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
     cg_set(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
     int64_t bytes = 0, n = 0;
-    if (cudnnBackendFinalize(p) != CUDNN_STATUS_SUCCESS ||
-        cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
-                                 &n, &bytes) != CUDNN_STATUS_SUCCESS) {
+    cudnnStatus_t s = cudnnBackendFinalize(p);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                     1, &n, &bytes);
+    if (st) *st = s;
+    if (s != CUDNN_STATUS_SUCCESS) {
         cg_destroy(p);
         return NULL;
     }
@@ -513,7 +633,7 @@ int cg_plan_for_engine(Ctx *c, CgDesc g, const CgRule *rule, int64_t engine,
     cg_set(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &engine);
     EngineInfo e;
     if (cudnnBackendFinalize(eng) != CUDNN_STATUS_SUCCESS || !engine_notes(eng, &e) ||
-        (e.notes & rule->forbid_notes) || (e.runtime_compile && !rule->runtime_compile)) {
+        rule_drops(rule, &e)) {
         cg_destroy(eng);
         return 0;
     }
@@ -539,7 +659,7 @@ int cg_plan_for_engine(Ctx *c, CgDesc g, const CgRule *rule, int64_t engine,
              CUDNN_STATUS_SUCCESS;
     ok = ok && cudnnBackendFinalize(cfg) == CUDNN_STATUS_SUCCESS;
     size_t ws = 0;
-    CgDesc p = ok ? plan_for(c->cudnn, cfg, &ws) : NULL;
+    CgDesc p = ok ? plan_for(c->cudnn, cfg, &ws, NULL) : NULL;
     for (int i = 0; i < nk; i++) cg_destroy(kd[i]);
     cg_destroy(cfg);
     cg_destroy(eng);
@@ -559,15 +679,80 @@ int cg_plan_for_engine(Ctx *c, CgDesc g, const CgRule *rule, int64_t engine,
     return 1;
 }
 
+int cg_first_plan(Ctx *c, CgDesc g, const CgRule *rule, CgPlan *out, CgCandidate *cand,
+                  int max_cand, int *ncand)
+{
+    memset(out, 0, sizeof *out);
+    *ncand = 0;
+    CgDesc cfgs[CG_MAX_CFGS];
+    int from_a = 0, ncfg = heur_all(g, cfgs, &from_a);
+    const int cap = rule->max_candidates > 0 ? rule->max_candidates : 8;
+    int64_t seen[CG_MAX_CFGS];
+    int attempts = 0, found = 0;
+    for (int i = 0; i < ncfg && !found; i++) {
+        EngineInfo e;
+        CgCandidate k;
+        memset(&k, 0, sizeof k);
+        k.fallback = i >= from_a;
+        k.status = CUDNN_STATUS_NOT_SUPPORTED;
+        k.engine = engine_info(cfgs[i], &e) ? e.index : -1;
+        k.notes = e.notes;
+        k.behavior = e.behavior;
+        seen[i] = k.engine;
+        for (int j = 0; j < from_a && i >= from_a && !k.skipped; j++)
+            if (seen[j] == k.engine && k.engine >= 0) k.skipped = CG_SKIP_REPEAT;
+        if (!k.skipped) k.skipped = rule_drops(rule, &e);
+        if (!k.skipped && attempts >= cap) k.skipped = CG_SKIP_CAP;
+        if (!k.skipped) {
+            attempts++;
+            CgDesc p = plan_for(c->cudnn, cfgs[i], &k.ws_bytes, &k.status);
+            if (p && k.ws_bytes > rule->ws_limit) {
+                k.skipped = CG_SKIP_WS;
+                cg_destroy(p);
+            } else if (p) {
+                out->plan = p;
+                out->ws_bytes = k.ws_bytes;
+                out->engine = k.engine;
+                out->nknobs = cfg_knobs(cfgs[i], out->knobs);
+                out->tried = attempts;
+                found = 1;
+            }
+        }
+        if (k.skipped == CG_SKIP_REPEAT) continue; /* the fallback list repeats mode A */
+        if (*ncand < max_cand) cand[(*ncand)++] = k;
+    }
+    for (int i = 0; i < ncfg; i++) cg_destroy(cfgs[i]);
+    return found;
+}
+
 /* ---- running ---- */
+
+CgDesc cg_variant_pack_try(const int64_t *uids, void *const *ptrs, int n, void *workspace,
+                           cudnnStatus_t *st)
+{
+    CgDesc v = cg_create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    cudnnStatus_t s = cudnnBackendSetAttribute(v, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+                                               CUDNN_TYPE_INT64, n, uids);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(v, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+                                     n, ptrs);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(v, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
+                                     &workspace);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(v);
+    if (st) *st = s;
+    if (s != CUDNN_STATUS_SUCCESS) {
+        cg_destroy(v);
+        return NULL;
+    }
+    return v;
+}
 
 static CgDesc variant_pack(const int64_t *uids, void *const *ptrs, int n, void *ws)
 {
-    CgDesc v = cg_create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    cg_set(v, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
-    cg_set(v, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
-    cg_set(v, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-    CUDNN_CHECK(cudnnBackendFinalize(v));
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    CgDesc v = cg_variant_pack_try(uids, ptrs, n, ws, &st);
+    CUDNN_CHECK(st);
     return v;
 }
 
@@ -600,9 +785,7 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
 {
     memset(best, 0, sizeof *best);
     CgDesc cfgs[CG_MAX_CFGS];
-    int ncfg = heur_configs(g, CUDNN_HEUR_MODE_A, cfgs, 0);
-    const int from_a = ncfg;
-    ncfg = heur_configs(g, CUDNN_HEUR_MODE_FALLBACK, cfgs, ncfg);
+    int from_a = 0, ncfg = heur_all(g, cfgs, &from_a);
     const int max_cand = rule->max_candidates > 0 ? rule->max_candidates : 32;
 
     /* the plans worth timing: the heuristics' proposals, then (rule->
@@ -618,12 +801,12 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
         for (int i = first; i < ncfg && np < max_cand; i++) {
             EngineInfo e;
             if (!engine_info(cfgs[i], &e)) continue;
-            if (e.notes & rule->forbid_notes) {
+            const int drop = rule_drops(rule, &e);
+            if (drop == CG_SKIP_NOTE) {
                 best->dropped_notes++;
                 best->notes_seen |= e.notes & rule->forbid_notes;
-                continue;
             }
-            if (e.runtime_compile && !rule->runtime_compile) continue;
+            if (drop) continue;
             int seen = 0; /* the fallback list repeats engines mode A proposed */
             for (int j = 0; j < np && i >= from_a; j++) seen |= idx[j] == e.index;
             if (seen) continue;
@@ -631,7 +814,7 @@ int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *c
              * when it then fails to finalize: their attempts are capped */
             if (e.runtime_compile && ++compiles > 2 * max_cand) continue;
             size_t w = 0;
-            CgDesc p = plan_for(c->cudnn, cfgs[i], &w);
+            CgDesc p = plan_for(c->cudnn, cfgs[i], &w, NULL);
             if (!p) continue;
             if (w > rule->ws_limit) {
                 best->over_ws++;

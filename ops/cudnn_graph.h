@@ -20,6 +20,10 @@
  *                                            pass `rule` -> plans -> timed ->
  *                                            the fastest
  *   cg_execute(c, plan, uids, ptrs)          one run on c->stream (capturable)
+ *   cg_first_plan(c, graph, rule, ...)       the heuristics' first candidate that
+ *                                            finalizes, untimed, with each
+ *                                            candidate's notes and status (graphs
+ *                                            whose engines compile at plan time)
  *
  * Numerical rule: an engine carries notes (tensor cores, down-converted
  * inputs, reduced-precision reduction, non-deterministic, FFT, Winograd);
@@ -105,6 +109,46 @@ CgDesc cg_reduction_op(CgDesc x, CgDesc y, int deterministic, CgDesc *red);
 CgDesc cg_tensor_try(int64_t uid, cudnnDataType_t t, int nd, const int64_t *dims,
                      const int64_t *strides, int64_t align, int is_virtual);
 
+/* ---- the operations of attention graphs ----
+ * Fused attention (cuDNN's runtime fusion engines for scaled dot-product
+ * attention) is matched from a graph of matmuls, pointwise operations,
+ * reductions, a random-number operation and reshapes. Like the ones above,
+ * each returns NULL when cuDNN refuses it.
+ *
+ * cg_tensor_ex_try   cg_tensor_try with flags: CG_VIRTUAL (lives only inside a
+ *                    fused kernel), CG_BY_VALUE (a scalar the variant pack
+ *                    passes as a HOST pointer: attention's scale, dropout's
+ *                    scales), CG_REORDER_F16x16 (cuDNN's F16x16 reordering,
+ *                    which cuDNN 8.9's attention samples set on the softmax
+ *                    output and its dropout; left unset otherwise) */
+enum { CG_VIRTUAL = 1, CG_BY_VALUE = 2, CG_REORDER_F16x16 = 4 };
+CgDesc cg_tensor_ex_try(int64_t uid, cudnnDataType_t t, int nd, const int64_t *dims,
+                        const int64_t *strides, int64_t align, int flags);
+/* A [1, 1, 1, 1] tensor of type t: in device memory (a dropout seed or
+ * offset), or by value (by_value 1: a host pointer in the variant pack). */
+CgDesc cg_scalar_try(int64_t uid, cudnnDataType_t t, int by_value);
+/* Any pointwise mode, math in prec (CUDNN_DATA_FLOAT; CUDNN_DATA_BOOLEAN for
+ * the comparisons' masks, CUDNN_DATA_INT32 for indices): y = op(x),
+ * op(x, b), or for CUDNN_POINTWISE_BINARY_SELECT y = t ? x : b. axis >= 0
+ * is CUDNN_POINTWISE_GEN_INDEX's axis (y = each element's index along it of
+ * x's shape); -1 sets none. b, t NULL where the mode takes fewer inputs
+ * (cg_pointwise_op2: f32 math, an alpha2, no axis, no t). */
+CgDesc cg_pointwise_op3(int mode, cudnnDataType_t prec, int64_t axis, CgDesc x, CgDesc b,
+                        CgDesc t, CgDesc y, CgDesc *pw);
+/* C = A B over the last two dimensions, batched over the leading ones
+ * (broadcast where A or B has 1), f32 accumulation; its descriptor in *mm. */
+CgDesc cg_matmul_op(CgDesc a, CgDesc b, CgDesc c, CgDesc *mm);
+/* cg_reduction_op with the operator: CUDNN_REDUCE_TENSOR_ADD (what
+ * cg_reduction_op does), _MAX, ... over the dimensions where y has 1. */
+CgDesc cg_reduction_op_mode(int mode, CgDesc x, CgDesc y, int deterministic, CgDesc *red);
+/* y = Bernoulli draws (1 with probability keep, else 0), from Philox with
+ * the seed and offset tensors (int64 [1, 1, 1, 1] in device memory): a
+ * dropout mask keeps with keep = 1 - p. Its descriptor in *rng. */
+CgDesc cg_rng_op(double keep, CgDesc seed, CgDesc offset, CgDesc y, CgDesc *rng);
+/* y = x's elements seen through y's dims and strides (a transpose is a
+ * reshape whose last two dims and strides swap); y may change the type. */
+CgDesc cg_reshape_op(CgDesc x, CgDesc y);
+
 /* A finalized operation graph of ops[0..n-1], or NULL when cuDNN declines
  * it (the status in *st when st is not NULL). */
 CgDesc cg_graph(cudnnHandle_t h, const CgDesc *ops, int n, cudnnStatus_t *st);
@@ -148,6 +192,35 @@ typedef struct {
  * capture). Returns 0 and best->plan NULL when no candidate passes. */
 int cg_search(Ctx *c, CgDesc g, const CgRule *rule, const int64_t *uids, void *const *ptrs,
               int n, CgPlan *best);
+
+/* One configuration the heuristics proposed, as cg_first_plan saw it. */
+typedef struct {
+    int64_t engine;          /* cuDNN's global engine index (-1: unreadable) */
+    uint32_t notes;          /* numerical notes, CG_NOTE bits */
+    uint32_t behavior;       /* behaviour notes, CG_NOTE(CUDNN_BEHAVIOR_NOTE_...) bits */
+    int fallback;            /* proposed by the fallback list, not by mode A */
+    int skipped;             /* CG_SKIP_*: why no plan was tried */
+    cudnnStatus_t status;    /* the plan's finalize when tried: SUCCESS or cuDNN's refusal */
+    size_t ws_bytes;         /* the plan's workspace when it finalized */
+} CgCandidate;
+enum { CG_TRIED = 0, CG_SKIP_NOTE, CG_SKIP_COMPILE, CG_SKIP_WS, CG_SKIP_REPEAT, CG_SKIP_CAP };
+
+/* The first plan for g that cuDNN finalizes, in the heuristics' order (mode
+ * A, then the fallback list), skipping what rule forbids (notes, run-time
+ * compiled engines unless allowed, at most rule->max_candidates (0: 8)
+ * finalize attempts, workspace over rule->ws_limit). No run, no timing:
+ * for graphs whose engines compile at plan time (seconds each). Each config
+ * looked at goes into cand[0..*ncand-1] (at most max_cand of them). 1 with
+ * out->plan set, else 0. */
+int cg_first_plan(Ctx *c, CgDesc g, const CgRule *rule, CgPlan *out, CgCandidate *cand,
+                  int max_cand, int *ncand);
+
+/* A variant pack for a plan: uids[i] -> ptrs[i] (device pointers; host
+ * pointers for by-value tensors) and the workspace; NULL with the status in
+ * *st (when st is not NULL) when cuDNN refuses it. Run with
+ * cudnnBackendExecute(handle, plan, pack). */
+CgDesc cg_variant_pack_try(const int64_t *uids, void *const *ptrs, int n, void *workspace,
+                           cudnnStatus_t *st);
 
 /* The plan of one engine (global index) with the given knob settings for
  * g, as a search found it earlier (a kept choice, ops/plan_store.h): 1 with

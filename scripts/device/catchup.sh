@@ -34,6 +34,8 @@
 #             GPU decode needed it: does the step itself care?);
 #   berttl    BERT-large bf16 seq 128 bs 256's CUPTI timeline (3 steps), its
 #             LayerNorm kernels' lines (the vector backward's time a call);
+#   sdpa      cuDNN's fused attention (SDPA) on the graph API against ctrain's
+#             flash kernels: build/cudnn_sdpa_probe, what cuDNN took, checks, times;
 #   bnown     batch norm in f32, ours against cuDNN's: gpu_bn_compare's timing
 #             table, then ResNet50 bs 256 tf32 and fp32 with CTRAIN_BN=own and
 #             without (issue 19's fp32 1.1x and tf32 1.3x).
@@ -169,11 +171,22 @@ if want resnet; then
     b rn_tf32 130 X=1 -- --models resnet50 --batch 256 --precision tf32
     b rn_stem_tf32 100 CTRAIN_CONV_STEM=im2col -- --models resnet50 --batch 256 --precision tf32
 fi
+# cuDNN's fused attention through the graph API against ctrain's flash kernels (issue 20's
+# attention): what cuDNN takes, the checks, the times (scripts/cudnn_sdpa_probe.c)
+if want sdpa && ok $((D - 120)); then
+    CUDNN_LOGERR_DBG=1 CUDNN_LOGDEST_DBG=stderr timeout 240 .dev/new/cudnn_sdpa_probe --accum \
+        > "$L/sdpa.log" 2> "$L/sdpa_cudnn.log"
+    echo "sdpa probe (rc $?):"
+    grep -E "FAIL|refused|declined|no plan|passed, |sdpa_probe" "$L/sdpa.log" | head -30 |
+        cut -c1-240
+    pack
+fi
 # batch norm in f32 (tf32 and fp32 run it unconverted): our kernels, since their rework,
 # against cuDNN's generic f32 ones, per call (gpu_bn_compare's timing table) and in the step
 if want bnown && ok $((D - 90)); then
     timeout 80 "$T/gpu_bn_compare" --no-check > "$L/bn_compare.log" 2>&1
-    echo "bn_compare (rc $?):"; grep -E "^[0-9]+x[0-9]+x" "$L/bn_compare.log" | head -45 | cut -c1-160
+    echo "bn_compare (rc $?):"
+    grep -E "^[0-9]+x[0-9]+x" "$L/bn_compare.log" | head -45 | cut -c1-160
     pack
 fi
 if want bnown; then
