@@ -36,6 +36,8 @@
 #             LayerNorm kernels' lines (the vector backward's time a call);
 #   sdpa      cuDNN's fused attention (SDPA) on the graph API against ctrain's
 #             flash kernels: build/cudnn_sdpa_probe, what cuDNN took, checks, times;
+#             then gpu_attention_cudnn (the op on it, CTRAIN_ATTN=cudnn) and
+#             BERT-large bf16 seq 128 bs 256 and seq 512 bs 32 with and without it;
 #   bnown     batch norm in f32, ours against cuDNN's: gpu_bn_compare's timing
 #             table, then ResNet50 bs 256 tf32 and fp32 with CTRAIN_BN=own and
 #             without (issue 19's fp32 1.1x and tf32 1.3x).
@@ -180,6 +182,15 @@ if want sdpa && ok $((D - 120)); then
     grep -E "FAIL|refused|declined|no plan|passed, |sdpa_probe" "$L/sdpa.log" | head -30 |
         cut -c1-240
     pack
+    ok $((D - 200)) && run_t gpu_attention_cudnn 120
+    # the op on cuDNN's engines (CTRAIN_ATTN=cudnn) against the default, in the step
+    for s in "128 256" "512 32"; do
+        set -- $s
+        b bert$1_flash 80 X=1 -- --models bert-large --seq $1 --batch $2 --precision bf16
+        b bert$1_cudnn 100 CTRAIN_ATTN=cudnn CTRAIN_LOG=info -- --models bert-large --seq $1 \
+            --batch $2 --precision bf16
+        grep -m3 -i "cudnn" "$L/bert$1_cudnn.log" | cut -c1-240
+    done
 fi
 # batch norm in f32 (tf32 and fp32 run it unconverted): our kernels, since their rework,
 # against cuDNN's generic f32 ones, per call (gpu_bn_compare's timing table) and in the step
