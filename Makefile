@@ -120,7 +120,7 @@ $(BUILD)/cudnn_sdpa_probe: $(BUILD)/%: scripts/%.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDLIBS)
 
 test: $(BIN) $(TEST_CPU_BINS)
-	@CTRAIN_BIN=$(BIN) CTRAIN_SCRIPTS=$(CURDIR)/scripts sh tests/run.sh $(TEST_CPU_BINS) \
+	@CTRAIN_BIN='$(BIN)' CTRAIN_SCRIPTS='$(CURDIR)/scripts' sh tests/run.sh $(TEST_CPU_BINS) \
 	    scripts/check_layers.py scripts/fp8_converge.py scripts/timeline_gaps.py \
 	    tests/install_check.sh
 

@@ -90,10 +90,13 @@ Tensor *ad_grad_dst(Ctx *c, Tensor *x, int *accum)
     return x->grad;
 }
 
-Tensor *ad_grad_over(Ctx *c, Tensor *x, int *accum)
+Tensor *ad_grad_over(Ctx *c, Node *n, int i, int *accum)
 {
+    Tensor *x = n->in[i];
     if (!x || !x->requires_grad) return NULL;
-    if (!x->is_param && !x->grad) {
+    int saved = 0;   /* the one holder left must be this node's saved reference */
+    for (int j = 0; j < n->n_saved; j++) saved |= n->saved[j] == x;
+    if (saved && !x->is_param && !x->grad) {
         Tensor *g = tensor_take_storage(x);
         if (g) { x->grad = g; *accum = 0; return g; }
     }

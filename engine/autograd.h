@@ -90,15 +90,15 @@ void ad_save(Node *n, Tensor *t);
  * buffer was just created (write into it), 1 when it already holds a
  * gradient (add into it). Parameters: always accumulate into their view. */
 Tensor *ad_grad_dst(Ctx *c, Tensor *x, int *accum);
-/* ad_grad_dst for a backward that may write x's gradient over x's own
- * values (it reads x[i] and writes dx[i] in one place, and reads x nowhere
- * else): where x needs a gradient, has none yet, is not a parameter, owns
- * its storage and its data has one holder left (the node's saved
- * reference: the model let go of x), the gradient takes x's storage
- * (tensor_take_storage) and nothing is allocated. Cross-entropy's logits:
- * BERT-large's masked-row logits are 300 MB at batch 256, at the step's
- * peak. Call it once, before reading x. */
-Tensor *ad_grad_over(Ctx *c, Tensor *x, int *accum);
+/* ad_grad_dst for node n's input i, x, when n's backward may write x's
+ * gradient over x's own values (it reads x[i] and writes dx[i] in one
+ * place, and reads x nowhere else): where x needs a gradient, has none yet,
+ * is not a parameter, owns its storage, and its data has one holder left
+ * which is n's saved reference (the model let go of x), the gradient takes
+ * x's storage (tensor_take_storage) and nothing is allocated. Cross-entropy's
+ * logits: BERT-large's masked-row logits are 300 MB at batch 256, at the
+ * step's peak. Call it once, before reading x. */
+Tensor *ad_grad_over(Ctx *c, Node *n, int i, int *accum);
 /* A backward whose gradient for x is dy itself (reshape; one input of add)
  * passes it on without a copy when it can: x needs a gradient, has none
  * yet, is not a parameter (those live in the gradient buffer), and dy has

@@ -52,7 +52,7 @@ Tensor *op_softmax(Ctx *c, Tensor *x)
 static void cross_entropy_backward(Ctx *c, Node *n)
 {
     int accum;
-    Tensor *dx = ad_grad_over(c, n->in[0], &accum);
+    Tensor *dx = ad_grad_over(c, n, 0, &accum);
     if (!dx) return;
     Tensor *x = n->saved[0], *t = n->saved[1], *lse = n->saved[2], *nvalid = n->saved[3];
     const float *dloss = (const float *)n->out->grad->data;

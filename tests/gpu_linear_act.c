@@ -17,7 +17,8 @@
  *   - shapes the vector kernel takes (BERT-large's intermediate layer
  *     width 4096, 1024, 768; rows not a multiple of the chunk) and the two
  *     passes' fallback (C not a multiple of the vector, pointers off 16
- *     bytes, db NULL).
+ *     bytes, db NULL);
+ *   - dh written over h (in place, as the op runs it): the same bits.
  * Op, on the GPU under bf16 autocast, against op_linear then op_act: y, dx,
  * dw and db the same bits (the same kernels and GEMMs on the same dh, the
  * same column-sum order); relu and gelu; a 3-D x and no bias.
@@ -106,6 +107,23 @@ static void kernel_case(ActKind k, DType dt, size_t R, size_t C, int offset, int
                  dtype_name(dt), R, C, offset ? " (misaligned)" : "");
         check_true(name, !memcmp(db, db2, C * 4), "two fresh runs gave different db");
     }
+    /* dh written over h (the op does so where its node holds h alone): the same dh
+     * and db bits as into a buffer of their own */
+    char *d_hi = gpu_upload(hh, n + offset, dt);
+    void *phi = d_hi + offset * es;
+    act_backward_colsum_cuda(k, phi, with_db ? d_db : NULL, 0, pdy, phi, dt, R, C, 0);
+    sync_all();
+    gpu_download(got, phi, n, dt);
+    int same_db = 1;
+    if (with_db) {
+        CUDA_CHECK(cudaMemcpy(db, d_db, C * 4, cudaMemcpyDeviceToHost));
+        same_db = !memcmp(db, db2, C * 4);
+    }
+    snprintf(name, sizeof name, "act_colsum.%s.%s.%zux%zu%s: dh over h, same bits", kn,
+             dtype_name(dt), R, C, offset ? " (misaligned)" : "");
+    check_true(name, !memcmp(got, ref, n * 4) && same_db, "dh %s, db %s",
+               memcmp(got, ref, n * 4) ? "differs" : "same", same_db ? "same" : "differs");
+    dfree(d_hi);
     dfree(d_dy); dfree(d_h); dfree(d_dh); dfree(d_ref); dfree(d_db); dfree(d_dbref); dfree(d_db2);
     free(dy); free(h); free(base); free(hdy); free(hh); free(got); free(ref); free(db);
     free(dbref); free(db2);
