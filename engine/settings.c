@@ -125,8 +125,10 @@ static const Setting table[SET_COUNT] = {
         "ResNet-50 bs 256 bf16: -1.6 GiB peak, 23% slower (docs/results.md)"),
     [SET_ATTN] = V_CHOICE("CTRAIN_ATTN", SA_DEV, NULL,
         "the fused tensor-core kernels where they run (f16/bf16, head size 32, 64 or 128, "
-        "sm_80+), else cublas", "cublas",
-        "cublas: attention always as cuBLASLt GEMMs around the softmax kernel"),
+        "sm_80+), else cublas", "cublas|cudnn",
+        "cublas: attention always as cuBLASLt GEMMs around the softmax kernel; cudnn: cuDNN's "
+        "fused flash attention (graph API, f16/bf16, its own dropout mask) where cuDNN plans "
+        "both directions, else the default (unmeasured in the step, so not the default)"),
     [SET_ATTN_SAVE_MASK] = V_SWITCH("CTRAIN_ATTN_SAVE_MASK", SA_DEV, "1", NULL,
         "the fused attention forward keeps its dropout mask for the backward, B H T^2/8 bytes a "
         "layer (0: the backward draws it again)"),

@@ -113,7 +113,9 @@ typedef enum AttnKernel {
  * transposes into that layout first. CPU: ATTN_KERNEL_CPU. CUDA: the flash
  * kernels wherever the tensor-core ones run (attention_fa_tc_supports, BH
  * <= 65535), else ATTN_KERNEL_CUBLAS; CTRAIN_ATTN=cublas forces the
- * latter (a developer's A/B switch; any other value is a fatal error). */
+ * latter (a developer's A/B switch). CTRAIN_ATTN=cudnn is decided before
+ * this, in the op (ops/attention_cudnn.h): where cuDNN takes the shape, its
+ * fused engines run; where it declines, this choice. */
 AttnKernel attention_kernel_choose(const Ctx *c, DType dt, size_t Dh, size_t BH, int bthd,
                                    int aligned);
 

@@ -22,6 +22,18 @@
  * keeps the forward's 1-bit dropout mask (B H T^2 / 8 bytes: 16 MiB a layer
  * at BERT-large, B 32, T 512) and the backward reads it instead of drawing
  * it again from (seed, offset); default on, =0 draws it again (docs/kernels.md).
+ *
+ * CTRAIN_ATTN=cudnn (off by default until measured in the step): on CUDA,
+ * f16 / bf16 compute type, q, k, v and the mask 16-byte aligned, either
+ * layout, the op asks cuDNN's fused flash attention (ops/attention_cudnn.h)
+ * first. The node then saves q, k, v, out, cuDNN's stats f32 [B, H, T]
+ * (max + log-sum-exp of the scaled scores plus the mask, no shift) and the
+ * mask; the backward recomputes P from them and draws the dropout mask again
+ * from the node's (seed, offset) through cuDNN's own RNG (Philox, but not
+ * ops/attn_dropout.h's bits: the masks differ from the other paths'). A
+ * shape cuDNN declines in either direction (cached, logged once) runs on the
+ * kernel attention_kernel_choose picks, as does a captured step's shape not
+ * seen while eager.
  */
 #include "attention.h"
 #include "attn_dropout.h"
@@ -33,6 +45,7 @@
 #include "engine/autograd.h"
 #include "engine/mem.h"
 #include "engine/settings.h"
+#include "attention_cudnn.h"
 #include "attention_fused.h"
 #include "autocast.h"
 #include "cpu_f32.h"
@@ -159,8 +172,10 @@ static void attention_backward(Ctx *c, Node *n)
  * not measured yet (sm_80 / sm_86 / sm_89), and because tests/gpu_flash_attn
  * checks the op's flash path through autograd against it. (CTRAIN_ATTN=fused,
  * which also forced the FMA kernels onto f32, where their own note found
- * them slower than cuBLAS, was removed.) Read on every call: cheap next to
- * the op, and the test flips it between calls. */
+ * them slower than cuBLAS, was removed.) CTRAIN_ATTN=cudnn leaves this choice
+ * as it is: the ops ask cuDNN first where attn_cudnn_wanted says so (below),
+ * and this choice runs what cuDNN declines. Read on every call: cheap next
+ * to the op, and the test flips it between calls. */
 AttnKernel attention_kernel_choose(const Ctx *c, DType dt, size_t Dh, size_t BH, int bthd,
                                    int aligned)
 {
@@ -309,10 +324,81 @@ static Tensor *attn_fused_take(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tenso
     tensor_release(v);
     return out;
 }
+
+/* ---- CTRAIN_ATTN=cudnn: cuDNN's fused flash attention (ops/attention_cudnn.h) ----
+ * forward: out = dropout_r(softmax(q k^T / sqrt(Dh) + mask)) v, stats kept
+ *   so P = exp(S - stats), dv = Pd^T dout, dS = P (dP - rowsum(dout out)),
+ *      dq = scale dS k, dk = scale dS^T q   (r: cuDNN's mask, drawn again) */
+static void attention_cudnn_node_backward(Ctx *c, Node *n)
+{
+    Tensor *dout = n->out->grad;
+    Tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *out = n->saved[3];
+    Tensor *stats = n->saved[4], *mask = n->i[6] ? n->saved[5] : NULL;
+    AttnDims d = attn_node_dims(n);
+    Tensor *g[3];
+    int acc[3];
+    if (!attn_grad_dsts(c, n, g, acc)) return;
+    attention_cudnn_backward(c, g[0] ? g[0]->data : NULL, g[1] ? g[1]->data : NULL,
+                             g[2] ? g[2]->data : NULL, dout->data, q->data, k->data, v->data,
+                             out->data, (const float *)stats->data,
+                             mask ? (const float *)mask->data : NULL, q->dtype, n->f[0],
+                             (uint64_t)n->i[0], (uint64_t)n->i[1], d.B, d.H, d.T, d.Dh, acc[0],
+                             acc[1], acc[2], (int)n->i[7]);
+}
+
+/* CTRAIN_ATTN=cudnn and what cuDNN's path needs of the call: an f16 / bf16
+ * compute type dt, q, k, v (aligned) and the mask 16-byte aligned. */
+static int attn_cudnn_wanted(const Ctx *c, DType dt, int aligned, const Tensor *mask)
+{
+    return c->device == DEV_CUDA && setting_choice(SET_ATTN) == 1 &&
+           (dt == DT_F16 || dt == DT_BF16) && aligned &&
+           (!mask || (uintptr_t)mask->data % 16 == 0);
+}
+
+/* The cuDNN path from the op's inputs: autocast, run, record (saved: q, k,
+ * v, out, stats [, mask]); NULL when cuDNN declines (nothing recorded or
+ * held: the caller runs the kernel attention_kernel_choose picks). */
+static Tensor *attn_cudnn_take(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask,
+                               float p, uint64_t seed, uint64_t offset, AttnDims d, int bthd)
+{
+    if (!attention_cudnn_ready(c, autocast_dtype(c, q0->dtype), d.B, d.H, d.T, d.Dh, bthd,
+                               mask != NULL, p))
+        return NULL;
+    Tensor *q = autocast_cast_input(c, q0), *k = autocast_cast_input(c, k0);
+    Tensor *v = autocast_cast_input(c, v0);
+    Tensor *in[3] = {q, k, v};
+    int64_t sshape[3] = {(int64_t)d.B, (int64_t)d.H, (int64_t)d.T};
+    Tensor *out = tensor_new_like(c, q, q->dtype);
+    Tensor *stats = tensor_new(c, DT_F32, 3, sshape);
+    if (attention_cudnn_forward(c, out->data, (float *)stats->data, q->data, k->data, v->data,
+                                mask ? (const float *)mask->data : NULL, q->dtype, p, seed,
+                                offset, d.B, d.H, d.T, d.Dh, bthd)) {
+        if (ad_needs_grad(c, in, 3)) {
+            Node *n = ad_record(c, "attention", attention_cudnn_node_backward, out, in, 3);
+            attn_node_set(n, p, seed, offset, d);
+            n->i[6] = mask != NULL;
+            n->i[7] = bthd;
+            ad_save(n, q);
+            ad_save(n, k);
+            ad_save(n, v);
+            ad_save(n, out);
+            ad_save(n, stats);
+            if (mask) ad_save(n, mask);
+        }
+    } else {
+        tensor_release(out);
+        out = NULL;
+    }
+    tensor_release(stats);
+    tensor_release(q);
+    tensor_release(k);
+    tensor_release(v);
+    return out;
+}
 #endif
 
-/* The strided kernels need 16-byte aligned data: x's own, unless autocast
- * casts it into a fresh (aligned) tensor. */
+/* The strided kernels (and cuDNN, in either layout) need 16-byte aligned
+ * data: x's own, unless autocast casts it into a fresh (aligned) tensor. */
 static int attn_bthd_aligned(const Ctx *c, const Tensor *x)
 {
     return autocast_dtype(c, x->dtype) != x->dtype || (uintptr_t)x->data % 16 == 0;
@@ -357,8 +443,16 @@ Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask
                         float dropout_p, uint64_t seed, uint64_t offset)
 {
     AttnDims d = attn_check(c, q0, k0, v0, mask, dropout_p, 0);
-    AttnKernel kern =
-        attention_kernel_choose(c, autocast_dtype(c, q0->dtype), d.Dh, d.B * d.H, 0, 0);
+    const DType dt = autocast_dtype(c, q0->dtype);
+#ifdef CTRAIN_CUDA
+    const int aligned = attn_bthd_aligned(c, q0) && attn_bthd_aligned(c, k0) &&
+                        attn_bthd_aligned(c, v0);
+    if (attn_cudnn_wanted(c, dt, aligned, mask)) {
+        Tensor *out = attn_cudnn_take(c, q0, k0, v0, mask, dropout_p, seed, offset, d, 0);
+        if (out) return out;
+    }
+#endif
+    AttnKernel kern = attention_kernel_choose(c, dt, d.Dh, d.B * d.H, 0, 0);
     return attn_bhtd_run(c, kern, q0, k0, v0, mask, dropout_p, seed, offset, d);
 }
 
@@ -384,8 +478,14 @@ Tensor *op_attention_bthd_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor 
     AttnDims d = attn_check(c, q0, k0, v0, mask, dropout_p, 1);
     const int aligned = attn_bthd_aligned(c, q0) && attn_bthd_aligned(c, k0) &&
                         attn_bthd_aligned(c, v0);
-    AttnKernel kern =
-        attention_kernel_choose(c, autocast_dtype(c, q0->dtype), d.Dh, d.B * d.H, 1, aligned);
+    const DType dt = autocast_dtype(c, q0->dtype);
+#ifdef CTRAIN_CUDA
+    if (attn_cudnn_wanted(c, dt, aligned, mask)) {
+        Tensor *out = attn_cudnn_take(c, q0, k0, v0, mask, dropout_p, seed, offset, d, 1);
+        if (out) return out;
+    }
+#endif
+    AttnKernel kern = attention_kernel_choose(c, dt, d.Dh, d.B * d.H, 1, aligned);
 #ifdef CTRAIN_CUDA
     if (kern == ATTN_KERNEL_FLASH_BTHD)
         return attn_fused_take(c, q0, k0, v0, mask, dropout_p, seed, offset, d, 1);

@@ -11,12 +11,15 @@
  * gradients are ctrain's [B, T, H, Dh]: cuDNN's [b, h, s, d] dims with the
  * strides {T H Dh, Dh, H Dh, 1}. Softmax statistics f32 [B, H, T] (cuDNN's
  * [b, h, s_q, 1]), scale 1/sqrt(Dh), the key mask (0 for real keys, -10000
- * for padding) an additive bias [B, 1, 1, T] (f32, else in the data type),
+ * for padding) an additive bias [B, 1, T, T] with stride 0 along the queries
+ * (f32, else in the data type; seen as [B, 1, 1, T], cuDNN 9.14's backward
+ * gave gradients ~100% off on the H100 while its forward was right),
  * dropout through cuDNN's RNG operation (Philox; seed and offset int64
  * device tensors).
  *
- * The graphs, op by op as cudnn-frontend's composite SDPA nodes give them to
- * cuDNN 9's runtime fused-attention engines (virtual tensors f32 unless said):
+ * The graphs (built by ops/attention_cudnn.c, which the op's CTRAIN_ATTN=cudnn
+ * path shares), op by op as cudnn-frontend's composite SDPA nodes give them
+ * to cuDNN 9's runtime fused-attention engines (virtual tensors f32 unless said):
  *   forward   S = Q K^T * scale [+ bias]; softmax as row max, sub, exp, row
  *             sum, log, add (stats = max + log sum exp, stored f32) and div:
  *             P in the data type, or f32 then P * mask(Bernoulli 1-p) * 1/(1-p)
@@ -63,17 +66,14 @@
 #include "engine/ctx.h"
 #include "engine/dtype.h"
 #include "engine/error.h"
+#include "ops/attention_cudnn.h"
 #include "ops/attention_fused.h"
 #include "ops/cudnn_graph.h"
 #include "tests/check.h"
 #include "tests/gpu_util.h"
 
-enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_BIAS, U_SEED, U_OFFSET, U_SCALE, U_DSCALE, U_KEEP,
-       U_DO, U_DQ, U_DK, U_DV, U_SUM, U_DQACC, U_VIRT = 100 };
-
 #define SEED 0x5eedULL
 #define MAX_CAND 24
-#define NKEEP 128
 
 typedef struct {
     Ctx *c;
@@ -81,7 +81,7 @@ typedef struct {
     DType dt;
     cudnnDataType_t ct;
     size_t n, nrow;                      /* B T H Dh elements; B H T rows */
-    float scale, dscale, keep;           /* by-value scalars: 1/sqrt(Dh), 1/(1-p), 1-p */
+    SdpaShape shape;                     /* the graphs' dims, [B, T, H, Dh] layout */
     /* device */
     void *q, *k, *v, *o, *dout, *dq, *dk, *dv, *c_out, *bias_dt;
     float *stats, *sum, *dqacc, *mask, *c_lse;
@@ -90,12 +90,9 @@ typedef struct {
     float *hq, *hk, *hv, *hdo, *hmask, *mb;   /* mb[b]: the mask row's max M_b */
 } Probe;
 
-typedef struct {
-    float p;      /* dropout probability */
-    int mask;     /* 0 none, 1 bias f32, 2 bias in the data type */
-    int legacy;   /* cuDNN 8.9's form: F16x16 reordering */
-    int accum;    /* backward: dQ through an f32 accumulator */
-} Form;
+/* p, mask (0 none, 1 bias f32, 2 bias in the data type), legacy (cuDNN
+ * 8.9's F16x16 reordering), accum (backward: dQ through an f32 accumulator) */
+typedef SdpaForm Form;
 
 /* ---- checks ---- */
 
@@ -130,27 +127,11 @@ static int all_finite(const float *a, size_t n)
     return 1;
 }
 
-/* Per (b, h) of [B, T, H, Dh] arrays, L = sum x1 y1 and R = sum x2 y2:
- * ||L - R|| / ||R|| over the B H pairs. */
+/* head_dots_rel (tests/gpu_util.h) on the probe's shape */
 static double identity(const Probe *p, const float *x1, const float *y1, const float *x2,
                        const float *y2)
 {
-    const size_t bh = (size_t)p->B * p->H;
-    double *l = calloc(bh, sizeof(double)), *r = calloc(bh, sizeof(double));
-    for (size_t i = 0; i < p->n; i++) {
-        const size_t row = i / (size_t)p->D, h = row % (size_t)p->H;
-        const size_t b = row / ((size_t)p->H * p->T);
-        l[b * p->H + h] += (double)x1[i] * y1[i];
-        r[b * p->H + h] += (double)x2[i] * y2[i];
-    }
-    double e = 0.0, m = 0.0;
-    for (size_t i = 0; i < bh; i++) {
-        e += (l[i] - r[i]) * (l[i] - r[i]);
-        m += r[i] * r[i];
-    }
-    free(l);
-    free(r);
-    return m > 0.0 ? sqrt(e / m) : sqrt(e);
+    return head_dots_rel((size_t)p->B, (size_t)p->H, (size_t)p->T, (size_t)p->D, x1, y1, x2, y2);
 }
 
 /* The device buffer's bytes, as they are. */
@@ -187,231 +168,13 @@ static void why(void)
     if (msg[0]) printf("      cuDNN says: %.400s\n", msg);
 }
 
-/* ---- graphs ---- */
-
-/* The descriptors of one graph being built, its non-virtual tensors (uid ->
- * pointer, for the variant pack) and the first refusal. */
-typedef struct {
-    CgDesc keep[NKEEP];
-    int nkeep;
-    CgDesc ops[48];
-    int nops;
-    int64_t uids[24];
-    void *ptrs[24];
-    int nio;
-    int64_t next_virtual;
-    const char *refused;
-} Build;
-
-/* d kept (an operation also goes into the graph), or the refusal noted. */
-static CgDesc add(Build *b, CgDesc d, const char *what, int is_op)
-{
-    if (!d) {
-        if (!b->refused) b->refused = what;
-        return NULL;
-    }
-    CT_ASSERT(b->nkeep < NKEEP && b->nops < 48, "cudnn_sdpa_probe: a graph too large");
-    b->keep[b->nkeep++] = d;
-    if (is_op) b->ops[b->nops++] = d;
-    return d;
-}
-
-enum { L_BTHD, L_BTHD_T, L_SS, L_SS_T, L_ROW, L_BHSD, L_BIAS };
-
-/* dims and strides in cuDNN's [b, h, s, d] order: L_BTHD ctrain's [B, T, H,
- * Dh]; L_BTHD_T its transpose [B, H, Dh, T] (K^T, V^T); L_SS the scores [B,
- * H, T, T]; L_SS_T their transpose; L_ROW [B, H, T, 1]; L_BHSD a packed [B,
- * H, T, Dh]; L_BIAS the key mask [B, 1, 1, T]. */
-static void layout(const Probe *p, int l, int64_t *d, int64_t *s)
-{
-    const int64_t B = p->B, H = p->H, T = p->T, D = p->D;
-    const int64_t dims[7][4] = {{B, H, T, D}, {B, H, D, T}, {B, H, T, T}, {B, H, T, T},
-                                {B, H, T, 1}, {B, H, T, D}, {B, 1, 1, T}};
-    const int64_t str[7][4] = {{T * H * D, D, H * D, 1}, {T * H * D, D, 1, H * D},
-                               {H * T * T, T * T, T, 1}, {H * T * T, T * T, 1, T},
-                               {H * T, T, 1, 1},         {H * T * D, T * D, D, 1},
-                               {T, T, T, 1}};
-    memcpy(d, dims[l], sizeof dims[l]);
-    memcpy(s, str[l], sizeof str[l]);
-}
-
-/* A tensor of layout l and type t: the buffer ptr under uid (into the
- * variant pack), or virtual (a fresh uid) when ptr is NULL. */
-static CgDesc ten(Build *b, const Probe *p, int l, int64_t uid, cudnnDataType_t t, void *ptr,
-                  int flags)
-{
-    int64_t d[4], s[4];
-    layout(p, l, d, s);
-    if (!ptr) {
-        flags |= CG_VIRTUAL;
-        uid = U_VIRT + b->next_virtual++;
-    }
-    CgDesc x = add(b, cg_tensor_ex_try(uid, t, 4, d, s, 16, flags), "a tensor", 0);
-    if (x && ptr) {
-        CT_ASSERT(b->nio < 24, "cudnn_sdpa_probe: too many tensors");
-        b->uids[b->nio] = uid;
-        b->ptrs[b->nio++] = ptr;
-    }
-    return x;
-}
-
-/* A virtual f32 tensor of layout l. */
-static CgDesc vf(Build *b, const Probe *p, int l)
-{
-    return ten(b, p, l, 0, CUDNN_DATA_FLOAT, NULL, 0);
-}
-
-/* A [1, 1, 1, 1] tensor: by value (ptr a host pointer) or in device memory. */
-static CgDesc scalar(Build *b, int64_t uid, cudnnDataType_t t, void *ptr, int by_value)
-{
-    CgDesc x = add(b, cg_scalar_try(uid, t, by_value), "a scalar tensor", 0);
-    if (x) {
-        CT_ASSERT(b->nio < 24, "cudnn_sdpa_probe: too many tensors");
-        b->uids[b->nio] = uid;
-        b->ptrs[b->nio++] = ptr;
-    }
-    return x;
-}
-
-/* y = op(x[, x2]) in f32 math; returns y. */
-static CgDesc pw(Build *b, int mode, CgDesc x, CgDesc x2, CgDesc y, const char *what)
-{
-    CgDesc d = NULL;
-    add(b, cg_pointwise_op3(mode, CUDNN_DATA_FLOAT, -1, x, x2, NULL, y, &d), what, 1);
-    if (d) add(b, d, "a pointwise descriptor", 0);
-    return y;
-}
-
-static CgDesc mm(Build *b, CgDesc a, CgDesc x, CgDesc y, const char *what)
-{
-    CgDesc d = NULL;
-    add(b, cg_matmul_op(a, x, y, &d), what, 1);
-    if (d) add(b, d, "a matmul descriptor", 0);
-    return y;
-}
-
-static CgDesc red(Build *b, int mode, CgDesc x, CgDesc y, const char *what)
-{
-    CgDesc d = NULL;
-    add(b, cg_reduction_op_mode(mode, x, y, 0, &d), what, 1);
-    if (d) add(b, d, "a reduction descriptor", 0);
-    return y;
-}
-
-static CgDesc reshape(Build *b, CgDesc x, CgDesc y, const char *what)
-{
-    add(b, cg_reshape_op(x, y), what, 1);
-    return y;
-}
-
-/* The dropout mask: Bernoulli(1 - p) draws from the seed and offset. */
-static CgDesc rng_mask(Build *b, Probe *p, const Form *f)
-{
-    CgDesc seed = scalar(b, U_SEED, CUDNN_DATA_INT64, p->seed, 0);
-    CgDesc off = scalar(b, U_OFFSET, CUDNN_DATA_INT64, p->offset, 0);
-    CgDesc r = vf(b, p, L_SS), d = NULL;
-    add(b, cg_rng_op(1.0 - (double)f->p, seed, off, r, &d), "RNG operation (dropout mask)", 1);
-    if (d) add(b, d, "an RNG descriptor", 0);
-    return r;
-}
-
-/* S = Q K^T * scale [+ bias], f32. */
-static CgDesc scores(Build *b, Probe *p, CgDesc q, CgDesc kt, CgDesc scale, const Form *f)
-{
-    CgDesc s = mm(b, q, kt, vf(b, p, L_SS), "matmul Q K^T");
-    s = pw(b, CUDNN_POINTWISE_MUL, s, scale, vf(b, p, L_SS), "pointwise mul (scale)");
-    if (f->mask) {
-        const int own = f->mask == 2;
-        CgDesc bias = ten(b, p, L_BIAS, U_BIAS, own ? p->ct : CUDNN_DATA_FLOAT,
-                          own ? p->bias_dt : (void *)p->mask, 0);
-        s = pw(b, CUDNN_POINTWISE_ADD, s, bias, vf(b, p, L_SS), "pointwise add (bias: key mask)");
-    }
-    return s;
-}
-
-static void build_fwd(Build *b, Probe *p, const Form *f)
-{
-    const cudnnDataType_t F = CUDNN_DATA_FLOAT, t = p->ct;
-    const int reorder = f->legacy ? CG_REORDER_F16x16 : 0;
-    CgDesc q = ten(b, p, L_BTHD, U_Q, t, p->q, 0), kt = ten(b, p, L_BTHD_T, U_K, t, p->k, 0);
-    CgDesc v = ten(b, p, L_BTHD, U_V, t, p->v, 0);
-    CgDesc s = scores(b, p, q, kt, scalar(b, U_SCALE, F, &p->scale, 1), f);
-    CgDesc m = red(b, CUDNN_REDUCE_TENSOR_MAX, s, vf(b, p, L_ROW), "reduction (row max)");
-    CgDesc e = pw(b, CUDNN_POINTWISE_SUB, s, m, vf(b, p, L_SS), "pointwise sub (max)");
-    e = pw(b, CUDNN_POINTWISE_EXP, e, NULL, vf(b, p, L_SS), "pointwise exp");
-    CgDesc z = red(b, CUDNN_REDUCE_TENSOR_ADD, e, vf(b, p, L_ROW), "reduction (row sum)");
-    CgDesc lz = pw(b, CUDNN_POINTWISE_LOG, z, NULL, vf(b, p, L_ROW), "pointwise log");
-    pw(b, CUDNN_POINTWISE_ADD, m, lz, ten(b, p, L_ROW, U_STATS, F, p->stats, 0),
-       "pointwise add (stats)");
-    const int drop = f->p > 0.0f;
-    CgDesc pr = pw(b, CUDNN_POINTWISE_DIV, e, z, ten(b, p, L_SS, 0, drop ? F : t, NULL, reorder),
-                   "pointwise div (softmax)");
-    if (drop) {
-        CgDesc r = rng_mask(b, p, f);
-        pr = pw(b, CUDNN_POINTWISE_MUL, pr, r, ten(b, p, L_SS, 0, F, NULL, reorder),
-                "pointwise mul (dropout mask)");
-        pr = pw(b, CUDNN_POINTWISE_MUL, pr, scalar(b, U_DSCALE, F, &p->dscale, 1),
-                ten(b, p, L_SS, 0, t, NULL, 0), "pointwise mul (dropout scale)");
-    }
-    mm(b, pr, v, ten(b, p, L_BTHD, U_O, t, p->o, 0), "matmul P V");
-}
-
-static void build_bwd(Build *b, Probe *p, const Form *f)
-{
-    const cudnnDataType_t F = CUDNN_DATA_FLOAT, t = p->ct;
-    const int reorder = f->legacy ? CG_REORDER_F16x16 : 0, drop = f->p > 0.0f;
-    CgDesc q = ten(b, p, L_BTHD, U_Q, t, p->q, 0), kt = ten(b, p, L_BTHD_T, U_K, t, p->k, 0);
-    CgDesc vt = ten(b, p, L_BTHD_T, U_V, t, p->v, 0), o = ten(b, p, L_BTHD, U_O, t, p->o, 0);
-    CgDesc d_o = ten(b, p, L_BTHD, U_DO, t, p->dout, 0);
-    CgDesc stats = ten(b, p, L_ROW, U_STATS, F, p->stats, 0);
-    CgDesc scale = scalar(b, U_SCALE, F, &p->scale, 1);
-    CgDesc dscale = drop ? scalar(b, U_DSCALE, F, &p->dscale, 1) : NULL;
-    CgDesc r = drop ? rng_mask(b, p, f) : NULL;
-    /* Dk = rowsum(dO * O) * (1 - p): the softmax backward's row term */
-    CgDesc x = pw(b, CUDNN_POINTWISE_MUL, d_o, o, vf(b, p, L_BTHD), "pointwise mul (dO O)");
-    x = red(b, CUDNN_REDUCE_TENSOR_ADD, x, vf(b, p, L_ROW), "reduction (rowsum dO O)");
-    CgDesc dsum = pw(b, CUDNN_POINTWISE_MUL, x, scalar(b, U_KEEP, F, &p->keep, 1),
-                     ten(b, p, L_ROW, U_SUM, F, p->sum, 0), "pointwise mul (1 - p)");
-    /* P recomputed from the stats; dV = P_d^T dO */
-    CgDesc e = pw(b, CUDNN_POINTWISE_SUB, scores(b, p, q, kt, scale, f), stats, vf(b, p, L_SS),
-                  "pointwise sub (stats)");
-    e = pw(b, CUDNN_POINTWISE_EXP, e, NULL, vf(b, p, L_SS), "pointwise exp");
-    CgDesc pd = e;
-    if (drop) {
-        pd = pw(b, CUDNN_POINTWISE_MUL, e, r, ten(b, p, L_SS, 0, F, NULL, reorder),
-                "pointwise mul (dropout mask)");
-        pd = pw(b, CUDNN_POINTWISE_MUL, pd, dscale, vf(b, p, L_SS),
-                "pointwise mul (dropout scale)");
-    }
-    pd = reshape(b, pd, ten(b, p, L_SS_T, 0, t, NULL, 0), "reshape (P^T)");
-    mm(b, pd, d_o, ten(b, p, L_BTHD, U_DV, t, p->dv, 0), "matmul P^T dO");
-    /* dS = (dO V^T [* mask] - Dk) * P [* 1/(1-p)] * scale */
-    CgDesc ds = mm(b, d_o, vt, vf(b, p, L_SS), "matmul dO V^T");
-    if (drop) ds = pw(b, CUDNN_POINTWISE_MUL, ds, r, vf(b, p, L_SS), "pointwise mul (dP mask)");
-    ds = pw(b, CUDNN_POINTWISE_SUB, ds, dsum, vf(b, p, L_SS), "pointwise sub (Dk)");
-    ds = pw(b, CUDNN_POINTWISE_MUL, ds, e, vf(b, p, L_SS), "pointwise mul (P)");
-    if (drop)
-        ds = pw(b, CUDNN_POINTWISE_MUL, ds, dscale, vf(b, p, L_SS), "pointwise mul (dS dropout)");
-    ds = pw(b, CUDNN_POINTWISE_MUL, ds, scale, vf(b, p, L_SS), "pointwise mul (dS scale)");
-    CgDesc dst = reshape(b, ds, ten(b, p, L_SS_T, 0, t, NULL, 0), "reshape (dS^T)");
-    mm(b, dst, q, ten(b, p, L_BTHD, U_DK, t, p->dk, 0), "matmul dS^T Q");
-    CgDesc k = reshape(b, kt, ten(b, p, L_BTHD, 0, t, NULL, 0), "reshape (K^T to K)");
-    CgDesc dq = ten(b, p, L_BTHD, U_DQ, t, p->dq, 0);
-    if (f->accum) {
-        CgDesc acc = ten(b, p, L_BHSD, U_DQACC, F, p->dqacc, reorder);
-        pw(b, CUDNN_POINTWISE_IDENTITY, mm(b, ds, k, acc, "matmul dS K (f32 accumulator)"),
-           NULL, dq, "pointwise identity (dQ)");
-    } else {
-        mm(b, ds, k, dq, "matmul dS K");
-    }
-}
-
 /* ---- plans ---- */
 
+/* One graph (ops/attention_cudnn.h: descriptors, plan, by-value scalars),
+ * its variant pack on the probe's buffers and the plan's workspace. */
 typedef struct {
-    Build b;
-    CgDesc graph, pack;
-    CgPlan plan;
+    SdpaGraph s;
+    CgDesc pack;
     void *ws;
     int nondet;   /* only engines marked non-deterministic took it */
 } Graph;
@@ -419,9 +182,7 @@ typedef struct {
 static void graph_free(Graph *g)
 {
     cg_destroy(g->pack);
-    cg_plan_free(&g->plan);
-    cg_destroy(g->graph);
-    for (int i = g->b.nkeep - 1; i >= 0; i--) cg_destroy(g->b.keep[i]);
+    sdpa_free(&g->s);
     if (g->ws) CUDA_CHECK(cudaFree(g->ws));
     memset(g, 0, sizeof *g);
 }
@@ -473,37 +234,29 @@ static int prepare(Probe *p, Graph *g, int bwd, const Form *f)
     printf("    %s graph (%s, %s%s): ", bwd ? "backward" : "forward", mask_name(f->mask, p->dt),
            f->legacy ? "cuDNN 8.9 form: F16x16 reordering" : "cuDNN 9 form",
            !bwd ? "" : f->accum ? ", dQ via f32 accumulator" : ", dQ direct");
-    if (bwd) build_bwd(&g->b, p, f);
-    else build_fwd(&g->b, p, f);
-    if (g->b.refused) {
-        printf("refused: cuDNN took no %s\n", g->b.refused);
+    if (!sdpa_build(&g->s, &p->shape, bwd, f)) {
+        printf("refused: cuDNN took no %s\n", g->s.refused);
         why();
         graph_free(g);
         return 0;
     }
-    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-    g->graph = cg_graph(p->c->cudnn, g->b.ops, g->b.nops, &st);
-    if (!g->graph) {
-        printf("%d operations taken, graph declined: %s\n", g->b.nops, cudnnGetErrorString(st));
+    cudnnStatus_t st = sdpa_finalize(&g->s, p->c->cudnn);
+    if (!g->s.graph) {
+        printf("%d operations taken, graph declined: %s\n", g->s.nops, cudnnGetErrorString(st));
         why();
         graph_free(g);
         return 0;
     }
-    printf("%d operations, graph finalized\n", g->b.nops);
-    CgRule rule = {0};
-    rule.runtime_compile = 1;
-    rule.max_candidates = p->ncand;
-    rule.ws_limit = (size_t)8 << 30;
-    rule.forbid_notes = CG_NOTE(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);  /* ctrain's rule */
+    printf("%d operations, graph finalized\n", g->s.nops);
+    const size_t ws_limit = (size_t)8 << 30;
     CgCandidate k[MAX_CAND];
-    int nk = 0, found = cg_first_plan(p->c, g->graph, &rule, &g->plan, k, MAX_CAND, &nk);
+    int nk = 0, found = sdpa_plan(p->c, &g->s, p->ncand, ws_limit, 0, k, MAX_CAND, &nk);
     print_candidates(k, nk);
     int forbidden = 0;
     for (int i = 0; i < nk; i++) forbidden |= k[i].skipped == CG_SKIP_NOTE;
     if (!found && forbidden) {
         printf("      no deterministic engine: the non-deterministic ones\n");
-        rule.forbid_notes = 0;
-        found = cg_first_plan(p->c, g->graph, &rule, &g->plan, k, MAX_CAND, &nk);
+        found = sdpa_plan(p->c, &g->s, p->ncand, ws_limit, 1, k, MAX_CAND, &nk);
         print_candidates(k, nk);
         g->nondet = found;
     }
@@ -513,14 +266,20 @@ static int prepare(Probe *p, Graph *g, int bwd, const Form *f)
         graph_free(g);
         return 0;
     }
-    if (g->plan.ws_bytes && cudaMalloc(&g->ws, g->plan.ws_bytes) != cudaSuccess) {
+    if (g->s.plan.ws_bytes && cudaMalloc(&g->ws, g->s.plan.ws_bytes) != cudaSuccess) {
         (void)cudaGetLastError();
         g->ws = NULL;
-        printf("      no memory for the plan's workspace (%zu bytes)\n", g->plan.ws_bytes);
+        printf("      no memory for the plan's workspace (%zu bytes)\n", g->s.plan.ws_bytes);
         graph_free(g);
         return 0;
     }
-    g->pack = cg_variant_pack_try(g->b.uids, g->b.ptrs, g->b.nio, g->ws, &st);
+    SdpaBufs bufs = {.q = p->q, .k = p->k, .v = p->v, .dout = p->dout, .o = p->o,
+                     .bias = f->mask == 2 ? p->bias_dt : (void *)p->mask, .dq = p->dq,
+                     .dk = p->dk, .dv = p->dv, .stats = p->stats, .sum = p->sum,
+                     .dqacc = p->dqacc, .seed = p->seed, .offset = p->offset};
+    void *ptrs[SDPA_NIO];
+    sdpa_pointers(&g->s, &bufs, ptrs);
+    g->pack = cg_variant_pack_try(g->s.uids, ptrs, g->s.nio, g->ws, &st);
     if (!g->pack) {
         printf("      variant pack refused: %s\n", cudnnGetErrorString(st));
         why();
@@ -548,7 +307,7 @@ static int prepare_any(Probe *p, Graph *g, int bwd, Form *f)
 /* One run of g on the context's stream, synchronized. */
 static int exec(Probe *p, Graph *g, const char *what)
 {
-    cudnnStatus_t st = cudnnBackendExecute(p->c->cudnn, g->plan.plan, g->pack);
+    cudnnStatus_t st = cudnnBackendExecute(p->c->cudnn, g->s.plan.plan, g->pack);
     if (st != CUDNN_STATUS_SUCCESS) {
         printf("    %s: execute refused, %s\n", what, cudnnGetErrorString(st));
         why();
@@ -626,7 +385,8 @@ static double bench(Probe *p, Graph *g, int what, const Form *f, double *min_ms)
     for (int it = -5; it < 20 && ok; it++) {
         CUDA_CHECK(cudaEventRecord(e0, p->c->stream));
         if (what == 0)
-            ok = cudnnBackendExecute(p->c->cudnn, g->plan.plan, g->pack) == CUDNN_STATUS_SUCCESS;
+            ok = cudnnBackendExecute(p->c->cudnn, g->s.plan.plan, g->pack) ==
+                 CUDNN_STATUS_SUCCESS;
         else if (what == 1) ctrain_fwd(p, f);
         else ctrain_bwd(p, f);
         CUDA_CHECK(cudaEventRecord(e1, p->c->stream));
@@ -659,8 +419,8 @@ static void time_pass(Probe *p, Graph *g, int bwd, const Form *f)
                "\"median_ms\":%.4f,\"min_ms\":%.4f,\"tflops\":%.1f}\n",
                ctx_device_name(p->c), cudnnGetVersion(), i ? "ctrain" : "cudnn",
                bwd ? "bwd" : "fwd", i ? "-" : bwd && f->accum ? "accum" : "det",
-               i ? -1LL : (long long)g->plan.engine, dtype_name(p->dt), p->B, p->H, p->T, p->D,
-               (double)f->p, f->mask != 0, ms[i], mn[i], flop / (ms[i] * 1e-3) * 1e-12);
+               i ? -1LL : (long long)g->s.plan.engine, dtype_name(p->dt), p->B, p->H, p->T,
+               p->D, (double)f->p, f->mask != 0, ms[i], mn[i], flop / (ms[i] * 1e-3) * 1e-12);
     }
     if (ms[0] > 0.0 && ms[1] > 0.0)
         printf("    %s time: cuDNN %.3f ms (%.0f TFLOP/s), ctrain %.3f ms (%.0f TFLOP/s): "
@@ -746,8 +506,6 @@ static void check_bwd(Probe *p, Graph *g, const Form *f, const Res *ctr, const f
 static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
 {
     printf("  %s\n", title);
-    p->keep = 1.0f - f->p;
-    p->dscale = f->p > 0.0f ? 1.0f / (1.0f - f->p) : 1.0f;
     Res ctr = {0};
     if (p->tc) ctrain_res(p, f, &ctr);
     else printf("    (ctrain's [B, T, H, Dh] kernels do not apply here: no comparisons)\n");
@@ -812,7 +570,7 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
     } else if (fwd_ok) {
         graph_free(&gf);
     }
-    if (!fwd_ok || !gf.graph) {
+    if (!fwd_ok || !gf.s.graph) {
         char name[96];
         snprintf(name, sizeof name, "%s cuDNN forward runs", tag);
         verdict(name, 0, "refused (above)");
@@ -828,7 +586,7 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
     fb.accum = 0;
     const int bwd_ok = prepare_any(p, &gb, 1, &fb);
     if (bwd_ok) {
-        printf("    backward engine %lld: %s\n", (long long)gb.plan.engine,
+        printf("    backward engine %lld: %s\n", (long long)gb.s.plan.engine,
                gb.nondet ? "NON-DETERMINISTIC (no deterministic engine took the graph)"
                          : "no non-deterministic note");
         check_bwd(p, &gb, &fb, &ctr, out, tag);
@@ -837,7 +595,7 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
         snprintf(name, sizeof name, "%s cuDNN backward runs", tag);
         verdict(name, 0, "refused (above)");
     }
-    time_pass(p, gf.graph ? &gf : NULL, 0, f);
+    time_pass(p, gf.s.graph ? &gf : NULL, 0, f);
     time_pass(p, bwd_ok ? &gb : NULL, 1, &fb);
     if (p->accum && bwd_ok) {
         Graph ga;
@@ -845,7 +603,7 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
         fa.accum = 1;
         if (prepare(p, &ga, 1, &fa)) {
             printf("    backward engine %lld (dQ via f32 accumulator)%s\n",
-                   (long long)ga.plan.engine, ga.nondet ? ": NON-DETERMINISTIC" : "");
+                   (long long)ga.s.plan.engine, ga.nondet ? ": NON-DETERMINISTIC" : "");
             char atag[48];
             snprintf(atag, sizeof atag, "%s accum", tag);
             check_bwd(p, &ga, &fa, &ctr, out, atag);
@@ -853,7 +611,7 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
             graph_free(&ga);
         }
     }
-    if (gf.graph) graph_free(&gf);
+    if (gf.s.graph) graph_free(&gf);
     if (bwd_ok) graph_free(&gb);
     free(out);
     res_free(&ctr);
@@ -906,7 +664,7 @@ static void run_shape(Probe *p)
     P0 p0[2] = {{0}};
     Form fa = {0.0f, 0, 0, 0}, fb = {0.0f, 1, 0, 0};
     run_config(p, "(a) p 0, no mask", &fa, &p0[0]);
-    run_config(p, "(b) p 0, key mask as a bias [B, 1, 1, T]", &fb, &p0[1]);
+    run_config(p, "(b) p 0, key mask as a bias [B, 1, T, T] (query stride 0)", &fb, &p0[1]);
     const int with_mask = p0[1].out != NULL;
     Form fc = with_mask ? fb : fa;
     fc.p = 0.1f;
@@ -971,7 +729,7 @@ int main(int argc, char **argv)
             p.ct = d == 0 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
             p.n = (size_t)p.B * p.T * p.H * p.D;
             p.nrow = (size_t)p.B * p.H * p.T;
-            p.scale = 1.0f / sqrtf((float)p.D);
+            p.shape = (SdpaShape){p.B, p.H, p.T, p.D, p.ct, 1};
             p.tc = attention_fa_tc_supports(&c, p.dt, (size_t)p.D);
             run_shape(&p);
         }

@@ -173,6 +173,29 @@ static inline float *hcopy(const float *src, size_t n)
 }
 static inline void dfree(void *d) { CUDA_CHECK(cudaFree(d)); }
 
+/* Per head (b, h) of [B, T, H, Dh] arrays, L = sum x1 y1 and R = sum x2 y2:
+ * ||L - R|| / ||R|| over the B H heads (attention's identities: sum dv.v =
+ * sum dO.out, sum dq.q = sum dk.k). */
+static inline double head_dots_rel(size_t B, size_t H, size_t T, size_t Dh, const float *x1,
+                                   const float *y1, const float *x2, const float *y2)
+{
+    const size_t bh = B * H, n = B * T * H * Dh;
+    double *l = (double *)calloc(bh, sizeof(double)), *r = (double *)calloc(bh, sizeof(double));
+    for (size_t i = 0; i < n; i++) {
+        const size_t row = i / Dh, h = row % H, b = row / (H * T);
+        l[b * H + h] += (double)x1[i] * y1[i];
+        r[b * H + h] += (double)x2[i] * y2[i];
+    }
+    double e = 0.0, m = 0.0;
+    for (size_t i = 0; i < bh; i++) {
+        e += (l[i] - r[i]) * (l[i] - r[i]);
+        m += r[i] * r[i];
+    }
+    free(l);
+    free(r);
+    return m > 0.0 ? sqrt(e / m) : sqrt(e);
+}
+
 __attribute__((unused)) static const DType gpu_float_types[3] = {DT_F32, DT_F16, DT_BF16};
 
 /* The expected result of an accumulating call: ref + g0 in a new buffer
