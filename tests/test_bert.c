@@ -10,6 +10,7 @@
  *   - the MLM head run on the masked rows only (gathered, padded to a static
  *     count) gives the loss and gradients of the head on every token (within
  *     1e-5 of the largest gradient of each tensor);
+ *   - the synthetic feed hands no mask: the same bits as a mask of zeros;
  *   - bert-tiny pre-trained by masked LM on the fortunes corpus (Debian
  *     package fortunes) for 200 steps: the loss falls below 0.9 ln(vocab) (uniform guessing): in
  *     200 CPU steps it learns the token statistics (~6.0 nats for a 1000-piece
@@ -24,6 +25,7 @@
 #include "engine/autograd.h"
 #include "models/bert.h"
 #include "ops/ops.h"
+#include "train/feed/feed.h"
 #include "train/optim/adamw.h"
 
 enum { V = 512, T = 16 };
@@ -312,6 +314,47 @@ static void test_mlm_fortunes(Ctx *c)
     rmdir(dir);
 }
 
+/* The synthetic feed (every token real) hands the model no mask; the loss
+ * and gradients are the same bits as with its mask of zeros (each score
+ * plus 0), dropout on. */
+static void test_synthetic_no_mask(Ctx *c)
+{
+    FeedSpec s = {"synthetic", "bert-tiny", 4, 4, 0, 1, 0, 5, T, NULL, V, NULL};
+    Feed f;
+    feed_open(&f, c, &s);
+    check_true("bert.synthetic_feed.no_mask", f.n_in == 5 && f.in[2] == NULL,
+               "the synthetic feed hands a mask (n_in %d)", f.n_in);
+    const int64_t bt[2] = {4, T};
+    Tensor *zeros = tensor_new(c, DT_F32, 2, bt);
+    tensor_zero(zeros);
+    float *g[2];
+    float loss[2];
+    size_t n = 0;
+    for (int k = 0; k < 2; k++) {
+        BertConfig cfg;
+        tiny(&cfg, V, 0.1f, 0);
+        Model m;
+        bert_create(&m, c, &cfg, 3);
+        Tensor *in[5] = {f.in[0], f.in[1], k ? zeros : NULL, f.in[3], f.in[4]};
+        c->rng_offset = 2000;   /* the same dropout draws both times */
+        Tensor *l = model_loss(c, &m, in, 0.0f, NULL);
+        tensor_to_f32(&loss[k], l);
+        ad_backward(c, l, 1.0f);
+        tensor_release(l);
+        n = m.params.total;
+        g[k] = malloc(n * sizeof(float));
+        memcpy(g[k], m.params.grad, n * sizeof(float));
+        model_free(&m);
+    }
+    check_true("bert.synthetic_feed.same_bits_as_zero_mask",
+               loss[0] == loss[1] && !memcmp(g[0], g[1], n * sizeof(float)),
+               "loss %.9g without a mask, %.9g with zeros; gradients %s", (double)loss[0],
+               (double)loss[1], memcmp(g[0], g[1], n * sizeof(float)) ? "differ" : "equal");
+    free(g[0]); free(g[1]);
+    tensor_release(zeros);
+    feed_close(&f, c);
+}
+
 int main(void)
 {
     Ctx c;
@@ -320,6 +363,7 @@ int main(void)
     test_recompute_dropout(&c);
     test_accumulation(&c);
     test_masked_rows_head(&c);
+    test_synthetic_no_mask(&c);
     test_mlm_fortunes(&c);
     ctx_free(&c);
     return check_summary();
