@@ -94,10 +94,6 @@ void conv2d_backward_filter_cuda(Ctx *c, void *dw, DType tdw, const void *dy, co
 typedef enum { CONV2D_PAD_AUTO = 0, CONV2D_PAD_ALWAYS = 1 } Conv2dPadMode;
 void conv2d_cuda_set_pad_mode(Ctx *c, Conv2dPadMode mode);
 
-/* 1: convolutions ops/conv2d_im2col.h serves (C <= 4) run there
- * in the forward and the filter gradient, 0: cuDNN. A context starts from
- * CTRAIN_CONV_STEM (cudnn 0, im2col 1). */
-void conv2d_cuda_set_stem(Ctx *c, int im2col);
 
 /* Which of cuDNN's two APIs may serve a plan. The legacy API's search
  * (cudnnFind*AlgorithmEx) times its fixed list of algorithms; the graph

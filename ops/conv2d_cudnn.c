@@ -102,7 +102,6 @@
 #include "engine/mem.h"
 #include "engine/settings.h"
 #include "cudnn_graph.h"
-#include "conv2d_im2col.h"
 #include "elementwise.h"
 #include "plan_store.h"
 
@@ -137,7 +136,6 @@ typedef struct {
 typedef struct {
     Conv2dPadMode pad_mode;
     Conv2dEngines engines;
-    int stem_im2col;      /* CTRAIN_CONV_STEM=im2col: few-channel convs as patches + GEMM */
     size_t max_elems;     /* test hook (conv2d_cuda_set_limits); 0: CONV_MAX_ELEMS */
     int search_max_n;     /* test hook; 0: CONV_SEARCH_MAX_N */
     Plan *plans;
@@ -207,21 +205,12 @@ static ConvCache *cache_for(Ctx *c)
         CT_ASSERT(cc != NULL, "conv2d_cuda: out of host memory for a plan cache");
         cc->engines = (Conv2dEngines)setting_choice(SET_CONV_ENGINES);
         cc->pad_mode = (Conv2dPadMode)setting_choice(SET_CONV_PAD);   /* auto 0, always 1 */
-        cc->stem_im2col = setting_choice(SET_CONV_STEM);               /* cudnn 0, im2col 1 */
         ctx_cache_set(c, &conv_cache_kind, cc);
     }
     return cc;
 }
 
 void conv2d_cuda_set_pad_mode(Ctx *c, Conv2dPadMode mode) { cache_for(c)->pad_mode = mode; }
-
-void conv2d_cuda_set_stem(Ctx *c, int im2col) { cache_for(c)->stem_im2col = im2col != 0; }
-
-/* s in dt goes through ops/conv2d_im2col.h rather than cuDNN */
-static int use_im2col(Ctx *c, const Conv2dShape *s, DType dt)
-{
-    return cache_for(c)->stem_im2col && conv2d_im2col_applies(s, dt);
-}
 
 void conv2d_cuda_set_engines(Ctx *c, Conv2dEngines e) { cache_for(c)->engines = e; }
 
@@ -287,6 +276,23 @@ static void scratch_free(Ctx *c, Scratch *s)
 {
     if (s->base) mem_free(c, s->base, s->bytes);
     s->base = s->p = NULL;
+}
+
+/* dst [rows, Cp] = src [rows, C] with zeros in columns C .. Cp-1. */
+static void pad_channels(Ctx *c, void *dst, const void *src, size_t rows, int C, int Cp,
+                         size_t es)
+{
+    CUDA_CHECK(cudaMemsetAsync(dst, 0, rows * (size_t)Cp * es, c->stream));
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)Cp * es, src, (size_t)C * es, (size_t)C * es, rows,
+                                 cudaMemcpyDeviceToDevice, c->stream));
+}
+
+/* dst [rows, C] = the first C columns of src [rows, Cp]. */
+static void unpad_channels(Ctx *c, void *dst, const void *src, size_t rows, int C, int Cp,
+                           size_t es)
+{
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)C * es, src, (size_t)Cp * es, (size_t)C * es, rows,
+                                 cudaMemcpyDeviceToDevice, c->stream));
 }
 
 /* ---- plans ---- */
@@ -605,19 +611,19 @@ static cudnnStatus_t conv_exec(Ctx *c, Plan *p, const ConvArgs *a, int search)
     /* inputs with C channels: padded copies */
     if (padded && a->dir != DIR_BWD_DATA) {
         px = scratch_alloc(c, x_rows * Cp * es, 256);
-        conv_pad_cols_cuda(c, px.p, a->x, x_rows, C, Cp, es);
+        pad_channels(c, px.p, a->x, x_rows, C, Cp, es);
         x = px.p;
     }
     if (padded && a->dir != DIR_BWD_FILTER) {
         pw = scratch_alloc(c, w_rows * Cp * es, 256);
-        conv_pad_cols_cuda(c, pw.p, a->w, w_rows, C, Cp, es);
+        pad_channels(c, pw.p, a->w, w_rows, C, Cp, es);
         w = pw.p;
     }
     /* outputs with C channels: a padded buffer, preloaded when accumulating */
     size_t out_rows = a->dir == DIR_BWD_DATA ? x_rows : w_rows;
     if (padded && a->dir != DIR_FWD) {
         pout = scratch_alloc(c, out_rows * Cp * es, 256);
-        if (a->accum && !search) conv_pad_cols_cuda(c, pout.p, a->out, out_rows, C, Cp, es);
+        if (a->accum && !search) pad_channels(c, pout.p, a->out, out_rows, C, Cp, es);
         out = pout.p;
     } else if (search && a->accum) {
         /* the search writes its output: keep the gradient being added to */
@@ -636,7 +642,7 @@ static cudnnStatus_t conv_exec(Ctx *c, Plan *p, const ConvArgs *a, int search)
         else if (a->dir == DIR_BWD_DATA) graph_ptrs(a->dir, w, a->dy, out, ptrs);
         else graph_ptrs(a->dir, x, a->dy, out, ptrs);
         cg_execute(c, &p->g, graph_uids, ptrs, 3);
-        if (padded && a->dir != DIR_FWD) conv_unpad_cols_cuda(c, a->out, out, out_rows, C, Cp, es);
+        if (padded && a->dir != DIR_FWD) unpad_channels(c, a->out, out, out_rows, C, Cp, es);
     } else {
         void *ws = ctx_workspace(c, p->ws_bytes);
         size_t ws_bytes = c->workspace_bytes;
@@ -654,7 +660,7 @@ static cudnnStatus_t conv_exec(Ctx *c, Plan *p, const ConvArgs *a, int search)
                                                        p->cd,
                                                        (cudnnConvolutionBwdFilterAlgo_t)p->algo,
                                                        ws, ws_bytes, &beta, p->wd, out));
-        if (padded && a->dir != DIR_FWD) conv_unpad_cols_cuda(c, a->out, out, out_rows, C, Cp, es);
+        if (padded && a->dir != DIR_FWD) unpad_channels(c, a->out, out, out_rows, C, Cp, es);
     }
     scratch_free(c, &px);
     scratch_free(c, &pw);
@@ -923,10 +929,6 @@ void conv2d_forward_cuda(Ctx *c, void *y, const void *x, const void *w, DType dt
                          const Conv2dShape *s)
 {
     conv_check_dtype("conv2d_forward_cuda", dt);
-    if (use_im2col(c, s, dt)) {
-        conv2d_im2col_forward(c, y, x, w, dt, s);
-        return;
-    }
     const ConvArgs a = {DIR_FWD, x, w, NULL, y, 0};
     const int nb = conv_chunk_n(c, s, dt);
     for (int n0 = 0; n0 < s->N; n0 += nb) conv_slice(c, s, dt, &a, n0, nb);
@@ -948,10 +950,6 @@ void conv2d_backward_filter_cuda(Ctx *c, void *dw, DType tdw, const void *dy, co
 {
     conv_check_dtype("conv2d_backward_filter_cuda", dt);
     conv_check_dtype("conv2d_backward_filter_cuda (dw)", tdw);
-    if (use_im2col(c, s, dt)) {
-        conv2d_im2col_backward_filter(c, dw, tdw, dy, x, dt, s, accum);
-        return;
-    }
     /* cuDNN's dw has x's type: for another tdw it goes to a temporary in
      * x's type that is added (cast) into dw, chunk by chunk, so the sum
      * over the chunks is taken in dw's type */

@@ -25,8 +25,8 @@
  *       leaves exactly twice the first gradients (the temporary-and-add path);
  *   (d) where cuDNN declines a form (its run counters do not move), the test
  *       prints SKIP for it and checks that the op fell back: out and the
- *       gradients equal, bit for bit, those of CTRAIN_ATTN unset (today's
- *       path). Every run: cuDNN ran both directions or neither, and all
+ *       gradients equal, bit for bit, those of CTRAIN_ATTN=flash (the
+ *       fused kernels). Every run: cuDNN ran both directions or neither, and all
  *       memory comes back;
  *   CUDA graphs: forward + backward (attention_cudnn_forward / _backward)
  *       captured once with c->rng_base and replayed with two base values,
@@ -104,14 +104,14 @@ static void grab(Res *r, int i, Tensor *t)
 }
 
 /* reps forwards + backwards of op_attention_bthd_at on c into the same
- * leaves (of type dt; f32 on the CPU) under CTRAIN_ATTN=attn (NULL: unset);
+ * leaves (of type dt; f32 on the CPU) under CTRAIN_ATTN=attn (NULL: flash, the
+ * fused kernels);
  * shared: q = k = v = one leaf (q's values). */
 static void run(Ctx *c, const char *attn, const In *in, int masked, float p, uint64_t offset,
                 int reps, int shared, Res *r)
 {
     memset(r, 0, sizeof *r);
-    if (attn) setenv("CTRAIN_ATTN", attn, 1);
-    else unsetenv("CTRAIN_ATTN");
+    setenv("CTRAIN_ATTN", attn ? attn : "flash", 1);
     const DType dt = c->device == DEV_CUDA ? in->dt : DT_F32;
     const size_t before = c->mem.current;
     long f0 = 0, b0 = 0, f1 = 0, b1 = 0;
@@ -149,7 +149,7 @@ static void run(Ctx *c, const char *attn, const In *in, int masked, float p, uin
         r->cudnn = f1 - f0 == reps && b1 - b0 == reps;
         char name[96];
         snprintf(name, sizeof name, "gpu.attn_cudnn.%s: cuDNN ran both directions or neither",
-                 attn ? attn : "default");
+                 attn ? attn : "flash");
         check_true(name, f1 - f0 == b1 - b0, "%ld forwards, %ld backwards", f1 - f0, b1 - b0);
     }
     unsetenv("CTRAIN_ATTN");
@@ -210,14 +210,14 @@ static double identity(const In *in, const float *x1, const float *y1, const flo
     return head_dots_rel(in->B, in->H, in->T, in->Dh, x1, y1, x2, y2);
 }
 
-/* (d): cuDNN declined: SKIP, and the op's results equal those of CTRAIN_ATTN unset. */
+/* (d): cuDNN declined: SKIP, and the op's results equal those of CTRAIN_ATTN=flash. */
 static void check_fell_back(Ctx *g, const char *tag, const In *in, int masked, float p,
                             const Res *got, int shared)
 {
     printf("  SKIP cuDNN declined %s: checking that the op fell back\n", tag);
     Res def;
     run(g, NULL, in, masked, p, OFFSET, 1, shared, &def);
-    same_bits("= CTRAIN_ATTN unset (fell back)", tag, got, &def, in->n, in->dt, shared);
+    same_bits("= CTRAIN_ATTN=flash (fell back)", tag, got, &def, in->n, in->dt, shared);
     res_free(&def);
 }
 
@@ -275,7 +275,7 @@ static void case_dropout(Ctx *g, const In *in, const Res *p0)
     snprintf(name, sizeof name,
              "gpu.attn_cudnn.|out - out_p0| / |out_p0| = sqrt(p/(1-p)) %s", t2);
     check_true(name, fabs(got / want - 1.0) <= 0.15,
-               "%.4f, expected %.4f within 15%% (the default path's dropout: %.4f)", got, want,
+               "%.4f, expected %.4f within 15%% (the fused kernels' dropout: %.4f)", got, want,
                rel(fused.f[0], p0->f[0], in->n));
     /* (c) accumulation: twice into the same leaves = exactly twice the gradients */
     run(g, "cudnn", in, 1, p, OFFSET, 2, 0, &two);

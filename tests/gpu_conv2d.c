@@ -15,10 +15,7 @@
  *   - backward filter into the f32 parameter gradient, accum 0 and 1, and
  *     into a gradient of the storage type (f16/bf16);
  * then the stem and the odd shape again with channel padding forced
- * (CONV2D_PAD_ALWAYS: the padded-copy path); the stem and three other
- * shapes of C <= 4 as patches + GEMM (conv2d_cuda_set_stem: the forward
- * and filter gradient, whole and one image a chunk), which then
- * makes no cuDNN plan for a forward; the plan cache (a repeated
+ * (CONV2D_PAD_ALWAYS: the padded-copy path); the plan cache (a repeated
  * call hits, results are bit-identical); large-batch handling with its
  * limits forced small (a batch of 7 in chunks of 3, 3, 1, plans searched
  * on 2 images: the stem, 1x1 and 3x3 in f32, f16, bf16, every direction
@@ -44,7 +41,6 @@
 
 #include "engine/autograd.h"
 #include "ops/conv2d.h"
-#include "ops/conv2d_im2col.h"
 #include "ops/ops.h"
 #include "check.h"
 #include "gpu_util.h"
@@ -65,13 +61,6 @@ static const Shape shapes[] = {
     {"odd.C5.dil2.s2x1.9x13", 3, 9, 13, 5, 7, 3, 3, 2, 1, 2, 2, 2, 2},
 };
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
-
-/* few input channels, for ops/conv2d_im2col.h beside the stem above */
-static const Shape few_c_shapes[] = {
-    {"odd.C3.dil2.s2x1.9x13", 3, 9, 13, 3, 7, 3, 3, 2, 1, 2, 2, 2, 2},
-    {"C1.5x5.17x17", 3, 17, 17, 1, 16, 5, 5, 1, 1, 2, 2, 1, 1},
-    {"C4.3x3.s2.15x15", 2, 15, 15, 4, 24, 3, 3, 2, 2, 1, 1, 1, 1},
-};
 
 static Conv2dShape shape_of(const Shape *h)
 {
@@ -460,32 +449,6 @@ int main(void)
     run_shape(&c, &shapes[4], ".padded");
     run_shape(&c, &shapes[5], ".padded");
     conv2d_cuda_set_pad_mode(&c, CONV2D_PAD_AUTO);
-    /* few-channel convolutions as patches + one GEMM (ops/conv2d_im2col.h), forced: the
-     * forward and filter gradient go there in every setting (the data gradient stays
-     * cuDNN's), then in chunks of one image; taken, the forward makes no cuDNN plan */
-    conv2d_cuda_set_stem(&c, 1);
-    run_shape(&c, &shapes[4], ".im2col");
-    for (size_t i = 0; i < sizeof few_c_shapes / sizeof few_c_shapes[0]; i++)
-        run_shape(&c, &few_c_shapes[i], ".im2col");
-    conv2d_im2col_set_chunk_bytes(1);
-    run_shape(&c, &shapes[4], ".im2col.chunked");
-    run_shape(&c, &few_c_shapes[0], ".im2col.chunked");
-    conv2d_im2col_set_chunk_bytes(0);
-    {
-        conv2d_cuda_release(&c);   /* the plans and the context's convolution settings */
-        conv2d_cuda_set_stem(&c, 1);
-        const Conv2dShape s = shape_of(&shapes[4]);
-        const size_t nx = (size_t)s.N * s.H * s.W * s.C, nw = (size_t)s.K * s.R * s.S * s.C;
-        void *dX = gpu_alloc_poison(nx, DT_BF16), *dW = gpu_alloc_poison(nw, DT_BF16);
-        void *dY = gpu_alloc_poison((size_t)s.N * s.P * s.Q * s.K, DT_BF16);
-        sync_all();
-        conv2d_forward_cuda(&c, dY, dX, dW, DT_BF16, &s);
-        sync_all();
-        check_true("conv2d.im2col.taken", conv2d_cuda_plan_count(&c) == 0,
-                   "%d cuDNN plans after an im2col forward", conv2d_cuda_plan_count(&c));
-        dfree(dX); dfree(dW); dfree(dY);
-    }
-    conv2d_cuda_set_stem(&c, 0);
     test_cache(&c);
     test_chunked(&c);
     test_op(&c);

@@ -34,7 +34,7 @@
  *   - determinism (two eager runs bit-identical) and CUDA graphs: forward +
  *     backward captured once with rng_base, replayed with two base values,
  *     equal bit for bit to eager runs at the matching offsets;
- *   - the tensor op on its default (flash) path against CTRAIN_ATTN=cublas
+ *   - the tensor op on its flash path (CTRAIN_ATTN=flash) against CTRAIN_ATTN=cublas
  *     through autograd (bf16 and f16 autocast), and all memory returned;
  *   - the saved dropout mask (keep_out / keep_in): forward + backward with
  *     it = without it, bit for bit (out, lse, dq, dk, dv; T 17, 64, 130,
@@ -729,15 +729,14 @@ static Tensor *attn_segment(Ctx *c, void *arg, Tensor *x)
     return op_attention(c, x, s->k, s->v, s->mask, s->p);
 }
 
-/* y = attention(q, k, v, mask) under CTRAIN_ATTN=`path` (NULL: unset, the
- * default kernel choice; as a recomputed segment when `recompute`), then
+/* y = attention(q, k, v, mask) under CTRAIN_ATTN=`path` (NULL: flash, the
+ * fused kernels; as a recomputed segment when `recompute`), then
  * loss = sum(y * w) backward. *held (when not NULL): the bytes the forward
  * left allocated (out, the node's saved tensors). */
 static Tensor *op_run(Ctx *g, const char *path, Tensor *q, Tensor *k, Tensor *v, Tensor *m,
                       const float *w, float p, int recompute, size_t *held)
 {
-    if (path) setenv("CTRAIN_ATTN", path, 1);
-    else unsetenv("CTRAIN_ATTN");
+    setenv("CTRAIN_ATTN", path ? path : "flash", 1);
     g->rng_offset = 4242;
     const size_t before = g->mem.current;
     AttnSeg seg = {k, v, m, p};

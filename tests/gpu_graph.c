@@ -97,6 +97,7 @@ static void eval_forward(Ctx *c, Run *r, int b)
     Tensor *in[FEED_MAX_IN];
     for (int i = 0; i < r->fd.n_in; i++) {
         Tensor *t = r->fd.in[i];
+        if (!t) { in[i] = NULL; continue; }   /* an input the feed has not (synthetic BERT's mask) */
         int64_t shape[8];
         for (int d = 0; d < t->ndim; d++) shape[d] = t->shape[d];
         shape[0] = t->ndim == 1 ? t->shape[0] / B * b : b;

@@ -734,7 +734,10 @@ static void test_ops_autograd(Ctx *cpu, Ctx *gpu)
         tensor_release(yc); tensor_release(yg);
         pair_release(x);
     }
-    /* attention [2, 3, 20, 16], padded, p 0.1: f32, then bf16 autocast (vs the CPU's bf16) */
+    /* attention [2, 3, 20, 16], padded, p 0.1: f32, then bf16 autocast (vs the CPU's bf16),
+     * on the fused kernels, whose dropout mask is the CPU reference's (cuDNN's path, the
+     * default, draws its own: tests/gpu_attention_cudnn) */
+    setenv("CTRAIN_ATTN", "flash", 1);
     for (int ac = 0; ac <= 1; ac++) {
         int64_t qs[4] = {2, 3, 20, 16}, ms[2] = {2, 20};
         const size_t n = 1920;
@@ -765,6 +768,7 @@ static void test_ops_autograd(Ctx *cpu, Ctx *gpu)
         tensor_release(yc); tensor_release(yg);
         pair_release(q); pair_release(k); pair_release(v); pair_release(m);
     }
+    unsetenv("CTRAIN_ATTN");
     ctx_sync(gpu);
     check_true("gpu.op.all memory returned after backward", gpu->mem.current == base,
                "%zu bytes held (base %zu)", gpu->mem.current, base);

@@ -3,8 +3,8 @@
 # the first call of a GPU session after work done without one, in one call and
 # in the order that decides most, each step only while time is left:
 #   tests     the GPU tests of the code written blind (flash attention's
-#             prologue, cross-entropy's vector backward, the stem as patches
-#             + GEMM, the column sums' rows in flight; batch norm's kernels,
+#             prologue, cross-entropy's vector backward, the column sums'
+#             rows in flight; batch norm's kernels,
 #             max pooling on channel vectors, the GPU decode feed with one and
 #             two decode threads, the FP8 casts and GEMM, the Linear ops,
 #             LayerNorm / add_norm, attention, the nvJPEG paths), each
@@ -13,10 +13,9 @@
 #             (the real-data row against the synthetic one), then where a
 #             decode thread's time goes and which stream ends each of the
 #             step's waits for data (scripts/timeline_gaps.py);
-#   resnet    ResNet50 bs 256 bf16 with CTRAIN_CONV_BN separate, the stem as
-#             patches + GEMM (CTRAIN_CONV_STEM=im2col), unit; separate and the
-#             stem again later in the call (the repeat shows the noise), then
-#             tf32 with and without the stem's patches;
+#   resnet    ResNet50 bs 256 bf16 with CTRAIN_CONV_BN separate, then unit;
+#             separate again later in the call (the repeat shows the noise),
+#             then tf32;
 #   timeline  CUPTI timelines of the same, separate and unit;
 #   bert      BERT-large seq 128 bs 256 and seq 512 bs 32, bf16 and fp8 (`ctrain
 #             bench`: issue 20's four rows), then
@@ -152,7 +151,6 @@ if want converge && ok $((D - 100)); then
 fi
 if want resnet; then
     b rn_sep 70 CTRAIN_CONV_BN=separate -- --models resnet50 --batch 256 --precision bf16
-    b rn_stem 70 CTRAIN_CONV_STEM=im2col -- --models resnet50 --batch 256 --precision bf16
     b rn_unit 70 CTRAIN_CONV_BN=unit -- --models resnet50 --batch 256 --precision bf16
 fi
 if want convbn && ok $((D - 110)); then
@@ -168,10 +166,8 @@ want switches && b sw128 80 CTRAIN_LN_KERNELS=auto CTRAIN_ADD_NORM=fused \
     CTRAIN_LINEAR_ACT_BGRAD=1 -- --models bert-large --seq 128 --batch 256 --precision bf16
 if want resnet; then
     b rn_sep2 70 CTRAIN_CONV_BN=separate -- --models resnet50 --batch 256 --precision bf16
-    b rn_stem2 70 CTRAIN_CONV_STEM=im2col -- --models resnet50 --batch 256 --precision bf16
-    # tf32 (issue 19's 1.3x): the first searches its plans (~80 s), the second reuses them
+    # tf32 (issue 19's 1.3x): the first run searches its plans (~80 s)
     b rn_tf32 130 X=1 -- --models resnet50 --batch 256 --precision tf32
-    b rn_stem_tf32 100 CTRAIN_CONV_STEM=im2col -- --models resnet50 --batch 256 --precision tf32
 fi
 # cuDNN's fused attention through the graph API against ctrain's flash kernels (issue 20's
 # attention): what cuDNN takes, the checks, the times (scripts/cudnn_sdpa_probe.c)

@@ -37,7 +37,8 @@ typedef struct FeedStats {
 struct Feed {
     char desc[128];
     int n_in;                  /* tensors the model's loss takes (inputs, labels last) */
-    Tensor *in[FEED_MAX_IN];
+    Tensor *in[FEED_MAX_IN];   /* NULL where the batch has no such input (synthetic BERT:
+                                * no padding, so no attention mask) */
     int batch;
     long batches_per_epoch;
     int classes;
