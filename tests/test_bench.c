@@ -51,8 +51,8 @@ static void check_measured_row(const J *r, const J *ceilings, const char *want_m
                "engine '%s' mode '%s' (want ctrain, cpu)", jtext(r, "engine"), jtext(r, "mode"));
     check_true(NAME("precision"), !strcmp(jtext(r, "precision"), "fp32"), "%s", jtext(r, "precision"));
     static const char *pos[] = {"batch", "steps", "samples_per_s", "samples_per_s_min", "samples_per_s_max",
-                                "ms_per_step", "peak_mem_bytes", "flops_per_sample", "ceiling_tflops",
-                                "mfu_measured_ceiling"};
+                                "ms_per_step", "peak_mem_bytes", "live_peak_bytes",
+                                "flops_per_sample", "ceiling_tflops", "mfu_measured_ceiling"};
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
         double v = jnum(r, pos[i]);
         char what[64];

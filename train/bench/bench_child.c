@@ -297,7 +297,8 @@ void bench_row_read(BenchRow *row, const char *line)
     for (size_t i = 0; i < sizeof ROW_NUMS / sizeof ROW_NUMS[0]; i++)
         if (bench_line_num(line, ROW_NUMS[i].key, &v))
             *(double *)((char *)&row->r + ROW_NUMS[i].off) = v;
-    if (bench_line_num(line, "engine_peak_mem_bytes", &v)) row->engine_peak_mem_bytes = v;
+    if (bench_line_num(line, "engine_peak_mem_bytes", &v))
+        row->engine_peak_mem_bytes = row->r.live_peak_bytes = v;
     if (bench_line_num(line, "steps", &v)) row->r.steps = (int)v;
     if (bench_line_num(line, "warmup", &v)) row->r.warmup = (int)v;
     if (bench_line_num(line, "decode_parallel", &v)) row->r.decode_parallel = (int)v;

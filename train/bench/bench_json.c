@@ -110,7 +110,8 @@ void bench_result_init(BenchResult *r)
     r->batch = r->seq = r->image_size = r->steps = r->warmup = -1;
     r->workers = r->decode_parallel = -1;
     double *nums[] = {&r->samples_per_s, &r->samples_per_s_min, &r->samples_per_s_max,
-                      &r->ms_per_step, &r->step_ms_p50, &r->step_ms_p99, &r->peak_mem_bytes, &r->state_mem_bytes,
+                      &r->ms_per_step, &r->step_ms_p50, &r->step_ms_p99, &r->peak_mem_bytes,
+                      &r->live_peak_bytes, &r->state_mem_bytes,
                       &r->flops_per_sample,
                       &r->peak_tflops, &r->mfu_peak, &r->ceiling_tflops,
                       &r->mfu_measured_ceiling, &r->power_avg_w, &r->power_peak_w,
@@ -171,6 +172,7 @@ void bench_json_result(JsonW *w, const BenchResult *r)
     opt_num(w, "step_ms_p50", r->step_ms_p50);
     opt_num(w, "step_ms_p99", r->step_ms_p99);
     opt_num(w, "peak_mem_bytes", r->peak_mem_bytes);
+    opt_num(w, "live_peak_bytes", r->live_peak_bytes);
     opt_num(w, "state_mem_bytes", r->state_mem_bytes);
     opt_num(w, "flops_per_sample", r->flops_per_sample);
     opt_num(w, "peak_tflops", r->peak_tflops);
