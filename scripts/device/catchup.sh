@@ -179,10 +179,11 @@ if want sdpa && ok $((D - 120)); then
         cut -c1-240
     pack
     ok $((D - 200)) && run_t gpu_attention_cudnn 120
-    # the op on cuDNN's engines (CTRAIN_ATTN=cudnn) against the default, in the step
+    # the op on cuDNN's engines (CTRAIN_ATTN=cudnn, the default) against the fused kernels
     for s in "128 256" "512 32"; do
         set -- $s
-        b bert$1_flash 80 X=1 -- --models bert-large --seq $1 --batch $2 --precision bf16
+        b bert$1_flash 80 CTRAIN_ATTN=flash -- --models bert-large --seq $1 --batch $2 \
+            --precision bf16
         b bert$1_cudnn 100 CTRAIN_ATTN=cudnn CTRAIN_LOG=info -- --models bert-large --seq $1 \
             --batch $2 --precision bf16
         grep -m3 -i "cudnn" "$L/bert$1_cudnn.log" | cut -c1-240
