@@ -164,7 +164,10 @@ void ad_backward_from(Ctx *c, Tensor *out)
         Node *n = &t->nodes[k];
         if (n->out->grad) {
             LOG_T("backward %s", n->op);
+            const char *was = c->mem.where;
+            c->mem.where = n->op;   /* where the memory's high point comes, if it does here */
             n->backward(c, n);
+            c->mem.where = was;
             if (!n->out->is_param) {
                 tensor_release(n->out->grad);
                 n->out->grad = NULL;

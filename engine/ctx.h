@@ -81,6 +81,10 @@ typedef struct MemStats {
     size_t current;    /* bytes held by live allocations */
     size_t peak;       /* high-water mark of current since the last reset */
     size_t n_allocs;   /* allocations made (a steady step makes the same number) */
+    const char *where;    /* the autograd node whose backward runs now (its op's
+                           * name), NULL outside a backward walk */
+    const char *peak_at;  /* `where` when peak was last raised (NULL: outside a
+                           * backward: the forward, the loss, the optimizer) */
 } MemStats;
 
 struct Ctx {

@@ -41,7 +41,10 @@ static void mem_count(Ctx *c, size_t bytes)
 {
     c->mem.current += bytes;
     c->mem.n_allocs++;
-    if (c->mem.current > c->mem.peak) c->mem.peak = c->mem.current;
+    if (c->mem.current > c->mem.peak) {
+        c->mem.peak = c->mem.current;
+        c->mem.peak_at = c->mem.where;
+    }
 }
 
 void *mem_alloc(Ctx *c, size_t bytes)
@@ -137,7 +140,11 @@ void mem_copy(Ctx *c, void *dst, const void *src, size_t bytes)
 #endif
 }
 
-void mem_reset_peak(Ctx *c) { c->mem.peak = c->mem.current; }
+void mem_reset_peak(Ctx *c)
+{
+    c->mem.peak = c->mem.current;
+    c->mem.peak_at = c->mem.where;
+}
 
 void mem_set_f32(Ctx *c, float *p, float v)
 {

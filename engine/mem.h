@@ -32,6 +32,7 @@ void mem_copy(Ctx *c, void *dst, const void *src, size_t bytes);
 /* Host-to-device copy queued on the stream without waiting: src must be
  * pinned (mem_host_pinned) and must not change until the copy has run. */
 void mem_to_device_async(Ctx *c, void *dst, const void *src_pinned, size_t bytes);
+/* The peak from now on (and mem.peak_at: where the backward walk is). */
 void mem_reset_peak(Ctx *c);
 /* Device memory this process holds that mem_alloc did not allocate (the
  * NCCL-registered gradient buffer of train/parallel/dist_regbuf.c): counted in the

@@ -5,7 +5,8 @@
  *   - no-grad mode records nothing; activation memory is returned after
  *     backward (the step allocates the same way every time);
  *   - gradients passed on without a copy (ad_grad_pass) and written over
- *     the values they replace (ad_grad_over);
+ *     the values they replace (ad_grad_over); the memory's high point
+ *     named by the node whose backward reached it (mem.peak_at);
  *   - shape mismatches are refused (checked in a child process).
  */
 #include <math.h>
@@ -234,7 +235,12 @@ static void ce_watch(void *user, const Node *n, int depth)
  * ignored, label smoothing 0.1): da, and what the backward holds over the
  * forward's memory once the loss's node has run. keep: the caller still
  * holds z (its gradient must not touch it); else z is let go before. */
-typedef struct { float da[60]; size_t after_ce, zbytes; int z_intact, took; } OverRun;
+typedef struct {
+    float da[60];
+    size_t after_ce, zbytes;
+    int z_intact, took;
+    const char *peak_at;   /* where the backward's high point came (mem.peak_at) */
+} OverRun;
 
 static OverRun over_run(Ctx *c, DType dt, int keep)
 {
@@ -257,9 +263,11 @@ static OverRun over_run(Ctx *c, DType dt, int keep)
     CeWatch cw = {c, 0};
     AdHook h = {NULL, ce_watch, NULL, &cw};
     const size_t held = c->mem.current;
+    mem_reset_peak(c);
     c->bwd_hook = &h;
     ad_backward(c, loss, 1.0f);
     c->bwd_hook = NULL;
+    o.peak_at = c->mem.peak_at;
     o.after_ce = cw.at - held;
     memcpy(o.da, a->grad->data, sizeof o.da);
     if (z) {
@@ -291,6 +299,12 @@ static void test_grad_over(Ctx *c)
                    held.after_ce == held.zbytes && let.after_ce == 0,
                    "%s: after the loss's backward %zu bytes more held (logits kept), %zu (let "
                    "go); the logits are %zu bytes", dn, held.after_ce, let.after_ce, held.zbytes);
+        /* the high point: mul's da beside the logits' gradient (held) or alone */
+        check_true("autograd.peak_at: the backward's high point is named by its node",
+                   held.peak_at && let.peak_at && !strcmp(held.peak_at, "mul") &&
+                   !strcmp(let.peak_at, "mul") && c->mem.where == NULL,
+                   "%s: at '%s' (logits held), '%s' (let go); want 'mul'", dn,
+                   held.peak_at ? held.peak_at : "outside", let.peak_at ? let.peak_at : "outside");
         check_true("autograd.grad_over: all memory returned", c->mem.current == before,
                    "%s: %zu bytes held, %zu before", dn, c->mem.current, before);
     }

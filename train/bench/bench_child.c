@@ -287,6 +287,7 @@ void bench_row_write(FILE *out, const BenchRow *row)
     if (row->pcie_width_busy >= 0) json_int(&j, "pcie_width_busy", row->pcie_width_busy);
     if (row->decoder[0]) json_str(&j, "decoder", row->decoder);
     if (row->throttle[0]) json_str(&j, "throttle", row->throttle);
+    if (row->live_peak_at[0]) json_str(&j, "live_peak_at", row->live_peak_at);
     json_str(&j, "mode", row->mode);   /* "graph" becomes "eager" when the capture was refused */
     json_end(&j, out);
 }
@@ -306,6 +307,7 @@ void bench_row_read(BenchRow *row, const char *line)
     if (bench_line_num(line, "pcie_width_busy", &v)) row->pcie_width_busy = (int)v;
     bench_line_str(line, "decoder", row->decoder, sizeof row->decoder);
     bench_line_str(line, "throttle", row->throttle, sizeof row->throttle);
+    bench_line_str(line, "live_peak_at", row->live_peak_at, sizeof row->live_peak_at);
     bench_line_str(line, "mode", row->mode, sizeof row->mode);
     bench_row_fix(row);
 }

@@ -8,6 +8,13 @@
 #include "models/resnet.h"
 #include "train/loop/model_build.h"
 
+void bench_row_peak_at(BenchRow *row, const char *peak_at)
+{
+    if (peak_at) snprintf(row->live_peak_at, sizeof row->live_peak_at, "backward of %s", peak_at);
+    else snprintf(row->live_peak_at, sizeof row->live_peak_at, "outside the backward");
+    bench_row_fix(row);
+}
+
 void bench_row_fix(BenchRow *row)
 {
     BenchResult *r = &row->r;
@@ -21,6 +28,7 @@ void bench_row_fix(BenchRow *row)
     r->decode = row->decode[0] ? row->decode : NULL;
     r->decoder = row->decoder[0] ? row->decoder : NULL;
     r->model_note = row->model_note[0] ? row->model_note : NULL;
+    r->live_peak_at = row->live_peak_at[0] ? row->live_peak_at : NULL;
 }
 
 int bench_config_unsupported(const BenchConfig *cfg, int cc, const char *gpu_name, char *why,

@@ -173,6 +173,7 @@ void bench_json_result(JsonW *w, const BenchResult *r)
     opt_num(w, "step_ms_p99", r->step_ms_p99);
     opt_num(w, "peak_mem_bytes", r->peak_mem_bytes);
     opt_num(w, "live_peak_bytes", r->live_peak_bytes);
+    opt_str(w, "live_peak_at", r->live_peak_at);
     opt_num(w, "state_mem_bytes", r->state_mem_bytes);
     opt_num(w, "flops_per_sample", r->flops_per_sample);
     opt_num(w, "peak_tflops", r->peak_tflops);

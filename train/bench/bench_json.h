@@ -25,7 +25,7 @@
  *                 "seq", "image_size", "layout", "model_note", "steps", "warmup",
  *                 "samples_per_s", "samples_per_s_min", "samples_per_s_max",
  *                 "ms_per_step", "step_ms_p50", "step_ms_p99",
- *                 "peak_mem_bytes", "live_peak_bytes", "flops_per_sample",
+ *                 "peak_mem_bytes", "live_peak_bytes", "live_peak_at", "flops_per_sample",
  *                 "peak_tflops", "mfu_peak", "ceiling_tflops",
  *                 "mfu_measured_ceiling", "power_avg_w", "power_peak_w",
  *                 "energy_j", "temp_avg_c", "temp_max_c", "sm_clock_avg_mhz",
@@ -151,6 +151,8 @@ typedef struct BenchResult {
     double live_peak_bytes;       /* ctrain's own count at its high point (ctx mem.peak):
                                      the bytes live tensors held, where peak_mem_bytes is
                                      the pool's and the CUDA graphs' high-water marks */
+    const char *live_peak_at;     /* where that high point came: "backward of OP" (the
+                                     autograd node), "outside the backward" */
     double state_mem_bytes;       /* held between steps: weights, gradients, optimizer
                                      state, inputs; peak - state = the activations' peak */
     double flops_per_sample;
