@@ -532,13 +532,7 @@ static cudnnStatus_t ac_run(Ctx *c, AcEntry *e, const SdpaBufs *b)
 {
     void *ptrs[SDPA_NIO];
     sdpa_pointers(&e->g, b, ptrs);
-    void *ws = e->g.plan.ws_bytes ? ctx_workspace(c, e->g.plan.ws_bytes) : NULL;
-    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-    CgDesc pack = cg_variant_pack_try(e->g.uids, ptrs, e->g.nio, ws, &st);
-    if (!pack) return st;
-    st = cudnnBackendExecute(c->cudnn, e->g.plan.plan, pack);
-    cg_destroy(pack);
-    return st;
+    return cg_execute_try(c, &e->g.plan, e->g.uids, ptrs, e->g.nio);
 }
 
 int attention_cudnn_forward(Ctx *c, void *out, float *stats, const void *q, const void *k,
@@ -590,7 +584,7 @@ void attention_cudnn_backward(Ctx *c, void *dq, void *dk, void *dv, const void *
     ac_temps(c, e, mask, seed, offset, &b, &t);
     const cudnnStatus_t st = ac_run(c, e, &b);
     if (st != CUDNN_STATUS_SUCCESS)
-        ct_fatal_hint("unset CTRAIN_ATTN to train on the fused kernels",
+        ct_fatal_hint("set CTRAIN_ATTN=flash to train on the fused kernels",
                       "attention: cuDNN refuses to run the backward of %s [B %zu, H %zu, T %zu, "
                       "Dh %zu] whose plan it made (%s); its forward ran on cuDNN, whose mask and "
                       "statistics no other backward reads", dtype_name(dt), B, H, T, Dh,

@@ -756,13 +756,22 @@ static CgDesc variant_pack(const int64_t *uids, void *const *ptrs, int n, void *
     return v;
 }
 
-void cg_execute(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs, int n)
+cudnnStatus_t cg_execute_try(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs,
+                             int n)
 {
     CT_ASSERT(p->plan != NULL, "cg_execute: no plan");
     void *ws = p->ws_bytes ? ctx_workspace(c, p->ws_bytes) : NULL;
-    CgDesc v = variant_pack(uids, ptrs, n, ws);
-    CUDNN_CHECK(cudnnBackendExecute(c->cudnn, p->plan, v));
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    CgDesc v = cg_variant_pack_try(uids, ptrs, n, ws, &st);
+    if (!v) return st;
+    st = cudnnBackendExecute(c->cudnn, p->plan, v);
     cg_destroy(v);
+    return st;
+}
+
+void cg_execute(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs, int n)
+{
+    CUDNN_CHECK(cg_execute_try(c, p, uids, ptrs, n));
 }
 
 /* Milliseconds per run of plan on v (one untimed run first), or -1 when
