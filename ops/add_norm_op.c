@@ -18,6 +18,11 @@
  * offsets exactly as op_dropout would (none when p is 0), so the two ways
  * train the same run, and with LayerNorm's vector kernels
  * (CTRAIN_LN_KERNELS=vec) give the same bits (tests/gpu_add_norm.c).
+ * With CTRAIN_ADD_NORM_BITS=1, training with p > 0, the fused forward also
+ * keeps the mask as bits (one byte a 16-byte vector: R D / 8 bytes in f16 /
+ * bf16, 1/16 of s) and the backward reads them: Philox4x32-10 is about a
+ * quarter of the backward's instructions an element, and that kernel is
+ * bound by its instructions.
  */
 #include "layernorm.h"
 
@@ -59,6 +64,7 @@ static void add_norm_backward(Ctx *c, Node *n)
 {
     Tensor *dy = n->out->grad, *s = n->saved[0], *gamma = n->saved[1];
     Tensor *mean = n->saved[2], *invstd = n->saved[3];
+    const void *bits = n->n_saved > 4 ? n->saved[4]->data : NULL;
     const size_t R = tensor_rows(s), D = tensor_cols(s);
     const float p = n->f[1];
     const uint64_t seed = (uint64_t)n->i[0], offset = (uint64_t)n->i[1];
@@ -71,7 +77,7 @@ static void add_norm_backward(Ctx *c, Node *n)
     if (add_norm_backward_cuda(dx ? dx->data : NULL, dz ? dz->data : NULL, pdg, pdb, dy->data,
                                s->data, (const float *)mean->data, (const float *)invstd->data,
                                (const float *)gamma->data, s->dtype, p, seed, offset,
-                               c->rng_base, R, D, acc_x, acc_z, acc_g, acc_b, c->stream))
+                               c->rng_base, bits, R, D, acc_x, acc_z, acc_g, acc_b, c->stream))
         return;
     /* gradients the vector kernels cannot take (a misaligned view): the
      * three backwards one after the other */
@@ -111,18 +117,22 @@ Tensor *op_add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta, f
         const size_t R = tensor_rows(x), D = tensor_cols(x);
         const uint64_t offset = p > 0.0f ? ctx_rng_take(c, philox_blocks(z->numel))
                                          : c->rng_offset;
-        int64_t r = (int64_t)R;
+        int64_t r = (int64_t)R, nbits = (int64_t)(R * D / (16 / dtype_size(x->dtype)));
+        Tensor *in[4] = {x, z, gamma, beta};
+        const int grad = ad_needs_grad(c, in, 4);
         Tensor *y = tensor_new_like(c, x, x->dtype), *s = tensor_new_like(c, x, x->dtype);
         Tensor *mean = tensor_new(c, DT_F32, 1, &r), *invstd = tensor_new(c, DT_F32, 1, &r);
+        Tensor *bits = grad && p > 0.0f && setting_switch(SET_ADD_NORM_BITS)
+                           ? tensor_new(c, DT_U8, 1, &nbits) : NULL;
         if (!add_norm_forward_cuda(y->data, s->data, (float *)mean->data, (float *)invstd->data,
                                    x->data, z->data, (const float *)gamma->data,
                                    (const float *)beta->data, x->dtype, eps, p, c->seed, offset,
-                                   c->rng_base, R, D, c->stream)) {
+                                   c->rng_base, bits ? bits->data : NULL, R, D, c->stream)) {
             tensor_release(y); tensor_release(s); tensor_release(mean); tensor_release(invstd);
+            if (bits) tensor_release(bits);
             return add_norm_composed(c, x, z, gamma, beta, p, eps, 1, offset);
         }
-        Tensor *in[4] = {x, z, gamma, beta};
-        if (ad_needs_grad(c, in, 4)) {
+        if (grad) {
             Node *n = ad_record(c, "add_norm", add_norm_backward, y, in, 4);
             n->f[0] = eps;
             n->f[1] = p;
@@ -132,10 +142,12 @@ Tensor *op_add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta, f
             ad_save(n, gamma);
             ad_save(n, mean);
             ad_save(n, invstd);
+            if (bits) ad_save(n, bits);
         }
         tensor_release(s);
         tensor_release(mean);
         tensor_release(invstd);
+        if (bits) tensor_release(bits);
         return y;
     }
 #endif

@@ -172,6 +172,12 @@ static CgDesc scores(SdpaGraph *g, const SdpaShape *s, CgDesc q, CgDesc kt, CgDe
     return x;
 }
 
+/* The dropout mask: drawn by cuDNN (rng_mask), or the drop_in form's input. */
+static CgDesc drop_mask(SdpaGraph *g, const SdpaShape *s)
+{
+    return g->form.drop_in ? ten(g, s, L_SS, SDPA_U_DMASK, s->ct, 0) : rng_mask(g, s);
+}
+
 static void build_fwd(SdpaGraph *g, const SdpaShape *s)
 {
     const cudnnDataType_t F = CUDNN_DATA_FLOAT, t = s->ct;
@@ -189,7 +195,7 @@ static void build_fwd(SdpaGraph *g, const SdpaShape *s)
     CgDesc pr = pw(g, CUDNN_POINTWISE_DIV, e, z, ten(g, s, L_SS, 0, drop ? F : t, reorder),
                    "pointwise div (softmax)");
     if (drop) {
-        CgDesc r = rng_mask(g, s);
+        CgDesc r = drop_mask(g, s);
         pr = pw(g, CUDNN_POINTWISE_MUL, pr, r, ten(g, s, L_SS, 0, F, reorder),
                 "pointwise mul (dropout mask)");
         pr = pw(g, CUDNN_POINTWISE_MUL, pr, scalar(g, SDPA_U_DSCALE, F, 1),
@@ -208,7 +214,7 @@ static void build_bwd(SdpaGraph *g, const SdpaShape *s)
     CgDesc stats = ten(g, s, L_ROW, SDPA_U_STATS, F, 0);
     CgDesc scale = scalar(g, SDPA_U_SCALE, F, 1);
     CgDesc dscale = drop ? scalar(g, SDPA_U_DSCALE, F, 1) : NULL;
-    CgDesc r = drop ? rng_mask(g, s) : NULL;
+    CgDesc r = drop ? drop_mask(g, s) : NULL;
     /* Dk = rowsum(dO * O) * (1 - p): the softmax backward's row term */
     CgDesc x = pw(g, CUDNN_POINTWISE_MUL, d_o, o, vf(g, s, L_QKV), "pointwise mul (dO O)");
     x = red(g, CUDNN_REDUCE_TENSOR_ADD, x, vf(g, s, L_ROW), "reduction (rowsum dO O)");
@@ -310,6 +316,7 @@ void sdpa_pointers(SdpaGraph *g, const SdpaBufs *b, void **ptrs)
         case SDPA_U_DV: p = b->dv; break;
         case SDPA_U_SUM: p = b->sum; break;
         case SDPA_U_DQACC: p = b->dqacc; break;
+        case SDPA_U_DMASK: p = b->dmask; break;
         default: CT_ASSERT(0, "attention_cudnn: uid %lld has no buffer", (long long)g->uids[i]);
         }
         CT_ASSERT(p != NULL, "attention_cudnn: no buffer for uid %lld", (long long)g->uids[i]);
@@ -325,7 +332,7 @@ void sdpa_pointers(SdpaGraph *g, const SdpaBufs *b, void **ptrs)
 typedef struct {
     SdpaShape s;
     DType dt;
-    int has_mask, bwd;
+    int has_mask, bwd, drop_in;
     float p;
     int usable;        /* 1: g holds the plan of the first form cuDNN took; 0: declined */
     SdpaGraph g;       /* in the entry's own allocation: the pack's scalars stay put */
@@ -391,7 +398,8 @@ static int ac_build(Ctx *c, AcEntry *e, char *why, size_t len)
     for (int a = 0; a < na; a++)
         for (int m = 0; m < nm; m++)
             for (int l = 0; l < 2; l++) {
-                SdpaForm f = {e->p, e->has_mask ? SDPA_MASK_F32 + m : SDPA_MASK_NONE, l, a};
+                SdpaForm f = {e->p, e->has_mask ? SDPA_MASK_F32 + m : SDPA_MASK_NONE, l, a,
+                              e->drop_in};
                 char r[160];
                 cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
                 CgCandidate k[16];
@@ -424,13 +432,13 @@ static int ac_build(Ctx *c, AcEntry *e, char *why, size_t len)
 }
 
 static AcEntry *ac_find(AcCache *ac, const SdpaShape *s, DType dt, int has_mask, float p,
-                        int bwd)
+                        int bwd, int drop_in)
 {
     for (int i = 0; i < ac->n; i++) {
         AcEntry *e = ac->e[i];
         if (e->dt == dt && e->s.B == s->B && e->s.H == s->H && e->s.T == s->T &&
             e->s.D == s->D && e->s.bthd == s->bthd && e->has_mask == has_mask && e->p == p &&
-            e->bwd == bwd)
+            e->bwd == bwd && e->drop_in == drop_in)
             return e;
     }
     return NULL;
@@ -438,10 +446,11 @@ static AcEntry *ac_find(AcCache *ac, const SdpaShape *s, DType dt, int has_mask,
 
 /* The entry of this key: found, or built and kept (the refusal too, logged
  * once); NULL inside a capture for a key not seen before (nothing built). */
-static AcEntry *ac_get(Ctx *c, const SdpaShape *s, DType dt, int has_mask, float p, int bwd)
+static AcEntry *ac_get(Ctx *c, const SdpaShape *s, DType dt, int has_mask, float p, int bwd,
+                       int drop_in)
 {
     AcCache *ac = ac_for(c);
-    AcEntry *e = ac_find(ac, s, dt, has_mask, p, bwd);
+    AcEntry *e = ac_find(ac, s, dt, has_mask, p, bwd, drop_in);
     if (e || c->capturing) return e;
     if (ac->n == ac->cap) {
         const int cap = ac->cap ? 2 * ac->cap : 16;
@@ -457,54 +466,65 @@ static AcEntry *ac_get(Ctx *c, const SdpaShape *s, DType dt, int has_mask, float
     e->has_mask = has_mask;
     e->p = p;
     e->bwd = bwd;
+    e->drop_in = drop_in;
     char why[320] = "";
     e->usable = ac_build(c, e, why, sizeof why);
     if (!e->usable)
         LOG_I("attention: cuDNN declines the %s of %s [B %lld, H %lld, T %lld, Dh %lld]%s, "
-              "p %g (%s); the default kernels run it", bwd ? "backward" : "forward",
+              "p %g%s (%s); the default kernels run it", bwd ? "backward" : "forward",
               dtype_name(dt), (long long)s->B, (long long)s->H, (long long)s->T,
-              (long long)s->D, has_mask ? " with the key mask" : "", (double)p, why);
+              (long long)s->D, has_mask ? " with the key mask" : "", (double)p,
+              drop_in ? ", ctrain's dropout mask an input" : "", why);
     ac->e[ac->n++] = e;
     return e;
 }
 
 int attention_cudnn_ready(Ctx *c, DType dt, size_t B, size_t H, size_t T, size_t Dh, int bthd,
-                          int has_mask, float p)
+                          int has_mask, float p, int drop_in)
 {
     if ((dt != DT_F16 && dt != DT_BF16) || !(p >= 0.0f && p < 1.0f)) return 0;
     const SdpaShape s = ac_shape(dt, B, H, T, Dh, bthd);
     has_mask = has_mask != 0;
-    AcEntry *f = ac_get(c, &s, dt, has_mask, p, 0);
+    drop_in = drop_in && p > 0.0f;
+    AcEntry *f = ac_get(c, &s, dt, has_mask, p, 0, drop_in);
     if (!f || !f->usable) return 0;
-    AcEntry *b = ac_get(c, &s, dt, has_mask, p, 1);
+    AcEntry *b = ac_get(c, &s, dt, has_mask, p, 1, drop_in);
     return b && b->usable;
 }
 
 /* The usable entry of a call that attention_cudnn_ready answered 1 for. */
 static AcEntry *ac_entry(Ctx *c, DType dt, size_t B, size_t H, size_t T, size_t Dh, int bthd,
-                         int has_mask, float p, int bwd)
+                         int has_mask, float p, int bwd, int drop_in)
 {
     const SdpaShape s = ac_shape(dt, B, H, T, Dh, bthd);
-    AcEntry *e = ac_find(ac_for(c), &s, dt, has_mask != 0, p, bwd);
+    AcEntry *e = ac_find(ac_for(c), &s, dt, has_mask != 0, p, bwd, drop_in && p > 0.0f);
     CT_ASSERT(e && e->usable, "attention_cudnn: no %s plan for this call "
               "(attention_cudnn_ready first)", bwd ? "backward" : "forward");
     return e;
 }
 
 /* One call's temporaries from the pool: the seed and offset (p > 0,
- * written now on the stream), the mask in the data type (when the entry's
- * form takes it so), freed after the execution is queued. */
+ * written now on the stream), or in the drop_in form ctrain's dropout mask
+ * [B, H, T, T] (written now), the key mask in the data type (when the
+ * entry's form takes it so), freed after the execution is queued. */
 typedef struct {
     int64_t *rng;
-    void *bias;
-    size_t bias_bytes;
+    void *bias, *dmask;
+    size_t bias_bytes, dmask_bytes;
 } AcTemps;
 
 static void ac_temps(Ctx *c, const AcEntry *e, const float *mask, uint64_t seed,
                      uint64_t offset, SdpaBufs *b, AcTemps *t)
 {
     memset(t, 0, sizeof *t);
-    if (e->p > 0.0f) {
+    if (e->p > 0.0f && e->g.form.drop_in) {
+        const size_t n = (size_t)(e->s.B * e->s.H * e->s.T * e->s.T);
+        t->dmask_bytes = n * dtype_size(e->dt);
+        t->dmask = mem_alloc(c, t->dmask_bytes);
+        attention_cudnn_drop_mask_cuda(t->dmask, e->dt, n, e->p, seed, offset, c->rng_base,
+                                       c->stream);
+        b->dmask = t->dmask;
+    } else if (e->p > 0.0f) {
         t->rng = (int64_t *)mem_alloc(c, 2 * sizeof(int64_t));
         attention_cudnn_rng_cuda(t->rng, seed, offset, c->rng_base, c->stream);
         b->seed = t->rng;
@@ -524,6 +544,7 @@ static void ac_temps_free(Ctx *c, AcTemps *t)
 {
     if (t->rng) mem_free(c, t->rng, 2 * sizeof(int64_t));
     if (t->bias) mem_free(c, t->bias, t->bias_bytes);
+    if (t->dmask) mem_free(c, t->dmask, t->dmask_bytes);
 }
 
 /* One execution of e's plan on b (a variant pack for this call, the
@@ -537,9 +558,10 @@ static cudnnStatus_t ac_run(Ctx *c, AcEntry *e, const SdpaBufs *b)
 
 int attention_cudnn_forward(Ctx *c, void *out, float *stats, const void *q, const void *k,
                             const void *v, const float *mask, DType dt, float p, uint64_t seed,
-                            uint64_t offset, size_t B, size_t H, size_t T, size_t Dh, int bthd)
+                            uint64_t offset, size_t B, size_t H, size_t T, size_t Dh, int bthd,
+                            int drop_in)
 {
-    AcEntry *e = ac_entry(c, dt, B, H, T, Dh, bthd, mask != NULL, p, 0);
+    AcEntry *e = ac_entry(c, dt, B, H, T, Dh, bthd, mask != NULL, p, 0, drop_in);
     SdpaBufs b = {.q = q, .k = k, .v = v, .o = out, .stats = stats};
     AcTemps t;
     ac_temps(c, e, mask, seed, offset, &b, &t);
@@ -560,9 +582,10 @@ void attention_cudnn_backward(Ctx *c, void *dq, void *dk, void *dv, const void *
                               const void *q, const void *k, const void *v, const void *out,
                               const float *stats, const float *mask, DType dt, float p,
                               uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
-                              size_t Dh, int accum_q, int accum_k, int accum_v, int bthd)
+                              size_t Dh, int accum_q, int accum_k, int accum_v, int bthd,
+                              int drop_in)
 {
-    AcEntry *e = ac_entry(c, dt, B, H, T, Dh, bthd, mask != NULL, p, 1);
+    AcEntry *e = ac_entry(c, dt, B, H, T, Dh, bthd, mask != NULL, p, 1, drop_in);
     const size_t n = B * H * T * Dh, bytes = n * dtype_size(dt), rows = B * H * T;
     void *dst[3] = {dq, dk, dv}, *tmp[3] = {NULL, NULL, NULL}, *res[3];
     const int acc[3] = {accum_q, accum_k, accum_v};

@@ -263,11 +263,15 @@ constexpr int LN_BWD_WARPS = 8;
  * separate ops round, s saved for the backward; backward the rounded ds into
  * dx (the residual's gradient) and dropout's backward of it into dz. The
  * mask is dropout.cu's: element i keeps when dropout_u01(word i % 4 of
- * Philox(offset + i / 4)) >= p. */
+ * Philox(offset + i / 4)) >= p. The forward may also write the mask as keep
+ * bits (one byte a 16-byte vector: bit k of byte i / V is element i's, i % V
+ * = k), which the backward then reads instead of drawing Philox again. */
 struct LnDrop {
     const void *z;           /* forward: dropout's input */
     void *s_out;             /* forward: x + dropout(z) */
+    uint8_t *bits_out;       /* forward: the keep bits, or NULL */
     void *dz;                /* backward: dropout input's gradient, or NULL */
+    const uint8_t *bits;     /* backward: the forward's keep bits, or NULL (drawn again) */
     int accum_z;
     float p, scale;
     uint64_t seed, offset;
@@ -315,6 +319,12 @@ __global__ void __launch_bounds__(LN_FWD_WARPS * 32)
                     (const T *)drop.z + r * (size_t)D)[c];
                 bool keep[V];
                 drop_keep<V>(keep, drop, offset, r * (size_t)D + (size_t)c * V);
+                if (drop.bits_out) {
+                    unsigned kb = 0;
+#pragma unroll
+                    for (int k = 0; k < V; k++) kb |= (unsigned)keep[k] << k;
+                    drop.bits_out[r * (size_t)nvec + c] = (uint8_t)kb;
+                }
 #pragma unroll
                 for (int k = 0; k < V; k++) {
                     /* __fmul_rn / __fadd_rn: never contracted into one FMA, as the
@@ -405,6 +415,7 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
         const Vec<T, V> *dyr = reinterpret_cast<const Vec<T, V> *>(dy + r * (size_t)D);
         const float mu = mean[r], is = invstd[r];
         Vec<T, V> xa[NV], da[NV];
+        unsigned kb[NV];   /* FUSED with saved bits: the forward's keep bits */
         float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
         for (int j = 0; j < NV; j++) {
@@ -412,6 +423,7 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
             if (c < nvec) {
                 xa[j] = xr[c];
                 da[j] = dyr[c];
+                if (FUSED && drop.bits && drop.dz) kb[j] = drop.bits[r * (size_t)nvec + c];
             }
         }
 #pragma unroll
@@ -463,9 +475,14 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
                     Vec<T, V> zo, zold;
                     if (drop.accum_z) zold = dzr[c];
                     bool keep[V];
-                    uint64_t offset = drop.offset;
-                    if (drop.base) offset += *drop.base;
-                    drop_keep<V>(keep, drop, offset, r * (size_t)D + (size_t)c * V);
+                    if (drop.bits) {
+#pragma unroll
+                        for (int k = 0; k < V; k++) keep[k] = (kb[j] >> k) & 1u;
+                    } else {
+                        uint64_t offset = drop.offset;
+                        if (drop.base) offset += *drop.base;
+                        drop_keep<V>(keep, drop, offset, r * (size_t)D + (size_t)c * V);
+                    }
 #pragma unroll
                     for (int k = 0; k < V; k++) {
                         float val = keep[k] ? __fmul_rn(ds[k], drop.scale) : 0.0f;
@@ -839,11 +856,12 @@ extern "C" int add_norm_forward_cuda(void *y, void *s_out, float *mean, float *i
                                      const void *x, const void *z, const float *gamma,
                                      const float *beta, DType dt, float eps, float p,
                                      uint64_t seed, uint64_t offset, const uint64_t *base,
-                                     size_t R, size_t D, cudaStream_t s)
+                                     void *bits, size_t R, size_t D, cudaStream_t s)
 {
     LnDrop d = make_drop(p, seed, offset, base);
     d.z = z;
     d.s_out = s_out;
+    d.bits_out = p > 0.0f ? (uint8_t *)bits : NULL;
     return ln_forward(y, mean, invstd, x, gamma, beta, dt, eps, R, D, &d, s);
 }
 
@@ -851,11 +869,13 @@ extern "C" int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *
                                       const void *dy, const void *s_saved, const float *mean,
                                       const float *invstd, const float *gamma, DType dt, float p,
                                       uint64_t seed, uint64_t offset, const uint64_t *base,
-                                      size_t R, size_t D, int accum_x, int accum_z,
-                                      int accum_gamma, int accum_beta, cudaStream_t s)
+                                      const void *bits, size_t R, size_t D, int accum_x,
+                                      int accum_z, int accum_gamma, int accum_beta,
+                                      cudaStream_t s)
 {
     LnDrop d = make_drop(p, seed, offset, base);
     d.dz = dz;
+    d.bits = p > 0.0f ? (const uint8_t *)bits : NULL;
     d.accum_z = accum_z;
     return ln_backward(dx, dgamma, dbeta, dy, s_saved, mean, invstd, gamma, dt, R, D, accum_x,
                        accum_gamma, accum_beta, &d, s);

@@ -65,19 +65,24 @@ void layernorm_backward_cuda(void *dx, float *dgamma, float *dbeta, const void *
  *             scale = dropout_scale(p) = 1 / (1 - p)
  * The same bits as dropout, add and LayerNorm's vector kernels run one after
  * the other. Either of dx, dz may be NULL. base: the Philox base inside a
- * CUDA graph (dropout.h), or NULL. Returns 0 with nothing done when the
- * rows do not suit the vector kernels (the caller runs the three ops): a
- * width that is no multiple of 16 bytes or over 4 vectors a lane (bf16 /
- * f16 D <= 1024, f32 D <= 512), or a pointer not 16-byte aligned. */
+ * CUDA graph (dropout.h), or NULL. bits (p > 0; NULL: none): the dropout
+ * mask as keep bits, R D / V bytes (V = 16 / dtype_size(dt), the vector:
+ * bit k of byte i / V is element i's keep, i % V = k), written by the
+ * forward and read by the backward in place of a second Philox draw; a
+ * backward without them draws the same mask again. Returns 0 with nothing
+ * done when the rows do not suit the vector kernels (the caller runs the
+ * three ops): a width that is no multiple of 16 bytes or over 4 vectors a
+ * lane (bf16 / f16 D <= 1024, f32 D <= 512), or a pointer not 16-byte
+ * aligned. */
 int add_norm_forward_cuda(void *y, void *s_out, float *mean, float *invstd, const void *x,
                           const void *z, const float *gamma, const float *beta, DType dt,
                           float eps, float p, uint64_t seed, uint64_t offset,
-                          const uint64_t *base, size_t R, size_t D, cudaStream_t s);
+                          const uint64_t *base, void *bits, size_t R, size_t D, cudaStream_t s);
 int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, const void *dy,
                            const void *s_saved, const float *mean, const float *invstd,
                            const float *gamma, DType dt, float p, uint64_t seed,
-                           uint64_t offset, const uint64_t *base, size_t R, size_t D,
-                           int accum_x, int accum_z, int accum_gamma, int accum_beta,
+                           uint64_t offset, const uint64_t *base, const void *bits, size_t R,
+                           size_t D, int accum_x, int accum_z, int accum_gamma, int accum_beta,
                            cudaStream_t s);
 /* The rows a call needs before the vector kernels pay (CTRAIN_LN_KERNELS=auto,
  * CTRAIN_ADD_NORM=auto): they hold a row a warp, so fewer rows leave too few

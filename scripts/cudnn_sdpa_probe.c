@@ -80,10 +80,10 @@ typedef struct {
     int B, H, T, D, ncand, accum, tc;   /* tc: ctrain's [B, T, H, Dh] kernels apply */
     DType dt;
     cudnnDataType_t ct;
-    size_t n, nrow;                      /* B T H Dh elements; B H T rows */
+    size_t n, nrow, nmask;               /* B T H Dh elements; B H T rows; B H T T scores */
     SdpaShape shape;                     /* the graphs' dims, [B, T, H, Dh] layout */
     /* device */
-    void *q, *k, *v, *o, *dout, *dq, *dk, *dv, *c_out, *bias_dt;
+    void *q, *k, *v, *o, *dout, *dq, *dk, *dv, *c_out, *bias_dt, *dmask;
     float *stats, *sum, *dqacc, *mask, *c_lse;
     int64_t *seed, *offset;
     /* host, as the device holds them */
@@ -231,9 +231,11 @@ static const char *mask_name(int mask, DType dt)
 static int prepare(Probe *p, Graph *g, int bwd, const Form *f)
 {
     memset(g, 0, sizeof *g);
-    printf("    %s graph (%s, %s%s): ", bwd ? "backward" : "forward", mask_name(f->mask, p->dt),
+    printf("    %s graph (%s, %s%s%s): ", bwd ? "backward" : "forward",
+           mask_name(f->mask, p->dt),
            f->legacy ? "cuDNN 8.9 form: F16x16 reordering" : "cuDNN 9 form",
-           !bwd ? "" : f->accum ? ", dQ via f32 accumulator" : ", dQ direct");
+           !bwd ? "" : f->accum ? ", dQ via f32 accumulator" : ", dQ direct",
+           f->p > 0.0f && f->drop_in ? ", dropout mask an input" : "");
     if (!sdpa_build(&g->s, &p->shape, bwd, f)) {
         printf("refused: cuDNN took no %s\n", g->s.refused);
         why();
@@ -276,7 +278,8 @@ static int prepare(Probe *p, Graph *g, int bwd, const Form *f)
     SdpaBufs bufs = {.q = p->q, .k = p->k, .v = p->v, .dout = p->dout, .o = p->o,
                      .bias = f->mask == 2 ? p->bias_dt : (void *)p->mask, .dq = p->dq,
                      .dk = p->dk, .dv = p->dv, .stats = p->stats, .sum = p->sum,
-                     .dqacc = p->dqacc, .seed = p->seed, .offset = p->offset};
+                     .dqacc = p->dqacc, .seed = p->seed, .offset = p->offset,
+                     .dmask = p->dmask};
     void *ptrs[SDPA_NIO];
     sdpa_pointers(&g->s, &bufs, ptrs);
     g->pack = cg_variant_pack_try(g->s.uids, ptrs, g->s.nio, g->ws, &st);
@@ -415,18 +418,43 @@ static void time_pass(Probe *p, Graph *g, int bwd, const Form *f)
         if (ms[i] < 0.0) continue;
         printf("{\"bench\":\"sdpa_probe\",\"device\":\"%s\",\"cudnn\":%zu,\"impl\":\"%s\","
                "\"pass\":\"%s\",\"form\":\"%s\",\"engine\":%lld,\"dtype\":\"%s\",\"B\":%d,"
-               "\"H\":%d,\"T\":%d,\"Dh\":%d,\"p\":%g,\"mask\":%d,\"warmup\":5,\"iters\":20,"
-               "\"median_ms\":%.4f,\"min_ms\":%.4f,\"tflops\":%.1f}\n",
+               "\"H\":%d,\"T\":%d,\"Dh\":%d,\"p\":%g,\"mask\":%d,\"drop_in\":%d,"
+               "\"warmup\":5,\"iters\":20,\"median_ms\":%.4f,\"min_ms\":%.4f,"
+               "\"tflops\":%.1f}\n",
                ctx_device_name(p->c), cudnnGetVersion(), i ? "ctrain" : "cudnn",
                bwd ? "bwd" : "fwd", i ? "-" : bwd && f->accum ? "accum" : "det",
                i ? -1LL : (long long)g->s.plan.engine, dtype_name(p->dt), p->B, p->H, p->T,
-               p->D, (double)f->p, f->mask != 0, ms[i], mn[i], flop / (ms[i] * 1e-3) * 1e-12);
+               p->D, (double)f->p, f->mask != 0, f->drop_in, ms[i], mn[i],
+               flop / (ms[i] * 1e-3) * 1e-12);
     }
     if (ms[0] > 0.0 && ms[1] > 0.0)
         printf("    %s time: cuDNN %.3f ms (%.0f TFLOP/s), ctrain %.3f ms (%.0f TFLOP/s): "
                "cuDNN/ctrain %.2f\n", bwd ? "backward" : "forward", ms[0],
                flop / (ms[0] * 1e-3) * 1e-12, ms[1], flop / (ms[1] * 1e-3) * 1e-12, ms[0] / ms[1]);
     fflush(stdout);
+}
+
+/* The drop_in form's mask kernel alone: median of 20 after 5 warm-ups. */
+static void time_mask(Probe *p, const Form *f)
+{
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    float ms[20];
+    for (int it = -5; it < 20; it++) {
+        CUDA_CHECK(cudaEventRecord(e0, p->c->stream));
+        attention_cudnn_drop_mask_cuda(p->dmask, p->dt, p->nmask, f->p, SEED, 0, NULL,
+                                       p->c->stream);
+        CUDA_CHECK(cudaEventRecord(e1, p->c->stream));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        if (it >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[it], e0, e1));
+    }
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    qsort(ms, 20, sizeof ms[0], cmp_float);
+    const double med = 0.5 * ((double)ms[9] + (double)ms[10]);
+    printf("    the mask [B, H, T, T] written by ctrain's kernel: %.3f ms (%.0f GB/s)\n", med,
+           (double)p->nmask * dtype_size(p->dt) / (med * 1e-3) * 1e-9);
 }
 
 /* ---- one configuration ---- */
@@ -485,7 +513,7 @@ static void check_bwd(Probe *p, Graph *g, const Form *f, const Res *ctr, const f
                        all_finite(got[2], p->n);
     snprintf(name, sizeof name, "%s dq, dk, dv finite", tag);
     verdict(name, finite, "%s", finite ? "yes" : "NaN or inf present");
-    if (f->p == 0.0f && ctr && ctr->dq) {
+    if ((f->p == 0.0f || f->drop_in) && ctr && ctr->dq) {   /* the same mask as ctrain's */
         compare_ctrain(p, tag, (const float **)got, ctr);
     } else if (f->p > 0.0f && out) {
         const double iv = identity(p, got[2], p->hv, p->hdo, out);
@@ -509,8 +537,14 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
     Res ctr = {0};
     if (p->tc) ctrain_res(p, f, &ctr);
     else printf("    (ctrain's [B, T, H, Dh] kernels do not apply here: no comparisons)\n");
-    char tag[32];
-    snprintf(tag, sizeof tag, "p %g%s", (double)f->p, f->mask ? " mask" : "");
+    char tag[48];
+    snprintf(tag, sizeof tag, "p %g%s%s", (double)f->p, f->mask ? " mask" : "",
+             f->p > 0.0f && f->drop_in ? " drop_in" : "");
+    if (f->p > 0.0f && f->drop_in) {   /* ctrain's mask of (SEED, 0), as its kernels draw it */
+        attention_cudnn_drop_mask_cuda(p->dmask, p->dt, p->nmask, f->p, SEED, 0, NULL,
+                                       p->c->stream);
+        CUDA_CHECK(cudaStreamSynchronize(p->c->stream));
+    }
     Graph gf, gb;
     float *out = NULL;
     const int fwd_ok = prepare_any(p, &gf, 0, f);
@@ -518,7 +552,7 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
         out = fetch(p->o, p->n, p->dt);
         float *stats = fetch(p->stats, p->nrow, DT_F32);
         char name[96];
-        if (f->p == 0.0f && ctr.out) {
+        if ((f->p == 0.0f || f->drop_in) && ctr.out) {
             const double e = rel(out, ctr.out, p->n);
             double dmax = 0.0, dsum = 0.0;
             for (size_t i = 0; i < p->nrow; i++) {
@@ -533,7 +567,9 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
             verdict(name, dmax <= 2e-3, "max |diff| %.2e, mean diff %.2e (tolerance 2e-3)", dmax,
                     dsum / (double)p->nrow);
         }
-        if (f->p == 0.0f) {   /* kept for (c) */
+        if (f->drop_in) {
+            /* compared with ctrain's kernels (the same mask) above */
+        } else if (f->p == 0.0f) {   /* kept for (c) */
             p0->out = out;
             p0->stats = stats;
             p0->c_out = ctr.out;
@@ -596,6 +632,7 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
         verdict(name, 0, "refused (above)");
     }
     time_pass(p, gf.s.graph ? &gf : NULL, 0, f);
+    if (f->p > 0.0f && f->drop_in) time_mask(p, f);
     time_pass(p, bwd_ok ? &gb : NULL, 1, &fb);
     if (p->accum && bwd_ok) {
         Graph ga;
@@ -604,7 +641,7 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
         if (prepare(p, &ga, 1, &fa)) {
             printf("    backward engine %lld (dQ via f32 accumulator)%s\n",
                    (long long)ga.s.plan.engine, ga.nondet ? ": NON-DETERMINISTIC" : "");
-            char atag[48];
+            char atag[64];
             snprintf(atag, sizeof atag, "%s accum", tag);
             check_bwd(p, &ga, &fa, &ctr, out, atag);
             time_pass(p, &ga, 1, &fa);
@@ -651,6 +688,7 @@ static void run_shape(Probe *p)
     CUDA_CHECK(cudaMalloc((void **)&p->sum, p->nrow * 4));
     CUDA_CHECK(cudaMalloc((void **)&p->c_lse, p->nrow * 4));
     CUDA_CHECK(cudaMalloc((void **)&p->dqacc, n * 4));
+    CUDA_CHECK(cudaMalloc(&p->dmask, p->nmask * es));
     const int64_t seed = (int64_t)SEED, offset = 0;
     p->seed = (int64_t *)gpu_upload_raw(&seed, 8);
     p->offset = (int64_t *)gpu_upload_raw(&offset, 8);
@@ -662,7 +700,7 @@ static void run_shape(Probe *p)
         printf("  note: for T %% 128 != 0 before cuDNN 9.16 cudnn-frontend adds a full-length\n"
                "  padding mask to the backward; this probe does not\n");
     P0 p0[2] = {{0}};
-    Form fa = {0.0f, 0, 0, 0}, fb = {0.0f, 1, 0, 0};
+    Form fa = {0.0f, 0, 0, 0, 0}, fb = {0.0f, 1, 0, 0, 0};
     run_config(p, "(a) p 0, no mask", &fa, &p0[0]);
     run_config(p, "(b) p 0, key mask as a bias [B, 1, T, T] (query stride 0)", &fb, &p0[1]);
     const int with_mask = p0[1].out != NULL;
@@ -670,13 +708,19 @@ static void run_shape(Probe *p)
     fc.p = 0.1f;
     run_config(p, with_mask ? "(c) p 0.1, key mask" : "(c) p 0.1, no mask (the mask was refused)",
                &fc, &p0[with_mask]);
+    /* BERT's synthetic step passes no key mask: cuDNN's RNG against the mask as an input */
+    Form fd = {0.1f, 0, 0, 0, 0}, fe = {0.1f, 0, 0, 0, 1};
+    run_config(p, "(d) p 0.1, no mask, cuDNN's RNG", &fd, &p0[0]);
+    P0 none = {0};
+    run_config(p, "(e) p 0.1, no mask, ctrain's dropout mask an input [B, H, T, T]", &fe, &none);
     for (int i = 0; i < 2; i++) {
         free(p0[i].out);
         free(p0[i].stats);
         free(p0[i].c_out);
     }
     void *dev[] = {p->q, p->k, p->v, p->dout, p->mask, p->bias_dt, p->o, p->dq, p->dk, p->dv,
-                   p->c_out, p->stats, p->sum, p->c_lse, p->dqacc, p->seed, p->offset};
+                   p->c_out, p->stats, p->sum, p->c_lse, p->dqacc, p->seed, p->offset,
+                   p->dmask};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(dev[i]);
     free(p->hq); free(p->hk); free(p->hv); free(p->hdo); free(p->hmask); free(p->mb);
 }
@@ -729,6 +773,7 @@ int main(int argc, char **argv)
             p.ct = d == 0 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
             p.n = (size_t)p.B * p.T * p.H * p.D;
             p.nrow = (size_t)p.B * p.H * p.T;
+            p.nmask = p.nrow * (size_t)p.T;
             p.shape = (SdpaShape){p.B, p.H, p.T, p.D, p.ct, 1};
             p.tc = attention_fa_tc_supports(&c, p.dt, (size_t)p.D);
             run_shape(&p);

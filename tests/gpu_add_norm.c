@@ -9,7 +9,9 @@
  *   backward  dx = ds (fresh, and added to a preloaded dx), dz = dropout's
  *             backward of ds (fresh and accumulated), dgamma, dbeta: bit for
  *             bit against layernorm_backward_cuda + the add + dropout's
- *             backward; dx and dz NULL (each alone)
+ *             backward; dx and dz NULL (each alone); the forward's keep
+ *             bits equal the CPU's dropout mask, and a backward reading
+ *             them gives the bits of one that draws the mask again
  * For f32, f16, bf16, p 0.1 and 0 (no draw: z passes whole), BERT-base and
  * BERT-large widths, rows no chunk divides; widths the fused kernels do not
  * take (D 100 in f16 / bf16: not a multiple of 8; f32 D 768 and 1024: over
@@ -68,8 +70,10 @@ static void kernel_case(Ctx *g, DType dt, size_t R, size_t D, float p)
     void *y1 = gpu_alloc_poison(n, dt), *s1 = gpu_alloc_poison(n, dt);
     float *m1 = (float *)gpu_alloc_poison(R, DT_F32), *i1 = (float *)gpu_alloc_poison(R, DT_F32);
     sync_all();
+    const size_t nb = n / (16 / es);   /* keep bits: a byte a 16-byte vector */
+    uint8_t *bits = (uint8_t *)gpu_alloc_poison(nb / 4 + 1, DT_F32);
     int took = add_norm_forward_cuda(y1, s1, m1, i1, d_x, d_z, d_g, d_b, dt, eps, p, seed, offset,
-                                     NULL, R, D, g->stream);
+                                     NULL, bits, R, D, g->stream);
     /* the vector kernels' rows, at most 4 vectors a lane (the backward's budget) */
     const int vec_ok = D % (16 / es) == 0 && D / (16 / es) <= 128;
     snprintf(name, sizeof name, "add_norm.forward %s: %s", tag, vec_ok ? "taken" : "declined");
@@ -109,6 +113,20 @@ static void kernel_case(Ctx *g, DType dt, size_t R, size_t D, float p)
         gpu_download(yg, y1, n, dt);
         snprintf(name, sizeof name, "add_norm.forward %s: y against the CPU", tag);
         check_close(name, yg, yref, n, tol_atol(dt), tol_rtol(dt));
+        if (p > 0.0f) { /* the keep bits are the CPU's mask: keep where dropout(1) != 0 */
+            float *one = falloc(n), *kref = falloc(n);
+            for (size_t e = 0; e < n; e++) one[e] = 1.0f;
+            dropout_forward_cpu(kref, one, p, seed, offset, n);
+            uint8_t *hb = (uint8_t *)malloc(nb);
+            sync_all();
+            CUDA_CHECK(cudaMemcpy(hb, bits, nb, cudaMemcpyDeviceToHost));
+            size_t bad = 0;
+            for (size_t e = 0; e < n; e++)
+                bad += ((hb[e / (16 / es)] >> (e % (16 / es))) & 1u) != (kref[e] != 0.0f);
+            snprintf(name, sizeof name, "add_norm.forward %s: keep bits are the CPU's mask", tag);
+            check_true(name, bad == 0, "%zu of %zu elements differ", bad, n);
+            free(one); free(kref); free(hb);
+        }
 
         /* backward, fresh then accumulating, against the three backwards */
         for (int acc = 0; acc <= 1; acc++) {
@@ -121,7 +139,8 @@ static void kernel_case(Ctx *g, DType dt, size_t R, size_t D, float p)
             float *dg2 = (float *)gpu_upload(gm, D, DT_F32), *db2 = (float *)gpu_upload(bt, D, DT_F32);
             sync_all();
             int tb = add_norm_backward_cuda(dx1, dz1, dg1, db1, d_dy, s1, m1, i1, d_g, dt, p, seed,
-                                            offset, NULL, R, D, acc, acc, acc, acc, g->stream);
+                                            offset, NULL, NULL, R, D, acc, acc, acc, acc,
+                                            g->stream);
             layernorm_backward_cuda(ds, dg2, db2, d_dy, s2, m2, i2, d_g, dt, R, D, 0, acc, acc,
                                     g->stream);
             cast_cuda(dx2, dt, ds, dt, n, acc, g->stream);
@@ -136,13 +155,29 @@ static void kernel_case(Ctx *g, DType dt, size_t R, size_t D, float p)
                        "taken %d dx %d dz %d dgamma %d dbeta %d", tb, same_dev(dx1, dx2, bytes),
                        same_dev(dz1, dz2, bytes), same_dev(dg1, dg2, D * 4),
                        same_dev(db1, db2, D * 4));
+            /* with the forward's keep bits in place of the second draw: the same bits */
+            void *dx3 = acc ? dup_dev(d_pre, bytes) : gpu_alloc_poison(n, dt);
+            void *dz3 = acc ? dup_dev(d_pre, bytes) : gpu_alloc_poison(n, dt);
+            float *dg3 = (float *)gpu_upload(gm, D, DT_F32);
+            float *db3 = (float *)gpu_upload(bt, D, DT_F32);
+            sync_all();
+            add_norm_backward_cuda(dx3, dz3, dg3, db3, d_dy, s1, m1, i1, d_g, dt, p, seed, offset,
+                                   NULL, bits, R, D, acc, acc, acc, acc, g->stream);
+            snprintf(name, sizeof name, "add_norm.backward %s accum %d: keep bits as the draw",
+                     tag, acc);
+            check_true(name, same_dev(dx3, dx1, bytes) && same_dev(dz3, dz1, bytes) &&
+                       same_dev(dg3, dg1, D * 4) && same_dev(db3, db1, D * 4),
+                       "dx %d dz %d dgamma %d dbeta %d", same_dev(dx3, dx1, bytes),
+                       same_dev(dz3, dz1, bytes), same_dev(dg3, dg1, D * 4),
+                       same_dev(db3, db1, D * 4));
+            dfree(dx3); dfree(dz3); dfree(dg3); dfree(db3);
             /* dx alone, dz alone */
             void *dxa = gpu_alloc_poison(n, dt), *dza = gpu_alloc_poison(n, dt);
             sync_all();
             add_norm_backward_cuda(dxa, NULL, NULL, NULL, d_dy, s1, m1, i1, d_g, dt, p, seed, offset,
-                                   NULL, R, D, 0, 0, 0, 0, g->stream);
+                                   NULL, NULL, R, D, 0, 0, 0, 0, g->stream);
             add_norm_backward_cuda(NULL, dza, NULL, NULL, d_dy, s1, m1, i1, d_g, dt, p, seed, offset,
-                                   NULL, R, D, 0, 0, 0, 0, g->stream);
+                                   NULL, NULL, R, D, 0, 0, 0, 0, g->stream);
             if (!acc) {
                 snprintf(name, sizeof name, "add_norm.backward %s: dx alone, dz alone", tag);
                 check_true(name, same_dev(dxa, dx2, bytes) && same_dev(dza, dz2, bytes),
@@ -154,7 +189,7 @@ static void kernel_case(Ctx *g, DType dt, size_t R, size_t D, float p)
         free(dref); free(sref); free(yref); free(yg); free(mr); free(ir);
         dfree(d2); dfree(s2); dfree(y2); dfree(m2); dfree(i2);
     }
-    dfree(y1); dfree(s1); dfree(m1); dfree(i1);
+    dfree(y1); dfree(s1); dfree(m1); dfree(i1); dfree(bits);
     dfree(d_x); dfree(d_z); dfree(d_dy); dfree(d_pre); dfree(d_g); dfree(d_b);
     free(x); free(z); free(gm); free(bt); free(dy); free(pre);
 }
@@ -212,6 +247,7 @@ static void op_case(Ctx *g, DType dt, int64_t B, int64_t T, int64_t D, float p)
 int main(void)
 {
     setenv("CTRAIN_ADD_NORM", "fused", 1);
+    setenv("CTRAIN_ADD_NORM_BITS", "1", 1);   /* the op cases keep the mask as bits */
     gpu_require();
     check_seed(31);
     Ctx g;
