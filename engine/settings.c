@@ -132,13 +132,11 @@ static const Setting table[SET_COUNT] = {
     [SET_ATTN_SAVE_MASK] = V_SWITCH("CTRAIN_ATTN_SAVE_MASK", SA_DEV, "1", NULL,
         "the fused attention forward keeps its dropout mask for the backward, B H T^2/8 bytes a "
         "layer (0: the backward draws it again)"),
-    [SET_ATTN_CUDNN_MASK] = V_SWITCH("CTRAIN_ATTN_CUDNN_MASK", SA_DEV, "0", NULL,
-        "cuDNN's attention (CTRAIN_ATTN=cudnn) takes ctrain's dropout mask as an input, written "
-        "for each call into a temporary of B H T^2 elements in the compute type, in place of "
-        "cuDNN's own random draws (0: cuDNN draws its mask)"),
-    [SET_ADD_NORM_BITS] = V_SWITCH("CTRAIN_ADD_NORM_BITS", SA_DEV, "0", NULL,
+    [SET_ADD_NORM_BITS] = V_SWITCH("CTRAIN_ADD_NORM_BITS", SA_DEV, "1", NULL,
         "the fused add_norm's forward keeps its dropout mask as bits (R D / 8 bytes a call in "
-        "f16 / bf16) and its backward reads them instead of drawing the mask again"),
+        "f16 / bf16) and its backward reads them instead of drawing the mask again (BERT-large "
+        "on an H100: +1.0% bf16 and fp8 at seq 128 bs 256, +0.8% at seq 512 bs 32, +0.19 / +0.10 "
+        "GiB; 0: drawn again)"),
     [SET_CONV_SEARCH_WS_MB] = V_SIZE("CTRAIN_CONV_SEARCH_WS_MB", SA_DEV, "4096", NULL, MIB,
         "the workspace cuDNN's algorithm search may use (at most half the free memory, and half "
         "of what CTRAIN_MEM_LIMIT leaves)"),

@@ -152,7 +152,9 @@ static CgDesc rng_mask(SdpaGraph *g, const SdpaShape *s)
 {
     CgDesc seed = scalar(g, SDPA_U_SEED, CUDNN_DATA_INT64, 0);
     CgDesc off = scalar(g, SDPA_U_OFFSET, CUDNN_DATA_INT64, 0);
-    CgDesc r = vf(g, s, L_SS), d = NULL;
+    CgDesc r = g->form.rng_dump ? ten(g, s, L_SS, SDPA_U_RNG_DUMP, CUDNN_DATA_FLOAT, 0)
+                                : vf(g, s, L_SS);
+    CgDesc d = NULL;
     add(g, cg_rng_op(1.0 - (double)g->form.p, seed, off, r, &d), "RNG operation (dropout mask)",
         1);
     if (d) add(g, d, "an RNG descriptor", 0);
@@ -317,6 +319,7 @@ void sdpa_pointers(SdpaGraph *g, const SdpaBufs *b, void **ptrs)
         case SDPA_U_SUM: p = b->sum; break;
         case SDPA_U_DQACC: p = b->dqacc; break;
         case SDPA_U_DMASK: p = b->dmask; break;
+        case SDPA_U_RNG_DUMP: p = b->rng_dump; break;
         default: CT_ASSERT(0, "attention_cudnn: uid %lld has no buffer", (long long)g->uids[i]);
         }
         CT_ASSERT(p != NULL, "attention_cudnn: no buffer for uid %lld", (long long)g->uids[i]);
@@ -332,7 +335,7 @@ void sdpa_pointers(SdpaGraph *g, const SdpaBufs *b, void **ptrs)
 typedef struct {
     SdpaShape s;
     DType dt;
-    int has_mask, bwd, drop_in;
+    int has_mask, bwd;
     float p;
     int usable;        /* 1: g holds the plan of the first form cuDNN took; 0: declined */
     SdpaGraph g;       /* in the entry's own allocation: the pack's scalars stay put */
@@ -398,8 +401,8 @@ static int ac_build(Ctx *c, AcEntry *e, char *why, size_t len)
     for (int a = 0; a < na; a++)
         for (int m = 0; m < nm; m++)
             for (int l = 0; l < 2; l++) {
-                SdpaForm f = {e->p, e->has_mask ? SDPA_MASK_F32 + m : SDPA_MASK_NONE, l, a,
-                              e->drop_in};
+                SdpaForm f = {e->p, e->has_mask ? SDPA_MASK_F32 + m : SDPA_MASK_NONE, l, a, 0,
+                              0};
                 char r[160];
                 cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
                 CgCandidate k[16];
@@ -432,13 +435,13 @@ static int ac_build(Ctx *c, AcEntry *e, char *why, size_t len)
 }
 
 static AcEntry *ac_find(AcCache *ac, const SdpaShape *s, DType dt, int has_mask, float p,
-                        int bwd, int drop_in)
+                        int bwd)
 {
     for (int i = 0; i < ac->n; i++) {
         AcEntry *e = ac->e[i];
         if (e->dt == dt && e->s.B == s->B && e->s.H == s->H && e->s.T == s->T &&
             e->s.D == s->D && e->s.bthd == s->bthd && e->has_mask == has_mask && e->p == p &&
-            e->bwd == bwd && e->drop_in == drop_in)
+            e->bwd == bwd)
             return e;
     }
     return NULL;
@@ -446,11 +449,10 @@ static AcEntry *ac_find(AcCache *ac, const SdpaShape *s, DType dt, int has_mask,
 
 /* The entry of this key: found, or built and kept (the refusal too, logged
  * once); NULL inside a capture for a key not seen before (nothing built). */
-static AcEntry *ac_get(Ctx *c, const SdpaShape *s, DType dt, int has_mask, float p, int bwd,
-                       int drop_in)
+static AcEntry *ac_get(Ctx *c, const SdpaShape *s, DType dt, int has_mask, float p, int bwd)
 {
     AcCache *ac = ac_for(c);
-    AcEntry *e = ac_find(ac, s, dt, has_mask, p, bwd, drop_in);
+    AcEntry *e = ac_find(ac, s, dt, has_mask, p, bwd);
     if (e || c->capturing) return e;
     if (ac->n == ac->cap) {
         const int cap = ac->cap ? 2 * ac->cap : 16;
@@ -466,65 +468,54 @@ static AcEntry *ac_get(Ctx *c, const SdpaShape *s, DType dt, int has_mask, float
     e->has_mask = has_mask;
     e->p = p;
     e->bwd = bwd;
-    e->drop_in = drop_in;
     char why[320] = "";
     e->usable = ac_build(c, e, why, sizeof why);
     if (!e->usable)
         LOG_I("attention: cuDNN declines the %s of %s [B %lld, H %lld, T %lld, Dh %lld]%s, "
-              "p %g%s (%s); the default kernels run it", bwd ? "backward" : "forward",
+              "p %g (%s); the default kernels run it", bwd ? "backward" : "forward",
               dtype_name(dt), (long long)s->B, (long long)s->H, (long long)s->T,
-              (long long)s->D, has_mask ? " with the key mask" : "", (double)p,
-              drop_in ? ", ctrain's dropout mask an input" : "", why);
+              (long long)s->D, has_mask ? " with the key mask" : "", (double)p, why);
     ac->e[ac->n++] = e;
     return e;
 }
 
 int attention_cudnn_ready(Ctx *c, DType dt, size_t B, size_t H, size_t T, size_t Dh, int bthd,
-                          int has_mask, float p, int drop_in)
+                          int has_mask, float p)
 {
     if ((dt != DT_F16 && dt != DT_BF16) || !(p >= 0.0f && p < 1.0f)) return 0;
     const SdpaShape s = ac_shape(dt, B, H, T, Dh, bthd);
     has_mask = has_mask != 0;
-    drop_in = drop_in && p > 0.0f;
-    AcEntry *f = ac_get(c, &s, dt, has_mask, p, 0, drop_in);
+    AcEntry *f = ac_get(c, &s, dt, has_mask, p, 0);
     if (!f || !f->usable) return 0;
-    AcEntry *b = ac_get(c, &s, dt, has_mask, p, 1, drop_in);
+    AcEntry *b = ac_get(c, &s, dt, has_mask, p, 1);
     return b && b->usable;
 }
 
 /* The usable entry of a call that attention_cudnn_ready answered 1 for. */
 static AcEntry *ac_entry(Ctx *c, DType dt, size_t B, size_t H, size_t T, size_t Dh, int bthd,
-                         int has_mask, float p, int bwd, int drop_in)
+                         int has_mask, float p, int bwd)
 {
     const SdpaShape s = ac_shape(dt, B, H, T, Dh, bthd);
-    AcEntry *e = ac_find(ac_for(c), &s, dt, has_mask != 0, p, bwd, drop_in && p > 0.0f);
+    AcEntry *e = ac_find(ac_for(c), &s, dt, has_mask != 0, p, bwd);
     CT_ASSERT(e && e->usable, "attention_cudnn: no %s plan for this call "
               "(attention_cudnn_ready first)", bwd ? "backward" : "forward");
     return e;
 }
 
 /* One call's temporaries from the pool: the seed and offset (p > 0,
- * written now on the stream), or in the drop_in form ctrain's dropout mask
- * [B, H, T, T] (written now), the key mask in the data type (when the
- * entry's form takes it so), freed after the execution is queued. */
+ * written now on the stream), the mask in the data type (when the entry's
+ * form takes it so), freed after the execution is queued. */
 typedef struct {
     int64_t *rng;
-    void *bias, *dmask;
-    size_t bias_bytes, dmask_bytes;
+    void *bias;
+    size_t bias_bytes;
 } AcTemps;
 
 static void ac_temps(Ctx *c, const AcEntry *e, const float *mask, uint64_t seed,
                      uint64_t offset, SdpaBufs *b, AcTemps *t)
 {
     memset(t, 0, sizeof *t);
-    if (e->p > 0.0f && e->g.form.drop_in) {
-        const size_t n = (size_t)(e->s.B * e->s.H * e->s.T * e->s.T);
-        t->dmask_bytes = n * dtype_size(e->dt);
-        t->dmask = mem_alloc(c, t->dmask_bytes);
-        attention_cudnn_drop_mask_cuda(t->dmask, e->dt, n, e->p, seed, offset, c->rng_base,
-                                       c->stream);
-        b->dmask = t->dmask;
-    } else if (e->p > 0.0f) {
+    if (e->p > 0.0f) {
         t->rng = (int64_t *)mem_alloc(c, 2 * sizeof(int64_t));
         attention_cudnn_rng_cuda(t->rng, seed, offset, c->rng_base, c->stream);
         b->seed = t->rng;
@@ -544,7 +535,6 @@ static void ac_temps_free(Ctx *c, AcTemps *t)
 {
     if (t->rng) mem_free(c, t->rng, 2 * sizeof(int64_t));
     if (t->bias) mem_free(c, t->bias, t->bias_bytes);
-    if (t->dmask) mem_free(c, t->dmask, t->dmask_bytes);
 }
 
 /* One execution of e's plan on b (a variant pack for this call, the
@@ -558,10 +548,9 @@ static cudnnStatus_t ac_run(Ctx *c, AcEntry *e, const SdpaBufs *b)
 
 int attention_cudnn_forward(Ctx *c, void *out, float *stats, const void *q, const void *k,
                             const void *v, const float *mask, DType dt, float p, uint64_t seed,
-                            uint64_t offset, size_t B, size_t H, size_t T, size_t Dh, int bthd,
-                            int drop_in)
+                            uint64_t offset, size_t B, size_t H, size_t T, size_t Dh, int bthd)
 {
-    AcEntry *e = ac_entry(c, dt, B, H, T, Dh, bthd, mask != NULL, p, 0, drop_in);
+    AcEntry *e = ac_entry(c, dt, B, H, T, Dh, bthd, mask != NULL, p, 0);
     SdpaBufs b = {.q = q, .k = k, .v = v, .o = out, .stats = stats};
     AcTemps t;
     ac_temps(c, e, mask, seed, offset, &b, &t);
@@ -582,10 +571,9 @@ void attention_cudnn_backward(Ctx *c, void *dq, void *dk, void *dv, const void *
                               const void *q, const void *k, const void *v, const void *out,
                               const float *stats, const float *mask, DType dt, float p,
                               uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
-                              size_t Dh, int accum_q, int accum_k, int accum_v, int bthd,
-                              int drop_in)
+                              size_t Dh, int accum_q, int accum_k, int accum_v, int bthd)
 {
-    AcEntry *e = ac_entry(c, dt, B, H, T, Dh, bthd, mask != NULL, p, 1, drop_in);
+    AcEntry *e = ac_entry(c, dt, B, H, T, Dh, bthd, mask != NULL, p, 1);
     const size_t n = B * H * T * Dh, bytes = n * dtype_size(dt), rows = B * H * T;
     void *dst[3] = {dq, dk, dv}, *tmp[3] = {NULL, NULL, NULL}, *res[3];
     const int acc[3] = {accum_q, accum_k, accum_v};

@@ -43,11 +43,6 @@
  * layout, mask or not, p, direction) in a cache registered with the context
  * (one context per device), a refusal cached too and logged once at info
  * level; the forward is taken only where cuDNN also took the backward.
- * drop_in (p > 0; the op's CTRAIN_ATTN_CUDNN_MASK): the graphs' drop_in form,
- * each call writing ctrain's mask of (seed, offset + *rng_base) into a pool
- * temporary [B, H, T, T] in dt (B H T^2 2 bytes) before the execution and
- * freeing it after: the mask of the CPU reference and the fused kernels;
- * the forward and its backward must agree on it.
  * Before each execution a one-thread kernel writes the int64 seed and
  * offset tensors (offset + *c->rng_base inside a captured step), so a
  * replayed graph draws the next step's mask; the backward passes the
@@ -79,7 +74,7 @@ extern "C" {
 enum {
     SDPA_U_Q = 1, SDPA_U_K, SDPA_U_V, SDPA_U_O, SDPA_U_STATS, SDPA_U_BIAS, SDPA_U_SEED,
     SDPA_U_OFFSET, SDPA_U_SCALE, SDPA_U_DSCALE, SDPA_U_KEEP, SDPA_U_DO, SDPA_U_DQ, SDPA_U_DK,
-    SDPA_U_DV, SDPA_U_SUM, SDPA_U_DQACC, SDPA_U_DMASK, SDPA_U_VIRT = 100
+    SDPA_U_DV, SDPA_U_SUM, SDPA_U_DQACC, SDPA_U_DMASK, SDPA_U_RNG_DUMP, SDPA_U_VIRT = 100
 };
 
 /* The key mask: none, a bias f32 [B, 1, T, T] (stride 0 along the queries), or
@@ -100,7 +95,10 @@ typedef struct SdpaForm {
                    * by its matmul) */
     int drop_in;  /* p > 0: the dropout mask an input [B, H, T, T] in the data type (1 keep,
                    * 0 drop; attention_cudnn_drop_mask_cuda writes ctrain's) in place of
-                   * cuDNN's RNG operation */
+                   * cuDNN's RNG operation: the probe's (the op measured it 10-25% slower a
+                   * step, docs/kernels.md) */
+    int rng_dump; /* p > 0, RNG form: the RNG's draws also written, f32 [B, H, T, T] (a check's
+                   * window on cuDNN's mask) */
 } SdpaForm;
 
 #define SDPA_NKEEP 128
@@ -149,6 +147,7 @@ typedef struct SdpaBufs {
     float *stats, *sum, *dqacc;
     int64_t *seed, *offset;                /* int64 [1, 1, 1, 1] each, in device memory */
     const void *dmask;                     /* the drop_in form's mask [B, H, T, T] */
+    float *rng_dump;                       /* the rng_dump form's draws [B, H, T, T] */
 } SdpaBufs;
 
 /* ptrs[i] = the pointer of g->uids[i] (i < g->nio): the buffers' device
@@ -163,15 +162,14 @@ void sdpa_pointers(SdpaGraph *g, const SdpaBufs *b, void **ptrs);
  * when it declines (logged once at info level, the answer cached). p < 1;
  * dt f16 or bf16; every pointer the calls below get 16-byte aligned. */
 int attention_cudnn_ready(Ctx *c, DType dt, size_t B, size_t H, size_t T, size_t Dh, int bthd,
-                          int has_mask, float p, int drop_in);
+                          int has_mask, float p);
 /* out = attention(q, k, v, mask) and stats f32 [B, H, T] (for the
  * backward) on c->stream, after attention_cudnn_ready answered 1. Returns
  * 1, or 0 when cuDNN refuses the execution (nothing written; the form is
  * then declined from here on, logged). */
 int attention_cudnn_forward(Ctx *c, void *out, float *stats, const void *q, const void *k,
                             const void *v, const float *mask, DType dt, float p, uint64_t seed,
-                            uint64_t offset, size_t B, size_t H, size_t T, size_t Dh, int bthd,
-                            int drop_in);
+                            uint64_t offset, size_t B, size_t H, size_t T, size_t Dh, int bthd);
 /* dq, dk, dv (any may be NULL; accum 0 writes, 1 adds) of that forward,
  * from its q, k, v, out, stats, mask and (seed, offset). Temporaries from
  * the pool: the row sums f32 [B, H, T], a gradient that adds or is not
@@ -183,8 +181,7 @@ void attention_cudnn_backward(Ctx *c, void *dq, void *dk, void *dv, const void *
                               const void *q, const void *k, const void *v, const void *out,
                               const float *stats, const float *mask, DType dt, float p,
                               uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
-                              size_t Dh, int accum_q, int accum_k, int accum_v, int bthd,
-                              int drop_in);
+                              size_t Dh, int accum_q, int accum_k, int accum_v, int bthd);
 /* Forwards and backwards cuDNN has run on c so far (what the tests read to
  * know which path ran). */
 void attention_cudnn_runs(Ctx *c, long *fwd, long *bwd);
@@ -195,7 +192,7 @@ void attention_cudnn_rng_cuda(int64_t *rng, uint64_t seed, uint64_t offset,
                               const uint64_t *rng_base, cudaStream_t s);
 /* m[idx] = attn_keep(seed, offset + *rng_base, idx, thr(p)) as 1 or 0 in dt
  * (f16 / bf16) for idx < n (a multiple of 8): ctrain's attention dropout mask
- * (ops/attn_dropout.h) over [B, H, T, T], for the drop_in form. */
+ * (ops/attn_dropout.h) over [B, H, T, T], for the drop_in form (the probe). */
 void attention_cudnn_drop_mask_cuda(void *m, DType dt, size_t n, float p, uint64_t seed,
                                     uint64_t offset, const uint64_t *rng_base, cudaStream_t s);
 

@@ -84,7 +84,7 @@ typedef struct {
     SdpaShape shape;                     /* the graphs' dims, [B, T, H, Dh] layout */
     /* device */
     void *q, *k, *v, *o, *dout, *dq, *dk, *dv, *c_out, *bias_dt, *dmask;
-    float *stats, *sum, *dqacc, *mask, *c_lse;
+    float *stats, *sum, *dqacc, *mask, *c_lse, *rdump;
     int64_t *seed, *offset;
     /* host, as the device holds them */
     float *hq, *hk, *hv, *hdo, *hmask, *mb;   /* mb[b]: the mask row's max M_b */
@@ -279,7 +279,7 @@ static int prepare(Probe *p, Graph *g, int bwd, const Form *f)
                      .bias = f->mask == 2 ? p->bias_dt : (void *)p->mask, .dq = p->dq,
                      .dk = p->dk, .dv = p->dv, .stats = p->stats, .sum = p->sum,
                      .dqacc = p->dqacc, .seed = p->seed, .offset = p->offset,
-                     .dmask = p->dmask};
+                     .dmask = p->dmask, .rng_dump = p->rdump};
     void *ptrs[SDPA_NIO];
     sdpa_pointers(&g->s, &bufs, ptrs);
     g->pack = cg_variant_pack_try(g->s.uids, ptrs, g->s.nio, g->ws, &st);
@@ -457,6 +457,126 @@ static void time_mask(Probe *p, const Form *f)
            (double)p->nmask * dtype_size(p->dt) / (med * 1e-3) * 1e-9);
 }
 
+/* ---- a host reference on the mask cuDNN used ---- */
+
+#define REF_HEADS 4
+
+/* Forward and backward of (b, h) = bh in double on the host, from the
+ * probe's q, k, v, dO and a keep mask M [T, T] (1 keep, 0 drop):
+ *   S = scale q k^T, P = softmax S, Pd = P M / (1-p), O = Pd v
+ *   dPd = dO v^T, dv = Pd^T dO, D = rowsum(dO O), dS = P (dPd M / (1-p) - D),
+ *   dq = scale dS k, dk = scale dS^T q
+ * into o, dq, dk, dv [T, Dh] each. */
+static void ref_head(const Probe *p, int bh, const float *M, float pd, double *o, double *dq,
+                     double *dk, double *dv)
+{
+    const int T = p->T, D = p->D, H = p->H, b = bh / H, h = bh % H;
+    const double scale = 1.0 / sqrt((double)D), s = 1.0 / (1.0 - (double)pd);
+#define AT(x, t, d) ((double)(x)[(((size_t)b * T + (t)) * H + h) * D + (d)])
+    double *P = malloc(sizeof(double) * (size_t)T * T), *dS = malloc(sizeof(double) * (size_t)T * T);
+    for (int i = 0; i < T; i++) {
+        double mx = -INFINITY;
+        for (int j = 0; j < T; j++) {
+            double a = 0.0;
+            for (int d = 0; d < D; d++) a += AT(p->hq, i, d) * AT(p->hk, j, d);
+            P[(size_t)i * T + j] = a * scale;
+            mx = fmax(mx, a * scale);
+        }
+        double z = 0.0;
+        for (int j = 0; j < T; j++) z += (P[(size_t)i * T + j] = exp(P[(size_t)i * T + j] - mx));
+        for (int j = 0; j < T; j++) P[(size_t)i * T + j] /= z;
+    }
+    for (int i = 0; i < T; i++)
+        for (int d = 0; d < D; d++) {
+            double a = 0.0;
+            for (int j = 0; j < T; j++) a += P[(size_t)i * T + j] * M[(size_t)i * T + j] * s * AT(p->hv, j, d);
+            o[(size_t)i * D + d] = a;
+        }
+    for (int j = 0; j < T; j++)
+        for (int d = 0; d < D; d++) {
+            double a = 0.0;
+            for (int i = 0; i < T; i++) a += P[(size_t)i * T + j] * M[(size_t)i * T + j] * s * AT(p->hdo, i, d);
+            dv[(size_t)j * D + d] = a;
+        }
+    for (int i = 0; i < T; i++) {
+        double Di = 0.0;
+        for (int d = 0; d < D; d++) Di += AT(p->hdo, i, d) * o[(size_t)i * D + d];
+        for (int j = 0; j < T; j++) {
+            double a = 0.0;
+            for (int d = 0; d < D; d++) a += AT(p->hdo, i, d) * AT(p->hv, j, d);
+            dS[(size_t)i * T + j] = P[(size_t)i * T + j] * (a * M[(size_t)i * T + j] * s - Di);
+        }
+    }
+    for (int i = 0; i < T; i++)
+        for (int d = 0; d < D; d++) {
+            double a = 0.0;
+            for (int j = 0; j < T; j++) a += dS[(size_t)i * T + j] * AT(p->hk, j, d);
+            dq[(size_t)i * D + d] = a * scale;
+        }
+    for (int j = 0; j < T; j++)
+        for (int d = 0; d < D; d++) {
+            double a = 0.0;
+            for (int i = 0; i < T; i++) a += dS[(size_t)i * T + j] * AT(p->hq, i, d);
+            dk[(size_t)j * D + d] = a * scale;
+        }
+#undef AT
+    free(P);
+    free(dS);
+}
+
+/* cuDNN's out (host, [B, T, H, Dh]) and the backward's dq, dk, dv on the
+ * device against ref_head on the first REF_HEADS (b, h) with mask M (host,
+ * [B, H, T, T] from the start), by relative norm over those heads. */
+static void check_ref(Probe *p, const char *tag, const float *out, const float *M, float pd)
+{
+    const int T = p->T, D = p->D, H = p->H, nh = p->B * H < REF_HEADS ? p->B * H : REF_HEADS;
+    const size_t hn = (size_t)T * D;
+    float *got[4] = {NULL, fetch(p->dq, p->n, p->dt), fetch(p->dk, p->n, p->dt),
+                     fetch(p->dv, p->n, p->dt)};
+    got[0] = (float *)out;
+    double err[4] = {0}, nrm[4] = {0};
+    double *r[4];
+    for (int x = 0; x < 4; x++) r[x] = malloc(sizeof(double) * hn);
+    for (int bh = 0; bh < nh; bh++) {
+        const int b = bh / H, h = bh % H;
+        ref_head(p, bh, M + (size_t)bh * T * T, pd, r[0], r[1], r[2], r[3]);
+        for (int x = 0; x < 4; x++)
+            for (int t = 0; t < T; t++)
+                for (int d = 0; d < D; d++) {
+                    const double g = got[x][(((size_t)b * T + t) * H + h) * D + d];
+                    const double e = r[x][(size_t)t * D + d];
+                    err[x] += (g - e) * (g - e);
+                    nrm[x] += e * e;
+                }
+    }
+    static const char *const nm[4] = {"out", "dq", "dk", "dv"};
+    char name[128];
+    for (int x = 0; x < 4; x++) {
+        const double e = sqrt(err[x] / (nrm[x] > 0.0 ? nrm[x] : 1.0));
+        const double tol = (x ? 2.0 : 1.0) * tol_norm(p->dt);
+        snprintf(name, sizeof name, "%s %s vs the host reference on cuDNN's mask (%d heads)", tag,
+                 nm[x], nh);
+        verdict(name, e <= tol, "relative error %.2e (tolerance %.1e)", e, tol);
+        free(r[x]);
+    }
+    for (int x = 1; x < 4; x++) free(got[x]);
+}
+
+/* The first REF_HEADS heads' mask of form f's last forward, as 0 / 1 floats. */
+static float *mask_heads(Probe *p, const Form *f)
+{
+    const int nh = p->B * p->H < REF_HEADS ? p->B * p->H : REF_HEADS;
+    const size_t n = (size_t)nh * p->T * p->T;
+    float *m = falloc(n);
+    if (f->rng_dump) {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(m, p->rdump, n * sizeof(float), cudaMemcpyDeviceToHost));
+    } else {
+        gpu_download(m, p->dmask, n, p->dt);
+    }
+    return m;
+}
+
 /* ---- one configuration ---- */
 
 /* cuDNN's p = 0 results of a mask setting, for (c). */
@@ -546,10 +666,11 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
         CUDA_CHECK(cudaStreamSynchronize(p->c->stream));
     }
     Graph gf, gb;
-    float *out = NULL;
+    float *out = NULL, *mheads = NULL;
     const int fwd_ok = prepare_any(p, &gf, 0, f);
     if (fwd_ok && exec(p, &gf, "forward")) {
         out = fetch(p->o, p->n, p->dt);
+        if (f->p > 0.0f && (f->rng_dump || f->drop_in)) mheads = mask_heads(p, f);
         float *stats = fetch(p->stats, p->nrow, DT_F32);
         char name[96];
         if ((f->p == 0.0f || f->drop_in) && ctr.out) {
@@ -620,12 +741,14 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
     }
     Form fb = *f;
     fb.accum = 0;
+    fb.rng_dump = 0;   /* the backward the op runs: it draws the forward's mask again */
     const int bwd_ok = prepare_any(p, &gb, 1, &fb);
     if (bwd_ok) {
         printf("    backward engine %lld: %s\n", (long long)gb.s.plan.engine,
                gb.nondet ? "NON-DETERMINISTIC (no deterministic engine took the graph)"
                          : "no non-deterministic note");
         check_bwd(p, &gb, &fb, &ctr, out, tag);
+        if (mheads && out) check_ref(p, tag, out, mheads, f->p);
     } else {
         char name[96];
         snprintf(name, sizeof name, "%s cuDNN backward runs", tag);
@@ -651,6 +774,7 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
     if (gf.s.graph) graph_free(&gf);
     if (bwd_ok) graph_free(&gb);
     free(out);
+    free(mheads);
     res_free(&ctr);
 }
 
@@ -689,6 +813,7 @@ static void run_shape(Probe *p)
     CUDA_CHECK(cudaMalloc((void **)&p->c_lse, p->nrow * 4));
     CUDA_CHECK(cudaMalloc((void **)&p->dqacc, n * 4));
     CUDA_CHECK(cudaMalloc(&p->dmask, p->nmask * es));
+    CUDA_CHECK(cudaMalloc((void **)&p->rdump, p->nmask * sizeof(float)));
     const int64_t seed = (int64_t)SEED, offset = 0;
     p->seed = (int64_t *)gpu_upload_raw(&seed, 8);
     p->offset = (int64_t *)gpu_upload_raw(&offset, 8);
@@ -700,7 +825,7 @@ static void run_shape(Probe *p)
         printf("  note: for T %% 128 != 0 before cuDNN 9.16 cudnn-frontend adds a full-length\n"
                "  padding mask to the backward; this probe does not\n");
     P0 p0[2] = {{0}};
-    Form fa = {0.0f, 0, 0, 0, 0}, fb = {0.0f, 1, 0, 0, 0};
+    Form fa = {0.0f, 0, 0, 0, 0, 0}, fb = {0.0f, 1, 0, 0, 0, 0};
     run_config(p, "(a) p 0, no mask", &fa, &p0[0]);
     run_config(p, "(b) p 0, key mask as a bias [B, 1, T, T] (query stride 0)", &fb, &p0[1]);
     const int with_mask = p0[1].out != NULL;
@@ -709,8 +834,9 @@ static void run_shape(Probe *p)
     run_config(p, with_mask ? "(c) p 0.1, key mask" : "(c) p 0.1, no mask (the mask was refused)",
                &fc, &p0[with_mask]);
     /* BERT's synthetic step passes no key mask: cuDNN's RNG against the mask as an input */
-    Form fd = {0.1f, 0, 0, 0, 0}, fe = {0.1f, 0, 0, 0, 1};
-    run_config(p, "(d) p 0.1, no mask, cuDNN's RNG", &fd, &p0[0]);
+    Form fd = {0.1f, 0, 0, 0, 0, 1}, fe = {0.1f, 0, 0, 0, 1, 0};
+    run_config(p, "(d) p 0.1, no mask, cuDNN's RNG (its draws dumped: a host reference on them)",
+               &fd, &p0[0]);
     P0 none = {0};
     run_config(p, "(e) p 0.1, no mask, ctrain's dropout mask an input [B, H, T, T]", &fe, &none);
     for (int i = 0; i < 2; i++) {
@@ -720,7 +846,7 @@ static void run_shape(Probe *p)
     }
     void *dev[] = {p->q, p->k, p->v, p->dout, p->mask, p->bias_dt, p->o, p->dq, p->dk, p->dv,
                    p->c_out, p->stats, p->sum, p->c_lse, p->dqacc, p->seed, p->offset,
-                   p->dmask};
+                   p->dmask, p->rdump};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(dev[i]);
     free(p->hq); free(p->hk); free(p->hv); free(p->hdo); free(p->hmask); free(p->mb);
 }

@@ -247,7 +247,7 @@ static void op_case(Ctx *g, DType dt, int64_t B, int64_t T, int64_t D, float p)
 int main(void)
 {
     setenv("CTRAIN_ADD_NORM", "fused", 1);
-    setenv("CTRAIN_ADD_NORM_BITS", "1", 1);   /* the op cases keep the mask as bits */
+    setenv("CTRAIN_ADD_NORM_BITS", "1", 1);   /* the op cases keep the mask as bits (default) */
     gpu_require();
     check_seed(31);
     Ctx g;
