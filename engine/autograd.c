@@ -60,6 +60,7 @@ Node *ad_record(Ctx *c, const char *op, BackwardFn fn, Tensor *out, Tensor *cons
     Node *n = &t->nodes[t->n++];
     memset(n, 0, sizeof *n);
     n->op = op;
+    c->mem.last_op = op;   /* where a forward has come, for the memory's high point */
     n->backward = fn;
     n->out = out;
     tensor_hold(out);
@@ -158,6 +159,7 @@ void ad_backward_from(Ctx *c, Tensor *out)
     (void)out;  /* its gradient is in place; the walk finds it via its node */
     AdHook *h = c->bwd_hook;
     int depth = ++c->bwd_depth;
+    c->mem.last_op = NULL;   /* the forward is over */
     if (h && h->begin) h->begin(h->user, t, depth);
     t->walking = 1;
     for (int k = t->n - 1; k >= 0; k--) {
@@ -180,6 +182,7 @@ void ad_backward_from(Ctx *c, Tensor *out)
     t->walking = 0;
     if (h && h->end) h->end(h->user, depth);
     c->bwd_depth--;
+    c->mem.last_op = NULL;   /* a recompute's records are not a forward */
 }
 
 void ad_tape_clear(Ctx *c)

@@ -85,6 +85,12 @@ typedef struct MemStats {
                            * name), NULL outside a backward walk */
     const char *peak_at;  /* `where` when peak was last raised (NULL: outside a
                            * backward: the forward, the loss, the optimizer) */
+    const char *last_op;  /* the op of the latest node recorded: how far a forward has
+                           * come (NULL from the start of a backward walk to the next
+                           * record) */
+    const char *peak_after; /* outside a backward, `last_op` when peak was last raised:
+                             * the peak came in the op after it (NULL: before any op
+                             * recorded, or after the backward: the optimizer) */
 } MemStats;
 
 struct Ctx {

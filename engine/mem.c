@@ -44,6 +44,7 @@ static void mem_count(Ctx *c, size_t bytes)
     if (c->mem.current > c->mem.peak) {
         c->mem.peak = c->mem.current;
         c->mem.peak_at = c->mem.where;
+        c->mem.peak_after = c->mem.where ? NULL : c->mem.last_op;
     }
 }
 
@@ -140,10 +141,19 @@ void mem_copy(Ctx *c, void *dst, const void *src, size_t bytes)
 #endif
 }
 
+const char *mem_peak_place(const Ctx *c, char *buf, size_t len)
+{
+    if (c->mem.peak_at) snprintf(buf, len, "backward of %s", c->mem.peak_at);
+    else if (c->mem.peak_after) snprintf(buf, len, "forward, after %s", c->mem.peak_after);
+    else snprintf(buf, len, "outside the forward and backward");
+    return buf;
+}
+
 void mem_reset_peak(Ctx *c)
 {
     c->mem.peak = c->mem.current;
     c->mem.peak_at = c->mem.where;
+    c->mem.peak_after = c->mem.where ? NULL : c->mem.last_op;
 }
 
 void mem_set_f32(Ctx *c, float *p, float v)

@@ -32,6 +32,11 @@ void mem_copy(Ctx *c, void *dst, const void *src, size_t bytes);
 /* Host-to-device copy queued on the stream without waiting: src must be
  * pinned (mem_host_pinned) and must not change until the copy has run. */
 void mem_to_device_async(Ctx *c, void *dst, const void *src_pinned, size_t bytes);
+/* Where the peak came, in words, into buf (len bytes): "backward of OP",
+ * "forward, after OP" (in the op recorded after OP, or before the backward
+ * once OP, the loss, was recorded) or "outside the forward and backward"
+ * (the optimizer, or before any op was recorded). Returns buf. */
+const char *mem_peak_place(const Ctx *c, char *buf, size_t len);
 /* The peak from now on (and mem.peak_at: where the backward walk is). */
 void mem_reset_peak(Ctx *c);
 /* Device memory this process holds that mem_alloc did not allocate (the

@@ -6,7 +6,9 @@
  *     backward (the step allocates the same way every time);
  *   - gradients passed on without a copy (ad_grad_pass) and written over
  *     the values they replace (ad_grad_over); the memory's high point
- *     named by the node whose backward reached it (mem.peak_at);
+ *     named by the node whose backward reached it (mem.peak_at); in the forward
+ *     by the op recorded before it, after the backward by neither
+ *     (mem_peak_place);
  *   - shape mismatches are refused (checked in a child process).
  */
 #include <math.h>
@@ -310,6 +312,43 @@ static void test_grad_over(Ctx *c)
     }
 }
 
+/* mem_peak_place outside a backward: a high point in the forward is named by
+ * the op recorded before it; after the backward (the optimizer's place) by
+ * neither. */
+static void test_peak_forward(Ctx *c)
+{
+    float av[60], wv[60];
+    for (int i = 0; i < 60; i++) {
+        av[i] = sinf(0.5f * (float)i);
+        wv[i] = cosf(0.2f * (float)i);
+    }
+    const int64_t s[2] = {6, 10};
+    Tensor *a = leaf(c, av, 2, s, 1), *w = leaf(c, wv, 2, s, 0);
+    mem_reset_peak(c);
+    Tensor *m = op_mul(c, a, w);
+    Tensor *big = op_add(c, m, m);   /* allocated after "mul" was recorded: the high point */
+    tensor_release(m);               /* add keeps nothing: m's buffer goes */
+    Tensor *loss = op_sum(c, big);
+    char place[96];
+    mem_peak_place(c, place, sizeof place);
+    check_true("autograd.peak_place: a forward's high point is named by the op before it",
+               !strcmp(place, "forward, after mul"), "'%s', want 'forward, after mul'", place);
+    ad_backward(c, loss, 1.0f);
+    check_true("autograd.peak_place: a backward ends the forward's place", c->mem.last_op == NULL,
+               "last_op '%s'", c->mem.last_op ? c->mem.last_op : "");
+    tensor_release(loss);
+    tensor_release(big);
+    mem_reset_peak(c);
+    Tensor *after = op_mul(c, a, w);   /* its output comes before its node is recorded */
+    mem_peak_place(c, place, sizeof place);
+    check_true("autograd.peak_place: after the backward, outside both",
+               !strcmp(place, "outside the forward and backward"), "'%s'", place);
+    tensor_release(after);
+    ad_tape_clear(c);
+    tensor_release(a);
+    tensor_release(w);
+}
+
 int main(void)
 {
     check_seed(7);
@@ -320,6 +359,7 @@ int main(void)
     test_lowp_cpu(&c);
     test_grad_pass(&c);
     test_grad_over(&c);
+    test_peak_forward(&c);
     ctx_free(&c);
     test_fatal_messages();
     return check_summary();

@@ -5,13 +5,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "engine/mem.h"
 #include "models/resnet.h"
 #include "train/loop/model_build.h"
 
-void bench_row_peak_at(BenchRow *row, const char *peak_at)
+void bench_row_peak_at(BenchRow *row, const Ctx *c)
 {
-    if (peak_at) snprintf(row->live_peak_at, sizeof row->live_peak_at, "backward of %s", peak_at);
-    else snprintf(row->live_peak_at, sizeof row->live_peak_at, "outside the backward");
+    mem_peak_place(c, row->live_peak_at, sizeof row->live_peak_at);
     bench_row_fix(row);
 }
 

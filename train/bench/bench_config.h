@@ -56,16 +56,16 @@ typedef struct BenchRow {
     char failure[256];              /* why its child failed ("": it did not), also when it
                                        failed after reporting its figures (they are kept) */
     double engine_peak_mem_bytes;   /* ctx->mem.peak (what ctrain asked for) */
-    char live_peak_at[48];          /* r.live_peak_at: the backward node where it came */
+    char live_peak_at[64];          /* r.live_peak_at: where it came (mem_peak_place) */
     int pcie_gen_busy, pcie_width_busy;   /* the PCIe link right after the timed steps; -1 unknown */
     double elapsed_s;               /* wall time of the child */
     int recompute_every;            /* the config's recompute policy */
 } BenchRow;
 
 void bench_row_init(BenchRow *row, const BenchConfig *cfg);
-/* row->live_peak_at from the context's mem.peak_at: "backward of OP", or
- * "outside the backward" (NULL: the forward, the loss, the optimizer). */
-void bench_row_peak_at(BenchRow *row, const char *peak_at);
+/* row->live_peak_at: where the context's peak came (mem_peak_place: "backward
+ * of OP", "forward, after OP" or "outside the forward and backward"). */
+void bench_row_peak_at(BenchRow *row, const Ctx *c);
 
 /* A config the card or the model cannot run, known before running it: its
  * row's error, starting with BENCH_UNSUPPORTED ("not supported: ..."), is an

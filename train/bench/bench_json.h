@@ -151,8 +151,10 @@ typedef struct BenchResult {
     double live_peak_bytes;       /* ctrain's own count at its high point (ctx mem.peak):
                                      the bytes live tensors held, where peak_mem_bytes is
                                      the pool's and the CUDA graphs' high-water marks */
-    const char *live_peak_at;     /* where that high point came: "backward of OP" (the
-                                     autograd node), "outside the backward" */
+    const char *live_peak_at;     /* where that high point came (mem_peak_place): "backward
+                                     of OP" (the autograd node), "forward, after OP" (the
+                                     op recorded before it), "outside the forward and
+                                     backward" */
     double state_mem_bytes;       /* held between steps: weights, gradients, optimizer
                                      state, inputs; peak - state = the activations' peak */
     double flops_per_sample;

@@ -341,7 +341,7 @@ void bench_child_config(FILE *out, const void *arg)
     r->peak_mem_bytes = pool_high(&j->c);
     r->state_mem_bytes = state_bytes;
     row.engine_peak_mem_bytes = (double)j->c.mem.peak;
-    bench_row_peak_at(&row, j->c.mem.peak_at);
+    bench_row_peak_at(&row, &j->c);
     r->final_loss = trainer_loss_value(&j->tr);
     if (nvml && sum.samples > 0) {
         r->power_avg_w = sum.power_avg_w;
@@ -410,7 +410,7 @@ void bench_child_soak(FILE *out, const void *arg)
     row.r.steps = (int)(n < 2147483647L ? n : 2147483647L);
     row.r.peak_mem_bytes = pool_high(&j->c);
     row.engine_peak_mem_bytes = (double)j->c.mem.peak;
-    bench_row_peak_at(&row, j->c.mem.peak_at);
+    bench_row_peak_at(&row, &j->c);
     row.r.final_loss = trainer_loss_value(&j->tr);
     bench_row_write(out, &row);
     run_close(j);

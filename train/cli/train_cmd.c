@@ -256,12 +256,11 @@ int cmd_train(int argc, char **argv)
     progress_done(&pg);
     ctx_sync(c);
     double train_s = progress_now() - t0;
-    printf("trained %ld steps in %.1f s (%.0f samples/s), peak memory %.1f MiB (%s%s)\n",
+    char place[96];
+    printf("trained %ld steps in %.1f s (%.0f samples/s), peak memory %.1f MiB (%s)\n",
            step - first_step, train_s,
            (double)(step - first_step) * o->batch * o->accum * c->dp_world / train_s,
-           (double)c->mem.peak / (1024.0 * 1024.0),
-           c->mem.peak_at ? "in the backward of " : "outside the backward",
-           c->mem.peak_at ? c->mem.peak_at : "");
+           (double)c->mem.peak / (1024.0 * 1024.0), mem_peak_place(c, place, sizeof place));
 
     dist_before_save(tr->dist, step, 1);
     if (o->save_path[0] && o->save_every) {
