@@ -60,10 +60,10 @@ static void check_measured_row(const J *r, const J *ceilings, const char *want_m
         check_true(NAME(what), isfinite(v) && v > 0, "%s = %g", pos[i], v);
     }
     check_true(NAME("warmup"), jnum(r, "warmup") >= 1, "warmup %g", jnum(r, "warmup"));
-    check_true(NAME("live_peak_at"), !strncmp(jtext(r, "live_peak_at"), "backward of ", 12) ||
-                                         !strncmp(jtext(r, "live_peak_at"), "forward, after ", 15) ||
-                                         !strcmp(jtext(r, "live_peak_at"),
-                                                 "outside the forward and backward"),
+    const char *place = jtext(r, "live_peak_at");
+    check_true(NAME("live_peak_at"), !strncmp(place, "backward of ", 12) ||
+                                         !strncmp(place, "forward, after ", 15) ||
+                                         !strcmp(place, "outside the forward and backward"),
                "live_peak_at '%s'", jtext(r, "live_peak_at"));
     check_true(NAME("final_loss"), isfinite(jnum(r, "final_loss")), "final_loss missing");
     /* absent on the CPU: never written as 0 or null */
