@@ -122,8 +122,9 @@ Tensor *op_add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta, f
         const int grad = ad_needs_grad(c, in, 4);
         Tensor *y = tensor_new_like(c, x, x->dtype), *s = tensor_new_like(c, x, x->dtype);
         Tensor *mean = tensor_new(c, DT_F32, 1, &r), *invstd = tensor_new(c, DT_F32, 1, &r);
-        Tensor *bits = grad && p > 0.0f && setting_switch(SET_ADD_NORM_BITS)
-                           ? tensor_new(c, DT_U8, 1, &nbits) : NULL;
+        static int keep_bits = -1;   /* CTRAIN_ADD_NORM_BITS, read once */
+        if (keep_bits < 0) keep_bits = setting_switch(SET_ADD_NORM_BITS);
+        Tensor *bits = grad && p > 0.0f && keep_bits ? tensor_new(c, DT_U8, 1, &nbits) : NULL;
         if (!add_norm_forward_cuda(y->data, s->data, (float *)mean->data, (float *)invstd->data,
                                    x->data, z->data, (const float *)gamma->data,
                                    (const float *)beta->data, x->dtype, eps, p, c->seed, offset,
