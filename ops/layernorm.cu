@@ -387,10 +387,18 @@ __global__ void __launch_bounds__(LN_FWD_WARPS * 32)
  * an SM, 12.5% occupancy) and the kernel ran at a fifth of the bandwidth;
  * now 128, no spills, two blocks an SM (64 KiB of shared memory each).
  * The sums are the same in the same order (each warp its rows in turn, then
- * the warps' slices in warp order), so the bits are the first version's. */
+ * the warps' slices in warp order), so the bits are the first version's.
+ *
+ * FULL: the shape every BERT call has, compiled as straight-line code: the
+ * row exactly 32 NV vectors (no lane past its end), the partials wanted, and
+ * (FUSED) the forward's keep bits read rather than Philox drawn. The general
+ * form tests each vector against the row's end and each element for the
+ * partials and the mask's source; those branches cut the code into small
+ * blocks the scheduler cannot interleave. Same arithmetic, same order: the
+ * same bits. */
 constexpr size_t ln_bwd_vec_smem(int D) { return (size_t)LN_BWD_WARPS * 2 * D * sizeof(float); }
 
-template <typename T, int NV, bool FUSED>
+template <typename T, int NV, bool FUSED, bool FULL>
 __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
     ln_bwd_vec_kernel(T *dx, float *part, const T *dy, const T *x, const float *mean,
                       const float *invstd, const float *gamma, size_t R, int D,
@@ -398,13 +406,15 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
 {
     constexpr int V = 16 / (int)sizeof(T);
     extern __shared__ float sh[];
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nvec = D / V;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nvec = FULL ? 32 * NV : D / V;
+    const bool has_part = FULL || part != nullptr;
+    const uint8_t *bits = FUSED ? drop.bits : nullptr;
     float *acc = sh + (size_t)w * 2 * D;   /* this warp's [2][D]: dgamma's, then dbeta's */
-    if (part)
+    if (has_part)
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int c = lane + 32 * j;
-            if (c < nvec)
+            if (FULL || c < nvec)
 #pragma unroll
                 for (int k = 0; k < V; k++) acc[k * nvec + c] = acc[D + k * nvec + c] = 0.0f;
         }
@@ -420,23 +430,24 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int c = lane + 32 * j;
-            if (c < nvec) {
+            if (FULL || c < nvec) {
                 xa[j] = xr[c];
                 da[j] = dyr[c];
-                if (FUSED && drop.bits && drop.dz) kb[j] = drop.bits[r * (size_t)nvec + c];
+                if (FUSED && (FULL || bits) && drop.dz) kb[j] = bits[r * (size_t)nvec + c];
             }
         }
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int c = lane + 32 * j;
+            const bool in = FULL || c < nvec;
             float gm[V] = {};
-            if (c < nvec) ln_params<V>(gm, gamma, c);
+            if (in) ln_params<V>(gm, gamma, c);
 #pragma unroll
             for (int k = 0; k < V; k++) {
-                const float xh = c < nvec ? ln_xhat(to_f32(xa[j].v[k]), mu, is) : 0.0f;
-                const float dv = c < nvec ? to_f32(da[j].v[k]) : 0.0f;
+                const float xh = in ? ln_xhat(to_f32(xa[j].v[k]), mu, is) : 0.0f;
+                const float dv = in ? to_f32(da[j].v[k]) : 0.0f;
                 ln_row_sums(s1, s2, dv, gm[k], xh);
-                if (part && c < nvec) {
+                if (has_part && in) {
                     float *g = acc + k * nvec + c;   /* lanes side by side: no bank conflict */
                     g[0] += dv * xh;
                     g[D] += dv;
@@ -449,7 +460,7 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int c = lane + 32 * j;
-            if (c >= nvec) continue;
+            if (!FULL && c >= nvec) continue;
             Vec<T, V> o, old;
             if (dx && accum_x) old = dxr[c];
             float ds[V], gm[V];
@@ -475,7 +486,7 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
                     Vec<T, V> zo, zold;
                     if (drop.accum_z) zold = dzr[c];
                     bool keep[V];
-                    if (drop.bits) {
+                    if (FULL || bits) {
 #pragma unroll
                         for (int k = 0; k < V; k++) keep[k] = (kb[j] >> k) & 1u;
                     } else {
@@ -494,7 +505,7 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
             }
         }
     }
-    if (!part) return;
+    if (!has_part) return;
     /* the warps' slices added in warp order, column by column */
     __syncthreads();
     float *out = part + (size_t)blockIdx.x * 2 * D;
@@ -508,16 +519,34 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
 
 /* Launches ln_bwd_vec_kernel with sm bytes of shared memory (smem_optin
  * above the 48 KiB default). */
+template <typename T, int NV, bool FUSED, bool FULL>
+static void ln_bwd_vec_launch_as(unsigned G, size_t sm, cudaStream_t s, T *dx, float *part,
+                                 const T *dy, const T *x, const float *mean,
+                                 const float *invstd, const float *gamma, size_t R, int D,
+                                 size_t rows_per_chunk, int accum_x, const LnDrop &drop)
+{
+    smem_optin(ln_bwd_vec_kernel<T, NV, FUSED, FULL>, sm);
+    ln_bwd_vec_kernel<T, NV, FUSED, FULL><<<G, LN_BWD_WARPS * 32, sm, s>>>(
+        dx, part, dy, x, mean, invstd, gamma, R, D, rows_per_chunk, accum_x, drop);
+    CUDA_CHECK_LAUNCH();
+}
+
+/* The FULL form where the call is that shape (the kernel's comment), else
+ * the general one. */
 template <typename T, int NV, bool FUSED>
 static void ln_bwd_vec_launch(unsigned G, size_t sm, cudaStream_t s, T *dx, float *part,
                               const T *dy, const T *x, const float *mean, const float *invstd,
                               const float *gamma, size_t R, int D, size_t rows_per_chunk,
                               int accum_x, const LnDrop &drop)
 {
-    smem_optin(ln_bwd_vec_kernel<T, NV, FUSED>, sm);
-    ln_bwd_vec_kernel<T, NV, FUSED><<<G, LN_BWD_WARPS * 32, sm, s>>>(
-        dx, part, dy, x, mean, invstd, gamma, R, D, rows_per_chunk, accum_x, drop);
-    CUDA_CHECK_LAUNCH();
+    constexpr int V = 16 / (int)sizeof(T);
+    const bool full = D == 32 * NV * V && part && (!FUSED || !drop.dz || drop.bits);
+    if (full)
+        ln_bwd_vec_launch_as<T, NV, FUSED, true>(G, sm, s, dx, part, dy, x, mean, invstd, gamma,
+                                                 R, D, rows_per_chunk, accum_x, drop);
+    else
+        ln_bwd_vec_launch_as<T, NV, FUSED, false>(G, sm, s, dx, part, dy, x, mean, invstd,
+                                                  gamma, R, D, rows_per_chunk, accum_x, drop);
 }
 
 /* ---- split backward (CTRAIN_LN_KERNELS=split) ----
