@@ -34,10 +34,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-    fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
-#define LK(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { \
-    fprintf(stderr, "%s:%d cublasLt status %d\n", __FILE__, __LINE__, (int)s_); exit(1); } } while (0)
+#define CK(x)                                                                     \
+    do {                                                                          \
+        cudaError_t e_ = (x);                                                     \
+        if (e_ != cudaSuccess) {                                                  \
+            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+            exit(1);                                                              \
+        }                                                                         \
+    } while (0)
+#define LK(x)                                                                     \
+    do {                                                                          \
+        cublasStatus_t s_ = (x);                                                  \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                        \
+            fprintf(stderr, "%s:%d cublasLt status %d\n", __FILE__, __LINE__, (int)s_); \
+            exit(1);                                                              \
+        }                                                                         \
+    } while (0)
 
 enum { MAXC = 32 };
 static const size_t WS = 32u << 20;
