@@ -389,9 +389,11 @@ __global__ void __launch_bounds__(LN_FWD_WARPS * 32)
  * The sums are the same in the same order (each warp its rows in turn, then
  * the warps' slices in warp order), so the bits are the first version's.
  *
- * FULL: the shape every BERT call has, compiled as straight-line code: the
- * row exactly 32 NV vectors (no lane past its end), the partials wanted, and
- * (FUSED) the forward's keep bits read rather than Philox drawn. The general
+ * FULL: the row exactly 32 NV vectors (no lane past its end: D 256, 512 or
+ * 1,024 in f16 / bf16, BERT-large's 1,024 among them; 128, 256 or 512 in
+ * f32), the partials wanted, and (FUSED) the forward's keep bits read rather
+ * than Philox drawn, compiled as straight-line code. BERT-base's 768 (96
+ * vectors on 4 a lane) keeps the general form. The general
  * form tests each vector against the row's end and each element for the
  * partials and the mask's source; those branches cut the code into small
  * blocks the scheduler cannot interleave. Same arithmetic, same order: the
