@@ -25,14 +25,17 @@
  * pair; bf16 with f32 accumulation, and FP8 (E4M3 x E4M3 forward, E4M3 x
  * E5M2 for gradients, all TN as FP8 requires: the transposed copies are
  * what ctrain's casts make) with a bf16 D (f32 for wgrad) and unit scales.
- * The bias epilogue and split-K reduction preferences are ctrain's
- * (f32 reductions for a 16-bit D); the workspace is ctrain's 32 MiB.
+ * The descriptor and the heuristic's preference are ctrain's own
+ * (matmul_lt_desc, matmul_lt_preference: f32 reductions for a 16-bit D,
+ * 256-byte alignments); the workspace is ctrain's 32 MiB. No bias epilogue.
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ops/matmul.h"
 
 #define CK(x)                                                                     \
     do {                                                                          \
@@ -115,11 +118,8 @@ static void run_shape(cublasLtHandle_t lt, const Shape *sh, int R, int ncand, vo
                       double *sum_best)
 {
     const int m = sh->m ? sh->m : R, n = sh->n ? sh->n : R, k = sh->k ? sh->k : R;
-    cublasLtMatmulDesc_t desc;
-    LK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    int32_t opa = sh->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = sh->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    LK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    LK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    cublasLtMatmulDesc_t desc = matmul_lt_desc(
+        CUBLAS_COMPUTE_32F, sh->ta ? CUBLAS_OP_T : CUBLAS_OP_N, sh->tb ? CUBLAS_OP_T : CUBLAS_OP_N);
     if (is_fp8(sh->a)) {
         const float *sa = scales, *sb = scales + 4;
         LK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa,
@@ -130,15 +130,8 @@ static void run_shape(cublasLtHandle_t lt, const Shape *sh, int R, int ncand, vo
     cublasLtMatrixLayout_t la = layout(sh->a, sh->ta, m, k), lb = layout(sh->b, sh->tb, k, n);
     cublasLtMatrixLayout_t lc;
     LK(cublasLtMatrixLayoutCreate(&lc, sh->d, (uint64_t)m, (uint64_t)n, (int64_t)m));
-    cublasLtMatmulPreference_t pref;
-    LK(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t wsb = WS;
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-                                            sizeof wsb));
-    uint32_t red = sh->d == CUDA_R_32F ? CUBLASLT_REDUCTION_SCHEME_MASK
-                                       : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red,
-                                            sizeof red));
+    cublasLtMatmulPreference_t pref =
+        matmul_lt_preference(WS, sh->d == CUDA_R_32F, 256, 256, 256);   /* cudaMalloc'd: 256 */
     cublasLtMatmulHeuristicResult_t res[MAXC];
     int found = 0;
     memset(res, 0, sizeof res);
