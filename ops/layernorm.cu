@@ -393,11 +393,10 @@ __global__ void __launch_bounds__(LN_FWD_WARPS * 32)
  * 1,024 in f16 / bf16, BERT-large's 1,024 among them; 128, 256 or 512 in
  * f32), the partials wanted, and (FUSED) the forward's keep bits read rather
  * than Philox drawn, compiled as straight-line code. BERT-base's 768 (96
- * vectors on 4 a lane) keeps the general form. The general
- * form tests each vector against the row's end and each element for the
- * partials and the mask's source; those branches cut the code into small
- * blocks the scheduler cannot interleave. Same arithmetic, same order: the
- * same bits. */
+ * vectors on 4 a lane) keeps the general form, which tests each vector
+ * against the row's end and each element for the partials and the mask's
+ * source; those branches cut the code into small blocks the scheduler
+ * cannot interleave. Same arithmetic, same order: the same bits. */
 constexpr size_t ln_bwd_vec_smem(int D) { return (size_t)LN_BWD_WARPS * 2 * D * sizeof(float); }
 
 template <typename T, int NV, bool FUSED, bool FULL>
@@ -410,13 +409,14 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
     extern __shared__ float sh[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nvec = FULL ? 32 * NV : D / V;
     const bool has_part = FULL || part != nullptr;
+    const auto in_row = [nvec](int c) { return FULL || c < nvec; };   /* vector c inside */
     const uint8_t *bits = FUSED ? drop.bits : nullptr;
     float *acc = sh + (size_t)w * 2 * D;   /* this warp's [2][D]: dgamma's, then dbeta's */
     if (has_part)
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int c = lane + 32 * j;
-            if (FULL || c < nvec)
+            if (in_row(c))
 #pragma unroll
                 for (int k = 0; k < V; k++) acc[k * nvec + c] = acc[D + k * nvec + c] = 0.0f;
         }
@@ -432,7 +432,7 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int c = lane + 32 * j;
-            if (FULL || c < nvec) {
+            if (in_row(c)) {
                 xa[j] = xr[c];
                 da[j] = dyr[c];
                 if (FUSED && (FULL || bits) && drop.dz) kb[j] = bits[r * (size_t)nvec + c];
@@ -441,7 +441,7 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int c = lane + 32 * j;
-            const bool in = FULL || c < nvec;
+            const bool in = in_row(c);
             float gm[V] = {};
             if (in) ln_params<V>(gm, gamma, c);
 #pragma unroll
@@ -462,7 +462,7 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int c = lane + 32 * j;
-            if (!FULL && c >= nvec) continue;
+            if (!in_row(c)) continue;
             Vec<T, V> o, old;
             if (dx && accum_x) old = dxr[c];
             float ds[V], gm[V];
