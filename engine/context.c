@@ -8,6 +8,7 @@
  * own file keeps the arrows one way: ctx.h <- mem.c, autograd.c <- context.c. */
 #include "ctx.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "autograd.h"
@@ -214,6 +215,20 @@ static void ctx_release_caches(Ctx *c)
     }
     c->n_caches = 0;
 }
+
+#ifdef CTRAIN_CUDA
+void ctx_device_identity(char *buf, size_t n)
+{
+    int dev = 0, drv = 0, rt = 0;
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+    CUDA_CHECK(cudaDriverGetVersion(&drv));
+    CUDA_CHECK(cudaRuntimeGetVersion(&rt));
+    snprintf(buf, n, "%s, sm_%d%d, %d SMs, driver %d, CUDA %d", prop.name, prop.major,
+             prop.minor, prop.multiProcessorCount, drv, rt);
+}
+#endif
 
 void ctx_stream_lowest_priority(Ctx *c)
 {

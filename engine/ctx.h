@@ -189,6 +189,9 @@ void *ctx_workspace(Ctx *c, size_t bytes);
  * the report ctx_check_flags gives when it is set. A slot has one report:
  * registering another is a programming error (fatal). */
 int32_t *ctx_flag(Ctx *c, int slot, CtxFlagReport report);
+/* The current device as one line: "NAME, sm_XY, N SMs, driver D, CUDA R"
+ * (what a kept search result depends on besides its library: ops/plan_store.h). */
+void ctx_device_identity(char *buf, size_t n);
 #endif
 
 /* Claim n Philox counter blocks; returns the offset to draw from. */

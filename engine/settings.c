@@ -153,11 +153,15 @@ static const Setting table[SET_COUNT] = {
         "they are and padded with zero channels only when cuDNN has no algorithm (auto), or "
         "always run on padded copies, where cuDNN's tensor-core kernels may be faster "
         "(always; unmeasured, docs/kernels.md)"),
+    [SET_GEMM_SEARCH] = V_SWITCH("CTRAIN_GEMM_SEARCH", SA_DEV, "0", NULL,
+        "each cuBLASLt matmul shape times the heuristic's first eight algorithms on its first "
+        "call and keeps the fastest when it beats the first by 3% (unmeasured in a step), kept "
+        "in the plan store so a later run takes the same one"),
     [SET_PLAN_CACHE] = V_PATH("CTRAIN_PLAN_CACHE", SA_DEV, NULL,
         "$XDG_CACHE_HOME/ctrain, else ~/.cache/ctrain", "folder, or off",
-        "where the convolution plans a search chose are kept, one file per card, cuDNN and "
-        "driver, so a later run on the same machine skips the search (off: search every run "
-        "and keep nothing, as before the store; tests that time the search set it)"),
+        "where the convolution plans and matmul algorithms a search chose are kept, one file "
+        "per card, library and driver, so a later run on the same machine skips the search "
+        "(off: search every run and keep nothing; tests that time the search set it)"),
     [SET_GRAPH_NODE_PRIORITY] = V_SWITCH("CTRAIN_GRAPH_NODE_PRIORITY", SA_DEV, "1", NULL,
         "kernels in a CUDA graph keep their capture stream's priority (communication high, "
         "the overlapped update low)"),

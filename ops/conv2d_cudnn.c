@@ -720,26 +720,17 @@ static Plan *plan_append(ConvCache *cc, const Plan *p)
  * cuDNN). */
 void conv2d_cuda_store_identity(char *buf, size_t n)
 {
-    int dev = 0, drv = 0, rt = 0;
-    struct cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-    CUDA_CHECK(cudaDriverGetVersion(&drv));
-    CUDA_CHECK(cudaRuntimeGetVersion(&rt));
-    snprintf(buf, n, "%s, sm_%d%d, %d SMs, driver %d, CUDA %d, cuDNN %zu", prop.name,
-             prop.major, prop.minor, prop.multiProcessorCount, drv, rt, cudnnGetVersion());
+    char dev[300];
+    ctx_device_identity(dev, sizeof dev);
+    snprintf(buf, n, "%s, cuDNN %zu", dev, cudnnGetVersion());
 }
 
 static PlanStore *store_for(ConvCache *cc)
 {
     if (cc->store) return cc->store;
-    char id[400], dir[1024];
+    char id[400];
     conv2d_cuda_store_identity(id, sizeof id);
-    cc->store = plan_store_open(plan_store_default_dir(dir, sizeof dir), "conv", id);
-    if (plan_store_count(cc->store) > 0)
-        LOG_I("%d convolution plans kept by earlier runs on this card are taken from %s "
-              "(CTRAIN_PLAN_CACHE=off searches afresh)", plan_store_count(cc->store),
-              plan_store_path(cc->store));
+    cc->store = plan_store_open_default("conv", id, "convolution plans");
     return cc->store;
 }
 

@@ -642,9 +642,9 @@ static void time_both(Ctx *c, const CsEntry *e, const CsArgs *a, float *fused_ms
 static PlanStore *store_for(CsCache *cc)
 {
     if (!cc->store) {
-        char id[400], dir[1024];
+        char id[400];
         conv2d_cuda_store_identity(id, sizeof id);
-        cc->store = plan_store_open(plan_store_default_dir(dir, sizeof dir), "convbn", id);
+        cc->store = plan_store_open_default("convbn", id, "fused convolution forms");
     }
     return cc->store;
 }

@@ -110,6 +110,9 @@ int matmul_cuda_bgrad(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspa
 
 /* Plans of the cache that run an epilogue (tests: was it taken?). */
 void matmul_plan_cache_epilogues(const MatmulPlanCache *c, int *bias_plans, int *bgrad_plans);
+/* Plans whose algorithm was timed (CTRAIN_GEMM_SEARCH=1, ops/matmul_search.h)
+ * and plans whose algorithm was taken from the plan store instead. */
+void matmul_plan_cache_counts(const MatmulPlanCache *c, int *searched, int *loaded);
 #endif
 
 #ifdef __cplusplus

@@ -25,7 +25,9 @@
  * stride (MatmulLd) replaces the stored row length as that buffer's ld.
  *
  * Plans: everything that depends only on the shape (the matmul descriptor,
- * the layouts, the algorithm picked by cublasLtMatmulAlgoGetHeuristic) is
+ * the layouts, the algorithm picked by cublasLtMatmulAlgoGetHeuristic, or
+ * with CTRAIN_GEMM_SEARCH=1 the fastest of its first eight, timed on the
+ * first call and kept in the plan store: ops/matmul_search.h) is
  * built on first use and cached in a MatmulPlanCache, keyed by every input
  * the choice depends on, including the pointers' alignment (cuBLASLt's
  * heuristic assumes 256-byte aligned buffers unless told otherwise, and an
@@ -102,6 +104,9 @@
 #include "engine/ctx.h"
 #include "engine/error.h"
 #include "engine/log.h"
+#include "engine/settings.h"
+#include "matmul_search.h"
+#include "plan_store.h"
 
 /* The epilogues a plan may have: none, the bias added to C (the Linear
  * forward), the bias gradient summed from our A (the Linear weight
@@ -131,17 +136,29 @@ typedef struct {
 } Plan;
 
 /* A linear table: a model has tens of distinct matmul shapes, and comparing
- * a few dozen keys costs far less than the kernel launch that follows. */
+ * a few dozen keys costs far less than the kernel launch that follows.
+ * search: CTRAIN_GEMM_SEARCH, read when the cache is made; store: the plan
+ * store of searched choices, opened at the first search. */
 struct MatmulPlanCache {
     Plan *plans;
     int n, cap;
+    int search;
+    PlanStore *store;
+    int searched, loaded;
 };
 
 MatmulPlanCache *matmul_plan_cache_new(void)
 {
     MatmulPlanCache *c = calloc(1, sizeof *c);
     CT_ASSERT(c != NULL, "matmul_plan_cache_new: out of host memory");
+    c->search = setting_switch(SET_GEMM_SEARCH);
     return c;
+}
+
+void matmul_plan_cache_counts(const MatmulPlanCache *c, int *searched, int *loaded)
+{
+    *searched = c->searched;
+    *loaded = c->loaded;
 }
 
 void matmul_plan_cache_free(MatmulPlanCache *c)
@@ -154,6 +171,7 @@ void matmul_plan_cache_free(MatmulPlanCache *c)
         CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lt_c));
         CUBLAS_CHECK(cublasLtMatmulDescDestroy(p->desc));
     }
+    plan_store_close(c->store);
     free(c->plans);
     free(c);
 }
@@ -269,29 +287,118 @@ cublasLtMatmulPreference_t matmul_lt_preference(uint64_t workspace_bytes, int c_
     return pref;
 }
 
+/* What the first call of a plan runs on: the buffers a search times on
+ * (ops/matmul_search.h), the caller's workspace and stream. */
+typedef struct {
+    void *C;
+    const void *A, *B;
+    float alpha, beta;
+    void *workspace;
+    cudaStream_t s;
+} RunArgs;
+
+/* A plan's key as the store's text: every field of PlanKey but the handle,
+ * and the search's rules. */
+static void key_text(const PlanKey *k, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "M%d N%d K%d t%d%d batch%d s%lld,%lld,%lld ld%d,%d,%d %s->%s tf32=%d beta=%d "
+             "epi=%d bias=%s ws=%zu align=%u,%u,%u,%u cands=%d rules=%d",
+             k->M, k->N, k->K, k->transA, k->transB, k->batch, k->sA, k->sB, k->sC, k->lda,
+             k->ldb, k->ldc, dtype_name((DType)k->tab), dtype_name((DType)k->tc), k->tf32,
+             k->beta_nonzero, k->epi, k->epi ? dtype_name((DType)k->tbias) : "-",
+             k->workspace_bytes, k->align_a, k->align_b, k->align_c, k->align_bias,
+             GEMM_SEARCH_CANDIDATES, GEMM_SEARCH_RULES);
+}
+
+static PlanStore *store_for(MatmulPlanCache *c)
+{
+    if (c->store) return c->store;
+    char id[400];
+    gemm_store_identity(id, sizeof id);
+    c->store = plan_store_open_default("gemm", id, "matmul algorithm choices");
+    return c->store;
+}
+
+/* C's bytes from its base to its last element (the search's scratch copy). */
+static size_t c_extent(const PlanKey *k)
+{
+    size_t el = (size_t)(k->batch - 1) * (size_t)k->sC + (size_t)(k->M - 1) * (size_t)k->ldc +
+                (size_t)k->N;
+    return el * dtype_size((DType)k->tc);
+}
+
+/* The search among the heuristic's n > 1 answers (ops/matmul_search.h):
+ * the store's choice when it still holds, else a timing on r's buffers,
+ * kept in the store; the heuristic's first when neither can be had (inside
+ * graph capture, or no scratch). Returns the index taken. */
+static int plan_search(MatmulPlanCache *c, Plan *p, const cublasLtMatmulHeuristicResult_t *res,
+                       int n, const RunArgs *r)
+{
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(r->s, &cs));
+    const int capturing = cs != cudaStreamCaptureStatusNone;
+    if (capturing && !c->store) return 0;   /* the store is opened outside capture only */
+    char ktext[PLAN_STORE_KEY_MAX], vtext[PLAN_STORE_VALUE_MAX];
+    key_text(&p->key, ktext, sizeof ktext);
+    PlanStore *store = store_for(c);
+    const char *kept = plan_store_get(store, ktext);
+    int rank = -1;
+    cublasLtMatmulAlgo_t algo;
+    if (kept && gemm_choice_parse(kept, &rank, &algo) && rank < n &&
+        memcmp(&algo, &res[rank].algo, sizeof algo) == 0) {
+        c->loaded++;
+        return rank;
+    }
+    if (kept) LOG_D("matmul_cuda: the kept choice \"%s\" for \"%s\" is not the heuristic's "
+                    "now; searching", kept, ktext);
+    if (capturing) {
+        LOG_D("matmul_cuda: M=%d N=%d K=%d first seen inside graph capture: the heuristic's "
+              "first, unsearched", p->key.M, p->key.N, p->key.K);
+        return 0;
+    }
+    GemmProblem g = {p->key.lt, p->desc, p->lt_a, p->lt_b, p->lt_c, r->B, r->A, r->C,
+                     c_extent(&p->key), r->alpha, r->beta, r->workspace,
+                     p->key.workspace_bytes, r->s};
+    float ms[GEMM_SEARCH_CANDIDATES];
+    int i = gemm_search_time(&g, res, n, ms);
+    if (i < 0) return 0;
+    c->searched++;
+    LOG_D("matmul_cuda: %s M=%d N=%d K=%d t%d%d beta%s epi %d: candidate %d of %d, %.1f us "
+          "against the first's %.1f", dtype_name((DType)p->key.tab), p->key.M, p->key.N, p->key.K,
+          p->key.transA, p->key.transB, p->key.beta_nonzero ? " != 0" : " 0", p->key.epi, i, n,
+          1e3 * (double)ms[i], 1e3 * (double)ms[0]);
+    gemm_choice_text(i, &res[i].algo, vtext, sizeof vtext);
+    plan_store_put(store, ktext, vtext);
+    return i;
+}
+
 /* Ask the heuristic for the best algorithm of p's descriptors within the
- * workspace and the alignments of the key. None is fatal for a plain plan;
- * a bias plan records it (has_algo 0) and its caller falls back. */
-static void plan_pick_algo(Plan *p)
+ * workspace and the alignments of the key: its first answer, or with the
+ * cache's search on (and r given) the fastest of its first few. None is
+ * fatal for a plain plan; a bias plan records it (has_algo 0) and its
+ * caller falls back. */
+static void plan_pick_algo(MatmulPlanCache *c, Plan *p, const RunArgs *r)
 {
     const PlanKey *k = &p->key;
     DType tab = (DType)k->tab, tc = (DType)k->tc;
     cublasLtMatmulPreference_t pref = matmul_lt_preference(k->workspace_bytes, tc == DT_F32,
                                                            k->align_a, k->align_b, k->align_c);
 
-    cublasLtMatmulHeuristicResult_t result;
+    cublasLtMatmulHeuristicResult_t result[GEMM_SEARCH_CANDIDATES];
+    const int want = c->search && r ? GEMM_SEARCH_CANDIDATES : 1;
     int found = 0;
-    memset(&result, 0, sizeof result);
+    memset(result, 0, sizeof result);
     /* "No algorithm" comes back as CUBLAS_STATUS_NOT_SUPPORTED; it gets the
      * message below, any other failure the library's own. */
     cublasStatus_t heuristic_status = cublasLtMatmulAlgoGetHeuristic(
-        k->lt, p->desc, p->lt_a, p->lt_b, p->lt_c, p->lt_c, pref, 1, &result, &found);
+        k->lt, p->desc, p->lt_a, p->lt_b, p->lt_c, p->lt_c, pref, want, result, &found);
     /* An epilogue plan takes any refusal as "no algorithm": its caller falls back. */
     if (heuristic_status != CUBLAS_STATUS_NOT_SUPPORTED && !k->epi)
         CUBLAS_CHECK(heuristic_status);
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     p->has_algo = heuristic_status == CUBLAS_STATUS_SUCCESS && found > 0 &&
-                  result.state == CUBLAS_STATUS_SUCCESS;
+                  result[0].state == CUBLAS_STATUS_SUCCESS;
     if (!p->has_algo && k->epi) {
         LOG_D("matmul_cuda: no cuBLASLt algorithm with the %s epilogue for M=%d N=%d K=%d "
               "%s (vector aligned to %u bytes; %s); the caller does it separately",
@@ -310,13 +417,16 @@ static void plan_pick_algo(Plan *p)
                       k->tf32 ? " (tf32)" : "", k->batch, k->sA, k->sB, k->sC, k->lda, k->ldb,
                       k->ldc, k->align_a, k->align_b, k->align_c,
                       k->beta_nonzero ? " != 0" : " = 0", k->workspace_bytes);
-    p->algo = result.algo;
+    int n = 1;   /* the answers usable as they come, in the heuristic's order */
+    while (n < found && result[n].state == CUBLAS_STATUS_SUCCESS) n++;
+    p->algo = result[n > 1 ? plan_search(c, p, result, n, r) : 0].algo;
 }
 
 /* Build the descriptors of a new plan and ask the heuristic for its best
  * algorithm within the workspace the caller gives. `bias` (bias plans only)
  * is the first caller's vector: the heuristic reads its alignment. */
-static void plan_create(Plan *p, const PlanKey *k, const void *bias)
+static void plan_create(MatmulPlanCache *c, Plan *p, const PlanKey *k, const void *bias,
+                        const RunArgs *r)
 {
     memcpy(&p->key, k, sizeof *k);   /* padding too: keys compare with memcmp */
     DType tab = (DType)k->tab, tc = (DType)k->tc;
@@ -332,10 +442,11 @@ static void plan_create(Plan *p, const PlanKey *k, const void *bias)
     p->lt_b = k->transA ? make_layout(tab, k->M, k->K, k->lda, k->batch, k->sA)
                         : make_layout(tab, k->K, k->M, k->lda, k->batch, k->sA);
     p->lt_c = make_layout(tc, k->N, k->M, k->ldc, k->batch, k->sC);
-    plan_pick_algo(p);
+    plan_pick_algo(c, p, r);
 }
 
-static const Plan *plan_get(MatmulPlanCache *c, const PlanKey *k, const void *bias)
+static const Plan *plan_get(MatmulPlanCache *c, const PlanKey *k, const void *bias,
+                            const RunArgs *r)
 {
     for (int i = 0; i < c->n; i++)
         if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) return &c->plans[i];
@@ -346,7 +457,7 @@ static const Plan *plan_get(MatmulPlanCache *c, const PlanKey *k, const void *bi
         c->plans = grown;
         c->cap = cap;
     }
-    plan_create(&c->plans[c->n], k, bias);
+    plan_create(c, &c->plans[c->n], k, bias, r);
     return &c->plans[c->n++];
 }
 
@@ -442,7 +553,8 @@ void matmul_cuda(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
     PlanKey k;
     plan_key(&k, lt, workspace, workspace_bytes, C, tc, A, B, tab, M, N, K, transA, transB, beta,
              batch, sA, sB, sC, allow_tf32, ld);
-    plan_run(lt, plan_get(cache, &k, NULL), workspace, s, C, A, B, alpha, beta);
+    RunArgs r = {C, A, B, alpha, beta, workspace, s};
+    plan_run(lt, plan_get(cache, &k, NULL, &r), workspace, s, C, A, B, alpha, beta);
 }
 
 int matmul_cuda_bias(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspace,
@@ -467,9 +579,10 @@ int matmul_cuda_bias(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspac
     kb.tbias = tbias;
     kb.align_bias = batch_alignment(bias, 0, dtype_size(tbias));
     /* A matrix with one row or column: no epilogue (see the top of the file). */
-    const Plan *p = M > 1 && N > 1 && K > 1 ? plan_get(cache, &kb, bias) : NULL;
+    RunArgs r = {C, A, B, 1.0f, 0.0f, workspace, s};
+    const Plan *p = M > 1 && N > 1 && K > 1 ? plan_get(cache, &kb, bias, &r) : NULL;
     if (!p || !p->has_algo) {
-        plan_run(lt, plan_get(cache, &k, NULL), workspace, s, C, A, B, 1.0f, 0.0f);
+        plan_run(lt, plan_get(cache, &k, NULL, &r), workspace, s, C, A, B, 1.0f, 0.0f);
         return 0;
     }
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
@@ -490,14 +603,15 @@ int matmul_cuda_bgrad(cublasLtHandle_t lt, MatmulPlanCache *cache, void *workspa
     k.epi = EPI_BGRADB;
     k.tbias = tc;
     k.align_bias = batch_alignment(bgrad, 0, dtype_size(tc));
+    RunArgs r = {C, A, B, 1.0f, beta, workspace, s};
     /* one row or column, or an f16/bf16 C (a rounded sum): never asked */
     const Plan *p = bgrad && tc == DT_F32 && M > 1 && N > 1 && K > 1
-                        ? plan_get(cache, &k, bgrad) : NULL;
+                        ? plan_get(cache, &k, bgrad, &r) : NULL;
     if (!p || !p->has_algo) {
         k.epi = EPI_NONE;
         k.tbias = 0;
         k.align_bias = 0;
-        plan_run(lt, plan_get(cache, &k, NULL), workspace, s, C, A, B, 1.0f, beta);
+        plan_run(lt, plan_get(cache, &k, NULL, &r), workspace, s, C, A, B, 1.0f, beta);
         return 0;
     }
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,

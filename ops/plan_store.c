@@ -221,6 +221,16 @@ PlanStore *plan_store_open(const char *dir, const char *family, const char *iden
     return s;
 }
 
+PlanStore *plan_store_open_default(const char *family, const char *identity, const char *what)
+{
+    char dir[1024];
+    PlanStore *s = plan_store_open(plan_store_default_dir(dir, sizeof dir), family, identity);
+    if (plan_store_count(s) > 0)
+        LOG_I("%d %s kept by earlier runs on this card are taken from %s (CTRAIN_PLAN_CACHE=off "
+              "searches afresh)", plan_store_count(s), what, plan_store_path(s));
+    return s;
+}
+
 void plan_store_close(PlanStore *s)
 {
     if (!s) return;

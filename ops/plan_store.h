@@ -54,6 +54,9 @@ const char *plan_store_default_dir(char *buf, size_t n);
 /* The store of `family` (a short word) for `identity` (one line), read from
  * dir (NULL: memory only). Never fails; see above for what it skips. */
 PlanStore *plan_store_open(const char *dir, const char *family, const char *identity);
+/* The same from the folder plan_store_default_dir names, saying (info) how
+ * many `what` ("convolution plans") earlier runs kept there, when any. */
+PlanStore *plan_store_open_default(const char *family, const char *identity, const char *what);
 void plan_store_close(PlanStore *s);
 
 /* The value kept for key, or NULL. */

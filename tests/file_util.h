@@ -4,6 +4,7 @@
 #ifndef CTRAIN_TESTS_FILE_UTIL_H
 #define CTRAIN_TESTS_FILE_UTIL_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,26 @@ static inline char *file_read(const char *path, size_t *n)
     b[len] = 0;
     *n = (size_t)len;
     return b;
+}
+
+/* The one file PREFIX*.txt in dir (a plan store's file, ops/plan_store.h),
+ * its path into out; 0 when there is not exactly one. */
+static inline int store_file(const char *dir, const char *prefix, char *out, size_t n)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    size_t lp = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (strncmp(e->d_name, prefix, lp) == 0 && l > 4 && strcmp(e->d_name + l - 4, ".txt") == 0) {
+            found++;
+            snprintf(out, n, "%s/%s", dir, e->d_name);
+        }
+    }
+    closedir(d);
+    return found == 1;
 }
 
 #endif

@@ -805,6 +805,11 @@ PlanStore *plan_store_open(const char *dir, const char *family, const char *iden
     (void)identity;
     return &the_store;
 }
+PlanStore *plan_store_open_default(const char *family, const char *identity, const char *what)
+{
+    (void)what;
+    return plan_store_open(NULL, family, identity);
+}
 void plan_store_close(PlanStore *s)
 {
     (void)s;
