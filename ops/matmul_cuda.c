@@ -26,8 +26,9 @@
  *
  * Plans: everything that depends only on the shape (the matmul descriptor,
  * the layouts, the algorithm picked by cublasLtMatmulAlgoGetHeuristic, or
- * with CTRAIN_GEMM_SEARCH=1 the fastest of its first eight, timed on the
- * first call and kept in the plan store: ops/matmul_search.h) is
+ * for a large one (CTRAIN_GEMM_SEARCH, on by default) the fastest of its
+ * first eight, timed on the first call and kept in the plan store:
+ * ops/matmul_search.h) is
  * built on first use and cached in a MatmulPlanCache, keyed by every input
  * the choice depends on, including the pointers' alignment (cuBLASLt's
  * heuristic assumes 256-byte aligned buffers unless told otherwise, and an
@@ -135,6 +136,8 @@ typedef struct {
     int has_algo;        /* 0 only for a bias plan that no algorithm takes */
 } Plan;
 
+static PlanStore *store_for(MatmulPlanCache *c);
+
 /* A linear table: a model has tens of distinct matmul shapes, and comparing
  * a few dozen keys costs far less than the kernel launch that follows.
  * search: CTRAIN_GEMM_SEARCH, read when the cache is made; store: the plan
@@ -152,6 +155,9 @@ MatmulPlanCache *matmul_plan_cache_new(void)
     MatmulPlanCache *c = calloc(1, sizeof *c);
     CT_ASSERT(c != NULL, "matmul_plan_cache_new: out of host memory");
     c->search = setting_switch(SET_GEMM_SEARCH);
+    /* opened now, not at the first search: a shape first met inside graph
+     * capture still finds the choice an earlier run kept */
+    if (c->search) store_for(c);
     return c;
 }
 
@@ -298,10 +304,10 @@ typedef struct {
 } RunArgs;
 
 /* A plan's key as the store's text: every field of PlanKey but the handle,
- * and the search's rules. */
-static void key_text(const PlanKey *k, char *buf, size_t n)
+ * and the search's rules; 0 when it does not fit (then nothing is kept). */
+static int key_text(const PlanKey *k, char *buf, size_t n)
 {
-    snprintf(buf, n,
+    int w = snprintf(buf, n,
              "M%d N%d K%d t%d%d batch%d s%lld,%lld,%lld ld%d,%d,%d %s->%s tf32=%d beta=%d "
              "epi=%d bias=%s ws=%zu align=%u,%u,%u,%u cands=%d rules=%d",
              k->M, k->N, k->K, k->transA, k->transB, k->batch, k->sA, k->sB, k->sC, k->lda,
@@ -309,6 +315,7 @@ static void key_text(const PlanKey *k, char *buf, size_t n)
              k->beta_nonzero, k->epi, k->epi ? dtype_name((DType)k->tbias) : "-",
              k->workspace_bytes, k->align_a, k->align_b, k->align_c, k->align_bias,
              GEMM_SEARCH_CANDIDATES, GEMM_SEARCH_RULES);
+    return w > 0 && (size_t)w < n;
 }
 
 static PlanStore *store_for(MatmulPlanCache *c)
@@ -338,11 +345,10 @@ static int plan_search(MatmulPlanCache *c, Plan *p, const cublasLtMatmulHeuristi
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     CUDA_CHECK(cudaStreamIsCapturing(r->s, &cs));
     const int capturing = cs != cudaStreamCaptureStatusNone;
-    if (capturing && !c->store) return 0;   /* the store is opened outside capture only */
     char ktext[PLAN_STORE_KEY_MAX], vtext[PLAN_STORE_VALUE_MAX];
-    key_text(&p->key, ktext, sizeof ktext);
+    const int keyed = key_text(&p->key, ktext, sizeof ktext);
     PlanStore *store = store_for(c);
-    const char *kept = plan_store_get(store, ktext);
+    const char *kept = keyed ? plan_store_get(store, ktext) : NULL;
     int rank = -1;
     cublasLtMatmulAlgo_t algo;
     if (kept && gemm_choice_parse(kept, &rank, &algo) && rank < n &&
@@ -369,7 +375,7 @@ static int plan_search(MatmulPlanCache *c, Plan *p, const cublasLtMatmulHeuristi
           p->key.transA, p->key.transB, p->key.beta_nonzero ? " != 0" : " 0", p->key.epi, i, n,
           1e3 * (double)ms[i], 1e3 * (double)ms[0]);
     gemm_choice_text(i, &res[i].algo, vtext, sizeof vtext);
-    plan_store_put(store, ktext, vtext);
+    if (keyed) plan_store_put(store, ktext, vtext);
     return i;
 }
 
@@ -419,6 +425,7 @@ static void plan_pick_algo(MatmulPlanCache *c, Plan *p, const RunArgs *r)
                       k->beta_nonzero ? " != 0" : " = 0", k->workspace_bytes);
     int n = 1;   /* the answers usable as they come, in the heuristic's order */
     while (n < found && result[n].state == CUBLAS_STATUS_SUCCESS) n++;
+    if (2.0 * k->M * k->N * k->K * k->batch < GEMM_SEARCH_MIN_FLOP) n = 1;
     p->algo = result[n > 1 ? plan_search(c, p, result, n, r) : 0].algo;
 }
 

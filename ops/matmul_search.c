@@ -34,8 +34,10 @@ static float time_one(const GemmProblem *g, void *c, const cublasLtMatmulAlgo_t 
     /* the warm-up run also tells whether the algorithm runs at all */
     if (cublasLtMatmul(g->lt, g->desc, &g->alpha, g->a, g->la, g->b, g->lb, &g->beta, c, g->lc,
                        c, g->lc, algo, g->workspace, g->workspace_bytes, g->stream) !=
-        CUBLAS_STATUS_SUCCESS)
+        CUBLAS_STATUS_SUCCESS) {
+        (void)cudaGetLastError();   /* a refused candidate's error is not the next kernel's */
         return INFINITY;
+    }
     for (int r = 0; r < GEMM_SEARCH_REPS; r++) {
         CUDA_CHECK(cudaEventRecord(ev[2 * r], g->stream));
         CUBLAS_CHECK(cublasLtMatmul(g->lt, g->desc, &g->alpha, g->a, g->la, g->b, g->lb,
@@ -98,11 +100,11 @@ void gemm_choice_text(int rank, const cublasLtMatmulAlgo_t *algo, char *buf, siz
 
 int gemm_choice_parse(const char *text, int *rank, cublasLtMatmulAlgo_t *algo)
 {
-    int r = -1, used = 0;
-    if (sscanf(text, "rank=%d algo=%n", &r, &used) != 1 || used == 0 || r < 0 ||
-        r >= GEMM_SEARCH_CANDIDATES)
-        return 0;
-    const char *h = text + used;
+    if (strncmp(text, "rank=", 5) != 0 || text[5] < '0' || text[5] > '9') return 0;
+    char *end = NULL;
+    long r = strtol(text + 5, &end, 10);
+    if (r < 0 || r >= GEMM_SEARCH_CANDIDATES || strncmp(end, " algo=", 6) != 0) return 0;
+    const char *h = end + 6;
     if (strlen(h) != 8 * 16) return 0;
     cublasLtMatmulAlgo_t a;
     memset(&a, 0, sizeof a);
@@ -116,7 +118,7 @@ int gemm_choice_parse(const char *text, int *rank, cublasLtMatmulAlgo_t *algo)
         }
         a.data[i] = v;
     }
-    *rank = r;
+    *rank = (int)r;
     *algo = a;
     return 1;
 }

@@ -9,7 +9,8 @@
  * the accumulating 1,024-wide data gradient, 9% on the FFN's second data
  * gradient, and by 0-1% in FP8 (scripts/gemm_algo_probe.c, docs/kernels.md).
  *
- * The search, on a plan's first call (CTRAIN_GEMM_SEARCH=1):
+ * The search, on the first call of a plan of at least GEMM_SEARCH_MIN_FLOP
+ * (CTRAIN_GEMM_SEARCH=1, the default):
  *   - the heuristic's first GEMM_SEARCH_CANDIDATES answers, in its order;
  *   - each run once to warm up, then timed GEMM_SEARCH_REPS times alone
  *     (CUDA events on the caller's stream), its time the median;
@@ -47,6 +48,10 @@ extern "C" {
 #define GEMM_SEARCH_CANDIDATES 8
 #define GEMM_SEARCH_REPS 5
 #define GEMM_SEARCH_MARGIN 0.03f
+/* Smaller problems (2 M N K batch FLOP) keep the heuristic's first: a few
+ * microseconds a call, where timing noise exceeds what a choice could gain
+ * (BERT-large's smallest GEMM at seq 512 bs 32 is 34 GFLOP). */
+#define GEMM_SEARCH_MIN_FLOP 17179869184.0   /* 2^34 */
 /* The version of the rules above: raise it when they change, so choices
  * made under the old rules are searched again (it is part of the key). */
 #define GEMM_SEARCH_RULES 1

@@ -3,8 +3,9 @@
  *
  * Five calls of the kinds a Linear layer makes (a plain product, the bias
  * epilogue, an accumulating data gradient over a preloaded C, the weight
- * gradient with its bias-gradient epilogue adding into an f32 C, a strict
- * f32 product), each checked against matmul_cpu:
+ * gradient with its bias-gradient epilogue adding into an f32 C, each of
+ * 2^34 FLOP, the search's floor; a small strict f32 product, below it: never
+ * searched), each checked against matmul_cpu:
  *   - a first cache (a first run) with CTRAIN_PLAN_CACHE a fresh folder:
  *     plans searched, one gemm-*.txt file written, every result right; the
  *     accumulating calls right means the search's timing never added into
@@ -48,12 +49,13 @@ typedef struct {
     int kind;   /* 0 plain, 1 bias epilogue, 2 bias-gradient epilogue */
 } Call;
 
+/* The first four at GEMM_SEARCH_MIN_FLOP (2 M N K = 2^34), the last below it. */
 static const Call calls[NCALLS] = {
-    {"plain bf16", 1024, 1024, 1024, 0, 1, 0.0f, DT_BF16, DT_BF16, 0},
-    {"bias bf16", 2048, 1024, 512, 0, 1, 0.0f, DT_BF16, DT_BF16, 1},
-    {"dgrad += bf16", 1024, 1024, 2048, 0, 0, 1.0f, DT_BF16, DT_BF16, 0},
-    {"wgrad+bgrad += f32", 768, 512, 2048, 1, 0, 1.0f, DT_BF16, DT_F32, 2},
-    {"strict f32", 512, 512, 512, 0, 1, 0.0f, DT_F32, DT_F32, 0},
+    {"plain bf16", 4096, 2048, 1024, 0, 1, 0.0f, DT_BF16, DT_BF16, 0},
+    {"bias bf16", 4096, 2048, 1024, 0, 1, 0.0f, DT_BF16, DT_BF16, 1},
+    {"dgrad += bf16", 2048, 2048, 2048, 0, 0, 1.0f, DT_BF16, DT_BF16, 0},
+    {"wgrad+bgrad += f32", 2048, 2048, 2048, 1, 0, 1.0f, DT_BF16, DT_F32, 2},
+    {"strict f32 (small: never searched)", 512, 512, 512, 0, 1, 0.0f, DT_F32, DT_F32, 0},
 };
 
 /* The inputs of every call, made once so every run reads the same values. */
@@ -186,6 +188,7 @@ static int damage_store(const char *path)
 {
     size_t n = 0;
     char *text = file_read(path, &n);
+    if (!text) return 0;
     int damaged = 0;
     char *line = text;
     while (line && *line && damaged < 2) {
@@ -298,6 +301,17 @@ int main(void)
     run_all(&d, &first, &s1, &l1);
     check_true("search.first_run_searches", s1 > 0 && l1 == 0, "%d searched, %d loaded", s1, l1);
     for (int i = 0; i < NCALLS; i++) expect_reference("search.first", &first, i);
+    {   /* below GEMM_SEARCH_MIN_FLOP: the heuristic's first, untimed */
+        Outputs small = {0};
+        int ss = -1, ls = -1;
+        MatmulPlanCache *cache = matmul_plan_cache_new();
+        run_call(&d, cache, NCALLS - 1, &small);
+        matmul_plan_cache_counts(cache, &ss, &ls);
+        matmul_plan_cache_free(cache);
+        check_true("search.small_not_searched", ss == 0 && ls == 0, "%d searched, %d loaded",
+                   ss, ls);
+        free(small.C[NCALLS - 1]);
+    }
     char path[1200];
     check_true("search.one_file", store_file(dir, "gemm-", path, sizeof path), "in %s", dir);
 
