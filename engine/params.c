@@ -191,6 +191,48 @@ void params_alloc(ParamSet *ps, Ctx *c, uint64_t seed)
     }
 }
 
+Tensor *params_join(const ParamSet *ps, const int *idx, int n)
+{
+    if (n < 1 || !ps->data) return NULL;
+    const ParamInfo *p0 = &ps->p[idx[0]];
+    const Tensor *t0 = p0->t;
+    int64_t shape[CT_MAX_DIMS];
+    memcpy(shape, t0->shape, sizeof shape);
+    shape[0] = 0;
+    size_t off = p0->offset;
+    for (int i = 0; i < n; i++) {
+        const ParamInfo *pi = &ps->p[idx[i]];
+        if (pi->offset != off || pi->decay != p0->decay || pi->t->ndim != t0->ndim) return NULL;
+        for (int d = 1; d < t0->ndim; d++)
+            if (pi->t->shape[d] != t0->shape[d]) return NULL;
+        shape[0] += pi->t->shape[0];
+        off += pi->numel;
+    }
+    Ctx *c = ps->ctx;
+    Tensor *j = tensor_view(c, t0->data, DT_F32, t0->ndim, shape);
+    j->requires_grad = t0->requires_grad;
+    j->is_param = 1;
+    j->name = t0->name;   /* the first part's: what a message names */
+    j->grad = tensor_view(c, t0->grad->data, DT_F32, t0->ndim, shape);
+    if (t0->lowp) j->lowp = tensor_view(c, t0->lowp->data, t0->lowp->dtype, t0->ndim, shape);
+    return j;
+}
+
+int params_join_current(const ParamSet *ps, const Tensor *j, int first)
+{
+    const Tensor *t0 = ps->p[first].t;
+    return j && j->data == t0->data && j->grad->data == t0->grad->data &&
+           (t0->lowp ? j->lowp && j->lowp->data == t0->lowp->data : !j->lowp);
+}
+
+void params_join_free(Tensor *j)
+{
+    if (!j) return;
+    tensor_release(j->lowp);   /* not the tensor's own (a parameter's copy is ParamSet's) */
+    j->lowp = NULL;
+    tensor_release(j);
+}
+
 void params_lowp_enable(ParamSet *ps, DType dt)
 {
     Ctx *c = ps->ctx;

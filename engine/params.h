@@ -130,6 +130,20 @@ void params_grad_move(ParamSet *ps, float *buf);
  * addresses. */
 void params_values_move(ParamSet *ps, float *data, void *lowp);
 Tensor *params_get(const ParamSet *ps, const char *name);
+
+/* n registered parameters that lie back to back (registered one after the
+ * other in one weight-decay group, the same shape past dim 0) as ONE
+ * parameter tensor [their dim 0 summed, the rest]: BERT's Wq, Wk, Wv as Wqkv
+ * [3 D, D], bq, bk, bv as bqkv [3 D]. A view in every buffer: its gradient
+ * views the parts' gradients (an op adds into them, as into any
+ * parameter's) and its AMP copy the parts' copies. NULL when they do not
+ * lie so. Stale once a buffer moves (params_values_move, params_grad_move,
+ * params_lowp_enable, which happen between steps, never between a forward
+ * and its backward): params_join_current says whether j still views them.
+ * Free with params_join_free (not while a recorded node holds j). */
+Tensor *params_join(const ParamSet *ps, const int *idx, int n);
+int params_join_current(const ParamSet *ps, const Tensor *j, int first);
+void params_join_free(Tensor *j);
 /* Copy all values to/from a host f32 array of ps->total elements, in layout order. */
 void params_to_host(const ParamSet *ps, float *host);
 void params_from_host(ParamSet *ps, const float *host);

@@ -12,6 +12,7 @@
 #include "engine/mem.h"
 #include "engine/settings.h"
 #include "ops/attention.h"
+#include "ops/autocast.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/gather.h"
@@ -26,6 +27,7 @@ typedef struct LN { int g, b; } LN;
 typedef struct BertLayer {
     Linear q, k, v, o, inter, out;
     LN ln_attn, ln_out;
+    Tensor *qkv_w, *qkv_b;   /* Wq Wk Wv and bq bk bv joined (engine/params.h), once asked */
 } BertLayer;
 
 typedef struct Bert Bert;
@@ -187,6 +189,34 @@ static Tensor *add_norm(Ctx *c, Model *m, const LN *ln, Tensor *x, Tensor *z, fl
     return y;
 }
 
+/* The self-attention from one projection (CTRAIN_QKV_PROJ, on by default): qkv = x Wqkv^T
+ * + bqkv with the layer's three Linears joined, read in place by the
+ * attention (ops/attention_qkv_op.c); NULL where it does not apply (fp8,
+ * whose q, k, v each have a scale; no cuDNN plan for the shape; parts not
+ * back to back), and the caller keeps three projections. */
+static Tensor *qkv_attention(Ctx *c, Model *m, BertLayer *L, Tensor *x, Tensor *mask, float p)
+{
+    const BertConfig *cfg = &((Bert *)m->impl)->cfg;
+    if ((c->fp8 && m->fp8) || !setting_switch(SET_QKV_PROJ) || x->ndim != 3) return NULL;
+    const int64_t B = x->shape[0], T = x->shape[1], Dh = cfg->hidden / cfg->heads;
+    if (!op_attention_qkv_supported(c, autocast_dtype(c, x->dtype), B, T, cfg->heads, Dh, mask,
+                                    p))
+        return NULL;
+    ParamSet *ps = &m->params;
+    if (!params_join_current(ps, L->qkv_w, L->q.w) || !params_join_current(ps, L->qkv_b, L->q.b)) {
+        params_join_free(L->qkv_w);
+        params_join_free(L->qkv_b);
+        const int w[3] = {L->q.w, L->k.w, L->v.w}, bias[3] = {L->q.b, L->k.b, L->v.b};
+        L->qkv_w = params_join(ps, w, 3);
+        L->qkv_b = params_join(ps, bias, 3);
+    }
+    if (!L->qkv_w || !L->qkv_b) return NULL;
+    Tensor *qkv = op_linear(c, x, L->qkv_w, L->qkv_b);
+    Tensor *ctxh = op_attention_qkv(c, qkv, cfg->heads, mask, p);
+    tensor_release(qkv);
+    return ctxh;
+}
+
 /* One encoder layer: a SegmentFn, so it can be recomputed. */
 static Tensor *layer_forward(Ctx *c, void *argp, Tensor *x)
 {
@@ -194,16 +224,20 @@ static Tensor *layer_forward(Ctx *c, void *argp, Tensor *x)
     Model *m = a->m;
     Bert *b = (Bert *)m->impl;
     const BertConfig *cfg = &b->cfg;
-    const BertLayer *L = &b->layers[a->l];
-    Fp8SharedX xs = {0};   /* under fp8 q, k and v take one cast of x */
-    Tensor *q0 = linear_x(c, m, &L->q, x, &xs), *k0 = linear_x(c, m, &L->k, x, &xs);
-    Tensor *v0 = linear_x(c, m, &L->v, x, &xs);
-    fp8_shared_x_release(&xs);
-    Tensor *q = split_heads(c, q0, cfg->heads), *k = split_heads(c, k0, cfg->heads);
-    Tensor *v = split_heads(c, v0, cfg->heads);
-    tensor_release(q0); tensor_release(k0); tensor_release(v0);
-    Tensor *ctxh = op_attention_bthd(c, q, k, v, a->mask, m->training ? cfg->attn_dropout : 0.0f);
-    tensor_release(q); tensor_release(k); tensor_release(v);
+    BertLayer *L = &b->layers[a->l];
+    const float pa = m->training ? cfg->attn_dropout : 0.0f;
+    Tensor *ctxh = qkv_attention(c, m, L, x, a->mask, pa);
+    if (!ctxh) {
+        Fp8SharedX xs = {0};   /* under fp8 q, k and v take one cast of x */
+        Tensor *q0 = linear_x(c, m, &L->q, x, &xs), *k0 = linear_x(c, m, &L->k, x, &xs);
+        Tensor *v0 = linear_x(c, m, &L->v, x, &xs);
+        fp8_shared_x_release(&xs);
+        Tensor *q = split_heads(c, q0, cfg->heads), *k = split_heads(c, k0, cfg->heads);
+        Tensor *v = split_heads(c, v0, cfg->heads);
+        tensor_release(q0); tensor_release(k0); tensor_release(v0);
+        ctxh = op_attention_bthd(c, q, k, v, a->mask, pa);
+        tensor_release(q); tensor_release(k); tensor_release(v);
+    }
     Tensor *ctx = merge_heads(c, ctxh);
     tensor_release(ctxh);
     float p = m->training ? cfg->hidden_dropout : 0.0f;
@@ -363,6 +397,10 @@ static void bert_free_impl(Model *m)
         tensor_release(b->indices[i].cls_rows);
     }
     free(b->indices);
+    for (int l = 0; l < b->cfg.layers; l++) {
+        params_join_free(b->layers[l].qkv_w);
+        params_join_free(b->layers[l].qkv_b);
+    }
     free(b->layers);
     free(b->args);
     free(b);

@@ -150,6 +150,17 @@ Tensor *op_attention_bthd(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask,
                           float dropout_p);
 Tensor *op_attention_bthd_at(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask,
                              float dropout_p, uint64_t seed, uint64_t offset);
+/* The same from one projection qkv [B, T, 3 H Dh] (q, k, v each [H, Dh] a
+ * token, in that order: x Wqkv^T + bqkv with Wqkv = [Wq; Wk; Wv]), read in
+ * place; out [B, T, H, Dh]; the gradient written into dqkv at q, k, v's
+ * places (ops/attention_qkv_op.c). The same dropout draw as
+ * op_attention_bthd. On CUDA only where op_attention_qkv_supported answers
+ * 1 (cuDNN's attention reading the 3 H Dh stride); always on the CPU. */
+int op_attention_qkv_supported(Ctx *c, DType dt, int64_t B, int64_t T, int heads, int64_t Dh,
+                               const Tensor *mask, float dropout_p);
+Tensor *op_attention_qkv(Ctx *c, Tensor *qkv, int heads, Tensor *mask, float dropout_p);
+Tensor *op_attention_qkv_at(Ctx *c, Tensor *qkv, int heads, Tensor *mask, float dropout_p,
+                            uint64_t seed, uint64_t offset);
 
 #ifdef __cplusplus
 }

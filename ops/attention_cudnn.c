@@ -54,7 +54,7 @@ static CgDesc add(SdpaGraph *g, CgDesc d, const char *what, int is_op)
     return d;
 }
 
-enum { L_QKV, L_QKV_T, L_SS, L_SS_T, L_ROW, L_BHSD, L_BIAS };
+enum { L_QKV, L_QKV_T, L_SS, L_SS_T, L_ROW, L_BHSD, L_BIAS, L_IN, L_IN_T };
 
 /* dims and strides in cuDNN's [b, h, s, d] order: L_QKV q, k, v, out and
  * their gradients as the shape lays them out ([B, T, H, Dh] or [B, H, T,
@@ -64,17 +64,23 @@ enum { L_QKV, L_QKV_T, L_SS, L_SS_T, L_ROW, L_BHSD, L_BIAS };
  * stride 0 along the queries: as [B, 1, 1, T] (broadcast) cuDNN 9.14's
  * forward is right but its backward is not (~100% off, no refusal; H100,
  * the probe and tests/gpu_attention_cudnn), and cudnn-frontend documents
- * the bias as (1 or b, 1 or h, s_q, s_kv). */
+ * the bias as (1 or b, 1 or h, s_q, s_kv). L_IN, L_IN_T: L_QKV, L_QKV_T for
+ * q, k, v and their gradients, whose token stride is the shape's ld when
+ * it has one (a [B, T, 3, H, Dh] projection read in place). */
 static void layout(const SdpaShape *s, int l, int64_t *d, int64_t *st)
 {
     const int64_t B = s->B, H = s->H, T = s->T, D = s->D;
     const int64_t hs = s->bthd ? D : T * D, ts = s->bthd ? H * D : D;   /* head, token strides */
-    const int64_t dims[7][4] = {{B, H, T, D}, {B, H, D, T}, {B, H, T, T}, {B, H, T, T},
-                                {B, H, T, 1}, {B, H, T, D}, {B, 1, T, T}};
-    const int64_t str[7][4] = {{T * H * D, hs, ts, 1},   {T * H * D, hs, 1, ts},
+    const int64_t is = s->bthd && s->ld ? s->ld : ts;                  /* the inputs' */
+    const int64_t ib = s->bthd && s->ld ? T * s->ld : T * H * D;       /* their batch stride */
+    const int64_t dims[9][4] = {{B, H, T, D}, {B, H, D, T}, {B, H, T, T}, {B, H, T, T},
+                                {B, H, T, 1}, {B, H, T, D}, {B, 1, T, T}, {B, H, T, D},
+                                {B, H, D, T}};
+    const int64_t str[9][4] = {{T * H * D, hs, ts, 1},   {T * H * D, hs, 1, ts},
                                {H * T * T, T * T, T, 1}, {H * T * T, T * T, 1, T},
                                {H * T, T, 1, 1},         {H * T * D, T * D, D, 1},
-                               {T, T, 0, 1}};
+                               {T, T, 0, 1},             {ib, hs, is, 1},
+                               {ib, hs, 1, is}};
     memcpy(d, dims[l], sizeof dims[l]);
     memcpy(st, str[l], sizeof str[l]);
 }
@@ -184,8 +190,8 @@ static void build_fwd(SdpaGraph *g, const SdpaShape *s)
 {
     const cudnnDataType_t F = CUDNN_DATA_FLOAT, t = s->ct;
     const int reorder = g->form.legacy ? CG_REORDER_F16x16 : 0, drop = g->form.p > 0.0f;
-    CgDesc q = ten(g, s, L_QKV, SDPA_U_Q, t, 0), kt = ten(g, s, L_QKV_T, SDPA_U_K, t, 0);
-    CgDesc v = ten(g, s, L_QKV, SDPA_U_V, t, 0);
+    CgDesc q = ten(g, s, L_IN, SDPA_U_Q, t, 0), kt = ten(g, s, L_IN_T, SDPA_U_K, t, 0);
+    CgDesc v = ten(g, s, L_IN, SDPA_U_V, t, 0);
     CgDesc x = scores(g, s, q, kt, scalar(g, SDPA_U_SCALE, F, 1));
     CgDesc m = red(g, CUDNN_REDUCE_TENSOR_MAX, x, vf(g, s, L_ROW), "reduction (row max)");
     CgDesc e = pw(g, CUDNN_POINTWISE_SUB, x, m, vf(g, s, L_SS), "pointwise sub (max)");
@@ -210,8 +216,8 @@ static void build_bwd(SdpaGraph *g, const SdpaShape *s)
 {
     const cudnnDataType_t F = CUDNN_DATA_FLOAT, t = s->ct;
     const int reorder = g->form.legacy ? CG_REORDER_F16x16 : 0, drop = g->form.p > 0.0f;
-    CgDesc q = ten(g, s, L_QKV, SDPA_U_Q, t, 0), kt = ten(g, s, L_QKV_T, SDPA_U_K, t, 0);
-    CgDesc vt = ten(g, s, L_QKV_T, SDPA_U_V, t, 0), o = ten(g, s, L_QKV, SDPA_U_O, t, 0);
+    CgDesc q = ten(g, s, L_IN, SDPA_U_Q, t, 0), kt = ten(g, s, L_IN_T, SDPA_U_K, t, 0);
+    CgDesc vt = ten(g, s, L_IN_T, SDPA_U_V, t, 0), o = ten(g, s, L_QKV, SDPA_U_O, t, 0);
     CgDesc d_o = ten(g, s, L_QKV, SDPA_U_DO, t, 0);
     CgDesc stats = ten(g, s, L_ROW, SDPA_U_STATS, F, 0);
     CgDesc scale = scalar(g, SDPA_U_SCALE, F, 1);
@@ -234,7 +240,7 @@ static void build_bwd(SdpaGraph *g, const SdpaShape *s)
                 "pointwise mul (dropout scale)");
     }
     pd = reshape(g, pd, ten(g, s, L_SS_T, 0, t, 0), "reshape (P^T)");
-    mm(g, pd, d_o, ten(g, s, L_QKV, SDPA_U_DV, t, 0), "matmul P^T dO");
+    mm(g, pd, d_o, ten(g, s, L_IN, SDPA_U_DV, t, 0), "matmul P^T dO");
     /* dS = (dO V^T [* mask] - Dk) * P [* 1/(1-p)] * scale */
     CgDesc ds = mm(g, d_o, vt, vf(g, s, L_SS), "matmul dO V^T");
     if (drop) ds = pw(g, CUDNN_POINTWISE_MUL, ds, r, vf(g, s, L_SS), "pointwise mul (dP mask)");
@@ -244,9 +250,9 @@ static void build_bwd(SdpaGraph *g, const SdpaShape *s)
         ds = pw(g, CUDNN_POINTWISE_MUL, ds, dscale, vf(g, s, L_SS), "pointwise mul (dS dropout)");
     ds = pw(g, CUDNN_POINTWISE_MUL, ds, scale, vf(g, s, L_SS), "pointwise mul (dS scale)");
     CgDesc dst = reshape(g, ds, ten(g, s, L_SS_T, 0, t, 0), "reshape (dS^T)");
-    mm(g, dst, q, ten(g, s, L_QKV, SDPA_U_DK, t, 0), "matmul dS^T Q");
-    CgDesc k = reshape(g, kt, ten(g, s, L_QKV, 0, t, 0), "reshape (K^T to K)");
-    CgDesc dq = ten(g, s, L_QKV, SDPA_U_DQ, t, 0);
+    mm(g, dst, q, ten(g, s, L_IN, SDPA_U_DK, t, 0), "matmul dS^T Q");
+    CgDesc k = reshape(g, kt, ten(g, s, L_IN, 0, t, 0), "reshape (K^T to K)");
+    CgDesc dq = ten(g, s, L_IN, SDPA_U_DQ, t, 0);
     if (g->form.accum) {
         CgDesc acc = ten(g, s, L_BHSD, SDPA_U_DQACC, F, reorder);
         pw(g, CUDNN_POINTWISE_IDENTITY, mm(g, ds, k, acc, "matmul dS K (f32 accumulator)"), NULL,
@@ -379,10 +385,11 @@ void attention_cudnn_runs(Ctx *c, long *fwd, long *bwd)
     *bwd = ac->bwd_runs;
 }
 
-static SdpaShape ac_shape(DType dt, size_t B, size_t H, size_t T, size_t Dh, int bthd)
+static SdpaShape ac_shape(DType dt, size_t B, size_t H, size_t T, size_t Dh, int bthd, size_t ld)
 {
     SdpaShape s = {(int64_t)B, (int64_t)H, (int64_t)T, (int64_t)Dh,
-                   dt == DT_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF, bthd != 0};
+                   dt == DT_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF, bthd != 0,
+                   bthd && ld != H * Dh ? (int64_t)ld : 0};
     return s;
 }
 
@@ -440,7 +447,8 @@ static AcEntry *ac_find(AcCache *ac, const SdpaShape *s, DType dt, int has_mask,
     for (int i = 0; i < ac->n; i++) {
         AcEntry *e = ac->e[i];
         if (e->dt == dt && e->s.B == s->B && e->s.H == s->H && e->s.T == s->T &&
-            e->s.D == s->D && e->s.bthd == s->bthd && e->has_mask == has_mask && e->p == p &&
+            e->s.D == s->D && e->s.bthd == s->bthd && e->s.ld == s->ld &&
+            e->has_mask == has_mask && e->p == p &&
             e->bwd == bwd)
             return e;
     }
@@ -480,10 +488,10 @@ static AcEntry *ac_get(Ctx *c, const SdpaShape *s, DType dt, int has_mask, float
 }
 
 int attention_cudnn_ready(Ctx *c, DType dt, size_t B, size_t H, size_t T, size_t Dh, int bthd,
-                          int has_mask, float p)
+                          size_t ld, int has_mask, float p)
 {
     if ((dt != DT_F16 && dt != DT_BF16) || !(p >= 0.0f && p < 1.0f)) return 0;
-    const SdpaShape s = ac_shape(dt, B, H, T, Dh, bthd);
+    const SdpaShape s = ac_shape(dt, B, H, T, Dh, bthd, ld);
     has_mask = has_mask != 0;
     AcEntry *f = ac_get(c, &s, dt, has_mask, p, 0);
     if (!f || !f->usable) return 0;
@@ -493,9 +501,9 @@ int attention_cudnn_ready(Ctx *c, DType dt, size_t B, size_t H, size_t T, size_t
 
 /* The usable entry of a call that attention_cudnn_ready answered 1 for. */
 static AcEntry *ac_entry(Ctx *c, DType dt, size_t B, size_t H, size_t T, size_t Dh, int bthd,
-                         int has_mask, float p, int bwd)
+                         size_t ld, int has_mask, float p, int bwd)
 {
-    const SdpaShape s = ac_shape(dt, B, H, T, Dh, bthd);
+    const SdpaShape s = ac_shape(dt, B, H, T, Dh, bthd, ld);
     AcEntry *e = ac_find(ac_for(c), &s, dt, has_mask != 0, p, bwd);
     CT_ASSERT(e && e->usable, "attention_cudnn: no %s plan for this call "
               "(attention_cudnn_ready first)", bwd ? "backward" : "forward");
@@ -548,9 +556,10 @@ static cudnnStatus_t ac_run(Ctx *c, AcEntry *e, const SdpaBufs *b)
 
 int attention_cudnn_forward(Ctx *c, void *out, float *stats, const void *q, const void *k,
                             const void *v, const float *mask, DType dt, float p, uint64_t seed,
-                            uint64_t offset, size_t B, size_t H, size_t T, size_t Dh, int bthd)
+                            uint64_t offset, size_t B, size_t H, size_t T, size_t Dh, int bthd,
+                            size_t ld)
 {
-    AcEntry *e = ac_entry(c, dt, B, H, T, Dh, bthd, mask != NULL, p, 0);
+    AcEntry *e = ac_entry(c, dt, B, H, T, Dh, bthd, ld, mask != NULL, p, 0);
     SdpaBufs b = {.q = q, .k = k, .v = v, .o = out, .stats = stats};
     AcTemps t;
     ac_temps(c, e, mask, seed, offset, &b, &t);
@@ -571,12 +580,17 @@ void attention_cudnn_backward(Ctx *c, void *dq, void *dk, void *dv, const void *
                               const void *q, const void *k, const void *v, const void *out,
                               const float *stats, const float *mask, DType dt, float p,
                               uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
-                              size_t Dh, int accum_q, int accum_k, int accum_v, int bthd)
+                              size_t Dh, int accum_q, int accum_k, int accum_v, int bthd,
+                              size_t ld)
 {
-    AcEntry *e = ac_entry(c, dt, B, H, T, Dh, bthd, mask != NULL, p, 1);
+    AcEntry *e = ac_entry(c, dt, B, H, T, Dh, bthd, ld, mask != NULL, p, 1);
     const size_t n = B * H * T * Dh, bytes = n * dtype_size(dt), rows = B * H * T;
     void *dst[3] = {dq, dk, dv}, *tmp[3] = {NULL, NULL, NULL}, *res[3];
     const int acc[3] = {accum_q, accum_k, accum_v};
+    for (int i = 0; e->s.ld && i < 3; i++)   /* strided: no temporary could stand in */
+        CT_ASSERT(dst[i] && !acc[i] && (uintptr_t)dst[i] % 16 == 0,
+                  "attention_cudnn_backward: strided dq, dk, dv must all be wanted, written "
+                  "and 16-byte aligned");
     /* cuDNN writes all three, 16-byte aligned: a gradient that adds, is not
      * wanted or sits off that alignment gets a temporary */
     for (int i = 0; i < 3; i++) {

@@ -85,6 +85,9 @@ typedef struct SdpaShape {
     int64_t B, H, T, D;       /* D: Dh */
     cudnnDataType_t ct;       /* CUDNN_DATA_HALF or CUDNN_DATA_BFLOAT16 */
     int bthd;                 /* 1: [B, T, H, Dh] tensors; 0: [B, H, T, Dh] */
+    int64_t ld;               /* bthd: the token stride of q, k, v and dq, dk, dv in elements
+                               * (0: packed, H Dh; 3 H Dh reads them from one [B, T, 3, H, Dh]
+                               * projection); out and dout are always packed */
 } SdpaShape;
 
 typedef struct SdpaForm {
@@ -160,28 +163,33 @@ void sdpa_pointers(SdpaGraph *g, const SdpaBufs *b, void **ptrs);
  * first use: host calls, runtime compilation of seconds, a warm-up step's
  * work; inside a CUDA graph capture a shape not seen before answers 0), 0
  * when it declines (logged once at info level, the answer cached). p < 1;
- * dt f16 or bf16; every pointer the calls below get 16-byte aligned. */
+ * dt f16 or bf16; every pointer the calls below get 16-byte aligned. ld:
+ * SdpaShape's (bthd only; 0 packed). */
 int attention_cudnn_ready(Ctx *c, DType dt, size_t B, size_t H, size_t T, size_t Dh, int bthd,
-                          int has_mask, float p);
+                          size_t ld, int has_mask, float p);
 /* out = attention(q, k, v, mask) and stats f32 [B, H, T] (for the
  * backward) on c->stream, after attention_cudnn_ready answered 1. Returns
  * 1, or 0 when cuDNN refuses the execution (nothing written; the form is
  * then declined from here on, logged). */
 int attention_cudnn_forward(Ctx *c, void *out, float *stats, const void *q, const void *k,
                             const void *v, const float *mask, DType dt, float p, uint64_t seed,
-                            uint64_t offset, size_t B, size_t H, size_t T, size_t Dh, int bthd);
+                            uint64_t offset, size_t B, size_t H, size_t T, size_t Dh, int bthd,
+                            size_t ld);
 /* dq, dk, dv (any may be NULL; accum 0 writes, 1 adds) of that forward,
  * from its q, k, v, out, stats, mask and (seed, offset). Temporaries from
  * the pool: the row sums f32 [B, H, T], a gradient that adds or is not
  * wanted (cuDNN writes all three), the mask in dt when only that bias form
- * was taken, the f32 dQ accumulator in that form. Fatal when cuDNN refuses
+ * was taken, the f32 dQ accumulator in that form. With a token stride ld
+ * (q, k, v strided) dq, dk, dv are written in that stride: all three
+ * wanted, written (not added), 16-byte aligned. Fatal when cuDNN refuses
  * the execution (the forward's mask and stats are cuDNN's: no other
  * backward can follow it). */
 void attention_cudnn_backward(Ctx *c, void *dq, void *dk, void *dv, const void *dout,
                               const void *q, const void *k, const void *v, const void *out,
                               const float *stats, const float *mask, DType dt, float p,
                               uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
-                              size_t Dh, int accum_q, int accum_k, int accum_v, int bthd);
+                              size_t Dh, int accum_q, int accum_k, int accum_v, int bthd,
+                              size_t ld);
 /* Forwards and backwards cuDNN has run on c so far (what the tests read to
  * know which path ran). */
 void attention_cudnn_runs(Ctx *c, long *fwd, long *bwd);

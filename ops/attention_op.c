@@ -344,7 +344,7 @@ static void attention_cudnn_node_backward(Ctx *c, Node *n)
                              out->data, (const float *)stats->data,
                              mask ? (const float *)mask->data : NULL, q->dtype, n->f[0],
                              (uint64_t)n->i[0], (uint64_t)n->i[1], d.B, d.H, d.T, d.Dh, acc[0],
-                             acc[1], acc[2], (int)n->i[7]);
+                             acc[1], acc[2], (int)n->i[7], 0);
 }
 
 /* CTRAIN_ATTN=cudnn and what cuDNN's path needs of the call: an f16 / bf16
@@ -362,7 +362,7 @@ static int attn_cudnn_wanted(const Ctx *c, DType dt, int aligned, const Tensor *
 static Tensor *attn_cudnn_take(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask,
                                float p, uint64_t seed, uint64_t offset, AttnDims d, int bthd)
 {
-    if (!attention_cudnn_ready(c, autocast_dtype(c, q0->dtype), d.B, d.H, d.T, d.Dh, bthd,
+    if (!attention_cudnn_ready(c, autocast_dtype(c, q0->dtype), d.B, d.H, d.T, d.Dh, bthd, 0,
                                mask != NULL, p))
         return NULL;
     Tensor *q = autocast_cast_input(c, q0), *k = autocast_cast_input(c, k0);
@@ -373,7 +373,7 @@ static Tensor *attn_cudnn_take(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tenso
     Tensor *stats = tensor_new(c, DT_F32, 3, sshape);
     if (attention_cudnn_forward(c, out->data, (float *)stats->data, q->data, k->data, v->data,
                                 mask ? (const float *)mask->data : NULL, q->dtype, p, seed,
-                                offset, d.B, d.H, d.T, d.Dh, bthd)) {
+                                offset, d.B, d.H, d.T, d.Dh, bthd, 0)) {
         if (ad_needs_grad(c, in, 3)) {
             Node *n = ad_record(c, "attention", attention_cudnn_node_backward, out, in, 3);
             attn_node_set(n, p, seed, offset, d);

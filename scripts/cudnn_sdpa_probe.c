@@ -900,7 +900,7 @@ int main(int argc, char **argv)
             p.n = (size_t)p.B * p.T * p.H * p.D;
             p.nrow = (size_t)p.B * p.H * p.T;
             p.nmask = p.nrow * (size_t)p.T;
-            p.shape = (SdpaShape){p.B, p.H, p.T, p.D, p.ct, 1};
+            p.shape = (SdpaShape){p.B, p.H, p.T, p.D, p.ct, 1, 0};
             p.tc = attention_fa_tc_supports(&c, p.dt, (size_t)p.D);
             run_shape(&p);
         }

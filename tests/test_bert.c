@@ -16,6 +16,8 @@
  *     200 CPU steps it learns the token statistics (~6.0 nats for a 1000-piece
  *     vocabulary); context comes with longer runs (the GPU pre-training).
  */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "check.h"
 #include "data/mlm.h"
@@ -127,6 +129,51 @@ static void test_recompute_dropout(Ctx *c)
     }
     check_true("bert.recompute_with_dropout.same_grads", memcmp(g[0], g[1], n * sizeof(float)) == 0,
                "gradients differ: the re-run drew different dropout masks");
+    free(g[0]); free(g[1]);
+}
+
+/* CTRAIN_QKV_PROJ=1: q, k, v as one joined projection read in place by the
+ * attention. The same loss as three Linears, bit for bit (the forward's
+ * values and order are the same), and the same gradients to rounding (the
+ * data gradient sums the three in one dot product), with dropout and with
+ * a recomputed layer (the joined views made again in the re-run). */
+static void test_qkv_projection(Ctx *c, int recompute_every)
+{
+    float *g[2], loss[2];
+    size_t n = 0;
+    for (int k = 0; k < 2; k++) {
+        setenv("CTRAIN_QKV_PROJ", k ? "1" : "0", 1);
+        BertConfig cfg;
+        tiny(&cfg, V, 0.1f, recompute_every);
+        Model m;
+        bert_create(&m, c, &cfg, 5);
+        Tensor *in[5];
+        make_batch(c, 4, 0, in, 2);
+        c->rng_offset = 2000;
+        Tensor *l = model_loss(c, &m, in, 0.0f, NULL);
+        loss[k] = ((const float *)l->data)[0];
+        ad_backward(c, l, 1.0f);
+        tensor_release(l);
+        n = m.params.total;
+        g[k] = malloc(n * sizeof(float));
+        memcpy(g[k], m.params.grad, n * sizeof(float));
+        release5(in);
+        model_free(&m);
+    }
+    unsetenv("CTRAIN_QKV_PROJ");
+    /* the input gradient of the joined projection is one sum over 3 D where
+     * three Linears add three sums: the same terms, another rounding order */
+    double worst = 0.0, gmax = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        worst = fmax(worst, fabs((double)g[0][i] - g[1][i]));
+        gmax = fmax(gmax, fabs((double)g[0][i]));
+    }
+    char name[96];
+    snprintf(name, sizeof name, "bert.qkv_projection%s.same_loss_close_grads",
+             recompute_every ? ".recompute" : "");
+    check_true(name, loss[0] == loss[1] && worst <= 1e-5 * gmax,
+               "loss %.9g against %.9g; gradients differ by up to %.3g (largest %.3g)",
+               (double)loss[0], (double)loss[1], worst, gmax);
     free(g[0]); free(g[1]);
 }
 
@@ -361,6 +408,8 @@ int main(void)
     ctx_init(&c, DEV_CPU, 0, 1);
     test_names(&c);
     test_recompute_dropout(&c);
+    test_qkv_projection(&c, 0);
+    test_qkv_projection(&c, 1);
     test_accumulation(&c);
     test_masked_rows_head(&c);
     test_synthetic_no_mask(&c);

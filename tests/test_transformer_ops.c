@@ -588,6 +588,55 @@ static void test_attention_bthd(Ctx *c)
     for (int x = 0; x < 3; x++) { tensor_release(th[x]); tensor_release(tt[x]); }
 }
 
+/* op_attention_qkv on one projection [B, T, 3 H Dh] = op_attention_bthd on
+ * q, k, v copied out of it, same Philox offset: out bit for bit, and dqkv
+ * holds dq, dk, dv at q, k, v's places bit for bit. Run twice with qkv used
+ * by a second op too (its gradient then adds: the accumulate path). */
+static void test_attention_qkv(Ctx *c, int twice)
+{
+    enum { B = 2, T = 5, H = 3, Dh = 4, D = H * Dh, N = B * T * D };
+    int64_t xs[3] = {B, T, 3 * D}, ts[4] = {B, T, H, Dh}, ms[2] = {B, T};
+    float x[3 * N], part[3][N], w[N], mask[B * T] = {0, 0, 0, 0, 0, 0, 0, -10000, -10000, 0};
+    check_fill(x, 3 * N, -1, 1);
+    check_fill(w, N, -1, 1);
+    for (int r = 0; r < B * T; r++)
+        for (int j = 0; j < 3; j++)
+            memcpy(part[j] + r * D, x + r * 3 * D + j * D, D * sizeof(float));
+    Tensor *tx = mk(c, x, 3, xs, 1), *tm = mk(c, mask, 2, ms, 0), *tw = mk(c, w, 4, ts, 0);
+    Tensor *tp[3];
+    for (int j = 0; j < 3; j++) tp[j] = mk(c, part[j], 4, ts, 1);
+    c->rng_offset = 555;
+    Tensor *o = op_attention_qkv(c, tx, H, tm, 0.25f);
+    Tensor *l = weighted_sum(c, o, tw);
+    if (twice) {   /* qkv read by a second op: its gradient adds to the attention's */
+        Tensor *s = op_sum(c, tx), *l2 = op_add(c, l, s);
+        tensor_release(s);
+        tensor_release(l);
+        l = l2;
+    }
+    ad_backward(c, l, 1.0f);
+    c->rng_offset = 555;
+    Tensor *ob = op_attention_bthd(c, tp[0], tp[1], tp[2], tm, 0.25f);
+    Tensor *lb = weighted_sum(c, ob, tw);
+    ad_backward(c, lb, 1.0f);
+    char name[96];
+    snprintf(name, sizeof name, "attention.qkv%s out = op_attention_bthd's, bit for bit",
+             twice ? " (used twice)" : "");
+    check_true(name, memcmp(o->data, ob->data, N * sizeof(float)) == 0, "values differ");
+    float want[3 * N];
+    for (int r = 0; r < B * T; r++)
+        for (int j = 0; j < 3; j++)
+            for (int e = 0; e < D; e++)
+                want[r * 3 * D + j * D + e] =
+                    ((const float *)tp[j]->grad->data)[r * D + e] + (twice ? 1.0f : 0.0f);
+    snprintf(name, sizeof name, "attention.qkv%s dqkv = dq | dk | dv in place, bit for bit",
+             twice ? " (used twice)" : "");
+    check_true(name, memcmp(tx->grad->data, want, sizeof want) == 0, "values differ");
+    tensor_release(l); tensor_release(lb); tensor_release(o); tensor_release(ob);
+    tensor_release(tx); tensor_release(tm); tensor_release(tw);
+    for (int j = 0; j < 3; j++) tensor_release(tp[j]);
+}
+
 /* q = k = v one tensor: its gradient is dq + dk + dv of three separate
  * tensors holding the same values (the shared buffer is zeroed and every
  * output adds into it: attn_grads_shared), in both layouts. */
@@ -688,6 +737,8 @@ int main(void)
     test_attention_replay(&c);
     test_attention_bthd(&c);
     test_attention_shared(&c);
+    test_attention_qkv(&c, 0);
+    test_attention_qkv(&c, 1);
     ctx_free(&c);
     return check_summary();
 }

@@ -7,6 +7,9 @@
 #include "engine/error.h"
 #include "ops/embedding.h"
 
+/* The most parameters one joined view covers (params_join: BERT's q, k, v). */
+#define BUCKET_JOIN_MAX 8
+
 static const ParamSet *sort_ps;
 static int by_offset_cmp(const void *a, const void *b)
 {
@@ -89,7 +92,8 @@ void bucket_plan_free(BucketPlan *bp)
     memset(bp, 0, sizeof *bp);
 }
 
-int bucket_param_of(const BucketPlan *bp, const ParamSet *ps, const Tensor *t)
+/* The place in bp->by_offset of the parameter starting at t's data, or -1. */
+static int by_offset_at(const BucketPlan *bp, const ParamSet *ps, const Tensor *t)
 {
     if (!t || !t->is_param || !ps->data) return -1;
     const float *d = (const float *)t->data;
@@ -99,11 +103,29 @@ int bucket_param_of(const BucketPlan *bp, const ParamSet *ps, const Tensor *t)
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
         size_t o = ps->p[bp->by_offset[mid]].offset;
-        if (o == off) return bp->by_offset[mid];
+        if (o == off) return mid;
         if (o < off) lo = mid + 1;
         else hi = mid - 1;
     }
     return -1;
+}
+
+int bucket_param_of(const BucketPlan *bp, const ParamSet *ps, const Tensor *t)
+{
+    int at = by_offset_at(bp, ps, t);
+    return at < 0 ? -1 : bp->by_offset[at];
+}
+
+int bucket_params_of(const BucketPlan *bp, const ParamSet *ps, const Tensor *t, int *p, int max)
+{
+    int at = by_offset_at(bp, ps, t), n = 0;
+    if (at < 0) return 0;
+    const size_t end = ps->p[bp->by_offset[at]].offset + t->numel;
+    for (; at < bp->n_params && (n == 0 || ps->p[bp->by_offset[at]].offset < end); at++) {
+        CT_ASSERT(n < max, "data parallel: a joined view covers more than %d parameters", max);
+        p[n++] = bp->by_offset[at];
+    }
+    return n;
 }
 
 /* ---- readiness ---- */
@@ -122,16 +144,20 @@ static void on_begin(void *user, const Tape *t, int depth)
     for (int k = 0; k < t->n; k++) {
         const Node *n = &t->nodes[k];
         for (int i = 0; i < n->n_in; i++) {
-            int p = bucket_param_of(g->bp, g->ps, n->in[i]);
-            if (p < 0 || (g->defer && g->defer(g->defer_user, n, p))) continue;
-            if (g->state[p] == GR_FINAL)
-                ct_fatal_hint("run with --recompute none (or keep the parameter's uses inside one "
-                              "recomputed segment)",
-                              "data parallel: parameter %s is used in a recomputed segment after "
-                              "its gradient was complete and all-reduced (depth %d)",
-                              g->ps->p[p].name, depth);
-            g->uses[p]++;
-            g->state[p] = GR_PENDING;
+            int ps[BUCKET_JOIN_MAX];
+            const int np = bucket_params_of(g->bp, g->ps, n->in[i], ps, BUCKET_JOIN_MAX);
+            for (int j = 0; j < np; j++) {
+                const int p = ps[j];
+                if (g->defer && g->defer(g->defer_user, n, p)) continue;
+                if (g->state[p] == GR_FINAL)
+                    ct_fatal_hint("run with --recompute none (or keep the parameter's uses inside "
+                                  "one recomputed segment)",
+                                  "data parallel: parameter %s is used in a recomputed segment "
+                                  "after its gradient was complete and all-reduced (depth %d)",
+                                  g->ps->p[p].name, depth);
+                g->uses[p]++;
+                g->state[p] = GR_PENDING;
+            }
         }
     }
 }
@@ -141,13 +167,17 @@ static void on_node(void *user, const Node *n, int depth)
     GradReady *g = (GradReady *)user;
     (void)depth;
     for (int i = 0; i < n->n_in; i++) {
-        int p = bucket_param_of(g->bp, g->ps, n->in[i]);
-        if (p < 0 || g->state[p] != GR_PENDING) continue;
-        if (g->defer && g->defer(g->defer_user, n, p)) continue;
-        if (--g->uses[p] > 0) continue;
-        g->state[p] = GR_FINAL;
-        int b = g->bp->param_bucket[p];
-        if (--g->left[b] == 0) issue_bucket(g, b);
+        int ps[BUCKET_JOIN_MAX];
+        const int np = bucket_params_of(g->bp, g->ps, n->in[i], ps, BUCKET_JOIN_MAX);
+        for (int j = 0; j < np; j++) {
+            const int p = ps[j];
+            if (g->state[p] != GR_PENDING) continue;
+            if (g->defer && g->defer(g->defer_user, n, p)) continue;
+            if (--g->uses[p] > 0) continue;
+            g->state[p] = GR_FINAL;
+            int b = g->bp->param_bucket[p];
+            if (--g->left[b] == 0) issue_bucket(g, b);
+        }
     }
 }
 

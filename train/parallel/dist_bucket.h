@@ -95,6 +95,10 @@ void bucket_plan_build(BucketPlan *bp, const ParamSet *ps, size_t bucket_elems, 
 void bucket_plan_free(BucketPlan *bp);
 /* The parameter whose value view is t (found by address), or -1. */
 int bucket_param_of(const BucketPlan *bp, const ParamSet *ps, const Tensor *t);
+/* Every parameter t covers: one for a parameter's own view, several for a
+ * view joining neighbours (engine/params.h: params_join, BERT's Wqkv), into
+ * p[] (at most max); their count, 0 when t is no parameter. */
+int bucket_params_of(const BucketPlan *bp, const ParamSet *ps, const Tensor *t, int *p, int max);
 
 typedef void (*BucketIssueFn)(void *user, int bucket);
 
