@@ -191,13 +191,16 @@ static Tensor *add_norm(Ctx *c, Model *m, const LN *ln, Tensor *x, Tensor *z, fl
 
 /* The self-attention from one projection (CTRAIN_QKV_PROJ, on by default): qkv = x Wqkv^T
  * + bqkv with the layer's three Linears joined, read in place by the
- * attention (ops/attention_qkv_op.c); NULL where it does not apply (fp8,
- * whose q, k, v each have a scale; no cuDNN plan for the shape; parts not
- * back to back), and the caller keeps three projections. */
+ * attention (ops/attention_qkv_op.c). Under fp8 only with CTRAIN_QKV_PROJ_FP8:
+ * one FP8 Linear in q's recipe slots (one scale for Wqkv, one for dqkv; k's
+ * and v's slots stay unused at scale 1). NULL where it does not apply (the
+ * switch off; no cuDNN plan for the shape; parts not back to back), and the
+ * caller keeps three projections. */
 static Tensor *qkv_attention(Ctx *c, Model *m, BertLayer *L, Tensor *x, Tensor *mask, float p)
 {
     const BertConfig *cfg = &((Bert *)m->impl)->cfg;
-    if ((c->fp8 && m->fp8) || !setting_switch(SET_QKV_PROJ) || x->ndim != 3) return NULL;
+    const int fp8 = c->fp8 && m->fp8 && L->q.fp8 >= 0;
+    if (!setting_switch(fp8 ? SET_QKV_PROJ_FP8 : SET_QKV_PROJ) || x->ndim != 3) return NULL;
     const int64_t B = x->shape[0], T = x->shape[1], Dh = cfg->hidden / cfg->heads;
     if (!op_attention_qkv_supported(c, autocast_dtype(c, x->dtype), B, T, cfg->heads, Dh, mask,
                                     p))
@@ -211,7 +214,8 @@ static Tensor *qkv_attention(Ctx *c, Model *m, BertLayer *L, Tensor *x, Tensor *
         L->qkv_b = params_join(ps, bias, 3);
     }
     if (!L->qkv_w || !L->qkv_b) return NULL;
-    Tensor *qkv = op_linear(c, x, L->qkv_w, L->qkv_b);
+    Tensor *qkv = fp8 ? op_linear_fp8(c, x, L->qkv_w, L->qkv_b, m->fp8, L->q.fp8)
+                      : op_linear(c, x, L->qkv_w, L->qkv_b);
     Tensor *ctxh = op_attention_qkv(c, qkv, cfg->heads, mask, p);
     tensor_release(qkv);
     return ctxh;
