@@ -191,7 +191,7 @@ static Tensor *add_norm(Ctx *c, Model *m, const LN *ln, Tensor *x, Tensor *z, fl
 
 /* The self-attention from one projection (CTRAIN_QKV_PROJ, on by default): qkv = x Wqkv^T
  * + bqkv with the layer's three Linears joined, read in place by the
- * attention (ops/attention_qkv_op.c). Under fp8 only with CTRAIN_QKV_PROJ_FP8:
+ * attention (ops/attention_qkv_op.c). Under fp8 with CTRAIN_QKV_PROJ_FP8 (on):
  * one FP8 Linear in q's recipe slots (one scale for Wqkv, one for dqkv; k's
  * and v's slots stay unused at scale 1). NULL where it does not apply (the
  * switch off; no cuDNN plan for the shape; parts not back to back), and the
