@@ -28,6 +28,7 @@ typedef struct BertLayer {
     Linear q, k, v, o, inter, out;
     LN ln_attn, ln_out;
     Tensor *qkv_w, *qkv_b;   /* Wq Wk Wv and bq bk bv joined (engine/params.h), once asked */
+    int qkv_apart;           /* 1: they do not lie back to back (params_join said NULL) */
 } BertLayer;
 
 typedef struct Bert Bert;
@@ -206,14 +207,16 @@ static Tensor *qkv_attention(Ctx *c, Model *m, BertLayer *L, Tensor *x, Tensor *
                                     p))
         return NULL;
     ParamSet *ps = &m->params;
+    if (L->qkv_apart) return NULL;
     if (!params_join_current(ps, L->qkv_w, L->q.w) || !params_join_current(ps, L->qkv_b, L->q.b)) {
         params_join_free(L->qkv_w);
         params_join_free(L->qkv_b);
         const int w[3] = {L->q.w, L->k.w, L->v.w}, bias[3] = {L->q.b, L->k.b, L->v.b};
         L->qkv_w = params_join(ps, w, 3);
         L->qkv_b = params_join(ps, bias, 3);
+        L->qkv_apart = !L->qkv_w || !L->qkv_b;
     }
-    if (!L->qkv_w || !L->qkv_b) return NULL;
+    if (L->qkv_apart) return NULL;
     Tensor *qkv = fp8 ? op_linear_fp8(c, x, L->qkv_w, L->qkv_b, m->fp8, L->q.fp8)
                       : op_linear(c, x, L->qkv_w, L->qkv_b);
     Tensor *ctxh = op_attention_qkv(c, qkv, cfg->heads, mask, p);
