@@ -193,6 +193,17 @@ static void test_bucket_plan(void)
             ok &= bucket_param_of(&bp, &ps, ps.p[i].t) == i;
         }
         ok &= params == np;
+        {   /* a view joining p3, p4 (both no decay, back to back): both covered, in order */
+            const int pj[2] = {3, 4};
+            Tensor *j = params_join(&ps, pj, 2);
+            int cov[8], nc = j ? bucket_params_of(&bp, &ps, j, cov, 8) : 0;
+            ok &= j && j->shape[0] == 80 && nc == 2 && cov[0] == 3 && cov[1] == 4;
+            const int one = 5;   /* a parameter's own view covers itself */
+            ok &= bucket_params_of(&bp, &ps, ps.p[one].t, cov, 8) == 1 && cov[0] == one;
+            params_join_free(j);
+            const int apart[2] = {3, 5};   /* not back to back (other groups): no join */
+            ok &= params_join(&ps, apart, 2) == NULL;
+        }
         if (!targets[t]) ok &= bp.n == (ps.n_decay && ps.n_decay < ps.total ? 2 : 1);
         snprintf(name, sizeof name, "buckets of %zu elements: exact cover, aligned, grouped",
                  targets[t]);
@@ -516,20 +527,25 @@ static void ready_models(void)
         model_free(&m);
     }
     /* BERT-tiny (tied word embeddings: input embedding and MLM decoder), with
-     * and without recompute */
-    for (int rec = 0; rec < 2; rec++) {
+     * and without recompute, and with q, k, v as three Linears (CTRAIN_QKV_PROJ=0;
+     * the default joins them: one node's gradient finishes three parameters) */
+    for (int rec = 0; rec < 3; rec++) {
+        if (rec == 2) setenv("CTRAIN_QKV_PROJ", "0", 1);
         FeedSpec fs = {"synthetic", "bert-tiny", 2, 2, 0, 1, 0, 7, 16, NULL, 300, NULL};
         Feed fd;
         feed_open(&fd, &c, &fs);
         BertConfig bc;
         bert_config_named(&bc, "bert-tiny", fd.vocab_size);
-        bc.recompute.every = rec;
+        bc.recompute.every = rec == 1;
         Model m;
         bert_create(&m, &c, &bc, 3);
         snprintf(m.name, sizeof m.name, "bert-tiny");
-        test_ready(rec ? "bert-tiny recompute all" : "bert-tiny", &m, &c, &fd, 20000);
+        test_ready(rec == 2 ? "bert-tiny q, k, v apart" : rec ? "bert-tiny recompute all"
+                                                             : "bert-tiny",
+                   &m, &c, &fd, 20000);
         model_free(&m);
         feed_close(&fd, &c);
+        if (rec == 2) unsetenv("CTRAIN_QKV_PROJ");
     }
     /* ResNet18 at width 16 (batch norm, residuals), recompute every 2nd block */
     for (int rec = 0; rec < 3; rec += 2) {
