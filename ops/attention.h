@@ -137,6 +137,13 @@ void attention_fused_save_mask_reread(void);
  * from the context (applied also in no-grad mode, as op_dropout; eval
  * passes 0). op_attention_at takes an explicit (seed, offset). */
 Tensor *op_attention(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask, float dropout_p);
+/* What the attention ops share (ops/attention_op.c): the key mask (f32 [B, T],
+ * on c's device, not freed) and the dropout p checked for input x (named in
+ * the messages of op); and the Philox offset a call draws from, B H T T
+ * mask elements, when dropout_p > 0 (else the context's offset, nothing drawn). */
+void attention_check_mask_p(Ctx *c, const char *op, const char *xname, const Tensor *x,
+                            const Tensor *mask, size_t B, size_t T, float dropout_p);
+uint64_t attention_rng_take(Ctx *c, uint64_t B, uint64_t H, uint64_t T, float dropout_p);
 Tensor *op_attention_at(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask,
                         float dropout_p, uint64_t seed, uint64_t offset);
 /* The same with q, k, v and out [B, T, H, Dh]: what a projection [B, T,

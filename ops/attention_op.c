@@ -280,7 +280,7 @@ static Tensor *attn_fused_run(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *m
 static AttnDims attn_check(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask,
                            float dropout_p, int bthd)
 {
-    char dq[96], dk[96];
+    char dq[96];
     Tensor *in0[3] = {q0, k0, v0};
     for (int i = 0; i < 3; i++) {
         op_check_float("attention", in0[i]);
@@ -296,20 +296,27 @@ static AttnDims attn_check(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *m
     AttnDims d = {(size_t)q0->shape[0], (size_t)q0->shape[bthd ? 2 : 1],
                   (size_t)q0->shape[bthd ? 1 : 2], (size_t)q0->shape[3]};
     if (d.Dh == 0) ct_fatal("attention: q %s has an empty head dim", tensor_desc(dq, sizeof dq, q0));
+    attention_check_mask_p(c, "attention", "q", q0, mask, d.B, d.T, dropout_p);
+    return d;
+}
+
+void attention_check_mask_p(Ctx *c, const char *op, const char *xname, const Tensor *x,
+                            const Tensor *mask, size_t B, size_t T, float dropout_p)
+{
+    char dx[96], dm[96];
     if (mask) {
-        op_check_device("attention", c, mask);
-        if (mask->dtype != DT_F32 || mask->ndim != 2 || (size_t)mask->shape[0] != d.B ||
-            (size_t)mask->shape[1] != d.T)
+        op_check_device(op, c, mask);
+        if (mask->dtype != DT_F32 || mask->ndim != 2 || (size_t)mask->shape[0] != B ||
+            (size_t)mask->shape[1] != T)
             ct_fatal_hint("build it as 0 for real tokens and -10000 for padding",
-                          "attention: mask %s must be f32 [B, T] = [%zu, %zu] for q %s",
-                          tensor_desc(dk, sizeof dk, mask), d.B, d.T,
-                          tensor_desc(dq, sizeof dq, q0));
-        if (!mask->data) ct_fatal("attention: the mask has been freed (used after release)");
+                          "%s: mask %s must be f32 [B, T] = [%zu, %zu] for %s %s", op,
+                          tensor_desc(dm, sizeof dm, mask), B, T, xname,
+                          tensor_desc(dx, sizeof dx, x));
+        if (!mask->data) ct_fatal("%s: the mask has been freed (used after release)", op);
     }
     if (!(dropout_p >= 0.0f && dropout_p <= 1.0f))
         ct_fatal_hint("pass an attention dropout probability such as 0.1 (BERT)",
-                      "attention: dropout p = %g is outside [0, 1]", (double)dropout_p);
-    return d;
+                      "%s: dropout p = %g is outside [0, 1]", op, (double)dropout_p);
 }
 
 #ifdef CTRAIN_CUDA
@@ -457,14 +464,20 @@ Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask
     return attn_bhtd_run(c, kern, q0, k0, v0, mask, dropout_p, seed, offset, d);
 }
 
-/* one mask element per probability: B H T T of them (T = q's dim t), eight a
- * counter (ops/attn_dropout.h) */
+/* one mask element per probability: B H T T of them, eight a counter
+ * (ops/attn_dropout.h) */
+uint64_t attention_rng_take(Ctx *c, uint64_t B, uint64_t H, uint64_t T, float dropout_p)
+{
+    if (!(dropout_p > 0.0f)) return c->rng_offset;
+    return ctx_rng_take(c, attn_drop_blocks(B * H * T * T));
+}
+
+/* attention_rng_take for q [B, H, T, Dh] (t = 2) or [B, T, H, Dh] (t = 1) */
 static uint64_t attn_rng_take(Ctx *c, const Tensor *q, float dropout_p, int t)
 {
-    if (!(dropout_p > 0.0f) || q->ndim != 4) return c->rng_offset;
-    uint64_t n = (uint64_t)q->shape[0] * (uint64_t)q->shape[1] * (uint64_t)q->shape[2] *
-                 (uint64_t)q->shape[t];
-    return ctx_rng_take(c, attn_drop_blocks(n));
+    if (q->ndim != 4) return c->rng_offset;
+    return attention_rng_take(c, (uint64_t)q->shape[0], (uint64_t)q->shape[3 - t],
+                              (uint64_t)q->shape[t], dropout_p);
 }
 
 Tensor *op_attention(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask, float dropout_p)

@@ -28,7 +28,6 @@
  * (CPU): qkv and P [B, H, T, T] in qkv's type (as op_attention's CPU path).
  */
 #include "attention.h"
-#include "attn_dropout.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +65,7 @@ static QkvDims qkv_node_dims(const Node *n)
 
 static QkvDims qkv_check(Ctx *c, Tensor *qkv, int heads, Tensor *mask, float p)
 {
-    char dq[96], dm[96];
+    char dq[96];
     op_check_float("attention_qkv", qkv);
     op_check_device("attention_qkv", c, qkv);
     if (qkv->ndim != 3 || heads <= 0 || qkv->shape[2] % (3 * (int64_t)heads) != 0 ||
@@ -76,18 +75,7 @@ static QkvDims qkv_check(Ctx *c, Tensor *qkv, int heads, Tensor *mask, float p)
                       tensor_desc(dq, sizeof dq, qkv), heads);
     QkvDims d = {(size_t)qkv->shape[0], (size_t)qkv->shape[1], (size_t)heads,
                  (size_t)(qkv->shape[2] / (3 * heads))};
-    if (mask) {
-        op_check_device("attention_qkv", c, mask);
-        if (mask->dtype != DT_F32 || mask->ndim != 2 || (size_t)mask->shape[0] != d.B ||
-            (size_t)mask->shape[1] != d.T)
-            ct_fatal_hint("build it as 0 for real tokens and -10000 for padding",
-                          "attention_qkv: mask %s must be f32 [B, T] = [%zu, %zu] for qkv %s",
-                          tensor_desc(dm, sizeof dm, mask), d.B, d.T,
-                          tensor_desc(dq, sizeof dq, qkv));
-    }
-    if (!(p >= 0.0f && p <= 1.0f))
-        ct_fatal_hint("pass an attention dropout probability such as 0.1 (BERT)",
-                      "attention_qkv: dropout p = %g is outside [0, 1]", (double)p);
+    attention_check_mask_p(c, "attention_qkv", "qkv", qkv, mask, d.B, d.T, p);
     return d;
 }
 
@@ -294,12 +282,11 @@ Tensor *op_attention_qkv_at(Ctx *c, Tensor *qkv0, int heads, Tensor *mask, float
 
 Tensor *op_attention_qkv(Ctx *c, Tensor *qkv, int heads, Tensor *mask, float dropout_p)
 {
-    uint64_t offset = c->rng_offset;
-    if (dropout_p > 0.0f && qkv->ndim == 3 && heads > 0) {
-        /* one mask element per probability: B H T T, as op_attention_bthd */
-        uint64_t n = (uint64_t)qkv->shape[0] * (uint64_t)heads * (uint64_t)qkv->shape[1] *
-                     (uint64_t)qkv->shape[1];
-        offset = ctx_rng_take(c, attn_drop_blocks(n));
-    }
+    /* the same draw as op_attention_bthd's: B H T T mask elements */
+    const uint64_t offset =
+        qkv->ndim == 3 && heads > 0
+            ? attention_rng_take(c, (uint64_t)qkv->shape[0], (uint64_t)heads,
+                                 (uint64_t)qkv->shape[1], dropout_p)
+            : c->rng_offset;
     return op_attention_qkv_at(c, qkv, heads, mask, dropout_p, c->seed, offset);
 }

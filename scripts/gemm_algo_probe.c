@@ -7,9 +7,10 @@
  *
  * ctrain (ops/matmul_cuda.c, ops/fp8_gemm.c) runs the algorithm the
  * heuristic ranks first (cublasLtMatmulAlgoGetHeuristic with one result).
- * Here each shape asks for K (default 16) and times every one that runs:
- * 3 warm-up launches, then the median of 15, each launch between two
- * events, on the same buffers. One line a shape: the first's time and
+ * Here each shape asks for K (default 16) and times every one that runs the
+ * way ctrain's search does (ops/matmul_search.h, gemm_search_time: one
+ * warm-up launch, then the median of GEMM_SEARCH_REPS, each between two
+ * events, on the same buffers). One line a shape: the first's time and
  * TFLOP/s, the fastest's (and its rank), the gain. If the fastest beats the
  * first by more than a few percent on the shapes that carry the step, a
  * search at plan time (kept in the plan store, as the convolutions' are)
@@ -31,11 +32,13 @@
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/matmul.h"
+#include "ops/matmul_search.h"
 
 #define CK(x)                                                                     \
     do {                                                                          \
@@ -65,12 +68,6 @@ typedef struct {
     float beta;
 } Shape;
 
-static int cmpf(const void *x, const void *y)
-{
-    float a = *(const float *)x, b = *(const float *)y;
-    return a < b ? -1 : a > b;
-}
-
 static cublasLtMatrixLayout_t layout(cudaDataType_t t, int trans, int rows_op, int cols_op)
 {
     /* the stored matrix: op = T means stored cols_op x rows_op */
@@ -81,37 +78,6 @@ static cublasLtMatrixLayout_t layout(cudaDataType_t t, int trans, int rows_op, i
 }
 
 static int is_fp8(cudaDataType_t t) { return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2; }
-
-/* the median of 15 timed launches, or -1 when the algorithm fails */
-static float time_algo(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
-                       cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc,
-                       const cublasLtMatmulAlgo_t *algo, void *A, void *B, void *C, float beta,
-                       void *ws, cudaStream_t s)
-{
-    const float alpha = 1.0f;
-    cudaEvent_t e0, e1;
-    float t[15];
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    for (int i = 0; i < 3; i++)
-        if (cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, C, lc, C, lc, algo, ws, WS, s) !=
-            CUBLAS_STATUS_SUCCESS) {
-            CK(cudaEventDestroy(e0));
-            CK(cudaEventDestroy(e1));
-            return -1.0f;
-        }
-    for (int i = 0; i < 15; i++) {
-        CK(cudaEventRecord(e0, s));
-        LK(cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, C, lc, C, lc, algo, ws, WS, s));
-        CK(cudaEventRecord(e1, s));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&t[i], e0, e1));
-    }
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-    qsort(t, 15, sizeof t[0], cmpf);
-    return t[7];
-}
 
 static void run_shape(cublasLtHandle_t lt, const Shape *sh, int R, int ncand, void *A, void *B,
                       void *C, void *ws, float *scales, cudaStream_t s, double *sum_first,
@@ -141,15 +107,19 @@ static void run_shape(cublasLtHandle_t lt, const Shape *sh, int R, int ncand, vo
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
         printf("%-26s m %5d n %5d k %5d: no algorithm (status %d)\n", sh->name, m, n, k, (int)st);
     } else {
-        float first = -1.0f, best = -1.0f;
+        int n_ok = 0;   /* the usable answers, in the heuristic's order */
+        while (n_ok < found && res[n_ok].state == CUBLAS_STATUS_SUCCESS) n_ok++;
+        const size_t d_bytes = sh->d == CUDA_R_32F ? 4 : 2;
+        const GemmProblem g = {lt, desc, la, lb, lc, A, B, C, (size_t)m * n * d_bytes, 1.0f,
+                               sh->beta, ws, WS, s};
+        float ms[MAXC], first = -1.0f, best = -1.0f;
         int best_i = -1, ran = 0;
-        for (int i = 0; i < found; i++) {
-            if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
-            float t = time_algo(lt, desc, la, lb, lc, &res[i].algo, A, B, C, sh->beta, ws, s);
-            if (t < 0) continue;
+        gemm_search_time(&g, res, n_ok, ms);
+        for (int i = 0; i < n_ok; i++) {
+            if (!isfinite(ms[i])) continue;
             ran++;
-            if (i == 0) first = t;
-            if (best < 0 || t < best) best = t, best_i = i;
+            if (i == 0) first = ms[i];
+            if (best < 0 || ms[i] < best) best = ms[i], best_i = i;
         }
         if (first < 0) first = best;
         printf("%-26s m %5d n %5d k %5d: first %8.1f us %6.0f TFLOP/s | best #%-2d of %2d %8.1f us "
