@@ -104,6 +104,37 @@ __device__ __forceinline__ uint8_t fp8_code(float x, int fmt)
     return (uint8_t)(fp8_code2(x, 0.0f, fmt) & 0xFFu);
 }
 
+/* The pair's codes by the hardware conversion alone (sm_89 and later), NaN's
+ * code not put right: for values known to hold no NaN (the vector kernel
+ * tests a whole vector first and takes fp8_code2 when one is there). */
+template <int FMT>
+__device__ __forceinline__ uint16_t fp8_code2_finite(float lo, float hi)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    uint16_t r;
+    if constexpr (FMT == 0)
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return fp8_code2(lo, hi, FMT);
+#endif
+}
+
+/* max(a, b), NaN when either is NaN (fmaxf would drop it): one instruction on
+ * sm_80 and later */
+__device__ __forceinline__ float max_nan(float a, float b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#else
+    return isnan(a) || isnan(b) ? NAN : fmaxf(a, b);
+#endif
+}
+
 /* *amax = max(*amax, max of every thread's m): the warp's fmaxf butterfly,
  * then warp 0 over the per-warp maxima and one atomicMax on the bits. */
 __device__ __forceinline__ void block_amax_atomic(float m, float *amax)
@@ -161,18 +192,26 @@ __device__ __forceinline__ void tile_origin(size_t t, size_t tiles_c, size_t *r0
 enum { CAST_PLAIN = 0, CAST_GELU = 1, CAST_DGELU = 2 };
 
 /* One element's value (x, or through GELU or its backward, rounded to T as
- * op_gelu's output or its gradient), added to the running amax and column
- * sum. a: aux's element (CAST_DGELU only). */
+ * op_gelu's output or its gradient), added to the column sum. a: aux's
+ * element (CAST_DGELU only). */
 template <typename T, int MODE>
-__device__ __forceinline__ float cast_value(T xv, T a, float *m, float *sum)
+__device__ __forceinline__ float cast_value_sum(T xv, T a, float *sum)
 {
     float v = to_f32(xv);
     if constexpr (MODE == CAST_GELU) v = to_f32(from_f32<T>(normal_f32_gelu(v)));
     if constexpr (MODE == CAST_DGELU) v = to_f32(from_f32<T>(normal_f32_gelu_grad(v, to_f32(a))));
-    *m = fmaxf(*m, fabsf(v));
     /* GELU's cast is a forward one: it never sums columns (one add an
      * element fewer in a kernel bound by its issue slots) */
     if constexpr (MODE != CAST_GELU) *sum = __fadd_rn(*sum, v);
+    return v;
+}
+
+/* The same, added to the running amax too. */
+template <typename T, int MODE>
+__device__ __forceinline__ float cast_value(T xv, T a, float *m, float *sum)
+{
+    const float v = cast_value_sum<T, MODE>(xv, a, sum);
+    *m = fmaxf(*m, fabsf(v));
     return v;
 }
 
@@ -249,13 +288,22 @@ __global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__r
  * (cast_transpose checks; else the kernel above). The
  * codes and amax are the scalar kernel's; the column sums add a thread's
  * rows in pass order, then the RP row lanes in lane order (another fixed
- * order, of the same depth bound). */
-template <typename T, int MODE>
-__global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t *__restrict__ q,
+ * order, of the same depth bound).
+ * The tiles: block (x, y) takes column tile x and row tiles y, y + gridDim.y,
+ * ... (no division by the tile count: a 64-bit one cost ~2.5 instructions an
+ * element, ncu). Six blocks an SM (40 registers), four for the dGELU cast
+ * (56: it loads two tensors). FMT is the format (0 E4M3, 1 E5M2), fixed at compile time.
+ * NaN: a vector's values go through one NaN-keeping max (max_nan); a vector
+ * with none (every vector, in training that has not diverged) converts by
+ * the hardware alone and adds that max to the amax once, a vector with one
+ * takes fp8_code2 and fmaxf per element: the same codes and amax either way
+ * (the per-pair NaN fix-ups had cost ~4 instructions an element). */
+template <typename T, int MODE, int FMT>
+__global__ void __launch_bounds__(FP8_THREADS, MODE == CAST_DGELU ? 4 : 6)
+    fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t *__restrict__ q,
                                               float *amax, float *__restrict__ colsum,
                                               const T *__restrict__ x, const T *__restrict__ aux,
-                                              size_t rows, size_t cols, const float *scale,
-                                              int fmt)
+                                              size_t rows, size_t cols, const float *scale)
 {
     constexpr int VEC = 16 / sizeof(T), TPR = TILE / VEC, RP = FP8_THREADS / TPR;
     constexpr int PASSES = TILE / RP;
@@ -263,12 +311,11 @@ __global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t 
     __shared__ float lane_sum[RP][TILE];
     const float s = *scale;
     const int cg = threadIdx.x % TPR, rl = threadIdx.x / TPR;
-    size_t tiles_c, r0, c0;
-    const size_t ntiles = tile_count(rows, cols, &tiles_c);
+    const size_t tiles_r = (rows + TILE - 1) / TILE, c0 = (size_t)blockIdx.x * TILE;
+    const size_t c = c0 + (size_t)cg * VEC;
     float m = 0.0f;
-    for (size_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
-        tile_origin(t, tiles_c, &r0, &c0);
-        const size_t c = c0 + (size_t)cg * VEC;
+    for (size_t rt = blockIdx.y; rt < tiles_r; rt += gridDim.y) {
+        const size_t r0 = rt * TILE;
         float sum[VEC];
 #pragma unroll
         for (int j = 0; j < VEC; j++) sum[j] = 0.0f;
@@ -287,16 +334,26 @@ __global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t 
             const int i = rl + p * RP;
             const size_t r = r0 + i;
             if (r >= rows || c >= cols) continue;
-            union { uint8_t b[VEC]; uint32_t w[VEC / 4]; } code;
+            const int pa = MODE == CAST_DGELU ? p : 0;   /* aux's vector (DGELU) */
+            float v[VEC];
+            float mv = 0.0f;   /* the vector's max |v|, NaN if one is */
 #pragma unroll
-            for (int j = 0; j < VEC; j += 2) {   /* two codes an instruction */
-                const int pa = MODE == CAST_DGELU ? p : 0;   /* aux's vector (DGELU) */
-                const float a = cast_value<T, MODE>(in[p].v[j], ax[pa].v[j], &m, &sum[j]);
-                const float b =
-                    cast_value<T, MODE>(in[p].v[j + 1], ax[pa].v[j + 1], &m, &sum[j + 1]);
-                const uint16_t ab = fp8_code2(a * s, b * s, fmt);
-                code.b[j] = (uint8_t)(ab & 0xFFu);
-                code.b[j + 1] = (uint8_t)(ab >> 8);
+            for (int j = 0; j < VEC; j++) {
+                v[j] = cast_value_sum<T, MODE>(in[p].v[j], ax[pa].v[j], &sum[j]);
+                mv = max_nan(mv, fabsf(v[j]));
+            }
+            union { uint8_t b[VEC]; uint16_t h[VEC / 2]; uint32_t w[VEC / 4]; } code;
+            if (!isnan(mv)) {
+                m = fmaxf(m, mv);
+#pragma unroll
+                for (int j = 0; j < VEC; j += 2)   /* two codes an instruction */
+                    code.h[j / 2] = fp8_code2_finite<FMT>(v[j] * s, v[j + 1] * s);
+            } else {
+#pragma unroll
+                for (int j = 0; j < VEC; j += 2) {
+                    m = fmaxf(fmaxf(m, fabsf(v[j])), fabsf(v[j + 1]));
+                    code.h[j / 2] = fp8_code2(v[j] * s, v[j + 1] * s, FMT);
+                }
             }
 #pragma unroll
             for (int k = 0; k < VEC / 4; k++)   /* rows of 68 bytes: 4-byte aligned */
@@ -323,7 +380,7 @@ __global__ void fp8_cast_transpose_vec_kernel(uint8_t *__restrict__ qt, uint8_t 
             }
         }
         if (colsum && threadIdx.x < TILE && c0 + threadIdx.x < cols)
-            colsum[r0 / TILE * cols + c0 + threadIdx.x] = lanes_sum<RP>(lane_sum, threadIdx.x);
+            colsum[rt * cols + c0 + threadIdx.x] = lanes_sum<RP>(lane_sum, threadIdx.x);
         __syncthreads();   /* the next tile overwrites this one */
     }
     block_amax_atomic(m, amax);
@@ -430,10 +487,21 @@ static void cast_transpose_mode(uint8_t *qt, uint8_t *q, float *amax, float *col
         using T = decltype(tag);
         const size_t vec = 16 / sizeof(T);
         if (vec_on && cols % vec == 0 && rows % 16 == 0 && aligned(x) && aligned(qt) &&
-            (!q || aligned(q)) && (MODE != CAST_DGELU || aligned(aux)))
-            fp8_cast_transpose_vec_kernel<T, MODE><<<blocks, FP8_THREADS, 0, s>>>(
-                qt, q, amax, colsum, (const T *)x, (const T *)aux, rows, cols, scale, (int)f);
-        else
+            (!q || aligned(q)) && (MODE != CAST_DGELU || aligned(aux))) {
+            /* column tiles across, row tiles down: ~FP8_MAX_BLOCKS blocks */
+            const size_t tc = (cols + TILE - 1) / TILE, tr = (rows + TILE - 1) / TILE;
+            size_t gy = (FP8_MAX_BLOCKS + tc - 1) / tc;
+            if (gy > tr) gy = tr;
+            if (gy > 65535) gy = 65535;
+            CT_ASSERT(tc <= 0x7fffffffu, "fp8 cast-transpose: %zu columns", cols);
+            const dim3 grid((unsigned)tc, (unsigned)gy);
+            if (f == FP8_E4M3)
+                fp8_cast_transpose_vec_kernel<T, MODE, 0><<<grid, FP8_THREADS, 0, s>>>(
+                    qt, q, amax, colsum, (const T *)x, (const T *)aux, rows, cols, scale);
+            else
+                fp8_cast_transpose_vec_kernel<T, MODE, 1><<<grid, FP8_THREADS, 0, s>>>(
+                    qt, q, amax, colsum, (const T *)x, (const T *)aux, rows, cols, scale);
+        } else
             fp8_cast_transpose_kernel<T, MODE><<<blocks, FP8_THREADS, 0, s>>>(
                 qt, q, amax, colsum, (const T *)x, (const T *)aux, rows, cols, scale, (int)f);
     });
