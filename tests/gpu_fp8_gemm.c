@@ -5,7 +5,7 @@
  * 17x33, 33x17, 70x130, 80x96, 256x768 and 1000x64 (tiles cut at both
  * edges; 80x96 and 256x768 through the 16-byte kernel, ops/fp8.cu),
  * E4M3 and E5M2, values log-uniform over 2^-24 .. 2^24 of both signs plus
- * NaN and +-0 (f32; one shape also -inf): qt[c][r] and q[r][c] equal
+ * two NaNs and +-0 (every input type; one shape also -inf): qt[c][r] and q[r][c] equal
  * fp8_from_f32(x[r][c] * scale) (fp8_cast_cpu), the amax equals max |x|;
  * a second call without q over a poisoned qt, its amax preloaded above
  * max |x|, writes the same qt and leaves the larger amax.
@@ -106,8 +106,9 @@ static void test_cast_transpose(DType xt, Fp8Format f, int rows, int cols, int w
     check_seed(1000u * (uint64_t)rows + (uint64_t)cols + 7u * (uint64_t)xt + (uint64_t)f);
     for (size_t i = 0; i < n; i++)
         x[i] = copysignf(exp2f(check_uniform(-24.0f, 24.0f)), check_uniform(-1.0f, 1.0f));
-    if (xt == DT_F32 && n >= 4) {
+    if (n >= 4) {   /* every input type: the 16-byte kernel's NaN path is per vector */
         x[1] = NAN; x[2] = 0.0f; x[3] = -0.0f;
+        x[n / 2 + 1] = -NAN;   /* another tile and pass (and, at 1x1 .. 17x33, x[1] again) */
         if (with_inf) x[n - 1] = -INFINITY;
     }
     quantize(x, n, xt);
