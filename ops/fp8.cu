@@ -292,7 +292,7 @@ __global__ void fp8_cast_transpose_kernel(uint8_t *__restrict__ qt, uint8_t *__r
  * The tiles: block (x, y) takes column tile x and row tiles y, y + gridDim.y,
  * ... (no division by the tile count: a 64-bit one cost ~2.5 instructions an
  * element, ncu). Six blocks an SM (40 registers), four for the dGELU cast
- * (56: it loads two tensors). FMT is the format (0 E4M3, 1 E5M2), fixed at compile time.
+ * (64: it loads two tensors). FMT is the format (0 E4M3, 1 E5M2), fixed at compile time.
  * NaN: a vector's values go through one NaN-keeping max (max_nan); a vector
  * with none (every vector, in training that has not diverged) converts by
  * the hardware alone and adds that max to the amax once, a vector with one
@@ -310,6 +310,9 @@ __global__ void __launch_bounds__(FP8_THREADS, MODE == CAST_DGELU ? 4 : 6)
     __shared__ __align__(16) uint8_t tile[TILE][TILE_PITCH];
     __shared__ float lane_sum[RP][TILE];
     const float s = *scale;
+    /* the fast path's test is on the values; with a scale of 0, inf or NaN a value
+     * times it may be NaN where the value is not: such a scale takes the exact path */
+    const bool s_ok = isfinite(s) && s != 0.0f;
     const int cg = threadIdx.x % TPR, rl = threadIdx.x / TPR;
     const size_t tiles_r = (rows + TILE - 1) / TILE, c0 = (size_t)blockIdx.x * TILE;
     const size_t c = c0 + (size_t)cg * VEC;
@@ -343,7 +346,7 @@ __global__ void __launch_bounds__(FP8_THREADS, MODE == CAST_DGELU ? 4 : 6)
                 mv = max_nan(mv, fabsf(v[j]));
             }
             union { uint8_t b[VEC]; uint16_t h[VEC / 2]; uint32_t w[VEC / 4]; } code;
-            if (!isnan(mv)) {
+            if (s_ok && !isnan(mv)) {
                 m = fmaxf(m, mv);
 #pragma unroll
                 for (int j = 0; j < VEC; j += 2)   /* two codes an instruction */

@@ -2,10 +2,11 @@
  * through cuBLASLt (ops/fp8_gemm.c) against their CPU references.
  *
  * Cast-transpose, bit for bit: f32, f16 and bf16 inputs of shapes 1x1,
- * 17x33, 33x17, 70x130, 80x96, 256x768 and 1000x64 (tiles cut at both
- * edges; 80x96 and 256x768 through the 16-byte kernel, ops/fp8.cu),
+ * 17x33, 33x17, 70x130, 80x96, 256x768, 1000x64 and 16448x1024 (tiles cut at both
+ * edges; 80x96, 256x768 and 16448x1024 through the 16-byte kernel, ops/fp8.cu),
  * E4M3 and E5M2, values log-uniform over 2^-24 .. 2^24 of both signs plus
- * two NaNs and +-0 (every input type; one shape also -inf): qt[c][r] and q[r][c] equal
+ * two NaNs and +-0 (every input type), -0 and a subnormal in a vector without
+ * NaN, and in two shapes +-inf: qt[c][r] and q[r][c] equal
  * fp8_from_f32(x[r][c] * scale) (fp8_cast_cpu), the amax equals max |x|;
  * a second call without q over a poisoned qt, its amax preloaded above
  * max |x|, writes the same qt and leaves the larger amax.
@@ -110,6 +111,11 @@ static void test_cast_transpose(DType xt, Fp8Format f, int rows, int cols, int w
         x[1] = NAN; x[2] = 0.0f; x[3] = -0.0f;
         x[n / 2 + 1] = -NAN;   /* another tile and pass (and, at 1x1 .. 17x33, x[1] again) */
         if (with_inf) x[n - 1] = -INFINITY;
+    }
+    if (n >= 64) {   /* and in a vector without NaN (its fast path): -0, an f32 subnormal */
+        x[n / 4] = -0.0f;
+        x[n / 4 + 1] = 0x1p-130f;
+        if (with_inf) x[n / 4 + 2] = INFINITY;
     }
     quantize(x, n, xt);
     const float scale = 0.75f;
@@ -615,15 +621,16 @@ int main(void)
 {
     test_refusals();
     gpu_require();
-    /* 80x96, 256x768 (and 4096x1024 below) take the 16-byte kernel, 80x96 with tiles
-     * cut at both edges; the others the first kernel */
-    static const int shapes[][2] = {{1, 1},   {17, 33},   {33, 17},  {70, 130},
-                                    {80, 96}, {256, 768}, {1000, 64}};
+    /* 80x96, 256x768, 16448x1024 (and 4096x1024 below) take the 16-byte kernel, 80x96 with
+     * tiles cut at both edges, 16448x1024 with 257 row tiles for its grid's 256 (a block
+     * takes a second); the others the first kernel; +-inf in 17x33 and 256x768 */
+    static const int shapes[][2] = {{1, 1},   {17, 33},   {33, 17},   {70, 130},
+                                    {80, 96}, {256, 768}, {1000, 64}, {16448, 1024}};
     for (int t = 0; t < 3; t++)
         for (int f = 0; f < 2; f++)
-            for (int s = 0; s < 7; s++)
+            for (int s = 0; s < 8; s++)
                 test_cast_transpose(gpu_float_types[t], (Fp8Format)f, shapes[s][0], shapes[s][1],
-                                    s == 1);
+                                    s == 1 || s == 5);
     /* the column sums: dy's types (bf16 from autocast, f32 without), E5M2 as the backward's
      * cast, then BERT-like [R, Out]; fresh and accumulating */
     static const int colsum_shapes[][2] = {{1, 1}, {17, 33}, {70, 130}, {80, 96}, {1000, 64},
