@@ -45,7 +45,8 @@
  * tile's columns, which are rows of qt; both global passes are coalesced.
  * Its amax is the cast's: warp_max, then one atomicMax per block. Where
  * the shape and alignment allow (BERT's always do), a second kernel moves
- * the same tile 16 bytes a thread each way (fp8_cast_transpose_vec_kernel;
+ * the same tile 16 bytes a thread each way (fp8_cast_transpose_vec_kernel,
+ * a block per column tile walking row tiles, its NaN test once a vector;
  * CTRAIN_FP8_CAST_VEC=0 keeps the first, for an A/B).
  *
  * Column sums, deterministic without atomics: in a tile each thread adds
