@@ -3,10 +3,12 @@
  * what they should. A measurement for docs/kernels.md, not a test.
  *
  *   make build/cudnn_fusion_probe   (CUDA builds; `make` builds it too)
- *   build/cudnn_fusion_probe [N] [--dtype bf16|f16|both] [--shapes 1,2,..] [--candidates K]
+ *   build/cudnn_fusion_probe [N] [--dtype bf16|f16|f32|both|all] [--shapes 1,2,..] [--candidates K]
  *
  * Batch N (default 256), NHWC, each ResNet50 convolution shape below, in
- * bf16 and f16. BN(x) here is the batch norm's apply step x*s + b with
+ * bf16 and f16 ("both", the default), or f32 storage with TF32 tensor-core
+ * engines allowed (ctrain's tf32 precision, where the batch norms are ~47%
+ * of the step: docs/kernels.md), or all three. BN(x) here is the batch norm's apply step x*s + b with
  * per-channel s, b (what the statistics of the previous layer give), z the
  * pre-ReLU value of the forward:
  *   fprop          y = conv(x, w)                            baseline
@@ -488,7 +490,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
             const char *v = argv[++i];
-            dts = !strcmp(v, "bf16") ? 1 : !strcmp(v, "f16") ? 2 : 3;
+            dts = !strcmp(v, "bf16") ? 1 : !strcmp(v, "f16") ? 2 : !strcmp(v, "f32") ? 4
+                  : !strcmp(v, "all") ? 7 : 3;
         } else if (!strcmp(argv[i], "--candidates") && i + 1 < argc) {
             ncand = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
@@ -502,7 +505,8 @@ int main(int argc, char **argv)
         } else if (argv[i][0] != '-') {
             N = atoi(argv[i]);
         } else {
-            fprintf(stderr, "usage: cudnn_fusion_probe [N] [--dtype bf16|f16|both] [--shapes 1,2,..] "
+            fprintf(stderr, "usage: cudnn_fusion_probe [N] [--dtype bf16|f16|f32|both|all] "
+                            "[--shapes 1,2,..] "
                             "[--candidates K]\n");
             return 2;
         }
@@ -525,10 +529,11 @@ int main(int argc, char **argv)
     printf("cudnn_fusion_probe: %s (sm_%d%d), cuDNN %zu, batch %d, device copy %.0f GB/s "
            "(read + write), at most %d candidates a graph\n", prop.name, prop.major, prop.minor,
            cudnnGetVersion(), N, p.gbps, ncand);
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < 3; d++) {
         if (!(dts & (1 << d))) continue;
-        p.dt = d == 0 ? DT_BF16 : DT_F16;
-        p.ct = d == 0 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+        /* f32: the search's rule forbids no tensor-core note, so TF32 engines run */
+        p.dt = d == 0 ? DT_BF16 : d == 1 ? DT_F16 : DT_F32;
+        p.ct = d == 0 ? CUDNN_DATA_BFLOAT16 : d == 1 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
         for (int i = 0; i < NSHAPES; i++) {
             if (!use[i]) continue;
             const Shape *sh = &shapes[i];
