@@ -8,9 +8,9 @@
  * Batch N (default 256), NHWC, each ResNet50 convolution shape below, in
  * bf16 and f16 ("both", the default), or f32 storage with TF32 tensor-core
  * engines allowed (ctrain's tf32 precision, where the batch norms are ~47%
- * of the step: docs/kernels.md), or all three. BN(x) here is the batch norm's apply step x*s + b with
- * per-channel s, b (what the statistics of the previous layer give), z the
- * pre-ReLU value of the forward:
+ * of the step: docs/kernels.md), or all three. BN(x) here is the batch
+ * norm's apply step x*s + b with per-channel s, b (what the statistics of
+ * the previous layer give), z the pre-ReLU value of the forward:
  *   fprop          y = conv(x, w)                            baseline
  *   dgrad          dx = conv^T(dy, w)                        baseline
  *   wgrad          dw = corr(x, dy)                          baseline
