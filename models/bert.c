@@ -201,13 +201,13 @@ static Tensor *qkv_attention(Ctx *c, Model *m, BertLayer *L, Tensor *x, Tensor *
 {
     const BertConfig *cfg = &((Bert *)m->impl)->cfg;
     const int fp8 = c->fp8 && m->fp8 && L->q.fp8 >= 0;
-    if (!setting_switch(fp8 ? SET_QKV_PROJ_FP8 : SET_QKV_PROJ) || x->ndim != 3) return NULL;
+    if (L->qkv_apart || !setting_switch(fp8 ? SET_QKV_PROJ_FP8 : SET_QKV_PROJ) || x->ndim != 3)
+        return NULL;
     const int64_t B = x->shape[0], T = x->shape[1], Dh = cfg->hidden / cfg->heads;
     if (!op_attention_qkv_supported(c, autocast_dtype(c, x->dtype), B, T, cfg->heads, Dh, mask,
                                     p))
         return NULL;
     ParamSet *ps = &m->params;
-    if (L->qkv_apart) return NULL;
     if (!params_join_current(ps, L->qkv_w, L->q.w) || !params_join_current(ps, L->qkv_b, L->q.b)) {
         params_join_free(L->qkv_w);
         params_join_free(L->qkv_b);

@@ -78,16 +78,26 @@ namespace {
 const int FP8_THREADS = 256;
 const unsigned FP8_MAX_BLOCKS = 4096;
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+/* The pair's codes by the hardware conversion (sm_89 and later): d = {cvt(hi)
+ * in the high byte, cvt(lo) in the low}. fp8_cvt.h's rule but for NaN,
+ * whose code the callers put right (fp8_code2) or know cannot occur. */
+template <int FMT> __device__ __forceinline__ uint16_t fp8_cvt2_hw(float lo, float hi)
+{
+    uint16_t r;
+    if constexpr (FMT == 0)
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+#endif
+
 /* The codes of lo (low byte) and hi (high byte): fp8_cvt_from_f32's. */
 __device__ __forceinline__ uint16_t fp8_code2(float lo, float hi, int fmt)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    uint16_t r;
-    /* d = {cvt(a) in the high byte, cvt(b) in the low} */
-    if (fmt == 0)
-        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-    else
-        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    uint16_t r = fmt == 0 ? fp8_cvt2_hw<0>(lo, hi) : fp8_cvt2_hw<1>(lo, hi);
     /* NaN is rare: one test for the pair ahead of the two fix-ups (each
      * alone cost ~5 instructions a code in the issue-bound GELU casts) */
     if (__builtin_expect(isnan(lo + hi), 0)) {
@@ -105,19 +115,14 @@ __device__ __forceinline__ uint8_t fp8_code(float x, int fmt)
     return (uint8_t)(fp8_code2(x, 0.0f, fmt) & 0xFFu);
 }
 
-/* The pair's codes by the hardware conversion alone (sm_89 and later), NaN's
- * code not put right: for values known to hold no NaN (the vector kernel
- * tests a whole vector first and takes fp8_code2 when one is there). */
+/* The pair's codes with NaN's code not put right: for values known to hold
+ * no NaN (the vector kernel tests a whole vector first and takes fp8_code2
+ * when one is there). Below sm_89, fp8_code2 itself. */
 template <int FMT>
 __device__ __forceinline__ uint16_t fp8_code2_finite(float lo, float hi)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    uint16_t r;
-    if constexpr (FMT == 0)
-        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-    else
-        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-    return r;
+    return fp8_cvt2_hw<FMT>(lo, hi);
 #else
     return fp8_code2(lo, hi, FMT);
 #endif
