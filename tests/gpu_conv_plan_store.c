@@ -152,7 +152,6 @@ static void expect_reference(const char *tag, const Outputs *o)
     }
 }
 
-
 int main(void)
 {
     gpu_require();
