@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "engine/error.h"
+#include "adam_device.cuh"
 #include "cuda_util.cuh"
 
 namespace {
@@ -65,40 +66,6 @@ __global__ void adam_begin_kernel(AdamStepState *st, double beta1, double beta2,
     st->step = t;
     st->bc1 = bias_correction ? __dsub_rn(1.0, adam_pow_dev(beta1, t)) : 1.0;
     st->bc2 = bias_correction ? __dsub_rn(1.0, adam_pow_dev(beta2, t)) : 1.0;
-}
-
-/* The f32 factors are rounded on the host (adam_factors in ops/adam.c, the
- * CPU reference's own); the per-step ones are formed on the device from lr
- * and the step state. */
-struct AdamwStep {
-    float keep, step_size, bc2_sqrt;
-};
-__device__ __forceinline__ AdamwStep adamw_step_scalars(float lr, const AdamStepState *st,
-                                                        double wd)
-{
-    AdamwStep k;
-    k.keep = __double2float_rn(__dsub_rn(1.0, __dmul_rn((double)lr, wd)));
-    k.step_size = __double2float_rn(__ddiv_rn((double)lr, st->bc1));
-    k.bc2_sqrt = __double2float_rn(__dsqrt_rn(st->bc2));
-    return k;
-}
-
-/* m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2: the moments of both
- * AdamW and LAMB (ops/adam.c's adam_moments, operation for operation). */
-__device__ __forceinline__ void adam_moments(float &m, float &v, float g, const AdamFactors &f)
-{
-    m = __fadd_rn(__fmul_rn(f.b1, m), __fmul_rn(f.omb1, g));
-    v = __fadd_rn(__fmul_rn(f.b2, v), __fmul_rn(f.omb2, __fmul_rn(g, g)));
-}
-
-/* One parameter of AdamW (torch's order, see the file comment). */
-__device__ __forceinline__ void adamw_one(float &p, float &m, float &v, float g,
-                                          const AdamFactors &f, const AdamwStep &k)
-{
-    float pd = __fmul_rn(p, k.keep);
-    adam_moments(m, v, g, f);
-    float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), k.bc2_sqrt), f.eps);
-    p = __fsub_rn(pd, __fmul_rn(k.step_size, __fdiv_rn(m, den)));
 }
 
 template <typename L>
@@ -131,14 +98,7 @@ __global__ void adamw_kernel(float *p, float *m, float *v, unsigned short *lowp,
         }
         head = n4 * 4;
     }
-    for (size_t i = head + tid; i < n; i += stride) {
-        float pv = p[i], mv = m[i], vv = v[i];
-        adamw_one(pv, mv, vv, g[i], f, k);
-        p[i] = pv;
-        m[i] = mv;
-        v[i] = vv;
-        if (lowp) lowp[i] = lowp_bits<L>(pv);
-    }
+    for (size_t i = head + tid; i < n; i += stride) adamw_at<L>(p, m, v, lowp, g, i, f, k);
 }
 
 /* ---- LAMB ---- */

@@ -61,6 +61,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "engine/dtype.h"
+#include "adam_types.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -68,23 +69,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Lives in device memory (host memory on CPU contexts); zero-initialize.
- * The corrections stay in double: AdamW forms lr / bc1 and sqrt(bc2) in
- * double and rounds once, as torch does with Python floats. */
-typedef struct AdamStepState {
-    int64_t step;     /* optimizer steps taken; skipped steps do not count */
-    double bc1;       /* 1 - beta1^step   (1 without bias correction) */
-    double bc2;       /* 1 - beta2^step   (1 without bias correction) */
-} AdamStepState;
-
-/* The f32 factors both backends multiply by, rounded once on the host from
- * the double hyperparameters (as torch rounds a Python scalar). */
-typedef struct AdamFactors {
-    float b1, omb1;    /* beta1, 1 - beta1 */
-    float b2, omb2;    /* beta2, 1 - beta2 */
-    float eps;
-} AdamFactors;
 
 /* One parameter tensor of a multi-tensor (LAMB) launch. Elements
  * [offset, offset + numel) of the buffers; chunk0 / nchunk are filled by

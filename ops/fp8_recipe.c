@@ -46,9 +46,60 @@ Fp8Recipe *fp8_recipe_new(Ctx *c, int layers, int history_len, int margin)
     return r;
 }
 
+void fp8_codes_enable(Fp8Recipe *r)
+{
+    if (r->codes) return;
+    r->codes = (Fp8WeightCodes *)calloc((size_t)r->layers, sizeof *r->codes);
+    if (!r->codes) ct_fatal("out of host memory");
+    r->codes_ready = 0;
+}
+
+Fp8WeightCodes *fp8_codes_bind(Ctx *c, Fp8Recipe *r, int layer, const Tensor *w)
+{
+    if (!r->codes) return NULL;
+    CT_ASSERT(layer >= 0 && layer < r->layers && w->ndim == 2, "fp8 codes: layer %d of %d",
+              layer, r->layers);
+    Fp8WeightCodes *k = &r->codes[layer];
+    const int rows = (int)w->shape[0], cols = (int)w->shape[1];
+    if (k->w == w->data && k->rows == rows && k->cols == cols) {
+        if (c->grad_enabled) k->used = 1;
+        return k;
+    }
+    /* bind only in a training forward, and never free codes a captured graph
+     * may still read: an evaluation that gives this slot another weight (BERT's
+     * q/k/v apart where training joins them), or a change while graphs live,
+     * casts into buffers of its own */
+    if (!c->grad_enabled) return NULL;
+#ifdef CTRAIN_CUDA
+    if (c->device == DEV_CUDA && (c->capturing || c->graphs_live)) return NULL;
+#endif
+    tensor_release(k->q);
+    tensor_release(k->qt);
+    k->q = tensor_new(c, DT_U8, 2, (int64_t[]){rows, cols});
+    k->qt = tensor_new(c, DT_U8, 2, (int64_t[]){cols, rows});
+    k->w = w->data;
+    k->rows = rows;
+    k->cols = cols;
+    k->fused = 0;
+    k->used = 1;
+    r->codes_ready = 0;
+    r->codes_version++;
+    return k;
+}
+
+void fp8_codes_invalidate(Fp8Recipe *r)
+{
+    if (r) r->codes_ready = 0;
+}
+
 void fp8_recipe_free(Fp8Recipe *r)
 {
     if (!r) return;
+    for (int i = 0; r->codes && i < r->layers; i++) {
+        tensor_release(r->codes[i].q);
+        tensor_release(r->codes[i].qt);
+    }
+    free(r->codes);
     tensor_release(r->block[0]);
     tensor_release(r->block[1]);
     tensor_release(r->overflow);

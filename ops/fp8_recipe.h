@@ -40,15 +40,49 @@ typedef struct Fp8Recipe {
                               puts its amax, so it does not steer training's scales */
     int calibrating;       /* 1: forwards without autograd record their amaxes too
                               (ctrain eval's calibration pass over weights-only files) */
+    /* the weights' codes the optimizer writes (fp8_codes_enable; NULL: each
+     * forward casts its weight) */
+    struct Fp8WeightCodes *codes;   /* [layers] */
+    int codes_ready;       /* 1: every layer with `fused` set holds its weight's codes at
+                              the weight's current value and scale */
+    int codes_version;     /* bumped whenever a layer binds a weight */
 } Fp8Recipe;
+
+/* One layer's weight codes, kept between steps: the E4M3 codes of its f32
+ * weight w [rows, cols] both ways, at the weight's scale slot. The forward
+ * binds them to the weight it is given (fp8_codes_bind); the optimizer
+ * rewrites them after each update (train/optim/adamw.c, ops/adamw_fp8.h),
+ * so a forward while codes_ready reads them without a cast. */
+typedef struct Fp8WeightCodes {
+    const void *w;         /* the weight's data; NULL: nothing bound */
+    int rows, cols;
+    Tensor *q, *qt;        /* u8 [rows, cols], [cols, rows] */
+    int fused;             /* 1: the optimizer's update writes them */
+    int used;              /* a training forward read them since the last update */
+    int tabled;            /* `used` when the optimizer's table was built */
+} Fp8WeightCodes;
+
+/* Keep the weights' codes between steps (the trainer, where its optimizer
+ * writes them: CUDA, AdamW, the update after backward). */
+void fp8_codes_enable(Fp8Recipe *r);
+/* Layer `layer`'s codes bound to w (bound now if they were not, or were
+ * another tensor's: codes_ready drops and codes_version moves); NULL when
+ * the codes are not kept, or are another tensor's and cannot be rebound
+ * here (a forward without autograd, a capture, captured graphs alive: the
+ * caller casts into buffers of its own). A training forward marks them
+ * used. */
+Fp8WeightCodes *fp8_codes_bind(Ctx *c, Fp8Recipe *r, int layer, const Tensor *w);
+/* The weights or the scales changed outside the optimizer (a checkpoint
+ * loaded, a run resumed): the next forwards cast again. */
+void fp8_codes_invalidate(Fp8Recipe *r);
 
 /* A recipe for `layers` Linear layers on c's device: histories zero, scales 1. */
 Fp8Recipe *fp8_recipe_new(Ctx *c, int layers, int history_len, int margin);
 void fp8_recipe_free(Fp8Recipe *r);
 
-/* After each optimizer step (inside the captured update graph too): the next
- * scales from the histories with this step's amaxes, amaxes zeroed,
- * step += 1. */
+/* Once a step, after backward and before the optimizer's update (inside the
+ * captured update graph too): the next scales from the histories with this
+ * step's amaxes, amaxes zeroed, step += 1. */
 void fp8_recipe_step(Ctx *c, Fp8Recipe *r);
 
 /* One tensor's state, read to the host (tests, --trace): group 0 forward,

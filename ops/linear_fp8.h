@@ -17,13 +17,15 @@
  * The scales are delayed (Transformer Engine's recipe, ops/fp8.h): a step
  * casts with the scales the previous steps' amaxes gave, and records its own
  * amax (max |x| over every micro-batch of the step) in the same pass as the
- * cast; after the optimizer step, fp8_recipe_step turns each tensor's amax
- * history into its next scale, zeroes the amaxes and advances the history
- * slot (ops/fp8_recipe.h: the slots of layer k, the state's layout). In data
+ * cast; after backward, fp8_recipe_step turns each tensor's amax history
+ * into its next scale, zeroes the amaxes and advances the history slot
+ * (ops/fp8_recipe.h: the slots of layer k, the state's layout). In data
  * parallel the trainer first takes each amax's maximum over the ranks, so
  * every rank casts with the same scales (and a checkpoint, rank 0's, resumes
- * them all). A
- * forward with autograd off (evaluation) casts with the same scales but
+ * them all). With AdamW the optimizer then writes each weight's codes at
+ * its new scale, and records the weight's amax, so the next forwards need
+ * not cast it (ops/adamw_fp8.h; the same codes). A forward with autograd
+ * off (evaluation) casts with the same scales but
  * leaves the amaxes alone. All of it lives in device memory, so a captured
  * CUDA graph replays it and no step waits for the host. The first step
  * casts with scale 1.

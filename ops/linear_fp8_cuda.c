@@ -6,7 +6,9 @@
  *   wgrad    dw [Out, In] = gqT [Out, R] . xqT [In, R]^T    K = R  (f32, beta = accumulate)
  * The forward writes x's codes both ways in one pass (xq for its GEMM, xqT
  * kept for the weight gradient; skipped when the op hands over a shared
- * input's codes: BERT's q, k, v) and w's both ways (wqT kept for dgrad); the
+ * input's codes: BERT's q, k, v) and w's both ways (wqT kept for dgrad:
+ * skipped where the optimizer keeps them current, ops/fp8_recipe.h's
+ * Fp8WeightCodes, and the update's amax then is the optimizer's); the
  * backward casts dy both ways, and sums dy's columns for the bias gradient
  * in that same read (fp8_cast_transpose_colsum_cuda: no separate pass over
  * dy). Every dimension must be a multiple of 16 (fp8_gemm.h).
@@ -101,17 +103,25 @@ void linear_fp8_forward_cuda(Ctx *c, Fp8Recipe *r, int layer, Tensor **y, Tensor
     float *h = (float *)r->block[0]->data;
     float *scale = fp8_scale_of(r, h, 0);
     const int sx = 2 * xlayer, sw = 2 * layer + 1;
-    Tensor *wq = tensor_new(c, DT_U8, 2, (int64_t[]){Out, In});
-    Tensor *wqT = tensor_new(c, DT_U8, 2, (int64_t[]){In, Out});
+    /* w's codes: kept between steps where the optimizer writes them (then no
+     * cast while they are current), else made here */
+    Fp8WeightCodes *kept = fp8_codes_bind(c, r, layer, w);
+    Tensor *wq = kept ? kept->q : tensor_new(c, DT_U8, 2, (int64_t[]){Out, In});
+    Tensor *wqT = kept ? kept->qt : tensor_new(c, DT_U8, 2, (int64_t[]){In, Out});
+    if (kept) {
+        tensor_retain(wq);
+        tensor_retain(wqT);
+    }
     /* x's codes both ways, unless a shared input's are given; with gelu, x
      * is GELU's input h and the codes are those of GELU(h) */
     if (cast_x)
         (gelu ? fp8_cast_transpose_gelu_cuda : fp8_cast_transpose_cuda)(
             (uint8_t *)xqT->data, (uint8_t *)xq->data, fp8_amax_slot(c, r, 0, sx), x->data,
             x->dtype, (size_t)R, (size_t)In, &scale[sx], FP8_E4M3, c->stream);
-    fp8_cast_transpose_cuda((uint8_t *)wqT->data, (uint8_t *)wq->data, fp8_amax_slot(c, r, 0, sw),
-                            w->data, DT_F32, (size_t)Out, (size_t)In, &scale[sw], FP8_E4M3,
-                            c->stream);
+    if (!kept || !kept->fused || !r->codes_ready)
+        fp8_cast_transpose_cuda((uint8_t *)wqT->data, (uint8_t *)wq->data,
+                                fp8_amax_slot(c, r, 0, sw), w->data, DT_F32, (size_t)Out,
+                                (size_t)In, &scale[sw], FP8_E4M3, c->stream);
     Tensor *bl = bias && (*y)->dtype == DT_BF16 && epilogue_wanted()
                      ? autocast_cast_weight(c, bias, DT_BF16)
                      : NULL;

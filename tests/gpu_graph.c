@@ -87,36 +87,6 @@ static void graph_equals_eager(Ctx *c, const char *name, const char *args)
  * soon as backward has finished it, on a second stream, eager and graphed,
  * gives the losses and weights of the update after backward, bit for bit.
  * Small buckets (CTRAIN_OVERLAP_BUCKET_MB), so most run next to backward. */
-/* What `--eval-every` does between two replays, on the training inputs: a
- * forward without autograd on a shorter batch (a held-out set's last one),
- * views of the first b rows (rows scale the 1-D inputs too: BERT's masked
- * rows and labels). */
-static void eval_forward(Ctx *c, Run *r, int b)
-{
-    const int64_t B = r->o.batch;
-    Tensor *in[FEED_MAX_IN];
-    for (int i = 0; i < r->fd.n_in; i++) {
-        Tensor *t = r->fd.in[i];
-        if (!t) { in[i] = NULL; continue; }   /* an input the feed has not (synthetic BERT's mask) */
-        int64_t shape[8];
-        for (int d = 0; d < t->ndim; d++) shape[d] = t->shape[d];
-        shape[0] = t->ndim == 1 ? t->shape[0] / B * b : b;
-        in[i] = tensor_view(c, t->data, t->dtype, t->ndim, shape);
-    }
-    int grad = ad_set_grad(c, 0), training = r->m.training;
-    r->m.training = 0;
-    Tensor *logits = NULL;
-    Tensor *loss = model_loss(c, &r->m, in, 0.0f, &logits);
-    float lv;
-    tensor_to_f32(&lv, loss);
-    tensor_release(loss);
-    tensor_release(logits);
-    for (int i = 0; i < r->fd.n_in; i++) tensor_release(in[i]);
-    r->m.training = training;
-    ad_set_grad(c, grad);
-    ctx_check_flags(c);
-}
-
 /* 5. An evaluation between replays changes nothing: the same graph run with
  *    an eval-shaped forward after step 5 gives the same losses and weights
  *    bit for bit (it once freed BERT's position ids of the training shape,

@@ -11,6 +11,7 @@
 #include "engine/log.h"
 #include "engine/mem.h"
 #include "engine/params.h"
+#include "engine/settings.h"
 #include "ops/fp8_recipe.h"
 #include "train/io/checkpoint.h"
 #include "overlap.h"
@@ -43,6 +44,14 @@ void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o,
     t->graph.warmup_steps = o->graph_warmup;
     t->grad_reduce = o->dist.grad_reduce;
     t->overlap = overlap_mode(c, &m->params, &t->opt, t->grad_reduce, t->clip, t->scaler.enabled);
+    /* --precision fp8: the FP8 weights' codes from AdamW's kernel, where the
+     * update runs after backward (the overlapped one would rewrite them
+     * under the backward that reads them) */
+    if (m->fp8 && c->device == DEV_CUDA && t->opt.kind == OPT_ADAMW && !t->overlap &&
+        setting_switch(SET_FP8_WEIGHT_CODES)) {
+        fp8_codes_enable(m->fp8);
+        adamw_write_fp8_codes(&t->opt.adamw, m->fp8);
+    }
     t->loss_acc = tensor_new(c, DT_F32, 1, (int64_t[]){1});
     mem_set_f32(c, (float *)t->loss_acc->data, 0.0f);
 }
@@ -318,6 +327,7 @@ void trainer_resume(Trainer *t, const TrainOptions *o, const char *path)
         mem_to_device(t->ctx, r->overflow->data, s.fp8_overflow, r->overflow->numel * sizeof(int32_t));
         mem_to_device(t->ctx, r->step->data, &s.fp8_step, sizeof(int64_t));
     }
+    fp8_codes_invalidate(t->model->fp8);   /* new weights and scales: cast them again */
     train_state_free(&s);
     if (t->opt.kind != OPT_SGD) optimizer_set_steps(&t->opt, ps, s.opt_step);
     scaler_write(&t->scaler, s.scale, (int)s.counts[0], s.counts[1]);

@@ -29,6 +29,9 @@ static void update_begin(Trainer *t)
 Tensor *trainer_micro_body(Trainer *t, int last)
 {
     Ctx *c = t->ctx;
+    /* the f32 values were rewritten (a load): the FP8 weights' kept codes are
+     * cast again too (ops/fp8_recipe.h) */
+    if (t->model->params.lowp_stale) fp8_codes_invalidate(t->model->fp8);
     params_lowp_refresh(&t->model->params);   /* no-op unless the f32 values were rewritten */
     GradScaler *sc = &t->scaler;
     Tensor *loss = model_loss(c, t->model, t->feed->in, t->label_smoothing, NULL);

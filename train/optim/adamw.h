@@ -19,11 +19,19 @@
 #include "engine/params.h"
 #include "ops/adam.h"
 
+struct Fp8Recipe;
+
 typedef struct AdamW {
     double beta1, beta2, eps, weight_decay;
     float *m, *v;            /* ps->total f32 each, on the params' device */
     AdamStepState *st;       /* step count and bias corrections, on the device */
     float *lr_dev;           /* the learning rate adamw_step writes, on the device */
+    /* --precision fp8 (adamw_write_fp8_codes): the step writes the FP8 layers'
+     * weight codes too, one launch over a job table (ops/adamw_fp8.h) */
+    struct Fp8Recipe *fp8;
+    struct AdamwJob *jobs;   /* the table, on the device */
+    int njobs, jobs_version; /* jobs_version: the recipe's codes_version it was built at */
+    int64_t nblocks;
 } AdamW;
 
 /* torch defaults: betas (0.9, 0.999), eps 1e-8, weight_decay 0.01. */
@@ -44,6 +52,12 @@ void adamw_step_lr(AdamW *o, ParamSet *ps, const float *lr_dev, const int *skip,
  * CPU), with no skip flag. */
 void adamw_step_begin(AdamW *o, ParamSet *ps, const int *skip);
 void adamw_step_range(AdamW *o, ParamSet *ps, size_t begin, size_t end, void *stream);
+/* From now on each whole step (not the overlapped update's ranges) also
+ * writes the codes of r's FP8 weights (ops/fp8_recipe.h, Fp8WeightCodes)
+ * and their amaxes, after the recipe's own step: the same codes the next
+ * forward would cast, which then casts none. CUDA only; a weight whose
+ * shape or place the kernel cannot take is left to the forward's cast. */
+void adamw_write_fp8_codes(AdamW *o, struct Fp8Recipe *r);
 /* Steps taken so far (skipped ones do not count); synchronizes. */
 int64_t adamw_steps(const AdamW *o, ParamSet *ps);
 /* Set the step count (and the bias corrections it implies): a resumed run. */
