@@ -101,6 +101,7 @@
 #include "engine/log.h"
 #include "engine/mem.h"
 #include "engine/settings.h"
+#include "conv_stem.h"
 #include "cudnn_graph.h"
 #include "elementwise.h"
 #include "plan_store.h"
@@ -920,6 +921,10 @@ void conv2d_forward_cuda(Ctx *c, void *y, const void *x, const void *w, DType dt
                          const Conv2dShape *s)
 {
     conv_check_dtype("conv2d_forward_cuda", dt);
+    if (conv_stem_applies(c, s, dt)) {   /* ResNet's stem: ctrain's kernels when asked */
+        conv_stem_forward_cuda(c, y, x, w, dt, s);
+        return;
+    }
     const ConvArgs a = {DIR_FWD, x, w, NULL, y, 0};
     const int nb = conv_chunk_n(c, s, dt);
     for (int n0 = 0; n0 < s->N; n0 += nb) conv_slice(c, s, dt, &a, n0, nb);
@@ -941,6 +946,10 @@ void conv2d_backward_filter_cuda(Ctx *c, void *dw, DType tdw, const void *dy, co
 {
     conv_check_dtype("conv2d_backward_filter_cuda", dt);
     conv_check_dtype("conv2d_backward_filter_cuda (dw)", tdw);
+    if (tdw == DT_F32 && conv_stem_applies(c, s, dt)) {
+        conv_stem_backward_filter_cuda(c, (float *)dw, dy, x, dt, s, accum);
+        return;
+    }
     /* cuDNN's dw has x's type: for another tdw it goes to a temporary in
      * x's type that is added (cast) into dw, chunk by chunk, so the sum
      * over the chunks is taken in dw's type */
