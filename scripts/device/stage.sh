@@ -18,7 +18,9 @@
 #   git worktree add /tmp/ctrain-old main && make -C /tmp/ctrain-old -j ARCH=90
 #   scripts/device/stage.sh /tmp/ctrain-old/build old
 #   make -j ARCH=90 && scripts/device/stage.sh build new
-# then run the device script with the ignored folder out/ carried.
+# then run the device script with the ignored folder out/ carried. A short script of
+# one's own: `me=NAME; . scripts/device/unpack.sh; . scripts/device/steps.sh`, then
+# `tt gpu_TEST 120` and `bb ROW 100 $NEW bench ...` (scripts/device/steps.sh).
 set -e
 BUILD=${1:-build}
 NAME=${2:-new}
