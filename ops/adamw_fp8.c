@@ -13,9 +13,6 @@
 #include "engine/error.h"
 #include "fp8.h"
 
-/* a 64 x 64 tile a CUDA block (ops/adamw_fp8.cu) */
-enum { JOB_TILE = 64 };
-
 int adamw_job_fp8_fits(int64_t offset, int rows, int cols, const void *q, const void *qt)
 {
     return rows > 0 && cols > 0 && rows % 16 == 0 && cols % 4 == 0 && offset % 4 == 0 &&
@@ -31,9 +28,9 @@ int64_t adamw_jobs_layout(AdamwJob *jobs, int n)
                   "adamw job %d: %lld elements, %d x %d", i, (long long)j->numel, j->rows,
                   j->cols);
         j->block0 = b;
+        const int T = ADAMW_JOB_TILE;
         if (j->q)
-            b += (int64_t)((j->rows + JOB_TILE - 1) / JOB_TILE) * ((j->cols + JOB_TILE - 1) /
-                                                                  JOB_TILE);
+            b += (int64_t)((j->rows + T - 1) / T) * ((j->cols + T - 1) / T);
         else
             b += (j->numel + ADAMW_JOB_CHUNK - 1) / ADAMW_JOB_CHUNK;
     }

@@ -32,7 +32,7 @@
 
 namespace {
 
-const int JOB_TILE = 64;
+const int JOB_TILE = ADAMW_JOB_TILE;
 const int TPR = JOB_TILE / 4;           /* threads a tile row: 4 columns each */
 const int RP = FP8_THREADS / TPR;       /* rows a pass */
 const int PASSES = JOB_TILE / RP;
@@ -100,33 +100,16 @@ __device__ void fp8_tile(float *p, float *m, float *v, unsigned short *lowp, con
             *(float4 *)(v + at) = vv;
             if (lowp) lowp_store4<L>(lowp, at / 4, pv);
         }
-        const float vmax = max_nan(max_nan(fabsf(pv.x), fabsf(pv.y)),
-                                   max_nan(fabsf(pv.z), fabsf(pv.w)));
+        const float v[4] = {pv.x, pv.y, pv.z, pv.w};
+        const float vmax = max_nan(max_nan(fabsf(v[0]), fabsf(v[1])),
+                                   max_nan(fabsf(v[2]), fabsf(v[3])));
         union { uint16_t h[2]; uint32_t w; } code;
-        if (s_ok && !isnan(vmax)) {
-            amax = fmaxf(amax, vmax);
-            code.h[0] = fp8_code2_finite<0>(pv.x * s, pv.y * s);
-            code.h[1] = fp8_code2_finite<0>(pv.z * s, pv.w * s);
-        } else {
-            amax = fmaxf(fmaxf(fmaxf(amax, fabsf(pv.x)), fabsf(pv.y)),
-                         fmaxf(fabsf(pv.z), fabsf(pv.w)));
-            code.h[0] = fp8_code2(pv.x * s, pv.y * s, 0);
-            code.h[1] = fp8_code2(pv.z * s, pv.w * s, 0);
-        }
+        fp8_codes_vec<0, 4>(code.h, &amax, v, vmax, s, s_ok);
         *(uint32_t *)&tile[i][4 * cg] = code.w;
         *(uint32_t *)(J.q + (size_t)r * J.cols + c) = code.w;
     }
     __syncthreads();
-    {   /* out: qt row c0 + i, rows r0 + 16 seg .. + 15 (rows % 16 == 0: all or none) */
-        const int i = threadIdx.x / 4, seg = threadIdx.x % 4;
-        const int64_t cq = c0 + i, r = r0 + 16 * seg;
-        if (cq < J.cols && r < J.rows) {
-            union { uint8_t b[16]; uint4 u; } out;
-#pragma unroll
-            for (int e = 0; e < 16; e++) out.b[e] = tile[16 * seg + e][i];
-            *(uint4 *)(J.qt + (size_t)cq * J.rows + r) = out.u;
-        }
-    }
+    fp8_tile_out<PITCH>(J.qt, tile, (size_t)r0, (size_t)c0, (size_t)J.rows, (size_t)J.cols);
     block_amax_atomic(amax, J.amax);
 }
 

@@ -51,6 +51,7 @@ extern "C" {
 #endif
 
 #define ADAMW_JOB_CHUNK 4096   /* elements of a plain job a CUDA block */
+#define ADAMW_JOB_TILE 64      /* an fp8 job's tiles: ADAMW_JOB_TILE x ADAMW_JOB_TILE a block */
 
 typedef struct AdamwJob {
     int64_t offset;      /* the range's first element in p, m, v, g (and the working copy) */

@@ -3,7 +3,6 @@
  */
 #include "conv_stem.h"
 
-#include "engine/mem.h"
 #include "engine/settings.h"
 
 int conv_stem_applies(const Ctx *c, const Conv2dShape *s, DType dt)
@@ -25,9 +24,9 @@ void conv_stem_forward_cuda(Ctx *c, void *y, const void *x, const void *w, DType
 void conv_stem_backward_filter_cuda(Ctx *c, float *dw, const void *dy, const void *x, DType dt,
                                     const Conv2dShape *s, int accum)
 {
-    const size_t bytes = conv_stem_part_floats() * sizeof(float);
-    float *part = (float *)mem_alloc(c, bytes);   /* stream-ordered: freed after the launch */
+    /* the blocks' partials in the shared workspace (one stream: nothing else uses it
+     * meanwhile), grown in the eager steps before a capture as cuDNN's plans grow it */
+    float *part = (float *)ctx_workspace(c, conv_stem_part_floats() * sizeof(float));
     conv_stem_wgrad_launch(dw, part, dy, x, dt, s->N, s->H, s->W, s->P, s->Q, accum, c->stream);
-    mem_free(c, part, bytes);
 }
 #endif

@@ -274,18 +274,7 @@ __global__ void __launch_bounds__(FP8_THREADS, MODE == CAST_DGELU ? 4 : 6)
                 mv = max_nan(mv, fabsf(v[j]));
             }
             union { uint8_t b[VEC]; uint16_t h[VEC / 2]; uint32_t w[VEC / 4]; } code;
-            if (s_ok && !isnan(mv)) {
-                m = fmaxf(m, mv);
-#pragma unroll
-                for (int j = 0; j < VEC; j += 2)   /* two codes an instruction */
-                    code.h[j / 2] = fp8_code2_finite<FMT>(v[j] * s, v[j + 1] * s);
-            } else {
-#pragma unroll
-                for (int j = 0; j < VEC; j += 2) {
-                    m = fmaxf(fmaxf(m, fabsf(v[j])), fabsf(v[j + 1]));
-                    code.h[j / 2] = fp8_code2(v[j] * s, v[j + 1] * s, FMT);
-                }
-            }
+            fp8_codes_vec<FMT, VEC>(code.h, &m, v, mv, s, s_ok);
 #pragma unroll
             for (int k = 0; k < VEC / 4; k++)   /* rows of 68 bytes: 4-byte aligned */
                 *(uint32_t *)&tile[i][cg * VEC + 4 * k] = code.w[k];
@@ -300,16 +289,7 @@ __global__ void __launch_bounds__(FP8_THREADS, MODE == CAST_DGELU ? 4 : 6)
 #pragma unroll
             for (int j = 0; j < VEC; j++) lane_sum[rl][cg * VEC + j] = sum[j];
         __syncthreads();
-        {   /* out: qt row c0 + i, rows r0 + 16 seg .. + 15 */
-            const int i = threadIdx.x / 4, seg = threadIdx.x % 4;
-            const size_t cq = c0 + i, r = r0 + 16 * (size_t)seg;
-            if (cq < cols && r < rows) {   /* rows % 16 == 0: all 16 or none */
-                union { uint8_t b[16]; uint4 u; } out;
-#pragma unroll
-                for (int k = 0; k < 16; k++) out.b[k] = tile[16 * seg + k][i];
-                *(uint4 *)(qt + cq * rows + r) = out.u;
-            }
-        }
+        fp8_tile_out<TILE_PITCH>(qt, tile, r0, c0, rows, cols);
         if (colsum && threadIdx.x < TILE && c0 + threadIdx.x < cols)
             colsum[rt * cols + c0 + threadIdx.x] = lanes_sum<RP>(lane_sum, threadIdx.x);
         __syncthreads();   /* the next tile overwrites this one */

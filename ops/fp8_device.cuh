@@ -3,7 +3,8 @@
  * cvt.rn.satfinite on sm_89 and later, fp8_cvt.h's integer rule elsewhere,
  * NaN's code put right either way), the NaN-keeping max, and a block's
  * amax raised into the tensor's with one atomicMax on the float's bits (a
- * non-negative float orders like its unsigned pattern). ops/fp8.cu's casts
+ * non-negative float orders like its unsigned pattern), a vector's codes by
+ * the NaN-once rule, and a 64 x 64 tile's codes written out transposed. ops/fp8.cu's casts
  * and ops/adamw_fp8.cu's optimizer use them, so both write the CPU
  * reference's codes (ops/fp8.h has the formats and their rounding).
  *
@@ -101,6 +102,51 @@ __device__ __forceinline__ void block_amax_atomic(float m, float *amax)
     if (warp == 0) {
         m = warp_max(lane < FP8_THREADS / 32 ? part[lane] : 0.0f);
         if (lane == 0) atomicMax((unsigned int *)amax, __float_as_uint(m));
+    }
+}
+
+/* The codes of VEC values v[j] * s, two a 16-bit word (h[j / 2]), and *m
+ * raised to their max |v|: the scaled cast's rule once a vector. vmax is the
+ * values' max |v| through max_nan (NaN if one is); a vector without NaN,
+ * under a finite non-zero scale, converts by the hardware alone and adds
+ * vmax to *m once; otherwise (a product could be NaN where its value is not)
+ * each pair takes fp8_code2 and fmaxf, which leaves NaN out of the amax.
+ * The same codes and amax either way. */
+template <int FMT, int VEC>
+__device__ __forceinline__ void fp8_codes_vec(uint16_t *h, float *m, const float *v, float vmax,
+                                              float s, bool s_ok)
+{
+    if (s_ok && !isnan(vmax)) {
+        *m = fmaxf(*m, vmax);
+#pragma unroll
+        for (int j = 0; j < VEC; j += 2)   /* two codes an instruction */
+            h[j / 2] = fp8_code2_finite<FMT>(v[j] * s, v[j + 1] * s);
+    } else {
+#pragma unroll
+        for (int j = 0; j < VEC; j += 2) {
+            *m = fmaxf(fmaxf(*m, fabsf(v[j])), fabsf(v[j + 1]));
+            h[j / 2] = fp8_code2(v[j] * s, v[j + 1] * s, FMT);
+        }
+    }
+}
+
+/* A 64 x 64 tile's codes, held in shared memory by rows (tile[i][j]: row
+ * r0 + i, column c0 + j of a [rows, cols] tensor), written out along its
+ * columns, which are rows of qt [cols, rows]: thread t (of 256) writes qt
+ * row c0 + t / 4 at rows r0 + 16 (t % 4) .. + 15, one 16-byte store. Needs
+ * rows % 16 == 0 (a thread's 16 rows all in or all out) and qt 16-byte
+ * aligned. */
+template <int PITCH>
+__device__ __forceinline__ void fp8_tile_out(uint8_t *qt, const uint8_t (*tile)[PITCH], size_t r0,
+                                             size_t c0, size_t rows, size_t cols)
+{
+    const int i = threadIdx.x / 4, seg = threadIdx.x % 4;
+    const size_t cq = c0 + i, r = r0 + 16 * (size_t)seg;
+    if (cq < cols && r < rows) {
+        union { uint8_t b[16]; uint4 u; } out;
+#pragma unroll
+        for (int k = 0; k < 16; k++) out.b[k] = tile[16 * seg + k][i];
+        *(uint4 *)(qt + cq * rows + r) = out.u;
     }
 }
 

@@ -64,7 +64,43 @@ typedef struct Side {
     float scale[NJOBS], amax[NJOBS];
 } Side;
 
-static void fill_jobs(AdamwJob *jobs, uint8_t **q, uint8_t **qt, const float *scale, float *amax)
+/* The kernel's buffers on the device */
+typedef struct Dev {
+    float *p, *m, *v, *g, *scale, *amax, *lr;
+    uint16_t *lowp;
+    uint8_t *q[NJOBS], *qt[NJOBS];   /* NULL for plain jobs */
+    AdamwJob *jobs;
+    AdamStepState *st;
+    int *skip;
+} Dev;
+
+static void dev_open(Dev *d)
+{
+    memset(d, 0, sizeof *d);
+    float **f32[4] = {&d->p, &d->m, &d->v, &d->g};
+    for (int k = 0; k < 4; k++) CUDA_CHECK(cudaMalloc((void **)f32[k], P * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&d->lowp, P * sizeof(uint16_t)));
+    CUDA_CHECK(cudaMalloc((void **)&d->scale, NJOBS * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&d->amax, NJOBS * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&d->lr, sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&d->jobs, NJOBS * sizeof(AdamwJob)));
+    CUDA_CHECK(cudaMalloc((void **)&d->st, sizeof(AdamStepState)));
+    CUDA_CHECK(cudaMalloc((void **)&d->skip, sizeof(int)));
+}
+
+static void dev_close(Dev *d)
+{
+    for (int i = 0; i < NJOBS; i++) {
+        if (d->q[i]) dfree(d->q[i]);
+        if (d->qt[i]) dfree(d->qt[i]);
+    }
+    void *all[11] = {d->p, d->m, d->v, d->g, d->lowp, d->scale, d->amax, d->lr, d->jobs, d->st,
+                     d->skip};
+    for (int k = 0; k < 11; k++) dfree(all[k]);
+}
+
+static void fill_jobs(AdamwJob *jobs, uint8_t *const *q, uint8_t *const *qt, const float *scale,
+                      float *amax)
 {
     for (int i = 0; i < NJOBS; i++) {
         const Layout *l = &LAYOUT[i];
@@ -86,10 +122,15 @@ static size_t f32_differ(const float *a, const float *b, size_t n)
 
 /* One step on both sides from the same state; compares everything. */
 static void step_both(const char *name, float *p, float *m, float *v, const float *g, Side *h,
-                      float *dp, float *dm, float *dv, uint16_t *dlowp, float *dg, uint8_t **dq,
-                      uint8_t **dqt, float *dscale, float *damax, AdamwJob *djobs, float *dlr,
-                      AdamStepState *dst, int *dskip, const AdamStepState *st, float lr, int skip)
+                      const Dev *d, const AdamStepState *st, float lr, int skip)
 {
+    float *dp = d->p, *dm = d->m, *dv = d->v, *dg = d->g, *dscale = d->scale, *damax = d->amax;
+    float *dlr = d->lr;
+    uint16_t *dlowp = d->lowp;
+    uint8_t *const *dq = d->q, *const *dqt = d->qt;
+    AdamwJob *djobs = d->jobs;
+    AdamStepState *dst = d->st;
+    int *dskip = d->skip;
     AdamwJob jobs[NJOBS];
     fill_jobs(jobs, dq, dqt, dscale, damax);
     const int64_t blocks = adamw_jobs_layout(jobs, NJOBS);
@@ -171,23 +212,9 @@ static void kernel_against_cpu(void)
         g[i] *= 1e-3f;
     }
     Side h;
-    float *dp, *dm, *dv, *dg, *dscale, *damax, *dlr;
-    uint16_t *dlowp;
-    uint8_t *dq[NJOBS] = {0}, *dqt[NJOBS] = {0};
-    AdamwJob *djobs;
-    AdamStepState *dst;
-    int *dskip;
-    CUDA_CHECK(cudaMalloc((void **)&dp, P * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&dm, P * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&dv, P * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&dg, P * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&dlowp, P * sizeof(uint16_t)));
-    CUDA_CHECK(cudaMalloc((void **)&dscale, NJOBS * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&damax, NJOBS * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&dlr, sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&djobs, NJOBS * sizeof(AdamwJob)));
-    CUDA_CHECK(cudaMalloc((void **)&dst, sizeof(AdamStepState)));
-    CUDA_CHECK(cudaMalloc((void **)&dskip, sizeof(int)));
+    Dev d;
+    dev_open(&d);
+    uint8_t **dq = d.q, **dqt = d.qt;
     for (int i = 0; i < NJOBS; i++) {
         h.scale[i] = LAYOUT[i].scale;
         h.amax[i] = LAYOUT[i].amax0;
@@ -207,8 +234,7 @@ static void kernel_against_cpu(void)
                    !adamw_job_fp8_fits(40, 56, 128, dq[1], dqt[1]),
                "the fit test disagrees with the kernel's needs");
     const AdamStepState st = adam_step_state(3, 0.9, 0.999, 1);
-    step_both("adamw_jobs step", p, m, v, g, &h, dp, dm, dv, dlowp, dg, dq, dqt, dscale, damax,
-              djobs, dlr, dst, dskip, &st, 1e-2f, 0);
+    step_both("adamw_jobs step", p, m, v, g, &h, &d, &st, 1e-2f, 0);
     int nan_code = 0, sat = 0, sub = 0;
     for (int r = 0; r < 64 * 128; r++) nan_code += h.q[1][r] == 0x7F;
     for (int r = 0; r < 48 * 100; r++) sat += (h.q[4][r] & 0x7F) == 0x7E;
@@ -218,16 +244,12 @@ static void kernel_against_cpu(void)
                nan_code, sat, sub);
     h.scale[1] = 37.0f;   /* the recipe moved the scale; the step is skipped */
     h.amax[1] = 0.0f;
-    step_both("skipped step, new scale", p, m, v, g, &h, dp, dm, dv, dlowp, dg, dq, dqt, dscale,
-              damax, djobs, dlr, dst, dskip, &st, 1e-2f, 1);
+    step_both("skipped step, new scale", p, m, v, g, &h, &d, &st, 1e-2f, 1);
     for (int i = 0; i < NJOBS; i++) {
         free(h.q[i]);
         free(h.qt[i]);
-        if (dq[i]) dfree(dq[i]);
-        if (dqt[i]) dfree(dqt[i]);
     }
-    dfree(dp); dfree(dm); dfree(dv); dfree(dg); dfree(dlowp); dfree(dscale); dfree(damax);
-    dfree(dlr); dfree(djobs); dfree(dst); dfree(dskip);
+    dev_close(&d);
     free(p); free(g); free(m); free(v);
 }
 

@@ -62,11 +62,13 @@ static void adamw_range(AdamW *o, ParamSet *ps, size_t begin, size_t end, double
 void adamw_write_fp8_codes(AdamW *o, struct Fp8Recipe *r) { o->fp8 = r; }
 
 #ifdef CTRAIN_CUDA
-/* Plain jobs over [a, b), one a weight-decay group. */
+/* Plain jobs over [a, b), one a weight-decay group: [a, cut) with decay,
+ * [cut, b) without, cut = n_decay clamped into [a, b]. */
 static int add_plain(AdamwJob *jobs, int n, const AdamW *o, const ParamSet *ps, size_t a,
                      size_t b)
 {
-    const size_t cut[3] = {a, b < ps->n_decay ? b : ps->n_decay > a ? ps->n_decay : a, b};
+    const size_t mid = ps->n_decay < a ? a : ps->n_decay > b ? b : ps->n_decay;
+    const size_t cut[3] = {a, mid, b};
     for (int k = 0; k < 2; k++)
         if (cut[k + 1] > cut[k])
             jobs[n++] = (AdamwJob){(int64_t)cut[k], (int64_t)(cut[k + 1] - cut[k]), 0, 0,
