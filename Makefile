@@ -67,11 +67,12 @@ TEST_GPU_BINS := $(TEST_GPU_SRCS:tests/%.c=$(BUILD)/tests/%)
 # training image (scripts/image_cpu_probe.c), the GPU image path's throughput
 # (scripts/jpeg_gpu_probe.c), which fused convolution graphs cuDNN runs
 # (scripts/cudnn_fusion_probe.c), cuDNN's fused attention against ctrain's
-# (scripts/cudnn_sdpa_probe.c) and cuBLASLt's algorithms beyond its heuristic's
-# first (scripts/gemm_algo_probe.c).
+# (scripts/cudnn_sdpa_probe.c), cuBLASLt's algorithms beyond its heuristic's
+# first (scripts/gemm_algo_probe.c) and the strided convolutions' data gradient
+# as stride-1 phases (scripts/cudnn_dgrad_probe.c).
 PROBE_BINS    := $(BUILD)/image_cpu_probe \
                  $(if $(filter 1,$(CUDA)),$(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe \
-                 $(BUILD)/cudnn_sdpa_probe $(BUILD)/gemm_algo_probe,)
+                 $(BUILD)/cudnn_sdpa_probe $(BUILD)/gemm_algo_probe $(BUILD)/cudnn_dgrad_probe,)
 
 .PHONY: all test test-gpu clean info-build run-mlp bench install uninstall
 all: $(BIN) $(TEST_CPU_BINS) $(TEST_GPU_BINS) $(PROBE_BINS)
@@ -117,7 +118,8 @@ $(BUILD)/tests/mock_%: tests/mock_%.c
 	$(CC) $(CFLAGS) $< -o $@ -lm
 
 $(BUILD)/image_cpu_probe $(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe \
-$(BUILD)/cudnn_sdpa_probe $(BUILD)/gemm_algo_probe: $(BUILD)/%: scripts/%.c $(LIB)
+$(BUILD)/cudnn_sdpa_probe $(BUILD)/gemm_algo_probe $(BUILD)/cudnn_dgrad_probe: $(BUILD)/%: \
+    scripts/%.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDLIBS)
 
 test: $(BIN) $(TEST_CPU_BINS)
@@ -244,4 +246,4 @@ asan:
 
 -include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null) \
     $(wildcard $(BUILD)/image_cpu_probe.d $(BUILD)/jpeg_gpu_probe.d $(BUILD)/cudnn_fusion_probe.d \
-    $(BUILD)/cudnn_sdpa_probe.d $(BUILD)/gemm_algo_probe.d)
+    $(BUILD)/cudnn_sdpa_probe.d $(BUILD)/gemm_algo_probe.d $(BUILD)/cudnn_dgrad_probe.d)

@@ -61,6 +61,12 @@ CgDesc cg_tensor(int64_t uid, cudnnDataType_t t, int nd, const int64_t *dims,
 /* A convolution (cross-correlation, f32 accumulation) over nsp spatial
  * dimensions: padding, stride and dilation per dimension. */
 CgDesc cg_conv_desc(int nsp, const int64_t *pad, const int64_t *stride, const int64_t *dil);
+/* The same with the padding before (pre) and after (post) each spatial
+ * dimension apart: a correlation whose output starts at the input's first
+ * row but reads one row past its last (pre 0, post 1), as the phases of a
+ * strided convolution's data gradient do (scripts/cudnn_dgrad_probe.c). */
+CgDesc cg_conv_desc_pads(int nsp, const int64_t *pre, const int64_t *post, const int64_t *stride,
+                         const int64_t *dil);
 
 /* One convolution operation of a direction:
  *   CG_FPROP  y  = alpha conv(x, w)     + beta y

@@ -42,6 +42,7 @@
 #include "engine/dtype.h"
 #include "engine/error.h"
 #include "ops/cudnn_graph.h"
+#include "probe_util.h"
 
 typedef struct {
     const char *name;
@@ -58,52 +59,6 @@ static const Shape shapes[] = {
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
 enum { U_X = 1, U_W, U_Y, U_SUM, U_SQ, U_S, U_B, U_DY, U_DW, U_DX, U_Z, U_DB, U_V = 100 };
-
-/* ---- buffers ---- */
-
-static void *upload(const float *h, size_t n, DType dt)
-{
-    size_t bytes = n * dtype_size(dt);
-    void *tmp = malloc(bytes), *d = NULL;
-    dtype_convert(tmp, dt, h, DT_F32, n);
-    CUDA_CHECK(cudaMalloc(&d, bytes));
-    CUDA_CHECK(cudaMemcpy(d, tmp, bytes, cudaMemcpyHostToDevice));
-    free(tmp);
-    return d;
-}
-
-static float *download(const void *d, size_t n, DType dt)
-{
-    size_t bytes = n * dtype_size(dt);
-    void *tmp = malloc(bytes);
-    float *h = malloc(n * sizeof(float));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaMemcpy(tmp, d, bytes, cudaMemcpyDeviceToHost));
-    dtype_convert(h, DT_F32, tmp, dt, n);
-    free(tmp);
-    return h;
-}
-
-static float *host_rand(size_t n, float lo, float hi, unsigned *seed)
-{
-    float *h = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) {
-        *seed = *seed * 1664525u + 1013904223u;
-        h[i] = lo + (hi - lo) * (float)(*seed >> 8) / 16777216.0f;
-    }
-    return h;
-}
-
-/* |a - b| / |b| over n elements (norms) */
-static double rel_norm(const float *a, const float *b, size_t n)
-{
-    double d = 0, r = 0;
-    for (size_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        r += (double)b[i] * b[i];
-    }
-    return r > 0 ? sqrt(d / r) : sqrt(d);
-}
 
 /* ---- graphs ---- */
 
@@ -461,28 +416,6 @@ static void run_shape(Probe *p)
     p->y_base = p->dx_base = p->dw_base = p->dw_bn_base = p->y_bn_base = NULL;
 }
 
-/* Device copy bandwidth: bytes read + written per second, GB/s. */
-static double copy_gbps(void)
-{
-    const size_t bytes = (size_t)1 << 30;
-    void *a, *b;
-    CUDA_CHECK(cudaMalloc(&a, bytes));
-    CUDA_CHECK(cudaMalloc(&b, bytes));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    CUDA_CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
-    CUDA_CHECK(cudaEventRecord(e0, 0));
-    for (int i = 0; i < 5; i++) CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0));
-    CUDA_CHECK(cudaEventRecord(e1, 0));
-    CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    CUDA_CHECK(cudaFree(a));
-    CUDA_CHECK(cudaFree(b));
-    return 5.0 * 2.0 * (double)bytes / (ms * 1e6);
-}
-
 int main(int argc, char **argv)
 {
     int N = 256, ncand = 4, use[NSHAPES], dts = 3;
@@ -515,11 +448,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "cudnn_fusion_probe: N and K must be positive\n");
         return 2;
     }
-    setvbuf(stdout, NULL, _IOLBF, 0); /* a timeout keeps every finished line */
     Ctx c;
-    ctx_init(&c, DEV_CUDA, 0, 1);
     struct cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    probe_start(&c, &prop);
     Probe p;
     memset(&p, 0, sizeof p);
     p.c = &c;
