@@ -107,6 +107,7 @@ int main(void)
         one_case(types[t], 8, 224, 224);   /* 896 output rows: blocks take several */
         one_case(types[t], 2, 300, 31);    /* not square: Q 16, P 150 */
         one_case(types[t], 2, 5, 63);      /* H < 7: every window leaves the image */
+        one_case(types[t], 3, 29, 63);     /* P 15, odd: the forward's last pass has one row */
     }
     return check_summary();
 }
