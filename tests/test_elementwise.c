@@ -12,6 +12,7 @@
  * Shape letters: n elements; R rows, C columns (last dim).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,10 +331,44 @@ static void test_normal_f32(void)
     check_true("normal_f32.gelu' |x|<=8", wd <= 1e-6, "worst absolute error %.3g", wd);
 }
 
+/* f32 to bf16 bits, round to nearest even (finite inputs) */
+static uint16_t bf16_bits(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* Every finite bf16 input at least 2^-126 in magnitude (GELU of a subnormal
+ * rounds where the ulp is denormal): GELU x Phi(x) from normal_f32.h rounded
+ * to bf16 equals the exact value (double erfc) rounded to f32 then to bf16,
+ * the bits a bf16 GELU layer writes (ops/normal_f32.h's claim for its fit;
+ * here with libm's exp2f in place of the device's ex2). */
+static void test_normal_f32_bf16(void)
+{
+    long n = 0, bad = 0;
+    float worst_x = 0.0f;
+    for (uint32_t b = 0; b < 65536; b++) {
+        const uint32_t u = b << 16;
+        float x;
+        memcpy(&x, &u, sizeof x);
+        if (!isfinite(x) || fabsf(x) < 0x1p-126f) continue;
+        n++;
+        const double exact = (double)x * 0.5 * erfc(-(double)x * M_SQRT1_2);
+        if (bf16_bits(normal_f32_gelu(x)) != bf16_bits((float)exact)) {
+            bad++;
+            worst_x = x;
+        }
+    }
+    check_true("normal_f32.gelu rounded to bf16 = the exact GELU's bf16, every input", bad == 0,
+               "%ld of %ld bf16 inputs differ (one: x = %g)", bad, n, (double)worst_x);
+}
+
 int main(void)
 {
     check_seed(20240601);
     test_normal_f32();
+    test_normal_f32_bf16();
     static const size_t sizes[] = {1, 7, 1000, 70001};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t n = sizes[s];
