@@ -81,10 +81,33 @@ void ad_save(Node *n, Tensor *t)
     n->saved[n->n_saved++] = t;
 }
 
+/* Whether a contribution to parameter x's gradient adds (1) or writes (0):
+ * it writes while x holds no gradient of this step (grad_fresh, set by
+ * params_grad_fresh; else the buffer was zeroed and it adds). A joined
+ * parameter writes when every part is fresh; when only some are, those are
+ * zeroed here and it adds. */
+static int param_accum(Ctx *c, Tensor *x)
+{
+    if (!x->nparts) {
+        const int fresh = x->grad_fresh;
+        x->grad_fresh = 0;
+        return !fresh;
+    }
+    int fresh = 0;
+    for (int i = 0; i < x->nparts; i++) fresh += x->parts[i]->grad_fresh;
+    for (int i = 0; i < x->nparts; i++) {
+        Tensor *p = x->parts[i];
+        if (p->grad_fresh && fresh < x->nparts)
+            mem_zero(c, p->grad->data, p->grad->numel * sizeof(float));
+        p->grad_fresh = 0;
+    }
+    return fresh < x->nparts;
+}
+
 Tensor *ad_grad_dst(Ctx *c, Tensor *x, int *accum)
 {
     if (!x || !x->requires_grad) return NULL;
-    if (x->is_param) { *accum = 1; return x->grad; }
+    if (x->is_param) { *accum = param_accum(c, x); return x->grad; }
     if (x->grad) { *accum = 1; return x->grad; }
     x->grad = tensor_new_like(c, x, x->dtype);
     *accum = 0;

@@ -88,7 +88,11 @@ void ad_save(Node *n, Tensor *t);
 
 /* Where x's gradient goes: NULL when x needs none. *accum is 0 when the
  * buffer was just created (write into it), 1 when it already holds a
- * gradient (add into it). Parameters: always accumulate into their view. */
+ * gradient (add into it). Parameters: their view in the gradient buffer,
+ * added into, or written by the step's first contribution when the step
+ * marked the parameters fresh (params_grad_fresh) instead of zeroing the
+ * buffer. A backward that asks must then write the whole gradient: the
+ * view holds last step's values. */
 Tensor *ad_grad_dst(Ctx *c, Tensor *x, int *accum);
 /* ad_grad_dst for node n's input i, x, when n's backward may write x's
  * gradient over x's own values (it reads x[i] and writes dx[i] in one

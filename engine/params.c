@@ -215,6 +215,10 @@ Tensor *params_join(const ParamSet *ps, const int *idx, int n)
     j->name = t0->name;   /* the first part's: what a message names */
     j->grad = tensor_view(c, t0->grad->data, DT_F32, t0->ndim, shape);
     if (t0->lowp) j->lowp = tensor_view(c, t0->lowp->data, t0->lowp->dtype, t0->ndim, shape);
+    j->parts = (Tensor **)malloc((size_t)n * sizeof *j->parts);
+    if (!j->parts) ct_fatal("out of host memory joining %d parameters", n);
+    for (int i = 0; i < n; i++) j->parts[i] = ps->p[idx[i]].t;
+    j->nparts = n;
     return j;
 }
 
@@ -279,6 +283,21 @@ void params_free(ParamSet *ps)
 }
 
 void params_zero_grad(ParamSet *ps) { mem_zero(ps->ctx, ps->grad, ps->total * sizeof(float)); }
+
+void params_grad_fresh(ParamSet *ps)
+{
+    for (int i = 0; i < ps->n; i++) ps->p[i].t->grad_fresh = 1;
+}
+
+void params_grad_settle(ParamSet *ps)
+{
+    for (int i = 0; i < ps->n; i++) {
+        Tensor *t = ps->p[i].t;
+        if (!t->grad_fresh) continue;
+        mem_zero(ps->ctx, t->grad->data, ps->p[i].numel * sizeof(float));
+        t->grad_fresh = 0;
+    }
+}
 
 void params_grad_move(ParamSet *ps, float *buf)
 {

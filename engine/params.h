@@ -115,6 +115,15 @@ void params_lowp_enable(ParamSet *ps, DType dt);
 /* Recast the whole copy from the f32 values when stale (one kernel). */
 void params_lowp_refresh(ParamSet *ps);
 void params_zero_grad(ParamSet *ps);
+/* Instead of zeroing (CTRAIN_GRAD_FRESH): mark every parameter's gradient
+ * as holding nothing of this step, so that its first contribution writes
+ * (ad_grad_dst hands out accum 0) and no memset of the whole buffer runs;
+ * after backward, params_grad_settle zeroes the gradients of the
+ * parameters no op reached (those still marked) and clears the marks. The
+ * values are the same as zero-then-add (0 + g = g), but for the sign of a
+ * zero. */
+void params_grad_fresh(ParamSet *ps);
+void params_grad_settle(ParamSet *ps);
 /* Moves the gradient buffer into `buf` (ps->total floats of device memory
  * the caller owns: train/parallel/dist_regbuf.c's NCCL-registered buffer): the
  * gradients are copied, ps->grad and every parameter's grad view point into

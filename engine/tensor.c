@@ -123,6 +123,7 @@ static void tensor_maybe_free(Tensor *t)
     if (t->refs == 0) {
         /* an activation's gradient belongs to it; a parameter's is a view */
         if (t->grad) tensor_release(t->grad);
+        free(t->parts);   /* a joined parameter's list (params_join) */
         free(t);
     }
 }

@@ -43,6 +43,10 @@ typedef struct Tensor {
     /* autograd */
     int requires_grad;
     int is_param;           /* gradient is a view into the gradient buffer */
+    int grad_fresh;         /* parameters: the view holds no gradient of this step yet, so
+                             * the first contribution writes it (params_grad_fresh) */
+    struct Tensor **parts;  /* a joined parameter (params_join): the parameters it spans */
+    int nparts;
     struct Tensor *grad;    /* gradient: same shape; params: f32 view */
     const char *name;       /* parameters: the registry name */
     /* parameters under AMP on the GPU: the low-precision working copy (a

@@ -7,6 +7,7 @@
 #include "engine/kernels.h"
 #include "engine/mem.h"
 #include "engine/params.h"
+#include "engine/settings.h"
 #include "ops/linear_fp8.h"
 #include "train/parallel/dist.h"
 #include "overlap.h"
@@ -33,6 +34,16 @@ Tensor *trainer_micro_body(Trainer *t, int last)
      * cast again too (ops/fp8_recipe.h) */
     if (t->model->params.lowp_stale) fp8_codes_invalidate(t->model->fp8);
     params_lowp_refresh(&t->model->params);   /* no-op unless the f32 values were rewritten */
+    /* CTRAIN_GRAD_FRESH: every parameter's first contribution writes its
+     * gradient, so the update need not zero the buffer; with one GPU, one
+     * micro-batch a step and the update after backward only (a later
+     * micro-batch adds, a bucket's all-reduce or update may start before
+     * the unreached gradients are zeroed) */
+    ParamSet *ps = &t->model->params;
+    t->grad_fresh = t->accum == 1 && !t->dist && !t->overlap && setting_switch(SET_GRAD_FRESH);
+    if (t->grad_fresh) params_grad_fresh(ps);
+    else if (t->grads_stale) params_zero_grad(ps);
+    t->grads_stale = 0;
     GradScaler *sc = &t->scaler;
     Tensor *loss = model_loss(c, t->model, t->feed->in, t->label_smoothing, NULL);
     /* [overlap] the last micro-batch's backward updates each bucket once it
@@ -46,6 +57,7 @@ Tensor *trainer_micro_body(Trainer *t, int last)
     overlap_backward_begin(t->ov, last);
     if (sc->enabled) ad_backward_dev(c, loss, scaler_scale(sc), 1.0f / (float)t->accum);
     else ad_backward(c, loss, 1.0f / (float)t->accum);
+    if (t->grad_fresh) params_grad_settle(ps);   /* the parameters no op reached: zero */
     /* [dist] the remaining buckets, and the compute stream waits for the
      * all-reduces: before unscale, so an inf on any rank reaches all. Here,
      * not in the update, so a captured micro-batch joins its streams. */
@@ -75,7 +87,8 @@ void trainer_update_body(Trainer *t, int lr_on_device)
     if (lr_on_device) optimizer_step_lr(&t->opt, &m->params, scaler_found_inf(sc));
     else optimizer_step(&t->opt, &m->params, t->lr, scaler_found_inf(sc));
     scaler_update(sc);
-    params_zero_grad(&m->params);
+    if (t->grad_fresh) t->grads_stale = 1;   /* the next backward writes them */
+    else params_zero_grad(&m->params);
 }
 
 void trainer_feed_next(Trainer *t)

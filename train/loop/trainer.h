@@ -81,6 +81,9 @@ typedef struct Trainer {
     DType grad_reduce;       /* --grad-reduce: the sharded update needs f32 (train/parallel/dist.h) */
     int overlap_step;        /* this step's updates are queued already (by the hooks) */
     struct Overlap *ov;      /* its machinery (train/loop/overlap.h), made at the first step */
+    int grad_fresh;          /* this step's backward writes each gradient first, nothing zeroed
+                              * the buffer (CTRAIN_GRAD_FRESH: params_grad_fresh) */
+    int grads_stale;         /* the last update left the gradients unzeroed */
     /* Called as each step starts, with the steps taken so far (NULL: none).
      * `ctrain train` and the bench set it to the CUPTI timeline's
      * (train/bench/timeline.h) on a CUDA device; the loop knows no profiler. */
