@@ -121,7 +121,7 @@ void params_zero_grad(ParamSet *ps);
  * after backward, params_grad_settle zeroes the gradients of the
  * parameters no op reached (those still marked) and clears the marks. The
  * values are the same as zero-then-add (0 + g = g), but for the sign of a
- * zero. */
+ * zero and, on the GPU, the algorithm a written GEMM's own plan gets. */
 void params_grad_fresh(ParamSet *ps);
 void params_grad_settle(ParamSet *ps);
 /* Moves the gradient buffer into `buf` (ps->total floats of device memory

@@ -194,6 +194,10 @@ void conv2d_backward_filter_cpu(float *dw, const float *dy, const float *x,
                    0);
         return;
     }
+    if (s->N == 0) {   /* an empty batch: dw written as zeros, or left as it is */
+        if (!accum) memset(dw, 0, (size_t)s->K * RSC * sizeof(float));
+        return;
+    }
     int nb = conv_chunk_images(s);
     float *cols = conv_cols_alloc(s, nb);
     for (int n0 = 0; n0 < s->N; n0 += nb) {

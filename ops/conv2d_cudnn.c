@@ -954,6 +954,10 @@ void conv2d_backward_filter_cuda(Ctx *c, void *dw, DType tdw, const void *dy, co
      * x's type that is added (cast) into dw, chunk by chunk, so the sum
      * over the chunks is taken in dw's type */
     const size_t n = (size_t)s->K * s->R * s->S * s->C, bytes = n * dtype_size(dt);
+    if (s->N == 0) {   /* an empty batch: dw written as zeros, or left as it is */
+        if (!accum) mem_zero(c, dw, n * dtype_size(tdw));
+        return;
+    }
     void *tmp = tdw == dt ? NULL : mem_alloc(c, bytes);
     const int nb = conv_chunk_n(c, s, dt);
     for (int n0 = 0; n0 < s->N; n0 += nb) {

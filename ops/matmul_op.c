@@ -97,6 +97,10 @@ static void mm_grad(Ctx *c, Tensor *dst, int accum, Tensor *X, Tensor *Y, int M,
                dst_broadcast ? 0 : (long long)M * N);
         return;
     }
+    if (batch == 0 && !accum) {   /* an empty sum, written: zeros (dst may hold old values) */
+        mem_zero(c, dst->data, dst->numel * dtype_size(dst->dtype));
+        return;
+    }
     size_t ex = dtype_size(X->dtype), ey = dtype_size(Y->dtype);
     for (int b = 0; b < batch; b++) {
         Tensor xv = *X, yv = *Y;
