@@ -86,7 +86,7 @@ void ad_save(Node *n, Tensor *t)
  * params_grad_fresh; else the buffer was zeroed and it adds). A joined
  * parameter writes when every part is fresh; when only some are, those are
  * zeroed here and it adds. */
-static int param_accum(Ctx *c, Tensor *x)
+static int param_accum(Tensor *x)
 {
     if (!x->nparts) {
         const int fresh = x->grad_fresh;
@@ -97,8 +97,7 @@ static int param_accum(Ctx *c, Tensor *x)
     for (int i = 0; i < x->nparts; i++) fresh += x->parts[i]->grad_fresh;
     for (int i = 0; i < x->nparts; i++) {
         Tensor *p = x->parts[i];
-        if (p->grad_fresh && fresh < x->nparts)
-            mem_zero(c, p->grad->data, p->grad->numel * sizeof(float));
+        if (p->grad_fresh && fresh < x->nparts) tensor_zero(p->grad);
         p->grad_fresh = 0;
     }
     return fresh < x->nparts;
@@ -107,7 +106,7 @@ static int param_accum(Ctx *c, Tensor *x)
 Tensor *ad_grad_dst(Ctx *c, Tensor *x, int *accum)
 {
     if (!x || !x->requires_grad) return NULL;
-    if (x->is_param) { *accum = param_accum(c, x); return x->grad; }
+    if (x->is_param) { *accum = param_accum(x); return x->grad; }
     if (x->grad) { *accum = 1; return x->grad; }
     x->grad = tensor_new_like(c, x, x->dtype);
     *accum = 0;

@@ -294,7 +294,7 @@ void params_grad_settle(ParamSet *ps)
     for (int i = 0; i < ps->n; i++) {
         Tensor *t = ps->p[i].t;
         if (!t->grad_fresh) continue;
-        mem_zero(ps->ctx, t->grad->data, ps->p[i].numel * sizeof(float));
+        tensor_zero(t->grad);
         t->grad_fresh = 0;
     }
 }

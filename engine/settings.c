@@ -190,9 +190,8 @@ static const Setting table[SET_COUNT] = {
         "instead of zeroing every gradient after the update (one memset of the buffer), each "
         "parameter's first contribution of a step writes its gradient and the ones no op "
         "reached are zeroed after backward (the same training up to the algorithm of a written "
-        "GEMM's own plan); "
-        "one GPU, one micro-batch a step, the update after backward, else the memset; off "
-        "until measured"),
+        "GEMM's own plan); one GPU, one micro-batch a step, the update after backward, else "
+        "the memset; off until measured"),
     [SET_OVERLAP_UPDATE] = V_SWITCH("CTRAIN_OVERLAP_UPDATE", SA_DEV, "0", NULL,
         "the optimizer updates each bucket of weights as soon as backward has finished its "
         "gradients, on a low-priority stream"),

@@ -136,8 +136,7 @@ static int attn_grad_dsts(Ctx *c, Node *n, Tensor *g[3], int acc[3])
     for (int i = 0; i < 3; i++)
         for (int j = i + 1; j < 3; j++) {
             if (!g[i] || g[i] != g[j]) continue;
-            /* numel, not nbytes: a parameter's gradient is a view (0 bytes owned) */
-            if (!acc[i]) mem_zero(c, g[i]->data, g[i]->numel * dtype_size(g[i]->dtype));
+            if (!acc[i]) tensor_zero(g[i]);   /* by its elements: a parameter's is a view */
             acc[i] = acc[j] = 1;
         }
     return 1;

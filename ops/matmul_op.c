@@ -98,7 +98,7 @@ static void mm_grad(Ctx *c, Tensor *dst, int accum, Tensor *X, Tensor *Y, int M,
         return;
     }
     if (batch == 0 && !accum) {   /* an empty sum, written: zeros (dst may hold old values) */
-        mem_zero(c, dst->data, dst->numel * dtype_size(dst->dtype));
+        tensor_zero(dst);
         return;
     }
     size_t ex = dtype_size(X->dtype), ey = dtype_size(Y->dtype);
