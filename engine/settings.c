@@ -186,12 +186,13 @@ static const Setting table[SET_COUNT] = {
     [SET_GRAPH_NODE_PRIORITY] = V_SWITCH("CTRAIN_GRAPH_NODE_PRIORITY", SA_DEV, "1", NULL,
         "kernels in a CUDA graph keep their capture stream's priority (communication high, "
         "the overlapped update low)"),
-    [SET_GRAD_FRESH] = V_SWITCH("CTRAIN_GRAD_FRESH", SA_DEV, "0", NULL,
+    [SET_GRAD_FRESH] = V_SWITCH("CTRAIN_GRAD_FRESH", SA_DEV, "1", NULL,
         "instead of zeroing every gradient after the update (one memset of the buffer), each "
         "parameter's first contribution of a step writes its gradient and the ones no op "
-        "reached are zeroed after backward (the same training up to the algorithm of a written "
-        "GEMM's own plan); one GPU, one micro-batch a step, the update after backward, else "
-        "the memset; off until measured"),
+        "reached are zeroed after backward (the same bits: a written gradient's convolution "
+        "or searched GEMM takes the adding one's algorithm); one GPU, one micro-batch a step, "
+        "the update after backward, else the memset (H100: BERT-large fp8 +0.3% seq 128, "
+        "+0.7% seq 512; ResNet-50 bs 256 tf32 +0.45%; 0: always the memset)"),
     [SET_OVERLAP_UPDATE] = V_SWITCH("CTRAIN_OVERLAP_UPDATE", SA_DEV, "0", NULL,
         "the optimizer updates each bucket of weights as soon as backward has finished its "
         "gradients, on a low-priority stream"),

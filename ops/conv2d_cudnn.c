@@ -19,7 +19,13 @@
  * timed on the same buffers under the same numerical rule); the graph
  * engine runs the plan when it is at least 3% faster (CTRAIN_CONV_ENGINES).
  * In strict f32 it wins most ResNet50 plans (785 -> 999 img/s, bs 256,
- * H200). A graph plan bakes beta in, so accumulation is part of the key.
+ * H200). A graph plan bakes beta in, so accumulation is part of the key;
+ * but a backward plan that writes (beta 0) takes the choice of its twin
+ * that adds (beta 1), kept in the context or on disk, when there is one
+ * (plan_from_twin): a gradient written on its first contribution
+ * (CTRAIN_GRAD_FRESH) is then summed by the algorithm that summed it when
+ * it was added onto zeros, to the same bits, and needs no search of its
+ * own.
  *
  * Descriptors: x [N, Cp, H, W] and y [N, K, P, Q] with CUDNN_TENSOR_NHWC
  * (cuDNN takes the dims in NCHW order and the format says how they are laid
@@ -814,8 +820,35 @@ refused:
     return 0;
 }
 
-/* The plan for this call: cached in the context, kept on disk from an
- * earlier run (ops/plan_store.h), or searched now (and then kept). */
+/* A writing backward plan (beta 0; p's key set, nothing built) from the
+ * choice of its adding twin (the same key with beta 1): the twin in the
+ * context's table (kept 0), or its value kept on disk (kept 1). 1 when
+ * cuDNN takes the choice with p's beta (the same legacy algorithm, or the
+ * same graph engine and knobs built with beta 0), else 0 with p holding
+ * nothing. An adding plan, or a forward one, has no twin to follow. */
+static int plan_from_twin(Ctx *c, ConvCache *cc, Plan *p, int n_search, int kept)
+{
+    if (p->key.dir == DIR_FWD || p->key.accum) return 0;
+    PlanKey tk = p->key;
+    tk.accum = 1;
+    char v[PLAN_STORE_VALUE_MAX];
+    if (!kept) {
+        for (int i = 0; i < cc->n; i++)
+            if (memcmp(&cc->plans[i].key, &tk, sizeof tk) == 0)
+                return value_text(&cc->plans[i], v, sizeof v) == 0 && plan_load(c, p, v);
+        return 0;
+    }
+    char ktext[PLAN_STORE_KEY_MAX];
+    key_text(&tk, n_search, ktext, sizeof ktext);
+    const char *value = plan_store_get(store_for(cc), ktext);
+    return value && plan_load(c, p, value);
+}
+
+/* The plan for this call: cached in the context, the choice of its adding
+ * twin there (plan_from_twin), kept on disk from an earlier run
+ * (ops/plan_store.h), its twin's kept there, or searched now; a plan not
+ * kept as it is is kept then. Its own kept value comes before a kept
+ * twin's, so a later run takes the choice an earlier one made. */
 static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
 {
     ConvCache *cc = cache_for(c);
@@ -841,9 +874,10 @@ static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
     p.key = key;
     const int Cp = conv_padded_c(s->C, dt);
     const int n_search = cc->search_max_n ? cc->search_max_n : CONV_SEARCH_MAX_N;
-    char ktext[PLAN_STORE_KEY_MAX];
+    char ktext[PLAN_STORE_KEY_MAX], vtext[PLAN_STORE_VALUE_MAX];
     key_text(&key, n_search, ktext, sizeof ktext);
     PlanStore *store = store_for(cc);
+    if (plan_from_twin(c, cc, &p, n_search, 0)) goto keep;
     const char *kept = plan_store_get(store, ktext);
     if (kept && plan_load(c, &p, kept)) {
         cc->loaded++;
@@ -851,6 +885,10 @@ static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
     }
     if (kept) LOG_D("conv2d_cuda: the kept plan \"%s\" for \"%s\" is refused now; searching",
                     kept, ktext);
+    if (plan_from_twin(c, cc, &p, n_search, 1)) {
+        cc->loaded++;
+        goto keep;
+    }
     cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
     if (!(cc->pad_mode == CONV2D_PAD_ALWAYS && Cp != s->C))
         st = plan_build(c, &p, s->C, a, n_search);
@@ -864,7 +902,7 @@ static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
                       s->stride_h, s->stride_w, s->pad_h, s->pad_w, s->dil_h, s->dil_w,
                       dtype_name(dt), key.tf32 ? " (tf32)" : "", ct_cudnn_status_string(st));
     cc->searched++;
-    char vtext[PLAN_STORE_VALUE_MAX];
+keep:
     if (value_text(&p, vtext, sizeof vtext) == 0) plan_store_put(store, ktext, vtext);
     return plan_append(cc, &p);
 }

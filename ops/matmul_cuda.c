@@ -335,10 +335,43 @@ static size_t c_extent(const PlanKey *k)
     return el * dtype_size((DType)k->tc);
 }
 
+/* The rank among the heuristic's n answers res of the adding twin's
+ * algorithm (p's key with beta != 0) for p, a product that writes (beta 0):
+ * the twin's plan in the cache (kept 0), or its kept choice (kept 1); -1
+ * when there is none, or the heuristic does not offer that algorithm for p.
+ * A gradient written on its first contribution (CTRAIN_GRAD_FRESH) is then
+ * summed by the algorithm that summed it when added onto zeros. */
+static int twin_rank(MatmulPlanCache *c, const Plan *p, const cublasLtMatmulHeuristicResult_t *res,
+                     int n, int kept)
+{
+    if (p->key.beta_nonzero) return -1;
+    PlanKey tk = p->key;
+    tk.beta_nonzero = 1;
+    cublasLtMatmulAlgo_t algo;
+    int found = 0, rank = -1;
+    if (!kept) {
+        for (int i = 0; i < c->n && !found; i++)
+            if (memcmp(&c->plans[i].key, &tk, sizeof tk) == 0 && c->plans[i].has_algo) {
+                algo = c->plans[i].algo;
+                found = 1;
+            }
+    } else {
+        char ktext[PLAN_STORE_KEY_MAX];
+        const char *v = key_text(&tk, ktext, sizeof ktext) ? plan_store_get(store_for(c), ktext)
+                                                            : NULL;
+        found = v && gemm_choice_parse(v, &rank, &algo);
+    }
+    for (int i = 0; found && i < n; i++)
+        if (memcmp(&algo, &res[i].algo, sizeof algo) == 0) return i;
+    return -1;
+}
+
 /* The search among the heuristic's n > 1 answers (ops/matmul_search.h):
- * the store's choice when it still holds, else a timing on r's buffers,
- * kept in the store; the heuristic's first when neither can be had (inside
- * graph capture, or no scratch). Returns the index taken. */
+ * the adding twin's choice in the cache (twin_rank), the store's choice
+ * when it still holds, the twin's kept one, else a timing on r's buffers;
+ * a choice not kept as it is is kept then. The heuristic's first when none
+ * can be had (inside graph capture, or no scratch). Returns the index
+ * taken. */
 static int plan_search(MatmulPlanCache *c, Plan *p, const cublasLtMatmulHeuristicResult_t *res,
                        int n, const RunArgs *r)
 {
@@ -348,6 +381,8 @@ static int plan_search(MatmulPlanCache *c, Plan *p, const cublasLtMatmulHeuristi
     char ktext[PLAN_STORE_KEY_MAX], vtext[PLAN_STORE_VALUE_MAX];
     const int keyed = key_text(&p->key, ktext, sizeof ktext);
     PlanStore *store = store_for(c);
+    int i = twin_rank(c, p, res, n, 0);
+    if (i >= 0) goto keep;
     const char *kept = keyed ? plan_store_get(store, ktext) : NULL;
     int rank = -1;
     cublasLtMatmulAlgo_t algo;
@@ -358,6 +393,11 @@ static int plan_search(MatmulPlanCache *c, Plan *p, const cublasLtMatmulHeuristi
     }
     if (kept) LOG_D("matmul_cuda: the kept choice \"%s\" for \"%s\" is not the heuristic's "
                     "now; searching", kept, ktext);
+    i = twin_rank(c, p, res, n, 1);
+    if (i >= 0) {
+        c->loaded++;
+        goto keep;
+    }
     if (capturing) {
         LOG_D("matmul_cuda: M=%d N=%d K=%d first seen inside graph capture: the heuristic's "
               "first, unsearched", p->key.M, p->key.N, p->key.K);
@@ -367,13 +407,14 @@ static int plan_search(MatmulPlanCache *c, Plan *p, const cublasLtMatmulHeuristi
                      c_extent(&p->key), r->alpha, r->beta, r->workspace,
                      p->key.workspace_bytes, r->s};
     float ms[GEMM_SEARCH_CANDIDATES];
-    int i = gemm_search_time(&g, res, n, ms);
+    i = gemm_search_time(&g, res, n, ms);
     if (i < 0) return 0;
     c->searched++;
     LOG_D("matmul_cuda: %s M=%d N=%d K=%d t%d%d beta%s epi %d: candidate %d of %d, %.1f us "
           "against the first's %.1f", dtype_name((DType)p->key.tab), p->key.M, p->key.N, p->key.K,
           p->key.transA, p->key.transB, p->key.beta_nonzero ? " != 0" : " 0", p->key.epi, i, n,
           1e3 * (double)ms[i], 1e3 * (double)ms[0]);
+keep:
     gemm_choice_text(i, &res[i].algo, vtext, sizeof vtext);
     if (keyed) plan_store_put(store, ktext, vtext);
     return i;

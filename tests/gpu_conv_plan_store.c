@@ -15,6 +15,12 @@
  *     against the CPU reference;
  *   - CTRAIN_PLAN_CACHE=off: everything searched, the kept file untouched,
  *     nothing written where the default folder would be.
+ * Twins (a backward plan that writes, beta 0, takes the choice of the one
+ * that adds, beta 1: CTRAIN_GRAD_FRESH's written gradients): in a fresh
+ * folder, a context whose adding calls come first (onto zeros) runs the
+ * writing ones with no search and nothing loaded, to the same bits; a
+ * later context that runs only writing calls takes every one from the
+ * adding twins kept on disk (none searched), to the same bits again.
  */
 #include <math.h>
 #include <stdio.h>
@@ -152,6 +158,101 @@ static void expect_reference(const char *tag, const Outputs *o)
     }
 }
 
+/* The backward calls of every shape and type in a context with the store
+ * of CTRAIN_PLAN_CACHE: pass 0 adds (beta 1, onto zeros) into add[], pass
+ * 1 writes (beta 0) into wrote[]; passes [from, to). Outputs:
+ * [shape][type] dx, dw. *between: plans searched after pass 0. */
+#define NTW 2
+typedef struct {
+    float *out[NSHAPES][NDT][NTW];
+} TwinOut;
+
+static void run_twins(int from, int to, TwinOut *add, TwinOut *wrote, int *searched,
+                      int *loaded, int *between)
+{
+    Ctx c;
+    ctx_init(&c, DEV_CUDA, 0, 1);
+    c.allow_tf32 = 1;   /* f32 on TF32's plans, as ResNet tf32 runs them */
+    for (int pass = from; pass < to; pass++) {
+        TwinOut *o = pass ? wrote : add;
+        for (int i = 0; i < NSHAPES; i++) {
+            size_t nx, nw, ny;
+            Conv2dShape s = shape_of(i, &nx, &nw, &ny);
+            for (int d = 0; d < NDT; d++) {
+                DType dt = dts[d];
+                float *x = rnd(nx, dt, 1 + i), *w = rnd(nw, dt, 11 + i), *g = rnd(ny, dt, 21 + i);
+                float *zx = calloc(nx, sizeof(float)), *zw = calloc(nw, sizeof(float));
+                void *dx_ = gpu_upload(x, nx, dt), *dw_ = gpu_upload(w, nw, dt);
+                void *dg = gpu_upload(g, ny, dt);
+                void *gx = pass ? gpu_alloc_poison(nx, dt) : gpu_upload(zx, nx, dt);
+                void *gw = pass ? gpu_alloc_poison(nw, DT_F32) : gpu_upload(zw, nw, DT_F32);
+                conv2d_backward_data_cuda(&c, gx, dg, dw_, dt, &s, !pass);
+                conv2d_backward_filter_cuda(&c, gw, DT_F32, dg, dx_, dt, &s, !pass);
+                o->out[i][d][0] = malloc(nx * sizeof(float));
+                o->out[i][d][1] = malloc(nw * sizeof(float));
+                gpu_download(o->out[i][d][0], gx, nx, dt);
+                gpu_download(o->out[i][d][1], gw, nw, DT_F32);
+                dfree(dx_); dfree(dw_); dfree(dg); dfree(gx); dfree(gw);
+                free(x); free(w); free(g); free(zx); free(zw);
+            }
+        }
+        int l = 0;
+        if (pass == 0) conv2d_cuda_plan_origins(&c, between, &l);
+    }
+    conv2d_cuda_plan_origins(&c, searched, loaded);
+    conv2d_cuda_release(&c);
+    ctx_free(&c);
+}
+
+static void twin_same(const char *tag, const TwinOut *a, const TwinOut *b)
+{
+    int diff = 0;
+    for (int i = 0; i < NSHAPES; i++) {
+        size_t nx, nw, ny;
+        shape_of(i, &nx, &nw, &ny);
+        for (int d = 0; d < NDT; d++)
+            for (int k = 0; k < NTW; k++)
+                diff += memcmp(a->out[i][d][k], b->out[i][d][k],
+                               (k ? nw : nx) * sizeof(float)) != 0;
+    }
+    check_true(tag, diff == 0, "%d of %d outputs differ", diff, NSHAPES * NDT * NTW);
+}
+
+static void twin_free(TwinOut *o)
+{
+    for (int i = 0; i < NSHAPES; i++)
+        for (int d = 0; d < NDT; d++)
+            for (int k = 0; k < NTW; k++) free(o->out[i][d][k]);
+}
+
+/* Twins: the writing plans follow the adding ones, in the context and from
+ * the store (a fresh folder: dir). */
+static void test_twins(const char *dir)
+{
+    setenv("CTRAIN_PLAN_CACHE", dir, 1);
+    TwinOut add, wrote, later;
+    int s = 0, l = 0, between = 0;
+    run_twins(0, 2, &add, &wrote, &s, &l, &between);
+    check_true("twins.in_context_no_search", between > 0 && s == between && l == 0,
+               "%d searched by the adding calls, %d in all, %d loaded", between, s, l);
+    twin_same("twins.in_context_same_bits", &add, &wrote);
+    /* a later run that only writes: every plan from its twin on disk (the
+     * first context kept the writing plans too: a fresh folder holding the
+     * adding ones alone) */
+    char dir2[1100];
+    snprintf(dir2, sizeof dir2, "%s/adding", dir);
+    setenv("CTRAIN_PLAN_CACHE", dir2, 1);
+    TwinOut add2, unused;
+    int s2 = 0, l2 = 0, b2 = 0;
+    run_twins(0, 1, &add2, &unused, &s2, &l2, &b2);
+    int s3 = 0, l3 = 0, b3 = 0;
+    run_twins(1, 2, &unused, &later, &s3, &l3, &b3);
+    check_true("twins.from_store_no_search", s2 > 0 && s3 == 0 && l3 == s2,
+               "%d adding plans searched; then %d searched, %d loaded", s2, s3, l3);
+    twin_same("twins.from_store_same_bits", &add2, &later);
+    twin_free(&add); twin_free(&wrote); twin_free(&add2); twin_free(&later);
+}
+
 int main(void)
 {
     gpu_require();
@@ -250,8 +351,12 @@ int main(void)
     free_outputs(&off);
     free_outputs(&first);
 
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s", dir, dir2);
+    char dir3[] = "/tmp/ctrain_gpu_twins_XXXXXX";
+    if (!mkdtemp(dir3)) { perror("mkdtemp"); return 1; }
+    test_twins(dir3);
+
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s %s", dir, dir2, dir3);
     if (system(cmd) != 0) fprintf(stderr, "gpu_conv_plan_store: could not remove %s\n", dir);
     return check_summary();
 }

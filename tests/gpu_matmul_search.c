@@ -16,7 +16,12 @@
  *     those plans searched again, the rest taken, the results still right;
  *   - a shape first met inside CUDA graph capture: no search (the heuristic's
  *     first), the replayed graph's result right;
- *   - CTRAIN_GEMM_SEARCH=0: nothing searched, nothing taken from the file.
+ *   - CTRAIN_GEMM_SEARCH=0: nothing searched, nothing taken from the file;
+ *   - twins (the accumulating calls written instead, beta 0, as
+ *     CTRAIN_GRAD_FRESH writes a gradient's first contribution): after the
+ *     adding call (onto zeros) in the same cache, no search and the same
+ *     bits; in a later cache whose store holds only the adding choices,
+ *     taken from there, none timed, the same bits.
  * The search itself: gemm_search_pick's rule (the margin, failed
  * candidates) and the store value's text round trip.
  */
@@ -279,6 +284,79 @@ static void check_rule_and_text(void)
         check_true("search.text_refused", !gemm_choice_parse(bad[i], &rank, &y), "\"%s\"", bad[i]);
 }
 
+/* Call i (an accumulating one) with beta 1 onto zeros, or written (beta
+ * 0, C poisoned); C and the bias gradient (kind 2) into c_out, bg_out. */
+static void twin_call(const Dev *d, MatmulPlanCache *cache, int i, int add, float *c_out,
+                      float *bg_out)
+{
+    const Call *c = &calls[i];
+    const Inputs *in = &inputs[i];
+    size_t nC = (size_t)c->M * c->N;
+    float *z = calloc(nC, sizeof(float));
+    void *dC = add ? gpu_upload(z, nC, c->tc) : gpu_alloc_poison(nC, c->tc);
+    void *dbg = NULL;
+    const float beta = add ? 1.0f : 0.0f;
+    if (c->kind == 2) CUDA_CHECK(cudaMalloc(&dbg, (size_t)c->M * sizeof(float)));
+    if (c->kind == 0)
+        matmul_cuda(d->lt, cache, d->workspace, d->workspace_bytes, d->stream, dC, c->tc, in->dA,
+                    in->dB, c->tab, c->M, c->N, c->K, c->ta, c->tb, 1.0f, beta, 1, 0, 0, 0, 0,
+                    NULL);
+    else
+        matmul_cuda_bgrad(d->lt, cache, d->workspace, d->workspace_bytes, d->stream, dC, c->tc,
+                          in->dA, in->dB, c->tab, dbg, c->M, c->N, c->K, c->ta, c->tb, beta, 0,
+                          NULL);
+    CUDA_CHECK(cudaStreamSynchronize(d->stream));
+    gpu_download(c_out, dC, nC, c->tc);
+    if (dbg) {
+        gpu_download(bg_out, dbg, (size_t)c->M, DT_F32);
+        dfree(dbg);
+    }
+    dfree(dC);
+    free(z);
+}
+
+/* Twins: the written products take the adding ones' choices, in the cache
+ * and from the store (a fresh folder under dir). */
+static void check_twins(const Dev *d, const char *dir)
+{
+    const int twins[2] = {2, 3};   /* the accumulating calls */
+    char sub[1200];
+    for (int pass = 0; pass < 2; pass++) {
+        snprintf(sub, sizeof sub, "%s/twins%d", dir, pass);
+        setenv("CTRAIN_PLAN_CACHE", sub, 1);
+        int diff = 0, between = 0, l0 = 0, s = 0, l = 0;
+        MatmulPlanCache *cache = matmul_plan_cache_new(), *later = cache;
+        float *ca[2], *cw[2], bga[2][2048], bgw[2][2048];
+        for (int t = 0; t < 2; t++) {
+            const Call *c = &calls[twins[t]];
+            ca[t] = hbuf((size_t)c->M * c->N);
+            cw[t] = hbuf((size_t)c->M * c->N);
+            twin_call(d, cache, twins[t], 1, ca[t], bga[t]);
+        }
+        matmul_plan_cache_counts(cache, &between, &l0);
+        if (pass) later = matmul_plan_cache_new();   /* its store read now: the adding choices */
+        for (int t = 0; t < 2; t++) twin_call(d, later, twins[t], 0, cw[t], bgw[t]);
+        matmul_plan_cache_counts(later, &s, &l);
+        for (int t = 0; t < 2; t++) {
+            const Call *c = &calls[twins[t]];
+            diff += memcmp(ca[t], cw[t], (size_t)c->M * c->N * sizeof(float)) != 0;
+            if (c->kind == 2) diff += memcmp(bga[t], bgw[t], (size_t)c->M * sizeof(float)) != 0;
+            free(ca[t]);
+            free(cw[t]);
+        }
+        if (pass == 0)
+            check_true("search.twins_in_cache_no_search", between > 0 && s == between && l == 0,
+                       "%d searched by the adding calls, %d in all, %d loaded", between, s, l);
+        else
+            check_true("search.twins_from_store_no_search", between > 0 && s == 0 && l == 2,
+                       "%d adding searched; then %d searched, %d loaded of 2", between, s, l);
+        check_true(pass ? "search.twins_from_store_same_bits" : "search.twins_in_cache_same_bits",
+                   diff == 0, "%d of 3 outputs differ", diff);
+        if (later != cache) matmul_plan_cache_free(later);
+        matmul_plan_cache_free(cache);
+    }
+}
+
 int main(void)
 {
     gpu_require();
@@ -336,6 +414,9 @@ int main(void)
     run_all(&d, &off, &s4, &l4);
     check_true("search.off_does_nothing", s4 == 0 && l4 == 0, "%d searched, %d loaded", s4, l4);
     for (int i = 0; i < NCALLS; i++) expect_reference("search.off", &off, i);
+
+    setenv("CTRAIN_GEMM_SEARCH", "1", 1);
+    check_twins(&d, dir);
 
     free_outputs(&first); free_outputs(&second); free_outputs(&third); free_outputs(&off);
     for (int i = 0; i < NCALLS; i++) {

@@ -156,15 +156,15 @@ int main(void)
     attention_shared(&c);
     const char *bert = "--model bert-tiny --data synthetic --batch 4 --seq 32 --steps 4 "
                        "--optim adamw --lr 1e-3 --warmup 2 --wd 0.01";
-    grad_fresh_same_run(&c, DEV_CPU, "bert-tiny adamw", bert, 1, 0.0f);
+    grad_fresh_same_run(&c, DEV_CPU, "bert-tiny adamw", bert, 1);
     char b2[400];
     snprintf(b2, sizeof b2, "%s --recompute all", bert);
-    grad_fresh_same_run(&c, DEV_CPU, "bert-tiny adamw recompute all", b2, 1, 0.0f);
+    grad_fresh_same_run(&c, DEV_CPU, "bert-tiny adamw recompute all", b2, 1);
     snprintf(b2, sizeof b2, "%s --accum 2", bert);
-    grad_fresh_same_run(&c, DEV_CPU, "bert-tiny adamw accum 2", b2, 0, 0.0f);
+    grad_fresh_same_run(&c, DEV_CPU, "bert-tiny adamw accum 2", b2, 0);
     grad_fresh_same_run(&c, DEV_CPU, "resnet18 sgd nesterov",
              "--model resnet18 --data synthetic --batch 4 --image-size 32 --classes 10 --steps 4 "
-             "--optim sgd --lr 0.05 --momentum 0.9 --nesterov --wd 1e-4", 1, 0.0f);
+             "--optim sgd --lr 0.05 --momentum 0.9 --nesterov --wd 1e-4", 1);
     ctx_free(&c);
     return check_summary();
 }
