@@ -192,10 +192,7 @@ void ad_backward_from(Ctx *c, Tensor *out)
             c->mem.where = n->op;   /* where the memory's high point comes, if it does here */
             n->backward(c, n);
             c->mem.where = was;
-            if (!n->out->is_param) {
-                tensor_release(n->out->grad);
-                n->out->grad = NULL;
-            }
+            if (!n->out->is_param) tensor_drop_grad(n->out);
         }
         if (h && h->node) h->node(h->user, n, depth);
         node_drop(n);
@@ -212,10 +209,7 @@ void ad_tape_clear(Ctx *c)
     Tape *t = c->tape;
     for (int k = t->n - 1; k >= 0; k--) {
         Node *n = &t->nodes[k];
-        if (n->out->grad && !n->out->is_param) {
-            tensor_release(n->out->grad);
-            n->out->grad = NULL;
-        }
+        if (n->out->grad && !n->out->is_param) tensor_drop_grad(n->out);
         node_drop(n);
     }
     t->n = 0;

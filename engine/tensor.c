@@ -110,6 +110,14 @@ void tensor_to_f32(float *host, const Tensor *t)
 
 void tensor_zero(Tensor *t) { mem_zero(t->ctx, t->data, t->numel * dtype_size(t->dtype)); }
 
+void tensor_drop_grad(Tensor *t)
+{
+    tensor_release(t->grad);
+    tensor_release(t->grad_aux);
+    t->grad = NULL;
+    t->grad_aux = NULL;
+}
+
 void tensor_retain(Tensor *t) { t->refs++; t->data_refs++; }
 void tensor_hold(Tensor *t) { t->refs++; }
 
@@ -122,7 +130,7 @@ static void tensor_maybe_free(Tensor *t)
     }
     if (t->refs == 0) {
         /* an activation's gradient belongs to it; a parameter's is a view */
-        if (t->grad) tensor_release(t->grad);
+        tensor_drop_grad(t);
         free(t->parts);   /* a joined parameter's list (params_join) */
         free(t);
     }

@@ -48,6 +48,18 @@ typedef struct Tensor {
     struct Tensor **parts;  /* a joined parameter (params_join): the parameters it spans */
     int nparts;
     struct Tensor *grad;    /* gradient: same shape; params: f32 view */
+    /* a gradient handed over in another form: an FP8 Linear's forward marks its
+     * output with how its backward would cast the gradient (grad_cast.scale set;
+     * ops/linear_fp8.h, "The gradient's codes"), and the op that makes that
+     * gradient may write its FP8 codes as grad (U8, this shape) with the column
+     * partials in grad_aux, the values never stored */
+    struct {
+        const float *scale;  /* the cast's scale (device), NULL: no mark */
+        float *amax;         /* the running amax the cast raises (device) */
+        int fmt;             /* Fp8Format */
+        int colsum;          /* a bias wants the column sums */
+    } grad_cast;
+    struct Tensor *grad_aux;
     const char *name;       /* parameters: the registry name */
     /* parameters under AMP on the GPU: the low-precision working copy (a
      * view into ParamSet.lowp) that an unrecorded op_cast to its dtype
@@ -77,6 +89,9 @@ Tensor *tensor_from_host(Ctx *c, const void *host, DType dt, int ndim, const int
 void tensor_to_f32(float *host, const Tensor *t);
 void tensor_to_host(void *host, const Tensor *t);
 void tensor_zero(Tensor *t);
+/* Releases t's gradient (an activation's: a parameter's is a view of the
+ * buffer) and what came with it (grad_aux); both NULL after. */
+void tensor_drop_grad(Tensor *t);
 
 void tensor_retain(Tensor *t);   /* +1 struct, +1 data */
 void tensor_hold(Tensor *t);     /* +1 struct only */

@@ -23,6 +23,9 @@
  * bytes in f16 / bf16, 1/16 of s) and the backward reads them: Philox4x32-10
  * is about a quarter of the backward's instructions an element, and that
  * kernel is bound by its instructions (+1% a BERT-large step, H100).
+ * Under FP8, when z is an FP8 Linear's output that nothing else reads, the
+ * backward may write z's gradient as that Linear's E5M2 codes instead
+ * (dz_codes below; ops/linear_fp8.h, "The gradient's codes").
  */
 #include "layernorm.h"
 
@@ -46,6 +49,10 @@ static Tensor *add_norm_composed(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Te
     return y;
 }
 
+static long dz_codes_runs;   /* backwards that handed codes over (a test's count) */
+
+long add_norm_dz_codes_runs(void) { return dz_codes_runs; }
+
 #ifdef CTRAIN_CUDA
 /* CTRAIN_ADD_NORM, read once: composed (0), fused (1) or auto (2: fused for
  * calls of at least LAYERNORM_VEC_MIN_ROWS rows, where the vector kernels
@@ -58,6 +65,43 @@ static int add_norm_fused_wanted(size_t R)
     return mode == 1 || (mode == 2 && R >= LAYERNORM_VEC_MIN_ROWS);
 }
 
+/* z's gradient handed to the FP8 Linear that made z as its E5M2 codes
+ * (Tensor.grad_cast, set by that Linear's forward; CTRAIN_FP8_DZ_CODES):
+ * the codes as z's gradient (U8, z's shape) and dz's column partials beside
+ * it (grad_aux), dz never stored. Only where nothing else adds to z's
+ * gradient: none there yet, and no node left on the tape but z's maker and
+ * this one holds z (its refs). 1 when done (dx, dgamma, dbeta too), 0 when
+ * the caller runs the plain backward (nothing written). */
+static int dz_codes(Ctx *c, Node *n, Tensor *dx, int acc_x, float *pdg, int acc_g, float *pdb,
+                    int acc_b)
+{
+    Tensor *z = n->in[1], *dy = n->out->grad, *s = n->saved[0];
+    const size_t R = tensor_rows(s), D = tensor_cols(s);
+    if (!z || !z->requires_grad || z->is_param || z->grad || !z->grad_cast.scale ||
+        z->refs != 2 || z->dtype != s->dtype || n->n_saved < 5 || !pdg || !pdb ||
+        R % 16 || D % 16)
+        return 0;
+    Tensor *q = tensor_new(c, DT_U8, z->ndim, z->shape);
+    int64_t np = (int64_t)add_norm_codes_partials(R, D);
+    Tensor *part = tensor_new(c, DT_F32, 1, &np);
+    const float p = n->f[1];
+    if (!add_norm_backward_codes_cuda(
+            dx ? dx->data : NULL, (uint8_t *)q->data, z->grad_cast.amax, z->grad_cast.scale,
+            (float *)part->data, pdg, pdb, dy->data, s->data, (const float *)n->saved[2]->data,
+            (const float *)n->saved[3]->data, (const float *)n->saved[1]->data, s->dtype, p,
+            (uint64_t)n->i[0], (uint64_t)n->i[1], c->rng_base, n->saved[4]->data, R, D, acc_x,
+            acc_g, acc_b, c->stream)) {
+        tensor_release(q);
+        tensor_release(part);
+        return 0;
+    }
+    z->grad = q;
+    z->grad_aux = part;
+    dz_codes_runs++;
+    return 1;
+}
+
+
 /* forward: s = x + dropout(z), y = LayerNorm(s)
  *   so ds = LayerNorm's dx,  dx += ds,  dz += keep ? ds * scale : 0 */
 static void add_norm_backward(Ctx *c, Node *n)
@@ -69,11 +113,13 @@ static void add_norm_backward(Ctx *c, Node *n)
     const float p = n->f[1];
     const uint64_t seed = (uint64_t)n->i[0], offset = (uint64_t)n->i[1];
     int acc_x = 0, acc_z = 0, acc_g = 0, acc_b = 0;
-    Tensor *dx = ad_grad_dst(c, n->in[0], &acc_x), *dz = ad_grad_dst(c, n->in[1], &acc_z);
+    Tensor *dx = ad_grad_dst(c, n->in[0], &acc_x);
     Tensor *dg = ad_grad_dst(c, n->in[2], &acc_g), *db = ad_grad_dst(c, n->in[3], &acc_b);
     CT_ASSERT((!dg || dg->dtype == DT_F32) && (!db || db->dtype == DT_F32),
               "add_norm: gamma/beta gradients must be f32 (they are f32 parameters)");
     float *pdg = dg ? (float *)dg->data : NULL, *pdb = db ? (float *)db->data : NULL;
+    if (dz_codes(c, n, dx, acc_x, pdg, acc_g, pdb, acc_b)) return;
+    Tensor *dz = ad_grad_dst(c, n->in[1], &acc_z);
     if (add_norm_backward_cuda(dx ? dx->data : NULL, dz ? dz->data : NULL, pdg, pdb, dy->data,
                                s->data, (const float *)mean->data, (const float *)invstd->data,
                                (const float *)gamma->data, s->dtype, p, seed, offset,

@@ -467,6 +467,72 @@ void fp8_cast_transpose_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, float 
     colsum_finish(db, accum, scratch, (rows + TILE - 1) / TILE, cols, s);
 }
 
+namespace {
+
+/* q [rows, cols] -> qt [cols, rows], a 64 x 64 tile a pass: the tile's rows
+ * in 16-byte loads (thread t: row t / 4, columns 16 (t % 4) ..), written out
+ * along its columns by fp8_tile_out. rows, cols multiples of 16. Block
+ * (x, y): column tile x, row tiles y, y + gridDim.y, ... */
+__global__ void __launch_bounds__(FP8_THREADS)
+    fp8_transpose_kernel(uint8_t *__restrict__ qt, const uint8_t *__restrict__ q, size_t rows,
+                         size_t cols)
+{
+    __shared__ __align__(16) uint8_t tile[TILE][TILE_PITCH];
+    const size_t tiles_r = (rows + TILE - 1) / TILE, c0 = (size_t)blockIdx.x * TILE;
+    const int i = threadIdx.x / 4, seg = threadIdx.x % 4;
+    const size_t c = c0 + 16 * (size_t)seg;
+    for (size_t rt = blockIdx.y; rt < tiles_r; rt += gridDim.y) {
+        const size_t r0 = rt * TILE, r = r0 + i;
+        if (r < rows && c < cols) {
+            const uint4 v = *(const uint4 *)(q + r * cols + c);
+            uint32_t *d = (uint32_t *)&tile[i][16 * seg];   /* rows of 68 bytes: 4-aligned */
+            d[0] = v.x;
+            d[1] = v.y;
+            d[2] = v.z;
+            d[3] = v.w;
+        }
+        __syncthreads();
+        fp8_tile_out<TILE_PITCH>(qt, tile, r0, c0, rows, cols);
+        __syncthreads();   /* the next tile overwrites this one */
+    }
+}
+
+} // namespace
+
+int fp8_transpose_fits(const void *q, const void *qt, size_t rows, size_t cols)
+{
+    return rows % 16 == 0 && cols % 16 == 0 && ((uintptr_t)q & 15) == 0 &&
+           ((uintptr_t)qt & 15) == 0;
+}
+
+void fp8_transpose_codes_cuda(uint8_t *qt, const uint8_t *q, size_t rows, size_t cols,
+                              cudaStream_t s)
+{
+    if (rows == 0 || cols == 0) return;
+    CT_ASSERT(fp8_transpose_fits(q, qt, rows, cols),
+              "fp8_transpose_codes_cuda: [%zu, %zu] needs multiples of 16 and aligned codes",
+              rows, cols);
+    const size_t tc = (cols + TILE - 1) / TILE, tr = (rows + TILE - 1) / TILE;
+    size_t gy = (FP8_MAX_BLOCKS + tc - 1) / tc;
+    if (gy > tr) gy = tr;
+    if (gy > 65535) gy = 65535;
+    CT_ASSERT(tc <= 0x7fffffffu, "fp8_transpose_codes_cuda: %zu columns", cols);
+    fp8_transpose_kernel<<<dim3((unsigned)tc, (unsigned)gy), FP8_THREADS, 0, s>>>(qt, q, rows,
+                                                                                 cols);
+    CUDA_CHECK_LAUNCH();
+}
+
+void fp8_colsum_finish_cuda(float *db, int accum, const float *part, size_t G, size_t cols,
+                            cudaStream_t s)
+{
+    if (cols == 0) return;
+    if (G == 0) {
+        if (!accum) CUDA_CHECK(cudaMemsetAsync(db, 0, cols * sizeof(float), s));
+        return;
+    }
+    colsum_finish(db, accum, part, G, cols, s);
+}
+
 void fp8_cast_transpose_dgelu_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, float *db,
                                           int accum, float *scratch, const void *dg,
                                           const void *h, DType xt, size_t rows, size_t cols,

@@ -122,6 +122,18 @@ void fp8_cast_transpose_dgelu_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, 
                                           int accum, float *scratch, const void *dg,
                                           const void *h, DType xt, size_t rows, size_t cols,
                                           const float *scale, Fp8Format f, cudaStream_t s);
+/* Codes already made row-major (q [rows, cols], by a kernel that casts as
+ * it writes: the add_norm backward's, ops/layernorm.h) transposed into qt
+ * [cols, rows]: the same bytes. Needs rows and cols multiples of 16 and q,
+ * qt 16-byte aligned (fp8_transpose_fits). */
+int fp8_transpose_fits(const void *q, const void *qt, size_t rows, size_t cols);
+void fp8_transpose_codes_cuda(uint8_t *qt, const uint8_t *q, size_t rows, size_t cols,
+                              cudaStream_t s);
+/* db[c] (+)= sum over g < G of part[g * cols + c], in a fixed order (the
+ * cast-transpose's own second pass): the column sums from the partials
+ * another kernel left, one row of cols floats per chunk of rows. */
+void fp8_colsum_finish_cuda(float *db, int accum, const float *part, size_t G, size_t cols,
+                            cudaStream_t s);
 void fp8_amax_zero_cuda(float *amax, int n, cudaStream_t s);
 /* The kernels' conversion (one cvt.rn.satfinite instruction on sm_89 and
  * later) against fp8_from_f32 on every f32 bit pattern: how many codes

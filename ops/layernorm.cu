@@ -63,6 +63,7 @@
 #include "engine/settings.h"
 #include "cuda_util.cuh"
 #include "dropout.h"
+#include "fp8_device.cuh"
 #include "layernorm.h"
 
 namespace {
@@ -276,6 +277,12 @@ struct LnDrop {
     float p, scale;
     uint64_t seed, offset;
     const uint64_t *base;    /* inside a CUDA graph: the step's Philox base */
+    /* backward, the codes form (CODES kernels, add_norm_backward_codes_cuda): dz's
+     * E5M2 codes instead of dz, as the FP8 Linear's cast would make them */
+    uint8_t *q;              /* the codes [R, D] */
+    float *amax;             /* the running amax, raised to max |dz| */
+    const float *qscale;     /* the cast's scale (device) */
+    float *zpart;            /* the column partials of dz [G, D], one row a chunk */
 };
 
 /* keep[k] for the V elements from i0 (a multiple of 4). */
@@ -397,28 +404,52 @@ __global__ void __launch_bounds__(LN_FWD_WARPS * 32)
  * against the row's end and each element for the partials and the mask's
  * source; those branches cut the code into small blocks the scheduler
  * cannot interleave. Same arithmetic, same order: the same bits. */
-constexpr size_t ln_bwd_vec_smem(int D) { return (size_t)LN_BWD_WARPS * 2 * D * sizeof(float); }
+constexpr size_t ln_bwd_vec_smem(int D, bool codes = false)
+{
+    return (size_t)LN_BWD_WARPS * (codes ? 3 : 2) * D * sizeof(float);
+}
 
-template <typename T, int NV, bool FUSED, bool FULL>
+/* CODES (with FUSED and FULL): dz as the FP8 Linear behind it would cast it
+ * for its backward (ops/linear_fp8.h, "The gradient's codes"): each value
+ * rounded to T as dz would be stored, its E5M2 code at drop.qscale into
+ * drop.q (row-major, 16 / sizeof(T) codes a vector: the bits the separate
+ * cast writes), the block's max |dz| raised into drop.amax, and dz's column
+ * sums as partials beside dgamma's and dbeta's (a third [D] slice a warp:
+ * 96 KiB at D = 1,024, still two blocks an SM), added in the same order:
+ * each warp its rows, then the warps in order, one row a chunk in
+ * drop.zpart for the finish. dz itself is never written. */
+template <typename T, int NV, bool FUSED, bool FULL, bool CODES = false>
 __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
     ln_bwd_vec_kernel(T *dx, float *part, const T *dy, const T *x, const float *mean,
                       const float *invstd, const float *gamma, size_t R, int D,
                       size_t rows_per_chunk, int accum_x, LnDrop drop)
 {
-    constexpr int V = 16 / (int)sizeof(T);
+    static_assert(!CODES || (FUSED && FULL), "the codes form is the fused FULL kernel's");
+    constexpr int V = 16 / (int)sizeof(T), NA = CODES ? 3 : 2;
     extern __shared__ float sh[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nvec = FULL ? 32 * NV : D / V;
     const bool has_part = FULL || part != nullptr;
+    const bool want_dz = CODES || (FUSED && drop.dz != nullptr);
     const auto in_row = [nvec](int c) { return FULL || c < nvec; };   /* vector c inside */
     const uint8_t *bits = FUSED ? drop.bits : nullptr;
-    float *acc = sh + (size_t)w * 2 * D;   /* this warp's [2][D]: dgamma's, then dbeta's */
+    /* this warp's [NA][D]: dgamma's, dbeta's (and dz's column sums) */
+    float *acc = sh + (size_t)w * NA * D;
+    float qs = 0.0f, qm = 0.0f;   /* CODES: the scale, this thread's max |dz| */
+    bool qs_ok = false;
+    if constexpr (CODES) {
+        qs = *drop.qscale;
+        qs_ok = isfinite(qs) && qs != 0.0f;
+    }
     if (has_part)
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int c = lane + 32 * j;
             if (in_row(c))
 #pragma unroll
-                for (int k = 0; k < V; k++) acc[k * nvec + c] = acc[D + k * nvec + c] = 0.0f;
+                for (int k = 0; k < V; k++) {
+                    acc[k * nvec + c] = acc[D + k * nvec + c] = 0.0f;
+                    if constexpr (CODES) acc[2 * D + k * nvec + c] = 0.0f;
+                }
         }
     const size_t r0 = (size_t)blockIdx.x * rows_per_chunk;
     const size_t r1 = r0 + rows_per_chunk < R ? r0 + rows_per_chunk : R;
@@ -435,7 +466,7 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
             if (in_row(c)) {
                 xa[j] = xr[c];
                 da[j] = dyr[c];
-                if (FUSED && (FULL || bits) && drop.dz) kb[j] = bits[r * (size_t)nvec + c];
+                if (FUSED && (FULL || bits) && want_dz) kb[j] = bits[r * (size_t)nvec + c];
             }
         }
 #pragma unroll
@@ -456,7 +487,7 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
                 }
             }
         }
-        if (!dx && !(FUSED && drop.dz)) continue; /* uniform over the block */
+        if (!dx && !want_dz) continue; /* uniform over the block */
         const float m1 = warp_sum(s1) / (float)D, m2 = warp_sum(s2) / (float)D;
         Vec<T, V> *dxr = dx ? reinterpret_cast<Vec<T, V> *>(dx + r * (size_t)D) : nullptr;
 #pragma unroll
@@ -483,10 +514,12 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
             }
             if (dx) dxr[c] = o;
             if constexpr (FUSED) { /* dz (+)= keep ? ds * scale : 0 */
-                if (drop.dz) {
-                    Vec<T, V> *dzr = reinterpret_cast<Vec<T, V> *>((T *)drop.dz + r * (size_t)D);
+                if (want_dz) {
+                    Vec<T, V> *dzr = CODES ? nullptr
+                                           : reinterpret_cast<Vec<T, V> *>((T *)drop.dz +
+                                                                           r * (size_t)D);
                     Vec<T, V> zo, zold;
-                    if (drop.accum_z) zold = dzr[c];
+                    if (!CODES && drop.accum_z) zold = dzr[c];
                     bool keep[V];
                     if (FULL || bits) {
 #pragma unroll
@@ -499,36 +532,58 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
 #pragma unroll
                     for (int k = 0; k < V; k++) {
                         float val = keep[k] ? __fmul_rn(ds[k], drop.scale) : 0.0f;
-                        if (drop.accum_z) val = __fadd_rn(val, to_f32(zold.v[k]));
+                        if (!CODES && drop.accum_z) val = __fadd_rn(val, to_f32(zold.v[k]));
                         zo.v[k] = from_f32<T>(val);
                     }
-                    dzr[c] = zo;
+                    if constexpr (CODES) {
+                        /* the codes of dz's stored values, as the cast reads them */
+                        float v[V], vmax = 0.0f;
+#pragma unroll
+                        for (int k = 0; k < V; k++) {
+                            v[k] = to_f32(zo.v[k]);
+                            vmax = max_nan(vmax, fabsf(v[k]));
+                            acc[2 * D + k * nvec + c] += v[k];
+                        }
+                        union { uint16_t h[V / 2]; uint32_t w[V / 4]; } code;
+                        fp8_codes_vec<1, V>(code.h, &qm, v, vmax, qs, qs_ok);
+                        uint8_t *qr = drop.q + r * (size_t)D + (size_t)c * V;
+                        if constexpr (V == 8)
+                            *(uint2 *)qr = make_uint2(code.w[0], code.w[1]);
+                        else
+                            *(uint32_t *)qr = code.w[0];
+                    } else {
+                        dzr[c] = zo;
+                    }
                 }
             }
         }
     }
+    if constexpr (CODES) block_amax_atomic(qm, drop.amax);   /* every thread: FULL */
     if (!has_part) return;
     /* the warps' slices added in warp order, column by column */
     __syncthreads();
     float *out = part + (size_t)blockIdx.x * 2 * D;
-    for (int i = threadIdx.x; i < 2 * D; i += blockDim.x) {   /* i: a slice position */
+    for (int i = threadIdx.x; i < NA * D; i += blockDim.x) {   /* i: a slice position */
         float v = sh[i];
-        for (int step = 1; step < LN_BWD_WARPS; step++) v = v + sh[(size_t)step * 2 * D + i];
-        const int h = i >= D, p = i - h * D, k = p / nvec, c = p - k * nvec;
-        out[h * D + c * V + k] = v;   /* column c V + k */
+        for (int step = 1; step < LN_BWD_WARPS; step++) v = v + sh[(size_t)step * NA * D + i];
+        const int h = i / D, p = i - h * D, k = p / nvec, c = p - k * nvec;
+        if (CODES && h == 2)
+            drop.zpart[(size_t)blockIdx.x * D + c * V + k] = v;
+        else
+            out[h * D + c * V + k] = v;   /* column c V + k */
     }
 }
 
 /* Launches ln_bwd_vec_kernel with sm bytes of shared memory (smem_optin
  * above the 48 KiB default). */
-template <typename T, int NV, bool FUSED, bool FULL>
+template <typename T, int NV, bool FUSED, bool FULL, bool CODES = false>
 static void ln_bwd_vec_launch_as(unsigned G, size_t sm, cudaStream_t s, T *dx, float *part,
                                  const T *dy, const T *x, const float *mean,
                                  const float *invstd, const float *gamma, size_t R, int D,
                                  size_t rows_per_chunk, int accum_x, const LnDrop &drop)
 {
-    smem_optin(ln_bwd_vec_kernel<T, NV, FUSED, FULL>, sm);
-    ln_bwd_vec_kernel<T, NV, FUSED, FULL><<<G, LN_BWD_WARPS * 32, sm, s>>>(
+    smem_optin(ln_bwd_vec_kernel<T, NV, FUSED, FULL, CODES>, sm);
+    ln_bwd_vec_kernel<T, NV, FUSED, FULL, CODES><<<G, LN_BWD_WARPS * 32, sm, s>>>(
         dx, part, dy, x, mean, invstd, gamma, R, D, rows_per_chunk, accum_x, drop);
     CUDA_CHECK_LAUNCH();
 }
@@ -768,6 +823,16 @@ static int ln_forward(void *y, float *mean, float *invstd, const void *x, const 
     return 1;
 }
 
+/* The backward's chunks of rows: about LN_BWD_TARGET_BLOCKS of them, at
+ * least LN_BWD_MIN_ROWS rows each; returns how many (G), *rows_per_chunk. */
+static size_t ln_bwd_chunks(size_t R, size_t *rows_per_chunk)
+{
+    size_t k = (R + LN_BWD_TARGET_BLOCKS - 1) / LN_BWD_TARGET_BLOCKS;
+    if (k < LN_BWD_MIN_ROWS) k = LN_BWD_MIN_ROWS;
+    *rows_per_chunk = k;
+    return (R + k - 1) / k;
+}
+
 /* The backward; drop non-NULL: the fused add + dropout's (vector kernels
  * only: returns 0, nothing done, when the rows do not suit them). */
 static int ln_backward(void *dx, float *dgamma, float *dbeta, const void *dy, const void *x,
@@ -781,15 +846,18 @@ static int ln_backward(void *dx, float *dgamma, float *dbeta, const void *dy, co
     const void *ptrs[5] = {dx, dy, x, drop ? drop->dz : NULL, gamma};
     const int nv = drop || ln_use_vec(R) ? ln_vec_nv(dt, D, 4, ptrs, 5) : 0;
     if (drop && !nv) return 0;
+    /* the codes form: only the fused FULL kernel's shape (its comment) */
+    const bool codes = drop && drop->q;
+    const size_t row_full = 32 * (size_t)nv * (16 / dtype_size(dt));
+    if (codes && !(want_params && drop->bits && R > 0 && D == row_full)) return 0;
     if (R == 0) {
         if (dgamma && !accum_gamma) CUDA_CHECK(cudaMemsetAsync(dgamma, 0, D * sizeof(float), s));
         if (dbeta && !accum_beta) CUDA_CHECK(cudaMemsetAsync(dbeta, 0, D * sizeof(float), s));
         return 1;
     }
     if (!dx && !want_params && !(drop && drop->dz)) return 1;
-    size_t rows_per_chunk = (R + LN_BWD_TARGET_BLOCKS - 1) / LN_BWD_TARGET_BLOCKS;
-    if (rows_per_chunk < LN_BWD_MIN_ROWS) rows_per_chunk = LN_BWD_MIN_ROWS;
-    const size_t G = (R + rows_per_chunk - 1) / rows_per_chunk;
+    size_t rows_per_chunk;
+    const size_t G = ln_bwd_chunks(R, &rows_per_chunk);
     const int threads = threads_for(D, 256);
     const size_t acc_bytes = 2 * D * sizeof(float), red_bytes = 64 * sizeof(float);
     const int acc_in_shared = want_params && red_bytes + acc_bytes <= LN_SHARED_LIMIT;
@@ -821,8 +889,12 @@ static int ln_backward(void *dx, float *dgamma, float *dbeta, const void *dy, co
             using T = decltype(tag);
             dispatch_nv<4>(nv, [&](auto nvc) {
                 constexpr int NVC = decltype(nvc)::value;
-                const size_t sm = want_params ? ln_bwd_vec_smem((int)D) : 0;
-                if (drop)
+                const size_t sm = want_params ? ln_bwd_vec_smem((int)D, codes) : 0;
+                if (codes)
+                    ln_bwd_vec_launch_as<T, NVC, true, true, true>(
+                        (unsigned)G, sm, s, (T *)dx, part, (const T *)dy, (const T *)x, mean,
+                        invstd, gamma, R, (int)D, rows_per_chunk, accum_x, *drop);
+                else if (drop)
                     ln_bwd_vec_launch<T, NVC, true>((unsigned)G, sm, s, (T *)dx, part,
                                                     (const T *)dy, (const T *)x, mean, invstd,
                                                     gamma, R, (int)D, rows_per_chunk, accum_x,
@@ -908,6 +980,32 @@ extern "C" int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *
     d.dz = dz;
     d.bits = p > 0.0f ? (const uint8_t *)bits : NULL;
     d.accum_z = accum_z;
+    return ln_backward(dx, dgamma, dbeta, dy, s_saved, mean, invstd, gamma, dt, R, D, accum_x,
+                       accum_gamma, accum_beta, &d, s);
+}
+
+extern "C" size_t add_norm_codes_partials(size_t R, size_t D)
+{
+    size_t k;
+    return ln_bwd_chunks(R, &k) * D;
+}
+
+extern "C" int add_norm_backward_codes_cuda(void *dx, uint8_t *q, float *amax,
+                                            const float *qscale, float *zpart, float *dgamma,
+                                            float *dbeta, const void *dy, const void *s_saved,
+                                            const float *mean, const float *invstd,
+                                            const float *gamma, DType dt, float p, uint64_t seed,
+                                            uint64_t offset, const uint64_t *base,
+                                            const void *bits, size_t R, size_t D, int accum_x,
+                                            int accum_gamma, int accum_beta, cudaStream_t s)
+{
+    if (!(p > 0.0f) || !bits || !dgamma || !dbeta) return 0;   /* the FULL form's needs */
+    LnDrop d = make_drop(p, seed, offset, base);
+    d.bits = (const uint8_t *)bits;
+    d.q = q;
+    d.amax = amax;
+    d.qscale = qscale;
+    d.zpart = zpart;
     return ln_backward(dx, dgamma, dbeta, dy, s_saved, mean, invstd, gamma, dt, R, D, accum_x,
                        accum_gamma, accum_beta, &d, s);
 }

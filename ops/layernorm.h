@@ -84,6 +84,26 @@ int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, cons
                            uint64_t offset, const uint64_t *base, const void *bits, size_t R,
                            size_t D, int accum_x, int accum_z, int accum_gamma, int accum_beta,
                            cudaStream_t s);
+/* The backward with dz handed over as FP8 codes (the FP8 Linear's hand-off,
+ * ops/linear_fp8.h "The gradient's codes"): instead of dz, its E5M2 codes
+ * at *qscale into q [R, D] (each value rounded to dt as dz would be stored:
+ * the codes and amax the Linear's own cast of dz would make), *amax raised
+ * to max |dz|, and dz's column sums as partials into zpart
+ * (add_norm_codes_partials(R, D) floats: one row of D a chunk of rows, for
+ * fp8_colsum_finish_cuda), summed in the kernel's order (each warp its rows,
+ * the warps in order), not the cast's. dz written, never added (accum_z 0).
+ * Returns 0 with nothing done unless the call suits the fused kernel's
+ * straight-line form: p > 0 with the forward's keep bits, dgamma and dbeta
+ * both wanted, D exactly 32 vectors of 16 bytes times 1, 2 or 4 (1,024 in
+ * bf16), the pointers as add_norm_backward_cuda needs them. */
+int add_norm_backward_codes_cuda(void *dx, uint8_t *q, float *amax, const float *qscale,
+                                 float *zpart, float *dgamma, float *dbeta, const void *dy,
+                                 const void *s_saved, const float *mean, const float *invstd,
+                                 const float *gamma, DType dt, float p, uint64_t seed,
+                                 uint64_t offset, const uint64_t *base, const void *bits,
+                                 size_t R, size_t D, int accum_x, int accum_gamma,
+                                 int accum_beta, cudaStream_t s);
+size_t add_norm_codes_partials(size_t R, size_t D);
 /* The rows a call needs before the vector kernels pay (CTRAIN_LN_KERNELS=auto,
  * CTRAIN_ADD_NORM=auto): they hold a row a warp, so fewer rows leave too few
  * warps in flight to cover memory latency (ops/layernorm.cu). */
@@ -112,6 +132,9 @@ Tensor *op_layernorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, float eps);
  * x and z are not consumed. */
 Tensor *op_add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta, float p,
                     float eps);
+/* How many add_norm backwards so far handed z's gradient over as FP8 codes
+ * (the FP8 Linear's hand-off, add_norm_backward_codes_cuda): for tests. */
+long add_norm_dz_codes_runs(void);
 
 #ifdef __cplusplus
 }

@@ -41,6 +41,18 @@
  * the dequantized operands): what the GPU's FP8 GEMM computes up to the
  * order of its f32 sums. CUDA: the casts of ops/fp8.cu and cuBLASLt's FP8
  * GEMM (ops/fp8_gemm.h), on sm_89 and later.
+ *
+ * The gradient's codes (CUDA, CTRAIN_FP8_DZ_CODES): the backward reads dy
+ * only to cast it (gq both ways) and sum its columns (db). So the forward
+ * marks y with that cast (Tensor.grad_cast: the gradient slot's scale and
+ * amax, E5M2, whether a bias wants the sums), and an op that makes y's
+ * gradient may write gq instead of dy: BERT's add_norm backward
+ * (ops/layernorm.h add_norm_backward_codes_cuda), when nothing else adds to
+ * y's gradient, hands over gq as y's gradient (U8) with dy's column
+ * partials beside it (grad_aux); this backward then only transposes gq and
+ * adds the partials into db. The same codes and amax as its own cast (each
+ * from dy's value rounded to dy's type); db the same sums in another fixed
+ * order. dy, R x Out in bf16, is never written nor read back.
  */
 #ifndef CTRAIN_OPS_LINEAR_FP8_H
 #define CTRAIN_OPS_LINEAR_FP8_H

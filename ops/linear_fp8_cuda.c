@@ -172,6 +172,39 @@ static void grad_codes(Ctx *c, Fp8Recipe *r, int layer, const Tensor *dy, const 
     tensor_release(part);   /* stream-ordered free: after the sums have read it */
 }
 
+void linear_fp8_mark_grad_cast(Ctx *c, Tensor *y, Fp8Recipe *r, int layer, int colsum)
+{
+    if (!c->grad_enabled || !setting_switch(SET_FP8_DZ_CODES)) return;
+    float *h1 = (float *)r->block[1]->data;
+    y->grad_cast.scale = &fp8_scale_of(r, h1, 1)[layer];
+    y->grad_cast.amax = &fp8_amax_of(r, h1, 1)[layer];
+    y->grad_cast.fmt = FP8_E5M2;
+    y->grad_cast.colsum = colsum;
+}
+
+/* dy's codes handed over by the op that made the output's gradient (the
+ * add_norm backward, under the mark above): the codes as the gradient,
+ * the column partials in grad_aux. Their transpose made here, and db (+)=
+ * the partials' sums when db is wanted. 0 when dy came as values. */
+static int handed_codes(Ctx *c, Tensor *out, Tensor *db, int acc_b, int R, int Out, Tensor **gq,
+                        Tensor **gqT)
+{
+    Tensor *g = out->grad;
+    if (!g || g->dtype != DT_U8) return 0;
+    CT_ASSERT(out->grad_aux && g->numel == (size_t)R * (size_t)Out,
+              "linear_fp8: handed codes of %zu elements for [%d, %d], partials %s", g->numel, R,
+              Out, out->grad_aux ? "given" : "missing");
+    *gq = g;
+    tensor_retain(g);
+    *gqT = tensor_new(c, DT_U8, 2, (int64_t[]){Out, R});
+    fp8_transpose_codes_cuda((uint8_t *)(*gqT)->data, (const uint8_t *)g->data, (size_t)R,
+                             (size_t)Out, c->stream);
+    if (db)
+        fp8_colsum_finish_cuda((float *)db->data, acc_b, (const float *)out->grad_aux->data,
+                               out->grad_aux->numel / (size_t)Out, (size_t)Out, c->stream);
+    return 1;
+}
+
 void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlayer, int R,
                               int In, int Out, int gelu)
 {
@@ -183,7 +216,8 @@ void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlay
     /* dy's cast both ways; with a bias, db from the same read of dy */
     Tensor *db = n->n_in > 2 ? ad_grad_dst(c, n->in[2], &acc) : NULL;
     Tensor *gq, *gqT;
-    grad_codes(c, r, layer, dy, NULL, db, acc, R, Out, &gq, &gqT);
+    if (!handed_codes(c, n->out, db, acc, R, Out, &gq, &gqT))
+        grad_codes(c, r, layer, dy, NULL, db, acc, R, Out, &gq, &gqT);
     Tensor *dx = ad_grad_dst(c, n->in[0], &acc);
     if (dx) {
         CT_ASSERT(dx->dtype == DT_BF16 || dx->dtype == DT_F32, "linear_fp8: dx of type %s",
@@ -221,9 +255,9 @@ void ffn_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int l1, int l2, int R,
     /* the output Linear: dy's codes (and db2), then dw2 = dy^T GELU(h) */
     Tensor *db2 = ad_grad_dst(c, n->in[4], &acc);
     Tensor *gq2, *gqT2;
-    grad_codes(c, r, l2, dy, NULL, db2, acc, R, Out, &gq2, &gqT2);
-    tensor_release(n->out->grad);   /* dy: its codes are all that is read from here */
-    n->out->grad = NULL;
+    if (!handed_codes(c, n->out, db2, acc, R, Out, &gq2, &gqT2))
+        grad_codes(c, r, l2, dy, NULL, db2, acc, R, Out, &gq2, &gqT2);
+    tensor_drop_grad(n->out);   /* dy: its codes are all that is read from here */
     const float *g2_inv = fp8_sinv_of(r, h1, 1, l2);
     Tensor *dw2 = ad_grad_dst(c, n->in[3], &acc);
     if (dw2)
