@@ -34,6 +34,7 @@
 #include "engine/philox.h"
 #include "engine/settings.h"
 #include "dropout.h"
+#include "fp8.h"
 #include "ops.h"
 #include "op_util.h"
 
@@ -76,11 +77,14 @@ static int dz_codes(Ctx *c, Node *n, Tensor *dx, int acc_x, float *pdg, int acc_
                     int acc_b)
 {
     Tensor *z = n->in[1], *dy = n->out->grad, *s = n->saved[0];
-    const size_t R = tensor_rows(s), D = tensor_cols(s);
+    const size_t R = tensor_rows(s), D = tensor_cols(s), row = D * dtype_size(s->dtype);
     if (!z || !z->requires_grad || z->is_param || z->grad || !z->grad_cast.scale ||
-        z->refs != 2 || z->dtype != s->dtype || n->n_saved < 5 || !pdg || !pdb ||
-        R % 16 || D % 16)
+        z->grad_cast.fmt != FP8_E5M2 || z->refs != 2 || z->dtype != s->dtype ||
+        n->n_saved < 5 || !pdg || !pdb || R % 16 || D % 16)
         return 0;
+    /* the kernel's straight-line form only (32 vectors of 16 bytes times 1, 2 or 4 a row):
+     * refused here before anything is allocated */
+    if (row != 512 && row != 1024 && row != 2048) return 0;
     Tensor *q = tensor_new(c, DT_U8, z->ndim, z->shape);
     int64_t np = (int64_t)add_norm_codes_partials(R, D);
     Tensor *part = tensor_new(c, DT_F32, 1, &np);

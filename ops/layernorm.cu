@@ -258,6 +258,8 @@ __device__ __forceinline__ float ln_ds(float dv, float gm, float xh, float m1, f
 }
 
 constexpr int LN_BWD_WARPS = 8;
+static_assert(LN_BWD_WARPS * 32 == FP8_THREADS,
+              "the codes form's block_amax_atomic reduces FP8_THREADS threads a block");
 
 /* The dropout and residual add fused in front of LayerNorm (add_norm_*_cuda,
  * FUSED kernels): forward s = x + dropout(z), each step rounded to T as the
