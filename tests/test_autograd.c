@@ -9,6 +9,9 @@
  *     named by the node whose backward reached it (mem.peak_at); in the forward
  *     by the op recorded before it, after the backward by neither
  *     (mem_peak_place);
+ *   - a gradient handed over in another form (Tensor.grad_aux beside it, as
+ *     the FP8 dz codes hand theirs): the maker's backward sees both, and the
+ *     walk, ad_tape_clear and the tensor's last release each free both;
  *   - shape mismatches are refused (checked in a child process).
  */
 #include <math.h>
@@ -349,6 +352,68 @@ static void test_peak_forward(Ctx *c)
     tensor_release(w);
 }
 
+/* A gradient handed over in another form: "consumer" (z -> out) writes
+ * z's gradient as a U8 tensor with an f32 one in grad_aux; "maker" (a -> z)
+ * reads both. */
+static int maker_saw;
+
+static void maker_backward(Ctx *c, Node *n)
+{
+    (void)c;
+    Tensor *z = n->out;
+    maker_saw = z->grad && z->grad->dtype == DT_U8 && z->grad_aux &&
+                z->grad_aux->dtype == DT_F32;
+}
+
+static void consumer_backward(Ctx *c, Node *n)
+{
+    Tensor *z = n->in[0];
+    const int64_t k = 16, p = 4;
+    z->grad = tensor_new(c, DT_U8, 1, &k);
+    z->grad_aux = tensor_new(c, DT_F32, 1, &p);
+}
+
+static void test_handed_grad(Ctx *c)
+{
+    const int64_t k = 16;
+    Tensor *a = tensor_new(c, DT_F32, 1, &k);
+    tensor_zero(a);
+    a->requires_grad = 1;
+    const size_t base = c->mem.current;
+    for (int walk = 0; walk < 2; walk++) {
+        Tensor *z = tensor_new(c, DT_F32, 1, &k), *out = tensor_new(c, DT_F32, 1, &k);
+        ad_record(c, "maker", maker_backward, z, &a, 1);
+        ad_record(c, "consumer", consumer_backward, out, &z, 1);
+        maker_saw = 0;
+        if (walk) {
+            out->grad = tensor_new(c, DT_F32, 1, &k);
+            ad_backward_from(c, out);
+            check_true("handed_grad.maker_sees_both", maker_saw, "the maker saw %s",
+                       z->grad ? "no grad_aux" : "no gradient");
+        } else {   /* a tape cleared with the handed gradient in place */
+            z->grad = tensor_new(c, DT_U8, 1, &k);
+            z->grad_aux = tensor_new(c, DT_F32, 1, &k);
+            ad_tape_clear(c);
+        }
+        check_true(walk ? "handed_grad.walk_frees_both" : "handed_grad.tape_clear_frees_both",
+                   !z->grad && !z->grad_aux, "grad %p, grad_aux %p", (void *)z->grad,
+                   (void *)z->grad_aux);
+        tensor_release(z);
+        tensor_release(out);
+        check_true(walk ? "handed_grad.nothing_held_after_walk"
+                        : "handed_grad.nothing_held_after_clear",
+                   c->mem.current == base, "%zu bytes held (base %zu)", c->mem.current, base);
+    }
+    /* the last release of a tensor that still holds both */
+    Tensor *t = tensor_new(c, DT_F32, 1, &k);
+    t->grad = tensor_new(c, DT_U8, 1, &k);
+    t->grad_aux = tensor_new(c, DT_F32, 1, &k);
+    tensor_release(t);
+    check_true("handed_grad.release_frees_both", c->mem.current == base,
+               "%zu bytes held (base %zu)", c->mem.current, base);
+    tensor_release(a);
+}
+
 int main(void)
 {
     check_seed(7);
@@ -360,6 +425,7 @@ int main(void)
     test_grad_pass(&c);
     test_grad_over(&c);
     test_peak_forward(&c);
+    test_handed_grad(&c);
     ctx_free(&c);
     test_fatal_messages();
     return check_summary();
