@@ -57,7 +57,6 @@ typedef struct Tensor {
         const float *scale;  /* the cast's scale (device), NULL: no mark */
         float *amax;         /* the running amax the cast raises (device) */
         int fmt;             /* Fp8Format */
-        int colsum;          /* a bias wants the column sums */
     } grad_cast;
     struct Tensor *grad_aux;
     const char *name;       /* parameters: the registry name */

@@ -105,7 +105,6 @@ static int dz_codes(Ctx *c, Node *n, Tensor *dx, int acc_x, float *pdg, int acc_
     return 1;
 }
 
-
 /* forward: s = x + dropout(z), y = LayerNorm(s)
  *   so ds = LayerNorm's dx,  dx += ds,  dz += keep ? ds * scale : 0 */
 static void add_norm_backward(Ctx *c, Node *n)

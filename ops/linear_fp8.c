@@ -236,7 +236,7 @@ static Tensor *linear_fp8(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, Fp8Recipe
         n->i[6] = xc.layer;
         for (int k = 0; k < 3 && saved[k]; k++) ad_save(n, saved[k]);
 #ifdef CTRAIN_CUDA
-        if (c->device == DEV_CUDA) linear_fp8_mark_grad_cast(c, y, r, layer, bias != NULL);
+        if (c->device == DEV_CUDA) linear_fp8_mark_grad_cast(c, y, r, layer);
 #endif
     }
     for (int k = 0; k < 3; k++) tensor_release(saved[k]);
@@ -327,7 +327,7 @@ Tensor *op_ffn_fp8(Ctx *c, Tensor *x0, Tensor *w1, Tensor *b1, Tensor *w2, Tenso
         ad_save(n, xc2.xqT);
         ad_save(n, wqT2);
 #ifdef CTRAIN_CUDA
-        linear_fp8_mark_grad_cast(c, y, r, l2, 1);
+        linear_fp8_mark_grad_cast(c, y, r, l2);
 #endif
     }
     tensor_release(xc1.xqT); tensor_release(xc2.xqT);

@@ -45,7 +45,7 @@
  * The gradient's codes (CUDA, CTRAIN_FP8_DZ_CODES): the backward reads dy
  * only to cast it (gq both ways) and sum its columns (db). So the forward
  * marks y with that cast (Tensor.grad_cast: the gradient slot's scale and
- * amax, E5M2, whether a bias wants the sums), and an op that makes y's
+ * amax, E5M2), and an op that makes y's
  * gradient may write gq instead of dy: BERT's add_norm backward
  * (ops/layernorm.h add_norm_backward_codes_cuda), when nothing else adds to
  * y's gradient, hands over gq as y's gradient (U8) with dy's column

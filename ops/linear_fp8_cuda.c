@@ -172,14 +172,13 @@ static void grad_codes(Ctx *c, Fp8Recipe *r, int layer, const Tensor *dy, const 
     tensor_release(part);   /* stream-ordered free: after the sums have read it */
 }
 
-void linear_fp8_mark_grad_cast(Ctx *c, Tensor *y, Fp8Recipe *r, int layer, int colsum)
+void linear_fp8_mark_grad_cast(Ctx *c, Tensor *y, Fp8Recipe *r, int layer)
 {
     if (!c->grad_enabled || !setting_switch(SET_FP8_DZ_CODES)) return;
     float *h1 = (float *)r->block[1]->data;
     y->grad_cast.scale = &fp8_scale_of(r, h1, 1)[layer];
     y->grad_cast.amax = &fp8_amax_of(r, h1, 1)[layer];
     y->grad_cast.fmt = FP8_E5M2;
-    y->grad_cast.colsum = colsum;
 }
 
 /* dy's codes handed over by the op that made the output's gradient (the

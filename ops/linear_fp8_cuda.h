@@ -16,10 +16,10 @@ void linear_fp8_forward_cuda(Ctx *c, Fp8Recipe *r, int layer, Tensor **y, Tensor
                              Tensor *bias, Tensor *xq, Tensor *xqT, int xlayer, int cast_x,
                              Tensor **wqT_out, int R, int In, int Out, int gelu);
 /* y, an FP8 Linear's output, marked with how its backward casts the
- * gradient (recipe layer `layer`'s gradient slot, E5M2; colsum: a bias wants
- * the column sums) so that the op making that gradient may hand over the
+ * gradient (recipe layer `layer`'s gradient slot, E5M2; the column sums are
+ * handed over too, for a bias) so that the op making that gradient may hand over the
  * codes instead (Tensor.grad_cast; CTRAIN_FP8_DZ_CODES, else nothing). */
-void linear_fp8_mark_grad_cast(Ctx *c, Tensor *y, Fp8Recipe *r, int layer, int colsum);
+void linear_fp8_mark_grad_cast(Ctx *c, Tensor *y, Fp8Recipe *r, int layer);
 /* The backward of the node the op recorded (saved: xqT, wqT, and h with
  * gelu); xlayer as in the forward. */
 void linear_fp8_backward_cuda(Ctx *c, Node *n, Fp8Recipe *r, int layer, int xlayer, int R,
