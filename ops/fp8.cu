@@ -499,17 +499,12 @@ __global__ void __launch_bounds__(FP8_THREADS)
 
 } // namespace
 
-int fp8_transpose_fits(const void *q, const void *qt, size_t rows, size_t cols)
-{
-    return rows % 16 == 0 && cols % 16 == 0 && ((uintptr_t)q & 15) == 0 &&
-           ((uintptr_t)qt & 15) == 0;
-}
-
 void fp8_transpose_codes_cuda(uint8_t *qt, const uint8_t *q, size_t rows, size_t cols,
                               cudaStream_t s)
 {
     if (rows == 0 || cols == 0) return;
-    CT_ASSERT(fp8_transpose_fits(q, qt, rows, cols),
+    CT_ASSERT(rows % 16 == 0 && cols % 16 == 0 && ((uintptr_t)q & 15) == 0 &&
+                  ((uintptr_t)qt & 15) == 0,
               "fp8_transpose_codes_cuda: [%zu, %zu] needs multiples of 16 and aligned codes",
               rows, cols);
     const size_t tc = (cols + TILE - 1) / TILE, tr = (rows + TILE - 1) / TILE;

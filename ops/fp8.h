@@ -125,8 +125,7 @@ void fp8_cast_transpose_dgelu_colsum_cuda(uint8_t *qt, uint8_t *q, float *amax, 
 /* Codes already made row-major (q [rows, cols], by a kernel that casts as
  * it writes: the add_norm backward's, ops/layernorm.h) transposed into qt
  * [cols, rows]: the same bytes. Needs rows and cols multiples of 16 and q,
- * qt 16-byte aligned (fp8_transpose_fits). */
-int fp8_transpose_fits(const void *q, const void *qt, size_t rows, size_t cols);
+ * qt 16-byte aligned. */
 void fp8_transpose_codes_cuda(uint8_t *qt, const uint8_t *q, size_t rows, size_t cols,
                               cudaStream_t s);
 /* db[c] (+)= sum over g < G of part[g * cols + c], in a fixed order (the
