@@ -105,6 +105,12 @@ static const Setting table[SET_COUNT] = {
         "instead of casting the f32 weight each micro-batch (the same training bit for bit; "
         "the update after backward only). BERT-large fp8 on an H100: +0.7% at seq 128 bs 256 "
         "and seq 512 bs 32, +0.25 GiB (0: the forward casts, docs/kernels.md)"),
+    [SET_FP8_WEIGHT_COPY] = V_SWITCH("CTRAIN_FP8_WEIGHT_COPY", SA_DEV, "1", NULL,
+        "with the FP8 weight codes from AdamW (CTRAIN_FP8_WEIGHT_CODES): 1 the optimizer also "
+        "writes those weights' bf16 working copy, which no FP8 Linear reads; 0 leaves it "
+        "unwritten and drops the weights' bf16 views when their codes are bound, so any other "
+        "reader casts the f32 weight (2 bytes an element less a step); the drop is off until "
+        "measured (docs/kernels.md)"),
     [SET_FP8_DZ_CODES] = V_SWITCH("CTRAIN_FP8_DZ_CODES", SA_DEV, "1", NULL,
         "--precision fp8: the add_norm backward hands the FP8 Linear before it the E5M2 codes "
         "of its output's gradient (and the bias gradient's column partials) instead of the "
