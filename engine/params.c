@@ -263,16 +263,6 @@ void params_lowp_refresh(ParamSet *ps)
     ps->lowp_stale = 0;
 }
 
-void params_lowp_drop(Tensor *t)
-{
-    for (int i = 0; i < t->nparts; i++) {
-        tensor_release(t->parts[i]->lowp);
-        t->parts[i]->lowp = NULL;
-    }
-    tensor_release(t->lowp);
-    t->lowp = NULL;
-}
-
 void params_free(ParamSet *ps)
 {
     for (int i = 0; i < ps->n; i++) {

@@ -114,12 +114,6 @@ void params_free(ParamSet *ps);
 void params_lowp_enable(ParamSet *ps, DType dt);
 /* Recast the whole copy from the f32 values when stale (one kernel). */
 void params_lowp_refresh(ParamSet *ps);
-/* Parameter t's working-copy view released (a joined parameter's and each
- * of its parts'): a reader of t in f16 / bf16 casts the f32 value from then
- * on, so a writer may leave t's range of the copy as it is (the FP8 weights
- * whose codes the optimizer writes, ops/fp8_recipe.h). For the run: no call
- * brings the views back. */
-void params_lowp_drop(Tensor *t);
 void params_zero_grad(ParamSet *ps);
 /* Instead of zeroing (CTRAIN_GRAD_FRESH): mark every parameter's gradient
  * as holding nothing of this step, so that its first contribution writes

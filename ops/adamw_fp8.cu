@@ -98,7 +98,7 @@ __device__ void fp8_tile(float *p, float *m, float *v, unsigned short *lowp, con
             *(float4 *)(p + at) = pv;
             *(float4 *)(m + at) = mv;
             *(float4 *)(v + at) = vv;
-            if (lowp && !J.no_lowp) lowp_store4<L>(lowp, at / 4, pv);
+            if (lowp) lowp_store4<L>(lowp, at / 4, pv);
         }
         const float v[4] = {pv.x, pv.y, pv.z, pv.w};
         const float vmax = max_nan(max_nan(fabsf(v[0]), fabsf(v[1])),

@@ -22,8 +22,7 @@
  *          the next step; amax: the slot that step's scale update reads
  *          (ops/fp8_recipe.h). The codes and amax are exactly those the next
  *          forward's cast would make (ops/fp8.h's rounding; NaN -> 0x7F and
- *          left out of the amax). With no_lowp the working copy's range is
- *          left as it is (2 bytes an element less).
+ *          left out of the amax).
  * Weight decay per job. With *skip != 0 (the grad scaler's found_inf) the
  * parameters, moments and working copy stay as they are, and the fp8 jobs
  * still write codes and amax of the unchanged weights (the scale may have
@@ -63,8 +62,6 @@ typedef struct AdamwJob {
     const float *scale;  /* fp8 job: the scale of the cast (E4M3) */
     float *amax;         /* fp8 job: raised to max |w| */
     int64_t block0;      /* set by adamw_jobs_layout: the job's first CUDA block */
-    int32_t no_lowp;     /* fp8 job: 1 leaves its range of the working copy unwritten
-                            (the weight's views dropped: nothing reads it) */
 } AdamwJob;
 
 /* Whether w [rows, cols] at element offset `offset`, with codes at q and qt,

@@ -26,8 +26,9 @@
  *     kernel computes alpha * scale_A * scale_B * op(A) op(B) + beta C.
  *     Set on the cached descriptor at every call (a plan serves every layer
  *     of its shape) and before the heuristic query at plan creation;
- *   FAST_ACCUM = 0 (the default, set to say so): partial sums promoted to
- *     f32 periodically (fp8_gemm.h); 1 when the caller asks (a plan each);
+ *   FAST_ACCUM = 0 (set to say so): partial sums promoted to f32
+ *     periodically (fp8_gemm.h); 1 when the caller asks (a plan each: the
+ *     FP8 Linear's forward GEMM by default, CTRAIN_FP8_FAST_ACCUM);
  *   no D scale, no amax of D: both apply to FP8 outputs only;
  *   with a bias (bf16 D only): EPILOGUE = CUBLASLT_EPILOGUE_BIAS,
  *     BIAS_DATA_TYPE = CUDA_R_16BF and BIAS_POINTER set on the cached

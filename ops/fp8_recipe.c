@@ -12,7 +12,6 @@
 #endif
 
 #include "engine/error.h"
-#include "engine/params.h"
 #include "fp8.h"
 
 static const Fp8Format GROUP_FMT[2] = {FP8_E4M3, FP8_E5M2};
@@ -55,7 +54,7 @@ void fp8_codes_enable(Fp8Recipe *r)
     r->codes_ready = 0;
 }
 
-Fp8WeightCodes *fp8_codes_bind(Ctx *c, Fp8Recipe *r, int layer, Tensor *w)
+Fp8WeightCodes *fp8_codes_bind(Ctx *c, Fp8Recipe *r, int layer, const Tensor *w)
 {
     if (!r->codes) return NULL;
     CT_ASSERT(layer >= 0 && layer < r->layers && w->ndim == 2, "fp8 codes: layer %d of %d",
@@ -83,12 +82,6 @@ Fp8WeightCodes *fp8_codes_bind(Ctx *c, Fp8Recipe *r, int layer, Tensor *w)
     k->cols = cols;
     k->fused = 0;
     k->used = 1;
-    /* nothing reads a bound weight's f16 / bf16 copy but a reader outside
-     * the FP8 Linears (an evaluation's, a tied weight's): with the views
-     * gone such a reader casts the f32 value, and the optimizer may leave
-     * the copy unwritten */
-    if (r->drop_copy) params_lowp_drop(w);
-    k->copy_dropped = r->drop_copy;
     r->codes_ready = 0;
     r->codes_version++;
     return k;

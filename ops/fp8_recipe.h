@@ -46,9 +46,6 @@ typedef struct Fp8Recipe {
     int codes_ready;       /* 1: every layer with `fused` set holds its weight's codes at
                               the weight's current value and scale */
     int codes_version;     /* bumped whenever a layer binds a weight */
-    int drop_copy;         /* 1: a bind drops the weight's f16 / bf16 working-copy views,
-                              which the optimizer then leaves unwritten (no FP8 Linear reads
-                              them; CTRAIN_FP8_WEIGHT_COPY=0) */
 } Fp8Recipe;
 
 /* One layer's weight codes, kept between steps: the E4M3 codes of its f32
@@ -63,8 +60,6 @@ typedef struct Fp8WeightCodes {
     int fused;             /* 1: the optimizer's update writes them */
     int used;              /* a training forward read them since the last update */
     int tabled;            /* `used` when the optimizer's table was built */
-    int copy_dropped;      /* the bound weight's working-copy views are dropped
-                              (params_lowp_drop): the optimizer need not write that copy */
 } Fp8WeightCodes;
 
 /* Keep the weights' codes between steps (the trainer, where its optimizer
@@ -75,9 +70,8 @@ void fp8_codes_enable(Fp8Recipe *r);
  * the codes are not kept, or are another tensor's and cannot be rebound
  * here (a forward without autograd, a capture, captured graphs alive: the
  * caller casts into buffers of its own). A training forward marks them
- * used. With r->drop_copy a new bind drops w's working-copy views
- * (engine/params.h: params_lowp_drop). */
-Fp8WeightCodes *fp8_codes_bind(Ctx *c, Fp8Recipe *r, int layer, Tensor *w);
+ * used. */
+Fp8WeightCodes *fp8_codes_bind(Ctx *c, Fp8Recipe *r, int layer, const Tensor *w);
 /* The weights or the scales changed outside the optimizer (a checkpoint
  * loaded, a run resumed): the next forwards cast again. */
 void fp8_codes_invalidate(Fp8Recipe *r);

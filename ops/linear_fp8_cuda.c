@@ -86,8 +86,8 @@ static int epilogue_wanted(void)
     return wanted;
 }
 
-/* CTRAIN_FP8_FAST_ACCUM, read once: 1 runs the forward GEMM with fast
- * accumulation (off until measured, docs/kernels.md). */
+/* CTRAIN_FP8_FAST_ACCUM, read once: 1 (the default) runs the forward GEMM
+ * with fast accumulation, as Transformer Engine does (docs/kernels.md). */
 static int fast_accum_wanted(void)
 {
     static int wanted = -1;

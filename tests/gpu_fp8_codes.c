@@ -8,19 +8,14 @@
  *      path), values past E4M3's range (saturation) and below its normal
  *      range (subnormals), an amax already above the weight's; then a
  *      skipped step (the grad scaler's flag) with a new scale: parameters
- *      and moments unchanged, the codes those of the new scale; an fp8 job
- *      marked no_lowp leaves its range of the working copy as it was;
+ *      and moments unchanged, the codes those of the new scale;
  *   2. BERT-tiny under --precision fp8 trains to the same losses, weights
  *      and FP8 scales bit for bit with the codes from the optimizer as with
  *      the forward's casts: eager, with accumulation 2 and recompute, in a
  *      CUDA graph, with an evaluation's forward (a shorter batch, no
  *      autograd) between replays and between eager steps, and across a
  *      resume; and the codes were used (every FP8 layer's codes written by
- *      the update, current at the end). The same with the working copy of
- *      those weights dropped (CTRAIN_FP8_WEIGHT_COPY=0): every FP8 weight's
- *      bf16 view gone, the losses, weights and scales bit for bit, and an
- *      evaluation after the last step (which reads the weights other ways)
- *      gives the same loss in all three runs.
+ *      the update, current at the end).
  */
 #include <math.h>
 #include <stdio.h>
@@ -43,7 +38,6 @@ typedef struct Layout {
     int rows, cols;   /* rows 0: plain, cols elements */
     double wd;
     float scale, amax0;
-    int no_lowp;      /* fp8 job: its working copy left unwritten */
 } Layout;
 
 enum { NJOBS = 9 };
@@ -51,15 +45,15 @@ enum { NJOBS = 9 };
 /* plain 40 | W1 64 x 128 | plain 1768 + 3236 (the decay boundary at 10000) |
  * W2 48 x 100 | plain 4 | W3 208 x 36 | plain 3 */
 static const Layout LAYOUT[NJOBS] = {
-    {0, 0, 40, 0.01, 0, 0, 0},
-    {40, 64, 128, 0.01, 100.0f, 0.0f, 0},
-    {8232, 0, 1768, 0.01, 0, 0, 0},
-    {10000, 0, 3236, 0.0, 0, 0, 0},
-    {13236, 48, 100, 0.0, 500.0f, 5.0f, 1},   /* saturates; amax stays 5; no copy */
-    {18036, 0, 4, 0.0, 0, 0, 0},
-    {18040, 208, 36, 0.0, 1.0f, 0.0f, 0},     /* small values: subnormal codes */
-    {25528, 0, 3, 0.0, 0, 0, 0},
-    {25531, 0, 0, 0.0, 0, 0, 0},              /* an empty job */
+    {0, 0, 40, 0.01, 0, 0},
+    {40, 64, 128, 0.01, 100.0f, 0.0f},
+    {8232, 0, 1768, 0.01, 0, 0},
+    {10000, 0, 3236, 0.0, 0, 0},
+    {13236, 48, 100, 0.0, 500.0f, 5.0f},   /* saturates; amax stays 5 */
+    {18036, 0, 4, 0.0, 0, 0},
+    {18040, 208, 36, 0.0, 1.0f, 0.0f},     /* small values: subnormal codes */
+    {25528, 0, 3, 0.0, 0, 0},
+    {25531, 0, 0, 0.0, 0, 0},              /* an empty job */
 };
 enum { P = 25531 };
 
@@ -112,8 +106,7 @@ static void fill_jobs(AdamwJob *jobs, uint8_t *const *q, uint8_t *const *qt, con
         const Layout *l = &LAYOUT[i];
         jobs[i] = (AdamwJob){l->offset, (int64_t)job_len(l), l->rows, l->rows ? l->cols : 0,
                              l->wd, l->rows ? q[i] : NULL, l->rows ? qt[i] : NULL,
-                             l->rows ? scale + i : NULL, l->rows ? amax + i : NULL, 0,
-                             l->no_lowp};
+                             l->rows ? scale + i : NULL, l->rows ? amax + i : NULL, 0};
     }
 }
 
@@ -177,22 +170,18 @@ static void step_both(const char *name, float *p, float *m, float *v, const floa
     snprintf(n, sizeof n, "%s: p, m, v equal the CPU reference bit for bit", name);
     const size_t bad = f32_differ(gp, p, P) + f32_differ(gm, m, P) + f32_differ(gv, v, P);
     check_true(n, bad == 0, "%zu values differ", bad);
-    size_t moved = 0, lowp_bad = 0, kept = 0;
-    int j = 0;
+    size_t moved = 0, lowp_bad = 0;
     for (size_t i = 0; i < P; i++) {
-        while (j + 1 < NJOBS && (int64_t)i >= LAYOUT[j + 1].offset) j++;
         moved += memcmp(&p0[i], &p[i], sizeof(float)) != 0;
         const uint16_t want = f32_to_bf16(p[i]);
         const int nan = isnan(p[i]) && isnan(bf16_to_f32(gl[i]));
-        const int untouched = skip || LAYOUT[j].no_lowp;
-        kept += LAYOUT[j].no_lowp && gl[i] == 0xFFFF;
-        lowp_bad += untouched ? gl[i] != 0xFFFF : gl[i] != want && !nan;
+        lowp_bad += skip ? gl[i] != 0xFFFF : gl[i] != want && !nan;
     }
     snprintf(n, sizeof n, "%s: %s", name, skip ? "nothing moved, no working copy written"
                                                : "the weights moved");
     check_true(n, skip ? moved == 0 : moved > P / 2, "%zu of %d weights changed", moved, P);
-    snprintf(n, sizeof n, "%s: the bf16 working copy (the no_lowp job's %zu left)", name, kept);
-    check_true(n, lowp_bad == 0 && kept == 48 * 100, "%zu elements differ", lowp_bad);
+    snprintf(n, sizeof n, "%s: the bf16 working copy", name);
+    check_true(n, lowp_bad == 0, "%zu elements differ", lowp_bad);
     for (int i = 0; i < NJOBS; i++) {
         const Layout *l = &LAYOUT[i];
         if (!l->rows) continue;
@@ -274,9 +263,6 @@ typedef struct Outcome {
     float *fp8[2];  /* the recipe's blocks */
     size_t nw, nf[2], amax_at[2], n[2];   /* each block's amaxes: n at amax_at */
     int fused, layers, ready;
-    int in_codes;     /* parameters that lie in a bound weight (a joined one's parts each) */
-    int dropped;      /* of those, the ones whose bf16 view is gone */
-    float eval_loss;  /* an evaluation's forward after the last step */
 } Outcome;
 
 static void outcome_free(Outcome *o)
@@ -302,26 +288,9 @@ static void outcome_take(Outcome *o, Run *r)
     }
     o->layers = 0;
     o->fused = 0;
-    o->dropped = 0;
-    o->in_codes = 0;
     for (int i = 0; fr->codes && i < fr->layers; i++) {
         o->layers += fr->codes[i].w != NULL;
         o->fused += fr->codes[i].fused;
-    }
-    /* a bound weight is a parameter or lies over several (q, k, v joined):
-     * count the parameters that lie in some bound weight's range and have
-     * no view left */
-    for (int i = 0; i < ps->n; i++) {
-        const Tensor *t = ps->p[i].t;
-        for (int k = 0; fr->codes && k < fr->layers; k++) {
-            const Fp8WeightCodes *w = &fr->codes[k];
-            const char *a = (const char *)w->w, *d = (const char *)t->data;
-            if (w->w && d >= a && d < a + (size_t)w->rows * w->cols * sizeof(float)) {
-                o->in_codes++;
-                o->dropped += t->lowp == NULL;
-                break;
-            }
-        }
     }
     o->ready = fr->codes_ready;
 }
@@ -329,11 +298,9 @@ static void outcome_take(Outcome *o, Run *r)
 /* steps 1 .. STEPS, or with resume_at > 0: resume_at steps, --save, a new run
  * resumed from it for the rest; with eval_at > 0, an evaluation's forward (3
  * rows fewer, no autograd) after step eval_at */
-static void train(Ctx *c, const char *args, int codes, int copy, int resume_at, int eval_at,
-                  Outcome *o)
+static void train(Ctx *c, const char *args, int codes, int resume_at, int eval_at, Outcome *o)
 {
     setenv("CTRAIN_FP8_WEIGHT_CODES", codes ? "1" : "0", 1);
-    setenv("CTRAIN_FP8_WEIGHT_COPY", copy ? "1" : "0", 1);
     char path[64];
     snprintf(path, sizeof path, "/tmp/gpu_fp8_codes_%d.ckpt", (int)getpid());
     Run r;
@@ -355,73 +322,45 @@ static void train(Ctx *c, const char *args, int codes, int copy, int resume_at, 
         }
         unlink(path);
     }
-    o->eval_loss = eval_forward(c, &r, (int)r.o.batch - 3);
     outcome_take(o, &r);
     run_close(&r, c);
     unsetenv("CTRAIN_FP8_WEIGHT_CODES");
-    unsetenv("CTRAIN_FP8_WEIGHT_COPY");
 }
 
-/* b trained as a did, bit for bit: losses, final weights, amax histories and
- * scales, the evaluation after the last step */
-static void same_training(const char *name, const char *what, const Outcome *a,
-                          const Outcome *b)
+static void codes_equal_casts(Ctx *c, const char *name, const char *args, int resume_at,
+                              int eval_at)
 {
-    char n[240];
+    Outcome a, b;
+    train(c, args, 0, resume_at, eval_at, &a);
+    train(c, args, 1, resume_at, eval_at, &b);
+    char n[200];
     int first = -1;
     for (int s = 0; s < STEPS && first < 0; s++)
-        if (memcmp(&a->loss[s], &b->loss[s], sizeof(float))) first = s;
-    snprintf(n, sizeof n, "%s, %s: %d losses bit for bit (%.5f -> %.5f)", name, what, STEPS,
-             (double)a->loss[0], (double)a->loss[STEPS - 1]);
-    check_true(n, first < 0 && isfinite(a->loss[STEPS - 1]) && a->loss[STEPS - 1] != a->loss[0],
+        if (memcmp(&a.loss[s], &b.loss[s], sizeof(float))) first = s;
+    snprintf(n, sizeof n, "%s: %d losses bit for bit (%.5f -> %.5f)", name, STEPS,
+             (double)a.loss[0], (double)a.loss[STEPS - 1]);
+    check_true(n, first < 0 && isfinite(a.loss[STEPS - 1]) && a.loss[STEPS - 1] != a.loss[0],
                "first difference at step %d: casts %.9g, codes %.9g", first + 1,
-               first >= 0 ? (double)a->loss[first] : 0.0,
-               first >= 0 ? (double)b->loss[first] : 0.0);
-    snprintf(n, sizeof n, "%s, %s: final weights bit for bit", name, what);
-    check_true(n, a->nw == b->nw && !memcmp(a->w, b->w, a->nw * sizeof(float)), "they differ");
+               first >= 0 ? (double)a.loss[first] : 0.0, first >= 0 ? (double)b.loss[first] : 0.0);
+    snprintf(n, sizeof n, "%s: final weights bit for bit", name);
+    check_true(n, a.nw == b.nw && !memcmp(a.w, b.w, a.nw * sizeof(float)), "they differ");
     /* the amax histories and the scales; not this step's amaxes, which the
      * optimizer has raised already for the weights (the forward would next step) */
     int same = 1;
     for (int g = 0; g < 2; g++) {
-        const size_t at = a->amax_at[g], after = at + a->n[g];
-        same &= a->nf[g] == b->nf[g] && !memcmp(a->fp8[g], b->fp8[g], at * sizeof(float)) &&
-                !memcmp(a->fp8[g] + after, b->fp8[g] + after,
-                        (a->nf[g] - after) * sizeof(float));
+        const size_t at = a.amax_at[g], after = at + a.n[g];
+        same &= a.nf[g] == b.nf[g] && !memcmp(a.fp8[g], b.fp8[g], at * sizeof(float)) &&
+                !memcmp(a.fp8[g] + after, b.fp8[g] + after, (a.nf[g] - after) * sizeof(float));
     }
-    snprintf(n, sizeof n, "%s, %s: FP8 amax histories and scales bit for bit", name, what);
+    snprintf(n, sizeof n, "%s: FP8 amax histories and scales bit for bit", name);
     check_true(n, same, "they differ");
-    snprintf(n, sizeof n, "%s, %s: the evaluation after the last step (%.6f)", name, what,
-             (double)a->eval_loss);
-    check_true(n, isfinite(a->eval_loss) && !memcmp(&a->eval_loss, &b->eval_loss, sizeof(float)),
-               "%.9g against %.9g", (double)b->eval_loss, (double)a->eval_loss);
-    snprintf(n, sizeof n, "%s, %s: the optimizer wrote every layer's codes (%d of %d), current",
-             name, what, b->fused, b->layers);
-    check_true(n, b->layers > 0 && b->fused == b->layers && b->ready && a->layers == 0,
-               "fused %d of %d bound, ready %d; without the switch %d bound", b->fused, b->layers,
-               b->ready, a->layers);
-}
-
-/* The forward's casts (a), the optimizer's codes with the bf16 copy of the
- * FP8 weights written (b) and left out (d): the same training */
-static void codes_equal_casts(Ctx *c, const char *name, const char *args, int resume_at,
-                              int eval_at)
-{
-    Outcome a, b, d;
-    train(c, args, 0, 1, resume_at, eval_at, &a);
-    train(c, args, 1, 1, resume_at, eval_at, &b);
-    train(c, args, 1, 0, resume_at, eval_at, &d);
-    same_training(name, "codes", &a, &b);
-    same_training(name, "codes, no bf16 copy", &a, &d);
-    char n[200];
-    snprintf(n, sizeof n, "%s: the FP8 weights' bf16 views dropped only without the copy (%d "
-             "of %d parameters)", name, d.dropped, d.in_codes);
-    check_true(n, d.in_codes >= d.layers && d.dropped == d.in_codes && b.dropped == 0 &&
-                   a.dropped == 0,
-               "dropped %d of %d; with the copy %d; with casts %d", d.dropped, d.in_codes,
-               b.dropped, a.dropped);
+    snprintf(n, sizeof n, "%s: the optimizer wrote every layer's codes (%d of %d), current",
+             name, b.fused, b.layers);
+    check_true(n, b.layers > 0 && b.fused == b.layers && b.ready && a.layers == 0,
+               "fused %d of %d bound, ready %d; without the switch %d bound", b.fused, b.layers,
+               b.ready, a.layers);
     outcome_free(&a);
     outcome_free(&b);
-    outcome_free(&d);
 }
 
 int main(void)

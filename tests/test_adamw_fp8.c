@@ -30,10 +30,10 @@ static void test_layout_and_fit(void)
 {
     static uint8_t q[64] __attribute__((aligned(16)));
     AdamwJob j[4] = {
-        {0, 5000, 0, 0, 0.0, NULL, NULL, NULL, NULL, 0, 0},
-        {5000, 64 * 130, 64, 130, 0.0, q, q, NULL, NULL, 0, 0},
-        {13320, 0, 0, 0, 0.0, NULL, NULL, NULL, NULL, 0, 0},
-        {13320, 65 * 64, 65, 64, 0.0, q, q, NULL, NULL, 0, 0},
+        {0, 5000, 0, 0, 0.0, NULL, NULL, NULL, NULL, 0},
+        {5000, 64 * 130, 64, 130, 0.0, q, q, NULL, NULL, 0},
+        {13320, 0, 0, 0, 0.0, NULL, NULL, NULL, NULL, 0},
+        {13320, 65 * 64, 65, 64, 0.0, q, q, NULL, NULL, 0},
     };
     const int64_t b = adamw_jobs_layout(j, 4);
     check_true("layout: blocks a job (2 chunks, 1 x 3 tiles, none, 2 x 1 tiles)",
@@ -87,12 +87,12 @@ static void test_table_step(int skip)
      * W2 [6004, 7604) (its amax already above max |w|), plain [7604, 9000),
      * an empty job */
     AdamwJob j[6] = {
-        {0, O1, 0, 0, wd, NULL, NULL, NULL, NULL, 0, 0},
-        {O1, R1 * C1, R1, C1, wd, q1, qt1, &scale[0], &amax[0], 0, 0},
-        {O1 + R1 * C1, O2 - (O1 + R1 * C1), 0, 0, 0.0, NULL, NULL, NULL, NULL, 0, 0},
-        {O2, R2 * C2, R2, C2, 0.0, q2, qt2, &scale[1], &amax[1], 0, 0},
-        {O2 + R2 * C2, N - (O2 + R2 * C2), 0, 0, 0.0, NULL, NULL, NULL, NULL, 0, 0},
-        {N, 0, 0, 0, 0.0, NULL, NULL, NULL, NULL, 0, 0},
+        {0, O1, 0, 0, wd, NULL, NULL, NULL, NULL, 0},
+        {O1, R1 * C1, R1, C1, wd, q1, qt1, &scale[0], &amax[0], 0},
+        {O1 + R1 * C1, O2 - (O1 + R1 * C1), 0, 0, 0.0, NULL, NULL, NULL, NULL, 0},
+        {O2, R2 * C2, R2, C2, 0.0, q2, qt2, &scale[1], &amax[1], 0},
+        {O2 + R2 * C2, N - (O2 + R2 * C2), 0, 0, 0.0, NULL, NULL, NULL, NULL, 0},
+        {N, 0, 0, 0, 0.0, NULL, NULL, NULL, NULL, 0},
     };
     adamw_jobs_layout(j, 6);
     const int sk = skip;

@@ -51,8 +51,8 @@ __attribute__((unused)) static void run_close(Run *r, Ctx *c)
 /* What `--eval-every` does between two replays, on the training inputs: a
  * forward without autograd on a shorter batch (a held-out set's last one),
  * views of the first b rows (rows scale the 1-D inputs too: BERT's masked
- * rows and labels). Returns its loss. */
-__attribute__((unused)) static float eval_forward(Ctx *c, Run *r, int b)
+ * rows and labels). */
+__attribute__((unused)) static void eval_forward(Ctx *c, Run *r, int b)
 {
     const int64_t B = r->o.batch;
     Tensor *in[FEED_MAX_IN];
@@ -76,7 +76,6 @@ __attribute__((unused)) static float eval_forward(Ctx *c, Run *r, int b)
     r->m.training = training;
     ad_set_grad(c, grad);
     ctx_check_flags(c);
-    return lv;
 }
 
 #endif

@@ -50,7 +50,6 @@ void trainer_init(Trainer *t, Ctx *c, Feed *fd, Model *m, const TrainOptions *o,
     if (m->fp8 && c->device == DEV_CUDA && t->opt.kind == OPT_ADAMW && !t->overlap &&
         setting_switch(SET_FP8_WEIGHT_CODES)) {
         fp8_codes_enable(m->fp8);
-        m->fp8->drop_copy = !setting_switch(SET_FP8_WEIGHT_COPY);
         adamw_write_fp8_codes(&t->opt.adamw, m->fp8);
     }
     t->loss_acc = tensor_new(c, DT_F32, 1, (int64_t[]){1});

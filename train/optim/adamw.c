@@ -73,7 +73,7 @@ static int add_plain(AdamwJob *jobs, int n, const AdamW *o, const ParamSet *ps, 
         if (cut[k + 1] > cut[k])
             jobs[n++] = (AdamwJob){(int64_t)cut[k], (int64_t)(cut[k + 1] - cut[k]), 0, 0,
                                    cut[k] < ps->n_decay ? o->weight_decay : 0.0,
-                                   NULL, NULL, NULL, NULL, 0, 0};
+                                   NULL, NULL, NULL, NULL, 0};
     return n;
 }
 
@@ -130,8 +130,7 @@ static void jobs_build(AdamW *o, ParamSet *ps, Fp8Recipe *r)
                                a < ps->n_decay ? o->weight_decay : 0.0, (uint8_t *)k->q->data,
                                (uint8_t *)k->qt->data,
                                fp8_scale_of(r, blk, 0) + 2 * order[f] + 1,
-                               fp8_amax_of(r, blk, 0) + 2 * order[f] + 1, 0,
-                               k->copy_dropped};
+                               fp8_amax_of(r, blk, 0) + 2 * order[f] + 1, 0};
         k->fused = 1;
         pos = a + len;
     }
