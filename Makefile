@@ -119,9 +119,10 @@ $(BUILD)/tests/mock_%: tests/mock_%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< -o $@ -lm
 
-$(BUILD)/conv1x1_bn_probe: scripts/conv1x1_bn_probe.cu
+$(BUILD)/conv1x1_bn_probe: scripts/conv1x1_bn_probe.cu $(LIB)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) $< -o $@ -L$(CUDA_HOME)/lib64 -lcublas
+	$(NVCC) $(NVFLAGS) -c $< -o $@.o
+	$(CC) $(CFLAGS) $@.o $(LIB) -o $@ $(LDLIBS)
 
 $(BUILD)/image_cpu_probe $(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe \
 $(BUILD)/cudnn_sdpa_probe $(BUILD)/gemm_algo_probe $(BUILD)/cudnn_dgrad_probe: $(BUILD)/%: \

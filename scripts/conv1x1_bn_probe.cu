@@ -50,22 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));        \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-#define CB(x)                                                                                  \
-    do {                                                                                       \
-        cublasStatus_t s_ = (x);                                                               \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                     \
-            fprintf(stderr, "%s:%d: cuBLAS status %d\n", __FILE__, __LINE__, (int)s_);         \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "engine/error.h"
 
 namespace {
 
@@ -363,10 +348,10 @@ int main(int argc, char **argv)
         {"stage 4 conv1 2048->512", 7 * 7, 2048, 512},
     };
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
     printf("conv1x1_bn_probe: %s, N %d, %s, %s; times in us (median of 20)\n", prop.name, N,
            plain ? "no prologue (--plain)" : "BN apply + ReLU prologue",
            bn64 ? "64 channels a block" : "128 channels a block where K allows");
@@ -375,26 +360,26 @@ int main(int argc, char **argv)
     {
         const size_t nb = (size_t)1 << 30;
         void *x0, *x1;
-        CK(cudaMalloc(&x0, nb));
-        CK(cudaMalloc(&x1, nb));
+        CUDA_CHECK(cudaMalloc(&x0, nb));
+        CUDA_CHECK(cudaMalloc(&x1, nb));
         float ms[7];
         for (int r = 0; r < 9; r++) {
-            CK(cudaEventRecord(e0));
-            CK(cudaMemcpyAsync(x1, x0, nb, cudaMemcpyDeviceToDevice));
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            if (r >= 2) CK(cudaEventElapsedTime(&ms[r - 2], e0, e1));
+            CUDA_CHECK(cudaEventRecord(e0));
+            CUDA_CHECK(cudaMemcpyAsync(x1, x0, nb, cudaMemcpyDeviceToDevice));
+            CUDA_CHECK(cudaEventRecord(e1));
+            CUDA_CHECK(cudaEventSynchronize(e1));
+            if (r >= 2) CUDA_CHECK(cudaEventElapsedTime(&ms[r - 2], e0, e1));
         }
         bw = 2.0 * (double)nb / (1e-3 * median(ms, 7));
-        CK(cudaFree(x0));
-        CK(cudaFree(x1));
+        CUDA_CHECK(cudaFree(x0));
+        CUDA_CHECK(cudaFree(x1));
         printf("copy bandwidth %.0f GB/s (floors below: bytes moved / that)\n", bw / 1e9);
     }
     printf("%-26s %9s %9s %9s %9s %9s %8s %9s %9s %9s %9s %9s\n", "shape", "apply", "gemm",
            "stats", "separate", "fused", "speedup", "sep floor", "fus floor", "y err",
            "sum err", "sq err");
     cublasHandle_t h;
-    CB(cublasCreate(&h));
+    CUBLAS_CHECK(cublasCreate(&h));
     for (const Shape &sh : shapes) {
         const size_t M = (size_t)N * sh.hw;
         const int C = sh.C, K = sh.K;
@@ -414,21 +399,21 @@ int main(int argc, char **argv)
         }
         __nv_bfloat16 *a, *a2, *W, *y0, *y1;
         float *s, *b, *p0, *p1, *o0, *o1;
-        CK(cudaMalloc(&a, na * 2));
-        CK(cudaMalloc(&a2, na * 2));
-        CK(cudaMalloc(&W, nw * 2));
-        CK(cudaMalloc(&y0, ny * 2));
-        CK(cudaMalloc(&y1, ny * 2));
-        CK(cudaMalloc(&s, C * 4));
-        CK(cudaMalloc(&b, C * 4));
-        CK(cudaMalloc(&p0, G * 2 * K * 4));
-        CK(cudaMalloc(&p1, G * 2 * K * 4));
-        CK(cudaMalloc(&o0, 2 * K * 4));
-        CK(cudaMalloc(&o1, 2 * K * 4));
-        CK(cudaMemcpy(a, ha, na * 2, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(W, hw, nw * 2, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(s, hs, C * 4, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(b, hb, C * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMalloc(&a, na * 2));
+        CUDA_CHECK(cudaMalloc(&a2, na * 2));
+        CUDA_CHECK(cudaMalloc(&W, nw * 2));
+        CUDA_CHECK(cudaMalloc(&y0, ny * 2));
+        CUDA_CHECK(cudaMalloc(&y1, ny * 2));
+        CUDA_CHECK(cudaMalloc(&s, C * 4));
+        CUDA_CHECK(cudaMalloc(&b, C * 4));
+        CUDA_CHECK(cudaMalloc(&p0, G * 2 * K * 4));
+        CUDA_CHECK(cudaMalloc(&p1, G * 2 * K * 4));
+        CUDA_CHECK(cudaMalloc(&o0, 2 * K * 4));
+        CUDA_CHECK(cudaMalloc(&o1, 2 * K * 4));
+        CUDA_CHECK(cudaMemcpy(a, ha, na * 2, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(W, hw, nw * 2, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(s, hs, C * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(b, hb, C * 4, cudaMemcpyHostToDevice));
         const float one = 1.0f, zero = 0.0f;
         const __nv_bfloat16 *gin = plain ? a : a2;
         auto apply = [&]() {
@@ -436,9 +421,9 @@ int main(int argc, char **argv)
                 a2, a, s, b, na, C);
         };
         auto gemm = [&]() {
-            CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, K, (int)M, C, &one, W, CUDA_R_16BF, C,
-                            gin, CUDA_R_16BF, C, &zero, y0, CUDA_R_16BF, K, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
+            CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, K, (int)M, C, &one, W,
+                                      CUDA_R_16BF, C, gin, CUDA_R_16BF, C, &zero, y0,
+                                      CUDA_R_16BF, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         };
         auto stats = [&]() {
             stats_kernel<<<(unsigned)G, 256>>>(p0, y0, K);
@@ -457,26 +442,26 @@ int main(int argc, char **argv)
         for (int piece = 0; piece < 5; piece++) {
             float ms[20];
             for (int r = 0; r < 23; r++) {
-                CK(cudaEventRecord(e0));
+                CUDA_CHECK(cudaEventRecord(e0));
                 if (piece == 0) apply();
                 if (piece == 1) gemm();
                 if (piece == 2) stats();
                 if (piece == 3) { apply(); gemm(); stats(); }
                 if (piece == 4) fused();
-                CK(cudaEventRecord(e1));
-                CK(cudaEventSynchronize(e1));
-                if (r >= 3) CK(cudaEventElapsedTime(&ms[r - 3], e0, e1));
+                CUDA_CHECK(cudaEventRecord(e1));
+                CUDA_CHECK(cudaEventSynchronize(e1));
+                if (r >= 3) CUDA_CHECK(cudaEventElapsedTime(&ms[r - 3], e0, e1));
             }
-            CK(cudaGetLastError());
+            CUDA_CHECK(cudaGetLastError());
             t[piece] = 1e3f * median(ms, 20);
         }
         /* checks: y and the sums, fused against separate */
         uint16_t *gy0 = (uint16_t *)malloc(ny * 2), *gy1 = (uint16_t *)malloc(ny * 2);
         float go0[2 * 2048], go1[2 * 2048];
-        CK(cudaMemcpy(gy0, y0, ny * 2, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(gy1, y1, ny * 2, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(go0, o0, 2 * K * 4, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(go1, o1, 2 * K * 4, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(gy0, y0, ny * 2, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(gy1, y1, ny * 2, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(go0, o0, 2 * K * 4, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(go1, o1, 2 * K * 4, cudaMemcpyDeviceToHost));
         double d = 0, n2 = 0, dh[2] = {0, 0}, nh[2] = {0, 0};
         for (size_t i = 0; i < ny; i++) {
             const double u = from_bf16(gy0[i]), v = from_bf16(gy1[i]);
@@ -501,9 +486,9 @@ int main(int argc, char **argv)
         free(hs);
         free(hb);
         void *all[] = {a, a2, W, y0, y1, s, b, p0, p1, o0, o1};
-        for (void *p : all) CK(cudaFree(p));
+        for (void *p : all) CUDA_CHECK(cudaFree(p));
     }
-    CB(cublasDestroy(h));
+    CUBLAS_CHECK(cublasDestroy(h));
     printf("y err: relative norm of fused y against cuBLAS's (bit-identical inputs, another "
            "summation order: 1-ulp flips, ~1e-5 to 1e-4; ~1e-3 would mean the prologue rounds "
            "differently); sum err, sq err: the same for the sums and the sums of squares. "
