@@ -18,18 +18,23 @@
  *              rows, then a [K] finish in a fixed order (deterministic).
  *
  * Without the prologue (--plain: a bottleneck's first 1 x 1, whose input is
- * the block's input) a2 = a. The kernel: 8 warps a block, a warp 16 rows x
- * BN output channels (BN 64 or 128, the block's share of K), mma.sync
- * m16n8k16 bf16 with f32 accumulators, A's fragments loaded from global
- * memory a chunk of 64 input channels at a time (all four k-steps' loads
- * issued before the first mma), W's chunk [BN, 64] in shared memory.
+ * the block's input) a2 = a. The kernel (the second form; the first, a's
+ * fragments loaded from global memory straight into registers and one
+ * tile a block, ran at 2-3x its floor on an H100, results/h100-2026-12-06/
+ * conv1x1-probe/): a persistent grid, a and W copied a 64-channel chunk at
+ * a time into swizzled shared memory with cp.async, three chunks in
+ * flight across tiles, ldmatrix, the prologue on a's fragments in
+ * registers, mma.sync m16n8k16 bf16 with f32 accumulators; 8 warps as 4
+ * (rows) x 2 (channels) over a 128 x BN tile.
  *
  * Checks: y against cuBLAS's (relative norm; the inputs are bit for bit the
  * same, the accumulation order differs), the sums against the separate
  * pass's. Times: CUDA events, median of 20 after 3 warm-ups, each piece;
  * beside them both ways' floors at the card's copy bandwidth (a 1 GiB device
- * copy, measured first). The separate passes here are kernels of this file
- * (16-byte apply, a column-pair statistics pass), not cuDNN's batch norm,
+ * copy, measured first), and "sep ideal": cuBLAS's measured GEMM with the
+ * two passes at that bandwidth, the separate way at its best. The separate
+ * passes here are kernels of this file (16-byte apply, a column-pair
+ * statistics pass), not cuDNN's batch norm,
  * whose forward does the same two passes (docs/kernels.md: at 67-81% of the
  * bandwidth in ResNet's step).
  *
@@ -39,7 +44,6 @@
  *     registers)
  *
  * Shapes: ResNet-50's 1 x 1 convolutions at N images (stage: rows, C -> K).
- * Written 2026-12-06 without a GPU: unrun.
  */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -51,12 +55,12 @@
 #include <string.h>
 
 #include "engine/error.h"
+#include "ops/attention_fa_tc.cuh" /* cp.async, ldmatrix, mma.sync */
 
 namespace {
 
 const int BM = 128;     /* rows a block: 8 warps x 16 */
 const int CKC = 64;     /* input channels a chunk */
-const int WP = CKC + 8; /* W chunk's row pitch (bf16) in shared memory: lanes on 32 banks */
 const int THREADS = 256;
 
 /* the prologue, as the separate pass computes it */
@@ -81,125 +85,184 @@ __device__ __forceinline__ uint32_t pro(uint32_t w, const float *s, const float 
     return pack2(bn_relu(f.x, s[c], b[c]), bn_relu(f.y, s[c + 1], b[c + 1]));
 }
 
-__device__ __forceinline__ void mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1)
+/* pro on a word already split: channels c, c + 1 take (s.x, b.x), (s.y, b.y) */
+__device__ __forceinline__ uint32_t pro2(uint32_t w, float2 s, float2 b)
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    const float2 f = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&w));
+    return pack2(bn_relu(f.x, s.x, b.x), bn_relu(f.y, s.y, b.y));
 }
 
-/* this lane's A words of chunk c0 (its four k-steps): rows g, g + 8, columns
- * 16 k + 2 t (+ 8) */
-__device__ __forceinline__ void load_a(uint32_t w[4][4], const __nv_bfloat16 *ar0,
-                                       const __nv_bfloat16 *ar1, int c0, int t)
+/* y [M, K] = bf16(pro(a) W^T), part [M / 128][2][K]: a row block's sums of y
+ * and y^2 per channel (its 128 rows: a lane's four, the warp's eight lanes
+ * by a fixed butterfly, then the four row warps in order). M % 128 == 0,
+ * C % 64 == 0, K % BN == 0.
+ *
+ * A persistent grid (two blocks an SM); block i takes the tiles i, i + grid,
+ * ..., a tile being 128 rows x BN output channels, numbered with the channel
+ * slice fastest (the blocks side by side share a's rows through L2). A tile
+ * is C / 64 chunks; the chunks of all the block's tiles are one stream,
+ * copied STAGES - 1 ahead with cp.async into shared memory (a's 128 x 64
+ * and W's BN x 64, each 16-byte piece at column piece (p ^ row % 8), so the
+ * eight rows an ldmatrix reads sit in eight bank groups): the next tile's
+ * first chunks are in flight while this one's products and stores run.
+ * Warps: 4 along rows (32 each) x 2 along channels (BN / 2 each); a's
+ * fragments go through the prologue in registers after ldmatrix (their
+ * channels are 2t, 2t + 1, 2t + 8, 2t + 9 of the k-step). */
+const int STAGES = 3;
+const int SP = 40; /* a warp's y staging tile [16][32]: row pitch (bf16), rows 20 banks apart */
+template <int BN> constexpr int smem_bytes()
 {
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const int c = c0 + 16 * k + 2 * t;
-        w[k][0] = *reinterpret_cast<const uint32_t *>(ar0 + c);
-        w[k][1] = *reinterpret_cast<const uint32_t *>(ar1 + c);
-        w[k][2] = *reinterpret_cast<const uint32_t *>(ar0 + c + 8);
-        w[k][3] = *reinterpret_cast<const uint32_t *>(ar1 + c + 8);
-    }
+    return STAGES * (BM + BN) * CKC * 2 + 4 * 2 * BN * 4 + 8 * 16 * SP * 2;
 }
-
-/* y [M, K] = bf16(pro(a) W^T), part [M / 128][2][K]: the block's sums of y
- * and y^2 per channel (its 128 rows, the warps in order). M % 128 == 0,
- * C % 64 == 0 and C <= CMAX, K % BN == 0. blockIdx.x: the BN-channel slice
- * (the slices of one row block run side by side, so a's tile is read from
- * DRAM about once), blockIdx.y: the row block. The next chunk's A words are
- * loaded while the current chunk's products run. */
-const int CMAX = 2048;
+/* chunk piece (row r, 16-byte piece p) of a 64-column swizzled tile */
+__device__ __forceinline__ int swz(int r, int p)
+{
+    return r * CKC + ((p ^ (r & 7)) << 3);
+}
 template <int BN>
-__global__ void __launch_bounds__(THREADS, 2) /* two blocks an SM: 16 warps to cover DRAM */
+__global__ void __launch_bounds__(THREADS, 2)
     conv1x1_bn_kernel(__nv_bfloat16 *y, float *part, const __nv_bfloat16 *a, const float *s,
-                      const float *b, const __nv_bfloat16 *W, int C, int K, bool plain)
+                      const float *b, const __nv_bfloat16 *W, int M, int C, int K, bool plain)
 {
-    constexpr int NT = BN / 8; /* n8 tiles a warp */
-    static_assert(BN * CKC / 8 % THREADS == 0, "W's chunk: whole 16-byte loads a thread");
-    __shared__ __align__(16) __nv_bfloat16 ws[BN * WP];
-    __shared__ float ss[CMAX], sb[CMAX];
-    __shared__ float red[8][2][BN];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int n0 = blockIdx.x * BN;
-    const size_t r0 = (size_t)blockIdx.y * BM + (size_t)warp * 16;
-    const __nv_bfloat16 *ar0 = a + (r0 + g) * (size_t)C, *ar1 = a + (r0 + g + 8) * (size_t)C;
-    uint32_t w[4][4];
-    load_a(w, ar0, ar1, 0, t); /* first: the A words, the block's longest wait */
-    for (int i = threadIdx.x; i < C; i += THREADS) {
-        ss[i] = plain ? 1.0f : s[i];
-        sb[i] = plain ? 0.0f : b[i];
-    }
-    float acc[NT][4];
+    constexpr int WN = BN / 2, NT = WN / 8, MT = 2;
+    extern __shared__ __align__(128) unsigned char smem[];
+    __nv_bfloat16 *As = reinterpret_cast<__nv_bfloat16 *>(smem);
+    __nv_bfloat16 *Ws = As + STAGES * BM * CKC;
+    float *red = reinterpret_cast<float *>(Ws + STAGES * BN * CKC); /* [4][2][BN] */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp & 3, wn = warp >> 2, g = lane >> 2, t = lane & 3;
+    __nv_bfloat16 *stg = reinterpret_cast<__nv_bfloat16 *>(red + 4 * 2 * BN) + warp * 16 * SP;
+    const int ntn = K / BN, tiles = (M / BM) * ntn, nck = C / CKC;
+    const int mine = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / gridDim.x + 1 : 0;
+    const int total = mine * nck;
+    auto load = [&](int f) {
+        const int tile = blockIdx.x + (f / nck) * gridDim.x, ck = f % nck;
+        const int tm = tile / ntn, tn = tile % ntn;
+        __nv_bfloat16 *as = As + (f % STAGES) * BM * CKC, *ws = Ws + (f % STAGES) * BN * CKC;
+        const __nv_bfloat16 *ag = a + (size_t)tm * BM * C + ck * CKC;
+        const __nv_bfloat16 *wg = W + (size_t)tn * BN * C + ck * CKC;
 #pragma unroll
-    for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-    for (int c0 = 0; c0 < C; c0 += CKC) {
-        __syncthreads(); /* the chunk before is read */
-#pragma unroll
-        for (int q = 0; q < BN * CKC / 8 / THREADS; q++) {
-            const int i = threadIdx.x + q * THREADS;
-            const int row = i / (CKC / 8), col = 8 * (i % (CKC / 8));
-            *reinterpret_cast<uint4 *>(&ws[row * WP + col]) =
-                *reinterpret_cast<const uint4 *>(&W[(size_t)(n0 + row) * C + c0 + col]);
+        for (int q = 0; q < BM * 8 / THREADS; q++) {
+            const int i = tid + q * THREADS, r = i >> 3, p = i & 7;
+            cp_async16(smem_u32(as + swz(r, p)), ag + (size_t)r * C + 8 * p, true);
         }
-        __syncthreads(); /* ws (and, the first time, ss, sb) */
-        uint32_t wn[4][4];
-        if (c0 + CKC < C) load_a(wn, ar0, ar1, c0 + CKC, t);
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const int c = 16 * k + 2 * t; /* within the chunk */
-            uint32_t af[4];
-            af[0] = pro(w[k][0], ss, sb, c0 + c, plain);
-            af[1] = pro(w[k][1], ss, sb, c0 + c, plain);
-            af[2] = pro(w[k][2], ss, sb, c0 + c + 8, plain);
-            af[3] = pro(w[k][3], ss, sb, c0 + c + 8, plain);
+        for (int q = 0; q < BN * 8 / THREADS; q++) {
+            const int i = tid + q * THREADS, r = i >> 3, p = i & 7;
+            cp_async16(smem_u32(ws + swz(r, p)), wg + (size_t)r * C + 8 * p, true);
+        }
+    };
 #pragma unroll
-            for (int j = 0; j < NT; j++) {
-                const __nv_bfloat16 *wr = &ws[(8 * j + g) * WP + c];
-                mma(acc[j], af, *reinterpret_cast<const uint32_t *>(wr),
-                    *reinterpret_cast<const uint32_t *>(wr + 8));
+    for (int f = 0; f < STAGES - 1; f++) {
+        if (f < total) load(f);
+        cp_async_commit();
+    }
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+    for (int f = 0; f < total; f++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads(); /* chunk f landed; stage (f - 1) % STAGES is read by every warp */
+        if (f + STAGES - 1 < total) load(f + STAGES - 1);
+        cp_async_commit();
+        const __nv_bfloat16 *as = As + (f % STAGES) * BM * CKC, *ws = Ws + (f % STAGES) * BN * CKC;
+        const int ck = f % nck;
+#pragma unroll
+        for (int kk = 0; kk < CKC; kk += 16) {
+            uint32_t af[MT][4];
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                const int r = wm * 32 + 16 * i + (lane & 15);
+                ldsm_x4(af[i], smem_u32(as + swz(r, (kk >> 3) + (lane >> 4))));
+            }
+            if (!plain) {
+                const int c = ck * CKC + kk + 2 * t;
+                const float2 s0 = __ldg(reinterpret_cast<const float2 *>(s + c));
+                const float2 s1 = __ldg(reinterpret_cast<const float2 *>(s + c + 8));
+                const float2 b0 = __ldg(reinterpret_cast<const float2 *>(b + c));
+                const float2 b1 = __ldg(reinterpret_cast<const float2 *>(b + c + 8));
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    af[i][0] = pro2(af[i][0], s0, b0);
+                    af[i][1] = pro2(af[i][1], s0, b0);
+                    af[i][2] = pro2(af[i][2], s1, b1);
+                    af[i][3] = pro2(af[i][3], s1, b1);
+                }
+            }
+#pragma unroll
+            for (int jj = 0; jj < NT / 2; jj++) {
+                uint32_t bf[4];
+                const int n = wn * WN + 16 * jj + (lane & 7) + ((lane >> 4) << 3);
+                ldsm_x4(bf, smem_u32(ws + swz(n, (kk >> 3) + ((lane >> 3) & 1))));
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    mma16816<__nv_bfloat16>(acc[i][2 * jj], af[i], bf[0], bf[1]);
+                    mma16816<__nv_bfloat16>(acc[i][2 * jj + 1], af[i], bf[2], bf[3]);
+                }
             }
         }
-        if (c0 + CKC < C)
+        if (ck != nck - 1) continue;
+        /* the tile's epilogue: y as stored, its sums from the stored values; y
+         * through the warp's staging tile, 16 rows x 32 channels at a time, so
+         * that each row's 64 bytes go out as four 16-byte stores */
+        const int tile = blockIdx.x + (f / nck) * gridDim.x, tm = tile / ntn, tn = tile % ntn;
 #pragma unroll
-            for (int k = 0; k < 4; k++)
+        for (int h = 0; h < NT / 4; h++) {
+            float sm[4][4] = {};
 #pragma unroll
-                for (int e = 0; e < 4; e++) w[k][e] = wn[k][e];
-    }
-    /* y's values as stored, their sums: rows g and g + 8, columns 2t, 2t + 1 of each tile */
+            for (int i = 0; i < MT; i++) {
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
-        const int col = n0 + 8 * j + 2 * t;
-        const uint32_t lo = pack2(acc[j][0], acc[j][1]), hi = pack2(acc[j][2], acc[j][3]);
-        *reinterpret_cast<uint32_t *>(y + (r0 + g) * (size_t)K + col) = lo;
-        *reinterpret_cast<uint32_t *>(y + (r0 + g + 8) * (size_t)K + col) = hi;
-        const float2 f0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&lo));
-        const float2 f1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&hi));
-        float s0 = f0.x + f1.x, s1 = f0.y + f1.y;
-        float q0 = f0.x * f0.x + f1.x * f1.x, q1 = f0.y * f0.y + f1.y * f1.y;
-        /* over g (lanes t, t + 4, ..., t + 28), a fixed butterfly */
+                for (int jl = 0; jl < 4; jl++) {
+                    const int j = 4 * h + jl;
+                    const uint32_t lo = pack2(acc[i][j][0], acc[i][j][1]);
+                    const uint32_t hi = pack2(acc[i][j][2], acc[i][j][3]);
+                    *reinterpret_cast<uint32_t *>(stg + g * SP + 8 * jl + 2 * t) = lo;
+                    *reinterpret_cast<uint32_t *>(stg + (g + 8) * SP + 8 * jl + 2 * t) = hi;
+                    const float2 f0 = unpack2<__nv_bfloat16>(lo), f1 = unpack2<__nv_bfloat16>(hi);
+                    sm[jl][0] += f0.x + f1.x;
+                    sm[jl][1] += f0.y + f1.y;
+                    sm[jl][2] += f0.x * f0.x + f1.x * f1.x;
+                    sm[jl][3] += f0.y * f0.y + f1.y * f1.y;
+                    acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+                }
+                __syncwarp();
+                const size_t row = (size_t)tm * BM + wm * 32 + 16 * i;
+                const int col = tn * BN + wn * WN + 32 * h;
 #pragma unroll
-        for (int o = 4; o < 32; o <<= 1) {
-            s0 += __shfl_xor_sync(0xffffffffu, s0, o);
-            s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-            q0 += __shfl_xor_sync(0xffffffffu, q0, o);
-            q1 += __shfl_xor_sync(0xffffffffu, q1, o);
+                for (int q = 0; q < 2; q++) {
+                    const int c = lane + 32 * q, r = c >> 2, pc = c & 3;
+                    *reinterpret_cast<uint4 *>(y + (row + r) * K + col + 8 * pc) =
+                        *reinterpret_cast<const uint4 *>(stg + r * SP + 8 * pc);
+                }
+                __syncwarp();
+            }
+#pragma unroll
+            for (int jl = 0; jl < 4; jl++) {
+#pragma unroll
+                for (int o = 4; o < 32; o <<= 1) /* over g: lanes t, t + 4, ..., t + 28 */
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        sm[jl][e] += __shfl_xor_sync(0xffffffffu, sm[jl][e], o);
+                const int cl = wn * WN + 32 * h + 8 * jl + 2 * t;
+                if (g == 0) {
+                    red[(wm * 2 + 0) * BN + cl] = sm[jl][0];
+                    red[(wm * 2 + 0) * BN + cl + 1] = sm[jl][1];
+                    red[(wm * 2 + 1) * BN + cl] = sm[jl][2];
+                    red[(wm * 2 + 1) * BN + cl + 1] = sm[jl][3];
+                }
+            }
         }
-        if (g == 0) {
-            red[warp][0][8 * j + 2 * t] = s0;
-            red[warp][0][8 * j + 2 * t + 1] = s1;
-            red[warp][1][8 * j + 2 * t] = q0;
-            red[warp][1][8 * j + 2 * t + 1] = q1;
+        __syncthreads(); /* red is whole (the next write to it is after the loop's barrier) */
+        for (int i = tid; i < 2 * BN; i += THREADS) {
+            const int h = i / BN, k = i % BN;
+            float v = red[h * BN + k];
+            for (int w = 1; w < 4; w++) v += red[(w * 2 + h) * BN + k];
+            part[((size_t)tm * 2 + h) * K + tn * BN + k] = v;
         }
     }
-    __syncthreads();
-    for (int i = threadIdx.x; i < 2 * BN; i += THREADS) {
-        const int h = i / BN, k = i % BN;
-        float v = red[0][h][k];
-        for (int wv = 1; wv < 8; wv++) v += red[wv][h][k];
-        part[((size_t)blockIdx.y * 2 + h) * K + n0 + k] = v;
-    }
+    cp_async_wait<0>();
 }
 
 /* the separate passes */
@@ -258,30 +321,38 @@ __global__ void stats_kernel(float *part, const __nv_bfloat16 *y, int K)
     }
 }
 
-/* out [2][K] = the partials' sums, each channel by one block in a fixed tree */
+/* out [P][2][K] = the sums of G partials [G][2][K] in P slices (slice p
+ * rows [p G / P, (p + 1) G / P)): a block 32 channels x 8 lanes of rows
+ * (lane l takes l, l + 8, ...), then the lanes in order. Called twice (G
+ * partials to P, then P to one): a fixed order, and enough blocks to fill
+ * the card at K = 64 */
 __global__ void finish_kernel(float *out, const float *part, int G, int K)
 {
-    __shared__ float r[2][256];
-    const int k = blockIdx.x;
+    __shared__ float r[2][8][32];
+    const int P = gridDim.y, p = blockIdx.y;
+    const int lo = (int)((long long)G * p / P), hi = (int)((long long)G * (p + 1) / P);
+    const int k = blockIdx.x * 32 + (threadIdx.x & 31), l = threadIdx.x >> 5;
     float s = 0.0f, q = 0.0f;
-    for (int i = threadIdx.x; i < G; i += 256) {
-        s += part[((size_t)i * 2) * K + k];
-        q += part[((size_t)i * 2 + 1) * K + k];
-    }
-    r[0][threadIdx.x] = s;
-    r[1][threadIdx.x] = q;
-    __syncthreads();
-    for (int w = 128; w > 0; w >>= 1) {
-        if (threadIdx.x < w) {
-            r[0][threadIdx.x] += r[0][threadIdx.x + w];
-            r[1][threadIdx.x] += r[1][threadIdx.x + w];
+    if (k < K)
+        for (int i = lo + l; i < hi; i += 8) {
+            s += part[((size_t)i * 2) * K + k];
+            q += part[((size_t)i * 2 + 1) * K + k];
         }
-        __syncthreads();
+    r[0][l][threadIdx.x & 31] = s;
+    r[1][l][threadIdx.x & 31] = q;
+    __syncthreads();
+    if (l < 2 && k < K) {
+        float v = 0.0f;
+        for (int i = 0; i < 8; i++) v += r[l][i][threadIdx.x & 31];
+        out[((size_t)p * 2 + l) * K + k] = v;
     }
-    if (threadIdx.x == 0) {
-        out[k] = r[0][0];
-        out[K + k] = r[1][0];
-    }
+}
+/* out [2][K] from part [G][2][K], through mid [64][2][K] */
+void finish(float *out, float *mid, const float *part, int G, int K)
+{
+    const int P = G < 64 * 16 ? (G + 15) / 16 : 64;
+    finish_kernel<<<dim3((K + 31) / 32, P), 256>>>(mid, part, G, K);
+    finish_kernel<<<dim3((K + 31) / 32, 1), 256>>>(out, mid, P, K);
 }
 
 struct Shape {
@@ -375,15 +446,19 @@ int main(int argc, char **argv)
         CUDA_CHECK(cudaFree(x1));
         printf("copy bandwidth %.0f GB/s (floors below: bytes moved / that)\n", bw / 1e9);
     }
-    printf("%-26s %9s %9s %9s %9s %9s %8s %9s %9s %9s %9s %9s\n", "shape", "apply", "gemm",
-           "stats", "separate", "fused", "speedup", "sep floor", "fus floor", "y err",
-           "sum err", "sq err");
+    printf("%-26s %9s %9s %9s %9s %9s %9s %8s %9s %9s %9s %8s %9s %9s %9s\n", "shape", "apply",
+           "gemm", "stats", "separate", "fused", "kernel", "speedup", "sep floor", "fus floor",
+           "sep ideal", "vs ideal", "y err", "sum err", "sq err");
     cublasHandle_t h;
     CUBLAS_CHECK(cublasCreate(&h));
+    const cudaFuncAttribute dyn = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    CUDA_CHECK(cudaFuncSetAttribute(conv1x1_bn_kernel<128>, dyn, smem_bytes<128>()));
+    CUDA_CHECK(cudaFuncSetAttribute(conv1x1_bn_kernel<64>, dyn, smem_bytes<64>()));
+    const unsigned grid = 2u * (unsigned)prop.multiProcessorCount; /* persistent: 2 an SM */
     for (const Shape &sh : shapes) {
         const size_t M = (size_t)N * sh.hw;
         const int C = sh.C, K = sh.K;
-        if (M % BM || C % CKC || C > CMAX || K % 64 || K > CMAX || M / BM > 65535) {
+        if (M % BM || C % CKC || K % 64 || K > 2048) {
             printf("%-26s rows %zu, C %d, K %d: outside the kernel's shapes, skipped\n",
                    sh.name, M, C, K);
             continue;
@@ -398,7 +473,7 @@ int main(int argc, char **argv)
             hb[i] = urand(-0.5f, 0.5f);
         }
         __nv_bfloat16 *a, *a2, *W, *y0, *y1;
-        float *s, *b, *p0, *p1, *o0, *o1;
+        float *s, *b, *p0, *p1, *o0, *o1, *mid;
         CUDA_CHECK(cudaMalloc(&a, na * 2));
         CUDA_CHECK(cudaMalloc(&a2, na * 2));
         CUDA_CHECK(cudaMalloc(&W, nw * 2));
@@ -410,6 +485,7 @@ int main(int argc, char **argv)
         CUDA_CHECK(cudaMalloc(&p1, G * 2 * K * 4));
         CUDA_CHECK(cudaMalloc(&o0, 2 * K * 4));
         CUDA_CHECK(cudaMalloc(&o1, 2 * K * 4));
+        CUDA_CHECK(cudaMalloc(&mid, 64 * 2 * K * 4));
         CUDA_CHECK(cudaMemcpy(a, ha, na * 2, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(W, hw, nw * 2, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(s, hs, C * 4, cudaMemcpyHostToDevice));
@@ -427,19 +503,22 @@ int main(int argc, char **argv)
         };
         auto stats = [&]() {
             stats_kernel<<<(unsigned)G, 256>>>(p0, y0, K);
-            finish_kernel<<<K, 256>>>(o0, p0, (int)G, K);
+            finish(o0, mid, p0, (int)G, K);
+        };
+        auto kernel = [&]() {
+            if (K % 128 == 0 && !bn64)
+                conv1x1_bn_kernel<128><<<grid, THREADS, smem_bytes<128>()>>>(y1, p1, a, s, b, W,
+                                                                          (int)M, C, K, plain);
+            else
+                conv1x1_bn_kernel<64><<<grid, THREADS, smem_bytes<64>()>>>(y1, p1, a, s, b, W,
+                                                                        (int)M, C, K, plain);
         };
         auto fused = [&]() {
-            if (K % 128 == 0 && !bn64)
-                conv1x1_bn_kernel<128><<<dim3(K / 128, (unsigned)G), THREADS>>>(
-                    y1, p1, a, s, b, W, C, K, plain);
-            else
-                conv1x1_bn_kernel<64><<<dim3(K / 64, (unsigned)G), THREADS>>>(
-                    y1, p1, a, s, b, W, C, K, plain);
-            finish_kernel<<<K, 256>>>(o1, p1, (int)G, K);
+            kernel();
+            finish(o1, mid, p1, (int)G, K);
         };
-        float t[5];
-        for (int piece = 0; piece < 5; piece++) {
+        float t[6];
+        for (int piece = 0; piece < 6; piece++) {
             float ms[20];
             for (int r = 0; r < 23; r++) {
                 CUDA_CHECK(cudaEventRecord(e0));
@@ -448,6 +527,7 @@ int main(int argc, char **argv)
                 if (piece == 2) stats();
                 if (piece == 3) { apply(); gemm(); stats(); }
                 if (piece == 4) fused();
+                if (piece == 5) kernel();
                 CUDA_CHECK(cudaEventRecord(e1));
                 CUDA_CHECK(cudaEventSynchronize(e1));
                 if (r >= 3) CUDA_CHECK(cudaEventElapsedTime(&ms[r - 3], e0, e1));
@@ -475,9 +555,13 @@ int main(int argc, char **argv)
         /* bytes: the separate way reads a (and writes, reads a2), W, writes y, reads y */
         const double io = 2.0 * (double)(na + nw + ny);
         const double sep = io + 2.0 * (double)ny + (plain ? 0.0 : 4.0 * (double)na);
-        printf("%-26s %9.1f %9.1f %9.1f %9.1f %9.1f %7.2fx %9.1f %9.1f %9.2e %9.2e %9.2e\n",
-               sh.name, plain ? 0.0 : t[0], t[1], t[2], t[3], t[4], t[3] / t[4],
-               1e6 * sep / bw, 1e6 * io / bw, sqrt(d / (n2 + 1e-30)),
+        /* the separate way with cuBLAS's GEMM and both passes at the copy bandwidth */
+        const double passes = 2.0 * (double)ny + (plain ? 0.0 : 4.0 * (double)na);
+        const double ideal = t[1] + 1e6 * passes / bw;
+        printf("%-26s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %7.2fx %9.1f %9.1f %9.1f %7.2fx %9.2e "
+               "%9.2e %9.2e\n",
+               sh.name, plain ? 0.0 : t[0], t[1], t[2], t[3], t[4], t[5], t[3] / t[4],
+               1e6 * sep / bw, 1e6 * io / bw, ideal, ideal / t[4], sqrt(d / (n2 + 1e-30)),
                sqrt(dh[0] / (nh[0] + 1e-30)), sqrt(dh[1] / (nh[1] + 1e-30)));
         free(gy0);
         free(gy1);
@@ -485,7 +569,7 @@ int main(int argc, char **argv)
         free(hw);
         free(hs);
         free(hb);
-        void *all[] = {a, a2, W, y0, y1, s, b, p0, p1, o0, o1};
+        void *all[] = {a, a2, W, y0, y1, s, b, p0, p1, o0, o1, mid};
         for (void *p : all) CUDA_CHECK(cudaFree(p));
     }
     CUBLAS_CHECK(cublasDestroy(h));
