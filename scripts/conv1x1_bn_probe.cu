@@ -451,10 +451,24 @@ int main(int argc, char **argv)
            "sep ideal", "vs ideal", "y err", "sum err", "sq err");
     cublasHandle_t h;
     CUBLAS_CHECK(cublasCreate(&h));
+    /* shared memory for two blocks an SM: the largest carveout, asked for (the
+     * driver's default may leave room for one); the grid: the blocks that fit */
     const cudaFuncAttribute dyn = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    const cudaFuncAttribute cav = cudaFuncAttributePreferredSharedMemoryCarveout;
     CUDA_CHECK(cudaFuncSetAttribute(conv1x1_bn_kernel<128>, dyn, smem_bytes<128>()));
     CUDA_CHECK(cudaFuncSetAttribute(conv1x1_bn_kernel<64>, dyn, smem_bytes<64>()));
-    const unsigned grid = 2u * (unsigned)prop.multiProcessorCount; /* persistent: 2 an SM */
+    CUDA_CHECK(cudaFuncSetAttribute(conv1x1_bn_kernel<128>, cav, cudaSharedmemCarveoutMaxShared));
+    CUDA_CHECK(cudaFuncSetAttribute(conv1x1_bn_kernel<64>, cav, cudaSharedmemCarveoutMaxShared));
+    int fit = 0;
+    if (bn64)
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, conv1x1_bn_kernel<64>,
+                                                                 THREADS, smem_bytes<64>()));
+    else
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, conv1x1_bn_kernel<128>,
+                                                                 THREADS, smem_bytes<128>()));
+    printf("fused kernel: %d blocks an SM fit (%d bytes of shared memory a block)\n", fit,
+           bn64 ? smem_bytes<64>() : smem_bytes<128>());
+    const unsigned grid = (unsigned)(fit > 0 ? fit : 1) * (unsigned)prop.multiProcessorCount;
     for (const Shape &sh : shapes) {
         const size_t M = (size_t)N * sh.hw;
         const int C = sh.C, K = sh.K;
