@@ -18,6 +18,7 @@
 #include "attn_dropout.h"
 #include "cuda_util.cuh"
 #include "dropout.h"
+#include "mma_sm80.cuh"
 
 namespace {
 
@@ -44,87 +45,7 @@ template <int DH> struct TcCfg {
     static constexpr size_t SMEM_DKDV = smem(6, 2); /* K, V, 2 Q, 2 dO; lse, D */
 };
 
-/* ---- PTX wrappers (sm_80+) ---- */
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define TC_ARCH_OK 0
-#else
-#define TC_ARCH_OK 1
-#endif
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared, asynchronously; zero-filled when !valid */
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
-{
-#if TC_ARCH_OK
-    const int n = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
-                 : "memory");
-#else
-    __trap();
-#endif
-}
-__device__ __forceinline__ void cp_async_commit()
-{
-#if TC_ARCH_OK
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-/* wait until at most N committed groups are still in flight */
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-#if TC_ARCH_OK
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr)
-{
-#if TC_ARCH_OK
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-#else
-    __trap();
-#endif
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr)
-{
-#if TC_ARCH_OK
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-#else
-    __trap();
-#endif
-}
-
-/* c += a b, m16n8k16, f32 accumulate; E selects f16 or bf16 inputs */
-template <typename E>
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1)
-{
-#if TC_ARCH_OK
-    if constexpr (std::is_same<E, __half>::value)
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-            "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-            "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    __trap();
-#endif
-}
+/* ---- (the PTX wrappers: ops/mma_sm80.cuh) ---- */
 
 /* 2^x, one MUFU instruction (relative error ~2^-22; 2^-inf = 0) */
 __device__ __forceinline__ float ex2(float x)
@@ -132,32 +53,6 @@ __device__ __forceinline__ float ex2(float x)
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
-}
-
-/* (lo, hi) rounded to E (nearest even), lo in the low 16 bits */
-template <typename E> __device__ __forceinline__ uint32_t pack2(float lo, float hi)
-{
-    uint32_t u;
-    if constexpr (std::is_same<E, __half>::value) {
-        const __half2 h = __floats2half2_rn(lo, hi);
-        memcpy(&u, &h, 4);
-    } else {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        memcpy(&u, &h, 4);
-    }
-    return u;
-}
-template <typename E> __device__ __forceinline__ float2 unpack2(uint32_t u)
-{
-    if constexpr (std::is_same<E, __half>::value) {
-        __half2 h;
-        memcpy(&h, &u, 4);
-        return __half22float2(h);
-    } else {
-        __nv_bfloat162 h;
-        memcpy(&h, &u, 4);
-        return __bfloat1622float2(h);
-    }
 }
 
 /* dst[e, e+1] = (x, y) (+ the old values when accum), rounded once to E */

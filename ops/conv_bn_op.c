@@ -23,6 +23,7 @@
 #include "engine/mem.h"
 #include "autocast.h"
 #include "batchnorm.h"
+#include "conv1x1_bn.h"
 #include "conv2d.h"
 #include "conv_bn_cudnn.h"
 #include "cpu_f32.h"
@@ -86,6 +87,12 @@ static void conv_moments(Ctx *c, Tensor *z, Tensor *a, Tensor *w, const Conv2dSh
     Tensor *ms = tensor_new(c, DT_F32, 2, shape);
     float *pm = (float *)ms->data;
 #ifdef CTRAIN_CUDA
+    if (IS_CUDA(c) && conv1x1_bn_wanted(a->dtype, s)) {
+        conv1x1_bn_cuda(c, z->data, pm, pm + s->K, a->data, NULL, NULL, w->data, a->dtype,
+                        tensor_rows(z), s->C, s->K);
+        *stats = ms;
+        return;
+    }
     if (IS_CUDA(c) &&
         conv_bn_cudnn_conv_stats(c, z->data, pm, pm + s->K, a->data, w->data, a->dtype, s)) {
         *stats = ms;
@@ -337,11 +344,27 @@ Tensor *op_bn_relu_conv(Ctx *c, Tensor *y, Tensor *stats, const BnArgs *bn, Tens
     Tensor **want = stats_out && bn->training ? stats_out : NULL;
     int fused = 0;
 #ifdef CTRAIN_CUDA
+    /* a = relu(y s + b) in the prologue of our own 1 x 1 convolution, the
+     * statistics of z in its epilogue, where it is wanted (conv1x1_bn.h) */
+    if (IS_CUDA(c) && conv1x1_bn_wanted(y->dtype, &s)) {
+        size_t sbb = 2 * (C + 64) * sizeof(float);
+        float *sc = mem_alloc(c, sbb), *bi = sc + (C + 63) / 64 * 64;
+        batchnorm_scale_bias_cuda(sc, bi, pm, pm + C, (const float *)bn->gamma->data,
+                                  (const float *)bn->beta->data, C, c->stream);
+        int64_t sshape[2] = {2, s.K};
+        Tensor *so = want ? tensor_new(c, DT_F32, 2, sshape) : NULL;
+        float *ps = so ? (float *)so->data : NULL;
+        conv1x1_bn_cuda(c, z->data, ps, ps ? ps + s.K : NULL, y->data, sc, bi, wl->data,
+                        y->dtype, M, (int)C, s.K);
+        mem_free(c, sc, sbb);
+        if (so) *want = so;
+        fused = 1;
+    }
     /* a = relu(bn(y)) in the convolution's prologue, never written, where
      * conv_bn_cudnn serves the shape (its y s + b in f32 may then put an
      * element at the ReLU's kink on the other side of it than the
      * backward's recomputed mask: the activation there is ~0 either way) */
-    if (IS_CUDA(c) && conv_bn_cudnn_enabled(c, y->dtype)) {
+    if (!fused && IS_CUDA(c) && conv_bn_cudnn_enabled(c, y->dtype)) {
         int64_t sshape[2] = {2, s.K};
         Tensor *so = want ? tensor_new(c, DT_F32, 2, sshape) : NULL;
         float *ps = so ? (float *)so->data : NULL;

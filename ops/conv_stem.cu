@@ -281,14 +281,6 @@ __global__ void stem_wgrad_finish_kernel(float *dw, const float *part, int parts
 }
 
 /* the current device's SMs (asked each call: a process may use several devices) */
-int sm_count(void)
-{
-    int dev = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-}
-
 int wg_blocks(void) { return 3 * sm_count(); }
 
 /* X's row pitch: (2Q + 5) 3 values, up to a multiple of 8 */

@@ -16,6 +16,7 @@
  *   - threads_for: the block width of a row kernel;
  *   - smem_optin: the opt-in a kernel needs for dynamic shared memory above
  *     48 KiB.
+ *   - sm_count: the current device's multiprocessors (persistent grids).
  *
  * Everything sits in an unnamed namespace: each .cu file gets its own copy,
  * as it had when the helpers were written out per file.
@@ -113,6 +114,15 @@ template <typename K> void smem_optin(K kernel, size_t bytes)
     if (bytes > 48 * 1024)
         CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)bytes));
+}
+
+/* the current device's multiprocessor count */
+inline int sm_count(void)
+{
+    int dev = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
 }
 
 } // namespace

@@ -34,6 +34,10 @@
  *     alone (f16 0-2, bf16 0-1 and GenStats) on a ResNet shape; a second
  *     context takes the first one's kept verdict (the plan store) and
  *     gives the same bits.
+ *   - our 1 x 1 kernel with the batch norm around it (ops/conv1x1_bn.h,
+ *     forced) against the separate way, as the fused graphs are checked,
+ *     with rows that are not a multiple of its tile; in the unit, and in a
+ *     ResNet-50 bf16 step (test_own1x1).
  * Shapes: ResNet's 3x3 at 14x14 x 64 channels, its strided 3x3 (28x28 ->
  * 14x14), a 1x1 256 -> 64, and a small odd one.
  */
@@ -48,6 +52,7 @@
 #include "gpu_util.h"
 #include "models/resnet.h"
 #include "ops/batchnorm_cudnn.h"
+#include "ops/conv1x1_bn.h"
 #include "ops/conv_bn_cudnn.h"
 
 /* appended to the fused cases' tags while test_forms runs one graph form */
@@ -284,11 +289,13 @@ static void test_sums_tail(void)
  * (the rounding's bias and its noise). positive: x in [0, 1) and w >= 0,
  * outputs of mean ~30 sd: the sum of squares' cancellation. Two forced
  * runs give the same bits (deterministic reductions). */
-static void fused_case(Ctx *g, const CbShape *s, DType dt, int positive)
+/* own: our 1 x 1 kernel (ops/conv1x1_bn.h) in place of cuDNN's fused graph */
+static void fused_case_by(Ctx *g, const CbShape *s, DType dt, int positive, int own)
 {
     char tag[128], name[192];
-    snprintf(tag, sizeof tag, "%s.%dx%dx%dx%d_k%d_r%d_s%d%s%s", dtype_name(dt), s->N, s->H,
-             s->W, s->C, s->K, s->R, s->stride, positive ? ".large_mean" : "", g_form_tag);
+    snprintf(tag, sizeof tag, "%s%s.%dx%dx%dx%d_k%d_r%d_s%d%s%s", own ? "own1x1." : "",
+             dtype_name(dt), s->N, s->H, s->W, s->C, s->K, s->R, s->stride,
+             positive ? ".large_mean" : "", g_form_tag);
     size_t nx = (size_t)s->N * s->H * s->W * s->C, nw = (size_t)s->K * s->R * s->R * s->C;
     float *xh = cb_fill(41, nx, positive ? 0.0f : -1.0f, 1.0f);
     float *wh = cb_fill(42, nw, positive ? 0.0f : -0.2f, positive ? 0.2f : 0.25f);
@@ -296,15 +303,21 @@ static void fused_case(Ctx *g, const CbShape *s, DType dt, int positive)
     Tensor *w = tensor_from_f32(g, wh, dt, 4, (int64_t[]){s->K, s->R, s->R, s->C});
     int f0, s0, f1, s1;
     conv_bn_cudnn_counts(g, &f0, &s0, NULL);
+    long r0 = conv1x1_bn_runs();
     Tensor *st[3] = {NULL, NULL, NULL}, *y[3];
     for (int k = 0; k < 3; k++) {   /* fused, fused again, separate */
-        conv_bn_cudnn_use(g, k < 2);
+        if (own)
+            conv1x1_bn_use(k < 2);
+        else
+            conv_bn_cudnn_use(g, k < 2);
         y[k] = op_conv2d_stats(g, x, w, s->stride, s->pad, &st[k]);
     }
     conv_bn_cudnn_use(g, -1);
+    conv1x1_bn_use(-1);
     conv_bn_cudnn_counts(g, &f1, &s1, NULL);
-    int fused = f1 > f0;
-    printf("  %s: %s\n", tag, fused ? "fused graph ran" : "SKIP: cuDNN took no fused graph (the "
+    int fused = own ? conv1x1_bn_runs() > r0 : f1 > f0;
+    printf("  %s: %s\n", tag, fused ? "fused kernel ran" : own ? "not taken: the shape does not "
+           "fit the 1 x 1 kernel (the separate way ran)" : "SKIP: cuDNN took no fused graph (the "
            "separate way ran; CTRAIN_LOG=info says why)");
     float *yf = cb_read(y[0]), *yf2 = cb_read(y[1]), *yr = cb_read(y[2]);
     float *sf = cb_read(st[0]), *sf2 = cb_read(st[1]), *sr = cb_read(st[2]);
@@ -353,29 +366,44 @@ static void fused_case(Ctx *g, const CbShape *s, DType dt, int positive)
     tensor_release(w);
 }
 
+static void fused_case(Ctx *g, const CbShape *s, DType dt, int positive)
+{
+    fused_case_by(g, s, dt, positive, 0);
+}
+
 /* The unit with its convolution's prologue and its filter gradient fused
  * (forced where cuDNN takes the graphs) against the unit on its own
  * kernels: the forward's activation is y s + b in f32 there, (y - mean)
  * gamma invstd + beta rounded to the storage type here, so values move by
  * the type's rounding and a few ReLU decisions at the kink may flip */
-static void fused_unit_case(Ctx *g, const CbShape *s, DType dt)
+static void fused_unit_case_by(Ctx *g, const CbShape *s, DType dt, int own)
 {
     char tag[128], name[192];
-    snprintf(tag, sizeof tag, "fused_unit.%s.%dx%dx%dx%d_k%d_r%d_s%d%s", dtype_name(dt), s->N,
-             s->H, s->W, s->C, s->K, s->R, s->stride, g_form_tag);
+    snprintf(tag, sizeof tag, "%s.%s.%dx%dx%dx%d_k%d_r%d_s%d%s", own ? "own1x1_unit" : "fused_unit",
+             dtype_name(dt), s->N, s->H, s->W, s->C, s->K, s->R, s->stride, g_form_tag);
     batchnorm_cudnn_use(g, 0);
     int k0[CONV_BN_KINDS], k1[CONV_BN_KINDS];
     conv_bn_cudnn_counts(g, NULL, NULL, k0);
-    conv_bn_cudnn_use(g, 1);
+    long r0 = conv1x1_bn_runs();
+    if (own) conv1x1_bn_use(1); else conv_bn_cudnn_use(g, 1);
     CbOut f = cb_run(g, s, dt, 1, 1, 1, CB_ACCUM);
-    conv_bn_cudnn_use(g, 0);
+    if (own) conv1x1_bn_use(0); else conv_bn_cudnn_use(g, 0);
     CbOut u = cb_run(g, s, dt, 1, 1, 1, CB_ACCUM);
     conv_bn_cudnn_use(g, -1);
+    conv1x1_bn_use(-1);
     batchnorm_cudnn_use(g, -1);
     conv_bn_cudnn_counts(g, NULL, NULL, k1);
-    int fp = k1[CONV_BN_BNRELU_FPROP_STATS] - k0[CONV_BN_BNRELU_FPROP_STATS];
-    int fw = k1[CONV_BN_BNRELU_WGRAD] - k0[CONV_BN_BNRELU_WGRAD];
-    int fd = k1[CONV_BN_DGRAD_RELU] - k0[CONV_BN_DGRAD_RELU];
+    int fp = own ? conv1x1_bn_runs() > r0
+                 : k1[CONV_BN_BNRELU_FPROP_STATS] - k0[CONV_BN_BNRELU_FPROP_STATS];
+    int fw = own ? 0 : k1[CONV_BN_BNRELU_WGRAD] - k0[CONV_BN_BNRELU_WGRAD];
+    int fd = own ? 0 : k1[CONV_BN_DGRAD_RELU] - k0[CONV_BN_DGRAD_RELU];
+    if (own) {
+        /* the backward is the unit's own either way (a made again from y,
+         * dz = u): only z and the statistics handed on may differ */
+        snprintf(name, sizeof name, "gpu_conv_bn.%s.taken", tag);
+        check_true(name, fp, "the 1 x 1 kernel did not run for a shape it fits");
+        bits(tag, "dw", f.dw, u.dw, u.nw);
+    }
     printf("  %s: forward %s, filter gradient %s, data gradient %s\n", tag,
            fp ? "fused" : "SKIP (not fused)", fw ? "fused" : "SKIP (not fused)",
            fd ? "fused" : "SKIP (not fused)");
@@ -397,6 +425,72 @@ static void fused_unit_case(Ctx *g, const CbShape *s, DType dt)
     check_rel_norm(name, f.stats_out + K, u.stats_out + K, K, rel);
     cb_free(&f);
     cb_free(&u);
+}
+
+static void fused_unit_case(Ctx *g, const CbShape *s, DType dt)
+{
+    fused_unit_case_by(g, s, dt, 0);
+}
+
+/* Our 1 x 1 kernel with the batch norm around it (ops/conv1x1_bn.h),
+ * forced, against the separate way: the convolution + statistics as
+ * fused_case checks cuDNN's graph (y within the type's tolerance, mean and
+ * m2 within y's rounding, two runs bit for bit), rows that are not a
+ * multiple of the kernel's 128 and both channel slices (K 64 and 128);
+ * the unit with the prologue (z and the statistics handed on near, the
+ * backward's bits equal); a strided 1 x 1 not taken; a ResNet-50 bf16 step
+ * with it against without (both the unit on our batch-norm kernels) */
+static void test_own1x1(Ctx *g)
+{
+    const CbShape shapes[] = {
+        {8, 56, 56, 256, 64, 1, 1, 0},  /* layer1's 1x1 in: M 25,088 */
+        {8, 56, 56, 64, 256, 1, 1, 0},  /* its 1x1 out */
+        {8, 28, 28, 512, 128, 1, 1, 0},
+        {3, 7, 7, 64, 256, 1, 1, 0},    /* M 147: a tile's tail */
+        {2, 5, 5, 128, 64, 1, 1, 0},    /* M 50: less than one tile */
+        {4, 7, 7, 2048, 512, 1, 1, 0},  /* stage 4 (forced: C past 512) */
+    };
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        fused_case_by(g, &shapes[k], DT_BF16, 0, 1);
+        fused_case_by(g, &shapes[k], DT_F16, 0, 1);
+    }
+    fused_case_by(g, &shapes[0], DT_BF16, 1, 1);
+    fused_case_by(g, &shapes[3], DT_F16, 1, 1);
+    for (int k = 0; k < 5; k++) {
+        fused_unit_case_by(g, &shapes[k], DT_BF16, 1);
+        fused_unit_case_by(g, &shapes[k], DT_F16, 1);
+    }
+    /* a strided 1 x 1 (the downsample's) does not fit: not taken */
+    const CbShape strided = {4, 14, 14, 64, 128, 1, 2, 0};
+    long r0 = conv1x1_bn_runs();
+    conv1x1_bn_use(1);
+    CbOut o = cb_run(g, &strided, DT_BF16, 1, 1, 1, 0);
+    conv1x1_bn_use(-1);
+    check_true("gpu_conv_bn.own1x1.strided_not_taken", conv1x1_bn_runs() == r0,
+               "the 1 x 1 kernel ran for a stride-2 convolution");
+    cb_free(&o);
+    /* a ResNet-50 bf16 step, both the unit on our batch-norm kernels */
+    g->autocast = DT_BF16;
+    batchnorm_cudnn_use(g, 0);
+    r0 = conv1x1_bn_runs();
+    conv1x1_bn_use(1);
+    CbNet f = cb_net_step(g, 50, 16, 64, 1, 0);
+    long ran = conv1x1_bn_runs() - r0;
+    conv1x1_bn_use(0);
+    CbNet u = cb_net_step(g, 50, 16, 64, 1, 0);
+    conv1x1_bn_use(-1);
+    batchnorm_cudnn_use(g, -1);
+    g->autocast = DT_F32;
+    check_true("gpu_conv_bn.own1x1.resnet50_bf16.taken", ran > 0,
+               "the 1 x 1 kernel never ran in a ResNet-50 step");
+    check_close("gpu_conv_bn.own1x1.resnet50_bf16.loss", &f.loss, &u.loss, 1, 1e-3, 1e-2);
+    check_rel_norm("gpu_conv_bn.own1x1.resnet50_bf16.grads", f.grad, u.grad, u.n, 5e-2);
+    check_rel_norm("gpu_conv_bn.own1x1.resnet50_bf16.running_stats", f.bufs, u.bufs, u.nb, 1e-2);
+    check_rel_norm("gpu_conv_bn.own1x1.resnet50_bf16.eval_logits", f.logits, u.logits, u.nl,
+                   5e-2);
+    printf("  own 1 x 1: %ld kernel runs in the ResNet-50 step\n", ran);
+    cb_net_free(&f);
+    cb_net_free(&u);
 }
 
 /* relu mode 2 of the batch-norm backward kernels (the mask recomputed from
@@ -607,6 +701,7 @@ int main(void)
     test_unit(&g, &h);
     test_resnet(&g);
     test_fused(&g);
+    test_own1x1(&g);
     test_forms(&g);
     test_fused_store();
     ctx_free(&h);

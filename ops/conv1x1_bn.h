@@ -1,0 +1,83 @@
+/* conv1x1_bn.h — a 1 x 1 convolution of our own for the conv + batch-norm
+ * unit (ops/conv_bn.h): the previous batch norm's apply + ReLU in its
+ * prologue, the statistics of its output in its epilogue, for the shapes
+ * where that beats cuDNN's (or cuBLAS's) convolution with the two passes
+ * around it.
+ *
+ * Over NHWC rows a 1 x 1, stride 1 convolution is a GEMM. With y [M, C] the
+ * previous convolution's output, s and b [C] the batch norm's scale and
+ * shift (s = gamma invstd, b = beta - mean s: batchnorm_scale_bias_cuda),
+ * w [K, C]:
+ *
+ *   a = relu(y s + b)     in f32, rounded to the storage type, never stored
+ *                         (plain: a = y, a block's first 1 x 1)
+ *   z = a w^T             f32 accumulation, stored in the storage type
+ *   sum_k = sum_m z[m, k],  sq_k = sum_m z[m, k]^2   of z's stored values
+ *   mean_k = sum_k / M,  m2_k = sq_k - sum_k mean_k   (in double, >= 0)
+ *
+ * The backward of these values is the unit's (ops/conv_bn_op.c): it makes a
+ * again from y (the forward never wrote it), so a kink-side difference of
+ * the mask between the two (y s + b here, (y - mean) invstd gamma + beta
+ * there) moves an activation that is ~0 either way.
+ *
+ * The kernel (ops/conv1x1_bn.cu; measured as scripts/conv1x1_bn_probe.cu,
+ * docs/kernels.md): a persistent grid, two blocks an SM; a's and w's
+ * 64-channel chunks copied three ahead with cp.async into swizzled shared
+ * memory; mma.sync m16n8k16; the sums per 128-row tile from the stored
+ * values, then a fixed-order two-pass finish (deterministic: the bits
+ * depend on the shape only). On an H100 it ran stage 1's shapes 1.3-1.7x
+ * faster than the GEMM and both passes at the copy bandwidth, stage 2's
+ * 0.94-1.37x, and lost at stages 3-4: conv1x1_bn_wanted takes C, K <= 512.
+ *
+ * CTRAIN_CONV_BN_1X1=own asks for it where it fits (default library: the
+ * unit's convolutions and passes as before); conv1x1_bn_use overrides the
+ * setting for tests. Built with -DCTRAIN_CUDA only.
+ */
+#ifndef CTRAIN_OPS_CONV1X1_BN_H
+#define CTRAIN_OPS_CONV1X1_BN_H
+
+#include "engine/ctx.h"
+#include "conv2d.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef CTRAIN_CUDA
+/* 1 when the kernel takes the shape and type: 1 x 1, stride 1, no padding,
+ * f16 or bf16, C and K multiples of 64 (K <= 2048); *_wanted adds the
+ * setting (or the override) and the shapes where it was measured to win
+ * (C, K <= 512). */
+int conv1x1_bn_fits(DType dt, const Conv2dShape *s);
+int conv1x1_bn_wanted(DType dt, const Conv2dShape *s);
+
+/* on: 1 use it where it fits, 0 never, -1 the setting again (tests) */
+void conv1x1_bn_use(int on);
+
+/* How many times the kernel ran (tests: that a path took it). */
+long conv1x1_bn_runs(void);
+
+/* z [M, K] = relu(y s + b) w^T as above (scale NULL: plain, a = y), and
+ * when mean is not NULL, mean and m2 f32 [K] of z. y, w, z 16-byte
+ * aligned; scale and bias f32 [C] 8-byte aligned. Scratch from c's pool. */
+void conv1x1_bn_cuda(Ctx *c, void *z, float *mean, float *m2, const void *y,
+                     const float *scale, const float *bias, const void *w, DType dt, size_t M,
+                     int C, int K);
+
+/* The launch (ops/conv1x1_bn.cu): the kernel, then, when sums is not NULL,
+ * sums [2][K] (sum, sum of squares) through part's partials, which hold
+ * conv1x1_bn_part_floats(M, K) floats. */
+size_t conv1x1_bn_part_floats(size_t M, int K);
+void conv1x1_bn_launch(void *z, float *sums, float *part, const void *y, const float *scale,
+                       const float *bias, const void *w, DType dt, size_t M, int C, int K,
+                       void *stream);
+/* sums [2][K] from part's partials [G][2][K] of 128-row tiles, G = ceil(M /
+ * 128) (the finish of conv1x1_bn_launch, in two fixed-order passes whose
+ * middle sits in part after the partials) */
+void conv1x1_bn_finish(float *sums, float *part, size_t M, int K, void *stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif
