@@ -6,6 +6,10 @@
 #include "conv1x1_bn.h"
 
 #ifdef CTRAIN_CUDA
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "engine/error.h"
 #include "engine/mem.h"
 #include "engine/settings.h"
 #include "batchnorm.h"
@@ -16,17 +20,36 @@ static long g_runs;
 void conv1x1_bn_use(int on) { g_use = on < 0 ? -1 : on != 0; }
 long conv1x1_bn_runs(void) { return g_runs; }
 
-int conv1x1_bn_fits(DType dt, const Conv2dShape *s)
+/* the current device: compute capability major, and the shared memory a
+ * block may opt in to */
+static void card(int *major, int *optin)
 {
-    return (dt == DT_BF16 || dt == DT_F16) && s->R == 1 && s->S == 1 && s->stride_h == 1 &&
-           s->stride_w == 1 && s->pad_h == 0 && s->pad_w == 0 && s->dil_h == 1 &&
-           s->dil_w == 1 && s->C % 64 == 0 && s->K % 64 == 0 && s->K <= 2048 && s->C > 0 &&
-           (size_t)s->N * s->P * s->Q <= ((size_t)1 << 30);
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
 }
 
-int conv1x1_bn_wanted(DType dt, const Conv2dShape *s)
+int conv1x1_bn_fits(DType dt, const Conv2dShape *s)
+{
+    if (!((dt == DT_BF16 || dt == DT_F16) && s->R == 1 && s->S == 1 && s->stride_h == 1 &&
+          s->stride_w == 1 && s->pad_h == 0 && s->pad_w == 0 && s->dil_h == 1 &&
+          s->dil_w == 1 && s->C % 64 == 0 && s->K % 64 == 0 && s->K <= 2048 && s->C > 0 &&
+          s->K > 0 && (size_t)s->N * s->P * s->Q > 0 &&
+          (size_t)s->N * s->P * s->Q <= ((size_t)1 << 30)))
+        return 0;
+    int major, optin;
+    card(&major, &optin);
+    return major >= 8 && (size_t)optin >= conv1x1_bn_smem(s->K);
+}
+
+int conv1x1_bn_wanted(DType dt, const Conv2dShape *s, const void *y, const void *w,
+                      const void *z)
 {
     int on = g_use >= 0 ? g_use : setting_choice(SET_CONV_BN_1X1) == 1;
+    /* 16-byte copies and stores: a weight view packed after a parameter of
+     * an odd size may not be aligned */
+    if (((uintptr_t)y | (uintptr_t)w | (uintptr_t)z) % 16) return 0;
     /* the shapes where it beat the separate way (stages 1-2), or any that
      * fits when a test forces it */
     return on && conv1x1_bn_fits(dt, s) && (g_use == 1 || (s->C <= 512 && s->K <= 512));

@@ -235,15 +235,14 @@ void launch(void *z, float *part, const void *y, const float *s, const float *b,
             int M, int C, int K, cudaStream_t st)
 {
     auto kern = conv1x1_bn_kernel<E, BN>;
-    static int per_sm = -1; /* per process: one device kind a process */
-    if (per_sm < 0) {
-        smem_optin(kern, smem_bytes<BN>());
-        CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                        cudaSharedmemCarveoutMaxShared));
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS,
-                                                                 smem_bytes<BN>()));
-        if (per_sm < 1) per_sm = 1;
-    }
+    /* the opt-in and the carveout are the current device's: set each call */
+    smem_optin(kern, smem_bytes<BN>());
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+    int per_sm = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS,
+                                                             smem_bytes<BN>()));
+    if (per_sm < 1) per_sm = 1;
     const int tiles = (M + BM - 1) / BM * (K / BN);
     const int cap = per_sm * sm_count();
     conv1x1_bn_kernel<E, BN><<<tiles < cap ? tiles : cap, THREADS, smem_bytes<BN>(), st>>>(
@@ -252,6 +251,12 @@ void launch(void *z, float *part, const void *y, const float *s, const float *b,
 }
 
 } // namespace
+
+/* shared memory a block of the kernel takes at K output channels */
+extern "C" size_t conv1x1_bn_smem(int K)
+{
+    return K % 128 == 0 ? (size_t)smem_bytes<128>() : (size_t)smem_bytes<64>();
+}
 
 /* partials a call needs, in floats: [G][2][K] then the finish's [64][2][K] */
 extern "C" size_t conv1x1_bn_part_floats(size_t M, int K)

@@ -45,11 +45,14 @@ extern "C" {
 
 #ifdef CTRAIN_CUDA
 /* 1 when the kernel takes the shape and type: 1 x 1, stride 1, no padding,
- * f16 or bf16, C and K multiples of 64 (K <= 2048); *_wanted adds the
- * setting (or the override) and the shapes where it was measured to win
- * (C, K <= 512). */
+ * f16 or bf16, C and K multiples of 64 (K <= 2048), M and K not 0, on a card of sm_80 or
+ * later whose blocks may opt in to the kernel's shared memory (110 KiB at K
+ * a multiple of 128: not sm_86 / sm_89's 99 KiB); *_wanted adds the
+ * setting (or the override), the shapes where it was measured to win (C, K
+ * <= 512) and y, w, z (the input, filters, output) 16-byte aligned. */
 int conv1x1_bn_fits(DType dt, const Conv2dShape *s);
-int conv1x1_bn_wanted(DType dt, const Conv2dShape *s);
+int conv1x1_bn_wanted(DType dt, const Conv2dShape *s, const void *y, const void *w,
+                      const void *z);
 
 /* on: 1 use it where it fits, 0 never, -1 the setting again (tests) */
 void conv1x1_bn_use(int on);
@@ -68,6 +71,8 @@ void conv1x1_bn_cuda(Ctx *c, void *z, float *mean, float *m2, const void *y,
  * sums [2][K] (sum, sum of squares) through part's partials, which hold
  * conv1x1_bn_part_floats(M, K) floats. */
 size_t conv1x1_bn_part_floats(size_t M, int K);
+/* shared memory a block takes at K output channels (at most 110 KiB) */
+size_t conv1x1_bn_smem(int K);
 void conv1x1_bn_launch(void *z, float *sums, float *part, const void *y, const float *scale,
                        const float *bias, const void *w, DType dt, size_t M, int C, int K,
                        void *stream);

@@ -280,7 +280,8 @@ __global__ void stem_wgrad_finish_kernel(float *dw, const float *part, int parts
     dw[e] = accum ? dw[e] + s : s;
 }
 
-/* the current device's SMs (asked each call: a process may use several devices) */
+/* the weight gradient's blocks: three an SM of the current device (asked each
+ * call: a process may use several devices) */
 int wg_blocks(void) { return 3 * sm_count(); }
 
 /* X's row pitch: (2Q + 5) 3 values, up to a multiple of 8 */
