@@ -21,13 +21,20 @@ void conv1x1_bn_use(int on) { g_use = on < 0 ? -1 : on != 0; }
 long conv1x1_bn_runs(void) { return g_runs; }
 
 /* the current device: compute capability major, and the shared memory a
- * block may opt in to */
+ * block may opt in to (asked once a device) */
 static void card(int *major, int *optin)
 {
+    static int maj[64], opt[64];
     int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    CT_ASSERT(dev >= 0 && dev < 64, "conv1x1_bn: device %d", dev);
+    if (!maj[dev]) {
+        CUDA_CHECK(cudaDeviceGetAttribute(&opt[dev], cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                          dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&maj[dev], cudaDevAttrComputeCapabilityMajor, dev));
+    }
+    *major = maj[dev];
+    *optin = opt[dev];
 }
 
 int conv1x1_bn_fits(DType dt, const Conv2dShape *s)

@@ -235,16 +235,23 @@ void launch(void *z, float *part, const void *y, const float *s, const float *b,
             int M, int C, int K, cudaStream_t st)
 {
     auto kern = conv1x1_bn_kernel<E, BN>;
-    /* the opt-in and the carveout are the current device's: set each call */
-    smem_optin(kern, smem_bytes<BN>());
-    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    cudaSharedmemCarveoutMaxShared));
-    int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS,
-                                                             smem_bytes<BN>()));
-    if (per_sm < 1) per_sm = 1;
+    /* the opt-in and the carveout are settings of the current device: made
+     * once a device, with the grid they allow (blocks an SM x SMs) */
+    static int grid_of[64];
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CT_ASSERT(dev >= 0 && dev < 64, "conv1x1_bn: device %d", dev);
+    if (!grid_of[dev]) {
+        smem_optin(kern, smem_bytes<BN>());
+        CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        cudaSharedmemCarveoutMaxShared));
+        int per_sm = 0;
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS,
+                                                                 smem_bytes<BN>()));
+        grid_of[dev] = (per_sm > 0 ? per_sm : 1) * sm_count();
+    }
     const int tiles = (M + BM - 1) / BM * (K / BN);
-    const int cap = per_sm * sm_count();
+    const int cap = grid_of[dev];
     conv1x1_bn_kernel<E, BN><<<tiles < cap ? tiles : cap, THREADS, smem_bytes<BN>(), st>>>(
         (E *)z, part, (const E *)y, s, b, (const E *)w, M, C, K);
     CUDA_CHECK_LAUNCH();
