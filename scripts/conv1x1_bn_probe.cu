@@ -70,10 +70,8 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi)
 }
 
 /* a word of two bf16 a[.., c], a[.., c + 1] through the prologue */
-__device__ __forceinline__ uint32_t pro(uint32_t w, const float *s, const float *b, int c,
-                                        bool plain)
+__device__ __forceinline__ uint32_t pro(uint32_t w, const float *s, const float *b, int c)
 {
-    if (plain) return w;
     __nv_bfloat162 v = *reinterpret_cast<__nv_bfloat162 *>(&w);
     const float2 f = __bfloat1622float2(v);
     return pack2(bn_relu(f.x, s[c], b[c]), bn_relu(f.y, s[c + 1], b[c + 1]));
@@ -88,10 +86,10 @@ __global__ void apply_kernel(__nv_bfloat16 *a2, const __nv_bfloat16 *a, const fl
          i += (size_t)gridDim.x * blockDim.x) {
         const int c = (int)((8 * i) % (size_t)C);
         uint4 v = reinterpret_cast<const uint4 *>(a)[i];
-        v.x = pro(v.x, s, b, c, false);
-        v.y = pro(v.y, s, b, c + 2, false);
-        v.z = pro(v.z, s, b, c + 4, false);
-        v.w = pro(v.w, s, b, c + 6, false);
+        v.x = pro(v.x, s, b, c);
+        v.y = pro(v.y, s, b, c + 2);
+        v.z = pro(v.z, s, b, c + 4);
+        v.w = pro(v.w, s, b, c + 6);
         reinterpret_cast<uint4 *>(a2)[i] = v;
     }
 }
