@@ -7,6 +7,13 @@
  *             over the tile's rows m < M, from z's stored values
  *   finish    sums[h][k] = part summed over tiles in two fixed-order passes
  *
+ * and its backward twins, the unit's 1 x 1 gradients without a written:
+ *   data      g[m, c] = keep[m, c] E(sum_k dz[m, k] w[k, c])     the same kernel, w
+ *             read transposed; the epilogue reads y for the ReLU's mask and
+ *             xhat, and sums g and g xhat per tile (then the same finish)
+ *   filter    dw[k, c] = sum_m dz[m, k] relu(y s + b)[m, c]       a GEMM reduced over
+ *             M: f32 partials per split of the rows, summed in order
+ *
  * A block: 8 warps as 4 (rows, 32 each) x 2 (channels, BN / 2 each) over a
  * tile of 128 rows x BN output channels; a warp holds 2 x (BN / 16) mma
  * accumulators. The grid is persistent (the blocks that fit, two an SM with
@@ -47,6 +54,9 @@ template <int BN> constexpr int smem_bytes()
     return STAGES * (BM + BN) * CK * 2 + 4 * 2 * BN * 4 + 8 * 16 * SP * 2;
 }
 
+/* the filter gradient's: its two operands' chunks, STAGES deep */
+template <int BN> constexpr int smem_bytes_wgrad() { return STAGES * CK * (128 + BN) * 2; }
+
 /* element (r, 8 p) of a swizzled 64-column tile */
 __device__ __forceinline__ int swz(int r, int p) { return r * CK + ((p ^ (r & 7)) << 3); }
 
@@ -57,11 +67,67 @@ template <typename E> __device__ __forceinline__ uint32_t pro2(uint32_t w, float
     return pack2<E>(fmaxf(__fmaf_rn(f.x, s.x, b.x), 0.0f), fmaxf(__fmaf_rn(f.y, s.y, b.y), 0.0f));
 }
 
-template <typename E, int BN>
-__global__ void __launch_bounds__(THREADS, 2)
-    conv1x1_bn_kernel(E *z, float *part, const E *y, const float *s, const float *b, const E *w,
-                      int M, int C, int K)
+/* the pipeline's first STAGES - 1 chunks (a group committed for each, empty
+ * past total, so that the waits count alike) */
+template <typename Load> __device__ __forceinline__ void pipe_fill(Load &load, int total)
 {
+#pragma unroll
+    for (int f = 0; f < STAGES - 1; f++) {
+        if (f < total) load(f);
+        cp_async_commit();
+    }
+}
+
+template <int MT, int NT> __device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4])
+{
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+}
+
+/* The per-channel vectors of a launch: the forward's prologue (s, b; s
+ * NULL: plain), or the data gradient's epilogue (the batch norm's mean,
+ * invstd, gamma, beta at the GEMM's N channels, and its input y [M, N]) */
+struct Bn {
+    const float *s, *b;
+    const float *mean, *invstd, *gamma, *beta;
+    const void *y;
+};
+
+/* p[0], p[1] (4-byte aligned: a parameter view may be no more) */
+__device__ __forceinline__ float2 ld2(const float *p)
+{
+    return make_float2(__ldg(p), __ldg(p + 1));
+}
+
+/* The data gradient's mask and normalised input at channels (c, c + 1) of
+ * one row: keep = E(pre) > 0 with pre = ((y - mean) (gamma invstd)) + beta
+ * rounded as batch norm's relu mode 2 recomputes it (ops/batchnorm.cu,
+ * bn_keep2_s), xhat = (y - mean) invstd */
+template <typename E>
+__device__ __forceinline__ void keep_xhat(uint32_t yv, float2 mu, float2 is, float2 ga,
+                                          float2 be, bool &k0, bool &k1, float2 &xh)
+{
+    const float2 f = unpack2<E>(yv);
+    const float d0 = __fsub_rn(f.x, mu.x), d1 = __fsub_rn(f.y, mu.y);
+    const float p0 = __fadd_rn(__fmul_rn(d0, __fmul_rn(ga.x, is.x)), be.x);
+    const float p1 = __fadd_rn(__fmul_rn(d1, __fmul_rn(ga.y, is.y)), be.y);
+    const float2 r = unpack2<E>(pack2<E>(p0, p1));
+    k0 = r.x > 0.0f;
+    k1 = r.y > 0.0f;
+    xh = make_float2((f.x - mu.x) * is.x, (f.y - mu.y) * is.y);
+}
+
+/* DG = false: the forward, z [M, K] = prologue(a [M, C]) w^T, w [K, C].
+ * DG = true: the data gradient, z [M, K] = mask (a w) with a = dz [M, C]
+ * (the convolution's output gradient: C here is its K) and w [C, K] (its
+ * filters: K here is its C), the sums of z and of z xhat in the epilogue. */
+template <typename E, int BN, bool DG>
+__global__ void __launch_bounds__(THREADS, 2)
+    conv1x1_bn_kernel(E *z, float *part, const E *y, const Bn bn, const E *w, int M, int C, int K)
+{
+    const float *s = DG ? nullptr : bn.s, *b = bn.b;
     constexpr int WN = BN / 2, NT = WN / 8, MT = 2;
     extern __shared__ __align__(128) unsigned char smem[];
     E *As = reinterpret_cast<E *>(smem);
@@ -88,20 +154,18 @@ __global__ void __launch_bounds__(THREADS, 2)
 #pragma unroll
         for (int q = 0; q < BN * 8 / THREADS; q++) {
             const int i = tid + q * THREADS, r = i >> 3, p = i & 7;
-            cp_async16(smem_u32(ws + swz(r, p)), w + (size_t)(tn * BN + r) * C + ck * CK + 8 * p,
-                       true);
+            if (DG) /* w's rows ck * CK + r (reduction), 64-column slabs of the tile's BN */
+                cp_async16(smem_u32(ws + (r >> 6) * CK * CK + swz(r & 63, p)),
+                           w + (size_t)(ck * CK + (r & 63)) * K + tn * BN + (r >> 6) * 64 + 8 * p,
+                           true);
+            else
+                cp_async16(smem_u32(ws + swz(r, p)),
+                           w + (size_t)(tn * BN + r) * C + ck * CK + 8 * p, true);
         }
     };
-#pragma unroll
-    for (int f = 0; f < STAGES - 1; f++) {
-        if (f < total) load(f);
-        cp_async_commit();
-    }
+    pipe_fill(load, total);
     float acc[MT][NT][4];
-#pragma unroll
-    for (int i = 0; i < MT; i++)
-#pragma unroll
-        for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+    zero_acc(acc);
     for (int f = 0; f < total; f++) {
         cp_async_wait<STAGES - 2>();
         __syncthreads(); /* chunk f landed; stage (f - 1) % STAGES is read by every warp */
@@ -133,8 +197,14 @@ __global__ void __launch_bounds__(THREADS, 2)
 #pragma unroll
             for (int jj = 0; jj < NT / 2; jj++) {
                 uint32_t bf[4];
-                const int n = wn * WN + 16 * jj + (lane & 7) + ((lane >> 4) << 3);
-                ldsm_x4(bf, smem_u32(ws + swz(n, (kk >> 3) + ((lane >> 3) & 1))));
+                if (DG) { /* w stored k-major: the transposing load */
+                    const int r = kk + (lane & 7) + ((lane >> 3) & 1) * 8;
+                    const int n = wn * WN + 16 * jj + ((lane >> 4) << 3);
+                    ldsm_x4_t(bf, smem_u32(ws + (n >> 6) * CK * CK + swz(r, (n & 63) >> 3)));
+                } else {
+                    const int n = wn * WN + 16 * jj + (lane & 7) + ((lane >> 4) << 3);
+                    ldsm_x4(bf, smem_u32(ws + swz(n, (kk >> 3) + ((lane >> 3) & 1))));
+                }
 #pragma unroll
                 for (int i = 0; i < MT; i++) {
                     mma16816<E>(acc[i][2 * jj], af[i], bf[0], bf[1]);
@@ -155,6 +225,25 @@ __global__ void __launch_bounds__(THREADS, 2)
 #pragma unroll
                 for (int jl = 0; jl < 4; jl++) {
                     const int j = 4 * h + jl;
+                    float2 x0 = make_float2(0.0f, 0.0f), x1 = x0;
+                    if (DG) { /* the ReLU's mask and xhat from y, rows past M masked off */
+                        const int c = tn * BN + wn * WN + 32 * h + 8 * jl + 2 * t;
+                        const float2 mu = ld2(bn.mean + c);
+                        const float2 is = ld2(bn.invstd + c);
+                        const float2 ga = ld2(bn.gamma + c);
+                        const float2 be = ld2(bn.beta + c);
+                        const uint32_t *yp = static_cast<const uint32_t *>(bn.y);
+                        const uint32_t y0 = lo_ok ? __ldg(yp + ((size_t)(row + g) * K + c) / 2) : 0;
+                        const uint32_t y1 =
+                            hi_ok ? __ldg(yp + ((size_t)(row + g + 8) * K + c) / 2) : 0;
+                        bool k00, k01, k10, k11;
+                        keep_xhat<E>(y0, mu, is, ga, be, k00, k01, x0);
+                        keep_xhat<E>(y1, mu, is, ga, be, k10, k11, x1);
+                        acc[i][j][0] = k00 && lo_ok ? acc[i][j][0] : 0.0f;
+                        acc[i][j][1] = k01 && lo_ok ? acc[i][j][1] : 0.0f;
+                        acc[i][j][2] = k10 && hi_ok ? acc[i][j][2] : 0.0f;
+                        acc[i][j][3] = k11 && hi_ok ? acc[i][j][3] : 0.0f;
+                    }
                     const uint32_t lo = pack2<E>(acc[i][j][0], acc[i][j][1]);
                     const uint32_t hi = pack2<E>(acc[i][j][2], acc[i][j][3]);
                     *reinterpret_cast<uint32_t *>(stg + g * SP + 8 * jl + 2 * t) = lo;
@@ -163,8 +252,13 @@ __global__ void __launch_bounds__(THREADS, 2)
                     const float2 f1 = hi_ok ? unpack2<E>(hi) : make_float2(0.0f, 0.0f);
                     sm[jl][0] += f0.x + f1.x;
                     sm[jl][1] += f0.y + f1.y;
-                    sm[jl][2] += f0.x * f0.x + f1.x * f1.x;
-                    sm[jl][3] += f0.y * f0.y + f1.y * f1.y;
+                    if (DG) { /* sum g xhat */
+                        sm[jl][2] += f0.x * x0.x + f1.x * x1.x;
+                        sm[jl][3] += f0.y * x0.y + f1.y * x1.y;
+                    } else {
+                        sm[jl][2] += f0.x * f0.x + f1.x * f1.x;
+                        sm[jl][3] += f0.y * f0.y + f1.y * f1.y;
+                    }
                     acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
                 }
                 __syncwarp();
@@ -205,6 +299,120 @@ __global__ void __launch_bounds__(THREADS, 2)
     cp_async_wait<0>();
 }
 
+/* The filter gradient's twin: dw[k, c] = sum_m dz[m, k] a[m, c] with a =
+ * relu(y s + b) made in registers as the forward's prologue makes it. A
+ * GEMM whose reduction is M: block (tile, split) takes a 128 x BN tile of dw
+ * (k rows, c columns; 8 warps as 4 x 2, as the forward's) and the split's
+ * run of 64-row chunks, dz's 64 x 128 and y's 64 x BN copied STAGES - 1
+ * ahead into swizzled 64-column slabs; both operands are read transposed
+ * (ldmatrix.trans: dz's rows are m, its columns k; y's likewise). Rows past M
+ * are zero-filled in dz, so their a (relu(b), not 0) adds nothing. The
+ * block's f32 tile goes to part[split] (fixed order: the finish sums the
+ * splits in order). */
+template <typename E, int BN>
+__global__ void __launch_bounds__(THREADS, 2)
+    conv1x1_wgrad_bn_kernel(float *part, const E *dz, const E *y, const float *s, const float *b,
+                            int M, int C, int K, int chunks_per_split)
+{
+    constexpr int WN = BN / 2, NT = WN / 8, MT = 2, BK = 128;
+    extern __shared__ __align__(128) unsigned char smem[];
+    E *Ds = reinterpret_cast<E *>(smem);
+    E *Ys = Ds + STAGES * CK * BK;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp & 3, wn = warp >> 2, g = lane >> 2, t = lane & 3;
+    const int ntc = C / BN, tile = blockIdx.x, tk = tile / ntc, tc = tile % ntc;
+    const int split = blockIdx.y, nch = (M + CK - 1) / CK;
+    const int f0 = split * chunks_per_split;
+    const int f1 = f0 + chunks_per_split < nch ? f0 + chunks_per_split : nch;
+    const int total = f1 > f0 ? f1 - f0 : 0;
+    auto load = [&](int f) {
+        const int m0 = (f0 + f) * CK;
+        E *ds = Ds + (f % STAGES) * CK * BK, *ys = Ys + (f % STAGES) * CK * BN;
+#pragma unroll
+        for (int q = 0; q < BK * 8 / THREADS; q++) { /* dz: 64 rows x 128 columns */
+            const int i = tid + q * THREADS, r = (i >> 3) & 63, sl = i >> 9, pc = i & 7;
+            const int row = m0 + r, ok = row < M;
+            cp_async16(smem_u32(ds + sl * CK * CK + swz(r, pc)),
+                       dz + (size_t)(ok ? row : 0) * K + tk * BK + sl * 64 + 8 * pc, ok);
+        }
+#pragma unroll
+        for (int q = 0; q < BN * 8 / THREADS; q++) { /* y: 64 rows x BN columns */
+            const int i = tid + q * THREADS, r = (i >> 3) & 63, sl = i >> 9, pc = i & 7;
+            const int row = m0 + r, ok = row < M;
+            cp_async16(smem_u32(ys + sl * CK * CK + swz(r, pc)),
+                       y + (size_t)(ok ? row : 0) * C + tc * BN + sl * 64 + 8 * pc, ok);
+        }
+    };
+    /* the prologue's s, b of the channels this lane's B fragments hold */
+    float2 sc[NT], bc[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const int c = tc * BN + wn * WN + 8 * j + g;
+        sc[j] = make_float2(__ldg(s + c), __ldg(s + c));
+        bc[j] = make_float2(__ldg(b + c), __ldg(b + c));
+    }
+    pipe_fill(load, total);
+    float acc[MT][NT][4];
+    zero_acc(acc);
+    for (int f = 0; f < total; f++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        if (f + STAGES - 1 < total) load(f + STAGES - 1);
+        cp_async_commit();
+        const E *ds = Ds + (f % STAGES) * CK * BK, *ys = Ys + (f % STAGES) * CK * BN;
+#pragma unroll
+        for (int kk = 0; kk < CK; kk += 16) {
+            uint32_t af[MT][4];
+#pragma unroll
+            for (int i = 0; i < MT; i++) { /* A[k][m] = dz[m][k]: stored rows m */
+                const int q = lane >> 3, r = kk + (lane & 7) + ((q >> 1) << 3);
+                const int k = wm * 32 + 16 * i + ((q & 1) << 3);
+                ldsm_x4_t(af[i], smem_u32(ds + (k >> 6) * CK * CK + swz(r, (k & 63) >> 3)));
+            }
+#pragma unroll
+            for (int jj = 0; jj < NT / 2; jj++) {
+                uint32_t bf[4];
+                const int r = kk + (lane & 7) + ((lane >> 3) & 1) * 8;
+                const int n = wn * WN + 16 * jj + ((lane >> 4) << 3);
+                ldsm_x4_t(bf, smem_u32(ys + (n >> 6) * CK * CK + swz(r, (n & 63) >> 3)));
+                bf[0] = pro2<E>(bf[0], sc[2 * jj], bc[2 * jj]);
+                bf[1] = pro2<E>(bf[1], sc[2 * jj], bc[2 * jj]);
+                bf[2] = pro2<E>(bf[2], sc[2 * jj + 1], bc[2 * jj + 1]);
+                bf[3] = pro2<E>(bf[3], sc[2 * jj + 1], bc[2 * jj + 1]);
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    mma16816<E>(acc[i][2 * jj], af[i], bf[0], bf[1]);
+                    mma16816<E>(acc[i][2 * jj + 1], af[i], bf[2], bf[3]);
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();
+    float *out = part + (size_t)split * K * C;
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            const int k = tk * BK + wm * 32 + 16 * i + g, c = tc * BN + wn * WN + 8 * j + 2 * t;
+            *reinterpret_cast<float2 *>(out + (size_t)k * C + c) =
+                make_float2(acc[i][j][0], acc[i][j][1]);
+            *reinterpret_cast<float2 *>(out + (size_t)(k + 8) * C + c) =
+                make_float2(acc[i][j][2], acc[i][j][3]);
+        }
+}
+
+/* dw[i] (+)= sum over the S splits of part[s][i], in order */
+template <typename O>
+__global__ void conv1x1_wgrad_finish_kernel(O *dw, const float *part, int S, size_t n, int accum)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = 0.0f;
+    for (int q = 0; q < S; q++) v += part[(size_t)q * n + i];
+    if (accum) v += to_f32(dw[i]);
+    dw[i] = from_f32<O>(v);
+}
+
 /* out [P][2][K] = the sums of part [G][2][K] in P slices of rows: a block
  * 32 channels x 8 lanes of rows (lane l takes l, l + 8, ...), then the
  * lanes in order */
@@ -230,11 +438,11 @@ __global__ void conv1x1_bn_finish_kernel(float *out, const float *part, int G, i
     }
 }
 
-template <typename E, int BN>
-void launch(void *z, float *part, const void *y, const float *s, const float *b, const void *w,
-            int M, int C, int K, cudaStream_t st)
+template <typename E, int BN, bool DG>
+void launch(void *z, float *part, const void *y, const Bn &bn, const void *w, int M, int C, int K,
+            cudaStream_t st)
 {
-    auto kern = conv1x1_bn_kernel<E, BN>;
+    auto kern = conv1x1_bn_kernel<E, BN, DG>;
     /* the opt-in and the carveout are settings of the current device: made
      * once a device, with the grid they allow (blocks an SM x SMs) */
     static int grid_of[64];
@@ -252,8 +460,83 @@ void launch(void *z, float *part, const void *y, const float *s, const float *b,
     }
     const int tiles = (M + BM - 1) / BM * (K / BN);
     const int cap = grid_of[dev];
-    conv1x1_bn_kernel<E, BN><<<tiles < cap ? tiles : cap, THREADS, smem_bytes<BN>(), st>>>(
-        (E *)z, part, (const E *)y, s, b, (const E *)w, M, C, K);
+    kern<<<tiles < cap ? tiles : cap, THREADS, smem_bytes<BN>(), st>>>(
+        (E *)z, part, (const E *)y, bn, (const E *)w, M, C, K);
+    CUDA_CHECK_LAUNCH();
+}
+
+/* the kernel for dt, the tile's width (128 where K allows) and the direction */
+template <bool DG>
+void launch_dt(void *z, float *part, const void *a, const Bn &bn, const void *w, DType dt, size_t M,
+               int C, int K, cudaStream_t st)
+{
+    CT_ASSERT(M > 0 && M <= (size_t)1 << 30 && C % CK == 0 && K % 64 == 0 && K <= 2048,
+              "conv1x1_bn: M %zu, C %d, K %d outside the kernel's shapes", M, C, K);
+    /* the data gradient's epilogue spills at 128 channels: 64 */
+    const bool wide = K % 128 == 0;
+    if (dt == DT_BF16) {
+        if constexpr (DG) launch<__nv_bfloat16, 64, DG>(z, part, a, bn, w, (int)M, C, K, st);
+        else if (wide) launch<__nv_bfloat16, 128, DG>(z, part, a, bn, w, (int)M, C, K, st);
+        else launch<__nv_bfloat16, 64, DG>(z, part, a, bn, w, (int)M, C, K, st);
+    } else if (dt == DT_F16) {
+        if constexpr (DG) launch<__half, 64, DG>(z, part, a, bn, w, (int)M, C, K, st);
+        else if (wide) launch<__half, 128, DG>(z, part, a, bn, w, (int)M, C, K, st);
+        else launch<__half, 64, DG>(z, part, a, bn, w, (int)M, C, K, st);
+    } else {
+        ct_fatal("conv1x1_bn: type %s (f16 or bf16)", dtype_name(dt));
+    }
+}
+
+/* The filter gradient's splits of M (and the chunks of 64 rows each takes):
+ * about two blocks an SM over the (K / 128) x (C / 64) tiles */
+int wgrad_splits(size_t M, int C, int K, int *cps)
+{
+    const int tiles = (K / 128) * (C / 64), nch = (int)((M + CK - 1) / CK);
+    int S = (2 * sm_count() + tiles - 1) / tiles;
+    if (S > nch) S = nch;
+    *cps = (nch + S - 1) / S;
+    return (nch + *cps - 1) / *cps;
+}
+
+/* The filter gradient's launch: (K / 128) x (C / 64) tiles, each split
+ * over M so that the grid fills the card twice (the splits, and so the
+ * sum's order, depend on the shape and the card's multiprocessors), then
+ * the ordered finish into dw of type tdw. */
+template <typename E>
+void launch_wgrad(void *dw, DType tdw, int accum, float *part, size_t part_floats, const void *dz,
+                  const void *y, const float *s, const float *b, int M, int C, int K,
+                  cudaStream_t st)
+{
+    auto kern = conv1x1_wgrad_bn_kernel<E, 64>;
+    static int done[64];
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CT_ASSERT(dev >= 0 && dev < 64, "conv1x1_bn: device %d", dev);
+    if (!done[dev]) {
+        smem_optin(kern, smem_bytes_wgrad<64>());
+        CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        cudaSharedmemCarveoutMaxShared));
+        done[dev] = 1;
+    }
+    const int tiles = (K / 128) * (C / 64);
+    int cps = 0;
+    const int S = wgrad_splits(M, C, K, &cps);
+    CT_ASSERT((size_t)S * K * C <= part_floats, "conv1x1_wgrad_bn: %d splits past the scratch",
+              S);
+    kern<<<dim3(tiles, S), THREADS, smem_bytes_wgrad<64>(), st>>>(
+        part, (const E *)dz, (const E *)y, s, b, M, C, K, cps);
+    CUDA_CHECK_LAUNCH();
+    const size_t n = (size_t)K * C;
+    const unsigned blocks = (unsigned)((n + 255) / 256);
+    if (tdw == DT_F32)
+        conv1x1_wgrad_finish_kernel<<<blocks, 256, 0, st>>>((float *)dw, part, S, n, accum);
+    else if (tdw == DT_BF16)
+        conv1x1_wgrad_finish_kernel<<<blocks, 256, 0, st>>>((__nv_bfloat16 *)dw, part, S, n,
+                                                             accum);
+    else if (tdw == DT_F16)
+        conv1x1_wgrad_finish_kernel<<<blocks, 256, 0, st>>>((__half *)dw, part, S, n, accum);
+    else
+        ct_fatal("conv1x1_wgrad_bn: gradient type %s", dtype_name(tdw));
     CUDA_CHECK_LAUNCH();
 }
 
@@ -277,20 +560,20 @@ extern "C" void conv1x1_bn_launch(void *z, float *sums, float *part, const void 
                                   const float *scale, const float *bias, const void *w, DType dt,
                                   size_t M, int C, int K, void *stream)
 {
-    cudaStream_t st = (cudaStream_t)stream;
-    CT_ASSERT(M > 0 && M <= (size_t)1 << 30 && C % CK == 0 && K % 64 == 0 && K <= 2048,
-              "conv1x1_bn: M %zu, C %d, K %d outside the kernel's shapes", M, C, K);
-    const bool wide = K % 128 == 0;
-    if (dt == DT_BF16) {
-        if (wide) launch<__nv_bfloat16, 128>(z, part, y, scale, bias, w, (int)M, C, K, st);
-        else launch<__nv_bfloat16, 64>(z, part, y, scale, bias, w, (int)M, C, K, st);
-    } else if (dt == DT_F16) {
-        if (wide) launch<__half, 128>(z, part, y, scale, bias, w, (int)M, C, K, st);
-        else launch<__half, 64>(z, part, y, scale, bias, w, (int)M, C, K, st);
-    } else {
-        ct_fatal("conv1x1_bn: type %s (f16 or bf16)", dtype_name(dt));
-    }
+    const Bn bn = {scale, bias, nullptr, nullptr, nullptr, nullptr, nullptr};
+    launch_dt<false>(z, part, y, bn, w, dt, M, C, K, (cudaStream_t)stream);
     if (sums) conv1x1_bn_finish(sums, part, M, K, stream);
+}
+
+extern "C" void conv1x1_dgrad_bn_launch(void *g, float *sums, float *part, const void *dz,
+                                        const void *w, const void *y, const float *mean,
+                                        const float *invstd, const float *gamma,
+                                        const float *beta, DType dt, size_t M, int C, int K,
+                                        void *stream)
+{
+    const Bn bn = {nullptr, nullptr, mean, invstd, gamma, beta, y};
+    launch_dt<true>(g, part, dz, bn, w, dt, M, K, C, (cudaStream_t)stream);
+    conv1x1_bn_finish(sums, part, M, C, stream);
 }
 
 extern "C" void conv1x1_bn_finish(float *sums, float *part, size_t M, int K, void *stream)
@@ -302,4 +585,29 @@ extern "C" void conv1x1_bn_finish(float *sums, float *part, size_t M, int K, voi
     CUDA_CHECK_LAUNCH();
     conv1x1_bn_finish_kernel<<<dim3((K + 31) / 32, 1), 256, 0, st>>>(sums, mid, P, K);
     CUDA_CHECK_LAUNCH();
+}
+
+/* the filter gradient's scratch: a K x C tile of floats a split */
+extern "C" size_t conv1x1_wgrad_bn_part_floats(size_t M, int C, int K)
+{
+    int cps = 0;
+    return (size_t)wgrad_splits(M, C, K, &cps) * K * C;
+}
+
+extern "C" void conv1x1_wgrad_bn_launch(void *dw, DType tdw, int accum, float *part,
+                                        size_t part_floats, const void *dz, const void *y,
+                                        const float *scale, const float *bias, DType dt,
+                                        size_t M, int C, int K, void *stream)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+    CT_ASSERT(M > 0 && M <= (size_t)1 << 30 && C % 64 == 0 && K % 128 == 0,
+              "conv1x1_wgrad_bn: M %zu, C %d, K %d outside the kernel's shapes", M, C, K);
+    if (dt == DT_BF16)
+        launch_wgrad<__nv_bfloat16>(dw, tdw, accum, part, part_floats, dz, y, scale, bias,
+                                    (int)M, C, K, st);
+    else if (dt == DT_F16)
+        launch_wgrad<__half>(dw, tdw, accum, part, part_floats, dz, y, scale, bias, (int)M, C, K,
+                             st);
+    else
+        ct_fatal("conv1x1_wgrad_bn: type %s (f16 or bf16)", dtype_name(dt));
 }

@@ -20,6 +20,27 @@
  * the mask between the two (y s + b here, (y - mean) invstd gamma + beta
  * there) moves an activation that is ~0 either way.
  *
+ * The data gradient's twin, the same kernel with w read transposed: with
+ * dz [M, K] the gradient of z,
+ *
+ *   g[m, c] = keep[m, c] E(sum_k dz[m, k] w[k, c])    the ReLU's backward
+ *   keep    = E((y - mean) (gamma invstd) + beta) > 0  (batch norm's relu
+ *             mode 2 mask, bit for bit: ops/batchnorm.cu)
+ *   sg_c = sum_m g[m, c],  sgx_c = sum_m g[m, c] xhat[m, c],  xhat = (y - mean) invstd
+ *
+ * (the epilogue reads y instead of the separate sums pass reading da and
+ * y); batch norm's backward is then its [C] finish (batchnorm_backward_
+ * sums_cuda) and its dx pass over g.
+ *
+ * The filter gradient's twin, a GEMM whose reduction is M:
+ *
+ *   dw[k, c] (+)= sum_m dz[m, k] a[m, c],   a = relu(y s + b) made in registers
+ *
+ * as the forward's prologue makes it (a is never written or read back), in
+ * 128 x 64 tiles of dw, each split over M into per-split f32 partials that a
+ * second kernel sums in order (the bits depend on the shape and the card's
+ * multiprocessor count).
+ *
  * The kernel (ops/conv1x1_bn.cu; measured as scripts/conv1x1_bn_probe.cu,
  * docs/kernels.md): a persistent grid, two blocks an SM; a's and w's
  * 64-channel chunks copied three ahead with cp.async into swizzled shared
@@ -54,11 +75,22 @@ int conv1x1_bn_fits(DType dt, const Conv2dShape *s);
 int conv1x1_bn_wanted(DType dt, const Conv2dShape *s, const void *y, const void *w,
                       const void *z);
 
-/* on: 1 use it where it fits, 0 never, -1 the setting again (tests) */
+/* The data gradient's twin: conv1x1_bn_fits with the GEMM's width C
+ * (C <= 2048, tiles 64 channels wide), the setting and the shapes as above;
+ * dz, w, y and g (the output) 16-byte aligned. */
+int conv1x1_dgrad_bn_wanted(DType dt, const Conv2dShape *s, const void *dz, const void *w,
+                            const void *y, const void *g);
+
+/* The filter gradient's twin: as conv1x1_bn_fits with K a multiple of 128,
+ * the setting and the shapes as above; dz and y 16-byte aligned. */
+int conv1x1_wgrad_bn_wanted(DType dt, const Conv2dShape *s, const void *dz, const void *y);
+
+/* on: 1 use them where they fit, 0 never, -1 the setting again (tests) */
 void conv1x1_bn_use(int on);
 
-/* How many times the kernel ran (tests: that a path took it). */
-long conv1x1_bn_runs(void);
+/* How many times each kernel ran (tests: that a path took it). */
+enum { CONV1X1_FWD = 0, CONV1X1_DGRAD, CONV1X1_WGRAD, CONV1X1_KINDS };
+long conv1x1_bn_runs(int kind);
 
 /* z [M, K] = relu(y s + b) w^T as above (scale NULL: plain, a = y), and
  * when mean is not NULL, mean and m2 f32 [K] of z. y, w, z 16-byte
@@ -66,6 +98,21 @@ long conv1x1_bn_runs(void);
 void conv1x1_bn_cuda(Ctx *c, void *z, float *mean, float *m2, const void *y,
                      const float *scale, const float *bias, const void *w, DType dt, size_t M,
                      int C, int K);
+
+/* g [M, C] and sums f32 [2][C] = (sum g, sum g xhat) as above, from dz
+ * [M, K], w [K, C], y [M, C] and batch norm's mean, invstd, gamma, beta f32
+ * [C] (4-byte aligned); the other pointers 16-byte aligned. */
+void conv1x1_dgrad_bn_cuda(Ctx *c, void *g, float *sums, const void *dz, const void *w,
+                           const void *y, const float *mean, const float *invstd,
+                           const float *gamma, const float *beta, DType dt, size_t M, int C,
+                           int K);
+
+/* dw [K, C] of type tdw (f32, bf16, f16; accum: 0 writes, 1 adds) = the
+ * filter gradient above from dz [M, K], y [M, C] and the prologue's scale
+ * and bias f32 [C] (batchnorm_scale_bias_cuda). */
+void conv1x1_wgrad_bn_cuda(Ctx *c, void *dw, DType tdw, int accum, const void *dz, const void *y,
+                           const float *scale, const float *bias, DType dt, size_t M, int C,
+                           int K);
 
 /* The launch (ops/conv1x1_bn.cu): the kernel, then, when sums is not NULL,
  * sums [2][K] (sum, sum of squares) through part's partials, which hold
@@ -76,6 +123,17 @@ size_t conv1x1_bn_smem(int K);
 void conv1x1_bn_launch(void *z, float *sums, float *part, const void *y, const float *scale,
                        const float *bias, const void *w, DType dt, size_t M, int C, int K,
                        void *stream);
+/* its twin: g and sums [2][C] through part (conv1x1_bn_part_floats(M, C)) */
+void conv1x1_dgrad_bn_launch(void *g, float *sums, float *part, const void *dz, const void *w,
+                             const void *y, const float *mean, const float *invstd,
+                             const float *gamma, const float *beta, DType dt, size_t M, int C,
+                             int K, void *stream);
+/* the filter gradient's: part holds conv1x1_wgrad_bn_part_floats(M, C, K)
+ * floats (part_floats: how many it holds, checked) */
+size_t conv1x1_wgrad_bn_part_floats(size_t M, int C, int K);
+void conv1x1_wgrad_bn_launch(void *dw, DType tdw, int accum, float *part, size_t part_floats,
+                             const void *dz, const void *y, const float *scale,
+                             const float *bias, DType dt, size_t M, int C, int K, void *stream);
 /* sums [2][K] from part's partials [G][2][K] of 128-row tiles, G = ceil(M /
  * 128) (the finish of conv1x1_bn_launch, in two fixed-order passes whose
  * middle sits in part after the partials) */

@@ -10,7 +10,9 @@
  * normalisation + ReLU in the forward convolution's prologue; the same in
  * the filter gradient's (the activation a is then never written); the
  * data gradient with the ReLU's mask and batch norm's sums in its epilogue
- * (then only the dx pass is left of batch norm's backward).
+ * (then only the dx pass is left of batch norm's backward). With
+ * CTRAIN_CONV_BN_1X1=own a 1 x 1 unit takes the same three fusions in our
+ * own kernels instead (conv1x1_bn.h), where they fit.
  *
  * Node of op_bn_relu_conv: inputs y, gamma, beta, w; saved y, ms (f32 [2,
  * C]: mean and invstd, the batch's or the running ones), gamma, beta and
@@ -164,12 +166,23 @@ static void bn_relu_conv_backward(Ctx *c, Node *n)
               "bn_relu_conv: the gamma and beta gradients must be f32");
     const float *mean = (const float *)ms->data, *invstd = mean + C;
 
-    /* the filter gradient reads a = relu(bn(y)): in one fused graph where
-     * conv_bn_cudnn serves the shape, else a is made again for it alone */
+    /* the filter gradient reads a = relu(bn(y)): made in the prologue of our
+     * own 1 x 1 kernel or of one fused graph where either serves the shape,
+     * else made again for it alone */
     if (dw) {
         int fused = 0;
 #ifdef CTRAIN_CUDA
-        if (IS_CUDA(c))
+        if (IS_CUDA(c) && conv1x1_wgrad_bn_wanted(y->dtype, &s, dz->data, y->data)) {
+            size_t sbb = 2 * (C + 64) * sizeof(float);
+            float *sc = mem_alloc(c, sbb), *bi = sc + (C + 63) / 64 * 64;
+            batchnorm_scale_bias_cuda(sc, bi, mean, invstd, (const float *)gamma->data,
+                                      (const float *)beta->data, C, c->stream);
+            conv1x1_wgrad_bn_cuda(c, dw->data, dw->dtype, acc_w, dz->data, y->data, sc, bi,
+                                  y->dtype, M, (int)C, s.K);
+            mem_free(c, sc, sbb);
+            fused = 1;
+        }
+        if (!fused && IS_CUDA(c))
             fused = conv_bn_cudnn_bnrelu_wgrad(c, dw->data, dw->dtype, acc_w, y->data, mean,
                                                (const float *)gamma->data,
                                                (const float *)beta->data, dz->data, y->dtype, &s);
@@ -188,16 +201,23 @@ static void bn_relu_conv_backward(Ctx *c, Node *n)
     const float *pgamma = (const float *)gamma->data, *pbeta = (const float *)beta->data;
 #ifdef CTRAIN_CUDA
     /* the data gradient with the ReLU's mask and batch norm's sums in its
-     * epilogue, where conv_bn_cudnn serves the shape: then the sums' [C]
-     * finish and the dx pass */
-    if (IS_CUDA(c) && conv_bn_cudnn_enabled(c, y->dtype)) {
+     * epilogue, in our 1 x 1 kernel or where conv_bn_cudnn serves the shape:
+     * then the sums' [C] finish and the dx pass */
+    int own = IS_CUDA(c) && conv1x1_dgrad_bn_wanted(y->dtype, &s, dz->data, wl->data, y->data,
+                                                   da->data);
+    if (own || (IS_CUDA(c) && conv_bn_cudnn_enabled(c, y->dtype))) {
         size_t c4 = (C + 63) / 64 * 64, sbytes = 4 * c4 * sizeof(float);
         float *sums = mem_alloc(c, sbytes), *mg = sums + 2 * c4, *mgx = sums + 3 * c4;
-        int fused = conv_bn_cudnn_dgrad_relu(c, da->data, sums, sums + c4, dz->data, wl->data,
+        float *sgx = own ? sums + C : sums + c4;   /* ours writes [2][C] */
+        int fused = 1;
+        if (own)
+            conv1x1_dgrad_bn_cuda(c, da->data, sums, dz->data, wl->data, y->data, mean, invstd,
+                                  pgamma, pbeta, y->dtype, M, (int)C, s.K);
+        else
+            fused = conv_bn_cudnn_dgrad_relu(c, da->data, sums, sgx, dz->data, wl->data,
                                              y->data, mean, pgamma, pbeta, y->dtype, &s);
         if (fused) {
-            batchnorm_backward_sums_cuda(mg, mgx, pg, pb, sums, sums + c4, M, C, acc_p,
-                                         c->stream);
+            batchnorm_backward_sums_cuda(mg, mgx, pg, pb, sums, sgx, M, C, acc_p, c->stream);
             if (dy)
                 batchnorm_backward_dx_cuda(dy->data, NULL, da->data, y->data, NULL, mean, invstd,
                                            pgamma, NULL, mg, mgx, y->dtype, batch, 0, M, C,

@@ -36,8 +36,9 @@
  *     gives the same bits.
  *   - our 1 x 1 kernel with the batch norm around it (ops/conv1x1_bn.h,
  *     forced) against the separate way, as the fused graphs are checked,
- *     with rows that are not a multiple of its tile; in the unit, and in a
- *     ResNet-50 bf16 step (test_own1x1).
+ *     with rows that are not a multiple of its tile; in the unit (its
+ *     prologue, and the data gradient's twin with the mask and the sums),
+ *     and in a ResNet-50 bf16 step (test_own1x1).
  * Shapes: ResNet's 3x3 at 14x14 x 64 channels, its strided 3x3 (28x28 ->
  * 14x14), a 1x1 256 -> 64, and a small odd one.
  */
@@ -303,7 +304,7 @@ static void fused_case_by(Ctx *g, const CbShape *s, DType dt, int positive, int 
     Tensor *w = tensor_from_f32(g, wh, dt, 4, (int64_t[]){s->K, s->R, s->R, s->C});
     int f0, s0, f1, s1;
     conv_bn_cudnn_counts(g, &f0, &s0, NULL);
-    long r0 = conv1x1_bn_runs();
+    long r0 = conv1x1_bn_runs(CONV1X1_FWD);
     Tensor *st[3] = {NULL, NULL, NULL}, *y[3];
     for (int k = 0; k < 3; k++) {   /* fused, fused again, separate: the other way off */
         conv1x1_bn_use(own && k < 2);
@@ -313,7 +314,7 @@ static void fused_case_by(Ctx *g, const CbShape *s, DType dt, int positive, int 
     conv_bn_cudnn_use(g, -1);
     conv1x1_bn_use(0);
     conv_bn_cudnn_counts(g, &f1, &s1, NULL);
-    int fused = own ? conv1x1_bn_runs() > r0 : f1 > f0;
+    int fused = own ? conv1x1_bn_runs(CONV1X1_FWD) > r0 : f1 > f0;
     printf("  %s: %s\n", tag, fused ? "fused kernel ran" : own ? "not taken: the shape does not "
            "fit the 1 x 1 kernel (the separate way ran)" : "SKIP: cuDNN took no fused graph (the "
            "separate way ran; CTRAIN_LOG=info says why)");
@@ -386,7 +387,8 @@ static void fused_unit_case_by(Ctx *g, const CbShape *s, DType dt, int own)
     batchnorm_cudnn_use(g, 0);
     int k0[CONV_BN_KINDS], k1[CONV_BN_KINDS];
     conv_bn_cudnn_counts(g, NULL, NULL, k0);
-    long r0 = conv1x1_bn_runs();
+    long r0 = conv1x1_bn_runs(CONV1X1_FWD), d0 = conv1x1_bn_runs(CONV1X1_DGRAD);
+    long w0 = conv1x1_bn_runs(CONV1X1_WGRAD);
     conv1x1_bn_use(own);
     conv_bn_cudnn_use(g, !own);
     CbOut f = cb_run(g, s, dt, 1, 1, 1, CB_ACCUM);
@@ -396,16 +398,21 @@ static void fused_unit_case_by(Ctx *g, const CbShape *s, DType dt, int own)
     conv_bn_cudnn_use(g, -1);
     batchnorm_cudnn_use(g, -1);
     conv_bn_cudnn_counts(g, NULL, NULL, k1);
-    int fp = own ? conv1x1_bn_runs() > r0
+    int fp = own ? conv1x1_bn_runs(CONV1X1_FWD) > r0
                  : k1[CONV_BN_BNRELU_FPROP_STATS] - k0[CONV_BN_BNRELU_FPROP_STATS];
-    int fw = own ? 0 : k1[CONV_BN_BNRELU_WGRAD] - k0[CONV_BN_BNRELU_WGRAD];
-    int fd = own ? 0 : k1[CONV_BN_DGRAD_RELU] - k0[CONV_BN_DGRAD_RELU];
+    int fw = own ? conv1x1_bn_runs(CONV1X1_WGRAD) > w0
+                 : k1[CONV_BN_BNRELU_WGRAD] - k0[CONV_BN_BNRELU_WGRAD];
+    int fd = own ? conv1x1_bn_runs(CONV1X1_DGRAD) > d0
+                 : k1[CONV_BN_DGRAD_RELU] - k0[CONV_BN_DGRAD_RELU];
     if (own) {
-        /* the backward is the unit's own either way (a made again from y,
-         * dz = u): only z and the statistics handed on may differ */
+        /* every kernel runs where the shape fits (the filter gradient's
+         * needs K a multiple of 128) */
+        int want_w = s->K % 128 == 0;
         snprintf(name, sizeof name, "gpu_conv_bn.%s.taken", tag);
-        check_true(name, fp, "the 1 x 1 kernel did not run for a shape it fits");
-        bits(tag, "dw", f.dw, u.dw, u.nw);
+        check_true(name, fp && fd && fw == want_w, "a 1 x 1 kernel did not run as the shape "
+                   "asks (forward %d, data gradient %d, filter gradient %d of %d)", fp, fd, fw,
+                   want_w);
+        if (!fw) bits(tag, "dw", f.dw, u.dw, u.nw);   /* the unit's own either way */
     }
     printf("  %s: forward %s, filter gradient %s, data gradient %s\n", tag,
            fp ? "fused" : "SKIP (not fused)", fw ? "fused" : "SKIP (not fused)",
@@ -440,8 +447,9 @@ static void fused_unit_case(Ctx *g, const CbShape *s, DType dt)
  * fused_case checks cuDNN's graph (y within the type's tolerance, mean and
  * m2 within y's rounding, two runs bit for bit), rows that are not a
  * multiple of the kernel's 128 and both channel slices (K 64 and 128);
- * the unit with the prologue (z and the statistics handed on near, the
- * backward's bits equal); a strided 1 x 1 not taken; a ResNet-50 bf16 step
+ * the unit with the prologue and the data gradient's twin (z, the
+ * statistics handed on and the data gradients near, the filter gradient's
+ * bits equal); a strided 1 x 1 not taken; a ResNet-50 bf16 step
  * with it against without (both the unit on our batch-norm kernels) */
 static void test_own1x1(Ctx *g)
 {
@@ -465,34 +473,42 @@ static void test_own1x1(Ctx *g)
     }
     /* a strided 1 x 1 (the downsample's) does not fit: not taken */
     const CbShape strided = {4, 14, 14, 64, 128, 1, 2, 0};
-    long r0 = conv1x1_bn_runs();
+    long r0 = conv1x1_bn_runs(CONV1X1_FWD), d0 = conv1x1_bn_runs(CONV1X1_DGRAD);
+    long w0 = conv1x1_bn_runs(CONV1X1_WGRAD);
     conv1x1_bn_use(1);
     CbOut o = cb_run(g, &strided, DT_BF16, 1, 1, 1, 0);
     conv1x1_bn_use(0);
-    check_true("gpu_conv_bn.own1x1.strided_not_taken", conv1x1_bn_runs() == r0,
-               "the 1 x 1 kernel ran for a stride-2 convolution");
+    check_true("gpu_conv_bn.own1x1.strided_not_taken",
+               conv1x1_bn_runs(CONV1X1_FWD) == r0 && conv1x1_bn_runs(CONV1X1_DGRAD) == d0 &&
+                   conv1x1_bn_runs(CONV1X1_WGRAD) == w0,
+               "a 1 x 1 kernel ran for a stride-2 convolution");
     cb_free(&o);
     /* a ResNet-50 bf16 step, both the unit on our batch-norm kernels */
     g->autocast = DT_BF16;
     batchnorm_cudnn_use(g, 0);
     conv_bn_cudnn_use(g, 0);
-    r0 = conv1x1_bn_runs();
+    r0 = conv1x1_bn_runs(CONV1X1_FWD);
+    d0 = conv1x1_bn_runs(CONV1X1_DGRAD);
+    w0 = conv1x1_bn_runs(CONV1X1_WGRAD);
     conv1x1_bn_use(1);
     CbNet f = cb_net_step(g, 50, 16, 64, 1, 0);
-    long ran = conv1x1_bn_runs() - r0;
+    long ran = conv1x1_bn_runs(CONV1X1_FWD) - r0, dran = conv1x1_bn_runs(CONV1X1_DGRAD) - d0;
+    long wran = conv1x1_bn_runs(CONV1X1_WGRAD) - w0;
     conv1x1_bn_use(0);
     CbNet u = cb_net_step(g, 50, 16, 64, 1, 0);
     conv_bn_cudnn_use(g, -1);
     batchnorm_cudnn_use(g, -1);
     g->autocast = DT_F32;
-    check_true("gpu_conv_bn.own1x1.resnet50_bf16.taken", ran > 0,
-               "the 1 x 1 kernel never ran in a ResNet-50 step");
+    check_true("gpu_conv_bn.own1x1.resnet50_bf16.taken", ran > 0 && dran > 0 && wran > 0,
+               "a 1 x 1 kernel never ran in a ResNet-50 step (forward %ld, data gradient %ld, "
+               "filter gradient %ld)", ran, dran, wran);
     check_close("gpu_conv_bn.own1x1.resnet50_bf16.loss", &f.loss, &u.loss, 1, 1e-3, 1e-2);
     check_rel_norm("gpu_conv_bn.own1x1.resnet50_bf16.grads", f.grad, u.grad, u.n, 5e-2);
     check_rel_norm("gpu_conv_bn.own1x1.resnet50_bf16.running_stats", f.bufs, u.bufs, u.nb, 1e-2);
     check_rel_norm("gpu_conv_bn.own1x1.resnet50_bf16.eval_logits", f.logits, u.logits, u.nl,
                    5e-2);
-    printf("  own 1 x 1: %ld kernel runs in the ResNet-50 step\n", ran);
+    printf("  own 1 x 1: %ld forward, %ld data-gradient, %ld filter-gradient runs in the "
+           "ResNet-50 step\n", ran, dran, wran);
     cb_net_free(&f);
     cb_net_free(&u);
 }
