@@ -140,8 +140,10 @@ static const Setting table[SET_COUNT] = {
         "the conv + batch-norm unit's 1 x 1 convolutions at ResNet's stages 1-2 (C, K <= 512; "
         "f16, bf16): cuDNN's convolution with the batch norm's apply and statistics passes "
         "around it (library), or ours with the apply + ReLU in its prologue and the "
-        "statistics in its epilogue (own, ops/conv1x1_bn.h; 1.3-1.7x the separate way at its "
-        "best on stage 1's shapes on an H100, not yet measured in the step)"),
+        "statistics in its epilogue, and their backward twins: the data gradient with the "
+        "ReLU's mask and batch norm's sums in its epilogue, the filter gradient with the same "
+        "prologue (own, ops/conv1x1_bn.h; the forward 1.3-1.7x the separate way at its best "
+        "on stage 1's shapes on an H100, not yet measured in the step)"),
     [SET_ATTN] = V_CHOICE("CTRAIN_ATTN", SA_DEV, "cudnn", NULL, "cublas|cudnn|flash",
         "cudnn: cuDNN's fused flash attention (graph API, f16/bf16, its own dropout mask) where "
         "cuDNN plans both directions, else flash (BERT-large bf16 on an H100: +3.4% at seq 128 "
