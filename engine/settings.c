@@ -136,14 +136,15 @@ static const Setting table[SET_COUNT] = {
         "the unit with its convolutions' statistics reduced in cuDNN fused graphs where they "
         "are faster (fused, ops/conv_bn_cudnn.h, unmeasured); unit measured on an H200 at "
         "ResNet-50 bs 256 bf16: -1.6 GiB peak, 23% slower (docs/results.md)"),
-    [SET_CONV_BN_1X1] = V_CHOICE("CTRAIN_CONV_BN_1X1", SA_DEV, "library", NULL, "library|own",
+    [SET_CONV_BN_1X1] = V_CHOICE("CTRAIN_CONV_BN_1X1", SA_DEV, "library", NULL,
+        "library|own|backward",
         "the conv + batch-norm unit's 1 x 1 convolutions at ResNet's stages 1-2 (C, K <= 512; "
-        "f16, bf16): cuDNN's convolution with the batch norm's apply and statistics passes "
-        "around it (library), or ours with the apply + ReLU in its prologue and the "
-        "statistics in its epilogue, and their backward twins: the data gradient with the "
-        "ReLU's mask and batch norm's sums in its epilogue, the filter gradient with the same "
-        "prologue (own, ops/conv1x1_bn.h; the forward 1.3-1.7x the separate way at its best "
-        "on stage 1's shapes on an H100, not yet measured in the step)"),
+        "f16, bf16): cuDNN's convolutions with batch norm's passes around them (library); "
+        "ours (own, ops/conv1x1_bn.h): the forward with the apply + ReLU in its prologue and "
+        "the statistics in its epilogue, the data gradient with the ReLU's mask and batch "
+        "norm's sums in its epilogue, the filter gradient with the forward's prologue; or "
+        "the two gradients alone (backward). On an H100 at bs 256 bf16 the forward cost "
+        "0.27 ms a step and the gradients saved 0.28 (docs/kernels.md)"),
     [SET_ATTN] = V_CHOICE("CTRAIN_ATTN", SA_DEV, "cudnn", NULL, "cublas|cudnn|flash",
         "cudnn: cuDNN's fused flash attention (graph API, f16/bf16, its own dropout mask) where "
         "cuDNN plans both directions, else flash (BERT-large bf16 on an H100: +3.4% at seq 128 "

@@ -57,9 +57,10 @@ int conv1x1_bn_fits(DType dt, const Conv2dShape *s) { return fits_n(dt, s, s->K,
 
 /* the setting (or the override), and the shapes where the forward beat the
  * separate way (stages 1-2), or any that fits when a test forces it */
-static int wanted_n(DType dt, const Conv2dShape *s, int n, int tn)
+static int wanted_n(DType dt, const Conv2dShape *s, int n, int tn, int forward)
 {
-    int on = g_use >= 0 ? g_use : setting_choice(SET_CONV_BN_1X1) == 1;
+    int v = setting_choice(SET_CONV_BN_1X1);   /* library | own | backward */
+    int on = g_use >= 0 ? g_use : v == 1 || (v == 2 && !forward);
     return on && fits_n(dt, s, n, tn) && (g_use == 1 || (s->C <= 512 && s->K <= 512));
 }
 
@@ -69,20 +70,20 @@ int conv1x1_bn_wanted(DType dt, const Conv2dShape *s, const void *y, const void 
     /* 16-byte copies and stores: a weight view packed after a parameter of
      * an odd size may not be aligned */
     if (((uintptr_t)y | (uintptr_t)w | (uintptr_t)z) % 16) return 0;
-    return wanted_n(dt, s, s->K, s->K);
+    return wanted_n(dt, s, s->K, s->K, 1);
 }
 
 int conv1x1_dgrad_bn_wanted(DType dt, const Conv2dShape *s, const void *dz, const void *w,
                             const void *y, const void *g)
 {
     if (((uintptr_t)dz | (uintptr_t)w | (uintptr_t)y | (uintptr_t)g) % 16) return 0;
-    return wanted_n(dt, s, s->C, 64);   /* 64-wide tiles */
+    return wanted_n(dt, s, s->C, 64, 0);   /* 64-wide tiles */
 }
 
 int conv1x1_wgrad_bn_wanted(DType dt, const Conv2dShape *s, const void *dz, const void *y)
 {
     if (((uintptr_t)dz | (uintptr_t)y) % 16 || s->K % 128) return 0;
-    return wanted_n(dt, s, s->K, 64);   /* its shared memory is under the forward's at 64 */
+    return wanted_n(dt, s, s->K, 64, 0);   /* its shared memory is under the forward's at 64 */
 }
 
 void conv1x1_bn_cuda(Ctx *c, void *z, float *mean, float *m2, const void *y, const float *scale,

@@ -442,6 +442,18 @@ static void fused_unit_case(Ctx *g, const CbShape *s, DType dt)
     fused_unit_case_by(g, s, dt, 0);
 }
 
+/* ||a - b|| / ||b|| */
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
 /* Our 1 x 1 kernel with the batch norm around it (ops/conv1x1_bn.h),
  * forced, against the separate way: the convolution + statistics as
  * fused_case checks cuDNN's graph (y within the type's tolerance, mean and
@@ -483,10 +495,15 @@ static void test_own1x1(Ctx *g)
                    conv1x1_bn_runs(CONV1X1_WGRAD) == w0,
                "a 1 x 1 kernel ran for a stride-2 convolution");
     cb_free(&o);
-    /* a ResNet-50 bf16 step, both the unit on our batch-norm kernels */
-    g->autocast = DT_BF16;
+    /* a ResNet-50 bf16 step, both the unit on our batch-norm kernels, each
+     * against the same step in f32: at this net's small batch norms (16 rows
+     * a channel at stage 4) bf16's roundings move the gradients by tens of
+     * percent whichever way they are taken, so ours must be as close to f32
+     * as the library's way is */
     batchnorm_cudnn_use(g, 0);
     conv_bn_cudnn_use(g, 0);
+    CbNet r = cb_net_step(g, 50, 16, 64, 1, 0);
+    g->autocast = DT_BF16;
     r0 = conv1x1_bn_runs(CONV1X1_FWD);
     d0 = conv1x1_bn_runs(CONV1X1_DGRAD);
     w0 = conv1x1_bn_runs(CONV1X1_WGRAD);
@@ -503,12 +520,16 @@ static void test_own1x1(Ctx *g)
                "a 1 x 1 kernel never ran in a ResNet-50 step (forward %ld, data gradient %ld, "
                "filter gradient %ld)", ran, dran, wran);
     check_close("gpu_conv_bn.own1x1.resnet50_bf16.loss", &f.loss, &u.loss, 1, 1e-3, 1e-2);
-    check_rel_norm("gpu_conv_bn.own1x1.resnet50_bf16.grads", f.grad, u.grad, u.n, 5e-2);
+    double eo = rel_err(f.grad, r.grad, r.n), el = rel_err(u.grad, r.grad, r.n);
+    check_true("gpu_conv_bn.own1x1.resnet50_bf16.grads", eo <= 1.5 * el + 0.01,
+               "gradients %.3g from f32's, the library's way %.3g", eo, el);
     check_rel_norm("gpu_conv_bn.own1x1.resnet50_bf16.running_stats", f.bufs, u.bufs, u.nb, 1e-2);
     check_rel_norm("gpu_conv_bn.own1x1.resnet50_bf16.eval_logits", f.logits, u.logits, u.nl,
                    5e-2);
     printf("  own 1 x 1: %ld forward, %ld data-gradient, %ld filter-gradient runs in the "
-           "ResNet-50 step\n", ran, dran, wran);
+           "ResNet-50 step; its gradients %.3g from f32's (relative norm), the library's "
+           "%.3g, each other's %.3g\n", ran, dran, wran, eo, el, rel_err(f.grad, u.grad, u.n));
+    cb_net_free(&r);
     cb_net_free(&f);
     cb_net_free(&u);
 }
