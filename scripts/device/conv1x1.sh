@@ -17,7 +17,8 @@
 #   3. With PROBE=1: `conv1x1_bn_probe 256` (the forward kernel on ResNet-50's
 #      eight 1 x 1 shapes against cuBLAS + the two passes) first; with
 #      TIMELINE=1, the unit's timeline with the kernels on (CTRAIN_TIMELINE,
-#      steps 8-10); gpu_flash_attn last when time is left (its PTX wrappers moved to
+#      steps 8-10); with NCU=1 ncu's stalls of the forward kernel at stage 1 conv3;
+#      gpu_flash_attn last when time is left (its PTX wrappers moved to
 #      ops/mma_sm80.cuh).
 # ~2 minutes with the plan store carried (out/plans.tgz), ~4 without.
 : "${OUT:?set OUT to a folder for the logs}"
@@ -48,6 +49,14 @@ if [ "${TIMELINE:-0}" = 1 ] && [ "$(el)" -lt 470 ]; then
         --optim sgd --lr 0.1 --steps 11 --log-every 5 --no-eval > $L/tl_own.log 2>&1
     echo "timeline rc $? at $(el) s"; cp $W/own.json.txt $L/tl_own.txt 2>/dev/null
     sed -n 2,4p $L/tl_own.txt; pack
+fi
+if [ "${NCU:-0}" = 1 ]; then   # the forward kernel's stalls at stage 1 conv3 (its first launches)
+    NCU_BIN=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+    timeout 150 "$NCU_BIN" --clock-control none --kernel-name regex:conv1x1_bn_kernel \
+        --launch-count 2 --section SpeedOfLight --section Occupancy --section SchedulerStats \
+        --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats \
+        .dev/new/conv1x1_bn_probe 256 > $L/ncu_fwd.txt 2>&1
+    echo "ncu rc $? at $(el) s"; grep -E "Stall|Throughput|Issued|Eligible|Occupancy" $L/ncu_fwd.txt | head -30; pack
 fi
 [ "$(el)" -lt 400 ] && tt gpu_flash_attn 150   # its PTX wrappers moved to ops/mma_sm80.cuh
 echo "end at $(el) s"
