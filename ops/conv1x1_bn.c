@@ -89,12 +89,13 @@ int conv1x1_wgrad_bn_wanted(DType dt, const Conv2dShape *s, const void *dz, cons
 void conv1x1_bn_cuda(Ctx *c, void *z, float *mean, float *m2, const void *y, const float *scale,
                      const float *bias, const void *w, DType dt, size_t M, int C, int K)
 {
-    size_t pb = (conv1x1_bn_part_floats(M, K) + (mean ? 2 * (size_t)K : 0)) * sizeof(float);
-    float *part = (float *)mem_alloc(c, pb);
-    float *sums = mean ? part + conv1x1_bn_part_floats(M, K) : NULL;
+    /* no statistics wanted: no partials, and the kernel without its sums */
+    size_t pb = mean ? (conv1x1_bn_part_floats(M, K) + 2 * (size_t)K) * sizeof(float) : 0;
+    float *part = pb ? (float *)mem_alloc(c, pb) : NULL;
+    float *sums = part ? part + conv1x1_bn_part_floats(M, K) : NULL;
     conv1x1_bn_launch(z, sums, part, y, scale, bias, w, dt, M, C, K, c->stream);
     if (mean) batchnorm_moments_from_sums_cuda(mean, m2, sums, sums + K, M, (size_t)K, c->stream);
-    mem_free(c, part, pb);
+    if (part) mem_free(c, part, pb);
     g_runs[CONV1X1_FWD]++;
 }
 

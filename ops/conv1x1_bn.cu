@@ -123,7 +123,7 @@ __device__ __forceinline__ void keep_xhat(uint32_t yv, float2 mu, float2 is, flo
  * DG = true: the data gradient, z [M, K] = mask (a w) with a = dz [M, C]
  * (the convolution's output gradient: C here is its K) and w [C, K] (its
  * filters: K here is its C), the sums of z and of z xhat in the epilogue. */
-template <typename E, int BN, bool DG>
+template <typename E, int BN, bool DG, bool ST>
 __global__ void __launch_bounds__(THREADS, 2)
     conv1x1_bn_kernel(E *z, float *part, const E *y, const Bn bn, const E *w, int M, int C, int K)
 {
@@ -248,16 +248,18 @@ __global__ void __launch_bounds__(THREADS, 2)
                     const uint32_t hi = pack2<E>(acc[i][j][2], acc[i][j][3]);
                     *reinterpret_cast<uint32_t *>(stg + g * SP + 8 * jl + 2 * t) = lo;
                     *reinterpret_cast<uint32_t *>(stg + (g + 8) * SP + 8 * jl + 2 * t) = hi;
-                    const float2 f0 = lo_ok ? unpack2<E>(lo) : make_float2(0.0f, 0.0f);
-                    const float2 f1 = hi_ok ? unpack2<E>(hi) : make_float2(0.0f, 0.0f);
-                    sm[jl][0] += f0.x + f1.x;
-                    sm[jl][1] += f0.y + f1.y;
-                    if (DG) { /* sum g xhat */
-                        sm[jl][2] += f0.x * x0.x + f1.x * x1.x;
-                        sm[jl][3] += f0.y * x0.y + f1.y * x1.y;
-                    } else {
-                        sm[jl][2] += f0.x * f0.x + f1.x * f1.x;
-                        sm[jl][3] += f0.y * f0.y + f1.y * f1.y;
+                    if constexpr (ST) {
+                        const float2 f0 = lo_ok ? unpack2<E>(lo) : make_float2(0.0f, 0.0f);
+                        const float2 f1 = hi_ok ? unpack2<E>(hi) : make_float2(0.0f, 0.0f);
+                        sm[jl][0] += f0.x + f1.x;
+                        sm[jl][1] += f0.y + f1.y;
+                        if (DG) { /* sum g xhat */
+                            sm[jl][2] += f0.x * x0.x + f1.x * x1.x;
+                            sm[jl][3] += f0.y * x0.y + f1.y * x1.y;
+                        } else {
+                            sm[jl][2] += f0.x * f0.x + f1.x * f1.x;
+                            sm[jl][3] += f0.y * f0.y + f1.y * f1.y;
+                        }
                     }
                     acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
                 }
@@ -272,6 +274,7 @@ __global__ void __launch_bounds__(THREADS, 2)
                 }
                 __syncwarp();
             }
+            if constexpr (!ST) continue;
 #pragma unroll
             for (int jl = 0; jl < 4; jl++) {
 #pragma unroll
@@ -288,6 +291,7 @@ __global__ void __launch_bounds__(THREADS, 2)
                 }
             }
         }
+        if constexpr (!ST) continue;
         __syncthreads(); /* red is whole (its next write comes after the loop's barrier) */
         for (int i = tid; i < 2 * BN; i += THREADS) {
             const int hh = i / BN, k = i % BN;
@@ -438,11 +442,11 @@ __global__ void conv1x1_bn_finish_kernel(float *out, const float *part, int G, i
     }
 }
 
-template <typename E, int BN, bool DG>
+template <typename E, int BN, bool DG, bool ST>
 void launch(void *z, float *part, const void *y, const Bn &bn, const void *w, int M, int C, int K,
             cudaStream_t st)
 {
-    auto kern = conv1x1_bn_kernel<E, BN, DG>;
+    auto kern = conv1x1_bn_kernel<E, BN, DG, ST>;
     /* the opt-in and the carveout are settings of the current device: made
      * once a device, with the grid they allow (blocks an SM x SMs) */
     static int grid_of[64];
@@ -468,20 +472,28 @@ void launch(void *z, float *part, const void *y, const Bn &bn, const void *w, in
 /* the kernel for dt, the tile's width (128 where K allows) and the direction */
 template <bool DG>
 void launch_dt(void *z, float *part, const void *a, const Bn &bn, const void *w, DType dt, size_t M,
-               int C, int K, cudaStream_t st)
+               int C, int K, cudaStream_t st_)
 {
     CT_ASSERT(M > 0 && M <= (size_t)1 << 30 && C % CK == 0 && K % 64 == 0 && K <= 2048,
               "conv1x1_bn: M %zu, C %d, K %d outside the kernel's shapes", M, C, K);
-    /* the data gradient's epilogue spills at 128 channels: 64 */
-    const bool wide = K % 128 == 0;
+    /* the data gradient's epilogue spills at 128 channels: 64; the forward
+     * without statistics when there are no partials to write */
+    const bool wide = K % 128 == 0, st = part != nullptr;
+    CT_ASSERT(st || !DG, "conv1x1_bn: the data gradient's sums need partials");
     if (dt == DT_BF16) {
-        if constexpr (DG) launch<__nv_bfloat16, 64, DG>(z, part, a, bn, w, (int)M, C, K, st);
-        else if (wide) launch<__nv_bfloat16, 128, DG>(z, part, a, bn, w, (int)M, C, K, st);
-        else launch<__nv_bfloat16, 64, DG>(z, part, a, bn, w, (int)M, C, K, st);
+        using E = __nv_bfloat16;
+        if constexpr (DG) launch<E, 64, true, true>(z, part, a, bn, w, (int)M, C, K, st_);
+        else if (wide && st) launch<E, 128, false, true>(z, part, a, bn, w, (int)M, C, K, st_);
+        else if (wide) launch<E, 128, false, false>(z, part, a, bn, w, (int)M, C, K, st_);
+        else if (st) launch<E, 64, false, true>(z, part, a, bn, w, (int)M, C, K, st_);
+        else launch<E, 64, false, false>(z, part, a, bn, w, (int)M, C, K, st_);
     } else if (dt == DT_F16) {
-        if constexpr (DG) launch<__half, 64, DG>(z, part, a, bn, w, (int)M, C, K, st);
-        else if (wide) launch<__half, 128, DG>(z, part, a, bn, w, (int)M, C, K, st);
-        else launch<__half, 64, DG>(z, part, a, bn, w, (int)M, C, K, st);
+        using E = __half;
+        if constexpr (DG) launch<E, 64, true, true>(z, part, a, bn, w, (int)M, C, K, st_);
+        else if (wide && st) launch<E, 128, false, true>(z, part, a, bn, w, (int)M, C, K, st_);
+        else if (wide) launch<E, 128, false, false>(z, part, a, bn, w, (int)M, C, K, st_);
+        else if (st) launch<E, 64, false, true>(z, part, a, bn, w, (int)M, C, K, st_);
+        else launch<E, 64, false, false>(z, part, a, bn, w, (int)M, C, K, st_);
     } else {
         ct_fatal("conv1x1_bn: type %s (f16 or bf16)", dtype_name(dt));
     }
@@ -560,6 +572,7 @@ extern "C" void conv1x1_bn_launch(void *z, float *sums, float *part, const void 
                                   const float *scale, const float *bias, const void *w, DType dt,
                                   size_t M, int C, int K, void *stream)
 {
+    CT_ASSERT(part || !sums, "conv1x1_bn: sums need partials");
     const Bn bn = {scale, bias, nullptr, nullptr, nullptr, nullptr, nullptr};
     launch_dt<false>(z, part, y, bn, w, dt, M, C, K, (cudaStream_t)stream);
     if (sums) conv1x1_bn_finish(sums, part, M, K, stream);

@@ -117,7 +117,8 @@ void conv1x1_wgrad_bn_cuda(Ctx *c, void *dw, DType tdw, int accum, const void *d
 
 /* The launch (ops/conv1x1_bn.cu): the kernel, then, when sums is not NULL,
  * sums [2][K] (sum, sum of squares) through part's partials, which hold
- * conv1x1_bn_part_floats(M, K) floats. */
+ * conv1x1_bn_part_floats(M, K) floats; part NULL (and sums NULL): the
+ * kernel without its statistics. */
 size_t conv1x1_bn_part_floats(size_t M, int K);
 /* shared memory a block takes at K output channels (at most 110 KiB) */
 size_t conv1x1_bn_smem(int K);
