@@ -469,34 +469,31 @@ void launch(void *z, float *part, const void *y, const Bn &bn, const void *w, in
     CUDA_CHECK_LAUNCH();
 }
 
-/* the kernel for dt, the tile's width (128 where K allows) and the direction */
+/* the kernel for E, the tile's width (128 where K allows) and the direction:
+ * the data gradient's epilogue spills at 128 channels, so 64; the forward
+ * without statistics when there are no partials to write */
+template <typename E, bool DG>
+void launch_e(void *z, float *part, const void *a, const Bn &bn, const void *w, int M, int C,
+              int K, cudaStream_t st_)
+{
+    const bool wide = K % 128 == 0, st = part != nullptr;
+    if constexpr (DG) launch<E, 64, true, true>(z, part, a, bn, w, M, C, K, st_);
+    else if (wide && st) launch<E, 128, false, true>(z, part, a, bn, w, M, C, K, st_);
+    else if (wide) launch<E, 128, false, false>(z, part, a, bn, w, M, C, K, st_);
+    else if (st) launch<E, 64, false, true>(z, part, a, bn, w, M, C, K, st_);
+    else launch<E, 64, false, false>(z, part, a, bn, w, M, C, K, st_);
+}
+
 template <bool DG>
 void launch_dt(void *z, float *part, const void *a, const Bn &bn, const void *w, DType dt, size_t M,
                int C, int K, cudaStream_t st_)
 {
     CT_ASSERT(M > 0 && M <= (size_t)1 << 30 && C % CK == 0 && K % 64 == 0 && K <= 2048,
               "conv1x1_bn: M %zu, C %d, K %d outside the kernel's shapes", M, C, K);
-    /* the data gradient's epilogue spills at 128 channels: 64; the forward
-     * without statistics when there are no partials to write */
-    const bool wide = K % 128 == 0, st = part != nullptr;
-    CT_ASSERT(st || !DG, "conv1x1_bn: the data gradient's sums need partials");
-    if (dt == DT_BF16) {
-        using E = __nv_bfloat16;
-        if constexpr (DG) launch<E, 64, true, true>(z, part, a, bn, w, (int)M, C, K, st_);
-        else if (wide && st) launch<E, 128, false, true>(z, part, a, bn, w, (int)M, C, K, st_);
-        else if (wide) launch<E, 128, false, false>(z, part, a, bn, w, (int)M, C, K, st_);
-        else if (st) launch<E, 64, false, true>(z, part, a, bn, w, (int)M, C, K, st_);
-        else launch<E, 64, false, false>(z, part, a, bn, w, (int)M, C, K, st_);
-    } else if (dt == DT_F16) {
-        using E = __half;
-        if constexpr (DG) launch<E, 64, true, true>(z, part, a, bn, w, (int)M, C, K, st_);
-        else if (wide && st) launch<E, 128, false, true>(z, part, a, bn, w, (int)M, C, K, st_);
-        else if (wide) launch<E, 128, false, false>(z, part, a, bn, w, (int)M, C, K, st_);
-        else if (st) launch<E, 64, false, true>(z, part, a, bn, w, (int)M, C, K, st_);
-        else launch<E, 64, false, false>(z, part, a, bn, w, (int)M, C, K, st_);
-    } else {
-        ct_fatal("conv1x1_bn: type %s (f16 or bf16)", dtype_name(dt));
-    }
+    CT_ASSERT(part || !DG, "conv1x1_bn: the data gradient's sums need partials");
+    if (dt == DT_BF16) launch_e<__nv_bfloat16, DG>(z, part, a, bn, w, (int)M, C, K, st_);
+    else if (dt == DT_F16) launch_e<__half, DG>(z, part, a, bn, w, (int)M, C, K, st_);
+    else ct_fatal("conv1x1_bn: type %s (f16 or bf16)", dtype_name(dt));
 }
 
 /* The filter gradient's splits of M (and the chunks of 64 rows each takes):
