@@ -274,30 +274,32 @@ __global__ void __launch_bounds__(THREADS, 2)
                 }
                 __syncwarp();
             }
-            if constexpr (!ST) continue;
+            if constexpr (ST) {
 #pragma unroll
-            for (int jl = 0; jl < 4; jl++) {
+                for (int jl = 0; jl < 4; jl++) {
 #pragma unroll
-                for (int o = 4; o < 32; o <<= 1) /* over g: lanes t, t + 4, ..., t + 28 */
+                    for (int o = 4; o < 32; o <<= 1) /* over g: lanes t, t + 4, ..., t + 28 */
 #pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        sm[jl][e] += __shfl_xor_sync(0xffffffffu, sm[jl][e], o);
-                const int cl = wn * WN + 32 * h + 8 * jl + 2 * t;
-                if (g == 0) {
-                    red[(wm * 2 + 0) * BN + cl] = sm[jl][0];
-                    red[(wm * 2 + 0) * BN + cl + 1] = sm[jl][1];
-                    red[(wm * 2 + 1) * BN + cl] = sm[jl][2];
-                    red[(wm * 2 + 1) * BN + cl + 1] = sm[jl][3];
+                        for (int e = 0; e < 4; e++)
+                            sm[jl][e] += __shfl_xor_sync(0xffffffffu, sm[jl][e], o);
+                    const int cl = wn * WN + 32 * h + 8 * jl + 2 * t;
+                    if (g == 0) {
+                        red[(wm * 2 + 0) * BN + cl] = sm[jl][0];
+                        red[(wm * 2 + 0) * BN + cl + 1] = sm[jl][1];
+                        red[(wm * 2 + 1) * BN + cl] = sm[jl][2];
+                        red[(wm * 2 + 1) * BN + cl + 1] = sm[jl][3];
+                    }
                 }
             }
         }
-        if constexpr (!ST) continue;
-        __syncthreads(); /* red is whole (its next write comes after the loop's barrier) */
-        for (int i = tid; i < 2 * BN; i += THREADS) {
-            const int hh = i / BN, k = i % BN;
-            float v = red[hh * BN + k];
-            for (int q = 1; q < 4; q++) v += red[(q * 2 + hh) * BN + k];
-            part[((size_t)tm * 2 + hh) * K + tn * BN + k] = v;
+        if constexpr (ST) {
+            __syncthreads(); /* red is whole (its next write comes after the loop's barrier) */
+            for (int i = tid; i < 2 * BN; i += THREADS) {
+                const int hh = i / BN, k = i % BN;
+                float v = red[hh * BN + k];
+                for (int q = 1; q < 4; q++) v += red[(q * 2 + hh) * BN + k];
+                part[((size_t)tm * 2 + hh) * K + tn * BN + k] = v;
+            }
         }
     }
     cp_async_wait<0>();
