@@ -136,15 +136,15 @@ static const Setting table[SET_COUNT] = {
         "the unit with its convolutions' statistics reduced in cuDNN fused graphs where they "
         "are faster (fused, ops/conv_bn_cudnn.h, unmeasured); unit measured on an H200 at "
         "ResNet-50 bs 256 bf16: -1.6 GiB peak, 23% slower (docs/results.md)"),
-    [SET_CONV_BN_1X1] = V_CHOICE("CTRAIN_CONV_BN_1X1", SA_DEV, "library", NULL,
+    [SET_CONV_BN_1X1] = V_CHOICE("CTRAIN_CONV_BN_1X1", SA_DEV, "own", NULL,
         "library|own|backward",
         "the conv + batch-norm unit's 1 x 1 convolutions at ResNet's stages 1-2 (C, K <= 512; "
-        "f16, bf16): cuDNN's convolutions with batch norm's passes around them (library); "
-        "ours (own, ops/conv1x1_bn.h): the forward with the apply + ReLU in its prologue and "
-        "the statistics in its epilogue, the data gradient with the ReLU's mask and batch "
-        "norm's sums in its epilogue, the filter gradient with the forward's prologue; or "
-        "the two gradients alone (backward). On an H100 at bs 256 bf16 the forward cost "
-        "0.27 ms a step and the gradients saved 0.28 (docs/kernels.md)"),
+        "f16, bf16; CTRAIN_CONV_BN=unit): ours (own, ops/conv1x1_bn.h): the forward with the "
+        "apply + ReLU in its prologue and the statistics in its epilogue, the data gradient "
+        "with the ReLU's mask and batch norm's sums in its epilogue, the filter gradient with "
+        "the forward's prologue; the two gradients alone (backward); or cuDNN's convolutions "
+        "with batch norm's passes around them (library). H100, ResNet-50 bs 256 bf16 unit: "
+        "own 42.8 ms a step, backward 42.85, library 43.13 (docs/kernels.md)"),
     [SET_ATTN] = V_CHOICE("CTRAIN_ATTN", SA_DEV, "cudnn", NULL, "cublas|cudnn|flash",
         "cudnn: cuDNN's fused flash attention (graph API, f16/bf16, its own dropout mask) where "
         "cuDNN plans both directions, else flash (BERT-large bf16 on an H100: +3.4% at seq 128 "

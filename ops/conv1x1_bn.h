@@ -50,10 +50,10 @@
  * faster than the GEMM and both passes at the copy bandwidth, stage 2's
  * 0.94-1.37x, and lost at stages 3-4: conv1x1_bn_wanted takes C, K <= 512.
  *
- * CTRAIN_CONV_BN_1X1=own asks for the three where they fit, =backward for
- * the two gradients alone (default library: the unit's convolutions and
- * passes as before); conv1x1_bn_use overrides the setting for tests. Built
- * with -DCTRAIN_CUDA only.
+ * CTRAIN_CONV_BN_1X1=own (the default) takes the three where they fit,
+ * =backward the two gradients alone, =library none (cuDNN's convolutions and
+ * batch norm's passes, as before them); conv1x1_bn_use overrides the setting
+ * for tests. Built with -DCTRAIN_CUDA only.
  */
 #ifndef CTRAIN_OPS_CONV1X1_BN_H
 #define CTRAIN_OPS_CONV1X1_BN_H
