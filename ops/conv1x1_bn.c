@@ -64,12 +64,9 @@ static int wanted_n(DType dt, const Conv2dShape *s, int n, int tn, int forward)
     return on && fits_n(dt, s, n, tn) && (g_use == 1 || (s->C <= 512 && s->K <= 512));
 }
 
-int conv1x1_bn_wanted(DType dt, const Conv2dShape *s, int plain, const void *y,
-                      const void *w, const void *z)
+int conv1x1_bn_wanted(DType dt, const Conv2dShape *s, const void *y, const void *w,
+                      const void *z)
 {
-    /* plain (statistics of a block's first 1 x 1): cuDNN's convolution and
-     * our statistics pass were faster in the step, unless a test forces it */
-    if (plain && g_use != 1) return 0;
     /* 16-byte copies and stores: a weight view packed after a parameter of
      * an odd size may not be aligned */
     if (((uintptr_t)y | (uintptr_t)w | (uintptr_t)z) % 16) return 0;

@@ -71,13 +71,10 @@ extern "C" {
  * later whose blocks may opt in to the kernel's shared memory (110 KiB at K
  * a multiple of 128: not sm_86 / sm_89's 99 KiB); *_wanted adds the
  * setting (or the override), the shapes where it was measured to win (C, K
- * <= 512) and y, w, z (the input, filters, output) 16-byte aligned. plain
- * (no prologue: a block's first 1 x 1, statistics only) is wanted only when
- * forced: in the step cuDNN's convolution and our statistics pass were
- * faster than the kernel (docs/kernels.md). */
+ * <= 512) and y, w, z (the input, filters, output) 16-byte aligned. */
 int conv1x1_bn_fits(DType dt, const Conv2dShape *s);
-int conv1x1_bn_wanted(DType dt, const Conv2dShape *s, int plain, const void *y,
-                      const void *w, const void *z);
+int conv1x1_bn_wanted(DType dt, const Conv2dShape *s, const void *y, const void *w,
+                      const void *z);
 
 /* The data gradient's twin: conv1x1_bn_fits with the GEMM's width C
  * (C <= 2048, tiles 64 channels wide), the setting and the shapes as above;

@@ -89,7 +89,7 @@ static void conv_moments(Ctx *c, Tensor *z, Tensor *a, Tensor *w, const Conv2dSh
     Tensor *ms = tensor_new(c, DT_F32, 2, shape);
     float *pm = (float *)ms->data;
 #ifdef CTRAIN_CUDA
-    if (IS_CUDA(c) && conv1x1_bn_wanted(a->dtype, s, 1, a->data, w->data, z->data)) {
+    if (IS_CUDA(c) && conv1x1_bn_wanted(a->dtype, s, a->data, w->data, z->data)) {
         conv1x1_bn_cuda(c, z->data, pm, pm + s->K, a->data, NULL, NULL, w->data, a->dtype,
                         tensor_rows(z), s->C, s->K);
         *stats = ms;
@@ -366,7 +366,7 @@ Tensor *op_bn_relu_conv(Ctx *c, Tensor *y, Tensor *stats, const BnArgs *bn, Tens
 #ifdef CTRAIN_CUDA
     /* a = relu(y s + b) in the prologue of our own 1 x 1 convolution, the
      * statistics of z in its epilogue, where it is wanted (conv1x1_bn.h) */
-    if (IS_CUDA(c) && conv1x1_bn_wanted(y->dtype, &s, 0, y->data, wl->data, z->data)) {
+    if (IS_CUDA(c) && conv1x1_bn_wanted(y->dtype, &s, y->data, wl->data, z->data)) {
         size_t sbb = 2 * (C + 64) * sizeof(float);
         float *sc = mem_alloc(c, sbb), *bi = sc + (C + 63) / 64 * 64;
         batchnorm_scale_bias_cuda(sc, bi, pm, pm + C, (const float *)bn->gamma->data,
