@@ -56,7 +56,8 @@ if [ "${NCU:-0}" = 1 ]; then   # the forward kernel's stalls at stage 1 conv3 (i
         --launch-count 2 --section SpeedOfLight --section Occupancy --section SchedulerStats \
         --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats \
         .dev/new/conv1x1_bn_probe 256 > $L/ncu_fwd.txt 2>&1
-    echo "ncu rc $? at $(el) s"; grep -E "Stall|Throughput|Issued|Eligible|Occupancy" $L/ncu_fwd.txt | head -30; pack
+    echo "ncu rc $? at $(el) s"
+    grep -E "Stall|Throughput|Issued|Eligible|Occupancy" $L/ncu_fwd.txt | head -30; pack
 fi
 [ "$(el)" -lt 400 ] && tt gpu_flash_attn 150   # its PTX wrappers moved to ops/mma_sm80.cuh
 echo "end at $(el) s"
