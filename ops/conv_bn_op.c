@@ -75,6 +75,22 @@ static void apply_run(Ctx *c, Tensor *a, Tensor *y, const float *ms, const Tenso
     }
 }
 
+#ifdef CTRAIN_CUDA
+/* batch norm as y s + b for our 1 x 1 kernels' prologue: s at the result,
+ * b at the result + C rounded up to 64 (a pool block of *bytes, the
+ * caller frees it) */
+static float *scale_bias(Ctx *c, size_t *bytes, const float *mean, const float *invstd,
+                         const Tensor *gamma, const Tensor *beta, size_t C)
+{
+    *bytes = 2 * (C + 64) * sizeof(float);
+    float *sc = mem_alloc(c, *bytes);
+    batchnorm_scale_bias_cuda(sc, sc + (C + 63) / 64 * 64, mean, invstd,
+                              (const float *)gamma->data, (const float *)beta->data, C,
+                              c->stream);
+    return sc;
+}
+#endif
+
 /* z = conv(a, w), and when stats is not NULL *stats = the moments of z:
  * one cuDNN graph where conv_bn_cudnn serves the shape (CTRAIN_CONV_BN=
  * fused), else the convolution, then the moments pass */
@@ -173,10 +189,9 @@ static void bn_relu_conv_backward(Ctx *c, Node *n)
         int fused = 0;
 #ifdef CTRAIN_CUDA
         if (IS_CUDA(c) && conv1x1_wgrad_bn_wanted(y->dtype, &s, dz->data, y->data)) {
-            size_t sbb = 2 * (C + 64) * sizeof(float);
-            float *sc = mem_alloc(c, sbb), *bi = sc + (C + 63) / 64 * 64;
-            batchnorm_scale_bias_cuda(sc, bi, mean, invstd, (const float *)gamma->data,
-                                      (const float *)beta->data, C, c->stream);
+            size_t sbb = 0;
+            float *sc = scale_bias(c, &sbb, mean, invstd, gamma, beta, C);
+            float *bi = sc + (C + 63) / 64 * 64;
             conv1x1_wgrad_bn_cuda(c, dw->data, dw->dtype, acc_w, dz->data, y->data, sc, bi,
                                   y->dtype, M, (int)C, s.K);
             mem_free(c, sc, sbb);
@@ -367,10 +382,9 @@ Tensor *op_bn_relu_conv(Ctx *c, Tensor *y, Tensor *stats, const BnArgs *bn, Tens
     /* a = relu(y s + b) in the prologue of our own 1 x 1 convolution, the
      * statistics of z in its epilogue, where it is wanted (conv1x1_bn.h) */
     if (IS_CUDA(c) && conv1x1_bn_wanted(y->dtype, &s, y->data, wl->data, z->data)) {
-        size_t sbb = 2 * (C + 64) * sizeof(float);
-        float *sc = mem_alloc(c, sbb), *bi = sc + (C + 63) / 64 * 64;
-        batchnorm_scale_bias_cuda(sc, bi, pm, pm + C, (const float *)bn->gamma->data,
-                                  (const float *)bn->beta->data, C, c->stream);
+        size_t sbb = 0;
+        float *sc = scale_bias(c, &sbb, pm, pm + C, bn->gamma, bn->beta, C);
+        float *bi = sc + (C + 63) / 64 * 64;
         int64_t sshape[2] = {2, s.K};
         Tensor *so = want ? tensor_new(c, DT_F32, 2, sshape) : NULL;
         float *ps = so ? (float *)so->data : NULL;
