@@ -223,16 +223,16 @@ static void bn_relu_conv_backward(Ctx *c, Node *n)
     if (own || (IS_CUDA(c) && conv_bn_cudnn_enabled(c, y->dtype))) {
         size_t c4 = (C + 63) / 64 * 64, sbytes = 4 * c4 * sizeof(float);
         float *sums = mem_alloc(c, sbytes), *mg = sums + 2 * c4, *mgx = sums + 3 * c4;
-        float *sgx = own ? sums + C : sums + c4;   /* ours writes [2][C] */
         int fused = 1;
-        if (own)
+        if (own) /* its [2][C] sums land at sums and sums + c4: it takes C % 64 == 0 only */
             conv1x1_dgrad_bn_cuda(c, da->data, sums, dz->data, wl->data, y->data, mean, invstd,
                                   pgamma, pbeta, y->dtype, M, (int)C, s.K);
         else
-            fused = conv_bn_cudnn_dgrad_relu(c, da->data, sums, sgx, dz->data, wl->data,
+            fused = conv_bn_cudnn_dgrad_relu(c, da->data, sums, sums + c4, dz->data, wl->data,
                                              y->data, mean, pgamma, pbeta, y->dtype, &s);
         if (fused) {
-            batchnorm_backward_sums_cuda(mg, mgx, pg, pb, sums, sgx, M, C, acc_p, c->stream);
+            batchnorm_backward_sums_cuda(mg, mgx, pg, pb, sums, sums + c4, M, C, acc_p,
+                                         c->stream);
             if (dy)
                 batchnorm_backward_dx_cuda(dy->data, NULL, da->data, y->data, NULL, mean, invstd,
                                            pgamma, NULL, mg, mgx, y->dtype, batch, 0, M, C,
