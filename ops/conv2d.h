@@ -114,6 +114,21 @@ void conv2d_cuda_set_engines(Ctx *c, Conv2dEngines e);
 /* Plans of c that run a graph-API engine. */
 int conv2d_cuda_graph_plan_count(Ctx *c);
 
+/* 1 x 1 convolutions (no padding, dilation 1, any stride) as cuBLASLt
+ * GEMMs on the NHWC rows (ops/conv_gemm.h). CONV2D_GEMM_SEARCH times the
+ * GEMM beside cuDNN's choice in each such plan's search and keeps it when
+ * it is at least 3% faster; _OFF never; _ALWAYS makes every such plan a
+ * GEMM without a cuDNN search (tests, comparisons). A context starts from
+ * CTRAIN_CONV_GEMM; the mode is part of a plan's key. */
+typedef enum {
+    CONV2D_GEMM_OFF = 0,
+    CONV2D_GEMM_SEARCH = 1,
+    CONV2D_GEMM_ALWAYS = 2
+} Conv2dGemm;
+void conv2d_cuda_set_gemm(Ctx *c, Conv2dGemm mode);
+/* Plans of c that run as a GEMM. */
+int conv2d_cuda_gemm_plan_count(Ctx *c);
+
 /* Test hook: the element limit of one cuDNN tensor (batch chunking) and
  * the images the algorithm search runs on; 0 restores the default
  * (INT32_MAX, 256). Lives with the plans: conv2d_cuda_release resets it. */

@@ -19,7 +19,9 @@
  * timed on the same buffers under the same numerical rule); the graph
  * engine runs the plan when it is at least 3% faster (CTRAIN_CONV_ENGINES).
  * In strict f32 it wins most ResNet50 plans (785 -> 999 img/s, bs 256,
- * H200). A graph plan bakes beta in, so accumulation is part of the key;
+ * H200). A 1 x 1 plan is also timed as one cuBLASLt GEMM on the NHWC rows
+ * (ops/conv_gemm.h, CTRAIN_CONV_GEMM), which runs it when 3% faster still.
+ * A graph plan bakes beta in, so accumulation is part of the key;
  * but a backward plan that writes (beta 0) takes the choice of its twin
  * that adds (beta 1), kept in the context or on disk, when there is one
  * (plan_from_twin): a gradient written on its first contribution
@@ -98,6 +100,7 @@
 
 #include "conv2d.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +110,7 @@
 #include "engine/log.h"
 #include "engine/mem.h"
 #include "engine/settings.h"
+#include "conv_gemm.h"
 #include "conv_stem.h"
 #include "cudnn_graph.h"
 #include "elementwise.h"
@@ -123,7 +127,7 @@ static const char *dir_names[] = {"forward", "backward-data", "backward-filter"}
  * are zero and keys compare with memcmp. */
 typedef struct {
     Conv2dShape s;
-    int dir, dt, tf32, pad_mode, engines;
+    int dir, dt, tf32, pad_mode, engines, gemm_mode;
     int accum;             /* the graph API bakes beta into its plan */
     uint32_t align;        /* alignment all pointers of the call share (<= 256 bytes) */
 } PlanKey;
@@ -137,12 +141,15 @@ typedef struct {
     int algo;                          /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
     size_t ws_bytes;                   /* workspace the algorithm needs */
     CgPlan g;                          /* the graph API's plan when it won (g.plan) */
+    int gemm;                          /* 1: runs as a cuBLASLt GEMM (ops/conv_gemm.h) */
+    float ms;                          /* the search's time of cuDNN's choice */
 } Plan;
 
 /* One context's plans: a linear table (a ResNet has a few dozen). */
 typedef struct {
     Conv2dPadMode pad_mode;
     Conv2dEngines engines;
+    Conv2dGemm gemm_mode;
     size_t max_elems;     /* test hook (conv2d_cuda_set_limits); 0: CONV_MAX_ELEMS */
     int search_max_n;     /* test hook; 0: CONV_SEARCH_MAX_N */
     Plan *plans;
@@ -212,6 +219,7 @@ static ConvCache *cache_for(Ctx *c)
         CT_ASSERT(cc != NULL, "conv2d_cuda: out of host memory for a plan cache");
         cc->engines = (Conv2dEngines)setting_choice(SET_CONV_ENGINES);
         cc->pad_mode = (Conv2dPadMode)setting_choice(SET_CONV_PAD);   /* auto 0, always 1 */
+        cc->gemm_mode = (Conv2dGemm)setting_choice(SET_CONV_GEMM);    /* off, search, always */
         ctx_cache_set(c, &conv_cache_kind, cc);
     }
     return cc;
@@ -220,6 +228,8 @@ static ConvCache *cache_for(Ctx *c)
 void conv2d_cuda_set_pad_mode(Ctx *c, Conv2dPadMode mode) { cache_for(c)->pad_mode = mode; }
 
 void conv2d_cuda_set_engines(Ctx *c, Conv2dEngines e) { cache_for(c)->engines = e; }
+
+void conv2d_cuda_set_gemm(Ctx *c, Conv2dGemm mode) { cache_for(c)->gemm_mode = mode; }
 
 void conv2d_cuda_set_limits(Ctx *c, size_t max_elems, int search_max_n)
 {
@@ -243,6 +253,14 @@ int conv2d_cuda_graph_plan_count(Ctx *c)
     const ConvCache *cc = cache_for(c);
     int n = 0;
     for (int i = 0; i < cc->n; i++) n += cc->plans[i].g.plan != NULL;
+    return n;
+}
+
+int conv2d_cuda_gemm_plan_count(Ctx *c)
+{
+    const ConvCache *cc = cache_for(c);
+    int n = 0;
+    for (int i = 0; i < cc->n; i++) n += cc->plans[i].gemm;
     return n;
 }
 
@@ -483,10 +501,11 @@ static int graph_load(Ctx *c, Plan *p, int64_t engine, const int64_t (*knobs)[2]
 }
 
 /* cuDNN's search for p's direction on the prepared buffers (a = x or w,
- * b = w or dy, out); on success sets the plan's algorithm, workspace and
- * math type. Returns the status: a failed search or "no algorithm" is not
- * fatal here (the caller may retry with padded channels). */
-static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, void *out)
+ * b = w or dy, out); on success sets the plan's algorithm, workspace, math
+ * type and the chosen one's time (p->ms). Returns the status: a failed
+ * search or "no algorithm" is not fatal here (the caller may retry with
+ * padded channels). */
+static cudnnStatus_t cudnn_search(Ctx *c, Plan *p, const void *a, const void *b, void *out)
 {
     size_t ws_bytes = conv2d_cuda_search_ws_bytes(c);
     int own_ws = ws_bytes > c->workspace_bytes;
@@ -538,6 +557,7 @@ static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, 
     int i = st == CUDNN_STATUS_SUCCESS ? pick_result(status, det, n, want_det) : -1;
     p->algo = i >= 0 ? algo[i] : -1;
     p->ws_bytes = i >= 0 ? mem[i] : 0;
+    p->ms = i >= 0 ? tm[i] : INFINITY;
     if (i >= 0 && !(p->key.dt == DT_F32 && !p->key.tf32))
         CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd, math[i]));
     /* the graph API's engines against the legacy algorithm: the faster
@@ -560,9 +580,80 @@ static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, 
         if (p->g.plan && i >= 0 && p->key.engines == CONV2D_ENGINES_FASTEST &&
             !(p->g.ms < 0.97f * tm[i]))
             cg_plan_free(&p->g);
-        if (p->g.plan) return CUDNN_STATUS_SUCCESS;
+        if (p->g.plan) {
+            p->ms = p->g.ms;
+            return CUDNN_STATUS_SUCCESS;
+        }
     }
     if (i < 0) return st == CUDNN_STATUS_SUCCESS ? CUDNN_STATUS_NOT_SUPPORTED : st;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* ---- the GEMM candidate of a 1 x 1 plan (ops/conv_gemm.h) ---- */
+
+/* One run of p as a GEMM on a search's operands (a = x or w, b = w or dy,
+ * in the direction's order, as for cudnn_search). */
+static void gemm_run(Ctx *c, const Plan *p, const void *a, const void *b, void *out)
+{
+    const Conv2dShape *s = &p->key.s;
+    const DType dt = (DType)p->key.dt;
+    if (p->key.dir == DIR_FWD) conv_gemm_forward_cuda(c, out, a, b, dt, s);
+    else if (p->key.dir == DIR_BWD_DATA)
+        conv_gemm_backward_data_cuda(c, out, b, a, dt, s, p->key.accum);
+    else conv_gemm_backward_filter_cuda(c, out, b, a, dt, s, p->key.accum);
+}
+
+/* Its time: one run first (cuBLASLt's heuristic, and its timed choice
+ * where CTRAIN_GEMM_SEARCH asks, are made there), then the median of
+ * three, each timed alone with CUDA events on c's stream. */
+static float gemm_time(Ctx *c, const Plan *p, const void *a, const void *b, void *out)
+{
+    gemm_run(c, p, a, b, out);
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    float ms[3];
+    for (int r = 0; r < 3; r++) {
+        CUDA_CHECK(cudaEventRecord(e0, c->stream));
+        gemm_run(c, p, a, b, out);
+        CUDA_CHECK(cudaEventRecord(e1, c->stream));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        CUDA_CHECK(cudaEventElapsedTime(&ms[r], e0, e1));
+    }
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    const float lo = fminf(ms[0], fminf(ms[1], ms[2])), hi = fmaxf(ms[0], fmaxf(ms[1], ms[2]));
+    return ms[0] + ms[1] + ms[2] - lo - hi;
+}
+
+/* The search of p: cuDNN's (cudnn_search), and for a 1 x 1 plan with
+ * C channels (CTRAIN_CONV_GEMM=search) the GEMM timed beside it, taken when
+ * it is at least 3% faster than cuDNN's choice or cuDNN has none. Under
+ * CTRAIN_CONV_GEMM=always such a plan is a GEMM without a cuDNN search
+ * (run once here, so cuBLASLt's choice is made outside any capture). */
+static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, void *out)
+{
+    const int cand = p->key.gemm_mode != CONV2D_GEMM_OFF && conv_gemm_applies(&p->key.s) &&
+                     p->Cp == p->key.s.C;
+    p->gemm = 0;
+    if (cand && p->key.gemm_mode == CONV2D_GEMM_ALWAYS) {
+        p->algo = -1;
+        p->ws_bytes = 0;
+        p->gemm = 1;
+        gemm_run(c, p, a, b, out);
+        return CUDNN_STATUS_SUCCESS;
+    }
+    const cudnnStatus_t st = cudnn_search(c, p, a, b, out);
+    if (!cand) return st;
+    const float ms = gemm_time(c, p, a, b, out);
+    const int found = st == CUDNN_STATUS_SUCCESS;
+    const Conv2dShape *s = &p->key.s;
+    LOG_D("conv2d_cuda: %s N%d %dx%dx%d -> K%d 1x1 s%d %s: cuDNN %.3f ms, GEMM %.3f ms",
+          dir_names[p->key.dir], s->N, s->H, s->W, s->C, s->K, s->stride_h,
+          dtype_name((DType)p->key.dt), found ? (double)p->ms : -1.0, (double)ms);
+    if (found && !(ms < 0.97f * p->ms)) return st;
+    p->gemm = 1;
+    cg_plan_free(&p->g);
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -595,6 +686,12 @@ static cudnnStatus_t legacy_ws(Ctx *c, Plan *p)
  * workspace than a full search could have given it. */
 static cudnnStatus_t plan_adopt(Ctx *c, Plan *p, const Plan *q)
 {
+    if (q->gemm) { /* a GEMM serves any N */
+        p->gemm = 1;
+        p->algo = -1;
+        p->ws_bytes = 0;
+        return CUDNN_STATUS_SUCCESS;
+    }
     if (q->algo < 0) return CUDNN_STATUS_NOT_SUPPORTED; /* q has only a graph plan */
     cudnnMathType_t math;
     CUDNN_CHECK(cudnnGetConvolutionMathType(q->cd, &math));
@@ -609,6 +706,13 @@ static cudnnStatus_t plan_adopt(Ctx *c, Plan *p, const Plan *q)
 static cudnnStatus_t conv_exec(Ctx *c, Plan *p, const ConvArgs *a, int search)
 {
     const Conv2dShape *s = &p->key.s;
+    if (p->gemm && !search) { /* C channels: no padded copies */
+        if (a->dir == DIR_FWD) conv_gemm_forward_cuda(c, a->out, a->x, a->w, p->key.dt, s);
+        else if (a->dir == DIR_BWD_DATA)
+            conv_gemm_backward_data_cuda(c, a->out, a->dy, a->w, p->key.dt, s, a->accum);
+        else conv_gemm_backward_filter_cuda(c, a->out, a->dy, a->x, p->key.dt, s, a->accum);
+        return CUDNN_STATUS_SUCCESS;
+    }
     const size_t es = dtype_size((DType)p->key.dt);
     const int C = s->C, Cp = p->Cp, padded = Cp != C;
     const size_t x_rows = (size_t)s->N * s->H * s->W, w_rows = (size_t)s->K * s->R * s->S;
@@ -744,7 +848,7 @@ static PlanStore *store_for(ConvCache *cc)
 /* The version of the search's rules (the candidates it times, the 3% margin,
  * the numerical rule): raise it when they change, so choices made under
  * the old rules are searched again. */
-#define CONV_SEARCH_RULES 1
+#define CONV_SEARCH_RULES 2
 
 /* A plan's key as the store's text: the whole PlanKey, and the search's
  * rules that are not in it (determinism, the search workspace limit, the
@@ -756,10 +860,11 @@ static void key_text(const PlanKey *k, int n_search, char *buf, size_t n)
     const Conv2dShape *s = &k->s;
     snprintf(buf, n,
              "%s N%d H%d W%d C%d K%d R%d S%d P%d Q%d stride%d,%d pad%d,%d dil%d,%d %s tf32=%d "
-             "padmode=%d engines=%d accum=%d align=%u det=%d wsmax=%zuM slice=%d rules=%d",
+             "padmode=%d engines=%d gemm=%d accum=%d align=%u det=%d wsmax=%zuM slice=%d rules=%d",
              dir_names[k->dir], s->N, s->H, s->W, s->C, s->K, s->R, s->S, s->P, s->Q,
              s->stride_h, s->stride_w, s->pad_h, s->pad_w, s->dil_h, s->dil_w,
-             dtype_name((DType)k->dt), k->tf32, k->pad_mode, k->engines, k->accum, k->align,
+             dtype_name((DType)k->dt), k->tf32, k->pad_mode, k->engines, k->gemm_mode, k->accum,
+             k->align,
              want_deterministic(k->dir), setting_size(SET_CONV_SEARCH_WS_MB) >> 20, n_search,
              CONV_SEARCH_RULES);
 }
@@ -773,8 +878,8 @@ static int value_text(const Plan *p, char *buf, size_t n)
     cudnnMathType_t math = CUDNN_DEFAULT_MATH;
     CUDNN_CHECK(cudnnGetConvolutionMathType(p->cd, &math));
     if (p->g.plan && p->g.nknobs < 0) return -1;
-    int w = snprintf(buf, n, "Cp=%d algo=%d math=%d engine=%lld knobs=", p->Cp, p->algo,
-                     (int)math, p->g.plan ? (long long)p->g.engine : -1LL);
+    int w = snprintf(buf, n, "Cp=%d algo=%d math=%d engine=%lld gemm=%d knobs=", p->Cp,
+                     p->algo, (int)math, p->g.plan ? (long long)p->g.engine : -1LL, p->gemm);
     if (w <= 0 || (size_t)w >= n) return -1;
     return plan_store_pairs_text((const int64_t(*)[2])p->g.knobs, p->g.plan ? p->g.nknobs : 0,
                                  buf + w, n - (size_t)w);
@@ -787,15 +892,18 @@ static int value_text(const Plan *p, char *buf, size_t n)
  * one the numerical rule allows. */
 static int plan_load(Ctx *c, Plan *p, const char *value)
 {
-    int Cp = 0, algo = -2, math = -1, used = 0;
+    int Cp = 0, algo = -2, math = -1, gemm = -1, used = 0;
     long long engine = -2;
     char knobs[PLAN_STORE_VALUE_MAX];
-    if (sscanf(value, "Cp=%d algo=%d math=%d engine=%lld knobs=%511s%n", &Cp, &algo, &math,
-               &engine, knobs, &used) != 5 || value[used] != '\0')
+    if (sscanf(value, "Cp=%d algo=%d math=%d engine=%lld gemm=%d knobs=%511s%n", &Cp, &algo,
+               &math, &engine, &gemm, knobs, &used) != 6 || value[used] != '\0')
         return 0;
     const Conv2dShape *s = &p->key.s;
+    if (gemm == 1 && !(p->key.gemm_mode != CONV2D_GEMM_OFF && conv_gemm_applies(s) && Cp == s->C))
+        return 0;
     if ((Cp != s->C && Cp != conv_padded_c(s->C, (DType)p->key.dt)) || algo < -1 ||
-        algo >= CONV_MAX_ALGOS || engine < -1 || (algo < 0 && engine < 0) ||
+        algo >= CONV_MAX_ALGOS || engine < -1 || (algo < 0 && engine < 0 && gemm != 1) ||
+        (gemm != 0 && gemm != 1) ||
         (math != CUDNN_DEFAULT_MATH && math != CUDNN_TENSOR_OP_MATH &&
          math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION && math != CUDNN_FMA_MATH))
         return 0;
@@ -804,6 +912,7 @@ static int plan_load(Ctx *c, Plan *p, const char *value)
     if (nk < 0) return 0;
     plan_descriptors(p, Cp);
     p->algo = algo;
+    p->gemm = gemm;
     if (algo >= 0) {
         /* strict f32 keeps FMA whatever the value says */
         if (!(p->key.dt == DT_F32 && !p->key.tf32) &&
@@ -817,6 +926,7 @@ refused:
     plan_destroy(p);
     p->algo = -1;
     p->ws_bytes = 0;
+    p->gemm = 0;
     return 0;
 }
 
@@ -860,6 +970,7 @@ static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
     key.tf32 = dt == DT_F32 && c->allow_tf32;
     key.pad_mode = cc->pad_mode;
     key.engines = cc->engines;
+    key.gemm_mode = conv_gemm_applies(s) ? (int)cc->gemm_mode : CONV2D_GEMM_OFF;
     key.accum = a->accum;
     uint32_t al = ptr_align(a->out);
     const void *ins[3] = {a->x, a->w, a->dy};

@@ -24,7 +24,8 @@
  * through autograd on CUDA (f32, f16 and bf16 autocast) against op_conv2d
  * on the CPU in f32; then every shape and setting again on the graph API's
  * engines alone (CONV2D_ENGINES_GRAPH, ops/cudnn_graph.h), each plan a
- * graph plan, and the plan cache there.
+ * graph plan, and the plan cache there; then the 1 x 1 shapes as cuBLASLt
+ * GEMMs (ops/conv_gemm.h), forced and searched (see test_gemm).
  *
  * Tolerances, for L products of values in [-1, 1) per output element
  * (forward R*S*C, backward data up to K*R*S, backward filter N*P*Q):
@@ -167,10 +168,11 @@ static void run_shape(Ctx *c, const Shape *h, const char *tag)
 
 /* A repeated call is a cache hit (no new plan) and gives the same bits:
  * forward, and the backward passes (deterministic algorithms preferred). */
-static void test_cache(Ctx *c)
+static const Shape cache_3x3 = {"cache.3x3.28x28x64", 2, 28, 28, 64, 96, 3, 3, 1, 1, 1, 1, 1, 1};
+
+static void test_cache(Ctx *c, const Shape *h)
 {
-    const Shape h = {"cache.3x3.28x28x64", 2, 28, 28, 64, 96, 3, 3, 1, 1, 1, 1, 1, 1};
-    Conv2dShape s = shape_of(&h);
+    Conv2dShape s = shape_of(h);
     size_t nx = (size_t)s.N * s.H * s.W * s.C, nw = (size_t)s.K * s.R * s.S * s.C;
     size_t ny = (size_t)s.N * s.P * s.Q * s.K;
     const DType types[2] = {DT_F32, DT_F16};
@@ -194,9 +196,9 @@ static void test_cache(Ctx *c)
             sync_all();
             plans[round + 1] = conv2d_cuda_plan_count(c);
         }
-        snprintf(name, sizeof name, "conv2d.cache.%s.first_call_plans", dtype_name(dt));
+        snprintf(name, sizeof name, "conv2d.%s.%s.first_call_plans", h->name, dtype_name(dt));
         check_true(name, plans[1] - plans[0] == 3, "%d new plans (want 3)", plans[1] - plans[0]);
-        snprintf(name, sizeof name, "conv2d.cache.%s.second_call_hits", dtype_name(dt));
+        snprintf(name, sizeof name, "conv2d.%s.%s.second_call_hits", h->name, dtype_name(dt));
         check_true(name, plans[2] == plans[1], "%d new plans on a repeated shape",
                    plans[2] - plans[1]);
         static const char *dirs[3] = {"fwd", "dx", "dw"};
@@ -204,7 +206,8 @@ static void test_cache(Ctx *c)
             void *a = malloc(bytes[d]), *b = malloc(bytes[d]);
             CUDA_CHECK(cudaMemcpy(a, out[0][d], bytes[d], cudaMemcpyDeviceToHost));
             CUDA_CHECK(cudaMemcpy(b, out[1][d], bytes[d], cudaMemcpyDeviceToHost));
-            snprintf(name, sizeof name, "conv2d.cache.%s.%s_bit_identical", dtype_name(dt), dirs[d]);
+            snprintf(name, sizeof name, "conv2d.%s.%s.%s_bit_identical", h->name, dtype_name(dt),
+                     dirs[d]);
             check_true(name, memcmp(a, b, bytes[d]) == 0, "two runs of the same call differ");
             free(a); free(b);
             dfree(out[0][d]); dfree(out[1][d]);
@@ -255,12 +258,16 @@ static size_t image_elems(const Conv2dShape *s, DType dt)
  * result (NULL where it does not apply: dw in f32 is dw itself for f32).
  * pre[d] preloads the accumulating output of direction d. Returns the
  * plans the forward made. */
+/* The GEMM mode the chunked runs set after each release (which resets it). */
+static Conv2dGemm chunk_gemm = CONV2D_GEMM_OFF;
+
 static int chunk_run(Ctx *c, const Conv2dShape *s, DType dt, Conv2dPadMode pad,
                      size_t max_elems, int search_max_n, void *const in[3],
                      float *const pre[3], const size_t n[3], float **got)
 {
     conv2d_cuda_release(c);
     conv2d_cuda_set_pad_mode(c, pad);
+    conv2d_cuda_set_gemm(c, chunk_gemm);
     conv2d_cuda_set_limits(c, max_elems, search_max_n);
     const void *dX = in[0], *dW = in[1], *dG = in[2];
     int fwd_plans = 0;
@@ -437,6 +444,40 @@ static void test_op(Ctx *gpu)
     ctx_free(&cpu);
 }
 
+/* ---- 1 x 1 convolutions as GEMMs (ops/conv_gemm.h) ----
+ * Forced (CONV2D_GEMM_ALWAYS): the 1 x 1 shapes above (stride 1 in place,
+ * stride 2 through the gather and the scatter), an odd one (stride 2 x 3
+ * on 9 x 13, rows of 6 channels: 8- and 4-byte copy units), every setting,
+ * direction and accumulation against the CPU; each plan a GEMM plan; a
+ * repeat bit-identical; the chunked 1 x 1 with its search slice. Then
+ * timed against cuDNN's choice (CONV2D_GEMM_SEARCH): whichever runs, the
+ * results hold. */
+static const Shape gemm_odd = {"1x1.s2x3.9x13.6to10", 3, 9, 13, 6, 10, 1, 1, 2, 3, 0, 0, 1, 1};
+static const Shape gemm_cache = {"gemm.1x1.s2.28x28.64to96", 2, 28, 28, 64, 96, 1, 1, 2, 2, 0, 0,
+                                 1, 1};
+
+static void test_gemm(Ctx *c)
+{
+    conv2d_cuda_release(c);
+    conv2d_cuda_set_gemm(c, CONV2D_GEMM_ALWAYS);
+    run_shape(c, &shapes[1], ".gemm");
+    run_shape(c, &shapes[3], ".gemm");
+    run_shape(c, &gemm_odd, ".gemm");
+    int np = conv2d_cuda_plan_count(c), ng = conv2d_cuda_gemm_plan_count(c);
+    check_true("conv2d.gemm.every_plan", np > 0 && ng == np, "%d of %d plans GEMMs", ng, np);
+    test_cache(c, &gemm_cache);
+    chunk_gemm = CONV2D_GEMM_ALWAYS;
+    run_chunked(c, &chunk_shapes[1], CONV2D_PAD_AUTO, ".gemm");
+    chunk_gemm = CONV2D_GEMM_OFF;
+    conv2d_cuda_release(c);
+    conv2d_cuda_set_gemm(c, CONV2D_GEMM_SEARCH);
+    run_shape(c, &shapes[1], ".gemm_search");
+    run_shape(c, &shapes[3], ".gemm_search");
+    run_shape(c, &shapes[2], ".gemm_search");   /* a 3 x 3: cuDNN's, never a GEMM */
+    check_true("conv2d.gemm_search.plans", conv2d_cuda_plan_count(c) > 0, "no plans");
+    conv2d_cuda_release(c);
+}
+
 int main(void)
 {
     gpu_require();
@@ -449,7 +490,7 @@ int main(void)
     run_shape(&c, &shapes[4], ".padded");
     run_shape(&c, &shapes[5], ".padded");
     conv2d_cuda_set_pad_mode(&c, CONV2D_PAD_AUTO);
-    test_cache(&c);
+    test_cache(&c, &cache_3x3);
     test_chunked(&c);
     test_op(&c);
     /* the graph API's engines (CONV2D_ENGINES_GRAPH): every shape, setting,
@@ -464,7 +505,8 @@ int main(void)
     int np = conv2d_cuda_plan_count(&c), ng = conv2d_cuda_graph_plan_count(&c);
     check_true("conv2d.graph.every_plan", np > 0 && ng == np, "%d of %d plans on graph engines",
                ng, np);
-    test_cache(&c);
+    test_cache(&c, &cache_3x3);
+    test_gemm(&c);
     conv2d_cuda_release(&c);
     ctx_free(&c);
     return check_summary();

@@ -15,7 +15,8 @@
  *     against the CPU reference;
  *   - CTRAIN_PLAN_CACHE=off: everything searched, the kept file untouched,
  *     nothing written where the default folder would be.
- * Twins (a backward plan that writes, beta 0, takes the choice of the one
+ * The 1 x 1 shape as cuBLASLt GEMMs (CONV2D_GEMM_ALWAYS): kept, taken back,
+ * bit-identical. Twins (a backward plan that writes, beta 0, takes the choice of the one
  * that adds, beta 1: CTRAIN_GRAD_FRESH's written gradients): in a fresh
  * folder, a context whose adding calls come first (onto zeros) runs the
  * writing ones with no search and nothing loaded, to the same bits; a
@@ -75,11 +76,17 @@ static Conv2dShape shape_of(int i, size_t *nx, size_t *nw, size_t *ny)
 }
 
 /* Every call of every shape and type in a fresh context; the outputs in o. */
+/* The GEMM mode run_all sets (ops/conv_gemm.h), and the GEMM plans its
+ * last run made. */
+static Conv2dGemm run_gemm = CONV2D_GEMM_OFF;
+static int run_gemm_plans;
+
 static void run_all(Conv2dEngines engines, Outputs *o, int *searched, int *loaded)
 {
     Ctx c;
     ctx_init(&c, DEV_CUDA, 0, 1);
     conv2d_cuda_set_engines(&c, engines);
+    conv2d_cuda_set_gemm(&c, run_gemm);
     for (int i = 0; i < NSHAPES; i++) {
         size_t nx, nw, ny;
         Conv2dShape s = shape_of(i, &nx, &nw, &ny);
@@ -112,6 +119,7 @@ static void run_all(Conv2dEngines engines, Outputs *o, int *searched, int *loade
         }
     }
     conv2d_cuda_plan_origins(&c, searched, loaded);
+    run_gemm_plans = conv2d_cuda_gemm_plan_count(&c);
     conv2d_cuda_release(&c);
     ctx_free(&c);
 }
@@ -284,6 +292,7 @@ int main(void)
     free_outputs(&g1);
     free_outputs(&g2);
 
+
     /* damage: the first pair's algorithm made 99 (cuDNN has no such
      * algorithm; the first pairs are the first run's), the last pair cut in
      * half (the last pairs are the graph run's) */
@@ -325,6 +334,26 @@ int main(void)
     check_true("store.cut_line_searched_again", s3 == 1 && l3 == sg - 1,
                "%d searched, %d loaded of %d", s3, l3, sg);
     free_outputs(&third);
+
+    /* the 1 x 1 stride-2 shape as GEMMs (CONV2D_GEMM_ALWAYS): its plans
+     * searched (the mode is in their key), the others' taken from the file;
+     * kept with gemm=1 and taken back, bit-identically (cuBLASLt's own
+     * choice is kept in its store beside) */
+    Outputs m1, m2;
+    int sm = 0, lm = 0;
+    run_gemm = CONV2D_GEMM_ALWAYS;
+    run_all(CONV2D_ENGINES_FASTEST, &m1, &sm, &lm);
+    const int gemm_plans = run_gemm_plans;
+    run_all(CONV2D_ENGINES_FASTEST, &m2, &s2, &l2);
+    run_gemm = CONV2D_GEMM_OFF;
+    check_true("store.gemm_loads_all", sm > 0 && s2 == 0 && l2 == sm + lm &&
+               gemm_plans == sm && run_gemm_plans == gemm_plans,
+               "%d searched (%d loaded), then %d searched, %d loaded; %d and %d GEMM plans",
+               sm, lm, s2, l2, gemm_plans, run_gemm_plans);
+    expect_same("store.gemm_bit_identical", &m1, &m2);
+    expect_reference("store.gemm", &m1);
+    free_outputs(&m1);
+    free_outputs(&m2);
 
     /* off: nothing read, nothing written (the kept file stays as it is, and
      * nothing appears where the default folder would be) */
