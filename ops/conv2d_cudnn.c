@@ -626,6 +626,17 @@ static float gemm_time(Ctx *c, const Plan *p, const void *a, const void *b, void
     return ms[0] + ms[1] + ms[2] - lo - hi;
 }
 
+/* Whether p may run as a GEMM: a 1 x 1 shape with C channels (no padded
+ * copies), the mode not off, and rows and pointers of 4-byte multiples
+ * (every cuBLASLt kernel takes those; ResNet's are 128-byte ones). */
+static int gemm_candidate(const Plan *p)
+{
+    const Conv2dShape *s = &p->key.s;
+    const size_t es = dtype_size((DType)p->key.dt);
+    return p->key.gemm_mode != CONV2D_GEMM_OFF && conv_gemm_applies(s) && p->Cp == s->C &&
+           (s->C * es) % 4 == 0 && (s->K * es) % 4 == 0 && p->key.align >= 4;
+}
+
 /* The search of p: cuDNN's (cudnn_search), and for a 1 x 1 plan with
  * C channels (CTRAIN_CONV_GEMM=search) the GEMM timed beside it, taken when
  * it is at least 3% faster than cuDNN's choice or cuDNN has none. Under
@@ -633,8 +644,7 @@ static float gemm_time(Ctx *c, const Plan *p, const void *a, const void *b, void
  * (run once here, so cuBLASLt's choice is made outside any capture). */
 static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, void *out)
 {
-    const int cand = p->key.gemm_mode != CONV2D_GEMM_OFF && conv_gemm_applies(&p->key.s) &&
-                     p->Cp == p->key.s.C;
+    const int cand = gemm_candidate(p);
     p->gemm = 0;
     if (cand && p->key.gemm_mode == CONV2D_GEMM_ALWAYS) {
         p->algo = -1;
@@ -648,11 +658,13 @@ static cudnnStatus_t plan_search(Ctx *c, Plan *p, const void *a, const void *b, 
     const float ms = gemm_time(c, p, a, b, out);
     const int found = st == CUDNN_STATUS_SUCCESS;
     const Conv2dShape *s = &p->key.s;
-    LOG_D("conv2d_cuda: %s N%d %dx%dx%d -> K%d 1x1 s%d %s: cuDNN %.3f ms, GEMM %.3f ms",
-          dir_names[p->key.dir], s->N, s->H, s->W, s->C, s->K, s->stride_h,
+    LOG_D("conv2d_cuda: %s N%d %dx%dx%d -> K%d 1x1 s%dx%d %s: cuDNN %.3f ms, GEMM %.3f ms",
+          dir_names[p->key.dir], s->N, s->H, s->W, s->C, s->K, s->stride_h, s->stride_w,
           dtype_name((DType)p->key.dt), found ? (double)p->ms : -1.0, (double)ms);
     if (found && !(ms < 0.97f * p->ms)) return st;
     p->gemm = 1;
+    p->algo = -1;
+    p->ws_bytes = 0;
     cg_plan_free(&p->g);
     return CUDNN_STATUS_SUCCESS;
 }
@@ -899,8 +911,8 @@ static int plan_load(Ctx *c, Plan *p, const char *value)
                &math, &engine, &gemm, knobs, &used) != 6 || value[used] != '\0')
         return 0;
     const Conv2dShape *s = &p->key.s;
-    if (gemm == 1 && !(p->key.gemm_mode != CONV2D_GEMM_OFF && conv_gemm_applies(s) && Cp == s->C))
-        return 0;
+    p->Cp = Cp;
+    if (gemm == 1 && !(gemm_candidate(p) && algo == -1 && engine == -1)) return 0;
     if ((Cp != s->C && Cp != conv_padded_c(s->C, (DType)p->key.dt)) || algo < -1 ||
         algo >= CONV_MAX_ALGOS || engine < -1 || (algo < 0 && engine < 0 && gemm != 1) ||
         (gemm != 0 && gemm != 1) ||

@@ -22,11 +22,12 @@ int conv_gemm_applies(const Conv2dShape *s)
 #ifdef CTRAIN_CUDA
 static int strided(const Conv2dShape *s) { return s->stride_h != 1 || s->stride_w != 1; }
 
-static void gemm(Ctx *c, void *C, const void *A, const void *B, DType dt, int M, int N, int K,
-                 int transA, int transB, int accum)
+/* C (type tc: dt, or f32) (+)= op(A) op(B), A and B of type dt. */
+static void gemm(Ctx *c, void *C, DType tc, const void *A, const void *B, DType dt, int M, int N,
+                 int K, int transA, int transB, int accum)
 {
     matmul_cuda(c->lt, matmul_plan_cache_get(c), c->workspace, c->workspace_bytes, c->stream, C,
-                dt, A, B, dt, M, N, K, transA, transB, 1.0f, accum ? 1.0f : 0.0f, 1, 0, 0, 0,
+                tc, A, B, dt, M, N, K, transA, transB, 1.0f, accum ? 1.0f : 0.0f, 1, 0, 0, 0,
                 c->allow_tf32, NULL);
 }
 
@@ -65,7 +66,7 @@ void conv_gemm_forward_cuda(Ctx *c, void *y, const void *x, const void *w, DType
     if (M == 0) return;
     size_t bytes;
     const void *xs = input_rows(c, x, dt, s, &bytes);
-    gemm(c, y, xs, w, dt, M, s->K, s->C, 0, 1, 0);
+    gemm(c, y, dt, xs, w, dt, M, s->K, s->C, 0, 1, 0);
     rows_release(c, xs, x, bytes);
 }
 
@@ -76,12 +77,14 @@ void conv_gemm_backward_data_cuda(Ctx *c, void *dx, const void *dy, const void *
     const int M = s->N * s->P * s->Q;
     if (M == 0) return;
     if (!strided(s)) {
-        gemm(c, dx, dy, w, dt, M, s->C, s->K, 0, 0, accum);
+        gemm(c, dx, dt, dy, w, dt, M, s->C, s->K, 0, 0, accum);
         return;
     }
-    const size_t bytes = (size_t)M * s->C * dtype_size(dt);
+    /* dxs in dt when it is copied, in f32 when it is added (one rounding) */
+    const DType tdxs = accum ? DT_F32 : dt;
+    const size_t bytes = (size_t)M * s->C * dtype_size(tdxs);
     void *dxs = mem_alloc(c, bytes);
-    gemm(c, dxs, dy, w, dt, M, s->C, s->K, 0, 0, 0);
+    gemm(c, dxs, tdxs, dy, w, dt, M, s->C, s->K, 0, 0, 0);
     conv_gemm_scatter_launch(dx, dxs, dt, s->N, s->H, s->W, s->C, s->P, s->Q, s->stride_h,
                              s->stride_w, accum, c->stream);
     mem_free(c, dxs, bytes);
@@ -95,7 +98,7 @@ void conv_gemm_backward_filter_cuda(Ctx *c, void *dw, const void *dy, const void
     CT_ASSERT(M > 0, "conv_gemm_backward_filter_cuda: an empty batch (the caller writes dw)");
     size_t bytes;
     const void *xs = input_rows(c, x, dt, s, &bytes);
-    gemm(c, dw, dy, xs, dt, s->K, s->C, M, 1, 0, accum);
+    gemm(c, dw, dt, dy, xs, dt, s->K, s->C, M, 1, 0, accum);
     rows_release(c, xs, x, bytes);
 }
 #endif

@@ -4,12 +4,13 @@
  *
  *   gather    xs[n, p, q, :] = x[n, p sh, q sw, :]
  *   scatter   dx[n, h, w, :] = dxs[n, h / sh, w / sw, :]  if sh | h and sw | w, else 0
- *   add       dx[n, p sh, q sw, :] += dxs[n, p, q, :]     (other pixels untouched)
+ *   add       dx[n, p sh, q sw, :] += dxs[n, p, q, :]     (other pixels untouched; dxs f32)
  *
  * A copy moves whole rows, so it goes in the widest unit (16, 8, 4 or 2
  * bytes) that divides a row and both pointers' alignment; grid-stride loops
  * over units, consecutive threads on consecutive units of a row (coalesced).
- * The add does its sum in f32 and rounds once to the storage type.
+ * The add reads dxs in f32 (the GEMM's unrounded result), sums in f32 and
+ * rounds once to the storage type.
  */
 #include "conv_gemm.h"
 #include "cuda_util.cuh"
@@ -55,7 +56,7 @@ __global__ void scatter_kernel(U *dx, const U *dxs, size_t rows, int upr, int H,
 }
 
 template <typename T>
-__global__ void add_kernel(T *dx, const T *dxs, size_t rows, int C, int H, int W, int P, int Q,
+__global__ void add_kernel(T *dx, const float *dxs, size_t rows, int C, int H, int W, int P, int Q,
                            int sh, int sw)
 {
     const size_t n = rows * C;
@@ -63,7 +64,7 @@ __global__ void add_kernel(T *dx, const T *dxs, size_t rows, int C, int H, int W
          i += (size_t)gridDim.x * blockDim.x) {
         const size_t r = i / C, j = i - r * C;
         T *d = dx + input_row(r, H, W, P, Q, sh, sw) * C + j;
-        *d = from_f32<T>(to_f32(*d) + to_f32(dxs[i]));
+        *d = from_f32<T>(to_f32(*d) + dxs[i]);
     }
 }
 
@@ -127,7 +128,7 @@ extern "C" void conv_gemm_scatter_launch(void *dx, const void *dxs, DType dt, in
     dispatch_float(dt, "conv_gemm_scatter_launch", [&](auto tag) {
         using T = decltype(tag);
         add_kernel<T><<<grid_for(rows * C, THREADS, MAX_BLOCKS), THREADS, 0, st>>>(
-            (T *)dx, (const T *)dxs, rows, C, H, W, P, Q, sh, sw);
+            (T *)dx, (const float *)dxs, rows, C, H, W, P, Q, sh, sw);
         CUDA_CHECK_LAUNCH();
     });
 }

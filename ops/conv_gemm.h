@@ -23,7 +23,8 @@
  * At stride 1 the GEMMs read and write the tensors in place (beta = accum).
  * At a larger stride xs is gathered into a pool buffer first (forward and
  * backward filter), and the backward data's dxs is written to one and then
- * scattered into dx (zeros off the grid; added on it with accum). The
+ * scattered into dx (zeros off the grid; added on it with accum, from an
+ * f32 dxs, so an f16/bf16 dx is rounded once as cuDNN's beta = 1 is). The
  * GEMM's numerics are matmul_cuda's (ops/matmul.h): f32 accumulation, TF32
  * only where c->allow_tf32, f16/bf16 outputs rounded once; the algorithm is
  * cuBLASLt's heuristic's or the one its search timed, kept in the plan
@@ -62,8 +63,8 @@ void conv_gemm_backward_filter_cuda(Ctx *c, void *dw, const void *dy, const void
 /* The strided copies (ops/conv_gemm.cu), rows of C elements of es bytes:
  *   gather:   xs [N, P, Q, C] = x [n, p sh, q sw, :]
  *   scatter:  dx [N, H, W, C] = dxs [n, h / sh, w / sw, :] where sh | h and
- *             sw | w, 0 elsewhere (accum 0); or dx += dxs on those pixels
- *             only, in f32, rounded to dt (accum 1). */
+ *             sw | w, 0 elsewhere (accum 0: dxs of type dt); or dx += dxs on
+ *             those pixels only (accum 1: dxs f32, the sum rounded once to dt). */
 void conv_gemm_gather_launch(void *xs, const void *x, size_t es, int N, int H, int W, int C,
                              int P, int Q, int sh, int sw, cudaStream_t st);
 void conv_gemm_scatter_launch(void *dx, const void *dxs, DType dt, int N, int H, int W, int C,

@@ -458,8 +458,9 @@ static const Shape gemm_cache = {"gemm.1x1.s2.28x28.64to96", 2, 28, 28, 64, 96, 
 
 static void test_gemm(Ctx *c)
 {
-    conv2d_cuda_release(c);
+    conv2d_cuda_release(c);   /* settings back to the environment's: pin them */
     conv2d_cuda_set_gemm(c, CONV2D_GEMM_ALWAYS);
+    conv2d_cuda_set_pad_mode(c, CONV2D_PAD_AUTO);
     run_shape(c, &shapes[1], ".gemm");
     run_shape(c, &shapes[3], ".gemm");
     run_shape(c, &gemm_odd, ".gemm");
@@ -471,6 +472,7 @@ static void test_gemm(Ctx *c)
     chunk_gemm = CONV2D_GEMM_OFF;
     conv2d_cuda_release(c);
     conv2d_cuda_set_gemm(c, CONV2D_GEMM_SEARCH);
+    conv2d_cuda_set_pad_mode(c, CONV2D_PAD_AUTO);
     run_shape(c, &shapes[1], ".gemm_search");
     run_shape(c, &shapes[3], ".gemm_search");
     run_shape(c, &shapes[2], ".gemm_search");   /* a 3 x 3: cuDNN's, never a GEMM */
@@ -484,6 +486,7 @@ int main(void)
     check_seed(77);
     Ctx c;
     ctx_init(&c, DEV_CUDA, 0, 1);
+    conv2d_cuda_set_gemm(&c, CONV2D_GEMM_OFF);   /* cuDNN's plans, whatever CTRAIN_CONV_GEMM says */
     for (size_t i = 0; i < NSHAPES; i++) run_shape(&c, &shapes[i], "");
     /* the padded-channel path, forced (C = 3 and C = 5) */
     conv2d_cuda_set_pad_mode(&c, CONV2D_PAD_ALWAYS);
@@ -498,6 +501,7 @@ int main(void)
      * be a graph plan (none fell back to the legacy search) */
     conv2d_cuda_release(&c);
     conv2d_cuda_set_engines(&c, CONV2D_ENGINES_GRAPH);
+    conv2d_cuda_set_gemm(&c, CONV2D_GEMM_OFF);
     for (size_t i = 0; i < NSHAPES; i++) run_shape(&c, &shapes[i], ".graph");
     conv2d_cuda_set_pad_mode(&c, CONV2D_PAD_ALWAYS);
     run_shape(&c, &shapes[4], ".graph.padded");
