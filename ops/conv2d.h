@@ -117,13 +117,15 @@ int conv2d_cuda_graph_plan_count(Ctx *c);
 /* 1 x 1 convolutions (no padding, dilation 1, any stride) as cuBLASLt
  * GEMMs on the NHWC rows (ops/conv_gemm.h). CONV2D_GEMM_SEARCH times the
  * GEMM beside cuDNN's choice in each such plan's search and keeps it when
- * it is at least 3% faster; _OFF never; _ALWAYS makes every such plan a
- * GEMM without a cuDNN search (tests, comparisons). A context starts from
- * CTRAIN_CONV_GEMM; the mode is part of a plan's key. */
+ * it is at least 3% faster; _F32 does so in strict f32 only (where cuDNN
+ * has NCHW kernels only); _OFF never; _ALWAYS makes every such plan a GEMM
+ * without a cuDNN search (tests, comparisons). A context starts from
+ * CTRAIN_CONV_GEMM; the mode is part of a 1 x 1 plan's key. */
 typedef enum {
     CONV2D_GEMM_OFF = 0,
-    CONV2D_GEMM_SEARCH = 1,
-    CONV2D_GEMM_ALWAYS = 2
+    CONV2D_GEMM_F32 = 1,
+    CONV2D_GEMM_SEARCH = 2,
+    CONV2D_GEMM_ALWAYS = 3
 } Conv2dGemm;
 void conv2d_cuda_set_gemm(Ctx *c, Conv2dGemm mode);
 /* Plans of c that run as a GEMM. */

@@ -966,6 +966,16 @@ static int plan_from_twin(Ctx *c, ConvCache *cc, Plan *p, int n_search, int kept
     return value && plan_load(c, p, value);
 }
 
+/* The GEMM mode of a plan's key: the context's for a 1 x 1 shape (in
+ * strict f32 only under CONV2D_GEMM_F32), off for any other, so that
+ * changing the mode searches only the plans it concerns. */
+static int gemm_mode_for(Conv2dGemm mode, const Conv2dShape *s, DType dt, int tf32)
+{
+    if (!conv_gemm_applies(s)) return CONV2D_GEMM_OFF;
+    if (mode == CONV2D_GEMM_F32 && !(dt == DT_F32 && !tf32)) return CONV2D_GEMM_OFF;
+    return (int)mode;
+}
+
 /* The plan for this call: cached in the context, the choice of its adding
  * twin there (plan_from_twin), kept on disk from an earlier run
  * (ops/plan_store.h), its twin's kept there, or searched now; a plan not
@@ -982,7 +992,7 @@ static Plan *plan_get(Ctx *c, const Conv2dShape *s, DType dt, const ConvArgs *a)
     key.tf32 = dt == DT_F32 && c->allow_tf32;
     key.pad_mode = cc->pad_mode;
     key.engines = cc->engines;
-    key.gemm_mode = conv_gemm_applies(s) ? (int)cc->gemm_mode : CONV2D_GEMM_OFF;
+    key.gemm_mode = gemm_mode_for(cc->gemm_mode, s, dt, key.tf32);
     key.accum = a->accum;
     uint32_t al = ptr_align(a->out);
     const void *ins[3] = {a->x, a->w, a->dy};
