@@ -20,7 +20,9 @@
  * engine runs the plan when it is at least 3% faster (CTRAIN_CONV_ENGINES).
  * In strict f32 it wins most ResNet50 plans (785 -> 999 img/s, bs 256,
  * H200). A 1 x 1 plan is also timed as one cuBLASLt GEMM on the NHWC rows
- * (ops/conv_gemm.h, CTRAIN_CONV_GEMM), which runs it when 3% faster still.
+ * (ops/conv_gemm.h, CTRAIN_CONV_GEMM; by default in strict f32 only), which
+ * runs it when 3% faster still: ResNet-50 fp32 bs 256 on an H100, 932.9 ->
+ * 1,403.9 img/s.
  * A graph plan bakes beta in, so accumulation is part of the key;
  * but a backward plan that writes (beta 0) takes the choice of its twin
  * that adds (beta 1), kept in the context or on disk, when there is one
