@@ -221,7 +221,7 @@ static ConvCache *cache_for(Ctx *c)
         CT_ASSERT(cc != NULL, "conv2d_cuda: out of host memory for a plan cache");
         cc->engines = (Conv2dEngines)setting_choice(SET_CONV_ENGINES);
         cc->pad_mode = (Conv2dPadMode)setting_choice(SET_CONV_PAD);   /* auto 0, always 1 */
-        cc->gemm_mode = (Conv2dGemm)setting_choice(SET_CONV_GEMM);    /* off, search, always */
+        cc->gemm_mode = (Conv2dGemm)setting_choice(SET_CONV_GEMM);    /* off, f32, search, always */
         ctx_cache_set(c, &conv_cache_kind, cc);
     }
     return cc;
@@ -720,11 +720,9 @@ static cudnnStatus_t plan_adopt(Ctx *c, Plan *p, const Plan *q)
 static cudnnStatus_t conv_exec(Ctx *c, Plan *p, const ConvArgs *a, int search)
 {
     const Conv2dShape *s = &p->key.s;
-    if (p->gemm && !search) { /* C channels: no padded copies */
-        if (a->dir == DIR_FWD) conv_gemm_forward_cuda(c, a->out, a->x, a->w, p->key.dt, s);
-        else if (a->dir == DIR_BWD_DATA)
-            conv_gemm_backward_data_cuda(c, a->out, a->dy, a->w, p->key.dt, s, a->accum);
-        else conv_gemm_backward_filter_cuda(c, a->out, a->dy, a->x, p->key.dt, s, a->accum);
+    if (p->gemm && !search) { /* C channels: no padded copies; beta is the key's */
+        gemm_run(c, p, a->dir == DIR_BWD_DATA ? a->w : a->x, a->dir == DIR_FWD ? a->w : a->dy,
+                 a->out);
         return CUDNN_STATUS_SUCCESS;
     }
     const size_t es = dtype_size((DType)p->key.dt);
