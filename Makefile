@@ -69,12 +69,13 @@ TEST_GPU_BINS := $(TEST_GPU_SRCS:tests/%.c=$(BUILD)/tests/%)
 # (scripts/cudnn_fusion_probe.c), cuDNN's fused attention against ctrain's
 # (scripts/cudnn_sdpa_probe.c), cuBLASLt's algorithms beyond its heuristic's
 # first (scripts/gemm_algo_probe.c) and the strided convolutions' data gradient
-# as stride-1 phases (scripts/cudnn_dgrad_probe.c), and a 1 x 1 convolution of our own
-# with the batch norm's passes folded in against cuBLAS's (scripts/conv1x1_bn_probe.cu).
+# as stride-1 phases (scripts/cudnn_dgrad_probe.c), a 1 x 1 convolution of our own
+# with the batch norm's passes folded in against cuBLAS's (scripts/conv1x1_bn_probe.cu),
+# and what cuDNN's fused batch norm keeps in its reserve space (scripts/bn_reserve_probe.c).
 PROBE_BINS    := $(BUILD)/image_cpu_probe \
                  $(if $(filter 1,$(CUDA)),$(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe \
                  $(BUILD)/cudnn_sdpa_probe $(BUILD)/gemm_algo_probe $(BUILD)/cudnn_dgrad_probe \
-                 $(BUILD)/conv1x1_bn_probe,)
+                 $(BUILD)/conv1x1_bn_probe $(BUILD)/bn_reserve_probe,)
 
 .PHONY: all test test-gpu clean info-build run-mlp bench install uninstall
 all: $(BIN) $(TEST_CPU_BINS) $(TEST_GPU_BINS) $(PROBE_BINS)
@@ -125,7 +126,8 @@ $(BUILD)/conv1x1_bn_probe: scripts/conv1x1_bn_probe.cu $(LIB)
 	$(CC) $(CFLAGS) $@.o $(LIB) -o $@ $(LDLIBS)
 
 $(BUILD)/image_cpu_probe $(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe \
-$(BUILD)/cudnn_sdpa_probe $(BUILD)/gemm_algo_probe $(BUILD)/cudnn_dgrad_probe: $(BUILD)/%: \
+$(BUILD)/cudnn_sdpa_probe $(BUILD)/gemm_algo_probe $(BUILD)/cudnn_dgrad_probe \
+$(BUILD)/bn_reserve_probe: $(BUILD)/%: \
     scripts/%.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDLIBS)
 
@@ -254,4 +256,5 @@ asan:
 -include $(shell find $(BUILD)/obj $(BUILD)/tests -name '*.d' 2>/dev/null) \
     $(wildcard $(BUILD)/image_cpu_probe.d $(BUILD)/jpeg_gpu_probe.d $(BUILD)/cudnn_fusion_probe.d \
     $(BUILD)/cudnn_sdpa_probe.d $(BUILD)/gemm_algo_probe.d $(BUILD)/cudnn_dgrad_probe.d \
+    $(BUILD)/bn_reserve_probe.d \
     $(BUILD)/conv1x1_bn_probe.d)

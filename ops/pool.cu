@@ -11,7 +11,9 @@
  *                 strict > (first maximum wins), NaN wins; writes y and idx.
  *   max backward  thread per (n, h, w, c): gathers dy from the windows that
  *                 hold (h, w) and chose it, p then q ascending: no atomics,
- *                 deterministic, right for overlapping windows.
+ *                 deterministic, right for overlapping windows. ResNet's
+ *                 stem pool (k 3, s 2, pad 1) takes a 2 x 2 patch of (h, w)
+ *                 a thread, the same sums in the same order.
  *   avg forward   thread per (n, c): sums its HW values in order (f32).
  *   avg backward  thread per (n, h, w, c): dy[n, c] / HW.
  * Index arithmetic runs in 32 bits when every index fits (the common case;
@@ -117,6 +119,74 @@ __global__ void maxpool_backward_kernel(T *dx, const T *dy, const int32_t *idx, 
     }
 }
 
+/* The backward of ResNet's stem pool (k 3, s 2, pad 1) a 2 x 2 patch of
+ * input pixels a thread: rows 2 m, 2 m + 1 and columns 2 j, 2 j + 1 (those
+ * inside x). With these numbers an even input row lies in output row m's
+ * window alone, an odd one in rows m and m + 1 (the same for columns), so
+ * the patch's four pixels read the four outputs (m | m + 1, j | j + 1)
+ * once between them, where a thread a pixel reads 2.25 on average, each
+ * output's dy and V indices fetched by the 9 pixels of its window: ~2.8 GB
+ * of L2 reads at ResNet-50 bs 256 in bf16, which is what held the general
+ * kernel at 1.8x its DRAM floor (docs/kernels.md). Each pixel adds its
+ * outputs in the general kernel's order (p, then q ascending): the same
+ * bits. total_v = N ceil(H / 2) ceil(W / 2) Cv patches. */
+template <typename T, typename I, int V>
+__global__ void maxpool_backward_s2k3_kernel(T *dx, const T *dy, const int32_t *idx, I H, I W,
+                                             I C, I P, I Q, I total_v, int accum)
+{
+    const I Cv = C / V, H2 = (H + 1) / 2, W2 = (W + 1) / 2;
+    I stride = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total_v; i += stride) {
+        const I cv = i % Cv, pix = i / Cv;
+        const I j = pix % W2, t = pix / W2;
+        const I m = t % H2, n = t / H2;
+        /* the four outputs (a = m, m + 1; b = j, j + 1), those that exist */
+        Vec<int32_t, V> iv[2][2];
+        Vec<T, V> dv[2][2];
+        bool has[2][2];
+#pragma unroll
+        for (int a = 0; a < 2; a++)
+#pragma unroll
+            for (int b = 0; b < 2; b++) {
+                const I p = m + a, q = j + b;
+                has[a][b] = p < P && q < Q;
+                if (has[a][b]) {
+                    const I o = ((n * P + p) * Q + q) * Cv + cv;
+                    iv[a][b] = reinterpret_cast<const Vec<int32_t, V> *>(idx)[o];
+                    dv[a][b] = reinterpret_cast<const Vec<T, V> *>(dy)[o];
+                }
+            }
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const I h = 2 * m + r, w = 2 * j + u;
+                if (h >= H || w >= W) continue;
+                const int32_t self = (int32_t)(h * W + w);
+                float sum[V];
+#pragma unroll
+                for (int e = 0; e < V; e++) sum[e] = 0.0f;
+                /* row r = 0 lies in output row m alone, r = 1 in m and m + 1 */
+#pragma unroll
+                for (int a = 0; a <= r; a++)
+#pragma unroll
+                    for (int b = 0; b <= u; b++) {
+                        if (!has[a][b]) continue;
+#pragma unroll
+                        for (int e = 0; e < V; e++)
+                            if (iv[a][b].v[e] == self) sum[e] += to_f32(dv[a][b].v[e]);
+                    }
+                const I d = ((n * H + h) * W + w) * Cv + cv;
+                Vec<T, V> o;
+                if (accum) o = reinterpret_cast<const Vec<T, V> *>(dx)[d];
+#pragma unroll
+                for (int e = 0; e < V; e++)
+                    o.v[e] = from_f32<T>(accum ? to_f32(o.v[e]) + sum[e] : sum[e]);
+                reinterpret_cast<Vec<T, V> *>(dx)[d] = o;
+            }
+    }
+}
+
 /* ---- global average pool ---- */
 
 template <typename T, typename I>
@@ -202,6 +272,18 @@ extern "C" void maxpool2d_backward_cuda(void *dx, const void *dy, const int32_t 
         bool vec = C % V == 0 && is_aligned(dx, 16) && is_aligned(dy, 16) &&
                    is_aligned(idx, V * sizeof(int32_t));
         size_t tv = vec ? total / V : total;
+        if (vec && k == 3 && s == 2 && pad == 1) {
+            const size_t patches = (size_t)N * ((H + 1) / 2) * ((W + 1) / 2) * (C / V);
+            const unsigned pb = grid_for(patches, POOL_THREADS, POOL_MAX_BLOCKS);
+            if (small)
+                maxpool_backward_s2k3_kernel<T, uint32_t, V><<<pb, POOL_THREADS, 0, st>>>(
+                    (T *)dx, (const T *)dy, idx, H, W, C, P, Q, (uint32_t)patches, accum);
+            else
+                maxpool_backward_s2k3_kernel<T, size_t, V><<<pb, POOL_THREADS, 0, st>>>(
+                    (T *)dx, (const T *)dy, idx, H, W, C, P, Q, patches, accum);
+            CUDA_CHECK_LAUNCH();
+            return;
+        }
         const unsigned blocks = grid_for(tv, POOL_THREADS, POOL_MAX_BLOCKS);
         if (vec && small)
             maxpool_backward_kernel<T, uint32_t, V><<<blocks, POOL_THREADS, 0, st>>>(

@@ -177,6 +177,9 @@ int main(void)
         test_maxpool(dt, 2, 6, 5, 4, 1, 1, 0, 0);
         test_maxpool(dt, 1, 10, 10, 7, 3, 3, 1, 0);
         test_maxpool(dt, 2, 9, 9, 16, 3, 2, 1, 1);
+        /* the stem pool's 2 x 2 patch backward: odd rows with even columns, one row */
+        test_maxpool(dt, 3, 14, 9, 8, 3, 2, 1, 0);
+        test_maxpool(dt, 2, 1, 2, 16, 3, 2, 1, 0);
         test_avgpool(dt, 2, 7, 7, 2048);
         test_avgpool(dt, 2, 56, 56, 64);
         test_avgpool(dt, 3, 13, 11, 5);
