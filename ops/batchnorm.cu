@@ -401,6 +401,68 @@ template <typename T, int V> struct BnFwdOp {
     }
 };
 
+/* The BN + add + ReLU forward with cuDNN's mask beside y (batchnorm.h,
+ * batchnorm_forward_cudnn_mask_cuda). A warp takes one item (channel block
+ * cb of 64, pixel pair k) at a time, as cuDNN's kernel lays it out: lane t
+ * the pixel 2 k + t / 16 and channels cb 64 + (t % 16) 4 .. + 3; y from
+ * BnFwdOp's arithmetic (the same bits), then one ballot a channel of the
+ * four, "zeroed" = !(y > 0) as our own backward reads y, and lanes 0..3
+ * store the item's four words. Pixels past M store nothing and set no bit;
+ * items run to P32 / 2, so the padding's bits are written 0. */
+template <typename T>
+__global__ void bn_fwd_cudnn_mask_kernel(T *y, uint32_t *mask, const T *x, const T *z,
+                                        const float *mean, const float *invstd,
+                                        const float *gamma, const float *beta, size_t M,
+                                        size_t C, size_t p32)
+{
+    const unsigned lane = threadIdx.x & 31;
+    const size_t CB = C / 64, items = CB * (p32 / 2);
+    const size_t warp = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const size_t nwarps = (size_t)gridDim.x * blockDim.x / 32;
+    for (size_t it = warp; it < items; it += nwarps) {
+        const size_t cb = it % CB, k = it / CB;
+        const size_t p = 2 * k + lane / 16, c0 = cb * 64 + (lane % 16) * 4;
+        float mu[4], sc[4], be[4], is[4];
+        load_ch<4>(mu, mean, c0, 0.0f);
+        load_ch<4>(is, invstd, c0, 0.0f);
+        load_scale<4>(sc, gamma, is, c0);
+        load_ch<4>(be, beta, c0, 0.0f);
+        bool zeroed[4] = {false, false, false, false};
+        if (p < M) {
+            const size_t i = (p * C + c0) / 4;
+            Vec<T, 4> xv = reinterpret_cast<const Vec<T, 4> *>(x)[i];
+            Vec<T, 4> zv = reinterpret_cast<const Vec<T, 4> *>(z)[i], yv;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float v = bn_pre_s(to_f32(xv.v[j]), mu[j], sc[j], be[j]);
+                v = __fadd_rn(v, to_f32(zv.v[j]));
+                v = v > 0.0f ? v : 0.0f;
+                yv.v[j] = from_f32<T>(v);
+                zeroed[j] = !(to_f32(yv.v[j]) > 0.0f);
+            }
+            reinterpret_cast<Vec<T, 4> *>(y)[i] = yv;
+        }
+        uint32_t word = 0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t b = __ballot_sync(0xffffffffu, zeroed[j]);
+            if (lane == (unsigned)j) word = b;
+        }
+        if (lane < 4) mask[cb * p32 * 2 + k * 4 + lane] = word;
+    }
+}
+
+/* *count += the bits of a and b that differ among the first n words. */
+__global__ void bn_mask_diff_kernel(unsigned long long *count, const uint32_t *a,
+                                    const uint32_t *b, size_t n)
+{
+    unsigned long long mine = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        mine += __popc(a[i] ^ b[i]);
+    if (mine) atomicAdd(count, mine);
+}
+
 /* ---- backward ---- */
 
 /* Pass 1: sum g and sum g xhat over chunk blockIdx.y, g = dy masked by the
@@ -789,6 +851,46 @@ extern "C" void batchnorm_forward_cuda(void *y, const void *x, const void *z, co
                              relu, {}, {}, {}};
         launch_elem<V>(opv, op1, vec, M, C, s);
     });
+}
+
+extern "C" size_t batchnorm_cudnn_mask_bytes(size_t M, size_t C)
+{
+    return (M + 31) / 32 * 32 * C / 8;
+}
+
+extern "C" int batchnorm_forward_cudnn_mask_cuda(void *y, void *mask, const void *x,
+                                                 const void *z, const float *mean,
+                                                 const float *invstd, const float *gamma,
+                                                 const float *beta, DType dt, size_t M,
+                                                 size_t C, cudaStream_t s)
+{
+    if (M == 0 || C == 0 || C % 64 != 0 || !z || !mask) return 0;
+    if (dt != DT_F32 && dt != DT_F16 && dt != DT_BF16) return 0;
+    const size_t vb = 4 * dtype_size(dt);
+    const void *acts[3] = {y, x, z};
+    for (int k = 0; k < 3; k++)
+        if (!is_aligned(acts[k], vb)) return 0;
+    if (!vec_ok(NULL, NULL, NULL, mask, mean, invstd, gamma, beta)) return 0;
+    const size_t p32 = (M + 31) / 32 * 32, items = C / 64 * (p32 / 2);
+    const unsigned blocks = grid_for(items * 32, EW_THREADS, EW_MAX_BLOCKS);
+    dispatch_float(dt, "batchnorm_forward_cudnn_mask_cuda", [&](auto tag) {
+        using T = decltype(tag);
+        bn_fwd_cudnn_mask_kernel<T><<<blocks, EW_THREADS, 0, s>>>(
+            (T *)y, (uint32_t *)mask, (const T *)x, (const T *)z, mean, invstd, gamma, beta, M,
+            C, p32);
+        CUDA_CHECK_LAUNCH();
+    });
+    return 1;
+}
+
+extern "C" void batchnorm_mask_diff_cuda(unsigned long long *count, const void *a,
+                                         const void *b, size_t bytes, cudaStream_t s)
+{
+    const size_t n = bytes / 4;
+    if (n == 0) return;
+    bn_mask_diff_kernel<<<grid_for(n, EW_THREADS, 1024), EW_THREADS, 0, s>>>(
+        count, (const uint32_t *)a, (const uint32_t *)b, n);
+    CUDA_CHECK_LAUNCH();
 }
 
 extern "C" void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta,

@@ -173,6 +173,28 @@ void batchnorm_eval_stats_cuda(float *mean, float *invstd, const float *running_
 void batchnorm_forward_cuda(void *y, const void *x, const void *z, const float *mean,
                             const float *invstd, const float *gamma, const float *beta,
                             DType dt, int relu, size_t M, size_t C, cudaStream_t s);
+/* The BN + add + ReLU forward, y = relu((x - mean) gamma invstd + beta + z)
+ * (batchnorm_forward_cuda's bits), writing beside y the ReLU's mask in the
+ * layout cuDNN's BN + add + ReLU keeps in its reserve space for its backward
+ * (read by scripts/bn_reserve_probe.c; docs/kernels.md, "cuDNN's BN + add +
+ * ReLU reserve, read"): with P32 = M rounded up to a multiple of 32, pixel p
+ * and channel c (cb = c / 64, cc = c % 64) are bit (p % 2) 16 + cc / 4 of
+ * 32-bit word cb P32 2 + (p / 2) 4 + cc % 4, set where y is 0; the padding
+ * pixels' bits are 0. mask: batchnorm_cudnn_mask_bytes(M, C) bytes, 16-byte
+ * aligned (a cuDNN reserve is larger: the rest is left as it is). Returns 0
+ * with nothing written unless C % 64 == 0, z is given, the activations are
+ * aligned to 4 elements and the parameters to 16 bytes. The layout is
+ * cuDNN's own, undocumented: ops/batchnorm_op.c checks it against cuDNN's
+ * forward before it pairs the two (CTRAIN_BN_PAIR). */
+size_t batchnorm_cudnn_mask_bytes(size_t M, size_t C);
+int batchnorm_forward_cudnn_mask_cuda(void *y, void *mask, const void *x, const void *z,
+                                      const float *mean, const float *invstd,
+                                      const float *gamma, const float *beta, DType dt, size_t M,
+                                      size_t C, cudaStream_t s);
+/* *count (device) += the number of bits that differ between the first
+ * bytes / 4 32-bit words of a and b (device). */
+void batchnorm_mask_diff_cuda(unsigned long long *count, const void *a, const void *b,
+                              size_t bytes, cudaStream_t s);
 void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, const void *dy,
                              const void *x, const void *y, const float *mean,
                              const float *invstd, const float *gamma, const float *beta, DType dt,

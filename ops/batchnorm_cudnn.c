@@ -88,6 +88,7 @@ void batchnorm_cudnn_init(BnCudnn *p, Ctx *c, DType dt, int N, int H, int W, int
     p->N = N, p->H = H, p->W = W, p->C = C;
     p->has_z = has_z != 0;
     p->relu = relu != 0;
+    p->pair = -1;
     CT_ASSERT(c->device == DEV_CUDA, "batchnorm_cudnn_init: needs a CUDA context");
     CT_ASSERT(dt == DT_F32 || dt == DT_F16 || dt == DT_BF16,
               "batchnorm_cudnn_init: dtype %s is not f32, f16 or bf16", dtype_name(dt));

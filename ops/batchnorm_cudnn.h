@@ -126,6 +126,9 @@ typedef struct BnCudnn {
     size_t bwd_ws_bytes;    /* workspace of the backward */
     size_t reserve_bytes;   /* reserve space a training forward fills (may be 0) */
     int no_blend;           /* cuDNN refused beta = 1 here: accumulate by an add */
+    int pair;               /* CTRAIN_BN_PAIR: -1 unchecked, 1 our forward's mask equals
+                               cuDNN's (ops/batchnorm_op.c), 0 it does not */
+    long pair_runs;         /* our forwards run before this form's cuDNN backward */
     long fwd_runs, bwd_runs; /* training forwards / backwards cuDNN ran */
     void *xd, *pd, *ad;     /* cuDNN tensor (x/y/z/dx/dy/dz), per-channel
                                [1,C,1,1] f32, activation descriptors */

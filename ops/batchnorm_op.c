@@ -27,6 +27,11 @@
  * step can be captured in a CUDA graph once a warm-up step has built the
  * cuDNN forms (and grown the workspace).
  *
+ * CTRAIN_BN_PAIR (off by default): BN + add + ReLU's training forward runs
+ * ours, writing the ReLU's mask in the layout cuDNN's reserve space holds, so
+ * that cuDNN's backward can follow it (bn_forward_paired; each form checked
+ * against cuDNN's own forward on its first call).
+ *
  * Sync batch norm: when training with a context that has an all-reduce
  * (ctx->bn_allreduce, --sync-bn on several GPUs) the statistics and the
  * backward's per-channel means cover every rank's batch
@@ -46,6 +51,7 @@
 #include "engine/autograd.h"
 #include "engine/log.h"
 #include "engine/mem.h"
+#include "engine/settings.h"
 #include "batchnorm_cudnn.h"
 #include "cpu_f32.h"
 #include "op_util.h"
@@ -211,6 +217,90 @@ static int bn_forward_cudnn(Ctx *c, Tensor **reserve, Tensor *y, float *mean, fl
     *reserve = r;
     return 1;
 }
+
+/* The first call of a form under CTRAIN_BN_PAIR: cuDNN's own forward on the
+ * same x and z into temporaries, its reserve's mask against ours (bits that
+ * differ counted on the device; host-synchronous, so never under capture).
+ * At most one bit in 10^4 may differ (a pre-activation on the rounding edge
+ * of 0 in one and not the other); past that the layout is not the one read
+ * for cuDNN 9.14, and the form keeps cuDNN's forward (said once). On a
+ * refusal this call's y and reserve become cuDNN's. */
+static void bn_pair_check(Ctx *c, BnCudnn *p, Tensor *y, Tensor *r, const Tensor *x,
+                          const Tensor *z, const float *gamma, const float *beta, float momentum,
+                          float eps, size_t M, size_t C)
+{
+    Tensor *y2 = tensor_new_like(c, x, x->dtype);
+    int64_t rb = (int64_t)p->reserve_bytes;
+    Tensor *r2 = tensor_new(c, DT_U8, 1, &rb);
+    size_t tbytes = 2 * C * sizeof(float) + 256;
+    char *tmp = mem_alloc(c, tbytes);
+    float *m2 = (float *)tmp, *i2 = m2 + C;
+    unsigned long long *count = (unsigned long long *)(tmp + tbytes - 256), differ = 0;
+    int ran = batchnorm_cudnn_forward_train(c, p, y2->data, m2, i2, NULL, NULL, x->data, z->data,
+                                            gamma, beta, momentum, eps, r2->data);
+    if (ran) {
+        CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof *count, c->stream));
+        batchnorm_mask_diff_cuda(count, r->data, r2->data, batchnorm_cudnn_mask_bytes(M, C),
+                                 c->stream);
+        CUDA_CHECK(cudaMemcpyAsync(&differ, count, sizeof differ, cudaMemcpyDeviceToHost,
+                                   c->stream));
+        CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    }
+    p->pair = ran && differ * 10000 <= (unsigned long long)(M * C);
+    LOG_D("batchnorm: our BN + add + ReLU forward %s cuDNN's backward for %s [%d, %d, %d, "
+          "%d]: %llu of %zu mask bits differ from cuDNN's own forward%s",
+          p->pair ? "pairs with" : "does not pair with", dtype_name(x->dtype), p->N, p->H, p->W,
+          p->C, differ, M * C, ran ? "" : " (cuDNN declined it)");
+    if (!p->pair && ran) {
+        CUDA_CHECK(cudaMemcpyAsync(y->data, y2->data, y->numel * dtype_size(y->dtype),
+                                   cudaMemcpyDeviceToDevice, c->stream));
+        CUDA_CHECK(cudaMemcpyAsync(r->data, r2->data, p->reserve_bytes,
+                                   cudaMemcpyDeviceToDevice, c->stream));
+    }
+    mem_free(c, tmp, tbytes);
+    tensor_release(r2);
+    tensor_release(y2);
+}
+
+/* CTRAIN_BN_PAIR: BN + add + ReLU's training forward as ours (the statistics,
+ * then y with the ReLU's mask in cuDNN's reserve layout,
+ * batchnorm_forward_cudnn_mask_cuda), for cuDNN's backward to follow: our
+ * forward is the faster on ResNet-50's shapes, cuDNN's backward on all
+ * (docs/kernels.md, "cuDNN's BN + add + ReLU reserve, read"). Returns 1 with
+ * *reserve, the statistics and the running update done (the batch counted);
+ * 0 having done nothing (the switch off, a form or pointer it does not take,
+ * an unchecked form under capture, a form whose check failed). */
+static int bn_forward_paired(Ctx *c, Tensor **reserve, Tensor *y, float *mean, float *invstd,
+                             float *rm, float *rv, int64_t *nbt, const Tensor *x, const Tensor *z,
+                             const float *gamma, const float *beta, float momentum, float eps)
+{
+    *reserve = NULL;
+    if (!setting_switch(SET_BN_PAIR) || !gamma || !beta || !batchnorm_cudnn_enabled(c)) return 0;
+    if (!aligned16(x->data) || !aligned16(z->data) || !aligned16(y->data) ||
+        !aligned16(gamma) || !aligned16(beta) || !aligned16(rm) || !aligned16(rv) ||
+        !aligned16(mean) || !aligned16(invstd))
+        return 0;
+    const size_t M = tensor_rows(x), C = tensor_cols(x);
+    BnCudnn *p = bn_cudnn_form(c, x, 1, 1);
+    if (!p || !p->usable || p->pair == 0 || C % 64 != 0 ||
+        p->reserve_bytes < batchnorm_cudnn_mask_bytes(M, C))
+        return 0;
+    if (p->pair < 0 && c->capturing) return 0;
+    int64_t rb = (int64_t)p->reserve_bytes;
+    Tensor *r = tensor_new(c, DT_U8, 1, &rb);
+    size_t sbytes = batchnorm_scratch_bytes(M, C);
+    void *scratch = mem_alloc(c, sbytes);
+    batchnorm_stats_cuda(mean, invstd, rm, rv, nbt, x->data, x->dtype, momentum, eps, M, C,
+                         scratch, sbytes, c->stream);
+    mem_free(c, scratch, sbytes);
+    int ok = batchnorm_forward_cudnn_mask_cuda(y->data, r->data, x->data, z->data, mean, invstd,
+                                               gamma, beta, x->dtype, M, C, c->stream);
+    CT_ASSERT(ok, "batchnorm: the paired forward declined a form its caller checked");
+    if (p->pair < 0) bn_pair_check(c, p, y, r, x, z, gamma, beta, momentum, eps, M, C);
+    p->pair_runs += p->pair == 1;
+    *reserve = r;
+    return 1;
+}
 #endif
 
 Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *running_mean,
@@ -269,7 +359,10 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
     int ran_cudnn = 0;
     if (IS_CUDA(c)) {
 #ifdef CTRAIN_CUDA
-        if (batch_stats && !sync)
+        if (batch_stats && !sync && z && relu)
+            ran_cudnn = bn_forward_paired(c, &reserve, y, pm, pi, rm, rv, nbt, x, z, pgamma,
+                                          pbeta, momentum, eps);
+        if (batch_stats && !sync && !ran_cudnn)
             ran_cudnn = bn_forward_cudnn(c, &reserve, y, pm, pi, rm, rv, nbt, x, z, pgamma,
                                          pbeta, momentum, eps, relu);
         if (!ran_cudnn) {

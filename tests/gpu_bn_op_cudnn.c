@@ -460,6 +460,37 @@ static void test_graph(Ctx *c, DType dt, const Shape *s, const Form *f, int use_
     inputs_free(&in);
 }
 
+/* CTRAIN_BN_PAIR: BN + add + ReLU's forward as ours, writing the ReLU's mask in
+ * cuDNN's reserve layout, before cuDNN's backward. The form's first call checks
+ * our mask against cuDNN's own forward (the verdict must be "pairs"); every
+ * output of two paired runs (the second on the checked form) against the
+ * cuDNN-only path at the cuDNN-vs-ours tolerances. */
+static void test_pair(Ctx *c, DType dt, const Shape *s)
+{
+    char name[224], tag[128];
+    Inputs in = inputs_make(dt, s);
+    Case k = {dt, *s, &forms[2], MODE_TRAIN, ACC_FRESH, 0};
+    case_tag(tag, sizeof tag, &k);
+    setenv("CTRAIN_BN_PAIR", "0", 1);
+    Out a = run(c, &k, &in, 1);
+    setenv("CTRAIN_BN_PAIR", "1", 1);
+    Out b = run(c, &k, &in, 1), b2 = run(c, &k, &in, 1);
+    BnCudnn *p = batchnorm_cudnn_get(c, dt, (int)s->d[0], (int)s->d[1], (int)s->d[2],
+                                     (int)s->d[3], 1, 1);
+    snprintf(name, sizeof name, "bn.pair.verdict.%s", tag);
+    check_true(name, p && p->pair == 1 && p->pair_runs == 2,
+               "verdict %d, %ld paired runs (expected 1 and 2)", p ? p->pair : -2,
+               p ? p->pair_runs : -1L);
+    compare("pair_vs_cudnn", &k, &in, &b, &a, 1);
+    compare("pair_checked_vs_cudnn", &k, &in, &b2, &a, 1);
+    snprintf(name, sizeof name, "bn.pair.same_bits_twice.%s", tag);
+    check_true(name, same_bits(b.y, b2.y, in.n) && same_bits(b.dx, b2.dx, in.n),
+               "the checked form's run differs from the first");
+    setenv("CTRAIN_BN_PAIR", "0", 1);
+    out_free(&a); out_free(&b); out_free(&b2);
+    inputs_free(&in);
+}
+
 int main(void)
 {
     gpu_require();
@@ -480,6 +511,9 @@ int main(void)
             for (int fi = 0; fi < 4; fi++)
                 test_case(&c, gpu_float_types[t], &shapes[si], &forms[fi], &ran, &eligible);
     printf("  cuDNN ran forward and backward in %ld of %ld runs it could take\n", ran, eligible);
+    static const Shape pair_shapes[2] = {{4, {4, 7, 7, 128}}, {4, {3, 5, 7, 64}}};
+    for (int t = 0; t < 3; t++)
+        for (int si = 0; si < 2; si++) test_pair(&c, gpu_float_types[t], &pair_shapes[si]);
 
     /* graphs last: a capture failure is fatal and would hide the rest */
     for (int use = 1; use >= 0; use--) {
