@@ -27,10 +27,11 @@
  * step can be captured in a CUDA graph once a warm-up step has built the
  * cuDNN forms (and grown the workspace).
  *
- * CTRAIN_BN_PAIR (off by default): BN + add + ReLU's training forward runs
- * ours, writing the ReLU's mask in the layout cuDNN's reserve space holds, so
- * that cuDNN's backward can follow it (bn_forward_paired; each form checked
- * against cuDNN's own forward on its first call).
+ * CTRAIN_BN_PAIR (off by default): BN + add + ReLU's training forward (and with
+ * `all`, BN + ReLU's) runs ours, writing the ReLU's mask in the layout cuDNN's
+ * reserve space holds, so that cuDNN's backward can follow it
+ * (bn_forward_paired; each form checked against cuDNN's own forward on its
+ * first call).
  *
  * Sync batch norm: when training with a context that has an all-reduce
  * (ctx->bn_allreduce, --sync-bn on several GPUs) the statistics and the
@@ -262,25 +263,42 @@ static void bn_pair_check(Ctx *c, BnCudnn *p, Tensor *y, Tensor *r, const Tensor
     tensor_release(y2);
 }
 
-/* CTRAIN_BN_PAIR: BN + add + ReLU's training forward as ours (the statistics,
- * then y with the ReLU's mask in cuDNN's reserve layout,
- * batchnorm_forward_cudnn_mask_cuda), for cuDNN's backward to follow: our
- * forward is the faster on ResNet-50's shapes, cuDNN's backward on all
- * (docs/kernels.md, "cuDNN's BN + add + ReLU reserve, read"). Returns 1 with
- * *reserve, the statistics and the running update done (the batch counted);
- * 0 having done nothing (the switch off, a form or pointer it does not take,
- * an unchecked form under capture, a form whose check failed). */
+/* CTRAIN_BN_PAIR: the training forward of BN + ReLU (all) or BN + add + ReLU
+ * (add_relu, all) as ours, for cuDNN's backward to follow: our forward is the
+ * faster on ResNet-50's BN + add + ReLU shapes, cuDNN's backward on all
+ * (docs/kernels.md, "cuDNN's BN + add + ReLU reserve, read"). With z, y and
+ * the ReLU's mask in cuDNN's reserve layout (batchnorm_forward_cudnn_mask_cuda);
+ * without, y alone, where cuDNN keeps no reserve for the form (its backward
+ * reads y). Returns 1 with *reserve (NULL without z), the statistics and the
+ * running update done (the batch counted); 0 having done nothing (the setting
+ * off, a form or pointer it does not take, an unchecked form under capture, a
+ * form whose check failed). */
 static int bn_forward_paired(Ctx *c, Tensor **reserve, Tensor *y, float *mean, float *invstd,
                              float *rm, float *rv, int64_t *nbt, const Tensor *x, const Tensor *z,
                              const float *gamma, const float *beta, float momentum, float eps)
 {
     *reserve = NULL;
-    if (!setting_switch(SET_BN_PAIR) || !gamma || !beta || !batchnorm_cudnn_enabled(c)) return 0;
-    if (!aligned16(x->data) || !aligned16(z->data) || !aligned16(y->data) ||
+    const int mode = setting_choice(SET_BN_PAIR);   /* "off|add_relu|all" */
+    if (mode == 0 || (!z && mode != 2) || !gamma || !beta || !batchnorm_cudnn_enabled(c))
+        return 0;
+    if (!aligned16(x->data) || !aligned16(z ? z->data : NULL) || !aligned16(y->data) ||
         !aligned16(gamma) || !aligned16(beta) || !aligned16(rm) || !aligned16(rv) ||
         !aligned16(mean) || !aligned16(invstd))
         return 0;
     const size_t M = tensor_rows(x), C = tensor_cols(x);
+    if (!z) {
+        BnCudnn *q = bn_cudnn_form(c, x, 0, 1);
+        if (!q || !q->usable || q->reserve_bytes != 0) return 0;
+        size_t sbytes = batchnorm_scratch_bytes(M, C);
+        void *scratch = mem_alloc(c, sbytes);
+        batchnorm_stats_cuda(mean, invstd, rm, rv, nbt, x->data, x->dtype, momentum, eps, M, C,
+                             scratch, sbytes, c->stream);
+        mem_free(c, scratch, sbytes);
+        batchnorm_forward_cuda(y->data, x->data, NULL, mean, invstd, gamma, beta, x->dtype, 1, M,
+                               C, c->stream);
+        q->pair_runs++;
+        return 1;
+    }
     BnCudnn *p = bn_cudnn_form(c, x, 1, 1);
     if (!p || !p->usable || p->pair == 0 || C % 64 != 0 ||
         p->reserve_bytes < batchnorm_cudnn_mask_bytes(M, C))
@@ -359,7 +377,7 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
     int ran_cudnn = 0;
     if (IS_CUDA(c)) {
 #ifdef CTRAIN_CUDA
-        if (batch_stats && !sync && z && relu)
+        if (batch_stats && !sync && relu)
             ran_cudnn = bn_forward_paired(c, &reserve, y, pm, pi, rm, rv, nbt, x, z, pgamma,
                                           pbeta, momentum, eps);
         if (batch_stats && !sync && !ran_cudnn)

@@ -15,7 +15,8 @@
  * (y = relu(bn(x) + z): after conv3, z the shortcut).
  *
  * Correctness, ResNet-50 shapes (N = 256): 56x56x64, 56x56x256, 28x28x512,
- * 14x14x1024, 7x7x2048, in f32, f16 and bf16, each form, each
+ * 14x14x1024, 7x7x2048, and the BN + ReLU widths 56x56x128, 28x28x128,
+ * 14x14x256, 7x7x512, in f32, f16 and bf16, each form, each
  * implementation, one training step:
  *   mean, invstd (cuDNN: saved mean / saved inverse variance), running
  *   mean and variance after the update   elementwise, f32-tight;
@@ -734,14 +735,18 @@ int main(int argc, char **argv)
     for (int t = 0; t < 3; t++)
         for (int i = 0; i < 4; i++) small_case(&c, gpu_float_types[t], &small[i]);
 
-    /* ResNet-50's batch norms (torchvision, batch 256) */
+    /* ResNet-50's batch norms (torchvision, batch 256): the first five after a block's
+     * last convolution (BN + add + ReLU) and the downsample branch's, then the widths of a
+     * block's first two (BN + ReLU; 56 x 56 x 128 is stage 2's first) */
     const int N = quick ? 16 : 256;
-    const Shape resnet[5] = {{N, 56, 56, 64}, {N, 56, 56, 256}, {N, 28, 28, 512},
-                             {N, 14, 14, 1024}, {N, 7, 7, 2048}};
-    Row rows[5 * 3 * 3];
+    enum { NSHAPES = 9 };
+    const Shape resnet[NSHAPES] = {{N, 56, 56, 64},  {N, 56, 56, 256}, {N, 28, 28, 512},
+                                   {N, 14, 14, 1024}, {N, 7, 7, 2048},  {N, 56, 56, 128},
+                                   {N, 28, 28, 128},  {N, 14, 14, 256}, {N, 7, 7, 512}};
+    Row rows[NSHAPES * 3 * 3];
     int nrows = 0;
     if (do_time) print_header();
-    for (int si = 0; si < 5; si++) {
+    for (int si = 0; si < NSHAPES; si++) {
         const Shape *s = &resnet[si];
         Host h = host_make(s);
         for (int t = 0; t < 3; t++) {

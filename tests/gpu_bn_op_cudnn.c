@@ -471,9 +471,9 @@ static void test_pair(Ctx *c, DType dt, const Shape *s)
     Inputs in = inputs_make(dt, s);
     Case k = {dt, *s, &forms[2], MODE_TRAIN, ACC_FRESH, 0};
     case_tag(tag, sizeof tag, &k);
-    setenv("CTRAIN_BN_PAIR", "0", 1);
+    setenv("CTRAIN_BN_PAIR", "off", 1);
     Out a = run(c, &k, &in, 1);
-    setenv("CTRAIN_BN_PAIR", "1", 1);
+    setenv("CTRAIN_BN_PAIR", "add_relu", 1);
     Out b = run(c, &k, &in, 1), b2 = run(c, &k, &in, 1);
     BnCudnn *p = batchnorm_cudnn_get(c, dt, (int)s->d[0], (int)s->d[1], (int)s->d[2],
                                      (int)s->d[3], 1, 1);
@@ -486,7 +486,22 @@ static void test_pair(Ctx *c, DType dt, const Shape *s)
     snprintf(name, sizeof name, "bn.pair.same_bits_twice.%s", tag);
     check_true(name, same_bits(b.y, b2.y, in.n) && same_bits(b.dx, b2.dx, in.n),
                "the checked form's run differs from the first");
-    setenv("CTRAIN_BN_PAIR", "0", 1);
+    /* BN + ReLU under `all`: no reserve, cuDNN's backward reads our y */
+    Case kr = {dt, *s, &forms[1], MODE_TRAIN, ACC_FRESH, 0};
+    case_tag(tag, sizeof tag, &kr);
+    setenv("CTRAIN_BN_PAIR", "off", 1);
+    Out ra = run(c, &kr, &in, 1);
+    setenv("CTRAIN_BN_PAIR", "all", 1);
+    Out rb = run(c, &kr, &in, 1);
+    BnCudnn *q = batchnorm_cudnn_get(c, dt, (int)s->d[0], (int)s->d[1], (int)s->d[2],
+                                     (int)s->d[3], 0, 1);
+    snprintf(name, sizeof name, "bn.pair.relu_taken.%s", tag);
+    check_true(name, q && q->reserve_bytes == 0 && q->pair_runs == 1 && rb.bwd_cudnn == 1,
+               "reserve %zu bytes, %ld paired runs, %ld cuDNN backwards (expected 0, 1, 1)",
+               q ? q->reserve_bytes : 0, q ? q->pair_runs : -1L, rb.bwd_cudnn);
+    compare("pair_relu_vs_cudnn", &kr, &in, &rb, &ra, 1);
+    setenv("CTRAIN_BN_PAIR", "off", 1);
+    out_free(&ra); out_free(&rb);
     out_free(&a); out_free(&b); out_free(&b2);
     inputs_free(&in);
 }
