@@ -225,10 +225,12 @@ static int bn_forward_cudnn(Ctx *c, Tensor **reserve, Tensor *y, float *mean, fl
  * At most one bit in 10^4 may differ (a pre-activation on the rounding edge
  * of 0 in one and not the other); past that the layout is not the one read
  * for cuDNN 9.14, and the form keeps cuDNN's forward (said once). On a
- * refusal this call's y and reserve become cuDNN's. */
-static void bn_pair_check(Ctx *c, BnCudnn *p, Tensor *y, Tensor *r, const Tensor *x,
-                          const Tensor *z, const float *gamma, const float *beta, float momentum,
-                          float eps, size_t M, size_t C)
+ * refusal this call's y, reserve and saved statistics become cuDNN's. Returns
+ * whether cuDNN's forward ran (0: it declined the form, so its backward will
+ * not run either). */
+static int bn_pair_check(Ctx *c, BnCudnn *p, Tensor *y, Tensor *r, float *mean, float *invstd,
+                         const Tensor *x, const Tensor *z, const float *gamma, const float *beta,
+                         float momentum, float eps, size_t M, size_t C)
 {
     Tensor *y2 = tensor_new_like(c, x, x->dtype);
     int64_t rb = (int64_t)p->reserve_bytes;
@@ -237,6 +239,8 @@ static void bn_pair_check(Ctx *c, BnCudnn *p, Tensor *y, Tensor *r, const Tensor
     char *tmp = mem_alloc(c, tbytes);
     float *m2 = (float *)tmp, *i2 = m2 + C;
     unsigned long long *count = (unsigned long long *)(tmp + tbytes - 256), differ = 0;
+    /* cuDNN leaves the padding pixels' bits as they were; ours writes them 0 */
+    CUDA_CHECK(cudaMemsetAsync(r2->data, 0, p->reserve_bytes, c->stream));
     int ran = batchnorm_cudnn_forward_train(c, p, y2->data, m2, i2, NULL, NULL, x->data, z->data,
                                             gamma, beta, momentum, eps, r2->data);
     if (ran) {
@@ -257,10 +261,15 @@ static void bn_pair_check(Ctx *c, BnCudnn *p, Tensor *y, Tensor *r, const Tensor
                                    cudaMemcpyDeviceToDevice, c->stream));
         CUDA_CHECK(cudaMemcpyAsync(r->data, r2->data, p->reserve_bytes,
                                    cudaMemcpyDeviceToDevice, c->stream));
+        CUDA_CHECK(cudaMemcpyAsync(mean, m2, C * sizeof(float), cudaMemcpyDeviceToDevice,
+                                   c->stream));
+        CUDA_CHECK(cudaMemcpyAsync(invstd, i2, C * sizeof(float), cudaMemcpyDeviceToDevice,
+                                   c->stream));
     }
     mem_free(c, tmp, tbytes);
     tensor_release(r2);
     tensor_release(y2);
+    return ran;
 }
 
 /* CTRAIN_BN_PAIR: the training forward of BN + ReLU (all) or BN + add + ReLU
@@ -270,9 +279,10 @@ static void bn_pair_check(Ctx *c, BnCudnn *p, Tensor *y, Tensor *r, const Tensor
  * the ReLU's mask in cuDNN's reserve layout (batchnorm_forward_cudnn_mask_cuda);
  * without, y alone, where cuDNN keeps no reserve for the form (its backward
  * reads y). Returns 1 with *reserve (NULL without z), the statistics and the
- * running update done (the batch counted); 0 having done nothing (the setting
- * off, a form or pointer it does not take, an unchecked form under capture, a
- * form whose check failed). */
+ * running update done (the batch counted), for cuDNN's backward; 2 with the
+ * same done but for our backward (cuDNN declined the form in the check); 0
+ * having done nothing (the setting off, a form or pointer it does not take,
+ * an unchecked form under capture, a form whose check failed before). */
 static int bn_forward_paired(Ctx *c, Tensor **reserve, Tensor *y, float *mean, float *invstd,
                              float *rm, float *rv, int64_t *nbt, const Tensor *x, const Tensor *z,
                              const float *gamma, const float *beta, float momentum, float eps)
@@ -314,7 +324,11 @@ static int bn_forward_paired(Ctx *c, Tensor **reserve, Tensor *y, float *mean, f
     int ok = batchnorm_forward_cudnn_mask_cuda(y->data, r->data, x->data, z->data, mean, invstd,
                                                gamma, beta, x->dtype, M, C, c->stream);
     CT_ASSERT(ok, "batchnorm: the paired forward declined a form its caller checked");
-    if (p->pair < 0) bn_pair_check(c, p, y, r, x, z, gamma, beta, momentum, eps, M, C);
+    if (p->pair < 0 &&
+        !bn_pair_check(c, p, y, r, mean, invstd, x, z, gamma, beta, momentum, eps, M, C)) {
+        tensor_release(r);   /* y and the statistics are ours: our backward reads them */
+        return 2;
+    }
     p->pair_runs += p->pair == 1;
     *reserve = r;
     return 1;
@@ -377,13 +391,17 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
     int ran_cudnn = 0;
     if (IS_CUDA(c)) {
 #ifdef CTRAIN_CUDA
-        if (batch_stats && !sync && relu)
-            ran_cudnn = bn_forward_paired(c, &reserve, y, pm, pi, rm, rv, nbt, x, z, pgamma,
-                                          pbeta, momentum, eps);
-        if (batch_stats && !sync && !ran_cudnn)
+        int done = 0;   /* the forward ran (paired); ran_cudnn: cuDNN's backward follows */
+        if (batch_stats && !sync && relu) {
+            int pr = bn_forward_paired(c, &reserve, y, pm, pi, rm, rv, nbt, x, z, pgamma,
+                                       pbeta, momentum, eps);
+            ran_cudnn = pr == 1;
+            done = pr != 0;
+        }
+        if (batch_stats && !sync && !done)
             ran_cudnn = bn_forward_cudnn(c, &reserve, y, pm, pi, rm, rv, nbt, x, z, pgamma,
                                          pbeta, momentum, eps, relu);
-        if (!ran_cudnn) {
+        if (!ran_cudnn && !done) {
             if (batch_stats) {
                 size_t sbytes = batchnorm_scratch_bytes(M, C);
                 void *scratch = mem_alloc(c, sbytes);
