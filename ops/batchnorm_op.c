@@ -186,6 +186,18 @@ int batchnorm_param_accum(Ctx *c, Tensor *dgamma, int acc_g, Tensor *dbeta, int 
 }
 
 #ifdef CTRAIN_CUDA
+/* Our statistics of x's batch (mean, invstd; the running update and the
+ * batch count when rm, rv, nbt are given), with the scratch they need. */
+static void bn_stats_own(Ctx *c, float *mean, float *invstd, float *rm, float *rv, int64_t *nbt,
+                         const Tensor *x, float momentum, float eps)
+{
+    const size_t M = tensor_rows(x), C = tensor_cols(x), sbytes = batchnorm_scratch_bytes(M, C);
+    void *scratch = mem_alloc(c, sbytes);
+    batchnorm_stats_cuda(mean, invstd, rm, rv, nbt, x->data, x->dtype, momentum, eps, M, C,
+                         scratch, sbytes, c->stream);
+    mem_free(c, scratch, sbytes);
+}
+
 /* The training forward through cuDNN: y, the statistics (mean, invstd), the
  * running update (rm, rv: both or neither) and the batch counter. Returns 1
  * when cuDNN ran, with *reserve the space its backward needs (NULL when the
@@ -299,11 +311,7 @@ static int bn_forward_paired(Ctx *c, Tensor **reserve, Tensor *y, float *mean, f
     if (!z) {
         BnCudnn *q = bn_cudnn_form(c, x, 0, 1);
         if (!q || !q->usable || q->reserve_bytes != 0) return 0;
-        size_t sbytes = batchnorm_scratch_bytes(M, C);
-        void *scratch = mem_alloc(c, sbytes);
-        batchnorm_stats_cuda(mean, invstd, rm, rv, nbt, x->data, x->dtype, momentum, eps, M, C,
-                             scratch, sbytes, c->stream);
-        mem_free(c, scratch, sbytes);
+        bn_stats_own(c, mean, invstd, rm, rv, nbt, x, momentum, eps);
         batchnorm_forward_cuda(y->data, x->data, NULL, mean, invstd, gamma, beta, x->dtype, 1, M,
                                C, c->stream);
         q->pair_runs++;
@@ -316,11 +324,7 @@ static int bn_forward_paired(Ctx *c, Tensor **reserve, Tensor *y, float *mean, f
     if (p->pair < 0 && c->capturing) return 0;
     int64_t rb = (int64_t)p->reserve_bytes;
     Tensor *r = tensor_new(c, DT_U8, 1, &rb);
-    size_t sbytes = batchnorm_scratch_bytes(M, C);
-    void *scratch = mem_alloc(c, sbytes);
-    batchnorm_stats_cuda(mean, invstd, rm, rv, nbt, x->data, x->dtype, momentum, eps, M, C,
-                         scratch, sbytes, c->stream);
-    mem_free(c, scratch, sbytes);
+    bn_stats_own(c, mean, invstd, rm, rv, nbt, x, momentum, eps);
     int ok = batchnorm_forward_cudnn_mask_cuda(y->data, r->data, x->data, z->data, mean, invstd,
                                                gamma, beta, x->dtype, M, C, c->stream);
     CT_ASSERT(ok, "batchnorm: the paired forward declined a form its caller checked");
@@ -403,12 +407,8 @@ Tensor *op_batchnorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, Tensor *run
                                          pbeta, momentum, eps, relu);
         if (!ran_cudnn && !done) {
             if (batch_stats) {
-                size_t sbytes = batchnorm_scratch_bytes(M, C);
-                void *scratch = mem_alloc(c, sbytes);
-                batchnorm_stats_cuda(pm, pi, sync ? NULL : rm, sync ? NULL : rv,
-                                     sync ? NULL : nbt, x->data, x->dtype, momentum, eps, M, C,
-                                     scratch, sbytes, c->stream);
-                mem_free(c, scratch, sbytes);
+                bn_stats_own(c, pm, pi, sync ? NULL : rm, sync ? NULL : rv, sync ? NULL : nbt,
+                             x, momentum, eps);
                 if (sync) batchnorm_sync_stats(c, pm, pi, rm, rv, nbt, momentum, eps, M, C);
             } else {
                 batchnorm_eval_stats_cuda(pm, pi, (const float *)running_mean->data,

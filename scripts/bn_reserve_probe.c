@@ -121,16 +121,23 @@ static int forward(Probe *pr, BnCudnn *p, Bufs *b)
     return ran;
 }
 
+/* cuDNN's BN (+ add) + ReLU form for the shape, its line's head printed;
+ * 0 (the form freed, the refusal printed) when cuDNN does not take it. */
+static int form_open(Probe *pr, BnCudnn *p, const char *what, int N, int H, int W, int C,
+                     int has_z)
+{
+    batchnorm_cudnn_init(p, pr->c, pr->dt, N, H, W, C, has_z, 1);
+    printf("%s %s %s %dx%dx%dx%d: ", what, dtype_name(pr->dt), form_name(has_z), N, H, W, C);
+    if (p->usable) return 1;
+    printf("refused (%s)\n", p->why);
+    batchnorm_cudnn_free(p);
+    return 0;
+}
+
 static void one_hot(Probe *pr, int N, int H, int W, int C, int has_z)
 {
     BnCudnn p;
-    batchnorm_cudnn_init(&p, pr->c, pr->dt, N, H, W, C, has_z, 1);
-    printf("onehot %s %s %dx%dx%dx%d: ", dtype_name(pr->dt), form_name(has_z), N, H, W, C);
-    if (!p.usable) {
-        printf("refused (%s)\n", p.why);
-        batchnorm_cudnn_free(&p);
-        return;
-    }
+    if (!form_open(pr, &p, "onehot", N, H, W, C, has_z)) return;
     const size_t n = (size_t)N * H * W * C, rb = p.reserve_bytes;
     Bufs b;
     bufs_alloc(&b, &p, n, C);
@@ -192,13 +199,7 @@ static void one_hot(Probe *pr, int N, int H, int W, int C, int has_z)
 static void random_run(Probe *pr, int N, int H, int W, int C, int has_z, int dump)
 {
     BnCudnn p;
-    batchnorm_cudnn_init(&p, pr->c, pr->dt, N, H, W, C, has_z, 1);
-    printf("random %s %s %dx%dx%dx%d: ", dtype_name(pr->dt), form_name(has_z), N, H, W, C);
-    if (!p.usable) {
-        printf("refused (%s)\n", p.why);
-        batchnorm_cudnn_free(&p);
-        return;
-    }
+    if (!form_open(pr, &p, "random", N, H, W, C, has_z)) return;
     const size_t n = (size_t)N * H * W * C, rb = p.reserve_bytes;
     unsigned seed = 12345u + (unsigned)C;
     Bufs b;
