@@ -22,11 +22,32 @@ int pool_out_size(int H, int k, int s, int pad)
     return span < 0 || s < 1 ? 0 : span / s + 1;
 }
 
-/* y = max over the window (first maximum in window order; NaN wins), idx = h W + w */
-void maxpool2d_forward_cpu(float *y, int32_t *idx, const float *x, int k, int s, int pad, int N,
+int maxpool_code_bytes(int k)
+{
+    return k <= 16 ? 1 : 4;
+}
+
+/* the code at o: u8 (wide 0) or i32 (wide 1) */
+static inline int code_at(const void *code, size_t o, int wide)
+{
+    return wide ? ((const int32_t *)code)[o] : ((const uint8_t *)code)[o];
+}
+
+static inline void code_put(void *code, size_t o, int wide, int v)
+{
+    if (wide)
+        ((int32_t *)code)[o] = v;
+    else
+        ((uint8_t *)code)[o] = (uint8_t)v;
+}
+
+/* y = max over the window (first maximum in window order; NaN wins), code =
+ * i k + j, the winner's place in the window */
+void maxpool2d_forward_cpu(float *y, void *code, const float *x, int k, int s, int pad, int N,
                            int H, int W, int C)
 {
     int P = pool_out_size(H, k, s, pad), Q = pool_out_size(W, k, s, pad);
+    const int wide = maxpool_code_bytes(k) == 4;
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)N * P * Q * C > 65536)
     for (int n = 0; n < N; n++)
         for (int p = 0; p < P; p++)
@@ -37,10 +58,9 @@ void maxpool2d_forward_cpu(float *y, int32_t *idx, const float *x, int k, int s,
                 size_t o = (((size_t)n * P + p) * Q + q) * C;
                 float *yo = y + o;
                 for (int c = 0; c < C; c++) yo[c] = -INFINITY;
-                int32_t first = hs * W + ws;
-                int32_t *io = idx ? idx + o : NULL;
-                if (io)
-                    for (int c = 0; c < C; c++) io[c] = first;
+                const int first = (hs - h0) * k + ws - w0;
+                if (code)
+                    for (int c = 0; c < C; c++) code_put(code, o + c, wide, first);
                 for (int h = hs; h < he; h++)
                     for (int w = ws; w < we; w++) {
                         const float *xp = x + (((size_t)n * H + h) * W + w) * C;
@@ -48,20 +68,21 @@ void maxpool2d_forward_cpu(float *y, int32_t *idx, const float *x, int k, int s,
                             float v = xp[c];
                             if (v > yo[c] || isnan(v)) {
                                 yo[c] = v;
-                                if (io) io[c] = h * W + w;
+                                if (code) code_put(code, o + c, wide, (h - h0) * k + w - w0);
                             }
                         }
                     }
             }
 }
 
-/* forward: y[n,p,q,c] = x[n, idx / W, idx % W, c]
- *   so dx[n,h,w,c] (+)= sum over windows holding (h, w) whose idx is h W + w
+/* forward: y[n,p,q,c] = x[n, p s - pad + code / k, q s - pad + code % k, c]
+ *   so dx[n,h,w,c] (+)= sum over windows holding (h, w) whose code names it
  *   of dy[n,p,q,c], gathered in p, then q order */
-void maxpool2d_backward_cpu(float *dx, const float *dy, const int32_t *idx, int k, int s,
+void maxpool2d_backward_cpu(float *dx, const float *dy, const void *code, int k, int s,
                             int pad, int N, int H, int W, int C, int accum)
 {
     int P = pool_out_size(H, k, s, pad), Q = pool_out_size(W, k, s, pad);
+    const int wide = maxpool_code_bytes(k) == 4;
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)N * H * W * C > 65536)
     for (int n = 0; n < N; n++)
         for (int h = 0; h < H; h++)
@@ -71,14 +92,14 @@ void maxpool2d_backward_cpu(float *dx, const float *dy, const int32_t *idx, int 
                 int p1 = (h + pad) / s < P - 1 ? (h + pad) / s : P - 1;
                 int q0 = w + pad < k ? 0 : (w + pad - k) / s + 1;
                 int q1 = (w + pad) / s < Q - 1 ? (w + pad) / s : Q - 1;
-                int32_t self = h * W + w;
                 float *dxp = dx + (((size_t)n * H + h) * W + w) * C;
                 for (int c = 0; c < C; c++) {
                     float sum = 0.0f;
                     for (int p = p0; p <= p1; p++)
                         for (int q = q0; q <= q1; q++) {
                             size_t o = (((size_t)n * P + p) * Q + q) * C + c;
-                            if (idx[o] == self) sum += dy[o];
+                            int self = (h - (p * s - pad)) * k + w - (q * s - pad);
+                            if (code_at(code, o, wide) == self) sum += dy[o];
                         }
                     dxp[c] = accum ? dxp[c] + sum : sum;
                 }

@@ -8,7 +8,8 @@
  * V channels of one, 16-byte accesses, where C and the pointers allow),
  * channel fastest, so a warp reads and writes consecutive addresses:
  *   max forward   thread per (n, p, q, c): scans its window in row order,
- *                 strict > (first maximum wins), NaN wins; writes y and idx.
+ *                 strict > (first maximum wins), NaN wins; writes y and the
+ *                 winner's code i k + j (u8 for k <= 16, else i32: CT).
  *   max backward  thread per (n, h, w, c): gathers dy from the windows that
  *                 hold (h, w) and chose it, p then q ascending: no atomics,
  *                 deterministic, right for overlapping windows. ResNet's
@@ -35,12 +36,13 @@ const size_t POOL_I32_LIMIT = (size_t)1 << 31;
 
 /* ---- max pool ---- */
 
-/* V channels a thread (16-byte accesses of x, y, dy, dx and V indices when
+/* V channels a thread (16-byte accesses of x, y, dy, dx and V codes when
  * C is a multiple of V = 16 / sizeof(T) and the pointers allow; V = 1
  * otherwise): the window's index arithmetic, ~half a thread's instructions
- * at V = 1, is shared by V channels. Cv = C / V channel groups. */
-template <typename T, typename I, int V>
-__global__ void maxpool_forward_kernel(T *y, int32_t *idx, const T *x, int k, int s, int pad,
+ * at V = 1, is shared by V channels. Cv = C / V channel groups. CT is the
+ * code's type (uint8_t or int32_t). */
+template <typename T, typename CT, typename I, int V>
+__global__ void maxpool_forward_kernel(T *y, CT *code, const T *x, int k, int s, int pad,
                                        I H, I W, I C, I P, I Q, I total_v)
 {
     const I Cv = C / V;
@@ -53,14 +55,15 @@ __global__ void maxpool_forward_kernel(T *y, int32_t *idx, const T *x, int k, in
         int hs = h0 > 0 ? h0 : 0, he = h0 + k < (int)H ? h0 + k : (int)H;
         int ws = w0 > 0 ? w0 : 0, we = w0 + k < (int)W ? w0 + k : (int)W;
         float best[V];
-        Vec<int32_t, V> bi;
+        Vec<CT, V> bi;
 #pragma unroll
         for (int j = 0; j < V; j++) {
             best[j] = -INFINITY;
-            bi.v[j] = hs * (int)W + ws;
+            bi.v[j] = (CT)((hs - h0) * k + ws - w0);
         }
         for (int h = hs; h < he; h++) {
             const T *xr = x + ((n * H + (I)h) * W) * C + c;
+            const int rk = (h - h0) * k - w0;
             for (int w = ws; w < we; w++) {
                 Vec<T, V> xv = *reinterpret_cast<const Vec<T, V> *>(xr + (I)w * C);
 #pragma unroll
@@ -68,7 +71,7 @@ __global__ void maxpool_forward_kernel(T *y, int32_t *idx, const T *x, int k, in
                     float v = to_f32(xv.v[j]);
                     if (v > best[j] || isnan(v)) {
                         best[j] = v;
-                        bi.v[j] = h * (int)W + w;
+                        bi.v[j] = (CT)(rk + w);
                     }
                 }
             }
@@ -77,14 +80,15 @@ __global__ void maxpool_forward_kernel(T *y, int32_t *idx, const T *x, int k, in
 #pragma unroll
         for (int j = 0; j < V; j++) yv.v[j] = from_f32<T>(best[j]);
         reinterpret_cast<Vec<T, V> *>(y)[o] = yv;
-        if (idx) reinterpret_cast<Vec<int32_t, V> *>(idx)[o] = bi;
+        if (code) reinterpret_cast<Vec<CT, V> *>(code)[o] = bi;
     }
 }
 
-/* forward: y[n,p,q,c] = x[n, idx / W, idx % W, c]   so   dx[n,h,w,c] (+)= sum of
- * dy[n,p,q,c] over the windows holding (h, w) with idx == h W + w */
-template <typename T, typename I, int V>
-__global__ void maxpool_backward_kernel(T *dx, const T *dy, const int32_t *idx, int k, int s,
+/* forward: y[n,p,q,c] = x[n, p s - pad + code / k, q s - pad + code % k, c]
+ *   so   dx[n,h,w,c] (+)= sum of dy[n,p,q,c] over the windows holding (h, w)
+ *   whose code is (h - p s + pad) k + w - q s + pad */
+template <typename T, typename CT, typename I, int V>
+__global__ void maxpool_backward_kernel(T *dx, const T *dy, const CT *code, int k, int s,
                                         int pad, I H, I W, I C, I P, I Q, I total_v, int accum)
 {
     const I Cv = C / V;
@@ -98,18 +102,18 @@ __global__ void maxpool_backward_kernel(T *dx, const T *dy, const int32_t *idx, 
         int p1 = (hh + pad) / s < (int)P - 1 ? (hh + pad) / s : (int)P - 1;
         int q0 = ww + pad < k ? 0 : (ww + pad - k) / s + 1;
         int q1 = (ww + pad) / s < (int)Q - 1 ? (ww + pad) / s : (int)Q - 1;
-        int32_t self = hh * (int)W + ww;
         float sum[V];
 #pragma unroll
         for (int j = 0; j < V; j++) sum[j] = 0.0f;
         for (int p = p0; p <= p1; p++)
             for (int q = q0; q <= q1; q++) {
                 I o = (((n * P + (I)p) * Q + (I)q) * C + c) / V;
-                Vec<int32_t, V> iv = reinterpret_cast<const Vec<int32_t, V> *>(idx)[o];
+                const int self = (hh - p * s + pad) * k + ww - q * s + pad;
+                Vec<CT, V> iv = reinterpret_cast<const Vec<CT, V> *>(code)[o];
                 Vec<T, V> dv = reinterpret_cast<const Vec<T, V> *>(dy)[o];
 #pragma unroll
                 for (int j = 0; j < V; j++)
-                    if (iv.v[j] == self) sum[j] += to_f32(dv.v[j]);
+                    if ((int)iv.v[j] == self) sum[j] += to_f32(dv.v[j]);
             }
         Vec<T, V> o;
         if (accum) o = reinterpret_cast<const Vec<T, V> *>(dx)[i];
@@ -125,13 +129,16 @@ __global__ void maxpool_backward_kernel(T *dx, const T *dy, const int32_t *idx, 
  * window alone, an odd one in rows m and m + 1 (the same for columns), so
  * the patch's four pixels read the four outputs (m | m + 1, j | j + 1)
  * once between them, where a thread a pixel reads 2.25 on average, each
- * output's dy and V indices fetched by the 9 pixels of its window: ~2.8 GB
- * of L2 reads at ResNet-50 bs 256 in bf16, which is what held the general
- * kernel at 1.8x its DRAM floor (docs/kernels.md). Each pixel adds its
- * outputs in the general kernel's order (p, then q ascending): the same
- * bits. total_v = N ceil(H / 2) ceil(W / 2) Cv patches. */
+ * output's dy and V codes fetched by the 9 pixels of its window: ~2.8 GB
+ * of L2 reads at ResNet-50 bs 256 in bf16 with i32 indices, which is what
+ * held the general kernel at 1.8x its DRAM floor (docs/kernels.md). Pixel
+ * (2 m + r, 2 j + u) sits in output (m + a, j + b)'s window at row
+ * r - 2 a + 1, column u - 2 b + 1: its code there is a constant of the
+ * unrolled loops. Each pixel adds its outputs in the general kernel's order
+ * (p, then q ascending): the same bits. total_v = N ceil(H / 2) ceil(W / 2)
+ * Cv patches. */
 template <typename T, typename I, int V>
-__global__ void maxpool_backward_s2k3_kernel(T *dx, const T *dy, const int32_t *idx, I H, I W,
+__global__ void maxpool_backward_s2k3_kernel(T *dx, const T *dy, const uint8_t *code, I H, I W,
                                              I C, I P, I Q, I total_v, int accum)
 {
     const I Cv = C / V, H2 = (H + 1) / 2, W2 = (W + 1) / 2;
@@ -141,7 +148,7 @@ __global__ void maxpool_backward_s2k3_kernel(T *dx, const T *dy, const int32_t *
         const I j = pix % W2, t = pix / W2;
         const I m = t % H2, n = t / H2;
         /* the four outputs (a = m, m + 1; b = j, j + 1), those that exist */
-        Vec<int32_t, V> iv[2][2];
+        Vec<uint8_t, V> iv[2][2];
         Vec<T, V> dv[2][2];
         bool has[2][2];
 #pragma unroll
@@ -152,7 +159,7 @@ __global__ void maxpool_backward_s2k3_kernel(T *dx, const T *dy, const int32_t *
                 has[a][b] = p < P && q < Q;
                 if (has[a][b]) {
                     const I o = ((n * P + p) * Q + q) * Cv + cv;
-                    iv[a][b] = reinterpret_cast<const Vec<int32_t, V> *>(idx)[o];
+                    iv[a][b] = reinterpret_cast<const Vec<uint8_t, V> *>(code)[o];
                     dv[a][b] = reinterpret_cast<const Vec<T, V> *>(dy)[o];
                 }
             }
@@ -162,7 +169,6 @@ __global__ void maxpool_backward_s2k3_kernel(T *dx, const T *dy, const int32_t *
             for (int u = 0; u < 2; u++) {
                 const I h = 2 * m + r, w = 2 * j + u;
                 if (h >= H || w >= W) continue;
-                const int32_t self = (int32_t)(h * W + w);
                 float sum[V];
 #pragma unroll
                 for (int e = 0; e < V; e++) sum[e] = 0.0f;
@@ -172,6 +178,7 @@ __global__ void maxpool_backward_s2k3_kernel(T *dx, const T *dy, const int32_t *
 #pragma unroll
                     for (int b = 0; b <= u; b++) {
                         if (!has[a][b]) continue;
+                        const int self = (r - 2 * a + 1) * 3 + u - 2 * b + 1;
 #pragma unroll
                         for (int e = 0; e < V; e++)
                             if (iv[a][b].v[e] == self) sum[e] += to_f32(dv[a][b].v[e]);
@@ -225,9 +232,19 @@ __global__ void avgpool_backward_kernel(T *dx, const T *dy, I HW, I C, I total, 
     }
 }
 
+/* f with a value of the code's type for kernel size k (ops/pool.h:
+ * maxpool_code_bytes) */
+template <typename F> void dispatch_code(int k, F f)
+{
+    if (maxpool_code_bytes(k) == 1)
+        f(uint8_t{});
+    else
+        f(int32_t{});
+}
+
 } /* namespace */
 
-extern "C" void maxpool2d_forward_cuda(void *y, int32_t *idx, const void *x, DType dt, int k,
+extern "C" void maxpool2d_forward_cuda(void *y, void *code, const void *x, DType dt, int k,
                                        int s, int pad, int N, int H, int W, int C,
                                        cudaStream_t st)
 {
@@ -238,27 +255,31 @@ extern "C" void maxpool2d_forward_cuda(void *y, int32_t *idx, const void *x, DTy
     dispatch_float(dt, "maxpool2d_forward_cuda", [&](auto tag) {
         using T = decltype(tag);
         constexpr int V = 16 / sizeof(T);
-        bool vec = C % V == 0 && is_aligned(y, 16) && is_aligned(x, 16) &&
-                   (!idx || is_aligned(idx, V * sizeof(int32_t)));
-        size_t tv = vec ? total / V : total;
-        const unsigned blocks = grid_for(tv, POOL_THREADS, POOL_MAX_BLOCKS);
-        if (vec && small)
-            maxpool_forward_kernel<T, uint32_t, V><<<blocks, POOL_THREADS, 0, st>>>(
-                (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, (uint32_t)tv);
-        else if (vec)
-            maxpool_forward_kernel<T, size_t, V><<<blocks, POOL_THREADS, 0, st>>>(
-                (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, tv);
-        else if (small)
-            maxpool_forward_kernel<T, uint32_t, 1><<<blocks, POOL_THREADS, 0, st>>>(
-                (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, (uint32_t)tv);
-        else
-            maxpool_forward_kernel<T, size_t, 1><<<blocks, POOL_THREADS, 0, st>>>(
-                (T *)y, idx, (const T *)x, k, s, pad, H, W, C, P, Q, tv);
-        CUDA_CHECK_LAUNCH();
+        dispatch_code(k, [&](auto ctag) {
+            using CT = decltype(ctag);
+            CT *cp = (CT *)code;
+            bool vec = C % V == 0 && is_aligned(y, 16) && is_aligned(x, 16) &&
+                       (!cp || is_aligned(cp, V * sizeof(CT)));
+            size_t tv = vec ? total / V : total;
+            const unsigned blocks = grid_for(tv, POOL_THREADS, POOL_MAX_BLOCKS);
+            if (vec && small)
+                maxpool_forward_kernel<T, CT, uint32_t, V><<<blocks, POOL_THREADS, 0, st>>>(
+                    (T *)y, cp, (const T *)x, k, s, pad, H, W, C, P, Q, (uint32_t)tv);
+            else if (vec)
+                maxpool_forward_kernel<T, CT, size_t, V><<<blocks, POOL_THREADS, 0, st>>>(
+                    (T *)y, cp, (const T *)x, k, s, pad, H, W, C, P, Q, tv);
+            else if (small)
+                maxpool_forward_kernel<T, CT, uint32_t, 1><<<blocks, POOL_THREADS, 0, st>>>(
+                    (T *)y, cp, (const T *)x, k, s, pad, H, W, C, P, Q, (uint32_t)tv);
+            else
+                maxpool_forward_kernel<T, CT, size_t, 1><<<blocks, POOL_THREADS, 0, st>>>(
+                    (T *)y, cp, (const T *)x, k, s, pad, H, W, C, P, Q, tv);
+            CUDA_CHECK_LAUNCH();
+        });
     });
 }
 
-extern "C" void maxpool2d_backward_cuda(void *dx, const void *dy, const int32_t *idx, DType dt,
+extern "C" void maxpool2d_backward_cuda(void *dx, const void *dy, const void *code, DType dt,
                                         int k, int s, int pad, int N, int H, int W, int C,
                                         int accum, cudaStream_t st)
 {
@@ -269,35 +290,40 @@ extern "C" void maxpool2d_backward_cuda(void *dx, const void *dy, const int32_t 
     dispatch_float(dt, "maxpool2d_backward_cuda", [&](auto tag) {
         using T = decltype(tag);
         constexpr int V = 16 / sizeof(T);
-        bool vec = C % V == 0 && is_aligned(dx, 16) && is_aligned(dy, 16) &&
-                   is_aligned(idx, V * sizeof(int32_t));
-        size_t tv = vec ? total / V : total;
-        if (vec && k == 3 && s == 2 && pad == 1) {
-            const size_t patches = (size_t)N * ((H + 1) / 2) * ((W + 1) / 2) * (C / V);
-            const unsigned pb = grid_for(patches, POOL_THREADS, POOL_MAX_BLOCKS);
-            if (small)
-                maxpool_backward_s2k3_kernel<T, uint32_t, V><<<pb, POOL_THREADS, 0, st>>>(
-                    (T *)dx, (const T *)dy, idx, H, W, C, P, Q, (uint32_t)patches, accum);
+        dispatch_code(k, [&](auto ctag) {
+            using CT = decltype(ctag);
+            const CT *cp = (const CT *)code;
+            bool vec = C % V == 0 && is_aligned(dx, 16) && is_aligned(dy, 16) &&
+                       is_aligned(cp, V * sizeof(CT));
+            size_t tv = vec ? total / V : total;
+            if (vec && k == 3 && s == 2 && pad == 1) {   /* k 3: u8 codes */
+                const uint8_t *c8 = (const uint8_t *)code;
+                const size_t patches = (size_t)N * ((H + 1) / 2) * ((W + 1) / 2) * (C / V);
+                const unsigned pb = grid_for(patches, POOL_THREADS, POOL_MAX_BLOCKS);
+                if (small)
+                    maxpool_backward_s2k3_kernel<T, uint32_t, V><<<pb, POOL_THREADS, 0, st>>>(
+                        (T *)dx, (const T *)dy, c8, H, W, C, P, Q, (uint32_t)patches, accum);
+                else
+                    maxpool_backward_s2k3_kernel<T, size_t, V><<<pb, POOL_THREADS, 0, st>>>(
+                        (T *)dx, (const T *)dy, c8, H, W, C, P, Q, patches, accum);
+                CUDA_CHECK_LAUNCH();
+                return;
+            }
+            const unsigned blocks = grid_for(tv, POOL_THREADS, POOL_MAX_BLOCKS);
+            if (vec && small)
+                maxpool_backward_kernel<T, CT, uint32_t, V><<<blocks, POOL_THREADS, 0, st>>>(
+                    (T *)dx, (const T *)dy, cp, k, s, pad, H, W, C, P, Q, (uint32_t)tv, accum);
+            else if (vec)
+                maxpool_backward_kernel<T, CT, size_t, V><<<blocks, POOL_THREADS, 0, st>>>(
+                    (T *)dx, (const T *)dy, cp, k, s, pad, H, W, C, P, Q, tv, accum);
+            else if (small)
+                maxpool_backward_kernel<T, CT, uint32_t, 1><<<blocks, POOL_THREADS, 0, st>>>(
+                    (T *)dx, (const T *)dy, cp, k, s, pad, H, W, C, P, Q, (uint32_t)tv, accum);
             else
-                maxpool_backward_s2k3_kernel<T, size_t, V><<<pb, POOL_THREADS, 0, st>>>(
-                    (T *)dx, (const T *)dy, idx, H, W, C, P, Q, patches, accum);
+                maxpool_backward_kernel<T, CT, size_t, 1><<<blocks, POOL_THREADS, 0, st>>>(
+                    (T *)dx, (const T *)dy, cp, k, s, pad, H, W, C, P, Q, tv, accum);
             CUDA_CHECK_LAUNCH();
-            return;
-        }
-        const unsigned blocks = grid_for(tv, POOL_THREADS, POOL_MAX_BLOCKS);
-        if (vec && small)
-            maxpool_backward_kernel<T, uint32_t, V><<<blocks, POOL_THREADS, 0, st>>>(
-                (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, (uint32_t)tv, accum);
-        else if (vec)
-            maxpool_backward_kernel<T, size_t, V><<<blocks, POOL_THREADS, 0, st>>>(
-                (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, tv, accum);
-        else if (small)
-            maxpool_backward_kernel<T, uint32_t, 1><<<blocks, POOL_THREADS, 0, st>>>(
-                (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, (uint32_t)tv, accum);
-        else
-            maxpool_backward_kernel<T, size_t, 1><<<blocks, POOL_THREADS, 0, st>>>(
-                (T *)dx, (const T *)dy, idx, k, s, pad, H, W, C, P, Q, tv, accum);
-        CUDA_CHECK_LAUNCH();
+        });
     });
 }
 

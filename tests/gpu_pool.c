@@ -40,19 +40,21 @@ static void test_maxpool(DType dt, int N, int H, int W, int C, int k, int s, int
     if (constant)
         for (size_t i = 0; i < n; i++) x[i] = 0.5f;
     float *yref = hbuf(no), *got = hbuf(no);
-    int32_t *iref = malloc(no * sizeof(int32_t)), *igot = malloc(no * sizeof(int32_t));
+    /* the winners' codes: u8 for k <= 16, else i32 (ops/pool.h) */
+    const size_t cb = (size_t)maxpool_code_bytes(k);
+    void *iref = malloc(no * cb), *igot = malloc(no * cb);
     maxpool2d_forward_cpu(yref, iref, x, k, s, pad, N, H, W, C);
     void *dx = gpu_upload(x, n, dt), *dy = gpu_alloc_poison(no, dt);
-    int32_t *didx = gpu_alloc_poison(no, DT_F32); /* 0xFF..: -1, never a valid index */
+    /* 0xFF..: 255 or -1, a code only of k 16's last place */
+    void *didx = gpu_alloc_poison(no, DT_F32);
     maxpool2d_forward_cuda(dy, didx, dx, dt, k, s, pad, N, H, W, C, 0);
     gpu_download(got, dy, no, dt);
-    CUDA_CHECK(cudaMemcpy(igot, didx, no * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(igot, didx, no * cb, cudaMemcpyDeviceToHost));
     snprintf(name, sizeof name, "maxpool.fwd.%s", tag);
     check_close(name, got, yref, no, 0, 0);
-    snprintf(name, sizeof name, "maxpool.idx.%s", tag);
-    size_t bad = 0;
-    for (size_t o = 0; o < no; o++) bad += igot[o] != iref[o];
-    check_true(name, bad == 0, "%zu of %zu indices differ from the CPU's first maximum", bad, no);
+    snprintf(name, sizeof name, "maxpool.code.%s", tag);
+    check_true(name, memcmp(igot, iref, no * cb) == 0,
+               "codes differ from the CPU's first maximum's place");
 
     /* forward without indices writes y only */
     void *dy2 = gpu_alloc_poison(no, dt);
@@ -64,7 +66,7 @@ static void test_maxpool(DType dt, int N, int H, int W, int C, int k, int s, int
     /* backward, accum 0 and 1, from the CPU's indices on both sides */
     float *g = hrand(no, -1, 1, dt), *gx0 = hrand(n, -1, 1, dt);
     void *dg = gpu_upload(g, no, dt);
-    int32_t *dref = gpu_upload_raw(iref, no * sizeof(int32_t));
+    void *dref = gpu_upload_raw(iref, no * cb);
     for (int accum = 0; accum <= 1; accum++) {
         float *rdx = hcopy(gx0, n);
         maxpool2d_backward_cpu(rdx, g, iref, k, s, pad, N, H, W, C, accum);
@@ -180,6 +182,8 @@ int main(void)
         /* the stem pool's 2 x 2 patch backward: odd rows with even columns, one row */
         test_maxpool(dt, 3, 14, 9, 8, 3, 2, 1, 0);
         test_maxpool(dt, 2, 1, 2, 16, 3, 2, 1, 0);
+        test_maxpool(dt, 1, 19, 18, 8, 17, 2, 8, 0);   /* k > 16: i32 codes */
+        test_maxpool(dt, 2, 17, 16, 16, 16, 1, 0, 0);  /* k 16: u8 codes up to 255 */
         test_avgpool(dt, 2, 7, 7, 2048);
         test_avgpool(dt, 2, 56, 56, 64);
         test_avgpool(dt, 3, 13, 11, 5);
