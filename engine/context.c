@@ -138,6 +138,10 @@ void *ctx_workspace(Ctx *c, size_t bytes)
         }
         c->workspace_bytes = (bytes + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
         c->workspace = mem_alloc(c, c->workspace_bytes);
+        /* held for the context's life, so part of every later peak */
+        LOG_D("workspace: grown to %.1f MiB (%s%s)", c->workspace_bytes / 1048576.0,
+              c->mem.where ? "backward of " : "forward, after ",
+              c->mem.where ? c->mem.where : c->mem.last_op ? c->mem.last_op : "no op");
     }
     return c->workspace;
 }
