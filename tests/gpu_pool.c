@@ -1,8 +1,9 @@
 /* gpu_pool.c — the CUDA pooling launchers (ops/pool.h) against their CPU
  * references, for f32, f16 and bf16, and the tensor ops on a CUDA context.
  *
- * Max pool copies values, so y must match the CPU exactly, and the winner
- * indices must be identical (first maximum in window order: bf16 inputs,
+ * Max pool copies values, so y must match the CPU exactly, and the winners'
+ * codes (their places in the window) must be identical, written over both
+ * an all-ones and an all-zeros buffer (first maximum in window order: bf16 inputs,
  * with only 8 bits of mantissa, are full of ties, and a constant image is
  * all ties). The backward gathers in the same order as the CPU; dx is
  * compared with tol_atol(dt) + tol_rtol(dt) |ref| (exact in practice), for
@@ -39,22 +40,28 @@ static void test_maxpool(DType dt, int N, int H, int W, int C, int k, int s, int
     float *x = hrand(n, -2, 2, dt);
     if (constant)
         for (size_t i = 0; i < n; i++) x[i] = 0.5f;
+    if (k == 16 && H >= 16 && W >= 16 && pad == 0)   /* code 255 at output (0, 0) */
+        for (int ch = 0; ch < C; ch++) x[((size_t)15 * W + 15) * C + ch] = 3.0f;
     float *yref = hbuf(no), *got = hbuf(no);
     /* the winners' codes: u8 for k <= 16, else i32 (ops/pool.h) */
     const size_t cb = (size_t)maxpool_code_bytes(k);
     void *iref = malloc(no * cb), *igot = malloc(no * cb);
     maxpool2d_forward_cpu(yref, iref, x, k, s, pad, N, H, W, C);
     void *dx = gpu_upload(x, n, dt), *dy = gpu_alloc_poison(no, dt);
-    /* 0xFF..: 255 or -1, a code only of k 16's last place */
+    /* over 0xFF.. (255 or -1) and then over zeros: a code left unwritten
+     * differs from the CPU's in one of the two */
     void *didx = gpu_alloc_poison(no, DT_F32);
-    maxpool2d_forward_cuda(dy, didx, dx, dt, k, s, pad, N, H, W, C, 0);
+    for (int fill = 0; fill < 2; fill++) {
+        if (fill) CUDA_CHECK(cudaMemset(didx, 0, no * cb));
+        maxpool2d_forward_cuda(dy, didx, dx, dt, k, s, pad, N, H, W, C, 0);
+        CUDA_CHECK(cudaMemcpy(igot, didx, no * cb, cudaMemcpyDeviceToHost));
+        snprintf(name, sizeof name, "maxpool.code.fill%d.%s", fill, tag);
+        check_true(name, memcmp(igot, iref, no * cb) == 0,
+                   "codes differ from the CPU's first maximum's place");
+    }
     gpu_download(got, dy, no, dt);
-    CUDA_CHECK(cudaMemcpy(igot, didx, no * cb, cudaMemcpyDeviceToHost));
     snprintf(name, sizeof name, "maxpool.fwd.%s", tag);
     check_close(name, got, yref, no, 0, 0);
-    snprintf(name, sizeof name, "maxpool.code.%s", tag);
-    check_true(name, memcmp(igot, iref, no * cb) == 0,
-               "codes differ from the CPU's first maximum's place");
 
     /* forward without indices writes y only */
     void *dy2 = gpu_alloc_poison(no, dt);
