@@ -190,11 +190,11 @@ static const Setting table[SET_COUNT] = {
         "they are and padded with zero channels only when cuDNN has no algorithm (auto), or "
         "always run on padded copies, where cuDNN's tensor-core kernels may be faster "
         "(always; slower in bf16, and ResNet-50 tf32 bs 256 on an H100 -3.5%, docs/kernels.md)"),
-    [SET_CONV_STEM] = V_CHOICE("CTRAIN_CONV_STEM", SA_DEV, "own", NULL, "cudnn|own",
+    [SET_CONV_STEM] = V_CHOICE("CTRAIN_CONV_STEM", SA_DEV, "own", NULL, "cudnn|own|all",
         "ResNet's stem convolution (7 x 7, stride 2, 3 channels in, 64 out, outputs up to 128 "
         "wide) and its weight gradient: ctrain's implicit GEMM on the tensor cores (own: bf16, "
         "and f32 where TF32 is allowed; ResNet-50 bs 256 on an H100 +1.4% tf32, +2.7% bf16; "
-        "ops/conv_stem.h), or cuDNN's (cudnn; f16 and strict f32 always)"),
+        "all: f16 too, unmeasured; ops/conv_stem.h), or cuDNN's (cudnn; strict f32 always)"),
     [SET_CONV_GEMM] = V_CHOICE("CTRAIN_CONV_GEMM", SA_DEV, "f32", NULL,
         "off|f32|search|always",
         "1 x 1 convolutions (no padding, any stride) as cuBLASLt GEMMs on the NHWC rows "

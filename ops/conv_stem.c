@@ -7,8 +7,10 @@
 
 int conv_stem_applies(const Ctx *c, const Conv2dShape *s, DType dt)
 {
-    if (c->device != DEV_CUDA || setting_choice(SET_CONV_STEM) != 1) return 0;
-    if (dt != DT_BF16 && !(dt == DT_F32 && c->allow_tf32)) return 0;
+    const int mode = setting_choice(SET_CONV_STEM);   /* cudnn|own|all */
+    if (c->device != DEV_CUDA || mode == 0) return 0;
+    if (dt != DT_BF16 && !(dt == DT_F32 && c->allow_tf32) && !(dt == DT_F16 && mode == 2))
+        return 0;
     return s->C == 3 && s->K == 64 && s->R == 7 && s->S == 7 && s->stride_h == 2 &&
            s->stride_w == 2 && s->pad_h == 3 && s->pad_w == 3 && s->dil_h == 1 &&
            s->dil_w == 1 && s->Q % 16 == 0 && s->Q <= CONV_STEM_MAX_Q;

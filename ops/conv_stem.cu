@@ -10,7 +10,8 @@
  * mma.sync fragments (PTX ISA; g = lane / 4, t = lane % 4):
  *   TF32 m16n8k8   a0 (g, t) a1 (g + 8, t) a2 (g, t + 4) a3 (g + 8, t + 4);
  *                  b0 (k t, n g) b1 (k t + 4, n g)
- *   bf16 m16n8k16  a0 (g, 2t..2t+1) a1 (g + 8, 2t..) a2 (g, 2t+8..) a3 (g + 8, 2t+8..);
+ *   16-bit m16n8k16 (bf16, f16)
+ *                  a0 (g, 2t..2t+1) a1 (g + 8, 2t..) a2 (g, 2t+8..) a3 (g + 8, 2t+8..);
  *                  b0 (k 2t..2t+1, n g) b1 (k 2t+8..2t+9, n g)
  *   both           c0, c1 (g, 2t..2t+1) c2, c3 (g + 8, 2t..2t+1)
  * The forward: a warp takes 16 pixels of the row x the 64 filters (eight n8
@@ -24,6 +25,7 @@
 #include "conv_stem.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -56,9 +58,15 @@ template <> struct Tc<__nv_bfloat16> {
     using S = __nv_bfloat16;
     __device__ static __nv_bfloat16 put(__nv_bfloat16 v) { return v; }
 };
+template <> struct Tc<__half> {   /* bf16's form, f16's mma */
+    static constexpr int KK = 16, KP = 160, LDK = 168, LDD = 136;
+    using S = __half;
+    __device__ static __half put(__half v) { return v; }
+};
 
 __device__ __forceinline__ uint32_t bits(float v) { return __float_as_uint(v); }
 __device__ __forceinline__ uint32_t bits(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+__device__ __forceinline__ uint32_t bits(__half v) { return __half_as_ushort(v); }
 
 /* X[o + r] as the mma reads it; o < 0 (k past 147) is 0 */
 template <typename S> __device__ __forceinline__ uint32_t xv(const S *X, int o, int r)
@@ -77,6 +85,14 @@ __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, ui
                                     __nv_bfloat16)
 {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1,
+                                    __half)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -114,6 +130,10 @@ __device__ __forceinline__ void store2(float *y, float a, float b)
 __device__ __forceinline__ void store2(__nv_bfloat16 *y, float a, float b)
 {
     *(__nv_bfloat162 *)y = __floats2bfloat162_rn(a, b);
+}
+__device__ __forceinline__ void store2(__half *y, float a, float b)
+{
+    *(__half2 *)y = __floats2half2_rn(a, b);
 }
 
 /* blockDim Q / 16 warps; dynamic shared memory: w^T [CO][LDK], X [ROWS][XP], off [KP] */
@@ -291,7 +311,8 @@ template <typename F> void dispatch_stem(DType dt, F f)
 {
     if (dt == DT_F32) f(float());
     else if (dt == DT_BF16) f(__nv_bfloat16());
-    else ct_fatal("conv_stem: type %s (f32 as TF32, or bf16)", dtype_name(dt));
+    else if (dt == DT_F16) f(__half());
+    else ct_fatal("conv_stem: type %s (f32 as TF32, bf16 or f16)", dtype_name(dt));
 }
 
 } // namespace

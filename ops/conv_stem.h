@@ -10,7 +10,8 @@
  * the convolution is one GEMM and its weight gradient another:
  *   forward   y[(n, p, q), o] = sum_k A[(n, p, q), k] w[o, k]
  *   backward  dw[o, k] (+)= sum_(n, p, q) dy[(n, p, q), o] A[(n, p, q), k]
- * K = 147 is padded with zeros to KP (152 for TF32's k of 8, 160 for bf16's 16).
+ * K = 147 is padded with zeros to KP (152 for TF32's k of 8, 160 for bf16's and
+ * f16's 16).
  *
  * Why: cuDNN runs this shape poorly: 3 channels are 12 bytes, no vector
  * width its fast kernels take. In TF32 at batch 256 on an H100 it is 3.44 ms
@@ -33,8 +34,8 @@
  * independent of scheduling.
  *
  * Rounding: TF32 rounds x and w to 10 mantissa bits (to nearest, as cuDNN's
- * TF32 does) and sums in f32; bf16 reads its values as they are, products
- * exact, sums in f32. The order of the sums is the tensor cores', so results
+ * TF32 does) and sums in f32; bf16 and f16 read their values as they are,
+ * products exact, sums in f32. The order of the sums is the tensor cores', so results
  * match the CPU reference (ops/conv2d.c) within TF32's or bf16's tolerance,
  * not bit for bit; run to run they are the same bits.
  */
@@ -53,7 +54,7 @@ extern "C" {
 
 /* Whether these kernels take the convolution s in storage type dt on c:
  * the stem's shape, Q % 16 == 0 and Q <= CONV_STEM_MAX_Q, bf16, or f32 with
- * TF32 allowed, and CTRAIN_CONV_STEM asks for them. */
+ * TF32 allowed (CTRAIN_CONV_STEM own or all), or f16 (all). */
 int conv_stem_applies(const Ctx *c, const Conv2dShape *s, DType dt);
 
 #ifdef CTRAIN_CUDA

@@ -1,9 +1,9 @@
 /* gpu_conv_stem.c — ResNet's stem on ctrain's implicit GEMM (ops/conv_stem.h)
  * against the CPU reference (ops/conv2d.c):
- *   - forward and weight gradient in TF32 (f32 storage) and bf16, on the
- *     inputs rounded to the type; tolerances: TF32's 10-bit mantissa
- *     (relative norm 3e-3), bf16's output rounding in the forward, the weight
- *     gradient's f32 sums of exact products in bf16;
+ *   - forward and weight gradient in TF32 (f32 storage), bf16 and f16, on
+ *     the inputs rounded to the type; tolerances: TF32's 10-bit mantissa
+ *     (relative norm 3e-3), bf16's output rounding in the forward (f16's is
+ *     finer), the weight gradient's f32 sums of exact products in bf16 / f16;
  *   - shapes: 224 x 224 (Q 112), 63 x 63 (odd: the right and bottom windows
  *     leave the image), 256 x 256 (Q 128, the widest), 8 images of 224 x 224
  *     (more output rows than blocks: a block takes several, the weight
@@ -11,7 +11,8 @@
  *     (fewer rows than the window);
  *   - the weight gradient added to what dw holds (accumulate), and the same
  *     bits on a second run (the partials summed in block order);
- *   - which convolutions the kernels take (conv_stem_applies).
+ *   - which convolutions the kernels take (conv_stem_applies): f16 only under
+ *     CTRAIN_CONV_STEM=all.
  */
 #include <math.h>
 #include <stdio.h>
@@ -88,6 +89,11 @@ static void applies(void)
                    !conv_stem_applies(&c, &odd, DT_BF16) && !conv_stem_applies(&c, &wide, DT_BF16) &&
                    !conv_stem_applies(&c, &c4, DT_BF16) && !conv_stem_applies(&c, &s1, DT_BF16),
                "the rule disagrees");
+    setenv("CTRAIN_CONV_STEM", "all", 1);
+    check_true("applies: f16 too with CTRAIN_CONV_STEM=all",
+               conv_stem_applies(&c, &stem, DT_F16) && conv_stem_applies(&c, &stem, DT_BF16) &&
+                   !conv_stem_applies(&c, &odd, DT_F16),
+               "the rule disagrees");
     setenv("CTRAIN_CONV_STEM", "cudnn", 1);
     check_true("applies: not with CTRAIN_CONV_STEM=cudnn", !conv_stem_applies(&c, &stem, DT_BF16),
                "taken");
@@ -99,8 +105,8 @@ int main(void)
 {
     gpu_require();
     applies();
-    const DType types[2] = {DT_F32, DT_BF16};
-    for (int t = 0; t < 2; t++) {
+    const DType types[3] = {DT_F32, DT_BF16, DT_F16};
+    for (int t = 0; t < 3; t++) {
         one_case(types[t], 2, 224, 224);
         one_case(types[t], 3, 63, 63);
         one_case(types[t], 1, 256, 256);
