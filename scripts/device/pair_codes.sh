@@ -13,6 +13,8 @@
 #      CTRAIN_BN_PAIR=add_relu (the first with the debug log: each form's verdict,
 #      the workspace's growth) and =all; fp16: CTRAIN_CONV_STEM=own against all.
 #      Alternated, so that a drift of the card shows.
+#   3. fp32 with the debug log: the workspace's growth (docs/kernels.md, "the peak
+#      it leaves"), where the strict-f32 rows' peak sits above PyTorch's.
 # About 8 minutes on an H100 whose plans came in out/plans.tgz; an H200 searches
 # its plans in the first bf16 and fp16 runs (~80 s each).
 set -u
@@ -34,5 +36,6 @@ bb f1b 50 CTRAIN_CONV_STEM=all $NEW bench $R --precision fp16
 bb f0b 50 $NEW bench $R --precision fp16
 bb n2 50 $NEW bench $R --precision bf16
 bb a1 50 CTRAIN_BN_PAIR=all $NEW bench $R --precision bf16
+bb w32 90 CTRAIN_LOG=debug $NEW bench $R --precision fp32
 pack
 echo "total $(el) s"
