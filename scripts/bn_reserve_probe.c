@@ -4,6 +4,9 @@
  *
  *   make build/bn_reserve_probe   (CUDA builds; `make` builds it too)
  *   build/bn_reserve_probe [DIR]  (DIR: where the maps and dumps go; default .)
+ *   build/bn_reserve_probe DIR N,H,W,C [...]
+ *                                 (only BN + add + ReLU at the shapes given:
+ *                                 one-hot maps and random dumps, each type)
  *
  * Why: our batch-norm forward beats cuDNN's on ResNet-50's BN + add + ReLU
  * shapes (~1.2 ms a bf16 step at batch 256 on an H100, docs/kernels.md,
@@ -263,6 +266,24 @@ int main(int argc, char **argv)
     pr.c = &c;
     printf("bn_reserve_probe: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
     static const DType dts[3] = {DT_BF16, DT_F16, DT_F32};
+    if (argc > 2) {   /* shapes named: BN + add + ReLU at each, every type */
+        for (int a = 2; a < argc; a++) {
+            int N, H, W, C;
+            if (sscanf(argv[a], "%d,%d,%d,%d", &N, &H, &W, &C) != 4 || N < 1 || H < 1 ||
+                W < 1 || C < 1 || (long)N * H * W * C > (1L << 20)) {
+                fprintf(stderr, "bn_reserve_probe: want N,H,W,C with N H W C <= 2^20, not "
+                        "'%s'\n", argv[a]);
+                return 2;
+            }
+            for (int d = 0; d < 3; d++) {
+                pr.dt = dts[d];
+                one_hot(&pr, N, H, W, C, 1);
+                random_run(&pr, N, H, W, C, 1, 1);
+            }
+        }
+        ctx_free(&c);
+        return 0;
+    }
     /* ResNet-50's forms: BN + ReLU after a block's first two convolutions, BN + add + ReLU
      * after its third */
     static const int relu_shapes[][3] = {{56, 56, 64}, {28, 28, 128}, {14, 14, 256}, {7, 7, 512}};

@@ -7,7 +7,9 @@
  * JSON lines (jsonlog.h), read by the parent while the child runs. A child
  * that exits non-zero, dies on a signal or outlives its time limit becomes an
  * error text; "out of memory" is recognised from ctrain's own message and the
- * libraries' allocation statuses.
+ * libraries' allocation statuses. At CTRAIN_LOG=debug or trace the child's
+ * whole output is copied to the parent's stderr after it ends (the log asked
+ * for; at the default level only an error's tail is shown).
  */
 #include "bench_child.h"
 
@@ -24,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "engine/error.h"
+#include "engine/log.h"
 #include "engine/settings.h"
 #include "train/io/jsonlog.h"
 #include "train/loop/progress.h"
@@ -41,6 +44,19 @@ static int temp_file(void)
                       dir, strerror(errno));
     unlink(path);
     return fd;
+}
+
+/* The whole file to stderr, between two lines that say whose it is. */
+static void copy_out(int fd)
+{
+    if (lseek(fd, 0, SEEK_SET) < 0) return;
+    fprintf(stderr, "bench: the measurement's own output (CTRAIN_LOG=%s):\n",
+            log_get_level() >= LOG_TRACE ? "trace" : "debug");
+    char b[1 << 14];
+    ssize_t k;
+    while ((k = read(fd, b, sizeof b)) > 0) fwrite(b, 1, (size_t)k, stderr);
+    fprintf(stderr, "bench: (end of the measurement's output)\n");
+    fflush(stderr);
 }
 
 /* The last len-1 bytes of the file, NUL-terminated. */
@@ -131,6 +147,7 @@ int bench_child_run(BenchChildFn fn, const void *arg, double limit_s, BenchLineF
     if (WIFEXITED(st)) { ex->exited = 1; ex->status = WEXITSTATUS(st); }
     if (WIFSIGNALED(st)) { ex->signaled = 1; ex->sig = WTERMSIG(st); }
     read_tail(ofd, ex->output, sizeof ex->output);
+    if (log_get_level() >= LOG_DEBUG) copy_out(ofd);
     close(ofd);
     return ex->exited && ex->status == 0 && !ex->timed_out ? 0 : -1;
 }
