@@ -452,14 +452,20 @@ __global__ void bn_fwd_cudnn_mask_kernel(T *y, uint32_t *mask, const T *x, const
     }
 }
 
-/* *count += the bits of a and b that differ among the first n words. */
+/* *count += the bits of a and b that differ among the real pixels' bits of
+ * two masks in cuDNN's layout (n words = C / 64 blocks of p32 2): word i
+ * holds pixels 2 k and 2 k + 1 (k = i % (p32 2) / 4) in its low and high
+ * halves, and a padding pixel's half (p >= M) is not compared. */
 __global__ void bn_mask_diff_kernel(unsigned long long *count, const uint32_t *a,
-                                    const uint32_t *b, size_t n)
+                                    const uint32_t *b, size_t n, size_t M, size_t p32)
 {
     unsigned long long mine = 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        mine += __popc(a[i] ^ b[i]);
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t p = i % (p32 * 2) / 4 * 2;
+        const uint32_t keep = p + 1 < M ? 0xffffffffu : p < M ? 0x0000ffffu : 0u;
+        mine += __popc((a[i] ^ b[i]) & keep);
+    }
     if (mine) atomicAdd(count, mine);
 }
 
@@ -884,12 +890,12 @@ extern "C" int batchnorm_forward_cudnn_mask_cuda(void *y, void *mask, const void
 }
 
 extern "C" void batchnorm_mask_diff_cuda(unsigned long long *count, const void *a,
-                                         const void *b, size_t bytes, cudaStream_t s)
+                                         const void *b, size_t M, size_t C, cudaStream_t s)
 {
-    const size_t n = bytes / 4;
+    const size_t n = batchnorm_cudnn_mask_bytes(M, C) / 4;
     if (n == 0) return;
     bn_mask_diff_kernel<<<grid_for(n, EW_THREADS, 1024), EW_THREADS, 0, s>>>(
-        count, (const uint32_t *)a, (const uint32_t *)b, n);
+        count, (const uint32_t *)a, (const uint32_t *)b, n, M, (M + 31) / 32 * 32);
     CUDA_CHECK_LAUNCH();
 }
 

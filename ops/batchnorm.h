@@ -191,10 +191,12 @@ int batchnorm_forward_cudnn_mask_cuda(void *y, void *mask, const void *x, const 
                                       const float *mean, const float *invstd,
                                       const float *gamma, const float *beta, DType dt, size_t M,
                                       size_t C, cudaStream_t s);
-/* *count (device) += the number of bits that differ between the first
- * bytes / 4 32-bit words of a and b (device). */
+/* *count (device) += the number of bits that differ between two masks in
+ * that layout for M pixels and C channels (device), the real pixels' bits
+ * only: cuDNN writes a pixel pair's word whole, and what it puts in the half
+ * of a padding pixel (M odd) is nobody's to read. */
 void batchnorm_mask_diff_cuda(unsigned long long *count, const void *a, const void *b,
-                              size_t bytes, cudaStream_t s);
+                              size_t M, size_t C, cudaStream_t s);
 void batchnorm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, const void *dy,
                              const void *x, const void *y, const float *mean,
                              const float *invstd, const float *gamma, const float *beta, DType dt,

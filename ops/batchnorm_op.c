@@ -257,8 +257,7 @@ static int bn_pair_check(Ctx *c, BnCudnn *p, Tensor *y, Tensor *r, float *mean, 
                                             gamma, beta, momentum, eps, r2->data);
     if (ran) {
         CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof *count, c->stream));
-        batchnorm_mask_diff_cuda(count, r->data, r2->data, batchnorm_cudnn_mask_bytes(M, C),
-                                 c->stream);
+        batchnorm_mask_diff_cuda(count, r->data, r2->data, M, C, c->stream);
         CUDA_CHECK(cudaMemcpyAsync(&differ, count, sizeof differ, cudaMemcpyDeviceToHost,
                                    c->stream));
         CUDA_CHECK(cudaStreamSynchronize(c->stream));

@@ -544,11 +544,12 @@ int main(void)
             for (int fi = 0; fi < 4; fi++)
                 test_case(&c, gpu_float_types[t], &shapes[si], &forms[fi], &ran, &eligible);
     printf("  cuDNN ran forward and backward in %ld of %ld runs it could take\n", ran, eligible);
-    /* 196 and 105 pixels (padded to 224 and 128 in the mask), and 32 (none) */
-    static const Shape pair_shapes[3] = {{4, {4, 7, 7, 128}}, {4, {3, 5, 7, 64}},
-                                         {4, {2, 4, 4, 64}}};
+    /* 196, 105 and 49 pixels (padded to 224, 128 and 64 in the mask; the odd ones end
+     * on a pair half padding), and 32 (none) */
+    static const Shape pair_shapes[4] = {{4, {4, 7, 7, 128}}, {4, {3, 5, 7, 64}},
+                                         {4, {1, 7, 7, 192}}, {4, {2, 4, 4, 64}}};
     for (int t = 0; t < 3; t++)
-        for (int si = 0; si < 3; si++) test_pair(&c, gpu_float_types[t], &pair_shapes[si]);
+        for (int si = 0; si < 4; si++) test_pair(&c, gpu_float_types[t], &pair_shapes[si]);
 
     /* graphs last: a capture failure is fatal and would hide the rest */
     for (int use = 1; use >= 0; use--) {
