@@ -128,12 +128,13 @@ static const Setting table[SET_COUNT] = {
         "behind the step); measured alike on an H100 (86.1% against 86.7% of synthetic)"),
     [SET_BN] = V_CHOICE("CTRAIN_BN", SA_DEV, "cudnn", NULL, "cudnn|own",
         "the training batch norm: cuDNN's fused NHWC kernels, or ours"),
-    [SET_BN_PAIR] = V_CHOICE("CTRAIN_BN_PAIR", SA_DEV, "off", NULL, "off|add_relu|all",
+    [SET_BN_PAIR] = V_CHOICE("CTRAIN_BN_PAIR", SA_DEV, "add_relu", NULL, "off|add_relu|all",
         "the training batch norm's forward as ours before cuDNN's backward: add_relu for "
         "batch norm + add + ReLU (y and the ReLU's mask written in the layout cuDNN's reserve "
         "space holds, each shape checked against cuDNN's own forward on its first call), all "
         "for batch norm + ReLU too (no reserve: cuDNN's backward reads y); off keeps cuDNN's "
-        "forward (unmeasured: off)"),
+        "forward (ResNet-50 bs 256 on an H100: add_relu +2.25% bf16, +1.5% tf32; all 0.5% "
+        "below add_relu in bf16)"),
     [SET_CONV_BN] = V_CHOICE("CTRAIN_CONV_BN", SA_DEV, "separate", NULL, "separate|unit|fused",
         "ResNet's batch norm + ReLU before a convolution: separate ops (batch norm as "
         "CTRAIN_BN picks it, then the convolution), or one unit (ops/conv_bn.h: the statistics handed on from the "
