@@ -146,6 +146,24 @@ void *ctx_workspace(Ctx *c, size_t bytes)
     return c->workspace;
 }
 
+void *ctx_workspace_call(Ctx *c, size_t bytes, size_t *own, size_t *len)
+{
+    *own = 0;
+    if (bytes > c->workspace_bytes && setting_choice(SET_CONV_WS) == 1) {
+        *own = *len = bytes;
+        c->workspace_own_calls++;
+        return mem_alloc(c, bytes);
+    }
+    void *ws = ctx_workspace(c, bytes);
+    *len = c->workspace_bytes;
+    return ws;
+}
+
+void ctx_workspace_done(Ctx *c, void *ws, size_t own)
+{
+    if (own) mem_free(c, ws, own);
+}
+
 int32_t *ctx_flag(Ctx *c, int slot, CtxFlagReport report)
 {
     CT_ASSERT(c->dev_flags != NULL && slot >= 0 && slot < CTX_FLAGS && report != NULL,

@@ -129,6 +129,7 @@ struct Ctx {
     cudnnHandle_t cudnn;
     void *workspace;       /* shared by cuBLASLt and cuDNN; one stream, so no overlap */
     size_t workspace_bytes;
+    long workspace_own_calls;   /* calls given a block of their own (ctx_workspace_call) */
     /* While a step is captured into a CUDA graph (train/loop/step_graph.c): a device
      * word that Philox-drawing kernels add to their offset (NULL: eager).
      * The graph advances it, so each replay draws the next step's masks. */
@@ -185,6 +186,15 @@ static inline const char *ctx_device_name(const Ctx *c)
  * for more than the default). Growing frees and reallocates, so it must
  * happen during warm-up, never inside CUDA graph capture. */
 void *ctx_workspace(Ctx *c, size_t bytes);
+/* A workspace of `bytes` for one library call (a convolution, a cuDNN
+ * graph): the shared one when it holds that much; past it, under
+ * CTRAIN_CONV_WS=per_call, a pool block of its own for that call alone
+ * (stream-ordered, so taken in a capture it is the graph's own), otherwise
+ * the shared one grown (ctx_workspace). *own is the block's size (0: the
+ * shared one); *len what the call may use. Give it back with
+ * ctx_workspace_done(c, ws, *own) once the call is queued. */
+void *ctx_workspace_call(Ctx *c, size_t bytes, size_t *own, size_t *len);
+void ctx_workspace_done(Ctx *c, void *ws, size_t own);
 /* Device error counter `slot` (< CTX_FLAGS) for a kernel to add to, with
  * the report ctx_check_flags gives when it is set. A slot has one report:
  * registering another is a programming error (fatal). */

@@ -767,8 +767,8 @@ static cudnnStatus_t conv_exec(Ctx *c, Plan *p, const ConvArgs *a, int search)
         cg_execute(c, &p->g, graph_uids, ptrs, 3);
         if (padded && a->dir != DIR_FWD) unpad_channels(c, a->out, out, out_rows, C, Cp, es);
     } else {
-        void *ws = ctx_workspace(c, p->ws_bytes);
-        size_t ws_bytes = c->workspace_bytes;
+        size_t own, ws_bytes;
+        void *ws = ctx_workspace_call(c, p->ws_bytes, &own, &ws_bytes);
         const float one = 1.0f, beta = a->accum ? 1.0f : 0.0f;
         if (a->dir == DIR_FWD)
             CUDNN_CHECK(cudnnConvolutionForward(c->cudnn, &one, p->xd, x, p->wd, w, p->cd,
@@ -783,6 +783,7 @@ static cudnnStatus_t conv_exec(Ctx *c, Plan *p, const ConvArgs *a, int search)
                                                        p->cd,
                                                        (cudnnConvolutionBwdFilterAlgo_t)p->algo,
                                                        ws, ws_bytes, &beta, p->wd, out));
+        ctx_workspace_done(c, ws, own);
         if (padded && a->dir != DIR_FWD) unpad_channels(c, a->out, out, out_rows, C, Cp, es);
     }
     scratch_free(c, &px);

@@ -766,12 +766,15 @@ cudnnStatus_t cg_execute_try(Ctx *c, const CgPlan *p, const int64_t *uids, void 
                              int n)
 {
     CT_ASSERT(p->plan != NULL, "cg_execute: no plan");
-    void *ws = p->ws_bytes ? ctx_workspace(c, p->ws_bytes) : NULL;
+    size_t own = 0, len = 0;
+    void *ws = p->ws_bytes ? ctx_workspace_call(c, p->ws_bytes, &own, &len) : NULL;
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     CgDesc v = cg_variant_pack_try(uids, ptrs, n, ws, &st);
-    if (!v) return st;
-    st = cudnnBackendExecute(c->cudnn, p->plan, v);
-    cg_destroy(v);
+    if (v) {
+        st = cudnnBackendExecute(c->cudnn, p->plan, v);
+        cg_destroy(v);
+    }
+    ctx_workspace_done(c, ws, own);
     return st;
 }
 
