@@ -188,9 +188,9 @@ static inline const char *ctx_device_name(const Ctx *c)
 void *ctx_workspace(Ctx *c, size_t bytes);
 /* A workspace of `bytes` for one library call (a convolution, a cuDNN
  * graph): the shared one when it holds that much; past it, under
- * CTRAIN_CONV_WS=per_call, a pool block of its own for that call alone
- * (stream-ordered, so taken in a capture it is the graph's own), otherwise
- * the shared one grown (ctx_workspace). *own is the block's size (0: the
+ * CTRAIN_CONV_WS=per_call (the default), a pool block of its own for that
+ * call alone (stream-ordered, so taken in a capture it is the graph's own),
+ * under `shared` the shared one grown (ctx_workspace). *own is the block's size (0: the
  * shared one); *len what the call may use. Give it back with
  * ctx_workspace_done(c, ws, *own) once the call is queued. */
 void *ctx_workspace_call(Ctx *c, size_t bytes, size_t *own, size_t *len);
