@@ -179,7 +179,8 @@ static const Setting table[SET_COUNT] = {
         "the workspace cuDNN's algorithm search may use (at most half the free memory, and half "
         "of what CTRAIN_MEM_LIMIT leaves)"),
     [SET_CONV_WS] = V_CHOICE("CTRAIN_CONV_WS", SA_DEV, "per_call", NULL, "shared|per_call",
-        "a convolution's (and cuDNN graph's) workspace above the shared one's size: the shared "
+        "a convolution's workspace (legacy call or cuDNN graph; not attention's) above the shared "
+        "one's size: the shared "
         "workspace grown to it and held for the run (shared), or a pool block taken for that "
         "call alone (per_call: ResNet-50 bs 256 fp16 on an H100 peaks 0.44 GiB lower, at the "
         "same speed; strict fp32 0.3 GB lower)"),

@@ -762,25 +762,34 @@ static CgDesc variant_pack(const int64_t *uids, void *const *ptrs, int n, void *
     return v;
 }
 
-cudnnStatus_t cg_execute_try(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs,
-                             int n)
+/* One run; per_call: the workspace as a convolution's (ctx_workspace_call). */
+static cudnnStatus_t execute(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs,
+                             int n, int per_call)
 {
     CT_ASSERT(p->plan != NULL, "cg_execute: no plan");
     size_t own = 0, len = 0;
-    void *ws = p->ws_bytes ? ctx_workspace_call(c, p->ws_bytes, &own, &len) : NULL;
+    void *ws = !p->ws_bytes ? NULL
+               : per_call   ? ctx_workspace_call(c, p->ws_bytes, &own, &len)
+                            : ctx_workspace(c, p->ws_bytes);
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     CgDesc v = cg_variant_pack_try(uids, ptrs, n, ws, &st);
     if (v) {
         st = cudnnBackendExecute(c->cudnn, p->plan, v);
         cg_destroy(v);
     }
-    ctx_workspace_done(c, ws, own);
+    if (own) ctx_workspace_done(c, ws, own);
     return st;
+}
+
+cudnnStatus_t cg_execute_try(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs,
+                             int n)
+{
+    return execute(c, p, uids, ptrs, n, 0);
 }
 
 void cg_execute(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs, int n)
 {
-    CUDNN_CHECK(cg_execute_try(c, p, uids, ptrs, n));
+    CUDNN_CHECK(execute(c, p, uids, ptrs, n, 1));
 }
 
 /* Milliseconds per run of plan on v (one untimed run first), or -1 when

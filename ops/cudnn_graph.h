@@ -236,9 +236,13 @@ CgDesc cg_variant_pack_try(const int64_t *uids, void *const *ptrs, int n, void *
 int cg_plan_for_engine(Ctx *c, CgDesc g, const CgRule *rule, int64_t engine,
                        const int64_t (*knobs)[2], int nknobs, CgPlan *out);
 
-/* One run of p on c->stream with the shared workspace (ctx_workspace);
- * fatal on a cuDNN error. cg_execute_try returns cuDNN's status instead
- * (a refusal to run, for a caller with another path). */
+/* One run of p on c->stream. cg_execute, the convolutions' (conv2d, the
+ * fused conv + batch-norm graphs): a workspace as a convolution's
+ * (ctx_workspace_call: past the shared one's size, a block for the call
+ * under CTRAIN_CONV_WS=per_call); fatal on a cuDNN error. cg_execute_try,
+ * attention's: the shared workspace (ctx_workspace; attention has not been
+ * measured with blocks of its own), and cuDNN's status returned (a refusal
+ * to run, for a caller with another path). */
 void cg_execute(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs, int n);
 cudnnStatus_t cg_execute_try(Ctx *c, const CgPlan *p, const int64_t *uids, void *const *ptrs,
                              int n);
