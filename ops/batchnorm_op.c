@@ -27,7 +27,7 @@
  * step can be captured in a CUDA graph once a warm-up step has built the
  * cuDNN forms (and grown the workspace).
  *
- * CTRAIN_BN_PAIR (off by default): BN + add + ReLU's training forward (and with
+ * CTRAIN_BN_PAIR (add_relu by default): BN + add + ReLU's training forward (and with
  * `all`, BN + ReLU's) runs ours, writing the ReLU's mask in the layout cuDNN's
  * reserve space holds, so that cuDNN's backward can follow it
  * (bn_forward_paired; each form checked against cuDNN's own forward on its

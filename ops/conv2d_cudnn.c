@@ -53,8 +53,9 @@
  * algorithms out, 785 with 4 GiB (H200). It
  * picks the fastest algorithm that succeeded; for the two backward passes
  * the fastest deterministic one (bit-identical gradients run to run), and
- * the fastest of any kind only when none is deterministic. The shared
- * workspace (ctx_workspace) is then grown to what that algorithm needs.
+ * the fastest of any kind only when none is deterministic. Each call then
+ * takes the workspace that algorithm needs (ctx_workspace_call: the shared
+ * one, or past its size a block of its own for that call; CTRAIN_CONV_WS).
  * Later calls: a table lookup and one cuDNN call on c->stream, no host
  * sync, so they can be captured in a CUDA graph once warm-up has run every
  * shape.

@@ -50,6 +50,10 @@ static int temp_file(void)
 static void copy_out(int fd)
 {
     if (lseek(fd, 0, SEEK_SET) < 0) return;
+    if (isatty(STDOUT_FILENO)) {   /* off the progress line the table will redraw */
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
     fprintf(stderr, "bench: the measurement's own output (CTRAIN_LOG=%s):\n",
             log_get_level() >= LOG_TRACE ? "trace" : "debug");
     char b[1 << 14];
