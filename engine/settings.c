@@ -180,10 +180,9 @@ static const Setting table[SET_COUNT] = {
         "of what CTRAIN_MEM_LIMIT leaves)"),
     [SET_CONV_WS] = V_CHOICE("CTRAIN_CONV_WS", SA_DEV, "per_call", NULL, "shared|per_call",
         "a convolution's workspace (legacy call or cuDNN graph; not attention's) above the shared "
-        "one's size: the shared "
-        "workspace grown to it and held for the run (shared), or a pool block taken for that "
-        "call alone (per_call: ResNet-50 bs 256 fp16 on an H100 peaks 0.44 GiB lower, at the "
-        "same speed; strict fp32 0.3 GB lower)"),
+        "one's size: the shared workspace grown to it and held for the run (shared), or a pool "
+        "block taken for that call alone (per_call: ResNet-50 bs 256 fp16 on an H100 peaks "
+        "0.44 GiB lower, at the same speed; strict fp32 0.3 GB lower)"),
     [SET_CONV_NONDETERMINISTIC] = V_SWITCH("CTRAIN_CONV_NONDETERMINISTIC", SA_DEV, "0", NULL,
         "the convolutions' backward passes may take the fastest algorithm even when it is not "
         "bit-reproducible"),

@@ -74,29 +74,21 @@ template <typename S> __device__ __forceinline__ uint32_t xv(const S *X, int o, 
     return o >= 0 ? bits(X[o + r]) : 0u;
 }
 
-__device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1, float)
-{
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1,
-                                    __nv_bfloat16)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1,
-                                    __half)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+/* c += a b on one m16n8 tile, the shape and operand type picked by the tag's
+ * type: TF32 m16n8k8 (float), m16n8k16 in bf16 or f16 */
+#define STEM_MMA(TAG, SHAPE_TYPES)                                                              \
+    __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1, \
+                                        TAG)                                                   \
+    {                                                                                          \
+        asm("mma.sync.aligned." SHAPE_TYPES " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "          \
+            "{%0,%1,%2,%3};"                                                                   \
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                   \
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));                   \
+    }
+STEM_MMA(float, "m16n8k8.row.col.f32.tf32.tf32.f32")
+STEM_MMA(__nv_bfloat16, "m16n8k16.row.col.f32.bf16.bf16.f32")
+STEM_MMA(__half, "m16n8k16.row.col.f32.f16.f16.f32")
+#undef STEM_MMA
 
 /* The 7 input rows of output row (n, p), columns -3 .. 2Q + 1, into X (row
  * pitch XP): X[r XP + i + 9] = x[n, 2p - 3 + r] at flat index i = 3 col + c. */

@@ -777,7 +777,7 @@ static cudnnStatus_t execute(Ctx *c, const CgPlan *p, const int64_t *uids, void 
         st = cudnnBackendExecute(c->cudnn, p->plan, v);
         cg_destroy(v);
     }
-    if (own) ctx_workspace_done(c, ws, own);
+    ctx_workspace_done(c, ws, own);
     return st;
 }
 
