@@ -17,7 +17,7 @@
 set -u
 me=cudnn_new; . scripts/device/unpack.sh; . scripts/device/steps.sh
 export STEPS_BUDGET=${STEPS_BUDGET:-480}
-W=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' \
+W=$(python3 -c 'import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' \
     2>/dev/null)
 if [ -z "$W" ] || ! ls "$W"/libcudnn.so.9* > /dev/null 2>&1; then
     echo "cudnn_new.sh: no cuDNN in PyTorch's wheel on this machine (nvidia.cudnn: '$W')"
