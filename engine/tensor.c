@@ -127,6 +127,9 @@ static void tensor_maybe_free(Tensor *t)
         if (t->nbytes) mem_free(t->ctx, t->data, t->nbytes);
         if (t->base) { tensor_release(t->base); t->base = NULL; }
         t->data = NULL;
+        tensor_release(t->fwd_codes.q);
+        tensor_release(t->fwd_codes.qt);
+        t->fwd_codes.q = t->fwd_codes.qt = NULL;
     }
     if (t->refs == 0) {
         /* an activation's gradient belongs to it; a parameter's is a view */

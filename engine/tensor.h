@@ -59,6 +59,16 @@ typedef struct Tensor {
         int fmt;             /* Fp8Format */
     } grad_cast;
     struct Tensor *grad_aux;
+    /* and in the forward: an FP8 Linear's input codes made by the op that made
+     * this tensor (ops/linear_fp8.h, "Codes made by the producer"), q [rows,
+     * cols] and qt [cols, rows] (U8) at the scale of slot `slot` of recipe
+     * `owner`; the Linear that reads this tensor in that slot takes them over,
+     * else they go with the tensor's data */
+    struct {
+        struct Tensor *q, *qt;
+        const void *owner;
+        int slot;
+    } fwd_codes;
     const char *name;       /* parameters: the registry name */
     /* parameters under AMP on the GPU: the low-precision working copy (a
      * view into ParamSet.lowp) that an unrecorded op_cast to its dtype

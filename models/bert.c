@@ -182,10 +182,16 @@ static Tensor *merge_heads(Ctx *c, Tensor *x)
     return op_reshape(c, x, 3, (int64_t[]){B, T, H * Dh});
 }
 
-/* y = LayerNorm(x + dropout(z)) (ops/layernorm.h op_add_norm); consumes z */
-static Tensor *add_norm(Ctx *c, Model *m, const LN *ln, Tensor *x, Tensor *z, float p, float eps)
+/* y = LayerNorm(x + dropout(z)) (ops/layernorm.h op_add_norm); consumes z.
+ * next: the recipe slot of the FP8 Linear that reads y first (-1: none); under
+ * fp8 with CTRAIN_FP8_NORM_CODES the forward makes y's codes for it
+ * (op_add_norm_fp8_codes), so that Linear does not cast y. */
+static Tensor *add_norm(Ctx *c, Model *m, const LN *ln, Tensor *x, Tensor *z, float p, float eps,
+                        int next)
 {
-    Tensor *y = op_add_norm(c, x, z, P(ln->g), P(ln->b), p, eps);
+    Tensor *y = next >= 0 && c->fp8 && m->fp8 && setting_switch(SET_FP8_NORM_CODES)
+                    ? op_add_norm_fp8_codes(c, x, z, P(ln->g), P(ln->b), p, eps, m->fp8, next)
+                    : op_add_norm(c, x, z, P(ln->g), P(ln->b), p, eps);
     tensor_release(z);
     return y;
 }
@@ -248,9 +254,15 @@ static Tensor *layer_forward(Ctx *c, void *argp, Tensor *x)
     Tensor *ctx = merge_heads(c, ctxh);
     tensor_release(ctxh);
     float p = m->training ? cfg->hidden_dropout : 0.0f;
-    Tensor *attn = add_norm(c, m, &L->ln_attn, x, linear(c, m, &L->o, ctx), p, cfg->ln_eps);
+    /* the FP8 Linears that read each add_norm's output first: the feed-forward
+     * block's first, then the next layer's q (k and v share its codes) */
+    const int ffn_in = L->inter.fp8 >= 0 && L->out.fp8 >= 0 ? L->inter.fp8 : -1;
+    const int next_in = a->l + 1 < cfg->layers ? b->layers[a->l + 1].q.fp8 : -1;
+    Tensor *attn = add_norm(c, m, &L->ln_attn, x, linear(c, m, &L->o, ctx), p, cfg->ln_eps,
+                            ffn_in);
     tensor_release(ctx);
-    Tensor *y = add_norm(c, m, &L->ln_out, attn, feed_forward(c, m, L, attn), p, cfg->ln_eps);
+    Tensor *y = add_norm(c, m, &L->ln_out, attn, feed_forward(c, m, L, attn), p, cfg->ln_eps,
+                         next_in);
     tensor_release(attn);
     return y;
 }

@@ -35,6 +35,7 @@
 #include "engine/settings.h"
 #include "dropout.h"
 #include "fp8.h"
+#include "fp8_recipe.h"
 #include "ops.h"
 #include "op_util.h"
 
@@ -51,8 +52,10 @@ static Tensor *add_norm_composed(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Te
 }
 
 static long dz_codes_runs;   /* backwards that handed codes over (a test's count) */
+static long codes_runs;      /* forwards that made y's codes (a test's count) */
 
 long add_norm_dz_codes_runs(void) { return dz_codes_runs; }
+long add_norm_codes_runs(void) { return codes_runs; }
 
 #ifdef CTRAIN_CUDA
 /* CTRAIN_ADD_NORM, read once: composed (0), fused (1) or auto (2: fused for
@@ -142,8 +145,45 @@ static void add_norm_backward(Ctx *c, Node *n)
 }
 #endif
 
-Tensor *op_add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta, float p,
-                    float eps)
+#ifdef CTRAIN_CUDA
+/* The forward, with y's E4M3 codes for recipe r's x slot of `layer` made in
+ * the same kernel and marked on y (Tensor.fwd_codes) when r is not NULL and
+ * the kernel takes the shape; else the plain kernel. 0: the rows suit
+ * neither (nothing done). */
+static int forward_cuda(Ctx *c, Tensor *y, Tensor *s, Tensor *mean, Tensor *invstd, Tensor *x,
+                        Tensor *z, Tensor *gamma, Tensor *beta, float p, float eps,
+                        uint64_t offset, Tensor *bits, Fp8Recipe *r, int layer)
+{
+    const size_t R = tensor_rows(x), D = tensor_cols(x);
+    if (r) {
+        Tensor *q = tensor_new(c, DT_U8, 2, (int64_t[]){(int64_t)R, (int64_t)D});
+        Tensor *qt = tensor_new(c, DT_U8, 2, (int64_t[]){(int64_t)D, (int64_t)R});
+        float *h = (float *)r->block[0]->data;
+        if (add_norm_forward_codes_cuda(
+                y->data, s->data, (float *)mean->data, (float *)invstd->data, x->data, z->data,
+                (const float *)gamma->data, (const float *)beta->data, x->dtype, eps, p, c->seed,
+                offset, c->rng_base, bits ? bits->data : NULL, (uint8_t *)q->data,
+                (uint8_t *)qt->data, fp8_amax_slot(c, r, 0, 2 * layer),
+                &fp8_scale_of(r, h, 0)[2 * layer], R, D, c->stream)) {
+            y->fwd_codes.q = q;
+            y->fwd_codes.qt = qt;
+            y->fwd_codes.owner = r;
+            y->fwd_codes.slot = layer;
+            codes_runs++;
+            return 1;
+        }
+        tensor_release(q);
+        tensor_release(qt);
+    }
+    return add_norm_forward_cuda(y->data, s->data, (float *)mean->data, (float *)invstd->data,
+                                 x->data, z->data, (const float *)gamma->data,
+                                 (const float *)beta->data, x->dtype, eps, p, c->seed, offset,
+                                 c->rng_base, bits ? bits->data : NULL, R, D, c->stream);
+}
+#endif
+
+static Tensor *add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta, float p,
+                        float eps, Fp8Recipe *r, int layer)
 {
     char dx[96], dz[96];
     op_check_float("add_norm", x);
@@ -166,18 +206,16 @@ Tensor *op_add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta, f
         const size_t R = tensor_rows(x), D = tensor_cols(x);
         const uint64_t offset = p > 0.0f ? ctx_rng_take(c, philox_blocks(z->numel))
                                          : c->rng_offset;
-        int64_t r = (int64_t)R, nbits = (int64_t)(R * D / (16 / dtype_size(x->dtype)));
+        int64_t rows = (int64_t)R, nbits = (int64_t)(R * D / (16 / dtype_size(x->dtype)));
         Tensor *in[4] = {x, z, gamma, beta};
         const int grad = ad_needs_grad(c, in, 4);
         Tensor *y = tensor_new_like(c, x, x->dtype), *s = tensor_new_like(c, x, x->dtype);
-        Tensor *mean = tensor_new(c, DT_F32, 1, &r), *invstd = tensor_new(c, DT_F32, 1, &r);
+        Tensor *mean = tensor_new(c, DT_F32, 1, &rows), *invstd = tensor_new(c, DT_F32, 1, &rows);
         static int keep_bits = -1;   /* CTRAIN_ADD_NORM_BITS, read once */
         if (keep_bits < 0) keep_bits = setting_switch(SET_ADD_NORM_BITS);
         Tensor *bits = grad && p > 0.0f && keep_bits ? tensor_new(c, DT_U8, 1, &nbits) : NULL;
-        if (!add_norm_forward_cuda(y->data, s->data, (float *)mean->data, (float *)invstd->data,
-                                   x->data, z->data, (const float *)gamma->data,
-                                   (const float *)beta->data, x->dtype, eps, p, c->seed, offset,
-                                   c->rng_base, bits ? bits->data : NULL, R, D, c->stream)) {
+        if (!forward_cuda(c, y, s, mean, invstd, x, z, gamma, beta, p, eps, offset, bits, r,
+                          layer)) {
             tensor_release(y); tensor_release(s); tensor_release(mean); tensor_release(invstd);
             if (bits) tensor_release(bits);
             return add_norm_composed(c, x, z, gamma, beta, p, eps, 1, offset);
@@ -200,6 +238,23 @@ Tensor *op_add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta, f
         if (bits) tensor_release(bits);
         return y;
     }
+#else
+    (void)r;
+    (void)layer;
 #endif
     return add_norm_composed(c, x, z, gamma, beta, p, eps, 0, 0);
+}
+
+Tensor *op_add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta, float p,
+                    float eps)
+{
+    return add_norm(c, x, z, gamma, beta, p, eps, NULL, 0);
+}
+
+Tensor *op_add_norm_fp8_codes(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta,
+                              float p, float eps, Fp8Recipe *r, int layer)
+{
+    CT_ASSERT(r && layer >= 0 && layer < r->layers, "add_norm: recipe layer %d of %d", layer,
+              r ? r->layers : 0);
+    return add_norm(c, x, z, gamma, beta, p, eps, r, layer);
 }

@@ -303,20 +303,22 @@ __device__ __forceinline__ void drop_keep(bool keep[V], const LnDrop &d, uint64_
     }
 }
 
-template <typename T, int NV, bool FUSED>
-__global__ void __launch_bounds__(LN_FWD_WARPS * 32)
-    ln_fwd_vec_kernel(T *y, float *mean, float *invstd, const T *x, const float *gamma,
-                      const float *beta, float eps, size_t R, int D, LnDrop drop)
+/* One row r of the vector forward (a warp; lane l holds vectors l, l + 32,
+ * ...): with FUSED, s = x + dropout(z) first (saved, the keep bits too); y
+ * written, and out(c, o) called with each vector c of y as stored, for a
+ * kernel that also makes something of y (the codes form below); mean and
+ * invstd by lane 0. */
+template <typename T, int NV, bool FUSED, typename Out>
+__device__ __forceinline__ void ln_fwd_vec_row(T *y, float *mean, float *invstd, const T *x,
+                                               const float *gamma, const float *beta, float eps,
+                                               size_t r, int lane, int D, const LnDrop &drop,
+                                               uint64_t offset, Out out)
 {
     constexpr int V = 16 / (int)sizeof(T);
-    const size_t r = (size_t)blockIdx.x * LN_FWD_WARPS + (threadIdx.x >> 5);
-    const int lane = threadIdx.x & 31, nvec = D / V;
-    if (r >= R) return; /* the whole warp */
+    const int nvec = D / V;
     const Vec<T, V> *xr = reinterpret_cast<const Vec<T, V> *>(x + r * (size_t)D);
     float v[NV][V];
     float s = 0.0f;
-    uint64_t offset = drop.offset;
-    if (FUSED && drop.base) offset += *drop.base;
 #pragma unroll
     for (int j = 0; j < NV; j++) {
         const int c = lane + 32 * j;
@@ -375,11 +377,91 @@ __global__ void __launch_bounds__(LN_FWD_WARPS * 32)
 #pragma unroll
         for (int k = 0; k < V; k++) o.v[k] = from_f32<T>((v[j][k] - mu) * is * gm[k] + bt[k]);
         yr[c] = o;
+        out(c, o);
     }
     if (lane == 0) {
         mean[r] = mu;
         invstd[r] = is;
     }
+}
+
+template <typename T, int NV, bool FUSED>
+__global__ void __launch_bounds__(LN_FWD_WARPS * 32)
+    ln_fwd_vec_kernel(T *y, float *mean, float *invstd, const T *x, const float *gamma,
+                      const float *beta, float eps, size_t R, int D, LnDrop drop)
+{
+    const size_t r = (size_t)blockIdx.x * LN_FWD_WARPS + (threadIdx.x >> 5);
+    if (r >= R) return; /* the whole warp */
+    uint64_t offset = drop.offset;
+    if (FUSED && drop.base) offset += *drop.base;
+    ln_fwd_vec_row<T, NV, FUSED>(y, mean, invstd, x, gamma, beta, eps, r, threadIdx.x & 31, D,
+                                 drop, offset, [](int, const Vec<T, (int)(16 / sizeof(T))> &) {});
+}
+
+/* The fused forward that also writes y's E4M3 codes for the FP8 Linear that
+ * reads y (add_norm_forward_codes_cuda): LN_CODES_ROWS rows a block,
+ * LN_CODES_ROWS / LN_FWD_WARPS a warp one after another, D = 32 NV V (the
+ * straight-line width). Each vector of y, as stored, gives its codes at
+ * *scale by the cast's rule (fp8_codes_vec: the same codes and amax as
+ * fp8_cast_transpose_cuda reading y), written row-major into q and into the
+ * block's tile in shared memory; once the block's rows are done the tile
+ * goes out along its columns into qt [D, R]: a thread two columns apart
+ * from the next pair, 16 rows of one column (16 bytes; a pair of threads a
+ * 32-byte sector), and the block's max |y| is raised into *amax (NULL: not
+ * recorded). 32 rows a block keep the grid in about two full waves at
+ * BERT-large's 32,768 rows (four blocks an SM: at most 64 registers). */
+constexpr int LN_CODES_ROWS = 32;
+static_assert(LN_FWD_WARPS * 32 == FP8_THREADS,
+              "the codes form's amax takes FP8_THREADS threads a block");
+
+template <typename T, int NV>
+__global__ void __launch_bounds__(LN_FWD_WARPS * 32, 4)
+    ln_fwd_codes_kernel(T *y, float *mean, float *invstd, const T *x, const float *gamma,
+                        const float *beta, float eps, size_t R, LnDrop drop, uint8_t *q,
+                        uint8_t *qt, float *amax, const float *scale)
+{
+    constexpr int V = 16 / (int)sizeof(T), D = 32 * NV * V, PITCH = D + 4;
+    __shared__ __align__(16) uint8_t tile[LN_CODES_ROWS][PITCH];
+    const float sc = *scale;
+    const bool s_ok = isfinite(sc) && sc != 0.0f;   /* as the cast: else the exact path */
+    uint64_t offset = drop.offset;
+    if (drop.base) offset += *drop.base;
+    const size_t r0 = (size_t)blockIdx.x * LN_CODES_ROWS;
+    const int lane = threadIdx.x & 31;
+    float m = 0.0f;
+    for (int i = threadIdx.x >> 5; i < LN_CODES_ROWS; i += LN_FWD_WARPS) {
+        const size_t r = r0 + (size_t)i;
+        ln_fwd_vec_row<T, NV, true>(
+            y, mean, invstd, x, gamma, beta, eps, r, lane, D, drop, offset,
+            [&](int c, const Vec<T, V> &o) {
+                float v[V], vmax = 0.0f;
+#pragma unroll
+                for (int k = 0; k < V; k++) {
+                    v[k] = to_f32(o.v[k]);
+                    vmax = max_nan(vmax, fabsf(v[k]));
+                }
+                union { uint16_t h[V / 2]; uint32_t w[V / 4]; } code;
+                fp8_codes_vec<0, V>(code.h, &m, v, vmax, sc, s_ok);
+                uint8_t *qr = q + r * (size_t)D + (size_t)c * V;
+#pragma unroll
+                for (int k = 0; k < V / 4; k++) *(uint32_t *)&tile[i][c * V + 4 * k] = code.w[k];
+                if constexpr (V == 8)
+                    *(uint2 *)qr = make_uint2(code.w[0], code.w[1]);
+                else
+                    *(uint32_t *)qr = code.w[0];
+            });
+    }
+    __syncthreads();
+    static_assert(LN_CODES_ROWS == 32, "a column's 32 rows: two threads of 16");
+    const int seg = threadIdx.x & 1;
+#pragma unroll 1
+    for (int c = threadIdx.x >> 1; c < D; c += LN_FWD_WARPS * 16) {
+        union { uint8_t b[16]; uint4 u; } out;
+#pragma unroll
+        for (int k = 0; k < 16; k++) out.b[k] = tile[16 * seg + k][c];
+        *(uint4 *)(qt + (size_t)c * R + r0 + 16 * (size_t)seg) = out.u;
+    }
+    if (amax) block_amax_atomic(m, amax);
 }
 
 /* part: [gridDim.x][2][D] chunk partials (dgamma's, then dbeta's), or NULL;
@@ -984,6 +1066,36 @@ extern "C" int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *
     d.accum_z = accum_z;
     return ln_backward(dx, dgamma, dbeta, dy, s_saved, mean, invstd, gamma, dt, R, D, accum_x,
                        accum_gamma, accum_beta, &d, s);
+}
+
+extern "C" int add_norm_forward_codes_cuda(void *y, void *s_out, float *mean, float *invstd,
+                                           const void *x, const void *z, const float *gamma,
+                                           const float *beta, DType dt, float eps, float p,
+                                           uint64_t seed, uint64_t offset, const uint64_t *base,
+                                           void *bits, uint8_t *q, uint8_t *qt, float *amax,
+                                           const float *scale, size_t R, size_t D,
+                                           cudaStream_t s)
+{
+    if (dt != DT_BF16) return 0;   /* the FP8 GEMM writes bf16 or f32 */
+    const size_t V = 16 / dtype_size(dt);
+    if (R == 0 || R % LN_CODES_ROWS || D % V || (D / V) % 32) return 0;
+    const size_t nv = D / V / 32;
+    const void *ptrs[8] = {x, y, z, s_out, gamma, beta, q, qt};
+    if ((nv != 1 && nv != 2 && nv != 4) || ln_vec_nv(dt, D, 4, ptrs, 8) != (int)nv) return 0;
+    CT_ASSERT(R / LN_CODES_ROWS <= 0x7fffffffu, "add_norm_forward_codes_cuda: R = %zu rows", R);
+    LnDrop d = make_drop(p, seed, offset, base);
+    d.z = z;
+    d.s_out = s_out;
+    d.bits_out = p > 0.0f ? (uint8_t *)bits : NULL;
+    dispatch_nv<4>((int)nv, [&](auto nvc) {
+        constexpr int NVC = decltype(nvc)::value;
+        ln_fwd_codes_kernel<__nv_bfloat16, NVC>
+            <<<(unsigned)(R / LN_CODES_ROWS), LN_FWD_WARPS * 32, 0, s>>>(
+                (__nv_bfloat16 *)y, mean, invstd, (const __nv_bfloat16 *)x, gamma, beta, eps, R,
+                d, q, qt, amax, scale);
+        CUDA_CHECK_LAUNCH();
+    });
+    return 1;
 }
 
 extern "C" size_t add_norm_codes_partials(size_t R, size_t D)

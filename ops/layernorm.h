@@ -84,6 +84,20 @@ int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, cons
                            uint64_t offset, const uint64_t *base, const void *bits, size_t R,
                            size_t D, int accum_x, int accum_z, int accum_gamma, int accum_beta,
                            cudaStream_t s);
+/* The forward that also makes y's E4M3 codes for the FP8 Linear that reads
+ * y (ops/linear_fp8.h, "Codes made by the producer"): as
+ * add_norm_forward_cuda, and from each value of y as stored, its code at
+ * *scale into q [R, D] and into qt [D, R] (the transpose), and *amax raised
+ * to max |y| (amax NULL: not recorded): the codes and amax
+ * fp8_cast_transpose_cuda would make reading y. Returns 0 with nothing done
+ * unless dt is bf16, R is a multiple of 32 and D is 256, 512 or 1,024 (32
+ * vectors of 16 bytes times 1, 2 or 4), every pointer 16-byte aligned. */
+int add_norm_forward_codes_cuda(void *y, void *s_out, float *mean, float *invstd, const void *x,
+                                const void *z, const float *gamma, const float *beta, DType dt,
+                                float eps, float p, uint64_t seed, uint64_t offset,
+                                const uint64_t *base, void *bits, uint8_t *q, uint8_t *qt,
+                                float *amax, const float *scale, size_t R, size_t D,
+                                cudaStream_t s);
 /* The backward with dz handed over as FP8 codes (the FP8 Linear's hand-off,
  * ops/linear_fp8.h "The gradient's codes"): instead of dz, its E5M2 codes
  * at *qscale into q [R, D] (each value rounded to dt as dz would be stored:
@@ -132,6 +146,19 @@ Tensor *op_layernorm(Ctx *c, Tensor *x, Tensor *gamma, Tensor *beta, float eps);
  * x and z are not consumed. */
 Tensor *op_add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta, float p,
                     float eps);
+/* op_add_norm whose y is read next by an FP8 Linear in recipe layer `layer`
+ * of r (ops/linear_fp8.h, "Codes made by the producer"): on CUDA, where the
+ * fused kernel's codes form takes the rows (add_norm_forward_codes_cuda),
+ * y's E4M3 codes at that layer's x scale are made in the same pass, its amax
+ * recorded as the Linear's cast would, and the codes marked on y
+ * (Tensor.fwd_codes) for that Linear to take instead of casting y. The same
+ * y, gradients and codes as op_add_norm then the Linear's own cast.
+ * Elsewhere op_add_norm. */
+struct Fp8Recipe;
+Tensor *op_add_norm_fp8_codes(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *beta,
+                              float p, float eps, struct Fp8Recipe *r, int layer);
+/* How many add_norm forwards so far made y's codes (op_add_norm_fp8_codes): for tests. */
+long add_norm_codes_runs(void);
 /* How many add_norm backwards so far handed z's gradient over as FP8 codes
  * (the FP8 Linear's hand-off, add_norm_backward_codes_cuda): for tests. */
 long add_norm_dz_codes_runs(void);

@@ -143,13 +143,28 @@ void fp8_shared_x_release(Fp8SharedX *s)
     memset(s, 0, sizeof *s);
 }
 
-/* x's codes for this call: the shared ones when share holds this x (no
- * cast), else new buffers to cast into (xqT on CUDA only). The caller owns
- * one reference to each. */
+static long fwd_codes_taken;   /* Linears that took their producer's codes (a test's count) */
+
+long linear_fp8_fwd_codes_taken(void) { return fwd_codes_taken; }
+
+/* x's codes for this call: those x's producer made for this layer's slot
+ * (taken over from x), or the shared ones when share holds this x (no cast
+ * either way), else new buffers to cast into (xqT on CUDA only). The caller
+ * owns one reference to each. */
 static XCodes x_codes(Ctx *c, const Fp8SharedX *share, const Fp8Recipe *r, Tensor *x, int layer,
-                      int R, int In)
+                      int R, int In, int gelu)
 {
     XCodes xc = {NULL, NULL, layer, 1};
+    if (!gelu && x->fwd_codes.q && x->fwd_codes.owner == (const void *)r &&
+        x->fwd_codes.slot == layer && c->device == DEV_CUDA) {
+        /* made by x's producer for this slot (add_norm's codes form): taken over */
+        xc.xq = x->fwd_codes.q;
+        xc.xqT = x->fwd_codes.qt;
+        x->fwd_codes.q = x->fwd_codes.qt = NULL;
+        xc.cast = 0;
+        fwd_codes_taken++;
+        return xc;
+    }
     if (share && share->x == x && share->r == r && share->xq) {
         xc.xq = share->xq;
         xc.xqT = share->xqT;
@@ -195,7 +210,7 @@ static Tensor *linear_fp8(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, Fp8Recipe
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = Out;
     Tensor *y = tensor_new(c, x->dtype, x->ndim, shape);
-    XCodes xc = x_codes(c, gelu ? NULL : share, r, x, layer, R, In);
+    XCodes xc = x_codes(c, gelu ? NULL : share, r, x, layer, R, In, gelu);
     /* saved for backward: the CPU reads the row-major codes, CUDA the
      * transposes (and h with gelu) */
     Tensor *saved[3] = {NULL, NULL, NULL};
@@ -216,7 +231,7 @@ static Tensor *linear_fp8(Ctx *c, Tensor *x0, Tensor *w, Tensor *bias, Fp8Recipe
         saved[0] = xc.xq;
         tensor_retain(saved[0]);
     }
-    if (share && !gelu && xc.cast) {   /* the next Linear of this x takes these codes */
+    if (share && !gelu && (xc.cast || share->x != x)) {   /* the next Linears of x take these */
         fp8_shared_x_release(share);
         share->x = x;
         share->xq = xc.xq;
@@ -303,15 +318,16 @@ Tensor *op_ffn_fp8(Ctx *c, Tensor *x0, Tensor *w1, Tensor *b1, Tensor *w2, Tenso
     for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = Hd;
     Tensor *h = tensor_new(c, x->dtype, x->ndim, shape);
-    XCodes xc1 = x_codes(c, NULL, r, x, l1, R, D);
+    XCodes xc1 = x_codes(c, NULL, r, x, l1, R, D, 0);
     Tensor *wqT1 = NULL, *wqT2 = NULL;
 #ifdef CTRAIN_CUDA
-    linear_fp8_forward_cuda(c, r, l1, &h, x, w1, b1, xc1.xq, xc1.xqT, l1, 1, &wqT1, R, D, Hd, 0);
+    linear_fp8_forward_cuda(c, r, l1, &h, x, w1, b1, xc1.xq, xc1.xqT, l1, xc1.cast, &wqT1, R, D,
+                            Hd, 0);
 #endif
     tensor_release(xc1.xq);   /* the backward reads the transpose only */
     shape[x->ndim - 1] = Out;
     Tensor *y = tensor_new(c, x->dtype, x->ndim, shape);
-    XCodes xc2 = x_codes(c, NULL, r, h, l2, R, Hd);
+    XCodes xc2 = x_codes(c, NULL, r, h, l2, R, Hd, 1);
 #ifdef CTRAIN_CUDA
     linear_fp8_forward_cuda(c, r, l2, &y, h, w2, b2, xc2.xq, xc2.xqT, l2, 1, &wqT2, R, Hd, Out, 1);
 #endif

@@ -53,6 +53,15 @@
  * adds the partials into db. The same codes and amax as its own cast (each
  * from dy's value rounded to dy's type); db the same sums in another fixed
  * order. dy, R x Out in bf16, is never written nor read back.
+ *
+ * Codes made by the producer (CUDA, CTRAIN_FP8_NORM_CODES): in the forward
+ * the other way round. The op that makes x may also write x's E4M3 codes, both
+ * ways, at the scale of the x slot of the Linear that reads x next, raising
+ * that slot's amax as this op's cast would, and mark x with them
+ * (Tensor.fwd_codes): BERT's add_norm (op_add_norm_fp8_codes), whose output
+ * the feed-forward block and the next layer's q, k, v read. The Linear of
+ * that slot takes the codes over instead of casting x (one read of x fewer);
+ * the same codes and amax, so the same bits.
  */
 #ifndef CTRAIN_OPS_LINEAR_FP8_H
 #define CTRAIN_OPS_LINEAR_FP8_H
@@ -93,6 +102,10 @@ typedef struct Fp8SharedX {
 Tensor *op_linear_fp8_shared(Ctx *c, Tensor *x, Tensor *w, Tensor *bias, Fp8Recipe *r,
                              int layer, Fp8SharedX *share);
 void fp8_shared_x_release(Fp8SharedX *share);
+
+/* How many FP8 Linear calls so far took codes their input's producer made
+ * (Tensor.fwd_codes) instead of casting it: for tests. */
+long linear_fp8_fwd_codes_taken(void);
 
 /* y = GELU(h) w^T + bias, the same values as op_linear_fp8(op_gelu(h), ...)
  * (BERT's FFN output layer). On CUDA, when h is bf16 or f32 and already in

@@ -333,15 +333,8 @@ static void codes_equal_casts(Ctx *c, const char *name, const char *args, int re
     Outcome a, b;
     train(c, args, 0, resume_at, eval_at, &a);
     train(c, args, 1, resume_at, eval_at, &b);
+    check_losses_same(name, a.loss, b.loss, STEPS, "casts", "codes");
     char n[200];
-    int first = -1;
-    for (int s = 0; s < STEPS && first < 0; s++)
-        if (memcmp(&a.loss[s], &b.loss[s], sizeof(float))) first = s;
-    snprintf(n, sizeof n, "%s: %d losses bit for bit (%.5f -> %.5f)", name, STEPS,
-             (double)a.loss[0], (double)a.loss[STEPS - 1]);
-    check_true(n, first < 0 && isfinite(a.loss[STEPS - 1]) && a.loss[STEPS - 1] != a.loss[0],
-               "first difference at step %d: casts %.9g, codes %.9g", first + 1,
-               first >= 0 ? (double)a.loss[first] : 0.0, first >= 0 ? (double)b.loss[first] : 0.0);
     snprintf(n, sizeof n, "%s: final weights bit for bit", name);
     check_true(n, a.nw == b.nw && !memcmp(a.w, b.w, a.nw * sizeof(float)), "they differ");
     /* the amax histories and the scales; not this step's amaxes, which the

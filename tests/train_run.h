@@ -4,6 +4,7 @@
 #ifndef CTRAIN_TESTS_TRAIN_RUN_H
 #define CTRAIN_TESTS_TRAIN_RUN_H
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "engine/autograd.h"
@@ -39,6 +40,24 @@ __attribute__((unused)) static void run_open(Run *r, Ctx *c, const char *args, D
     r->o.vocab_size = r->fd.vocab_size;
     model_build(&r->m, c, &r->o, r->fd.classes);
     trainer_init(&r->tr, c, &r->fd, &r->m, &r->o, r->o.steps);
+}
+
+/* Two runs' losses, a and b, bit for bit over steps: passes when every step
+ * agrees, the last is finite and differs from the first (the runs trained);
+ * la and lb name the two runs in the message. */
+__attribute__((unused)) static void check_losses_same(const char *name, const float *a,
+                                                      const float *b, int steps, const char *la,
+                                                      const char *lb)
+{
+    char n[200];
+    int first = -1;
+    for (int s = 0; s < steps && first < 0; s++)
+        if (memcmp(&a[s], &b[s], sizeof(float))) first = s;
+    snprintf(n, sizeof n, "%s: %d losses bit for bit (%.5f -> %.5f)", name, steps, (double)a[0],
+             (double)a[steps - 1]);
+    check_true(n, first < 0 && isfinite(a[steps - 1]) && a[steps - 1] != a[0],
+               "first difference at step %d: %s %.9g, %s %.9g", first + 1, la,
+               first >= 0 ? (double)a[first] : 0.0, lb, first >= 0 ? (double)b[first] : 0.0);
 }
 
 __attribute__((unused)) static void run_close(Run *r, Ctx *c)
