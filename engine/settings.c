@@ -118,6 +118,12 @@ static const Setting table[SET_COUNT] = {
         "layer's q, k, v), which then does not cast it: one read of R x D bf16 fewer a call, "
         "the same codes and amax. BERT-large fp8 on an H100: +1.0% at seq 128 bs 256, +0.6% "
         "at seq 512 bs 32 (0: the Linears cast, docs/kernels.md)"),
+    [SET_LN_BWD_CHUNKS] = V_INT("CTRAIN_LN_BWD_CHUNKS", SA_DEV, "264", NULL, 1, 65536,
+        "LayerNorm's and add_norm's vector backward: about this many blocks a call, each a "
+        "chunk of consecutive rows with its own dgamma / dbeta partials (fewer: more rows a "
+        "block over the same per-block cost of zeroing and adding its partials; the sums' "
+        "order follows it). 264 against 1024 on an H100, BERT-large: fp8 seq 128 bs 256 "
+        "+0.5%, seq 512 bs 32 +1.4%, bf16 seq 128 bs 256 +0.5% (docs/kernels.md)"),
     [SET_JPEG_PLANES] = V_SWITCH("CTRAIN_JPEG_PLANES", SA_DEV, "0", NULL,
         "--decode gpu: nvJPEG writes 4:2:0 images as Y, Cb, Cr planes and ctrain's resample "
         "kernel converts them (no nvJPEG colour-conversion kernels on the SMs; other layouts go "

@@ -907,11 +907,15 @@ static int ln_forward(void *y, float *mean, float *invstd, const void *x, const 
     return 1;
 }
 
-/* The backward's chunks of rows: about LN_BWD_TARGET_BLOCKS of them, at
- * least LN_BWD_MIN_ROWS rows each; returns how many (G), *rows_per_chunk. */
-static size_t ln_bwd_chunks(size_t R, size_t *rows_per_chunk)
+/* The backward's chunks of rows: about LN_BWD_TARGET_BLOCKS of them for the
+ * row kernel, CTRAIN_LN_BWD_CHUNKS for the vector kernels (vec), at least
+ * LN_BWD_MIN_ROWS rows each; returns how many (G), *rows_per_chunk. */
+static size_t ln_bwd_chunks(size_t R, bool vec, size_t *rows_per_chunk)
 {
-    size_t k = (R + LN_BWD_TARGET_BLOCKS - 1) / LN_BWD_TARGET_BLOCKS;
+    static size_t vec_target = 0;   /* read once */
+    if (!vec_target) vec_target = (size_t)setting_int(SET_LN_BWD_CHUNKS);
+    const size_t target = vec ? vec_target : LN_BWD_TARGET_BLOCKS;
+    size_t k = (R + target - 1) / target;
     if (k < LN_BWD_MIN_ROWS) k = LN_BWD_MIN_ROWS;
     *rows_per_chunk = k;
     return (R + k - 1) / k;
@@ -941,14 +945,14 @@ static int ln_backward(void *dx, float *dgamma, float *dbeta, const void *dy, co
     }
     if (!dx && !want_params && !(drop && drop->dz)) return 1;
     size_t rows_per_chunk;
-    const size_t G = ln_bwd_chunks(R, &rows_per_chunk);
+    const int split = nv && !drop && ln_kernels_vec == 3;   /* nv: D / V <= 128 */
+    const size_t G = ln_bwd_chunks(R, nv && !split, &rows_per_chunk);
     const int threads = threads_for(D, 256);
     const size_t acc_bytes = 2 * D * sizeof(float), red_bytes = 64 * sizeof(float);
     const int acc_in_shared = want_params && red_bytes + acc_bytes <= LN_SHARED_LIMIT;
     const size_t smem = red_bytes + (acc_in_shared ? acc_bytes : 0);
     float *part = NULL;
     if (want_params) CUDA_CHECK(cudaMallocAsync((void **)&part, G * acc_bytes, s));
-    const int split = nv && !drop && ln_kernels_vec == 3;   /* nv: D / V <= 128 */
     if (split) {
         dispatch_float(dt, "layernorm_backward_cuda", [&](auto tag) {
             using T = decltype(tag);
@@ -1101,7 +1105,7 @@ extern "C" int add_norm_forward_codes_cuda(void *y, void *s_out, float *mean, fl
 extern "C" size_t add_norm_codes_partials(size_t R, size_t D)
 {
     size_t k;
-    return ln_bwd_chunks(R, &k) * D;
+    return ln_bwd_chunks(R, true, &k) * D;   /* the codes form: the vector kernel */
 }
 
 extern "C" int add_norm_backward_codes_cuda(void *dx, uint8_t *q, float *amax,
