@@ -629,6 +629,42 @@ static int cfg_knobs(CgDesc cfg, int64_t (*k)[2])
     return got;
 }
 
+int cg_engine_knobs(CgDesc g, int64_t engine, CgKnobInfo *out, int max)
+{
+    CgDesc eng = cg_create(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    cg_set(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g);
+    cg_set(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &engine);
+    int n = -1;
+    CgDesc d[CG_MAX_KNOBS];
+    for (int i = 0; i < CG_MAX_KNOBS; i++) d[i] = cg_create(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR);
+    int64_t got = 0;
+    if (cudnnBackendFinalize(eng) == CUDNN_STATUS_SUCCESS &&
+        cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 CG_MAX_KNOBS, &got, d) == CUDNN_STATUS_SUCCESS) {
+        n = 0;
+        for (int64_t i = 0; i < got && n < max; i++) {
+            cudnnBackendKnobType_t type;
+            int64_t m = 0;
+            CgKnobInfo k = {0, 0, 0, 1};
+            if (cudnnBackendGetAttribute(d[i], CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1,
+                                         &m, &type) != CUDNN_STATUS_SUCCESS)
+                continue;
+            k.type = (int64_t)type;
+            (void)cudnnBackendGetAttribute(d[i], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE,
+                                           CUDNN_TYPE_INT64, 1, &m, &k.min);
+            (void)cudnnBackendGetAttribute(d[i], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE,
+                                           CUDNN_TYPE_INT64, 1, &m, &k.max);
+            (void)cudnnBackendGetAttribute(d[i], CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1,
+                                           &m, &k.stride);
+            if (k.stride < 1) k.stride = 1;
+            out[n++] = k;
+        }
+    }
+    for (int i = 0; i < CG_MAX_KNOBS; i++) cg_destroy(d[i]);
+    cg_destroy(eng);
+    return n;
+}
+
 int cg_plan_for_engine(Ctx *c, CgDesc g, const CgRule *rule, int64_t engine,
                        const int64_t (*knobs)[2], int nknobs, CgPlan *out)
 {

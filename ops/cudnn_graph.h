@@ -236,6 +236,15 @@ CgDesc cg_variant_pack_try(const int64_t *uids, void *const *ptrs, int n, void *
 int cg_plan_for_engine(Ctx *c, CgDesc g, const CgRule *rule, int64_t engine,
                        const int64_t (*knobs)[2], int nknobs, CgPlan *out);
 
+/* An engine's knobs for graph g: type (cudnnBackendKnobType_t), the range of
+ * its values and their stride, as cuDNN reports them. */
+typedef struct {
+    int64_t type, min, max, stride;
+} CgKnobInfo;
+/* Engine `engine`'s knobs for g into out[0..max-1]: their count, or -1 when
+ * cuDNN does not give them (a probe's view of what a search could vary). */
+int cg_engine_knobs(CgDesc g, int64_t engine, CgKnobInfo *out, int max);
+
 /* One run of p on c->stream. cg_execute, the convolutions' (conv2d, the
  * fused conv + batch-norm graphs): a workspace as a convolution's
  * (ctx_workspace_call: past the shared one's size, a block for the call

@@ -5,6 +5,7 @@
  *
  *   make build/cudnn_sdpa_probe   (CUDA builds; `make` builds it too)
  *   build/cudnn_sdpa_probe [B H T Dh] [--dtype bf16|f16|both] [--candidates K] [--accum]
+ *                          [--knobs]
  *
  * Shapes: BERT-large's B 256, T 128 and B 32, T 512 (H 16, Dh 64), or the
  * one given; bf16 unless --dtype says otherwise. q, k, v, out and their
@@ -52,6 +53,9 @@
  *       only when the backward redraws the forward's mask) and sum dq.q =
  *       sum dk.k (both are scale sum dS (q.k)). ctrain's own values of the
  *       last three are printed beside, as the scale of rounding.
+ * --knobs: instead of the checks, BERT's step form (p 0.1, no key mask) with
+ * each of the chosen engine's knobs moved alone over cuDNN's range, timed
+ * against the heuristics' choice (knob_sweep).
  * Timing: CUDA events, median of 20 runs after 5 warm-ups, forward and
  * backward apart, cuDNN and ctrain on the same inputs and p; a JSON line
  * each ({"bench":"sdpa_probe",...}). TFLOP/s: forward 4 B H T^2 Dh, backward
@@ -78,6 +82,7 @@
 typedef struct {
     Ctx *c;
     int B, H, T, D, ncand, accum, tc;   /* tc: ctrain's [B, T, H, Dh] kernels apply */
+    int knobs;                           /* --knobs: the sweep instead of the checks */
     DType dt;
     cudnnDataType_t ct;
     size_t n, nrow, nmask;               /* B T H Dh elements; B H T rows; B H T T scores */
@@ -226,6 +231,20 @@ static const char *mask_name(int mask, DType dt)
     return mask == 1 ? "bias f32" : dt == DT_BF16 ? "bias bf16" : "bias f16";
 }
 
+/* g's variant pack on the probe's buffers with workspace ws (NULL and the
+ * status in *st when cuDNN refuses it). */
+static CgDesc pack_for(Probe *p, Graph *g, const Form *f, void *ws, cudnnStatus_t *st)
+{
+    SdpaBufs bufs = {.q = p->q, .k = p->k, .v = p->v, .dout = p->dout, .o = p->o,
+                     .bias = f->mask == 2 ? p->bias_dt : (void *)p->mask, .dq = p->dq,
+                     .dk = p->dk, .dv = p->dv, .stats = p->stats, .sum = p->sum,
+                     .dqacc = p->dqacc, .seed = p->seed, .offset = p->offset,
+                     .dmask = p->dmask, .rng_dump = p->rdump};
+    void *ptrs[SDPA_NIO];
+    sdpa_pointers(&g->s, &bufs, ptrs);
+    return cg_variant_pack_try(g->s.uids, ptrs, g->s.nio, ws, st);
+}
+
 /* The graph of form f, its first plan, workspace and variant pack; prints
  * what cuDNN took or refused. */
 static int prepare(Probe *p, Graph *g, int bwd, const Form *f)
@@ -275,14 +294,7 @@ static int prepare(Probe *p, Graph *g, int bwd, const Form *f)
         graph_free(g);
         return 0;
     }
-    SdpaBufs bufs = {.q = p->q, .k = p->k, .v = p->v, .dout = p->dout, .o = p->o,
-                     .bias = f->mask == 2 ? p->bias_dt : (void *)p->mask, .dq = p->dq,
-                     .dk = p->dk, .dv = p->dv, .stats = p->stats, .sum = p->sum,
-                     .dqacc = p->dqacc, .seed = p->seed, .offset = p->offset,
-                     .dmask = p->dmask, .rng_dump = p->rdump};
-    void *ptrs[SDPA_NIO];
-    sdpa_pointers(&g->s, &bufs, ptrs);
-    g->pack = cg_variant_pack_try(g->s.uids, ptrs, g->s.nio, g->ws, &st);
+    g->pack = pack_for(p, g, f, g->ws, &st);
     if (!g->pack) {
         printf("      variant pack refused: %s\n", cudnnGetErrorString(st));
         why();
@@ -780,6 +792,128 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
 
 /* ---- a shape ---- */
 
+/* --knobs: the engine the heuristics chose for form f, each of its knobs
+ * moved alone over the values cuDNN reports (at most 48 a knob, the others at
+ * the heuristics' choice), each plan timed as bench() times, its outputs
+ * against the heuristics' plan (relative norm: a plan may draw dropout's
+ * mask in another order, which shows here as a large difference). At most
+ * ~100 s a graph (each plan compiles at run time). */
+static void knob_sweep(Probe *p, int bwd, const Form *f)
+{
+    Graph g;
+    if (!prepare(p, &g, bwd, f)) return;
+    CgPlan *hp = &g.s.plan;
+    double mn, base = bench(p, &g, 0, f, &mn);
+    const size_t n = p->n;
+    float *ref[3] = {fetch(bwd ? p->dq : p->o, n, p->dt), bwd ? fetch(p->dk, n, p->dt) : NULL,
+                     bwd ? fetch(p->dv, n, p->dt) : NULL};
+    printf("    %s: engine %lld, %d knobs chosen:", bwd ? "backward" : "forward",
+           (long long)hp->engine, hp->nknobs);
+    for (int i = 0; i < hp->nknobs; i++)
+        printf(" %lld=%lld", (long long)hp->knobs[i][0], (long long)hp->knobs[i][1]);
+    printf("; %.4f ms\n", base);
+    CgKnobInfo ki[CG_MAX_KNOBS];
+    const int nk = cg_engine_knobs(g.s.graph, hp->engine, ki, CG_MAX_KNOBS);
+    printf("    the engine's knobs (%d):", nk);
+    for (int i = 0; i < nk; i++)
+        printf(" type %lld [%lld, %lld] step %lld;", (long long)ki[i].type, (long long)ki[i].min,
+               (long long)ki[i].max, (long long)ki[i].stride);
+    printf("\n");
+    CgRule rule = {0};
+    rule.runtime_compile = 1;
+    rule.ws_limit = (size_t)8 << 30;
+    rule.forbid_notes = CG_NOTE(CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
+    cudaEvent_t t0;
+    CUDA_CHECK(cudaEventCreate(&t0));
+    CUDA_CHECK(cudaEventRecord(t0, 0));
+    CUDA_CHECK(cudaEventSynchronize(t0));
+    double best = base;
+    int refused = 0, tried = 0;
+    for (int i = 0; i < nk; i++) {
+        int cur = -1;
+        for (int j = 0; j < hp->nknobs; j++)
+            if (hp->knobs[j][0] == ki[i].type) cur = j;
+        int vals = 0;
+        for (int64_t v = ki[i].min; v <= ki[i].max && vals < 48; v += ki[i].stride, vals++) {
+            cudaEvent_t t1;
+            float el = 0.0f;
+            CUDA_CHECK(cudaEventCreate(&t1));
+            CUDA_CHECK(cudaEventRecord(t1, 0));
+            CUDA_CHECK(cudaEventSynchronize(t1));
+            CUDA_CHECK(cudaEventElapsedTime(&el, t0, t1));
+            CUDA_CHECK(cudaEventDestroy(t1));
+            if (el > 100e3f) break;
+            if (cur >= 0 && hp->knobs[cur][1] == v) continue;
+            int64_t kn[CG_MAX_KNOBS][2];
+            int m = hp->nknobs;
+            for (int j = 0; j < m; j++) kn[j][0] = hp->knobs[j][0], kn[j][1] = hp->knobs[j][1];
+            if (cur >= 0) kn[cur][1] = v;
+            else if (m < CG_MAX_KNOBS) kn[m][0] = ki[i].type, kn[m++][1] = v;
+            CgPlan alt;
+            if (!cg_plan_for_engine(p->c, g.s.graph, &rule, hp->engine,
+                                    (const int64_t(*)[2])kn, m, &alt)) {
+                refused++;
+                continue;
+            }
+            void *ws = NULL;
+            cudnnStatus_t st;
+            if (alt.ws_bytes && cudaMalloc(&ws, alt.ws_bytes) != cudaSuccess) {
+                (void)cudaGetLastError();
+                cg_plan_free(&alt);
+                continue;
+            }
+            CgDesc pack = pack_for(p, &g, f, ws, &st);
+            CgDesc keep_plan = hp->plan, keep_pack = g.pack;
+            hp->plan = alt.plan;
+            g.pack = pack;
+            double t = pack ? bench(p, &g, 0, f, &mn) : -1.0;
+            tried++;
+            double e[3] = {0, 0, 0};
+            if (t > 0.0) {
+                const void *got[3] = {bwd ? p->dq : p->o, p->dk, p->dv};
+                for (int r = 0; r < (bwd ? 3 : 1); r++) {
+                    float *h = fetch(got[r], n, p->dt);
+                    e[r] = rel(h, ref[r], n);
+                    free(h);
+                }
+            }
+            hp->plan = keep_plan;
+            g.pack = keep_pack;
+            printf("      knob %lld = %lld: %s%.4f ms (%.2f of the heuristics'), rel diff "
+                   "%.1e %.1e %.1e\n", (long long)ki[i].type, (long long)v,
+                   t > 0.0 ? "" : "refused to run, ", t, t > 0.0 ? t / base : 0.0, e[0], e[1],
+                   e[2]);
+            if (t > 0.0 && t < best) best = t;
+            cg_destroy(pack);
+            cg_plan_free(&alt);
+            if (ws) CUDA_CHECK(cudaFree(ws));
+        }
+    }
+    CUDA_CHECK(cudaEventDestroy(t0));
+    printf("    %s sweep: %d plans timed, %d refused; best %.4f ms against the heuristics' %.4f "
+           "(%.2f)\n", bwd ? "backward" : "forward", tried, refused, best, base, best / base);
+    for (int r = 0; r < 3; r++) free(ref[r]);
+    graph_free(&g);
+}
+
+/* The checks (a)-(e) of the file's header, on the uploaded inputs. */
+static void run_configs(Probe *p, P0 p0[2], Form *fa, Form *fb)
+{
+    run_config(p, "(a) p 0, no mask", fa, &p0[0]);
+    run_config(p, "(b) p 0, key mask as a bias [B, 1, T, T] (query stride 0)", fb, &p0[1]);
+    const int with_mask = p0[1].out != NULL;
+    Form fc = with_mask ? *fb : *fa;
+    fc.p = 0.1f;
+    run_config(p, with_mask ? "(c) p 0.1, key mask" : "(c) p 0.1, no mask (the mask was refused)",
+               &fc, &p0[with_mask]);
+    /* BERT's synthetic step passes no key mask: cuDNN's RNG against the mask as an input */
+    Form fd = {0.1f, 0, 0, 0, 0, 1}, fe = {0.1f, 0, 0, 0, 1, 0};
+    run_config(p, "(d) p 0.1, no mask, cuDNN's RNG (its draws dumped: a host reference on them)",
+               &fd, &p0[0]);
+    P0 none = {0};
+    run_config(p, "(e) p 0.1, no mask, ctrain's dropout mask an input [B, H, T, T]", &fe, &none);
+}
+
 static void run_shape(Probe *p)
 {
     const size_t n = p->n, es = dtype_size(p->dt);
@@ -824,21 +958,14 @@ static void run_shape(Probe *p)
     if (p->T % 128 != 0 && cudnnGetVersion() < 91600)
         printf("  note: for T %% 128 != 0 before cuDNN 9.16 cudnn-frontend adds a full-length\n"
                "  padding mask to the backward; this probe does not\n");
+    if (p->knobs) {   /* BERT's step form: p 0.1, no key mask, dQ direct */
+        Form fk = {0.1f, 0, 0, 0, 0, 0};
+        knob_sweep(p, 0, &fk);
+        knob_sweep(p, 1, &fk);
+    }
     P0 p0[2] = {{0}};
     Form fa = {0.0f, 0, 0, 0, 0, 0}, fb = {0.0f, 1, 0, 0, 0, 0};
-    run_config(p, "(a) p 0, no mask", &fa, &p0[0]);
-    run_config(p, "(b) p 0, key mask as a bias [B, 1, T, T] (query stride 0)", &fb, &p0[1]);
-    const int with_mask = p0[1].out != NULL;
-    Form fc = with_mask ? fb : fa;
-    fc.p = 0.1f;
-    run_config(p, with_mask ? "(c) p 0.1, key mask" : "(c) p 0.1, no mask (the mask was refused)",
-               &fc, &p0[with_mask]);
-    /* BERT's synthetic step passes no key mask: cuDNN's RNG against the mask as an input */
-    Form fd = {0.1f, 0, 0, 0, 0, 1}, fe = {0.1f, 0, 0, 0, 1, 0};
-    run_config(p, "(d) p 0.1, no mask, cuDNN's RNG (its draws dumped: a host reference on them)",
-               &fd, &p0[0]);
-    P0 none = {0};
-    run_config(p, "(e) p 0.1, no mask, ctrain's dropout mask an input [B, H, T, T]", &fe, &none);
+    if (!p->knobs) run_configs(p, p0, &fa, &fb);
     for (int i = 0; i < 2; i++) {
         free(p0[i].out);
         free(p0[i].stats);
@@ -853,7 +980,7 @@ static void run_shape(Probe *p)
 
 int main(int argc, char **argv)
 {
-    int shape[4] = {0, 0, 0, 0}, ns = 0, ncand = 4, dts = 1, accum = 0;
+    int shape[4] = {0, 0, 0, 0}, ns = 0, ncand = 4, dts = 1, accum = 0, knobs = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
             const char *v = argv[++i];
@@ -862,6 +989,8 @@ int main(int argc, char **argv)
             ncand = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--accum")) {
             accum = 1;
+        } else if (!strcmp(argv[i], "--knobs")) {
+            knobs = 1;
         } else if (argv[i][0] != '-' && ns < 4) {
             shape[ns++] = atoi(argv[i]);
         } else {
@@ -872,7 +1001,7 @@ int main(int argc, char **argv)
     if ((ns != 0 && ns != 4) || ncand < 1 || (ns == 4 && (shape[0] < 1 || shape[1] < 1 ||
                                                           shape[2] < 2 || shape[3] < 8))) {
         fprintf(stderr, "usage: cudnn_sdpa_probe [B H T Dh] [--dtype bf16|f16|both] "
-                        "[--candidates K] [--accum]\n");
+                        "[--candidates K] [--accum] [--knobs]\n");
         return 2;
     }
     const int shapes[2][4] = {{256, 16, 128, 64}, {32, 16, 512, 64}};
@@ -895,6 +1024,7 @@ int main(int argc, char **argv)
             p.B = sh[0], p.H = sh[1], p.T = sh[2], p.D = sh[3];
             p.ncand = ncand;
             p.accum = accum;
+            p.knobs = knobs;
             p.dt = d == 0 ? DT_BF16 : DT_F16;
             p.ct = d == 0 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
             p.n = (size_t)p.B * p.T * p.H * p.D;
