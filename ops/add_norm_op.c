@@ -155,7 +155,7 @@ static int forward_cuda(Ctx *c, Tensor *y, Tensor *s, Tensor *mean, Tensor *invs
                         uint64_t offset, Tensor *bits, Fp8Recipe *r, int layer)
 {
     const size_t R = tensor_rows(x), D = tensor_cols(x);
-    if (r) {
+    if (r && add_norm_forward_codes_fits(x->dtype, R, D)) {   /* no buffers for rows it refuses */
         Tensor *q = tensor_new(c, DT_U8, 2, (int64_t[]){(int64_t)R, (int64_t)D});
         Tensor *qt = tensor_new(c, DT_U8, 2, (int64_t[]){(int64_t)D, (int64_t)R});
         float *h = (float *)r->block[0]->data;

@@ -1072,6 +1072,13 @@ extern "C" int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *
                        accum_gamma, accum_beta, &d, s);
 }
 
+extern "C" int add_norm_forward_codes_fits(DType dt, size_t R, size_t D)
+{
+    const size_t V = 16 / dtype_size(dt);
+    return dt == DT_BF16 && R > 0 && R % LN_CODES_ROWS == 0 &&
+           (D == 32 * V || D == 64 * V || D == 128 * V);
+}
+
 extern "C" int add_norm_forward_codes_cuda(void *y, void *s_out, float *mean, float *invstd,
                                            const void *x, const void *z, const float *gamma,
                                            const float *beta, DType dt, float eps, float p,
@@ -1080,10 +1087,8 @@ extern "C" int add_norm_forward_codes_cuda(void *y, void *s_out, float *mean, fl
                                            const float *scale, size_t R, size_t D,
                                            cudaStream_t s)
 {
-    if (dt != DT_BF16) return 0;   /* the FP8 GEMM writes bf16 or f32 */
-    const size_t V = 16 / dtype_size(dt);
-    if (R == 0 || R % LN_CODES_ROWS || D % V || (D / V) % 32) return 0;
-    const size_t nv = D / V / 32;
+    if (!add_norm_forward_codes_fits(dt, R, D)) return 0;
+    const size_t nv = D / (16 / dtype_size(dt)) / 32;
     const void *ptrs[8] = {x, y, z, s_out, gamma, beta, q, qt};
     if ((nv != 1 && nv != 2 && nv != 4) || ln_vec_nv(dt, D, 4, ptrs, 8) != (int)nv) return 0;
     CT_ASSERT(R / LN_CODES_ROWS <= 0x7fffffffu, "add_norm_forward_codes_cuda: R = %zu rows", R);
