@@ -72,10 +72,12 @@ TEST_GPU_BINS := $(TEST_GPU_SRCS:tests/%.c=$(BUILD)/tests/%)
 # as stride-1 phases (scripts/cudnn_dgrad_probe.c), a 1 x 1 convolution of our own
 # with the batch norm's passes folded in against cuBLAS's (scripts/conv1x1_bn_probe.cu),
 # and what cuDNN's fused batch norm keeps in its reserve space (scripts/bn_reserve_probe.c).
+# Hopper's wgmma from C++ (scripts/wgmma_probe.cu) is built for sm_90a, when 90 is in ARCH.
 PROBE_BINS    := $(BUILD)/image_cpu_probe \
                  $(if $(filter 1,$(CUDA)),$(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe \
                  $(BUILD)/cudnn_sdpa_probe $(BUILD)/gemm_algo_probe $(BUILD)/cudnn_dgrad_probe \
-                 $(BUILD)/conv1x1_bn_probe $(BUILD)/bn_reserve_probe,)
+                 $(BUILD)/conv1x1_bn_probe $(BUILD)/bn_reserve_probe \
+                 $(if $(filter 90,$(ARCH)),$(BUILD)/wgmma_probe,),)
 
 .PHONY: all test test-gpu clean info-build run-mlp bench install uninstall
 all: $(BIN) $(TEST_CPU_BINS) $(TEST_GPU_BINS) $(PROBE_BINS)
@@ -124,6 +126,11 @@ $(BUILD)/conv1x1_bn_probe: scripts/conv1x1_bn_probe.cu $(LIB)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@.o
 	$(CC) $(CFLAGS) $@.o $(LIB) -o $@ $(LDLIBS)
+
+$(BUILD)/wgmma_probe: scripts/wgmma_probe.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -std=c++17 -lineinfo -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
+	    -gencode=arch=compute_90a,code=sm_90a $< -o $@
 
 $(BUILD)/image_cpu_probe $(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe \
 $(BUILD)/cudnn_sdpa_probe $(BUILD)/gemm_algo_probe $(BUILD)/cudnn_dgrad_probe \

@@ -1,0 +1,295 @@
+/* wgmma_probe.cu — the first step of attention kernels of ctrain's own on
+ * sm_90 (docs/kernels.md, "What is left at seq 512 fp8"): Hopper's warpgroup
+ * matrix multiply (wgmma) from plain CUDA C++ with inline PTX, no CUTLASS.
+ * A measurement and a check of the layouts, not a test; it needs sm_90 (built
+ * for sm_90a: wgmma exists only there).
+ *
+ *   make build/wgmma_probe     (CUDA builds with 90 in ARCH)
+ *   build/wgmma_probe
+ *
+ * What it settles before any attention kernel is written on it:
+ *   1. The shared-memory matrix descriptor of a K-major operand without
+ *      swizzle. The tile is stored as 8 x 8 "core matrices" (8 rows of 16
+ *      bytes, 128 contiguous bytes each); core (r / 8, k / 8) of a 64 x 64
+ *      bf16 tile sits at ((r / 8) 8 + k / 8) 128 bytes. The descriptor holds
+ *      the start address, a leading-dimension byte offset (LBO) and a
+ *      stride-dimension byte offset (SBO), each >> 4. Which of the two steps
+ *      along K (128 bytes here) and which along the rows (1,024) is read from
+ *      the ISA's prose; the probe runs both assignments and says which one
+ *      gives A B^T.
+ *   2. The accumulator's layout, m64n64 f32: warp w of the warpgroup holds
+ *      rows 16 w + lane / 4 and that + 8; for each 8-column block i, columns
+ *      8 i + 2 (lane % 4) and + 1, as d[4 i + 0 .. 3] = (row, c), (row, c + 1),
+ *      (row + 8, c), (row + 8, c + 1): mma.sync's m16n8 layout, four warps
+ *      high.
+ *   3. A from registers (the form O += P V takes, P never written to shared
+ *      memory): for a 16-wide K slice j, a thread's four 32-bit registers
+ *      are the bf16 pairs of its accumulator entries d[8 j + 0, 1], d[8 j +
+ *      2, 3], d[8 j + 4, 5], d[8 j + 6, 7], so S's accumulator becomes P's
+ *      operand without a shuffle.
+ * Each form computes C = A B^T for A, B 64 x 64 bf16 (K = 64: four k16
+ * steps) against a double-precision reference of the same bf16 values
+ * (tolerance: f32 accumulation, 1e-3 relative to the largest |C|), then
+ * times 4,096 back-to-back tiles a block over 132 x 4 blocks (TFLOP/s, no
+ * loads between: the tensor cores' rate with operands in shared memory).
+ */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CHECK(x)                                                                              \
+    do {                                                                                      \
+        cudaError_t e_ = (x);                                                                 \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "wgmma_probe: %s failed: %s\n", #x, cudaGetErrorString(e_));     \
+            exit(1);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+enum { TILE = 64, CORE_BYTES = 128 };
+
+/* byte offset of element (r, k) of a 64 x 64 bf16 K-major tile in core matrices */
+__host__ __device__ static inline unsigned core_offset(int r, int k)
+{
+    return (unsigned)(((r / 8) * 8 + k / 8) * CORE_BYTES + (r % 8) * 16 + (k % 8) * 2);
+}
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WGMMA_OK 1
+#else
+#define WGMMA_OK 0
+#endif
+
+/* The descriptor of the k16 slice j of a tile at smem address base: the slice
+ * starts two core matrices (2 x 128 bytes) further along K per j. swap: the
+ * two offsets the other way round. No swizzle (bits 62-63 zero). */
+__device__ static inline uint64_t desc_of(uint32_t base, int j, int swap)
+{
+    const uint32_t addr = base + (uint32_t)j * 2 * CORE_BYTES;
+    const uint64_t along_k = CORE_BYTES, along_rows = 8 * CORE_BYTES;
+    const uint64_t lbo = swap ? along_rows : along_k, sbo = swap ? along_k : along_rows;
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
+}
+
+/* The 32 accumulator registers as one asm operand list. */
+#define ACC_OPS(d)                                                                            \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),       \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),            \
+        "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),         \
+        "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),         \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),         \
+        "+f"(d[31])
+#define ACC_LIST                                                                              \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "  \
+    "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+
+/* d (+)= A B^T over one k16 slice, both operands in shared memory (K-major, no
+ * transpose); accumulate 0 overwrites d. */
+__device__ static inline void mma_ss(float d[32], uint64_t da, uint64_t db, int accumulate)
+{
+#if WGMMA_OK
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACC_LIST
+                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : ACC_OPS(d)
+                 : "l"(da), "l"(db), "r"(accumulate));
+#else
+    (void)d; (void)da; (void)db; (void)accumulate;
+#endif
+}
+
+/* The same with A's slice from four registers (bf16 pairs, the layout of 3.) */
+__device__ static inline void mma_rs(float d[32], const uint32_t a[4], uint64_t db, int accumulate)
+{
+#if WGMMA_OK
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACC_LIST
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : ACC_OPS(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+#else
+    (void)d; (void)a; (void)db; (void)accumulate;
+#endif
+}
+
+__device__ static inline void wg_fence(void)
+{
+#if WGMMA_OK
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ static inline void wg_commit_wait(void)
+{
+#if WGMMA_OK
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+
+__device__ static inline uint32_t pack_bf16(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* A's registers for k16 slice j of a row-major 64 x 64 bf16 matrix in global
+ * memory, as 3. lays them out (thread t of the warpgroup). */
+__device__ static inline void a_regs(uint32_t a[4], const __nv_bfloat16 *A, int j)
+{
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int r = 16 * w + lane / 4, k = 16 * j + 2 * (lane % 4);
+    const __nv_bfloat16 *p0 = A + r * TILE + k, *p1 = A + (r + 8) * TILE + k;
+    a[0] = pack_bf16(__bfloat162float(p0[0]), __bfloat162float(p0[1]));
+    a[1] = pack_bf16(__bfloat162float(p1[0]), __bfloat162float(p1[1]));
+    a[2] = pack_bf16(__bfloat162float(p0[8]), __bfloat162float(p0[9]));
+    a[3] = pack_bf16(__bfloat162float(p1[8]), __bfloat162float(p1[9]));
+}
+
+/* one warpgroup (128 threads): C = A B^T, A and B row-major [64, 64] bf16 in
+ * global memory; FORM 0 both from shared memory, 1 A from registers (a
+ * template argument: no branch between the fence and the wait, which would
+ * make the compiler insert waits of its own); swap as desc_of. reps > 1: the
+ * product again that many times (timing), C the last. */
+template <int FORM>
+__global__ void __launch_bounds__(128) tile_kernel(float *C, const __nv_bfloat16 *A,
+                                                   const __nv_bfloat16 *B, int swap, int reps)
+{
+    __shared__ __align__(128) unsigned char sa[TILE * TILE * 2], sb[TILE * TILE * 2];
+    for (int i = threadIdx.x; i < TILE * TILE; i += blockDim.x) {
+        const int r = i / TILE, k = i % TILE;
+        *(__nv_bfloat16 *)(sa + core_offset(r, k)) = A[i];
+        *(__nv_bfloat16 *)(sb + core_offset(r, k)) = B[i];
+    }
+    __syncthreads();
+    const uint32_t base_a = (uint32_t)__cvta_generic_to_shared(sa);
+    const uint32_t base_b = (uint32_t)__cvta_generic_to_shared(sb);
+    uint32_t ar[4][4];
+    if (FORM == 1)
+#pragma unroll
+        for (int j = 0; j < 4; j++) a_regs(ar[j], A, j);
+    float d[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) d[i] = 0.0f;
+    for (int it = 0; it < reps; it++) {
+        wg_fence();
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if constexpr (FORM == 0)
+                mma_ss(d, desc_of(base_a, j, swap), desc_of(base_b, j, swap), j > 0);
+            else
+                mma_rs(d, ar[j], desc_of(base_b, j, swap), j > 0);
+        }
+        wg_commit_wait();
+    }
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int r = 16 * w + lane / 4;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int c = 8 * i + 2 * (lane % 4);
+        float *o = C + (size_t)blockIdx.x * TILE * TILE;
+        o[r * TILE + c] = d[4 * i];
+        o[r * TILE + c + 1] = d[4 * i + 1];
+        o[(r + 8) * TILE + c] = d[4 * i + 2];
+        o[(r + 8) * TILE + c + 1] = d[4 * i + 3];
+    }
+}
+
+static float frand(unsigned *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return (float)(*s >> 8) / 16777216.0f * 2.0f - 1.0f;
+}
+
+int main(void)
+{
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    printf("wgmma_probe: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    if (prop.major != 9) {
+        printf("SKIP: wgmma needs sm_90\n");
+        return 0;
+    }
+    const int n = TILE * TILE, sms = prop.multiProcessorCount;
+    __nv_bfloat16 *hA = (__nv_bfloat16 *)malloc(n * 2), *hB = (__nv_bfloat16 *)malloc(n * 2);
+    double *ref = (double *)malloc(n * sizeof(double));
+    float *hC = (float *)malloc(n * sizeof(float));
+    unsigned seed = 12345u;
+    for (int i = 0; i < n; i++) {
+        hA[i] = __float2bfloat16(frand(&seed));
+        hB[i] = __float2bfloat16(frand(&seed));
+    }
+    double cmax = 0.0;
+    for (int r = 0; r < TILE; r++)
+        for (int c = 0; c < TILE; c++) {
+            double s = 0.0;
+            for (int k = 0; k < TILE; k++)
+                s += (double)__bfloat162float(hA[r * TILE + k]) *
+                     (double)__bfloat162float(hB[c * TILE + k]);
+            ref[r * TILE + c] = s;
+            cmax = fmax(cmax, fabs(s));
+        }
+    __nv_bfloat16 *dA, *dB;
+    float *dC;
+    const int blocks = 4 * sms;
+    CHECK(cudaMalloc(&dA, n * 2));
+    CHECK(cudaMalloc(&dB, n * 2));
+    CHECK(cudaMalloc(&dC, (size_t)blocks * n * sizeof(float)));
+    CHECK(cudaMemcpy(dA, hA, n * 2, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dB, hB, n * 2, cudaMemcpyHostToDevice));
+    int passed = 0, failed = 0, right[2] = {-1, -1};
+    for (int form = 0; form < 2; form++)
+        for (int swap = 0; swap < 2; swap++) {
+            CHECK(cudaMemset(dC, 0, n * sizeof(float)));
+            (form ? tile_kernel<1> : tile_kernel<0>)<<<1, 128>>>(dC, dA, dB, swap, 1);
+            CHECK(cudaGetLastError());
+            CHECK(cudaDeviceSynchronize());
+            CHECK(cudaMemcpy(hC, dC, n * sizeof(float), cudaMemcpyDeviceToHost));
+            double err = 0.0;
+            for (int i = 0; i < n; i++) err = fmax(err, fabs((double)hC[i] - ref[i]));
+            const int ok = err <= 1e-3 * cmax;
+            printf("  %s, LBO/SBO %s: max |C - ref| %.3g (largest |C| %.3g): %s\n",
+                   form ? "A from registers" : "A and B from shared memory",
+                   swap ? "rows / K" : "K / rows", err, cmax, ok ? "right" : "wrong");
+            if (ok && right[form] < 0) right[form] = swap;
+        }
+    for (int form = 0; form < 2; form++) {
+        const char *name = form ? "A from registers" : "both from shared memory";
+        if (right[form] >= 0) {
+            printf("PASS wgmma %s: A B^T with LBO/SBO %s\n", name,
+                   right[form] ? "rows / K" : "K / rows");
+            passed++;
+        } else {
+            printf("FAIL wgmma %s: neither descriptor assignment gives A B^T\n", name);
+            failed++;
+        }
+    }
+    /* the rate: 4,096 tiles a block, operands staying in shared memory */
+    for (int form = 0; form < 2; form++) {
+        if (right[form] < 0) continue;
+        const int reps = 4096;
+        cudaEvent_t e0, e1;
+        CHECK(cudaEventCreate(&e0));
+        CHECK(cudaEventCreate(&e1));
+        auto kern = form ? tile_kernel<1> : tile_kernel<0>;
+        kern<<<blocks, 128>>>(dC, dA, dB, right[form], 16);   /* warm-up */
+        CHECK(cudaEventRecord(e0));
+        kern<<<blocks, 128>>>(dC, dA, dB, right[form], reps);
+        CHECK(cudaEventRecord(e1));
+        CHECK(cudaEventSynchronize(e1));
+        float ms = 0.0f;
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        const double flop = 2.0 * TILE * TILE * TILE * (double)reps * blocks;
+        printf("  %s: %d blocks x %d tiles in %.3f ms: %.0f TFLOP/s (one warpgroup a block, "
+               "each k16 step waited for)\n", form ? "A from registers" : "both from shared memory",
+               blocks, reps, ms, flop / (ms * 1e-3) * 1e-12);
+        CHECK(cudaEventDestroy(e0));
+        CHECK(cudaEventDestroy(e1));
+    }
+    cudaFree(dA); cudaFree(dB); cudaFree(dC);
+    free(hA); free(hB); free(ref); free(hC);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
