@@ -27,7 +27,9 @@
  *      are the bf16 pairs of its accumulator entries d[8 j + 0, 1], d[8 j +
  *      2, 3], d[8 j + 4, 5], d[8 j + 6, 7], so S's accumulator becomes P's
  *      operand without a shuffle.
- * Each form computes C = A B^T for A, B 64 x 64 bf16 (K = 64: four k16
+ *   4. A first flash-attention forward (p 0, no mask) built on 1-3, against a
+ *      double-precision reference, and its time at BERT-large's seq 512.
+ * Each of 1-3 computes C = A B^T for A, B 64 x 64 bf16 (K = 64: four k16
  * steps) against a double-precision reference of the same bf16 values
  * (tolerance: f32 accumulation, 1e-3 relative to the largest |C|), then
  * times 4,096 back-to-back tiles a block over 132 x 4 blocks (TFLOP/s, no
@@ -115,6 +117,15 @@ __device__ static inline void mma_rs(float d[32], const uint32_t a[4], uint64_t 
 #endif
 }
 
+/* Shared memory written by ordinary stores, made visible to wgmma's reads
+ * (the async proxy): each thread after its stores, before the barrier. */
+__device__ static inline void smem_to_async(void)
+{
+#if WGMMA_OK
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
 __device__ static inline void wg_fence(void)
 {
 #if WGMMA_OK
@@ -163,6 +174,7 @@ __global__ void __launch_bounds__(128) tile_kernel(float *C, const __nv_bfloat16
         *(__nv_bfloat16 *)(sa + core_offset(r, k)) = A[i];
         *(__nv_bfloat16 *)(sb + core_offset(r, k)) = B[i];
     }
+    smem_to_async();
     __syncthreads();
     const uint32_t base_a = (uint32_t)__cvta_generic_to_shared(sa);
     const uint32_t base_b = (uint32_t)__cvta_generic_to_shared(sb);
@@ -202,6 +214,218 @@ static float frand(unsigned *s)
     *s = *s * 1664525u + 1013904223u;
     return (float)(*s >> 8) / 16777216.0f * 2.0f - 1.0f;
 }
+
+/* ---- 4. a first flash-attention forward on these pieces (p 0, no mask) ----
+ * One warpgroup a block takes 64 query rows of one (b, h); [B, T, H, Dh = 64]
+ * bf16 in, O the same and lse f32 [B, H, T] out. Per key tile of 64: K, and V
+ * transposed (V^T: the P V product's B operand K-major along the keys), go
+ * into shared memory in core matrices; S = Q K^T by four shared-memory
+ * wgmmas; the online softmax on S's accumulator (a row's 64 values sit in
+ * the four lanes of a quad, 16 each: two shuffles for its max and its sum),
+ * exp2 of the scaled scores; P packed to bf16 straight from the accumulator
+ * (3.) and O += P V by four register-A wgmmas after O's rows are rescaled.
+ * No pipelining yet (each tile loaded, then used): the layouts first, the
+ * speed after. T must be a multiple of 64 (no tail handling yet; the
+ * probe's shapes are). */
+template <int SWAP>
+__global__ void __launch_bounds__(128) flash_fwd_kernel(__nv_bfloat16 *O, float *lse,
+                                                        const __nv_bfloat16 *Q,
+                                                        const __nv_bfloat16 *K,
+                                                        const __nv_bfloat16 *V, int T, int H)
+{
+    __shared__ __align__(128) unsigned char sq[TILE * TILE * 2], sk[TILE * TILE * 2],
+        sv[TILE * TILE * 2];
+    const int q0 = blockIdx.x * TILE, b = blockIdx.y / H, h = blockIdx.y % H;
+    const size_t row = (size_t)H * TILE;   /* elements from one token to the next */
+    const __nv_bfloat16 *qb = Q + ((size_t)b * T * H + h) * TILE;
+    for (int i = threadIdx.x; i < TILE * TILE; i += 128)
+        *(__nv_bfloat16 *)(sq + core_offset(i / TILE, i % TILE)) =
+            qb[(size_t)(q0 + i / TILE) * row + i % TILE];
+    const uint32_t aq = (uint32_t)__cvta_generic_to_shared(sq);
+    const uint32_t ak = (uint32_t)__cvta_generic_to_shared(sk);
+    const uint32_t av = (uint32_t)__cvta_generic_to_shared(sv);
+    const float c = 0.125f * 1.4426950408889634f;   /* 1 / sqrt(64), in log2 units */
+    float o[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 32; i++) o[i] = 0.0f;
+    for (int k0 = 0; k0 < T; k0 += TILE) {
+        __syncthreads();   /* the previous tile's products are done with sk, sv */
+        const __nv_bfloat16 *kb = K + ((size_t)b * T * H + h) * TILE + (size_t)k0 * row;
+        const __nv_bfloat16 *vb = V + ((size_t)b * T * H + h) * TILE + (size_t)k0 * row;
+        for (int i = threadIdx.x; i < TILE * TILE; i += 128) {
+            const int key = i / TILE, d = i % TILE;
+            *(__nv_bfloat16 *)(sk + core_offset(key, d)) = kb[(size_t)key * row + d];
+            *(__nv_bfloat16 *)(sv + core_offset(d, key)) = vb[(size_t)key * row + d];
+        }
+        smem_to_async();   /* Q's stores too, on the first tile */
+        __syncthreads();
+        float s[32];
+#pragma unroll
+        for (int i = 0; i < 32; i++) s[i] = 0.0f;   /* read as "+f"; j = 0 overwrites it */
+        wg_fence();
+#pragma unroll
+        for (int j = 0; j < 4; j++) mma_ss(s, desc_of(aq, j, SWAP), desc_of(ak, j, SWAP), j > 0);
+        wg_commit_wait();
+        /* rows r (entries 4 i, 4 i + 1) and r + 8 (4 i + 2, 4 i + 3) */
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]) * c);
+            mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]) * c);
+        }
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float mn = fmaxf(m[r], mx[r]);
+            alpha[r] = exp2f(m[r] - mn);   /* 0 on the first tile (m = -inf) */
+            m[r] = mn;
+            l[r] *= alpha[r];
+        }
+        uint32_t pa[4][4];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float p0 = exp2f(s[4 * i] * c - m[0]), p1 = exp2f(s[4 * i + 1] * c - m[0]);
+            const float p2 = exp2f(s[4 * i + 2] * c - m[1]), p3 = exp2f(s[4 * i + 3] * c - m[1]);
+            l[0] += p0 + p1;
+            l[1] += p2 + p3;
+            pa[i / 2][2 * (i % 2)] = pack_bf16(p0, p1);       /* row r, keys 16 j + ... */
+            pa[i / 2][2 * (i % 2) + 1] = pack_bf16(p2, p3);   /* row r + 8 */
+            o[4 * i] *= alpha[0];
+            o[4 * i + 1] *= alpha[0];
+            o[4 * i + 2] *= alpha[1];
+            o[4 * i + 3] *= alpha[1];
+        }
+        wg_fence();
+#pragma unroll
+        for (int j = 0; j < 4; j++) mma_rs(o, pa[j], desc_of(av, j, SWAP), 1);
+        wg_commit_wait();
+    }
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = 16 * w + lane / 4;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+    __nv_bfloat16 *ob = O + ((size_t)b * T * H + h) * TILE;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int d = 8 * i + 2 * (lane % 4);
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const size_t t = (size_t)(q0 + r0 + 8 * r);
+            *(__nv_bfloat162 *)(ob + t * row + d) =
+                __floats2bfloat162_rn(o[4 * i + 2 * r] / l[r], o[4 * i + 2 * r + 1] / l[r]);
+        }
+    }
+    if (lane % 4 == 0)
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            lse[((size_t)b * H + h) * T + q0 + r0 + 8 * r] =
+                (m[r] + log2f(l[r])) * 0.6931471805599453f;
+}
+
+/* 4.: against a double-precision softmax attention on B 2, H 2, T 192 (the
+ * same bf16 inputs), then timed at BERT-large's seq 512 bs 32 (H 16). */
+static int flash_check(int swap)
+{
+    const int B = 2, H = 2, T = 192, D = TILE;   /* T a multiple of 64: the kernel's rows */
+    const size_t n = (size_t)B * T * H * D;
+    __nv_bfloat16 *hq = (__nv_bfloat16 *)malloc(n * 2), *hk = (__nv_bfloat16 *)malloc(n * 2),
+                  *hv = (__nv_bfloat16 *)malloc(n * 2), *ho = (__nv_bfloat16 *)malloc(n * 2);
+    unsigned seed = 777u;
+    for (size_t i = 0; i < n; i++) {
+        hq[i] = __float2bfloat16(2.0f * frand(&seed));
+        hk[i] = __float2bfloat16(2.0f * frand(&seed));
+        hv[i] = __float2bfloat16(frand(&seed));
+    }
+    __nv_bfloat16 *dq, *dk, *dv, *dO;
+    float *dl;
+    CHECK(cudaMalloc(&dq, n * 2));
+    CHECK(cudaMalloc(&dk, n * 2));
+    CHECK(cudaMalloc(&dv, n * 2));
+    CHECK(cudaMalloc(&dO, n * 2));
+    CHECK(cudaMalloc(&dl, (size_t)B * H * T * 4));
+    CHECK(cudaMemcpy(dq, hq, n * 2, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dk, hk, n * 2, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dv, hv, n * 2, cudaMemcpyHostToDevice));
+    (swap ? flash_fwd_kernel<1> : flash_fwd_kernel<0>)<<<dim3(T / TILE, B * H), 128>>>(
+        dO, dl, dq, dk, dv, T, H);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaMemcpy(ho, dO, n * 2, cudaMemcpyDeviceToHost));
+    float *hl = (float *)malloc((size_t)B * H * T * sizeof(float));
+    CHECK(cudaMemcpy(hl, dl, (size_t)B * H * T * 4, cudaMemcpyDeviceToHost));
+    double err = 0.0, omax = 0.0, lerr = 0.0;
+    double *sc = (double *)malloc((size_t)T * sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const size_t tq = (size_t)b * T + t;   /* token index over the batch */
+                double mx = -1e300, sum = 0.0;
+                for (int u = 0; u < T; u++) {
+                    const size_t tk = (size_t)b * T + u;
+                    double a = 0.0;
+                    for (int d = 0; d < D; d++)
+                        a += (double)__bfloat162float(hq[(tq * H + h) * D + d]) *
+                             (double)__bfloat162float(hk[(tk * H + h) * D + d]);
+                    sc[u] = a * 0.125;
+                    mx = fmax(mx, sc[u]);
+                }
+                for (int u = 0; u < T; u++) sum += (sc[u] = exp(sc[u] - mx));
+                lerr = fmax(lerr, fabs(mx + log(sum) - (double)hl[((size_t)b * H + h) * T + t]));
+                for (int d = 0; d < D; d++) {
+                    double a = 0.0;
+                    for (int u = 0; u < T; u++)
+                        a += sc[u] *
+                             (double)__bfloat162float(hv[(((size_t)b * T + u) * H + h) * D + d]);
+                    a /= sum;
+                    omax = fmax(omax, fabs(a));
+                    err = fmax(err, fabs(a - (double)__bfloat162float(ho[(tq * H + h) * D + d])));
+                }
+            }
+    /* P and O rounded to bf16; lse from f32 sums */
+    const int ok = err <= 2e-2 * omax && lerr <= 1e-3;
+    printf("%s flash forward (p 0) on wgmma: max |O - ref| %.3g (largest |O| %.3g), max |lse - "
+           "ref| %.3g\n", ok ? "PASS" : "FAIL", err, omax, lerr);
+    free(hl);
+    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dO); cudaFree(dl);
+    free(hq); free(hk); free(hv); free(ho); free(sc);
+    /* the rate at BERT-large seq 512 bs 32 (zeroed inputs: time only) */
+    const int Bt = 32, Ht = 16, Tt = 512;
+    const size_t nt = (size_t)Bt * Tt * Ht * D;
+    CHECK(cudaMalloc(&dq, nt * 2));
+    CHECK(cudaMalloc(&dk, nt * 2));
+    CHECK(cudaMalloc(&dv, nt * 2));
+    CHECK(cudaMalloc(&dO, nt * 2));
+    CHECK(cudaMalloc(&dl, (size_t)Bt * Ht * Tt * 4));
+    CHECK(cudaMemset(dq, 0, nt * 2));
+    CHECK(cudaMemset(dk, 0, nt * 2));
+    CHECK(cudaMemset(dv, 0, nt * 2));
+    auto kern = swap ? flash_fwd_kernel<1> : flash_fwd_kernel<0>;
+    const dim3 grid(Tt / TILE, Bt * Ht);
+    kern<<<grid, 128>>>(dO, dl, dq, dk, dv, Tt, Ht);   /* warm-up */
+    CHECK(cudaGetLastError());
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    CHECK(cudaEventRecord(e0));
+    for (int it = 0; it < 20; it++) kern<<<grid, 128>>>(dO, dl, dq, dk, dv, Tt, Ht);
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float ms = 0.0f;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    ms /= 20.0f;
+    const double flop = 4.0 * Bt * Ht * (double)Tt * Tt * D;
+    printf("  flash forward, B 32, H 16, T 512, Dh 64: %.3f ms a call, %.0f TFLOP/s (cuDNN's "
+           "without dropout: 0.093 ms on an H100, 2026-12-05)\n", ms, flop / (ms * 1e-3) * 1e-12);
+    CHECK(cudaEventDestroy(e0));
+    CHECK(cudaEventDestroy(e1));
+    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dO); cudaFree(dl);
+    return ok;
+}
+
 
 int main(void)
 {
@@ -275,6 +499,7 @@ int main(void)
         CHECK(cudaEventCreate(&e1));
         auto kern = form ? tile_kernel<1> : tile_kernel<0>;
         kern<<<blocks, 128>>>(dC, dA, dB, right[form], 16);   /* warm-up */
+        CHECK(cudaGetLastError());
         CHECK(cudaEventRecord(e0));
         kern<<<blocks, 128>>>(dC, dA, dB, right[form], reps);
         CHECK(cudaEventRecord(e1));
@@ -287,6 +512,12 @@ int main(void)
                blocks, reps, ms, flop / (ms * 1e-3) * 1e-12);
         CHECK(cudaEventDestroy(e0));
         CHECK(cudaEventDestroy(e1));
+    }
+    if (right[0] >= 0 && right[1] == right[0]) {
+        if (flash_check(right[0])) passed++;
+        else failed++;
+    } else {
+        printf("  the flash forward needs both forms right with one descriptor: not run\n");
     }
     cudaFree(dA); cudaFree(dB); cudaFree(dC);
     free(hA); free(hB); free(ref); free(hC);
