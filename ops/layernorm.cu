@@ -1088,9 +1088,9 @@ extern "C" int add_norm_forward_codes_cuda(void *y, void *s_out, float *mean, fl
                                            cudaStream_t s)
 {
     if (!add_norm_forward_codes_fits(dt, R, D)) return 0;
-    const size_t nv = D / (16 / dtype_size(dt)) / 32;
+    const size_t nv = D / (16 / dtype_size(dt)) / 32;   /* 1, 2 or 4: the fit's widths */
     const void *ptrs[8] = {x, y, z, s_out, gamma, beta, q, qt};
-    if ((nv != 1 && nv != 2 && nv != 4) || ln_vec_nv(dt, D, 4, ptrs, 8) != (int)nv) return 0;
+    if (ln_vec_nv(dt, D, 4, ptrs, 8) != (int)nv) return 0;   /* a pointer not 16-byte aligned */
     CT_ASSERT(R / LN_CODES_ROWS <= 0x7fffffffu, "add_norm_forward_codes_cuda: R = %zu rows", R);
     LnDrop d = make_drop(p, seed, offset, base);
     d.z = z;

@@ -84,6 +84,9 @@ int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, cons
                            uint64_t offset, const uint64_t *base, const void *bits, size_t R,
                            size_t D, int accum_x, int accum_z, int accum_gamma, int accum_beta,
                            cudaStream_t s);
+/* Whether add_norm_forward_codes_cuda takes rows R x D of dt (its shape rule;
+ * the pointers' alignment is checked by the call). */
+int add_norm_forward_codes_fits(DType dt, size_t R, size_t D);
 /* The forward that also makes y's E4M3 codes for the FP8 Linear that reads
  * y (ops/linear_fp8.h, "Codes made by the producer"): as
  * add_norm_forward_cuda, and from each value of y as stored, its code at
@@ -92,9 +95,6 @@ int add_norm_backward_cuda(void *dx, void *dz, float *dgamma, float *dbeta, cons
  * fp8_cast_transpose_cuda would make reading y. Returns 0 with nothing done
  * unless dt is bf16, R is a multiple of 32 and D is 256, 512 or 1,024 (32
  * vectors of 16 bytes times 1, 2 or 4), every pointer 16-byte aligned. */
-/* Whether add_norm_forward_codes_cuda takes rows R x D of dt (its shape rule;
- * the pointers' alignment is checked by the call). */
-int add_norm_forward_codes_fits(DType dt, size_t R, size_t D);
 int add_norm_forward_codes_cuda(void *y, void *s_out, float *mean, float *invstd, const void *x,
                                 const void *z, const float *gamma, const float *beta, DType dt,
                                 float eps, float p, uint64_t seed, uint64_t offset,
