@@ -93,6 +93,15 @@ $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
+# The wgmma attention kernels (ops/attention_sm90*.cu) need Hopper's sm_90a code where
+# 90 is in ARCH; CTRAIN_SM90A tells attention_sm90_supports that it is there.
+comma := ,
+ifneq ($(filter 90,$(ARCH)),)
+$(BUILD)/obj/ops/attention_sm90.cu.o $(BUILD)/obj/ops/attention_sm90_bwd.cu.o: \
+    NVFLAGS := $(subst compute_90$(comma)code=sm_90,compute_90a$(comma)code=sm_90a,$(NVFLAGS)) \
+               -DCTRAIN_SM90A
+endif
+
 # The CPU image resampler's loops vectorise at -O3 only (gcc 12), its clamps
 # only without FP-trap semantics (nothing here traps on floating point)
 $(BUILD)/obj/data/resample.o: CFLAGS += -O3 -fno-trapping-math
@@ -129,7 +138,7 @@ $(BUILD)/conv1x1_bn_probe: scripts/conv1x1_bn_probe.cu $(LIB)
 
 $(BUILD)/wgmma_probe: scripts/wgmma_probe.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -std=c++17 -lineinfo -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
+	$(NVCC) -O3 -std=c++17 -I. -lineinfo -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
 	    -gencode=arch=compute_90a,code=sm_90a $< -o $@
 
 $(BUILD)/image_cpu_probe $(BUILD)/jpeg_gpu_probe $(BUILD)/cudnn_fusion_probe \

@@ -164,12 +164,15 @@ static const Setting table[SET_COUNT] = {
         "the forward's prologue; the two gradients alone (backward); or cuDNN's convolutions "
         "with batch norm's passes around them (library). H100, ResNet-50 bs 256 bf16 unit: "
         "own 42.8 ms a step, backward 42.85, library 43.13 (docs/kernels.md)"),
-    [SET_ATTN] = V_CHOICE("CTRAIN_ATTN", SA_DEV, "cudnn", NULL, "cublas|cudnn|flash",
+    [SET_ATTN] = V_CHOICE("CTRAIN_ATTN", SA_DEV, "cudnn", NULL, "cublas|cudnn|flash|sm90",
         "cudnn: cuDNN's fused flash attention (graph API, f16/bf16, its own dropout mask) where "
         "cuDNN plans both directions, else flash (BERT-large bf16 on an H100: +3.4% at seq 128 "
         "bs 256, +8.6% at seq 512 bs 32); flash: ctrain's fused tensor-core kernels where they "
         "run (f16/bf16, head size 32, 64 or 128, sm_80+; the CPU reference's dropout mask), else "
-        "cublas; cublas: attention always as cuBLASLt GEMMs around the softmax kernel"),
+        "cublas; cublas: attention always as cuBLASLt GEMMs around the softmax kernel; sm90: "
+        "ctrain's wgmma kernels (ops/attention_sm90.h: sm_90, head size 64, T a multiple of 64, "
+        "f16/bf16; the CPU reference's dropout mask) for attention read from one q/k/v "
+        "projection, elsewhere as flash (one dropout mask throughout)"),
     [SET_ATTN_SAVE_MASK] = V_SWITCH("CTRAIN_ATTN_SAVE_MASK", SA_DEV, "1", NULL,
         "the fused attention forward keeps its dropout mask for the backward, B H T^2/8 bytes a "
         "layer (0: the backward draws it again)"),

@@ -14,6 +14,9 @@
  *   out = attention(q, k, v, mask)         dqkv[.., 0:D | D:2D | 2D:3D] = dq | dk | dv
  *
  * Paths:
+ *   - CUDA, CTRAIN_ATTN=sm90 on an sm_90 device (ops/attention_sm90.h: head
+ *     width 64, T a multiple of 64): ctrain's wgmma kernels, reading and writing
+ *     in place the same way, with the CPU reference's dropout mask.
  *   - CUDA: cuDNN's fused attention reading q, k, v and writing dq, dk, dv
  *     in place with the 3 D token stride (ops/attention_cudnn.h, SdpaShape.ld),
  *     where op_attention_qkv_supported says it plans (CTRAIN_ATTN=cudnn, f16 /
@@ -24,7 +27,8 @@
  *   - CPU: q, k, v gathered into [B, H, T, Dh] f32 copies and the CPU
  *     reference run on them: the same values and the same dropout draw as
  *     op_attention_bthd on q, k, v split from qkv, bit for bit.
- * Node (CUDA): saves qkv, out, cuDNN's stats f32 [B, H, T] and the mask;
+ * Node (CUDA): saves qkv, out, the rows' statistics f32 [B, H, T] (cuDNN's stats or the
+ * wgmma kernels' lse) and the mask;
  * (CPU): qkv and P [B, H, T, T] in qkv's type (as op_attention's CPU path).
  */
 #include "attention.h"
@@ -37,6 +41,7 @@
 #include "engine/mem.h"
 #include "engine/settings.h"
 #include "attention_cudnn.h"
+#include "attention_sm90.h"
 #include "autocast.h"
 #include "cpu_f32.h"
 #include "op_util.h"
@@ -79,6 +84,16 @@ static QkvDims qkv_check(Ctx *c, Tensor *qkv, int heads, Tensor *mask, float p)
     return d;
 }
 
+#ifdef CTRAIN_CUDA
+/* CTRAIN_ATTN=sm90 and a call the wgmma kernels take (ops/attention_sm90.h) */
+static int qkv_sm90_wanted(Ctx *c, DType dt, int64_t B, int64_t T, int heads, int64_t Dh,
+                           const Tensor *mask)
+{
+    return setting_choice(SET_ATTN) == 3 && (!mask || (uintptr_t)mask->data % 16 == 0) &&
+           attention_sm90_supports(c, dt, (size_t)B, (size_t)heads, (size_t)T, (size_t)Dh);
+}
+#endif
+
 int op_attention_qkv_supported(Ctx *c, DType dt, int64_t B, int64_t T, int heads, int64_t Dh,
                                const Tensor *mask, float dropout_p)
 {
@@ -87,6 +102,7 @@ int op_attention_qkv_supported(Ctx *c, DType dt, int64_t B, int64_t T, int heads
     if (B <= 0 || T <= 0 || heads <= 0 || Dh <= 0) return 0;
     const size_t D = (size_t)heads * (size_t)Dh;
     const int aligned = (D * dtype_size(dt)) % 16 == 0 && (!mask || (uintptr_t)mask->data % 16 == 0);
+    if (qkv_sm90_wanted(c, dt, B, T, heads, Dh, mask) && aligned && dropout_p < 1.0f) return 1;
     return setting_choice(SET_ATTN) == 1 && (dt == DT_F16 || dt == DT_BF16) && aligned &&
            dropout_p < 1.0f &&
            attention_cudnn_ready(c, dt, (size_t)B, (size_t)heads, (size_t)T, (size_t)Dh, 1,
@@ -202,9 +218,12 @@ static Tensor *attention_qkv_cpu(Ctx *c, Tensor *qkv, Tensor *mask, float p, uin
 }
 
 #ifdef CTRAIN_CUDA
-/* ---- CUDA: cuDNN reading the projection in place ---- */
+/* ---- CUDA: cuDNN's attention, or ctrain's wgmma kernels (i[7] 1), reading the
+ * projection in place and writing dq, dk, dv in place; the node keeps qkv, out,
+ * the rows' statistics f32 [B, H, T] (cuDNN's stats, the kernels' lse) and the
+ * mask ---- */
 
-static void attention_qkv_cudnn_backward(Ctx *c, Node *n)
+static void attention_qkv_cuda_backward(Ctx *c, Node *n)
 {
     Tensor *qkv = n->saved[0], *out = n->saved[1], *stats = n->saved[2];
     Tensor *mask = n->i[6] ? n->saved[3] : NULL;
@@ -213,23 +232,29 @@ static void attention_qkv_cudnn_backward(Ctx *c, Node *n)
     Tensor *dqkv = ad_grad_dst(c, n->in[0], &acc);
     if (!dqkv) return;
     const size_t D = d.H * d.Dh, es = dtype_size(qkv->dtype), bytes = d.B * d.T * 3 * D * es;
-    /* cuDNN writes dq, dk, dv in place: into dqkv, or a fresh buffer added to it */
+    /* dq, dk, dv go into dqkv, or a fresh buffer added to it */
     char *g = acc ? (char *)mem_alloc(c, bytes) : (char *)dqkv->data;
-    attention_cudnn_backward(c, g, g + D * es, g + 2 * D * es, n->out->grad->data, qkv->data,
-                             (const char *)qkv->data + D * es,
-                             (const char *)qkv->data + 2 * D * es, out->data,
-                             (const float *)stats->data,
-                             mask ? (const float *)mask->data : NULL, qkv->dtype, n->f[0],
-                             (uint64_t)n->i[0], (uint64_t)n->i[1], d.B, d.H, d.T, d.Dh, 0, 0, 0,
-                             1, 3 * D);
+    const char *x = (const char *)qkv->data;
+    const float *m = mask ? (const float *)mask->data : NULL;
+    const uint64_t seed = (uint64_t)n->i[0], offset = (uint64_t)n->i[1];
+    if (n->i[7])
+        attention_sm90_backward(c, g, g + D * es, g + 2 * D * es, n->out->grad->data, x,
+                                x + D * es, x + 2 * D * es, out->data,
+                                (const float *)stats->data, m, qkv->dtype, n->f[0], seed, offset,
+                                d.B, d.H, d.T, 3 * D, D);
+    else
+        attention_cudnn_backward(c, g, g + D * es, g + 2 * D * es, n->out->grad->data, x,
+                                 x + D * es, x + 2 * D * es, out->data,
+                                 (const float *)stats->data, m, qkv->dtype, n->f[0], seed,
+                                 offset, d.B, d.H, d.T, d.Dh, 0, 0, 0, 1, 3 * D);
     if (acc) {
         cast_cuda(dqkv->data, qkv->dtype, g, qkv->dtype, d.B * d.T * 3 * D, 1, c->stream);
         mem_free(c, g, bytes);
     }
 }
 
-static Tensor *attention_qkv_cudnn(Ctx *c, Tensor *qkv, Tensor *mask, float p, uint64_t seed,
-                                   uint64_t offset, QkvDims d)
+static Tensor *attention_qkv_cuda(Ctx *c, Tensor *qkv, Tensor *mask, float p, uint64_t seed,
+                                  uint64_t offset, QkvDims d, int sm90)
 {
     const size_t D = d.H * d.Dh, es = dtype_size(qkv->dtype);
     int64_t oshape[4] = {(int64_t)d.B, (int64_t)d.T, (int64_t)d.H, (int64_t)d.Dh};
@@ -237,15 +262,21 @@ static Tensor *attention_qkv_cudnn(Ctx *c, Tensor *qkv, Tensor *mask, float p, u
     Tensor *out = tensor_new(c, qkv->dtype, 4, oshape);
     Tensor *stats = tensor_new(c, DT_F32, 3, sshape);
     const char *x = (const char *)qkv->data;
-    if (!attention_cudnn_forward(c, out->data, (float *)stats->data, x, x + D * es, x + 2 * D * es,
-                                 mask ? (const float *)mask->data : NULL, qkv->dtype, p, seed,
-                                 offset, d.B, d.H, d.T, d.Dh, 1, 3 * D))
+    const float *m = mask ? (const float *)mask->data : NULL;
+    if (sm90)
+        attention_sm90_forward(c, out->data, (float *)stats->data, NULL, x, x + D * es,
+                               x + 2 * D * es, m, qkv->dtype, p, seed, offset, d.B, d.H, d.T,
+                               3 * D, D);
+    else if (!attention_cudnn_forward(c, out->data, (float *)stats->data, x, x + D * es,
+                                      x + 2 * D * es, m, qkv->dtype, p, seed, offset, d.B, d.H,
+                                      d.T, d.Dh, 1, 3 * D))
         ct_fatal_hint("set CTRAIN_ATTN=flash (models then keep three projections)",
                       "attention_qkv: cuDNN refused to run the forward it planned for "
                       "[B %zu, T %zu, H %zu, Dh %zu]", d.B, d.T, d.H, d.Dh);
     if (ad_needs_grad(c, &qkv, 1)) {
-        Node *n = ad_record(c, "attention_qkv", attention_qkv_cudnn_backward, out, &qkv, 1);
+        Node *n = ad_record(c, "attention_qkv", attention_qkv_cuda_backward, out, &qkv, 1);
         qkv_node_set(n, p, seed, offset, d, mask != NULL);
+        n->i[7] = sm90;
         ad_save(n, qkv);
         ad_save(n, out);
         ad_save(n, stats);
@@ -273,7 +304,10 @@ Tensor *op_attention_qkv_at(Ctx *c, Tensor *qkv0, int heads, Tensor *mask, float
     Tensor *qkv = autocast_cast_input(c, qkv0);
     Tensor *out = NULL;
 #ifdef CTRAIN_CUDA
-    if (c->device == DEV_CUDA) out = attention_qkv_cudnn(c, qkv, mask, dropout_p, seed, offset, d);
+    if (c->device == DEV_CUDA)
+        out = attention_qkv_cuda(c, qkv, mask, dropout_p, seed, offset, d,
+                                 qkv_sm90_wanted(c, qkv->dtype, (int64_t)d.B, (int64_t)d.T,
+                                                 heads, (int64_t)d.Dh, mask));
 #endif
     if (!out) out = attention_qkv_cpu(c, qkv, mask, dropout_p, seed, offset, d);
     tensor_release(qkv);

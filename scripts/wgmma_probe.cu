@@ -42,6 +42,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ops/wgmma_sm90.cuh"
+
 #define CHECK(x)                                                                              \
     do {                                                                                      \
         cudaError_t e_ = (x);                                                                 \
@@ -57,6 +59,15 @@ enum { TILE = 64, CORE_BYTES = 128 };
 __host__ __device__ static inline unsigned core_offset(int r, int k)
 {
     return (unsigned)(((r / 8) * 8 + k / 8) * CORE_BYTES + (r % 8) * 16 + (k % 8) * 2);
+}
+
+/* byte offset of element (r, c) of a [rows][64] bf16 tile in the 128-byte
+ * swizzle (TMA's SWIZZLE_128B, wgmma's layout type 1): row r at 128 r, its
+ * 16-byte chunk c / 8 stored at chunk (c / 8) ^ (r % 8). The tile must start
+ * on 1,024 bytes (the pattern repeats every 8 rows). */
+__host__ __device__ static inline unsigned sw128_offset(int r, int c)
+{
+    return (unsigned)(r * 128 + (((c / 8) ^ (r % 8)) * 16) + (c % 8) * 2);
 }
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -76,17 +87,10 @@ __device__ static inline uint64_t desc_of(uint32_t base, int j, int swap)
     return (uint64_t)((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
 }
 
-/* The 32 accumulator registers as one asm operand list. */
-#define ACC_OPS(d)                                                                            \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),       \
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),            \
-        "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),         \
-        "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),         \
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),         \
-        "+f"(d[31])
-#define ACC_LIST                                                                              \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "  \
-    "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+/* The 32 accumulator registers as one asm operand list: WG_ACC_OPS, WG_ACC_LIST of
+ * ops/wgmma_sm90.cuh */
+#define ACC_OPS(d) WG_ACC_OPS(d)
+#define ACC_LIST WG_ACC_LIST
 
 /* d (+)= A B^T over one k16 slice, both operands in shared memory (K-major, no
  * transpose); accumulate 0 overwrites d. */
@@ -117,6 +121,67 @@ __device__ static inline void mma_rs(float d[32], const uint32_t a[4], uint64_t 
 #endif
 }
 
+/* The 128-byte-swizzle descriptor (layout type 1 in bits 62-63) of k16 slice
+ * j of a 64-wide tile at base: K-major (the rows are M or N, K along a row):
+ * the slice starts 32 bytes further along the row, SBO 1,024 bytes from one
+ * 8-row group to the next, LBO unused (1); MN-major (the rows are K, N along
+ * a row, B read transposed): the slice starts 16 rows (2,048 bytes) further,
+ * SBO 1,024 from one 8-row group of K to the next, LBO (between 64-wide
+ * groups along N) unused at N 64. swap: LBO and SBO the other way round. */
+__device__ static inline uint64_t desc_sw128(uint32_t base, int j, int mn_major, int swap)
+{
+    const uint32_t addr = base + (uint32_t)j * (mn_major ? 2048u : 32u);
+    const uint64_t lbo = swap ? 1024 : 16, sbo = swap ? 16 : 1024;
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32) |
+           (1ull << 62);
+}
+
+/* No-swizzle descriptor of k16 slice j of an MN-major 64 x 64 tile stored as
+ * core matrices of 8 K-rows x 8 N-values (16 bytes along N), core (k / 8, n /
+ * 8) at ((n / 8) 8 + k / 8) 128 bytes (mn_offset): the slice starts 2 cores
+ * (256 bytes) further along K; swap 0: LBO along N (1,024), SBO along K (128),
+ * swap 1 the other way. */
+__host__ __device__ static inline unsigned mn_offset(int k, int n)
+{
+    return (unsigned)(((n / 8) * 8 + k / 8) * CORE_BYTES + (k % 8) * 16 + (n % 8) * 2);
+}
+__device__ static inline uint64_t desc_mn(uint32_t base, int j, int swap)
+{
+    const uint32_t addr = base + (uint32_t)j * 2 * CORE_BYTES;
+    const uint64_t along_n = 8 * CORE_BYTES, along_k = CORE_BYTES;
+    const uint64_t lbo = swap ? along_k : along_n, sbo = swap ? along_n : along_k;
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
+}
+
+/* d (+)= A B over one k16 slice, A K-major, B MN-major (read transposed: the
+ * tnsp-b immediate 1), both from shared memory */
+__device__ static inline void mma_ss_tb(float d[32], uint64_t da, uint64_t db, int accumulate)
+{
+#if WGMMA_OK
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACC_LIST
+                 ", %32, %33, p, 1, 1, 0, 1;\n}\n"
+                 : ACC_OPS(d)
+                 : "l"(da), "l"(db), "r"(accumulate));
+#else
+    (void)d; (void)da; (void)db; (void)accumulate;
+#endif
+}
+/* the same with A from registers */
+__device__ static inline void mma_rs_tb(float d[32], const uint32_t a[4], uint64_t db,
+                                        int accumulate)
+{
+#if WGMMA_OK
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACC_LIST
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : ACC_OPS(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+#else
+    (void)d; (void)a; (void)db; (void)accumulate;
+#endif
+}
+
 /* Shared memory written by ordinary stores, made visible to wgmma's reads
  * (the async proxy): each thread after its stores, before the barrier. */
 __device__ static inline void smem_to_async(void)
@@ -126,12 +191,6 @@ __device__ static inline void smem_to_async(void)
 #endif
 }
 
-__device__ static inline void wg_fence(void)
-{
-#if WGMMA_OK
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
 __device__ static inline void wg_commit_wait(void)
 {
 #if WGMMA_OK
@@ -206,6 +265,58 @@ __global__ void __launch_bounds__(128) tile_kernel(float *C, const __nv_bfloat16
         o[r * TILE + c + 1] = d[4 * i + 1];
         o[(r + 8) * TILE + c] = d[4 * i + 2];
         o[(r + 8) * TILE + c + 1] = d[4 * i + 3];
+    }
+}
+
+/* The layouts the attention kernels load with cp.async or TMA (no shuffles
+ * of their own): MODE 1 A and B K-major in the 128-byte swizzle, C = A B^T;
+ * MODE 2 A from registers, B MN-major in the 128-byte swizzle (B stored [K][N],
+ * N along a row: V, dO, Q, K as the products P V, P^T dO, dS^T Q, dS K read
+ * them), C = A B; MODE 3 the same with B MN-major in core matrices without
+ * swizzle; MODE 4 A K-major and B MN-major, both in the swizzle and in shared
+ * memory. swap as desc_sw128 / desc_mn. */
+template <int MODE>
+__global__ void __launch_bounds__(128) layout_kernel(float *C, const __nv_bfloat16 *A,
+                                                     const __nv_bfloat16 *B, int swap)
+{
+    __shared__ __align__(1024) unsigned char sa[TILE * TILE * 2], sb[TILE * TILE * 2];
+    for (int i = threadIdx.x; i < TILE * TILE; i += blockDim.x) {
+        const int r = i / TILE, c = i % TILE;   /* A[r][c]; B[r][c]: (n, k) in 1, (k, n) else */
+        *(__nv_bfloat16 *)(sa + sw128_offset(r, c)) = A[i];
+        *(__nv_bfloat16 *)(sb + (MODE == 3 ? mn_offset(r, c) : sw128_offset(r, c))) = B[i];
+    }
+    smem_to_async();
+    __syncthreads();
+    const uint32_t base_a = (uint32_t)__cvta_generic_to_shared(sa);
+    const uint32_t base_b = (uint32_t)__cvta_generic_to_shared(sb);
+    uint32_t ar[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) a_regs(ar[j], A, j);
+    float d[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) d[i] = 0.0f;
+    wg_fence();
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        if constexpr (MODE == 1)
+            mma_ss(d, desc_sw128(base_a, j, 0, swap), desc_sw128(base_b, j, 0, swap), j > 0);
+        else if constexpr (MODE == 2)
+            mma_rs_tb(d, ar[j], desc_sw128(base_b, j, 1, swap), j > 0);
+        else if constexpr (MODE == 3)
+            mma_rs_tb(d, ar[j], desc_mn(base_b, j, swap), j > 0);
+        else
+            mma_ss_tb(d, desc_sw128(base_a, j, 0, swap), desc_sw128(base_b, j, 1, swap), j > 0);
+    }
+    wg_commit_wait();
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int r = 16 * w + lane / 4;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int c = 8 * i + 2 * (lane % 4);
+        C[r * TILE + c] = d[4 * i];
+        C[r * TILE + c + 1] = d[4 * i + 1];
+        C[(r + 8) * TILE + c] = d[4 * i + 2];
+        C[(r + 8) * TILE + c + 1] = d[4 * i + 3];
     }
 }
 
@@ -489,6 +600,54 @@ int main(void)
             printf("FAIL wgmma %s: neither descriptor assignment gives A B^T\n", name);
             failed++;
         }
+    }
+    /* the swizzled and transposed layouts (A B against A B^T: B's rows are K) */
+    {
+        double *ref_t = (double *)malloc(n * sizeof(double)), tmax = 0.0;
+        for (int r = 0; r < TILE; r++)
+            for (int c = 0; c < TILE; c++) {
+                double s = 0.0;
+                for (int k = 0; k < TILE; k++)
+                    s += (double)__bfloat162float(hA[r * TILE + k]) *
+                         (double)__bfloat162float(hB[k * TILE + c]);
+                ref_t[r * TILE + c] = s;
+                tmax = fmax(tmax, fabs(s));
+            }
+        static const char *names[5] = {"", "A, B K-major, 128-byte swizzle (A B^T)",
+                                       "A in registers, B MN-major, 128-byte swizzle (A B)",
+                                       "A in registers, B MN-major, core matrices (A B)",
+                                       "A K-major, B MN-major, both swizzled (A B)"};
+        for (int mode = 1; mode <= 4; mode++) {
+            int good = -1;
+            for (int swap = 0; swap < 2; swap++) {
+                CHECK(cudaMemset(dC, 0, n * sizeof(float)));
+                auto k = mode == 1 ? layout_kernel<1> : mode == 2 ? layout_kernel<2>
+                                                    : mode == 3 ? layout_kernel<3>
+                                                                : layout_kernel<4>;
+                k<<<1, 128>>>(dC, dA, dB, swap);
+                CHECK(cudaGetLastError());
+                CHECK(cudaDeviceSynchronize());
+                CHECK(cudaMemcpy(hC, dC, n * sizeof(float), cudaMemcpyDeviceToHost));
+                const double *rf = mode == 1 ? ref : ref_t;
+                const double mx = mode == 1 ? cmax : tmax;
+                double err = 0.0;
+                for (int i = 0; i < n; i++) err = fmax(err, fabs((double)hC[i] - rf[i]));
+                printf("  %s, swap %d: max |C - ref| %.3g (largest %.3g)\n", names[mode], swap,
+                       err, mx);
+                if (err <= 1e-3 * mx && good < 0) good = swap;
+            }
+            /* ops/wgmma_sm90.cuh's wg_desc is swap 0 (LBO 16, SBO 1,024): the
+             * swizzled forms pass only with it */
+            if (good >= 0 && (mode == 3 || good == 0)) {
+                printf("PASS wgmma %s with swap %d\n", names[mode], good);
+                passed++;
+            } else {
+                printf("FAIL wgmma %s: %s\n", names[mode],
+                       good < 0 ? "neither assignment" : "only swap 1, not wg_desc's swap 0");
+                failed++;
+            }
+        }
+        free(ref_t);
     }
     /* the rate: 4,096 tiles a block, operands staying in shared memory */
     for (int form = 0; form < 2; form++) {

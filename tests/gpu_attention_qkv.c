@@ -11,6 +11,10 @@
  *   - the same bits twice (the op's backward is deterministic);
  *   - op_attention_qkv_supported 0 for an f32 compute type.
  * Shapes: BERT-large's head width at seq 128 and 512 (B 2, H 4, Dh 64).
+ * The same cases again in a child with CTRAIN_ATTN=sm90 (ctrain's wgmma kernels,
+ * ops/attention_sm90.h, on an sm_90 device; SKIP elsewhere): op_attention_bthd
+ * then runs the tensor-core flash kernels, whose dropout mask is the wgmma
+ * kernels' too, so out and dqkv agree within rounding with dropout as well.
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +25,7 @@
 #include "engine/ctx.h"
 #include "engine/settings.h"
 #include "ops/attention.h"
+#include "ops/attention_sm90.h"
 #include "ops/ops.h"
 #include "check.h"
 #include "gpu_util.h"
@@ -131,8 +136,29 @@ static void one_case(Ctx *c, DType dt, int T, float p, int with_mask, int twice)
     free(x); free(w); free(mask);
 }
 
+/* the cases under CTRAIN_ATTN=sm90 (a child: settings are read once) */
+static void sm90_cases(void *arg, void *payload)
+{
+    (void)arg; (void)payload;
+    Ctx c;
+    ctx_init(&c, DEV_CUDA, 0, 0x5eedULL);
+    if (!attention_sm90_supports(&c, DT_BF16, 2, 4, 128, 64)) {
+        printf("SKIP attention_qkv.sm90: no sm_90 device, or a build without 90 in ARCH\n");
+    } else {
+        const DType dts[2] = {DT_BF16, DT_F16};
+        for (int d = 0; d < 2; d++) {
+            one_case(&c, dts[d], 128, 0.0f, 0, 0);
+            one_case(&c, dts[d], 128, 0.1f, 1, 0);
+            one_case(&c, dts[d], 128, 0.1f, 0, 1);
+            one_case(&c, dts[d], 512, 0.1f, 1, 0);
+        }
+    }
+    ctx_free(&c);
+}
+
 int main(void)
 {
+    gpu_child_run("CTRAIN_ATTN", "sm90", sm90_cases, NULL, NULL, 0);
     gpu_require();
     check_seed(20261206);
     setenv("CTRAIN_ATTN", "cudnn", 1);

@@ -1,0 +1,146 @@
+/* attention_sm90.cuh — what the sm_90 attention kernels share
+ * (ops/attention_sm90.cu: forward, ops/attention_sm90_bwd.cu: backward):
+ * sizes, the mask's maximum, the dropout bits of a quad's two rows, 2^x,
+ * the type dispatch. Everything is in an anonymous namespace: each file gets
+ * its own copy. */
+#ifndef CTRAIN_OPS_ATTENTION_SM90_CUH
+#define CTRAIN_OPS_ATTENTION_SM90_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#include "engine/error.h"
+#include "attention_sm90.h"
+#include "attn_dropout.h"
+#include "cuda_util.cuh"
+#include "dropout.h"
+#include "mma_sm80.cuh"
+#include "wgmma_sm90.cuh"
+
+namespace {
+
+constexpr int SM90_THREADS = 256;   /* two warpgroups */
+constexpr int SM90_ROWS = 128;      /* query rows a forward block owns */
+constexpr int SM90_TILE = 64 * 64 * 2;   /* bytes of a 64 x 64 16-bit tile */
+/* Q (128 rows), K and V twice each, + 1 KiB to align the base to 1,024 */
+constexpr size_t SM90_SMEM_FWD = 2 * SM90_TILE + 4 * SM90_TILE + 1024;
+constexpr float SM90_LOG2E = 1.4426950408889634f;
+constexpr float SM90_LN2 = 0.6931471805599453f;
+
+/* 2^x, one MUFU instruction (relative error ~2^-22; 2^-inf = 0) */
+__device__ __forceinline__ float sm90_ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* the 64 keep bits of row 16 w + g (r 0) and of row 16 w + g + 8 (r 1) of a
+ * 64 x 64 tile for thread lane = 4 g + t: lane t draws groups 2 t, 2 t + 1 of
+ * both rows; rowg0 = the flat query row (bh T + i) of r 0 */
+__device__ __forceinline__ void sm90_keep_rows(uint64_t (&kw)[2], uint64_t rowg0, int k0, int T,
+                                               uint32_t thr, uint64_t seed, uint64_t offset,
+                                               int lane)
+{
+    const int t = lane & 3;
+    uint32_t w = 0;
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const uint64_t col = (uint64_t)(k0 + 8 * (2 * t + e));
+            const uint64_t grp = ((rowg0 + 8 * r) * (uint64_t)T + col) >> 3;
+            w |= attn_keep8(seed, offset, grp, thr) << (8 * (2 * r + e));
+        }
+    uint32_t q[4];
+#pragma unroll
+    for (int s = 0; s < 4; s++) q[s] = __shfl_sync(FULL_MASK, w, (lane & ~3) | s);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int sh = 16 * r;
+        const uint64_t lo = ((q[0] >> sh) & 0xFFFFu) | (((q[1] >> sh) & 0xFFFFu) << 16);
+        const uint64_t hi = ((q[2] >> sh) & 0xFFFFu) | (((q[3] >> sh) & 0xFFFFu) << 16);
+        kw[r] = lo | (hi << 32);
+    }
+}
+
+/* max over the block of mask row mb (0 without a mask) */
+template <int NT> __device__ float sm90_mask_max(const float *mb, int T, float *red)
+{
+    if (!mb) return 0.0f;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < T; j += NT) m = fmaxf(m, mb[j]);
+    m = warp_max(m);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = red[0];
+#pragma unroll
+    for (int w = 1; w < NT / 32; w++) m = fmaxf(m, red[w]);
+    return m;
+}
+
+/* the mask terms log2e (mask_j - max mask) of a thread's 16 key columns
+ * 8 c + 2 t (+ 1) of the tile at k0 (0 without a mask) */
+__device__ __forceinline__ void sm90_mask_terms(float (&mt)[16], const float *mb, int k0,
+                                                float mmax, int t)
+{
+#pragma unroll
+    for (int c = 0; c < 8; c++) {
+        if (mb) {
+            const float2 x = *reinterpret_cast<const float2 *>(mb + k0 + 8 * c + 2 * t);
+            mt[2 * c] = (x.x - mmax) * SM90_LOG2E;
+            mt[2 * c + 1] = (x.y - mmax) * SM90_LOG2E;
+        } else {
+            mt[2 * c] = mt[2 * c + 1] = 0.0f;
+        }
+    }
+}
+
+/* d = A B^T over K = 64: A [64, 64] and B [64, 64] K-major tiles at shared
+ * addresses a and b (four wgmmas; not committed) */
+template <typename E>
+__device__ __forceinline__ void sm90_abt(float (&d)[32], uint32_t a, uint32_t b)
+{
+#pragma unroll
+    for (int j = 0; j < 4; j++) wg_mma_ss<E, 0>(d, wg_desc(a, j, false), wg_desc(b, j, false), j);
+}
+/* d (+)= A B over K = 64: A from registers (wg_acc_to_a, four k slices), B a
+ * [64, 64] tile read MN-major at b; first: d is overwritten (not committed) */
+template <typename E>
+__device__ __forceinline__ void sm90_ab(float (&d)[32], const uint32_t (&a)[4][4], uint32_t b,
+                                        bool first)
+{
+#pragma unroll
+    for (int j = 0; j < 4; j++) wg_mma_rs<E, 1>(d, a[j], wg_desc(b, j, true), !first || j > 0);
+}
+
+/* a 16-bit pair stored at p */
+__device__ __forceinline__ void st_pair(void *p, uint32_t v)
+{
+    *reinterpret_cast<uint32_t *>(p) = v;
+}
+
+/* the top of a tile's step: this warpgroup's products of the step before are
+ * done, this thread's copies of this tile landed and are visible to wgmma,
+ * then a barrier: every thread's copies landed, and the other buffer is free */
+__device__ __forceinline__ void sm90_tile_ready()
+{
+    wg_wait<0>();
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+}
+
+/* f(tag) with tag an E of dt's type (f16 or bf16) */
+template <typename F> void sm90_dispatch(DType dt, const char *what, F f)
+{
+    switch (dt) {
+    case DT_F16: f(__half()); break;
+    case DT_BF16: f(__nv_bfloat16()); break;
+    default: ct_fatal("%s: dtype %s has no sm_90 kernel (f16, bf16)", what, dtype_name(dt));
+    }
+}
+
+} // namespace
+
+#endif

@@ -1,0 +1,331 @@
+/* attention_sm90_bwd.cu — the backward of the sm_90 attention
+ * (ops/attention_sm90.h: the contract; ops/attention_fused.h: the math):
+ *
+ *   P_ij  = 2^(t_ij - lse2_i),   t = log2e (scale q_i . k_j + mask_j - max mask)
+ *   D_i   = rowsum(dout_i * out_i)                           (sm90_d_kernel)
+ *   dP_ij = keep_ij s_d dout_i . v_j,   dS_ij = P_ij (dP_ij - D_i)
+ *   dq_i  = scale sum_j dS_ij k_j                            (sm90_dq_kernel)
+ *   dv_j  = sum_i keep_ij s_d P_ij dout_i,  dk_j = scale sum_i dS_ij q_i   (sm90_dkdv_kernel)
+ *
+ * Both product kernels are one warpgroup (128 threads), 64 rows a block,
+ * the other side streamed in 64-row tiles double-buffered by cp.async into
+ * the 128-byte swizzle (ops/wgmma_sm90.cuh). In the dkdv kernel the
+ * accumulators are transposed (rows are keys, columns queries): lse, D and
+ * the dropout bits are per column there, read from shared memory where they
+ * arrive with the Q and dO tiles. The dq kernel draws the bits as the
+ * forward does and writes them, a 64-bit word per (query row, key tile), in
+ * the order [B H][T / 64][T] so that a query tile's 64 words are contiguous
+ * for the dkdv kernel, which runs second.
+ */
+#include "attention_sm90.cuh"
+
+#include "engine/mem.h"
+
+namespace {
+
+constexpr int BW_THREADS = 128;
+constexpr size_t BW_SMEM = 6 * SM90_TILE + 1024;            /* dq: Q, dO, 2 K, 2 V */
+constexpr size_t BW_AUX = 64 * 4 * 2 + 64 * 8;               /* lse, D, bits of a tile */
+constexpr size_t BW_SMEM_KV = 6 * SM90_TILE + 2 * BW_AUX + 1024;   /* dkdv: + 2 aux */
+
+/* D_i = sum_e dout_ie out_ie in f32 (values as stored), rows in [B H T] order;
+ * 8 lanes a row, 16 bytes each */
+template <typename E>
+__global__ void __launch_bounds__(256)
+    sm90_d_kernel(float *D, const E *dout, const E *out, int H, int T, int ld, size_t rows)
+{
+    const size_t z = ((size_t)blockIdx.x * 256 + threadIdx.x) >> 3;
+    const int part = threadIdx.x & 7;
+    float acc = 0.0f;
+    if (z < rows) {
+        const size_t bh = z / (size_t)T, i = z % (size_t)T, b = bh / H, h = bh % H;
+        const size_t off = (b * T + i) * (size_t)ld + h * 64 + part * 8;
+        const uint4 a = *reinterpret_cast<const uint4 *>(dout + off);
+        const uint4 o = *reinterpret_cast<const uint4 *>(out + off);
+        const uint32_t av[4] = {a.x, a.y, a.z, a.w}, ov[4] = {o.x, o.y, o.z, o.w};
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+            const float2 u = unpack2<E>(av[x]), w = unpack2<E>(ov[x]);
+            acc = fmaf(u.x, w.x, acc);
+            acc = fmaf(u.y, w.y, acc);
+        }
+    }
+    acc += __shfl_xor_sync(FULL_MASK, acc, 1);
+    acc += __shfl_xor_sync(FULL_MASK, acc, 2);
+    acc += __shfl_xor_sync(FULL_MASK, acc, 4);
+    if (z < rows && part == 0) D[z] = acc;
+}
+
+/* dq (and the dropout bits). A block owns query rows i0 .. i0 + 63 of head bh. */
+template <typename E>
+__global__ void __launch_bounds__(BW_THREADS, 3)
+    sm90_dq_kernel(E *dq, uint64_t *bits, const E *q, const E *k, const E *v, const E *dout,
+                   const float *lse, const float *D, const float *mask, float scale_log2,
+                   float scale, float sd, uint32_t thr, uint64_t seed, uint64_t offset,
+                   const uint64_t *rng_base, int H, int T, int ld_in, int ld_out)
+{
+    extern __shared__ unsigned char sm90_smem[];
+    __shared__ float red[BW_THREADS / 32];
+    const uint32_t base = (smem_u32(sm90_smem) + 1023u) & ~1023u;
+    const uint32_t sq = base, sdo = base + SM90_TILE, sk = base + 2 * SM90_TILE,
+                   sv = base + 4 * SM90_TILE;
+    if (rng_base) offset += *rng_base;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int bh = blockIdx.y, b = bh / H, h = bh - b * H, i0 = blockIdx.x * 64;
+    const size_t hin = (size_t)b * T * ld_in + (size_t)h * 64;
+    q += hin; k += hin; v += hin;
+    if (dq) dq += hin;
+    dout += (size_t)b * T * ld_out + (size_t)h * 64;
+    const float *mb = mask ? mask + (size_t)b * T : NULL;
+    const int ntiles = T / 64;
+
+    wg_load_tile<64, BW_THREADS>(sq, q, i0, T, ld_in, tid);
+    wg_load_tile<64, BW_THREADS>(sdo, dout, i0, T, ld_out, tid);
+    wg_load_tile<64, BW_THREADS>(sk, k, 0, T, ld_in, tid);
+    wg_load_tile<64, BW_THREADS>(sv, v, 0, T, ld_in, tid);
+    cp_async_commit();
+    const float mmax = sm90_mask_max<BW_THREADS>(mb, T, red);
+    const int row0 = i0 + warp * 16 + g;
+    const uint64_t rowg0 = (uint64_t)bh * T + (uint64_t)row0;
+    if (mmax == -INFINITY) {   /* every key masked: the gradients are 0 */
+        cp_async_wait<0>();
+        if (dq)
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+#pragma unroll
+                for (int c = 0; c < 8; c++)
+                    st_pair(dq + (size_t)(row0 + 8 * r) * ld_in + 8 * c + 2 * t, 0u);
+        return;
+    }
+    float L[2], Dr[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        L[r] = lse[rowg0 + 8 * r] * SM90_LOG2E;
+        Dr[r] = D[rowg0 + 8 * r];
+    }
+    float acc[32];   /* not zeroed: the first product overwrites it (C7515) */
+    for (int n = 0; n < ntiles; n++) {
+        const int buf = n & 1, k0 = n * 64;
+        sm90_tile_ready();
+        if (n + 1 < ntiles) {
+            wg_load_tile<64, BW_THREADS>(sk + (buf ^ 1) * SM90_TILE, k, k0 + 64, T, ld_in, tid);
+            wg_load_tile<64, BW_THREADS>(sv + (buf ^ 1) * SM90_TILE, v, k0 + 64, T, ld_in, tid);
+            cp_async_commit();
+        }
+        const uint32_t skb = sk + buf * SM90_TILE, svb = sv + buf * SM90_TILE;
+        float s[32], dp[32];
+#pragma unroll
+        for (int x = 0; x < 32; x++) s[x] = dp[x] = 0.0f;
+        wg_fence();
+        sm90_abt<E>(s, sq, skb);
+        sm90_abt<E>(dp, sdo, svb);
+        wg_commit();
+        uint64_t kw[2] = {~0ull, ~0ull};
+        if (thr) {
+            sm90_keep_rows(kw, rowg0, k0, T, thr, seed, offset, lane);
+            if (bits && t < 2)
+                bits[((uint64_t)bh * ntiles + n) * T + row0 + 8 * t] = t ? kw[1] : kw[0];
+        }
+        float mt[16];
+        sm90_mask_terms(mt, mb, k0, mmax, t);
+        wg_wait<0>();
+        wg_keep(s);
+        wg_keep(dp);
+#pragma unroll
+        for (int c = 0; c < 8; c++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = e >> 1, col = 8 * c + 2 * t + (e & 1), x = 4 * c + e;
+                const float pv = sm90_ex2(fmaf(s[x], scale_log2, mt[2 * c + (e & 1)]) - L[r]);
+                const float dpv = (kw[r] >> col) & 1 ? dp[x] * sd : 0.0f;
+                s[x] = pv * (dpv - Dr[r]);
+            }
+        uint32_t a[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) wg_acc_to_a<E>(a[j], s, j);
+        wg_fence();
+        sm90_ab<E>(acc, a, skb, n == 0);
+        wg_commit();
+    }
+    wg_wait<0>();
+    wg_keep(acc);
+    if (!dq) return;
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int c = 0; c < 8; c++)
+            st_pair(dq + (size_t)(row0 + 8 * r) * ld_in + 8 * c + 2 * t,
+                    pack2<E>(acc[4 * c + 2 * r] * scale, acc[4 * c + 2 * r + 1] * scale));
+}
+
+/* Rows q0 .. q0 + 63 of lse and D, and the 64 bit words of key tile m for
+ * them, into the aux area at shared address dst (threads 0 .. 63) */
+__device__ __forceinline__ void bw_load_aux(uint32_t dst, const float *lse_h, const float *D_h,
+                                            const uint64_t *bits_t, int q0, int tid)
+{
+    if (tid < 16) cp_async16(dst + tid * 16, lse_h + q0 + tid * 4, true);
+    else if (tid < 32) cp_async16(dst + 256 + (tid - 16) * 16, D_h + q0 + (tid - 16) * 4, true);
+    else if (tid < 64 && bits_t)
+        cp_async16(dst + 512 + (tid - 32) * 16, bits_t + q0 + (tid - 32) * 2, true);
+}
+
+/* dk and dv. A block owns key rows j0 .. j0 + 63 of head bh. */
+template <typename E>
+__global__ void __launch_bounds__(BW_THREADS, 2)
+    sm90_dkdv_kernel(E *dk, E *dv, const uint64_t *bits, const E *q, const E *k, const E *v,
+                     const E *dout, const float *lse, const float *D, const float *mask,
+                     float scale_log2, float scale, float sd, int H, int T, int ld_in,
+                     int ld_out)
+{
+    extern __shared__ unsigned char sm90_smem[];
+    __shared__ float red[BW_THREADS / 32];
+    const uint32_t base = (smem_u32(sm90_smem) + 1023u) & ~1023u;
+    const uint32_t sk = base, sv = base + SM90_TILE, sq = base + 2 * SM90_TILE,
+                   sdo = base + 4 * SM90_TILE, sa = base + 6 * SM90_TILE;
+    unsigned char *abase = sm90_smem + (sa - smem_u32(sm90_smem));
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int bh = blockIdx.y, b = bh / H, h = bh - b * H, j0 = blockIdx.x * 64;
+    const int ntiles = T / 64;
+    const size_t hin = (size_t)b * T * ld_in + (size_t)h * 64;
+    q += hin; k += hin; v += hin; dk += hin; dv += hin;
+    dout += (size_t)b * T * ld_out + (size_t)h * 64;
+    const float *mb = mask ? mask + (size_t)b * T : NULL;
+    const float *lse_h = lse + (size_t)bh * T, *D_h = D + (size_t)bh * T;
+    const uint64_t *bits_t = bits ? bits + ((size_t)bh * ntiles + blockIdx.x) * T : NULL;
+
+    wg_load_tile<64, BW_THREADS>(sk, k, j0, T, ld_in, tid);
+    wg_load_tile<64, BW_THREADS>(sv, v, j0, T, ld_in, tid);
+    wg_load_tile<64, BW_THREADS>(sq, q, 0, T, ld_in, tid);
+    wg_load_tile<64, BW_THREADS>(sdo, dout, 0, T, ld_out, tid);
+    bw_load_aux(sa, lse_h, D_h, bits_t, 0, tid);
+    cp_async_commit();
+    const float mmax = sm90_mask_max<BW_THREADS>(mb, T, red);
+    const int key0 = j0 + warp * 16 + g;
+    if (mmax == -INFINITY) {
+        cp_async_wait<0>();
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int c = 0; c < 8; c++) {
+                const size_t o = (size_t)(key0 + 8 * r) * ld_in + 8 * c + 2 * t;
+                st_pair(dk + o, 0u);
+                st_pair(dv + o, 0u);
+            }
+        return;
+    }
+    float km[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) km[r] = mb ? (mb[key0 + 8 * r] - mmax) * SM90_LOG2E : 0.0f;
+    float adk[32], adv[32];   /* not zeroed: the first products overwrite them (C7515) */
+    for (int n = 0; n < ntiles; n++) {
+        const int buf = n & 1;
+        sm90_tile_ready();
+        if (n + 1 < ntiles) {
+            const int q1 = (n + 1) * 64;
+            wg_load_tile<64, BW_THREADS>(sq + (buf ^ 1) * SM90_TILE, q, q1, T, ld_in, tid);
+            wg_load_tile<64, BW_THREADS>(sdo + (buf ^ 1) * SM90_TILE, dout, q1, T, ld_out, tid);
+            bw_load_aux(sa + (buf ^ 1) * (uint32_t)BW_AUX, lse_h, D_h, bits_t, q1, tid);
+            cp_async_commit();
+        }
+        const uint32_t sqb = sq + buf * SM90_TILE, sdob = sdo + buf * SM90_TILE;
+        float s[32], dp[32];
+#pragma unroll
+        for (int x = 0; x < 32; x++) s[x] = dp[x] = 0.0f;
+        wg_fence();
+        sm90_abt<E>(s, sk, sqb);
+        sm90_abt<E>(dp, sv, sdob);
+        wg_commit();
+        const unsigned char *ab = abase + buf * BW_AUX;
+        const float *al = reinterpret_cast<const float *>(ab);
+        const float *aD = reinterpret_cast<const float *>(ab + 256);
+        const uint64_t *aw = reinterpret_cast<const uint64_t *>(ab + 512);
+        wg_wait<0>();
+        wg_keep(s);
+        wg_keep(dp);
+        /* entry 4 c + 2 r + e: key row 16 warp + g + 8 r, query column 8 c + 2 t + e */
+#pragma unroll
+        for (int c = 0; c < 8; c++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int col = 8 * c + 2 * t + e;
+                const float Lq = al[col] * SM90_LOG2E, Dq = aD[col];
+                const uint64_t word = bits_t ? aw[col] : ~0ull;
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    const int x = 4 * c + 2 * r + e;
+                    const bool keep = (word >> (warp * 16 + g + 8 * r)) & 1;
+                    const float pv = sm90_ex2(fmaf(s[x], scale_log2, km[r]) - Lq);
+                    const float dpv = keep ? dp[x] * sd : 0.0f;
+                    s[x] = keep ? pv * sd : 0.0f;
+                    dp[x] = pv * (dpv - Dq);
+                }
+            }
+        uint32_t pa[4][4], da[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            wg_acc_to_a<E>(pa[j], s, j);
+            wg_acc_to_a<E>(da[j], dp, j);
+        }
+        wg_fence();
+        sm90_ab<E>(adv, pa, sdob, n == 0);
+        sm90_ab<E>(adk, da, sqb, n == 0);
+        wg_commit();
+    }
+    wg_wait<0>();
+    wg_keep(adk);
+    wg_keep(adv);
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            const size_t o = (size_t)(key0 + 8 * r) * ld_in + 8 * c + 2 * t;
+            st_pair(dv + o, pack2<E>(adv[4 * c + 2 * r], adv[4 * c + 2 * r + 1]));
+            st_pair(dk + o, pack2<E>(adk[4 * c + 2 * r] * scale, adk[4 * c + 2 * r + 1] * scale));
+        }
+}
+
+} // namespace
+
+extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, const void *dout,
+                                        const void *q, const void *k, const void *v,
+                                        const void *out, const float *lse, const float *mask,
+                                        DType dt, float p, uint64_t seed, uint64_t offset,
+                                        size_t B, size_t H, size_t T, size_t ld_in,
+                                        size_t ld_out)
+{
+    CT_ASSERT(attention_sm90_supports(c, dt, B, H, T, 64),
+              "attention_sm90_backward: [B %zu, H %zu, T %zu] %s not supported here", B, H, T,
+              dtype_name(dt));
+    CT_ASSERT((dk == NULL) == (dv == NULL), "attention_sm90_backward: dk and dv go together");
+    if (!dq && !dk) return;
+    const float scale = 0.125f, scale_log2 = SM90_LOG2E * scale, sd = dropout_scale(p);
+    const uint32_t thr = attn_drop_threshold(p);
+    const size_t rows = B * H * T, dbytes = rows * 4, bbytes = thr && dk ? rows * (T / 64) * 8 : 0;
+    float *D = (float *)mem_alloc(c, dbytes);
+    uint64_t *bits = bbytes ? (uint64_t *)mem_alloc(c, bbytes) : NULL;
+    const dim3 grid((unsigned)(T / 64), (unsigned)(B * H));
+    sm90_dispatch(dt, "attention_sm90_backward", [&](auto tag) {
+        using E = decltype(tag);
+        sm90_d_kernel<E><<<grid_for(rows * 8, 256, 1u << 30), 256, 0, c->stream>>>(
+            D, (const E *)dout, (const E *)out, (int)H, (int)T, (int)ld_out, rows);
+        CUDA_CHECK_LAUNCH();
+        if (dq || bits) {
+            smem_optin(sm90_dq_kernel<E>, BW_SMEM);
+            sm90_dq_kernel<E><<<grid, BW_THREADS, BW_SMEM, c->stream>>>(
+                (E *)dq, bits, (const E *)q, (const E *)k, (const E *)v, (const E *)dout, lse, D,
+                mask, scale_log2, scale, sd, thr, seed, offset, c->rng_base, (int)H, (int)T,
+                (int)ld_in, (int)ld_out);
+            CUDA_CHECK_LAUNCH();
+        }
+        if (dk) {
+            smem_optin(sm90_dkdv_kernel<E>, BW_SMEM_KV);
+            sm90_dkdv_kernel<E><<<grid, BW_THREADS, BW_SMEM_KV, c->stream>>>(
+                (E *)dk, (E *)dv, bits, (const E *)q, (const E *)k, (const E *)v,
+                (const E *)dout, lse, D, mask, scale_log2, scale, sd, (int)H, (int)T,
+                (int)ld_in, (int)ld_out);
+            CUDA_CHECK_LAUNCH();
+        }
+    });
+    if (bits) mem_free(c, bits, bbytes);
+    mem_free(c, D, dbytes);
+}
