@@ -41,6 +41,7 @@
 #include "engine/mem.h"
 #include "engine/settings.h"
 #include "attention_cudnn.h"
+#include "attention_fused.h"
 #include "attention_sm90.h"
 #include "autocast.h"
 #include "cpu_f32.h"
@@ -218,10 +219,19 @@ static Tensor *attention_qkv_cpu(Ctx *c, Tensor *qkv, Tensor *mask, float p, uin
 }
 
 #ifdef CTRAIN_CUDA
-/* ---- CUDA: cuDNN's attention, or ctrain's wgmma kernels (i[7] 1), reading the
+/* ---- CUDA: cuDNN's attention, or ctrain's wgmma kernels (i[7] 1 or 2), reading the
  * projection in place and writing dq, dk, dv in place; the node keeps qkv, out,
  * the rows' statistics f32 [B, H, T] (cuDNN's stats, the kernels' lse) and the
  * mask ---- */
+
+/* With the wgmma kernels, dropout and CTRAIN_ATTN_SAVE_MASK=1 the stats
+ * tensor is u8: lse f32 [B, H, T] at byte 0, the mask's bits (the backward's
+ * order, attention_keep_words(B, H, T) words) at qkv_bits_at, 256-byte
+ * aligned; the node's i[7] is then 2 (1: the kernels without saved bits). */
+static size_t qkv_bits_at(QkvDims d)
+{
+    return (d.B * d.H * d.T * sizeof(float) + 255) / 256 * 256;
+}
 
 static void attention_qkv_cuda_backward(Ctx *c, Node *n)
 {
@@ -241,7 +251,10 @@ static void attention_qkv_cuda_backward(Ctx *c, Node *n)
         attention_sm90_backward(c, g, g + D * es, g + 2 * D * es, n->out->grad->data, x,
                                 x + D * es, x + 2 * D * es, out->data,
                                 (const float *)stats->data, m, qkv->dtype, n->f[0], seed, offset,
-                                d.B, d.H, d.T, 3 * D, D);
+                                d.B, d.H, d.T, 3 * D, D,
+                                n->i[7] == 2 ? (const uint64_t *)((const char *)stats->data +
+                                                                  qkv_bits_at(d))
+                                             : NULL);
     else
         attention_cudnn_backward(c, g, g + D * es, g + 2 * D * es, n->out->grad->data, x,
                                  x + D * es, x + 2 * D * es, out->data,
@@ -259,24 +272,29 @@ static Tensor *attention_qkv_cuda(Ctx *c, Tensor *qkv, Tensor *mask, float p, ui
     const size_t D = d.H * d.Dh, es = dtype_size(qkv->dtype);
     int64_t oshape[4] = {(int64_t)d.B, (int64_t)d.T, (int64_t)d.H, (int64_t)d.Dh};
     int64_t sshape[3] = {(int64_t)d.B, (int64_t)d.H, (int64_t)d.T};
+    const int record = ad_needs_grad(c, &qkv, 1);
+    const int save_bits = sm90 && record && p > 0.0f && attention_fused_save_mask();
+    int64_t sbytes = (int64_t)(qkv_bits_at(d) + attention_keep_words(d.B, d.H, d.T) * 8);
     Tensor *out = tensor_new(c, qkv->dtype, 4, oshape);
-    Tensor *stats = tensor_new(c, DT_F32, 3, sshape);
+    Tensor *stats = save_bits ? tensor_new(c, DT_U8, 1, &sbytes) : tensor_new(c, DT_F32, 3, sshape);
     const char *x = (const char *)qkv->data;
     const float *m = mask ? (const float *)mask->data : NULL;
     if (sm90)
-        attention_sm90_forward(c, out->data, (float *)stats->data, NULL, x, x + D * es,
-                               x + 2 * D * es, m, qkv->dtype, p, seed, offset, d.B, d.H, d.T,
-                               3 * D, D);
+        attention_sm90_forward(c, out->data, (float *)stats->data, NULL,
+                               save_bits ? (uint64_t *)((char *)stats->data + qkv_bits_at(d))
+                                         : NULL,
+                               x, x + D * es, x + 2 * D * es, m, qkv->dtype, p, seed, offset,
+                               d.B, d.H, d.T, 3 * D, D);
     else if (!attention_cudnn_forward(c, out->data, (float *)stats->data, x, x + D * es,
                                       x + 2 * D * es, m, qkv->dtype, p, seed, offset, d.B, d.H,
                                       d.T, d.Dh, 1, 3 * D))
         ct_fatal_hint("set CTRAIN_ATTN=flash (models then keep three projections)",
                       "attention_qkv: cuDNN refused to run the forward it planned for "
                       "[B %zu, T %zu, H %zu, Dh %zu]", d.B, d.T, d.H, d.Dh);
-    if (ad_needs_grad(c, &qkv, 1)) {
+    if (record) {
         Node *n = ad_record(c, "attention_qkv", attention_qkv_cuda_backward, out, &qkv, 1);
         qkv_node_set(n, p, seed, offset, d, mask != NULL);
-        n->i[7] = sm90;
+        n->i[7] = sm90 ? 1 + save_bits : 0;
         ad_save(n, qkv);
         ad_save(n, out);
         ad_save(n, stats);

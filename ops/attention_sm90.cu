@@ -24,7 +24,8 @@
  * whose keys are all -inf). The dropout bits: eight keys a Philox call
  * (attn_keep8); the four lanes of a quad share two rows, so each lane draws
  * 4 of the 16 bytes the quad needs (two rows x its two 8-key groups) and 4
- * shuffles give every lane both rows' 64 bits; the same words go to keep_out.
+ * shuffles give every lane both rows' 64 bits; the same words go to keep_out
+ * and, in the backward's order, to bits_out.
  */
 #include "attention_sm90.h"
 
@@ -34,7 +35,8 @@ namespace {
 
 template <typename E>
 __global__ void __launch_bounds__(SM90_THREADS, 2)
-    sm90_fwd_kernel(E *out, float *lse, uint64_t *keep_out, const E *q, const E *k, const E *v,
+    sm90_fwd_kernel(E *out, float *lse, uint64_t *keep_out, uint64_t *bits_out, const E *q,
+                    const E *k, const E *v,
                     const float *mask, float scale_log2, float sd, uint32_t thr, uint64_t seed,
                     uint64_t offset, const uint64_t *rng_base, int H, int T, int ld_in,
                     int ld_out)
@@ -106,8 +108,11 @@ __global__ void __launch_bounds__(SM90_THREADS, 2)
         uint64_t kw[2] = {~0ull, ~0ull};
         if (thr) {
             sm90_keep_rows(kw, rowg0, k0, T, thr, seed, offset, lane);
-            if (keep_out && t < 2 && row0 + 8 * t < T)
-                keep_out[(rowg0 + 8 * t) * ntiles + n] = t ? kw[1] : kw[0];
+            if (t < 2 && row0 + 8 * t < T) {
+                const uint64_t w = t ? kw[1] : kw[0];
+                if (keep_out) keep_out[(rowg0 + 8 * t) * ntiles + n] = w;
+                if (bits_out) bits_out[((uint64_t)bh * ntiles + n) * T + row0 + 8 * t] = w;
+            }
         }
         float mt[16];
         sm90_mask_terms(mt, mb, k0, mmax, t);
@@ -139,14 +144,15 @@ __global__ void __launch_bounds__(SM90_THREADS, 2)
                 o[4 * c + 2 * r + 1] *= corr;
             }
         }
+        const uint64_t ks[2] = {kw[0] >> (2 * t), kw[1] >> (2 * t)};
 #pragma unroll
         for (int c = 0; c < 8; c++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int r = e >> 1, col = 8 * c + 2 * t + (e & 1);
+                const int r = e >> 1;
                 const float pv = sm90_ex2(s[4 * c + e] - mu[r]);
                 l[r] += pv;
-                s[4 * c + e] = (kw[r] >> col) & 1 ? pv : 0.0f;
+                s[4 * c + e] = sm90_kept(ks[r], c, e & 1) ? pv : 0.0f;
             }
         uint32_t pa[4][4];
 #pragma unroll
@@ -200,7 +206,7 @@ extern "C" int attention_sm90_supports(const Ctx *c, DType dt, size_t B, size_t 
 }
 
 extern "C" void attention_sm90_forward(Ctx *c, void *out, float *lse, uint64_t *keep_out,
-                                       const void *q, const void *k, const void *v,
+                                       uint64_t *bits_out, const void *q, const void *k, const void *v,
                                        const float *mask, DType dt, float p, uint64_t seed,
                                        uint64_t offset, size_t B, size_t H, size_t T,
                                        size_t ld_in, size_t ld_out)
@@ -210,13 +216,13 @@ extern "C" void attention_sm90_forward(Ctx *c, void *out, float *lse, uint64_t *
               dtype_name(dt));
     const float scale_log2 = SM90_LOG2E * 0.125f, sd = dropout_scale(p);
     const uint32_t thr = attn_drop_threshold(p);
-    if (!thr) keep_out = NULL;
+    if (!thr) keep_out = bits_out = NULL;
     sm90_dispatch(dt, "attention_sm90_forward", [&](auto tag) {
         using E = decltype(tag);
         smem_optin(sm90_fwd_kernel<E>, SM90_SMEM_FWD);
         const dim3 grid((unsigned)((T + SM90_ROWS - 1) / SM90_ROWS), (unsigned)(B * H));
         sm90_fwd_kernel<E><<<grid, SM90_THREADS, SM90_SMEM_FWD, c->stream>>>(
-            (E *)out, lse, keep_out, (const E *)q, (const E *)k, (const E *)v, mask, scale_log2,
+            (E *)out, lse, keep_out, bits_out, (const E *)q, (const E *)k, (const E *)v, mask, scale_log2,
             sd, thr, seed, offset, c->rng_base, (int)H, (int)T, (int)ld_in, (int)ld_out);
         CUDA_CHECK_LAUNCH();
     });

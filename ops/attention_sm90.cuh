@@ -120,6 +120,14 @@ __device__ __forceinline__ void st_pair(void *p, uint32_t v)
     *reinterpret_cast<uint32_t *>(p) = v;
 }
 
+/* Keep bit of accumulator column 8 c + 2 t + e from a row's 64 bits already
+ * shifted right by 2 t (ks = kw >> 2 t): a constant position once c and e are
+ * unrolled, where a shift by 8 c + 2 t + e of the 64-bit word is not. */
+__device__ __forceinline__ bool sm90_kept(uint64_t ks, int c, int e)
+{
+    return (ks >> (8 * c + e)) & 1u;
+}
+
 /* the top of a tile's step: this warpgroup's products of the step before are
  * done, this thread's copies of this tile landed and are visible to wgmma,
  * then a barrier: every thread's copies landed, and the other buffer is free */

@@ -40,21 +40,26 @@ extern "C" {
 int attention_sm90_supports(const Ctx *c, DType dt, size_t B, size_t H, size_t T, size_t Dh);
 
 /* out in dt, lse f32 [B, H, T]; keep_out NULL or attention_keep_words(B, H, T)
- * words receiving the mask applied (p > 0). seed, offset (+ *c->rng_base in
- * a captured step) as ops/attention_fused.h. */
-void attention_sm90_forward(Ctx *c, void *out, float *lse, uint64_t *keep_out, const void *q,
+ * words receiving the mask applied (p > 0); bits_out NULL or the same number
+ * of words receiving it in the backward's order, [B H][T / 64][T] (for
+ * attention_sm90_backward's bits_in). seed, offset (+ *c->rng_base in a
+ * captured step) as ops/attention_fused.h. */
+void attention_sm90_forward(Ctx *c, void *out, float *lse, uint64_t *keep_out,
+                            uint64_t *bits_out, const void *q,
                             const void *k, const void *v, const float *mask, DType dt, float p,
                             uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
                             size_t ld_in, size_t ld_out);
 
 /* dq, dk, dv written (not added), each NULL to skip (dk and dv together);
- * out and lse the forward's, the same seed and offset. Temporaries from
- * mem_alloc: D, and the mask's bits (B H T^2 / 8 bytes) when p > 0. */
+ * out and lse the forward's, the same seed and offset; bits_in NULL (the dq
+ * kernel draws the mask again) or the forward's bits_out. Temporaries from
+ * mem_alloc: D, and the mask's bits (B H T^2 / 8 bytes) when p > 0 and
+ * bits_in is NULL. */
 void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, const void *dout,
                              const void *q, const void *k, const void *v, const void *out,
                              const float *lse, const float *mask, DType dt, float p,
                              uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
-                             size_t ld_in, size_t ld_out);
+                             size_t ld_in, size_t ld_out, const uint64_t *bits_in);
 #endif
 
 #ifdef __cplusplus

@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(256)
 /* dq (and the dropout bits). A block owns query rows i0 .. i0 + 63 of head bh. */
 template <typename E>
 __global__ void __launch_bounds__(BW_THREADS, 3)
-    sm90_dq_kernel(E *dq, uint64_t *bits, const E *q, const E *k, const E *v, const E *dout,
+    sm90_dq_kernel(E *dq, uint64_t *bits, const uint64_t *bits_in, const E *q, const E *k, const E *v, const E *dout,
                    const float *lse, const float *D, const float *mask, float scale_log2,
                    float scale, float sd, uint32_t thr, uint64_t seed, uint64_t offset,
                    const uint64_t *rng_base, int H, int T, int ld_in, int ld_out)
@@ -121,7 +121,11 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
         sm90_abt<E>(dp, sdo, svb);
         wg_commit();
         uint64_t kw[2] = {~0ull, ~0ull};
-        if (thr) {
+        if (bits_in) {
+            const uint64_t *w = bits_in + ((uint64_t)bh * ntiles + n) * T + row0;
+            kw[0] = w[0];
+            kw[1] = w[8];
+        } else if (thr) {
             sm90_keep_rows(kw, rowg0, k0, T, thr, seed, offset, lane);
             if (bits && t < 2)
                 bits[((uint64_t)bh * ntiles + n) * T + row0 + 8 * t] = t ? kw[1] : kw[0];
@@ -131,13 +135,14 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
         wg_wait<0>();
         wg_keep(s);
         wg_keep(dp);
+        const uint64_t ks[2] = {kw[0] >> (2 * t), kw[1] >> (2 * t)};
 #pragma unroll
         for (int c = 0; c < 8; c++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int r = e >> 1, col = 8 * c + 2 * t + (e & 1), x = 4 * c + e;
+                const int r = e >> 1, x = 4 * c + e;
                 const float pv = sm90_ex2(fmaf(s[x], scale_log2, mt[2 * c + (e & 1)]) - L[r]);
-                const float dpv = (kw[r] >> col) & 1 ? dp[x] * sd : 0.0f;
+                const float dpv = sm90_kept(ks[r], c, e & 1) ? dp[x] * sd : 0.0f;
                 s[x] = pv * (dpv - Dr[r]);
             }
         uint32_t a[4][4];
@@ -171,7 +176,7 @@ __device__ __forceinline__ void bw_load_aux(uint32_t dst, const float *lse_h, co
 
 /* dk and dv. A block owns key rows j0 .. j0 + 63 of head bh. */
 template <typename E>
-__global__ void __launch_bounds__(BW_THREADS, 2)
+__global__ void __launch_bounds__(BW_THREADS, 3)
     sm90_dkdv_kernel(E *dk, E *dv, const uint64_t *bits, const E *q, const E *k, const E *v,
                      const E *dout, const float *lse, const float *D, const float *mask,
                      float scale_log2, float scale, float sd, int H, int T, int ld_in,
@@ -249,11 +254,12 @@ __global__ void __launch_bounds__(BW_THREADS, 2)
             for (int e = 0; e < 2; e++) {
                 const int col = 8 * c + 2 * t + e;
                 const float Lq = al[col] * SM90_LOG2E, Dq = aD[col];
-                const uint64_t word = bits_t ? aw[col] : ~0ull;
+                /* the key rows' bits: 16 warp + g and + 8 of the column's word */
+                const uint32_t wb = bits_t ? (uint32_t)(aw[col] >> (warp * 16 + g)) : ~0u;
 #pragma unroll
                 for (int r = 0; r < 2; r++) {
                     const int x = 4 * c + 2 * r + e;
-                    const bool keep = (word >> (warp * 16 + g + 8 * r)) & 1;
+                    const bool keep = (wb >> (8 * r)) & 1u;
                     const float pv = sm90_ex2(fmaf(s[x], scale_log2, km[r]) - Lq);
                     const float dpv = keep ? dp[x] * sd : 0.0f;
                     s[x] = keep ? pv * sd : 0.0f;
@@ -291,7 +297,7 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
                                         const void *out, const float *lse, const float *mask,
                                         DType dt, float p, uint64_t seed, uint64_t offset,
                                         size_t B, size_t H, size_t T, size_t ld_in,
-                                        size_t ld_out)
+                                        size_t ld_out, const uint64_t *bits_in)
 {
     CT_ASSERT(attention_sm90_supports(c, dt, B, H, T, 64),
               "attention_sm90_backward: [B %zu, H %zu, T %zu] %s not supported here", B, H, T,
@@ -300,8 +306,9 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
     if (!dq && !dk) return;
     const float scale = 0.125f, scale_log2 = SM90_LOG2E * scale, sd = dropout_scale(p);
     const uint32_t thr = attn_drop_threshold(p);
-    const size_t rows = B * H * T, dbytes = rows * 4, bbytes = thr && dk ? rows * (T / 64) * 8 : 0;
+    const size_t rows = B * H * T, dbytes = rows * 4, bbytes = thr && dk && !bits_in ? rows * (T / 64) * 8 : 0;
     float *D = (float *)mem_alloc(c, dbytes);
+    if (!thr) bits_in = NULL;
     uint64_t *bits = bbytes ? (uint64_t *)mem_alloc(c, bbytes) : NULL;
     const dim3 grid((unsigned)(T / 64), (unsigned)(B * H));
     sm90_dispatch(dt, "attention_sm90_backward", [&](auto tag) {
@@ -309,10 +316,10 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
         sm90_d_kernel<E><<<grid_for(rows * 8, 256, 1u << 30), 256, 0, c->stream>>>(
             D, (const E *)dout, (const E *)out, (int)H, (int)T, (int)ld_out, rows);
         CUDA_CHECK_LAUNCH();
-        if (dq || bits) {
+        if (dq || bits) {   /* (bits: drawn here for the dkdv kernel) */
             smem_optin(sm90_dq_kernel<E>, BW_SMEM);
             sm90_dq_kernel<E><<<grid, BW_THREADS, BW_SMEM, c->stream>>>(
-                (E *)dq, bits, (const E *)q, (const E *)k, (const E *)v, (const E *)dout, lse, D,
+                (E *)dq, bits, bits_in, (const E *)q, (const E *)k, (const E *)v, (const E *)dout, lse, D,
                 mask, scale_log2, scale, sd, thr, seed, offset, c->rng_base, (int)H, (int)T,
                 (int)ld_in, (int)ld_out);
             CUDA_CHECK_LAUNCH();
@@ -320,7 +327,7 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
         if (dk) {
             smem_optin(sm90_dkdv_kernel<E>, BW_SMEM_KV);
             sm90_dkdv_kernel<E><<<grid, BW_THREADS, BW_SMEM_KV, c->stream>>>(
-                (E *)dk, (E *)dv, bits, (const E *)q, (const E *)k, (const E *)v,
+                (E *)dk, (E *)dv, bits_in ? bits_in : bits, (const E *)q, (const E *)k, (const E *)v,
                 (const E *)dout, lse, D, mask, scale_log2, scale, sd, (int)H, (int)T,
                 (int)ld_in, (int)ld_out);
             CUDA_CHECK_LAUNCH();

@@ -4,8 +4,8 @@
  * bound by tests/gpu_flash_attn), on an sm_90 device (elsewhere: SKIP).
  *
  *   run:   make -j2 ARCH=90 build/tests/gpu_attention_sm90 && build/tests/gpu_attention_sm90
- *   time:  build/tests/gpu_attention_sm90 --bench   (sm90 at p 0.1 and 0, fa_tc and cuDNN
- *          at p 0.1, BERT-large's shapes, ms a call, median of 9; --bench sm90: sm90 at
+ *   time:  build/tests/gpu_attention_sm90 --bench   (sm90 at p 0.1 drawing the mask in the
+ *          backward and reading the forward's, sm90 at p 0, fa_tc and cuDNN at p 0.1, BERT-large's shapes, ms a call, median of 9; --bench sm90: sm90 at
  *          seq 512 alone, for a profiler)
  *
  * Checks, per dtype (bf16, f16), T 64, 192, 512, p 0 and 0.1, masks none,
@@ -18,7 +18,9 @@
  *   - the saved dropout mask: keep_out byte for byte fa_tc's;
  *   - q, k, v read in place from one [B, T, 3, H, 64] projection (ld_in 3 H 64)
  *     and the gradients written into one: bit for bit the separate tensors'
- *     results; two runs bit-identical; *rng_base added to the offset.
+ *     results; two runs bit-identical; *rng_base added to the offset; the
+ *     forward's bits saved for the backward (bits_out / bits_in) give the same
+ *     bits as the backward's own draw.
  * Reference: s_ij = scale q_i.k_j + mask_j - max mask, P = softmax, lse of
  * the shifted scores, Pd = keep s_d P, out = Pd V; dP = keep s_d dout V^T,
  * D = rowsum(dout * out), dS = P (dP - D), dq = scale dS K, dk = scale dS^T
@@ -235,19 +237,19 @@ static void one_case(Ctx *c, const Case *k)
     void *g3 = gpu_alloc_poison(3 * n, dt);
     sync_all();
     /* sm90 on separate tensors, fa_tc on the same, sm90 on the projection */
-    attention_sm90_forward(c, o1, l1, k1, dq, dk, dv, dmask, dt, k->p, seed, offset, B, H, T, D, D);
+    attention_sm90_forward(c, o1, l1, k1, NULL, dq, dk, dv, dmask, dt, k->p, seed, offset, B, H, T, D, D);
     attention_sm90_backward(c, gq1, gk1, gv1, ddo, dq, dk, dv, o1, l1, dmask, dt, k->p, seed,
-                            offset, B, H, T, D, D);
+                            offset, B, H, T, D, D, NULL);
     attention_fa_tc_forward_cuda(c, o2, l2, k2, dq, dk, dv, dmask, dt, k->p, seed, offset, B, H,
                                  T, DH, 1);
     attention_fused_backward_cuda(c, gq2, gk2, gv2, ddo, dq, dk, dv, o2, l2, dmask, NULL, dt,
                                   k->p, seed, offset, B, H, T, DH, 0, 0, 0, 1);
     const char *x = (const char *)dqkv;
     char *g = (char *)g3;
-    attention_sm90_forward(c, o3, l3, NULL, x, x + D * es, x + 2 * D * es, dmask, dt, k->p, seed,
+    attention_sm90_forward(c, o3, l3, NULL, NULL, x, x + D * es, x + 2 * D * es, dmask, dt, k->p, seed,
                            offset, B, H, T, 3 * D, D);
     attention_sm90_backward(c, g, g + D * es, g + 2 * D * es, ddo, x, x + D * es, x + 2 * D * es,
-                            o3, l3, dmask, dt, k->p, seed, offset, B, H, T, 3 * D, D);
+                            o3, l3, dmask, dt, k->p, seed, offset, B, H, T, 3 * D, D, NULL);
     CUDA_CHECK(cudaDeviceSynchronize());
     float *a = falloc(n), *b = falloc(n), *hl1 = falloc(rows);
     const void *pairs[4][2] = {{o1, o2}, {gq1, gq2}, {gk1, gk2}, {gv1, gv2}};
@@ -303,15 +305,18 @@ static void one_case(Ctx *c, const Case *k)
     const uint64_t hb = 5000;
     CUDA_CHECK(cudaMalloc((void **)&base, 8));
     CUDA_CHECK(cudaMemcpy(base, &hb, 8, cudaMemcpyHostToDevice));
-    for (int rep = 0; rep < 2; rep++) {
-        if (rep) c->rng_base = base;
-        const uint64_t off = rep ? offset - hb : offset;
-        attention_sm90_forward(c, o2, l2, NULL, dq, dk, dv, dmask, dt, k->p, seed, off, B, H, T,
+    uint64_t *sb;   /* the forward's bits for the backward (rep 2) */
+    CUDA_CHECK(cudaMalloc((void **)&sb, kw * 8));
+    for (int rep = 0; rep < 3; rep++) {
+        if (rep == 1) c->rng_base = base;
+        const uint64_t off = rep == 1 ? offset - hb : offset;
+        attention_sm90_forward(c, o2, l2, NULL, rep == 2 ? sb : NULL, dq, dk, dv, dmask, dt, k->p, seed, off, B, H, T,
                                D, D);
         attention_sm90_backward(c, gq2, gk2, gv2, ddo, dq, dk, dv, o2, l2, dmask, dt, k->p, seed,
-                                off, B, H, T, D, D);
+                                off, B, H, T, D, D, rep == 2 ? sb : NULL);
         c->rng_base = NULL;
-        snprintf(name, sizeof name, "%s.%s", tag, rep ? "rng_base" : "rerun_same_bits");
+        static const char *what_rep[3] = {"rerun_same_bits", "rng_base", "saved_bits_same_bits"};
+        snprintf(name, sizeof name, "%s.%s", tag, what_rep[rep]);
         check_true(name,
                    bits_same(o1, o2, n * es) && bits_same(l1, l2, rows * 4) &&
                        bits_same(gq1, gq2, n * es) && bits_same(gk1, gk2, n * es) &&
@@ -319,6 +324,7 @@ static void one_case(Ctx *c, const Case *k)
                    "out, lse or a gradient differs");
     }
     dfree(base);
+    dfree(sb);
     ref_free(&ref);
     free(a); free(b); free(hl1); free(ga);
     free(hqkv); free(hdo); free(hq); free(hk); free(hv); free(hmask);
@@ -362,17 +368,19 @@ static float time_it(Ctx *c, RunFn f, void **bufs, size_t B, size_t H, size_t T,
 
 /* bufs: qkv, out, lse (f32 B H T), dout, dqkv; q, k, v in place (ld 3 D) */
 static float bench_p = 0.1f;   /* the dropout of the sm90 rows */
+static uint64_t *bench_bits;   /* the forward's bits for the backward, or NULL */
 static void run_sm90(Ctx *c, void **u, size_t B, size_t H, size_t T, int pass)
 {
     const size_t D = H * DH;
     const char *x = u[0];
     char *g = u[4];
     if (!pass)
-        attention_sm90_forward(c, u[1], u[2], NULL, x, x + 2 * D, x + 4 * D, NULL, DT_BF16,
+        attention_sm90_forward(c, u[1], u[2], NULL, bench_bits, x, x + 2 * D, x + 4 * D, NULL, DT_BF16,
                                bench_p, 7, 0, B, H, T, 3 * D, D);
     else
         attention_sm90_backward(c, g, g + 2 * D, g + 4 * D, u[3], x, x + 2 * D, x + 4 * D, u[1],
-                                u[2], NULL, DT_BF16, bench_p, 7, 0, B, H, T, 3 * D, D);
+                                u[2], NULL, DT_BF16, bench_p, 7, 0, B, H, T, 3 * D, D,
+                                bench_bits);
 }
 static void run_cudnn(Ctx *c, void **u, size_t B, size_t H, size_t T, int pass)
 {
@@ -416,16 +424,22 @@ static void bench(Ctx *c, int only_sm90)
         const double ff = 4.0 * B * H * (double)T * T * DH, fb = 2.5 * ff;
         const int cudnn = !only_sm90 && attention_cudnn_ready(c, DT_BF16, B, H, T, DH, 1,
                                                               3 * H * DH, 0, 0.1f);
-        RunFn fs[4] = {run_sm90, run_sm90, run_fa, run_cudnn};
-        const char *names[4] = {"sm90", "sm90", "fa_tc", "cudnn"};
-        for (int f = 0; f < (only_sm90 ? 1 : cudnn ? 4 : 3); f++) {
-            bench_p = f == 1 ? 0.0f : 0.1f;
+        RunFn fs[5] = {run_sm90, run_sm90, run_sm90, run_fa, run_cudnn};
+        const char *names[5] = {"sm90", "sm90_saved_bits", "sm90", "fa_tc", "cudnn"};
+        CUDA_CHECK(cudaMalloc((void **)&bench_bits, attention_keep_words(B, H, T) * 8));
+        for (int f = 0; f < (only_sm90 ? 2 : cudnn ? 5 : 4); f++) {
+            bench_p = f == 2 ? 0.0f : 0.1f;
+            uint64_t *bb = bench_bits;
+            if (f != 1) bench_bits = NULL;
             const float tf = time_it(c, fs[f], u, B, H, T, 0);
             const float tb = time_it(c, fs[f], u, B, H, T, 1);
             printf("{\"kernel\":\"%s\",\"B\":%zu,\"H\":%zu,\"T\":%zu,\"p\":%g,\"fwd_ms\":%.4f,"
                    "\"bwd_ms\":%.4f,\"fwd_tflops\":%.1f,\"bwd_tflops\":%.1f}\n",
                    names[f], B, H, T, (double)bench_p, tf, tb, ff / tf * 1e-9, fb / tb * 1e-9);
+            bench_bits = bb;
         }
+        dfree(bench_bits);
+        bench_bits = NULL;
         for (int i = 0; i < 11; i++) dfree(u[i]);
         free(h);
     }
