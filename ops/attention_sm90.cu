@@ -33,8 +33,10 @@
 
 namespace {
 
-template <typename E>
-__global__ void __launch_bounds__(SM90_THREADS, 2)
+/* NWG warpgroups a block, 64 query rows each: 2 (K and V shared by two, 2
+ * blocks an SM) or 1 (4 blocks an SM, no barrier between warpgroups) */
+template <typename E, int NWG>
+__global__ void __launch_bounds__(128 * NWG, 4 / NWG)
     sm90_fwd_kernel(E *out, float *lse, uint64_t *keep_out, uint64_t *bits_out, const E *q,
                     const E *k, const E *v,
                     const float *mask, float scale_log2, float sd, uint32_t thr, uint64_t seed,
@@ -42,24 +44,25 @@ __global__ void __launch_bounds__(SM90_THREADS, 2)
                     int ld_out)
 {
     extern __shared__ unsigned char sm90_smem[];
-    __shared__ float red[SM90_THREADS / 32];
+    constexpr int NT = 128 * NWG, ROWS = 64 * NWG;
+    __shared__ float red[NT / 32];
     const uint32_t base = (smem_u32(sm90_smem) + 1023u) & ~1023u;
-    const uint32_t sq = base, sk = base + 2 * SM90_TILE, sv = sk + 2 * SM90_TILE;
+    const uint32_t sq = base, sk = base + NWG * SM90_TILE, sv = sk + 2 * SM90_TILE;
     if (rng_base) offset += *rng_base;   /* inside a CUDA graph (dropout.h) */
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
-    const int bh = blockIdx.y, b = bh / H, h = bh - b * H, i0 = blockIdx.x * SM90_ROWS;
+    const int bh = blockIdx.y, b = bh / H, h = bh - b * H, i0 = blockIdx.x * ROWS;
     const size_t hin = (size_t)b * T * ld_in + (size_t)h * 64;
     q += hin; k += hin; v += hin;
     out += (size_t)b * T * ld_out + (size_t)h * 64;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
     const int ntiles = T / 64;
 
-    wg_load_tile<SM90_ROWS, SM90_THREADS>(sq, q, i0, T, ld_in, tid);
-    wg_load_tile<64, SM90_THREADS>(sk, k, 0, T, ld_in, tid);
-    wg_load_tile<64, SM90_THREADS>(sv, v, 0, T, ld_in, tid);
+    wg_load_tile<ROWS, NT>(sq, q, i0, T, ld_in, tid);
+    wg_load_tile<64, NT>(sk, k, 0, T, ld_in, tid);
+    wg_load_tile<64, NT>(sv, v, 0, T, ld_in, tid);
     cp_async_commit();
-    const float mmax = sm90_mask_max<SM90_THREADS>(mb, T, red);
+    const float mmax = sm90_mask_max<NT>(mb, T, red);
     /* this thread's rows: r 0 and r 1 of the accumulator layout */
     const int row0 = i0 + wg * 64 + warp * 16 + g;
     const uint64_t rowg0 = (uint64_t)bh * T + (uint64_t)row0;
@@ -92,8 +95,8 @@ __global__ void __launch_bounds__(SM90_THREADS, 2)
         const int buf = n & 1, k0 = n * 64;
         sm90_tile_ready();
         if (n + 1 < ntiles) {
-            wg_load_tile<64, SM90_THREADS>(sk + (buf ^ 1) * SM90_TILE, k, k0 + 64, T, ld_in, tid);
-            wg_load_tile<64, SM90_THREADS>(sv + (buf ^ 1) * SM90_TILE, v, k0 + 64, T, ld_in, tid);
+            wg_load_tile<64, NT>(sk + (buf ^ 1) * SM90_TILE, k, k0 + 64, T, ld_in, tid);
+            wg_load_tile<64, NT>(sv + (buf ^ 1) * SM90_TILE, v, k0 + 64, T, ld_in, tid);
             cp_async_commit();
         }
         float s[32];
@@ -182,6 +185,15 @@ __global__ void __launch_bounds__(SM90_THREADS, 2)
 
 } // namespace
 
+/* warpgroups a forward block (attention_sm90_tune) */
+static int sm90_fwd_wgs = 2;
+
+extern "C" void attention_sm90_tune(int fwd_wgs)
+{
+    CT_ASSERT(fwd_wgs == 1 || fwd_wgs == 2, "attention_sm90_tune: fwd_wgs %d (1 or 2)", fwd_wgs);
+    sm90_fwd_wgs = fwd_wgs;
+}
+
 extern "C" int attention_sm90_supports(const Ctx *c, DType dt, size_t B, size_t H, size_t T,
                                        size_t Dh)
 {
@@ -219,9 +231,12 @@ extern "C" void attention_sm90_forward(Ctx *c, void *out, float *lse, uint64_t *
     if (!thr) keep_out = bits_out = NULL;
     sm90_dispatch(dt, "attention_sm90_forward", [&](auto tag) {
         using E = decltype(tag);
-        smem_optin(sm90_fwd_kernel<E>, SM90_SMEM_FWD);
-        const dim3 grid((unsigned)((T + SM90_ROWS - 1) / SM90_ROWS), (unsigned)(B * H));
-        sm90_fwd_kernel<E><<<grid, SM90_THREADS, SM90_SMEM_FWD, c->stream>>>(
+        auto kern = sm90_fwd_wgs == 1 ? sm90_fwd_kernel<E, 1> : sm90_fwd_kernel<E, 2>;
+        const size_t smem = sm90_smem_fwd(sm90_fwd_wgs);
+        const unsigned rows = 64u * (unsigned)sm90_fwd_wgs;
+        smem_optin(kern, smem);
+        const dim3 grid((unsigned)((T + rows - 1) / rows), (unsigned)(B * H));
+        kern<<<grid, 128 * sm90_fwd_wgs, smem, c->stream>>>(
             (E *)out, lse, keep_out, bits_out, (const E *)q, (const E *)k, (const E *)v, mask, scale_log2,
             sd, thr, seed, offset, c->rng_base, (int)H, (int)T, (int)ld_in, (int)ld_out);
         CUDA_CHECK_LAUNCH();

@@ -19,11 +19,10 @@
 
 namespace {
 
-constexpr int SM90_THREADS = 256;   /* two warpgroups */
-constexpr int SM90_ROWS = 128;      /* query rows a forward block owns */
+constexpr int SM90_THREADS = 256;   /* two warpgroups: the forward's block (NWG 2) */
 constexpr int SM90_TILE = 64 * 64 * 2;   /* bytes of a 64 x 64 16-bit tile */
 /* Q (128 rows), K and V twice each, + 1 KiB to align the base to 1,024 */
-constexpr size_t SM90_SMEM_FWD = 2 * SM90_TILE + 4 * SM90_TILE + 1024;
+constexpr size_t sm90_smem_fwd(int nwg) { return (size_t)(nwg + 4) * SM90_TILE + 1024; }
 constexpr float SM90_LOG2E = 1.4426950408889634f;
 constexpr float SM90_LN2 = 0.6931471805599453f;
 

@@ -50,6 +50,11 @@ void attention_sm90_forward(Ctx *c, void *out, float *lse, uint64_t *keep_out,
                             uint64_t seed, uint64_t offset, size_t B, size_t H, size_t T,
                             size_t ld_in, size_t ld_out);
 
+/* The forward's block: fwd_wgs warpgroups of 64 query rows (2, the default:
+ * K and V tiles shared by both; 1: no barrier between warpgroups). For the
+ * kernels' A/B (tests/gpu_attention_sm90 --bench); not thread-safe. */
+void attention_sm90_tune(int fwd_wgs);
+
 /* dq, dk, dv written (not added), each NULL to skip (dk and dv together);
  * out and lse the forward's, the same seed and offset; bits_in NULL (the dq
  * kernel draws the mask again) or the forward's bits_out. Temporaries from

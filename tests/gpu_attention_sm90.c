@@ -5,7 +5,8 @@
  *
  *   run:   make -j2 ARCH=90 build/tests/gpu_attention_sm90 && build/tests/gpu_attention_sm90
  *   time:  build/tests/gpu_attention_sm90 --bench   (sm90 at p 0.1 drawing the mask in the
- *          backward and reading the forward's, sm90 at p 0, fa_tc and cuDNN at p 0.1, BERT-large's shapes, ms a call, median of 9; --bench sm90: sm90 at
+ *          backward and reading the forward's, the forward with one warpgroup a block, sm90
+ *          at p 0, fa_tc and cuDNN at p 0.1, BERT-large's shapes, ms a call, median of 9; --bench sm90: sm90 at
  *          seq 512 alone, for a profiler)
  *
  * Checks, per dtype (bf16, f16), T 64, 192, 512, p 0 and 0.1, masks none,
@@ -20,7 +21,8 @@
  *     and the gradients written into one: bit for bit the separate tensors'
  *     results; two runs bit-identical; *rng_base added to the offset; the
  *     forward's bits saved for the backward (bits_out / bits_in) give the same
- *     bits as the backward's own draw.
+ *     bits as the backward's own draw; one warpgroup a forward block
+ *     (attention_sm90_tune) the same bits as two.
  * Reference: s_ij = scale q_i.k_j + mask_j - max mask, P = softmax, lse of
  * the shifted scores, Pd = keep s_d P, out = Pd V; dP = keep s_d dout V^T,
  * D = rowsum(dout * out), dS = P (dP - D), dq = scale dS K, dk = scale dS^T
@@ -288,6 +290,14 @@ static void one_case(Ctx *c, const Case *k)
         snprintf(name, sizeof name, "%s.keep_out_is_fa_tc", tag);
         check_true(name, bits_same(k1, k2, kw * 8), "the saved masks differ");
     }
+    /* one warpgroup a block: the same bits (each row's sums are a warpgroup's own) */
+    attention_sm90_tune(1);
+    attention_sm90_forward(c, o2, l2, NULL, NULL, dq, dk, dv, dmask, dt, k->p, seed, offset, B, H,
+                           T, D, D);
+    attention_sm90_tune(2);
+    snprintf(name, sizeof name, "%s.one_warpgroup_same_bits", tag);
+    check_true(name, bits_same(o1, o2, n * es) && bits_same(l1, l2, rows * 4),
+               "out or lse differs from two warpgroups a block");
     /* the projection's layout: the same bits */
     int same = bits_same(o1, o3, n * es);
     float *ga = falloc(3 * n);
@@ -424,11 +434,13 @@ static void bench(Ctx *c, int only_sm90)
         const double ff = 4.0 * B * H * (double)T * T * DH, fb = 2.5 * ff;
         const int cudnn = !only_sm90 && attention_cudnn_ready(c, DT_BF16, B, H, T, DH, 1,
                                                               3 * H * DH, 0, 0.1f);
-        RunFn fs[5] = {run_sm90, run_sm90, run_sm90, run_fa, run_cudnn};
-        const char *names[5] = {"sm90", "sm90_saved_bits", "sm90", "fa_tc", "cudnn"};
+        RunFn fs[6] = {run_sm90, run_sm90, run_sm90, run_sm90, run_fa, run_cudnn};
+        const char *names[6] = {"sm90", "sm90_saved_bits", "sm90_fwd_1wg", "sm90", "fa_tc",
+                                "cudnn"};
         CUDA_CHECK(cudaMalloc((void **)&bench_bits, attention_keep_words(B, H, T) * 8));
-        for (int f = 0; f < (only_sm90 ? 2 : cudnn ? 5 : 4); f++) {
-            bench_p = f == 2 ? 0.0f : 0.1f;
+        for (int f = 0; f < (only_sm90 ? 3 : cudnn ? 6 : 5); f++) {
+            bench_p = f == 3 ? 0.0f : 0.1f;
+            attention_sm90_tune(f == 2 ? 1 : 2);
             uint64_t *bb = bench_bits;
             if (f != 1) bench_bits = NULL;
             const float tf = time_it(c, fs[f], u, B, H, T, 0);
@@ -438,6 +450,7 @@ static void bench(Ctx *c, int only_sm90)
                    names[f], B, H, T, (double)bench_p, tf, tb, ff / tf * 1e-9, fb / tb * 1e-9);
             bench_bits = bb;
         }
+        attention_sm90_tune(2);
         dfree(bench_bits);
         bench_bits = NULL;
         for (int i = 0; i < 11; i++) dfree(u[i]);
