@@ -351,7 +351,7 @@ extern "C" void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, uint
     if (!thr) keep_out = NULL; /* no dropout: no mask to save */
     CT_ASSERT(!keep_out || is_aligned(keep_out, 8),
               "attention_fa_tc_forward_cuda: keep_out %p is not 8-byte aligned", (void *)keep_out);
-    tc_dispatch_lowp(dt, "attention_fa_tc_forward_cuda", [&](auto tag) {
+    dispatch_lowp(dt, "attention_fa_tc_forward_cuda", [&](auto tag) {
         using E = decltype(tag);
         dispatch_head_dim(Dh, "attention_fa_tc_forward_cuda", [&](auto dh) {
             constexpr int DH = decltype(dh)::value;

@@ -45,15 +45,7 @@ template <int DH> struct TcCfg {
     static constexpr size_t SMEM_DKDV = smem(6, 2); /* K, V, 2 Q, 2 dO; lse, D */
 };
 
-/* ---- (the PTX wrappers: ops/mma_sm80.cuh) ---- */
-
-/* 2^x, one MUFU instruction (relative error ~2^-22; 2^-inf = 0) */
-__device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
+/* ---- (the PTX wrappers, ex2 among them: ops/mma_sm80.cuh) ---- */
 
 /* dst[e, e+1] = (x, y) (+ the old values when accum), rounded once to E */
 template <typename E>
@@ -79,16 +71,7 @@ __device__ __forceinline__ float tc_mask_log2(const float *mb, float mmax, int j
 /* Max of the mask row (0 without a mask); every thread of the block calls it. */
 __device__ float tc_mask_max(const float *mb, int T, float *red)
 {
-    if (!mb) return 0.0f;
-    float m = -INFINITY;
-    for (int j = threadIdx.x; j < T; j += TC_THREADS) m = fmaxf(m, mb[j]);
-    m = warp_max(m);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    m = red[0];
-#pragma unroll
-    for (int w = 1; w < TC_WARPS; w++) m = fmaxf(m, red[w]);
-    return m;
+    return mb ? block_max<TC_THREADS>(mb, T, red) : 0.0f;
 }
 
 /* Layouts. [B, H, T, Dh] (bthd 0): head bh = b H + h is T rows of DH, row
@@ -207,16 +190,6 @@ __device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c0)[4], c
     a[1] = pack2<E>(c0[2], c0[3]);
     a[2] = pack2<E>(c1[0], c1[1]);
     a[3] = pack2<E>(c1[2], c1[3]);
-}
-
-/* f16 or bf16 only (the f32 path is the FMA kernel) */
-template <typename F> void tc_dispatch_lowp(DType dt, const char *what, F f)
-{
-    switch (dt) {
-    case DT_F16: f(__half()); break;
-    case DT_BF16: f(__nv_bfloat16()); break;
-    default: ct_fatal("%s: dtype %s has no tensor-core kernel (f16, bf16)", what, dtype_name(dt));
-    }
 }
 
 void tc_check_sizes(size_t B, size_t H, size_t T, const char *what)

@@ -402,7 +402,7 @@ extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *
     CT_ASSERT(!keepg || is_aligned(keepg, 8),
               "attention_fa_tc_backward_cuda: keep_in %p is not 8-byte aligned",
               (const void *)keepg);
-    tc_dispatch_lowp(dt, "attention_fa_tc_backward_cuda", [&](auto tag) {
+    dispatch_lowp(dt, "attention_fa_tc_backward_cuda", [&](auto tag) {
         using E = decltype(tag);
         dispatch_head_dim(Dh, "attention_fa_tc_backward_cuda", [&](auto dh) {
             constexpr int DH = decltype(dh)::value;

@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
             const float mn = fmaxf(m[r], mx[r]);
             mu[r] = mn == -INFINITY ? 0.0f : mn;
-            const float corr = sm90_ex2(m[r] - mu[r]);
+            const float corr = ex2(m[r] - mu[r]);
             m[r] = mn;
             l[r] *= corr;
             if (n > 0)
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int r = e >> 1;
-                const float pv = sm90_ex2(s[4 * c + e] - mu[r]);
+                const float pv = ex2(s[4 * c + e] - mu[r]);
                 l[r] += pv;
                 s[4 * c + e] = sm90_kept(ks[r], c, e & 1) ? pv : 0.0f;
             }
@@ -218,7 +218,8 @@ extern "C" int attention_sm90_supports(const Ctx *c, DType dt, size_t B, size_t 
 }
 
 extern "C" void attention_sm90_forward(Ctx *c, void *out, float *lse, uint64_t *keep_out,
-                                       uint64_t *bits_out, const void *q, const void *k, const void *v,
+                                       uint64_t *bits_out, const void *q, const void *k,
+                                       const void *v,
                                        const float *mask, DType dt, float p, uint64_t seed,
                                        uint64_t offset, size_t B, size_t H, size_t T,
                                        size_t ld_in, size_t ld_out)
@@ -229,7 +230,7 @@ extern "C" void attention_sm90_forward(Ctx *c, void *out, float *lse, uint64_t *
     const float scale_log2 = SM90_LOG2E * 0.125f, sd = dropout_scale(p);
     const uint32_t thr = attn_drop_threshold(p);
     if (!thr) keep_out = bits_out = NULL;
-    sm90_dispatch(dt, "attention_sm90_forward", [&](auto tag) {
+    dispatch_lowp(dt, "attention_sm90_forward", [&](auto tag) {
         using E = decltype(tag);
         auto kern = sm90_fwd_wgs == 1 ? sm90_fwd_kernel<E, 1> : sm90_fwd_kernel<E, 2>;
         const size_t smem = sm90_smem_fwd(sm90_fwd_wgs);
@@ -237,8 +238,9 @@ extern "C" void attention_sm90_forward(Ctx *c, void *out, float *lse, uint64_t *
         smem_optin(kern, smem);
         const dim3 grid((unsigned)((T + rows - 1) / rows), (unsigned)(B * H));
         kern<<<grid, 128 * sm90_fwd_wgs, smem, c->stream>>>(
-            (E *)out, lse, keep_out, bits_out, (const E *)q, (const E *)k, (const E *)v, mask, scale_log2,
-            sd, thr, seed, offset, c->rng_base, (int)H, (int)T, (int)ld_in, (int)ld_out);
+            (E *)out, lse, keep_out, bits_out, (const E *)q, (const E *)k, (const E *)v, mask,
+            scale_log2, sd, thr, seed, offset, c->rng_base, (int)H, (int)T, (int)ld_in,
+            (int)ld_out);
         CUDA_CHECK_LAUNCH();
     });
 }

@@ -1,7 +1,8 @@
 /* attention_sm90.cuh — what the sm_90 attention kernels share
  * (ops/attention_sm90.cu: forward, ops/attention_sm90_bwd.cu: backward):
- * sizes, the mask's maximum, the dropout bits of a quad's two rows, 2^x,
- * the type dispatch. Everything is in an anonymous namespace: each file gets
+ * sizes, the mask's maximum, the dropout bits of a quad's two rows, the
+ * product helpers (2^x and the type dispatch come from ops/mma_sm80.cuh and
+ * ops/cuda_util.cuh). Everything is in an anonymous namespace: each file gets
  * its own copy. */
 #ifndef CTRAIN_OPS_ATTENTION_SM90_CUH
 #define CTRAIN_OPS_ATTENTION_SM90_CUH
@@ -19,20 +20,12 @@
 
 namespace {
 
-constexpr int SM90_THREADS = 256;   /* two warpgroups: the forward's block (NWG 2) */
 constexpr int SM90_TILE = 64 * 64 * 2;   /* bytes of a 64 x 64 16-bit tile */
-/* Q (128 rows), K and V twice each, + 1 KiB to align the base to 1,024 */
+/* the forward's shared memory: Q (64 rows a warpgroup), K and V twice each,
+ * + 1 KiB to align the base to 1,024 */
 constexpr size_t sm90_smem_fwd(int nwg) { return (size_t)(nwg + 4) * SM90_TILE + 1024; }
 constexpr float SM90_LOG2E = 1.4426950408889634f;
 constexpr float SM90_LN2 = 0.6931471805599453f;
-
-/* 2^x, one MUFU instruction (relative error ~2^-22; 2^-inf = 0) */
-__device__ __forceinline__ float sm90_ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
 
 /* the 64 keep bits of row 16 w + g (r 0) and of row 16 w + g + 8 (r 1) of a
  * 64 x 64 tile for thread lane = 4 g + t: lane t draws groups 2 t, 2 t + 1 of
@@ -66,16 +59,7 @@ __device__ __forceinline__ void sm90_keep_rows(uint64_t (&kw)[2], uint64_t rowg0
 /* max over the block of mask row mb (0 without a mask) */
 template <int NT> __device__ float sm90_mask_max(const float *mb, int T, float *red)
 {
-    if (!mb) return 0.0f;
-    float m = -INFINITY;
-    for (int j = threadIdx.x; j < T; j += NT) m = fmaxf(m, mb[j]);
-    m = warp_max(m);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    m = red[0];
-#pragma unroll
-    for (int w = 1; w < NT / 32; w++) m = fmaxf(m, red[w]);
-    return m;
+    return mb ? block_max<NT>(mb, T, red) : 0.0f;
 }
 
 /* the mask terms log2e (mask_j - max mask) of a thread's 16 key columns
@@ -136,16 +120,6 @@ __device__ __forceinline__ void sm90_tile_ready()
     cp_async_wait<0>();
     fence_proxy_async();
     __syncthreads();
-}
-
-/* f(tag) with tag an E of dt's type (f16 or bf16) */
-template <typename F> void sm90_dispatch(DType dt, const char *what, F f)
-{
-    switch (dt) {
-    case DT_F16: f(__half()); break;
-    case DT_BF16: f(__nv_bfloat16()); break;
-    default: ct_fatal("%s: dtype %s has no sm_90 kernel (f16, bf16)", what, dtype_name(dt));
-    }
 }
 
 } // namespace

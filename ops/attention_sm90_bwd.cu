@@ -59,7 +59,8 @@ __global__ void __launch_bounds__(256)
 /* dq (and the dropout bits). A block owns query rows i0 .. i0 + 63 of head bh. */
 template <typename E>
 __global__ void __launch_bounds__(BW_THREADS, 3)
-    sm90_dq_kernel(E *dq, uint64_t *bits, const uint64_t *bits_in, const E *q, const E *k, const E *v, const E *dout,
+    sm90_dq_kernel(E *dq, uint64_t *bits, const uint64_t *bits_in, const E *q, const E *k,
+                   const E *v, const E *dout,
                    const float *lse, const float *D, const float *mask, float scale_log2,
                    float scale, float sd, uint32_t thr, uint64_t seed, uint64_t offset,
                    const uint64_t *rng_base, int H, int T, int ld_in, int ld_out)
@@ -141,7 +142,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int r = e >> 1, x = 4 * c + e;
-                const float pv = sm90_ex2(fmaf(s[x], scale_log2, mt[2 * c + (e & 1)]) - L[r]);
+                const float pv = ex2(fmaf(s[x], scale_log2, mt[2 * c + (e & 1)]) - L[r]);
                 const float dpv = sm90_kept(ks[r], c, e & 1) ? dp[x] * sd : 0.0f;
                 s[x] = pv * (dpv - Dr[r]);
             }
@@ -260,7 +261,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
                 for (int r = 0; r < 2; r++) {
                     const int x = 4 * c + 2 * r + e;
                     const bool keep = (wb >> (8 * r)) & 1u;
-                    const float pv = sm90_ex2(fmaf(s[x], scale_log2, km[r]) - Lq);
+                    const float pv = ex2(fmaf(s[x], scale_log2, km[r]) - Lq);
                     const float dpv = keep ? dp[x] * sd : 0.0f;
                     s[x] = keep ? pv * sd : 0.0f;
                     dp[x] = pv * (dpv - Dq);
@@ -306,29 +307,31 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
     if (!dq && !dk) return;
     const float scale = 0.125f, scale_log2 = SM90_LOG2E * scale, sd = dropout_scale(p);
     const uint32_t thr = attn_drop_threshold(p);
-    const size_t rows = B * H * T, dbytes = rows * 4, bbytes = thr && dk && !bits_in ? rows * (T / 64) * 8 : 0;
-    float *D = (float *)mem_alloc(c, dbytes);
     if (!thr) bits_in = NULL;
+    /* the bits for the dkdv kernel: the forward's, or drawn by the dq kernel */
+    const size_t rows = B * H * T, dbytes = rows * 4;
+    const size_t bbytes = thr && dk && !bits_in ? rows * (T / 64) * 8 : 0;
+    float *D = (float *)mem_alloc(c, dbytes);
     uint64_t *bits = bbytes ? (uint64_t *)mem_alloc(c, bbytes) : NULL;
     const dim3 grid((unsigned)(T / 64), (unsigned)(B * H));
-    sm90_dispatch(dt, "attention_sm90_backward", [&](auto tag) {
+    dispatch_lowp(dt, "attention_sm90_backward", [&](auto tag) {
         using E = decltype(tag);
         sm90_d_kernel<E><<<grid_for(rows * 8, 256, 1u << 30), 256, 0, c->stream>>>(
             D, (const E *)dout, (const E *)out, (int)H, (int)T, (int)ld_out, rows);
         CUDA_CHECK_LAUNCH();
-        if (dq || bits) {   /* (bits: drawn here for the dkdv kernel) */
+        if (dq || bits) {
             smem_optin(sm90_dq_kernel<E>, BW_SMEM);
             sm90_dq_kernel<E><<<grid, BW_THREADS, BW_SMEM, c->stream>>>(
-                (E *)dq, bits, bits_in, (const E *)q, (const E *)k, (const E *)v, (const E *)dout, lse, D,
-                mask, scale_log2, scale, sd, thr, seed, offset, c->rng_base, (int)H, (int)T,
+                (E *)dq, bits, bits_in, (const E *)q, (const E *)k, (const E *)v, (const E *)dout,
+                lse, D, mask, scale_log2, scale, sd, thr, seed, offset, c->rng_base, (int)H, (int)T,
                 (int)ld_in, (int)ld_out);
             CUDA_CHECK_LAUNCH();
         }
         if (dk) {
             smem_optin(sm90_dkdv_kernel<E>, BW_SMEM_KV);
             sm90_dkdv_kernel<E><<<grid, BW_THREADS, BW_SMEM_KV, c->stream>>>(
-                (E *)dk, (E *)dv, bits_in ? bits_in : bits, (const E *)q, (const E *)k, (const E *)v,
-                (const E *)dout, lse, D, mask, scale_log2, scale, sd, (int)H, (int)T,
+                (E *)dk, (E *)dv, bits_in ? bits_in : bits, (const E *)q, (const E *)k,
+                (const E *)v, (const E *)dout, lse, D, mask, scale_log2, scale, sd, (int)H, (int)T,
                 (int)ld_in, (int)ld_out);
             CUDA_CHECK_LAUNCH();
         }

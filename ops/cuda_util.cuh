@@ -9,10 +9,12 @@
  *   - lowp_bits<L>(v): from_f32's rounding as raw f16/bf16 bits, and
  *     lowp_store4, which writes four of them as one 8-byte store;
  *   - dispatch_head_dim(Dh, what, f): the fused attention kernels' widths;
+ *   - dispatch_lowp(dt, what, f): f16 or bf16 only (the tensor-core kernels);
  *   - warp_sum / warp_max: xor butterflies over the full warp; every lane
  *     ends with the same bits (a + b == b + a at each step), and lane 0's
  *     result is the fixed tree (x0 + x16) + (x8 + x24) + ... whatever the
  *     scheduling;
+ *   - block_max<NT>: the max of n floats over a block of NT threads;
  *   - threads_for: the block width of a row kernel;
  *   - smem_optin: the opt-in a kernel needs for dynamic shared memory above
  *     48 KiB.
@@ -82,6 +84,17 @@ template <typename F> void dispatch_head_dim(size_t Dh, const char *what, F f)
     }
 }
 
+/* Calls f with an E of dt's type, f16 or bf16 (the tensor-core kernels have
+ * no other); what names the caller in the error. */
+template <typename F> void dispatch_lowp(DType dt, const char *what, F f)
+{
+    switch (dt) {
+    case DT_F16: f(__half()); break;
+    case DT_BF16: f(__nv_bfloat16()); break;
+    default: ct_fatal("%s: dtype %s has no tensor-core kernel (f16, bf16)", what, dtype_name(dt));
+    }
+}
+
 /* ---- warp reductions ---- */
 
 /* Sum over the warp (float, double or int); every lane gets the result. */
@@ -96,6 +109,21 @@ __device__ __forceinline__ float warp_max(float v)
 {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
     return v;
+}
+
+/* Max of x[0 .. n) over a block of NT threads (-inf when n is 0); every thread
+ * calls it and gets the result; red holds NT / 32 floats of shared memory. */
+template <int NT> __device__ float block_max(const float *x, int n, float *red)
+{
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < n; j += NT) m = fmaxf(m, x[j]);
+    m = warp_max(m);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = red[0];
+#pragma unroll
+    for (int w = 1; w < NT / 32; w++) m = fmaxf(m, red[w]);
+    return m;
 }
 
 /* ---- launch sizes ---- */

@@ -84,6 +84,14 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr)
 #endif
 }
 
+/* 2^x, one MUFU instruction (relative error ~2^-22; 2^-inf = 0) */
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* c += a b, m16n8k16, f32 accumulate; E selects f16 or bf16 inputs */
 template <typename E>
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,

@@ -74,12 +74,6 @@ __host__ __device__ static inline unsigned sw128_offset(int r, int c)
     return (unsigned)(r * 128 + (((c / 8) ^ (r % 8)) * 16) + (c % 8) * 2);
 }
 
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define WGMMA_OK 1
-#else
-#define WGMMA_OK 0
-#endif
-
 /* The descriptor of the k16 slice j of a tile at smem address base: the slice
  * starts two core matrices (2 x 128 bytes) further along K per j. swap: the
  * two offsets the other way round. No swizzle (bits 62-63 zero). */
@@ -91,38 +85,28 @@ __device__ static inline uint64_t desc_of(uint32_t base, int j, int swap)
     return (uint64_t)((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
 }
 
-/* The 32 accumulator registers as one asm operand list: WG_ACC_OPS, WG_ACC_LIST of
- * ops/wgmma_sm90.cuh */
-#define ACC_OPS(d) WG_ACC_OPS(d)
-#define ACC_LIST WG_ACC_LIST
-
-/* d (+)= A B^T over one k16 slice, both operands in shared memory (K-major, no
- * transpose); accumulate 0 overwrites d. */
-__device__ static inline void mma_ss(float d[32], uint64_t da, uint64_t db, int accumulate)
+/* The products, bf16, from ops/wgmma_sm90.cuh: d (+)= A B^T over one k16
+ * slice with both operands in shared memory (ss) or A from four registers in
+ * the layout of 3. (rs); the _tb forms read B MN-major (transposed, A B).
+ * accumulate 0 overwrites d. */
+using BF = __nv_bfloat16;
+__device__ static inline void mma_ss(float (&d)[32], uint64_t da, uint64_t db, int accumulate)
 {
-#if WGMMA_OK
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACC_LIST
-                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : ACC_OPS(d)
-                 : "l"(da), "l"(db), "r"(accumulate));
-#else
-    (void)d; (void)da; (void)db; (void)accumulate;
-#endif
+    wg_mma_ss<BF, 0>(d, da, db, accumulate);
 }
-
-/* The same with A's slice from four registers (bf16 pairs, the layout of 3.) */
-__device__ static inline void mma_rs(float d[32], const uint32_t a[4], uint64_t db, int accumulate)
+__device__ static inline void mma_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t db,
+                                     int accumulate)
 {
-#if WGMMA_OK
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACC_LIST
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                 : ACC_OPS(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
-#else
-    (void)d; (void)a; (void)db; (void)accumulate;
-#endif
+    wg_mma_rs<BF, 0>(d, a, db, accumulate);
+}
+__device__ static inline void mma_ss_tb(float (&d)[32], uint64_t da, uint64_t db, int accumulate)
+{
+    wg_mma_ss<BF, 1>(d, da, db, accumulate);
+}
+__device__ static inline void mma_rs_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t db,
+                                        int accumulate)
+{
+    wg_mma_rs<BF, 1>(d, a, db, accumulate);
 }
 
 /* The 128-byte-swizzle descriptor (layout type 1 in bits 62-63) of k16 slice
@@ -157,56 +141,16 @@ __device__ static inline uint64_t desc_mn(uint32_t base, int j, int swap)
     return (uint64_t)((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
 }
 
-/* d (+)= A B over one k16 slice, A K-major, B MN-major (read transposed: the
- * tnsp-b immediate 1), both from shared memory */
-__device__ static inline void mma_ss_tb(float d[32], uint64_t da, uint64_t db, int accumulate)
-{
-#if WGMMA_OK
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACC_LIST
-                 ", %32, %33, p, 1, 1, 0, 1;\n}\n"
-                 : ACC_OPS(d)
-                 : "l"(da), "l"(db), "r"(accumulate));
-#else
-    (void)d; (void)da; (void)db; (void)accumulate;
-#endif
-}
-/* the same with A from registers */
-__device__ static inline void mma_rs_tb(float d[32], const uint32_t a[4], uint64_t db,
-                                        int accumulate)
-{
-#if WGMMA_OK
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACC_LIST
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-                 : ACC_OPS(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
-#else
-    (void)d; (void)a; (void)db; (void)accumulate;
-#endif
-}
-
-/* Shared memory written by ordinary stores, made visible to wgmma's reads
- * (the async proxy): each thread after its stores, before the barrier. */
-__device__ static inline void smem_to_async(void)
-{
-#if WGMMA_OK
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-
 __device__ static inline void wg_commit_wait(void)
 {
-#if WGMMA_OK
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#endif
+    wg_commit();
+    wg_wait<0>();
 }
 
-__device__ static inline uint32_t pack_bf16(float lo, float hi)
+/* C (64 x 64, row-major f32) from the accumulator layout of 2. */
+__device__ static inline void store_acc(float *C, const float (&d)[32])
 {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
+    store_acc(C, d);
 }
 
 /* A's registers for k16 slice j of a row-major 64 x 64 bf16 matrix in global
@@ -216,10 +160,10 @@ __device__ static inline void a_regs(uint32_t a[4], const __nv_bfloat16 *A, int 
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int r = 16 * w + lane / 4, k = 16 * j + 2 * (lane % 4);
     const __nv_bfloat16 *p0 = A + r * TILE + k, *p1 = A + (r + 8) * TILE + k;
-    a[0] = pack_bf16(__bfloat162float(p0[0]), __bfloat162float(p0[1]));
-    a[1] = pack_bf16(__bfloat162float(p1[0]), __bfloat162float(p1[1]));
-    a[2] = pack_bf16(__bfloat162float(p0[8]), __bfloat162float(p0[9]));
-    a[3] = pack_bf16(__bfloat162float(p1[8]), __bfloat162float(p1[9]));
+    a[0] = pack2<BF>(__bfloat162float(p0[0]), __bfloat162float(p0[1]));
+    a[1] = pack2<BF>(__bfloat162float(p1[0]), __bfloat162float(p1[1]));
+    a[2] = pack2<BF>(__bfloat162float(p0[8]), __bfloat162float(p0[9]));
+    a[3] = pack2<BF>(__bfloat162float(p1[8]), __bfloat162float(p1[9]));
 }
 
 /* one warpgroup (128 threads): C = A B^T, A and B row-major [64, 64] bf16 in
@@ -237,7 +181,7 @@ __global__ void __launch_bounds__(128) tile_kernel(float *C, const __nv_bfloat16
         *(__nv_bfloat16 *)(sa + core_offset(r, k)) = A[i];
         *(__nv_bfloat16 *)(sb + core_offset(r, k)) = B[i];
     }
-    smem_to_async();
+    fence_proxy_async();
     __syncthreads();
     const uint32_t base_a = (uint32_t)__cvta_generic_to_shared(sa);
     const uint32_t base_b = (uint32_t)__cvta_generic_to_shared(sb);
@@ -259,17 +203,7 @@ __global__ void __launch_bounds__(128) tile_kernel(float *C, const __nv_bfloat16
         }
         wg_commit_wait();
     }
-    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int r = 16 * w + lane / 4;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int c = 8 * i + 2 * (lane % 4);
-        float *o = C + (size_t)blockIdx.x * TILE * TILE;
-        o[r * TILE + c] = d[4 * i];
-        o[r * TILE + c + 1] = d[4 * i + 1];
-        o[(r + 8) * TILE + c] = d[4 * i + 2];
-        o[(r + 8) * TILE + c + 1] = d[4 * i + 3];
-    }
+    store_acc(C + (size_t)blockIdx.x * TILE * TILE, d);
 }
 
 /* The layouts the attention kernels load with cp.async or TMA (no shuffles
@@ -289,7 +223,7 @@ __global__ void __launch_bounds__(128) layout_kernel(float *C, const __nv_bfloat
         *(__nv_bfloat16 *)(sa + sw128_offset(r, c)) = A[i];
         *(__nv_bfloat16 *)(sb + (MODE == 3 ? mn_offset(r, c) : sw128_offset(r, c))) = B[i];
     }
-    smem_to_async();
+    fence_proxy_async();
     __syncthreads();
     const uint32_t base_a = (uint32_t)__cvta_generic_to_shared(sa);
     const uint32_t base_b = (uint32_t)__cvta_generic_to_shared(sb);
@@ -312,16 +246,7 @@ __global__ void __launch_bounds__(128) layout_kernel(float *C, const __nv_bfloat
             mma_ss_tb(d, desc_sw128(base_a, j, 0, swap), desc_sw128(base_b, j, 1, swap), j > 0);
     }
     wg_commit_wait();
-    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int r = 16 * w + lane / 4;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int c = 8 * i + 2 * (lane % 4);
-        C[r * TILE + c] = d[4 * i];
-        C[r * TILE + c + 1] = d[4 * i + 1];
-        C[(r + 8) * TILE + c] = d[4 * i + 2];
-        C[(r + 8) * TILE + c + 1] = d[4 * i + 3];
-    }
+    store_acc(C, d);
 }
 
 static float frand(unsigned *s)
@@ -372,7 +297,7 @@ __global__ void __launch_bounds__(128) flash_fwd_kernel(__nv_bfloat16 *O, float 
             *(__nv_bfloat16 *)(sk + core_offset(key, d)) = kb[(size_t)key * row + d];
             *(__nv_bfloat16 *)(sv + core_offset(d, key)) = vb[(size_t)key * row + d];
         }
-        smem_to_async();   /* Q's stores too, on the first tile */
+        fence_proxy_async();   /* Q's stores too, on the first tile */
         __syncthreads();
         float s[32];
 #pragma unroll
@@ -405,8 +330,8 @@ __global__ void __launch_bounds__(128) flash_fwd_kernel(__nv_bfloat16 *O, float 
             const float p2 = exp2f(s[4 * i + 2] * c - m[1]), p3 = exp2f(s[4 * i + 3] * c - m[1]);
             l[0] += p0 + p1;
             l[1] += p2 + p3;
-            pa[i / 2][2 * (i % 2)] = pack_bf16(p0, p1);       /* row r, keys 16 j + ... */
-            pa[i / 2][2 * (i % 2) + 1] = pack_bf16(p2, p3);   /* row r + 8 */
+            pa[i / 2][2 * (i % 2)] = pack2<BF>(p0, p1);       /* row r, keys 16 j + ... */
+            pa[i / 2][2 * (i % 2) + 1] = pack2<BF>(p2, p3);   /* row r + 8 */
             o[4 * i] *= alpha[0];
             o[4 * i + 1] *= alpha[0];
             o[4 * i + 2] *= alpha[1];
@@ -554,20 +479,20 @@ static int flash_check(int swap)
  * TMA's swizzle is the one the cp.async loaders write (sw128_offset). */
 __device__ static inline void mbar_init(uint32_t bar, uint32_t count)
 {
-#if WGMMA_OK
+#if WG_ARCH_OK
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 #endif
 }
 __device__ static inline void mbar_expect_tx(uint32_t bar, uint32_t bytes)
 {
-#if WGMMA_OK
+#if WG_ARCH_OK
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
                  "r"(bytes) : "memory");
 #endif
 }
 __device__ static inline void mbar_wait(uint32_t bar, uint32_t parity)
 {
-#if WGMMA_OK
+#if WG_ARCH_OK
     asm volatile("{\n.reg .pred p;\nWAIT_%=:\n"
                  "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
                  "@!p bra WAIT_%=;\n}\n" ::"r"(bar), "r"(parity) : "memory");
@@ -576,7 +501,7 @@ __device__ static inline void mbar_wait(uint32_t bar, uint32_t parity)
 __device__ static inline void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0, int r0,
                                           uint32_t bar)
 {
-#if WGMMA_OK
+#if WG_ARCH_OK
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
                  " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst), "l"((uint64_t)map), "r"(c0),
                  "r"(r0), "r"(bar) : "memory");
@@ -609,15 +534,7 @@ __global__ void __launch_bounds__(128) tma_kernel(float *C, const __grid_constan
     for (int j = 0; j < 4; j++)
         mma_ss(d, desc_sw128(base_a, j, 0, 0), desc_sw128(base_b, j, 0, 0), j > 0);
     wg_commit_wait();
-    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = 16 * w + lane / 4;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int c = 8 * i + 2 * (lane % 4);
-        C[r * TILE + c] = d[4 * i];
-        C[r * TILE + c + 1] = d[4 * i + 1];
-        C[(r + 8) * TILE + c] = d[4 * i + 2];
-        C[(r + 8) * TILE + c + 1] = d[4 * i + 3];
-    }
+    store_acc(C, d);
 }
 
 static int tma_check(void)
