@@ -13,13 +13,16 @@
  * ---- The forward ----
  * A block is two warpgroups (256 threads) and owns 128 query rows of one
  * head, 64 a warpgroup. It streams the head's keys in tiles of 64, K and V
- * double-buffered in shared memory (cp.async, 128-byte swizzle). Per tile,
- * each warpgroup:
+ * in a ring of three buffers in shared memory (cp.async, 128-byte swizzle):
+ * tile n + 1 is copied while tile n is used and tile n - 1's V may still be
+ * read by the product issued last. Per tile n, each warpgroup:
  *   S  = Q K^T                  four wgmmas (k 16 each), Q and K from shared memory
- *   (while they run: the tile's dropout bits and mask terms)
+ *   (while S and the previous tile's P V run: this tile's dropout bits and
+ *   mask terms; then one wait for both)
  *   t  = log2e (scale S + mask - max mask)     online softmax: m' = max(m, max t),
  *   l  = l 2^(m - m') + sum 2^(t - m'),  O = O 2^(m - m')
- *   O += (keep 2^(t - m')) V    four wgmmas, P from registers, V read transposed
+ *   O += (keep 2^(t - m')) V    four wgmmas, P from registers, V read transposed,
+ *                               left running into the next tile
  * and at the end out = s_d O / l, lse = ln2 (m + log2 l) (0 and -inf for a row
  * whose keys are all -inf). The dropout bits: eight keys a Philox call
  * (attn_keep8); the four lanes of a quad share two rows, so each lane draws
@@ -34,7 +37,8 @@
 namespace {
 
 /* NWG warpgroups a block, 64 query rows each: 2 (K and V shared by two, 2
- * blocks an SM) or 1 (4 blocks an SM, no barrier between warpgroups) */
+ * blocks an SM) or 1 (no barrier between warpgroups; 3 blocks an SM, as the
+ * ring's shared memory allows) */
 template <typename E, int NWG>
 __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
     sm90_fwd_kernel(E *out, float *lse, uint64_t *keep_out, uint64_t *bits_out, const E *q,
@@ -47,7 +51,7 @@ __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
     constexpr int NT = 128 * NWG, ROWS = 64 * NWG;
     __shared__ float red[NT / 32];
     const uint32_t base = (smem_u32(sm90_smem) + 1023u) & ~1023u;
-    const uint32_t sq = base, sk = base + NWG * SM90_TILE, sv = sk + 2 * SM90_TILE;
+    const uint32_t sq = base, sk = base + NWG * SM90_TILE, sv = sk + SM90_FWD_BUFS * SM90_TILE;
     if (rng_base) offset += *rng_base;   /* inside a CUDA graph (dropout.h) */
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
@@ -91,12 +95,13 @@ __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
      * by ordinary instructions makes ptxas serialize the wgmmas, C7515) */
     float o[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     const uint32_t sqw = sq + (uint32_t)wg * SM90_TILE;
-    for (int n = 0; n < ntiles; n++) {
-        const int buf = n & 1, k0 = n * 64;
-        sm90_tile_ready();
+    for (int n = 0, buf = 0; n < ntiles; n++, buf = sm90_fwd_next(buf)) {
+        const int k0 = n * 64;
+        sm90_ring_ready();
         if (n + 1 < ntiles) {
-            wg_load_tile<64, NT>(sk + (buf ^ 1) * SM90_TILE, k, k0 + 64, T, ld_in, tid);
-            wg_load_tile<64, NT>(sv + (buf ^ 1) * SM90_TILE, v, k0 + 64, T, ld_in, tid);
+            const int nb = sm90_fwd_next(buf);
+            wg_load_tile<64, NT>(sk + nb * SM90_TILE, k, k0 + 64, T, ld_in, tid);
+            wg_load_tile<64, NT>(sv + nb * SM90_TILE, v, k0 + 64, T, ld_in, tid);
             cp_async_commit();
         }
         float s[32];
@@ -119,8 +124,9 @@ __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
         }
         float mt[16];
         sm90_mask_terms(mt, mb, k0, mmax, t);
-        wg_wait<0>();
+        wg_wait<0>();   /* S, and the previous tile's P V: O may be rescaled */
         wg_keep(s);
+        wg_keep(o);
         /* online softmax; entry 4 c + e: row r = e / 2, key 8 c + 2 t + e % 2 */
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll

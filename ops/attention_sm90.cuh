@@ -21,9 +21,21 @@
 namespace {
 
 constexpr int SM90_TILE = 64 * 64 * 2;   /* bytes of a 64 x 64 16-bit tile */
-/* the forward's shared memory: Q (64 rows a warpgroup), K and V twice each,
- * + 1 KiB to align the base to 1,024 */
-constexpr size_t sm90_smem_fwd(int nwg) { return (size_t)(nwg + 4) * SM90_TILE + 1024; }
+/* The forward streams K and V through a ring of three buffers: while tile n is
+ * used, tile n + 1 is copied, and the P V product of tile n - 1 may still read
+ * its V (it is waited for with tile n's S, not at tile n's top:
+ * sm90_ring_ready). Its shared memory: Q (64 rows a warpgroup), K and V three
+ * times each, + 1 KiB to align the base to 1,024. The backward kernels keep
+ * two buffers and sm90_tile_ready. */
+constexpr int SM90_FWD_BUFS = 3;
+__device__ __forceinline__ int sm90_fwd_next(int buf)
+{
+    return buf == SM90_FWD_BUFS - 1 ? 0 : buf + 1;
+}
+constexpr size_t sm90_smem_fwd(int nwg)
+{
+    return (size_t)(nwg + 2 * SM90_FWD_BUFS) * SM90_TILE + 1024;
+}
 constexpr float SM90_LOG2E = 1.4426950408889634f;
 constexpr float SM90_LN2 = 0.6931471805599453f;
 
@@ -117,6 +129,17 @@ __device__ __forceinline__ bool sm90_kept(uint64_t ks, int c, int e)
 __device__ __forceinline__ void sm90_tile_ready()
 {
     wg_wait<0>();
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+}
+
+/* the same for the forward's ring, with no wait for products: this thread's
+ * copies of tile n landed and are visible to wgmma, then a barrier: everyone's
+ * did, and every warpgroup has waited (in its step n - 1) for its products of
+ * tile n - 2, so that tile's buffers are free for tile n + 1 */
+__device__ __forceinline__ void sm90_ring_ready()
+{
     cp_async_wait<0>();
     fence_proxy_async();
     __syncthreads();

@@ -150,7 +150,15 @@ __device__ static inline void wg_commit_wait(void)
 /* C (64 x 64, row-major f32) from the accumulator layout of 2. */
 __device__ static inline void store_acc(float *C, const float (&d)[32])
 {
-    store_acc(C, d);
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = 16 * w + lane / 4;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int c = 8 * i + 2 * (lane % 4);
+        C[r * TILE + c] = d[4 * i];
+        C[r * TILE + c + 1] = d[4 * i + 1];
+        C[(r + 8) * TILE + c] = d[4 * i + 2];
+        C[(r + 8) * TILE + c + 1] = d[4 * i + 3];
+    }
 }
 
 /* A's registers for k16 slice j of a row-major 64 x 64 bf16 matrix in global
