@@ -1,7 +1,7 @@
 #!/bin/bash
 # sm90.sh — the wgmma attention's device run (ops/attention_sm90.h): the probe,
-# the checks, the kernels old against new, the step A/B against cuDNN, and ncu
-# of each kernel.
+# the checks, the kernels old against new, the step A/B against cuDNN, the
+# step's timeline for both, and ncu of each kernel.
 #   scripts/device/stage.sh build new     (and, for the kernels' old side, an
 #   out/old.tar.xz holding an earlier build's tests/gpu_attention_sm90)
 #   OUT=dir bash scripts/device/sm90.sh
@@ -35,6 +35,19 @@ if grep -q " 0 failed" $L/sm90.log; then
     bb b128_$a 90 CTRAIN_ATTN=$a $NEW bench --models bert-large --seq 128 --batch 256 \
         --precision fp8 --time-limit 3
   done
+fi
+# the step's timeline, cuDNN against sm90 (per kernel: scripts/timeline_diff.py)
+if [ "$(el)" -lt 330 ]; then
+  for a in cudnn sm90; do
+    CTRAIN_ATTN=$a CTRAIN_TIMELINE=$L/tl_$a.json:8:4 timeout 60 $NEW bench --models bert-large \
+      --seq 512 --batch 32 --precision fp8 --steps 14 --time-limit 20 > $L/tl_$a.log 2>&1
+    echo "timeline $a rc $?"
+  done
+  python3 scripts/timeline_diff.py $L/tl_cudnn.json.txt $L/tl_sm90.json.txt --top 16 \
+    > $L/timeline_diff.txt 2>&1
+  sed -n 13,30p $L/timeline_diff.txt
+  rm -f $L/tl_*.json
+  pack
 fi
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 for k in sm90_fwd_kernel sm90_dq_kernel sm90_dkdv_kernel; do
