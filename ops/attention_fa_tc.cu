@@ -235,13 +235,7 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
         float mu[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
-            const float mn = fmaxf(mrow[r], mx[r]);
-            mu[r] = mn == -INFINITY ? 0.0f : mn;
-            const float corr = ex2(mrow[r] - mu[r]);
-            mrow[r] = mn;
-            lrow[r] *= corr;
+            const float corr = softmax_row_step(mrow[r], lrow[r], mx[r], mu[r]);
 #pragma unroll
             for (int nt = 0; nt < C::NT; nt++) {
                 acc[nt][2 * r] *= corr;

@@ -139,13 +139,7 @@ __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
         float mu[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
-            const float mn = fmaxf(m[r], mx[r]);
-            mu[r] = mn == -INFINITY ? 0.0f : mn;
-            const float corr = ex2(m[r] - mu[r]);
-            m[r] = mn;
-            l[r] *= corr;
+            const float corr = softmax_row_step(m[r], l[r], mx[r], mu[r]);
             if (n > 0)
 #pragma unroll
             for (int c = 0; c < 8; c++) {

@@ -56,6 +56,21 @@ __global__ void __launch_bounds__(256)
     if (z < rows && part == 0) D[z] = acc;
 }
 
+/* s = A0 B0^T and dp = A1 B1^T over K = 64 (tiles at shared addresses a0, b0,
+ * a1, b1), issued and committed, not waited for. Both kernels' first two
+ * products of a tile: S and dP (dq), S^T and dP^T (dkdv). */
+template <typename E>
+__device__ __forceinline__ void bw_issue_pair(float (&s)[32], float (&dp)[32], uint32_t a0,
+                                              uint32_t b0, uint32_t a1, uint32_t b1)
+{
+#pragma unroll
+    for (int x = 0; x < 32; x++) s[x] = dp[x] = 0.0f;
+    wg_fence();
+    sm90_abt<E>(s, a0, b0);
+    sm90_abt<E>(dp, a1, b1);
+    wg_commit();
+}
+
 /* dq (and the dropout bits). A block owns query rows i0 .. i0 + 63 of head bh. */
 template <typename E>
 __global__ void __launch_bounds__(BW_THREADS, 3)
@@ -115,12 +130,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
         }
         const uint32_t skb = sk + buf * SM90_TILE, svb = sv + buf * SM90_TILE;
         float s[32], dp[32];
-#pragma unroll
-        for (int x = 0; x < 32; x++) s[x] = dp[x] = 0.0f;
-        wg_fence();
-        sm90_abt<E>(s, sq, skb);
-        sm90_abt<E>(dp, sdo, svb);
-        wg_commit();
+        bw_issue_pair<E>(s, dp, sq, skb, sdo, svb);
         uint64_t kw[2] = {~0ull, ~0ull};
         if (bits_in) {
             const uint64_t *w = bits_in + ((uint64_t)bh * ntiles + n) * T + row0;
@@ -235,12 +245,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
         }
         const uint32_t sqb = sq + buf * SM90_TILE, sdob = sdo + buf * SM90_TILE;
         float s[32], dp[32];
-#pragma unroll
-        for (int x = 0; x < 32; x++) s[x] = dp[x] = 0.0f;
-        wg_fence();
-        sm90_abt<E>(s, sk, sqb);
-        sm90_abt<E>(dp, sv, sdob);
-        wg_commit();
+        bw_issue_pair<E>(s, dp, sk, sqb, sv, sdob);
         const unsigned char *ab = abase + buf * BW_AUX;
         const float *al = reinterpret_cast<const float *>(ab);
         const float *aD = reinterpret_cast<const float *>(ab + 256);

@@ -17,6 +17,7 @@
 #ifndef CTRAIN_OPS_MMA_SM80_CUH
 #define CTRAIN_OPS_MMA_SM80_CUH
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <type_traits>
@@ -90,6 +91,23 @@ __device__ __forceinline__ float ex2(float x)
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
+}
+
+/* The online softmax's step for one row of a tile, held by the four lanes of
+ * a quad (C's layout above, and wgmma's): mx, this lane's max of the row's
+ * new terms t, becomes the quad's; m' = max(m, mx); mu = m', or 0 while the
+ * row is all -inf so that 2^(t - mu) is 0 and not NaN; l *= 2^(m - mu);
+ * m = m'. Returns 2^(m - mu), the factor for the row's output. */
+__device__ __forceinline__ float softmax_row_step(float &m, float &l, float mx, float &mu)
+{
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mn = fmaxf(m, mx);
+    mu = mn == -INFINITY ? 0.0f : mn;
+    const float corr = ex2(m - mu);
+    m = mn;
+    l *= corr;
+    return corr;
 }
 
 /* c += a b, m16n8k16, f32 accumulate; E selects f16 or bf16 inputs */
