@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     tc_load_tile<E, DH>(ks, k, 0, T, ld);
     tc_load_tile<E, DH>(vs, v, 0, T, ld);
     cp_async_commit();
-    const float mmax = tc_mask_max(mb, T, red);
+    const float mmax = mask_row_max<TC_THREADS>(mb, T, red);
     const int ntiles = (T + TC_ROWS - 1) / TC_ROWS; /* = W, words per row of keep_out */
     if (mmax == -INFINITY) { /* every key masked: no distribution, out 0 */
         cp_async_wait<0>();   /* no copy outlives the block */
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
                       acc[nt][2 * r + 1] * inv, 0);
         if (t == 0)
             lse[(size_t)bh * T + i] =
-                lrow[r] > 0.0f ? (mrow[r] + log2f(lrow[r])) * TC_LN2 : -INFINITY;
+                lrow[r] > 0.0f ? (mrow[r] + log2f(lrow[r])) * LN2_F32 : -INFINITY;
     }
 }
 
@@ -340,7 +340,7 @@ extern "C" void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, uint
     const size_t BH = B * H;
     if (BH == 0 || T == 0) return;
     tc_check_sizes(B, H, T, "attention_fa_tc_forward_cuda");
-    const float scale_log2 = TC_LOG2E / sqrtf((float)Dh), sd = dropout_scale(p);
+    const float scale_log2 = LOG2E_F32 / sqrtf((float)Dh), sd = dropout_scale(p);
     const uint32_t thr = attn_drop_threshold(p);
     if (!thr) keep_out = NULL; /* no dropout: no mask to save */
     CT_ASSERT(!keep_out || is_aligned(keep_out, 8),

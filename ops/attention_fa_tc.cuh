@@ -25,8 +25,6 @@ namespace {
 constexpr int TC_WARPS = 4;
 constexpr int TC_THREADS = TC_WARPS * 32;
 constexpr int TC_ROWS = 64; /* rows a block owns, and rows of a streamed tile */
-constexpr float TC_LOG2E = 1.4426950408889634f;
-constexpr float TC_LN2 = 0.6931471805599453f;
 
 template <int DH> struct TcCfg {
     static_assert(DH == 32 || DH == 64 || DH == 128, "DH must be 32, 64 or 128");
@@ -65,14 +63,9 @@ __device__ __forceinline__ void store2(E *dst, float x, float y, int accum)
 /* Key j's mask term in log2 units, less the row's maximum; -inf past T. */
 __device__ __forceinline__ float tc_mask_log2(const float *mb, float mmax, int j, int T)
 {
-    return j < T ? (mb ? (mb[j] - mmax) * TC_LOG2E : 0.0f) : -INFINITY;
+    return j < T ? (mb ? (mb[j] - mmax) * LOG2E_F32 : 0.0f) : -INFINITY;
 }
 
-/* Max of the mask row (0 without a mask); every thread of the block calls it. */
-__device__ float tc_mask_max(const float *mb, int T, float *red)
-{
-    return mb ? block_max<TC_THREADS>(mb, T, red) : 0.0f;
-}
 
 /* Layouts. [B, H, T, Dh] (bthd 0): head bh = b H + h is T rows of DH, row
  * stride DH. [B, T, H, Dh] (bthd 1, BERT's projections split by a reshape

@@ -32,7 +32,7 @@ __device__ __forceinline__ float tc_lse2(const float *lse_h, int i, int T)
 {
     if (i >= T) return INFINITY;
     const float l = lse_h[i];
-    return l == -INFINITY ? INFINITY : l * TC_LOG2E;
+    return l == -INFINITY ? INFINITY : l * LOG2E_F32;
 }
 
 /* dq_i = scale sum_j dS_ij k_j,  dS_ij = P_ij (keep s_d dO_i . v_j - D_i),
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     tc_load_tile<E, DH>(ks, k, 0, T, ld);
     tc_load_tile<E, DH>(vs, v, 0, T, ld);
     cp_async_commit();
-    const float mmax = tc_mask_max(mb, T, red);
+    const float mmax = mask_row_max<TC_THREADS>(mb, T, red);
     if (mmax == -INFINITY) {
         cp_async_wait<0>();   /* no copy outlives the block */
         if (!accum) tc_zero_rows<E, DH>(dq, i0, T, ld);
@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(TC_THREADS, DH <= 64 ? 3 : 2)
     tc_load_tile<E, DH>(qs, q, 0, T, ld);
     tc_load_tile<E, DH>(dos, dout, 0, T, ld);
     cp_async_commit();
-    const float mmax = tc_mask_max(mb, T, red);
+    const float mmax = mask_row_max<TC_THREADS>(mb, T, red);
     if (mmax == -INFINITY) {
         cp_async_wait<0>();   /* no copy outlives the block */
         if (!accum_k) tc_zero_rows<E, DH>(dk, j0, T, ld);
@@ -389,7 +389,7 @@ extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *
     const size_t BH = B * H;
     if (BH == 0 || T == 0 || (!dq && !dk && !dv)) return;
     tc_check_sizes(B, H, T, "attention_fa_tc_backward_cuda");
-    const float scale = 1.0f / sqrtf((float)Dh), scale_log2 = TC_LOG2E * scale;
+    const float scale = 1.0f / sqrtf((float)Dh), scale_log2 = LOG2E_F32 * scale;
     const float sd = dropout_scale(p);
     const uint32_t thr = attn_drop_threshold(p);
     /* the dropout mask for both kernels (header comment): the forward's saved

@@ -86,11 +86,11 @@ static QkvDims qkv_check(Ctx *c, Tensor *qkv, int heads, Tensor *mask, float p)
 }
 
 #ifdef CTRAIN_CUDA
-/* CTRAIN_ATTN=sm90 and a call the wgmma kernels take (ops/attention_sm90.h) */
-static int qkv_sm90_wanted(Ctx *c, DType dt, int64_t B, int64_t T, int heads, int64_t Dh,
-                           const Tensor *mask)
+/* CTRAIN_ATTN=sm90 and a call the wgmma kernels take (ops/attention_sm90.h;
+ * the alignment op_attention_qkv_supported checks for every path) */
+static int qkv_sm90_wanted(Ctx *c, DType dt, int64_t B, int64_t T, int heads, int64_t Dh)
 {
-    return setting_choice(SET_ATTN) == 3 && (!mask || (uintptr_t)mask->data % 16 == 0) &&
+    return setting_choice(SET_ATTN) == 3 &&
            attention_sm90_supports(c, dt, (size_t)B, (size_t)heads, (size_t)T, (size_t)Dh);
 }
 #endif
@@ -103,7 +103,7 @@ int op_attention_qkv_supported(Ctx *c, DType dt, int64_t B, int64_t T, int heads
     if (B <= 0 || T <= 0 || heads <= 0 || Dh <= 0) return 0;
     const size_t D = (size_t)heads * (size_t)Dh;
     const int aligned = (D * dtype_size(dt)) % 16 == 0 && (!mask || (uintptr_t)mask->data % 16 == 0);
-    if (qkv_sm90_wanted(c, dt, B, T, heads, Dh, mask) && aligned && dropout_p < 1.0f) return 1;
+    if (qkv_sm90_wanted(c, dt, B, T, heads, Dh) && aligned && dropout_p < 1.0f) return 1;
     return setting_choice(SET_ATTN) == 1 && (dt == DT_F16 || dt == DT_BF16) && aligned &&
            dropout_p < 1.0f &&
            attention_cudnn_ready(c, dt, (size_t)B, (size_t)heads, (size_t)T, (size_t)Dh, 1,
@@ -325,7 +325,7 @@ Tensor *op_attention_qkv_at(Ctx *c, Tensor *qkv0, int heads, Tensor *mask, float
     if (c->device == DEV_CUDA)
         out = attention_qkv_cuda(c, qkv, mask, dropout_p, seed, offset, d,
                                  qkv_sm90_wanted(c, qkv->dtype, (int64_t)d.B, (int64_t)d.T,
-                                                 heads, (int64_t)d.Dh, mask));
+                                                 heads, (int64_t)d.Dh));
 #endif
     if (!out) out = attention_qkv_cpu(c, qkv, mask, dropout_p, seed, offset, d);
     tensor_release(qkv);

@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
     wg_load_tile<64, NT>(sk, k, 0, T, ld_in, tid);
     wg_load_tile<64, NT>(sv, v, 0, T, ld_in, tid);
     cp_async_commit();
-    const float mmax = sm90_mask_max<NT>(mb, T, red);
+    const float mmax = mask_row_max<NT>(mb, T, red);
     /* this thread's rows: r 0 and r 1 of the accumulator layout */
     const int row0 = i0 + wg * 64 + warp * 16 + g;
     const uint64_t rowg0 = (uint64_t)bh * T + (uint64_t)row0;
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
         for (int c = 0; c < 8; c++)
             st_pair(out + (size_t)i * ld_out + 8 * c + 2 * t,
                     pack2<E>(o[4 * c + 2 * r] * inv, o[4 * c + 2 * r + 1] * inv));
-        if (t == 0) lse[rowg0 + 8 * r] = l[r] > 0.0f ? (m[r] + log2f(l[r])) * SM90_LN2 : -INFINITY;
+        if (t == 0) lse[rowg0 + 8 * r] = l[r] > 0.0f ? (m[r] + log2f(l[r])) * LN2_F32 : -INFINITY;
     }
 }
 
@@ -201,14 +201,14 @@ extern "C" int attention_sm90_supports(const Ctx *c, DType dt, size_t B, size_t 
     const int dev = c->device_id;
     if (dev < 0) return 0;
     int ok = 0;
-    if (dev >= 0 && dev < 64 && cached[dev]) {
+    if (dev < 64 && cached[dev]) {
         ok = cached[dev] - 1;
     } else {
         int major = 0, minor = 0;
         CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
         ok = major == 9 && minor == 0;
-        if (dev >= 0 && dev < 64) cached[dev] = ok + 1;
+        if (dev < 64) cached[dev] = ok + 1;
     }
 #ifndef CTRAIN_SM90A
     ok = 0;   /* built without sm_90a code: the kernels would trap */
@@ -227,7 +227,7 @@ extern "C" void attention_sm90_forward(Ctx *c, void *out, float *lse, uint64_t *
     CT_ASSERT(attention_sm90_supports(c, dt, B, H, T, 64),
               "attention_sm90_forward: [B %zu, H %zu, T %zu] %s not supported here", B, H, T,
               dtype_name(dt));
-    const float scale_log2 = SM90_LOG2E * 0.125f, sd = dropout_scale(p);
+    const float scale_log2 = LOG2E_F32 * 0.125f, sd = dropout_scale(p);
     const uint32_t thr = attn_drop_threshold(p);
     if (!thr) keep_out = bits_out = NULL;
     dispatch_lowp(dt, "attention_sm90_forward", [&](auto tag) {

@@ -36,8 +36,6 @@ constexpr size_t sm90_smem_fwd(int nwg)
 {
     return (size_t)(nwg + 2 * SM90_FWD_BUFS) * SM90_TILE + 1024;
 }
-constexpr float SM90_LOG2E = 1.4426950408889634f;
-constexpr float SM90_LN2 = 0.6931471805599453f;
 
 /* the 64 keep bits of row 16 w + g (r 0) and of row 16 w + g + 8 (r 1) of a
  * 64 x 64 tile for thread lane = 4 g + t: lane t draws groups 2 t, 2 t + 1 of
@@ -68,12 +66,6 @@ __device__ __forceinline__ void sm90_keep_rows(uint64_t (&kw)[2], uint64_t rowg0
     }
 }
 
-/* max over the block of mask row mb (0 without a mask) */
-template <int NT> __device__ float sm90_mask_max(const float *mb, int T, float *red)
-{
-    return mb ? block_max<NT>(mb, T, red) : 0.0f;
-}
-
 /* the mask terms log2e (mask_j - max mask) of a thread's 16 key columns
  * 8 c + 2 t (+ 1) of the tile at k0 (0 without a mask) */
 __device__ __forceinline__ void sm90_mask_terms(float (&mt)[16], const float *mb, int k0,
@@ -83,8 +75,8 @@ __device__ __forceinline__ void sm90_mask_terms(float (&mt)[16], const float *mb
     for (int c = 0; c < 8; c++) {
         if (mb) {
             const float2 x = *reinterpret_cast<const float2 *>(mb + k0 + 8 * c + 2 * t);
-            mt[2 * c] = (x.x - mmax) * SM90_LOG2E;
-            mt[2 * c + 1] = (x.y - mmax) * SM90_LOG2E;
+            mt[2 * c] = (x.x - mmax) * LOG2E_F32;
+            mt[2 * c + 1] = (x.y - mmax) * LOG2E_F32;
         } else {
             mt[2 * c] = mt[2 * c + 1] = 0.0f;
         }
@@ -149,26 +141,23 @@ __device__ __forceinline__ void sm90_drop_pairs(uint32_t (&pa)[4][4], const uint
     }
 }
 
-/* the top of a tile's step: this warpgroup's products of the step before are
- * done, this thread's copies of this tile landed and are visible to wgmma,
- * then a barrier: every thread's copies landed, and the other buffer is free */
-__device__ __forceinline__ void sm90_tile_ready()
-{
-    wg_wait<0>();
-    cp_async_wait<0>();
-    fence_proxy_async();
-    __syncthreads();
-}
-
-/* the same for the forward's ring, with no wait for products: this thread's
- * copies of tile n landed and are visible to wgmma, then a barrier: everyone's
- * did, and every warpgroup has waited (in its step n - 1) for its products of
- * tile n - 2, so that tile's buffers are free for tile n + 1 */
+/* the top of a tile's step in the forward's ring: this thread's copies of
+ * tile n landed and are visible to wgmma, then a barrier: everyone's did, and
+ * every warpgroup has waited (in its step n - 1) for its products of tile
+ * n - 2, so that tile's buffers are free for tile n + 1 */
 __device__ __forceinline__ void sm90_ring_ready()
 {
     cp_async_wait<0>();
     fence_proxy_async();
     __syncthreads();
+}
+
+/* the same with the backward's two buffers: first this warpgroup's products
+ * of the step before are done, so the other buffer is free after the barrier */
+__device__ __forceinline__ void sm90_tile_ready()
+{
+    wg_wait<0>();
+    sm90_ring_ready();
 }
 
 } // namespace

@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     wg_load_tile<64, BW_THREADS>(sk, k, 0, T, ld_in, tid);
     wg_load_tile<64, BW_THREADS>(sv, v, 0, T, ld_in, tid);
     cp_async_commit();
-    const float mmax = sm90_mask_max<BW_THREADS>(mb, T, red);
+    const float mmax = mask_row_max<BW_THREADS>(mb, T, red);
     const int row0 = i0 + warp * 16 + g;
     const uint64_t rowg0 = (uint64_t)bh * T + (uint64_t)row0;
     if (mmax == -INFINITY) {   /* every key masked: the gradients are 0 */
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     float L[2], Dr[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        L[r] = lse[rowg0 + 8 * r] * SM90_LOG2E;
+        L[r] = lse[rowg0 + 8 * r] * LOG2E_F32;
         Dr[r] = D[rowg0 + 8 * r];
     }
     float acc[32];   /* not zeroed: the first product overwrites it (C7515) */
@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     wg_load_tile<64, BW_THREADS>(sdo, dout, 0, T, ld_out, tid);
     bw_load_aux(sa, lse_h, D_h, bits_t, 0, tid);
     cp_async_commit();
-    const float mmax = sm90_mask_max<BW_THREADS>(mb, T, red);
+    const float mmax = mask_row_max<BW_THREADS>(mb, T, red);
     const int key0 = j0 + warp * 16 + g;
     if (mmax == -INFINITY) {
         cp_async_wait<0>();
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     }
     float km[2];
 #pragma unroll
-    for (int r = 0; r < 2; r++) km[r] = mb ? (mb[key0 + 8 * r] - mmax) * SM90_LOG2E : 0.0f;
+    for (int r = 0; r < 2; r++) km[r] = mb ? (mb[key0 + 8 * r] - mmax) * LOG2E_F32 : 0.0f;
     float adk[32], adv[32];   /* not zeroed: the first products overwrite them (C7515) */
     for (int n = 0; n < ntiles; n++) {
         const int buf = n & 1;
@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int col = 8 * c + 2 * t + e;
-                const float Lq = al[col] * SM90_LOG2E, Dq = aD[col];
+                const float Lq = al[col] * LOG2E_F32, Dq = aD[col];
                 /* the key rows' bits: 16 warp + g and + 8 of the column's word */
                 const uint32_t wb = bits_t ? (uint32_t)(aw[col] >> (warp * 16 + g)) : ~0u;
 #pragma unroll
@@ -310,7 +310,7 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
               dtype_name(dt));
     CT_ASSERT((dk == NULL) == (dv == NULL), "attention_sm90_backward: dk and dv go together");
     if (!dq && !dk) return;
-    const float scale = 0.125f, scale_log2 = SM90_LOG2E * scale, sd = dropout_scale(p);
+    const float scale = 0.125f, scale_log2 = LOG2E_F32 * scale, sd = dropout_scale(p);
     const uint32_t thr = attn_drop_threshold(p);
     if (!thr) bits_in = NULL;
     /* the bits for the dkdv kernel: the forward's, or drawn by the dq kernel */

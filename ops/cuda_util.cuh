@@ -14,7 +14,8 @@
  *     ends with the same bits (a + b == b + a at each step), and lane 0's
  *     result is the fixed tree (x0 + x16) + (x8 + x24) + ... whatever the
  *     scheduling;
- *   - block_max<NT>: the max of n floats over a block of NT threads;
+ *   - block_max<NT>: the max of n floats over a block of NT threads, and
+ *     mask_row_max<NT>, the same for a mask row that may be absent;
  *   - threads_for: the block width of a row kernel;
  *   - smem_optin: the opt-in a kernel needs for dynamic shared memory above
  *     48 KiB.
@@ -124,6 +125,13 @@ template <int NT> __device__ float block_max(const float *x, int n, float *red)
 #pragma unroll
     for (int w = 1; w < NT / 32; w++) m = fmaxf(m, red[w]);
     return m;
+}
+
+/* The max of an additive mask row mb[0 .. n) over a block of NT threads (0
+ * without a mask); the attention kernels subtract it before exponentiating. */
+template <int NT> __device__ float mask_row_max(const float *mb, int n, float *red)
+{
+    return mb ? block_max<NT>(mb, n, red) : 0.0f;
 }
 
 /* ---- launch sizes ---- */

@@ -85,6 +85,10 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr)
 #endif
 }
 
+/* log2(e) and ln(2) in f32, for softmax in base 2 */
+constexpr float LOG2E_F32 = 1.4426950408889634f;
+constexpr float LN2_F32 = 0.6931471805599453f;
+
 /* 2^x, one MUFU instruction (relative error ~2^-22; 2^-inf = 0) */
 __device__ __forceinline__ float ex2(float x)
 {

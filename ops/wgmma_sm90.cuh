@@ -183,7 +183,7 @@ __device__ __forceinline__ void wg_load_tile(uint32_t dst, const E *src, int r0,
         const int x = tid + it * NT, r = x >> 3, ch = x & 7;
         const bool ok = r0 + r < T;
         const E *s = ok ? src + (size_t)(r0 + r) * ld + ch * 8 : src;
-        cp_async16(dst + (uint32_t)(r * 128 + ((ch ^ (r & 7)) << 4)), s, ok);
+        cp_async16(dst + sw128_off(r, 8 * ch), s, ok);
     }
 }
 

@@ -65,14 +65,9 @@ __host__ __device__ static inline unsigned core_offset(int r, int k)
     return (unsigned)(((r / 8) * 8 + k / 8) * CORE_BYTES + (r % 8) * 16 + (k % 8) * 2);
 }
 
-/* byte offset of element (r, c) of a [rows][64] bf16 tile in the 128-byte
- * swizzle (TMA's SWIZZLE_128B, wgmma's layout type 1): row r at 128 r, its
- * 16-byte chunk c / 8 stored at chunk (c / 8) ^ (r % 8). The tile must start
- * on 1,024 bytes (the pattern repeats every 8 rows). */
-__host__ __device__ static inline unsigned sw128_offset(int r, int c)
-{
-    return (unsigned)(r * 128 + (((c / 8) ^ (r % 8)) * 16) + (c % 8) * 2);
-}
+/* The 128-byte swizzle (TMA's SWIZZLE_128B, wgmma's layout type 1) is
+ * ops/wgmma_sm90.cuh's sw128_off: row r at 128 r, its 16-byte chunk c / 8 at
+ * chunk (c / 8) ^ (r % 8); a tile starts on 1,024 bytes. */
 
 /* The descriptor of the k16 slice j of a tile at smem address base: the slice
  * starts two core matrices (2 x 128 bytes) further along K per j. swap: the
@@ -228,8 +223,8 @@ __global__ void __launch_bounds__(128) layout_kernel(float *C, const __nv_bfloat
     __shared__ __align__(1024) unsigned char sa[TILE * TILE * 2], sb[TILE * TILE * 2];
     for (int i = threadIdx.x; i < TILE * TILE; i += blockDim.x) {
         const int r = i / TILE, c = i % TILE;   /* A[r][c]; B[r][c]: (n, k) in 1, (k, n) else */
-        *(__nv_bfloat16 *)(sa + sw128_offset(r, c)) = A[i];
-        *(__nv_bfloat16 *)(sb + (MODE == 3 ? mn_offset(r, c) : sw128_offset(r, c))) = B[i];
+        *(__nv_bfloat16 *)(sa + sw128_off(r, c)) = A[i];
+        *(__nv_bfloat16 *)(sb + (MODE == 3 ? mn_offset(r, c) : sw128_off(r, c))) = B[i];
     }
     fence_proxy_async();
     __syncthreads();
@@ -484,7 +479,7 @@ static int flash_check(int swap)
  * TMA copies, the tiles at (row 64, column 64) and (row 128, column 128); every
  * thread waits on the barrier's phase 0. Then C = A B^T from the two tiles by
  * K-major descriptors (desc_sw128), against the reference: right only if the
- * TMA's swizzle is the one the cp.async loaders write (sw128_offset). */
+ * TMA's swizzle is the one the cp.async loaders write (sw128_off). */
 __device__ static inline void mbar_init(uint32_t bar, uint32_t count)
 {
 #if WG_ARCH_OK

@@ -40,18 +40,6 @@ static void *dup_dev(const void *d, size_t bytes)
     return o;
 }
 
-static int same_dev(const void *a, const void *b, size_t bytes)
-{
-    void *ha = malloc(bytes ? bytes : 1), *hb = malloc(bytes ? bytes : 1);
-    sync_all();
-    CUDA_CHECK(cudaMemcpy(ha, a, bytes, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(hb, b, bytes, cudaMemcpyDeviceToHost));
-    int same = memcmp(ha, hb, bytes) == 0;
-    free(ha);
-    free(hb);
-    return same;
-}
-
 static void kernel_case(Ctx *g, DType dt, size_t R, size_t D, float p)
 {
     char tag[96], name[192];
@@ -97,10 +85,11 @@ static void kernel_case(Ctx *g, DType dt, size_t R, size_t D, float p)
         add_forward_cuda(s2, d_x, d2, dt, n, g->stream);
         layernorm_forward_cuda(y2, m2, i2, s2, d_g, d_b, dt, eps, R, D, g->stream);
         snprintf(name, sizeof name, "add_norm.forward %s: s, y, mean, invstd same bits", tag);
-        check_true(name, same_dev(s1, s2, bytes) && same_dev(y1, y2, bytes) &&
-                   same_dev(m1, m2, R * 4) && same_dev(i1, i2, R * 4),
-                   "s %d y %d mean %d invstd %d", same_dev(s1, s2, bytes), same_dev(y1, y2, bytes),
-                   same_dev(m1, m2, R * 4), same_dev(i1, i2, R * 4));
+        check_true(name, gpu_same_bytes(s1, s2, bytes) && gpu_same_bytes(y1, y2, bytes) &&
+                   gpu_same_bytes(m1, m2, R * 4) && gpu_same_bytes(i1, i2, R * 4),
+                   "s %d y %d mean %d invstd %d", gpu_same_bytes(s1, s2, bytes),
+                   gpu_same_bytes(y1, y2, bytes), gpu_same_bytes(m1, m2, R * 4),
+                   gpu_same_bytes(i1, i2, R * 4));
         /* the CPU's dropout + add + LayerNorm */
         float *dref = falloc(n), *sref = falloc(n), *yref = falloc(n), *yg = falloc(n);
         float *mr = falloc(R), *ir = falloc(R);
@@ -150,11 +139,12 @@ static void kernel_case(Ctx *g, DType dt, size_t R, size_t D, float p)
                 cast_cuda(dz2, dt, ds, dt, n, acc, g->stream);
             snprintf(name, sizeof name, "add_norm.backward %s accum %d: dx dz dgamma dbeta same bits",
                      tag, acc);
-            check_true(name, tb && same_dev(dx1, dx2, bytes) && same_dev(dz1, dz2, bytes) &&
-                       same_dev(dg1, dg2, D * 4) && same_dev(db1, db2, D * 4),
-                       "taken %d dx %d dz %d dgamma %d dbeta %d", tb, same_dev(dx1, dx2, bytes),
-                       same_dev(dz1, dz2, bytes), same_dev(dg1, dg2, D * 4),
-                       same_dev(db1, db2, D * 4));
+            check_true(name,
+                       tb && gpu_same_bytes(dx1, dx2, bytes) && gpu_same_bytes(dz1, dz2, bytes) &&
+                           gpu_same_bytes(dg1, dg2, D * 4) && gpu_same_bytes(db1, db2, D * 4),
+                       "taken %d dx %d dz %d dgamma %d dbeta %d", tb,
+                       gpu_same_bytes(dx1, dx2, bytes), gpu_same_bytes(dz1, dz2, bytes),
+                       gpu_same_bytes(dg1, dg2, D * 4), gpu_same_bytes(db1, db2, D * 4));
             /* with the forward's keep bits in place of the second draw: the same bits */
             void *dx3 = acc ? dup_dev(d_pre, bytes) : gpu_alloc_poison(n, dt);
             void *dz3 = acc ? dup_dev(d_pre, bytes) : gpu_alloc_poison(n, dt);
@@ -165,11 +155,11 @@ static void kernel_case(Ctx *g, DType dt, size_t R, size_t D, float p)
                                    NULL, bits, R, D, acc, acc, acc, acc, g->stream);
             snprintf(name, sizeof name, "add_norm.backward %s accum %d: keep bits as the draw",
                      tag, acc);
-            check_true(name, same_dev(dx3, dx1, bytes) && same_dev(dz3, dz1, bytes) &&
-                       same_dev(dg3, dg1, D * 4) && same_dev(db3, db1, D * 4),
-                       "dx %d dz %d dgamma %d dbeta %d", same_dev(dx3, dx1, bytes),
-                       same_dev(dz3, dz1, bytes), same_dev(dg3, dg1, D * 4),
-                       same_dev(db3, db1, D * 4));
+            check_true(name, gpu_same_bytes(dx3, dx1, bytes) && gpu_same_bytes(dz3, dz1, bytes) &&
+                       gpu_same_bytes(dg3, dg1, D * 4) && gpu_same_bytes(db3, db1, D * 4),
+                       "dx %d dz %d dgamma %d dbeta %d", gpu_same_bytes(dx3, dx1, bytes),
+                       gpu_same_bytes(dz3, dz1, bytes), gpu_same_bytes(dg3, dg1, D * 4),
+                       gpu_same_bytes(db3, db1, D * 4));
             dfree(dx3); dfree(dz3); dfree(dg3); dfree(db3);
             /* dx alone, dz alone */
             void *dxa = gpu_alloc_poison(n, dt), *dza = gpu_alloc_poison(n, dt);
@@ -180,8 +170,10 @@ static void kernel_case(Ctx *g, DType dt, size_t R, size_t D, float p)
                                    NULL, NULL, R, D, 0, 0, 0, 0, g->stream);
             if (!acc) {
                 snprintf(name, sizeof name, "add_norm.backward %s: dx alone, dz alone", tag);
-                check_true(name, same_dev(dxa, dx2, bytes) && same_dev(dza, dz2, bytes),
-                           "dx %d dz %d", same_dev(dxa, dx2, bytes), same_dev(dza, dz2, bytes));
+                check_true(name,
+                           gpu_same_bytes(dxa, dx2, bytes) && gpu_same_bytes(dza, dz2, bytes),
+                           "dx %d dz %d", gpu_same_bytes(dxa, dx2, bytes),
+                           gpu_same_bytes(dza, dz2, bytes));
             }
             void *bufs[] = {dx1, dz1, dg1, db1, ds, dx2, dz2, dg2, db2, dxa, dza};
             for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) dfree(bufs[k]);

@@ -182,18 +182,6 @@ static void split(const Case *k, float *dst, const float *qkv, int w)
         memcpy(dst + bt * D, qkv + bt * 3 * D + w * D, D * sizeof(float));
 }
 
-static int bits_same(const void *a, const void *b, size_t bytes)
-{
-    void *ha = malloc(bytes), *hb = malloc(bytes);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaMemcpy(ha, a, bytes, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(hb, b, bytes, cudaMemcpyDeviceToHost));
-    const int same = memcmp(ha, hb, bytes) == 0;
-    free(ha);
-    free(hb);
-    return same;
-}
-
 static void one_case(Ctx *c, const Case *k)
 {
     const size_t B = k->B, H = k->H, T = k->T, D = H * DH, n = B * T * D, rows = B * H * T;
@@ -288,7 +276,7 @@ static void one_case(Ctx *c, const Case *k)
                inf_ok ? "right" : "wrong");
     if (k->p > 0) {
         snprintf(name, sizeof name, "%s.keep_out_is_fa_tc", tag);
-        check_true(name, bits_same(k1, k2, kw * 8), "the saved masks differ");
+        check_true(name, gpu_same_bytes(k1, k2, kw * 8), "the saved masks differ");
     }
     /* one warpgroup a block: the same bits (each row's sums are a warpgroup's own) */
     attention_sm90_tune(1);
@@ -296,10 +284,10 @@ static void one_case(Ctx *c, const Case *k)
                            T, D, D);
     attention_sm90_tune(2);
     snprintf(name, sizeof name, "%s.one_warpgroup_same_bits", tag);
-    check_true(name, bits_same(o1, o2, n * es) && bits_same(l1, l2, rows * 4),
+    check_true(name, gpu_same_bytes(o1, o2, n * es) && gpu_same_bytes(l1, l2, rows * 4),
                "out or lse differs from two warpgroups a block");
     /* the projection's layout: the same bits */
-    int same = bits_same(o1, o3, n * es);
+    int same = gpu_same_bytes(o1, o3, n * es);
     float *ga = falloc(3 * n);
     gpu_download(ga, g3, 3 * n, dt);
     const void *gs[3] = {gq1, gk1, gv1};
@@ -328,9 +316,9 @@ static void one_case(Ctx *c, const Case *k)
         static const char *what_rep[3] = {"rerun_same_bits", "rng_base", "saved_bits_same_bits"};
         snprintf(name, sizeof name, "%s.%s", tag, what_rep[rep]);
         check_true(name,
-                   bits_same(o1, o2, n * es) && bits_same(l1, l2, rows * 4) &&
-                       bits_same(gq1, gq2, n * es) && bits_same(gk1, gk2, n * es) &&
-                       bits_same(gv1, gv2, n * es),
+                   gpu_same_bytes(o1, o2, n * es) && gpu_same_bytes(l1, l2, rows * 4) &&
+                       gpu_same_bytes(gq1, gq2, n * es) && gpu_same_bytes(gk1, gk2, n * es) &&
+                       gpu_same_bytes(gv1, gv2, n * es),
                    "out, lse or a gradient differs");
     }
     dfree(base);
@@ -345,12 +333,6 @@ static void one_case(Ctx *c, const Case *k)
 }
 
 /* ---- timing (--bench) ---- */
-
-static int cmp_float(const void *a, const void *b)
-{
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
 
 typedef void (*RunFn)(Ctx *c, void **bufs, size_t B, size_t H, size_t T, int pass);
 
@@ -370,7 +352,7 @@ static float time_it(Ctx *c, RunFn f, void **bufs, size_t B, size_t H, size_t T,
         CUDA_CHECK(cudaEventSynchronize(e1));
         CUDA_CHECK(cudaEventElapsedTime(&ms[r], e0, e1));
     }
-    qsort(ms, 9, sizeof(float), cmp_float);
+    qsort(ms, 9, sizeof(float), gpu_cmp_float);
     CUDA_CHECK(cudaEventDestroy(e0));
     CUDA_CHECK(cudaEventDestroy(e1));
     return ms[4];

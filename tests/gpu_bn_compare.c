@@ -445,12 +445,6 @@ typedef struct Row {
     double us[2][2]; /* [impl][0 fwd, 1 bwd], < 0 when declined */
 } Row;
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Median microseconds of ITERS calls after WARMUP, all queued back to back;
  * -1 when the implementation declined. */
 static double median_us(Ctx *c, Dev *d, int impl, Plan *pl, const Form *f, int bwd)
@@ -471,7 +465,7 @@ static double median_us(Ctx *c, Dev *d, int impl, Plan *pl, const Form *f, int b
         CUDA_CHECK(cudaEventSynchronize(ev[ITERS]));
         float t[ITERS];
         for (int i = 0; i < ITERS; i++) CUDA_CHECK(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
-        qsort(t, ITERS, sizeof t[0], cmp_float);
+        qsort(t, ITERS, sizeof t[0], gpu_cmp_float);
         med = 1e3 * 0.5 * ((double)t[ITERS / 2 - 1] + (double)t[ITERS / 2]);
     }
     CUDA_CHECK(cudaStreamSynchronize(c->stream));

@@ -981,12 +981,6 @@ static void flash_op_bthd_case(Ctx *g, DType autocast, size_t B, size_t H, size_
  * FlashAttention convention (forward 4 B H T^2 Dh, backward 10 B H T^2 Dh:
  * 2 and 5 matrix products; the fused backward actually runs 7). Not a
  * check: numbers for docs/kernels.md. */
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 static void flash_bench(Ctx *g, DType dt, float p, size_t B, size_t H, size_t T, size_t Dh)
 {
     const size_t n = B * H * T * Dh, np = B * H * T * T;
@@ -1030,7 +1024,7 @@ static void flash_bench(Ctx *g, DType dt, float p, size_t B, size_t H, size_t T,
                 CUDA_CHECK(cudaEventSynchronize(e1));
                 if (it >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[it], e0, e1));
             }
-            qsort(ms, 20, sizeof ms[0], cmp_float);
+            qsort(ms, 20, sizeof ms[0], gpu_cmp_float);
             const double med = (double)(ms[9] + ms[10]) * 0.5;
             printf("{\"bench\":\"attention\",\"device\":\"%s\",\"path\":\"%s\",\"kernel\":\"%s\","
                    "\"pass\":\"%s\",\"dtype\":\"%s\",\"B\":%zu,\"H\":%zu,\"T\":%zu,\"Dh\":%zu,"

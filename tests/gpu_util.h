@@ -155,6 +155,27 @@ static inline double atol_for(DType dt, const float *ref, size_t n)
  * stream does not wait for: synchronize before each launch. */
 static inline void sync_all(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
 
+/* qsort's comparison of two floats, ascending (the timed benches' medians) */
+static inline int gpu_cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* 1 when bytes bytes at device pointers a and b are the same bits (after
+ * everything queued has run) */
+static inline int gpu_same_bytes(const void *a, const void *b, size_t bytes)
+{
+    void *ha = malloc(bytes ? bytes : 1), *hb = malloc(bytes ? bytes : 1);
+    sync_all();
+    CUDA_CHECK(cudaMemcpy(ha, a, bytes, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(hb, b, bytes, cudaMemcpyDeviceToHost));
+    const int same = memcmp(ha, hb, bytes) == 0;
+    free(ha);
+    free(hb);
+    return same;
+}
+
 /* Host buffers for the checks: random values in [lo, hi) rounded through
  * dt (what the GPU will read), zeroed, or a copy; and a device free. */
 static inline float *hrand(size_t n, float lo, float hi, DType dt)
