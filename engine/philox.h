@@ -1,4 +1,4 @@
-/* philox.h — Philox 4x32-10, the counter-based RNG (Salmon et al., SC'11).
+/* philox.h — Philox 4x32-10 (and -7), the counter-based RNG (Salmon et al., SC'11).
  *
  * A random stream is addressed, not iterated: (seed, counter) -> 4 uint32.
  * The same seed and counter give the same numbers on the CPU and in a CUDA
@@ -8,8 +8,8 @@
  * Convention used across ctrain: element i of a stream drawn at `offset`
  * comes from counter (offset + i/4, 0) and takes word i%4. A consumer that
  * draws n numbers advances the caller's offset by ceil(n/4). (Attention's
- * dropout mask takes 16 bits an element instead, eight a counter:
- * ops/attn_dropout.h.)
+ * dropout mask takes 16 bits an element instead, eight a counter, from 7
+ * rounds: ops/attn_dropout.h.)
  */
 #ifndef CTRAIN_PHILOX_H
 #define CTRAIN_PHILOX_H
@@ -42,11 +42,15 @@ CT_HD void philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
 #endif
 }
 
-/* out = Philox4x32-10(counter = {c0,c1,c2,c3}, key = {k0,k1}) */
-CT_HD void philox4x32_10(uint32_t out[4], uint32_t c0, uint32_t c1, uint32_t c2,
-                         uint32_t c3, uint32_t k0, uint32_t k1)
+/* out = Philox4x32-R(counter = {c0,c1,c2,c3}, key = {k0,k1}): R rounds, the
+ * key bumped by (W0, W1) after each. R = 10 is Random123's default, the one
+ * ctrain draws with everywhere but attention's mask, which takes R = 7 (the
+ * fewest rounds the authors found to pass their statistical batteries, and
+ * FlashAttention-2's choice; ops/attn_dropout.h says why). */
+CT_HD void philox4x32_rounds(uint32_t out[4], uint32_t c0, uint32_t c1, uint32_t c2,
+                             uint32_t c3, uint32_t k0, uint32_t k1, int rounds)
 {
-    for (int r = 0; r < 10; r++) {
+    for (int r = 0; r < rounds; r++) {
         uint32_t hi0, lo0, hi1, lo1;
         philox_mulhilo(PHILOX_M0, c0, &hi0, &lo0);
         philox_mulhilo(PHILOX_M1, c2, &hi1, &lo1);
@@ -56,6 +60,18 @@ CT_HD void philox4x32_10(uint32_t out[4], uint32_t c0, uint32_t c1, uint32_t c2,
         k1 += PHILOX_W1;
     }
     out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+CT_HD void philox4x32_10(uint32_t out[4], uint32_t c0, uint32_t c1, uint32_t c2,
+                         uint32_t c3, uint32_t k0, uint32_t k1)
+{
+    philox4x32_rounds(out, c0, c1, c2, c3, k0, k1, 10);
+}
+
+CT_HD void philox4x32_7(uint32_t out[4], uint32_t c0, uint32_t c1, uint32_t c2,
+                        uint32_t c3, uint32_t k0, uint32_t k1)
+{
+    philox4x32_rounds(out, c0, c1, c2, c3, k0, k1, 7);
 }
 
 /* The 32-bit word for element i of the stream (seed, offset). */

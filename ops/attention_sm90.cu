@@ -147,6 +147,7 @@ __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
                 o[4 * c + 2 * r + 1] *= corr;
             }
         }
+        const uint64_t ks[2] = {kw[0] >> (2 * t), kw[1] >> (2 * t)};
 #pragma unroll
         for (int c = 0; c < 8; c++)
 #pragma unroll
@@ -154,12 +155,11 @@ __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
                 const int r = e >> 1;
                 const float pv = ex2(s[4 * c + e] - mu[r]);
                 l[r] += pv;
-                s[4 * c + e] = pv;
+                s[4 * c + e] = sm90_kept(ks[r], c, e & 1) ? pv : 0.0f;
             }
         uint32_t pa[4][4];
 #pragma unroll
         for (int j = 0; j < 4; j++) wg_acc_to_a<E>(pa[j], s, j);
-        if (thr) sm90_drop_pairs(pa, kw, t);   /* the dropped probabilities to +0 */
         const uint32_t svb = sv + buf * SM90_TILE;
         wg_keep(o);
         wg_fence();

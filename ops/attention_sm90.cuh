@@ -115,32 +115,6 @@ __device__ __forceinline__ bool sm90_kept(uint64_t ks, int c, int e)
     return (ks >> (8 * c + e)) & 1u;
 }
 
-/* P's packed pairs with the dropped halves zeroed. pa is wg_acc_to_a's
- * output: pa[c / 2][2 (c % 2) + r] holds row r's columns 8 c + 2 t, + 1 (the
- * bits 8 c and 8 c + 1 of that row's word kw[r] shifted right by 2 t). Shifted
- * left by 7 (and by 6), those bits sit at the top of byte c, and prmt with
- * the sign flag of its selector spreads a byte's top bit over 8 bits: byte c
- * of the first into the low half, of the second into the high half gives
- * pair c's mask, 0xFFFF where kept, in one instruction (a select per element
- * takes three). */
-__device__ __forceinline__ void sm90_drop_pairs(uint32_t (&pa)[4][4], const uint64_t (&kw)[2],
-                                                int t)
-{
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const uint64_t ks = kw[r] >> (2 * t), a = ks << 7, b = ks << 6;
-#pragma unroll
-        for (int c = 0; c < 8; c++) {
-            const int w = 32 * (c >> 2);
-            const uint32_t x = (uint32_t)(a >> w), y = (uint32_t)(b >> w), k = (uint32_t)(c & 3);
-            const uint32_t sel = 0x8888u | (4 + k) << 12 | (4 + k) << 8 | k << 4 | k;
-            uint32_t m;
-            asm("prmt.b32 %0, %1, %2, %3;" : "=r"(m) : "r"(x), "r"(y), "r"(sel));
-            pa[c >> 1][2 * (c & 1) + r] &= m;
-        }
-    }
-}
-
 /* the top of a tile's step in the forward's ring: this thread's copies of
  * tile n landed and are visible to wgmma, then a barrier: everyone's did, and
  * every warpgroup has waited (in its step n - 1) for its products of tile

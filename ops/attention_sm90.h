@@ -19,7 +19,11 @@
  *                the dropout bits (as the forward does) and leaves them in a
  *                temporary for
  *   dkdv kernel  a block owns 64 key rows, streams Q, dO, lse, D and the bits:
- *                S^T = K Q^T, dP^T = V dO^T, dV += Pd^T dO, dK += dS^T Q.
+ *                S^T = K Q^T, dP^T = V dO^T, dV += Pd^T dO, dK += dS^T Q;
+ *                in its cluster form (attention_sm90_tune_dq) it also gives
+ *                dQ_i = sum_j dS_ij K_j, the T / 64 blocks of a head summing
+ *                their shares in a fixed order through distributed shared
+ *                memory (5 matrix products, no dq kernel; still no atomics).
  * D = rowsum(dout * out) f32 [B, H, T] comes first, from a kernel of its own.
  */
 #ifndef CTRAIN_OPS_ATTENTION_SM90_H
@@ -54,6 +58,12 @@ void attention_sm90_forward(Ctx *c, void *out, float *lse, uint64_t *keep_out,
  * K and V tiles shared by both; 1: no barrier between warpgroups). For the
  * kernels' A/B (tests/gpu_attention_sm90 --bench); not thread-safe. */
 void attention_sm90_tune(int fwd_wgs);
+
+/* Where the backward computes dq: -1 as CTRAIN_ATTN_SM90_DQ says (the
+ * default), 0 its own kernel, 1 inside the dkdv kernel's clusters (when dq,
+ * dk and dv are all wanted, T <= 512 and, with p > 0, bits_in is given; else
+ * the kernel). For the tests and the kernels' A/B; not thread-safe. */
+void attention_sm90_tune_dq(int cluster);
 
 /* dq, dk, dv written (not added), each NULL to skip (dk and dv together);
  * out and lse the forward's, the same seed and offset; bits_in NULL (the dq

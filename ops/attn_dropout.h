@@ -9,7 +9,7 @@
  *
  *   u16(idx) >= thr,   thr = ceil(p 2^16)        (P(keep) = 1 - thr 2^-16)
  *   u16(idx) = 16-bit half (idx % 2) of word (idx % 8) / 2 of
- *              Philox4x32-10(counter offset + idx / 8, key seed)
+ *              Philox4x32-7(counter offset + idx / 8, key seed)
  *
  * and a kept probability is scaled by 1 / (1 - p) (dropout_scale). Eight
  * decisions a Philox call, where the other dropouts (ops/dropout.h) take a
@@ -21,6 +21,14 @@
  * (6.8e-6 at p 0.1), far below a bf16 rounding. p below 2^-16 drops at rate
  * 2^-16; the op takes p in [0, 1). A draw of n elements takes ceil(n / 8)
  * counters (attn_drop_blocks).
+ *
+ * Seven Philox rounds, not the ten of every other draw (engine/philox.h): the
+ * mask has B H T^2 elements (134 M a layer at BERT-large seq 512 bs 32) and its
+ * draws, ~20 wide multiplies a call at ten rounds, bound the attention
+ * forward's integer pipe. Seven is the fewest rounds Salmon et al. found to
+ * pass TestU01's BigCrush for Philox4x32 (ten is their default, a margin of
+ * three), and what FlashAttention-2 draws its mask with; a mask of keep bits
+ * at p 0.1 asks far less of a generator than those batteries do.
  */
 #ifndef CTRAIN_OPS_ATTN_DROPOUT_H
 #define CTRAIN_OPS_ATTN_DROPOUT_H
@@ -45,8 +53,8 @@ CT_HD unsigned attn_keep8(uint64_t seed, uint64_t offset, uint64_t g, uint32_t t
 {
     uint32_t r[4];
     const uint64_t ctr = offset + g;
-    philox4x32_10(r, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)seed,
-                  (uint32_t)(seed >> 32));
+    philox4x32_7(r, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)seed,
+                 (uint32_t)(seed >> 32));
     unsigned b = 0;
     for (int w = 0; w < 4; w++) {
         b |= ((r[w] & 0xFFFFu) >= thr ? 1u : 0u) << (2 * w);

@@ -79,10 +79,10 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t base, int j, bool mn_major)
 #define WG_ACC_LIST                                                                           \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "  \
     "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define WG_SS(T, TB)                                                                          \
+#define WG_SS(T, TA, TB)                                                                      \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                 \
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32." T "." T " " WG_ACC_LIST        \
-                 ", %32, %33, p, 1, 1, 0, " TB ";\n}\n"                                       \
+                 ", %32, %33, p, 1, 1, " TA ", " TB ";\n}\n"                                  \
                  : WG_ACC_OPS(d)                                                              \
                  : "l"(da), "l"(db), "r"(acc))
 #define WG_RS(T, TB)                                                                          \
@@ -92,16 +92,22 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t base, int j, bool mn_major)
                  : WG_ACC_OPS(d)                                                              \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc))
 
-/* d (+)= A B over one k slice, A K-major and B (TB 0) K-major, (TB 1) MN-major,
- * both in shared memory; acc 0 overwrites d. E: __half or __nv_bfloat16. */
-template <typename E, int TB>
+/* d (+)= A B over one k slice, A (TA 0) K-major, (TA 1) MN-major, B (TB 0)
+ * K-major, (TB 1) MN-major, both in shared memory; acc 0 overwrites d. E:
+ * __half or __nv_bfloat16. */
+template <typename E, int TB, int TA = 0>
 __device__ __forceinline__ void wg_mma_ss(float (&d)[32], uint64_t da, uint64_t db, int acc)
 {
+    static_assert(!TA || TB, "A MN-major only with B MN-major (the one form used)");
 #if WG_ARCH_OK
     if constexpr (std::is_same<E, __half>::value) {
-        if constexpr (TB) WG_SS("f16", "1"); else WG_SS("f16", "0");
+        if constexpr (TA) WG_SS("f16", "1", "1");
+        else if constexpr (TB) WG_SS("f16", "0", "1");
+        else WG_SS("f16", "0", "0");
     } else {
-        if constexpr (TB) WG_SS("bf16", "1"); else WG_SS("bf16", "0");
+        if constexpr (TA) WG_SS("bf16", "1", "1");
+        else if constexpr (TB) WG_SS("bf16", "0", "1");
+        else WG_SS("bf16", "0", "0");
     }
 #else
     (void)d; (void)da; (void)db; (void)acc;
@@ -155,6 +161,65 @@ __device__ __forceinline__ void fence_proxy_async()
 {
 #if WG_ARCH_OK
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+/* Thread-block clusters (the fused backward's dQ, ops/attention_sm90_bwd.cu):
+ * the blocks of a cluster run at once on one GPC and read each other's shared
+ * memory. cluster_map gives the address in block rank's shared memory of the
+ * local address addr; barrier.cluster.arrive (release) and .wait (acquire)
+ * are the two halves of a barrier over every thread of the cluster: the
+ * stores before an arrive are seen by the loads after the matching wait. */
+__device__ __forceinline__ uint32_t cluster_rank()
+{
+    uint32_t r = 0;
+#if WG_ARCH_OK
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+    return r;
+}
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank)
+{
+    uint32_t d = addr;
+#if WG_ARCH_OK
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(d) : "r"(addr), "r"(rank));
+#else
+    (void)rank;
+#endif
+    return d;
+}
+__device__ __forceinline__ float4 ld_cluster_f4(uint32_t addr)
+{
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#if WG_ARCH_OK
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(addr)
+                 : "memory");
+#else
+    (void)addr;
+#endif
+    return v;
+}
+__device__ __forceinline__ void st_cluster_f2(uint32_t addr, float x, float y)
+{
+#if WG_ARCH_OK
+    asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y)
+                 : "memory");
+#else
+    (void)addr; (void)x; (void)y;
+#endif
+}
+__device__ __forceinline__ void cluster_arrive()
+{
+#if WG_ARCH_OK
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait()
+{
+#if WG_ARCH_OK
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 #endif
 }
 

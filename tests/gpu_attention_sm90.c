@@ -5,7 +5,8 @@
  *
  *   run:   make -j2 ARCH=90 build/tests/gpu_attention_sm90 && build/tests/gpu_attention_sm90
  *   time:  build/tests/gpu_attention_sm90 --bench   (sm90 at p 0.1 drawing the mask in the
- *          backward and reading the forward's, the forward with one warpgroup a block, sm90
+ *          backward and reading the forward's, that with dq in the dkdv kernel's clusters,
+ *          the forward with one warpgroup a block, sm90
  *          at p 0, fa_tc and cuDNN at p 0.1, BERT-large's shapes, ms a call, median of 9; --bench sm90: sm90 at
  *          seq 512 alone, for a profiler)
  *
@@ -22,7 +23,11 @@
  *     results; two runs bit-identical; *rng_base added to the offset; the
  *     forward's bits saved for the backward (bits_out / bits_in) give the same
  *     bits as the backward's own draw; one warpgroup a forward block
- *     (attention_sm90_tune) the same bits as two.
+ *     (attention_sm90_tune) the same bits as two;
+ *   - dq in the dkdv kernel's clusters, pulled and pushed (attention_sm90_tune_dq
+ *     1, 2; the forward's bits; T 192 pushes as a pull): dq against the
+ *     reference as above, dk and dv bit for bit the dkdv kernel's, two runs and
+ *     the projection's layout the same bits.
  * Reference: s_ij = scale q_i.k_j + mask_j - max mask, P = softmax, lse of
  * the shifted scores, Pd = keep s_d P, out = Pd V; dP = keep s_d dout V^T,
  * D = rowsum(dout * out), dS = P (dP - D), dq = scale dS K, dk = scale dS^T
@@ -182,6 +187,65 @@ static void split(const Case *k, float *dst, const float *qkv, int w)
         memcpy(dst + bt * D, qkv + bt * 3 * D + w * D, D * sizeof(float));
 }
 
+/* dq inside the dkdv kernel's clusters (attention_sm90_tune_dq(1)), reading
+ * the forward's bits sb (p > 0): dk and dv bit for bit the dkdv kernel's (gk1,
+ * gv1), dq against the reference as fa_tc's (fa_dq) is, two runs and the
+ * projection's layout the same bits, rows without keys exactly 0. u: dout, q,
+ * k, v, out, lse, gk1, gv1, the projection, its out and lse. */
+static void cluster_dq(Ctx *c, const Case *k, int mode, const char *tag, const Ref *ref,
+                       const float *fa_dq, const float *dmask, uint64_t seed, uint64_t offset,
+                       const uint64_t *sb, const void *const u[11])
+{
+    const char *form = mode == 1 ? "cluster" : "push";
+    const size_t B = k->B, H = k->H, T = k->T, D = H * DH, n = B * T * D;
+    const DType dt = k->dt;
+    const size_t es = dtype_size(dt);
+    const uint64_t *bits = k->p > 0 ? sb : NULL;
+    char name[160];
+    void *gq[2], *gk = gpu_alloc_poison(n, dt), *gv = gpu_alloc_poison(n, dt);
+    void *g3 = gpu_alloc_poison(3 * n, dt);
+    attention_sm90_tune_dq(mode);
+    for (int r = 0; r < 2; r++) {
+        gq[r] = gpu_alloc_poison(n, dt);
+        attention_sm90_backward(c, gq[r], gk, gv, u[0], u[1], u[2], u[3], u[4], u[5], dmask, dt,
+                                k->p, seed, offset, B, H, T, D, D, bits);
+    }
+    const char *x = u[8];
+    char *g = g3;
+    attention_sm90_backward(c, g, g + D * es, g + 2 * D * es, u[0], x, x + D * es,
+                            x + 2 * D * es, u[9], u[10], dmask, dt, k->p, seed, offset, B, H, T,
+                            3 * D, D, bits);
+    attention_sm90_tune_dq(-1);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    float *a = falloc(n), *b = falloc(n), *ga = falloc(3 * n);
+    gpu_download(a, gq[0], n, dt);
+    snprintf(name, sizeof name, "%s.%s.dq", tag, form);
+    check_vs(name, a, fa_dq, ref->dq, n);
+    snprintf(name, sizeof name, "%s.%s.dk_dv_same_bits", tag, form);
+    check_true(name, gpu_same_bytes(gk, u[6], n * es) && gpu_same_bytes(gv, u[7], n * es),
+               "dk or dv differs from the dkdv kernel's");
+    snprintf(name, sizeof name, "%s.%s.rerun_same_bits", tag, form);
+    check_true(name, gpu_same_bytes(gq[0], gq[1], n * es), "dq differs between two runs");
+    gpu_download(ga, g3, 3 * n, dt);
+    split(k, b, ga, 0);
+    int same = memcmp(a, b, n * sizeof(float)) == 0;
+    gpu_download(a, gk, n, dt);
+    split(k, b, ga, 1);
+    same &= memcmp(a, b, n * sizeof(float)) == 0;
+    snprintf(name, sizeof name, "%s.%s.projection_layout_same_bits", tag, form);
+    check_true(name, same, "ld_in 3 H 64 differs from separate tensors");
+    if (k->mask == 2) {   /* batch 1 has no key: its dq exactly 0 */
+        gpu_download(a, gq[0], n, dt);
+        int zero = 1;
+        for (size_t i = n / 2; i < n; i++) zero &= a[i] == 0.0f;
+        snprintf(name, sizeof name, "%s.%s.no_key_rows_exactly_0", tag,
+                 form);
+        check_true(name, zero, "a row without keys has a nonzero dq");
+    }
+    free(a); free(b); free(ga);
+    dfree(gq[0]); dfree(gq[1]); dfree(gk); dfree(gv); dfree(g3);
+}
+
 static void one_case(Ctx *c, const Case *k)
 {
     const size_t B = k->B, H = k->H, T = k->T, D = H * DH, n = B * T * D, rows = B * H * T;
@@ -226,6 +290,7 @@ static void one_case(Ctx *c, const Case *k)
          *gv2 = gpu_alloc_poison(n, dt);
     void *g3 = gpu_alloc_poison(3 * n, dt);
     sync_all();
+    attention_sm90_tune_dq(0);   /* the dq kernel here; its cluster form below */
     /* sm90 on separate tensors, fa_tc on the same, sm90 on the projection */
     attention_sm90_forward(c, o1, l1, k1, NULL, dq, dk, dv, dmask, dt, k->p, seed, offset, B, H, T, D, D);
     attention_sm90_backward(c, gq1, gk1, gv1, ddo, dq, dk, dv, o1, l1, dmask, dt, k->p, seed,
@@ -241,7 +306,7 @@ static void one_case(Ctx *c, const Case *k)
     attention_sm90_backward(c, g, g + D * es, g + 2 * D * es, ddo, x, x + D * es, x + 2 * D * es,
                             o3, l3, dmask, dt, k->p, seed, offset, B, H, T, 3 * D, D, NULL);
     CUDA_CHECK(cudaDeviceSynchronize());
-    float *a = falloc(n), *b = falloc(n), *hl1 = falloc(rows);
+    float *a = falloc(n), *b = falloc(n), *hl1 = falloc(rows), *fa_dq = falloc(n);
     const void *pairs[4][2] = {{o1, o2}, {gq1, gq2}, {gk1, gk2}, {gv1, gv2}};
     const double *refs[4] = {ref.out, ref.dq, ref.dk, ref.dv};
     const char *what[4] = {"out", "dq", "dk", "dv"};
@@ -250,6 +315,7 @@ static void one_case(Ctx *c, const Case *k)
         gpu_download(b, pairs[w][1], n, dt);
         snprintf(name, sizeof name, "%s.%s", tag, what[w]);
         check_vs(name, a, b, refs[w], n);
+        if (w == 1) memcpy(fa_dq, b, n * sizeof(float));
     }
     if (k->mask == 2) {   /* batch 1 has no key: out and the gradients exactly 0 */
         const void *z[4] = {o1, gq1, gk1, gv1};
@@ -321,10 +387,13 @@ static void one_case(Ctx *c, const Case *k)
                        gpu_same_bytes(gv1, gv2, n * es),
                    "out, lse or a gradient differs");
     }
+    for (int mode = 1; mode <= 2; mode++)
+        cluster_dq(c, k, mode, tag, &ref, fa_dq, dmask, seed, offset, sb,
+                   (const void *[]){ddo, dq, dk, dv, o2, l2, gk1, gv1, dqkv, o3, l3});
     dfree(base);
     dfree(sb);
     ref_free(&ref);
-    free(a); free(b); free(hl1); free(ga);
+    free(a); free(b); free(hl1); free(ga); free(fa_dq);
     free(hqkv); free(hdo); free(hq); free(hk); free(hv); free(hmask);
     void *ds[] = {dqkv, dq, dk, dv, ddo, o1, o2, o3, l1, l2, l3, k1, k2,
                   gq1, gk1, gv1, gq2, gk2, gv2, g3};
@@ -416,15 +485,18 @@ static void bench(Ctx *c, int only_sm90)
         const double ff = 4.0 * B * H * (double)T * T * DH, fb = 2.5 * ff;
         const int cudnn = !only_sm90 && attention_cudnn_ready(c, DT_BF16, B, H, T, DH, 1,
                                                               3 * H * DH, 0, 0.1f);
-        RunFn fs[6] = {run_sm90, run_sm90, run_sm90, run_sm90, run_fa, run_cudnn};
-        const char *names[6] = {"sm90", "sm90_saved_bits", "sm90_fwd_1wg", "sm90", "fa_tc",
+        RunFn fs[8] = {run_sm90, run_sm90, run_sm90, run_sm90, run_sm90, run_sm90, run_fa,
+                       run_cudnn};
+        const char *names[8] = {"sm90", "sm90_saved_bits", "sm90_saved_bits_cluster_dq",
+                                "sm90_saved_bits_push_dq", "sm90_fwd_1wg", "sm90", "fa_tc",
                                 "cudnn"};
         CUDA_CHECK(cudaMalloc((void **)&bench_bits, attention_keep_words(B, H, T) * 8));
-        for (int f = 0; f < (only_sm90 ? 3 : cudnn ? 6 : 5); f++) {
-            bench_p = f == 3 ? 0.0f : 0.1f;
-            attention_sm90_tune(f == 2 ? 1 : 2);
+        for (int f = 0; f < (only_sm90 ? 5 : cudnn ? 8 : 7); f++) {
+            bench_p = f == 5 ? 0.0f : 0.1f;
+            attention_sm90_tune(f == 4 ? 1 : 2);
+            attention_sm90_tune_dq(f == 2 || f == 3 ? f - 1 : 0);
             uint64_t *bb = bench_bits;
-            if (f != 1) bench_bits = NULL;
+            if (f < 1 || f > 3) bench_bits = NULL;
             const float tf = time_it(c, fs[f], u, B, H, T, 0);
             const float tb = time_it(c, fs[f], u, B, H, T, 1);
             printf("{\"kernel\":\"%s\",\"B\":%zu,\"H\":%zu,\"T\":%zu,\"p\":%g,\"fwd_ms\":%.4f,"
@@ -433,6 +505,7 @@ static void bench(Ctx *c, int only_sm90)
             bench_bits = bb;
         }
         attention_sm90_tune(2);
+        attention_sm90_tune_dq(-1);
         dfree(bench_bits);
         bench_bits = NULL;
         for (int i = 0; i < 11; i++) dfree(u[i]);

@@ -98,6 +98,19 @@ static void test_philox(void)
     check_true("philox.kat_pi", o[0] == 0xd16cfe09u && o[1] == 0x94fdccebu &&
                o[2] == 0x5001e420u && o[3] == 0x24126ea1u,
                "got %08x %08x %08x %08x", o[0], o[1], o[2], o[3]);
+    /* seven rounds (attention's mask): the ten-round answers are seven rounds,
+     * then three more with the key bumped seven times */
+    {
+        const uint32_t k0 = 0xa4093822u, k1 = 0x299f31d0u;
+        uint32_t s7[4], s10[4];
+        philox4x32_7(s7, 0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, k0, k1);
+        philox4x32_rounds(s10, s7[0], s7[1], s7[2], s7[3], k0 + 7u * PHILOX_W0,
+                          k1 + 7u * PHILOX_W1, 3);
+        check_true("philox.seven_then_three_is_ten",
+                   s10[0] == 0xd16cfe09u && s10[1] == 0x94fdccebu && s10[2] == 0x5001e420u &&
+                       s10[3] == 0x24126ea1u && s7[0] != s10[0],
+                   "got %08x %08x %08x %08x", s10[0], s10[1], s10[2], s10[3]);
+    }
     /* addressing: element i at offset k equals element i + 4 at offset k - 1 */
     check_true("philox.offset", philox_u32(7, 5, 3) == philox_u32(7, 4, 7), "stream addressing");
     check_true("philox.seed", philox_u32(7, 0, 0) != philox_u32(8, 0, 0), "seeds differ");

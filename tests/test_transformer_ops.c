@@ -673,7 +673,7 @@ static void test_attention_shared(Ctx *c)
 }
 
 /* Attention's mask (ops/attn_dropout.h) from its definition: element idx
- * keeps iff the 16-bit half idx % 2 of word (idx % 8) / 2 of Philox at
+ * keeps iff the 16-bit half idx % 2 of word (idx % 8) / 2 of Philox4x32-7 at
  * counter offset + idx / 8 is >= ceil(p 2^16), for p 0.1, 0.5, 1/3; the
  * fraction kept over 2^20 elements within 5 standard deviations of 1 - p;
  * p = 0 keeps all, p = 1 none; the counter crosses 2^32 inside the draw. */
@@ -690,8 +690,8 @@ static void test_attn_mask(void)
         for (size_t idx = 0; idx < n; idx++) {
             uint32_t r[4];
             const uint64_t ctr = offset + idx / 8;
-            philox4x32_10(r, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)seed,
-                          (uint32_t)(seed >> 32));
+            philox4x32_7(r, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)seed,
+                         (uint32_t)(seed >> 32));
             const uint32_t w = r[(idx % 8) / 2], u = idx % 2 ? w >> 16 : w & 0xFFFFu;
             const int want = u >= (uint32_t)ceil((double)p * 65536.0);
             const int got = attn_keep(seed, offset, idx, thr);
