@@ -63,7 +63,7 @@ void attention_sm90_tune(int fwd_wgs);
  * default), 0 its own kernel, 1 inside the dkdv kernel's clusters (when dq,
  * dk and dv are all wanted, T <= 512 and, with p > 0, bits_in is given; else
  * the kernel). For the tests and the kernels' A/B; not thread-safe. */
-void attention_sm90_tune_dq(int cluster);
+void attention_sm90_tune_dq(int mode);
 
 /* dq, dk, dv written (not added), each NULL to skip (dk and dv together);
  * out and lse the forward's, the same seed and offset; bits_in NULL (the dq

@@ -31,9 +31,6 @@ constexpr size_t BW_SMEM_KV = 6 * SM90_TILE + 2 * BW_AUX + 1024;   /* dkdv: + 2 
 constexpr int BW_PART_LD = 72;   /* floats a row of the dQ partial: float2 stores conflict-free */
 constexpr size_t BW_SMEM_KVQ = BW_SMEM_KV + 64 * BW_PART_LD * 4;   /* + dS^T / the partial */
 static_assert(64 * BW_PART_LD * 4 >= SM90_TILE, "the partial's room holds dS^T");
-/* DQ 2: + dS^T + the receive buffer (64 x 64 f32), the base's slack 1,008 (the
- * dynamic area starts 16-byte aligned): 76,784 bytes, three blocks an SM */
-constexpr size_t BW_SMEM_KVP = 6 * SM90_TILE + 2 * BW_AUX + SM90_TILE + 64 * 64 * 4 + 1008;
 
 /* D_i = sum_e dout_ie out_ie in f32 (values as stored), rows in [B H T] order;
  * 8 lanes a row, 16 bytes each */
@@ -220,51 +217,17 @@ __device__ __forceinline__ void bw_dq_reduce(E *dq, uint32_t sp, int n, int nb, 
     }
 }
 
-/* DQ 2 (push): float offset of (row, col) in a block's receive buffer of 64
- * f32 rows, 8-float groups swizzled by the row (conflict-free float2 stores
- * of a quad's columns, float4 loads of a row) */
-__device__ __forceinline__ int bw_recv_off(int row, int col)
-{
-    return row * 64 + (col ^ ((row & 7) << 3));
-}
-/* DQ 2: query tile n's rows owned here (64 / nb of them from rank r0) summed
- * over the nb slots (slot j: rank j's share, rows j * 64 / nb ..) in rank
- * order, scaled and written */
-template <typename E>
-__device__ __forceinline__ void bw_dq_sum_own(E *dq, const float *recv, int n, int nb, int rank,
-                                              float scale, int ld, int tid)
-{
-    const int rpc = 64 / nb;
-    for (int x = tid; x < rpc * 16; x += BW_THREADS) {
-        const int lr = x >> 4, col = 4 * (x & 15);
-        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int j = 0; j < nb; j++) {
-            const int row = j * rpc + lr;
-            const float4 u = *reinterpret_cast<const float4 *>(recv + bw_recv_off(row, col));
-            a.x += u.x; a.y += u.y; a.z += u.z; a.w += u.w;
-        }
-        *reinterpret_cast<uint2 *>(dq + (size_t)(n * 64 + rank * rpc + lr) * ld + col) =
-            make_uint2(pack2<E>(a.x * scale, a.y * scale), pack2<E>(a.z * scale, a.w * scale));
-    }
-}
-
-/* dk and dv (DQ 0), or dk, dv and dq (DQ 1, 2). A block owns key rows
+/* dk and dv (DQ false), or dk, dv and dq (DQ true). A block owns key rows
  * j0 .. j0 + 63 of head bh. With DQ the T / 64 blocks of a head are one
- * cluster, and at query tile n each block's dS^T goes to shared memory as
- * wgmma's A (read transposed) for its share dQ_n^(j) = dS_nj K_j (f32).
- * DQ 1 (pull): the share lands in a partial in the block's own shared memory
- * (where dS^T was) and the block arrives at a cluster barrier; early in tile
- * n + 1 (its first two products issued, so the wait and the remote loads
- * run beside them) it waits there, sums its 1 / (T / 64) of tile n over the
- * blocks' partials in rank order, writes it and arrives at a second barrier,
- * waited for before its next dS^T store.
- * DQ 2 (push, T / 64 in 1, 2, 4, 8): each block stores the rows of its share
- * straight into the shared memory of the block that owns them (a slot per
- * sender), arrives; early in tile n + 1 each waits, sums its own rows over
- * the slots in rank order from its own shared memory and writes them, and
- * arrives at the second barrier, waited for before its next stores.
- * Either way the sums' order is fixed: the same bits every run. */
-template <typename E, int DQ>
+ * cluster: at query tile n each block's dS^T goes to shared memory as
+ * wgmma's A (read transposed) for its share dQ_n^(j) = dS_nj K_j (f32),
+ * which lands in a partial in the block's own shared memory (where dS^T
+ * was); the block arrives at a cluster barrier. Early in tile n + 1 (its
+ * first two products issued, so the wait and the remote loads run beside
+ * them) it waits there, sums its 1 / (T / 64) of tile n over the blocks'
+ * partials in rank order (fixed: the same bits every run), writes it and
+ * arrives at a second barrier, waited for before its next dS^T store. */
+template <typename E, bool DQ>
 __global__ void __launch_bounds__(BW_THREADS, 3)
     sm90_dkdv_kernel(E *dk, E *dv, E *dq, const uint64_t *bits, const E *q, const E *k,
                      const E *v, const E *dout, const float *lse, const float *D,
@@ -275,21 +238,10 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     const uint32_t base = (smem_u32(sm90_smem) + 1023u) & ~1023u;
     const uint32_t sk = base, sv = base + SM90_TILE, sq = base + 2 * SM90_TILE,
                    sdo = base + 4 * SM90_TILE, sa = base + 6 * SM90_TILE;
-    /* DQ 1: dS^T, then the partial; DQ 2: dS^T, then the receive buffer */
-    const uint32_t sp = sa + 2 * (uint32_t)BW_AUX, sr = sp + SM90_TILE;
+    __shared__ float red[BW_THREADS / 32];
+    const uint32_t sp = sa + 2 * (uint32_t)BW_AUX;   /* DQ: dS^T, then the partial */
     unsigned char *abase = sm90_smem + (sa - smem_u32(sm90_smem));
     unsigned char *pbase = sm90_smem + (sp - smem_u32(sm90_smem));
-    float *recv = reinterpret_cast<float *>(sm90_smem + (sr - smem_u32(sm90_smem)));
-    /* the mask's maximum's 4 floats; with DQ 2 in the receive buffer, which no
-     * block fills before the first cluster barrier (no static shared memory:
-     * three blocks an SM take 228 KiB to the byte) */
-    float *red;
-    if constexpr (DQ == 2) {
-        red = recv;
-    } else {
-        __shared__ float red_s[BW_THREADS / 32];
-        red = red_s;
-    }
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int bh = blockIdx.y, b = bh / H, h = bh - b * H, j0 = blockIdx.x * 64;
     const int ntiles = T / 64;
@@ -300,7 +252,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     const float *mb = mask ? mask + (size_t)b * T : NULL;
     const float *lse_h = lse + (size_t)bh * T, *D_h = D + (size_t)bh * T;
     const uint64_t *bits_t = bits ? bits + ((size_t)bh * ntiles + blockIdx.x) * T : NULL;
-    /* DQ 1: this block's share of a tile's 1,024 float4s of dQ; DQ 2: its rows */
+    /* DQ: this block's share of a tile's 1,024 float4s of dQ */
     const int rank = DQ ? (int)cluster_rank() : 0;
     const int f4_lo = rank * 1024 / ntiles, f4_hi = (rank + 1) * 1024 / ntiles;
 
@@ -329,7 +281,6 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
                                                4 * (x & 15)) = make_uint2(0u, 0u);
         return;
     }
-    if (DQ == 2) cluster_arrive();   /* red is read: the receive buffer may fill */
     float km[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) km[r] = mb ? (mb[key0 + 8 * r] - mmax) * LOG2E_F32 : 0.0f;
@@ -349,8 +300,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
         bw_issue_pair<E>(s, dp, sk, sqb, sv, sdob);
         if (DQ && n > 0) {
             cluster_wait();   /* every block's share of tile n - 1 is in place */
-            if (DQ == 1) bw_dq_reduce<E>(dq, sp, n - 1, ntiles, f4_lo, f4_hi, scale, ld_in, tid);
-            else bw_dq_sum_own<E>(dq, recv, n - 1, ntiles, rank, scale, ld_in, tid);
+            bw_dq_reduce<E>(dq, sp, n - 1, ntiles, f4_lo, f4_hi, scale, ld_in, tid);
             cluster_arrive();
         }
         const unsigned char *ab = abase + buf * BW_AUX;
@@ -386,8 +336,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
             wg_acc_to_a<E>(da[j], dp, j);
         }
         if (DQ) {
-            /* DQ 1: dS^T's room is the partial every block may still read */
-            if (DQ == 1 && n > 0) cluster_wait();
+            if (n > 0) cluster_wait();   /* every block has read the last partials */
             /* dS^T as stored: da[j][i] is key row 16 warp + g + 8 (i & 1), query
              * columns 8 (2 j + i / 2) + 2 t, + 1 */
 #pragma unroll
@@ -411,25 +360,15 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
             wg_commit();
             wg_wait<0>();
             wg_keep(dqa);
-            if (DQ == 2) cluster_wait();   /* the owners have summed tile n - 1 */
             /* this block's dQ_n: query row 16 warp + g + 8 r, columns 8 c + 2 t, + 1 */
+            float *part = reinterpret_cast<float *>(pbase);
 #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int row = 16 * warp + g + 8 * r;
-                const int rpc = 64 / ntiles, slot = rank * rpc + row % rpc;
-                const uint32_t dst = DQ == 2 ? cluster_map(sr, (uint32_t)(row / rpc)) : 0u;
+            for (int r = 0; r < 2; r++)
 #pragma unroll
-                for (int c = 0; c < 8; c++) {
-                    const float x = dqa[4 * c + 2 * r], y = dqa[4 * c + 2 * r + 1];
-                    if (DQ == 1)
-                        *reinterpret_cast<float2 *>(reinterpret_cast<float *>(pbase) +
-                                                    row * BW_PART_LD + 8 * c + 2 * t) =
-                            make_float2(x, y);
-                    else
-                        st_cluster_f2(dst + 4u * (uint32_t)bw_recv_off(slot, 8 * c + 2 * t), x,
-                                      y);
-                }
-            }
+                for (int c = 0; c < 8; c++)
+                    *reinterpret_cast<float2 *>(part + (16 * warp + g + 8 * r) * BW_PART_LD +
+                                                8 * c + 2 * t) =
+                        make_float2(dqa[4 * c + 2 * r], dqa[4 * c + 2 * r + 1]);
             cluster_arrive();
         } else {
             wg_commit();
@@ -440,12 +379,9 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     wg_keep(adv);
     if (DQ) {   /* the last tile; no block leaves while its shared memory may be read */
         cluster_wait();
-        if (DQ == 1) bw_dq_reduce<E>(dq, sp, ntiles - 1, ntiles, f4_lo, f4_hi, scale, ld_in, tid);
-        else bw_dq_sum_own<E>(dq, recv, ntiles - 1, ntiles, rank, scale, ld_in, tid);
-        if (DQ == 1) {
-            cluster_arrive();
-            cluster_wait();
-        }
+        bw_dq_reduce<E>(dq, sp, ntiles - 1, ntiles, f4_lo, f4_hi, scale, ld_in, tid);
+        cluster_arrive();
+        cluster_wait();
     }
 #pragma unroll
     for (int r = 0; r < 2; r++)
@@ -460,21 +396,20 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
 } // namespace
 
 /* where dq is made: -1 the setting (CTRAIN_ATTN_SM90_DQ), 0 the dq kernel, 1
- * the dkdv kernel's clusters pulling the shares, 2 pushing them
- * (attention_sm90_tune_dq) */
+ * the dkdv kernel's clusters (attention_sm90_tune_dq) */
 static int sm90_dq_mode = -1;
 
 extern "C" void attention_sm90_tune_dq(int mode)
 {
-    CT_ASSERT(mode >= -1 && mode <= 2, "attention_sm90_tune_dq: %d (-1, 0, 1 or 2)", mode);
+    CT_ASSERT(mode >= -1 && mode <= 1, "attention_sm90_tune_dq: %d (-1, 0 or 1)", mode);
     sm90_dq_mode = mode;
 }
 
-/* the dkdv kernel in clusters of T / 64 blocks (DQ 1, 2) */
-template <typename E, int DQ, typename... A>
+/* the dkdv kernel with dq, in clusters of T / 64 blocks */
+template <typename E, typename... A>
 static void launch_clusters(Ctx *c, dim3 grid, size_t smem, A... args)
 {
-    auto kern = sm90_dkdv_kernel<E, DQ>;
+    auto kern = sm90_dkdv_kernel<E, true>;
     smem_optin(kern, smem);
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeClusterDimension;
@@ -509,8 +444,7 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
     /* dq in the clusters: all three gradients wanted, the mask's bits at hand
      * (kept by the forward, or no dropout), a head's key tiles one cluster */
     const int want = sm90_dq_mode < 0 ? setting_choice(SET_ATTN_SM90_DQ) : sm90_dq_mode;
-    int fused = want && dq && dk && (!thr || bits_in) && T / 64 <= 8 ? want : 0;
-    if (fused == 2 && 64 % (T / 64)) fused = 1;   /* push: whole rows a block */
+    const int fused = want && dq && dk && (!thr || bits_in) && T / 64 <= 8;
     /* the bits for the dkdv kernel: the forward's, or drawn by the dq kernel */
     const size_t rows = B * H * T, dbytes = rows * 4;
     const size_t bbytes = thr && dk && !bits_in ? rows * (T / 64) * 8 : 0;
@@ -523,16 +457,10 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
             D, (const E *)dout, (const E *)out, (int)H, (int)T, (int)ld_out, rows);
         CUDA_CHECK_LAUNCH();
         if (fused) {
-            if (fused == 1)
-                launch_clusters<E, 1>(c, grid, BW_SMEM_KVQ, (E *)dk, (E *)dv, (E *)dq, bits_in,
-                                      (const E *)q, (const E *)k, (const E *)v, (const E *)dout,
-                                      lse, (const float *)D, mask, scale_log2, scale, sd, (int)H,
-                                      (int)T, (int)ld_in, (int)ld_out);
-            else
-                launch_clusters<E, 2>(c, grid, BW_SMEM_KVP, (E *)dk, (E *)dv, (E *)dq, bits_in,
-                                      (const E *)q, (const E *)k, (const E *)v, (const E *)dout,
-                                      lse, (const float *)D, mask, scale_log2, scale, sd, (int)H,
-                                      (int)T, (int)ld_in, (int)ld_out);
+            launch_clusters<E>(c, grid, BW_SMEM_KVQ, (E *)dk, (E *)dv, (E *)dq, bits_in,
+                               (const E *)q, (const E *)k, (const E *)v, (const E *)dout, lse,
+                               (const float *)D, mask, scale_log2, scale, sd, (int)H, (int)T,
+                               (int)ld_in, (int)ld_out);
             return;
         }
         if (dq || bits) {
@@ -544,8 +472,8 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
             CUDA_CHECK_LAUNCH();
         }
         if (dk) {
-            smem_optin(sm90_dkdv_kernel<E, 0>, BW_SMEM_KV);
-            sm90_dkdv_kernel<E, 0><<<grid, BW_THREADS, BW_SMEM_KV, c->stream>>>(
+            smem_optin(sm90_dkdv_kernel<E, false>, BW_SMEM_KV);
+            sm90_dkdv_kernel<E, false><<<grid, BW_THREADS, BW_SMEM_KV, c->stream>>>(
                 (E *)dk, (E *)dv, NULL, bits_in ? bits_in : bits, (const E *)q, (const E *)k,
                 (const E *)v, (const E *)dout, lse, D, mask, scale_log2, scale, sd, (int)H, (int)T,
                 (int)ld_in, (int)ld_out);

@@ -201,15 +201,6 @@ __device__ __forceinline__ float4 ld_cluster_f4(uint32_t addr)
 #endif
     return v;
 }
-__device__ __forceinline__ void st_cluster_f2(uint32_t addr, float x, float y)
-{
-#if WG_ARCH_OK
-    asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y)
-                 : "memory");
-#else
-    (void)addr; (void)x; (void)y;
-#endif
-}
 __device__ __forceinline__ void cluster_arrive()
 {
 #if WG_ARCH_OK

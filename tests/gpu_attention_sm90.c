@@ -24,10 +24,10 @@
  *     forward's bits saved for the backward (bits_out / bits_in) give the same
  *     bits as the backward's own draw; one warpgroup a forward block
  *     (attention_sm90_tune) the same bits as two;
- *   - dq in the dkdv kernel's clusters, pulled and pushed (attention_sm90_tune_dq
- *     1, 2; the forward's bits; T 192 pushes as a pull): dq against the
- *     reference as above, dk and dv bit for bit the dkdv kernel's, two runs and
- *     the projection's layout the same bits.
+ *   - dq in the dkdv kernel's clusters (attention_sm90_tune_dq(1), the
+ *     forward's bits): dq against the reference as above, dk and dv bit for
+ *     bit the dkdv kernel's, two runs and the projection's layout the same
+ *     bits.
  * Reference: s_ij = scale q_i.k_j + mask_j - max mask, P = softmax, lse of
  * the shifted scores, Pd = keep s_d P, out = Pd V; dP = keep s_d dout V^T,
  * D = rowsum(dout * out), dS = P (dP - D), dq = scale dS K, dk = scale dS^T
@@ -192,11 +192,11 @@ static void split(const Case *k, float *dst, const float *qkv, int w)
  * gv1), dq against the reference as fa_tc's (fa_dq) is, two runs and the
  * projection's layout the same bits, rows without keys exactly 0. u: dout, q,
  * k, v, out, lse, gk1, gv1, the projection, its out and lse. */
-static void cluster_dq(Ctx *c, const Case *k, int mode, const char *tag, const Ref *ref,
+static void cluster_dq(Ctx *c, const Case *k, const char *tag, const Ref *ref,
                        const float *fa_dq, const float *dmask, uint64_t seed, uint64_t offset,
                        const uint64_t *sb, const void *const u[11])
 {
-    const char *form = mode == 1 ? "cluster" : "push";
+    const char *form = "cluster";
     const size_t B = k->B, H = k->H, T = k->T, D = H * DH, n = B * T * D;
     const DType dt = k->dt;
     const size_t es = dtype_size(dt);
@@ -204,7 +204,7 @@ static void cluster_dq(Ctx *c, const Case *k, int mode, const char *tag, const R
     char name[160];
     void *gq[2], *gk = gpu_alloc_poison(n, dt), *gv = gpu_alloc_poison(n, dt);
     void *g3 = gpu_alloc_poison(3 * n, dt);
-    attention_sm90_tune_dq(mode);
+    attention_sm90_tune_dq(1);
     for (int r = 0; r < 2; r++) {
         gq[r] = gpu_alloc_poison(n, dt);
         attention_sm90_backward(c, gq[r], gk, gv, u[0], u[1], u[2], u[3], u[4], u[5], dmask, dt,
@@ -387,9 +387,8 @@ static void one_case(Ctx *c, const Case *k)
                        gpu_same_bytes(gv1, gv2, n * es),
                    "out, lse or a gradient differs");
     }
-    for (int mode = 1; mode <= 2; mode++)
-        cluster_dq(c, k, mode, tag, &ref, fa_dq, dmask, seed, offset, sb,
-                   (const void *[]){ddo, dq, dk, dv, o2, l2, gk1, gv1, dqkv, o3, l3});
+    cluster_dq(c, k, tag, &ref, fa_dq, dmask, seed, offset, sb,
+               (const void *[]){ddo, dq, dk, dv, o2, l2, gk1, gv1, dqkv, o3, l3});
     dfree(base);
     dfree(sb);
     ref_free(&ref);
@@ -485,18 +484,16 @@ static void bench(Ctx *c, int only_sm90)
         const double ff = 4.0 * B * H * (double)T * T * DH, fb = 2.5 * ff;
         const int cudnn = !only_sm90 && attention_cudnn_ready(c, DT_BF16, B, H, T, DH, 1,
                                                               3 * H * DH, 0, 0.1f);
-        RunFn fs[8] = {run_sm90, run_sm90, run_sm90, run_sm90, run_sm90, run_sm90, run_fa,
-                       run_cudnn};
-        const char *names[8] = {"sm90", "sm90_saved_bits", "sm90_saved_bits_cluster_dq",
-                                "sm90_saved_bits_push_dq", "sm90_fwd_1wg", "sm90", "fa_tc",
-                                "cudnn"};
+        RunFn fs[7] = {run_sm90, run_sm90, run_sm90, run_sm90, run_sm90, run_fa, run_cudnn};
+        const char *names[7] = {"sm90", "sm90_saved_bits", "sm90_saved_bits_cluster_dq",
+                                "sm90_fwd_1wg", "sm90", "fa_tc", "cudnn"};
         CUDA_CHECK(cudaMalloc((void **)&bench_bits, attention_keep_words(B, H, T) * 8));
-        for (int f = 0; f < (only_sm90 ? 5 : cudnn ? 8 : 7); f++) {
-            bench_p = f == 5 ? 0.0f : 0.1f;
-            attention_sm90_tune(f == 4 ? 1 : 2);
-            attention_sm90_tune_dq(f == 2 || f == 3 ? f - 1 : 0);
+        for (int f = 0; f < (only_sm90 ? 4 : cudnn ? 7 : 6); f++) {
+            bench_p = f == 4 ? 0.0f : 0.1f;
+            attention_sm90_tune(f == 3 ? 1 : 2);
+            attention_sm90_tune_dq(f == 2 ? 1 : 0);
             uint64_t *bb = bench_bits;
-            if (f < 1 || f > 3) bench_bits = NULL;
+            if (f != 1 && f != 2) bench_bits = NULL;
             const float tf = time_it(c, fs[f], u, B, H, T, 0);
             const float tb = time_it(c, fs[f], u, B, H, T, 1);
             printf("{\"kernel\":\"%s\",\"B\":%zu,\"H\":%zu,\"T\":%zu,\"p\":%g,\"fwd_ms\":%.4f,"
