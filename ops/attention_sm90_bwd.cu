@@ -189,6 +189,14 @@ __device__ __forceinline__ void bw_load_aux(uint32_t dst, const float *lse_h, co
         cp_async16(dst + 512 + (tid - 32) * 16, bits_t + q0 + (tid - 32) * 2, true);
 }
 
+/* dq's 4 elements at float4 x (row x / 16, columns 4 (x % 16) ..) of query
+ * tile n, as one 8-byte store */
+template <typename E>
+__device__ __forceinline__ uint2 *bw_dq_at(E *dq, int n, int x, int ld)
+{
+    return reinterpret_cast<uint2 *>(dq + (size_t)(n * 64 + (x >> 4)) * ld + 4 * (x & 15));
+}
+
 /* DQ: block rank's share of query tile n's dQ, the float4s f4_lo .. f4_hi - 1
  * of the tile's 1,024, summed over the cluster's nb partials (at shared
  * address sp in each block) in rank order (0 + the first, + the second, ...),
@@ -212,7 +220,7 @@ __device__ __forceinline__ void bw_dq_reduce(E *dq, uint32_t sp, int n, int nb, 
                     a.x += u[r].x; a.y += u[r].y; a.z += u[r].z; a.w += u[r].w;
                 }
         }
-        *reinterpret_cast<uint2 *>(dq + (size_t)(n * 64 + (x >> 4)) * ld + 4 * (x & 15)) =
+        *bw_dq_at(dq, n, x, ld) =
             make_uint2(pack2<E>(a.x * scale, a.y * scale), pack2<E>(a.z * scale, a.w * scale));
     }
 }
@@ -235,10 +243,10 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
                      int ld_in, int ld_out)
 {
     extern __shared__ unsigned char sm90_smem[];
+    __shared__ float red[BW_THREADS / 32];
     const uint32_t base = (smem_u32(sm90_smem) + 1023u) & ~1023u;
     const uint32_t sk = base, sv = base + SM90_TILE, sq = base + 2 * SM90_TILE,
                    sdo = base + 4 * SM90_TILE, sa = base + 6 * SM90_TILE;
-    __shared__ float red[BW_THREADS / 32];
     const uint32_t sp = sa + 2 * (uint32_t)BW_AUX;   /* DQ: dS^T, then the partial */
     unsigned char *abase = sm90_smem + (sa - smem_u32(sm90_smem));
     unsigned char *pbase = sm90_smem + (sp - smem_u32(sm90_smem));
@@ -277,8 +285,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
         if (DQ)
             for (int n = 0; n < ntiles; n++)
                 for (int x = f4_lo + tid; x < f4_hi; x += BW_THREADS)
-                    *reinterpret_cast<uint2 *>(dq + (size_t)(n * 64 + (x >> 4)) * ld_in +
-                                               4 * (x & 15)) = make_uint2(0u, 0u);
+                    *bw_dq_at(dq, n, x, ld_in) = make_uint2(0u, 0u);
         return;
     }
     float km[2];

@@ -196,7 +196,6 @@ static void cluster_dq(Ctx *c, const Case *k, const char *tag, const Ref *ref,
                        const float *fa_dq, const float *dmask, uint64_t seed, uint64_t offset,
                        const uint64_t *sb, const void *const u[11])
 {
-    const char *form = "cluster";
     const size_t B = k->B, H = k->H, T = k->T, D = H * DH, n = B * T * D;
     const DType dt = k->dt;
     const size_t es = dtype_size(dt);
@@ -219,12 +218,12 @@ static void cluster_dq(Ctx *c, const Case *k, const char *tag, const Ref *ref,
     CUDA_CHECK(cudaDeviceSynchronize());
     float *a = falloc(n), *b = falloc(n), *ga = falloc(3 * n);
     gpu_download(a, gq[0], n, dt);
-    snprintf(name, sizeof name, "%s.%s.dq", tag, form);
+    snprintf(name, sizeof name, "%s.cluster.dq", tag);
     check_vs(name, a, fa_dq, ref->dq, n);
-    snprintf(name, sizeof name, "%s.%s.dk_dv_same_bits", tag, form);
+    snprintf(name, sizeof name, "%s.cluster.dk_dv_same_bits", tag);
     check_true(name, gpu_same_bytes(gk, u[6], n * es) && gpu_same_bytes(gv, u[7], n * es),
                "dk or dv differs from the dkdv kernel's");
-    snprintf(name, sizeof name, "%s.%s.rerun_same_bits", tag, form);
+    snprintf(name, sizeof name, "%s.cluster.rerun_same_bits", tag);
     check_true(name, gpu_same_bytes(gq[0], gq[1], n * es), "dq differs between two runs");
     gpu_download(ga, g3, 3 * n, dt);
     split(k, b, ga, 0);
@@ -232,14 +231,13 @@ static void cluster_dq(Ctx *c, const Case *k, const char *tag, const Ref *ref,
     gpu_download(a, gk, n, dt);
     split(k, b, ga, 1);
     same &= memcmp(a, b, n * sizeof(float)) == 0;
-    snprintf(name, sizeof name, "%s.%s.projection_layout_same_bits", tag, form);
+    snprintf(name, sizeof name, "%s.cluster.projection_layout_same_bits", tag);
     check_true(name, same, "ld_in 3 H 64 differs from separate tensors");
     if (k->mask == 2) {   /* batch 1 has no key: its dq exactly 0 */
         gpu_download(a, gq[0], n, dt);
         int zero = 1;
         for (size_t i = n / 2; i < n; i++) zero &= a[i] == 0.0f;
-        snprintf(name, sizeof name, "%s.%s.no_key_rows_exactly_0", tag,
-                 form);
+        snprintf(name, sizeof name, "%s.cluster.no_key_rows_exactly_0", tag);
         check_true(name, zero, "a row without keys has a nonzero dq");
     }
     free(a); free(b); free(ga);
