@@ -36,7 +36,7 @@ void attention_forward_cpu(float *out, float *probs, const float *q, const float
                            uint64_t offset, size_t B, size_t H, size_t T, size_t Dh)
 {
     const double scale = 1.0 / sqrt((double)Dh);
-    const float s = dropout_scale(p);
+    const float s = attn_drop_scale(p);
     const size_t BH = B * H;
 #pragma omp parallel for if (BH * T * T * Dh >= 65536)
     for (size_t bh = 0; bh < BH; bh++) {
@@ -89,7 +89,7 @@ void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout,
                             int accum_k, int accum_v)
 {
     const double scale = 1.0 / sqrt((double)Dh);
-    const float s = dropout_scale(p);
+    const float s = attn_drop_scale(p);
     const size_t BH = B * H;
 #pragma omp parallel for if (BH * T * T * Dh >= 65536)
     for (size_t bh = 0; bh < BH; bh++) {

@@ -186,7 +186,7 @@ extern "C" void attention_softmax_forward_cuda(void *probs, void *pd, const floa
     if (R == 0 || T == 0) return;
     CT_ASSERT(T <= 0x7fffffff, "attention_softmax_forward_cuda: T = %zu out of range", T);
     const unsigned blocks = row_blocks(R, "attention_softmax_forward_cuda");
-    const float sc = dropout_scale(p);
+    const float sc = attn_drop_scale(p);
     dispatch_float(dt, "attention_softmax_forward_cuda", [&](auto tag) {
         using Tp = decltype(tag);
         attn_softmax_fwd_kernel<Tp><<<blocks, ROW_WARPS * 32, 0, s>>>(
@@ -204,7 +204,7 @@ extern "C" void attention_softmax_backward_cuda(void *dS, const void *dPd, const
     if (rows == 0 || T == 0) return;
     CT_ASSERT(T <= 0x7fffffff, "attention_softmax_backward_cuda: T = %zu out of range", T);
     const unsigned blocks = row_blocks(rows, "attention_softmax_backward_cuda");
-    const float sc = dropout_scale(p);
+    const float sc = attn_drop_scale(p);
     dispatch_float(dt, "attention_softmax_backward_cuda", [&](auto tag) {
         using Tp = decltype(tag);
         attn_softmax_bwd_kernel<Tp><<<blocks, ROW_WARPS * 32, 0, s>>>(
@@ -281,7 +281,7 @@ extern "C" void attention_dropout_cuda(void *pd, const void *probs, DType dt, fl
 {
     if (n == 0) return;
     const uint32_t thr = attn_drop_threshold(p);
-    const float sc = dropout_scale(p);
+    const float sc = attn_drop_scale(p);
     const unsigned blocks = grid_for((n + 7) / 8, 256, 65535);
     dispatch_float(dt, "attention_dropout_cuda", [&](auto tag) {
         using E = decltype(tag);

@@ -8,9 +8,9 @@
  *
  *   S[b,h,i,j] = scale * sum_e q[b,h,i,e] k[b,h,j,e] + mask[b,j],  scale = 1/sqrt(Dh)
  *   P[b,h,i,:] = softmax_j(S[b,h,i,:])                          (f32 math)
- *   keep       = attn_keep(seed, offset, idx, ceil(p 2^16)),  idx = ((b H + h) T + i) T + j
- *                (ops/attn_dropout.h: 16 Philox bits an element, eight a call)
- *   Pd         = keep ? P * s : 0,  s = 1 / (1 - p)           (dropout_scale, ops/dropout.h)
+ *   keep       = attn_keep(seed, offset, idx, ceil(p 2^8)),  idx = ((b H + h) T + i) T + j
+ *                (ops/attn_dropout.h: 8 Philox bits an element, sixteen a call)
+ *   Pd         = keep ? P * s : 0,  s = 256 / (256 - ceil(p 2^8))  (attn_drop_scale)
  *   out        = Pd v
  * backward (the mask is regenerated from (seed, offset), never stored):
  *   dv  = Pd^T dout
@@ -118,6 +118,12 @@ typedef enum AttnKernel {
  * fused engines run; where it declines, this choice. */
 AttnKernel attention_kernel_choose(const Ctx *c, DType dt, size_t Dh, size_t BH, int bthd,
                                    int aligned);
+
+/* CTRAIN_ATTN's libraries asked before that choice, in this order: ctrain's
+ * wgmma kernels (ops/attention_sm90.h) where they take the call (sm90, auto),
+ * then cuDNN's fused attention where it plans it (cudnn, auto). */
+int attention_path_sm90(void);
+int attention_path_cudnn(void);
 
 #ifdef CTRAIN_CUDA
 /* 1 unless CTRAIN_ATTN_SAVE_MASK=0: the op has the flash forward save the

@@ -77,12 +77,13 @@
  * once: the block writes zeros and returns).
  *
  * ---- Dropout ----
- * keep_ij = attn_keep(seed, offset, idx, thr) (ops/attn_dropout.h: 16 bits
- * of Philox an element, thr = ceil(p 2^16)) with idx = ((b H + h) T + i) T
+ * keep_ij = attn_keep(seed, offset, idx, thr) (ops/attn_dropout.h: 8 bits
+ * of Philox an element, thr = ceil(p 2^8)) with idx = ((b H + h) T + i) T
  * + j. The bits are drawn in runs of 8 consecutive keys (one byte): one
- * Philox call per run, its counter group idx / 8 (two when a run straddles
- * a group, only when T % 8 != 0). (Before: 24 bits an element, 2 calls a
- * run; drawing the mask cost about as much as the forward's products.)
+ * Philox call per run, half of its counter group's sixteen (attn_keep8; two
+ * calls when a run straddles a group, only when T % 8 != 0). (Before: 24 bits
+ * an element, 2 calls a run; drawing the mask cost about as much as the
+ * forward's products.)
  *   forward: for each 64 x 64 tile the block writes a bit matrix keep[64]
  *     (one 64-bit word per query row, bit = key column) to shared memory;
  *     the bits of tile n+1 are drawn while its cp.async copies are in flight.
@@ -340,7 +341,7 @@ extern "C" void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, uint
     const size_t BH = B * H;
     if (BH == 0 || T == 0) return;
     tc_check_sizes(B, H, T, "attention_fa_tc_forward_cuda");
-    const float scale_log2 = LOG2E_F32 / sqrtf((float)Dh), sd = dropout_scale(p);
+    const float scale_log2 = LOG2E_F32 / sqrtf((float)Dh), sd = attn_drop_scale(p);
     const uint32_t thr = attn_drop_threshold(p);
     if (!thr) keep_out = NULL; /* no dropout: no mask to save */
     CT_ASSERT(!keep_out || is_aligned(keep_out, 8),

@@ -390,7 +390,7 @@ extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *
     if (BH == 0 || T == 0 || (!dq && !dk && !dv)) return;
     tc_check_sizes(B, H, T, "attention_fa_tc_backward_cuda");
     const float scale = 1.0f / sqrtf((float)Dh), scale_log2 = LOG2E_F32 * scale;
-    const float sd = dropout_scale(p);
+    const float sd = attn_drop_scale(p);
     const uint32_t thr = attn_drop_threshold(p);
     /* the dropout mask for both kernels (header comment): the forward's saved
      * one when given, else drawn once here into a workspace */

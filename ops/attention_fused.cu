@@ -26,9 +26,9 @@
  * f32 storage has no kernel here: the op sends it to the cuBLASLt path,
  * which is faster for it (ops/attention_op.c, attention_kernel_choose).
  * Dropout: element idx = ((b H + h) T + i) T + j keeps iff attn_keep (ops/
- * attn_dropout.h: 16 bits of Philox an element, eight a call), as every
- * attention path; here one Philox call per element (8x the work needed;
- * the tensor-core kernels share one call between 8 keys: not worth it
+ * attn_dropout.h: 8 bits of Philox an element, sixteen a call), as every
+ * attention path; here one Philox call per element (16x the work needed;
+ * the tensor-core kernels share one call between 8 or 16 keys: not worth it
  * here, where the FMA products dominate).
  */
 #include <math.h>
@@ -441,7 +441,7 @@ extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, uint
     /* the FMA kernel draws its bits per element; the saved mask (for a
      * tensor-core backward) comes from the backward's own draw: same bits */
     if (keep_out) attention_fa_tc_keep_bits_cuda(c, keep_out, p, seed, offset, B, H, T);
-    const float scale = 1.0f / sqrtf((float)Dh), sd = dropout_scale(p);
+    const float scale = 1.0f / sqrtf((float)Dh), sd = attn_drop_scale(p);
     fa_dispatch_half(dt, "attention_fused_forward_cuda", [&](auto tag) {
         using E = decltype(tag);
         dispatch_head_dim(Dh, "attention_fused_forward_cuda", [&](auto dh) {
@@ -469,7 +469,7 @@ extern "C" void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *
     const size_t BH = B * H, R = BH * T;
     if (BH == 0 || T == 0 || (!dq && !dk && !dv)) return;
     fa_check_sizes(B, H, T, Dh, "attention_fused_backward_cuda");
-    const float scale = 1.0f / sqrtf((float)Dh), sd = dropout_scale(p);
+    const float scale = 1.0f / sqrtf((float)Dh), sd = attn_drop_scale(p);
     const bool tc = attention_fa_tc_supports(c, dt, Dh) && fa_aligned16({dq, dk, dv, dout, q, k, v});
     CT_ASSERT(tc || !bthd, "attention_fused_backward_cuda: [B, T, H, Dh] needs the tensor-core "
               "kernels (%s, Dh %zu) and 16-byte aligned tensors", dtype_name(dt), Dh);

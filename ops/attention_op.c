@@ -192,6 +192,19 @@ AttnKernel attention_kernel_choose(const Ctx *c, DType dt, size_t Dh, size_t BH,
 #endif
 }
 
+/* CTRAIN_ATTN: cublas 0, cudnn 1, flash 2, sm90 3, auto 4 (engine/settings.c) */
+int attention_path_sm90(void)
+{
+    const int a = setting_choice(SET_ATTN);
+    return a == 3 || a == 4;
+}
+
+int attention_path_cudnn(void)
+{
+    const int a = setting_choice(SET_ATTN);
+    return a == 1 || a == 4;
+}
+
 #ifdef CTRAIN_CUDA
 /* CTRAIN_ATTN_SAVE_MASK, the flash path's other developer setting, read
  * here beside the kernel choice: -1 not read yet. It stays because it
@@ -358,7 +371,7 @@ static void attention_cudnn_node_backward(Ctx *c, Node *n)
  * compute type dt, q, k, v (aligned) and the mask 16-byte aligned. */
 static int attn_cudnn_wanted(const Ctx *c, DType dt, int aligned, const Tensor *mask)
 {
-    return c->device == DEV_CUDA && setting_choice(SET_ATTN) == 1 &&
+    return c->device == DEV_CUDA && attention_path_cudnn() &&
            (dt == DT_F16 || dt == DT_BF16) && aligned &&
            (!mask || (uintptr_t)mask->data % 16 == 0);
 }

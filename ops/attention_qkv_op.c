@@ -86,11 +86,12 @@ static QkvDims qkv_check(Ctx *c, Tensor *qkv, int heads, Tensor *mask, float p)
 }
 
 #ifdef CTRAIN_CUDA
-/* CTRAIN_ATTN=sm90 and a call the wgmma kernels take (ops/attention_sm90.h;
- * the alignment op_attention_qkv_supported checks for every path) */
+/* CTRAIN_ATTN=sm90 or auto and a call the wgmma kernels take
+ * (ops/attention_sm90.h; the alignment op_attention_qkv_supported checks for
+ * every path) */
 static int qkv_sm90_wanted(Ctx *c, DType dt, int64_t B, int64_t T, int heads, int64_t Dh)
 {
-    return setting_choice(SET_ATTN) == 3 &&
+    return attention_path_sm90() &&
            attention_sm90_supports(c, dt, (size_t)B, (size_t)heads, (size_t)T, (size_t)Dh);
 }
 #endif
@@ -104,7 +105,7 @@ int op_attention_qkv_supported(Ctx *c, DType dt, int64_t B, int64_t T, int heads
     const size_t D = (size_t)heads * (size_t)Dh;
     const int aligned = (D * dtype_size(dt)) % 16 == 0 && (!mask || (uintptr_t)mask->data % 16 == 0);
     if (qkv_sm90_wanted(c, dt, B, T, heads, Dh) && aligned && dropout_p < 1.0f) return 1;
-    return setting_choice(SET_ATTN) == 1 && (dt == DT_F16 || dt == DT_BF16) && aligned &&
+    return attention_path_cudnn() && (dt == DT_F16 || dt == DT_BF16) && aligned &&
            dropout_p < 1.0f &&
            attention_cudnn_ready(c, dt, (size_t)B, (size_t)heads, (size_t)T, (size_t)Dh, 1,
                                  3 * D, mask != NULL, dropout_p);

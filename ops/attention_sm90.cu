@@ -227,7 +227,7 @@ extern "C" void attention_sm90_forward(Ctx *c, void *out, float *lse, uint64_t *
     CT_ASSERT(attention_sm90_supports(c, dt, B, H, T, 64),
               "attention_sm90_forward: [B %zu, H %zu, T %zu] %s not supported here", B, H, T,
               dtype_name(dt));
-    const float scale_log2 = LOG2E_F32 * 0.125f, sd = dropout_scale(p);
+    const float scale_log2 = LOG2E_F32 * 0.125f, sd = attn_drop_scale(p);
     const uint32_t thr = attn_drop_threshold(p);
     if (!thr) keep_out = bits_out = NULL;
     dispatch_lowp(dt, "attention_sm90_forward", [&](auto tag) {

@@ -38,8 +38,8 @@ constexpr size_t sm90_smem_fwd(int nwg)
 }
 
 /* the 64 keep bits of row 16 w + g (r 0) and of row 16 w + g + 8 (r 1) of a
- * 64 x 64 tile for thread lane = 4 g + t: lane t draws groups 2 t, 2 t + 1 of
- * both rows; rowg0 = the flat query row (bh T + i) of r 0 */
+ * 64 x 64 tile for thread lane = 4 g + t: lane t draws group (16 keys) t of
+ * both rows, one Philox call each; rowg0 = the flat query row (bh T + i) of r 0 */
 __device__ __forceinline__ void sm90_keep_rows(uint64_t (&kw)[2], uint64_t rowg0, int k0, int T,
                                                uint32_t thr, uint64_t seed, uint64_t offset,
                                                int lane)
@@ -47,13 +47,11 @@ __device__ __forceinline__ void sm90_keep_rows(uint64_t (&kw)[2], uint64_t rowg0
     const int t = lane & 3;
     uint32_t w = 0;
 #pragma unroll
-    for (int r = 0; r < 2; r++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const uint64_t col = (uint64_t)(k0 + 8 * (2 * t + e));
-            const uint64_t grp = ((rowg0 + 8 * r) * (uint64_t)T + col) >> 3;
-            w |= attn_keep8(seed, offset, grp, thr) << (8 * (2 * r + e));
-        }
+    for (int r = 0; r < 2; r++) {
+        const uint64_t col = (uint64_t)(k0 + 16 * t);
+        const uint64_t grp = ((rowg0 + 8 * r) * (uint64_t)T + col) >> 4;
+        w |= attn_keep16(seed, offset, grp, thr) << (16 * r);
+    }
     uint32_t q[4];
 #pragma unroll
     for (int s = 0; s < 4; s++) q[s] = __shfl_sync(FULL_MASK, w, (lane & ~3) | s);

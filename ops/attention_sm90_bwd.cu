@@ -445,12 +445,15 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
               dtype_name(dt));
     CT_ASSERT((dk == NULL) == (dv == NULL), "attention_sm90_backward: dk and dv go together");
     if (!dq && !dk) return;
-    const float scale = 0.125f, scale_log2 = LOG2E_F32 * scale, sd = dropout_scale(p);
+    const float scale = 0.125f, scale_log2 = LOG2E_F32 * scale, sd = attn_drop_scale(p);
     const uint32_t thr = attn_drop_threshold(p);
     if (!thr) bits_in = NULL;
     /* dq in the clusters: all three gradients wanted, the mask's bits at hand
-     * (kept by the forward, or no dropout), a head's key tiles one cluster */
-    const int want = sm90_dq_mode < 0 ? setting_choice(SET_ATTN_SM90_DQ) : sm90_dq_mode;
+     * (kept by the forward, or no dropout), a head's key tiles one cluster;
+     * CTRAIN_ATTN_SM90_DQ: kernel 0, cluster 1, auto 2 = clusters of at most
+     * two blocks (T <= 128), where they measured faster than the dq kernel */
+    const int choice = setting_choice(SET_ATTN_SM90_DQ);
+    const int want = sm90_dq_mode >= 0 ? sm90_dq_mode : choice == 2 ? T <= 128 : choice;
     const int fused = want && dq && dk && (!thr || bits_in) && T / 64 <= 8;
     /* the bits for the dkdv kernel: the forward's, or drawn by the dq kernel */
     const size_t rows = B * H * T, dbytes = rows * 4;

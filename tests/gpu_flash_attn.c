@@ -197,7 +197,7 @@ static void ref_mags(float *m_out, float *m_dq, float *m_dk, float *m_dv, const 
                      const float *P, float p, uint64_t seed, uint64_t offset, size_t B, size_t H,
                      size_t T, size_t Dh)
 {
-    const double scale = 1.0 / sqrt((double)Dh), sd = dropout_scale(p);
+    const double scale = 1.0 / sqrt((double)Dh), sd = attn_drop_scale(p);
     const size_t BH = B * H;
 #pragma omp parallel for if (BH * T * T * Dh >= 65536)
     for (size_t bh = 0; bh < BH; bh++) {
@@ -260,7 +260,7 @@ static Tol tol_of(DType dt, size_t T, size_t Dh, float p, const float *q, const 
     const double smax = scale * (double)Dh * mq * mk;
     t.u_dt = unit_roundoff(dt);
     t.u_eff = t.u_dt + ldexp((double)T + (double)Dh + (double)Dh * smax, -24);
-    t.floor = dt == DT_F16 ? (double)T * ldexp(1.0, -25) * dropout_scale(p) *
+    t.floor = dt == DT_F16 ? (double)T * ldexp(1.0, -25) * attn_drop_scale(p) *
                                  fmax(fmax(mq, mk), fmax(mv, mo))
                            : 0.0;
     t.norm = tol_norm(dt);

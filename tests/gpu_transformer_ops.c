@@ -533,7 +533,7 @@ static void gpu_attn_softmax_case(Ctx *g, DType dt, size_t B, size_t H, size_t T
     char name[192], tag[128];
     snprintf(tag, sizeof tag, "%s (%zu,%zu,%zu) p %g", dtype_name(dt), B, H, T, (double)p);
     const size_t R = B * H * T, n = R * T;
-    const float scale = 0.125f, s = dropout_scale(p);
+    const float scale = 0.125f, s = attn_drop_scale(p);
     float *S = falloc(n), *mask = falloc(B * T), *P = falloc(n), *Pd = falloc(n);
     check_fill(S, n, -20.0f, 20.0f);
     for (size_t b = 0; b < B; b++)

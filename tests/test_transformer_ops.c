@@ -11,7 +11,7 @@
  *     p = 0 is the identity, the context's offset advances by philox_blocks(n);
  *   - attention with a padding mask: forward against double math; dq, dk, dv
  *     against finite differences (dropout 0); with dropout p > 0 the forward
- *     equals the formula with attention's mask (ops/attn_dropout.h: 16
+ *     equals the formula with attention's mask (ops/attn_dropout.h: 8
  *     Philox bits an element, checked against its definition and for the
  *     kept fraction), the backward equals finite differences of the same
  *     formula with that mask held fixed, and the context's offset advances
@@ -381,7 +381,7 @@ static double attn_loss_d(const AttnCase *a, const double *q, const double *k, c
                           double *out)
 {
     const size_t T = a->T, Dh = a->Dh;
-    const double scale = 1.0 / sqrt((double)Dh), s = (double)dropout_scale(a->p);
+    const double scale = 1.0 / sqrt((double)Dh), s = (double)attn_drop_scale(a->p);
     double L = 0.0, S[16];
     for (size_t bh = 0; bh < a->B * a->H; bh++) {
         const float *mb = a->mask ? a->mask + (bh / a->H) * T : NULL;
@@ -673,13 +673,15 @@ static void test_attention_shared(Ctx *c)
 }
 
 /* Attention's mask (ops/attn_dropout.h) from its definition: element idx
- * keeps iff the 16-bit half idx % 2 of word (idx % 8) / 2 of Philox4x32-7 at
- * counter offset + idx / 8 is >= ceil(p 2^16), for p 0.1, 0.5, 1/3; the
- * fraction kept over 2^20 elements within 5 standard deviations of 1 - p;
- * p = 0 keeps all, p = 1 none; the counter crosses 2^32 inside the draw. */
+ * keeps iff byte idx % 4 of word (idx % 16) / 4 of Philox4x32-7 at counter
+ * offset + idx / 16 is >= ceil(p 2^8), for p 0.1, 0.5, 1/3; the fraction
+ * kept over 2^20 elements within 5 standard deviations of 1 - thr / 256;
+ * p = 0 keeps all, p = 1 none; the counter crosses 2^32 inside the draw; the
+ * scale is 256 / (256 - thr); attn_keep8 is attn_keep16's halves. */
 static void test_attn_mask(void)
 {
     const float ps[3] = {0.1f, 0.5f, 1.0f / 3.0f};
+    const uint32_t thrs[3] = {26, 128, 86};
     /* the counter crosses 2^32 inside the draw: its high word is used too */
     const uint64_t seed = 0x1234567890abcdefull, offset = (1ull << 32) - 1000;
     for (int k = 0; k < 3; k++) {
@@ -689,22 +691,30 @@ static void test_attn_mask(void)
         size_t kept = 0, bad = 0;
         for (size_t idx = 0; idx < n; idx++) {
             uint32_t r[4];
-            const uint64_t ctr = offset + idx / 8;
+            const uint64_t ctr = offset + idx / 16;
             philox4x32_7(r, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)seed,
                          (uint32_t)(seed >> 32));
-            const uint32_t w = r[(idx % 8) / 2], u = idx % 2 ? w >> 16 : w & 0xFFFFu;
-            const int want = u >= (uint32_t)ceil((double)p * 65536.0);
+            const uint32_t u = (r[(idx % 16) / 4] >> (8 * (idx % 4))) & 0xFFu;
+            const int want = u >= thrs[k];
             const int got = attn_keep(seed, offset, idx, thr);
-            bad += got != want || (int)((attn_keep8(seed, offset, idx / 8, thr) >> (idx % 8)) & 1u) != got;
+            bad += got != want ||
+                   (int)((attn_keep8(seed, offset, idx / 8, thr) >> (idx % 8)) & 1u) != got ||
+                   (int)((attn_keep16(seed, offset, idx / 16, thr) >> (idx % 16)) & 1u) != got;
             kept += (size_t)got;
         }
-        const double frac = (double)kept / (double)n, sd = sqrt(p * (1.0 - p) / (double)n);
+        const double q = (double)thrs[k] / 256.0;
+        const double frac = (double)kept / (double)n, sd = sqrt(q * (1.0 - q) / (double)n);
         char name[96];
-        snprintf(name, sizeof name, "attention.mask p %.3f: the definition, bit for bit", (double)p);
-        check_true(name, bad == 0, "%zu of %zu bits differ", bad, n);
+        snprintf(name, sizeof name, "attention.mask p %.3f: threshold %u, the definition, "
+                 "bit for bit", (double)p, thrs[k]);
+        check_true(name, thr == thrs[k] && bad == 0, "threshold %u; %zu of %zu bits differ",
+                   thr, bad, n);
         snprintf(name, sizeof name, "attention.mask p %.3f: kept fraction", (double)p);
-        check_true(name, fabs(frac - (1.0 - p)) <= 5.0 * sd + 1.0 / 65536.0,
-                   "kept %.6f, expected %.6f", frac, 1.0 - p);
+        check_true(name, fabs(frac - (1.0 - q)) <= 5.0 * sd, "kept %.6f, expected %.6f", frac,
+                   1.0 - q);
+        snprintf(name, sizeof name, "attention.mask p %.3f: scale 256 / (256 - thr)", (double)p);
+        check_true(name, attn_drop_scale(p) == 256.0f / (float)(256 - thrs[k]), "scale %.9g",
+                   (double)attn_drop_scale(p));
     }
     int all = 1, none = 1;
     for (size_t idx = 0; idx < 4096; idx++) {
@@ -713,6 +723,28 @@ static void test_attn_mask(void)
     }
     check_true("attention.mask p 0 keeps every element, p 1 none", all && none,
                "p 0 dropped one: %d; p 1 kept one: %d", !all, !none);
+    check_true("attention.mask: p 1e-4 drops at 1/256, p 0.999 drops all (scale 0)",
+               attn_drop_threshold(1e-4f) == 1 && attn_drop_threshold(0.999f) == 256 &&
+                   attn_drop_scale(0.999f) == 0.0f && attn_drop_threshold(-0.5f) == 0,
+               "thresholds %u, %u", attn_drop_threshold(1e-4f), attn_drop_threshold(0.999f));
+    /* the four-byte comparison against the bytes one by one: every threshold
+     * 1 .. 255, words with each byte at every value near it and at random */
+    size_t wrong = 0, words = 0;
+    uint32_t z = 0x9e3779b9u;
+    for (uint32_t t = 1; t < 256; t++)
+        for (int i = 0; i < 512; i++) {
+            z = z * 1664525u + 1013904223u;
+            uint32_t x = z;
+            if (i < 256) /* byte i % 4 at t - 2 .. t + 1, the others random */
+                x = (x & ~(0xFFu << (8 * (i % 4)))) |
+                    (((t + (uint32_t)(i / 4 % 4) + 254u) & 0xFFu) << (8 * (i % 4)));
+            unsigned want = 0;
+            for (int e = 0; e < 4; e++) want |= (((x >> (8 * e)) & 0xFFu) >= t ? 1u : 0u) << e;
+            wrong += attn_keep_word(x, t) != want;
+            words++;
+        }
+    check_true("attention.mask: the word's four comparisons equal the bytes' one by one",
+               wrong == 0, "%zu of %zu words differ", wrong, words);
 }
 
 int main(void)
