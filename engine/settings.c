@@ -164,22 +164,25 @@ static const Setting table[SET_COUNT] = {
         "the forward's prologue; the two gradients alone (backward); or cuDNN's convolutions "
         "with batch norm's passes around them (library). H100, ResNet-50 bs 256 bf16 unit: "
         "own 42.8 ms a step, backward 42.85, library 43.13 (docs/kernels.md)"),
-    [SET_ATTN] = V_CHOICE("CTRAIN_ATTN", SA_DEV, "cudnn", NULL, "cublas|cudnn|flash|sm90",
-        "cudnn: cuDNN's fused flash attention (graph API, f16/bf16, its own dropout mask) where "
-        "cuDNN plans both directions, else flash (BERT-large bf16 on an H100: +3.4% at seq 128 "
-        "bs 256, +8.6% at seq 512 bs 32); flash: ctrain's fused tensor-core kernels where they "
-        "run (f16/bf16, head size 32, 64 or 128, sm_80+; the CPU reference's dropout mask), else "
+    [SET_ATTN] = V_CHOICE("CTRAIN_ATTN", SA_DEV, "auto", NULL, "cublas|cudnn|flash|sm90|auto",
+        "auto: sm90 where its kernels take the call, else cudnn (H100, BERT-large fp8, sm90 "
+        "against cudnn: +2.3% at seq 512 bs 32, +0.9% at seq 128 bs 256); cudnn: cuDNN's fused "
+        "flash attention (graph API, f16/bf16, its own dropout mask) where cuDNN plans both "
+        "directions, else flash (BERT-large bf16 on an H100: +3.4% at seq 128 bs 256, +8.6% at "
+        "seq 512 bs 32 over flash); flash: ctrain's fused tensor-core kernels where they run "
+        "(f16/bf16, head size 32, 64 or 128, sm_80+; the CPU reference's dropout mask), else "
         "cublas; cublas: attention always as cuBLASLt GEMMs around the softmax kernel; sm90: "
         "ctrain's wgmma kernels (ops/attention_sm90.h: sm_90, head size 64, T a multiple of 64, "
         "f16/bf16; the CPU reference's dropout mask) for attention read from one q/k/v "
         "projection, elsewhere as flash (one dropout mask throughout)"),
-    [SET_ATTN_SM90_DQ] = V_CHOICE("CTRAIN_ATTN_SM90_DQ", SA_DEV, "kernel", NULL, "kernel|cluster",
-        "the sm90 attention backward's dq (CTRAIN_ATTN=sm90): a kernel of its own that computes "
-        "S and dP again (kernel), or inside the dk/dv kernel, whose blocks of a head form one "
-        "thread-block cluster summing their shares in a fixed order through each other's "
-        "shared memory (cluster: T <= 512, the forward's dropout bits kept). H100, BERT-large "
-        "fp8: the backward 0.53 ms against 0.44 at seq 512 bs 32; at seq 128 bs 256 the step "
-        "+1.2% (its first form; docs/kernels.md)"),
+    [SET_ATTN_SM90_DQ] = V_CHOICE("CTRAIN_ATTN_SM90_DQ", SA_DEV, "auto", NULL,
+        "kernel|cluster|auto",
+        "the sm90 attention backward's dq: a kernel of its own that computes S and dP again "
+        "(kernel), or inside the dk/dv kernel, whose blocks of a head form one thread-block "
+        "cluster summing their shares in a fixed order through each other's shared memory "
+        "(cluster: T <= 512, the forward's dropout bits kept); auto: cluster where T <= 128, "
+        "else kernel. H100, BERT-large fp8: the backward 0.53 ms (cluster) against 0.44 "
+        "(kernel) at seq 512 bs 32; at seq 128 bs 256 the step +1.3% (docs/kernels.md)"),
     [SET_ATTN_SAVE_MASK] = V_SWITCH("CTRAIN_ATTN_SAVE_MASK", SA_DEV, "1", NULL,
         "the fused attention forward keeps its dropout mask for the backward, B H T^2/8 bytes a "
         "layer (0: the backward draws it again)"),

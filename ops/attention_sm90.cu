@@ -24,11 +24,11 @@
  *   O += (keep 2^(t - m')) V    four wgmmas, P from registers, V read transposed,
  *                               left running into the next tile
  * and at the end out = s_d O / l, lse = ln2 (m + log2 l) (0 and -inf for a row
- * whose keys are all -inf). The dropout bits: eight keys a Philox call
- * (attn_keep8); the four lanes of a quad share two rows, so each lane draws
- * 4 of the 16 bytes the quad needs (two rows x its two 8-key groups) and 4
- * shuffles give every lane both rows' 64 bits; the same words go to keep_out
- * and, in the backward's order, to bits_out.
+ * whose keys are all -inf). The dropout bits: sixteen keys a Philox call
+ * (attn_keep16); the four lanes of a quad share two rows, so each lane draws
+ * its 16-key group of both rows (two calls, a quarter of the quad's 128 bits)
+ * and 4 shuffles give every lane both rows' 64 bits; the same words go to
+ * keep_out and, in the backward's order, to bits_out.
  */
 #include "attention_sm90.h"
 

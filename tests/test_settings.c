@@ -241,8 +241,9 @@ static void test_ints_choices_strings(void)
     expect("choice.prefix", SET_BN, "cud", -1, 0, "is not one of cudnn or own");
     expect("choice.log_words", SET_LOG, "loud", -1, 0,
            "is not one of error, warn, info, debug or trace");
-    expect("choice.unset_is_default", SET_ATTN, NULL, 0, 1, NULL);
+    expect("choice.unset_is_default", SET_ATTN, NULL, 0, 4, NULL);
     expect("choice.third_word", SET_ATTN, "flash", 0, 2, NULL);
+    expect("choice.fifth_word", SET_ATTN, "auto", 0, 4, NULL);
 
     unsetenv("CTRAIN_MASTER_ADDR");
     const char *a = setting_str(SET_MASTER_ADDR);
