@@ -35,7 +35,8 @@
  * heuristics' first plan that finalizes (runtime compilation allowed,
  * non-deterministic engines forbidden unless asked); sdpa_pointers fills a
  * variant pack's pointers in the graph's uid order from the buffers of one
- * call. The by-value scalars (scale, 1/(1-p), 1-p) live in the SdpaGraph:
+ * call. The by-value scalars (scale, 1/(1-p), 1-p; for the drop_in form the
+ * rate ctrain's mask draws, attn_drop_scale) live in the SdpaGraph:
  * it must not move while a pack made from it can run (cuDNN reads them at
  * execute time, and a CUDA graph captures them then).
  *
@@ -124,7 +125,7 @@ typedef struct SdpaGraph {
     const char *refused;   /* NULL, or what cuDNN took not ("matmul Q K^T", ...) */
     CgDesc graph;          /* the finalized operation graph (NULL: not (yet)) */
     CgPlan plan;
-    float scale, dscale, keep_p;   /* 1/sqrt(Dh), 1/(1-p), 1-p */
+    float scale, dscale, keep_p;   /* 1/sqrt(Dh), 1/(1-p), 1-p (drop_in: ctrain's rate) */
 } SdpaGraph;
 
 /* The descriptors of direction bwd's graph for shape s in form f into g

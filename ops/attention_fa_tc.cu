@@ -92,7 +92,8 @@
  *     64w+63), B H T^2 / 8 bytes (16 MiB at B 32, H 16, T 512); the dq and
  *     dk/dv kernels read their words from it instead of each drawing the
  *     mask again (with 24 bits a key Philox cost about as much as the matrix
- *     products here; at 16 bits, about half that).
+ *     products here; at 16 bits, about half that; at 8 bits the same calls
+ *     as at 16, half of each call's bits used).
  *   saved mask (keep_out / keep_in, the op under CTRAIN_ATTN_SAVE_MASK=1):
  *     the forward also writes the bits it draws to a global buffer in the
  *     backward's layout, and the backward reads that instead of drawing.

@@ -23,8 +23,10 @@
  * at BERT-large, B 32, T 512) and the backward reads it instead of drawing
  * it again from (seed, offset); default on, =0 draws it again (docs/kernels.md).
  *
- * CTRAIN_ATTN=cudnn (the default since it measured +3.4% at BERT-large seq
- * 128 and +8.6% at seq 512 on an H100; =flash keeps the fused kernels): on
+ * CTRAIN_ATTN=cudnn or auto (the default; auto sends attention read from one
+ * q/k/v projection to the wgmma kernels on sm_90 first, ops/attention_qkv_op.c;
+ * cudnn measured +3.4% at BERT-large seq 128 and +8.6% at seq 512 over the
+ * fused kernels on an H100; =flash keeps the fused kernels): on
  * CUDA, f16 / bf16 compute type, q, k, v and the mask 16-byte aligned,
  * either layout, the op asks cuDNN's fused flash attention
  * (ops/attention_cudnn.h) first. The node then saves q, k, v, out, cuDNN's stats f32 [B, H, T]
@@ -477,7 +479,7 @@ Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask
     return attn_bhtd_run(c, kern, q0, k0, v0, mask, dropout_p, seed, offset, d);
 }
 
-/* one mask element per probability: B H T T of them, eight a counter
+/* one mask element per probability: B H T T of them, sixteen a counter
  * (ops/attn_dropout.h) */
 uint64_t attention_rng_take(Ctx *c, uint64_t B, uint64_t H, uint64_t T, float dropout_p)
 {

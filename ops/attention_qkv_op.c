@@ -14,13 +14,14 @@
  *   out = attention(q, k, v, mask)         dqkv[.., 0:D | D:2D | 2D:3D] = dq | dk | dv
  *
  * Paths:
- *   - CUDA, CTRAIN_ATTN=sm90 on an sm_90 device (ops/attention_sm90.h: head
- *     width 64, T a multiple of 64): ctrain's wgmma kernels, reading and writing
- *     in place the same way, with the CPU reference's dropout mask.
+ *   - CUDA, CTRAIN_ATTN=sm90 or auto (the default) on an sm_90 device
+ *     (ops/attention_sm90.h: head width 64, T a multiple of 64): ctrain's
+ *     wgmma kernels, reading and writing in place the same way, with the CPU
+ *     reference's dropout mask.
  *   - CUDA: cuDNN's fused attention reading q, k, v and writing dq, dk, dv
  *     in place with the 3 D token stride (ops/attention_cudnn.h, SdpaShape.ld),
- *     where op_attention_qkv_supported says it plans (CTRAIN_ATTN=cudnn, f16 /
- *     bf16, 16-byte aligned); elsewhere on CUDA the caller keeps three
+ *     where op_attention_qkv_supported says it plans (CTRAIN_ATTN=cudnn or
+ *     auto, f16 / bf16, 16-byte aligned); elsewhere on CUDA the caller keeps three
  *     projections (models/bert.c asks first). Its dropout mask is cuDNN's
  *     own (the same as op_attention_bthd's cuDNN path for the same seed and
  *     offset).

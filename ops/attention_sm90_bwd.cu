@@ -452,8 +452,8 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
      * (kept by the forward, or no dropout), a head's key tiles one cluster;
      * CTRAIN_ATTN_SM90_DQ: kernel 0, cluster 1, auto 2 = clusters of at most
      * two blocks (T <= 128), where they measured faster than the dq kernel */
-    const int choice = setting_choice(SET_ATTN_SM90_DQ);
-    const int want = sm90_dq_mode >= 0 ? sm90_dq_mode : choice == 2 ? T <= 128 : choice;
+    const int choice = sm90_dq_mode >= 0 ? sm90_dq_mode : setting_choice(SET_ATTN_SM90_DQ);
+    const int want = choice == 2 ? T <= 128 : choice;
     const int fused = want && dq && dk && (!thr || bits_in) && T / 64 <= 8;
     /* the bits for the dkdv kernel: the forward's, or drawn by the dq kernel */
     const size_t rows = B * H * T, dbytes = rows * 4;

@@ -73,6 +73,7 @@
 #include "engine/error.h"
 #include "ops/attention_cudnn.h"
 #include "ops/attention_fused.h"
+#include "ops/attn_dropout.h"
 #include "ops/cudnn_graph.h"
 #include "tests/check.h"
 #include "tests/gpu_util.h"
@@ -476,15 +477,15 @@ static void time_mask(Probe *p, const Form *f)
 
 /* Forward and backward of (b, h) = bh in double on the host, from the
  * probe's q, k, v, dO and a keep mask M [T, T] (1 keep, 0 drop):
- *   S = scale q k^T, P = softmax S, Pd = P M / (1-p), O = Pd v
- *   dPd = dO v^T, dv = Pd^T dO, D = rowsum(dO O), dS = P (dPd M / (1-p) - D),
+ *   S = scale q k^T, P = softmax S, Pd = P M s, O = Pd v
+ *   dPd = dO v^T, dv = Pd^T dO, D = rowsum(dO O), dS = P (dPd M s - D),
  *   dq = scale dS k, dk = scale dS^T q
  * into o, dq, dk, dv [T, Dh] each. */
-static void ref_head(const Probe *p, int bh, const float *M, float pd, double *o, double *dq,
+static void ref_head(const Probe *p, int bh, const float *M, double s, double *o, double *dq,
                      double *dk, double *dv)
 {
     const int T = p->T, D = p->D, H = p->H, b = bh / H, h = bh % H;
-    const double scale = 1.0 / sqrt((double)D), s = 1.0 / (1.0 - (double)pd);
+    const double scale = 1.0 / sqrt((double)D);
 #define AT(x, t, d) ((double)(x)[(((size_t)b * T + (t)) * H + h) * D + (d)])
     double *P = malloc(sizeof(double) * (size_t)T * T), *dS = malloc(sizeof(double) * (size_t)T * T);
     for (int i = 0; i < T; i++) {
@@ -540,7 +541,7 @@ static void ref_head(const Probe *p, int bh, const float *M, float pd, double *o
 /* cuDNN's out (host, [B, T, H, Dh]) and the backward's dq, dk, dv on the
  * device against ref_head on the first REF_HEADS (b, h) with mask M (host,
  * [B, H, T, T] from the start), by relative norm over those heads. */
-static void check_ref(Probe *p, const char *tag, const float *out, const float *M, float pd)
+static void check_ref(Probe *p, const char *tag, const float *out, const float *M, double sd)
 {
     const int T = p->T, D = p->D, H = p->H, nh = p->B * H < REF_HEADS ? p->B * H : REF_HEADS;
     const size_t hn = (size_t)T * D;
@@ -552,7 +553,7 @@ static void check_ref(Probe *p, const char *tag, const float *out, const float *
     for (int x = 0; x < 4; x++) r[x] = malloc(sizeof(double) * hn);
     for (int bh = 0; bh < nh; bh++) {
         const int b = bh / H, h = bh % H;
-        ref_head(p, bh, M + (size_t)bh * T * T, pd, r[0], r[1], r[2], r[3]);
+        ref_head(p, bh, M + (size_t)bh * T * T, sd, r[0], r[1], r[2], r[3]);
         for (int x = 0; x < 4; x++)
             for (int t = 0; t < T; t++)
                 for (int d = 0; d < D; d++) {
@@ -761,7 +762,11 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
                gb.nondet ? "NON-DETERMINISTIC (no deterministic engine took the graph)"
                          : "no non-deterministic note");
         check_bwd(p, &gb, &fb, &ctr, out, tag);
-        if (mheads && out) check_ref(p, tag, out, mheads, f->p);
+        /* the kept values' scale: 1 / (1 - p) for cuDNN's own mask, the rate
+         * ctrain's mask draws for drop_in (ops/attn_dropout.h) */
+        if (mheads && out)
+            check_ref(p, tag, out, mheads,
+                      f->drop_in ? (double)attn_drop_scale(f->p) : 1.0 / (1.0 - (double)f->p));
     } else {
         char name[96];
         snprintf(name, sizeof name, "%s cuDNN backward runs", tag);

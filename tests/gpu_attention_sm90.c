@@ -76,7 +76,7 @@ static void reference(const Case *k, const float *q, const float *kk, const floa
     r->dv = calloc(n, sizeof(double));
     r->lse = calloc(B * H * T, sizeof(double));
     const uint32_t thr = attn_drop_threshold(k->p);
-    const double sd = k->p > 0 ? 1.0 / (1.0 - (double)k->p) : 1.0, scale = 0.125;
+    const double sd = (double)attn_drop_scale(k->p), scale = 0.125;
     double *P = malloc(T * T * sizeof(double)), *dS = malloc(T * T * sizeof(double));
     unsigned char *keep = malloc(T * T);
     for (size_t b = 0; b < B; b++) {
