@@ -8,7 +8,7 @@
  * Convention used across ctrain: element i of a stream drawn at `offset`
  * comes from counter (offset + i/4, 0) and takes word i%4. A consumer that
  * draws n numbers advances the caller's offset by ceil(n/4). (Attention's
- * dropout mask takes 16 bits an element instead, eight a counter, from 7
+ * dropout mask takes 8 bits an element instead, sixteen a counter, from 7
  * rounds: ops/attn_dropout.h.)
  */
 #ifndef CTRAIN_PHILOX_H
