@@ -9,7 +9,7 @@
  * comes from counter (offset + i/4, 0) and takes word i%4. A consumer that
  * draws n numbers advances the caller's offset by ceil(n/4). (Attention's
  * dropout mask takes 8 bits an element instead, sixteen a counter, from 7
- * rounds: ops/attn_dropout.h.)
+ * rounds: ops/dropout_mask.h.)
  */
 #ifndef CTRAIN_PHILOX_H
 #define CTRAIN_PHILOX_H
@@ -46,7 +46,7 @@ CT_HD void philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
  * key bumped by (W0, W1) after each. R = 10 is Random123's default, the one
  * ctrain draws with everywhere but attention's mask, which takes R = 7 (the
  * fewest rounds the authors found to pass their statistical batteries, and
- * FlashAttention-2's choice; ops/attn_dropout.h says why). */
+ * FlashAttention-2's choice; ops/dropout_mask.h says why). */
 CT_HD void philox4x32_rounds(uint32_t out[4], uint32_t c0, uint32_t c1, uint32_t c2,
                              uint32_t c3, uint32_t k0, uint32_t k1, int rounds)
 {

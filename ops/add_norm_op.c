@@ -2,7 +2,7 @@
  *
  *   y = LayerNorm(x + dropout(z; p))        x the residual, z the sub-layer's output
  *   backward, with ds = LayerNorm's input gradient:
- *     dx += ds,   dz = keep ? ds / (1 - p) : 0,   dgamma, dbeta as LayerNorm's
+ *     dx += ds,   dz = keep ? ds s : 0 (s = drop_scale(p)),   dgamma, dbeta as LayerNorm's
  *
  * Composed: dropout, add and layernorm as three recorded ops (the CPU, and
  * CUDA calls of fewer than 16,384 rows by default). Fused (CTRAIN_ADD_NORM=
@@ -20,9 +20,10 @@
  * (CTRAIN_LN_KERNELS=vec) give the same bits (tests/gpu_add_norm.c).
  * Training with p > 0 (CTRAIN_ADD_NORM_BITS, on by default), the fused
  * forward also keeps the mask as bits (one byte a 16-byte vector: R D / 8
- * bytes in f16 / bf16, 1/16 of s) and the backward reads them: Philox4x32-10
- * is about a quarter of the backward's instructions an element, and that
- * kernel is bound by its instructions (+1% a BERT-large step, H100).
+ * bytes in f16 / bf16, 1/16 of s) and the backward reads them instead of
+ * drawing the mask again (+1% a BERT-large step on an H100, measured when a
+ * draw was Philox4x32-10 for four elements, about a quarter of that kernel's
+ * instructions; ops/dropout_mask.h now draws sixteen a call).
  * Under FP8, when z is an FP8 Linear's output that nothing else reads, the
  * backward may write z's gradient as that Linear's E5M2 codes instead
  * (dz_codes below; ops/linear_fp8.h, "The gradient's codes").
@@ -31,7 +32,6 @@
 
 #include "engine/autograd.h"
 #include "engine/kernels.h"
-#include "engine/philox.h"
 #include "engine/settings.h"
 #include "dropout.h"
 #include "fp8.h"
@@ -204,7 +204,7 @@ static Tensor *add_norm(Ctx *c, Tensor *x, Tensor *z, Tensor *gamma, Tensor *bet
         (size_t)gamma->shape[0] == tensor_cols(x) && beta->ndim == 1 &&
         (size_t)beta->shape[0] == tensor_cols(x) && eps > 0.0f) {
         const size_t R = tensor_rows(x), D = tensor_cols(x);
-        const uint64_t offset = p > 0.0f ? ctx_rng_take(c, philox_blocks(z->numel))
+        const uint64_t offset = p > 0.0f ? ctx_rng_take(c, drop_blocks(z->numel))
                                          : c->rng_offset;
         int64_t rows = (int64_t)R, nbits = (int64_t)(R * D / (16 / dtype_size(x->dtype)));
         Tensor *in[4] = {x, z, gamma, beta};

@@ -19,16 +19,16 @@
 #include <stdlib.h>
 
 #include "engine/error.h"
-#include "attn_dropout.h"
+#include "dropout_mask.h"
 #include "dropout.h"
 
-/* Pd[i, j] for a head, from its stored P: kept (ops/attn_dropout.h) and
+/* Pd[i, j] for a head, from its stored P: kept (ops/dropout_mask.h) and
  * scaled, or 0. */
 static float attn_pd(const float *P, size_t idx, float p, float s, uint64_t seed,
                      uint64_t offset)
 {
     if (p == 0.0f) return P[idx];
-    return attn_keep(seed, offset, idx, attn_drop_threshold(p)) ? P[idx] * s : 0.0f;
+    return drop_keep_bit(seed, offset, idx, drop_threshold(p)) ? P[idx] * s : 0.0f;
 }
 
 void attention_forward_cpu(float *out, float *probs, const float *q, const float *k,
@@ -36,7 +36,7 @@ void attention_forward_cpu(float *out, float *probs, const float *q, const float
                            uint64_t offset, size_t B, size_t H, size_t T, size_t Dh)
 {
     const double scale = 1.0 / sqrt((double)Dh);
-    const float s = attn_drop_scale(p);
+    const float s = drop_scale(p);
     const size_t BH = B * H;
 #pragma omp parallel for if (BH * T * T * Dh >= 65536)
     for (size_t bh = 0; bh < BH; bh++) {
@@ -89,7 +89,7 @@ void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout,
                             int accum_k, int accum_v)
 {
     const double scale = 1.0 / sqrt((double)Dh);
-    const float s = attn_drop_scale(p);
+    const float s = drop_scale(p);
     const size_t BH = B * H;
 #pragma omp parallel for if (BH * T * T * Dh >= 65536)
     for (size_t bh = 0; bh < BH; bh++) {
@@ -120,7 +120,7 @@ void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout,
             }
             for (size_t j = 0; j < T; j++) {
                 size_t ij = i * T + j;
-                int keep = p == 0.0f || attn_keep(seed, offset, ht + ij, attn_drop_threshold(p));
+                int keep = p == 0.0f || drop_keep_bit(seed, offset, ht + ij, drop_threshold(p));
                 double dp = keep ? ds[ij] * (double)s : 0.0;
                 ds[ij] = (double)Ph[ij] * (dp - rs);
             }

@@ -23,7 +23,7 @@
  * Row kernels: one warp per row, 8 rows per 256-thread block. A lane takes
  * groups of eight consecutive elements aligned to the flat [BH, T, T] index
  * and their eight mask bits, one Philox call (the mask's definition is
- * ops/attn_dropout.h). Warp sums use an xor butterfly: every lane gets the
+ * ops/dropout_mask.h). Warp sums use an xor butterfly: every lane gets the
  * same bits, and the result does not depend on scheduling.
  */
 #include <math.h>
@@ -32,7 +32,7 @@
 #include "engine/error.h"
 #include "engine/mem.h"
 #include "attention.h"
-#include "attn_dropout.h"
+#include "dropout_mask.h"
 #include "cuda_util.cuh"
 #include "dropout.h"
 #include "matmul.h"
@@ -42,12 +42,12 @@ namespace {
 constexpr int ROW_WARPS = 8;
 
 /* The eight mask bits of counter group g (flat elements 8g .. 8g+7): bit k
- * = keep (ops/attn_dropout.h). */
+ * = keep (ops/dropout_mask.h). */
 __device__ __forceinline__ unsigned keep_bits(uint64_t g, float p, uint64_t seed,
                                               uint64_t offset)
 {
     if (p == 0.0f) return 0xffu;
-    return attn_keep8(seed, offset, g, attn_drop_threshold(p));
+    return drop_keep8(seed, offset, g, drop_threshold(p));
 }
 
 /* Pd = keep ? P s : 0 over n elements, eight (one counter group) a thread
@@ -60,7 +60,7 @@ __global__ void attn_dropout_kernel(E *pd, const E *probs, size_t n, uint32_t th
     const size_t groups = (n + 7) / 8;
     for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
          g += (size_t)gridDim.x * blockDim.x) {
-        const unsigned kb = attn_keep8(seed, offset, g, thr);
+        const unsigned kb = drop_keep8(seed, offset, g, thr);
 #pragma unroll
         for (int e = 0; e < 8; e++) {
             const size_t idx = 8 * g + e;
@@ -186,7 +186,7 @@ extern "C" void attention_softmax_forward_cuda(void *probs, void *pd, const floa
     if (R == 0 || T == 0) return;
     CT_ASSERT(T <= 0x7fffffff, "attention_softmax_forward_cuda: T = %zu out of range", T);
     const unsigned blocks = row_blocks(R, "attention_softmax_forward_cuda");
-    const float sc = attn_drop_scale(p);
+    const float sc = drop_scale(p);
     dispatch_float(dt, "attention_softmax_forward_cuda", [&](auto tag) {
         using Tp = decltype(tag);
         attn_softmax_fwd_kernel<Tp><<<blocks, ROW_WARPS * 32, 0, s>>>(
@@ -204,7 +204,7 @@ extern "C" void attention_softmax_backward_cuda(void *dS, const void *dPd, const
     if (rows == 0 || T == 0) return;
     CT_ASSERT(T <= 0x7fffffff, "attention_softmax_backward_cuda: T = %zu out of range", T);
     const unsigned blocks = row_blocks(rows, "attention_softmax_backward_cuda");
-    const float sc = attn_drop_scale(p);
+    const float sc = drop_scale(p);
     dispatch_float(dt, "attention_softmax_backward_cuda", [&](auto tag) {
         using Tp = decltype(tag);
         attn_softmax_bwd_kernel<Tp><<<blocks, ROW_WARPS * 32, 0, s>>>(
@@ -280,8 +280,8 @@ extern "C" void attention_dropout_cuda(void *pd, const void *probs, DType dt, fl
                                        size_t n, cudaStream_t s)
 {
     if (n == 0) return;
-    const uint32_t thr = attn_drop_threshold(p);
-    const float sc = attn_drop_scale(p);
+    const uint32_t thr = drop_threshold(p);
+    const float sc = drop_scale(p);
     const unsigned blocks = grid_for((n + 7) / 8, 256, 65535);
     dispatch_float(dt, "attention_dropout_cuda", [&](auto tag) {
         using E = decltype(tag);

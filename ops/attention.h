@@ -8,9 +8,9 @@
  *
  *   S[b,h,i,j] = scale * sum_e q[b,h,i,e] k[b,h,j,e] + mask[b,j],  scale = 1/sqrt(Dh)
  *   P[b,h,i,:] = softmax_j(S[b,h,i,:])                          (f32 math)
- *   keep       = attn_keep(seed, offset, idx, ceil(p 2^8)),  idx = ((b H + h) T + i) T + j
- *                (ops/attn_dropout.h: 8 Philox bits an element, sixteen a call)
- *   Pd         = keep ? P * s : 0,  s = 256 / (256 - ceil(p 2^8))  (attn_drop_scale)
+ *   keep       = drop_keep_bit(seed, offset, idx, ceil(p 2^8)),  idx = ((b H + h) T + i) T + j
+ *                (ops/dropout_mask.h: 8 Philox bits an element, sixteen a call)
+ *   Pd         = keep ? P * s : 0,  s = 256 / (256 - ceil(p 2^8))  (drop_scale)
  *   out        = Pd v
  * backward (the mask is regenerated from (seed, offset), never stored):
  *   dv  = Pd^T dout
@@ -139,7 +139,7 @@ void attention_fused_save_mask_reread(void);
 /* ---- tensor ops (ops/attention_op.c) ----
  * q, k, v [B, H, T, Dh] of one float type (f32 inputs are cast to the
  * autocast type when autocast is on); mask f32 [B, T] or NULL; out has the
- * compute type. dropout_p > 0 draws attn_drop_blocks(B*H*T*T) counter blocks
+ * compute type. dropout_p > 0 draws drop_blocks(B*H*T*T) counter blocks
  * from the context (applied also in no-grad mode, as op_dropout; eval
  * passes 0). op_attention_at takes an explicit (seed, offset). */
 Tensor *op_attention(Ctx *c, Tensor *q, Tensor *k, Tensor *v, Tensor *mask, float dropout_p);

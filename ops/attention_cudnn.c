@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn_dropout.h"
+#include "dropout_mask.h"
 #include "engine/error.h"
 #include "engine/kernels.h"
 #include "engine/log.h"
@@ -271,9 +271,9 @@ int sdpa_build(SdpaGraph *g, const SdpaShape *s, int bwd, const SdpaForm *f)
     g->scale = 1.0f / sqrtf((float)s->D);
     g->keep_p = 1.0f - f->p;
     g->dscale = f->p > 0.0f ? 1.0f / (1.0f - f->p) : 1.0f;
-    if (f->drop_in && f->p > 0.0f) { /* ctrain's mask: the rate it draws (ops/attn_dropout.h) */
-        g->keep_p = (float)(256u - attn_drop_threshold(f->p)) / 256.0f;
-        g->dscale = attn_drop_scale(f->p);
+    if (f->drop_in && f->p > 0.0f) { /* ctrain's mask: the rate it draws (ops/dropout_mask.h) */
+        g->keep_p = (float)(256u - drop_threshold(f->p)) / 256.0f;
+        g->dscale = drop_scale(f->p);
     }
     if (bwd) build_bwd(g, s);
     else build_fwd(g, s);

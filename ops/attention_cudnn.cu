@@ -11,7 +11,7 @@
 
 #include "engine/error.h"
 #include "attention_cudnn.h"
-#include "attn_dropout.h"
+#include "dropout_mask.h"
 #include "cuda_util.cuh"
 
 namespace {
@@ -32,7 +32,7 @@ __global__ void attn_drop_mask_kernel(T *m, size_t groups, uint32_t thr, uint64_
     if (base) offset += *base;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
-        const unsigned b = attn_keep8(seed, offset, g, thr);
+        const unsigned b = drop_keep8(seed, offset, g, thr);
         Vec<T, 8> o;
 #pragma unroll
         for (int e = 0; e < 8; e++) o.v[e] = from_f32<T>((b >> e) & 1u ? 1.0f : 0.0f);
@@ -51,7 +51,7 @@ extern "C" void attention_cudnn_drop_mask_cuda(void *m, DType dt, size_t n, floa
     if (n == 0) return;
     const size_t groups = n / 8;
     const unsigned blocks = grid_for(groups, 256, 8192);
-    const uint32_t thr = attn_drop_threshold(p);
+    const uint32_t thr = drop_threshold(p);
     if (dt == DT_BF16)
         attn_drop_mask_kernel<__nv_bfloat16><<<blocks, 256, 0, s>>>(
             (__nv_bfloat16 *)m, groups, thr, seed, offset, rng_base);

@@ -13,7 +13,7 @@
  *
  * The math, forward and backward side by side (scale = 1/sqrt(Dh), keep =
  * 1 - p, r cuDNN's own Bernoulli(keep) draws from (seed, offset): Philox,
- * not ctrain's attn_keep, so the masks differ from the other paths'):
+ * not ctrain's drop_keep_bit, so the masks differ from the other paths'):
  *   forward                                  backward
  *   S     = scale Q K^T + bias               Dk    = rowsum(dO * O) keep   (f32 [B,H,T], a buffer)
  *   m     = rowmax S                         P     = exp(S - stats)        (S recomputed)
@@ -36,7 +36,7 @@
  * non-deterministic engines forbidden unless asked); sdpa_pointers fills a
  * variant pack's pointers in the graph's uid order from the buffers of one
  * call. The by-value scalars (scale, 1/(1-p), 1-p; for the drop_in form the
- * rate ctrain's mask draws, attn_drop_scale) live in the SdpaGraph:
+ * rate ctrain's mask draws, drop_scale) live in the SdpaGraph:
  * it must not move while a pack made from it can run (cuDNN reads them at
  * execute time, and a CUDA graph captures them then).
  *
@@ -199,9 +199,9 @@ void attention_cudnn_runs(Ctx *c, long *fwd, long *bwd);
  * as int64, by one thread on s (attention_cudnn.cu). */
 void attention_cudnn_rng_cuda(int64_t *rng, uint64_t seed, uint64_t offset,
                               const uint64_t *rng_base, cudaStream_t s);
-/* m[idx] = attn_keep(seed, offset + *rng_base, idx, thr(p)) as 1 or 0 in dt
+/* m[idx] = drop_keep_bit(seed, offset + *rng_base, idx, thr(p)) as 1 or 0 in dt
  * (f16 / bf16) for idx < n (a multiple of 8): ctrain's attention dropout mask
- * (ops/attn_dropout.h) over [B, H, T, T], for the drop_in form (the probe). */
+ * (ops/dropout_mask.h) over [B, H, T, T], for the drop_in form (the probe). */
 void attention_cudnn_drop_mask_cuda(void *m, DType dt, size_t n, float p, uint64_t seed,
                                     uint64_t offset, const uint64_t *rng_base, cudaStream_t s);
 

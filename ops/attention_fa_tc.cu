@@ -77,10 +77,10 @@
  * once: the block writes zeros and returns).
  *
  * ---- Dropout ----
- * keep_ij = attn_keep(seed, offset, idx, thr) (ops/attn_dropout.h: 8 bits
+ * keep_ij = drop_keep_bit(seed, offset, idx, thr) (ops/dropout_mask.h: 8 bits
  * of Philox an element, thr = ceil(p 2^8)) with idx = ((b H + h) T + i) T
  * + j. The bits are drawn in runs of 8 consecutive keys (one byte): one
- * Philox call per run, half of its counter group's sixteen (attn_keep8; two
+ * Philox call per run, half of its counter group's sixteen (drop_keep8; two
  * calls when a run straddles a group, only when T % 8 != 0). (Before: 24 bits
  * an element, 2 calls a run; drawing the mask cost about as much as the
  * forward's products.)
@@ -342,8 +342,8 @@ extern "C" void attention_fa_tc_forward_cuda(Ctx *c, void *out, float *lse, uint
     const size_t BH = B * H;
     if (BH == 0 || T == 0) return;
     tc_check_sizes(B, H, T, "attention_fa_tc_forward_cuda");
-    const float scale_log2 = LOG2E_F32 / sqrtf((float)Dh), sd = attn_drop_scale(p);
-    const uint32_t thr = attn_drop_threshold(p);
+    const float scale_log2 = LOG2E_F32 / sqrtf((float)Dh), sd = drop_scale(p);
+    const uint32_t thr = drop_threshold(p);
     if (!thr) keep_out = NULL; /* no dropout: no mask to save */
     CT_ASSERT(!keep_out || is_aligned(keep_out, 8),
               "attention_fa_tc_forward_cuda: keep_out %p is not 8-byte aligned", (void *)keep_out);

@@ -15,7 +15,7 @@
 #include "engine/error.h"
 #include "engine/mem.h"
 #include "attention_fused.h"
-#include "attn_dropout.h"
+#include "dropout_mask.h"
 #include "cuda_util.cuh"
 #include "dropout.h"
 #include "mma_sm80.cuh"
@@ -102,16 +102,16 @@ __device__ __forceinline__ void tc_load_tile(E *dst, const E *src, int r0, int T
 }
 
 /* Keep bits of keys col .. col+7 (col < T) of flat query row `row` (= bh T + i):
- * bit e = element row T + col + e (ops/attn_dropout.h); 0 for keys past T. */
+ * bit e = element row T + col + e (ops/dropout_mask.h); 0 for keys past T. */
 __device__ __forceinline__ unsigned tc_keep8(uint64_t row, int col, int T, uint32_t thr,
                                              uint64_t seed, uint64_t offset)
 {
     const uint64_t idx0 = row * (uint64_t)T + (uint64_t)col;
     if ((idx0 & 7) == 0 && col + 8 <= T) /* one whole group (always when T % 8 == 0) */
-        return attn_keep8(seed, offset, idx0 >> 3, thr);
+        return drop_keep8(seed, offset, idx0 >> 3, thr);
     unsigned bits = 0; /* a run that straddles two groups, or ends past T */
     for (uint64_t gg = idx0 >> 3; gg <= (idx0 + 7) >> 3; gg++) {
-        const unsigned kb = attn_keep8(seed, offset, gg, thr);
+        const unsigned kb = drop_keep8(seed, offset, gg, thr);
 #pragma unroll
         for (int w = 0; w < 8; w++) {
             const int64_t e = (int64_t)(8 * gg + w) - (int64_t)idx0; /* key col + e */

@@ -390,8 +390,8 @@ extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *
     if (BH == 0 || T == 0 || (!dq && !dk && !dv)) return;
     tc_check_sizes(B, H, T, "attention_fa_tc_backward_cuda");
     const float scale = 1.0f / sqrtf((float)Dh), scale_log2 = LOG2E_F32 * scale;
-    const float sd = attn_drop_scale(p);
-    const uint32_t thr = attn_drop_threshold(p);
+    const float sd = drop_scale(p);
+    const uint32_t thr = drop_threshold(p);
     /* the dropout mask for both kernels (header comment): the forward's saved
      * one when given, else drawn once here into a workspace */
     const int W = (int)((T + TC_ROWS - 1) / TC_ROWS);
@@ -432,7 +432,7 @@ extern "C" void attention_fa_tc_backward_cuda(Ctx *c, void *dq, void *dk, void *
 extern "C" void attention_fa_tc_keep_bits_cuda(Ctx *c, uint64_t *keep, float p, uint64_t seed,
                                                uint64_t offset, size_t B, size_t H, size_t T)
 {
-    const uint32_t thr = attn_drop_threshold(p);
+    const uint32_t thr = drop_threshold(p);
     const size_t rows = B * H * T, kbytes = attention_keep_words(B, H, T) * 8;
     if (!thr || rows == 0) return;
     CT_ASSERT(T <= 0x7fffffff, "attention_fa_tc_keep_bits_cuda: T = %zu out of range", T);

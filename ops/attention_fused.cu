@@ -25,8 +25,8 @@
  * off 16-byte alignment, or a device without them) runs here, in f32 math.
  * f32 storage has no kernel here: the op sends it to the cuBLASLt path,
  * which is faster for it (ops/attention_op.c, attention_kernel_choose).
- * Dropout: element idx = ((b H + h) T + i) T + j keeps iff attn_keep (ops/
- * attn_dropout.h: 8 bits of Philox an element, sixteen a call), as every
+ * Dropout: element idx = ((b H + h) T + i) T + j keeps iff drop_keep_bit (ops/
+ * dropout_mask.h: 8 bits of Philox an element, sixteen a call), as every
  * attention path; here one Philox call per element (16x the work needed;
  * the tensor-core kernels share one call between 8 or 16 keys: not worth it
  * here, where the FMA products dominate).
@@ -39,7 +39,7 @@
 #include "engine/error.h"
 #include "engine/mem.h"
 #include "attention_fused.h"
-#include "attn_dropout.h"
+#include "dropout_mask.h"
 #include "cuda_util.cuh"
 #include "dropout.h"
 
@@ -56,10 +56,10 @@ template <int DH> struct FaCfg {
     static constexpr int CPL = DH / 32;           /* output columns per lane */
 };
 
-/* keep bit of flat element idx (ops/attn_dropout.h) */
+/* keep bit of flat element idx (ops/dropout_mask.h) */
 __device__ __forceinline__ bool fa_keep(uint64_t idx, float p, uint64_t seed, uint64_t offset)
 {
-    return attn_keep(seed, offset, idx, attn_drop_threshold(p)) != 0;
+    return drop_keep_bit(seed, offset, idx, drop_threshold(p)) != 0;
 }
 
 /* The shift subtracted from the mask row: M_b = max_j mb[j], 0 without a
@@ -441,7 +441,7 @@ extern "C" void attention_fused_forward_cuda(Ctx *c, void *out, float *lse, uint
     /* the FMA kernel draws its bits per element; the saved mask (for a
      * tensor-core backward) comes from the backward's own draw: same bits */
     if (keep_out) attention_fa_tc_keep_bits_cuda(c, keep_out, p, seed, offset, B, H, T);
-    const float scale = 1.0f / sqrtf((float)Dh), sd = attn_drop_scale(p);
+    const float scale = 1.0f / sqrtf((float)Dh), sd = drop_scale(p);
     fa_dispatch_half(dt, "attention_fused_forward_cuda", [&](auto tag) {
         using E = decltype(tag);
         dispatch_head_dim(Dh, "attention_fused_forward_cuda", [&](auto dh) {
@@ -469,7 +469,7 @@ extern "C" void attention_fused_backward_cuda(Ctx *c, void *dq, void *dk, void *
     const size_t BH = B * H, R = BH * T;
     if (BH == 0 || T == 0 || (!dq && !dk && !dv)) return;
     fa_check_sizes(B, H, T, Dh, "attention_fused_backward_cuda");
-    const float scale = 1.0f / sqrtf((float)Dh), sd = attn_drop_scale(p);
+    const float scale = 1.0f / sqrtf((float)Dh), sd = drop_scale(p);
     const bool tc = attention_fa_tc_supports(c, dt, Dh) && fa_aligned16({dq, dk, dv, dout, q, k, v});
     CT_ASSERT(tc || !bthd, "attention_fused_backward_cuda: [B, T, H, Dh] needs the tensor-core "
               "kernels (%s, Dh %zu) and 16-byte aligned tensors", dtype_name(dt), Dh);

@@ -37,8 +37,8 @@
  *           key at -inf: l = 0, out_i = 0, lse_i = -inf, gradients 0)
  *   so lse is the log-sum-exp of the SHIFTED scores:
  *           lse_i = log sum_j exp(scale q_i . k_j + mask[b, j]) - M_b.
- *   keep_ij = attn_keep(seed, offset, idx, ceil(p 2^8)) (ops/attn_dropout.h),
- *           idx = ((b H + h) T + i) T + j,  s_d = attn_drop_scale(p)   (the
+ *   keep_ij = drop_keep_bit(seed, offset, idx, ceil(p 2^8)) (ops/dropout_mask.h),
+ *           idx = ((b H + h) T + i) T + j,  s_d = drop_scale(p)   (the
  *           existing path's mask bit for bit; offset += *rng_base if set)
  * Backward (P recomputed from lse, never stored):
  *   P_ij  = exp(s_ij - lse_i),   Pd_ij = keep_ij s_d P_ij

@@ -33,13 +33,13 @@
  * (max + log-sum-exp of the scaled scores plus the mask, no shift) and the
  * mask; the backward recomputes P from them and draws the dropout mask again
  * from the node's (seed, offset) through cuDNN's own RNG (Philox, but not
- * ops/attn_dropout.h's bits: the masks differ from the other paths'). A
+ * ops/dropout_mask.h's bits: the masks differ from the other paths'). A
  * shape cuDNN declines in either direction (cached, logged once) runs on the
  * kernel attention_kernel_choose picks, as does a captured step's shape not
  * seen while eager.
  */
 #include "attention.h"
-#include "attn_dropout.h"
+#include "dropout_mask.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -480,11 +480,11 @@ Tensor *op_attention_at(Ctx *c, Tensor *q0, Tensor *k0, Tensor *v0, Tensor *mask
 }
 
 /* one mask element per probability: B H T T of them, sixteen a counter
- * (ops/attn_dropout.h) */
+ * (ops/dropout_mask.h) */
 uint64_t attention_rng_take(Ctx *c, uint64_t B, uint64_t H, uint64_t T, float dropout_p)
 {
     if (!(dropout_p > 0.0f)) return c->rng_offset;
-    return ctx_rng_take(c, attn_drop_blocks(B * H * T * T));
+    return ctx_rng_take(c, drop_blocks(B * H * T * T));
 }
 
 /* attention_rng_take for q [B, H, T, Dh] (t = 2) or [B, T, H, Dh] (t = 1) */

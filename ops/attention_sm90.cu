@@ -1,7 +1,7 @@
 /* attention_sm90.cu — fused attention on Hopper's wgmma (sm_90a), head width
  * 64, f16 / bf16: the forward (this file) and the backward
  * (ops/attention_sm90_bwd.cu). Contract and math: ops/attention_fused.h (lse
- * of the shifted scores, the dropout mask of ops/attn_dropout.h bit for bit,
+ * of the shifted scores, the dropout mask of ops/dropout_mask.h bit for bit,
  * the saved keep words); the calls: ops/attention_sm90.h. The PTX wrappers
  * and the layouts: ops/wgmma_sm90.cuh.
  *
@@ -25,7 +25,7 @@
  *                               left running into the next tile
  * and at the end out = s_d O / l, lse = ln2 (m + log2 l) (0 and -inf for a row
  * whose keys are all -inf). The dropout bits: sixteen keys a Philox call
- * (attn_keep16); the four lanes of a quad share two rows, so each lane draws
+ * (drop_keep16); the four lanes of a quad share two rows, so each lane draws
  * its 16-key group of both rows (two calls, a quarter of the quad's 128 bits)
  * and 4 shuffles give every lane both rows' 64 bits; the same words go to
  * keep_out and, in the backward's order, to bits_out.
@@ -227,8 +227,8 @@ extern "C" void attention_sm90_forward(Ctx *c, void *out, float *lse, uint64_t *
     CT_ASSERT(attention_sm90_supports(c, dt, B, H, T, 64),
               "attention_sm90_forward: [B %zu, H %zu, T %zu] %s not supported here", B, H, T,
               dtype_name(dt));
-    const float scale_log2 = LOG2E_F32 * 0.125f, sd = attn_drop_scale(p);
-    const uint32_t thr = attn_drop_threshold(p);
+    const float scale_log2 = LOG2E_F32 * 0.125f, sd = drop_scale(p);
+    const uint32_t thr = drop_threshold(p);
     if (!thr) keep_out = bits_out = NULL;
     dispatch_lowp(dt, "attention_sm90_forward", [&](auto tag) {
         using E = decltype(tag);

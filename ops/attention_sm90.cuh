@@ -12,7 +12,7 @@
 
 #include "engine/error.h"
 #include "attention_sm90.h"
-#include "attn_dropout.h"
+#include "dropout_mask.h"
 #include "cuda_util.cuh"
 #include "dropout.h"
 #include "mma_sm80.cuh"
@@ -50,7 +50,7 @@ __device__ __forceinline__ void sm90_keep_rows(uint64_t (&kw)[2], uint64_t rowg0
     for (int r = 0; r < 2; r++) {
         const uint64_t col = (uint64_t)(k0 + 16 * t);
         const uint64_t grp = ((rowg0 + 8 * r) * (uint64_t)T + col) >> 4;
-        w |= attn_keep16(seed, offset, grp, thr) << (16 * r);
+        w |= drop_keep16(seed, offset, grp, thr) << (16 * r);
     }
     uint32_t q[4];
 #pragma unroll

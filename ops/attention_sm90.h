@@ -2,7 +2,7 @@
  * ops/attention_sm90_bwd.cu): head width 64, f16 / bf16, T a multiple of 64,
  * sm_90 built with sm_90a code. The contract and the math are those of
  * ops/attention_fused.h (read it first): the same lse of the shifted scores,
- * the same dropout mask bit for bit (ops/attn_dropout.h), the same saved
+ * the same dropout mask bit for bit (ops/dropout_mask.h), the same saved
  * keep words; results differ from the other kernels only by rounding.
  *
  * Layout: q, k, v, out (and dout, dq, dk, dv) are [B, T, H, 64] views: head h
@@ -24,7 +24,8 @@
  *                dQ_i = sum_j dS_ij K_j, the T / 64 blocks of a head summing
  *                their shares in a fixed order through distributed shared
  *                memory (5 matrix products, no dq kernel; still no atomics).
- * D = rowsum(dout * out) f32 [B, H, T] comes first, from a kernel of its own.
+ * D = rowsum(dout * out) f32 [B, H, T] comes first: the dq kernel makes it for
+ * its rows before its loop; where that kernel does not run, a kernel of its own.
  */
 #ifndef CTRAIN_OPS_ATTENTION_SM90_H
 #define CTRAIN_OPS_ATTENTION_SM90_H

@@ -2,7 +2,7 @@
  * (ops/attention_sm90.h: the contract; ops/attention_fused.h: the math):
  *
  *   P_ij  = 2^(t_ij - lse2_i),   t = log2e (scale q_i . k_j + mask_j - max mask)
- *   D_i   = rowsum(dout_i * out_i)                           (sm90_d_kernel)
+ *   D_i   = rowsum(dout_i * out_i)         (the dq kernel's first step, or sm90_d_kernel)
  *   dP_ij = keep_ij s_d dout_i . v_j,   dS_ij = P_ij (dP_ij - D_i)
  *   dq_i  = scale sum_j dS_ij k_j                            (sm90_dq_kernel)
  *   dv_j  = sum_i keep_ij s_d P_ij dout_i,  dk_j = scale sum_i dS_ij q_i   (sm90_dkdv_kernel)
@@ -32,8 +32,37 @@ constexpr int BW_PART_LD = 72;   /* floats a row of the dQ partial: float2 store
 constexpr size_t BW_SMEM_KVQ = BW_SMEM_KV + 64 * BW_PART_LD * 4;   /* + dS^T / the partial */
 static_assert(64 * BW_PART_LD * 4 >= SM90_TILE, "the partial's room holds dS^T");
 
-/* D_i = sum_e dout_ie out_ie in f32 (values as stored), rows in [B H T] order;
- * 8 lanes a row, 16 bytes each */
+/* One eighth of D_i: dout . out over the 8 elements at a and o (16 bytes each,
+ * values as stored), summed in element order; bw_sum8 adds the eight lanes of
+ * a row (aligned groups of 8) in a fixed butterfly. The D kernel and the dq
+ * kernel both sum this way, so D has the same bits from either. */
+template <typename E>
+__device__ __forceinline__ float bw_dot8(const E *a, const E *o)
+{
+    const uint4 x = *reinterpret_cast<const uint4 *>(a);
+    const uint4 y = *reinterpret_cast<const uint4 *>(o);
+    const uint32_t av[4] = {x.x, x.y, x.z, x.w}, ov[4] = {y.x, y.y, y.z, y.w};
+    float acc = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const float2 u = unpack2<E>(av[e]), w = unpack2<E>(ov[e]);
+        acc = fmaf(u.x, w.x, acc);
+        acc = fmaf(u.y, w.y, acc);
+    }
+    return acc;
+}
+
+__device__ __forceinline__ float bw_sum8(float acc)
+{
+    acc += __shfl_xor_sync(FULL_MASK, acc, 1);
+    acc += __shfl_xor_sync(FULL_MASK, acc, 2);
+    acc += __shfl_xor_sync(FULL_MASK, acc, 4);
+    return acc;
+}
+
+/* D_i = sum_e dout_ie out_ie in f32, rows in [B H T] order; 8 lanes a row, 16
+ * bytes each. Used where the dq kernel does not run (its clusters' form, or
+ * no dq asked for); the dq kernel otherwise makes D for its rows itself. */
 template <typename E>
 __global__ void __launch_bounds__(256)
     sm90_d_kernel(float *D, const E *dout, const E *out, int H, int T, int ld, size_t rows)
@@ -44,19 +73,9 @@ __global__ void __launch_bounds__(256)
     if (z < rows) {
         const size_t bh = z / (size_t)T, i = z % (size_t)T, b = bh / H, h = bh % H;
         const size_t off = (b * T + i) * (size_t)ld + h * 64 + part * 8;
-        const uint4 a = *reinterpret_cast<const uint4 *>(dout + off);
-        const uint4 o = *reinterpret_cast<const uint4 *>(out + off);
-        const uint32_t av[4] = {a.x, a.y, a.z, a.w}, ov[4] = {o.x, o.y, o.z, o.w};
-#pragma unroll
-        for (int x = 0; x < 4; x++) {
-            const float2 u = unpack2<E>(av[x]), w = unpack2<E>(ov[x]);
-            acc = fmaf(u.x, w.x, acc);
-            acc = fmaf(u.y, w.y, acc);
-        }
+        acc = bw_dot8<E>(dout + off, out + off);
     }
-    acc += __shfl_xor_sync(FULL_MASK, acc, 1);
-    acc += __shfl_xor_sync(FULL_MASK, acc, 2);
-    acc += __shfl_xor_sync(FULL_MASK, acc, 4);
+    acc = bw_sum8(acc);
     if (z < rows && part == 0) D[z] = acc;
 }
 
@@ -75,17 +94,20 @@ __device__ __forceinline__ void bw_issue_pair(float (&s)[32], float (&dp)[32], u
     wg_commit();
 }
 
-/* dq (and the dropout bits). A block owns query rows i0 .. i0 + 63 of head bh. */
+/* dq (and the dropout bits). A block owns query rows i0 .. i0 + 63 of head bh.
+ * With out given it first makes D for its rows (for itself, and into D for
+ * the dkdv kernel); with out NULL it reads D, made by the D kernel. */
 template <typename E>
 __global__ void __launch_bounds__(BW_THREADS, 3)
     sm90_dq_kernel(E *dq, uint64_t *bits, const uint64_t *bits_in, const E *q, const E *k,
-                   const E *v, const E *dout,
-                   const float *lse, const float *D, const float *mask, float scale_log2,
+                   const E *v, const E *dout, const E *out,
+                   const float *lse, float *D, const float *mask, float scale_log2,
                    float scale, float sd, uint32_t thr, uint64_t seed, uint64_t offset,
                    const uint64_t *rng_base, int H, int T, int ld_in, int ld_out)
 {
     extern __shared__ unsigned char sm90_smem[];
     __shared__ float red[BW_THREADS / 32];
+    __shared__ float dsh[64];   /* D of the block's rows, when it makes them */
     const uint32_t base = (smem_u32(sm90_smem) + 1023u) & ~1023u;
     const uint32_t sq = base, sdo = base + SM90_TILE, sk = base + 2 * SM90_TILE,
                    sv = base + 4 * SM90_TILE;
@@ -93,9 +115,10 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int bh = blockIdx.y, b = bh / H, h = bh - b * H, i0 = blockIdx.x * 64;
     const size_t hin = (size_t)b * T * ld_in + (size_t)h * 64;
+    const size_t hout = (size_t)b * T * ld_out + (size_t)h * 64;
     q += hin; k += hin; v += hin;
     if (dq) dq += hin;
-    dout += (size_t)b * T * ld_out + (size_t)h * 64;
+    dout += hout;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
     const int ntiles = T / 64;
 
@@ -104,6 +127,20 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     wg_load_tile<64, BW_THREADS>(sk, k, 0, T, ld_in, tid);
     wg_load_tile<64, BW_THREADS>(sv, v, 0, T, ld_in, tid);
     cp_async_commit();
+    if (out) {   /* D of rows i0 .. i0 + 63: 8 lanes a row, four rows' eighths a thread */
+        out += hout;
+#pragma unroll
+        for (int it = 0; it < 4; it++) {
+            const int x = tid + BW_THREADS * it, row = x >> 3, part = x & 7;
+            const size_t off = (size_t)(i0 + row) * ld_out + part * 8;
+            const float d = bw_sum8(bw_dot8<E>(dout + off, out + off));
+            if (part == 0) {
+                dsh[row] = d;
+                D[(uint64_t)bh * T + (uint64_t)(i0 + row)] = d;
+            }
+        }
+        __syncthreads();
+    }
     const float mmax = mask_row_max<BW_THREADS>(mb, T, red);
     const int row0 = i0 + warp * 16 + g;
     const uint64_t rowg0 = (uint64_t)bh * T + (uint64_t)row0;
@@ -121,7 +158,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         L[r] = lse[rowg0 + 8 * r] * LOG2E_F32;
-        Dr[r] = D[rowg0 + 8 * r];
+        Dr[r] = out ? dsh[row0 - i0 + 8 * r] : D[rowg0 + 8 * r];
     }
     float acc[32];   /* not zeroed: the first product overwrites it (C7515) */
     for (int n = 0; n < ntiles; n++) {
@@ -445,8 +482,8 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
               dtype_name(dt));
     CT_ASSERT((dk == NULL) == (dv == NULL), "attention_sm90_backward: dk and dv go together");
     if (!dq && !dk) return;
-    const float scale = 0.125f, scale_log2 = LOG2E_F32 * scale, sd = attn_drop_scale(p);
-    const uint32_t thr = attn_drop_threshold(p);
+    const float scale = 0.125f, scale_log2 = LOG2E_F32 * scale, sd = drop_scale(p);
+    const uint32_t thr = drop_threshold(p);
     if (!thr) bits_in = NULL;
     /* dq in the clusters: all three gradients wanted, the mask's bits at hand
      * (kept by the forward, or no dropout), a head's key tiles one cluster;
@@ -461,11 +498,15 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
     float *D = (float *)mem_alloc(c, dbytes);
     uint64_t *bits = bbytes ? (uint64_t *)mem_alloc(c, bbytes) : NULL;
     const dim3 grid((unsigned)(T / 64), (unsigned)(B * H));
+    /* D from the dq kernel where it runs (it reads dO's rows anyway), else its own kernel */
+    const int dq_kernel = !fused && (dq || bits);
     dispatch_lowp(dt, "attention_sm90_backward", [&](auto tag) {
         using E = decltype(tag);
-        sm90_d_kernel<E><<<grid_for(rows * 8, 256, 1u << 30), 256, 0, c->stream>>>(
-            D, (const E *)dout, (const E *)out, (int)H, (int)T, (int)ld_out, rows);
-        CUDA_CHECK_LAUNCH();
+        if (!dq_kernel) {
+            sm90_d_kernel<E><<<grid_for(rows * 8, 256, 1u << 30), 256, 0, c->stream>>>(
+                D, (const E *)dout, (const E *)out, (int)H, (int)T, (int)ld_out, rows);
+            CUDA_CHECK_LAUNCH();
+        }
         if (fused) {
             launch_clusters<E>(c, grid, BW_SMEM_KVQ, (E *)dk, (E *)dv, (E *)dq, bits_in,
                                (const E *)q, (const E *)k, (const E *)v, (const E *)dout, lse,
@@ -473,12 +514,12 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
                                (int)ld_in, (int)ld_out);
             return;
         }
-        if (dq || bits) {
+        if (dq_kernel) {
             smem_optin(sm90_dq_kernel<E>, BW_SMEM);
             sm90_dq_kernel<E><<<grid, BW_THREADS, BW_SMEM, c->stream>>>(
                 (E *)dq, bits, bits_in, (const E *)q, (const E *)k, (const E *)v, (const E *)dout,
-                lse, D, mask, scale_log2, scale, sd, thr, seed, offset, c->rng_base, (int)H, (int)T,
-                (int)ld_in, (int)ld_out);
+                (const E *)out, lse, D, mask, scale_log2, scale, sd, thr, seed, offset,
+                c->rng_base, (int)H, (int)T, (int)ld_in, (int)ld_out);
             CUDA_CHECK_LAUNCH();
         }
         if (dk) {

@@ -1,17 +1,19 @@
-/* dropout.h — inverted dropout with a counter-based mask (Philox 4x32-10).
+/* dropout.h — inverted dropout with a counter-based mask (ops/dropout_mask.h).
  *
  * Shape letters: n elements (any shape, flattened; element i is x[i]).
  *
- *   keep_i = philox_uniform(seed, offset, i) >= p        (P(keep) = 1 - p)
- *   y_i    = keep_i ? x_i * s : 0,     s = 1 / (1 - p)   (f32: 1.0f / (1.0f - p))
+ *   keep_i = drop_keep_bit(seed, offset, i, thr),  thr = ceil(256 p)
+ *                                                  (P(keep) = 1 - thr / 256)
+ *   y_i    = keep_i ? x_i * s : 0,     s = drop_scale(p) = 256 / (256 - thr)
  *   backward: dx_i (+)= keep_i ? dy_i * s : 0
  *
- * Element i uses Philox counter offset + i/4, word i%4 (engine/philox.h), so
- * a draw of n elements consumes philox_blocks(n) counter blocks, and the
+ * Element i is byte i % 16 of Philox counter offset + i / 16 (seven rounds),
+ * so a draw of n elements consumes drop_blocks(n) counter blocks, and the
  * mask is a pure function of (seed, offset, i): the CPU and the GPU give the
  * same mask bit for bit, the backward regenerates it instead of storing it
- * (no mask memory), and recompute reproduces it from the same offset.
- * p = 1 drops everything (y = 0, s is taken as 0 to avoid inf * 0).
+ * (no mask memory), and recompute reproduces it from the same offset. p is
+ * resolved to 1/256 (0.1 drops at 26/256), the scale the inverse of the rate
+ * drawn; p above 255/256 drops everything (s = 0).
  */
 #ifndef CTRAIN_OPS_DROPOUT_H
 #define CTRAIN_OPS_DROPOUT_H
@@ -20,18 +22,11 @@
 #include <stdint.h>
 #include "engine/ctx.h"
 #include "engine/dtype.h"
-#include "engine/philox.h"
 #include "engine/tensor.h"
+#include "dropout_mask.h"
 #ifdef CTRAIN_CUDA
 #include <cuda_runtime.h>
 #endif
-
-/* The scale of kept elements, computed the same way on the host and the device. */
-CT_HD float dropout_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
-
-/* A Philox output word as a uniform in [0, 1): equal to philox_uniform() for
- * the same word, for kernels that draw four words per counter at once. */
-CT_HD float dropout_u01(uint32_t w) { return (float)(w >> 8) * (1.0f / 16777216.0f); }
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,7 +53,7 @@ void dropout_backward_cuda(void *dx, const void *dy, DType dt, float p, uint64_t
 
 /* ---- tensor ops (ops/dropout_op.c) ----
  * op_dropout draws its counter blocks from the context
- * (ctx_rng_take(c, philox_blocks(n))) and stores (seed, offset) in the node.
+ * (ctx_rng_take(c, drop_blocks(n))) and stores (seed, offset) in the node.
  * p = 0 returns x itself with a new reference (no node, no copy).
  * Dropout is applied whenever p > 0, also in no-grad mode: the no-grad
  * forward of a recompute segment must drop the same units as its replay.

@@ -66,6 +66,6 @@ Tensor *op_dropout_at(Ctx *c, Tensor *x, float p, uint64_t seed, uint64_t offset
 Tensor *op_dropout(Ctx *c, Tensor *x, float p)
 {
     if (p == 0.0f) return op_dropout_at(c, x, p, c->seed, c->rng_offset);
-    uint64_t offset = ctx_rng_take(c, philox_blocks(x->numel));
+    uint64_t offset = ctx_rng_take(c, drop_blocks(x->numel));
     return op_dropout_at(c, x, p, c->seed, offset);
 }

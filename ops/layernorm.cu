@@ -59,7 +59,6 @@
 #include <type_traits>
 
 #include "engine/error.h"
-#include "engine/philox.h"
 #include "engine/settings.h"
 #include "cuda_util.cuh"
 #include "dropout.h"
@@ -265,10 +264,11 @@ static_assert(LN_BWD_WARPS * 32 == FP8_THREADS,
  * FUSED kernels): forward s = x + dropout(z), each step rounded to T as the
  * separate ops round, s saved for the backward; backward the rounded ds into
  * dx (the residual's gradient) and dropout's backward of it into dz. The
- * mask is dropout.cu's: element i keeps when dropout_u01(word i % 4 of
- * Philox(offset + i / 4)) >= p. The forward may also write the mask as keep
- * bits (one byte a 16-byte vector: bit k of byte i / V is element i's, i % V
- * = k), which the backward then reads instead of drawing Philox again. */
+ * mask is dropout.cu's (ops/dropout_mask.h): element i keeps when byte i % 16
+ * of Philox(offset + i / 16) is at least thr. The forward may also write the
+ * mask as keep bits (one byte a 16-byte vector: bit k of byte i / V is element
+ * i's, i % V = k), which the backward then reads instead of drawing Philox
+ * again. */
 struct LnDrop {
     const void *z;           /* forward: dropout's input */
     void *s_out;             /* forward: x + dropout(z) */
@@ -276,7 +276,8 @@ struct LnDrop {
     void *dz;                /* backward: dropout input's gradient, or NULL */
     const uint8_t *bits;     /* backward: the forward's keep bits, or NULL (drawn again) */
     int accum_z;
-    float p, scale;
+    uint32_t thr;            /* ops/dropout_mask.h: drop_threshold(p) */
+    float scale;             /* drop_scale(p) */
     uint64_t seed, offset;
     const uint64_t *base;    /* inside a CUDA graph: the step's Philox base */
     /* backward, the codes form (CODES kernels, add_norm_backward_codes_cuda): dz's
@@ -287,20 +288,15 @@ struct LnDrop {
     float *zpart;            /* the column partials of dz [G, D], one row a chunk */
 };
 
-/* keep[k] for the V elements from i0 (a multiple of 4). */
+/* keep[k] for the V elements from i0 (a multiple of V, V <= 16, so within
+ * one sixteen-element group): its Philox call's bits, shifted to i0 */
 template <int V>
-__device__ __forceinline__ void drop_keep(bool keep[V], const LnDrop &d, uint64_t offset,
-                                          size_t i0)
+__device__ __forceinline__ void ln_keep(bool keep[V], const LnDrop &d, uint64_t offset,
+                                        size_t i0)
 {
+    const unsigned kb = drop_keep16(d.seed, offset, i0 >> 4, d.thr) >> (i0 & 15);
 #pragma unroll
-    for (int g = 0; g < V / 4; g++) {
-        uint32_t w[4];
-        const uint64_t ctr = offset + i0 / 4 + (uint64_t)g;
-        philox4x32_10(w, (uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0, (uint32_t)d.seed,
-                      (uint32_t)(d.seed >> 32));
-#pragma unroll
-        for (int k = 0; k < 4; k++) keep[4 * g + k] = dropout_u01(w[k]) >= d.p;
-    }
+    for (int k = 0; k < V; k++) keep[k] = (kb >> k) & 1u;
 }
 
 /* One row r of the vector forward (a warp; lane l holds vectors l, l + 32,
@@ -329,7 +325,7 @@ __device__ __forceinline__ void ln_fwd_vec_row(T *y, float *mean, float *invstd,
                 const Vec<T, V> b = reinterpret_cast<const Vec<T, V> *>(
                     (const T *)drop.z + r * (size_t)D)[c];
                 bool keep[V];
-                drop_keep<V>(keep, drop, offset, r * (size_t)D + (size_t)c * V);
+                ln_keep<V>(keep, drop, offset, r * (size_t)D + (size_t)c * V);
                 if (drop.bits_out) {
                     unsigned kb = 0;
 #pragma unroll
@@ -611,7 +607,7 @@ __global__ void __launch_bounds__(LN_BWD_WARPS * 32, 2)
                     } else {
                         uint64_t offset = drop.offset;
                         if (drop.base) offset += *drop.base;
-                        drop_keep<V>(keep, drop, offset, r * (size_t)D + (size_t)c * V);
+                        ln_keep<V>(keep, drop, offset, r * (size_t)D + (size_t)c * V);
                     }
 #pragma unroll
                     for (int k = 0; k < V; k++) {
@@ -1035,8 +1031,8 @@ static LnDrop make_drop(float p, uint64_t seed, uint64_t offset, const uint64_t 
 {
     LnDrop d;
     memset(&d, 0, sizeof d);
-    d.p = p;
-    d.scale = dropout_scale(p);
+    d.thr = drop_threshold(p);
+    d.scale = drop_scale(p);
     d.seed = seed;
     d.offset = offset;
     d.base = base;

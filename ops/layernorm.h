@@ -62,7 +62,7 @@ void layernorm_backward_cuda(void *dx, float *dgamma, float *dbeta, const void *
  *             as dropout and add round; s saved in s_out; y = LayerNorm(s)
  *   backward  ds = LayerNorm's dx of dy; dx (+)= ds (the residual's
  *             gradient, accum_x); dz (+)= keep ? ds * scale : 0 (accum_z),
- *             scale = dropout_scale(p) = 1 / (1 - p)
+ *             scale = drop_scale(p) = 256 / (256 - ceil(256 p)) (ops/dropout_mask.h)
  * The same bits as dropout, add and LayerNorm's vector kernels run one after
  * the other. Either of dx, dz may be NULL. base: the Philox base inside a
  * CUDA graph (dropout.h), or NULL. bits (p > 0; NULL: none): the dropout

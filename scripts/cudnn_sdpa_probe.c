@@ -73,7 +73,7 @@
 #include "engine/error.h"
 #include "ops/attention_cudnn.h"
 #include "ops/attention_fused.h"
-#include "ops/attn_dropout.h"
+#include "ops/dropout_mask.h"
 #include "ops/cudnn_graph.h"
 #include "tests/check.h"
 #include "tests/gpu_util.h"
@@ -763,10 +763,10 @@ static void run_config(Probe *p, const char *title, Form *f, P0 *p0)
                          : "no non-deterministic note");
         check_bwd(p, &gb, &fb, &ctr, out, tag);
         /* the kept values' scale: 1 / (1 - p) for cuDNN's own mask, the rate
-         * ctrain's mask draws for drop_in (ops/attn_dropout.h) */
+         * ctrain's mask draws for drop_in (ops/dropout_mask.h) */
         if (mheads && out)
             check_ref(p, tag, out, mheads,
-                      f->drop_in ? (double)attn_drop_scale(f->p) : 1.0 / (1.0 - (double)f->p));
+                      f->drop_in ? (double)drop_scale(f->p) : 1.0 / (1.0 - (double)f->p));
     } else {
         char name[96];
         snprintf(name, sizeof name, "%s cuDNN backward runs", tag);

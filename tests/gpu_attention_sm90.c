@@ -44,7 +44,7 @@
 #include "ops/attention_cudnn.h"
 #include "ops/attention_fused.h"
 #include "ops/attention_sm90.h"
-#include "ops/attn_dropout.h"
+#include "ops/dropout_mask.h"
 
 enum { DH = 64 };
 
@@ -75,8 +75,8 @@ static void reference(const Case *k, const float *q, const float *kk, const floa
     r->dk = calloc(n, sizeof(double));
     r->dv = calloc(n, sizeof(double));
     r->lse = calloc(B * H * T, sizeof(double));
-    const uint32_t thr = attn_drop_threshold(k->p);
-    const double sd = (double)attn_drop_scale(k->p), scale = 0.125;
+    const uint32_t thr = drop_threshold(k->p);
+    const double sd = (double)drop_scale(k->p), scale = 0.125;
     double *P = malloc(T * T * sizeof(double)), *dS = malloc(T * T * sizeof(double));
     unsigned char *keep = malloc(T * T);
     for (size_t b = 0; b < B; b++) {
@@ -99,7 +99,8 @@ static void reference(const Case *k, const float *q, const float *kk, const floa
                     P[i * T + j] = s;
                     mx = fmax(mx, s);
                     keep[i * T + j] =
-                        thr ? (unsigned char)attn_keep(seed, offset, (bh * T + i) * T + j, thr) : 1;
+                        thr ? (unsigned char)drop_keep_bit(seed, offset, (bh * T + i) * T + j, thr)
+                            : 1;
                 }
                 for (size_t j = 0; j < T; j++) sum += (P[i * T + j] = exp(P[i * T + j] - mx));
                 for (size_t j = 0; j < T; j++) P[i * T + j] /= sum;

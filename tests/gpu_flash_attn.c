@@ -27,7 +27,7 @@
  *     0), -inf at the front (whole 64-key tiles without a key, then keys);
  *     dropout p 0 and 0.1;
  *   - dropout mask bit for bit: with v one-hot rows (T <= Dh) out[i][j] is
- *     Pd_ij, so out_ij != 0 must equal attention's keep bit (ops/attn_dropout.h)
+ *     Pd_ij, so out_ij != 0 must equal attention's keep bit (ops/dropout_mask.h)
  *     at idx = ((b H + h) T + i) T + j (T % 8 = 0 and != 0: the kernels share
  *     one Philox call between 8 keys when they can); the rng_base device
  *     offset gives the same bits as the equivalent plain offset;
@@ -80,7 +80,7 @@
 #include "engine/autograd.h"
 #include "engine/mem.h"
 #include "engine/philox.h"
-#include "ops/attn_dropout.h"
+#include "ops/dropout_mask.h"
 #include "engine/recompute.h"
 #include "ops/attention.h"
 #include "ops/attention_fused.h"
@@ -197,7 +197,7 @@ static void ref_mags(float *m_out, float *m_dq, float *m_dk, float *m_dv, const 
                      const float *P, float p, uint64_t seed, uint64_t offset, size_t B, size_t H,
                      size_t T, size_t Dh)
 {
-    const double scale = 1.0 / sqrt((double)Dh), sd = attn_drop_scale(p);
+    const double scale = 1.0 / sqrt((double)Dh), sd = drop_scale(p);
     const size_t BH = B * H;
 #pragma omp parallel for if (BH * T * T * Dh >= 65536)
     for (size_t bh = 0; bh < BH; bh++) {
@@ -205,7 +205,9 @@ static void ref_mags(float *m_out, float *m_dq, float *m_dk, float *m_dv, const 
         double *pd = (double *)malloc(T * T * sizeof(double));
         double *w = (double *)malloc(T * T * sizeof(double)); /* |dS| + P Dm */
         for (size_t ij = 0; ij < T * T; ij++)
-            pd[ij] = p == 0.0f || attn_keep(seed, offset, ht + ij, attn_drop_threshold(p)) ? P[ht + ij] * sd : 0.0;
+            pd[ij] = p == 0.0f || drop_keep_bit(seed, offset, ht + ij, drop_threshold(p))
+                         ? P[ht + ij] * sd
+                         : 0.0;
         for (size_t i = 0; dout && i < T; i++) {
             double D = 0.0, Dm = 0.0;
             for (size_t e = 0; e < Dh; e++) Dm += fabs((double)dout[hd + i * Dh + e] * out[hd + i * Dh + e]);
@@ -260,7 +262,7 @@ static Tol tol_of(DType dt, size_t T, size_t Dh, float p, const float *q, const 
     const double smax = scale * (double)Dh * mq * mk;
     t.u_dt = unit_roundoff(dt);
     t.u_eff = t.u_dt + ldexp((double)T + (double)Dh + (double)Dh * smax, -24);
-    t.floor = dt == DT_F16 ? (double)T * ldexp(1.0, -25) * attn_drop_scale(p) *
+    t.floor = dt == DT_F16 ? (double)T * ldexp(1.0, -25) * drop_scale(p) *
                                  fmax(fmax(mq, mk), fmax(mv, mo))
                            : 0.0;
     t.norm = tol_norm(dt);
@@ -477,7 +479,7 @@ static void flash_dropout_bits_case(Ctx *g, DType dt, size_t B, size_t H, size_t
             for (size_t j = 0; j < T; j++) {
                 const size_t idx = (bh * T + i) * T + j;
                 if (Pref[idx] < 1e-6f) continue;
-                const int keep = attn_keep(seed, offset, idx, attn_drop_threshold(p));
+                const int keep = drop_keep_bit(seed, offset, idx, drop_threshold(p));
                 const int differs = (out[(bh * T + i) * Dh + j] != 0.0f) != keep;
                 if (differs && first == np) first = idx;
                 bad += differs;
@@ -626,7 +628,8 @@ static uint64_t *keep_words_ref(float p, uint64_t seed, uint64_t offset, size_t 
 #pragma omp parallel for if (rows * T >= 65536)
     for (size_t r = 0; r < rows; r++)
         for (size_t j = 0; j < T; j++)
-            if (attn_keep(seed, offset, r * T + j, attn_drop_threshold(p))) w[r * W + j / 64] |= 1ull << (j % 64);
+            if (drop_keep_bit(seed, offset, r * T + j, drop_threshold(p)))
+                w[r * W + j / 64] |= 1ull << (j % 64);
     return w;
 }
 

@@ -26,7 +26,7 @@
 #include "engine/autograd.h"
 #include "engine/mem.h"
 #include "engine/philox.h"
-#include "ops/attn_dropout.h"
+#include "ops/dropout_mask.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
@@ -524,7 +524,7 @@ static void gpu_dropout_case(Ctx *g, DType dt, size_t n, float p, uint64_t seed,
 /* ---- attention ---- */
 
 /* The fused softmax kernel's dropout: Pd's mask is attention's mask at the
- * flat index (ops/attn_dropout.h), Pd = round(P s) where kept, and the
+ * flat index (ops/dropout_mask.h), Pd = round(P s) where kept, and the
  * backward's rebuild (attention_dropout_cuda on P) gives Pd bit for bit. T
  * odd on purpose: rows do not start on an eight-element counter group. */
 static void gpu_attn_softmax_case(Ctx *g, DType dt, size_t B, size_t H, size_t T, float p,
@@ -533,7 +533,7 @@ static void gpu_attn_softmax_case(Ctx *g, DType dt, size_t B, size_t H, size_t T
     char name[192], tag[128];
     snprintf(tag, sizeof tag, "%s (%zu,%zu,%zu) p %g", dtype_name(dt), B, H, T, (double)p);
     const size_t R = B * H * T, n = R * T;
-    const float scale = 0.125f, s = attn_drop_scale(p);
+    const float scale = 0.125f, s = drop_scale(p);
     float *S = falloc(n), *mask = falloc(B * T), *P = falloc(n), *Pd = falloc(n);
     check_fill(S, n, -20.0f, 20.0f);
     for (size_t b = 0; b < B; b++)
@@ -549,7 +549,7 @@ static void gpu_attn_softmax_case(Ctx *g, DType dt, size_t B, size_t H, size_t T
     size_t bad_mask = 0, bad_val = 0;
     float one[1];
     for (size_t i = 0; i < n; i++) {
-        int keep = p == 0.0f || attn_keep(seed, offset, i, attn_drop_threshold(p));
+        int keep = p == 0.0f || drop_keep_bit(seed, offset, i, drop_threshold(p));
         if (P[i] != 0.0f && (Pd[i] != 0.0f) != keep) bad_mask++;
         one[0] = keep ? P[i] * s : 0.0f;
         quantize(one, 1, dt);

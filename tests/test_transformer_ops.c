@@ -5,17 +5,19 @@
  *   - embedding: lookup exact; dtable (repeated ids accumulate, unused rows
  *     0) against finite differences; autocast output type; a bad id is
  *     fatal and names the id;
- *   - dropout: the mask is philox_uniform(seed, offset, i) >= p exactly,
- *     reproducible from (seed, offset), different for another offset, rate
- *     ~p, kept values scaled by 1/(1-p), backward uses the same mask,
- *     p = 0 is the identity, the context's offset advances by philox_blocks(n);
+ *   - dropout: the mask is drop_keep_bit(seed, offset, i, thr) exactly (the
+ *     mask of ops/dropout_mask.h, itself checked against its definition in
+ *     test_drop_mask), reproducible from (seed, offset), different for another
+ *     offset, rate ~thr / 256, kept values scaled by drop_scale(p), backward
+ *     uses the same mask, p = 0 is the identity, the context's offset
+ *     advances by drop_blocks(n);
  *   - attention with a padding mask: forward against double math; dq, dk, dv
  *     against finite differences (dropout 0); with dropout p > 0 the forward
- *     equals the formula with attention's mask (ops/attn_dropout.h: 8
+ *     equals the formula with attention's mask (ops/dropout_mask.h: 8
  *     Philox bits an element, checked against its definition and for the
  *     kept fraction), the backward equals finite differences of the same
  *     formula with that mask held fixed, and the context's offset advances
- *     by attn_drop_blocks(B H T T); a key row fully masked with -inf gives
+ *     by drop_blocks(B H T T); a key row fully masked with -inf gives
  *     zeros, not NaN.
  * Shapes are small (2 cores): R rows, D width; V vocab; B, H, T, Dh.
  */
@@ -26,7 +28,7 @@
 #include "check.h"
 #include "engine/autograd.h"
 #include "engine/philox.h"
-#include "ops/attn_dropout.h"
+#include "ops/dropout_mask.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
@@ -286,8 +288,9 @@ static void test_embedding_bad_id(void)
 
 static void test_dropout(Ctx *c)
 {
-    const size_t n = 100003; /* not a multiple of 4 */
-    const float p = 0.1f, s = 1.0f / (1.0f - p);
+    const size_t n = 100003; /* not a multiple of 16 */
+    const float p = 0.1f, s = drop_scale(p);
+    const uint32_t thr = drop_threshold(p);
     int64_t shape = (int64_t)n;
     float *x = falloc(n), *w = falloc(n), *ref = falloc(n);
     check_fill(x, n, 0.5f, 1.5f); /* never 0: y == 0 exactly when dropped */
@@ -296,22 +299,23 @@ static void test_dropout(Ctx *c)
 
     uint64_t off0 = c->rng_offset;
     Tensor *y = op_dropout(c, tx, p);
-    check_true("dropout.takes philox_blocks(n) from the context",
-               c->rng_offset == off0 + philox_blocks(n), "offset %llu -> %llu",
+    check_true("dropout.takes drop_blocks(n) from the context",
+               c->rng_offset == off0 + drop_blocks(n), "offset %llu -> %llu",
                (unsigned long long)off0, (unsigned long long)c->rng_offset);
     const float *yv = (const float *)y->data;
     size_t dropped = 0, bad = 0;
     for (size_t i = 0; i < n; i++) {
-        int keep = philox_uniform(c->seed, off0, i) >= p;
+        int keep = drop_keep_bit(c->seed, off0, i, thr);
         ref[i] = keep ? x[i] * s : 0.0f;
         dropped += !keep;
         bad += memcmp(&ref[i], &yv[i], sizeof(float)) != 0;
     }
-    check_true("dropout.y = (philox_uniform(seed, offset, i) >= p) * x / (1 - p), bit for bit",
+    check_true("dropout.y = keep(seed, offset, i) * x * 256 / (256 - thr), bit for bit",
                bad == 0, "%zu of %zu elements differ", bad, n);
-    double rate = (double)dropped / (double)n, sigma = sqrt(p * (1.0 - p) / (double)n);
-    check_true("dropout.rate ~ p", fabs(rate - p) < 5.0 * sigma, "dropped %.5f, p %.2f", rate,
-               (double)p);
+    const double q = (double)thr / 256.0;
+    double rate = (double)dropped / (double)n, sigma = sqrt(q * (1.0 - q) / (double)n);
+    check_true("dropout.rate ~ thr / 256 (p 0.1: 26 / 256)", fabs(rate - q) < 5.0 * sigma,
+               "dropped %.5f, thr / 256 %.5f", rate, q);
 
     /* the same (seed, offset) gives the same mask; the next offset another one */
     Tensor *y2 = op_dropout_at(c, tx, p, c->seed, off0);
@@ -329,14 +333,14 @@ static void test_dropout(Ctx *c)
     tensor_release(y3);
     ad_tape_clear(c);
 
-    /* backward: dx = keep ? w / (1 - p) : 0 with the forward's mask */
+    /* backward: dx = keep ? w s : 0 with the forward's mask */
     y = op_dropout_at(c, tx, p, c->seed, off0);
     Tensor *loss = weighted_sum(c, y, tw);
     tensor_release(y);
     ad_backward(c, loss, 1.0f);
     tensor_release(loss);
-    for (size_t i = 0; i < n; i++) ref[i] = philox_uniform(c->seed, off0, i) >= p ? w[i] * s : 0.0f;
-    check_close("dropout.dx = mask * dy / (1 - p)", (float *)tx->grad->data, ref, n, 0.0, 0.0);
+    for (size_t i = 0; i < n; i++) ref[i] = drop_keep_bit(c->seed, off0, i, thr) ? w[i] * s : 0.0f;
+    check_close("dropout.dx = mask * dy * s", (float *)tx->grad->data, ref, n, 0.0, 0.0);
 
     /* p = 0: x itself, no draw; p = 1: zeros; no-grad mode still drops */
     off0 = c->rng_offset;
@@ -356,7 +360,7 @@ static void test_dropout(Ctx *c)
     ad_set_grad(c, g);
     bad = 0;
     for (size_t i = 0; i < n; i++) {
-        float r = philox_uniform(c->seed, off0, i) >= p ? x[i] * s : 0.0f;
+        float r = drop_keep_bit(c->seed, off0, i, thr) ? x[i] * s : 0.0f;
         bad += r != ((float *)y->data)[i];
     }
     check_true("dropout.no-grad mode drops the same way (recompute's first forward)", bad == 0,
@@ -381,7 +385,7 @@ static double attn_loss_d(const AttnCase *a, const double *q, const double *k, c
                           double *out)
 {
     const size_t T = a->T, Dh = a->Dh;
-    const double scale = 1.0 / sqrt((double)Dh), s = (double)attn_drop_scale(a->p);
+    const double scale = 1.0 / sqrt((double)Dh), s = (double)drop_scale(a->p);
     double L = 0.0, S[16];
     for (size_t bh = 0; bh < a->B * a->H; bh++) {
         const float *mb = a->mask ? a->mask + (bh / a->H) * T : NULL;
@@ -399,8 +403,8 @@ static double attn_loss_d(const AttnCase *a, const double *q, const double *k, c
             }
             for (size_t j = 0; j < T; j++) {
                 double P = sum > 0 ? S[j] / sum : 0.0;
-                int keep = a->p == 0.0f || attn_keep(a->seed, a->offset, (bh * T + i) * T + j,
-                                                     attn_drop_threshold(a->p));
+                int keep = a->p == 0.0f || drop_keep_bit(a->seed, a->offset, (bh * T + i) * T + j,
+                                                     drop_threshold(a->p));
                 S[j] = keep ? P * s : 0.0;
             }
             for (size_t e = 0; e < Dh; e++) {
@@ -461,8 +465,8 @@ static void test_attention(Ctx *c, int mask_kind, float p)
     Tensor *out = op_attention(c, tq, tk, tv, tm, p);
     AttnCase a = {B, H, T, Dh, mask_kind ? mask : NULL, p, c->seed, off0, w};
     if (p > 0.0f) {
-        snprintf(name, sizeof name, "attention.takes attn_drop_blocks(B H T T) %s", tag);
-        check_true(name, c->rng_offset == off0 + attn_drop_blocks(B * H * T * T),
+        snprintf(name, sizeof name, "attention.takes drop_blocks(B H T T) %s", tag);
+        check_true(name, c->rng_offset == off0 + drop_blocks(B * H * T * T),
                    "offset advanced by %llu", (unsigned long long)(c->rng_offset - off0));
     }
     double qd[80], kd[80], vd[80], od[80], ana[80], fd[80];
@@ -672,13 +676,14 @@ static void test_attention_shared(Ctx *c)
     }
 }
 
-/* Attention's mask (ops/attn_dropout.h) from its definition: element idx
+/* The dropout mask (ops/dropout_mask.h: every dropout's, attention's
+ * included) from its definition: element idx
  * keeps iff byte idx % 4 of word (idx % 16) / 4 of Philox4x32-7 at counter
  * offset + idx / 16 is >= ceil(p 2^8), for p 0.1, 0.5, 1/3; the fraction
  * kept over 2^20 elements within 5 standard deviations of 1 - thr / 256;
  * p = 0 keeps all, p = 1 none; the counter crosses 2^32 inside the draw; the
- * scale is 256 / (256 - thr); attn_keep8 is attn_keep16's halves. */
-static void test_attn_mask(void)
+ * scale is 256 / (256 - thr); drop_keep8 is drop_keep16's halves. */
+static void test_drop_mask(void)
 {
     const float ps[3] = {0.1f, 0.5f, 1.0f / 3.0f};
     const uint32_t thrs[3] = {26, 128, 86};
@@ -686,7 +691,7 @@ static void test_attn_mask(void)
     const uint64_t seed = 0x1234567890abcdefull, offset = (1ull << 32) - 1000;
     for (int k = 0; k < 3; k++) {
         const float p = ps[k];
-        const uint32_t thr = attn_drop_threshold(p);
+        const uint32_t thr = drop_threshold(p);
         const size_t n = (size_t)1 << 20;
         size_t kept = 0, bad = 0;
         for (size_t idx = 0; idx < n; idx++) {
@@ -696,37 +701,37 @@ static void test_attn_mask(void)
                          (uint32_t)(seed >> 32));
             const uint32_t u = (r[(idx % 16) / 4] >> (8 * (idx % 4))) & 0xFFu;
             const int want = u >= thrs[k];
-            const int got = attn_keep(seed, offset, idx, thr);
+            const int got = drop_keep_bit(seed, offset, idx, thr);
             bad += got != want ||
-                   (int)((attn_keep8(seed, offset, idx / 8, thr) >> (idx % 8)) & 1u) != got ||
-                   (int)((attn_keep16(seed, offset, idx / 16, thr) >> (idx % 16)) & 1u) != got;
+                   (int)((drop_keep8(seed, offset, idx / 8, thr) >> (idx % 8)) & 1u) != got ||
+                   (int)((drop_keep16(seed, offset, idx / 16, thr) >> (idx % 16)) & 1u) != got;
             kept += (size_t)got;
         }
         const double q = (double)thrs[k] / 256.0;
         const double frac = (double)kept / (double)n, sd = sqrt(q * (1.0 - q) / (double)n);
         char name[96];
-        snprintf(name, sizeof name, "attention.mask p %.3f: threshold %u, the definition, "
+        snprintf(name, sizeof name, "dropout.mask p %.3f: threshold %u, the definition, "
                  "bit for bit", (double)p, thrs[k]);
         check_true(name, thr == thrs[k] && bad == 0, "threshold %u; %zu of %zu bits differ",
                    thr, bad, n);
-        snprintf(name, sizeof name, "attention.mask p %.3f: kept fraction", (double)p);
+        snprintf(name, sizeof name, "dropout.mask p %.3f: kept fraction", (double)p);
         check_true(name, fabs(frac - (1.0 - q)) <= 5.0 * sd, "kept %.6f, expected %.6f", frac,
                    1.0 - q);
-        snprintf(name, sizeof name, "attention.mask p %.3f: scale 256 / (256 - thr)", (double)p);
-        check_true(name, attn_drop_scale(p) == 256.0f / (float)(256 - thrs[k]), "scale %.9g",
-                   (double)attn_drop_scale(p));
+        snprintf(name, sizeof name, "dropout.mask p %.3f: scale 256 / (256 - thr)", (double)p);
+        check_true(name, drop_scale(p) == 256.0f / (float)(256 - thrs[k]), "scale %.9g",
+                   (double)drop_scale(p));
     }
     int all = 1, none = 1;
     for (size_t idx = 0; idx < 4096; idx++) {
-        all = all && attn_keep(seed, offset, idx, attn_drop_threshold(0.0f));
-        none = none && !attn_keep(seed, offset, idx, attn_drop_threshold(1.0f));
+        all = all && drop_keep_bit(seed, offset, idx, drop_threshold(0.0f));
+        none = none && !drop_keep_bit(seed, offset, idx, drop_threshold(1.0f));
     }
-    check_true("attention.mask p 0 keeps every element, p 1 none", all && none,
+    check_true("dropout.mask p 0 keeps every element, p 1 none", all && none,
                "p 0 dropped one: %d; p 1 kept one: %d", !all, !none);
-    check_true("attention.mask: p 1e-4 drops at 1/256, p 0.999 drops all (scale 0)",
-               attn_drop_threshold(1e-4f) == 1 && attn_drop_threshold(0.999f) == 256 &&
-                   attn_drop_scale(0.999f) == 0.0f && attn_drop_threshold(-0.5f) == 0,
-               "thresholds %u, %u", attn_drop_threshold(1e-4f), attn_drop_threshold(0.999f));
+    check_true("dropout.mask: p 1e-4 drops at 1/256, p 0.999 drops all (scale 0)",
+               drop_threshold(1e-4f) == 1 && drop_threshold(0.999f) == 256 &&
+                   drop_scale(0.999f) == 0.0f && drop_threshold(-0.5f) == 0,
+               "thresholds %u, %u", drop_threshold(1e-4f), drop_threshold(0.999f));
     /* the four-byte comparison against the bytes one by one: every threshold
      * 1 .. 255, words with each byte at every value near it and at random */
     size_t wrong = 0, words = 0;
@@ -740,17 +745,17 @@ static void test_attn_mask(void)
                     (((t + (uint32_t)(i / 4 % 4) + 254u) & 0xFFu) << (8 * (i % 4)));
             unsigned want = 0;
             for (int e = 0; e < 4; e++) want |= (((x >> (8 * e)) & 0xFFu) >= t ? 1u : 0u) << e;
-            wrong += attn_keep_word(x, t) != want;
+            wrong += drop_keep_word(x, t) != want;
             words++;
         }
-    check_true("attention.mask: the word's four comparisons equal the bytes' one by one",
+    check_true("dropout.mask: the word's four comparisons equal the bytes' one by one",
                wrong == 0, "%zu of %zu words differ", wrong, words);
 }
 
 int main(void)
 {
     check_seed(42);
-    test_attn_mask();
+    test_drop_mask();
     Ctx c;
     ctx_init(&c, DEV_CPU, 0, 20240601);
     c.rng_offset = 1000;
