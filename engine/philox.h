@@ -5,11 +5,12 @@
  * kernel (this header compiles in both), which is what lets recompute and
  * resume reproduce dropout masks exactly.
  *
- * Convention used across ctrain: element i of a stream drawn at `offset`
- * comes from counter (offset + i/4, 0) and takes word i%4. A consumer that
- * draws n numbers advances the caller's offset by ceil(n/4). (Attention's
+ * Convention for uniform numbers (parameter init, the synthetic data, the
+ * MLM and augmentation draws): element i of a stream drawn at `offset` comes
+ * from counter (offset + i/4, 0) and takes word i%4, ten rounds. A consumer
+ * that draws n numbers advances the caller's offset by ceil(n/4). Every
  * dropout mask takes 8 bits an element instead, sixteen a counter, from 7
- * rounds: ops/dropout_mask.h.)
+ * rounds, and advances the offset by ceil(n/16) (ops/dropout_mask.h).
  */
 #ifndef CTRAIN_PHILOX_H
 #define CTRAIN_PHILOX_H
@@ -44,7 +45,7 @@ CT_HD void philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
 
 /* out = Philox4x32-R(counter = {c0,c1,c2,c3}, key = {k0,k1}): R rounds, the
  * key bumped by (W0, W1) after each. R = 10 is Random123's default, the one
- * ctrain draws with everywhere but attention's mask, which takes R = 7 (the
+ * ctrain draws its uniform numbers with; the dropout masks take R = 7 (the
  * fewest rounds the authors found to pass their statistical batteries, and
  * FlashAttention-2's choice; ops/dropout_mask.h says why). */
 CT_HD void philox4x32_rounds(uint32_t out[4], uint32_t c0, uint32_t c1, uint32_t c2,

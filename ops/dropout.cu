@@ -7,10 +7,11 @@
  * add_norm) rounds as this one does.
  *
  * Shape letters: n elements; element i is byte i % 16 of Philox counter
- * offset + i / 16. A thread takes a group of sixteen consecutive elements,
- * so one Philox call (seven rounds) serves sixteen elements, the same keep
- * bits the CPU reference draws. Storage dt in {f32, f16, bf16}, math in f32
- * (x * s, one multiply, as on the CPU), stores round to nearest even. The
+ * offset + i / 16. A lane draws a group of sixteen consecutive elements, so
+ * one Philox call (seven rounds) serves sixteen elements, the same keep bits
+ * the CPU reference draws; the warp then moves its groups' elements in
+ * contiguous rows (dropout_kernel). Storage dt in {f32, f16, bf16}, math in
+ * f32 (x * s, one multiply, as on the CPU), stores round to nearest even. The
  * forward and the backward are the same kernel (the backward with the accum
  * flag): y (+)= keep ? x * s : 0. When x and y allow it (VEC), four elements
  * move as one access (8 bytes in f16/bf16, 16 in f32) instead of four: the
@@ -27,38 +28,51 @@ namespace {
 constexpr int DROP_THREADS = 256;
 constexpr unsigned DROP_MAX_BLOCKS = 65535;
 
-/* y[i] (+)= keep_i ? x[i] * s : 0 for i < n, sixteen elements per Philox call */
+/* y[i] (+)= keep_i ? x[i] * s : 0 for i < n, sixteen elements per Philox call.
+ * A warp takes 32 groups (512 elements) a step: lane l draws group l's call,
+ * then the warp moves the 512 elements as four rows of 32 consecutive
+ * 4-element vectors (lane l has elements 128 q + 4 l .. + 3 in row q, of
+ * group 8 q + l / 4, whose bits come from that lane by a shuffle), so every
+ * access of the warp is contiguous. The loop runs per warp, so all its lanes
+ * reach the shuffles. */
 template <typename T, bool VEC>
 __global__ void dropout_kernel(T *y, const T *x, uint32_t thr, float s, uint64_t seed,
                                uint64_t offset, const uint64_t *base, size_t n, int accum)
 {
     if (base) offset += *base;   /* inside a CUDA graph: the step's Philox base */
-    const size_t ng = (size_t)drop_blocks(n), stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < ng; g += stride) {
-        const unsigned keep = drop_keep16(seed, offset, g, thr);
-        if (VEC && 16 * g + 15 < n) { /* a whole group, four accesses each way */
+    const size_t ng = (size_t)drop_blocks(n), nsteps = (ng + 31) / 32;
+    const int lane = threadIdx.x & 31;
+    const size_t nwarps = ((size_t)gridDim.x * blockDim.x) >> 5;
+    for (size_t w = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < nsteps;
+         w += nwarps) {
+        const size_t g = 32 * w + (size_t)lane;
+        const unsigned mine = g < ng ? drop_keep16(seed, offset, g, thr) : 0u;
 #pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const size_t v4 = 4 * g + q;
-                const Vec<T, 4> a = reinterpret_cast<const Vec<T, 4> *>(x)[v4];
+        for (int q = 0; q < 4; q++) {
+            const unsigned keep = __shfl_sync(FULL_MASK, mine, 8 * q + (lane >> 2)) >>
+                                  (4 * (lane & 3));
+            const size_t i0 = 512 * w + 128 * (size_t)q + 4 * (size_t)lane;
+            if (VEC && i0 + 3 < n) { /* a whole vector, one access each way */
+                const Vec<T, 4> a = reinterpret_cast<const Vec<T, 4> *>(x)[i0 / 4];
                 Vec<T, 4> o;
-                if (accum) o = reinterpret_cast<const Vec<T, 4> *>(y)[v4];
+                if (accum) o = reinterpret_cast<const Vec<T, 4> *>(y)[i0 / 4];
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
-                    float v = (keep >> (4 * q + k)) & 1u ? __fmul_rn(to_f32(a.v[k]), s) : 0.0f;
+                    float v = (keep >> k) & 1u ? __fmul_rn(to_f32(a.v[k]), s) : 0.0f;
                     if (accum) v = __fadd_rn(v, to_f32(o.v[k]));
                     o.v[k] = from_f32<T>(v);
                 }
-                reinterpret_cast<Vec<T, 4> *>(y)[v4] = o;
+                reinterpret_cast<Vec<T, 4> *>(y)[i0 / 4] = o;
+                continue;
             }
-            continue;
-        }
-        for (int k = 0; k < 16; k++) {
-            const size_t i = 16 * g + k;
-            if (i >= n) break;
-            float v = (keep >> k) & 1u ? __fmul_rn(to_f32(x[i]), s) : 0.0f;
-            if (accum) v = __fadd_rn(v, to_f32(y[i]));
-            y[i] = from_f32<T>(v);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const size_t i = i0 + k;
+                if (i >= n) break;
+                float v = (keep >> k) & 1u ? __fmul_rn(to_f32(x[i]), s) : 0.0f;
+                if (accum) v = __fadd_rn(v, to_f32(y[i]));
+                y[i] = from_f32<T>(v);
+            }
         }
     }
 }

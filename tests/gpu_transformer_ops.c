@@ -6,7 +6,9 @@
  *   - tolerances per dtype; relative-norm checks where a result is a long
  *     accumulation (attention outputs and gradients);
  *   - dropout masks bit-identical CPU vs GPU for the same (seed, offset),
- *     also inside the fused attention softmax, and the backward's rebuilt
+ *     with aligned and unaligned buffers (the kernel's vector and scalar
+ *     paths) and p above 255/256 (nothing kept), also inside the fused
+ *     attention softmax, and the backward's rebuilt
  *     Pd equal to the forward's bit for bit;
  *   - determinism: two runs of the embedding and LayerNorm backwards give
  *     the same bits;
@@ -478,17 +480,24 @@ static void gpu_embedding_case(Ctx *g, DType dt, size_t V, size_t D, size_t B, s
 
 /* ---- dropout ---- */
 
-static void gpu_dropout_case(Ctx *g, DType dt, size_t n, float p, uint64_t seed, uint64_t offset)
+/* shift: x, y, dx and dy start that many elements into their buffers (1: not
+ * aligned to a 4-element vector, so whole groups take the kernel's scalar
+ * path) */
+static void gpu_dropout_case(Ctx *g, DType dt, size_t n, float p, uint64_t seed, uint64_t offset,
+                             size_t shift)
 {
     char name[192], tag[128];
-    snprintf(tag, sizeof tag, "%s n %zu p %g offset %llu", dtype_name(dt), n, (double)p,
-             (unsigned long long)offset);
-    float *x = falloc(n), *y = falloc(n), *ref = falloc(n);
+    snprintf(tag, sizeof tag, "%s n %zu p %g offset %llu shift %zu", dtype_name(dt), n,
+             (double)p, (unsigned long long)offset, shift);
+    const size_t es = dtype_size(dt), m = n + shift;
+    float *xs = falloc(m), *y = falloc(n), *ref = falloc(n);
+    float *x = xs + shift;
     for (size_t i = 0; i < n; i++) x[i] = check_uniform(0.5f, 1.5f) * (i & 1 ? -1.0f : 1.0f);
     quantize(x, n, dt);
     dropout_forward_cpu(ref, x, p, seed, offset, n);
     quantize(ref, n, dt);
-    void *d_x = gpu_upload(x, n, dt), *d_y = gpu_alloc_poison(n, dt);
+    char *d_xs = gpu_upload(xs, m, dt), *d_ys = gpu_alloc_poison(m, dt);
+    void *d_x = d_xs + shift * es, *d_y = d_ys + shift * es;
     sync_all();
     dropout_forward_cuda(d_y, d_x, dt, p, seed, offset, NULL, n, g->stream);
     gpu_download(y, d_y, n, dt);
@@ -499,26 +508,29 @@ static void gpu_dropout_case(Ctx *g, DType dt, size_t n, float p, uint64_t seed,
     snprintf(name, sizeof name, "gpu.dropout.y identical to the CPU's %s", tag);
     check_close(name, y, ref, n, 0.0, 0.0);
 
-    float *dy = falloc(n), *dx0 = falloc(n), *dx = falloc(n);
+    float *dys = falloc(m), *dx0s = falloc(m), *dx = falloc(n);
+    float *dy = dys + shift, *dx0 = dx0s + shift;
     check_fill(dy, n, -1.0f, 1.0f);
     quantize(dy, n, dt);
     check_fill(dx0, n, -1.0f, 1.0f);
     quantize(dx0, n, dt);
-    void *d_dy = gpu_upload(dy, n, dt);
+    char *d_dys = gpu_upload(dys, m, dt);
     for (int accum = 0; accum <= 1; accum++) {
         memcpy(ref, dx0, n * sizeof(float));
         dropout_backward_cpu(ref, dy, p, seed, offset, n, accum);
         quantize(ref, n, dt);
-        void *d_dx = accum ? gpu_upload(dx0, n, dt) : gpu_alloc_poison(n, dt);
+        char *d_dxs = accum ? gpu_upload(dx0s, m, dt) : gpu_alloc_poison(m, dt);
         sync_all();
-        dropout_backward_cuda(d_dx, d_dy, dt, p, seed, offset, NULL, n, accum, g->stream);
-        gpu_download(dx, d_dx, n, dt);
-        snprintf(name, sizeof name, "gpu.dropout.dx identical to the CPU's %s accum %d", tag, accum);
+        dropout_backward_cuda(d_dxs + shift * es, d_dys + shift * es, dt, p, seed, offset, NULL,
+                              n, accum, g->stream);
+        gpu_download(dx, d_dxs + shift * es, n, dt);
+        snprintf(name, sizeof name, "gpu.dropout.dx identical to the CPU's %s accum %d", tag,
+                 accum);
         check_close(name, dx, ref, n, 0.0, 0.0);
-        CUDA_CHECK(cudaFree(d_dx));
+        CUDA_CHECK(cudaFree(d_dxs));
     }
-    CUDA_CHECK(cudaFree(d_x)); CUDA_CHECK(cudaFree(d_y)); CUDA_CHECK(cudaFree(d_dy));
-    free(x); free(y); free(ref); free(dy); free(dx0); free(dx);
+    CUDA_CHECK(cudaFree(d_xs)); CUDA_CHECK(cudaFree(d_ys)); CUDA_CHECK(cudaFree(d_dys));
+    free(xs); free(y); free(ref); free(dys); free(dx0s); free(dx);
 }
 
 /* ---- attention ---- */
@@ -787,7 +799,9 @@ int main(void)
         gpu_layernorm_case(&gpu, dt, 256, 768, 1);
         gpu_layernorm_case(&gpu, dt, 37, 100, 0);
         gpu_embedding_case(&gpu, dt, 30522, 768, 2, 128, IDS_TEXT, 0, 1);
-        gpu_dropout_case(&gpu, dt, 2 * 12 * 128 * 128 + 3, 0.1f, gpu.seed, (1ull << 33) + 5);
+        gpu_dropout_case(&gpu, dt, 2 * 12 * 128 * 128 + 3, 0.1f, gpu.seed, (1ull << 33) + 5, 0);
+        gpu_dropout_case(&gpu, dt, 4099, 0.1f, gpu.seed, 77, 1);   /* the scalar path */
+        gpu_dropout_case(&gpu, dt, 1000, 0.999f, 5, 3, 0);         /* thr 256: none kept */
         gpu_attn_softmax_case(&gpu, dt, 2, 3, 127, 0.1f, gpu.seed, 99);
         gpu_attention_case(&gpu, dt, 2, 12, 128, 64, 0.0f, 1);
         gpu_attention_case(&gpu, dt, 2, 12, 128, 64, 0.1f, 1);
@@ -842,7 +856,7 @@ int main(void)
     gpu_embedding_case(&gpu, DT_BF16, 2, 1024, 3, 45, IDS_TOKEN_TYPES, 1, 1);
     gpu_embedding_case(&gpu, DT_F16, 16, 100, 4, 77, IDS_TEXT, 0, 1);
     gpu_embedding_case(&gpu, DT_F32, 17, 64, 4, 77, IDS_TEXT, 1, 1);
-    gpu_dropout_case(&gpu, DT_F32, 1001, 0.5f, 7, 0);
+    gpu_dropout_case(&gpu, DT_F32, 1001, 0.5f, 7, 0, 0);
     gpu_attention_case(&gpu, DT_F32, 3, 2, 77, 32, 0.2f, 1);
     gpu_attention_case(&gpu, DT_BF16, 3, 2, 77, 32, 0.2f, 1);
     gpu_attention_case(&gpu, DT_F16, 2, 4, 128, 64, 0.1f, 0);

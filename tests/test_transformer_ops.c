@@ -325,7 +325,7 @@ static void test_dropout(Ctx *c)
     size_t differ = 0;
     for (size_t i = 0; i < n; i++)
         differ += (((float *)y3->data)[i] == 0.0f) != (yv[i] == 0.0f);
-    double expect = 2.0 * p * (1.0 - p) * (double)n;
+    double expect = 2.0 * q * (1.0 - q) * (double)n;
     check_true("dropout.another offset, another mask", differ > expect / 2 && differ < 2 * expect,
                "%zu of %zu mask bits differ (expected about %.0f)", differ, n, expect);
     tensor_release(y);
