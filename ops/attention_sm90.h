@@ -25,7 +25,8 @@
  *                their shares in a fixed order through distributed shared
  *                memory (5 matrix products, no dq kernel; still no atomics).
  * D = rowsum(dout * out) f32 [B, H, T] comes first: the dq kernel makes it for
- * its rows before its loop; where that kernel does not run, a kernel of its own.
+ * its rows before its loop; in the cluster form each block makes a query
+ * tile's before a cluster barrier; with dk and dv alone a kernel of its own.
  */
 #ifndef CTRAIN_OPS_ATTENTION_SM90_H
 #define CTRAIN_OPS_ATTENTION_SM90_H

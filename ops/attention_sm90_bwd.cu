@@ -2,7 +2,8 @@
  * (ops/attention_sm90.h: the contract; ops/attention_fused.h: the math):
  *
  *   P_ij  = 2^(t_ij - lse2_i),   t = log2e (scale q_i . k_j + mask_j - max mask)
- *   D_i   = rowsum(dout_i * out_i)         (the dq kernel's first step, or sm90_d_kernel)
+ *   D_i   = rowsum(dout_i * out_i)   (the dq or clustered dkdv kernel's first step,
+ *                                      or sm90_d_kernel)
  *   dP_ij = keep_ij s_d dout_i . v_j,   dS_ij = P_ij (dP_ij - D_i)
  *   dq_i  = scale sum_j dS_ij k_j                            (sm90_dq_kernel)
  *   dv_j  = sum_i keep_ij s_d P_ij dout_i,  dk_j = scale sum_i dS_ij q_i   (sm90_dkdv_kernel)
@@ -79,6 +80,26 @@ __global__ void __launch_bounds__(256)
     if (z < rows && part == 0) D[z] = acc;
 }
 
+/* D of one head's query rows i0 .. i0 + 63 into Dh (the head's [T] row of D)
+ * and, when dsh is given, into dsh [64]: a block of BW_THREADS threads, 8
+ * lanes a row, four rows' eighths a thread; dout and out point at the head's
+ * first token. The sums of sm90_d_kernel, so the same bits. */
+template <typename E>
+__device__ __forceinline__ void bw_make_d(float *Dh, float *dsh, const E *dout, const E *out,
+                                          int i0, int ld_out, int tid)
+{
+#pragma unroll
+    for (int it = 0; it < 4; it++) {
+        const int x = tid + BW_THREADS * it, row = x >> 3, part = x & 7;
+        const size_t off = (size_t)(i0 + row) * ld_out + part * 8;
+        const float d = bw_sum8(bw_dot8<E>(dout + off, out + off));
+        if (part == 0) {
+            if (dsh) dsh[row] = d;
+            Dh[i0 + row] = d;
+        }
+    }
+}
+
 /* s = A0 B0^T and dp = A1 B1^T over K = 64 (tiles at shared addresses a0, b0,
  * a1, b1), issued and committed, not waited for. Both kernels' first two
  * products of a tile: S and dP (dq), S^T and dP^T (dkdv). */
@@ -127,18 +148,8 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     wg_load_tile<64, BW_THREADS>(sk, k, 0, T, ld_in, tid);
     wg_load_tile<64, BW_THREADS>(sv, v, 0, T, ld_in, tid);
     cp_async_commit();
-    if (out) {   /* D of rows i0 .. i0 + 63: 8 lanes a row, four rows' eighths a thread */
-        out += hout;
-#pragma unroll
-        for (int it = 0; it < 4; it++) {
-            const int x = tid + BW_THREADS * it, row = x >> 3, part = x & 7;
-            const size_t off = (size_t)(i0 + row) * ld_out + part * 8;
-            const float d = bw_sum8(bw_dot8<E>(dout + off, out + off));
-            if (part == 0) {
-                dsh[row] = d;
-                D[(uint64_t)bh * T + (uint64_t)(i0 + row)] = d;
-            }
-        }
+    if (out) {   /* D of rows i0 .. i0 + 63, for this block and the dkdv kernel */
+        bw_make_d<E>(D + (size_t)bh * T, dsh, dout, out + hout, i0, ld_out, tid);
         __syncthreads();
     }
     const float mmax = mask_row_max<BW_THREADS>(mb, T, red);
@@ -275,7 +286,7 @@ __device__ __forceinline__ void bw_dq_reduce(E *dq, uint32_t sp, int n, int nb, 
 template <typename E, bool DQ>
 __global__ void __launch_bounds__(BW_THREADS, 3)
     sm90_dkdv_kernel(E *dk, E *dv, E *dq, const uint64_t *bits, const E *q, const E *k,
-                     const E *v, const E *dout, const float *lse, const float *D,
+                     const E *v, const E *dout, const E *out, const float *lse, float *D,
                      const float *mask, float scale_log2, float scale, float sd, int H, int T,
                      int ld_in, int ld_out)
 {
@@ -293,7 +304,8 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     const size_t hin = (size_t)b * T * ld_in + (size_t)h * 64;
     q += hin; k += hin; v += hin; dk += hin; dv += hin;
     if (DQ) dq += hin;
-    dout += (size_t)b * T * ld_out + (size_t)h * 64;
+    const size_t hout = (size_t)b * T * ld_out + (size_t)h * 64;
+    dout += hout;
     const float *mb = mask ? mask + (size_t)b * T : NULL;
     const float *lse_h = lse + (size_t)bh * T, *D_h = D + (size_t)bh * T;
     const uint64_t *bits_t = bits ? bits + ((size_t)bh * ntiles + blockIdx.x) * T : NULL;
@@ -305,6 +317,13 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     wg_load_tile<64, BW_THREADS>(sv, v, j0, T, ld_in, tid);
     wg_load_tile<64, BW_THREADS>(sq, q, 0, T, ld_in, tid);
     wg_load_tile<64, BW_THREADS>(sdo, dout, 0, T, ld_out, tid);
+    if (DQ) {   /* no D kernel ran: block rank makes D of query tile rank for the cluster,
+                 * the barrier's release and acquire make it visible before any block
+                 * loads it (the tiles above load meanwhile) */
+        bw_make_d<E>(D + (size_t)bh * T, NULL, dout, out + hout, rank * 64, ld_out, tid);
+        cluster_arrive();
+        cluster_wait();
+    }
     bw_load_aux(sa, lse_h, D_h, bits_t, 0, tid);
     cp_async_commit();
     const float mmax = mask_row_max<BW_THREADS>(mb, T, red);
@@ -498,20 +517,21 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
     float *D = (float *)mem_alloc(c, dbytes);
     uint64_t *bits = bbytes ? (uint64_t *)mem_alloc(c, bbytes) : NULL;
     const dim3 grid((unsigned)(T / 64), (unsigned)(B * H));
-    /* D from the dq kernel where it runs (it reads dO's rows anyway), else its own kernel */
+    /* D from the dq kernel where it runs (it reads dO's rows anyway), or from the
+     * clusters' blocks, else from its own kernel */
     const int dq_kernel = !fused && (dq || bits);
     dispatch_lowp(dt, "attention_sm90_backward", [&](auto tag) {
         using E = decltype(tag);
-        if (!dq_kernel) {
+        if (!dq_kernel && !fused) {
             sm90_d_kernel<E><<<grid_for(rows * 8, 256, 1u << 30), 256, 0, c->stream>>>(
                 D, (const E *)dout, (const E *)out, (int)H, (int)T, (int)ld_out, rows);
             CUDA_CHECK_LAUNCH();
         }
         if (fused) {
             launch_clusters<E>(c, grid, BW_SMEM_KVQ, (E *)dk, (E *)dv, (E *)dq, bits_in,
-                               (const E *)q, (const E *)k, (const E *)v, (const E *)dout, lse,
-                               (const float *)D, mask, scale_log2, scale, sd, (int)H, (int)T,
-                               (int)ld_in, (int)ld_out);
+                               (const E *)q, (const E *)k, (const E *)v, (const E *)dout,
+                               (const E *)out, lse, D, mask, scale_log2, scale, sd, (int)H,
+                               (int)T, (int)ld_in, (int)ld_out);
             return;
         }
         if (dq_kernel) {
@@ -526,8 +546,8 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
             smem_optin(sm90_dkdv_kernel<E, false>, BW_SMEM_KV);
             sm90_dkdv_kernel<E, false><<<grid, BW_THREADS, BW_SMEM_KV, c->stream>>>(
                 (E *)dk, (E *)dv, NULL, bits_in ? bits_in : bits, (const E *)q, (const E *)k,
-                (const E *)v, (const E *)dout, lse, D, mask, scale_log2, scale, sd, (int)H, (int)T,
-                (int)ld_in, (int)ld_out);
+                (const E *)v, (const E *)dout, (const E *)NULL, lse, D, mask, scale_log2, scale,
+                sd, (int)H, (int)T, (int)ld_in, (int)ld_out);
             CUDA_CHECK_LAUNCH();
         }
     });
