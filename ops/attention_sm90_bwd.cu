@@ -88,14 +88,19 @@ template <typename E>
 __device__ __forceinline__ void bw_make_d(float *Dh, float *dsh, const E *dout, const E *out,
                                           int i0, int ld_out, int tid)
 {
+    float d[4];   /* the four rows' sums first, then their stores: the loads all in flight */
 #pragma unroll
     for (int it = 0; it < 4; it++) {
         const int x = tid + BW_THREADS * it, row = x >> 3, part = x & 7;
         const size_t off = (size_t)(i0 + row) * ld_out + part * 8;
-        const float d = bw_sum8(bw_dot8<E>(dout + off, out + off));
-        if (part == 0) {
-            if (dsh) dsh[row] = d;
-            Dh[i0 + row] = d;
+        d[it] = bw_sum8(bw_dot8<E>(dout + off, out + off));
+    }
+#pragma unroll
+    for (int it = 0; it < 4; it++) {
+        const int x = tid + BW_THREADS * it, row = x >> 3;
+        if ((x & 7) == 0) {
+            if (dsh) dsh[row] = d[it];
+            Dh[i0 + row] = d[it];
         }
     }
 }
@@ -319,14 +324,14 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     wg_load_tile<64, BW_THREADS>(sdo, dout, 0, T, ld_out, tid);
     if (DQ) {   /* no D kernel ran: block rank makes D of query tile rank for the cluster,
                  * the barrier's release and acquire make it visible before any block
-                 * loads it (the tiles above load meanwhile) */
+                 * loads it (the tiles above load meanwhile, the mask's max between) */
         bw_make_d<E>(D + (size_t)bh * T, NULL, dout, out + hout, rank * 64, ld_out, tid);
         cluster_arrive();
-        cluster_wait();
     }
+    const float mmax = mask_row_max<BW_THREADS>(mb, T, red);
+    if (DQ) cluster_wait();
     bw_load_aux(sa, lse_h, D_h, bits_t, 0, tid);
     cp_async_commit();
-    const float mmax = mask_row_max<BW_THREADS>(mb, T, red);
     const int key0 = j0 + warp * 16 + g;
     if (mmax == -INFINITY) {   /* every block of the cluster is here: no barrier */
         cp_async_wait<0>();

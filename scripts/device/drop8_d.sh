@@ -1,6 +1,6 @@
 #!/bin/bash
-# drop8_d.sh — what f036dd7 owes a measurement of (docs/kernels.md, "Every dropout at 8 bits a
-# decision" and "D made by the dq kernel"): the checks the change touches, the sm90 kernels'
+# drop8_d.sh — what f036dd7..ec7cbfb owe a measurement of (docs/kernels.md, "Every dropout
+# at 8 bits a decision" and "D made by the dq kernel"): the checks they touch, the sm90 kernels'
 # bench old against new, BERT-large fp8 at seq 512 bs 32 (twice) and seq 128 bs 256 old
 # against new, a CUPTI timeline of each at seq 512 (add_norm's forward, the dq kernel, the D
 # kernel gone), then CTRAIN_ATTN's default against cudnn at every BERT row of the targets
