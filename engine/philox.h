@@ -91,7 +91,4 @@ CT_HD float philox_uniform(uint64_t seed, uint64_t offset, uint64_t i)
     return (float)(philox_u32(seed, offset, i) >> 8) * (1.0f / 16777216.0f);
 }
 
-/* Counter blocks consumed by a draw of n numbers. */
-CT_HD uint64_t philox_blocks(uint64_t n) { return (n + 3) >> 2; }
-
 #endif
