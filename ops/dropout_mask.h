@@ -18,13 +18,13 @@
  * a Philox call: attention's mask has B H T^2 elements (134 M a layer at
  * BERT-large seq 512 bs 32), and in the tensor-core forward drawing them at
  * 24 bits an element cost about as much as the matrix products; add_norm's
- * draws were a fifth of its forward. So p is resolved to 1/256, rounded up:
- * p 0.1 drops at 26/256 = 0.1016. FlashAttention-2, which PyTorch's fused
- * attention runs, also resolves its keep rate to 8 bits (floor((1 - p) 255),
- * then scales by 1 / (1 - p): its expected output is off by 0.2% at p 0.1;
- * here the scale follows the rate actually drawn). p above 0 drops at 1/256
- * at least, p above 255/256 drops everything (scale 0). A draw of n elements
- * takes ceil(n / 16) counters (drop_blocks).
+ * forward drew two ten-round calls a 16-byte vector. So p is resolved to
+ * 1/256, rounded up: p 0.1 drops at 26/256 = 0.1016. FlashAttention-2, which
+ * PyTorch's fused attention runs, also resolves its keep rate to 8 bits
+ * (floor((1 - p) 255), then scales by 1 / (1 - p): its expected output is off
+ * by 0.2% at p 0.1; here the scale follows the rate actually drawn). p above 0
+ * drops at 1/256 at least, p above 255/256 drops everything (scale 0). A draw
+ * of n elements takes ceil(n / 16) counters (drop_blocks).
  *
  * The comparison of four bytes with thr runs in one word (drop_keep_word):
  * x >= thr for a byte x is a carry out of x + (256 - thr), so the low seven
