@@ -27,7 +27,6 @@
 #include "tensor_check.h"
 #include "engine/autograd.h"
 #include "engine/mem.h"
-#include "engine/philox.h"
 #include "ops/dropout_mask.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
