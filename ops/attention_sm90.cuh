@@ -25,8 +25,9 @@ constexpr int SM90_TILE = 64 * 64 * 2;   /* bytes of a 64 x 64 16-bit tile */
  * used, tile n + 1 is copied, and the P V product of tile n - 1 may still read
  * its V (it is waited for with tile n's S, not at tile n's top:
  * sm90_ring_ready). Its shared memory: Q (64 rows a warpgroup), K and V three
- * times each, + 1 KiB to align the base to 1,024. The backward kernels keep
- * two buffers and sm90_tile_ready. */
+ * times each, + 1 KiB to align the base to 1,024. The backward's dq and dkdv
+ * kernels stream theirs through the same ring; the clusters' form keeps two
+ * buffers and sm90_tile_ready. */
 constexpr int SM90_FWD_BUFS = 3;
 __device__ __forceinline__ int sm90_fwd_next(int buf)
 {
@@ -124,7 +125,7 @@ __device__ __forceinline__ void sm90_ring_ready()
     __syncthreads();
 }
 
-/* the same with the backward's two buffers: first this warpgroup's products
+/* the same with two buffers (the backward's clusters' form): first this warpgroup's products
  * of the step before are done, so the other buffer is free after the barrier */
 __device__ __forceinline__ void sm90_tile_ready()
 {

@@ -9,8 +9,12 @@
  *   dv_j  = sum_i keep_ij s_d P_ij dout_i,  dk_j = scale sum_i dS_ij q_i   (sm90_dkdv_kernel)
  *
  * Both product kernels are one warpgroup (128 threads), 64 rows a block,
- * the other side streamed in 64-row tiles double-buffered by cp.async into
- * the 128-byte swizzle (ops/wgmma_sm90.cuh). In the dkdv kernel the
+ * the other side streamed in 64-row tiles by cp.async into the 128-byte
+ * swizzle (ops/wgmma_sm90.cuh), through a ring of three buffers as the
+ * forward's: a tile's last products (dQ += dS K; dV and dK) are left running
+ * into the next tile, whose first two are queued behind them, so the tensor
+ * cores do not wait for the barrier and the copies between tiles (the
+ * clusters' form, which waits for its dQ share inside a tile, keeps two). In the dkdv kernel the
  * accumulators are transposed (rows are keys, columns queries): lse, D and
  * the dropout bits are per column there, read from shared memory where they
  * arrive with the Q and dO tiles. The dq kernel draws the bits as the
@@ -26,11 +30,28 @@
 namespace {
 
 constexpr int BW_THREADS = 128;
-constexpr size_t BW_SMEM = 6 * SM90_TILE + 1024;            /* dq: Q, dO, 2 K, 2 V */
+/* the streamed tiles' buffers: a ring of three (SM90_FWD_BUFS, sm90_fwd_next),
+ * two in the clusters' form */
+__host__ __device__ constexpr int bw_bufs(bool dq_in_kernel)
+{
+    return dq_in_kernel ? 2 : SM90_FWD_BUFS;
+}
+__device__ __forceinline__ int bw_next(int buf, int nbufs)
+{
+    return buf + 1 == nbufs ? 0 : buf + 1;
+}
+constexpr size_t BW_SMEM = (2 + 2 * SM90_FWD_BUFS) * SM90_TILE + 1024;   /* dq: Q, dO, K, V ring */
 constexpr size_t BW_AUX = 64 * 4 * 2 + 64 * 8;               /* lse, D, bits of a tile */
-constexpr size_t BW_SMEM_KV = 6 * SM90_TILE + 2 * BW_AUX + 1024;   /* dkdv: + 2 aux */
+/* dkdv: K, V, then Q, dO and the aux of a tile in nb buffers each */
+constexpr size_t bw_smem_kv(int nb)
+{
+    return (2 + 2 * (size_t)nb) * SM90_TILE + (size_t)nb * BW_AUX + 1024;
+}
 constexpr int BW_PART_LD = 72;   /* floats a row of the dQ partial: float2 stores conflict-free */
-constexpr size_t BW_SMEM_KVQ = BW_SMEM_KV + 64 * BW_PART_LD * 4;   /* + dS^T / the partial */
+constexpr size_t BW_SMEM_KV = bw_smem_kv(bw_bufs(false));
+constexpr size_t BW_SMEM_KVQ = bw_smem_kv(bw_bufs(true)) + 64 * BW_PART_LD * 4;   /* + dS^T */
+static_assert(3 * (BW_SMEM + 1024) <= 228 * 1024 && 3 * (BW_SMEM_KV + 1024) <= 228 * 1024,
+              "three blocks an SM (__launch_bounds__)");
 static_assert(64 * BW_PART_LD * 4 >= SM90_TILE, "the partial's room holds dS^T");
 
 /* One eighth of D_i: dout . out over the 8 elements at a and o (16 bytes each,
@@ -136,7 +157,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     __shared__ float dsh[64];   /* D of the block's rows, when it makes them */
     const uint32_t base = (smem_u32(sm90_smem) + 1023u) & ~1023u;
     const uint32_t sq = base, sdo = base + SM90_TILE, sk = base + 2 * SM90_TILE,
-                   sv = base + 4 * SM90_TILE;
+                   sv = sk + SM90_FWD_BUFS * SM90_TILE;
     if (rng_base) offset += *rng_base;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int bh = blockIdx.y, b = bh / H, h = bh - b * H, i0 = blockIdx.x * 64;
@@ -177,12 +198,15 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
         Dr[r] = out ? dsh[row0 - i0 + 8 * r] : D[rowg0 + 8 * r];
     }
     float acc[32];   /* not zeroed: the first product overwrites it (C7515) */
-    for (int n = 0; n < ntiles; n++) {
-        const int buf = n & 1, k0 = n * 64;
-        sm90_tile_ready();
+    for (int n = 0, buf = 0; n < ntiles; n++, buf = sm90_fwd_next(buf)) {
+        const int k0 = n * 64;
+        /* tile n is here; tile n - 2's buffers are free (its dQ product was
+         * waited for with tile n - 1's first two), tile n - 1's may still be read */
+        sm90_ring_ready();
         if (n + 1 < ntiles) {
-            wg_load_tile<64, BW_THREADS>(sk + (buf ^ 1) * SM90_TILE, k, k0 + 64, T, ld_in, tid);
-            wg_load_tile<64, BW_THREADS>(sv + (buf ^ 1) * SM90_TILE, v, k0 + 64, T, ld_in, tid);
+            const int nb = sm90_fwd_next(buf);
+            wg_load_tile<64, BW_THREADS>(sk + nb * SM90_TILE, k, k0 + 64, T, ld_in, tid);
+            wg_load_tile<64, BW_THREADS>(sv + nb * SM90_TILE, v, k0 + 64, T, ld_in, tid);
             cp_async_commit();
         }
         const uint32_t skb = sk + buf * SM90_TILE, svb = sv + buf * SM90_TILE;
@@ -200,9 +224,10 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
         }
         float mt[16];
         sm90_mask_terms(mt, mb, k0, mmax, t);
-        wg_wait<0>();
+        wg_wait<0>();   /* S and dP, and tile n - 1's dQ product before them */
         wg_keep(s);
         wg_keep(dp);
+        wg_keep(acc);
         const uint64_t ks[2] = {kw[0] >> (2 * t), kw[1] >> (2 * t)};
 #pragma unroll
         for (int c = 0; c < 8; c++)
@@ -298,9 +323,10 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     extern __shared__ unsigned char sm90_smem[];
     __shared__ float red[BW_THREADS / 32];
     const uint32_t base = (smem_u32(sm90_smem) + 1023u) & ~1023u;
+    constexpr int NB = bw_bufs(DQ);
     const uint32_t sk = base, sv = base + SM90_TILE, sq = base + 2 * SM90_TILE,
-                   sdo = base + 4 * SM90_TILE, sa = base + 6 * SM90_TILE;
-    const uint32_t sp = sa + 2 * (uint32_t)BW_AUX;   /* DQ: dS^T, then the partial */
+                   sdo = sq + NB * SM90_TILE, sa = sdo + NB * SM90_TILE;
+    const uint32_t sp = sa + NB * (uint32_t)BW_AUX;   /* DQ: dS^T, then the partial */
     unsigned char *abase = sm90_smem + (sa - smem_u32(sm90_smem));
     unsigned char *pbase = sm90_smem + (sp - smem_u32(sm90_smem));
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -353,14 +379,16 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
 #pragma unroll
     for (int r = 0; r < 2; r++) km[r] = mb ? (mb[key0 + 8 * r] - mmax) * LOG2E_F32 : 0.0f;
     float adk[32], adv[32];   /* not zeroed: the first products overwrite them (C7515) */
-    for (int n = 0; n < ntiles; n++) {
-        const int buf = n & 1;
-        sm90_tile_ready();
+    for (int n = 0, buf = 0; n < ntiles; n++, buf = bw_next(buf, NB)) {
+        /* the ring: tile n - 2's products were waited for with tile n - 1's
+         * first two; the clusters' form has waited for all of its own */
+        if (DQ) sm90_tile_ready();
+        else sm90_ring_ready();
         if (n + 1 < ntiles) {
-            const int q1 = (n + 1) * 64;
-            wg_load_tile<64, BW_THREADS>(sq + (buf ^ 1) * SM90_TILE, q, q1, T, ld_in, tid);
-            wg_load_tile<64, BW_THREADS>(sdo + (buf ^ 1) * SM90_TILE, dout, q1, T, ld_out, tid);
-            bw_load_aux(sa + (buf ^ 1) * (uint32_t)BW_AUX, lse_h, D_h, bits_t, q1, tid);
+            const int q1 = (n + 1) * 64, nb = bw_next(buf, NB);
+            wg_load_tile<64, BW_THREADS>(sq + nb * SM90_TILE, q, q1, T, ld_in, tid);
+            wg_load_tile<64, BW_THREADS>(sdo + nb * SM90_TILE, dout, q1, T, ld_out, tid);
+            bw_load_aux(sa + nb * (uint32_t)BW_AUX, lse_h, D_h, bits_t, q1, tid);
             cp_async_commit();
         }
         const uint32_t sqb = sq + buf * SM90_TILE, sdob = sdo + buf * SM90_TILE;
@@ -375,9 +403,11 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
         const float *al = reinterpret_cast<const float *>(ab);
         const float *aD = reinterpret_cast<const float *>(ab + 256);
         const uint64_t *aw = reinterpret_cast<const uint64_t *>(ab + 512);
-        wg_wait<0>();
+        wg_wait<0>();   /* S^T and dP^T, and tile n - 1's dV and dK products before them */
         wg_keep(s);
         wg_keep(dp);
+        wg_keep(adk);
+        wg_keep(adv);
         /* entry 4 c + 2 r + e: key row 16 warp + g + 8 r, query column 8 c + 2 t + e */
 #pragma unroll
         for (int c = 0; c < 8; c++)

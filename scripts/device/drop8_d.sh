@@ -1,12 +1,14 @@
 #!/bin/bash
-# drop8_d.sh — what f036dd7..ec7cbfb owe a measurement of (docs/kernels.md, "Every dropout
-# at 8 bits a decision" and "D made by the dq kernel"): the checks they touch, the sm90 kernels'
-# bench old against new, BERT-large fp8 at seq 512 bs 32 (twice) and seq 128 bs 256 old
-# against new, a CUPTI timeline of each at seq 512 (add_norm's forward, the dq kernel, the D
-# kernel gone), then CTRAIN_ATTN's default against cudnn at every BERT row of the targets
-# (owed since the default changed), the other checks and the overlapped update.
+# drop8_d.sh — what f036dd7..ec7cbfb and the backward's ring owe a measurement of
+# (docs/kernels.md, "Every dropout at 8 bits a decision", "D made by the dq kernel" and "The
+# backward's tiles through a ring of three"): the checks they touch, the sm90 kernels' bench
+# old / mid / new, BERT-large fp8 at seq 512 bs 32 (twice, and mid once) and seq 128 bs 256
+# old against new, a CUPTI timeline of each at seq 512 (add_norm's forward, the dq kernel,
+# the D kernel gone), then CTRAIN_ATTN's default against cudnn at every BERT row of the
+# targets (owed since the default changed), the other checks and the overlapped update.
 #   git worktree add /tmp/ctrain-old 849446e && make -C /tmp/ctrain-old -j ARCH=90
-#   (out/old.tar.xz: that build's ctrain and tests/gpu_attention_sm90, stripped)
+#   (out/old.tar.xz: that build's ctrain and tests/gpu_attention_sm90, stripped, and mid/
+#   holding cfd0039's ctrain and gpu_attention_sm90: the mask and D without the ring)
 #   scripts/device/stage.sh build new
 #   STEPS_BUDGET=470 OUT=dir bash scripts/device/drop8_d.sh      (~8 minutes on an H100)
 set -u
@@ -17,9 +19,11 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $L/gpu.tx
 ( timeout 90 python3 scripts/torch_parity.py bert base 8 128 /tmp/ctrain_parity/bert-base \
     > $L/parity_ref_bert.log 2>&1 ) &
 for t in gpu_attention_sm90 gpu_add_norm gpu_transformer_ops; do tt $t 60; done
+MID=$PWD/.dev/old/mid/ctrain
 for r in 1 2; do
-    for v in old new; do
-        timeout 60 .dev/$v/tests/gpu_attention_sm90 --bench sm90 | grep kernel | sed "s/^/$v: /"
+    for v in old/tests old/mid new/tests; do
+        [ -x .dev/$v/gpu_attention_sm90 ] || continue
+        timeout 60 .dev/$v/gpu_attention_sm90 --bench sm90 | grep kernel | sed "s|^|$v: |"
     done
 done 2>&1 | tee $L/old_new.log | cut -c1-150
 pack
@@ -29,6 +33,7 @@ for r in 1 2; do
     bb ab512_old_$r 60 $OLD bench $S5
     bb ab512_new_$r 60 $NEW bench $S5
 done
+[ -x "$MID" ] && bb ab512_mid 60 $MID bench $S5
 bb ab128_old 60 $OLD bench $S1
 bb ab128_new 60 $NEW bench $S1
 for v in old new; do
