@@ -21,6 +21,8 @@
  *   mask terms; then one wait for both)
  *   t  = log2e (scale S + mask - max mask)     online softmax: m' = max(m, max t),
  *   l  = l 2^(m - m') + sum 2^(t - m'),  O = O 2^(m - m')
+ *                               (lazily: m' = m, nothing rescaled, while every row of
+ *                               the warp has max t <= m + 8, so P <= 2^8)
  *   O += (keep 2^(t - m')) V    four wgmmas, P from registers, V read transposed,
  *                               left running into the next tile
  * and at the end out = s_d O / l, lse = ln2 (m + log2 l) (0 and -inf for a row
@@ -94,6 +96,7 @@ __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
     /* O is not zeroed: the first tile's first product overwrites it (a zeroing
      * by ordinary instructions makes ptxas serialize the wgmmas, C7515) */
     float o[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const float nmm = sm90_mask_shift(mmax);
     const uint32_t sqw = sq + (uint32_t)wg * SM90_TILE;
     for (int n = 0, buf = 0; n < ntiles; n++, buf = sm90_fwd_next(buf)) {
         const int k0 = n * 64;
@@ -123,7 +126,7 @@ __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
             }
         }
         float mt[16];
-        sm90_mask_terms(mt, mb, k0, mmax, t);
+        sm90_mask_terms(mt, mb, k0, nmm, t);
         wg_wait<0>();   /* S, and the previous tile's P V: O may be rescaled */
         wg_keep(s);
         wg_keep(o);
@@ -136,16 +139,38 @@ __global__ void __launch_bounds__(128 * NWG, 4 / NWG)
                 s[4 * c + e] = fmaf(s[4 * c + e], scale_log2, mt[2 * c + (e & 1)]);
                 mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * c + e]);
             }
+        /* the rows' maxima over the quad; the running max m moves only where
+         * a row's new max passes it by more than SM90_LAZY (or m is -inf):
+         * then the warp rescales, each row by its own factor, as the online
+         * softmax always did. Otherwise P = 2^(t - m) stays below 2^SM90_LAZY,
+         * and O and l keep their scale (out = O / l and lse = m + log2 l are
+         * the same sums at another scale). */
         float mu[2];
+        bool grow = false;
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            const float corr = softmax_row_step(m[r], l[r], mx[r], mu[r]);
-            if (n > 0)
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
+            grow |= !(mx[r] - m[r] <= SM90_LAZY);   /* NaN while m and mx are -inf */
+        }
+        if (__any_sync(FULL_MASK, grow)) {
 #pragma unroll
-            for (int c = 0; c < 8; c++) {
-                o[4 * c + 2 * r] *= corr;
-                o[4 * c + 2 * r + 1] *= corr;
+            for (int r = 0; r < 2; r++) {
+                const float mn = fmaxf(m[r], mx[r]);
+                mu[r] = mn == -INFINITY ? 0.0f : mn;
+                const float corr = ex2(m[r] - mu[r]);
+                m[r] = mn;
+                l[r] *= corr;
+                if (n > 0)
+#pragma unroll
+                for (int c = 0; c < 8; c++) {
+                    o[4 * c + 2 * r] *= corr;
+                    o[4 * c + 2 * r + 1] *= corr;
+                }
             }
+        } else {
+            mu[0] = m[0];
+            mu[1] = m[1];
         }
         const uint64_t ks[2] = {kw[0] >> (2 * t), kw[1] >> (2 * t)};
 #pragma unroll

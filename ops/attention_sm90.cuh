@@ -29,6 +29,9 @@ constexpr int SM90_TILE = 64 * 64 * 2;   /* bytes of a 64 x 64 16-bit tile */
  * kernels stream theirs through the same ring; the clusters' form keeps two
  * buffers and sm90_tile_ready. */
 constexpr int SM90_FWD_BUFS = 3;
+/* the forward's running max moves only when a row's max passes it by more
+ * than this (log2 units): P <= 2^8 between moves (ops/attention_sm90.cu) */
+constexpr float SM90_LAZY = 8.0f;
 __device__ __forceinline__ int sm90_fwd_next(int buf)
 {
     return buf == SM90_FWD_BUFS - 1 ? 0 : buf + 1;
@@ -66,16 +69,22 @@ __device__ __forceinline__ void sm90_keep_rows(uint64_t (&kw)[2], uint64_t rowg0
 }
 
 /* the mask terms log2e (mask_j - max mask) of a thread's 16 key columns
- * 8 c + 2 t (+ 1) of the tile at k0 (0 without a mask) */
+ * 8 c + 2 t (+ 1) of the tile at k0 (0 without a mask), each one fma with
+ * nmm = -log2e max mask (sm90_mask_shift): the forward and both backward
+ * kernels make every term this way, so P has the same bits in each */
+__device__ __forceinline__ float sm90_mask_shift(float mmax)
+{
+    return -mmax * LOG2E_F32;
+}
 __device__ __forceinline__ void sm90_mask_terms(float (&mt)[16], const float *mb, int k0,
-                                                float mmax, int t)
+                                                float nmm, int t)
 {
 #pragma unroll
     for (int c = 0; c < 8; c++) {
         if (mb) {
             const float2 x = *reinterpret_cast<const float2 *>(mb + k0 + 8 * c + 2 * t);
-            mt[2 * c] = (x.x - mmax) * LOG2E_F32;
-            mt[2 * c + 1] = (x.y - mmax) * LOG2E_F32;
+            mt[2 * c] = fmaf(x.x, LOG2E_F32, nmm);
+            mt[2 * c + 1] = fmaf(x.y, LOG2E_F32, nmm);
         } else {
             mt[2 * c] = mt[2 * c + 1] = 0.0f;
         }

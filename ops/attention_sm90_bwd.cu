@@ -191,6 +191,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
                     st_pair(dq + (size_t)(row0 + 8 * r) * ld_in + 8 * c + 2 * t, 0u);
         return;
     }
+    const float nmm = sm90_mask_shift(mmax);
     float L[2], Dr[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -223,7 +224,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
                 bits[((uint64_t)bh * ntiles + n) * T + row0 + 8 * t] = t ? kw[1] : kw[0];
         }
         float mt[16];
-        sm90_mask_terms(mt, mb, k0, mmax, t);
+        sm90_mask_terms(mt, mb, k0, nmm, t);
         wg_wait<0>();   /* S and dP, and tile n - 1's dQ product before them */
         wg_keep(s);
         wg_keep(dp);
@@ -377,7 +378,8 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     }
     float km[2];
 #pragma unroll
-    for (int r = 0; r < 2; r++) km[r] = mb ? (mb[key0 + 8 * r] - mmax) * LOG2E_F32 : 0.0f;
+    for (int r = 0; r < 2; r++)
+        km[r] = mb ? fmaf(mb[key0 + 8 * r], LOG2E_F32, sm90_mask_shift(mmax)) : 0.0f;
     float adk[32], adv[32];   /* not zeroed: the first products overwrite them (C7515) */
     for (int n = 0, buf = 0; n < ntiles; n++, buf = bw_next(buf, NB)) {
         /* the ring: tile n - 2's products were waited for with tile n - 1's

@@ -12,7 +12,9 @@
  *
  * Checks, per dtype (bf16, f16), T 64, 192, 512, p 0 and 0.1, masks none,
  * -10000 padding, -inf (batch 1 with no key at all, batch 0 a last tile with
- * none) and -inf on the first 64 keys (the running max starts at -inf):
+ * none), -inf on the first 64 keys (the running max starts at -inf) and a
+ * rising mask, 4 more each tile of 64 keys (the forward's running max both
+ * kept while a tile's max stays within 2^8 of it and moved past that):
  *   - out, lse, dq, dk, dv against the reference: the relative norm error and
  *     the largest error each within 2x fa_tc's on the same inputs (+ a floor
  *     of 1e-3 relative), and lse within 1e-3 (exactly -inf for rows with no
@@ -52,7 +54,8 @@ typedef struct {
     size_t B, H, T;
     DType dt;
     float p;
-    int mask;   /* 0 none, 1 -10000 padding, 2 -inf, 3 -inf on the first 64 keys */
+    int mask;   /* 0 none, 1 -10000 padding, 2 -inf, 3 -inf on the first 64 keys,
+                 * 4 rising: 4 (j / 64) */
 } Case;
 
 /* element (b, t, h, e) of a [B, T, H, 64] array with token stride ld */
@@ -263,6 +266,7 @@ static void one_case(Ctx *c, const Case *k)
         for (size_t j = 0; j < T; j++) {
             if (k->mask == 1) hmask[T + j] = j >= T / 2 + 5 ? -10000.0f : 0.0f;
             else if (k->mask == 3) hmask[j] = hmask[T + j] = j < 64 ? -INFINITY : 0.0f;
+            else if (k->mask == 4) hmask[j] = hmask[T + j] = 4.0f * (float)(j / 64);
             else {
                 hmask[j] = j >= T - 64 && T > 64 ? -INFINITY : 0.0f;
                 hmask[T + j] = -INFINITY;
@@ -535,7 +539,7 @@ int main(int argc, char **argv)
     for (int d = 0; d < 2; d++)
         for (int t = 0; t < 3; t++)
             for (int pi = 0; pi < 2; pi++)
-                for (int m = 0; m < 4; m++) {
+                for (int m = 0; m < 5; m++) {
                     if (Ts[t] == 512 && (m != 1 || d == 1)) continue;   /* the host reference's time */
                     if (m == 3 && Ts[t] == 64) continue;   /* no key left */
                     const Case k = {2, 3, Ts[t], dts[d], pi ? 0.1f : 0.0f, m};

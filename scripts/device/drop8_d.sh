@@ -63,4 +63,9 @@ bb base_auto 50 $NEW bench $B
 # more at fp8 seq 512, whose optimizer is 3.7 ms of a 62 ms step
 bb fp8_512_32_overlap 60 CTRAIN_OVERLAP_UPDATE=1 $NEW bench $S5
 pack
+# the sm90 kernels' SASS, for counting a tile's instructions off the device
+CUOBJ=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
+[ -n "$CUOBJ" ] && timeout 60 "$CUOBJ" -sass .dev/new/tests/gpu_attention_sm90 2>/dev/null |
+    awk '/Function :/ { keep = /sm90_/ } keep' | gzip > $L/sass_sm90.txt.gz
+pack
 echo "total $(el) s"
