@@ -8,6 +8,12 @@
  *   dq_i  = scale sum_j dS_ij k_j                            (sm90_dq_kernel)
  *   dv_j  = sum_i keep_ij s_d P_ij dout_i,  dk_j = scale sum_i dS_ij q_i   (sm90_dkdv_kernel)
  *
+ * The dropout's scale s_d is taken out of the sums: the kernels keep D' = D / s_d
+ * (1 / s_d = (256 - thr) / 256, exact), form dS / s_d = P (keep dout . v - D'), and
+ * multiply dq and dk once at the end by scale s_d (dv's P stays scaled before
+ * its product: kept at the end, the clusters' form spills). No dropout:
+ * s_d = 1, the same bits as without the factoring.
+ *
  * Both product kernels are one warpgroup (128 threads), 64 rows a block,
  * the other side streamed in 64-row tiles by cp.async into the 128-byte
  * swizzle (ops/wgmma_sm90.cuh), through a ring of three buffers as the
@@ -82,12 +88,13 @@ __device__ __forceinline__ float bw_sum8(float acc)
     return acc;
 }
 
-/* D_i = sum_e dout_ie out_ie in f32, rows in [B H T] order; 8 lanes a row, 16
+/* D'_i = sdi sum_e dout_ie out_ie in f32 (sdi = 1 / s_d), rows in [B H T] order; 8 lanes a row, 16
  * bytes each. Used where the dq kernel does not run (its clusters' form, or
  * no dq asked for); the dq kernel otherwise makes D for its rows itself. */
 template <typename E>
 __global__ void __launch_bounds__(256)
-    sm90_d_kernel(float *D, const E *dout, const E *out, int H, int T, int ld, size_t rows)
+    sm90_d_kernel(float *D, const E *dout, const E *out, float sdi, int H, int T, int ld,
+                  size_t rows)
 {
     const size_t z = ((size_t)blockIdx.x * 256 + threadIdx.x) >> 3;
     const int part = threadIdx.x & 7;
@@ -98,23 +105,23 @@ __global__ void __launch_bounds__(256)
         acc = bw_dot8<E>(dout + off, out + off);
     }
     acc = bw_sum8(acc);
-    if (z < rows && part == 0) D[z] = acc;
+    if (z < rows && part == 0) D[z] = acc * sdi;
 }
 
-/* D of one head's query rows i0 .. i0 + 63 into Dh (the head's [T] row of D)
+/* D' of one head's query rows i0 .. i0 + 63 into Dh (the head's [T] row of D')
  * and, when dsh is given, into dsh [64]: a block of BW_THREADS threads, 8
  * lanes a row, four rows' eighths a thread; dout and out point at the head's
  * first token. The sums of sm90_d_kernel, so the same bits. */
 template <typename E>
 __device__ __forceinline__ void bw_make_d(float *Dh, float *dsh, const E *dout, const E *out,
-                                          int i0, int ld_out, int tid)
+                                          float sdi, int i0, int ld_out, int tid)
 {
     float d[4];   /* the four rows' sums first, then their stores: the loads all in flight */
 #pragma unroll
     for (int it = 0; it < 4; it++) {
         const int x = tid + BW_THREADS * it, row = x >> 3, part = x & 7;
         const size_t off = (size_t)(i0 + row) * ld_out + part * 8;
-        d[it] = bw_sum8(bw_dot8<E>(dout + off, out + off));
+        d[it] = bw_sum8(bw_dot8<E>(dout + off, out + off)) * sdi;
     }
 #pragma unroll
     for (int it = 0; it < 4; it++) {
@@ -149,7 +156,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     sm90_dq_kernel(E *dq, uint64_t *bits, const uint64_t *bits_in, const E *q, const E *k,
                    const E *v, const E *dout, const E *out,
                    const float *lse, float *D, const float *mask, float scale_log2,
-                   float scale, float sd, uint32_t thr, uint64_t seed, uint64_t offset,
+                   float gscale, float sdi, uint32_t thr, uint64_t seed, uint64_t offset,
                    const uint64_t *rng_base, int H, int T, int ld_in, int ld_out)
 {
     extern __shared__ unsigned char sm90_smem[];
@@ -175,7 +182,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     wg_load_tile<64, BW_THREADS>(sv, v, 0, T, ld_in, tid);
     cp_async_commit();
     if (out) {   /* D of rows i0 .. i0 + 63, for this block and the dkdv kernel */
-        bw_make_d<E>(D + (size_t)bh * T, dsh, dout, out + hout, i0, ld_out, tid);
+        bw_make_d<E>(D + (size_t)bh * T, dsh, dout, out + hout, sdi, i0, ld_out, tid);
         __syncthreads();
     }
     const float mmax = mask_row_max<BW_THREADS>(mb, T, red);
@@ -236,7 +243,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
             for (int e = 0; e < 4; e++) {
                 const int r = e >> 1, x = 4 * c + e;
                 const float pv = ex2(fmaf(s[x], scale_log2, mt[2 * c + (e & 1)]) - L[r]);
-                const float dpv = sm90_kept(ks[r], c, e & 1) ? dp[x] * sd : 0.0f;
+                const float dpv = sm90_kept(ks[r], c, e & 1) ? dp[x] : 0.0f;
                 s[x] = pv * (dpv - Dr[r]);
             }
         uint32_t a[4][4];
@@ -254,7 +261,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
 #pragma unroll
         for (int c = 0; c < 8; c++)
             st_pair(dq + (size_t)(row0 + 8 * r) * ld_in + 8 * c + 2 * t,
-                    pack2<E>(acc[4 * c + 2 * r] * scale, acc[4 * c + 2 * r + 1] * scale));
+                    pack2<E>(acc[4 * c + 2 * r] * gscale, acc[4 * c + 2 * r + 1] * gscale));
 }
 
 /* Rows q0 .. q0 + 63 of lse and D, and the 64 bit words of key tile m for
@@ -318,7 +325,8 @@ template <typename E, bool DQ>
 __global__ void __launch_bounds__(BW_THREADS, 3)
     sm90_dkdv_kernel(E *dk, E *dv, E *dq, const uint64_t *bits, const E *q, const E *k,
                      const E *v, const E *dout, const E *out, const float *lse, float *D,
-                     const float *mask, float scale_log2, float scale, float sd, int H, int T,
+                     const float *mask, float scale_log2, float gscale, float sd, float sdi,
+                     int H, int T,
                      int ld_in, int ld_out)
 {
     extern __shared__ unsigned char sm90_smem[];
@@ -352,7 +360,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     if (DQ) {   /* no D kernel ran: block rank makes D of query tile rank for the cluster,
                  * the barrier's release and acquire make it visible before any block
                  * loads it (the tiles above load meanwhile, the mask's max between) */
-        bw_make_d<E>(D + (size_t)bh * T, NULL, dout, out + hout, rank * 64, ld_out, tid);
+        bw_make_d<E>(D + (size_t)bh * T, NULL, dout, out + hout, sdi, rank * 64, ld_out, tid);
         cluster_arrive();
     }
     const float mmax = mask_row_max<BW_THREADS>(mb, T, red);
@@ -398,7 +406,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
         bw_issue_pair<E>(s, dp, sk, sqb, sv, sdob);
         if (DQ && n > 0) {
             cluster_wait();   /* every block's share of tile n - 1 is in place */
-            bw_dq_reduce<E>(dq, sp, n - 1, ntiles, f4_lo, f4_hi, scale, ld_in, tid);
+            bw_dq_reduce<E>(dq, sp, n - 1, ntiles, f4_lo, f4_hi, gscale, ld_in, tid);
             cluster_arrive();
         }
         const unsigned char *ab = abase + buf * BW_AUX;
@@ -424,7 +432,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
                     const int x = 4 * c + 2 * r + e;
                     const bool keep = (wb >> (8 * r)) & 1u;
                     const float pv = ex2(fmaf(s[x], scale_log2, km[r]) - Lq);
-                    const float dpv = keep ? dp[x] * sd : 0.0f;
+                    const float dpv = keep ? dp[x] : 0.0f;
                     s[x] = keep ? pv * sd : 0.0f;
                     dp[x] = pv * (dpv - Dq);
                 }
@@ -479,7 +487,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     wg_keep(adv);
     if (DQ) {   /* the last tile; no block leaves while its shared memory may be read */
         cluster_wait();
-        bw_dq_reduce<E>(dq, sp, ntiles - 1, ntiles, f4_lo, f4_hi, scale, ld_in, tid);
+        bw_dq_reduce<E>(dq, sp, ntiles - 1, ntiles, f4_lo, f4_hi, gscale, ld_in, tid);
         cluster_arrive();
         cluster_wait();
     }
@@ -489,7 +497,8 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
         for (int c = 0; c < 8; c++) {
             const size_t o = (size_t)(key0 + 8 * r) * ld_in + 8 * c + 2 * t;
             st_pair(dv + o, pack2<E>(adv[4 * c + 2 * r], adv[4 * c + 2 * r + 1]));
-            st_pair(dk + o, pack2<E>(adk[4 * c + 2 * r] * scale, adk[4 * c + 2 * r + 1] * scale));
+            st_pair(dk + o,
+                    pack2<E>(adk[4 * c + 2 * r] * gscale, adk[4 * c + 2 * r + 1] * gscale));
         }
 }
 
@@ -540,6 +549,8 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
     if (!dq && !dk) return;
     const float scale = 0.125f, scale_log2 = LOG2E_F32 * scale, sd = drop_scale(p);
     const uint32_t thr = drop_threshold(p);
+    /* the gradients' factors: s_d out of the sums (the header), 1 / s_d exact */
+    const float gscale = scale * sd, sdi = (float)(256u - thr) / 256.0f;
     if (!thr) bits_in = NULL;
     /* dq in the clusters: all three gradients wanted, the mask's bits at hand
      * (kept by the forward, or no dropout), a head's key tiles one cluster;
@@ -561,13 +572,13 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
         using E = decltype(tag);
         if (!dq_kernel && !fused) {
             sm90_d_kernel<E><<<grid_for(rows * 8, 256, 1u << 30), 256, 0, c->stream>>>(
-                D, (const E *)dout, (const E *)out, (int)H, (int)T, (int)ld_out, rows);
+                D, (const E *)dout, (const E *)out, sdi, (int)H, (int)T, (int)ld_out, rows);
             CUDA_CHECK_LAUNCH();
         }
         if (fused) {
             launch_clusters<E>(c, grid, BW_SMEM_KVQ, (E *)dk, (E *)dv, (E *)dq, bits_in,
                                (const E *)q, (const E *)k, (const E *)v, (const E *)dout,
-                               (const E *)out, lse, D, mask, scale_log2, scale, sd, (int)H,
+                               (const E *)out, lse, D, mask, scale_log2, gscale, sd, sdi, (int)H,
                                (int)T, (int)ld_in, (int)ld_out);
             return;
         }
@@ -575,7 +586,7 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
             smem_optin(sm90_dq_kernel<E>, BW_SMEM);
             sm90_dq_kernel<E><<<grid, BW_THREADS, BW_SMEM, c->stream>>>(
                 (E *)dq, bits, bits_in, (const E *)q, (const E *)k, (const E *)v, (const E *)dout,
-                (const E *)out, lse, D, mask, scale_log2, scale, sd, thr, seed, offset,
+                (const E *)out, lse, D, mask, scale_log2, gscale, sdi, thr, seed, offset,
                 c->rng_base, (int)H, (int)T, (int)ld_in, (int)ld_out);
             CUDA_CHECK_LAUNCH();
         }
@@ -583,8 +594,8 @@ extern "C" void attention_sm90_backward(Ctx *c, void *dq, void *dk, void *dv, co
             smem_optin(sm90_dkdv_kernel<E, false>, BW_SMEM_KV);
             sm90_dkdv_kernel<E, false><<<grid, BW_THREADS, BW_SMEM_KV, c->stream>>>(
                 (E *)dk, (E *)dv, NULL, bits_in ? bits_in : bits, (const E *)q, (const E *)k,
-                (const E *)v, (const E *)dout, (const E *)NULL, lse, D, mask, scale_log2, scale,
-                sd, (int)H, (int)T, (int)ld_in, (int)ld_out);
+                (const E *)v, (const E *)dout, (const E *)NULL, lse, D, mask, scale_log2, gscale,
+                sd, sdi, (int)H, (int)T, (int)ld_in, (int)ld_out);
             CUDA_CHECK_LAUNCH();
         }
     });
