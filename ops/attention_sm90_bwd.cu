@@ -148,6 +148,32 @@ __device__ __forceinline__ void bw_issue_pair(float (&s)[32], float (&dp)[32], u
     wg_commit();
 }
 
+/* The same two products issued one after the other for the dkdv kernel's
+ * ring: s's group first, then a wait for all but it (the tile before's dV and
+ * dK products, and with them the registers of their accumulators' A
+ * fragments), then dp's. Issued together behind dV and dK, the four products'
+ * registers outgrow the kernel's (ptxas serializes every wgmma, C7512); so
+ * the tensor cores run dV, dK, then S^T while dP^T is issued. */
+template <typename E>
+__device__ __forceinline__ void bw_issue_split(float (&s)[32], float (&dp)[32],
+                                               float (&adk)[32], float (&adv)[32], uint32_t a0,
+                                               uint32_t b0, uint32_t a1, uint32_t b1)
+{
+#pragma unroll
+    for (int x = 0; x < 32; x++) s[x] = 0.0f;
+    wg_fence();
+    sm90_abt<E>(s, a0, b0);
+    wg_commit();
+    wg_wait<1>();
+    wg_keep(adk);
+    wg_keep(adv);
+#pragma unroll
+    for (int x = 0; x < 32; x++) dp[x] = 0.0f;
+    wg_fence();
+    sm90_abt<E>(dp, a1, b1);
+    wg_commit();
+}
+
 /* dq (and the dropout bits). A block owns query rows i0 .. i0 + 63 of head bh.
  * With out given it first makes D for its rows (for itself, and into D for
  * the dkdv kernel); with out NULL it reads D, made by the D kernel. */
@@ -403,7 +429,8 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
         }
         const uint32_t sqb = sq + buf * SM90_TILE, sdob = sdo + buf * SM90_TILE;
         float s[32], dp[32];
-        bw_issue_pair<E>(s, dp, sk, sqb, sv, sdob);
+        if (DQ) bw_issue_pair<E>(s, dp, sk, sqb, sv, sdob);
+        else bw_issue_split<E>(s, dp, adk, adv, sk, sqb, sv, sdob);
         if (DQ && n > 0) {
             cluster_wait();   /* every block's share of tile n - 1 is in place */
             bw_dq_reduce<E>(dq, sp, n - 1, ntiles, f4_lo, f4_hi, gscale, ld_in, tid);
