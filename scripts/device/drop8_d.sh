@@ -18,7 +18,8 @@ export STEPS_BUDGET=${STEPS_BUDGET:-470}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $L/gpu.txt
 ( timeout 90 python3 scripts/torch_parity.py bert base 8 128 /tmp/ctrain_parity/bert-base \
     > $L/parity_ref_bert.log 2>&1 ) &
-for t in gpu_attention_sm90 gpu_add_norm gpu_transformer_ops; do tt $t 60; done
+tt gpu_attention_sm90 90
+for t in gpu_add_norm gpu_transformer_ops; do tt $t 60; done
 MID=$PWD/.dev/old/mid/ctrain
 for r in 1 2; do
     for v in old/tests old/mid new/tests; do
