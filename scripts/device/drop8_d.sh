@@ -28,6 +28,11 @@ for r in 1 2; do
     done
 done 2>&1 | tee $L/old_new.log | cut -c1-150
 pack
+# the sm90 kernels' SASS, for counting a tile's instructions off the device
+CUOBJ=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
+[ -n "$CUOBJ" ] && timeout 60 "$CUOBJ" -sass .dev/new/tests/gpu_attention_sm90 2>/dev/null |
+    awk '/Function :/ { keep = /sm90_/ } keep' | gzip > $L/sass_sm90.txt.gz
+pack
 S5="--models bert-large --seq 512 --batch 32 --precision fp8 --time-limit 3"
 S1="--models bert-large --seq 128 --batch 256 --precision fp8 --time-limit 3"
 for r in 1 2; do
@@ -63,10 +68,5 @@ bb base_auto 50 $NEW bench $B
 # the update overlapped with the backward (off: measured no faster in bf16 on H200s), once
 # more at fp8 seq 512, whose optimizer is 3.7 ms of a 62 ms step
 bb fp8_512_32_overlap 60 CTRAIN_OVERLAP_UPDATE=1 $NEW bench $S5
-pack
-# the sm90 kernels' SASS, for counting a tile's instructions off the device
-CUOBJ=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
-[ -n "$CUOBJ" ] && timeout 60 "$CUOBJ" -sass .dev/new/tests/gpu_attention_sm90 2>/dev/null |
-    awk '/Function :/ { keep = /sm90_/ } keep' | gzip > $L/sass_sm90.txt.gz
 pack
 echo "total $(el) s"
