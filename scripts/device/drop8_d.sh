@@ -11,6 +11,7 @@
 #   holding cfd0039's ctrain and gpu_attention_sm90: the mask and D without the ring)
 #   scripts/device/stage.sh build new
 #   STEPS_BUDGET=470 OUT=dir bash scripts/device/drop8_d.sh      (~8 minutes on an H100)
+#   LEAN=1 OUT=dir bash scripts/device/drop8_d.sh   (~3 minutes: sm90 checks, kernels, one A/B)
 set -u
 me=drop8_d; . scripts/device/unpack.sh; . scripts/device/steps.sh
 export STEPS_BUDGET=${STEPS_BUDGET:-470}
@@ -19,6 +20,18 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $L/gpu.tx
 ( timeout 90 python3 scripts/torch_parity.py bert base 8 128 /tmp/ctrain_parity/bert-base \
     > $L/parity_ref_bert.log 2>&1 ) &
 tt gpu_attention_sm90 90
+S5="--models bert-large --seq 512 --batch 32 --precision fp8 --time-limit 3"
+if [ "${LEAN:-0}" = 1 ]; then   # a short call (little device time left): the first answers only
+    for v in old/tests old/mid new/tests; do
+        timeout 40 .dev/$v/gpu_attention_sm90 --bench sm90 | grep kernel | sed "s|^|$v: |"
+    done 2>&1 | tee $L/old_new.log | cut -c1-150
+    pack
+    bb ab512_old_1 50 $OLD bench $S5
+    bb ab512_new_1 50 $NEW bench $S5
+    for t in gpu_add_norm gpu_transformer_ops; do tt $t 40; done
+    echo "total $(el) s"
+    exit 0
+fi
 for t in gpu_add_norm gpu_transformer_ops; do tt $t 60; done
 MID=$PWD/.dev/old/mid/ctrain
 for r in 1 2; do
@@ -33,7 +46,6 @@ CUOBJ=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | 
 [ -n "$CUOBJ" ] && timeout 60 "$CUOBJ" -sass .dev/new/tests/gpu_attention_sm90 2>/dev/null |
     awk '/Function :/ { keep = /sm90_/ } keep' | gzip > $L/sass_sm90.txt.gz
 pack
-S5="--models bert-large --seq 512 --batch 32 --precision fp8 --time-limit 3"
 S1="--models bert-large --seq 128 --batch 256 --precision fp8 --time-limit 3"
 for r in 1 2; do
     bb ab512_old_$r 60 $OLD bench $S5
