@@ -34,6 +34,7 @@ fi
     > $L/parity_ref_bert.log 2>&1 ) &
 for t in gpu_add_norm gpu_transformer_ops; do tt $t 60; done
 MID=$PWD/.dev/old/mid/ctrain
+wait   # the parity reference off the GPU before anything is timed
 for r in 1 2; do
     for v in old/tests old/mid new/tests; do
         [ -x .dev/$v/gpu_attention_sm90 ] || continue
