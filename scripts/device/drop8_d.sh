@@ -8,7 +8,9 @@
 # targets (owed since the default changed), the other checks and the overlapped update.
 #   git worktree add /tmp/ctrain-old 849446e && make -C /tmp/ctrain-old -j ARCH=90
 #   (out/old.tar.xz: that build's ctrain and tests/gpu_attention_sm90, stripped, and mid/
-#   holding cfd0039's ctrain and gpu_attention_sm90: the mask and D without the ring)
+#   holding cfd0039's ctrain and gpu_attention_sm90: the mask and D without the ring; nosd/
+#   holding gpu_attention_sm90 of the tree at e231ec5 without d50f954: the ring, not the
+#   dropout's scale out of the sums)
 #   scripts/device/stage.sh build new
 #   STEPS_BUDGET=470 OUT=dir bash scripts/device/drop8_d.sh      (~8 minutes on an H100)
 #   LEAN=1 OUT=dir bash scripts/device/drop8_d.sh   (~3 minutes: sm90 checks, kernels, one A/B)
@@ -20,7 +22,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $L/gpu.tx
 tt gpu_attention_sm90 90
 S5="--models bert-large --seq 512 --batch 32 --precision fp8 --time-limit 3"
 if [ "${LEAN:-0}" = 1 ]; then   # a short call (little device time left): the first answers only
-    for v in old/tests old/mid new/tests; do
+    for v in old/tests old/mid old/nosd new/tests; do
         timeout 40 .dev/$v/gpu_attention_sm90 --bench sm90 | grep kernel | sed "s|^|$v: |"
     done 2>&1 | tee $L/old_new.log | cut -c1-150
     pack
@@ -36,7 +38,7 @@ for t in gpu_add_norm gpu_transformer_ops; do tt $t 60; done
 MID=$PWD/.dev/old/mid/ctrain
 wait   # the parity reference off the GPU before anything is timed
 for r in 1 2; do
-    for v in old/tests old/mid new/tests; do
+    for v in old/tests old/mid old/nosd new/tests; do
         [ -x .dev/$v/gpu_attention_sm90 ] || continue
         timeout 60 .dev/$v/gpu_attention_sm90 --bench sm90 | grep kernel | sed "s|^|$v: |"
     done
