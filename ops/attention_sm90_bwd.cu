@@ -18,8 +18,8 @@
  * the other side streamed in 64-row tiles by cp.async into the 128-byte
  * swizzle (ops/wgmma_sm90.cuh), through a ring of three buffers as the
  * forward's: a tile's last products (dQ += dS K; dV and dK) are left running
- * into the next tile, whose first two are queued behind them, so the tensor
- * cores do not wait for the barrier and the copies between tiles (the
+ * into the next tile, whose first product is queued behind them, so the
+ * tensor cores do not wait for the barrier and the copies between tiles (the
  * clusters' form, which waits for its dQ share inside a tile, keeps two). In the dkdv kernel the
  * accumulators are transposed (rows are keys, columns queries): lse, D and
  * the dropout bits are per column there, read from shared memory where they
@@ -36,8 +36,8 @@
 namespace {
 
 constexpr int BW_THREADS = 128;
-/* the streamed tiles' buffers: a ring of three (SM90_FWD_BUFS, sm90_fwd_next),
- * two in the clusters' form */
+/* the streamed tiles' buffers: the forward's ring of three (SM90_FWD_BUFS),
+ * two in the clusters' form; bw_next steps through them */
 __host__ __device__ constexpr int bw_bufs(bool dq_in_kernel)
 {
     return dq_in_kernel ? 2 : SM90_FWD_BUFS;
@@ -46,7 +46,7 @@ __device__ __forceinline__ int bw_next(int buf, int nbufs)
 {
     return buf + 1 == nbufs ? 0 : buf + 1;
 }
-constexpr size_t BW_SMEM = (2 + 2 * SM90_FWD_BUFS) * SM90_TILE + 1024;   /* dq: Q, dO, K, V ring */
+constexpr size_t BW_SMEM = (2 + 2 * bw_bufs(false)) * SM90_TILE + 1024;   /* dq: Q, dO, K, V ring */
 constexpr size_t BW_AUX = 64 * 4 * 2 + 64 * 8;               /* lse, D, bits of a tile */
 /* dkdv: K, V, then Q, dO and the aux of a tile in nb buffers each */
 constexpr size_t bw_smem_kv(int nb)
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
     __shared__ float dsh[64];   /* D of the block's rows, when it makes them */
     const uint32_t base = (smem_u32(sm90_smem) + 1023u) & ~1023u;
     const uint32_t sq = base, sdo = base + SM90_TILE, sk = base + 2 * SM90_TILE,
-                   sv = sk + SM90_FWD_BUFS * SM90_TILE;
+                   sv = sk + bw_bufs(false) * SM90_TILE;
     if (rng_base) offset += *rng_base;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int bh = blockIdx.y, b = bh / H, h = bh - b * H, i0 = blockIdx.x * 64;
@@ -232,13 +232,13 @@ __global__ void __launch_bounds__(BW_THREADS, 3)
         Dr[r] = out ? dsh[row0 - i0 + 8 * r] : D[rowg0 + 8 * r];
     }
     float acc[32];   /* not zeroed: the first product overwrites it (C7515) */
-    for (int n = 0, buf = 0; n < ntiles; n++, buf = sm90_fwd_next(buf)) {
+    for (int n = 0, buf = 0; n < ntiles; n++, buf = bw_next(buf, bw_bufs(false))) {
         const int k0 = n * 64;
         /* tile n is here; tile n - 2's buffers are free (its dQ product was
          * waited for with tile n - 1's first two), tile n - 1's may still be read */
         sm90_ring_ready();
         if (n + 1 < ntiles) {
-            const int nb = sm90_fwd_next(buf);
+            const int nb = bw_next(buf, bw_bufs(false));
             wg_load_tile<64, BW_THREADS>(sk + nb * SM90_TILE, k, k0 + 64, T, ld_in, tid);
             wg_load_tile<64, BW_THREADS>(sv + nb * SM90_TILE, v, k0 + 64, T, ld_in, tid);
             cp_async_commit();
