@@ -18,9 +18,13 @@
  * tiles), its A fragment read from X through the offset table, B from w^T
  * held in shared memory (rows 156 / 168 elements apart: the lanes' loads hit
  * 32 banks). The weight gradient: C = dy^T A, a warp takes 16 filters x
- * half of KP's n8 tiles; its A is dy^T (dy staged by pixel in TF32, by
- * filter in bf16 so a lane's pair is one word), its B the patches, read from
- * X with the lane's ten offsets kept in registers.
+ * half of KP's n8 tiles; its A is dy^T (dy staged by pixel, rows 72 elements
+ * apart: a 16-byte load of dy is one 16-byte store, and the fragment's reads
+ * hit distinct banks), its B the patches, read from X with the lane's ten
+ * offsets kept in registers.
+ * Staging a row is latency: each thread issues all of a part's global loads
+ * (four input rows, then three; dy's row in 16-byte vectors) before any of
+ * its stores, so a row waits for about three loads' latency, not one a value.
  */
 #include "conv_stem.h"
 
@@ -54,12 +58,12 @@ template <> struct Tc<float> {
     }
 };
 template <> struct Tc<__nv_bfloat16> {
-    static constexpr int KK = 16, KP = 160, LDK = 168, LDD = 136;
+    static constexpr int KK = 16, KP = 160, LDK = 168, LDD = 72;
     using S = __nv_bfloat16;
     __device__ static __nv_bfloat16 put(__nv_bfloat16 v) { return v; }
 };
 template <> struct Tc<__half> {   /* bf16's form, f16's mma */
-    static constexpr int KK = 16, KP = 160, LDK = 168, LDD = 136;
+    static constexpr int KK = 16, KP = 160, LDK = 168, LDD = 72;
     using S = __half;
     __device__ static __half put(__half v) { return v; }
 };
@@ -90,20 +94,84 @@ STEM_MMA(__nv_bfloat16, "m16n8k16.row.col.f32.bf16.bf16.f32")
 STEM_MMA(__half, "m16n8k16.row.col.f32.f16.f16.f32")
 #undef STEM_MMA
 
+/* Input rows r0 .. r0 + NR - 1 of output row (n, p) into X: every load of
+ * the part first (into registers), then every store. A thread takes STAGE_K
+ * consecutive columns, c3 = STAGE_K tid + k (XW <= STAGE_K blockDim: the
+ * launchers check), so its loads share one address a row. */
+const int STAGE_K = 4;
+template <typename T, int NR>
+__device__ __forceinline__ void stage_part(typename Tc<T>::S *X, int XP, const T *x, int n,
+                                           int p, int H, int W, int XW, int r0)
+{
+    const int c0 = STAGE_K * (int)threadIdx.x, i0 = c0 - 9;
+    T v[NR][STAGE_K];
+#pragma unroll
+    for (int rr = 0; rr < NR; rr++) {
+        const int h = 2 * p - 3 + r0 + rr;
+        const bool in = h >= 0 && h < H;
+        const T *xr = x + (in ? ((int64_t)n * H + h) * W * 3 : 0);
+#pragma unroll
+        for (int k = 0; k < STAGE_K; k++)
+            v[rr][k] = in && i0 + k >= 0 && i0 + k < 3 * W ? xr[i0 + k] : T(0.0f);
+    }
+    if (c0 >= XW) return;
+#pragma unroll
+    for (int rr = 0; rr < NR; rr++)
+#pragma unroll
+        for (int k = 0; k < STAGE_K; k++)
+            if (c0 + k < XW) X[(r0 + rr) * XP + c0 + k] = Tc<T>::put(v[rr][k]);
+}
+
 /* The 7 input rows of output row (n, p), columns -3 .. 2Q + 1, into X (row
- * pitch XP): X[r XP + i + 9] = x[n, 2p - 3 + r] at flat index i = 3 col + c. */
-template <typename T>
+ * pitch XP): X[r XP + i + 9] = x[n, 2p - 3 + r] at flat index i = 3 col + c;
+ * in parts of NR rows, to keep the registers in flight few (the forward takes
+ * 4 + 3; the weight gradient, whose accumulators hold 40, 2 + 2 + 2 + 1). */
+template <typename T, int NR>
 __device__ void stage_rows(typename Tc<T>::S *X, int XP, const T *x, int n, int p, int H, int W,
                            int Q)
 {
     const int XW = (2 * Q + 5) * 3;
-    for (int r = 0; r < ROWS; r++) {
-        const int h = 2 * p - 3 + r;
-        const bool in = h >= 0 && h < H;
-        const T *xr = x + (in ? ((int64_t)n * H + h) * W * 3 : 0);
-        for (int c3 = threadIdx.x; c3 < XW; c3 += blockDim.x) {
-            const int i = c3 - 9;
-            X[r * XP + c3] = Tc<T>::put(in && i >= 0 && i < 3 * W ? xr[i] : T(0.0f));
+#pragma unroll
+    for (int r0 = 0; r0 + NR <= ROWS; r0 += NR) stage_part<T, NR>(X, XP, x, n, p, H, W, XW, r0);
+    if constexpr (ROWS % NR != 0)
+        stage_part<T, ROWS % NR>(X, XP, x, n, p, H, W, XW, ROWS - ROWS % NR);
+}
+
+/* dy's row dr (Q pixels x CO filters) into D by pixel (D[q LDD + o]): with
+ * vec, 16-byte loads, NV a thread in flight before their stores; else one
+ * value at a time (dy not 16-byte aligned) */
+template <typename T, int NV>
+__device__ __forceinline__ void stage_dy(typename Tc<T>::S *D, const T *dr, int Q, bool vec)
+{
+    using C = Tc<T>;
+    if (!vec) {
+        for (int e = threadIdx.x; e < Q * CO; e += blockDim.x)
+            D[e / CO * C::LDD + e % CO] = C::put(dr[e]);
+        return;
+    }
+    constexpr int VEC = 16 / (int)sizeof(T);
+    const int nv = Q * CO / VEC;
+    const uint4 *src = reinterpret_cast<const uint4 *>(dr);
+    for (int b = 0; b < nv; b += NV * (int)blockDim.x) {
+        uint4 u[NV];
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int e = b + (int)threadIdx.x + k * (int)blockDim.x;
+            if (e < nv) u[k] = src[e];
+        }
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int e = b + (int)threadIdx.x + k * (int)blockDim.x;
+            if (e >= nv) continue;
+            const int q = e * VEC / CO, o = e * VEC % CO;
+            uint4 w = u[k];
+            if constexpr (C::KK == 8) {   /* TF32: each value rounded as put does */
+                w.x = __float_as_uint(C::put(__uint_as_float(w.x)));
+                w.y = __float_as_uint(C::put(__uint_as_float(w.y)));
+                w.z = __float_as_uint(C::put(__uint_as_float(w.z)));
+                w.w = __float_as_uint(C::put(__uint_as_float(w.w)));
+            }
+            *reinterpret_cast<uint4 *>(D + q * C::LDD + o) = w;
         }
     }
 }
@@ -150,7 +218,7 @@ __global__ void __launch_bounds__(CONV_STEM_MAX_Q * 2)
     const int64_t rows = (int64_t)N * P;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         __syncthreads();   /* the previous row's X is read (and w^T, off are in) */
-        stage_rows<T>(X, XP, x, (int)(row / P), (int)(row % P), H, W, Q);
+        stage_rows<T, 4>(X, XP, x, (int)(row / P), (int)(row % P), H, W, Q);
         __syncthreads();
         float acc[8][4];
 #pragma unroll
@@ -198,13 +266,13 @@ __global__ void __launch_bounds__(CONV_STEM_MAX_Q * 2)
     }
 }
 
-/* Eight warps; dynamic shared memory: X [ROWS][XP], dy's row D, off [KP].
- * D: TF32 [Q][LDD] by pixel; bf16 [CO][LDD] by filter. part[blockIdx.x]
- * [CO][KP] receives the block's sum. */
+/* Eight warps; dynamic shared memory: X [ROWS][XP], dy's row D [Q][LDD] by
+ * pixel, off [KP]. part[blockIdx.x] [CO][KP] receives the block's sum; vec:
+ * dy is 16-byte aligned. */
 template <typename T>
-__global__ void __launch_bounds__(WG_THREADS)
+__global__ void __launch_bounds__(WG_THREADS, 3)
     stem_wgrad_kernel(float *part, const T *dy, const T *x, int N, int H, int W, int P, int Q,
-                      int XP)
+                      int XP, bool vec)
 {
     using C = Tc<T>;
     using S = typename C::S;
@@ -212,7 +280,7 @@ __global__ void __launch_bounds__(WG_THREADS)
     extern __shared__ __align__(16) unsigned char smem[];
     S *X = (S *)smem;
     S *D = X + ROWS * XP;
-    int *off = (int *)(D + (C::KK == 8 ? CONV_STEM_MAX_Q : CO) * C::LDD);
+    int *off = (int *)(D + CONV_STEM_MAX_Q * C::LDD);
     offsets<T>(off, XP);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int c0 = 16 * (warp & 3);                    /* filters c0 .. c0 + 15 */
@@ -228,13 +296,8 @@ __global__ void __launch_bounds__(WG_THREADS)
     const int64_t rows = (int64_t)N * P;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         __syncthreads();   /* the previous row's X and D are read */
-        stage_rows<T>(X, XP, x, (int)(row / P), (int)(row % P), H, W, Q);
-        const T *dr = dy + row * (int64_t)Q * CO;
-        for (int e = threadIdx.x; e < Q * CO; e += WG_THREADS) {
-            const int q = e / CO, o = e % CO;
-            if constexpr (C::KK == 8) D[q * C::LDD + o] = C::put(dr[e]);
-            else D[o * C::LDD + q] = dr[e];
-        }
+        stage_rows<T, 2>(X, XP, x, (int)(row / P), (int)(row % P), H, W, Q);
+        stage_dy<T, 2>(D, dy + row * (int64_t)Q * CO, Q, vec);
         __syncthreads();
 #pragma unroll 2
         for (int mm = 0; mm < Q; mm += C::KK) {
@@ -245,12 +308,12 @@ __global__ void __launch_bounds__(WG_THREADS)
                 a[1] = bits(d0[8]);
                 a[2] = bits(d1[0]);
                 a[3] = bits(d1[8]);
-            } else {
-                const S *d0 = D + (c0 + g) * C::LDD + mm + 2 * t, *d1 = d0 + 8 * C::LDD;
-                a[0] = *(const uint32_t *)d0;
-                a[1] = *(const uint32_t *)d1;
-                a[2] = *(const uint32_t *)(d0 + 8);
-                a[3] = *(const uint32_t *)(d1 + 8);
+            } else {   /* rows: filters c0 + g (+ 8); the pair: pixels mm + 2t, + 1 (+ 8) */
+                const S *d0 = D + (mm + 2 * t) * C::LDD + c0 + g, *d1 = d0 + 8 * C::LDD;
+                a[0] = bits(d0[0]) | bits(d0[C::LDD]) << 16;
+                a[1] = bits(d0[8]) | bits(d0[C::LDD + 8]) << 16;
+                a[2] = bits(d1[0]) | bits(d1[C::LDD]) << 16;
+                a[3] = bits(d1[8]) | bits(d1[C::LDD + 8]) << 16;
             }
 #pragma unroll
             for (int j = 0; j < WG_TILES; j++) {
@@ -315,6 +378,8 @@ extern "C" void conv_stem_forward_launch(void *y, const void *x, const void *w, 
                                          int H, int W, int P, int Q, void *stream)
 {
     CT_ASSERT(Q % 16 == 0 && Q <= CONV_STEM_MAX_Q, "conv_stem: output width %d", Q);
+    /* stage_part: a thread stages STAGE_K columns of X, 2Q threads */
+    CT_ASSERT((2 * Q + 5) * 3 <= STAGE_K * Q * 2, "conv_stem: output width %d", Q);
     const int64_t rows = (int64_t)N * P;
     if (rows == 0) return;
     const int XP = x_pitch(Q);
@@ -341,17 +406,19 @@ extern "C" void conv_stem_wgrad_launch(float *dw, float *part, const void *dy, c
                                        void *stream)
 {
     CT_ASSERT(Q % 16 == 0 && Q <= CONV_STEM_MAX_Q, "conv_stem: output width %d", Q);
+    CT_ASSERT((2 * Q + 5) * 3 <= STAGE_K * WG_THREADS, "conv_stem: output width %d", Q);
     const int XP = x_pitch(Q), parts = wg_blocks();
     int kp = 0;
     dispatch_stem(dt, [&](auto tag) {
         using T = decltype(tag);
         using C = Tc<T>;
         kp = C::KP;
-        const size_t sm = (size_t)(ROWS * XP + (C::KK == 8 ? CONV_STEM_MAX_Q : CO) * C::LDD) *
+        const size_t sm = (size_t)(ROWS * XP + CONV_STEM_MAX_Q * C::LDD) *
                               sizeof(typename C::S) + C::KP * sizeof(int);
+        const bool vec = ((uintptr_t)dy & 15u) == 0;
         smem_optin(stem_wgrad_kernel<T>, sm);
         stem_wgrad_kernel<T><<<parts, WG_THREADS, sm, (cudaStream_t)stream>>>(
-            part, (const T *)dy, (const T *)x, N, H, W, P, Q, XP);
+            part, (const T *)dy, (const T *)x, N, H, W, P, Q, XP, vec);
     });
     CUDA_CHECK_LAUNCH();
     stem_wgrad_finish_kernel<<<(KS * CO + 255) / 256, 256, 0, (cudaStream_t)stream>>>(

@@ -11,6 +11,8 @@
  *     (fewer rows than the window);
  *   - the weight gradient added to what dw holds (accumulate), and the same
  *     bits on a second run (the partials summed in block order);
+ *   - dy not 16-byte aligned (its rows staged one value at a time, not in
+ *     16-byte vectors): the same bits as aligned;
  *   - which convolutions the kernels take (conv_stem_applies): f16 only under
  *     CTRAIN_CONV_STEM=all.
  */
@@ -69,6 +71,35 @@ static void one_case(DType dt, int N, int H, int W)
     free(dw2); free(dw3); free(y3);
 }
 
+/* the weight gradient from dy at an odd element offset (not 16-byte aligned)
+ * against the aligned one: the same values staged another way, the same bits */
+static void unaligned_dy(DType dt)
+{
+    const int N = 2, H = 63, W = 63;
+    const Conv2dShape s = conv2d_shape(N, H, W, 3, 64, 7, 7, 2, 2, 3, 3, 1, 1);
+    const size_t nx = (size_t)N * H * W * 3, ny = (size_t)N * s.P * s.Q * 64, nw = 64 * 147;
+    float *x = hrand(nx, -1.0f, 1.0f, dt), *dy = hrand(ny, -1.0f, 1.0f, dt);
+    float *shifted = hbuf(ny + 1), *a = hbuf(nw), *b = hbuf(nw);
+    memcpy(shifted + 1, dy, ny * sizeof(float));
+    void *dx = gpu_upload(x, nx, dt), *ddy = gpu_upload(dy, ny, dt);
+    void *dsh = gpu_upload(shifted, ny + 1, dt);
+    const void *dy_odd = (const char *)dsh + dtype_size(dt);
+    float *ddw, *part;
+    CUDA_CHECK(cudaMalloc((void **)&ddw, nw * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&part, conv_stem_part_floats() * sizeof(float)));
+    conv_stem_wgrad_launch(ddw, part, ddy, dx, dt, N, H, W, s.P, s.Q, 0, NULL);
+    sync_all();
+    gpu_download(a, ddw, nw, DT_F32);
+    conv_stem_wgrad_launch(ddw, part, dy_odd, dx, dt, N, H, W, s.P, s.Q, 0, NULL);
+    sync_all();
+    gpu_download(b, ddw, nw, DT_F32);
+    char n[96];
+    snprintf(n, sizeof n, "stem %s: dy not 16-byte aligned, the same bits", dtype_name(dt));
+    check_true(n, !memcmp(a, b, nw * sizeof(float)), "the weight gradient moved");
+    dfree(dx); dfree(ddy); dfree(dsh); dfree(ddw); dfree(part);
+    free(x); free(dy); free(shifted); free(a); free(b);
+}
+
 static void applies(void)
 {
     Ctx c;
@@ -114,6 +145,7 @@ int main(void)
         one_case(types[t], 2, 300, 31);    /* not square: Q 16, P 150 */
         one_case(types[t], 2, 5, 63);      /* H < 7: every window leaves the image */
         one_case(types[t], 3, 29, 63);     /* P 15, odd: the forward's last pass has one row */
+        unaligned_dy(types[t]);
     }
     return check_summary();
 }

@@ -1,7 +1,8 @@
 #!/bin/bash
-# drop8_d.sh — what f036dd7..ec7cbfb and the backward's ring owe a measurement of
-# (docs/kernels.md, "Every dropout at 8 bits a decision", "D made by the dq kernel" and "The
-# backward's tiles through a ring of three"): the checks they touch, the sm90 kernels' bench
+# drop8_d.sh — what f036dd7..ec7cbfb, the backward's ring and the stem's staging owe a
+# measurement of (docs/kernels.md, "Every dropout at 8 bits a decision", "D made by the dq
+# kernel", "The backward's tiles through a ring of three", "The stem's rows staged with their
+# loads in flight"): the checks they touch (gpu_conv_stem too), the sm90 kernels' bench
 # old / mid / new, BERT-large fp8 at seq 512 bs 32 (twice, and mid once) and seq 128 bs 256
 # old against new, a CUPTI timeline of each at seq 512 (add_norm's forward, the dq kernel,
 # the D kernel gone), then CTRAIN_ATTN's default against cudnn at every BERT row of the
@@ -28,13 +29,13 @@ if [ "${LEAN:-0}" = 1 ]; then   # a short call (little device time left): the fi
     pack
     bb ab512_old_1 50 $OLD bench $S5
     bb ab512_new_1 50 $NEW bench $S5
-    for t in gpu_add_norm gpu_transformer_ops; do tt $t 40; done
+    for t in gpu_add_norm gpu_transformer_ops gpu_conv_stem; do tt $t 40; done
     echo "total $(el) s"
     exit 0
 fi
 ( timeout 90 python3 scripts/torch_parity.py bert base 8 128 /tmp/ctrain_parity/bert-base \
     > $L/parity_ref_bert.log 2>&1 ) &
-for t in gpu_add_norm gpu_transformer_ops; do tt $t 60; done
+for t in gpu_add_norm gpu_transformer_ops gpu_conv_stem; do tt $t 60; done
 MID=$PWD/.dev/old/mid/ctrain
 wait   # the parity reference off the GPU before anything is timed
 for r in 1 2; do
@@ -57,6 +58,12 @@ done
 [ -x "$MID" ] && bb ab512_mid 60 $MID bench $S5
 bb ab128_old 60 $OLD bench $S1
 bb ab128_new 60 $NEW bench $S1
+# the stem's staged loads (ResNet has no dropout or attention: old against new is the stem)
+for v in old new; do
+    V=$OLD; [ $v = new ] && V=$NEW
+    bb rn256_$v 60 $V bench --models resnet50 --batch 256 --precision bf16 --time-limit 3
+    bb rn64_$v 60 $V bench --models resnet50 --batch 64 --precision bf16 --time-limit 3
+done
 for v in old new; do
     CTRAIN_TIMELINE=$L/tl_$v.json:8:4 timeout 60 .dev/$v/ctrain bench --models bert-large \
         --seq 512 --batch 32 --precision fp8 --steps 14 --time-limit 20 > $L/tl_$v.log 2>&1
