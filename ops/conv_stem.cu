@@ -266,8 +266,8 @@ __global__ void __launch_bounds__(CONV_STEM_MAX_Q * 2)
     }
 }
 
-/* Eight warps; dynamic shared memory: X [ROWS][XP], dy's row D [Q][LDD] by
- * pixel, off [KP]. part[blockIdx.x] [CO][KP] receives the block's sum; vec:
+/* Eight warps; dynamic shared memory: dy's row D [MAX_Q][LDD] by pixel,
+ * X [ROWS][XP], off [KP]. part[blockIdx.x] [CO][KP] receives the block's sum; vec:
  * dy is 16-byte aligned. */
 template <typename T>
 __global__ void __launch_bounds__(WG_THREADS, 3)
@@ -278,9 +278,11 @@ __global__ void __launch_bounds__(WG_THREADS, 3)
     using S = typename C::S;
     constexpr int NT = C::KP / 8;                       /* n8 tiles of KP: 19 or 20 */
     extern __shared__ __align__(16) unsigned char smem[];
-    S *X = (S *)smem;
-    S *D = X + ROWS * XP;
-    int *off = (int *)(D + CONV_STEM_MAX_Q * C::LDD);
+    /* D first: its 16-byte stores need an address the compiler sees aligned
+     * (after X, whose size is a kernel argument, it splits each into four) */
+    S *D = (S *)smem;
+    S *X = D + CONV_STEM_MAX_Q * C::LDD;
+    int *off = (int *)(X + ROWS * XP);
     offsets<T>(off, XP);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int c0 = 16 * (warp & 3);                    /* filters c0 .. c0 + 15 */
