@@ -23,8 +23,9 @@
  * hit distinct banks), its B the patches, read from X with the lane's ten
  * offsets kept in registers.
  * Staging a row is latency: each thread issues all of a part's global loads
- * (four input rows, then three; dy's row in 16-byte vectors) before any of
- * its stores, so a row waits for about three loads' latency, not one a value.
+ * (a few input rows at a time, stage_rows; dy's row in 16-byte vectors)
+ * before any of its stores, so a row waits for a handful of loads' latency
+ * (two in the forward, about six in the weight gradient), not one a value.
  */
 #include "conv_stem.h"
 
